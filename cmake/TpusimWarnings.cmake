@@ -1,0 +1,20 @@
+# tpusim_target_defaults(<target>): warnings and include roots for tpusim's own code.
+# Headers are included by their path from the repository root ("sim/mxu.h"); generated
+# headers (protobuf, embedded files) by their path under build/gen.
+set(TPUSIM_GEN_DIR ${PROJECT_BINARY_DIR}/gen)
+file(MAKE_DIRECTORY ${TPUSIM_GEN_DIR})
+
+function(tpusim_target_defaults target)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "INTERFACE_LIBRARY")
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR} ${TPUSIM_GEN_DIR})
+    return()
+  endif()
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${TPUSIM_GEN_DIR})
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+      -Woverloaded-virtual -Wimplicit-fallthrough -Wcast-qual -Wformat=2>)
+  if(TPUSIM_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
+endfunction()

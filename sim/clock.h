@@ -1,0 +1,51 @@
+#pragma once
+// Simulated time. The SystemC kernel runs at 1 ps resolution; each chip's units count integer
+// cycles of the core clock and convert to time only when they wait. Converting from absolute
+// cycle numbers (never adding rounded periods) keeps cycle counts exact over any run length,
+// even for clocks whose period is not a whole number of picoseconds (940 MHz = 1063.83 ps).
+
+#include <cstdint>
+
+namespace tpusim::sim {
+
+// A count of core clock cycles. A distinct type so cycles never mix with picoseconds.
+struct Cycles {
+  uint64_t value = 0;
+  constexpr Cycles() = default;
+  constexpr explicit Cycles(uint64_t v) : value(v) {}
+  constexpr Cycles operator+(Cycles o) const { return Cycles(value + o.value); }
+  constexpr Cycles operator-(Cycles o) const { return Cycles(value - o.value); }
+  constexpr Cycles& operator+=(Cycles o) {
+    value += o.value;
+    return *this;
+  }
+  constexpr bool operator==(Cycles o) const { return value == o.value; }
+  constexpr bool operator!=(Cycles o) const { return value != o.value; }
+  constexpr bool operator<(Cycles o) const { return value < o.value; }
+  constexpr bool operator<=(Cycles o) const { return value <= o.value; }
+  constexpr bool operator>(Cycles o) const { return value > o.value; }
+  constexpr bool operator>=(Cycles o) const { return value >= o.value; }
+};
+
+using Picoseconds = uint64_t;
+
+class ClockDomain {
+ public:
+  explicit ClockDomain(double frequency_hz);
+
+  double frequency_hz() const { return frequency_hz_; }
+  double period_ps() const { return period_ps_; }
+
+  // The time at which cycle `c` begins, rounded to the nearest picosecond.
+  Picoseconds time_of(Cycles c) const;
+  // The first cycle that begins at or after time `t`.
+  Cycles cycle_at_or_after(Picoseconds t) const;
+  // Cycles spent by `seconds` of work, rounded up (a transfer that needs 2.1 cycles takes 3).
+  Cycles cycles_for_seconds(double seconds) const;
+
+ private:
+  double frequency_hz_;
+  double period_ps_;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,63 @@
+// Cycle <-> picosecond conversion must stay exact over long runs, even when the clock period is
+// not a whole number of picoseconds.
+#include "sim/clock.h"
+
+#include <gtest/gtest.h>
+
+namespace tpusim::sim {
+namespace {
+
+TEST(ClockDomain, V3ClockPeriodIsFractional) {
+  ClockDomain clock(940e6);
+  // 1e12 / 940e6 = 1063.8297872... ps.
+  EXPECT_NEAR(clock.period_ps(), 1063.8297872, 1e-6);
+  EXPECT_EQ(clock.time_of(Cycles(0)), 0u);
+  EXPECT_EQ(clock.time_of(Cycles(1)), 1064u);        // 1063.83 rounds up
+  EXPECT_EQ(clock.time_of(Cycles(3)), 3191u);        // 3191.49 rounds down
+  EXPECT_EQ(clock.time_of(Cycles(1000)), 1063830u);  // 1063829.79
+}
+
+TEST(ClockDomain, TimeOfAbsoluteCyclesDoesNotAccumulateRounding) {
+  ClockDomain clock(940e6);
+  // Adding rounded periods one at a time would drift by up to 0.5 ps per cycle; converting the
+  // absolute cycle number is exact to the picosecond: 940e9 cycles = 1000 s = 1e15 ps.
+  EXPECT_EQ(clock.time_of(Cycles(940'000'000'000ull)), 1'000'000'000'000'000ull);
+  EXPECT_EQ(clock.time_of(Cycles(94)), 100'000u);  // 94 cycles = 100 ns exactly
+}
+
+TEST(ClockDomain, CycleAtOrAfterInvertsTimeOf) {
+  for (double hz : {700e6, 940e6, 1050e6, 1.5e9, 1e9}) {
+    ClockDomain clock(hz);
+    for (uint64_t c : {0ull, 1ull, 2ull, 7ull, 1000ull, 123456789ull, 98765432101ull}) {
+      const Picoseconds t = clock.time_of(Cycles(c));
+      EXPECT_EQ(clock.cycle_at_or_after(t), Cycles(c)) << hz << " Hz, cycle " << c;
+      // One picosecond later the next cycle is the first at or after.
+      EXPECT_EQ(clock.cycle_at_or_after(t + 1), Cycles(c + 1)) << hz << " Hz, cycle " << c;
+    }
+  }
+}
+
+TEST(ClockDomain, CyclesForSecondsRoundsUpButNotOnExactProducts) {
+  ClockDomain clock(1e9);
+  EXPECT_EQ(clock.cycles_for_seconds(0), Cycles(0));
+  EXPECT_EQ(clock.cycles_for_seconds(-1), Cycles(0));
+  EXPECT_EQ(clock.cycles_for_seconds(2e-9), Cycles(2));
+  EXPECT_EQ(clock.cycles_for_seconds(2.1e-9), Cycles(3));
+  // 0.3 / 0.1 style products that land a hair above an integer stay on it.
+  EXPECT_EQ(clock.cycles_for_seconds(0.3e-9 / 0.1), Cycles(3));
+  ClockDomain v3(940e6);
+  // 1 us at 940 MHz = 940 cycles exactly.
+  EXPECT_EQ(v3.cycles_for_seconds(1e-6), Cycles(940));
+}
+
+TEST(Cycles, ArithmeticAndOrder) {
+  Cycles a(5);
+  a += Cycles(7);
+  EXPECT_EQ(a, Cycles(12));
+  EXPECT_EQ(a - Cycles(2), Cycles(10));
+  EXPECT_LT(Cycles(1), Cycles(2));
+  EXPECT_GE(Cycles(2), Cycles(2));
+}
+
+}  // namespace
+}  // namespace tpusim::sim

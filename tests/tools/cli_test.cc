@@ -1,0 +1,201 @@
+// The tpusim CLI as a user meets it: exit codes (0 ok, 1 failed job, 2 usage), where messages
+// go, and the JSON that scripts read.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+namespace tpusim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::run_tpusim;
+
+std::string repo_file(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
+
+TEST(Cli, NoArgumentsPrintsUsageToStderrAndExits2) {
+  const auto r = run_tpusim({});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("usage: tpusim <command>"));
+  EXPECT_THAT(r.out, IsEmpty());
+}
+
+TEST(Cli, HelpListsEveryCommandOnStdout) {
+  for (const char* flag : {"--help", "-h", "help"}) {
+    const auto r = run_tpusim({flag});
+    EXPECT_EQ(r.exit_code, 0) << flag;
+    for (const char* cmd : {"train", "config", "backends"}) {
+      EXPECT_THAT(r.out, HasSubstr(cmd)) << flag;
+    }
+  }
+}
+
+TEST(Cli, VersionPrintsTheVersion) {
+  const auto r = run_tpusim({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("tpusim 0."));
+}
+
+TEST(Cli, UnknownCommandExits2) {
+  const auto r = run_tpusim({"frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown command 'frobnicate'"));
+  EXPECT_THAT(r.err, HasSubstr("usage: tpusim"));
+}
+
+TEST(Cli, EverySubcommandHasHelp) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"config", "--help"},
+                                               {"config", "show", "--help"},
+                                               {"config", "list", "--help"},
+                                               {"backends", "--help"},
+                                               {"train", "--help"}}) {
+    const auto r = run_tpusim(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0];
+    EXPECT_THAT(r.out, HasSubstr("usage: tpusim")) << args[0];
+    EXPECT_THAT(r.err, IsEmpty()) << args[0];
+  }
+}
+
+TEST(Cli, UnknownOptionPrintsUsageToStderrAndExits2) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"config", "show", "v3-8", "--bogus"},
+        {"backends", "--bogus"},
+        {"train", "--bogus"},
+        {"config", "list", "--bogus"}}) {
+    const auto r = run_tpusim(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("unrecognised option '--bogus'")) << args[0];
+    EXPECT_THAT(r.err, HasSubstr("usage: tpusim")) << args[0];
+    EXPECT_THAT(r.out, IsEmpty()) << args[0];
+  }
+}
+
+TEST(Cli, MissingOrUnknownConfigActionExits2) {
+  auto r = run_tpusim({"config"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("missing action"));
+  r = run_tpusim({"config", "eat"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown action 'eat'"));
+  r = run_tpusim({"config", "show"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'--file' is required"));
+}
+
+// The done-when check: v3-8 has 8 cores and 123.2 TFLOPS per chip.
+TEST(Cli, ConfigShowJsonReportsTheV3_8Figures) {
+  const auto r = run_tpusim({"config", "show", repo_file("configs/v3-8.pbtxt"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["chips"], 4);
+  EXPECT_EQ(j["cores"], 8);
+  EXPECT_NEAR(j["peak_bf16_tflops_per_chip"].get<double>(), 123.2, 123.2 * 0.005);
+  EXPECT_NEAR(j["peak_bf16_tflops"].get<double>(), 4 * 123.2, 4 * 123.2 * 0.005);
+  EXPECT_DOUBLE_EQ(j["hbm_bandwidth_bytes_per_s"].get<double>(), 900e9);
+  EXPECT_EQ(j["ici_links_per_chip"], 4);
+  EXPECT_DOUBLE_EQ(j["ici_link_bandwidth_bytes_per_s"].get<double>(), 100e9);
+  EXPECT_EQ(j["config"]["chip"]["name"], "tpu_v3");
+}
+
+TEST(Cli, ConfigShowJsonPerGeneration) {
+  struct Case {
+    const char* file;
+    double tflops_per_chip;
+  };
+  for (const Case& c : {Case{"configs/v2-8.pbtxt", 45.9}, Case{"configs/v4-8.pbtxt", 275.3}}) {
+    const auto r = run_tpusim({"config", "show", repo_file(c.file), "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_NEAR(j["peak_bf16_tflops_per_chip"].get<double>(), c.tflops_per_chip,
+                c.tflops_per_chip * 0.005)
+        << c.file;
+  }
+}
+
+TEST(Cli, ConfigShowTextWorksFromAnyFolderWithBuiltInNames) {
+  const auto r = run_tpusim({"config", "show", "v3-32"}, "/");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("slice v3-32 (<embedded>/v3-32.pbtxt)"));
+  EXPECT_THAT(r.out, HasSubstr("16 in a 4x4 torus, 32 cores"));
+}
+
+TEST(Cli, ConfigShowChipAndHostFiles) {
+  auto r = run_tpusim({"config", "show", "tpu_v5e", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "chip");
+  EXPECT_EQ(j["cores"], 1);
+  r = run_tpusim({"config", "show", "host_240", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "host");
+  EXPECT_EQ(j["cpu_cores"], 240);
+}
+
+// The done-when check: a copy of tpu_v3.pbtxt with a negative bandwidth is rejected, naming the
+// field, and the failure exits 1 (the job failed; the command line was fine).
+TEST(Cli, BadConfigExits1NamingFileLineAndField) {
+  std::ifstream in(repo_file("configs/tpu_v3.pbtxt"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  text.replace(text.find("bandwidth_gb_per_s: 900"), 23, "bandwidth_gb_per_s: -900");
+  const auto path = std::filesystem::temp_directory_path() / "tpusim-cli-bad-tpu_v3.pbtxt";
+  std::ofstream(path) << text;
+  const auto r = run_tpusim({"config", "show", path.string(), "--json"});
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(path.string() + ":"));
+  EXPECT_THAT(r.err, HasSubstr("hbm.bandwidth_gb_per_s = -900: must be a finite number > 0"));
+  EXPECT_THAT(r.out, IsEmpty());
+}
+
+TEST(Cli, MissingConfigExits1ListingBuiltIns) {
+  const auto r = run_tpusim({"config", "show", "no-such-slice"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no config file \"no-such-slice\""));
+  EXPECT_THAT(r.err, HasSubstr("v3-8.pbtxt"));
+}
+
+TEST(Cli, ConfigListJsonNamesEveryBuiltInWithItsKind) {
+  const auto r = run_tpusim({"config", "list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, std::string> kinds;
+  for (const auto& row : j["configs"]) kinds[row["name"]] = row["kind"];
+  EXPECT_EQ(kinds["v3-8.pbtxt"], "slice");
+  EXPECT_EQ(kinds["v3-2048.pbtxt"], "slice");
+  EXPECT_EQ(kinds["tpu_v4.pbtxt"], "chip");
+  EXPECT_EQ(kinds["host_96.pbtxt"], "host");
+}
+
+TEST(Cli, BackendsJsonSaysWhetherCudaWasBuiltAndWhyNoDeviceRuns) {
+  const auto r = run_tpusim({"backends", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["backends"].is_array());
+  for (const auto& b : j["backends"]) {
+    for (const char* key : {"name", "built", "available", "reason"}) EXPECT_TRUE(b.contains(key));
+  }
+  EXPECT_EQ(j["cuda"]["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
+  if (j["cuda"]["devices"].empty()) {
+    EXPECT_FALSE(j["cuda"]["reason"].get<std::string>().empty());
+  }
+}
+
+TEST(Cli, TrainWithoutArgumentsRunsTheMostCompleteJobAndSaysSo) {
+  const auto r = run_tpusim({"train"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("training is not built yet"));
+  EXPECT_THAT(r.out, HasSubstr("slice v3-8"));
+  EXPECT_THAT(r.out, HasSubstr("123.2 TFLOPS per chip"));
+}
+
+}  // namespace
+}  // namespace tpusim::cli

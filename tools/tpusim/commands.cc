@@ -1,0 +1,16 @@
+#include "tools/tpusim/commands.h"
+
+#include "tools/tpusim/command.h"
+
+namespace tpusim::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> kCommands = {
+      {"train", "train a model on a simulated slice (the main job)", run_train},
+      {"config", "show, validate and list hardware/slice configs", run_config},
+      {"backends", "list backends and whether they can run here", run_backends},
+  };
+  return kCommands;
+}
+
+}  // namespace tpusim::cli

@@ -1,0 +1,13 @@
+#pragma once
+// Entry points of the subcommands, one per cmd_*.cc; listed in commands.cc.
+
+#include <string>
+#include <vector>
+
+namespace tpusim::cli {
+
+int run_backends(const std::vector<std::string>& args);
+int run_config(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+
+}  // namespace tpusim::cli

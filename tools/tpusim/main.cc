@@ -1,0 +1,55 @@
+// tpusim: git-style subcommands over the tpusim libraries. main() only dispatches; each
+// subcommand lives in its own cmd_*.cc.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "tools/tpusim/command.h"
+
+namespace {
+
+std::string top_usage() {
+  std::string out =
+      "usage: tpusim <command> [options]\n"
+      "       tpusim <command> --help\n\n"
+      "A cycle-level TPU simulator and TPUEstimator-style runtime.\n\ncommands:\n";
+  for (const auto& cmd : tpusim::cli::commands()) {
+    out += "  " + cmd.name + std::string(12 - std::min<size_t>(cmd.name.size(), 11), ' ') +
+           cmd.summary + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using tpusim::cli::kOk;
+  using tpusim::cli::kUsage;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << top_usage();
+    return kUsage;
+  }
+  const std::string& name = args[0];
+  if (name == "--help" || name == "-h" || name == "help") {
+    std::cout << top_usage();
+    return kOk;
+  }
+  if (name == "--version") {
+    std::cout << "tpusim " << TPUSIM_VERSION << "\n";
+    return kOk;
+  }
+  for (const auto& cmd : tpusim::cli::commands()) {
+    if (cmd.name == name) {
+      try {
+        return cmd.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      } catch (const std::exception& e) {
+        // Libraries report through status values; this catches what slipped through (bad_alloc,
+        // a bug) so the user sees a message instead of an abort.
+        std::cerr << "tpusim " << name << ": internal error: " << e.what() << "\n";
+        return tpusim::cli::kFailed;
+      }
+    }
+  }
+  return tpusim::cli::usage_error("unknown command '" + name + "'", top_usage());
+}
