@@ -19,6 +19,14 @@ struct CoreSpec {
   uint32_t vector_lanes = 0;
   uint32_t vector_sublanes = 0;
   uint64_t vmem_bytes = 0;
+  uint32_t vmem_ports = 0;
+  uint32_t vmem_port_bytes_per_cycle = 0;
+  uint32_t dma_engines = 0;
+  uint32_t unit_queue_depth = 0;
+  uint32_t vector_latency_cycles = 0;
+  uint32_t transcendental_latency_cycles = 0;
+  double vector_divide_cycles_per_vreg = 0;
+  double vector_transcendental_cycles_per_vreg = 0;
 
   // Derived: peak bf16 FLOP/s = MXUs x R x C MACs x 2 FLOPs x clock.
   double peak_bf16_flops = 0;
@@ -31,6 +39,7 @@ struct HbmSpec {
   double bandwidth_bytes_per_s = 0;
   double latency_s = 0;
   uint32_t channels = 0;
+  uint32_t interleave_bytes = 0;
 };
 
 struct HostLinkSpec {

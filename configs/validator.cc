@@ -25,6 +25,23 @@ void validate_core(const CoreConfig& core, FieldChecker& c, CoreSpec* spec) {
       c.count_in_range(core, "vector_sublanes", 1, 1024, "vector unit sublanes"));
   spec->vmem_bytes = static_cast<uint64_t>(
       c.real_in_range(core, "vmem_mib", 1.0 / 1024, 1024.0 * 1024, "VMEM capacity in MiB") * kMiB);
+  spec->vmem_ports =
+      static_cast<uint32_t>(c.count_in_range(core, "vmem_ports", 1, 64, "VMEM ports"));
+  spec->vmem_port_bytes_per_cycle = static_cast<uint32_t>(c.count_in_range(
+      core, "vmem_port_bytes_per_cycle", 1, 1u << 20, "bytes per VMEM port per cycle"));
+  spec->dma_engines =
+      static_cast<uint32_t>(c.count_in_range(core, "dma_engines", 1, 64, "DMA engines per core"));
+  spec->unit_queue_depth = static_cast<uint32_t>(
+      c.count_in_range(core, "unit_queue_depth", 1, 1u << 16, "instructions per unit queue"));
+  spec->vector_latency_cycles = static_cast<uint32_t>(c.count_in_range(
+      core, "vector_latency_cycles", 0, 1u << 16, "vector pipeline latency in cycles"));
+  spec->transcendental_latency_cycles = static_cast<uint32_t>(c.count_in_range(
+      core, "transcendental_latency_cycles", 0, 1u << 16, "extra latency of transcendentals"));
+  spec->vector_divide_cycles_per_vreg = c.real_in_range(core, "vector_divide_cycles_per_vreg", 1,
+                                                        1024, "issue cycles per vreg of a divide");
+  spec->vector_transcendental_cycles_per_vreg =
+      c.real_in_range(core, "vector_transcendental_cycles_per_vreg", 1, 1024,
+                      "issue cycles per vreg of exp/log/tanh/rsqrt");
 }
 
 void validate_hbm(const HbmConfig& hbm, FieldChecker& c, HbmSpec* spec) {
@@ -35,6 +52,8 @@ void validate_hbm(const HbmConfig& hbm, FieldChecker& c, HbmSpec* spec) {
   spec->latency_s = c.non_negative(hbm, "latency_ns") / 1e9;
   spec->channels =
       static_cast<uint32_t>(c.count_in_range(hbm, "channels", 1, 4096, "HBM channels"));
+  spec->interleave_bytes = static_cast<uint32_t>(c.count_in_range(
+      hbm, "interleave_bytes", 1, 1u << 30, "bytes per channel interleave granule"));
 }
 
 void validate_host_link(const HostLinkConfig& link, FieldChecker& c, HostLinkSpec* spec) {

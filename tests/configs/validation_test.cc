@@ -129,7 +129,7 @@ const BadFile kBadFiles[] = {
     {"MisspelledField", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidht_gb_per_s: 900",
      "{file}:{line}:21: Message type \"tpusim.config.HbmConfig\" has no field named "
      "\"bandwidht_gb_per_s\". (fields of HbmConfig: capacity_gib, bandwidth_gb_per_s, "
-     "latency_ns, channels)"},
+     "latency_ns, channels, interleave_bytes)"},
     {"NegativeUnsigned", "tpu_v3.pbtxt", "mxu_count: 2", "mxu_count: -2",
      "{file}:{line}:14: Expected integer, got: -"},
     {"SyntaxError", "tpu_v3.pbtxt", "hbm {", "hbm {{", "{file}:{line}:"},

@@ -1,0 +1,50 @@
+#pragma once
+// One TensorCore: its VMEM (with the ports every unit shares), sync state, feed queues, units
+// and sequencer, wired in the constructor.
+
+#include <memory>
+#include <string>
+#include <systemc>
+#include <vector>
+
+#include "sim/chip/core_options.h"
+#include "sim/units/dma_engine.h"
+#include "sim/units/feed_units.h"
+#include "sim/units/mxu_unit.h"
+#include "sim/units/sequencer.h"
+#include "sim/units/vector_unit.h"
+
+namespace tpusim::sim {
+
+class Core : public sc_core::sc_module {
+ public:
+  Core(const sc_core::sc_module_name& name, const CoreOptions& options, StatGroup& stats);
+
+  CoreContext& context() { return ctx_; }
+  Sequencer& sequencer() { return *sequencer_; }
+  Memory& vmem() { return vmem_; }
+  FeedQueue& infeed() { return infeed_; }
+  FeedQueue& outfeed() { return outfeed_; }
+  const std::vector<MxuUnit*>& mxus() const { return mxus_; }
+  InfeedUnit& infeed_unit() { return *infeed_unit_; }
+  OutfeedUnit& outfeed_unit() { return *outfeed_unit_; }
+  // Every unit that is blocked, one line each, for deadlock messages.
+  std::vector<std::string> blocked() const;
+  StatGroup& stats() { return stats_; }
+
+ private:
+  StatGroup& stats_;
+  CoreContext ctx_;
+  Memory vmem_;
+  BandwidthServer vmem_ports_;
+  FeedQueue infeed_;
+  FeedQueue outfeed_;
+  std::unique_ptr<SyncState> sync_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  std::vector<MxuUnit*> mxus_;
+  InfeedUnit* infeed_unit_ = nullptr;
+  OutfeedUnit* outfeed_unit_ = nullptr;
+  std::unique_ptr<Sequencer> sequencer_;
+};
+
+}  // namespace tpusim::sim

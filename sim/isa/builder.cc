@@ -1,0 +1,184 @@
+#include "sim/isa/builder.h"
+
+namespace tpusim::sim {
+
+isa::Block block(uint64_t address, uint32_t rows, uint32_t cols, isa::DType dtype,
+                 uint64_t row_stride_bytes) {
+  isa::Block b;
+  b.set_address(address);
+  b.set_rows(rows);
+  b.set_cols(cols);
+  b.set_dtype(dtype);
+  b.set_row_stride_bytes(row_stride_bytes);
+  return b;
+}
+
+InstrRef& InstrRef::wait(uint32_t flag, uint64_t value) {
+  auto* w = instruction().add_wait();
+  w->set_flag(flag);
+  w->set_value(value);
+  return *this;
+}
+
+InstrRef& InstrRef::signal(uint32_t flag) {
+  instruction().add_signal(flag);
+  return *this;
+}
+
+InstrRef& InstrRef::note(std::string text) {
+  instruction().set_note(std::move(text));
+  return *this;
+}
+
+CoreBuilder::CoreBuilder(isa::Program* program, uint32_t core) : core_(program->add_cores()) {
+  core_->set_core(core);
+}
+
+uint32_t CoreBuilder::new_flag() { return next_flag_++; }
+
+InstrRef CoreBuilder::append() {
+  core_->add_instructions();
+  return InstrRef(core_, core_->instructions_size() - 1);
+}
+
+InstrRef CoreBuilder::dma_to_vmem(const isa::Block& hbm_src, const isa::Block& vmem_dst,
+                                  uint32_t engine) {
+  InstrRef r = append();
+  auto* d = r.instruction().mutable_dma();
+  d->set_direction(isa::Dma::HBM_TO_VMEM);
+  *d->mutable_src() = hbm_src;
+  *d->mutable_dst() = vmem_dst;
+  d->set_engine(engine);
+  return r;
+}
+
+InstrRef CoreBuilder::dma_to_hbm(const isa::Block& vmem_src, const isa::Block& hbm_dst,
+                                 uint32_t engine) {
+  InstrRef r = append();
+  auto* d = r.instruction().mutable_dma();
+  d->set_direction(isa::Dma::VMEM_TO_HBM);
+  *d->mutable_src() = vmem_src;
+  *d->mutable_dst() = hbm_dst;
+  d->set_engine(engine);
+  return r;
+}
+
+InstrRef CoreBuilder::load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights) {
+  InstrRef r = append();
+  auto* lw = r.instruction().mutable_load_weights();
+  lw->set_mxu(mxu);
+  lw->set_slot(slot);
+  *lw->mutable_weights() = weights;
+  return r;
+}
+
+InstrRef CoreBuilder::matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs,
+                             const isa::Block& out, bool accumulate, isa::Precision precision) {
+  InstrRef r = append();
+  auto* mm = r.instruction().mutable_matmul();
+  mm->set_mxu(mxu);
+  mm->set_slot(slot);
+  *mm->mutable_lhs() = lhs;
+  *mm->mutable_out() = out;
+  mm->set_accumulate(accumulate);
+  mm->set_precision(precision);
+  return r;
+}
+
+namespace {
+isa::Vector* vector_of(InstrRef& r, isa::Vector::Op op, const isa::Block& dst) {
+  auto* v = r.instruction().mutable_vector();
+  v->set_op(op);
+  *v->mutable_dst() = dst;
+  return v;
+}
+}  // namespace
+
+InstrRef CoreBuilder::binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                             const isa::Block& b) {
+  InstrRef r = append();
+  auto* v = vector_of(r, op, dst);
+  *v->mutable_a() = a;
+  *v->mutable_b() = b;
+  return r;
+}
+
+InstrRef CoreBuilder::binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                                    float scalar) {
+  InstrRef r = append();
+  auto* v = vector_of(r, op, dst);
+  *v->mutable_a() = a;
+  v->set_scalar(scalar);
+  return r;
+}
+
+InstrRef CoreBuilder::unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a) {
+  InstrRef r = append();
+  *vector_of(r, op, dst)->mutable_a() = a;
+  return r;
+}
+
+InstrRef CoreBuilder::select(const isa::Block& dst, const isa::Block& mask,
+                             const isa::Block& if_true, const isa::Block& if_false) {
+  InstrRef r = append();
+  auto* v = vector_of(r, isa::Vector::SELECT, dst);
+  *v->mutable_a() = mask;
+  *v->mutable_b() = if_true;
+  *v->mutable_c() = if_false;
+  return r;
+}
+
+InstrRef CoreBuilder::cast(const isa::Block& dst, const isa::Block& a) {
+  return unary(isa::Vector::CAST, dst, a);
+}
+
+InstrRef CoreBuilder::reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                             uint32_t axis) {
+  InstrRef r = unary(op, dst, a);
+  r.instruction().mutable_vector()->set_axis(axis);
+  return r;
+}
+
+InstrRef CoreBuilder::transpose(const isa::Block& dst, const isa::Block& a) {
+  return unary(isa::Vector::TRANSPOSE, dst, a);
+}
+
+InstrRef CoreBuilder::broadcast(const isa::Block& dst, const isa::Block& a) {
+  return unary(isa::Vector::BROADCAST, dst, a);
+}
+
+InstrRef CoreBuilder::fill(const isa::Block& dst, float value) {
+  InstrRef r = append();
+  vector_of(r, isa::Vector::FILL, dst)->set_scalar(value);
+  return r;
+}
+
+InstrRef CoreBuilder::infeed(const isa::Block& vmem_dst) {
+  InstrRef r = append();
+  *r.instruction().mutable_infeed()->mutable_dst() = vmem_dst;
+  return r;
+}
+
+InstrRef CoreBuilder::outfeed(const isa::Block& vmem_src) {
+  InstrRef r = append();
+  *r.instruction().mutable_outfeed()->mutable_src() = vmem_src;
+  return r;
+}
+
+InstrRef CoreBuilder::loop(uint32_t count, const std::function<void()>& body) {
+  InstrRef r = append();
+  const int first = size();
+  body();
+  auto* loop = core_->mutable_instructions(r.index())->mutable_loop();
+  loop->set_count(count);
+  loop->set_body_length(static_cast<uint32_t>(size() - first));
+  return r;
+}
+
+InstrRef CoreBuilder::halt() {
+  InstrRef r = append();
+  r.instruction().mutable_halt();
+  return r;
+}
+
+}  // namespace tpusim::sim

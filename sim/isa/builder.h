@@ -1,0 +1,76 @@
+#pragma once
+// Builds ISA programs in code. A CoreBuilder appends to one core's stream; each append returns
+// an InstrRef to attach waits, signals and a note:
+//
+//   isa::Program program;
+//   CoreBuilder core(&program, 0);
+//   const uint32_t loaded = core.new_flag();
+//   core.dma_to_vmem(hbm_block, vmem_block).signal(loaded);
+//   core.load_weights(0, 0, w).wait(loaded, 1);
+//
+// Flags are numbered per core; the builder hands them out in order.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::sim {
+
+// A dense (or strided, when row_stride_bytes > 0) block.
+isa::Block block(uint64_t address, uint32_t rows, uint32_t cols, isa::DType dtype,
+                 uint64_t row_stride_bytes = 0);
+
+class InstrRef {
+ public:
+  InstrRef(isa::CoreProgram* core, int index) : core_(core), index_(index) {}
+  InstrRef& wait(uint32_t flag, uint64_t value);
+  InstrRef& signal(uint32_t flag);
+  InstrRef& note(std::string text);
+  isa::Instruction& instruction() { return *core_->mutable_instructions(index_); }
+  int index() const { return index_; }
+
+ private:
+  isa::CoreProgram* core_;
+  int index_;
+};
+
+class CoreBuilder {
+ public:
+  // Appends a stream for `core` to `program`.
+  CoreBuilder(isa::Program* program, uint32_t core);
+
+  uint32_t new_flag();
+  int size() const { return core_->instructions_size(); }
+
+  InstrRef dma_to_vmem(const isa::Block& hbm_src, const isa::Block& vmem_dst, uint32_t engine = 0);
+  InstrRef dma_to_hbm(const isa::Block& vmem_src, const isa::Block& hbm_dst, uint32_t engine = 0);
+  InstrRef load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights);
+  InstrRef matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
+                  bool accumulate, isa::Precision precision = isa::DEFAULT);
+  // dst = a op b, with b of a's shape, a row or a column.
+  InstrRef binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, const isa::Block& b);
+  // dst = a op scalar.
+  InstrRef binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, float scalar);
+  InstrRef unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a);
+  InstrRef select(const isa::Block& dst, const isa::Block& mask, const isa::Block& if_true,
+                  const isa::Block& if_false);
+  InstrRef cast(const isa::Block& dst, const isa::Block& a);
+  InstrRef reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, uint32_t axis);
+  InstrRef transpose(const isa::Block& dst, const isa::Block& a);
+  InstrRef broadcast(const isa::Block& dst, const isa::Block& a);
+  InstrRef fill(const isa::Block& dst, float value);
+  InstrRef infeed(const isa::Block& vmem_dst);
+  InstrRef outfeed(const isa::Block& vmem_src);
+  // Appends a loop whose body is what `body` appends.
+  InstrRef loop(uint32_t count, const std::function<void()>& body);
+  InstrRef halt();
+
+ private:
+  InstrRef append();
+  isa::CoreProgram* core_;
+  uint32_t next_flag_ = 0;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,102 @@
+#include "sim/isa/dump.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "sim/isa/ops.h"
+#include "sim/memory/block.h"
+
+namespace tpusim::sim {
+namespace {
+
+using isa::Instruction;
+
+const char* precision_name(isa::Precision p) {
+  switch (p) {
+    case isa::HIGH:
+      return "high";
+    case isa::HIGHEST:
+      return "highest";
+    default:
+      return "default";
+  }
+}
+
+std::string operands(const Instruction& in) {
+  switch (in.op_case()) {
+    case Instruction::kDma: {
+      const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
+      return fmt::format("{} -> {} engine {}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
+                         describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine());
+    }
+    case Instruction::kLoadWeights:
+      return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),
+                         describe_block("vmem", in.load_weights().weights()));
+    case Instruction::kMatmul: {
+      const auto& m = in.matmul();
+      return fmt::format("mxu{} slot{} {} -> {}{} precision {}", m.mxu(), m.slot(),
+                         describe_block("vmem", m.lhs()), describe_block("vmem", m.out()),
+                         m.accumulate() ? " (accumulate)" : "", precision_name(m.precision()));
+    }
+    case Instruction::kVector: {
+      const auto& v = in.vector();
+      std::string out = describe_block("vmem", v.dst()) + " <-";
+      if (v.has_a()) out += " " + describe_block("vmem", v.a());
+      if (v.has_b()) out += " " + describe_block("vmem", v.b());
+      if (v.has_c()) out += " " + describe_block("vmem", v.c());
+      const VectorOpClass cls = classify(v.op());
+      if (cls == VectorOpClass::kFill || (cls == VectorOpClass::kBinary && !v.has_b())) {
+        out += fmt::format(" scalar {}", v.scalar());
+      }
+      if (cls == VectorOpClass::kReduce) out += fmt::format(" axis {}", v.axis());
+      return out;
+    }
+    case Instruction::kInfeed:
+      return describe_block("vmem", in.infeed().dst());
+    case Instruction::kOutfeed:
+      return describe_block("vmem", in.outfeed().src());
+    case Instruction::kLoop:
+      return fmt::format("x{} over the next {} instructions", in.loop().count(), in.loop().body_length());
+    default:
+      return "";
+  }
+}
+
+void dump_range(const isa::CoreProgram& core, int begin, int end, int depth, std::string* out) {
+  for (int i = begin; i < end; ++i) {
+    const Instruction& in = core.instructions(i);
+    fmt::format_to(std::back_inserter(*out), "  {:6}  {}{:<17} {}", i, std::string(2 * depth, ' '),
+                   op_name(in), operands(in));
+    for (const auto& w : in.wait()) fmt::format_to(std::back_inserter(*out), "  wait f{}>={}", w.flag(), w.value());
+    for (uint32_t f : in.signal()) fmt::format_to(std::back_inserter(*out), "  signal f{}", f);
+    if (!in.note().empty()) fmt::format_to(std::back_inserter(*out), "  # {}", in.note());
+    out->push_back('\n');
+    if (in.op_case() == Instruction::kLoop) {
+      const int body_end = std::min<int>(end, i + 1 + static_cast<int>(in.loop().body_length()));
+      dump_range(core, i + 1, body_end, depth + 1, out);
+      i = body_end - 1;
+    }
+  }
+}
+
+}  // namespace
+
+std::string describe_block(const char* memory, const isa::Block& b) {
+  std::string out = fmt::format("{}[{:#x}: {}x{} {}", memory, b.address(), b.rows(), b.cols(),
+                                dtype_name(b.dtype()));
+  if (!is_dense(b)) out += fmt::format(" stride {}", row_stride(b));
+  return out + "]";
+}
+
+std::string dump_program(const isa::Program& program) {
+  std::string out = fmt::format("program {}\n", program.name().empty() ? "(unnamed)" : program.name());
+  for (const auto& core : program.cores()) {
+    fmt::format_to(std::back_inserter(out), "core {} ({} instructions)\n", core.core(),
+                   core.instructions_size());
+    dump_range(core, 0, core.instructions_size(), 0, &out);
+  }
+  return out;
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,125 @@
+#include "sim/isa/ops.h"
+
+namespace tpusim::sim {
+
+using isa::Instruction;
+using isa::Vector;
+
+UnitKind unit_of(const Instruction& instr) {
+  switch (instr.op_case()) {
+    case Instruction::kDma:
+      return UnitKind::kDma;
+    case Instruction::kLoadWeights:
+    case Instruction::kMatmul:
+      return UnitKind::kMxu;
+    case Instruction::kVector:
+      return UnitKind::kVector;
+    case Instruction::kInfeed:
+      return UnitKind::kInfeed;
+    case Instruction::kOutfeed:
+      return UnitKind::kOutfeed;
+    default:
+      return UnitKind::kSequencer;
+  }
+}
+
+const char* op_name(const Instruction& instr) {
+  switch (instr.op_case()) {
+    case Instruction::kDma:
+      return instr.dma().direction() == isa::Dma::VMEM_TO_HBM ? "dma.vmem_to_hbm"
+                                                               : "dma.hbm_to_vmem";
+    case Instruction::kLoadWeights:
+      return "mxu.load_weights";
+    case Instruction::kMatmul:
+      return "mxu.matmul";
+    case Instruction::kVector:
+      return vector_op_name(instr.vector().op());
+    case Instruction::kInfeed:
+      return "infeed.dequeue";
+    case Instruction::kOutfeed:
+      return "outfeed.enqueue";
+    case Instruction::kLoop:
+      return "loop";
+    case Instruction::kHalt:
+      return "halt";
+    default:
+      return "(no operation)";
+  }
+}
+
+const char* vector_op_name(Vector::Op op) {
+  switch (op) {
+    case Vector::ADD: return "vpu.add";
+    case Vector::SUB: return "vpu.sub";
+    case Vector::MUL: return "vpu.mul";
+    case Vector::DIV: return "vpu.div";
+    case Vector::MAX: return "vpu.max";
+    case Vector::MIN: return "vpu.min";
+    case Vector::CMP_GT: return "vpu.cmp_gt";
+    case Vector::CMP_GE: return "vpu.cmp_ge";
+    case Vector::CMP_EQ: return "vpu.cmp_eq";
+    case Vector::COPY: return "vpu.copy";
+    case Vector::NEG: return "vpu.neg";
+    case Vector::ABS: return "vpu.abs";
+    case Vector::RELU: return "vpu.relu";
+    case Vector::EXP: return "vpu.exp";
+    case Vector::LOG: return "vpu.log";
+    case Vector::TANH: return "vpu.tanh";
+    case Vector::RSQRT: return "vpu.rsqrt";
+    case Vector::SQUARE: return "vpu.square";
+    case Vector::SELECT: return "vpu.select";
+    case Vector::CAST: return "vpu.cast";
+    case Vector::REDUCE_SUM: return "vpu.reduce_sum";
+    case Vector::REDUCE_MAX: return "vpu.reduce_max";
+    case Vector::TRANSPOSE: return "vpu.transpose";
+    case Vector::BROADCAST: return "vpu.broadcast";
+    case Vector::FILL: return "vpu.fill";
+    default: return "vpu.(unknown op)";
+  }
+}
+
+VectorOpClass classify(Vector::Op op) {
+  switch (op) {
+    case Vector::ADD:
+    case Vector::SUB:
+    case Vector::MUL:
+    case Vector::DIV:
+    case Vector::MAX:
+    case Vector::MIN:
+    case Vector::CMP_GT:
+    case Vector::CMP_GE:
+    case Vector::CMP_EQ:
+      return VectorOpClass::kBinary;
+    case Vector::COPY:
+    case Vector::NEG:
+    case Vector::ABS:
+    case Vector::RELU:
+    case Vector::EXP:
+    case Vector::LOG:
+    case Vector::TANH:
+    case Vector::RSQRT:
+    case Vector::SQUARE:
+      return VectorOpClass::kUnary;
+    case Vector::SELECT:
+      return VectorOpClass::kSelect;
+    case Vector::CAST:
+      return VectorOpClass::kCast;
+    case Vector::REDUCE_SUM:
+    case Vector::REDUCE_MAX:
+      return VectorOpClass::kReduce;
+    case Vector::TRANSPOSE:
+      return VectorOpClass::kTranspose;
+    case Vector::BROADCAST:
+      return VectorOpClass::kBroadcast;
+    case Vector::FILL:
+      return VectorOpClass::kFill;
+    default:
+      return VectorOpClass::kUnknown;
+  }
+}
+
+bool is_transcendental(Vector::Op op) {
+  return op == Vector::EXP || op == Vector::LOG || op == Vector::TANH || op == Vector::RSQRT;
+}
+
+}  // namespace tpusim::sim

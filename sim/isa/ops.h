@@ -1,0 +1,28 @@
+#pragma once
+// Names and classes of ISA operations, shared by the validator, the dump, the units and traces.
+
+#include <cstdint>
+
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::sim {
+
+// Sync flags per core: waits and signals name flags 0 .. kNumFlags - 1.
+inline constexpr uint32_t kNumFlags = 256;
+// Weight buffers per MXU.
+inline constexpr uint32_t kWeightSlots = 2;
+
+// Which unit of a core runs an instruction (the sequencer itself runs loops and halts).
+enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed };
+
+UnitKind unit_of(const isa::Instruction& instr);
+// Stable names for dumps, traces and messages: "dma.hbm_to_vmem", "mxu.matmul", "vpu.add", ...
+const char* op_name(const isa::Instruction& instr);
+const char* vector_op_name(isa::Vector::Op op);
+
+enum class VectorOpClass { kBinary, kUnary, kSelect, kCast, kReduce, kTranspose, kBroadcast, kFill, kUnknown };
+VectorOpClass classify(isa::Vector::Op op);
+// exp, log, tanh, rsqrt: the transcendental unit's cost and latency.
+bool is_transcendental(isa::Vector::Op op);
+
+}  // namespace tpusim::sim

@@ -1,0 +1,347 @@
+#include "sim/isa/validator.h"
+
+#include <array>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "sim/isa/ops.h"
+#include "sim/memory/block.h"
+
+namespace tpusim::sim {
+namespace {
+
+using isa::Block;
+using isa::Instruction;
+using isa::Vector;
+
+constexpr size_t kMaxReported = 50;
+
+struct WeightShape {
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+};
+
+// Validates one core's stream; appends "core C instruction I (op): reason" lines.
+class CoreChecker {
+ public:
+  CoreChecker(const config::SliceSpec& slice, const isa::CoreProgram& core,
+              std::vector<std::string>* errors)
+      : slice_(slice), core_(core), errors_(errors) {}
+
+  void run() {
+    const auto& instrs = core_.instructions();
+    check_range(0, instrs.size(), instrs.size());
+    for (int i = 0; i < instrs.size(); ++i) check_instruction(i, instrs[i]);
+    check_waits(0, instrs.size());
+  }
+
+ private:
+  void fail(int index, const std::string& reason) {
+    errors_->push_back(str_cat("core ", core_.core(), " instruction ", index, " (",
+                               op_name(core_.instructions(index)), "): ", reason));
+  }
+
+  // A block in VMEM (`in_vmem`) or HBM: shape, alignment and bounds.
+  bool check_block(int index, const char* what, const Block& b, bool in_vmem) {
+    const uint32_t esize = dtype_bytes(b.dtype());
+    if (esize == 0) {
+      fail(index, str_cat(what, " has no dtype (f32, bf16 or s32)"));
+      return false;
+    }
+    if (b.rows() == 0 || b.cols() == 0) {
+      fail(index, str_cat(what, " is empty (", b.rows(), " x ", b.cols(), ")"));
+      return false;
+    }
+    if (b.address() % esize != 0 || row_stride(b) % esize != 0) {
+      fail(index, str_cat(what, " at address ", b.address(), " with row stride ", row_stride(b),
+                          " is not aligned to its ", esize, "-byte elements"));
+      return false;
+    }
+    if (b.row_stride_bytes() != 0 && b.rows() > 1 &&
+        b.row_stride_bytes() < static_cast<uint64_t>(b.cols()) * esize) {
+      fail(index, str_cat(what, " row stride ", b.row_stride_bytes(), " is shorter than a row of ",
+                          static_cast<uint64_t>(b.cols()) * esize, " bytes: rows would overlap"));
+      return false;
+    }
+    const uint64_t capacity = in_vmem ? slice_.chip.core.vmem_bytes : slice_.chip.hbm.capacity_bytes;
+    if (end_address(b) > capacity) {
+      fail(index, str_cat(what, " [", b.address(), ", ", end_address(b), ") overflows ",
+                          in_vmem ? "VMEM" : "HBM", " of ", capacity, " bytes"));
+      return false;
+    }
+    return true;
+  }
+
+  void check_instruction(int index, const Instruction& in) {
+    for (uint32_t f : in.signal()) {
+      if (f >= kNumFlags) fail(index, str_cat("signals flag ", f, "; flags are 0..", kNumFlags - 1));
+    }
+    for (const auto& w : in.wait()) {
+      if (w.flag() >= kNumFlags) fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
+    }
+    const auto& core = slice_.chip.core;
+    switch (in.op_case()) {
+      case Instruction::kDma: {
+        const auto& d = in.dma();
+        if (d.direction() != isa::Dma::HBM_TO_VMEM && d.direction() != isa::Dma::VMEM_TO_HBM) {
+          fail(index, "has no direction (HBM_TO_VMEM or VMEM_TO_HBM)");
+          return;
+        }
+        const bool to_vmem = d.direction() == isa::Dma::HBM_TO_VMEM;
+        const bool ok = check_block(index, "src", d.src(), !to_vmem) &
+                        check_block(index, "dst", d.dst(), to_vmem);
+        if (ok && (d.src().rows() != d.dst().rows() || d.src().cols() != d.dst().cols() ||
+                   d.src().dtype() != d.dst().dtype())) {
+          fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ", dtype_name(d.src().dtype()),
+                              " and dst ", d.dst().rows(), "x", d.dst().cols(), " ", dtype_name(d.dst().dtype()),
+                              " differ; a DMA copies bytes and converts nothing"));
+        }
+        if (d.engine() >= core.dma_engines) {
+          fail(index, str_cat("uses DMA engine ", d.engine(), "; the core has ", core.dma_engines));
+        }
+        return;
+      }
+      case Instruction::kLoadWeights: {
+        const auto& lw = in.load_weights();
+        if (!check_mxu_slot(index, lw.mxu(), lw.slot())) return;
+        if (!check_block(index, "weights", lw.weights(), true)) return;
+        if (!is_float(lw.weights())) fail(index, "weights must be f32 or bf16");
+        if (lw.weights().rows() > core.mxu_rows || lw.weights().cols() > core.mxu_cols) {
+          fail(index, str_cat("weights ", lw.weights().rows(), "x", lw.weights().cols(),
+                              " exceed the ", core.mxu_rows, "x", core.mxu_cols, " array"));
+          return;
+        }
+        loaded_[{lw.mxu(), lw.slot()}] = {lw.weights().rows(), lw.weights().cols()};
+        return;
+      }
+      case Instruction::kMatmul: {
+        const auto& mm = in.matmul();
+        if (!check_mxu_slot(index, mm.mxu(), mm.slot())) return;
+        const bool ok = check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
+        if (!ok) return;
+        if (!is_float(mm.lhs())) fail(index, "lhs must be f32 or bf16");
+        if (mm.out().dtype() != isa::F32) fail(index, "out must be f32 (the MXU accumulates in f32)");
+        auto it = loaded_.find({mm.mxu(), mm.slot()});
+        if (it == loaded_.end()) {
+          fail(index, str_cat("MXU ", mm.mxu(), " slot ", mm.slot(), " has no weights: no load_weights before it"));
+          return;
+        }
+        const WeightShape w = it->second;
+        if (mm.lhs().cols() != w.rows) {
+          fail(index, str_cat("lhs has ", mm.lhs().cols(), " columns but the weights in slot ", mm.slot(),
+                              " have ", w.rows, " rows"));
+        }
+        if (mm.out().rows() != mm.lhs().rows() || mm.out().cols() != w.cols) {
+          fail(index, str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ", mm.lhs().rows(),
+                              " rows x weights ", w.cols, " columns make ", mm.lhs().rows(), "x", w.cols));
+        }
+        return;
+      }
+      case Instruction::kVector:
+        check_vector(index, in.vector());
+        return;
+      case Instruction::kInfeed:
+        check_block(index, "dst", in.infeed().dst(), true);
+        return;
+      case Instruction::kOutfeed:
+        check_block(index, "src", in.outfeed().src(), true);
+        return;
+      case Instruction::kLoop:
+        if (in.loop().count() < 1) fail(index, "count must be >= 1");
+        return;
+      case Instruction::kHalt:
+        return;
+      default:
+        fail(index, "has no operation: the instruction's op is unset or unknown to this tpusim");
+        return;
+    }
+  }
+
+  bool check_mxu_slot(int index, uint32_t mxu, uint32_t slot) {
+    if (mxu >= slice_.chip.core.mxu_count) {
+      fail(index, str_cat("uses MXU ", mxu, "; the core has ", slice_.chip.core.mxu_count));
+      return false;
+    }
+    if (slot >= kWeightSlots) {
+      fail(index, str_cat("uses weight slot ", slot, "; slots are 0 and 1"));
+      return false;
+    }
+    return true;
+  }
+
+  static bool is_float(const Block& b) { return b.dtype() == isa::F32 || b.dtype() == isa::BF16; }
+
+  // b may be a's shape, a row (1 x cols), a column (rows x 1), or absent (the scalar).
+  void check_broadcastable(int index, const char* what, const Block& b, bool present, const Block& dst) {
+    if (!present) return;
+    if (!check_block(index, what, b, true)) return;
+    if (b.dtype() != isa::F32) fail(index, str_cat(what, " must be f32"));
+    const bool same = b.rows() == dst.rows() && b.cols() == dst.cols();
+    const bool row = b.rows() == 1 && b.cols() == dst.cols();
+    const bool col = b.cols() == 1 && b.rows() == dst.rows();
+    if (!same && !row && !col) {
+      fail(index, str_cat(what, " is ", b.rows(), "x", b.cols(), "; it must be ", dst.rows(), "x",
+                          dst.cols(), ", 1x", dst.cols(), " or ", dst.rows(), "x1"));
+    }
+  }
+
+  void check_vector(int index, const Vector& v) {
+    const VectorOpClass cls = classify(v.op());
+    if (cls == VectorOpClass::kUnknown) {
+      fail(index, str_cat("unknown vector op ", static_cast<int>(v.op())));
+      return;
+    }
+    if (!check_block(index, "dst", v.dst(), true)) return;
+    const Block& dst = v.dst();
+    if (cls != VectorOpClass::kCast && dst.dtype() != isa::F32) {
+      fail(index, "dst must be f32 (the vector unit computes in f32)");
+    }
+    auto need_a = [&](bool same_shape) {
+      if (!v.has_a()) {
+        fail(index, "needs operand a");
+        return false;
+      }
+      if (!check_block(index, "a", v.a(), true)) return false;
+      if (same_shape && (v.a().rows() != dst.rows() || v.a().cols() != dst.cols())) {
+        fail(index, str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(), "x", dst.cols()));
+        return false;
+      }
+      return true;
+    };
+    switch (cls) {
+      case VectorOpClass::kBinary:
+        if (need_a(true)) check_broadcastable(index, "b", v.b(), v.has_b(), dst);
+        if (v.has_a() && v.a().dtype() != isa::F32) fail(index, "a must be f32");
+        break;
+      case VectorOpClass::kUnary:
+        if (need_a(true) && v.a().dtype() != isa::F32) fail(index, "a must be f32");
+        break;
+      case VectorOpClass::kSelect:
+        if (need_a(true)) {
+          check_broadcastable(index, "b", v.b(), v.has_b(), dst);
+          check_broadcastable(index, "c", v.c(), v.has_c(), dst);
+          if (!v.has_b() || !v.has_c()) fail(index, "select needs operands b and c");
+        }
+        break;
+      case VectorOpClass::kCast:
+        if (need_a(true) && !(is_float(v.a()) && is_float(dst))) fail(index, "cast converts between f32 and bf16");
+        break;
+      case VectorOpClass::kReduce:
+        if (need_a(false)) {
+          if (v.axis() > 1) fail(index, str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
+          const uint32_t want_rows = v.axis() == 0 ? 1 : v.a().rows();
+          const uint32_t want_cols = v.axis() == 0 ? v.a().cols() : 1;
+          if (dst.rows() != want_rows || dst.cols() != want_cols) {
+            fail(index, str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ", v.axis(),
+                                " gives ", want_rows, "x", want_cols, ", not ", dst.rows(), "x", dst.cols()));
+          }
+        }
+        break;
+      case VectorOpClass::kTranspose:
+        if (need_a(false) && (v.a().rows() != dst.cols() || v.a().cols() != dst.rows())) {
+          fail(index, str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(), "x",
+                              v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
+        }
+        break;
+      case VectorOpClass::kBroadcast:
+        if (need_a(false)) check_broadcastable(index, "a", v.a(), true, dst);
+        break;
+      case VectorOpClass::kFill:
+      case VectorOpClass::kUnknown:
+        break;
+    }
+  }
+
+  // Loop bodies must end inside the stream and inside any enclosing loop's body.
+  void check_range(int begin, int end, int limit) {
+    const auto& instrs = core_.instructions();
+    for (int i = begin; i < end; ++i) {
+      if (instrs[i].op_case() != Instruction::kLoop) continue;
+      const int body_end = i + 1 + static_cast<int>(instrs[i].loop().body_length());
+      if (instrs[i].loop().body_length() == 0) {
+        fail(i, "has an empty body (body_length 0)");
+      } else if (body_end > limit) {
+        fail(i, str_cat("body of ", instrs[i].loop().body_length(), " instructions runs past ",
+                        limit == instrs.size() ? "the end of the stream" : "the enclosing loop's body",
+                        " (instruction ", limit, ")"));
+      } else {
+        check_range(i + 1, body_end, body_end);
+        i = body_end - 1;
+      }
+    }
+  }
+
+  // Flags reset at every loop boundary: count the signals of each segment and check its waits.
+  void check_waits(int begin, int end) {
+    const auto& instrs = core_.instructions();
+    std::vector<int> segment;
+    auto close_segment = [&]() {
+      std::array<uint64_t, kNumFlags> signals{};
+      for (int i : segment) {
+        for (uint32_t f : instrs[i].signal()) {
+          if (f < kNumFlags) ++signals[f];
+        }
+      }
+      for (int i : segment) {
+        for (const auto& w : instrs[i].wait()) {
+          if (w.flag() < kNumFlags && w.value() > signals[w.flag()]) {
+            fail(i, str_cat("waits for flag ", w.flag(), " to reach ", w.value(), " but only ",
+                            signals[w.flag()], " signal(s) of it can happen before the next loop "
+                            "boundary: the wait would never be met"));
+          }
+        }
+      }
+      segment.clear();
+    };
+    for (int i = begin; i < end; ++i) {
+      if (instrs[i].op_case() == Instruction::kLoop && instrs[i].loop().body_length() > 0) {
+        segment.push_back(i);  // the loop instruction's own waits count before the loop
+        close_segment();
+        const int body_end = std::min<int>(end, i + 1 + static_cast<int>(instrs[i].loop().body_length()));
+        check_waits(i + 1, body_end);
+        i = body_end - 1;
+        continue;
+      }
+      segment.push_back(i);
+    }
+    close_segment();
+  }
+
+  const config::SliceSpec& slice_;
+  const isa::CoreProgram& core_;
+  std::vector<std::string>* errors_;
+  std::map<std::pair<uint32_t, uint32_t>, WeightShape> loaded_;
+};
+
+}  // namespace
+
+absl::Status validate_program(const isa::Program& program, const config::SliceSpec& slice) {
+  std::vector<std::string> errors;
+  std::set<uint32_t> seen;
+  for (const auto& core : program.cores()) {
+    if (core.core() >= slice.cores) {
+      errors.push_back(str_cat("core ", core.core(), ": the slice ", slice.name, " has cores 0..",
+                               slice.cores - 1));
+      continue;
+    }
+    if (!seen.insert(core.core()).second) {
+      errors.push_back(str_cat("core ", core.core(), ": has two instruction streams"));
+      continue;
+    }
+    CoreChecker(slice, core, &errors).run();
+  }
+  if (errors.empty()) return absl::OkStatus();
+  const size_t total = errors.size();
+  if (errors.size() > kMaxReported) {
+    errors.resize(kMaxReported);
+    errors.push_back(str_cat("... and ", total - kMaxReported, " more"));
+  }
+  return absl::InvalidArgumentError(str_cat("program '", program.name(), "' rejected (", total,
+                                            total == 1 ? " problem" : " problems", "):\n  ",
+                                            str_join(errors, "\n  ")));
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,33 @@
+#pragma once
+// Geometry of an ISA block (sim/isa/isa.proto, Block): element sizes, strides and the byte
+// range it covers, and moving it between memory bytes and an f32 matrix.
+
+#include <Eigen/Core>
+
+#include <cstdint>
+
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::sim {
+
+using MatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Bytes per element of `dtype` (0 for DTYPE_UNSPECIFIED).
+uint32_t dtype_bytes(isa::DType dtype);
+const char* dtype_name(isa::DType dtype);
+
+// Stride in bytes between rows (the dense stride when the block gives 0).
+uint64_t row_stride(const isa::Block& b);
+// Bytes of payload: rows x cols x element size.
+uint64_t payload_bytes(const isa::Block& b);
+// One past the last byte the block touches (address when the block is empty).
+uint64_t end_address(const isa::Block& b);
+// Whether the rows of the block follow each other with no gap.
+bool is_dense(const isa::Block& b);
+
+// Reads the block from `memory` (the base of the memory it lives in) as f32.
+void load_block(const uint8_t* memory, const isa::Block& b, MatrixF* out);
+// Writes `values` (the block's shape) to `memory`, rounding to bf16 when the block is bf16.
+void store_block(uint8_t* memory, const isa::Block& b, const MatrixF& values);
+
+}  // namespace tpusim::sim

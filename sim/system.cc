@@ -1,0 +1,248 @@
+#include "sim/system.h"
+
+#include <cstdlib>
+#include <systemc>
+
+#include "common/strings.h"
+#include "sim/chip/chip.h"
+#include "sim/isa/validator.h"
+#include "sim/timing/mxu_policy.h"
+
+namespace tpusim::sim {
+
+// The top-level SystemC module: the chips of the slice.
+class SliceModel : public sc_core::sc_module {
+ public:
+  SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice, const ClockDomain& clock,
+             const SystemOptions& options, StatGroup& stats, std::function<void(const std::string&)> fail)
+      : sc_module(name) {
+    for (uint32_t c = 0; c < slice.chips; ++c) {
+      ChipOptions o;
+      o.chip = c;
+      o.slice = &slice;
+      o.clock = &clock;
+      o.timing_only = options.timing_only;
+      o.mxu_policy = options.mxu_policy;
+      o.sink = options.sink;
+      o.fail = fail;
+      chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), o, stats));
+    }
+  }
+  Core& core(uint32_t global, uint32_t cores_per_chip) {
+    return chips[global / cores_per_chip]->core(global % cores_per_chip);
+  }
+  std::vector<std::unique_ptr<Chip>> chips;
+};
+
+namespace {
+bool g_elaborated = false;  // SystemC elaborates once per process
+}
+
+System::System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options)
+    : slice_(std::move(slice)), options_(std::move(options)), clock_(slice_->chip.core.clock_hz) {}
+
+System::~System() = default;
+
+absl::StatusOr<std::unique_ptr<System>> System::create(std::shared_ptr<const config::SliceSpec> slice,
+                                                       SystemOptions options) {
+  if (slice == nullptr) return absl::InvalidArgumentError("System::create: no slice");
+  if (make_mxu_policy(options.mxu_policy, 1, 1) == nullptr) {
+    return absl::InvalidArgumentError(str_cat("unknown MXU timing policy '", options.mxu_policy,
+                                              "' (known: ", str_join(mxu_policy_names(), ", "), ")"));
+  }
+  if (g_elaborated) {
+    return absl::FailedPreconditionError(
+        "a System was already built in this process: SystemC elaborates once per process, so build "
+        "one System and drive it with programs");
+  }
+  g_elaborated = true;
+  // No banner on stdout: tpusim's own output (JSON) goes there.
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
+  sc_core::sc_set_time_resolution(1, sc_core::SC_PS);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+
+  std::unique_ptr<System> system(new System(std::move(slice), std::move(options)));
+  system->stats_ = std::make_unique<StatGroup>("slice", str_cat("slice ", system->slice_->name));
+  System* raw = system.get();
+  system->model_ = std::make_unique<SliceModel>(
+      "slice", *system->slice_, system->clock_, system->options_, *system->stats_,
+      [raw](const std::string& message) {
+        if (raw->run_error_.empty()) raw->run_error_ = message;
+        sc_core::sc_stop();
+      });
+  // Run the initialization phase now, so every process sits in its first wait before the first
+  // run notifies it (a notification made before initialization would be lost).
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  return system;
+}
+
+uint64_t System::now_cycle() const {
+  return clock_.cycle_at_or_after(sc_core::sc_time_stamp().value()).value;
+}
+
+absl::Status System::check_usable() const {
+  if (!failure_.empty()) {
+    return absl::FailedPreconditionError(str_cat("this System cannot run again after an earlier run failed (",
+                                                 failure_, "); build a new one in a new process"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunResult> System::run(const isa::Program& program) {
+  if (absl::Status s = check_usable(); !s.ok()) return s;
+  if (absl::Status s = validate_program(program, *slice_); !s.ok()) return s;
+  program_ = std::make_unique<isa::Program>(program);
+  const uint32_t per_chip = slice_->chip.tensor_cores;
+  const uint64_t start = now_cycle();
+  for (const auto& stream : program_->cores()) {
+    Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
+    seq.load(&stream);
+    seq.start();
+  }
+  try {
+    sc_core::sc_start();
+  } catch (const std::exception& e) {
+    failure_ = str_cat("the simulation kernel threw: ", e.what());
+    return absl::InternalError(failure_);
+  }
+  if (!run_error_.empty()) {
+    failure_ = run_error_;
+    return absl::FailedPreconditionError(run_error_);
+  }
+  RunResult result;
+  result.start_cycle = start;
+  result.end_cycle = start;
+  for (const auto& stream : program_->cores()) {
+    Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
+    if (seq.running()) {
+      failure_ = "deadlock";
+      return absl::DeadlineExceededError(deadlock_diagnosis(*program_));
+    }
+    result.cores.push_back(CoreRun{stream.core(), seq.end_cycle() - start});
+    result.end_cycle = std::max(result.end_cycle, seq.end_cycle());
+  }
+  return result;
+}
+
+std::string System::deadlock_diagnosis(const isa::Program& program) {
+  const uint32_t per_chip = slice_->chip.tensor_cores;
+  std::vector<std::string> lines;
+  for (const auto& stream : program.cores()) {
+    Core& core = model_->core(stream.core(), per_chip);
+    if (!core.sequencer().running()) continue;
+    for (const std::string& b : core.blocked()) lines.push_back(str_cat("core ", stream.core(), ": ", b));
+    const size_t pending = model_->chips[stream.core() / per_chip]->host_link().pending_for(stream.core() % per_chip);
+    if (core.infeed_unit().blocked_on().size() > 0) {
+      lines.push_back(str_cat("core ", stream.core(), ": the host has ", pending,
+                              " infeed batch(es) pending for it"));
+    }
+  }
+  return str_cat("program '", program.name(), "' deadlocked at cycle ", now_cycle(),
+                 ": no unit can make progress and no event is pending\n  ", str_join(lines, "\n  "));
+}
+
+namespace {
+absl::Status range_error(const char* what, uint64_t address, uint64_t size, uint64_t capacity) {
+  return absl::OutOfRangeError(str_cat(what, " access [", address, ", ", address + size,
+                                       ") is outside its ", capacity, " bytes"));
+}
+}  // namespace
+
+absl::Status System::write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size) {
+  if (chip >= slice_->chips) return absl::OutOfRangeError(str_cat("no chip ", chip));
+  Memory& hbm = model_->chips[chip]->hbm();
+  if (address + size > hbm.capacity()) return range_error("HBM", address, size, hbm.capacity());
+  hbm.write(address, data, size);
+  return absl::OkStatus();
+}
+
+absl::Status System::read_hbm(uint32_t chip, uint64_t address, void* data, uint64_t size) {
+  if (chip >= slice_->chips) return absl::OutOfRangeError(str_cat("no chip ", chip));
+  Memory& hbm = model_->chips[chip]->hbm();
+  if (address + size > hbm.capacity()) return range_error("HBM", address, size, hbm.capacity());
+  hbm.read(address, data, size);
+  return absl::OkStatus();
+}
+
+absl::Status System::write_vmem(uint32_t core, uint64_t address, const void* data, uint64_t size) {
+  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
+  Memory& vmem = model_->core(core, slice_->chip.tensor_cores).vmem();
+  if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
+  vmem.write(address, data, size);
+  return absl::OkStatus();
+}
+
+absl::Status System::read_vmem(uint32_t core, uint64_t address, void* data, uint64_t size) {
+  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
+  Memory& vmem = model_->core(core, slice_->chip.tensor_cores).vmem();
+  if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
+  vmem.read(address, data, size);
+  return absl::OkStatus();
+}
+
+absl::Status System::send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_cycle) {
+  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
+  const uint32_t per_chip = slice_->chip.tensor_cores;
+  model_->chips[core / per_chip]->host_link().send(core % per_chip, std::move(entry), ready_cycle);
+  return absl::OkStatus();
+}
+
+std::vector<FeedEntry> System::take_outfeed(uint32_t core) {
+  if (core >= slice_->cores) return {};
+  const uint32_t per_chip = slice_->chip.tensor_cores;
+  return model_->chips[core / per_chip]->host_link().take_outbox(core % per_chip);
+}
+
+StatGroup& System::stats() { return *stats_; }
+
+void System::reset_stats() { stats_->reset(); }
+
+nlohmann::ordered_json System::report(const RunResult& run) {
+  const uint32_t per_chip = slice_->chip.tensor_cores;
+  const config::CoreSpec& spec = slice_->chip.core;
+  const double cycles = static_cast<double>(run.cycles());
+  nlohmann::ordered_json cores = nlohmann::ordered_json::array();
+  for (const CoreRun& cr : run.cores) {
+    Core& core = model_->core(cr.core, per_chip);
+    const double core_cycles = static_cast<double>(cr.cycles);
+    double macs = 0;
+    nlohmann::ordered_json units = nlohmann::ordered_json::object();
+    const auto group = core.stats().to_json();
+    for (auto it = group.begin(); it != group.end(); ++it) {
+      if (!it.value().contains("busy_cycles")) continue;
+      const double busy = it.value()["busy_cycles"].get<double>();
+      units[it.key()] = {{"busy_cycles", busy},
+                         {"stall_cycles", it.value()["stall_cycles"]},
+                         {"utilization", core_cycles > 0 ? busy / core_cycles : 0.0}};
+    }
+    for (const MxuUnit* m : core.mxus()) macs += static_cast<double>(m->macs());
+    const double peak_macs = static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
+    cores.push_back({{"core", cr.core},
+                     {"cycles", cr.cycles},
+                     {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
+                     {"infeed_wait_cycles", core.infeed_unit().wait_cycles()},
+                     {"outfeed_wait_cycles", core.outfeed_unit().wait_cycles()},
+                     {"vmem_high_water_bytes", core.context().vmem_high_water},
+                     {"units", units}});
+  }
+  nlohmann::ordered_json chips = nlohmann::ordered_json::array();
+  const double seconds = cycles / clock_.frequency_hz();
+  for (uint32_t c = 0; c < slice_->chips; ++c) {
+    const double bytes = model_->chips[c]->hbm_timing().bytes_served();
+    if (bytes == 0) continue;
+    chips.push_back({{"chip", c},
+                     {"hbm_bytes", bytes},
+                     {"hbm_achieved_bytes_per_s", seconds > 0 ? bytes / seconds : 0.0},
+                     {"hbm_peak_bytes_per_s", slice_->chip.hbm.bandwidth_bytes_per_s}});
+  }
+  return {{"cycles", run.cycles()}, {"seconds", seconds}, {"cores", cores}, {"chips", chips}};
+}
+
+}  // namespace tpusim::sim
+
+// libsystemc.so carries a main() that calls sc_main(), so the shared library needs the symbol.
+// tpusim's executables have their own main() and drive SystemC through System, so this is never
+// called; it is weak so that a program with its own sc_main() keeps it.
+__attribute__((weak)) int sc_main(int /*argc*/, char* /*argv*/[]) {
+  return 1;
+}

@@ -1,0 +1,100 @@
+#pragma once
+// The simulated slice, built once per process from a validated config and driven with
+// programs. SystemC elaborates once per process, so a process builds one System; tests that
+// need another config run in their own process (gtest_discover_tests does this).
+//
+//   auto system = System::create(slice, {.mxu_policy = "tpu"});
+//   (*system)->write_hbm(0, a_address, a.data(), a_bytes);
+//   auto result = (*system)->run(program);   // validated first; cycles per core
+//   (*system)->read_hbm(0, c_address, c.data(), c_bytes);
+//
+// A run ends when every core the program names has halted and every unit is idle. If the
+// simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
+// blocked unit and what it waits for; the System is then unusable (its units stay blocked).
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "configs/slice_spec.h"
+#include "sim/clock.h"
+#include "sim/isa/isa.pb.h"
+#include "sim/stats/stat_group.h"
+#include "sim/units/feed_queue.h"
+#include "traces/sink.h"
+
+namespace tpusim::sim {
+
+struct SystemOptions {
+  std::string mxu_policy = "tpu";  // a name from mxu_policy_names()
+  bool timing_only = false;        // skip all functional work: no values, only time
+  traces::Sink* sink = nullptr;    // receives every instruction's span per unit; may be null
+};
+
+struct CoreRun {
+  uint32_t core = 0;
+  uint64_t cycles = 0;  // from the run's start to this core's halt
+};
+
+struct RunResult {
+  uint64_t start_cycle = 0;
+  uint64_t end_cycle = 0;  // the last core's halt
+  std::vector<CoreRun> cores;
+  uint64_t cycles() const { return end_cycle - start_cycle; }
+};
+
+class SliceModel;
+
+class System {
+ public:
+  static absl::StatusOr<std::unique_ptr<System>> create(std::shared_ptr<const config::SliceSpec> slice,
+                                                        SystemOptions options);
+  ~System();
+  System(const System&) = delete;
+  System& operator=(const System&) = delete;
+
+  const config::SliceSpec& slice() const { return *slice_; }
+  const SystemOptions& options() const { return options_; }
+  const ClockDomain& clock() const { return clock_; }
+  uint64_t now_cycle() const;
+
+  // Validates `program` against the slice and runs it (statistics accumulate across runs;
+  // reset_stats() starts afresh).
+  absl::StatusOr<RunResult> run(const isa::Program& program);
+
+  absl::Status write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size);
+  absl::Status read_hbm(uint32_t chip, uint64_t address, void* data, uint64_t size);
+  absl::Status write_vmem(uint32_t core, uint64_t address, const void* data, uint64_t size);
+  absl::Status read_vmem(uint32_t core, uint64_t address, void* data, uint64_t size);
+
+  // A host batch for `core`'s infeed queue, ready to cross the host link at `ready_cycle`
+  // (absolute; now_cycle() or later). `entry.data` may be empty in timing-only runs.
+  absl::Status send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_cycle);
+  // Outfeed entries that reached the host from `core`, oldest first.
+  std::vector<FeedEntry> take_outfeed(uint32_t core);
+
+  StatGroup& stats();
+  void reset_stats();
+  // Per-core figures of a run: cycles, unit utilisation, MXU utilisation, infeed and outfeed
+  // waits, HBM bytes and achieved bandwidth, VMEM high-water mark.
+  nlohmann::ordered_json report(const RunResult& run);
+
+ private:
+  System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
+  absl::Status check_usable() const;
+  std::string deadlock_diagnosis(const isa::Program& program);
+
+  std::shared_ptr<const config::SliceSpec> slice_;
+  SystemOptions options_;
+  ClockDomain clock_;
+  std::unique_ptr<StatGroup> stats_;
+  std::unique_ptr<SliceModel> model_;
+  std::unique_ptr<isa::Program> program_;  // the program being run (units point into it)
+  std::string failure_;                    // set when a run failed and the System is unusable
+  std::string run_error_;                  // set by a unit during a run
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,61 @@
+#pragma once
+// What the units of one core share: the slice's figures, the clock, memories and their
+// arbiters, sync state, feed queues, the trace sink and the run's options. Owned by the Core
+// (and its Chip, for HBM); units hold a reference.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "configs/slice_spec.h"
+#include "sim/clock.h"
+#include "sim/memory/memory.h"
+#include "sim/timing/bandwidth_server.h"
+#include "sim/timing/hbm_timing.h"
+#include "sim/units/feed_queue.h"
+#include "sim/units/sync_state.h"
+#include "traces/sink.h"
+
+namespace tpusim::sim {
+
+// An instruction handed to a unit: where it is in the stream and the cycle it was issued.
+struct IssuedInstruction {
+  const isa::Instruction* instr = nullptr;
+  int index = 0;
+  uint64_t issue_cycle = 0;
+};
+
+struct CoreContext {
+  uint32_t core = 0;          // global core index
+  uint32_t chip = 0;
+  uint32_t core_on_chip = 0;
+  const config::SliceSpec* slice = nullptr;
+  const ClockDomain* clock = nullptr;
+  bool timing_only = false;
+  std::string mxu_policy;
+  traces::Sink* sink = nullptr;  // may be null
+
+  Memory* vmem = nullptr;
+  BandwidthServer* vmem_ports = nullptr;
+  Memory* hbm = nullptr;             // the chip's
+  HbmTiming* hbm_timing = nullptr;   // the chip's
+  SyncState* sync = nullptr;
+  FeedQueue* infeed = nullptr;
+  FeedQueue* outfeed = nullptr;
+  sc_core::sc_event* outfeed_pushed = nullptr;  // the chip's: wakes the host link
+
+  // Highest VMEM byte any instruction touched, plus one: the VMEM high-water mark.
+  uint64_t vmem_high_water = 0;
+  void touch_vmem(uint64_t end) {
+    if (end > vmem_high_water) vmem_high_water = end;
+  }
+
+  // Stops the run with an error that names the core and instruction (set by the System).
+  std::function<void(const std::string&)> fail;
+
+  uint64_t now_cycle() const {
+    return clock->cycle_at_or_after(sc_core::sc_time_stamp().value()).value;
+  }
+};
+
+}  // namespace tpusim::sim

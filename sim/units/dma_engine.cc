@@ -1,0 +1,55 @@
+#include "sim/units/dma_engine.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "sim/isa/ops.h"
+#include "sim/memory/block.h"
+
+namespace tpusim::sim {
+
+DmaEngine::DmaEngine(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
+    : Unit(name, ctx, stats, "DMA engine: HBM <-> VMEM block copies") {
+  stats_.add("bytes", "bytes", "bytes copied", [this] { return static_cast<double>(bytes_); });
+  stats_.on_reset([this] { bytes_ = 0; });
+}
+
+void DmaEngine::execute(const IssuedInstruction& item) {
+  const isa::Dma& dma = item.instr->dma();
+  const bool to_vmem = dma.direction() == isa::Dma::HBM_TO_VMEM;
+  const isa::Block& hbm_block = to_vmem ? dma.src() : dma.dst();
+  const isa::Block& vmem_block = to_vmem ? dma.dst() : dma.src();
+  const uint64_t bytes = payload_bytes(hbm_block);
+  ctx_.touch_vmem(end_address(vmem_block));
+  const uint64_t start = ctx_.now_cycle();
+
+  const double hbm_end = ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(),
+                                                   bytes);
+  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), bytes).end;
+  const auto done = static_cast<uint64_t>(std::ceil(std::max(hbm_end, vmem_end)));
+
+  if (!ctx_.timing_only) {
+    const isa::Block& src = dma.src();
+    const isa::Block& dst = dma.dst();
+    Memory* src_mem = to_vmem ? ctx_.hbm : ctx_.vmem;
+    Memory* dst_mem = to_vmem ? ctx_.vmem : ctx_.hbm;
+    const uint8_t* from = src_mem->base_covering(end_address(src));
+    uint8_t* to = dst_mem->base_covering(end_address(dst));
+    const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
+    if (is_dense(src) && is_dense(dst)) {
+      std::memcpy(to + dst.address(), from + src.address(), bytes);
+    } else {
+      for (uint32_t r = 0; r < src.rows(); ++r) {
+        std::memcpy(to + dst.address() + r * row_stride(dst), from + src.address() + r * row_stride(src),
+                    row_bytes);
+      }
+    }
+  }
+  bytes_ += bytes;
+  busy_cycles_ += done - start;
+  trace(op_name(*item.instr), start, done);
+  ctx_.sync->complete_at(done, item.instr->signal());
+  wait_until(done);
+}
+
+}  // namespace tpusim::sim

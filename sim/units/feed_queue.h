@@ -1,0 +1,41 @@
+#pragma once
+// A bounded queue of infeed or outfeed entries of one core. The host link fills the infeed
+// queue and drains the outfeed queue; the core's infeed and outfeed units do the other side.
+// Whoever changes it notifies `changed` so the other side can go on.
+
+#include <cstdint>
+#include <deque>
+#include <systemc>
+#include <vector>
+
+namespace tpusim::sim {
+
+struct FeedEntry {
+  uint64_t bytes = 0;
+  std::vector<uint8_t> data;  // empty in timing-only runs
+  uint64_t enqueued_cycle = 0;
+};
+
+struct FeedQueue {
+  explicit FeedQueue(uint32_t capacity) : depth(capacity) {}
+  bool full() const { return entries.size() >= depth; }
+  bool empty() const { return entries.empty(); }
+  void push(FeedEntry e) {
+    entries.push_back(std::move(e));
+    if (entries.size() > high_water) high_water = entries.size();
+    changed.notify(sc_core::SC_ZERO_TIME);
+  }
+  FeedEntry pop() {
+    FeedEntry e = std::move(entries.front());
+    entries.pop_front();
+    changed.notify(sc_core::SC_ZERO_TIME);
+    return e;
+  }
+
+  uint32_t depth;
+  std::deque<FeedEntry> entries;
+  sc_core::sc_event changed;
+  uint64_t high_water = 0;
+};
+
+}  // namespace tpusim::sim

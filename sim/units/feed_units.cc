@@ -1,0 +1,104 @@
+#include "sim/units/feed_units.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/strings.h"
+#include "sim/memory/block.h"
+
+namespace tpusim::sim {
+
+InfeedUnit::InfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
+    : Unit(name, ctx, stats, "infeed: host batches into VMEM") {
+  stats_.add("wait_cycles", "cycles", "cycles an infeed dequeue waited for the host (queue empty)",
+             [this] { return static_cast<double>(wait_cycles_); });
+  stats_.add("bytes", "bytes", "bytes dequeued into VMEM", [this] { return static_cast<double>(bytes_); });
+  stats_.on_reset([this] {
+    wait_cycles_ = 0;
+    bytes_ = 0;
+  });
+}
+
+void InfeedUnit::execute(const IssuedInstruction& item) {
+  const isa::Block& dst = item.instr->infeed().dst();
+  ctx_.touch_vmem(end_address(dst));
+  FeedQueue& queue = *ctx_.infeed;
+  if (queue.empty()) {
+    const uint64_t from = ctx_.now_cycle();
+    set_blocked("waits for an infeed entry: the core's infeed queue is empty and the host has "
+                "not sent one");
+    while (queue.empty()) wait(queue.changed);
+    set_blocked("");
+    wait_cycles_ += ctx_.now_cycle() - from;
+  }
+  FeedEntry entry = queue.pop();
+  const uint64_t bytes = payload_bytes(dst);
+  if (entry.bytes != bytes) {
+    ctx_.fail(str_cat("core ", ctx_.core, " instruction ", item.index, " (infeed.dequeue): the infeed entry holds ",
+                      entry.bytes, " bytes but the destination block takes ", bytes));
+    return;
+  }
+  const uint64_t start = ctx_.now_cycle();
+  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+  const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
+  if (!ctx_.timing_only && !entry.data.empty()) {
+    uint8_t* vmem = ctx_.vmem->base_covering(end_address(dst));
+    const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
+    for (uint32_t r = 0; r < dst.rows(); ++r) {
+      std::memcpy(vmem + dst.address() + r * row_stride(dst), entry.data.data() + r * row_bytes, row_bytes);
+    }
+  }
+  bytes_ += bytes;
+  busy_cycles_ += done - start;
+  trace("infeed.dequeue", start, done);
+  ctx_.sync->complete_at(done, item.instr->signal());
+  wait_until(done);
+}
+
+OutfeedUnit::OutfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
+    : Unit(name, ctx, stats, "outfeed: VMEM blocks to the host") {
+  stats_.add("wait_cycles", "cycles", "cycles an outfeed enqueue waited for room (queue full)",
+             [this] { return static_cast<double>(wait_cycles_); });
+  stats_.add("bytes", "bytes", "bytes enqueued for the host", [this] { return static_cast<double>(bytes_); });
+  stats_.on_reset([this] {
+    wait_cycles_ = 0;
+    bytes_ = 0;
+  });
+}
+
+void OutfeedUnit::execute(const IssuedInstruction& item) {
+  const isa::Block& src = item.instr->outfeed().src();
+  ctx_.touch_vmem(end_address(src));
+  FeedQueue& queue = *ctx_.outfeed;
+  if (queue.full()) {
+    const uint64_t from = ctx_.now_cycle();
+    set_blocked("waits for room in the outfeed queue: the host link has not drained it");
+    while (queue.full()) wait(queue.changed);
+    set_blocked("");
+    wait_cycles_ += ctx_.now_cycle() - from;
+  }
+  const uint64_t bytes = payload_bytes(src);
+  const uint64_t start = ctx_.now_cycle();
+  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+  const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
+  FeedEntry entry;
+  entry.bytes = bytes;
+  if (!ctx_.timing_only) {
+    entry.data.resize(bytes);
+    const uint8_t* vmem = ctx_.vmem->base_covering(end_address(src));
+    const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
+    for (uint32_t r = 0; r < src.rows(); ++r) {
+      std::memcpy(entry.data.data() + r * row_bytes, vmem + src.address() + r * row_stride(src), row_bytes);
+    }
+  }
+  bytes_ += bytes;
+  busy_cycles_ += done - start;
+  trace("outfeed.enqueue", start, done);
+  wait_until(done);
+  entry.enqueued_cycle = done;
+  queue.push(std::move(entry));
+  ctx_.outfeed_pushed->notify(sc_core::SC_ZERO_TIME);
+  ctx_.sync->complete_at(done, item.instr->signal());
+}
+
+}  // namespace tpusim::sim

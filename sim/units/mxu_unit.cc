@@ -1,0 +1,147 @@
+#include "sim/units/mxu_unit.h"
+
+#include <cmath>
+
+#include "sim/isa/ops.h"
+#include "sim/numerics/bf16.h"
+
+namespace tpusim::sim {
+
+namespace {
+
+using StridedMap = Eigen::Map<MatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+int passes(isa::Precision p) {
+  switch (p) {
+    case isa::HIGH:
+      return 3;
+    case isa::HIGHEST:
+      return 6;
+    default:
+      return 1;
+  }
+}
+
+// bf16 terms of each operand each pass multiplies, smallest products first so the f32 sum
+// loses as little as possible (as XLA's bf16_3x / bf16_6x algorithms do).
+struct Pass {
+  int lhs_term;
+  int weight_term;
+};
+constexpr Pass kDefault[] = {{0, 0}};
+constexpr Pass kHigh[] = {{1, 0}, {0, 1}, {0, 0}};
+constexpr Pass kHighest[] = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
+
+}  // namespace
+
+MxuUnit::MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+                 std::unique_ptr<MxuTimingPolicy> policy)
+    : Unit(name, ctx, stats, "matrix unit (systolic array)"), policy_(std::move(policy)) {
+  stats_.add("macs", "MACs", "useful multiply-accumulates (M x K x N of each matmul)",
+             [this] { return static_cast<double>(macs_); });
+  stats_.add("stream_cycles", "cycles", "cycles rows were streaming into the array (passes included)",
+             [this] { return static_cast<double>(stream_cycles_); });
+  stats_.add("weight_loads", "tiles", "weight tiles loaded", [this] { return static_cast<double>(weight_loads_); });
+  stats_.on_reset([this] {
+    macs_ = 0;
+    stream_cycles_ = 0;
+    weight_loads_ = 0;
+  });
+}
+
+void MxuUnit::execute(const IssuedInstruction& item) {
+  if (item.instr->has_load_weights()) {
+    load_weights(item);
+  } else {
+    matmul(item);
+  }
+}
+
+void MxuUnit::load_weights(const IssuedInstruction& item) {
+  const isa::LoadWeights& lw = item.instr->load_weights();
+  ctx_.touch_vmem(end_address(lw.weights()));
+  const WeightLoadTiming t = policy_->load_weights(ctx_.now_cycle(), lw.slot());
+  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(t.start),
+                                                   static_cast<double>(payload_bytes(lw.weights())))
+                              .end;
+  const uint64_t ready = std::max(t.ready, static_cast<uint64_t>(std::ceil(vmem_end)));
+  wait_until(t.start);
+  if (!ctx_.timing_only) {
+    MatrixF w;
+    load_block(ctx_.vmem->base_covering(end_address(lw.weights())), lw.weights(), &w);
+    auto& slot = weights_[lw.slot()];
+    for (auto& term : slot) term.resize(w.rows(), w.cols());
+    float* terms[3] = {slot[0].data(), slot[1].data(), slot[2].data()};
+    split_bf16(w.data(), static_cast<size_t>(w.size()), 3, terms);
+  }
+  ++weight_loads_;
+  busy_cycles_ += ready - t.start;
+  trace("mxu.load_weights", t.start, ready);
+  ctx_.sync->complete_at(ready, item.instr->signal());
+}
+
+void MxuUnit::matmul(const IssuedInstruction& item) {
+  const isa::Matmul& mm = item.instr->matmul();
+  const uint64_t m = mm.lhs().rows();
+  ctx_.touch_vmem(std::max(end_address(mm.lhs()), end_address(mm.out())));
+  const uint64_t stream = static_cast<uint64_t>(passes(mm.precision())) * m;
+  const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
+  const uint64_t out_bytes = payload_bytes(mm.out());
+  const double vmem_bytes = static_cast<double>(payload_bytes(mm.lhs()) + out_bytes +
+                                                (mm.accumulate() ? out_bytes : 0));
+  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(t.start), vmem_bytes).end;
+  uint64_t done = t.done;
+  uint64_t stream_end = t.stream_end;
+  if (vmem_end > static_cast<double>(t.stream_end)) {
+    stream_end = static_cast<uint64_t>(std::ceil(vmem_end));
+    done = policy_->stall_last_stream(stream_end);
+  }
+  wait_until(t.start);
+  if (!ctx_.timing_only) compute(mm);
+  macs_ += m * mm.lhs().cols() * mm.out().cols();
+  stream_cycles_ += stream_end - t.start;
+  busy_cycles_ += stream_end - t.start;
+  trace("mxu.matmul", t.start, stream_end);
+  ctx_.sync->complete_at(done, item.instr->signal());
+}
+
+void MxuUnit::compute(const isa::Matmul& mm) {
+  const int p = passes(mm.precision());
+  const int lhs_terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
+  if (mm.lhs().dtype() == isa::BF16 && p == 1) {
+    // bf16 in VMEM is its own (only) term: load it straight into term 0.
+    load_block(ctx_.vmem->base_covering(end_address(mm.lhs())), mm.lhs(), &lhs_terms_[0]);
+  } else {
+    load_block(ctx_.vmem->base_covering(end_address(mm.lhs())), mm.lhs(), &lhs_);
+    for (int i = 0; i < lhs_terms; ++i) lhs_terms_[i].resize(lhs_.rows(), lhs_.cols());
+    float* terms[3] = {lhs_terms_[0].data(), lhs_terms_[1].data(), lhs_terms_[2].data()};
+    split_bf16(lhs_.data(), static_cast<size_t>(lhs_.size()), lhs_terms, terms);
+  }
+
+  const auto& w = weights_[mm.slot()];
+  const isa::Block& out = mm.out();
+  uint8_t* vmem = ctx_.vmem->base_covering(end_address(out));
+  StridedMap result(reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
+                    Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));
+  const Pass* begin = p == 1 ? kDefault : (p == 3 ? kHigh : kHighest);
+  if (p == 1) {
+    // One pass straight into VMEM: the common case, no temporary.
+    if (mm.accumulate()) {
+      result.noalias() += lhs_terms_[0] * w[0];
+    } else {
+      result.noalias() = lhs_terms_[0] * w[0];
+    }
+    return;
+  }
+  MatrixF acc = MatrixF::Zero(out.rows(), out.cols());
+  for (const Pass* pass = begin; pass != begin + p; ++pass) {
+    acc.noalias() += lhs_terms_[pass->lhs_term] * w[pass->weight_term];
+  }
+  if (mm.accumulate()) {
+    result += acc;
+  } else {
+    result = acc;
+  }
+}
+
+}  // namespace tpusim::sim

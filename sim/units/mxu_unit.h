@@ -1,0 +1,39 @@
+#pragma once
+// A matrix unit: an R x C weight-stationary systolic array with two weight buffers. Timing comes
+// from its MxuTimingPolicy (sim/timing/mxu_policy.h), bounded by the VMEM ports that feed it;
+// numerics are bf16 inputs with f32 accumulation, 1, 3 or 6 bf16 passes by precision, computed
+// with Eigen on the whole tile.
+
+#include <array>
+#include <memory>
+
+#include "sim/memory/block.h"
+#include "sim/timing/mxu_policy.h"
+#include "sim/units/unit.h"
+
+namespace tpusim::sim {
+
+class MxuUnit final : public Unit {
+ public:
+  MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+          std::unique_ptr<MxuTimingPolicy> policy);
+
+  uint64_t macs() const { return macs_; }
+
+ private:
+  void execute(const IssuedInstruction& item) override;
+  void load_weights(const IssuedInstruction& item);
+  void matmul(const IssuedInstruction& item);
+  void compute(const isa::Matmul& mm);
+
+  std::unique_ptr<MxuTimingPolicy> policy_;
+  // Per slot, the weights as up to 3 bf16 terms (f32 matrices holding bf16 values).
+  std::array<std::array<MatrixF, 3>, 2> weights_;
+  std::array<MatrixF, 3> lhs_terms_;  // scratch, reused across matmuls
+  MatrixF lhs_;
+  uint64_t macs_ = 0;            // useful multiply-accumulates (M x K x N per matmul)
+  uint64_t stream_cycles_ = 0;   // cycles the array input was streaming
+  uint64_t weight_loads_ = 0;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,115 @@
+#include "sim/units/sequencer.h"
+
+#include "common/strings.h"
+#include "sim/isa/ops.h"
+
+namespace tpusim::sim {
+
+Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, CoreUnits units,
+                     StatGroup& stats)
+    : sc_module(name),
+      ctx_(ctx),
+      units_(std::move(units)),
+      stats_(stats.child(basename(), "in-order issue of the core's instruction stream")) {
+  SC_THREAD(thread);
+  stats_.add("issued", "instructions", "instructions handed to units",
+             [this] { return static_cast<double>(issued_); });
+  stats_.add("issue_stall_cycles", "cycles", "cycles issue waited for room in a unit's queue",
+             [this] { return static_cast<double>(issue_stall_cycles_); });
+  stats_.add("loop_iterations", "iterations", "device loop iterations run",
+             [this] { return static_cast<double>(loop_iterations_); });
+  stats_.on_reset([this] {
+    issued_ = 0;
+    issue_stall_cycles_ = 0;
+    loop_iterations_ = 0;
+  });
+}
+
+void Sequencer::load(const isa::CoreProgram* program) { program_ = program; }
+
+std::string Sequencer::blocked_on() const {
+  return blocked_.empty() ? "" : str_cat(name(), ": ", blocked_);
+}
+
+Unit* Sequencer::unit_for(const isa::Instruction& instr) {
+  switch (unit_of(instr)) {
+    case UnitKind::kDma:
+      return units_.dma[instr.dma().engine()];
+    case UnitKind::kMxu:
+      return units_.mxu[instr.has_matmul() ? instr.matmul().mxu() : instr.load_weights().mxu()];
+    case UnitKind::kVector:
+      return units_.vector;
+    case UnitKind::kInfeed:
+      return units_.infeed;
+    case UnitKind::kOutfeed:
+      return units_.outfeed;
+    default:
+      return nullptr;
+  }
+}
+
+void Sequencer::drain() {
+  while (ctx_.sync->outstanding() > 0) {
+    blocked_ = str_cat("waits for ", ctx_.sync->outstanding(), " issued instruction(s) to complete");
+    wait(ctx_.sync->drained());
+  }
+  blocked_.clear();
+  issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());
+}
+
+bool Sequencer::run_range(int begin, int end) {
+  const auto& instrs = program_->instructions();
+  for (int i = begin; i < end; ++i) {
+    const isa::Instruction& instr = instrs[i];
+    if (instr.has_halt()) return false;
+    if (instr.has_loop()) {
+      const int body_end = i + 1 + static_cast<int>(instr.loop().body_length());
+      for (uint32_t it = 0; it < instr.loop().count(); ++it) {
+        drain();
+        ctx_.sync->reset_flags();
+        ++loop_iterations_;
+        if (!run_range(i + 1, body_end)) return false;
+      }
+      drain();
+      ctx_.sync->reset_flags();
+      i = body_end - 1;
+      continue;
+    }
+    Unit* unit = unit_for(instr);
+    if (unit->full()) {
+      const uint64_t from = ctx_.now_cycle();
+      while (unit->full()) {
+        blocked_ = str_cat("waits to issue instruction ", i, " (", op_name(instr), ") into the full queue of ",
+                           unit->basename());
+        wait(unit->space_freed());
+      }
+      blocked_.clear();
+      issue_stall_cycles_ += ctx_.now_cycle() - from;
+    }
+    issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());
+    ctx_.sync->issued();
+    unit->push(IssuedInstruction{&instr, i, issue_cycle_});
+    ++issue_cycle_;  // one instruction issues per cycle
+    ++issued_;
+  }
+  return true;
+}
+
+void Sequencer::thread() {
+  for (;;) {
+    wait(start_);
+    if (program_ == nullptr) continue;
+    running_ = true;
+    start_cycle_ = ctx_.now_cycle();
+    issue_cycle_ = start_cycle_;
+    ctx_.sync->reset_flags();
+    run_range(0, program_->instructions_size());
+    drain();
+    end_cycle_ = ctx_.now_cycle();
+    running_ = false;
+    program_ = nullptr;
+    finished_.notify(sc_core::SC_ZERO_TIME);
+  }
+}
+
+}  // namespace tpusim::sim

@@ -1,0 +1,59 @@
+#pragma once
+// The base of every unit of a core (DMA engine, MXU, vector unit, infeed, outfeed): one
+// sc_module with one thread serving a bounded in-order queue. For each instruction the thread
+// waits until it was issued and its sync flags hold (counted as stall cycles), then hands it to
+// execute(), which computes the timing analytically, does the functional work and waits once.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <systemc>
+
+#include "sim/stats/stat_group.h"
+#include "sim/units/core_context.h"
+
+namespace tpusim::sim {
+
+class Unit : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(Unit);
+  Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+       std::string description);
+
+  bool full() const { return queue_.size() >= ctx_.slice->chip.core.unit_queue_depth; }
+  void push(const IssuedInstruction& item);
+  const sc_core::sc_event& space_freed() const { return space_freed_; }
+  // Empty when idle or busy; otherwise what it is blocked on, for deadlock messages.
+  std::string blocked_on() const;
+
+  uint64_t busy_cycles() const { return busy_cycles_; }
+
+ protected:
+  // Runs one instruction. On return the unit takes the next one; the instruction's completion
+  // must have been registered with ctx_.sync->complete_at().
+  virtual void execute(const IssuedInstruction& item) = 0;
+
+  void wait_until(uint64_t cycle);
+  // Reports [start, end) to the trace sink (when there is one).
+  void trace(const char* what, uint64_t start, uint64_t end);
+  // Sets what the unit is waiting for while it blocks inside execute() ("" when done).
+  void set_blocked(std::string what) { blocked_ = std::move(what); }
+
+  CoreContext& ctx_;
+  StatGroup& stats_;
+  uint64_t busy_cycles_ = 0;
+  uint64_t stall_cycles_ = 0;  // waiting for sync flags
+  uint64_t instructions_ = 0;
+  const IssuedInstruction* current_ = nullptr;
+
+ private:
+  void thread();
+
+  std::deque<IssuedInstruction> queue_;
+  sc_core::sc_event work_;
+  sc_core::sc_event space_freed_;
+  traces::TrackId track_{};
+  std::string blocked_;
+};
+
+}  // namespace tpusim::sim

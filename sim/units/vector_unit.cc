@@ -1,0 +1,125 @@
+#include "sim/units/vector_unit.h"
+
+#include <cmath>
+
+#include "sim/isa/ops.h"
+
+namespace tpusim::sim {
+
+namespace {
+
+using isa::Vector;
+
+// The element count an op works through: its input for reductions, its output otherwise.
+uint64_t work_elements(const Vector& v) {
+  const isa::Block& b = classify(v.op()) == VectorOpClass::kReduce ? v.a() : v.dst();
+  return static_cast<uint64_t>(b.rows()) * b.cols();
+}
+
+uint64_t vmem_bytes(const Vector& v) {
+  uint64_t bytes = payload_bytes(v.dst());
+  if (v.has_a()) bytes += payload_bytes(v.a());
+  if (v.has_b()) bytes += payload_bytes(v.b());
+  if (v.has_c()) bytes += payload_bytes(v.c());
+  return bytes;
+}
+
+// Operand b (or c) of a binary op as a full matrix of dst's shape.
+MatrixF broadcast_to(const MatrixF& x, Eigen::Index rows, Eigen::Index cols) {
+  if (x.rows() == rows && x.cols() == cols) return x;
+  if (x.rows() == 1) return x.replicate(rows, 1);
+  return x.replicate(1, cols);
+}
+
+}  // namespace
+
+uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
+  const uint64_t width = static_cast<uint64_t>(core.vector_lanes) * core.vector_sublanes;
+  const uint64_t vregs = (work_elements(v) + width - 1) / width;
+  double per_vreg = 1;
+  if (v.op() == Vector::DIV) per_vreg = core.vector_divide_cycles_per_vreg;
+  if (is_transcendental(v.op())) per_vreg = core.vector_transcendental_cycles_per_vreg;
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(vregs) * per_vreg));
+}
+
+VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
+    : Unit(name, ctx, stats, "vector unit (VPU)") {
+  stats_.add("elements", "elements", "elements processed", [this] { return static_cast<double>(elements_); });
+  stats_.on_reset([this] { elements_ = 0; });
+}
+
+void VectorUnit::execute(const IssuedInstruction& item) {
+  const Vector& v = item.instr->vector();
+  const config::CoreSpec& core = ctx_.slice->chip.core;
+  ctx_.touch_vmem(end_address(v.dst()));
+  if (v.has_a()) ctx_.touch_vmem(end_address(v.a()));
+  if (v.has_b()) ctx_.touch_vmem(end_address(v.b()));
+  if (v.has_c()) ctx_.touch_vmem(end_address(v.c()));
+  const uint64_t start = ctx_.now_cycle();
+  const uint64_t issue = vector_issue_cycles(v, core);
+  const double vmem_end =
+      ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
+  const uint64_t end = std::max(start + issue, static_cast<uint64_t>(std::ceil(vmem_end)));
+  const uint64_t latency =
+      core.vector_latency_cycles + (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
+  if (!ctx_.timing_only) compute(v);
+  elements_ += work_elements(v);
+  busy_cycles_ += end - start;
+  trace(vector_op_name(v.op()), start, end);
+  ctx_.sync->complete_at(end + latency, item.instr->signal());
+  wait_until(end);
+}
+
+void VectorUnit::compute(const Vector& v) {
+  uint8_t* vmem = ctx_.vmem->base_covering(ctx_.slice->chip.core.vmem_bytes);
+  const isa::Block& dst = v.dst();
+  MatrixF a, b, c, out;
+  if (v.has_a()) load_block(vmem, v.a(), &a);
+  if (v.has_b()) load_block(vmem, v.b(), &b);
+  if (v.has_c()) load_block(vmem, v.c(), &c);
+  const Eigen::Index rows = dst.rows();
+  const Eigen::Index cols = dst.cols();
+  auto operand_b = [&]() -> MatrixF {
+    return v.has_b() ? broadcast_to(b, rows, cols) : MatrixF::Constant(rows, cols, v.scalar());
+  };
+  switch (v.op()) {
+    case Vector::ADD: out = a.array() + operand_b().array(); break;
+    case Vector::SUB: out = a.array() - operand_b().array(); break;
+    case Vector::MUL: out = a.array() * operand_b().array(); break;
+    case Vector::DIV: out = a.array() / operand_b().array(); break;
+    case Vector::MAX: out = a.array().max(operand_b().array()); break;
+    case Vector::MIN: out = a.array().min(operand_b().array()); break;
+    case Vector::CMP_GT: out = (a.array() > operand_b().array()).cast<float>(); break;
+    case Vector::CMP_GE: out = (a.array() >= operand_b().array()).cast<float>(); break;
+    case Vector::CMP_EQ: out = (a.array() == operand_b().array()).cast<float>(); break;
+    case Vector::COPY: out = a; break;
+    case Vector::NEG: out = -a; break;
+    case Vector::ABS: out = a.array().abs(); break;
+    case Vector::RELU: out = a.array().max(0.0f); break;
+    case Vector::EXP: out = a.array().exp(); break;
+    case Vector::LOG: out = a.array().log(); break;
+    case Vector::TANH: out = a.array().tanh(); break;
+    case Vector::RSQRT: out = a.array().rsqrt(); break;
+    case Vector::SQUARE: out = a.array().square(); break;
+    case Vector::SELECT:
+      out = (a.array() != 0.0f).select(broadcast_to(b, rows, cols), broadcast_to(c, rows, cols));
+      break;
+    case Vector::CAST: out = a; break;  // store_block rounds to dst's dtype
+    case Vector::REDUCE_SUM:
+      // Fixed order (Eigen's, for a given shape): runs are bitwise reproducible.
+      out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
+      break;
+    case Vector::REDUCE_MAX:
+      out = v.axis() == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
+      break;
+    case Vector::TRANSPOSE: out = a.transpose(); break;
+    case Vector::BROADCAST: out = broadcast_to(a, rows, cols); break;
+    case Vector::FILL: out = MatrixF::Constant(rows, cols, v.scalar()); break;
+    default:
+      ctx_.fail("vector unit: unknown op (the validator should have rejected it)");
+      return;
+  }
+  store_block(vmem, dst, out);
+}
+
+}  // namespace tpusim::sim

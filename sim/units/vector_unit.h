@@ -1,0 +1,25 @@
+#pragma once
+// The vector unit: lanes x sublanes f32 ALUs. An op over E elements issues ceil(E / (lanes x
+// sublanes)) vregs, each costing 1 cycle (divide and transcendentals cost more, per the core
+// config); results are out after the pipeline latency (plus the transcendental latency). Its
+// VMEM traffic goes through the core's VMEM ports. Numerics in f32 with Eigen arrays.
+
+#include "sim/memory/block.h"
+#include "sim/units/unit.h"
+
+namespace tpusim::sim {
+
+// Issue cycles of one vector instruction (before VMEM and latency): exposed for tests.
+uint64_t vector_issue_cycles(const isa::Vector& v, const config::CoreSpec& core);
+
+class VectorUnit final : public Unit {
+ public:
+  VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats);
+
+ private:
+  void execute(const IssuedInstruction& item) override;
+  void compute(const isa::Vector& v);
+  uint64_t elements_ = 0;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,66 @@
+// A program that can never finish is diagnosed, not hung: the run returns a message naming each
+// blocked unit and what it waits for.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/sim/sim_test_util.h"
+
+namespace tpusim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::make_system;
+
+const isa::Block kV = block(0x1000, 8, 128, isa::F32);
+
+// The vector unit runs in order: instruction 0 waits for a flag only instruction 1, behind it
+// in the same queue, would signal. The static check sees a signal and lets it through.
+TEST(Deadlock, WaitOnALaterInstructionOfTheSameUnit) {
+  auto system = make_system();
+  isa::Program p;
+  p.set_name("cycle");
+  CoreBuilder c(&p, 2);
+  c.fill(kV, 1).wait(5, 1);
+  c.fill(kV, 2).signal(5);
+  c.halt();
+  auto run = system->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kDeadlineExceeded);
+  const std::string msg(run.status().message());
+  EXPECT_THAT(msg, HasSubstr("program 'cycle' deadlocked"));
+  EXPECT_THAT(msg, HasSubstr("core 2: slice.chip1.core0.vpu at instruction 0 (vpu.fill): waits for flag 5 >= 1 (now 0)"));
+  EXPECT_THAT(msg, HasSubstr("sequencer: waits for 2 issued instruction(s) to complete"));
+  // The System refuses to run again: its units are stuck.
+  auto again = system->run(p);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Deadlock, InfeedThatNeverArrives) {
+  auto system = make_system();
+  isa::Program p;
+  p.set_name("starved");
+  CoreBuilder c(&p, 0);
+  c.infeed(kV);
+  c.halt();
+  auto run = system->run(p);
+  ASSERT_FALSE(run.ok());
+  const std::string msg(run.status().message());
+  EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.infeed at instruction 0 (infeed.dequeue): waits for an "
+                             "infeed entry"));
+  EXPECT_THAT(msg, HasSubstr("the host has 0 infeed batch(es) pending for it"));
+}
+
+TEST(Deadlock, OutfeedThatNobodyDrainsIsNotADeadlock) {
+  // The host link drains the outfeed queue by itself; five enqueues into a queue of four finish.
+  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  for (int i = 0; i < 5; ++i) c.outfeed(kV);
+  c.halt();
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(system->take_outfeed(0).size(), 5u);
+}
+
+}  // namespace
+}  // namespace tpusim::sim

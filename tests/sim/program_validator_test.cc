@@ -1,0 +1,171 @@
+// Every class of bad program is rejected before it runs, naming core, instruction and reason.
+#include "sim/isa/validator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "configs/loader.h"
+#include "sim/isa/builder.h"
+
+namespace tpusim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+const config::SliceSpec& v3_8() {
+  static const auto spec = *config::load_slice("v3-8");
+  return *spec;
+}
+
+constexpr uint64_t kVmem = 16ull << 20;
+
+struct BadProgram {
+  const char* name;
+  std::function<void(CoreBuilder&)> build;
+  const char* expect;
+};
+
+std::ostream& operator<<(std::ostream& os, const BadProgram& b) { return os << b.name; }
+
+class RejectedProgram : public ::testing::TestWithParam<BadProgram> {};
+
+TEST_P(RejectedProgram, NamesCoreInstructionAndReason) {
+  isa::Program p;
+  p.set_name("bad");
+  CoreBuilder core(&p, 3);
+  GetParam().build(core);
+  const absl::Status s = validate_program(p, v3_8());
+  ASSERT_FALSE(s.ok()) << GetParam().name;
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr(GetParam().expect));
+}
+
+const isa::Block kW = block(0x100000, 128, 128, isa::BF16);
+const isa::Block kLhs = block(0, 64, 128, isa::BF16);
+const isa::Block kOut = block(0x200000, 64, 128, isa::F32);
+const isa::Block kV = block(0x300000, 8, 128, isa::F32);
+
+const BadProgram kBad[] = {
+    {"UnsetOp", [](CoreBuilder& c) { c.halt().instruction().clear_op(); },
+     "core 3 instruction 0 ((no operation)): has no operation"},
+    {"DmaWithoutDirection",
+     [](CoreBuilder& c) { c.dma_to_vmem(kV, kV).instruction().mutable_dma()->set_direction(isa::Dma::DIRECTION_UNSPECIFIED); },
+     "has no direction"},
+    {"DmaShapesDiffer", [](CoreBuilder& c) { c.dma_to_vmem(block(0, 8, 128, isa::F32), block(0, 8, 64, isa::F32)); },
+     "core 3 instruction 0 (dma.hbm_to_vmem): src 8x128 f32 and dst 8x64 f32 differ"},
+    {"DmaEngineMissing", [](CoreBuilder& c) { c.dma_to_vmem(kV, kV, 9); }, "uses DMA engine 9; the core has 4"},
+    {"VmemOverflow", [](CoreBuilder& c) { c.dma_to_vmem(kV, block(kVmem - 1024, 8, 128, isa::F32)); },
+     "dst [16776192, 16780288) overflows VMEM of 16777216 bytes"},
+    {"HbmOverflow", [](CoreBuilder& c) { c.dma_to_hbm(kV, block(32ull << 30, 8, 128, isa::F32)); },
+     "overflows HBM of 34359738368 bytes"},
+    {"EmptyBlock", [](CoreBuilder& c) { c.fill(block(0, 0, 128, isa::F32), 1); }, "dst is empty (0 x 128)"},
+    {"BlockWithoutDtype", [](CoreBuilder& c) { c.fill(block(0, 8, 128, isa::DTYPE_UNSPECIFIED), 1); },
+     "dst has no dtype"},
+    {"MisalignedBlock", [](CoreBuilder& c) { c.fill(block(2, 8, 128, isa::F32), 1); },
+     "dst at address 2 with row stride 512 is not aligned to its 4-byte elements"},
+    {"OverlappingRows", [](CoreBuilder& c) { c.fill(block(0, 8, 128, isa::F32, 256), 1); },
+     "dst row stride 256 is shorter than a row of 512 bytes"},
+    {"NoSuchMxu", [](CoreBuilder& c) { c.load_weights(5, 0, kW); },
+     "core 3 instruction 0 (mxu.load_weights): uses MXU 5; the core has 2"},
+    {"NoSuchSlot", [](CoreBuilder& c) { c.load_weights(0, 2, kW); }, "uses weight slot 2"},
+    {"WeightsTooBig", [](CoreBuilder& c) { c.load_weights(0, 0, block(0, 200, 128, isa::BF16)); },
+     "weights 200x128 exceed the 128x128 array"},
+    {"MatmulWithoutWeights", [](CoreBuilder& c) { c.matmul(0, 1, kLhs, kOut, false); },
+     "core 3 instruction 0 (mxu.matmul): MXU 0 slot 1 has no weights"},
+    {"MatmulInnerDimensionsDiffer",
+     [](CoreBuilder& c) {
+       c.load_weights(0, 0, kW);
+       c.matmul(0, 0, block(0, 64, 100, isa::BF16), kOut, false);
+     },
+     "instruction 1 (mxu.matmul): lhs has 100 columns but the weights in slot 0 have 128 rows"},
+    {"MatmulOutNotF32",
+     [](CoreBuilder& c) {
+       c.load_weights(0, 0, kW);
+       c.matmul(0, 0, kLhs, block(0x200000, 64, 128, isa::BF16), false);
+     },
+     "out must be f32"},
+    {"MatmulOutShape",
+     [](CoreBuilder& c) {
+       c.load_weights(0, 0, kW);
+       c.matmul(0, 0, kLhs, block(0x200000, 32, 128, isa::F32), false);
+     },
+     "out is 32x128; lhs 64 rows x weights 128 columns make 64x128"},
+    {"UnknownVectorOp",
+     [](CoreBuilder& c) { c.fill(kV, 0).instruction().mutable_vector()->set_op(static_cast<isa::Vector::Op>(999)); },
+     "unknown vector op 999"},
+    {"BinaryOperandShape", [](CoreBuilder& c) { c.binary(isa::Vector::ADD, kV, kV, block(0, 2, 128, isa::F32)); },
+     "b is 2x128; it must be 8x128, 1x128 or 8x1"},
+    {"ReduceShape", [](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_SUM, block(0, 8, 1, isa::F32), kV, 0); },
+     "reducing 8x128 along axis 0 gives 1x128, not 8x1"},
+    {"TransposeShape", [](CoreBuilder& c) { c.transpose(kV, kV); },
+     "transposing 8x128 gives 128x8, not 8x128"},
+    {"VectorDstNotF32", [](CoreBuilder& c) { c.unary(isa::Vector::EXP, block(0, 8, 128, isa::BF16), kV); },
+     "dst must be f32"},
+    {"SelectWithoutC",
+     [](CoreBuilder& c) { c.select(kV, kV, kV, kV).instruction().mutable_vector()->clear_c(); },
+     "select needs operands b and c"},
+    {"LoopCountZero", [](CoreBuilder& c) { c.loop(0, [&] { c.fill(kV, 0); }); }, "loop): count must be >= 1"},
+    {"LoopPastTheEnd",
+     [](CoreBuilder& c) { c.loop(2, [&] { c.fill(kV, 0); }).instruction().mutable_loop()->set_body_length(5); },
+     "body of 5 instructions runs past the end of the stream"},
+    {"NestedLoopCrossesItsParent",
+     [](CoreBuilder& c) {
+       c.loop(2, [&] {
+         c.loop(2, [&] { c.fill(kV, 0); }).instruction().mutable_loop()->set_body_length(3);
+       });
+       c.fill(kV, 1);
+       c.fill(kV, 2);
+     },
+     "runs past the enclosing loop's body"},
+    {"FlagOutOfRange", [](CoreBuilder& c) { c.fill(kV, 0).signal(300); }, "signals flag 300; flags are 0..255"},
+    {"FlagNeverSignalled", [](CoreBuilder& c) { c.fill(kV, 0).wait(7, 1); },
+     "core 3 instruction 0 (vpu.fill): waits for flag 7 to reach 1 but only 0 signal(s)"},
+    {"WaitAcrossALoopBoundary",
+     [](CoreBuilder& c) {
+       c.fill(kV, 0).signal(1);
+       c.loop(3, [&] { c.fill(kV, 1).wait(1, 1); });
+     },
+     "instruction 2 (vpu.fill): waits for flag 1 to reach 1 but only 0 signal(s)"},
+    {"WaitForMoreThanIsSignalled",
+     [](CoreBuilder& c) {
+       c.fill(kV, 0).signal(4);
+       c.fill(kV, 0).signal(4);
+       c.fill(kV, 1).wait(4, 3);
+     },
+     "waits for flag 4 to reach 3 but only 2 signal(s)"},
+};
+
+INSTANTIATE_TEST_SUITE_P(EveryClass, RejectedProgram, ::testing::ValuesIn(kBad),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(ProgramValidator, AcceptsAWellFormedProgram) {
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.dma_to_vmem(block(0, 64, 128, isa::BF16), kLhs).signal(f);
+  c.load_weights(0, 0, kW);
+  c.matmul(0, 0, kLhs, kOut, false).wait(f, 1);
+  c.loop(4, [&] {
+    c.fill(kV, 1).signal(f);
+    c.binary(isa::Vector::ADD, kV, kV, block(0x310000, 1, 128, isa::F32)).wait(f, 1);
+  });
+  c.halt();
+  EXPECT_TRUE(validate_program(p, v3_8()).ok()) << validate_program(p, v3_8());
+}
+
+TEST(ProgramValidator, CoresMustExistOnce) {
+  isa::Program p;
+  CoreBuilder(&p, 99).halt();
+  CoreBuilder(&p, 1).halt();
+  CoreBuilder(&p, 1).halt();
+  const std::string msg(validate_program(p, v3_8()).message());
+  EXPECT_THAT(msg, HasSubstr("core 99: the slice v3-8 has cores 0..7"));
+  EXPECT_THAT(msg, HasSubstr("core 1: has two instruction streams"));
+  EXPECT_THAT(msg, HasSubstr("(2 problems)"));
+}
+
+}  // namespace
+}  // namespace tpusim::sim

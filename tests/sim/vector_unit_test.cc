@@ -1,0 +1,126 @@
+// The vector unit's numerics (against Eigen, f32) and timing (vregs x cost + latency).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/units/vector_unit.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace tpusim::sim {
+namespace {
+
+using testing::make_system;
+
+constexpr int kR = 16, kC = 256;
+const isa::Block kA = block(0x0, kR, kC, isa::F32);
+const isa::Block kB = block(0x10000, kR, kC, isa::F32);
+const isa::Block kRow = block(0x20000, 1, kC, isa::F32);
+const isa::Block kCol = block(0x30000, kR, 1, isa::F32);
+const isa::Block kD = block(0x40000, kR, kC, isa::F32);
+
+class VectorOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    system_ = make_system();
+    a_ = testing::random_matrix(kR, kC, 1, 2.0f);
+    b_ = testing::random_matrix(kR, kC, 2, 2.0f);
+    row_ = testing::random_matrix(1, kC, 3);
+    col_ = testing::random_matrix(kR, 1, 4);
+    testing::put_f32(*system_, 0, kA.address(), a_);
+    testing::put_f32(*system_, 0, kB.address(), b_);
+    testing::put_f32(*system_, 0, kRow.address(), row_);
+    testing::put_f32(*system_, 0, kCol.address(), col_);
+  }
+  MatrixF run(const std::function<void(CoreBuilder&)>& body, const isa::Block& out) {
+    isa::Program p;
+    CoreBuilder c(&p, 0);
+    body(c);
+    c.halt();
+    auto r = system_->run(p);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return testing::get_f32(*system_, 0, out.address(), static_cast<int>(out.rows()), static_cast<int>(out.cols()));
+  }
+  std::unique_ptr<System> system_;
+  MatrixF a_, b_, row_, col_;
+};
+
+TEST_F(VectorOps, BinaryWithBroadcastsAndScalars) {
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::ADD, kD, kA, kB); }, kD), MatrixF(a_ + b_));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::MUL, kD, kA, kRow); }, kD),
+            MatrixF(a_.array() * row_.replicate(kR, 1).array()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::SUB, kD, kA, kCol); }, kD),
+            MatrixF(a_.array() - col_.replicate(1, kC).array()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary_scalar(isa::Vector::MAX, kD, kA, 0.5f); }, kD),
+            MatrixF(a_.array().max(0.5f)));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::DIV, kD, kA, kB); }, kD), MatrixF(a_.array() / b_.array()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::CMP_GT, kD, kA, kB); }, kD),
+            MatrixF((a_.array() > b_.array()).cast<float>()));
+}
+
+TEST_F(VectorOps, UnaryAndTranscendentals) {
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RELU, kD, kA); }, kD), MatrixF(a_.array().max(0.0f)));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::EXP, kD, kA); }, kD), MatrixF(a_.array().exp()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::TANH, kD, kA); }, kD), MatrixF(a_.array().tanh()));
+  const MatrixF pos = a_.array().abs() + 0.1f;
+  testing::put_f32(*system_, 0, kB.address(), pos);
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::LOG, kD, kB); }, kD), MatrixF(pos.array().log()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RSQRT, kD, kB); }, kD), MatrixF(pos.array().rsqrt()));
+}
+
+TEST_F(VectorOps, SelectReduceTransposeBroadcastFill) {
+  const MatrixF mask = (a_.array() > 0).cast<float>();
+  testing::put_f32(*system_, 0, 0x50000, mask);
+  const isa::Block m = block(0x50000, kR, kC, isa::F32);
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.select(kD, m, kA, kB); }, kD),
+            MatrixF((mask.array() != 0).select(a_, b_)));
+  const isa::Block sums = block(0x60000, 1, kC, isa::F32);
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_SUM, sums, kA, 0); }, sums),
+            MatrixF(a_.colwise().sum()));
+  const isa::Block maxes = block(0x60000, kR, 1, isa::F32);
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_MAX, maxes, kA, 1); }, maxes),
+            MatrixF(a_.rowwise().maxCoeff()));
+  const isa::Block t = block(0x70000, kC, kR, isa::F32);
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.transpose(t, kA); }, t), MatrixF(a_.transpose()));
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.broadcast(kD, kRow); }, kD), MatrixF(row_.replicate(kR, 1)));
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.fill(kD, 3.5f); }, kD), MatrixF::Constant(kR, kC, 3.5f));
+}
+
+TEST_F(VectorOps, CastRoundsToBf16AndBack) {
+  const isa::Block half = block(0x80000, kR, kC, isa::BF16);
+  const MatrixF got = run(
+      [&](CoreBuilder& c) {
+        const uint32_t f = c.new_flag();
+        c.cast(half, kA).signal(f);
+        c.cast(kD, half).wait(f, 1);
+      },
+      kD);
+  EXPECT_EQ(got, testing::round_bf16(a_));
+}
+
+// 16 x 256 = 4096 elements = 4 vregs of 8 x 128. add: 4 issue cycles; VMEM moves 3 x 16 KiB
+// = 48 KiB at 3 x 4096 B/cycle = 4 cycles; the result is out after the 8-cycle pipeline:
+// issued at 0, 4 + 8 = 12. exp costs 4 cycles per vreg and 24 more latency: 16 + 8 + 24 = 48.
+TEST_F(VectorOps, TimingIsVregsTimesCostPlusLatency) {
+  const auto& core = system_->slice().chip.core;
+  isa::Instruction add;
+  add.mutable_vector()->set_op(isa::Vector::ADD);
+  *add.mutable_vector()->mutable_dst() = kD;
+  EXPECT_EQ(vector_issue_cycles(add.vector(), core), 4u);
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  c.binary(isa::Vector::ADD, kD, kA, kB);
+  c.halt();
+  auto r = system_->run(p);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cycles(), 12u);
+  isa::Program q;
+  CoreBuilder e(&q, 0);
+  e.unary(isa::Vector::EXP, kD, kA);
+  e.halt();
+  r = system_->run(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cycles(), 48u);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
