@@ -13,8 +13,9 @@ namespace tpusim::sim {
 // The top-level SystemC module: the chips of the slice.
 class SliceModel : public sc_core::sc_module {
  public:
-  SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice, const ClockDomain& clock,
-             const SystemOptions& options, StatGroup& stats, std::function<void(const std::string&)> fail)
+  SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
+             const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
+             std::function<void(const std::string&)> fail)
       : sc_module(name) {
     for (uint32_t c = 0; c < slice.chips; ++c) {
       ChipOptions o;
@@ -43,12 +44,13 @@ System::System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions opt
 
 System::~System() = default;
 
-absl::StatusOr<std::unique_ptr<System>> System::create(std::shared_ptr<const config::SliceSpec> slice,
-                                                       SystemOptions options) {
+absl::StatusOr<std::unique_ptr<System>> System::create(
+    std::shared_ptr<const config::SliceSpec> slice, SystemOptions options) {
   if (slice == nullptr) return absl::InvalidArgumentError("System::create: no slice");
   if (make_mxu_policy(options.mxu_policy, 1, 1) == nullptr) {
     return absl::InvalidArgumentError(str_cat("unknown MXU timing policy '", options.mxu_policy,
-                                              "' (known: ", str_join(mxu_policy_names(), ", "), ")"));
+                                              "' (known: ", str_join(mxu_policy_names(), ", "),
+                                              ")"));
   }
   if (g_elaborated) {
     return absl::FailedPreconditionError(
@@ -64,16 +66,35 @@ absl::StatusOr<std::unique_ptr<System>> System::create(std::shared_ptr<const con
   std::unique_ptr<System> system(new System(std::move(slice), std::move(options)));
   system->stats_ = std::make_unique<StatGroup>("slice", str_cat("slice ", system->slice_->name));
   System* raw = system.get();
-  system->model_ = std::make_unique<SliceModel>(
-      "slice", *system->slice_, system->clock_, system->options_, *system->stats_,
-      [raw](const std::string& message) {
-        if (raw->run_error_.empty()) raw->run_error_ = message;
-        sc_core::sc_stop();
-      });
+  system->model_ =
+      std::make_unique<SliceModel>("slice", *system->slice_, system->clock_, system->options_,
+                                   *system->stats_, [raw](const std::string& message) {
+                                     if (raw->run_error_.empty()) raw->run_error_ = message;
+                                     sc_core::sc_stop();
+                                   });
   // Run the initialization phase now, so every process sits in its first wait before the first
   // run notifies it (a notification made before initialization would be lost).
   sc_core::sc_start(sc_core::SC_ZERO_TIME);
   return system;
+}
+
+void System::set_timing_only(bool timing_only) {
+  options_.timing_only = timing_only;
+  for (auto& chip : model_->chips) {
+    for (uint32_t c = 0; c < chip->core_count(); ++c) chip->core(c).set_timing_only(timing_only);
+  }
+}
+
+absl::Status System::set_mxu_policy(const std::string& name) {
+  if (make_mxu_policy(name, 1, 1) == nullptr) {
+    return absl::InvalidArgumentError(str_cat("unknown MXU timing policy '", name, "' (known: ",
+                                              str_join(mxu_policy_names(), ", "), ")"));
+  }
+  options_.mxu_policy = name;
+  for (auto& chip : model_->chips) {
+    for (uint32_t c = 0; c < chip->core_count(); ++c) chip->core(c).set_mxu_policy(name);
+  }
+  return absl::OkStatus();
 }
 
 uint64_t System::now_cycle() const {
@@ -82,8 +103,9 @@ uint64_t System::now_cycle() const {
 
 absl::Status System::check_usable() const {
   if (!failure_.empty()) {
-    return absl::FailedPreconditionError(str_cat("this System cannot run again after an earlier run failed (",
-                                                 failure_, "); build a new one in a new process"));
+    return absl::FailedPreconditionError(
+        str_cat("this System cannot run again after an earlier run failed (", failure_,
+                "); build a new one in a new process"));
   }
   return absl::OkStatus();
 }
@@ -130,15 +152,18 @@ std::string System::deadlock_diagnosis(const isa::Program& program) {
   for (const auto& stream : program.cores()) {
     Core& core = model_->core(stream.core(), per_chip);
     if (!core.sequencer().running()) continue;
-    for (const std::string& b : core.blocked()) lines.push_back(str_cat("core ", stream.core(), ": ", b));
-    const size_t pending = model_->chips[stream.core() / per_chip]->host_link().pending_for(stream.core() % per_chip);
+    for (const std::string& b : core.blocked())
+      lines.push_back(str_cat("core ", stream.core(), ": ", b));
+    const size_t pending =
+        model_->chips[stream.core() / per_chip]->host_link().pending_for(stream.core() % per_chip);
     if (core.infeed_unit().blocked_on().size() > 0) {
       lines.push_back(str_cat("core ", stream.core(), ": the host has ", pending,
                               " infeed batch(es) pending for it"));
     }
   }
   return str_cat("program '", program.name(), "' deadlocked at cycle ", now_cycle(),
-                 ": no unit can make progress and no event is pending\n  ", str_join(lines, "\n  "));
+                 ": no unit can make progress and no event is pending\n  ",
+                 str_join(lines, "\n  "));
 }
 
 namespace {
@@ -216,7 +241,8 @@ nlohmann::ordered_json System::report(const RunResult& run) {
                          {"utilization", core_cycles > 0 ? busy / core_cycles : 0.0}};
     }
     for (const MxuUnit* m : core.mxus()) macs += static_cast<double>(m->macs());
-    const double peak_macs = static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
+    const double peak_macs =
+        static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
     cores.push_back({{"core", cr.core},
                      {"cycles", cr.cycles},
                      {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
@@ -243,6 +269,4 @@ nlohmann::ordered_json System::report(const RunResult& run) {
 // libsystemc.so carries a main() that calls sc_main(), so the shared library needs the symbol.
 // tpusim's executables have their own main() and drive SystemC through System, so this is never
 // called; it is weak so that a program with its own sc_main() keeps it.
-__attribute__((weak)) int sc_main(int /*argc*/, char* /*argv*/[]) {
-  return 1;
-}
+__attribute__((weak)) int sc_main(int /*argc*/, char* /*argv*/[]) { return 1; }

@@ -12,12 +12,12 @@
 // simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
 // blocked unit and what it waits for; the System is then unusable (its units stay blocked).
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
 #include "sim/clock.h"
@@ -50,8 +50,8 @@ class SliceModel;
 
 class System {
  public:
-  static absl::StatusOr<std::unique_ptr<System>> create(std::shared_ptr<const config::SliceSpec> slice,
-                                                        SystemOptions options);
+  static absl::StatusOr<std::unique_ptr<System>> create(
+      std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
   ~System();
   System(const System&) = delete;
   System& operator=(const System&) = delete;
@@ -60,6 +60,11 @@ class System {
   const SystemOptions& options() const { return options_; }
   const ClockDomain& clock() const { return clock_; }
   uint64_t now_cycle() const;
+
+  // Between runs: switch numerics off or on, or the MXU timing policy (a name from
+  // mxu_policy_names(); the arrays' pipelines start afresh).
+  void set_timing_only(bool timing_only);
+  absl::Status set_mxu_policy(const std::string& name);
 
   // Validates `program` against the slice and runs it (statistics accumulate across runs;
   // reset_stats() starts afresh).

@@ -14,7 +14,8 @@ Chip::Chip(const sc_core::sc_module_name& name, const ChipOptions& o, StatGroup&
     : sc_module(name),
       stats_(stats.child(basename(), str_cat("chip ", o.chip, " (", o.slice->chip.name, ")"))),
       hbm_(str_cat(basename(), ".hbm"), o.slice->chip.hbm.capacity_bytes),
-      hbm_timing_(o.slice->chip.hbm.channels, bytes_per_cycle(o.slice->chip.hbm.bandwidth_bytes_per_s, *o.clock),
+      hbm_timing_(o.slice->chip.hbm.channels,
+                  bytes_per_cycle(o.slice->chip.hbm.bandwidth_bytes_per_s, *o.clock),
                   o.slice->chip.hbm.interleave_bytes,
                   o.slice->chip.hbm.latency_s * o.clock->frequency_hz()) {
   std::vector<Core*> cores;
@@ -38,7 +39,8 @@ Chip::Chip(const sc_core::sc_module_name& name, const ChipOptions& o, StatGroup&
   host_link_ = std::make_unique<HostLink>("host_link", o.slice->chip, *o.clock, std::move(cores),
                                           outfeed_pushed_, stats_);
   StatGroup& hbm = stats_.child("hbm", "high-bandwidth memory shared by the chip's cores");
-  hbm.add("bytes", "bytes", "bytes moved by DMA to and from HBM", [this] { return hbm_timing_.bytes_served(); });
+  hbm.add("bytes", "bytes", "bytes moved by DMA to and from HBM",
+          [this] { return hbm_timing_.bytes_served(); });
   hbm.add("busiest_channel_cycles", "cycles", "cycles the busiest HBM channel was transferring",
           [this] { return hbm_timing_.busiest_channel_cycles(); });
   hbm.add("allocated_bytes", "bytes", "host memory backing this HBM (functional runs)",

@@ -38,8 +38,9 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
     wiring.dma.push_back(units_.back().get());
   }
   for (uint32_t m = 0; m < spec.mxu_count; ++m) {
-    auto mxu = std::make_unique<MxuUnit>(str_cat("mxu", m).c_str(), ctx_, stats_,
-                                         make_mxu_policy(o.mxu_policy, spec.mxu_rows, spec.mxu_cols));
+    auto mxu =
+        std::make_unique<MxuUnit>(str_cat("mxu", m).c_str(), ctx_, stats_,
+                                  make_mxu_policy(o.mxu_policy, spec.mxu_rows, spec.mxu_cols));
     mxus_.push_back(mxu.get());
     wiring.mxu.push_back(mxu.get());
     units_.push_back(std::move(mxu));
@@ -78,6 +79,12 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
     infeed_.high_water = infeed_.entries.size();
     outfeed_.high_water = outfeed_.entries.size();
   });
+}
+
+void Core::set_mxu_policy(const std::string& name) {
+  ctx_.mxu_policy = name;
+  const config::CoreSpec& spec = ctx_.slice->chip.core;
+  for (MxuUnit* m : mxus_) m->set_policy(make_mxu_policy(name, spec.mxu_rows, spec.mxu_cols));
 }
 
 std::vector<std::string> Core::blocked() const {

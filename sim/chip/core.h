@@ -31,6 +31,9 @@ class Core : public sc_core::sc_module {
   // Every unit that is blocked, one line each, for deadlock messages.
   std::vector<std::string> blocked() const;
   StatGroup& stats() { return stats_; }
+  // Between runs only.
+  void set_timing_only(bool timing_only) { ctx_.timing_only = timing_only; }
+  void set_mxu_policy(const std::string& name);
 
  private:
   StatGroup& stats_;

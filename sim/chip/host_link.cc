@@ -16,13 +16,18 @@ HostLink::HostLink(const sc_core::sc_module_name& name, const config::ChipSpec& 
   SC_THREAD(host_to_device);
   SC_THREAD(device_to_host);
   StatGroup& s = stats.child(basename(), "PCIe link between the host and this chip");
-  s.add("host_to_device_bytes", "bytes", "infeed bytes sent to the chip", [this] { return static_cast<double>(h2d_bytes_); });
-  s.add("device_to_host_bytes", "bytes", "outfeed bytes sent to the host", [this] { return static_cast<double>(d2h_bytes_); });
-  s.add("host_to_device_busy_cycles", "cycles", "cycles the host-to-device direction was transferring",
+  s.add("host_to_device_bytes", "bytes", "infeed bytes sent to the chip",
+        [this] { return static_cast<double>(h2d_bytes_); });
+  s.add("device_to_host_bytes", "bytes", "outfeed bytes sent to the host",
+        [this] { return static_cast<double>(d2h_bytes_); });
+  s.add("host_to_device_busy_cycles", "cycles",
+        "cycles the host-to-device direction was transferring",
         [this] { return static_cast<double>(h2d_busy_); });
-  s.add("device_to_host_busy_cycles", "cycles", "cycles the device-to-host direction was transferring",
+  s.add("device_to_host_busy_cycles", "cycles",
+        "cycles the device-to-host direction was transferring",
         [this] { return static_cast<double>(d2h_busy_); });
-  s.add("host_to_device_blocked_cycles", "cycles", "cycles a ready batch waited for room in a full infeed queue",
+  s.add("host_to_device_blocked_cycles", "cycles",
+        "cycles a ready batch waited for room in a full infeed queue",
         [this] { return static_cast<double>(h2d_blocked_); });
   s.on_reset([this] { h2d_bytes_ = d2h_bytes_ = h2d_busy_ = d2h_busy_ = h2d_blocked_ = 0; });
 }
@@ -38,11 +43,14 @@ void HostLink::wait_until(uint64_t cycle) {
 }
 
 uint64_t HostLink::transfer_cycles(uint64_t bytes, double bytes_per_s) const {
-  return clock_.cycles_for_seconds(static_cast<double>(bytes) / bytes_per_s + chip_.host_link.latency_s).value;
+  return clock_
+      .cycles_for_seconds(static_cast<double>(bytes) / bytes_per_s + chip_.host_link.latency_s)
+      .value;
 }
 
 void HostLink::send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle) {
-  pending_.emplace(std::make_pair(ready_cycle, arrivals_++), Pending{core_on_chip, std::move(entry), ready_cycle});
+  pending_.emplace(std::make_pair(ready_cycle, arrivals_++),
+                   Pending{core_on_chip, std::move(entry), ready_cycle});
   host_ready_.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -66,7 +74,8 @@ void HostLink::host_to_device() {
     if (it->second.ready_cycle > now_cycle()) {
       // Sleep until the earliest batch is ready, or until the host queues an earlier one.
       const uint64_t target = clock_.time_of(Cycles(it->second.ready_cycle));
-      wait(sc_core::sc_time(static_cast<double>(target - sc_core::sc_time_stamp().value()), sc_core::SC_PS),
+      wait(sc_core::sc_time(static_cast<double>(target - sc_core::sc_time_stamp().value()),
+                            sc_core::SC_PS),
            host_ready_);
       continue;
     }
@@ -78,7 +87,8 @@ void HostLink::host_to_device() {
       while (queue.full()) wait(queue.changed);
       h2d_blocked_ += now_cycle() - from;
     }
-    const uint64_t cycles = transfer_cycles(batch.entry.bytes, chip_.host_link.host_to_device_bytes_per_s);
+    const uint64_t cycles =
+        transfer_cycles(batch.entry.bytes, chip_.host_link.host_to_device_bytes_per_s);
     wait_until(now_cycle() + cycles);
     h2d_busy_ += cycles;
     h2d_bytes_ += batch.entry.bytes;
@@ -95,8 +105,8 @@ void HostLink::device_to_host() {
     for (;;) {
       for (uint32_t c = 0; c < cores_.size(); ++c) {
         FeedQueue& q = cores_[c]->outfeed();
-        if (!q.empty() && (from == nullptr ||
-                           q.entries.front().enqueued_cycle < from->outfeed().entries.front().enqueued_cycle)) {
+        if (!q.empty() && (from == nullptr || q.entries.front().enqueued_cycle <
+                                                  from->outfeed().entries.front().enqueued_cycle)) {
           from = cores_[c];
           from_index = c;
         }

@@ -19,8 +19,9 @@ namespace tpusim::sim {
 class HostLink : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HostLink);
-  HostLink(const sc_core::sc_module_name& name, const config::ChipSpec& chip, const ClockDomain& clock,
-           std::vector<Core*> cores, sc_core::sc_event& outfeed_pushed, StatGroup& stats);
+  HostLink(const sc_core::sc_module_name& name, const config::ChipSpec& chip,
+           const ClockDomain& clock, std::vector<Core*> cores, sc_core::sc_event& outfeed_pushed,
+           StatGroup& stats);
 
   // Queues a host batch for `core_on_chip`, ready to send at `ready_cycle`.
   void send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle);

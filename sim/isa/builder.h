@@ -50,9 +50,11 @@ class CoreBuilder {
   InstrRef matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
                   bool accumulate, isa::Precision precision = isa::DEFAULT);
   // dst = a op b, with b of a's shape, a row or a column.
-  InstrRef binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, const isa::Block& b);
+  InstrRef binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                  const isa::Block& b);
   // dst = a op scalar.
-  InstrRef binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, float scalar);
+  InstrRef binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                         float scalar);
   InstrRef unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a);
   InstrRef select(const isa::Block& dst, const isa::Block& mask, const isa::Block& if_true,
                   const isa::Block& if_false);

@@ -1,8 +1,8 @@
 #include "sim/isa/dump.h"
 
-#include <fmt/format.h>
-
 #include <iterator>
+
+#include <fmt/format.h>
 
 #include "sim/isa/ops.h"
 #include "sim/memory/block.h"
@@ -27,8 +27,9 @@ std::string operands(const Instruction& in) {
   switch (in.op_case()) {
     case Instruction::kDma: {
       const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
-      return fmt::format("{} -> {} engine {}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
-                         describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine());
+      return fmt::format(
+          "{} -> {} engine {}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
+          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine());
     }
     case Instruction::kLoadWeights:
       return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),
@@ -57,7 +58,8 @@ std::string operands(const Instruction& in) {
     case Instruction::kOutfeed:
       return describe_block("vmem", in.outfeed().src());
     case Instruction::kLoop:
-      return fmt::format("x{} over the next {} instructions", in.loop().count(), in.loop().body_length());
+      return fmt::format("x{} over the next {} instructions", in.loop().count(),
+                         in.loop().body_length());
     default:
       return "";
   }
@@ -68,7 +70,8 @@ void dump_range(const isa::CoreProgram& core, int begin, int end, int depth, std
     const Instruction& in = core.instructions(i);
     fmt::format_to(std::back_inserter(*out), "  {:6}  {}{:<17} {}", i, std::string(2 * depth, ' '),
                    op_name(in), operands(in));
-    for (const auto& w : in.wait()) fmt::format_to(std::back_inserter(*out), "  wait f{}>={}", w.flag(), w.value());
+    for (const auto& w : in.wait())
+      fmt::format_to(std::back_inserter(*out), "  wait f{}>={}", w.flag(), w.value());
     for (uint32_t f : in.signal()) fmt::format_to(std::back_inserter(*out), "  signal f{}", f);
     if (!in.note().empty()) fmt::format_to(std::back_inserter(*out), "  # {}", in.note());
     out->push_back('\n');
@@ -90,7 +93,8 @@ std::string describe_block(const char* memory, const isa::Block& b) {
 }
 
 std::string dump_program(const isa::Program& program) {
-  std::string out = fmt::format("program {}\n", program.name().empty() ? "(unnamed)" : program.name());
+  std::string out =
+      fmt::format("program {}\n", program.name().empty() ? "(unnamed)" : program.name());
   for (const auto& core : program.cores()) {
     fmt::format_to(std::back_inserter(out), "core {} ({} instructions)\n", core.core(),
                    core.instructions_size());

@@ -27,7 +27,7 @@ const char* op_name(const Instruction& instr) {
   switch (instr.op_case()) {
     case Instruction::kDma:
       return instr.dma().direction() == isa::Dma::VMEM_TO_HBM ? "dma.vmem_to_hbm"
-                                                               : "dma.hbm_to_vmem";
+                                                              : "dma.hbm_to_vmem";
     case Instruction::kLoadWeights:
       return "mxu.load_weights";
     case Instruction::kMatmul:
@@ -49,32 +49,58 @@ const char* op_name(const Instruction& instr) {
 
 const char* vector_op_name(Vector::Op op) {
   switch (op) {
-    case Vector::ADD: return "vpu.add";
-    case Vector::SUB: return "vpu.sub";
-    case Vector::MUL: return "vpu.mul";
-    case Vector::DIV: return "vpu.div";
-    case Vector::MAX: return "vpu.max";
-    case Vector::MIN: return "vpu.min";
-    case Vector::CMP_GT: return "vpu.cmp_gt";
-    case Vector::CMP_GE: return "vpu.cmp_ge";
-    case Vector::CMP_EQ: return "vpu.cmp_eq";
-    case Vector::COPY: return "vpu.copy";
-    case Vector::NEG: return "vpu.neg";
-    case Vector::ABS: return "vpu.abs";
-    case Vector::RELU: return "vpu.relu";
-    case Vector::EXP: return "vpu.exp";
-    case Vector::LOG: return "vpu.log";
-    case Vector::TANH: return "vpu.tanh";
-    case Vector::RSQRT: return "vpu.rsqrt";
-    case Vector::SQUARE: return "vpu.square";
-    case Vector::SELECT: return "vpu.select";
-    case Vector::CAST: return "vpu.cast";
-    case Vector::REDUCE_SUM: return "vpu.reduce_sum";
-    case Vector::REDUCE_MAX: return "vpu.reduce_max";
-    case Vector::TRANSPOSE: return "vpu.transpose";
-    case Vector::BROADCAST: return "vpu.broadcast";
-    case Vector::FILL: return "vpu.fill";
-    default: return "vpu.(unknown op)";
+    case Vector::ADD:
+      return "vpu.add";
+    case Vector::SUB:
+      return "vpu.sub";
+    case Vector::MUL:
+      return "vpu.mul";
+    case Vector::DIV:
+      return "vpu.div";
+    case Vector::MAX:
+      return "vpu.max";
+    case Vector::MIN:
+      return "vpu.min";
+    case Vector::CMP_GT:
+      return "vpu.cmp_gt";
+    case Vector::CMP_GE:
+      return "vpu.cmp_ge";
+    case Vector::CMP_EQ:
+      return "vpu.cmp_eq";
+    case Vector::COPY:
+      return "vpu.copy";
+    case Vector::NEG:
+      return "vpu.neg";
+    case Vector::ABS:
+      return "vpu.abs";
+    case Vector::RELU:
+      return "vpu.relu";
+    case Vector::EXP:
+      return "vpu.exp";
+    case Vector::LOG:
+      return "vpu.log";
+    case Vector::TANH:
+      return "vpu.tanh";
+    case Vector::RSQRT:
+      return "vpu.rsqrt";
+    case Vector::SQUARE:
+      return "vpu.square";
+    case Vector::SELECT:
+      return "vpu.select";
+    case Vector::CAST:
+      return "vpu.cast";
+    case Vector::REDUCE_SUM:
+      return "vpu.reduce_sum";
+    case Vector::REDUCE_MAX:
+      return "vpu.reduce_max";
+    case Vector::TRANSPOSE:
+      return "vpu.transpose";
+    case Vector::BROADCAST:
+      return "vpu.broadcast";
+    case Vector::FILL:
+      return "vpu.fill";
+    default:
+      return "vpu.(unknown op)";
   }
 }
 

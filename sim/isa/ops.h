@@ -20,7 +20,17 @@ UnitKind unit_of(const isa::Instruction& instr);
 const char* op_name(const isa::Instruction& instr);
 const char* vector_op_name(isa::Vector::Op op);
 
-enum class VectorOpClass { kBinary, kUnary, kSelect, kCast, kReduce, kTranspose, kBroadcast, kFill, kUnknown };
+enum class VectorOpClass {
+  kBinary,
+  kUnary,
+  kSelect,
+  kCast,
+  kReduce,
+  kTranspose,
+  kBroadcast,
+  kFill,
+  kUnknown
+};
 VectorOpClass classify(isa::Vector::Op op);
 // exp, log, tanh, rsqrt: the transcendental unit's cost and latency.
 bool is_transcendental(isa::Vector::Op op);

@@ -66,7 +66,8 @@ class CoreChecker {
                           static_cast<uint64_t>(b.cols()) * esize, " bytes: rows would overlap"));
       return false;
     }
-    const uint64_t capacity = in_vmem ? slice_.chip.core.vmem_bytes : slice_.chip.hbm.capacity_bytes;
+    const uint64_t capacity =
+        in_vmem ? slice_.chip.core.vmem_bytes : slice_.chip.hbm.capacity_bytes;
     if (end_address(b) > capacity) {
       fail(index, str_cat(what, " [", b.address(), ", ", end_address(b), ") overflows ",
                           in_vmem ? "VMEM" : "HBM", " of ", capacity, " bytes"));
@@ -77,10 +78,12 @@ class CoreChecker {
 
   void check_instruction(int index, const Instruction& in) {
     for (uint32_t f : in.signal()) {
-      if (f >= kNumFlags) fail(index, str_cat("signals flag ", f, "; flags are 0..", kNumFlags - 1));
+      if (f >= kNumFlags)
+        fail(index, str_cat("signals flag ", f, "; flags are 0..", kNumFlags - 1));
     }
     for (const auto& w : in.wait()) {
-      if (w.flag() >= kNumFlags) fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
+      if (w.flag() >= kNumFlags)
+        fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
     }
     const auto& core = slice_.chip.core;
     switch (in.op_case()) {
@@ -95,8 +98,9 @@ class CoreChecker {
                         check_block(index, "dst", d.dst(), to_vmem);
         if (ok && (d.src().rows() != d.dst().rows() || d.src().cols() != d.dst().cols() ||
                    d.src().dtype() != d.dst().dtype())) {
-          fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ", dtype_name(d.src().dtype()),
-                              " and dst ", d.dst().rows(), "x", d.dst().cols(), " ", dtype_name(d.dst().dtype()),
+          fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ",
+                              dtype_name(d.src().dtype()), " and dst ", d.dst().rows(), "x",
+                              d.dst().cols(), " ", dtype_name(d.dst().dtype()),
                               " differ; a DMA copies bytes and converts nothing"));
         }
         if (d.engine() >= core.dma_engines) {
@@ -120,23 +124,27 @@ class CoreChecker {
       case Instruction::kMatmul: {
         const auto& mm = in.matmul();
         if (!check_mxu_slot(index, mm.mxu(), mm.slot())) return;
-        const bool ok = check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
+        const bool ok =
+            check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
         if (!ok) return;
         if (!is_float(mm.lhs())) fail(index, "lhs must be f32 or bf16");
-        if (mm.out().dtype() != isa::F32) fail(index, "out must be f32 (the MXU accumulates in f32)");
+        if (mm.out().dtype() != isa::F32)
+          fail(index, "out must be f32 (the MXU accumulates in f32)");
         auto it = loaded_.find({mm.mxu(), mm.slot()});
         if (it == loaded_.end()) {
-          fail(index, str_cat("MXU ", mm.mxu(), " slot ", mm.slot(), " has no weights: no load_weights before it"));
+          fail(index, str_cat("MXU ", mm.mxu(), " slot ", mm.slot(),
+                              " has no weights: no load_weights before it"));
           return;
         }
         const WeightShape w = it->second;
         if (mm.lhs().cols() != w.rows) {
-          fail(index, str_cat("lhs has ", mm.lhs().cols(), " columns but the weights in slot ", mm.slot(),
-                              " have ", w.rows, " rows"));
+          fail(index, str_cat("lhs has ", mm.lhs().cols(), " columns but the weights in slot ",
+                              mm.slot(), " have ", w.rows, " rows"));
         }
         if (mm.out().rows() != mm.lhs().rows() || mm.out().cols() != w.cols) {
-          fail(index, str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ", mm.lhs().rows(),
-                              " rows x weights ", w.cols, " columns make ", mm.lhs().rows(), "x", w.cols));
+          fail(index,
+               str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ", mm.lhs().rows(),
+                       " rows x weights ", w.cols, " columns make ", mm.lhs().rows(), "x", w.cols));
         }
         return;
       }
@@ -175,7 +183,8 @@ class CoreChecker {
   static bool is_float(const Block& b) { return b.dtype() == isa::F32 || b.dtype() == isa::BF16; }
 
   // b may be a's shape, a row (1 x cols), a column (rows x 1), or absent (the scalar).
-  void check_broadcastable(int index, const char* what, const Block& b, bool present, const Block& dst) {
+  void check_broadcastable(int index, const char* what, const Block& b, bool present,
+                           const Block& dst) {
     if (!present) return;
     if (!check_block(index, what, b, true)) return;
     if (b.dtype() != isa::F32) fail(index, str_cat(what, " must be f32"));
@@ -206,7 +215,8 @@ class CoreChecker {
       }
       if (!check_block(index, "a", v.a(), true)) return false;
       if (same_shape && (v.a().rows() != dst.rows() || v.a().cols() != dst.cols())) {
-        fail(index, str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(), "x", dst.cols()));
+        fail(index, str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(),
+                            "x", dst.cols()));
         return false;
       }
       return true;
@@ -227,23 +237,27 @@ class CoreChecker {
         }
         break;
       case VectorOpClass::kCast:
-        if (need_a(true) && !(is_float(v.a()) && is_float(dst))) fail(index, "cast converts between f32 and bf16");
+        if (need_a(true) && !(is_float(v.a()) && is_float(dst)))
+          fail(index, "cast converts between f32 and bf16");
         break;
       case VectorOpClass::kReduce:
         if (need_a(false)) {
-          if (v.axis() > 1) fail(index, str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
+          if (v.axis() > 1)
+            fail(index, str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
           const uint32_t want_rows = v.axis() == 0 ? 1 : v.a().rows();
           const uint32_t want_cols = v.axis() == 0 ? v.a().cols() : 1;
           if (dst.rows() != want_rows || dst.cols() != want_cols) {
-            fail(index, str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ", v.axis(),
-                                " gives ", want_rows, "x", want_cols, ", not ", dst.rows(), "x", dst.cols()));
+            fail(index, str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ",
+                                v.axis(), " gives ", want_rows, "x", want_cols, ", not ",
+                                dst.rows(), "x", dst.cols()));
           }
         }
         break;
       case VectorOpClass::kTranspose:
         if (need_a(false) && (v.a().rows() != dst.cols() || v.a().cols() != dst.rows())) {
-          fail(index, str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(), "x",
-                              v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
+          fail(index,
+               str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(),
+                       "x", v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
         }
         break;
       case VectorOpClass::kBroadcast:
@@ -264,9 +278,10 @@ class CoreChecker {
       if (instrs[i].loop().body_length() == 0) {
         fail(i, "has an empty body (body_length 0)");
       } else if (body_end > limit) {
-        fail(i, str_cat("body of ", instrs[i].loop().body_length(), " instructions runs past ",
-                        limit == instrs.size() ? "the end of the stream" : "the enclosing loop's body",
-                        " (instruction ", limit, ")"));
+        fail(i,
+             str_cat("body of ", instrs[i].loop().body_length(), " instructions runs past ",
+                     limit == instrs.size() ? "the end of the stream" : "the enclosing loop's body",
+                     " (instruction ", limit, ")"));
       } else {
         check_range(i + 1, body_end, body_end);
         i = body_end - 1;
@@ -289,7 +304,8 @@ class CoreChecker {
         for (const auto& w : instrs[i].wait()) {
           if (w.flag() < kNumFlags && w.value() > signals[w.flag()]) {
             fail(i, str_cat("waits for flag ", w.flag(), " to reach ", w.value(), " but only ",
-                            signals[w.flag()], " signal(s) of it can happen before the next loop "
+                            signals[w.flag()],
+                            " signal(s) of it can happen before the next loop "
                             "boundary: the wait would never be met"));
           }
         }
@@ -300,7 +316,8 @@ class CoreChecker {
       if (instrs[i].op_case() == Instruction::kLoop && instrs[i].loop().body_length() > 0) {
         segment.push_back(i);  // the loop instruction's own waits count before the loop
         close_segment();
-        const int body_end = std::min<int>(end, i + 1 + static_cast<int>(instrs[i].loop().body_length()));
+        const int body_end =
+            std::min<int>(end, i + 1 + static_cast<int>(instrs[i].loop().body_length()));
         check_waits(i + 1, body_end);
         i = body_end - 1;
         continue;

@@ -2,9 +2,9 @@
 // Geometry of an ISA block (sim/isa/isa.proto, Block): element sizes, strides and the byte
 // range it covers, and moving it between memory bytes and an f32 matrix.
 
-#include <Eigen/Core>
-
 #include <cstdint>
+
+#include <Eigen/Core>
 
 #include "sim/isa/isa.pb.h"
 

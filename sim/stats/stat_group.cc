@@ -14,7 +14,8 @@ StatGroup& StatGroup::child(std::string name, std::string description) {
 
 void StatGroup::add(std::string name, std::string unit, std::string description,
                     std::function<double()> value) {
-  stats_.push_back(Stat{std::move(name), std::move(unit), std::move(description), std::move(value)});
+  stats_.push_back(
+      Stat{std::move(name), std::move(unit), std::move(description), std::move(value)});
 }
 
 void StatGroup::on_reset(std::function<void()> reset) { resets_.push_back(std::move(reset)); }

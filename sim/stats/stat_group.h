@@ -4,12 +4,12 @@
 // is dumped, so modules keep plain counters on their hot path and formulas (utilisation) are
 // computed only when asked for. Every statistic has a unit and a description.
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace tpusim::sim {
 

@@ -13,8 +13,8 @@ HbmTiming::HbmTiming(uint32_t channels, double bytes_per_cycle, uint64_t interle
 double HbmTiming::transfer(double now, uint64_t address, uint64_t bytes) {
   if (bytes == 0) return now;
   const uint64_t n = channels_.size();
-  const uint64_t granules = (address % interleave_bytes_ + bytes + interleave_bytes_ - 1) /
-                            interleave_bytes_;
+  const uint64_t granules =
+      (address % interleave_bytes_ + bytes + interleave_bytes_ - 1) / interleave_bytes_;
   const uint64_t touched = std::min<uint64_t>(n, granules);
   const uint64_t first = (address / interleave_bytes_) % n;
   const double share = static_cast<double>(bytes) / static_cast<double>(touched);

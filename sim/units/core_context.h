@@ -26,7 +26,7 @@ struct IssuedInstruction {
 };
 
 struct CoreContext {
-  uint32_t core = 0;          // global core index
+  uint32_t core = 0;  // global core index
   uint32_t chip = 0;
   uint32_t core_on_chip = 0;
   const config::SliceSpec* slice = nullptr;
@@ -37,8 +37,8 @@ struct CoreContext {
 
   Memory* vmem = nullptr;
   BandwidthServer* vmem_ports = nullptr;
-  Memory* hbm = nullptr;             // the chip's
-  HbmTiming* hbm_timing = nullptr;   // the chip's
+  Memory* hbm = nullptr;            // the chip's
+  HbmTiming* hbm_timing = nullptr;  // the chip's
   SyncState* sync = nullptr;
   FeedQueue* infeed = nullptr;
   FeedQueue* outfeed = nullptr;

@@ -23,8 +23,8 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   ctx_.touch_vmem(end_address(vmem_block));
   const uint64_t start = ctx_.now_cycle();
 
-  const double hbm_end = ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(),
-                                                   bytes);
+  const double hbm_end =
+      ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(), bytes);
   const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), bytes).end;
   const auto done = static_cast<uint64_t>(std::ceil(std::max(hbm_end, vmem_end)));
 
@@ -40,8 +40,8 @@ void DmaEngine::execute(const IssuedInstruction& item) {
       std::memcpy(to + dst.address(), from + src.address(), bytes);
     } else {
       for (uint32_t r = 0; r < src.rows(); ++r) {
-        std::memcpy(to + dst.address() + r * row_stride(dst), from + src.address() + r * row_stride(src),
-                    row_bytes);
+        std::memcpy(to + dst.address() + r * row_stride(dst),
+                    from + src.address() + r * row_stride(src), row_bytes);
       }
     }
   }

@@ -12,7 +12,8 @@ InfeedUnit::InfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, St
     : Unit(name, ctx, stats, "infeed: host batches into VMEM") {
   stats_.add("wait_cycles", "cycles", "cycles an infeed dequeue waited for the host (queue empty)",
              [this] { return static_cast<double>(wait_cycles_); });
-  stats_.add("bytes", "bytes", "bytes dequeued into VMEM", [this] { return static_cast<double>(bytes_); });
+  stats_.add("bytes", "bytes", "bytes dequeued into VMEM",
+             [this] { return static_cast<double>(bytes_); });
   stats_.on_reset([this] {
     wait_cycles_ = 0;
     bytes_ = 0;
@@ -25,8 +26,9 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   FeedQueue& queue = *ctx_.infeed;
   if (queue.empty()) {
     const uint64_t from = ctx_.now_cycle();
-    set_blocked("waits for an infeed entry: the core's infeed queue is empty and the host has "
-                "not sent one");
+    set_blocked(
+        "waits for an infeed entry: the core's infeed queue is empty and the host has "
+        "not sent one");
     while (queue.empty()) wait(queue.changed);
     set_blocked("");
     wait_cycles_ += ctx_.now_cycle() - from;
@@ -34,18 +36,21 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   FeedEntry entry = queue.pop();
   const uint64_t bytes = payload_bytes(dst);
   if (entry.bytes != bytes) {
-    ctx_.fail(str_cat("core ", ctx_.core, " instruction ", item.index, " (infeed.dequeue): the infeed entry holds ",
-                      entry.bytes, " bytes but the destination block takes ", bytes));
+    ctx_.fail(str_cat("core ", ctx_.core, " instruction ", item.index,
+                      " (infeed.dequeue): the infeed entry holds ", entry.bytes,
+                      " bytes but the destination block takes ", bytes));
     return;
   }
   const uint64_t start = ctx_.now_cycle();
-  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+  const double vmem_end =
+      ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
   const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
   if (!ctx_.timing_only && !entry.data.empty()) {
     uint8_t* vmem = ctx_.vmem->base_covering(end_address(dst));
     const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
     for (uint32_t r = 0; r < dst.rows(); ++r) {
-      std::memcpy(vmem + dst.address() + r * row_stride(dst), entry.data.data() + r * row_bytes, row_bytes);
+      std::memcpy(vmem + dst.address() + r * row_stride(dst), entry.data.data() + r * row_bytes,
+                  row_bytes);
     }
   }
   bytes_ += bytes;
@@ -59,7 +64,8 @@ OutfeedUnit::OutfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, 
     : Unit(name, ctx, stats, "outfeed: VMEM blocks to the host") {
   stats_.add("wait_cycles", "cycles", "cycles an outfeed enqueue waited for room (queue full)",
              [this] { return static_cast<double>(wait_cycles_); });
-  stats_.add("bytes", "bytes", "bytes enqueued for the host", [this] { return static_cast<double>(bytes_); });
+  stats_.add("bytes", "bytes", "bytes enqueued for the host",
+             [this] { return static_cast<double>(bytes_); });
   stats_.on_reset([this] {
     wait_cycles_ = 0;
     bytes_ = 0;
@@ -79,7 +85,8 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   }
   const uint64_t bytes = payload_bytes(src);
   const uint64_t start = ctx_.now_cycle();
-  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+  const double vmem_end =
+      ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
   const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
   FeedEntry entry;
   entry.bytes = bytes;
@@ -88,7 +95,8 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
     const uint8_t* vmem = ctx_.vmem->base_covering(end_address(src));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     for (uint32_t r = 0; r < src.rows(); ++r) {
-      std::memcpy(entry.data.data() + r * row_bytes, vmem + src.address() + r * row_stride(src), row_bytes);
+      std::memcpy(entry.data.data() + r * row_bytes, vmem + src.address() + r * row_stride(src),
+                  row_bytes);
     }
   }
   bytes_ += bytes;

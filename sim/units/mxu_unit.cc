@@ -39,9 +39,11 @@ MxuUnit::MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGrou
     : Unit(name, ctx, stats, "matrix unit (systolic array)"), policy_(std::move(policy)) {
   stats_.add("macs", "MACs", "useful multiply-accumulates (M x K x N of each matmul)",
              [this] { return static_cast<double>(macs_); });
-  stats_.add("stream_cycles", "cycles", "cycles rows were streaming into the array (passes included)",
+  stats_.add("stream_cycles", "cycles",
+             "cycles rows were streaming into the array (passes included)",
              [this] { return static_cast<double>(stream_cycles_); });
-  stats_.add("weight_loads", "tiles", "weight tiles loaded", [this] { return static_cast<double>(weight_loads_); });
+  stats_.add("weight_loads", "tiles", "weight tiles loaded",
+             [this] { return static_cast<double>(weight_loads_); });
   stats_.on_reset([this] {
     macs_ = 0;
     stream_cycles_ = 0;
@@ -61,9 +63,10 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   const isa::LoadWeights& lw = item.instr->load_weights();
   ctx_.touch_vmem(end_address(lw.weights()));
   const WeightLoadTiming t = policy_->load_weights(ctx_.now_cycle(), lw.slot());
-  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(t.start),
-                                                   static_cast<double>(payload_bytes(lw.weights())))
-                              .end;
+  const double vmem_end =
+      ctx_.vmem_ports
+          ->reserve(static_cast<double>(t.start), static_cast<double>(payload_bytes(lw.weights())))
+          .end;
   const uint64_t ready = std::max(t.ready, static_cast<uint64_t>(std::ceil(vmem_end)));
   wait_until(t.start);
   if (!ctx_.timing_only) {
@@ -87,8 +90,8 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   const uint64_t stream = static_cast<uint64_t>(passes(mm.precision())) * m;
   const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
   const uint64_t out_bytes = payload_bytes(mm.out());
-  const double vmem_bytes = static_cast<double>(payload_bytes(mm.lhs()) + out_bytes +
-                                                (mm.accumulate() ? out_bytes : 0));
+  const double vmem_bytes =
+      static_cast<double>(payload_bytes(mm.lhs()) + out_bytes + (mm.accumulate() ? out_bytes : 0));
   const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(t.start), vmem_bytes).end;
   uint64_t done = t.done;
   uint64_t stream_end = t.stream_end;
@@ -121,8 +124,9 @@ void MxuUnit::compute(const isa::Matmul& mm) {
   const auto& w = weights_[mm.slot()];
   const isa::Block& out = mm.out();
   uint8_t* vmem = ctx_.vmem->base_covering(end_address(out));
-  StridedMap result(reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
-                    Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));
+  StridedMap result(
+      reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
+      Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));
   const Pass* begin = p == 1 ? kDefault : (p == 3 ? kHigh : kHighest);
   if (p == 1) {
     // One pass straight into VMEM: the common case, no temporary.

@@ -19,6 +19,8 @@ class MxuUnit final : public Unit {
           std::unique_ptr<MxuTimingPolicy> policy);
 
   uint64_t macs() const { return macs_; }
+  // Swaps the timing policy between runs (the array's pipeline state starts afresh).
+  void set_policy(std::unique_ptr<MxuTimingPolicy> policy) { policy_ = std::move(policy); }
 
  private:
   void execute(const IssuedInstruction& item) override;
@@ -31,8 +33,8 @@ class MxuUnit final : public Unit {
   std::array<std::array<MatrixF, 3>, 2> weights_;
   std::array<MatrixF, 3> lhs_terms_;  // scratch, reused across matmuls
   MatrixF lhs_;
-  uint64_t macs_ = 0;            // useful multiply-accumulates (M x K x N per matmul)
-  uint64_t stream_cycles_ = 0;   // cycles the array input was streaming
+  uint64_t macs_ = 0;           // useful multiply-accumulates (M x K x N per matmul)
+  uint64_t stream_cycles_ = 0;  // cycles the array input was streaming
   uint64_t weight_loads_ = 0;
 };
 

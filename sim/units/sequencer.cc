@@ -50,7 +50,8 @@ Unit* Sequencer::unit_for(const isa::Instruction& instr) {
 
 void Sequencer::drain() {
   while (ctx_.sync->outstanding() > 0) {
-    blocked_ = str_cat("waits for ", ctx_.sync->outstanding(), " issued instruction(s) to complete");
+    blocked_ =
+        str_cat("waits for ", ctx_.sync->outstanding(), " issued instruction(s) to complete");
     wait(ctx_.sync->drained());
   }
   blocked_.clear();
@@ -79,8 +80,8 @@ bool Sequencer::run_range(int begin, int end) {
     if (unit->full()) {
       const uint64_t from = ctx_.now_cycle();
       while (unit->full()) {
-        blocked_ = str_cat("waits to issue instruction ", i, " (", op_name(instr), ") into the full queue of ",
-                           unit->basename());
+        blocked_ = str_cat("waits to issue instruction ", i, " (", op_name(instr),
+                           ") into the full queue of ", unit->basename());
         wait(unit->space_freed());
       }
       blocked_.clear();

@@ -25,7 +25,8 @@ struct CoreUnits {
 class Sequencer : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Sequencer);
-  Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, CoreUnits units, StatGroup& stats);
+  Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, CoreUnits units,
+            StatGroup& stats);
 
   // Gives the sequencer a stream to run when start() is notified; null for none.
   void load(const isa::CoreProgram* program);

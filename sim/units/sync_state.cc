@@ -49,9 +49,9 @@ void SyncState::complete_at(uint64_t cycle,
   }
   pending_.push(Pending{cycle, sequence_++, std::move(flags)});
   // An sc_event keeps only its earliest pending notification, which is what we want.
-  wake_.notify(sc_core::sc_time(static_cast<double>(clock_.time_of(Cycles(cycle)) -
-                                                    sc_core::sc_time_stamp().value()),
-                                sc_core::SC_PS));
+  wake_.notify(sc_core::sc_time(
+      static_cast<double>(clock_.time_of(Cycles(cycle)) - sc_core::sc_time_stamp().value()),
+      sc_core::SC_PS));
 }
 
 void SyncState::deliver() {

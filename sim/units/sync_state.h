@@ -5,13 +5,13 @@
 // completion's signals at its cycle with one timed notification, so no unit waits for its own
 // completions and no process ticks.
 
-#include <google/protobuf/repeated_field.h>
-
 #include <array>
 #include <cstdint>
 #include <queue>
 #include <systemc>
 #include <vector>
+
+#include <google/protobuf/repeated_field.h>
 
 #include "sim/clock.h"
 #include "sim/isa/isa.pb.h"

@@ -44,7 +44,8 @@ uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
 
 VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
     : Unit(name, ctx, stats, "vector unit (VPU)") {
-  stats_.add("elements", "elements", "elements processed", [this] { return static_cast<double>(elements_); });
+  stats_.add("elements", "elements", "elements processed",
+             [this] { return static_cast<double>(elements_); });
   stats_.on_reset([this] { elements_ = 0; });
 }
 
@@ -60,8 +61,8 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   const double vmem_end =
       ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
   const uint64_t end = std::max(start + issue, static_cast<uint64_t>(std::ceil(vmem_end)));
-  const uint64_t latency =
-      core.vector_latency_cycles + (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
+  const uint64_t latency = core.vector_latency_cycles +
+                           (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
   if (!ctx_.timing_only) compute(v);
   elements_ += work_elements(v);
   busy_cycles_ += end - start;
@@ -83,28 +84,66 @@ void VectorUnit::compute(const Vector& v) {
     return v.has_b() ? broadcast_to(b, rows, cols) : MatrixF::Constant(rows, cols, v.scalar());
   };
   switch (v.op()) {
-    case Vector::ADD: out = a.array() + operand_b().array(); break;
-    case Vector::SUB: out = a.array() - operand_b().array(); break;
-    case Vector::MUL: out = a.array() * operand_b().array(); break;
-    case Vector::DIV: out = a.array() / operand_b().array(); break;
-    case Vector::MAX: out = a.array().max(operand_b().array()); break;
-    case Vector::MIN: out = a.array().min(operand_b().array()); break;
-    case Vector::CMP_GT: out = (a.array() > operand_b().array()).cast<float>(); break;
-    case Vector::CMP_GE: out = (a.array() >= operand_b().array()).cast<float>(); break;
-    case Vector::CMP_EQ: out = (a.array() == operand_b().array()).cast<float>(); break;
-    case Vector::COPY: out = a; break;
-    case Vector::NEG: out = -a; break;
-    case Vector::ABS: out = a.array().abs(); break;
-    case Vector::RELU: out = a.array().max(0.0f); break;
-    case Vector::EXP: out = a.array().exp(); break;
-    case Vector::LOG: out = a.array().log(); break;
-    case Vector::TANH: out = a.array().tanh(); break;
-    case Vector::RSQRT: out = a.array().rsqrt(); break;
-    case Vector::SQUARE: out = a.array().square(); break;
+    case Vector::ADD:
+      out = a.array() + operand_b().array();
+      break;
+    case Vector::SUB:
+      out = a.array() - operand_b().array();
+      break;
+    case Vector::MUL:
+      out = a.array() * operand_b().array();
+      break;
+    case Vector::DIV:
+      out = a.array() / operand_b().array();
+      break;
+    case Vector::MAX:
+      out = a.array().max(operand_b().array());
+      break;
+    case Vector::MIN:
+      out = a.array().min(operand_b().array());
+      break;
+    case Vector::CMP_GT:
+      out = (a.array() > operand_b().array()).cast<float>();
+      break;
+    case Vector::CMP_GE:
+      out = (a.array() >= operand_b().array()).cast<float>();
+      break;
+    case Vector::CMP_EQ:
+      out = (a.array() == operand_b().array()).cast<float>();
+      break;
+    case Vector::COPY:
+      out = a;
+      break;
+    case Vector::NEG:
+      out = -a;
+      break;
+    case Vector::ABS:
+      out = a.array().abs();
+      break;
+    case Vector::RELU:
+      out = a.array().max(0.0f);
+      break;
+    case Vector::EXP:
+      out = a.array().exp();
+      break;
+    case Vector::LOG:
+      out = a.array().log();
+      break;
+    case Vector::TANH:
+      out = a.array().tanh();
+      break;
+    case Vector::RSQRT:
+      out = a.array().rsqrt();
+      break;
+    case Vector::SQUARE:
+      out = a.array().square();
+      break;
     case Vector::SELECT:
       out = (a.array() != 0.0f).select(broadcast_to(b, rows, cols), broadcast_to(c, rows, cols));
       break;
-    case Vector::CAST: out = a; break;  // store_block rounds to dst's dtype
+    case Vector::CAST:
+      out = a;
+      break;  // store_block rounds to dst's dtype
     case Vector::REDUCE_SUM:
       // Fixed order (Eigen's, for a given shape): runs are bitwise reproducible.
       out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
@@ -112,9 +151,15 @@ void VectorUnit::compute(const Vector& v) {
     case Vector::REDUCE_MAX:
       out = v.axis() == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
       break;
-    case Vector::TRANSPOSE: out = a.transpose(); break;
-    case Vector::BROADCAST: out = broadcast_to(a, rows, cols); break;
-    case Vector::FILL: out = MatrixF::Constant(rows, cols, v.scalar()); break;
+    case Vector::TRANSPOSE:
+      out = a.transpose();
+      break;
+    case Vector::BROADCAST:
+      out = broadcast_to(a, rows, cols);
+      break;
+    case Vector::FILL:
+      out = MatrixF::Constant(rows, cols, v.scalar());
+      break;
     default:
       ctx_.fail("vector unit: unknown op (the validator should have rejected it)");
       return;

@@ -1,9 +1,9 @@
 #include "sim/numerics/bf16.h"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <limits>
+
+#include <gtest/gtest.h>
 
 namespace tpusim::sim {
 namespace {
@@ -14,7 +14,8 @@ TEST(Bf16, RoundsToNearestEven) {
   // 1 + 3 x 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6 (even): rounds up to even.
   EXPECT_EQ(round_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));
   // Just above halfway rounds up.
-  EXPECT_EQ(round_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(round_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)),
+            1.0f + std::ldexp(1.0f, -7));
   EXPECT_EQ(f32_to_bf16_bits(1.0f), 0x3f80);
   EXPECT_EQ(f32_to_bf16_bits(-2.0f), 0xc000);
 }
@@ -26,7 +27,8 @@ TEST(Bf16, SpecialValues) {
   float low_nan;
   std::memcpy(&low_nan, &bits, 4);
   EXPECT_TRUE(std::isnan(round_to_bf16(low_nan)));
-  EXPECT_EQ(round_to_bf16(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(round_to_bf16(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
   // The largest f32 rounds up to infinity in bf16.
   EXPECT_TRUE(std::isinf(round_to_bf16(std::numeric_limits<float>::max())));
   EXPECT_EQ(round_to_bf16(0.0f), 0.0f);

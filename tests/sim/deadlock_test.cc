@@ -28,7 +28,8 @@ TEST(Deadlock, WaitOnALaterInstructionOfTheSameUnit) {
   EXPECT_EQ(run.status().code(), absl::StatusCode::kDeadlineExceeded);
   const std::string msg(run.status().message());
   EXPECT_THAT(msg, HasSubstr("program 'cycle' deadlocked"));
-  EXPECT_THAT(msg, HasSubstr("core 2: slice.chip1.core0.vpu at instruction 0 (vpu.fill): waits for flag 5 >= 1 (now 0)"));
+  EXPECT_THAT(msg, HasSubstr("core 2: slice.chip1.core0.vpu at instruction 0 (vpu.fill): waits for "
+                             "flag 5 >= 1 (now 0)"));
   EXPECT_THAT(msg, HasSubstr("sequencer: waits for 2 issued instruction(s) to complete"));
   // The System refuses to run again: its units are stuck.
   auto again = system->run(p);
@@ -45,8 +46,10 @@ TEST(Deadlock, InfeedThatNeverArrives) {
   auto run = system->run(p);
   ASSERT_FALSE(run.ok());
   const std::string msg(run.status().message());
-  EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.infeed at instruction 0 (infeed.dequeue): waits for an "
-                             "infeed entry"));
+  EXPECT_THAT(
+      msg,
+      HasSubstr("core 0: slice.chip0.core0.infeed at instruction 0 (infeed.dequeue): waits for an "
+                "infeed entry"));
   EXPECT_THAT(msg, HasSubstr("the host has 0 infeed batch(es) pending for it"));
 }
 

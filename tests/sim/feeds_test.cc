@@ -1,8 +1,8 @@
 // Infeed and outfeed through the host link, and the device loop.
+#include <cstring>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cstring>
 
 #include "tests/sim/sim_test_util.h"
 
@@ -88,7 +88,8 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   }
   auto slow = system->run(doubling_loop(4));
   ASSERT_TRUE(slow.ok()) << slow.status();
-  const uint64_t slow_wait = system->report(*slow)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t slow_wait =
+      system->report(*slow)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
   EXPECT_GT(slow_wait, 3 * 45000u);
 
   system->reset_stats();
@@ -100,7 +101,8 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   }
   auto fast = system->run(doubling_loop(4));
   ASSERT_TRUE(fast.ok()) << fast.status();
-  const uint64_t fast_wait = system->report(*fast)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t fast_wait =
+      system->report(*fast)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
   // Only the first batch's transfer (1181 cycles) is waited for in full; the queue of 4 holds
   // the rest, which cross the link while the device works.
   EXPECT_LT(fast_wait, 4 * 1181u);
@@ -116,8 +118,9 @@ TEST(Feeds, WrongSizedBatchIsAnError) {
   auto run = system->run(doubling_loop(1));
   ASSERT_FALSE(run.ok());
   EXPECT_THAT(std::string(run.status().message()),
-              ::testing::HasSubstr("core 1 instruction 1 (infeed.dequeue): the infeed entry holds 100 bytes but the "
-                                   "destination block takes 4096"));
+              ::testing::HasSubstr(
+                  "core 1 instruction 1 (infeed.dequeue): the infeed entry holds 100 bytes but the "
+                  "destination block takes 4096"));
 }
 
 }  // namespace

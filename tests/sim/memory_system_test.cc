@@ -36,7 +36,8 @@ TEST(MemorySystem, BandwidthBoundCopyReachesButNeverExceedsHbmBandwidth) {
   CoreBuilder c(&p, 0);
   const uint64_t chunk = 4ull << 20;
   for (uint32_t i = 0; i < 16; ++i) {
-    c.dma_to_vmem(block(i * chunk, 1024, 1024, isa::F32), block((i % 2) * chunk, 1024, 1024, isa::F32), i % 4);
+    c.dma_to_vmem(block(i * chunk, 1024, 1024, isa::F32),
+                  block((i % 2) * chunk, 1024, 1024, isa::F32), i % 4);
   }
   c.halt();
   auto run = system->run(p);
@@ -57,7 +58,8 @@ TEST(MemorySystem, CoresOfAChipContendForHbm) {
   auto copy = [](isa::Program* p, uint32_t core) {
     CoreBuilder c(p, core);
     for (uint32_t i = 0; i < 4; ++i) {
-      c.dma_to_vmem(block((core * 4 + i) * (4ull << 20), 1024, 1024, isa::F32), block(0, 1024, 1024, isa::F32), i);
+      c.dma_to_vmem(block((core * 4 + i) * (4ull << 20), 1024, 1024, isa::F32),
+                    block(0, 1024, 1024, isa::F32), i);
     }
     c.halt();
   };
@@ -77,7 +79,9 @@ TEST(MemorySystem, CoresOfAChipContendForHbm) {
   isa::Program other_chip;
   copy(&other_chip, 0);
   CoreBuilder c2(&other_chip, 2);
-  for (uint32_t i = 0; i < 4; ++i) c2.dma_to_vmem(block(i * (4ull << 20), 1024, 1024, isa::F32), block(0, 1024, 1024, isa::F32), i);
+  for (uint32_t i = 0; i < 4; ++i)
+    c2.dma_to_vmem(block(i * (4ull << 20), 1024, 1024, isa::F32), block(0, 1024, 1024, isa::F32),
+                   i);
   c2.halt();
   auto apart = system->run(other_chip);
   ASSERT_TRUE(apart.ok()) << apart.status();
@@ -98,8 +102,8 @@ TEST(MemorySystem, DmaOverlapsMxuWork) {
   for (int i = 0; i < tiles; ++i) {
     const int b = i % 2;
     const uint64_t vmem = static_cast<uint64_t>(b) * 0x100000;
-    auto dma = c.dma_to_vmem(block(static_cast<uint64_t>(i) * 0x100000, m, 128, isa::BF16), block(vmem, m, 128, isa::BF16),
-                             static_cast<uint32_t>(b));
+    auto dma = c.dma_to_vmem(block(static_cast<uint64_t>(i) * 0x100000, m, 128, isa::BF16),
+                             block(vmem, m, 128, isa::BF16), static_cast<uint32_t>(b));
     dma.signal(loaded[b]);
     if (i >= 2) dma.wait(consumed[b], static_cast<uint64_t>(i / 2));
     c.matmul(0, 0, block(vmem, m, 128, isa::BF16), block(0x900000, m, 128, isa::F32), i > 0)
@@ -110,7 +114,8 @@ TEST(MemorySystem, DmaOverlapsMxuWork) {
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
   const auto units = system->report(*run)["cores"][0]["units"];
-  const double dma = units["dma0"]["busy_cycles"].get<double>() + units["dma1"]["busy_cycles"].get<double>();
+  const double dma =
+      units["dma0"]["busy_cycles"].get<double>() + units["dma1"]["busy_cycles"].get<double>();
   const double mxu = units["mxu0"]["busy_cycles"].get<double>();
   EXPECT_GT(dma, 0);
   EXPECT_GT(mxu, tiles * m - 1);

@@ -13,8 +13,8 @@ const isa::Block kLhs = block(0, kM, kK, isa::F32);
 const isa::Block kW = block(0x100000, kK, kN, isa::F32);
 const isa::Block kOut = block(0x200000, kM, kN, isa::F32);
 
-MatrixF run_matmul(System& system, const MatrixF& a, const MatrixF& w, isa::Precision precision, bool accumulate,
-                   const MatrixF* initial = nullptr) {
+MatrixF run_matmul(System& system, const MatrixF& a, const MatrixF& w, isa::Precision precision,
+                   bool accumulate, const MatrixF* initial = nullptr) {
   testing::put_f32(system, 0, kLhs.address(), a);
   testing::put_f32(system, 0, kW.address(), w);
   if (initial != nullptr) testing::put_f32(system, 0, kOut.address(), *initial);
@@ -92,7 +92,8 @@ TEST(MxuNumerics, RunsAreBitwiseReproducible) {
   const MatrixF first = run_matmul(*system, a, w, isa::HIGHEST, false);
   for (int i = 0; i < 3; ++i) {
     const MatrixF again = run_matmul(*system, a, w, isa::HIGHEST, false);
-    ASSERT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0) << "run " << i;
+    ASSERT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0)
+        << "run " << i;
   }
 }
 

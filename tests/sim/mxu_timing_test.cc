@@ -11,14 +11,16 @@ namespace {
 using testing::make_system;
 
 // A chain of `n` matmuls of `m` rows against k x n_cols weights, weights alternating slots.
-isa::Program chain(int n, uint32_t m, uint32_t k, uint32_t n_cols, isa::Precision precision = isa::DEFAULT) {
+isa::Program chain(int n, uint32_t m, uint32_t k, uint32_t n_cols,
+                   isa::Precision precision = isa::DEFAULT) {
   isa::Program p;
   p.set_name("chain");
   CoreBuilder core(&p, 0);
   for (int i = 0; i < n; ++i) {
     const uint32_t slot = static_cast<uint32_t>(i % 2);
     core.load_weights(0, slot, block(0x100000 + slot * 0x10000, k, n_cols, isa::BF16));
-    core.matmul(0, slot, block(0, m, k, isa::BF16), block(0x200000, m, n_cols, isa::F32), false, precision);
+    core.matmul(0, slot, block(0, m, k, isa::BF16), block(0x200000, m, n_cols, isa::F32), false,
+                precision);
   }
   core.halt();
   return p;
@@ -36,7 +38,9 @@ TEST(MxuTiming, TpuSingleMatmul) { EXPECT_EQ(cycles_of("tpu", chain(1, 256, 128,
 
 // Double-buffered: each next weight load (128 cycles) hides behind the 256-row stream, so the
 // chain costs R + 4 x 256 + (R + C - 2) = 128 + 1024 + 254 = 1406.
-TEST(MxuTiming, TpuChainHidesWeightLoads) { EXPECT_EQ(cycles_of("tpu", chain(4, 256, 128, 128)), 1406u); }
+TEST(MxuTiming, TpuChainHidesWeightLoads) {
+  EXPECT_EQ(cycles_of("tpu", chain(4, 256, 128, 128)), 1406u);
+}
 
 // M = 64 < R: the chain waits on weight loads instead. Loads run back to back (0, 128, 256,
 // 384 -> ready 128, 256, 384, 512); the last matmul streams 512..576, out at 576 + 254 = 830.
@@ -63,10 +67,14 @@ TEST(MxuTiming, TpuHighestIsSixPasses) {
 
 // SCALE-Sim v2 weight-stationary: every fold costs 2R + C + T - 2 = 256 + 128 + 100 - 2 = 482
 // and folds never overlap: 2 folds = 964.
-TEST(MxuTiming, ScaleSimFoldsNeverOverlap) { EXPECT_EQ(cycles_of("scalesim_ws", chain(2, 100, 128, 128)), 964u); }
+TEST(MxuTiming, ScaleSimFoldsNeverOverlap) {
+  EXPECT_EQ(cycles_of("scalesim_ws", chain(2, 100, 128, 128)), 964u);
+}
 
 // The same holds for partial tiles and a single row: 2 x (256 + 128 + 1 - 2) = 766.
-TEST(MxuTiming, ScaleSimSingleRowFolds) { EXPECT_EQ(cycles_of("scalesim_ws", chain(2, 1, 60, 100)), 766u); }
+TEST(MxuTiming, ScaleSimSingleRowFolds) {
+  EXPECT_EQ(cycles_of("scalesim_ws", chain(2, 1, 60, 100)), 766u);
+}
 
 // Two MXUs run independent chains in parallel: same 638 as one.
 TEST(MxuTiming, TwoMxusRunInParallel) {
@@ -74,7 +82,8 @@ TEST(MxuTiming, TwoMxusRunInParallel) {
   CoreBuilder core(&p, 0);
   for (uint32_t mxu = 0; mxu < 2; ++mxu) {
     core.load_weights(mxu, 0, block(0x100000, 128, 128, isa::BF16));
-    core.matmul(mxu, 0, block(0, 256, 128, isa::BF16), block(0x200000 + mxu * 0x40000, 256, 128, isa::F32), false);
+    core.matmul(mxu, 0, block(0, 256, 128, isa::BF16),
+                block(0x200000 + mxu * 0x40000, 256, 128, isa::F32), false);
   }
   core.halt();
   // mxu1's load issues at cycle 2: 2 + 128 + 256 + 254 = 640.

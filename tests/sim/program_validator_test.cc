@@ -1,14 +1,13 @@
 // Every class of bad program is rejected before it runs, naming core, instruction and reason.
-#include "sim/isa/validator.h"
+#include <cstring>
+#include <functional>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <functional>
-
 #include "configs/loader.h"
 #include "sim/isa/builder.h"
+#include "sim/isa/validator.h"
 
 namespace tpusim::sim {
 namespace {
@@ -52,17 +51,25 @@ const BadProgram kBad[] = {
     {"UnsetOp", [](CoreBuilder& c) { c.halt().instruction().clear_op(); },
      "core 3 instruction 0 ((no operation)): has no operation"},
     {"DmaWithoutDirection",
-     [](CoreBuilder& c) { c.dma_to_vmem(kV, kV).instruction().mutable_dma()->set_direction(isa::Dma::DIRECTION_UNSPECIFIED); },
+     [](CoreBuilder& c) {
+       c.dma_to_vmem(kV, kV).instruction().mutable_dma()->set_direction(
+           isa::Dma::DIRECTION_UNSPECIFIED);
+     },
      "has no direction"},
-    {"DmaShapesDiffer", [](CoreBuilder& c) { c.dma_to_vmem(block(0, 8, 128, isa::F32), block(0, 8, 64, isa::F32)); },
+    {"DmaShapesDiffer",
+     [](CoreBuilder& c) { c.dma_to_vmem(block(0, 8, 128, isa::F32), block(0, 8, 64, isa::F32)); },
      "core 3 instruction 0 (dma.hbm_to_vmem): src 8x128 f32 and dst 8x64 f32 differ"},
-    {"DmaEngineMissing", [](CoreBuilder& c) { c.dma_to_vmem(kV, kV, 9); }, "uses DMA engine 9; the core has 4"},
-    {"VmemOverflow", [](CoreBuilder& c) { c.dma_to_vmem(kV, block(kVmem - 1024, 8, 128, isa::F32)); },
+    {"DmaEngineMissing", [](CoreBuilder& c) { c.dma_to_vmem(kV, kV, 9); },
+     "uses DMA engine 9; the core has 4"},
+    {"VmemOverflow",
+     [](CoreBuilder& c) { c.dma_to_vmem(kV, block(kVmem - 1024, 8, 128, isa::F32)); },
      "dst [16776192, 16780288) overflows VMEM of 16777216 bytes"},
     {"HbmOverflow", [](CoreBuilder& c) { c.dma_to_hbm(kV, block(32ull << 30, 8, 128, isa::F32)); },
      "overflows HBM of 34359738368 bytes"},
-    {"EmptyBlock", [](CoreBuilder& c) { c.fill(block(0, 0, 128, isa::F32), 1); }, "dst is empty (0 x 128)"},
-    {"BlockWithoutDtype", [](CoreBuilder& c) { c.fill(block(0, 8, 128, isa::DTYPE_UNSPECIFIED), 1); },
+    {"EmptyBlock", [](CoreBuilder& c) { c.fill(block(0, 0, 128, isa::F32), 1); },
+     "dst is empty (0 x 128)"},
+    {"BlockWithoutDtype",
+     [](CoreBuilder& c) { c.fill(block(0, 8, 128, isa::DTYPE_UNSPECIFIED), 1); },
      "dst has no dtype"},
     {"MisalignedBlock", [](CoreBuilder& c) { c.fill(block(2, 8, 128, isa::F32), 1); },
      "dst at address 2 with row stride 512 is not aligned to its 4-byte elements"},
@@ -94,22 +101,30 @@ const BadProgram kBad[] = {
      },
      "out is 32x128; lhs 64 rows x weights 128 columns make 64x128"},
     {"UnknownVectorOp",
-     [](CoreBuilder& c) { c.fill(kV, 0).instruction().mutable_vector()->set_op(static_cast<isa::Vector::Op>(999)); },
+     [](CoreBuilder& c) {
+       c.fill(kV, 0).instruction().mutable_vector()->set_op(static_cast<isa::Vector::Op>(999));
+     },
      "unknown vector op 999"},
-    {"BinaryOperandShape", [](CoreBuilder& c) { c.binary(isa::Vector::ADD, kV, kV, block(0, 2, 128, isa::F32)); },
+    {"BinaryOperandShape",
+     [](CoreBuilder& c) { c.binary(isa::Vector::ADD, kV, kV, block(0, 2, 128, isa::F32)); },
      "b is 2x128; it must be 8x128, 1x128 or 8x1"},
-    {"ReduceShape", [](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_SUM, block(0, 8, 1, isa::F32), kV, 0); },
+    {"ReduceShape",
+     [](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_SUM, block(0, 8, 1, isa::F32), kV, 0); },
      "reducing 8x128 along axis 0 gives 1x128, not 8x1"},
     {"TransposeShape", [](CoreBuilder& c) { c.transpose(kV, kV); },
      "transposing 8x128 gives 128x8, not 8x128"},
-    {"VectorDstNotF32", [](CoreBuilder& c) { c.unary(isa::Vector::EXP, block(0, 8, 128, isa::BF16), kV); },
+    {"VectorDstNotF32",
+     [](CoreBuilder& c) { c.unary(isa::Vector::EXP, block(0, 8, 128, isa::BF16), kV); },
      "dst must be f32"},
     {"SelectWithoutC",
      [](CoreBuilder& c) { c.select(kV, kV, kV, kV).instruction().mutable_vector()->clear_c(); },
      "select needs operands b and c"},
-    {"LoopCountZero", [](CoreBuilder& c) { c.loop(0, [&] { c.fill(kV, 0); }); }, "loop): count must be >= 1"},
+    {"LoopCountZero", [](CoreBuilder& c) { c.loop(0, [&] { c.fill(kV, 0); }); },
+     "loop): count must be >= 1"},
     {"LoopPastTheEnd",
-     [](CoreBuilder& c) { c.loop(2, [&] { c.fill(kV, 0); }).instruction().mutable_loop()->set_body_length(5); },
+     [](CoreBuilder& c) {
+       c.loop(2, [&] { c.fill(kV, 0); }).instruction().mutable_loop()->set_body_length(5);
+     },
      "body of 5 instructions runs past the end of the stream"},
     {"NestedLoopCrossesItsParent",
      [](CoreBuilder& c) {
@@ -120,7 +135,8 @@ const BadProgram kBad[] = {
        c.fill(kV, 2);
      },
      "runs past the enclosing loop's body"},
-    {"FlagOutOfRange", [](CoreBuilder& c) { c.fill(kV, 0).signal(300); }, "signals flag 300; flags are 0..255"},
+    {"FlagOutOfRange", [](CoreBuilder& c) { c.fill(kV, 0).signal(300); },
+     "signals flag 300; flags are 0..255"},
     {"FlagNeverSignalled", [](CoreBuilder& c) { c.fill(kV, 0).wait(7, 1); },
      "core 3 instruction 0 (vpu.fill): waits for flag 7 to reach 1 but only 0 signal(s)"},
     {"WaitAcrossALoopBoundary",

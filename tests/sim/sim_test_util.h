@@ -2,11 +2,11 @@
 // Helpers for tests that drive a System: one System per test process (gtest_discover_tests
 // runs each test in its own process).
 
-#include <gtest/gtest.h>
-
 #include <memory>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "configs/loader.h"
 #include "sim/isa/builder.h"
@@ -16,7 +16,8 @@
 
 namespace tpusim::sim::testing {
 
-inline std::unique_ptr<System> make_system(const std::string& slice = "v3-8", SystemOptions options = {}) {
+inline std::unique_ptr<System> make_system(const std::string& slice = "v3-8",
+                                           SystemOptions options = {}) {
   auto spec = config::load_slice(slice);
   EXPECT_TRUE(spec.ok()) << spec.status();
   auto system = System::create(*spec, options);

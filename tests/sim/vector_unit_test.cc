@@ -1,9 +1,10 @@
 // The vector unit's numerics (against Eigen, f32) and timing (vregs x cost + latency).
-#include <gtest/gtest.h>
+#include "sim/units/vector_unit.h"
 
 #include <cmath>
 
-#include "sim/units/vector_unit.h"
+#include <gtest/gtest.h>
+
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
@@ -38,33 +39,41 @@ class VectorOps : public ::testing::Test {
     c.halt();
     auto r = system_->run(p);
     EXPECT_TRUE(r.ok()) << r.status();
-    return testing::get_f32(*system_, 0, out.address(), static_cast<int>(out.rows()), static_cast<int>(out.cols()));
+    return testing::get_f32(*system_, 0, out.address(), static_cast<int>(out.rows()),
+                            static_cast<int>(out.cols()));
   }
   std::unique_ptr<System> system_;
   MatrixF a_, b_, row_, col_;
 };
 
 TEST_F(VectorOps, BinaryWithBroadcastsAndScalars) {
-  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::ADD, kD, kA, kB); }, kD), MatrixF(a_ + b_));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::ADD, kD, kA, kB); }, kD),
+            MatrixF(a_ + b_));
   EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::MUL, kD, kA, kRow); }, kD),
             MatrixF(a_.array() * row_.replicate(kR, 1).array()));
   EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::SUB, kD, kA, kCol); }, kD),
             MatrixF(a_.array() - col_.replicate(1, kC).array()));
   EXPECT_EQ(run([](CoreBuilder& c) { c.binary_scalar(isa::Vector::MAX, kD, kA, 0.5f); }, kD),
             MatrixF(a_.array().max(0.5f)));
-  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::DIV, kD, kA, kB); }, kD), MatrixF(a_.array() / b_.array()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::DIV, kD, kA, kB); }, kD),
+            MatrixF(a_.array() / b_.array()));
   EXPECT_EQ(run([](CoreBuilder& c) { c.binary(isa::Vector::CMP_GT, kD, kA, kB); }, kD),
             MatrixF((a_.array() > b_.array()).cast<float>()));
 }
 
 TEST_F(VectorOps, UnaryAndTranscendentals) {
-  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RELU, kD, kA); }, kD), MatrixF(a_.array().max(0.0f)));
-  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::EXP, kD, kA); }, kD), MatrixF(a_.array().exp()));
-  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::TANH, kD, kA); }, kD), MatrixF(a_.array().tanh()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RELU, kD, kA); }, kD),
+            MatrixF(a_.array().max(0.0f)));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::EXP, kD, kA); }, kD),
+            MatrixF(a_.array().exp()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::TANH, kD, kA); }, kD),
+            MatrixF(a_.array().tanh()));
   const MatrixF pos = a_.array().abs() + 0.1f;
   testing::put_f32(*system_, 0, kB.address(), pos);
-  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::LOG, kD, kB); }, kD), MatrixF(pos.array().log()));
-  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RSQRT, kD, kB); }, kD), MatrixF(pos.array().rsqrt()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::LOG, kD, kB); }, kD),
+            MatrixF(pos.array().log()));
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RSQRT, kD, kB); }, kD),
+            MatrixF(pos.array().rsqrt()));
 }
 
 TEST_F(VectorOps, SelectReduceTransposeBroadcastFill) {
@@ -81,7 +90,8 @@ TEST_F(VectorOps, SelectReduceTransposeBroadcastFill) {
             MatrixF(a_.rowwise().maxCoeff()));
   const isa::Block t = block(0x70000, kC, kR, isa::F32);
   EXPECT_EQ(run([&](CoreBuilder& c) { c.transpose(t, kA); }, t), MatrixF(a_.transpose()));
-  EXPECT_EQ(run([&](CoreBuilder& c) { c.broadcast(kD, kRow); }, kD), MatrixF(row_.replicate(kR, 1)));
+  EXPECT_EQ(run([&](CoreBuilder& c) { c.broadcast(kD, kRow); }, kD),
+            MatrixF(row_.replicate(kR, 1)));
   EXPECT_EQ(run([&](CoreBuilder& c) { c.fill(kD, 3.5f); }, kD), MatrixF::Constant(kR, kC, 3.5f));
 }
 

@@ -30,7 +30,7 @@ TEST(Cli, HelpListsEveryCommandOnStdout) {
   for (const char* flag : {"--help", "-h", "help"}) {
     const auto r = run_tpusim({flag});
     EXPECT_EQ(r.exit_code, 0) << flag;
-    for (const char* cmd : {"train", "config", "backends"}) {
+    for (const char* cmd : {"train", "matmul", "layers", "config", "backends"}) {
       EXPECT_THAT(r.out, HasSubstr(cmd)) << flag;
     }
   }
@@ -195,6 +195,84 @@ TEST(Cli, TrainWithoutArgumentsRunsTheMostCompleteJobAndSaysSo) {
   EXPECT_THAT(r.out, HasSubstr("training is not built yet"));
   EXPECT_THAT(r.out, HasSubstr("slice v3-8"));
   EXPECT_THAT(r.out, HasSubstr("123.2 TFLOPS per chip"));
+}
+
+TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {
+  const auto r = run_tpusim({"matmul", "--m", "200", "--k", "300", "--n", "130", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"cycles", "seconds", "tflops", "mxu_utilization", "hbm_bytes"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["cycles"].get<uint64_t>(), 0u);
+  EXPECT_NEAR(j["seconds"].get<double>(), j["cycles"].get<double>() / 940e6, 1e-12);
+  EXPECT_NEAR(j["tflops"].get<double>(), 2.0 * 200 * 300 * 130 / j["seconds"].get<double>() / 1e12,
+              1e-6);
+  EXPECT_LT(j["max_rel_error_vs_bf16_ref"].get<double>(), 1e-5);
+  EXPECT_GT(j["max_rel_error_vs_fp32_ref"].get<double>(),
+            j["max_rel_error_vs_bf16_ref"].get<double>());
+  EXPECT_LT(j["max_rel_error_vs_fp32_ref"].get<double>(), 2e-2);
+}
+
+TEST(Cli, MatmulPrecisionHighestIsCloseToFp32) {
+  const auto r = run_tpusim(
+      {"matmul", "--m", "64", "--k", "256", "--n", "64", "--precision", "highest", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(nlohmann::json::parse(r.out)["max_rel_error_vs_fp32_ref"].get<double>(), 1e-6);
+}
+
+TEST(Cli, MatmulTimingOnlyHasNoErrorFigures) {
+  const auto r = run_tpusim({"matmul", "--m", "4096", "--k", "4096", "--n", "4096", "--timing-only",
+                             "--json", "--mxu-policy", "scalesim_ws"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.contains("max_rel_error_vs_bf16_ref"));
+  EXPECT_EQ(j["mxu_policy"], "scalesim_ws");
+  // Folds never overlap under scalesim_ws: far from the array's peak.
+  EXPECT_LT(j["mxu_utilization"].get<double>(), 0.9);
+}
+
+TEST(Cli, MatmulBadOptionsAreUsageErrors) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"matmul", "--m", "8", "--k", "8"},
+        {"matmul", "--m", "8", "--k", "8", "--n", "8", "--precision", "extreme"},
+        {"matmul", "--m", "8", "--k", "8", "--n", "8", "--mxu-policy", "magic"},
+        {"matmul", "--m", "0", "--k", "8", "--n", "8"},
+        {"matmul", "--m", "-3", "--k", "8", "--n", "8"}}) {
+    const auto r = run_tpusim(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("usage: tpusim matmul"));
+  }
+  const auto r =
+      run_tpusim({"matmul", "--m", "8", "--k", "8", "--n", "8", "--precision", "extreme"});
+  EXPECT_THAT(r.err, HasSubstr("unknown precision 'extreme' (default, high or highest)"));
+}
+
+TEST(Cli, LayersReproducesScaleSimOnTheTransformerTopology) {
+  const auto r = run_tpusim({"layers", "--topology",
+                             repo_file("tests/runtime/data/transformer_partial_gemm.csv"),
+                             "--mxu-policy", "scalesim_ws", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 6u);
+  // SCALE-Sim v2.0.2's Total Cycles for these layers (tests/runtime/data/scalesim_v2).
+  const uint64_t expected[] = {24479, 509, 509, 8159, 32639, 130559};
+  uint64_t total = 0;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(j["layers"][i]["cycles"].get<uint64_t>(), expected[i]) << i;
+    total += expected[i];
+  }
+  EXPECT_EQ(j["total_cycles"].get<uint64_t>(), total);
+  EXPECT_EQ(j["layers"][0]["name"], "MH_FC_DimReduce_VKQ_0");
+  EXPECT_NEAR(j["layers"][0]["utilization"].get<double>(), 0.25099064504268966, 1e-12);
+}
+
+TEST(Cli, LayersBadTopologyFails) {
+  auto r = run_tpusim({"layers", "--topology", "/no/such/file.csv"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot open topology file /no/such/file.csv"));
+  r = run_tpusim({"layers"});
+  EXPECT_EQ(r.exit_code, 2);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@ namespace tpusim::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train a model on a simulated slice (the main job)", run_train},
+      {"matmul", "one GEMM on one simulated core: cycles, TFLOPS, MXU utilisation, error",
+       run_matmul},
+      {"layers", "SCALE-Sim topologies on one MXU, timing-only, per-layer cycles", run_layers},
       {"config", "show, validate and list hardware/slice configs", run_config},
       {"backends", "list backends and whether they can run here", run_backends},
   };

@@ -8,6 +8,8 @@ namespace tpusim::cli {
 
 int run_backends(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
+int run_layers(const std::vector<std::string>& args);
+int run_matmul(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 
 }  // namespace tpusim::cli

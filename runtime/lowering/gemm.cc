@@ -1,0 +1,163 @@
+#include "runtime/lowering/gemm.h"
+
+#include <algorithm>
+#include <array>
+
+#include "common/strings.h"
+#include "sim/isa/builder.h"
+
+namespace tpusim::runtime {
+
+using sim::block;
+using sim::CoreBuilder;
+
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+uint32_t bytes_of(isa::DType d) { return d == isa::BF16 ? 2 : 4; }
+
+// VMEM the double-buffered slices and the two accumulators take.
+uint64_t footprint(uint64_t tm, uint64_t tk, uint64_t tn, uint32_t in_bytes) {
+  return 2 * align_up(tm * tk * in_bytes, kAlign) + 2 * align_up(tk * tn * in_bytes, kAlign) +
+         2 * align_up(tm * tn * 4, kAlign);
+}
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, GemmShape shape,
+                                              isa::DType input_dtype) {
+  if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
+    return absl::InvalidArgumentError(str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n,
+                                              " has an empty dimension"));
+  }
+  GemmTiling t;
+  t.tk = std::min(shape.k, 4 * core.mxu_rows);
+  t.tn = std::min(shape.n, 4 * core.mxu_cols);
+  const uint64_t budget = core.vmem_bytes / 4 * 3;
+  const uint32_t in_bytes = bytes_of(input_dtype);
+  uint32_t tm = 1024;
+  while (tm > shape.m && tm > 1) tm /= 2;
+  if (tm < shape.m && tm < 1024) tm *= 2;  // cover small M in one tile
+  tm = std::min(tm, shape.m);
+  while (tm > 8 && footprint(tm, t.tk, t.tn, in_bytes) > budget) tm /= 2;
+  if (footprint(tm, t.tk, t.tn, in_bytes) > budget) {
+    return absl::InvalidArgumentError(str_cat("GEMM tiles ", tm, "x", t.tk, "x", t.tn, " need ",
+                                              footprint(tm, t.tk, t.tn, in_bytes), " bytes of VMEM; the core has ",
+                                              core.vmem_bytes));
+  }
+  t.tm = tm;
+  return t;
+}
+
+uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base, GemmLayout* layout) {
+  const uint32_t in_bytes = bytes_of(input_dtype);
+  layout->input_dtype = input_dtype;
+  layout->a_address = base;
+  layout->b_address = align_up(layout->a_address + uint64_t{shape.m} * shape.k * in_bytes, kAlign);
+  layout->c_address = align_up(layout->b_address + uint64_t{shape.k} * shape.n * in_bytes, kAlign);
+  return align_up(layout->c_address + uint64_t{shape.m} * shape.n * 4, kAlign) - base;
+}
+
+absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index, GemmShape shape,
+                                    isa::Precision precision, const GemmLayout& layout) {
+  const config::CoreSpec& core = slice.chip.core;
+  auto tiling = choose_gemm_tiling(core, shape, layout.input_dtype);
+  if (!tiling.ok()) return tiling.status();
+  const GemmTiling t = *tiling;
+  const isa::DType in = layout.input_dtype;
+  const uint32_t in_bytes = bytes_of(in);
+  const uint32_t R = core.mxu_rows, C = core.mxu_cols;
+  const uint32_t engines = core.dma_engines;
+
+  // VMEM: two A slices, two B slices, two accumulators.
+  std::array<uint64_t, 2> a_buf{}, b_buf{}, c_buf{};
+  uint64_t at = 0;
+  for (int i = 0; i < 2; ++i) a_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes, kAlign));
+  for (int i = 0; i < 2; ++i) b_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes, kAlign));
+  for (int i = 0; i < 2; ++i) c_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
+
+  GemmPlan plan;
+  plan.tiling = t;
+  plan.vmem_bytes = at;
+  plan.program.set_name(str_cat("gemm_", shape.m, "x", shape.k, "x", shape.n));
+  CoreBuilder b(&plan.program, core_index);
+  std::array<uint32_t, 2> loaded{}, consumed{}, written{}, freed{};
+  for (int i = 0; i < 2; ++i) {
+    loaded[i] = b.new_flag();
+    consumed[i] = b.new_flag();
+    written[i] = b.new_flag();
+    freed[i] = b.new_flag();
+  }
+  // Signals each flag has received so far (the values later waits name).
+  std::array<uint64_t, 2> loaded_n{}, consumed_n{}, written_n{}, freed_n{};
+  std::vector<uint32_t> next_slot(core.mxu_count, 0);
+
+  const uint32_t mt = ceil_div(shape.m, t.tm), nt = ceil_div(shape.n, t.tn), kt = ceil_div(shape.k, t.tk);
+  uint64_t step = 0, tile = 0;
+  for (uint32_t mi = 0; mi < mt; ++mi) {
+    const uint32_t rows = std::min(t.tm, shape.m - mi * t.tm);
+    for (uint32_t ni = 0; ni < nt; ++ni, ++tile) {
+      const uint32_t cols = std::min(t.tn, shape.n - ni * t.tn);
+      const int cb = static_cast<int>(tile % 2);
+      const uint64_t c_stride = uint64_t{cols} * 4;
+      for (uint32_t ki = 0; ki < kt; ++ki, ++step) {
+        const uint32_t depth = std::min(t.tk, shape.k - ki * t.tk);
+        const int sb = static_cast<int>(step % 2);
+        // Slices of A and B into buffer sb, once the matmuls that last read it are done.
+        const uint64_t a_src = layout.a_address + (uint64_t{mi} * t.tm * shape.k + uint64_t{ki} * t.tk) * in_bytes;
+        const uint64_t b_src = layout.b_address + (uint64_t{ki} * t.tk * shape.n + uint64_t{ni} * t.tn) * in_bytes;
+        auto dma_a = b.dma_to_vmem(block(a_src, rows, depth, in, uint64_t{shape.k} * in_bytes),
+                                   block(a_buf[sb], rows, depth, in), 0 % engines);
+        auto dma_b = b.dma_to_vmem(block(b_src, depth, cols, in, uint64_t{shape.n} * in_bytes),
+                                   block(b_buf[sb], depth, cols, in), 1 % engines);
+        for (auto* dma : {&dma_a, &dma_b}) {
+          dma->signal(loaded[sb]);
+          if (consumed_n[sb] > 0) dma->wait(consumed[sb], consumed_n[sb]);
+        }
+        loaded_n[sb] += 2;
+        plan.dmas += 2;
+        // Every R x C sub-tile: weights in, A's rows through.
+        const uint32_t a_stride = depth * in_bytes;
+        const uint32_t b_stride = cols * in_bytes;
+        uint32_t sub = 0;
+        for (uint32_t kk = 0; kk * R < depth; ++kk) {
+          const uint32_t kw = std::min(R, depth - kk * R);
+          for (uint32_t nn = 0; nn * C < cols; ++nn, ++sub) {
+            const uint32_t nw = std::min(C, cols - nn * C);
+            const uint32_t mxu = nn % core.mxu_count;
+            const uint32_t slot = next_slot[mxu];
+            next_slot[mxu] ^= 1;
+            b.load_weights(mxu, slot,
+                           block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw, nw, in, b_stride))
+                .wait(loaded[sb], loaded_n[sb]);
+            const bool first = ki == 0 && kk == 0;
+            auto mm = b.matmul(mxu, slot, block(a_buf[sb] + uint64_t{kk} * R * in_bytes, rows, kw, in, a_stride),
+                               block(c_buf[cb] + uint64_t{nn} * C * 4, rows, nw, isa::F32, c_stride), !first, precision);
+            mm.signal(consumed[sb]).signal(written[cb]);
+            if (first && freed_n[cb] > 0) mm.wait(freed[cb], freed_n[cb]);
+            ++plan.matmuls;
+          }
+        }
+        consumed_n[sb] += sub;
+        written_n[cb] += sub;
+      }
+      // The finished tile back to HBM.
+      const uint64_t c_dst = layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
+      b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32), block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4),
+                   2 % engines)
+          .wait(written[cb], written_n[cb])
+          .signal(freed[cb]);
+      ++freed_n[cb];
+      ++plan.dmas;
+    }
+  }
+  b.halt();
+  return plan;
+}
+
+}  // namespace tpusim::runtime

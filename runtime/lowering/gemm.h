@@ -1,0 +1,66 @@
+#pragma once
+// Lowers C (M x N, f32) = A (M x K) x B (K x N) to one core's ISA program. A and B sit in the
+// chip's HBM row-major (f32 or bf16); C is written back to HBM as f32.
+//
+// Tiling: C is cut into tm x tn output tiles and K into tk slices. For each output tile the
+// core streams the k slices: DMA A(m, k) and B(k, n) into one of two VMEM buffers while the
+// MXUs work on the other (double buffering), then for every R x C sub-tile of B: load it as
+// weights and stream A's tm rows through it, accumulating into the tile's f32 accumulator in
+// VMEM. Column sub-tiles are spread over the core's MXUs. When the last k slice is done the
+// accumulator goes back to HBM while the next tile accumulates into the other accumulator.
+//
+// tk and tn are up to 4 array tiles (4R, 4C); tm is the largest power of two up to 1024 (or M)
+// whose buffers fit in 3/4 of VMEM. Sync flags (8 per program) order the units:
+//   loaded[b]   DMAs of slice buffer b landed (2 per step)      -> MXU work of the step waits
+//   consumed[b] matmuls that read slice buffer b completed      -> the DMA reusing b waits
+//   written[c]  matmuls into accumulator c completed            -> the write-back of c waits
+//   freed[c]    write-backs of accumulator c completed          -> the first matmuls into c wait
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+
+#include "configs/slice_spec.h"
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::runtime {
+
+struct GemmShape {
+  uint32_t m = 0;
+  uint32_t k = 0;
+  uint32_t n = 0;
+};
+
+struct GemmLayout {
+  uint64_t a_address = 0;  // HBM, M x K row-major
+  uint64_t b_address = 0;  // HBM, K x N row-major
+  uint64_t c_address = 0;  // HBM, M x N row-major f32
+  isa::DType input_dtype = isa::F32;  // of A and B
+};
+
+struct GemmTiling {
+  uint32_t tm = 0;
+  uint32_t tk = 0;
+  uint32_t tn = 0;
+};
+
+struct GemmPlan {
+  isa::Program program;
+  GemmTiling tiling;
+  uint64_t vmem_bytes = 0;  // VMEM the buffers take
+  uint64_t matmuls = 0;
+  uint64_t dmas = 0;
+};
+
+// The tiling lower_gemm uses; InvalidArgument when not even the smallest tiles fit in VMEM.
+absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, GemmShape shape,
+                                              isa::DType input_dtype);
+
+// HBM bytes a row-major layout of the three matrices needs from `base`, each matrix 4 KiB
+// aligned; fills `layout`.
+uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base, GemmLayout* layout);
+
+absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core, GemmShape shape,
+                                    isa::Precision precision, const GemmLayout& layout);
+
+}  // namespace tpusim::runtime

@@ -1,0 +1,21 @@
+#include "tools/tpusim/options.h"
+
+#include "common/strings.h"
+#include "sim/timing/mxu_policy.h"
+
+namespace tpusim::cli {
+
+absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {
+  if (name == "default") return isa::DEFAULT;
+  if (name == "high") return isa::HIGH;
+  if (name == "highest") return isa::HIGHEST;
+  return absl::InvalidArgumentError(str_cat("unknown precision '", name, "' (default, high or highest)"));
+}
+
+absl::Status check_mxu_policy(const std::string& name) {
+  if (sim::make_mxu_policy(name, 1, 1) != nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      str_cat("unknown MXU policy '", name, "' (", str_join(sim::mxu_policy_names(), ", "), ")"));
+}
+
+}  // namespace tpusim::cli

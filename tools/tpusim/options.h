@@ -1,0 +1,17 @@
+#pragma once
+// Option values several subcommands share, parsed with messages that list what is accepted.
+
+#include <absl/status/statusor.h>
+
+#include <string>
+
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::cli {
+
+// "default" | "high" | "highest".
+absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
+// OK when `name` is a registered MXU timing policy.
+absl::Status check_mxu_policy(const std::string& name);
+
+}  // namespace tpusim::cli
