@@ -14,6 +14,10 @@ function(tpusim_target_defaults target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
       -Woverloaded-virtual -Wimplicit-fallthrough -Wcast-qual -Wformat=2>)
+  if(TPUSIM_ARCH_FLAGS)
+    separate_arguments(arch_flags UNIX_COMMAND "${TPUSIM_ARCH_FLAGS}")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${arch_flags}>)
+  endif()
   if(TPUSIM_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()

@@ -114,6 +114,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   if (absl::Status s = check_usable(); !s.ok()) return s;
   if (absl::Status s = validate_program(program, *slice_); !s.ok()) return s;
   program_ = std::make_unique<isa::Program>(program);
+  stats_->reset();
   const uint32_t per_chip = slice_->chip.tensor_cores;
   const uint64_t start = now_cycle();
   for (const auto& stream : program_->cores()) {
@@ -194,6 +195,7 @@ absl::Status System::write_vmem(uint32_t core, uint64_t address, const void* dat
   Memory& vmem = model_->core(core, slice_->chip.tensor_cores).vmem();
   if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
   vmem.write(address, data, size);
+  model_->core(core, slice_->chip.tensor_cores).context().note_vmem_write(address, address + size);
   return absl::OkStatus();
 }
 

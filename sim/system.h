@@ -66,8 +66,8 @@ class System {
   void set_timing_only(bool timing_only);
   absl::Status set_mxu_policy(const std::string& name);
 
-  // Validates `program` against the slice and runs it (statistics accumulate across runs;
-  // reset_stats() starts afresh).
+  // Validates `program` against the slice and runs it. Statistics start afresh with each run,
+  // so stats() and report() describe the last run.
   absl::StatusOr<RunResult> run(const isa::Program& program);
 
   absl::Status write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size);

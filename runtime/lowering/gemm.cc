@@ -32,8 +32,8 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, GemmShape shape,
                                               isa::DType input_dtype) {
   if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
-    return absl::InvalidArgumentError(str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n,
-                                              " has an empty dimension"));
+    return absl::InvalidArgumentError(
+        str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
   }
   GemmTiling t;
   t.tk = std::min(shape.k, 4 * core.mxu_rows);
@@ -47,14 +47,15 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, Gemm
   while (tm > 8 && footprint(tm, t.tk, t.tn, in_bytes) > budget) tm /= 2;
   if (footprint(tm, t.tk, t.tn, in_bytes) > budget) {
     return absl::InvalidArgumentError(str_cat("GEMM tiles ", tm, "x", t.tk, "x", t.tn, " need ",
-                                              footprint(tm, t.tk, t.tn, in_bytes), " bytes of VMEM; the core has ",
-                                              core.vmem_bytes));
+                                              footprint(tm, t.tk, t.tn, in_bytes),
+                                              " bytes of VMEM; the core has ", core.vmem_bytes));
   }
   t.tm = tm;
   return t;
 }
 
-uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base, GemmLayout* layout) {
+uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
+                          GemmLayout* layout) {
   const uint32_t in_bytes = bytes_of(input_dtype);
   layout->input_dtype = input_dtype;
   layout->a_address = base;
@@ -63,8 +64,9 @@ uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base
   return align_up(layout->c_address + uint64_t{shape.m} * shape.n * 4, kAlign) - base;
 }
 
-absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index, GemmShape shape,
-                                    isa::Precision precision, const GemmLayout& layout) {
+absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index,
+                                    GemmShape shape, isa::Precision precision,
+                                    const GemmLayout& layout) {
   const config::CoreSpec& core = slice.chip.core;
   auto tiling = choose_gemm_tiling(core, shape, layout.input_dtype);
   if (!tiling.ok()) return tiling.status();
@@ -77,9 +79,12 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
   // VMEM: two A slices, two B slices, two accumulators.
   std::array<uint64_t, 2> a_buf{}, b_buf{}, c_buf{};
   uint64_t at = 0;
-  for (int i = 0; i < 2; ++i) a_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes, kAlign));
-  for (int i = 0; i < 2; ++i) b_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes, kAlign));
-  for (int i = 0; i < 2; ++i) c_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
+  for (int i = 0; i < 2; ++i)
+    a_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes, kAlign));
+  for (int i = 0; i < 2; ++i)
+    b_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes, kAlign));
+  for (int i = 0; i < 2; ++i)
+    c_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
 
   GemmPlan plan;
   plan.tiling = t;
@@ -97,7 +102,8 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
   std::array<uint64_t, 2> loaded_n{}, consumed_n{}, written_n{}, freed_n{};
   std::vector<uint32_t> next_slot(core.mxu_count, 0);
 
-  const uint32_t mt = ceil_div(shape.m, t.tm), nt = ceil_div(shape.n, t.tn), kt = ceil_div(shape.k, t.tk);
+  const uint32_t mt = ceil_div(shape.m, t.tm), nt = ceil_div(shape.n, t.tn),
+                 kt = ceil_div(shape.k, t.tk);
   uint64_t step = 0, tile = 0;
   for (uint32_t mi = 0; mi < mt; ++mi) {
     const uint32_t rows = std::min(t.tm, shape.m - mi * t.tm);
@@ -109,8 +115,10 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
         const uint32_t depth = std::min(t.tk, shape.k - ki * t.tk);
         const int sb = static_cast<int>(step % 2);
         // Slices of A and B into buffer sb, once the matmuls that last read it are done.
-        const uint64_t a_src = layout.a_address + (uint64_t{mi} * t.tm * shape.k + uint64_t{ki} * t.tk) * in_bytes;
-        const uint64_t b_src = layout.b_address + (uint64_t{ki} * t.tk * shape.n + uint64_t{ni} * t.tn) * in_bytes;
+        const uint64_t a_src =
+            layout.a_address + (uint64_t{mi} * t.tm * shape.k + uint64_t{ki} * t.tk) * in_bytes;
+        const uint64_t b_src =
+            layout.b_address + (uint64_t{ki} * t.tk * shape.n + uint64_t{ni} * t.tn) * in_bytes;
         auto dma_a = b.dma_to_vmem(block(a_src, rows, depth, in, uint64_t{shape.k} * in_bytes),
                                    block(a_buf[sb], rows, depth, in), 0 % engines);
         auto dma_b = b.dma_to_vmem(block(b_src, depth, cols, in, uint64_t{shape.n} * in_bytes),
@@ -132,12 +140,16 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
             const uint32_t mxu = nn % core.mxu_count;
             const uint32_t slot = next_slot[mxu];
             next_slot[mxu] ^= 1;
-            b.load_weights(mxu, slot,
-                           block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw, nw, in, b_stride))
+            b.load_weights(
+                 mxu, slot,
+                 block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw, nw,
+                       in, b_stride))
                 .wait(loaded[sb], loaded_n[sb]);
             const bool first = ki == 0 && kk == 0;
-            auto mm = b.matmul(mxu, slot, block(a_buf[sb] + uint64_t{kk} * R * in_bytes, rows, kw, in, a_stride),
-                               block(c_buf[cb] + uint64_t{nn} * C * 4, rows, nw, isa::F32, c_stride), !first, precision);
+            auto mm = b.matmul(
+                mxu, slot, block(a_buf[sb] + uint64_t{kk} * R * in_bytes, rows, kw, in, a_stride),
+                block(c_buf[cb] + uint64_t{nn} * C * 4, rows, nw, isa::F32, c_stride), !first,
+                precision);
             mm.signal(consumed[sb]).signal(written[cb]);
             if (first && freed_n[cb] > 0) mm.wait(freed[cb], freed_n[cb]);
             ++plan.matmuls;
@@ -147,9 +159,10 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
         written_n[cb] += sub;
       }
       // The finished tile back to HBM.
-      const uint64_t c_dst = layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
-      b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32), block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4),
-                   2 % engines)
+      const uint64_t c_dst =
+          layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
+      b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32),
+                   block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4), 2 % engines)
           .wait(written[cb], written_n[cb])
           .signal(freed[cb]);
       ++freed_n[cb];

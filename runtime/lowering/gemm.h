@@ -16,9 +16,9 @@
 //   written[c]  matmuls into accumulator c completed            -> the write-back of c waits
 //   freed[c]    write-backs of accumulator c completed          -> the first matmuls into c wait
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
+
+#include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
 #include "sim/isa/isa.pb.h"
@@ -32,9 +32,9 @@ struct GemmShape {
 };
 
 struct GemmLayout {
-  uint64_t a_address = 0;  // HBM, M x K row-major
-  uint64_t b_address = 0;  // HBM, K x N row-major
-  uint64_t c_address = 0;  // HBM, M x N row-major f32
+  uint64_t a_address = 0;             // HBM, M x K row-major
+  uint64_t b_address = 0;             // HBM, K x N row-major
+  uint64_t c_address = 0;             // HBM, M x N row-major f32
   isa::DType input_dtype = isa::F32;  // of A and B
 };
 
@@ -58,7 +58,8 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, Gemm
 
 // HBM bytes a row-major layout of the three matrices needs from `base`, each matrix 4 KiB
 // aligned; fills `layout`.
-uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base, GemmLayout* layout);
+uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
+                          GemmLayout* layout);
 
 absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core, GemmShape shape,
                                     isa::Precision precision, const GemmLayout& layout);

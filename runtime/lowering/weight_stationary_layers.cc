@@ -7,7 +7,8 @@
 
 namespace tpusim::runtime {
 
-absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSpec& slice, uint32_t core,
+absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSpec& slice,
+                                                           uint32_t core,
                                                            const TopologyLayer& layer) {
   const config::CoreSpec& spec = slice.chip.core;
   const uint64_t R = spec.mxu_rows, C = spec.mxu_cols;
@@ -17,8 +18,9 @@ absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSp
   const uint64_t out_at = (lhs_bytes + 4095) / 4096 * 4096;
   const uint64_t w_at = (out_at + out_bytes + 4095) / 4096 * 4096;
   if (w_at + 2 * weight_bytes > spec.vmem_bytes || layer.t > 0xffffffffull) {
-    return absl::InvalidArgumentError(str_cat("layer ", layer.name, ": streaming ", layer.t, " rows needs ",
-                                              w_at + 2 * weight_bytes, " bytes of VMEM; the core has ", spec.vmem_bytes));
+    return absl::InvalidArgumentError(str_cat("layer ", layer.name, ": streaming ", layer.t,
+                                              " rows needs ", w_at + 2 * weight_bytes,
+                                              " bytes of VMEM; the core has ", spec.vmem_bytes));
   }
   LayerProgram out;
   out.program.set_name(layer.name);
@@ -30,7 +32,8 @@ absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSp
     for (uint64_t n0 = 0; n0 < layer.n; n0 += C, ++out.folds) {
       const auto nw = static_cast<uint32_t>(std::min(C, layer.n - n0));
       b.load_weights(0, slot, sim::block(w_at + slot * weight_bytes, kw, nw, isa::BF16));
-      b.matmul(0, slot, sim::block(0, rows, kw, isa::BF16), sim::block(out_at, rows, nw, isa::F32), false);
+      b.matmul(0, slot, sim::block(0, rows, kw, isa::BF16), sim::block(out_at, rows, nw, isa::F32),
+               false);
       slot ^= 1;
     }
   }

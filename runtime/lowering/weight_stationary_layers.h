@@ -17,7 +17,8 @@ struct LayerProgram {
   uint64_t folds = 0;
 };
 
-absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSpec& slice, uint32_t core,
+absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSpec& slice,
+                                                           uint32_t core,
                                                            const TopologyLayer& layer);
 
 }  // namespace tpusim::runtime

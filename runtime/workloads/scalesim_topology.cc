@@ -38,7 +38,8 @@ bool parse_count(const std::string& s, uint64_t* out) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::string& text, const std::string& label,
+absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::string& text,
+                                                                   const std::string& label,
                                                                    TopologyFormat format) {
   std::vector<TopologyLayer> layers;
   std::istringstream in(text);
@@ -57,24 +58,29 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
     const size_t numeric = fields.size() - 1;
     TopologyFormat kind = format;
     if (kind == TopologyFormat::kAuto) {
-      if (numeric == 7) kind = TopologyFormat::kConv;
-      else if (numeric == 3) kind = TopologyFormat::kGemm;
+      if (numeric == 7)
+        kind = TopologyFormat::kConv;
+      else if (numeric == 3)
+        kind = TopologyFormat::kGemm;
       else {
-        return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": ", numeric,
-                                                  " numeric fields; a conv layer has 7 (IFMAP H, W, filter H, W, "
-                                                  "channels, filters, stride) and a GEMM layer 3 (M, N, K)"));
+        return absl::InvalidArgumentError(
+            str_cat(label, ":", line_no, ": ", numeric,
+                    " numeric fields; a conv layer has 7 (IFMAP H, W, filter H, W, "
+                    "channels, filters, stride) and a GEMM layer 3 (M, N, K)"));
       }
     }
     const size_t want = kind == TopologyFormat::kConv ? 7 : 3;
     if (numeric != want) {
-      return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": ", numeric, " numeric fields, the ",
-                                                kind == TopologyFormat::kConv ? "conv" : "GEMM", " format has ", want));
+      return absl::InvalidArgumentError(
+          str_cat(label, ":", line_no, ": ", numeric, " numeric fields, the ",
+                  kind == TopologyFormat::kConv ? "conv" : "GEMM", " format has ", want));
     }
     std::vector<uint64_t> v(want);
     for (size_t i = 0; i < want; ++i) {
       if (!parse_count(fields[i + 1], &v[i]) || v[i] == 0) {
-        return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": field ", i + 2, " (\"", fields[i + 1],
-                                                  "\") of layer ", fields[0], " must be a positive integer"));
+        return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": field ", i + 2, " (\"",
+                                                  fields[i + 1], "\") of layer ", fields[0],
+                                                  " must be a positive integer"));
       }
     }
     TopologyLayer layer;
@@ -86,7 +92,8 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
     } else {
       const uint64_t h = v[0], w = v[1], fh = v[2], fw = v[3], c = v[4], filters = v[5], s = v[6];
       if (fh > h || fw > w) {
-        return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": layer ", layer.name, " has a ", fh, "x", fw,
+        return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": layer ", layer.name,
+                                                  " has a ", fh, "x", fw,
                                                   " filter larger than its ", h, "x", w, " input"));
       }
       // SCALE-Sim: ofmap = ceil((H - Fh + S) / S), likewise for the width.
@@ -102,7 +109,8 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
   return layers;
 }
 
-absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(const std::string& path, TopologyFormat format) {
+absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(const std::string& path,
+                                                                  TopologyFormat format) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(str_cat("cannot open topology file ", path));
   std::ostringstream ss;

@@ -4,11 +4,11 @@
 // GEMM format (name, M, N, K). Fields are comma separated with optional whitespace, a trailing
 // comma and blank lines; the first line is a header.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 namespace tpusim::runtime {
 
@@ -25,10 +25,10 @@ enum class TopologyFormat { kAuto, kConv, kGemm };
 
 // Parses a topology; errors name the file and line. kAuto tells the formats apart by the number
 // of numeric fields (7 conv, 3 GEMM).
-absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(const std::string& path,
-                                                                  TopologyFormat format = TopologyFormat::kAuto);
-absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::string& text,
-                                                                   const std::string& label,
-                                                                   TopologyFormat format = TopologyFormat::kAuto);
+absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(
+    const std::string& path, TopologyFormat format = TopologyFormat::kAuto);
+absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(
+    const std::string& text, const std::string& label,
+    TopologyFormat format = TopologyFormat::kAuto);
 
 }  // namespace tpusim::runtime

@@ -3,12 +3,14 @@
 // arbiters, sync state, feed queues, the trace sink and the run's options. Owned by the Core
 // (and its Chip, for HBM); units hold a reference.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include "configs/slice_spec.h"
 #include "sim/clock.h"
+#include "sim/memory/block.h"
 #include "sim/memory/memory.h"
 #include "sim/timing/bandwidth_server.h"
 #include "sim/timing/hbm_timing.h"
@@ -23,6 +25,17 @@ struct IssuedInstruction {
   const isa::Instruction* instr = nullptr;
   int index = 0;
   uint64_t issue_cycle = 0;
+};
+
+// The last LHS block the core's MXUs rounded to bf16 terms. A lowered GEMM streams the same A
+// block through several weight tiles (and MXUs); rounding it once saves most of the numerics'
+// overhead. Any VMEM write that overlaps the block invalidates it.
+struct LhsCache {
+  bool valid = false;
+  isa::Block block;
+  int terms = 0;  // bf16 terms held (1 for DEFAULT, 2 for HIGH, 3 for HIGHEST)
+  uint64_t lo = 0, hi = 0;
+  std::array<MatrixF, 3> parts;
 };
 
 struct CoreContext {
@@ -48,6 +61,12 @@ struct CoreContext {
   uint64_t vmem_high_water = 0;
   void touch_vmem(uint64_t end) {
     if (end > vmem_high_water) vmem_high_water = end;
+  }
+
+  LhsCache lhs_cache;
+  // Every functional write into VMEM reports its byte range here.
+  void note_vmem_write(uint64_t lo, uint64_t hi) {
+    if (lhs_cache.valid && lo < lhs_cache.hi && lhs_cache.lo < hi) lhs_cache.valid = false;
   }
 
   // Stops the run with an error that names the core and instruction (set by the System).

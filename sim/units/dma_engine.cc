@@ -35,6 +35,7 @@ void DmaEngine::execute(const IssuedInstruction& item) {
     Memory* dst_mem = to_vmem ? ctx_.vmem : ctx_.hbm;
     const uint8_t* from = src_mem->base_covering(end_address(src));
     uint8_t* to = dst_mem->base_covering(end_address(dst));
+    if (to_vmem) ctx_.note_vmem_write(dst.address(), end_address(dst));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     if (is_dense(src) && is_dense(dst)) {
       std::memcpy(to + dst.address(), from + src.address(), bytes);

@@ -47,6 +47,7 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
   if (!ctx_.timing_only && !entry.data.empty()) {
     uint8_t* vmem = ctx_.vmem->base_covering(end_address(dst));
+    ctx_.note_vmem_write(dst.address(), end_address(dst));
     const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
     for (uint32_t r = 0; r < dst.rows(); ++r) {
       std::memcpy(vmem + dst.address() + r * row_stride(dst), entry.data.data() + r * row_bytes,

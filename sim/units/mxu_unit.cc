@@ -70,12 +70,10 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   const uint64_t ready = std::max(t.ready, static_cast<uint64_t>(std::ceil(vmem_end)));
   wait_until(t.start);
   if (!ctx_.timing_only) {
-    MatrixF w;
-    load_block(ctx_.vmem->base_covering(end_address(lw.weights())), lw.weights(), &w);
-    auto& slot = weights_[lw.slot()];
-    for (auto& term : slot) term.resize(w.rows(), w.cols());
-    float* terms[3] = {slot[0].data(), slot[1].data(), slot[2].data()};
-    split_bf16(w.data(), static_cast<size_t>(w.size()), 3, terms);
+    // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
+    load_block(ctx_.vmem->base_covering(end_address(lw.weights())), lw.weights(),
+               &weight_source_[lw.slot()]);
+    weight_terms_[lw.slot()] = 0;
   }
   ++weight_loads_;
   busy_cycles_ += ready - t.start;
@@ -108,44 +106,89 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   ctx_.sync->complete_at(done, item.instr->signal());
 }
 
+namespace {
+
+bool same_block(const isa::Block& a, const isa::Block& b) {
+  return a.address() == b.address() && a.rows() == b.rows() && a.cols() == b.cols() &&
+         row_stride(a) == row_stride(b) && a.dtype() == b.dtype();
+}
+
+}  // namespace
+
+const std::array<MatrixF, 3>& MxuUnit::lhs_terms(const isa::Block& lhs, int terms) {
+  LhsCache& cache = ctx_.lhs_cache;
+  if (cache.valid && cache.terms >= terms && same_block(cache.block, lhs)) return cache.parts;
+  const uint8_t* vmem = ctx_.vmem->base_covering(end_address(lhs));
+  if (lhs.dtype() == isa::BF16 && terms == 1) {
+    load_block(vmem, lhs, &cache.parts[0]);  // bf16 values are their own single term
+  } else {
+    const MatrixF* source = &lhs_;
+    if (lhs.dtype() == isa::BF16) {
+      load_block(vmem, lhs, &lhs_);
+    }
+    for (int i = 0; i < terms; ++i) cache.parts[i].resize(lhs.rows(), lhs.cols());
+    // Split row by row straight from VMEM (f32) or from the widened bf16 copy.
+    for (uint32_t r = 0; r < lhs.rows(); ++r) {
+      const float* row =
+          lhs.dtype() == isa::F32
+              ? reinterpret_cast<const float*>(vmem + lhs.address() + r * row_stride(lhs))
+              : source->data() + static_cast<size_t>(r) * lhs.cols();
+      float* out[3] = {cache.parts[0].row(r).data(),
+                       terms > 1 ? cache.parts[1].row(r).data() : nullptr,
+                       terms > 2 ? cache.parts[2].row(r).data() : nullptr};
+      split_bf16(row, lhs.cols(), terms, out);
+    }
+  }
+  cache.valid = true;
+  cache.block = lhs;
+  cache.terms = terms;
+  cache.lo = lhs.address();
+  cache.hi = end_address(lhs);
+  return cache.parts;
+}
+
+const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
+  if (weight_terms_[slot] < terms) {
+    const MatrixF& w = weight_source_[slot];
+    auto& parts = weights_[slot];
+    for (int i = 0; i < terms; ++i) parts[i].resize(w.rows(), w.cols());
+    float* out[3] = {parts[0].data(), parts[1].data(), parts[2].data()};
+    split_bf16(w.data(), static_cast<size_t>(w.size()), terms, out);
+    weight_terms_[slot] = terms;
+  }
+  return weights_[slot];
+}
+
 void MxuUnit::compute(const isa::Matmul& mm) {
   const int p = passes(mm.precision());
-  const int lhs_terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
-  if (mm.lhs().dtype() == isa::BF16 && p == 1) {
-    // bf16 in VMEM is its own (only) term: load it straight into term 0.
-    load_block(ctx_.vmem->base_covering(end_address(mm.lhs())), mm.lhs(), &lhs_terms_[0]);
-  } else {
-    load_block(ctx_.vmem->base_covering(end_address(mm.lhs())), mm.lhs(), &lhs_);
-    for (int i = 0; i < lhs_terms; ++i) lhs_terms_[i].resize(lhs_.rows(), lhs_.cols());
-    float* terms[3] = {lhs_terms_[0].data(), lhs_terms_[1].data(), lhs_terms_[2].data()};
-    split_bf16(lhs_.data(), static_cast<size_t>(lhs_.size()), lhs_terms, terms);
-  }
-
-  const auto& w = weights_[mm.slot()];
+  const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
+  const auto& a = lhs_terms(mm.lhs(), terms);
+  const auto& w = weight_terms(mm.slot(), terms);
   const isa::Block& out = mm.out();
   uint8_t* vmem = ctx_.vmem->base_covering(end_address(out));
   StridedMap result(
       reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
       Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));
-  const Pass* begin = p == 1 ? kDefault : (p == 3 ? kHigh : kHighest);
   if (p == 1) {
     // One pass straight into VMEM: the common case, no temporary.
     if (mm.accumulate()) {
-      result.noalias() += lhs_terms_[0] * w[0];
+      result.noalias() += a[0] * w[0];
     } else {
-      result.noalias() = lhs_terms_[0] * w[0];
+      result.noalias() = a[0] * w[0];
     }
-    return;
-  }
-  MatrixF acc = MatrixF::Zero(out.rows(), out.cols());
-  for (const Pass* pass = begin; pass != begin + p; ++pass) {
-    acc.noalias() += lhs_terms_[pass->lhs_term] * w[pass->weight_term];
-  }
-  if (mm.accumulate()) {
-    result += acc;
   } else {
-    result = acc;
+    const Pass* begin = p == 3 ? kHigh : kHighest;
+    MatrixF acc = MatrixF::Zero(out.rows(), out.cols());
+    for (const Pass* pass = begin; pass != begin + p; ++pass) {
+      acc.noalias() += a[pass->lhs_term] * w[pass->weight_term];
+    }
+    if (mm.accumulate()) {
+      result += acc;
+    } else {
+      result = acc;
+    }
   }
+  ctx_.note_vmem_write(out.address(), end_address(out));
 }
 
 }  // namespace tpusim::sim

@@ -27,12 +27,19 @@ class MxuUnit final : public Unit {
   void load_weights(const IssuedInstruction& item);
   void matmul(const IssuedInstruction& item);
   void compute(const isa::Matmul& mm);
+  // The lhs block as `terms` bf16 terms, from the core's cache when it holds them.
+  const std::array<MatrixF, 3>& lhs_terms(const isa::Block& lhs, int terms);
 
   std::unique_ptr<MxuTimingPolicy> policy_;
-  // Per slot, the weights as up to 3 bf16 terms (f32 matrices holding bf16 values).
+  // The weights' bf16 terms in `slot`, rounded from the loaded f32 values on first use.
+  const std::array<MatrixF, 3>& weight_terms(uint32_t slot, int terms);
+
+  // Per slot: the loaded weights (f32), their bf16 terms (f32 matrices holding bf16 values)
+  // and how many of the terms are computed.
+  std::array<MatrixF, 2> weight_source_;
   std::array<std::array<MatrixF, 3>, 2> weights_;
-  std::array<MatrixF, 3> lhs_terms_;  // scratch, reused across matmuls
-  MatrixF lhs_;
+  std::array<int, 2> weight_terms_{};
+  MatrixF lhs_;                 // scratch for the f32 lhs before it is split
   uint64_t macs_ = 0;           // useful multiply-accumulates (M x K x N per matmul)
   uint64_t stream_cycles_ = 0;  // cycles the array input was streaming
   uint64_t weight_loads_ = 0;

@@ -165,6 +165,7 @@ void VectorUnit::compute(const Vector& v) {
       return;
   }
   store_block(vmem, dst, out);
+  ctx_.note_vmem_write(dst.address(), end_address(dst));
 }
 
 }  // namespace tpusim::sim

@@ -1,7 +1,7 @@
 // The lowered GEMM on a simulated core: values against Eigen for edge shapes, and cycles.
-#include <gtest/gtest.h>
-
 #include <random>
+
+#include <gtest/gtest.h>
 
 #include "configs/loader.h"
 #include "runtime/lowering/gemm.h"
@@ -39,7 +39,8 @@ MatrixF rounded(const MatrixF& m) {
 // last tiles in every dimension.
 TEST(GemmLowering, EdgeShapesMatchEigen) {
   auto system = make_system();
-  const GemmShape shapes[] = {{1, 128, 128}, {1, 1, 1}, {64, 100, 60}, {127, 129, 255}, {1030, 1100, 700}};
+  const GemmShape shapes[] = {
+      {1, 128, 128}, {1, 1, 1}, {64, 100, 60}, {127, 129, 255}, {1030, 1100, 700}};
   uint32_t seed = 1;
   for (const GemmShape& s : shapes) {
     SCOPED_TRACE(testing::Message() << s.m << "x" << s.k << "x" << s.n);

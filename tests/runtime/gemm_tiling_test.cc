@@ -44,7 +44,8 @@ TEST(GemmLowering, ProgramsValidateAndCountTheirWork) {
     pack_gemm_layout(s, isa::BF16, 0, &layout);
     auto plan = lower_gemm(v3_8(), 3, s, isa::HIGH, layout);
     ASSERT_TRUE(plan.ok()) << plan.status();
-    EXPECT_TRUE(sim::validate_program(plan->program, v3_8()).ok()) << sim::validate_program(plan->program, v3_8());
+    EXPECT_TRUE(sim::validate_program(plan->program, v3_8()).ok())
+        << sim::validate_program(plan->program, v3_8());
     EXPECT_EQ(plan->program.cores(0).core(), 3u);
     // One matmul per (m tile, n tile, k slice, R x C sub-tile); 2 loads per step, 1 store per tile.
     const uint64_t mt = (s.m + plan->tiling.tm - 1) / plan->tiling.tm;

@@ -1,9 +1,9 @@
 // tpusim's scalesim_ws policy against SCALE-Sim v2.0.2's own reports (data/scalesim_v2): every
 // layer's Total Cycles and Overall Util % must be equal.
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "configs/loader.h"
 #include "runtime/lowering/weight_stationary_layers.h"
@@ -19,7 +19,8 @@ struct Reference {
 };
 
 std::vector<Reference> read_reference(const std::string& name) {
-  std::ifstream in(std::string(TPUSIM_SOURCE_DIR) + "/tests/runtime/data/scalesim_v2/" + name + ".csv");
+  std::ifstream in(std::string(TPUSIM_SOURCE_DIR) + "/tests/runtime/data/scalesim_v2/" + name +
+                   ".csv");
   std::vector<Reference> out;
   std::string line;
   std::getline(in, line);  // header
@@ -44,7 +45,8 @@ TEST(ScaleSimReference, EveryLayerOfEveryTopologyMatchesExactly) {
   for (const char* name : {"transformer_partial_gemm", "resnet18", "resnet50_mlperf"}) {
     SCOPED_TRACE(name);
     auto layers = read_scalesim_topology(workloads + name + ".csv");
-    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound) GTEST_SKIP() << "shared/ not beside the repo";
+    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound)
+      GTEST_SKIP() << "shared/ not beside the repo";
     ASSERT_TRUE(layers.ok()) << layers.status();
     const auto reference = read_reference(name);
     ASSERT_EQ(layers->size(), reference.size());
@@ -56,7 +58,8 @@ TEST(ScaleSimReference, EveryLayerOfEveryTopologyMatchesExactly) {
       ASSERT_TRUE(run.ok()) << run.status();
       const uint64_t cycles = run->cycles() - 1;  // SCALE-Sim counts the last output's cycle from 0
       EXPECT_EQ(cycles, reference[i].total_cycles) << layer.name;
-      const double util = 100.0 * static_cast<double>(layer.macs()) / (static_cast<double>(cycles) * 128 * 128);
+      const double util =
+          100.0 * static_cast<double>(layer.macs()) / (static_cast<double>(cycles) * 128 * 128);
       EXPECT_NEAR(util, reference[i].overall_util_percent, 1e-9) << layer.name;
       ++checked;
     }

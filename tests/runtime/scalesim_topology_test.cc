@@ -12,7 +12,8 @@ TEST(ScaleSimTopology, ConvLayersMapAsScaleSimDoes) {
   // Conv1 of ResNet-18: ofmap ceil((224 - 7 + 2) / 2) = 110, so T = 110 x 110 = 12100;
   // K = 7 x 7 x 3 = 147; N = 64 filters.
   auto layers = parse_scalesim_topology(
-      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n"
+      "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, "
+      "Strides,\n"
       "Conv1,224,224,7,7,3,64,2,\n\n  Conv2 , 56 ,56,3,3,64,64,1,\n",
       "r.csv");
   ASSERT_TRUE(layers.ok()) << layers.status();
@@ -35,9 +36,12 @@ TEST(ScaleSimTopology, GemmLayersAreMNK) {
 }
 
 TEST(ScaleSimTopology, ShippedWorkloadsParse) {
-  for (const char* name : {"resnet18.csv", "resnet50_mlperf.csv", "transformer_partial_gemm.csv", "test_mnk_gemm.csv"}) {
-    auto layers = read_scalesim_topology(std::string(TPUSIM_SOURCE_DIR) + "/../shared/workloads/scalesim/" + name);
-    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound) GTEST_SKIP() << "shared/ not beside the repo";
+  for (const char* name : {"resnet18.csv", "resnet50_mlperf.csv", "transformer_partial_gemm.csv",
+                           "test_mnk_gemm.csv"}) {
+    auto layers = read_scalesim_topology(std::string(TPUSIM_SOURCE_DIR) +
+                                         "/../shared/workloads/scalesim/" + name);
+    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound)
+      GTEST_SKIP() << "shared/ not beside the repo";
     ASSERT_TRUE(layers.ok()) << name << ": " << layers.status();
     EXPECT_FALSE(layers->empty()) << name;
   }
@@ -46,7 +50,8 @@ TEST(ScaleSimTopology, ShippedWorkloadsParse) {
 TEST(ScaleSimTopology, BadFilesNameFileAndLine) {
   auto bad = parse_scalesim_topology("Layer,M,N,K,\nA,1,2,3,\nB,1,x,3,\n", "t.csv");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("t.csv:3: field 3 (\"x\") of layer B must be a positive integer"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("t.csv:3: field 3 (\"x\") of layer B must be a positive integer"));
   bad = parse_scalesim_topology("Layer,M,N,K,\nA,1,2,3,4,5\n", "t.csv");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("t.csv:2: 5 numeric fields"));
@@ -54,11 +59,13 @@ TEST(ScaleSimTopology, BadFilesNameFileAndLine) {
   EXPECT_FALSE(bad.ok());
   bad = parse_scalesim_topology("h,a,b,c,d,e,f,g\nC,3,3,5,5,1,1,1\n", "c.csv");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("c.csv:2: layer C has a 5x5 filter larger than its 3x3 input"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("c.csv:2: layer C has a 5x5 filter larger than its 3x3 input"));
   EXPECT_FALSE(parse_scalesim_topology("Layer,M,N,K,\n", "e.csv").ok());
   EXPECT_EQ(read_scalesim_topology("/no/such.csv").status().code(), absl::StatusCode::kNotFound);
   // A forced format that does not fit.
-  EXPECT_FALSE(parse_scalesim_topology("Layer,M,N,K,\nA,1,2,3\n", "f.csv", TopologyFormat::kConv).ok());
+  EXPECT_FALSE(
+      parse_scalesim_topology("Layer,M,N,K,\nA,1,2,3\n", "f.csv", TopologyFormat::kConv).ok());
 }
 
 }  // namespace

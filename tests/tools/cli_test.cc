@@ -214,6 +214,18 @@ TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {
   EXPECT_LT(j["max_rel_error_vs_fp32_ref"].get<double>(), 2e-2);
 }
 
+TEST(Cli, MatmulWritesTheStatsTree) {
+  const auto path = std::filesystem::temp_directory_path() / "tpusim-cli-stats.json";
+  const auto r = run_tpusim(
+      {"matmul", "--m", "64", "--k", "64", "--n", "64", "--timing-only", "--stats", path.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  const auto stats = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  EXPECT_EQ(stats["chip0"]["core0"]["mxu0"]["macs"]["value"].get<double>(), 64.0 * 64 * 64);
+  EXPECT_EQ(stats["chip0"]["core0"]["mxu0"]["macs"]["unit"], "MACs");
+}
+
 TEST(Cli, MatmulPrecisionHighestIsCloseToFp32) {
   const auto r = run_tpusim(
       {"matmul", "--m", "64", "--k", "256", "--n", "64", "--precision", "highest", "--json"});

@@ -1,6 +1,7 @@
 // tpusim layers: SCALE-Sim topologies on one MXU of one core, timing-only.
 #include <iomanip>
 #include <iostream>
+
 #include <nlohmann/json.hpp>
 
 #include "configs/loader.h"
@@ -17,27 +18,37 @@ namespace po = boost::program_options;
 
 int run_layers(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("config", po::value<std::string>()->default_value("v3-8"), "slice config file or built-in name")(
-      "topology", po::value<std::string>()->required(), "SCALE-Sim topology CSV (conv or GEMM format)")(
+  options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
+                        "slice config file or built-in name")(
+      "topology", po::value<std::string>()->required(),
+      "SCALE-Sim topology CSV (conv or GEMM format)")(
       "format", po::value<std::string>()->default_value("auto"), "auto | conv | gemm")(
-      "mxu-policy", po::value<std::string>()->default_value("tpu"), "MXU timing policy: tpu | scalesim_ws")(
-      "json", po::bool_switch(), "print JSON");
+      "mxu-policy", po::value<std::string>()->default_value("tpu"),
+      "MXU timing policy: tpu | scalesim_ws")("json", po::bool_switch(), "print JSON");
   const std::string usage =
-      "usage: tpusim layers --topology FILE.csv [--config SLICE] [--mxu-policy tpu|scalesim_ws] [--json]\n\n"
-      "Maps every layer of a SCALE-Sim topology onto one MXU of one core the way SCALE-Sim v2 does\n"
-      "(weight-stationary folds of R x C) and simulates it timing-only. `cycles` follows SCALE-Sim's\n"
-      "\"Total Cycles\": the zero-based cycle of the last output, elapsed cycles - 1; utilisation is\n"
+      "usage: tpusim layers --topology FILE.csv [--config SLICE] [--mxu-policy tpu|scalesim_ws] "
+      "[--json]\n\n"
+      "Maps every layer of a SCALE-Sim topology onto one MXU of one core the way SCALE-Sim v2 "
+      "does\n"
+      "(weight-stationary folds of R x C) and simulates it timing-only. `cycles` follows "
+      "SCALE-Sim's\n"
+      "\"Total Cycles\": the zero-based cycle of the last output, elapsed cycles - 1; utilisation "
+      "is\n"
       "MACs / (cycles x R x C). With --mxu-policy scalesim_ws on a 128x128 array the cycles equal\n"
       "SCALE-Sim v2's.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const std::string policy = vm["mxu-policy"].as<std::string>();
-  if (absl::Status s = check_mxu_policy(policy); !s.ok()) return usage_error(std::string(s.message()), usage);
+  if (absl::Status s = check_mxu_policy(policy); !s.ok())
+    return usage_error(std::string(s.message()), usage);
   const std::string format_name = vm["format"].as<std::string>();
   runtime::TopologyFormat format = runtime::TopologyFormat::kAuto;
-  if (format_name == "conv") format = runtime::TopologyFormat::kConv;
-  else if (format_name == "gemm") format = runtime::TopologyFormat::kGemm;
-  else if (format_name != "auto") return usage_error("--format must be auto, conv or gemm", usage);
+  if (format_name == "conv")
+    format = runtime::TopologyFormat::kConv;
+  else if (format_name == "gemm")
+    format = runtime::TopologyFormat::kGemm;
+  else if (format_name != "auto")
+    return usage_error("--format must be auto, conv or gemm", usage);
 
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
@@ -66,29 +77,34 @@ int run_layers(const std::vector<std::string>& args) {
                     {"folds", program->folds},
                     {"cycles", cycles},
                     {"elapsed_cycles", run->cycles()},
-                    {"utilization", static_cast<double>(layer.macs()) / (static_cast<double>(cycles) * array)}});
+                    {"utilization",
+                     static_cast<double>(layer.macs()) / (static_cast<double>(cycles) * array)}});
   }
-  const nlohmann::ordered_json out = {{"config", (*slice)->name},
-                                      {"mxu_policy", policy},
-                                      {"array", {core.mxu_rows, core.mxu_cols}},
-                                      {"layers", rows},
-                                      {"total_cycles", total},
-                                      {"utilization", total_macs / (static_cast<double>(total) * array)}};
+  const nlohmann::ordered_json out = {
+      {"config", (*slice)->name},
+      {"mxu_policy", policy},
+      {"array", {core.mxu_rows, core.mxu_cols}},
+      {"layers", rows},
+      {"total_cycles", total},
+      {"utilization", total_macs / (static_cast<double>(total) * array)}};
   if (vm["json"].as<bool>()) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << std::left << std::setw(28) << "layer" << std::right << std::setw(8) << "T" << std::setw(7) << "K"
-            << std::setw(7) << "N" << std::setw(7) << "folds" << std::setw(12) << "cycles" << std::setw(9) << "util\n";
+  std::cout << std::left << std::setw(28) << "layer" << std::right << std::setw(8) << "T"
+            << std::setw(7) << "K" << std::setw(7) << "N" << std::setw(7) << "folds"
+            << std::setw(12) << "cycles" << std::setw(9) << "util\n";
   for (const auto& r : rows) {
-    std::cout << std::left << std::setw(28) << r["name"].get<std::string>() << std::right << std::setw(8)
-              << r["t"].get<uint64_t>() << std::setw(7) << r["k"].get<uint64_t>() << std::setw(7)
-              << r["n"].get<uint64_t>() << std::setw(7) << r["folds"].get<uint64_t>() << std::setw(12)
-              << r["cycles"].get<uint64_t>() << std::setw(7) << std::fixed << std::setprecision(1)
+    std::cout << std::left << std::setw(28) << r["name"].get<std::string>() << std::right
+              << std::setw(8) << r["t"].get<uint64_t>() << std::setw(7) << r["k"].get<uint64_t>()
+              << std::setw(7) << r["n"].get<uint64_t>() << std::setw(7)
+              << r["folds"].get<uint64_t>() << std::setw(12) << r["cycles"].get<uint64_t>()
+              << std::setw(7) << std::fixed << std::setprecision(1)
               << 100 * r["utilization"].get<double>() << "%\n";
   }
-  std::cout << "total " << total << " cycles (" << policy << ", " << core.mxu_rows << "x" << core.mxu_cols
-            << "), utilisation " << std::setprecision(1) << 100 * out["utilization"].get<double>() << "%\n";
+  std::cout << "total " << total << " cycles (" << policy << ", " << core.mxu_rows << "x"
+            << core.mxu_cols << "), utilisation " << std::setprecision(1)
+            << 100 * out["utilization"].get<double>() << "%\n";
   return kOk;
 }
 

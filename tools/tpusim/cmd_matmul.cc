@@ -1,10 +1,11 @@
 // tpusim matmul: one GEMM on one core of a simulated slice, lowered by runtime/lowering/gemm.h.
-#include <Eigen/Core>
-
 #include <chrono>
+#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <random>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
 
 #include "configs/loader.h"
 #include "runtime/lowering/gemm.h"
@@ -35,7 +36,8 @@ Matrix rounded(const Matrix& m) {
   return out;
 }
 
-absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, const Matrix& m, isa::DType dtype) {
+absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, const Matrix& m,
+                          isa::DType dtype) {
   if (dtype == isa::F32) return system.write_hbm(chip, address, m.data(), sizeof(float) * m.size());
   std::vector<uint16_t> half(static_cast<size_t>(m.size()));
   for (size_t i = 0; i < half.size(); ++i) half[i] = sim::f32_to_bf16_bits(m.data()[i]);
@@ -54,18 +56,24 @@ int run_matmul(const std::vector<std::string>& args) {
   // Read as signed so that "-3" is an error, not a wrapped-around huge unsigned value.
   int64_t m_arg = 0, k_arg = 0, n_arg = 0;
   uint32_t core = 0, seed = 1;
-  options.add_options()("config", po::value<std::string>()->default_value("v3-8"), "slice config file or built-in name")(
+  options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
+                        "slice config file or built-in name")(
       "m", po::value<int64_t>(&m_arg)->required(), "rows of A and C")(
       "k", po::value<int64_t>(&k_arg)->required(), "columns of A, rows of B")(
       "n", po::value<int64_t>(&n_arg)->required(), "columns of B and C")(
-      "precision", po::value<std::string>()->default_value("default"), "default | high | highest (1, 3, 6 bf16 passes)")(
-      "mxu-policy", po::value<std::string>()->default_value("tpu"), "MXU timing policy: tpu | scalesim_ws")(
-      "input-dtype", po::value<std::string>()->default_value("f32"), "dtype of A and B in HBM: f32 | bf16")(
-      "core", po::value<uint32_t>(&core)->default_value(0), "global index of the core that runs it")(
+      "precision", po::value<std::string>()->default_value("default"),
+      "default | high | highest (1, 3, 6 bf16 passes)")(
+      "mxu-policy", po::value<std::string>()->default_value("tpu"),
+      "MXU timing policy: tpu | scalesim_ws")(
+      "input-dtype", po::value<std::string>()->default_value("f32"),
+      "dtype of A and B in HBM: f32 | bf16")("core", po::value<uint32_t>(&core)->default_value(0),
+                                             "global index of the core that runs it")(
       "seed", po::value<uint32_t>(&seed)->default_value(1), "seed of the random inputs")(
       "timing-only", po::bool_switch(), "skip numerics: time only, no values or error figures")(
-      "dump", po::bool_switch(), "print the ISA program instead of running it")("json", po::bool_switch(),
-                                                                              "print JSON");
+      "stats", po::value<std::string>(),
+      "write the full statistics tree (values, units, descriptions) as JSON to FILE")(
+      "dump", po::bool_switch(), "print the ISA program instead of running it")(
+      "json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim matmul --m M --k K --n N [--config SLICE] [--precision default|high|highest]\n"
       "                     [--mxu-policy tpu|scalesim_ws] [--timing-only] [--json]\n\n"
@@ -78,24 +86,30 @@ int run_matmul(const std::vector<std::string>& args) {
   auto precision = parse_precision(vm["precision"].as<std::string>());
   if (!precision.ok()) return usage_error(std::string(precision.status().message()), usage);
   const std::string policy = vm["mxu-policy"].as<std::string>();
-  if (absl::Status s = check_mxu_policy(policy); !s.ok()) return usage_error(std::string(s.message()), usage);
+  if (absl::Status s = check_mxu_policy(policy); !s.ok())
+    return usage_error(std::string(s.message()), usage);
   const std::string dtype_name = vm["input-dtype"].as<std::string>();
-  if (dtype_name != "f32" && dtype_name != "bf16") return usage_error("--input-dtype must be f32 or bf16", usage);
+  if (dtype_name != "f32" && dtype_name != "bf16")
+    return usage_error("--input-dtype must be f32 or bf16", usage);
   const isa::DType dtype = dtype_name == "bf16" ? isa::BF16 : isa::F32;
   for (int64_t v : {m_arg, k_arg, n_arg}) {
-    if (v < 1 || v > (int64_t{1} << 30)) return usage_error("--m, --k and --n must be in [1, 2^30]", usage);
+    if (v < 1 || v > (int64_t{1} << 30))
+      return usage_error("--m, --k and --n must be in [1, 2^30]", usage);
   }
-  const auto m = static_cast<uint32_t>(m_arg), k = static_cast<uint32_t>(k_arg), n = static_cast<uint32_t>(n_arg);
+  const auto m = static_cast<uint32_t>(m_arg), k = static_cast<uint32_t>(k_arg),
+             n = static_cast<uint32_t>(n_arg);
   const bool timing_only = vm["timing-only"].as<bool>();
 
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
-  if (core >= (*slice)->cores) return usage_error("--core " + std::to_string(core) + " is not a core of the slice", usage);
+  if (core >= (*slice)->cores)
+    return usage_error("--core " + std::to_string(core) + " is not a core of the slice", usage);
   const uint32_t chip = core / (*slice)->chip.tensor_cores;
   runtime::GemmLayout layout;
   const uint64_t footprint = runtime::pack_gemm_layout({m, k, n}, dtype, 0, &layout);
   if (footprint > (*slice)->chip.hbm.capacity_bytes) {
-    return failure("A, B and C take " + std::to_string(footprint) + " bytes; the chip's HBM holds " +
+    return failure("A, B and C take " + std::to_string(footprint) +
+                   " bytes; the chip's HBM holds " +
                    std::to_string((*slice)->chip.hbm.capacity_bytes));
   }
   auto plan = runtime::lower_gemm(**slice, core, {m, k, n}, *precision, layout);
@@ -119,10 +133,16 @@ int run_matmul(const std::vector<std::string>& args) {
   }
   const auto host_start = std::chrono::steady_clock::now();
   auto run = (*system)->run(plan->program);
-  const double host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+  const double host_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
   if (!run.ok()) return failure(std::string(run.status().message()));
 
   const auto report = (*system)->report(*run);
+  if (vm.count("stats") > 0) {
+    std::ofstream stats_file(vm["stats"].as<std::string>());
+    stats_file << (*system)->stats().to_json(/*describe=*/true).dump(2) << "\n";
+    if (!stats_file) return failure("cannot write statistics to " + vm["stats"].as<std::string>());
+  }
   const double seconds = report["seconds"].get<double>();
   const double flops = 2.0 * m * k * n;
   nlohmann::ordered_json out = {
@@ -143,13 +163,16 @@ int run_matmul(const std::vector<std::string>& args) {
       {"peak_tflops_per_core", (*slice)->chip.core.peak_bf16_flops / 1e12},
       {"mxu_utilization", report["cores"][0]["mxu_utilization"]},
       {"hbm_bytes", report["chips"].empty() ? 0.0 : report["chips"][0]["hbm_bytes"].get<double>()},
-      {"hbm_achieved_bytes_per_s", report["chips"].empty() ? 0.0 : report["chips"][0]["hbm_achieved_bytes_per_s"].get<double>()},
+      {"hbm_achieved_bytes_per_s",
+       report["chips"].empty() ? 0.0
+                               : report["chips"][0]["hbm_achieved_bytes_per_s"].get<double>()},
       {"vmem_high_water_bytes", report["cores"][0]["vmem_high_water_bytes"]},
       {"host_seconds", host_seconds},
   };
   if (!timing_only) {
     Matrix c(m, n);
-    if (auto s = (*system)->read_hbm(chip, layout.c_address, c.data(), sizeof(float) * c.size()); !s.ok()) {
+    if (auto s = (*system)->read_hbm(chip, layout.c_address, c.data(), sizeof(float) * c.size());
+        !s.ok()) {
       return failure(std::string(s.message()));
     }
     const Matrix bf16_ref = rounded(a) * rounded(b);
@@ -161,10 +184,11 @@ int run_matmul(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << "matmul " << m << "x" << k << "x" << n << " on core " << core << " of " << (*slice)->name << " ("
-            << policy << ", precision " << out["precision"].get<std::string>() << ")\n"
-            << "  tiles        " << plan->tiling.tm << "x" << plan->tiling.tk << "x" << plan->tiling.tn << ", "
-            << out["instructions"] << " instructions\n"
+  std::cout << "matmul " << m << "x" << k << "x" << n << " on core " << core << " of "
+            << (*slice)->name << " (" << policy << ", precision "
+            << out["precision"].get<std::string>() << ")\n"
+            << "  tiles        " << plan->tiling.tm << "x" << plan->tiling.tk << "x"
+            << plan->tiling.tn << ", " << out["instructions"] << " instructions\n"
             << "  time         " << run->cycles() << " cycles = " << seconds * 1e6 << " us\n"
             << "  throughput   " << out["tflops"].get<double>() << " TFLOPS of "
             << out["peak_tflops_per_core"].get<double>() << " peak; MXU utilisation "
@@ -172,8 +196,9 @@ int run_matmul(const std::vector<std::string>& args) {
             << "  HBM          " << out["hbm_bytes"].get<double>() / 1e6 << " MB at "
             << out["hbm_achieved_bytes_per_s"].get<double>() / 1e9 << " GB/s\n";
   if (!timing_only) {
-    std::cout << "  error        " << out["max_rel_error_vs_bf16_ref"].get<double>() << " vs bf16-input reference, "
-              << out["max_rel_error_vs_fp32_ref"].get<double>() << " vs fp32 reference\n";
+    std::cout << "  error        " << out["max_rel_error_vs_bf16_ref"].get<double>()
+              << " vs bf16-input reference, " << out["max_rel_error_vs_fp32_ref"].get<double>()
+              << " vs fp32 reference\n";
   }
   std::cout << "  host time    " << host_seconds << " s\n";
   return kOk;

@@ -9,7 +9,8 @@ absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {
   if (name == "default") return isa::DEFAULT;
   if (name == "high") return isa::HIGH;
   if (name == "highest") return isa::HIGHEST;
-  return absl::InvalidArgumentError(str_cat("unknown precision '", name, "' (default, high or highest)"));
+  return absl::InvalidArgumentError(
+      str_cat("unknown precision '", name, "' (default, high or highest)"));
 }
 
 absl::Status check_mxu_policy(const std::string& name) {

@@ -1,9 +1,9 @@
 #pragma once
 // Option values several subcommands share, parsed with messages that list what is accepted.
 
-#include <absl/status/statusor.h>
-
 #include <string>
+
+#include <absl/status/statusor.h>
 
 #include "sim/isa/isa.pb.h"
 

@@ -1,0 +1,120 @@
+// The simulator's own speed: simulated cycles per host second (timing-only), the cost of the
+// model's numerics against plain Eigen on the same GEMM, and `tpusim layers` on ResNet-50.
+// SystemC elaborates once per process, so every benchmark shares one v3-8 System and switches
+// its mode between runs.
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <chrono>
+#include <random>
+
+#include "configs/loader.h"
+#include "runtime/lowering/gemm.h"
+#include "runtime/lowering/weight_stationary_layers.h"
+#include "runtime/workloads/scalesim_topology.h"
+#include "sim/system.h"
+
+namespace {
+
+using tpusim::runtime::GemmLayout;
+using tpusim::runtime::GemmShape;
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+tpusim::sim::System& shared_system() {
+  static std::unique_ptr<tpusim::sim::System> system = [] {
+    auto slice = tpusim::config::load_slice("v3-8");
+    return std::move(*tpusim::sim::System::create(*slice, {"tpu", true, nullptr}));
+  }();
+  return *system;
+}
+
+tpusim::runtime::GemmPlan plan_for(GemmShape shape, GemmLayout* layout) {
+  tpusim::runtime::pack_gemm_layout(shape, tpusim::isa::F32, 0, layout);
+  return *tpusim::runtime::lower_gemm(shared_system().slice(), 0, shape, tpusim::isa::DEFAULT, *layout);
+}
+
+Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  Matrix m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
+  return m;
+}
+
+// A long GEMM chain, timing-only: how many simulated cycles one host second buys.
+void BM_GemmTimingOnly(benchmark::State& state) {
+  const auto s = static_cast<uint32_t>(state.range(0));
+  auto& system = shared_system();
+  system.set_timing_only(true);
+  GemmLayout layout;
+  const auto plan = plan_for({s, s, s}, &layout);
+  uint64_t cycles = 0;
+  double utilization = 0;
+  for (auto _ : state) {
+    auto run = system.run(plan.program);
+    if (!run.ok()) state.SkipWithError("run failed");
+    cycles += run->cycles();
+    utilization = system.report(*run)["cores"][0]["mxu_utilization"].get<double>();
+  }
+  state.counters["sim_cycles_per_host_s"] = benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
+  state.counters["instructions"] = static_cast<double>(plan.program.cores(0).instructions_size());
+  state.counters["mxu_utilization"] = utilization;
+}
+BENCHMARK(BM_GemmTimingOnly)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond);
+
+// The same GEMM with numerics on the model, and in plain Eigen (one f32 GEMM of the same
+// shape): the ratio of host times is the cost of simulating with values.
+void BM_GemmNumerics(benchmark::State& state) {
+  const auto s = static_cast<uint32_t>(state.range(0));
+  auto& system = shared_system();
+  system.set_timing_only(false);
+  GemmLayout layout;
+  const auto plan = plan_for({s, s, s}, &layout);
+  const Matrix a = random_matrix(s, s, 1), b = random_matrix(s, s, 2);
+  (void)system.write_hbm(0, layout.a_address, a.data(), 4 * a.size());
+  (void)system.write_hbm(0, layout.b_address, b.data(), 4 * b.size());
+  double model = 0, eigen = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto run = system.run(plan.program);
+    auto t1 = std::chrono::steady_clock::now();
+    Matrix c = a * b;
+    auto t2 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(c.data());
+    if (!run.ok()) state.SkipWithError("run failed");
+    model += std::chrono::duration<double>(t1 - t0).count();
+    eigen += std::chrono::duration<double>(t2 - t1).count();
+  }
+  state.counters["model_s"] = model / static_cast<double>(state.iterations());
+  state.counters["eigen_s"] = eigen / static_cast<double>(state.iterations());
+  state.counters["model_over_eigen"] = model / eigen;
+  system.set_timing_only(true);
+}
+BENCHMARK(BM_GemmNumerics)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// `tpusim layers` on resnet50_mlperf.csv: every layer lowered and simulated, timing-only.
+void BM_LayersResnet50(benchmark::State& state) {
+  auto& system = shared_system();
+  system.set_timing_only(true);
+  (void)system.set_mxu_policy("scalesim_ws");
+  auto layers = tpusim::runtime::read_scalesim_topology(std::string(TPUSIM_SOURCE_DIR) +
+                                                        "/../shared/workloads/scalesim/resnet50_mlperf.csv");
+  if (!layers.ok()) {
+    state.SkipWithError("shared/workloads/scalesim/resnet50_mlperf.csv not found beside the repo");
+    return;
+  }
+  uint64_t total = 0;
+  for (auto _ : state) {
+    total = 0;
+    for (const auto& layer : *layers) {
+      auto program = tpusim::runtime::lower_weight_stationary_layer(system.slice(), 0, layer);
+      auto run = system.run(program->program);
+      total += run->cycles() - 1;
+    }
+  }
+  state.counters["total_cycles"] = static_cast<double>(total);
+  (void)system.set_mxu_policy("tpu");
+}
+BENCHMARK(BM_LayersResnet50)->Unit(benchmark::kMillisecond);
+
+}  // namespace
