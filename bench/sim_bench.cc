@@ -2,11 +2,11 @@
 // model's numerics against plain Eigen on the same GEMM, and `tpusim layers` on ResNet-50.
 // SystemC elaborates once per process, so every benchmark shares one v3-8 System and switches
 // its mode between runs.
-#include <benchmark/benchmark.h>
-
-#include <Eigen/Core>
 #include <chrono>
 #include <random>
+
+#include <Eigen/Core>
+#include <benchmark/benchmark.h>
 
 #include "configs/loader.h"
 #include "runtime/lowering/gemm.h"
@@ -30,7 +30,8 @@ tpusim::sim::System& shared_system() {
 
 tpusim::runtime::GemmPlan plan_for(GemmShape shape, GemmLayout* layout) {
   tpusim::runtime::pack_gemm_layout(shape, tpusim::isa::F32, 0, layout);
-  return *tpusim::runtime::lower_gemm(shared_system().slice(), 0, shape, tpusim::isa::DEFAULT, *layout);
+  return *tpusim::runtime::lower_gemm(shared_system().slice(), 0, shape, tpusim::isa::DEFAULT,
+                                      *layout);
 }
 
 Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, uint32_t seed) {
@@ -56,7 +57,8 @@ void BM_GemmTimingOnly(benchmark::State& state) {
     cycles += run->cycles();
     utilization = system.report(*run)["cores"][0]["mxu_utilization"].get<double>();
   }
-  state.counters["sim_cycles_per_host_s"] = benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
+  state.counters["sim_cycles_per_host_s"] =
+      benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
   state.counters["instructions"] = static_cast<double>(plan.program.cores(0).instructions_size());
   state.counters["mxu_utilization"] = utilization;
 }
@@ -97,8 +99,8 @@ void BM_LayersResnet50(benchmark::State& state) {
   auto& system = shared_system();
   system.set_timing_only(true);
   (void)system.set_mxu_policy("scalesim_ws");
-  auto layers = tpusim::runtime::read_scalesim_topology(std::string(TPUSIM_SOURCE_DIR) +
-                                                        "/../shared/workloads/scalesim/resnet50_mlperf.csv");
+  auto layers = tpusim::runtime::read_scalesim_topology(
+      std::string(TPUSIM_SOURCE_DIR) + "/../shared/workloads/scalesim/resnet50_mlperf.csv");
   if (!layers.ok()) {
     state.SkipWithError("shared/workloads/scalesim/resnet50_mlperf.csv not found beside the repo");
     return;

@@ -16,7 +16,8 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();
   c.load_weights(1, 0, block(0x100000, 128, 128, isa::BF16));
-  c.matmul(1, 0, block(0, 256, 128, isa::BF16), block(0x200000, 256, 128, isa::F32), false).signal(f);
+  c.matmul(1, 0, block(0, 256, 128, isa::BF16), block(0x200000, 256, 128, isa::F32), false)
+      .signal(f);
   c.fill(block(0x300000, 8, 128, isa::F32), 0).wait(f, 1);
   c.halt();
   auto run = system->run(p);

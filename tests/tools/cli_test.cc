@@ -195,6 +195,8 @@ TEST(Cli, TrainWithoutArgumentsRunsTheMostCompleteJobAndSaysSo) {
   EXPECT_THAT(r.out, HasSubstr("training is not built yet"));
   EXPECT_THAT(r.out, HasSubstr("slice v3-8"));
   EXPECT_THAT(r.out, HasSubstr("123.2 TFLOPS per chip"));
+  EXPECT_THAT(r.out, HasSubstr("matmul 2048x2048x2048 on core 0 of v3-8"));
+  EXPECT_THAT(r.out, HasSubstr("vs bf16-input reference"));
 }
 
 TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {
