@@ -3,7 +3,6 @@
 // SystemC elaborates once per process, so every benchmark shares one v3-8 System and switches
 // its mode between runs.
 #include <chrono>
-#include <random>
 
 #include <Eigen/Core>
 #include <benchmark/benchmark.h>
@@ -12,13 +11,14 @@
 #include "runtime/lowering/gemm.h"
 #include "runtime/lowering/weight_stationary_layers.h"
 #include "runtime/workloads/scalesim_topology.h"
+#include "sim/numerics/reference.h"
 #include "sim/system.h"
 
 namespace {
 
 using tpusim::runtime::GemmLayout;
 using tpusim::runtime::GemmShape;
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Matrix = tpusim::sim::MatrixF;
 
 tpusim::sim::System& shared_system() {
   static std::unique_ptr<tpusim::sim::System> system = [] {
@@ -32,14 +32,6 @@ tpusim::runtime::GemmPlan plan_for(GemmShape shape, GemmLayout* layout) {
   tpusim::runtime::pack_gemm_layout(shape, tpusim::isa::F32, 0, layout);
   return *tpusim::runtime::lower_gemm(shared_system().slice(), 0, shape, tpusim::isa::DEFAULT,
                                       *layout);
-}
-
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-  return m;
 }
 
 // A long GEMM chain, timing-only: how many simulated cycles one host second buys.
@@ -72,7 +64,7 @@ void BM_GemmNumerics(benchmark::State& state) {
   system.set_timing_only(false);
   GemmLayout layout;
   const auto plan = plan_for({s, s, s}, &layout);
-  const Matrix a = random_matrix(s, s, 1), b = random_matrix(s, s, 2);
+  const Matrix a = tpusim::sim::random_uniform(s, s, 1), b = tpusim::sim::random_uniform(s, s, 2);
   (void)system.write_hbm(0, layout.a_address, a.data(), 4 * a.size());
   (void)system.write_hbm(0, layout.b_address, b.data(), 4 * b.size());
   double model = 0, eigen = 0;

@@ -17,16 +17,10 @@ class SliceModel : public sc_core::sc_module {
              const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
              std::function<void(const std::string&)> fail)
       : sc_module(name) {
+    const ModelSettings settings{
+        &slice, &clock, options.timing_only, options.mxu_policy, options.sink, std::move(fail)};
     for (uint32_t c = 0; c < slice.chips; ++c) {
-      ChipOptions o;
-      o.chip = c;
-      o.slice = &slice;
-      o.clock = &clock;
-      o.timing_only = options.timing_only;
-      o.mxu_policy = options.mxu_policy;
-      o.sink = options.sink;
-      o.fail = fail;
-      chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), o, stats));
+      chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
     }
   }
   Core& core(uint32_t global, uint32_t cores_per_chip) {

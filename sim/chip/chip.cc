@@ -10,34 +10,31 @@ double bytes_per_cycle(double bytes_per_s, const ClockDomain& clock) {
 }
 }  // namespace
 
-Chip::Chip(const sc_core::sc_module_name& name, const ChipOptions& o, StatGroup& stats)
+Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, uint32_t chip,
+           StatGroup& stats)
     : sc_module(name),
-      stats_(stats.child(basename(), str_cat("chip ", o.chip, " (", o.slice->chip.name, ")"))),
-      hbm_(str_cat(basename(), ".hbm"), o.slice->chip.hbm.capacity_bytes),
-      hbm_timing_(o.slice->chip.hbm.channels,
-                  bytes_per_cycle(o.slice->chip.hbm.bandwidth_bytes_per_s, *o.clock),
-                  o.slice->chip.hbm.interleave_bytes,
-                  o.slice->chip.hbm.latency_s * o.clock->frequency_hz()) {
+      stats_(stats.child(basename(), str_cat("chip ", chip, " (", settings.slice->chip.name, ")"))),
+      hbm_(str_cat(basename(), ".hbm"), settings.slice->chip.hbm.capacity_bytes),
+      hbm_timing_(settings.slice->chip.hbm.channels,
+                  bytes_per_cycle(settings.slice->chip.hbm.bandwidth_bytes_per_s, *settings.clock),
+                  settings.slice->chip.hbm.interleave_bytes,
+                  settings.slice->chip.hbm.latency_s * settings.clock->frequency_hz()) {
+  const config::SliceSpec& slice = *settings.slice;
   std::vector<Core*> cores;
-  for (uint32_t c = 0; c < o.slice->chip.tensor_cores; ++c) {
+  for (uint32_t c = 0; c < slice.chip.tensor_cores; ++c) {
     CoreOptions co;
-    co.core = o.chip * o.slice->chip.tensor_cores + c;
-    co.chip = o.chip;
+    co.settings = settings;
+    co.core = chip * slice.chip.tensor_cores + c;
+    co.chip = chip;
     co.core_on_chip = c;
-    co.slice = o.slice;
-    co.clock = o.clock;
-    co.timing_only = o.timing_only;
-    co.mxu_policy = o.mxu_policy;
-    co.sink = o.sink;
     co.hbm = &hbm_;
     co.hbm_timing = &hbm_timing_;
     co.outfeed_pushed = &outfeed_pushed_;
-    co.fail = o.fail;
     cores_.push_back(std::make_unique<Core>(str_cat("core", c).c_str(), co, stats_));
     cores.push_back(cores_.back().get());
   }
-  host_link_ = std::make_unique<HostLink>("host_link", o.slice->chip, *o.clock, std::move(cores),
-                                          outfeed_pushed_, stats_);
+  host_link_ = std::make_unique<HostLink>("host_link", slice.chip, *settings.clock,
+                                          std::move(cores), outfeed_pushed_, stats_);
   StatGroup& hbm = stats_.child("hbm", "high-bandwidth memory shared by the chip's cores");
   hbm.add("bytes", "bytes", "bytes moved by DMA to and from HBM",
           [this] { return hbm_timing_.bytes_served(); });

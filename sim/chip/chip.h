@@ -11,19 +11,10 @@
 
 namespace tpusim::sim {
 
-struct ChipOptions {
-  uint32_t chip = 0;
-  const config::SliceSpec* slice = nullptr;
-  const ClockDomain* clock = nullptr;
-  bool timing_only = false;
-  std::string mxu_policy;
-  traces::Sink* sink = nullptr;
-  std::function<void(const std::string&)> fail;
-};
-
 class Chip : public sc_core::sc_module {
  public:
-  Chip(const sc_core::sc_module_name& name, const ChipOptions& options, StatGroup& stats);
+  Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, uint32_t chip,
+       StatGroup& stats);
 
   Core& core(uint32_t core_on_chip) { return *cores_[core_on_chip]; }
   uint32_t core_count() const { return static_cast<uint32_t>(cores_.size()); }

@@ -7,20 +7,21 @@ namespace tpusim::sim {
 Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup& stats)
     : sc_module(name),
       stats_(stats.child(basename(), str_cat("TensorCore ", o.core_on_chip, " of chip ", o.chip))),
-      vmem_(str_cat(basename(), ".vmem"), o.slice->chip.core.vmem_bytes),
-      vmem_ports_(static_cast<double>(o.slice->chip.core.vmem_ports) *
-                  o.slice->chip.core.vmem_port_bytes_per_cycle),
-      infeed_(o.slice->chip.infeed_queue_depth),
-      outfeed_(o.slice->chip.outfeed_queue_depth) {
-  const config::CoreSpec& spec = o.slice->chip.core;
+      vmem_(str_cat(basename(), ".vmem"), o.settings.slice->chip.core.vmem_bytes),
+      vmem_ports_(static_cast<double>(o.settings.slice->chip.core.vmem_ports) *
+                  o.settings.slice->chip.core.vmem_port_bytes_per_cycle),
+      infeed_(o.settings.slice->chip.infeed_queue_depth),
+      outfeed_(o.settings.slice->chip.outfeed_queue_depth) {
+  const ModelSettings& settings = o.settings;
+  const config::CoreSpec& spec = settings.slice->chip.core;
   ctx_.core = o.core;
   ctx_.chip = o.chip;
   ctx_.core_on_chip = o.core_on_chip;
-  ctx_.slice = o.slice;
-  ctx_.clock = o.clock;
-  ctx_.timing_only = o.timing_only;
-  ctx_.mxu_policy = o.mxu_policy;
-  ctx_.sink = o.sink;
+  ctx_.slice = settings.slice;
+  ctx_.clock = settings.clock;
+  ctx_.timing_only = settings.timing_only;
+  ctx_.mxu_policy = settings.mxu_policy;
+  ctx_.sink = settings.sink;
   ctx_.vmem = &vmem_;
   ctx_.vmem_ports = &vmem_ports_;
   ctx_.hbm = o.hbm;
@@ -28,8 +29,8 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
   ctx_.infeed = &infeed_;
   ctx_.outfeed = &outfeed_;
   ctx_.outfeed_pushed = o.outfeed_pushed;
-  ctx_.fail = o.fail;
-  sync_ = std::make_unique<SyncState>("sync", *o.clock);
+  ctx_.fail = settings.fail;
+  sync_ = std::make_unique<SyncState>("sync", *settings.clock);
   ctx_.sync = sync_.get();
 
   CoreUnits wiring;
@@ -38,9 +39,9 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
     wiring.dma.push_back(units_.back().get());
   }
   for (uint32_t m = 0; m < spec.mxu_count; ++m) {
-    auto mxu =
-        std::make_unique<MxuUnit>(str_cat("mxu", m).c_str(), ctx_, stats_,
-                                  make_mxu_policy(o.mxu_policy, spec.mxu_rows, spec.mxu_cols));
+    auto mxu = std::make_unique<MxuUnit>(
+        str_cat("mxu", m).c_str(), ctx_, stats_,
+        make_mxu_policy(settings.mxu_policy, spec.mxu_rows, spec.mxu_cols));
     mxus_.push_back(mxu.get());
     wiring.mxu.push_back(mxu.get());
     units_.push_back(std::move(mxu));

@@ -1,9 +1,11 @@
 #pragma once
-// What a Core needs from its Chip and the System when it is built.
+// What the modules of a slice are built with: the settings every module shares (from the
+// System), and what a Core gets from its Chip.
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <systemc>
 
 #include "configs/slice_spec.h"
 #include "sim/clock.h"
@@ -13,19 +15,24 @@
 
 namespace tpusim::sim {
 
-struct CoreOptions {
-  uint32_t core = 0;
-  uint32_t chip = 0;
-  uint32_t core_on_chip = 0;
+struct ModelSettings {
   const config::SliceSpec* slice = nullptr;
   const ClockDomain* clock = nullptr;
   bool timing_only = false;
   std::string mxu_policy;
   traces::Sink* sink = nullptr;
+  // Stops the run with an error message naming core and instruction.
+  std::function<void(const std::string&)> fail;
+};
+
+struct CoreOptions {
+  ModelSettings settings;
+  uint32_t core = 0;  // global index
+  uint32_t chip = 0;
+  uint32_t core_on_chip = 0;
   Memory* hbm = nullptr;
   HbmTiming* hbm_timing = nullptr;
   sc_core::sc_event* outfeed_pushed = nullptr;
-  std::function<void(const std::string&)> fail;
 };
 
 }  // namespace tpusim::sim

@@ -1,12 +1,10 @@
 // The lowered GEMM on a simulated core: values against Eigen for edge shapes, and cycles.
-#include <random>
-
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
 #include "runtime/lowering/gemm.h"
 #include "sim/memory/block.h"
-#include "sim/numerics/bf16.h"
+#include "sim/numerics/reference.h"
 #include "sim/system.h"
 
 namespace tpusim::runtime {
@@ -21,20 +19,6 @@ std::unique_ptr<sim::System> make_system(bool timing_only = false) {
   return std::move(*system);
 }
 
-MatrixF random(int r, int c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  MatrixF m(r, c);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-  return m;
-}
-
-MatrixF rounded(const MatrixF& m) {
-  MatrixF out(m.rows(), m.cols());
-  sim::round_to_bf16(m.data(), out.data(), static_cast<size_t>(m.size()));
-  return out;
-}
-
 // Shapes at the edges: K or N not a multiple of 128, M < 128, M = 1, several tiles with partial
 // last tiles in every dimension.
 TEST(GemmLowering, EdgeShapesMatchEigen) {
@@ -46,8 +30,8 @@ TEST(GemmLowering, EdgeShapesMatchEigen) {
     SCOPED_TRACE(testing::Message() << s.m << "x" << s.k << "x" << s.n);
     GemmLayout layout;
     pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
-    const MatrixF a = random(static_cast<int>(s.m), static_cast<int>(s.k), seed++);
-    const MatrixF b = random(static_cast<int>(s.k), static_cast<int>(s.n), seed++);
+    const MatrixF a = sim::random_uniform(s.m, s.k, seed++);
+    const MatrixF b = sim::random_uniform(s.k, s.n, seed++);
     ASSERT_TRUE(system->write_hbm(1, layout.a_address, a.data(), 4 * a.size()).ok());
     ASSERT_TRUE(system->write_hbm(1, layout.b_address, b.data(), 4 * b.size()).ok());
     auto plan = lower_gemm(system->slice(), 2, s, isa::DEFAULT, layout);  // core 2 is on chip 1
@@ -56,9 +40,7 @@ TEST(GemmLowering, EdgeShapesMatchEigen) {
     ASSERT_TRUE(run.ok()) << run.status();
     MatrixF c(s.m, s.n);
     ASSERT_TRUE(system->read_hbm(1, layout.c_address, c.data(), 4 * c.size()).ok());
-    const MatrixF ref = rounded(a) * rounded(b);
-    const float err = (c - ref).cwiseAbs().maxCoeff() / ref.cwiseAbs().maxCoeff();
-    EXPECT_LT(err, 2e-6f);
+    EXPECT_LT(sim::max_rel_error(c, sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b)), 2e-6);
   }
 }
 

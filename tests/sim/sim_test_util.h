@@ -3,7 +3,6 @@
 // runs each test in its own process).
 
 #include <memory>
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 #include "sim/isa/builder.h"
 #include "sim/memory/block.h"
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/reference.h"
 #include "sim/system.h"
 
 namespace tpusim::sim::testing {
@@ -26,11 +26,7 @@ inline std::unique_ptr<System> make_system(const std::string& slice = "v3-8",
 }
 
 inline MatrixF random_matrix(int rows, int cols, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  MatrixF m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = dist(rng);
-  return m;
+  return random_uniform(rows, cols, seed, scale);
 }
 
 inline void put_f32(System& s, uint32_t core, uint64_t address, const MatrixF& m) {
@@ -43,14 +39,10 @@ inline MatrixF get_f32(System& s, uint32_t core, uint64_t address, int rows, int
   return m;
 }
 
-inline MatrixF round_bf16(const MatrixF& m) {
-  MatrixF out(m.rows(), m.cols());
-  round_to_bf16(m.data(), out.data(), static_cast<size_t>(m.size()));
-  return out;
-}
+inline MatrixF round_bf16(const MatrixF& m) { return rounded_to_bf16(m); }
 
 inline float max_rel_error(const MatrixF& got, const MatrixF& ref) {
-  return (got - ref).cwiseAbs().maxCoeff() / ref.cwiseAbs().maxCoeff();
+  return static_cast<float>(sim::max_rel_error(got, ref));
 }
 
 }  // namespace tpusim::sim::testing

@@ -2,7 +2,6 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
-#include <random>
 
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "runtime/lowering/gemm.h"
 #include "sim/isa/dump.h"
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/reference.h"
 #include "sim/system.h"
 #include "sim/timing/mxu_policy.h"
 #include "tools/tpusim/command.h"
@@ -21,20 +21,7 @@ namespace tpusim::cli {
 namespace {
 
 namespace po = boost::program_options;
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-Matrix random_matrix(uint32_t rows, uint32_t cols, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = dist(rng);
-  return m;
-}
-
-Matrix rounded(const Matrix& m) {
-  Matrix out(m.rows(), m.cols());
-  sim::round_to_bf16(m.data(), out.data(), static_cast<size_t>(m.size()));
-  return out;
-}
+using Matrix = sim::MatrixF;
 
 absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, const Matrix& m,
                           isa::DType dtype) {
@@ -42,11 +29,6 @@ absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, 
   std::vector<uint16_t> half(static_cast<size_t>(m.size()));
   for (size_t i = 0; i < half.size(); ++i) half[i] = sim::f32_to_bf16_bits(m.data()[i]);
   return system.write_hbm(chip, address, half.data(), 2 * half.size());
-}
-
-double max_rel_error(const Matrix& got, const Matrix& ref) {
-  const double scale = ref.cwiseAbs().maxCoeff();
-  return scale > 0 ? (got - ref).cwiseAbs().maxCoeff() / scale : (got - ref).cwiseAbs().maxCoeff();
 }
 
 }  // namespace
@@ -121,11 +103,10 @@ int run_matmul(const std::vector<std::string>& args) {
   auto system = sim::System::create(*slice, {policy, timing_only, nullptr});
   if (!system.ok()) return failure(std::string(system.status().message()));
 
-  std::mt19937 rng(seed);
   Matrix a, b;
   if (!timing_only) {
-    a = random_matrix(m, k, rng);
-    b = random_matrix(k, n, rng);
+    a = sim::random_uniform(m, k, seed);
+    b = sim::random_uniform(k, n, seed + 1);
     for (auto s : {write_matrix(**system, chip, layout.a_address, a, dtype),
                    write_matrix(**system, chip, layout.b_address, b, dtype)}) {
       if (!s.ok()) return failure(std::string(s.message()));
@@ -175,10 +156,10 @@ int run_matmul(const std::vector<std::string>& args) {
         !s.ok()) {
       return failure(std::string(s.message()));
     }
-    const Matrix bf16_ref = rounded(a) * rounded(b);
+    const Matrix bf16_ref = sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b);
     const Matrix fp32_ref = a * b;
-    out["max_rel_error_vs_bf16_ref"] = max_rel_error(c, bf16_ref);
-    out["max_rel_error_vs_fp32_ref"] = max_rel_error(c, fp32_ref);
+    out["max_rel_error_vs_bf16_ref"] = sim::max_rel_error(c, bf16_ref);
+    out["max_rel_error_vs_fp32_ref"] = sim::max_rel_error(c, fp32_ref);
   }
   if (vm["json"].as<bool>()) {
     std::cout << out.dump(2) << "\n";
