@@ -6,8 +6,20 @@
 #include <string>
 #include <string_view>
 
+#include <absl/strings/string_view.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#if !defined(ABSL_USES_STD_STRING_VIEW)
+// Debian's absl has its own string_view (absl::Status::message() returns one): format it as text.
+template <>
+struct fmt::formatter<absl::string_view> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(absl::string_view s, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(std::string_view(s.data(), s.size()), ctx);
+  }
+};
+#endif
 
 namespace tpusim {
 

@@ -1,0 +1,113 @@
+#include "runtime/backend/cpu/cpu_backend.h"
+
+#include "common/strings.h"
+#include "runtime/backend/cpu/kernels.h"
+
+namespace tpusim::runtime {
+namespace {
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(Graph graph, bool mxu) : graph_(std::move(graph)), mxu_(mxu) {
+    // After its last use a value is dropped, so a step holds only the live tensors.
+    last_use_.assign(static_cast<size_t>(graph_.size()), -1);
+    for (int i = 0; i < graph_.size(); ++i) {
+      for (int in : graph_.node(i).inputs) last_use_[static_cast<size_t>(in)] = i;
+    }
+    for (const auto& o : graph_.outputs()) last_use_[static_cast<size_t>(o.node)] = graph_.size();
+    for (const auto& u : graph_.updates()) last_use_[static_cast<size_t>(u.value)] = graph_.size();
+  }
+  const Graph& graph() const override { return graph_; }
+  bool mxu() const { return mxu_; }
+  const std::vector<int>& last_use() const { return last_use_; }
+
+ private:
+  Graph graph_;
+  bool mxu_;
+  std::vector<int> last_use_;
+};
+
+HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelContext& ctx) {
+  switch (n.op) {
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
+    case Op::kEqual: case Op::kGreater:
+      return cpu::elementwise_binary(n, in);
+    case Op::kNeg: case Op::kRelu: case Op::kTanh: case Op::kSigmoid: case Op::kExp: case Op::kLog:
+    case Op::kRsqrt: case Op::kSquare: case Op::kStopGradient: case Op::kCrossReplicaSum:
+      return cpu::elementwise_unary(n, in);
+    case Op::kSelect: return cpu::select(n, in);
+    case Op::kCast: return cpu::cast(n, in);
+    case Op::kReduceSum: case Op::kReduceMax: return cpu::reduce(n, in);
+    case Op::kArgMax: return cpu::argmax(n, in);
+    case Op::kReshape: {
+      HostTensor out = *in[0];
+      out.shape = n.shape;
+      return out;
+    }
+    case Op::kTranspose: return cpu::transpose(n, in);
+    case Op::kBroadcast: return cpu::broadcast(n, in);
+    case Op::kConcat: return cpu::concat(n, in);
+    case Op::kSlice: return cpu::slice(n, in);
+    case Op::kPad: return cpu::pad(n, in);
+    case Op::kMatMul: return cpu::matmul(n, in, ctx);
+    case Op::kExtractPatches: return cpu::extract_patches(n, in);
+    case Op::kPatchesToImage: return cpu::patches_to_image(n, in);
+    case Op::kOneHot: return cpu::one_hot(n, in);
+    case Op::kRngUniform: return cpu::rng_uniform(n, ctx);
+    case Op::kConstant: return n.attrs.value;
+    case Op::kVariable: case Op::kInfeed: break;  // supplied by run()
+  }
+  return HostTensor{};
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
+    if (options.precision != "fp32" && options.precision != "mxu") {
+      return absl::InvalidArgumentError(str_cat("cpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
+    }
+    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu");
+  }
+
+  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables, const std::vector<Feeds>& feeds,
+                                           uint64_t first_step) override {
+    auto& exe = static_cast<CpuExecutable&>(executable);
+    const Graph& g = exe.graph();
+    std::vector<Outputs> results;
+    for (size_t s = 0; s < feeds.size(); ++s) {
+      if (absl::Status st = check_inputs(g, variables, feeds[s]); !st.ok()) {
+        return absl::Status(st.code(), str_cat("step ", first_step + s, ": ", st.message()));
+      }
+      cpu::KernelContext ctx{exe.mxu(), first_step + s};
+      std::vector<HostTensor> values(static_cast<size_t>(g.size()));
+      for (int i = 0; i < g.size(); ++i) {
+        const Node& n = g.node(i);
+        if (n.op == Op::kVariable) {
+          values[static_cast<size_t>(i)] = variables.at(n.attrs.name);
+        } else if (n.op == Op::kInfeed) {
+          values[static_cast<size_t>(i)] = feeds[s].at(n.attrs.name);
+        } else {
+          cpu::Inputs in;
+          for (int id : n.inputs) in.push_back(&values[static_cast<size_t>(id)]);
+          values[static_cast<size_t>(i)] = evaluate(n, in, ctx);
+        }
+        for (int id : n.inputs) {
+          if (exe.last_use()[static_cast<size_t>(id)] == i) values[static_cast<size_t>(id)] = HostTensor{};
+        }
+      }
+      Outputs outputs;
+      for (const auto& o : g.outputs()) outputs[o.name] = values[static_cast<size_t>(o.node)];
+      for (const auto& u : g.updates()) variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
+      results.push_back(std::move(outputs));
+    }
+    return results;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace tpusim::runtime

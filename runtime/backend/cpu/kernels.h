@@ -1,0 +1,42 @@
+#pragma once
+// The cpu backend's kernels: one function per group of primitives, each computing a node's
+// value from its inputs' values in f32 (s32 for integer ops). Reductions run in a fixed order
+// (row-major over the input, accumulated in double), so results are reproducible run to run.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/graph/graph.h"
+
+namespace tpusim::runtime::cpu {
+
+struct KernelContext {
+  bool mxu_precision = false;  // round matmul inputs to bf16 (CompileOptions::precision "mxu")
+  uint64_t step = 0;           // for counter-based random ops
+};
+
+using Inputs = std::vector<const HostTensor*>;
+
+HostTensor elementwise_binary(const Node& n, const Inputs& in);
+HostTensor elementwise_unary(const Node& n, const Inputs& in);
+HostTensor select(const Node& n, const Inputs& in);
+HostTensor cast(const Node& n, const Inputs& in);
+HostTensor reduce(const Node& n, const Inputs& in);
+HostTensor argmax(const Node& n, const Inputs& in);
+HostTensor transpose(const Node& n, const Inputs& in);
+HostTensor broadcast(const Node& n, const Inputs& in);
+HostTensor concat(const Node& n, const Inputs& in);
+HostTensor slice(const Node& n, const Inputs& in);
+HostTensor pad(const Node& n, const Inputs& in);
+HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx);
+HostTensor extract_patches(const Node& n, const Inputs& in);
+HostTensor patches_to_image(const Node& n, const Inputs& in);
+HostTensor one_hot(const Node& n, const Inputs& in);
+HostTensor rng_uniform(const Node& n, const KernelContext& ctx);
+
+// The linear index into a tensor of `shape` reached from output index `out` (of `out_shape`)
+// when input dim i sits at output dim map[i] (size-1 input dims stay at 0). Shared by
+// broadcasting kernels.
+std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out_shape, const std::vector<int64_t>& map);
+
+}  // namespace tpusim::runtime::cpu

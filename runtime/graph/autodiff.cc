@@ -1,0 +1,214 @@
+#include "runtime/graph/autodiff.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime {
+namespace {
+
+Value value_of(GraphBuilder& b, int id) { return Value{id, &b}; }
+
+Value zeros_like(GraphBuilder& b, const Shape& shape, DType dtype) {
+  HostTensor t = HostTensor::zeros(dtype, Shape{});
+  return b.broadcast(b.constant(t), shape, {});
+}
+
+// Sums a numpy-broadcast gradient back to the operand's shape.
+Value unbroadcast(GraphBuilder& b, Value g, const Shape& to) {
+  if (g.shape() == to) return g;
+  const int offset = g.shape().rank() - to.rank();
+  std::vector<int64_t> axes;
+  for (int d = 0; d < g.shape().rank(); ++d) {
+    if (d < offset || to.dim(d - offset) == 1) axes.push_back(d);
+  }
+  return b.reshape(b.reduce(Op::kReduceSum, g, axes), to);
+}
+
+// A value with the reduced axes put back as size-1... then broadcast to `shape`.
+Value expand_reduced(GraphBuilder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& axes) {
+  std::vector<int64_t> kept;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
+  }
+  return b.broadcast(reduced, shape, kept);
+}
+
+// Swaps the last two dimensions.
+Value transpose_last(GraphBuilder& b, Value v) {
+  std::vector<int64_t> perm(static_cast<size_t>(v.shape().rank()));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return b.transpose(v, perm);
+}
+
+// Gradients of node `id`'s inputs given its output's gradient g; an invalid Value means "none".
+std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
+  const Node n = b.graph().node(id);  // copy: adding nodes may move the graph's storage
+  auto in = [&](int i) { return value_of(b, n.inputs[static_cast<size_t>(i)]); };
+  auto out = [&]() { return value_of(b, id); };
+  switch (n.op) {
+    case Op::kAdd:
+      return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, g, in(1).shape())};
+    case Op::kSub:
+      return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, -g, in(1).shape())};
+    case Op::kMul:
+      return {unbroadcast(b, g * in(1), in(0).shape()), unbroadcast(b, g * in(0), in(1).shape())};
+    case Op::kDiv:
+      return {unbroadcast(b, g / in(1), in(0).shape()),
+              unbroadcast(b, -(g * in(0)) / (in(1) * in(1)), in(1).shape())};
+    case Op::kMax:
+    case Op::kMin: {
+      // The winner takes the gradient; a tie splits it in half.
+      const Value a = in(0), c = in(1);
+      const Value wins = n.op == Op::kMax ? b.binary(Op::kGreater, a, c) : b.binary(Op::kGreater, c, a);
+      const Value half_ties = b.binary(Op::kEqual, a, c) * 0.5f;
+      const Value wa = wins + half_ties;
+      const Value wb = (1.0f - wins) - half_ties;
+      return {unbroadcast(b, g * wa, a.shape()), unbroadcast(b, g * wb, c.shape())};
+    }
+    case Op::kSelect: {
+      const Value zero = zeros_like(b, n.shape, n.dtype);
+      return {Value{}, b.select(in(0), g, zero), b.select(in(0), zero, g)};
+    }
+    case Op::kNeg:
+      return {-g};
+    case Op::kRelu:
+      return {g * b.binary(Op::kGreater, in(0), zeros_like(b, n.shape, n.dtype))};
+    case Op::kTanh:
+      return {g * (1.0f - out() * out())};
+    case Op::kSigmoid:
+      return {g * out() * (1.0f - out())};
+    case Op::kExp:
+      return {g * out()};
+    case Op::kLog:
+      return {g / in(0)};
+    case Op::kRsqrt:  // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+      return {g * out() * out() * out() * -0.5f};
+    case Op::kSquare:
+      return {g * in(0) * 2.0f};
+    case Op::kCast:
+      return {is_floating(in(0).dtype()) ? b.cast(g, in(0).dtype()) : Value{}};
+    case Op::kReduceSum:
+      return {expand_reduced(b, g, in(0).shape(), n.attrs.axes)};
+    case Op::kReduceMax: {
+      const Value hit = b.binary(Op::kEqual, in(0), expand_reduced(b, out(), in(0).shape(), n.attrs.axes));
+      const Value count = b.reduce(Op::kReduceSum, hit, n.attrs.axes);
+      return {hit * expand_reduced(b, g / count, in(0).shape(), n.attrs.axes)};
+    }
+    case Op::kReshape:
+      return {b.reshape(g, in(0).shape())};
+    case Op::kTranspose: {
+      std::vector<int64_t> inverse(n.attrs.axes.size());
+      for (size_t i = 0; i < inverse.size(); ++i) inverse[static_cast<size_t>(n.attrs.axes[i])] = static_cast<int64_t>(i);
+      return {b.transpose(g, inverse)};
+    }
+    case Op::kBroadcast: {
+      // Sum over the output dims no input dim maps to, and over stretched size-1 dims.
+      const Shape& from = in(0).shape();
+      std::vector<int64_t> axes;
+      for (int d = 0; d < n.shape.rank(); ++d) {
+        auto it = std::find(n.attrs.axes.begin(), n.attrs.axes.end(), d);
+        if (it == n.attrs.axes.end() || from.dim(static_cast<int>(it - n.attrs.axes.begin())) != n.shape.dim(d)) {
+          axes.push_back(d);
+        }
+      }
+      return {b.reshape(b.reduce(Op::kReduceSum, g, axes), from)};
+    }
+    case Op::kConcat: {
+      std::vector<Value> parts;
+      int64_t offset = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Shape& s = in(static_cast<int>(i)).shape();
+        std::vector<int64_t> begin(static_cast<size_t>(s.rank()), 0), end = n.shape.dims();
+        begin[static_cast<size_t>(n.attrs.axis)] = offset;
+        end[static_cast<size_t>(n.attrs.axis)] = offset + s.dim(static_cast<int>(n.attrs.axis));
+        offset = end[static_cast<size_t>(n.attrs.axis)];
+        parts.push_back(b.slice(g, begin, end));
+      }
+      return parts;
+    }
+    case Op::kSlice: {
+      std::vector<int64_t> after;
+      for (int d = 0; d < n.shape.rank(); ++d) after.push_back(in(0).shape().dim(d) - n.attrs.end[static_cast<size_t>(d)]);
+      return {b.pad(g, n.attrs.begin, after)};
+    }
+    case Op::kPad: {
+      std::vector<int64_t> end;
+      for (int d = 0; d < n.shape.rank(); ++d) end.push_back(n.attrs.begin[static_cast<size_t>(d)] + in(0).shape().dim(d));
+      return {b.slice(g, n.attrs.begin, end)};
+    }
+    case Op::kMatMul: {
+      const Value a = in(0), w = in(1);
+      const Value ga = b.matmul(g, transpose_last(b, w));
+      Value gw;
+      if (w.shape().rank() == a.shape().rank()) {
+        gw = b.matmul(transpose_last(b, a), g);
+      } else {  // shared rank-2 rhs: fold the batch dims into rows
+        const int64_t k = a.shape().dim(a.shape().rank() - 1), cols = g.shape().dim(g.shape().rank() - 1);
+        const int64_t rows = a.shape().elements() / k;
+        gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), b.reshape(g, {rows, cols}));
+      }
+      return {ga, gw};
+    }
+    case Op::kExtractPatches:
+      return {b.patches_to_image(g, n.attrs.window)};
+    case Op::kPatchesToImage:
+      return {b.extract_patches(g, n.attrs.window)};
+    case Op::kCrossReplicaSum:
+      return {b.cross_replica_sum(g)};
+    default:  // sources, comparisons, argmax, one_hot, stop_gradient: no gradient flows
+      return std::vector<Value>(n.inputs.size());
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cotangent, const std::vector<Value>& wrt) {
+  if (!b.status().ok()) return b.status();
+  if (!output.valid() || !cotangent.valid()) return absl::InvalidArgumentError("gradients: invalid output or cotangent");
+  if (cotangent.shape() != output.shape()) {
+    return absl::InvalidArgumentError(str_cat("gradients: cotangent ", cotangent.shape().str(), " does not match output ",
+                                              output.shape().str()));
+  }
+  // Adjoints, filled from the output backwards. Node ids are topological, so one reverse pass
+  // sees every node after all its users.
+  std::vector<Value> adjoint(static_cast<size_t>(output.id + 1));
+  adjoint[static_cast<size_t>(output.id)] = cotangent;
+  for (int id = output.id; id >= 0; --id) {
+    const Value g = adjoint[static_cast<size_t>(id)];
+    if (!g.valid()) continue;
+    const Node& n = b.graph().node(id);
+    if (!is_floating(n.dtype)) continue;
+    const std::vector<int> inputs = n.inputs;
+    const std::vector<Value> grads = node_vjp(b, id, g);
+    if (!b.status().ok()) return absl::InternalError(str_cat("gradients of ", op_name(n.op), ": ", b.status().message()));
+    for (size_t i = 0; i < inputs.size() && i < grads.size(); ++i) {
+      if (!grads[i].valid()) continue;
+      Value& slot = adjoint[static_cast<size_t>(inputs[i])];
+      slot = slot.valid() ? slot + grads[i] : grads[i];
+    }
+  }
+  std::vector<Value> out;
+  for (const Value& x : wrt) {
+    if (!x.valid()) return absl::InvalidArgumentError("gradients: invalid value in wrt");
+    const Value g = x.id <= output.id ? adjoint[static_cast<size_t>(x.id)] : Value{};
+    out.push_back(g.valid() ? g : zeros_like(b, x.shape(), x.dtype()));
+  }
+  if (!b.status().ok()) return b.status();
+  return out;
+}
+
+absl::StatusOr<std::vector<Value>> gradients(GraphBuilder& b, Value loss, const std::vector<Value>& wrt) {
+  if (!loss.valid()) return b.status().ok() ? absl::InvalidArgumentError("gradients: invalid loss") : b.status();
+  if (loss.shape().rank() != 0 || !is_floating(loss.dtype())) {
+    return absl::InvalidArgumentError(str_cat("gradients: the loss must be a floating scalar, got ", dtype_name(loss.dtype()),
+                                              loss.shape().str()));
+  }
+  HostTensor one = HostTensor::scalar(1.0f);
+  one.dtype = loss.dtype();
+  return vjp(b, loss, b.constant(one), wrt);
+}
+
+}  // namespace tpusim::runtime

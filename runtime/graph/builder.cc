@@ -1,0 +1,433 @@
+#include "runtime/graph/builder.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime {
+
+Shape Value::shape() const { return builder->node(*this).shape; }
+DType Value::dtype() const { return builder->node(*this).dtype; }
+
+GraphBuilder::Scope::Scope(GraphBuilder& b, const std::string& name) : b_(b) { b_.scopes_.push_back(name); }
+GraphBuilder::Scope::~Scope() { b_.scopes_.pop_back(); }
+
+std::string GraphBuilder::unique_name(const std::string& base) {
+  for (auto& [name, count] : name_counts_) {
+    if (name == base) return str_cat(base, "_", ++count);
+  }
+  name_counts_.emplace_back(base, 1);
+  return str_cat(base, "_1");
+}
+
+std::string GraphBuilder::label_for(Op op) const {
+  std::string label;
+  for (const auto& s : scopes_) label += s + "/";
+  return label + op_name(op);
+}
+
+Value GraphBuilder::fail(Op op, const std::string& message) {
+  if (status_.ok()) {
+    status_ = absl::InvalidArgumentError(str_cat(op_name(op), " '", label_for(op), "': ", message));
+  }
+  return Value{};
+}
+
+bool GraphBuilder::usable(std::initializer_list<Value> values) const {
+  if (!status_.ok()) return false;
+  return std::all_of(values.begin(), values.end(), [](const Value& v) { return v.valid(); });
+}
+
+Value GraphBuilder::add(Op op, std::vector<Value> inputs, DType dtype, Shape shape, Attrs attrs) {
+  Node n;
+  n.op = op;
+  for (const Value& v : inputs) n.inputs.push_back(v.id);
+  n.dtype = dtype;
+  n.shape = std::move(shape);
+  n.attrs = std::move(attrs);
+  n.label = label_for(op);
+  return Value{graph_.add(std::move(n)), this};
+}
+
+namespace {
+
+std::string shapes_of(std::initializer_list<Value> values) {
+  std::vector<std::string> s;
+  for (const Value& v : values) s.push_back(str_cat(dtype_name(v.dtype()), v.shape().str()));
+  return str_join(s, " and ");
+}
+
+bool valid_axes(const std::vector<int64_t>& axes, int rank) {
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= rank || seen[static_cast<size_t>(a)]) return false;
+    seen[static_cast<size_t>(a)] = true;
+  }
+  return true;
+}
+
+// numpy broadcasting of two shapes; false when they do not broadcast.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
+  const int rank = std::max(a.rank(), b.rank());
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    const int ai = a.rank() - rank + i, bi = b.rank() - rank + i;
+    const int64_t da = ai >= 0 ? a.dim(ai) : 1, db = bi >= 0 ? b.dim(bi) : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    dims[static_cast<size_t>(i)] = std::max(da, db);
+  }
+  *out = Shape(dims);
+  return true;
+}
+
+}  // namespace
+
+Value GraphBuilder::constant(HostTensor value) {
+  if (!status_.ok()) return {};
+  const size_t want = static_cast<size_t>(value.shape.elements());
+  if ((value.dtype == DType::kS32 ? value.i.size() : value.f.size()) != want) {
+    return fail(Op::kConstant, str_cat("holds the wrong number of values for shape ", value.shape.str()));
+  }
+  Attrs attrs;
+  const DType dtype = value.dtype;
+  const Shape shape = value.shape;
+  attrs.value = std::move(value);
+  return add(Op::kConstant, {}, dtype, shape, std::move(attrs));
+}
+
+Value GraphBuilder::scalar(float value) { return constant(HostTensor::scalar(value)); }
+
+Value GraphBuilder::variable(const std::string& name, DType dtype, const Shape& shape, Initializer init) {
+  if (!status_.ok()) return {};
+  if (graph_.find_variable(name) >= 0) return fail(Op::kVariable, str_cat("a variable named '", name, "' exists already"));
+  if (dtype == DType::kS32 && init.kind != InitKind::kZeros && init.kind != InitKind::kConstant) {
+    return fail(Op::kVariable, str_cat("s32 variable '", name, "' takes a zeros or constant initializer"));
+  }
+  Attrs attrs;
+  attrs.name = name;
+  attrs.initializer = init;
+  return add(Op::kVariable, {}, dtype, shape, std::move(attrs));
+}
+
+Value GraphBuilder::infeed(const std::string& name, DType dtype, const Shape& shape) {
+  if (!status_.ok()) return {};
+  for (int id : graph_.infeeds()) {
+    if (graph_.node(id).attrs.name == name) return fail(Op::kInfeed, str_cat("an infeed named '", name, "' exists already"));
+  }
+  Attrs attrs;
+  attrs.name = name;
+  return add(Op::kInfeed, {}, dtype, shape, std::move(attrs));
+}
+
+Value GraphBuilder::rng_uniform(const Shape& shape, uint64_t seed) {
+  if (!status_.ok()) return {};
+  Attrs attrs;
+  attrs.seed = seed;
+  return add(Op::kRngUniform, {}, DType::kF32, shape, std::move(attrs));
+}
+
+Value GraphBuilder::binary(Op op, Value a, Value b) {
+  if (!usable({a, b})) return {};
+  if (a.dtype() != b.dtype()) return fail(op, str_cat("operand types differ: ", shapes_of({a, b})));
+  const bool comparison = op == Op::kEqual || op == Op::kGreater;
+  if (!comparison && !is_floating(a.dtype())) return fail(op, str_cat("needs floating operands, got ", shapes_of({a, b})));
+  Shape out;
+  if (!broadcast_shapes(a.shape(), b.shape(), &out)) {
+    return fail(op, str_cat("shapes do not broadcast: ", shapes_of({a, b})));
+  }
+  return add(op, {a, b}, comparison ? DType::kF32 : a.dtype(), out);
+}
+
+Value GraphBuilder::unary(Op op, Value a) {
+  if (!usable({a})) return {};
+  if (!is_floating(a.dtype()) && op != Op::kStopGradient) {
+    return fail(op, str_cat("needs a floating operand, got ", shapes_of({a})));
+  }
+  return add(op, {a}, a.dtype(), a.shape());
+}
+
+Value GraphBuilder::select(Value condition, Value a, Value b) {
+  if (!usable({condition, a, b})) return {};
+  if (condition.shape() != a.shape() || a.shape() != b.shape() || a.dtype() != b.dtype()) {
+    return fail(Op::kSelect, str_cat("condition and branches must share one shape and type: ", shapes_of({condition, a, b})));
+  }
+  return add(Op::kSelect, {condition, a, b}, a.dtype(), a.shape());
+}
+
+Value GraphBuilder::cast(Value a, DType to) {
+  if (!usable({a})) return {};
+  Attrs attrs;
+  attrs.to = to;
+  return add(Op::kCast, {a}, to, a.shape(), std::move(attrs));
+}
+
+Value GraphBuilder::reduce(Op op, Value a, std::vector<int64_t> axes) {
+  if (!usable({a})) return {};
+  if (!is_floating(a.dtype())) return fail(op, str_cat("needs a floating operand, got ", shapes_of({a})));
+  if (!valid_axes(axes, a.shape().rank())) {
+    return fail(op, str_cat("axes [", str_join(axes, ", "), "] are not distinct axes of ", shapes_of({a})));
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < a.shape().rank(); ++i) {
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) dims.push_back(a.shape().dim(i));
+  }
+  std::sort(axes.begin(), axes.end());
+  Attrs attrs;
+  attrs.axes = std::move(axes);
+  return add(op, {a}, a.dtype(), Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::argmax(Value a, int64_t axis) {
+  if (!usable({a})) return {};
+  if (axis < 0 || axis >= a.shape().rank()) return fail(Op::kArgMax, str_cat("axis ", axis, " is not an axis of ", shapes_of({a})));
+  std::vector<int64_t> dims = a.shape().dims();
+  dims.erase(dims.begin() + axis);
+  Attrs attrs;
+  attrs.axis = axis;
+  return add(Op::kArgMax, {a}, DType::kS32, Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::reshape(Value a, const Shape& shape) {
+  if (!usable({a})) return {};
+  if (shape.elements() != a.shape().elements()) {
+    return fail(Op::kReshape, str_cat("cannot reshape ", shapes_of({a}), " (", a.shape().elements(), " elements) to ",
+                                      shape.str(), " (", shape.elements(), " elements)"));
+  }
+  return add(Op::kReshape, {a}, a.dtype(), shape);
+}
+
+Value GraphBuilder::transpose(Value a, std::vector<int64_t> permutation) {
+  if (!usable({a})) return {};
+  if (static_cast<int>(permutation.size()) != a.shape().rank() || !valid_axes(permutation, a.shape().rank())) {
+    return fail(Op::kTranspose, str_cat("[", str_join(permutation, ", "), "] is not a permutation of the axes of ", shapes_of({a})));
+  }
+  std::vector<int64_t> dims;
+  for (int64_t p : permutation) dims.push_back(a.shape().dim(static_cast<int>(p)));
+  Attrs attrs;
+  attrs.axes = std::move(permutation);
+  return add(Op::kTranspose, {a}, a.dtype(), Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::broadcast(Value a, const Shape& shape, std::vector<int64_t> dims) {
+  if (!usable({a})) return {};
+  bool ok = static_cast<int>(dims.size()) == a.shape().rank() && valid_axes(dims, shape.rank()) &&
+            std::is_sorted(dims.begin(), dims.end());
+  for (size_t i = 0; ok && i < dims.size(); ++i) {
+    const int64_t from = a.shape().dim(static_cast<int>(i));
+    ok = from == 1 || from == shape.dim(static_cast<int>(dims[i]));
+  }
+  if (!ok) {
+    return fail(Op::kBroadcast, str_cat("cannot broadcast ", shapes_of({a}), " to ", shape.str(), " along dims [",
+                                        str_join(dims, ", "), "]"));
+  }
+  Attrs attrs;
+  attrs.axes = std::move(dims);
+  return add(Op::kBroadcast, {a}, a.dtype(), shape, std::move(attrs));
+}
+
+Value GraphBuilder::broadcast_to(Value a, const Shape& shape) {
+  if (!usable({a})) return {};
+  if (a.shape() == shape) return a;
+  const int offset = shape.rank() - a.shape().rank();
+  if (offset < 0) return fail(Op::kBroadcast, str_cat("cannot broadcast ", shapes_of({a}), " to the lower rank ", shape.str()));
+  std::vector<int64_t> dims(static_cast<size_t>(a.shape().rank()));
+  std::iota(dims.begin(), dims.end(), offset);
+  return broadcast(a, shape, dims);
+}
+
+Value GraphBuilder::concat(const std::vector<Value>& parts, int64_t axis) {
+  if (!status_.ok() || parts.empty()) return parts.empty() ? fail(Op::kConcat, "needs at least one operand") : Value{};
+  for (const Value& p : parts) {
+    if (!p.valid()) return {};
+  }
+  const Shape& first = parts[0].shape();
+  if (axis < 0 || axis >= first.rank()) return fail(Op::kConcat, str_cat("axis ", axis, " is not an axis of ", first.str()));
+  std::vector<int64_t> dims = first.dims();
+  dims[static_cast<size_t>(axis)] = 0;
+  std::vector<Value> inputs;
+  for (const Value& p : parts) {
+    bool ok = p.shape().rank() == first.rank() && p.dtype() == parts[0].dtype();
+    for (int i = 0; ok && i < first.rank(); ++i) ok = i == axis || p.shape().dim(i) == first.dim(i);
+    if (!ok) return fail(Op::kConcat, str_cat("operands ", first.str(), " and ", p.shape().str(), " differ off axis ", axis));
+    dims[static_cast<size_t>(axis)] += p.shape().dim(static_cast<int>(axis));
+    inputs.push_back(p);
+  }
+  Attrs attrs;
+  attrs.axis = axis;
+  return add(Op::kConcat, inputs, parts[0].dtype(), Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::slice(Value a, std::vector<int64_t> begin, std::vector<int64_t> end) {
+  if (!usable({a})) return {};
+  const int rank = a.shape().rank();
+  bool ok = static_cast<int>(begin.size()) == rank && static_cast<int>(end.size()) == rank;
+  std::vector<int64_t> dims;
+  for (int i = 0; ok && i < rank; ++i) {
+    ok = 0 <= begin[static_cast<size_t>(i)] && begin[static_cast<size_t>(i)] < end[static_cast<size_t>(i)] &&
+         end[static_cast<size_t>(i)] <= a.shape().dim(i);
+    dims.push_back(end[static_cast<size_t>(i)] - begin[static_cast<size_t>(i)]);
+  }
+  if (!ok) {
+    return fail(Op::kSlice, str_cat("[", str_join(begin, ", "), "] to [", str_join(end, ", "), ") is not a non-empty range of ",
+                                    shapes_of({a})));
+  }
+  Attrs attrs;
+  attrs.begin = std::move(begin);
+  attrs.end = std::move(end);
+  return add(Op::kSlice, {a}, a.dtype(), Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::pad(Value a, std::vector<int64_t> before, std::vector<int64_t> after) {
+  if (!usable({a})) return {};
+  const int rank = a.shape().rank();
+  bool ok = static_cast<int>(before.size()) == rank && static_cast<int>(after.size()) == rank;
+  std::vector<int64_t> dims;
+  for (int i = 0; ok && i < rank; ++i) {
+    ok = before[static_cast<size_t>(i)] >= 0 && after[static_cast<size_t>(i)] >= 0;
+    dims.push_back(a.shape().dim(i) + before[static_cast<size_t>(i)] + after[static_cast<size_t>(i)]);
+  }
+  if (!ok) return fail(Op::kPad, str_cat("padding must be >= 0 and given for every axis of ", shapes_of({a})));
+  Attrs attrs;
+  attrs.begin = std::move(before);
+  attrs.end = std::move(after);
+  return add(Op::kPad, {a}, a.dtype(), Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::matmul(Value a, Value b) {
+  if (!usable({a, b})) return {};
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  if (a.dtype() != b.dtype() || !is_floating(a.dtype())) {
+    return fail(Op::kMatMul, str_cat("needs floating operands of one type, got ", shapes_of({a, b})));
+  }
+  if (sa.rank() < 2 || sb.rank() < 2 || (sb.rank() != 2 && sb.rank() != sa.rank())) {
+    return fail(Op::kMatMul, str_cat("needs [..., M, K] x [..., K, N] (rhs rank 2 or equal ranks), got ", shapes_of({a, b})));
+  }
+  if (sa.dim(sa.rank() - 1) != sb.dim(sb.rank() - 2)) {
+    return fail(Op::kMatMul, str_cat("inner dimensions differ: ", shapes_of({a, b})));
+  }
+  if (sb.rank() == sa.rank()) {
+    for (int i = 0; i < sa.rank() - 2; ++i) {
+      if (sa.dim(i) != sb.dim(i)) return fail(Op::kMatMul, str_cat("batch dimensions differ: ", shapes_of({a, b})));
+    }
+  }
+  std::vector<int64_t> dims = sa.dims();
+  dims.back() = sb.dim(sb.rank() - 1);
+  return add(Op::kMatMul, {a, b}, a.dtype(), Shape(dims));
+}
+
+bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_w, std::string* error) {
+  if (image.rank() != 4) {
+    *error = str_cat("needs an NHWC image, got ", image.str());
+    return false;
+  }
+  if (w->kh < 1 || w->kw < 1 || w->sh < 1 || w->sw < 1) {
+    *error = "window and strides must be >= 1";
+    return false;
+  }
+  const int64_t h = image.dim(1), wd = image.dim(2);
+  if (w->same) {
+    *out_h = (h + w->sh - 1) / w->sh;
+    *out_w = (wd + w->sw - 1) / w->sw;
+    w->pad_top = std::max<int64_t>((*out_h - 1) * w->sh + w->kh - h, 0) / 2;
+    w->pad_left = std::max<int64_t>((*out_w - 1) * w->sw + w->kw - wd, 0) / 2;
+  } else {
+    if (w->kh > h || w->kw > wd) {
+      *error = str_cat("a ", w->kh, "x", w->kw, " VALID window does not fit the ", h, "x", wd, " image ", image.str());
+      return false;
+    }
+    *out_h = (h - w->kh) / w->sh + 1;
+    *out_w = (wd - w->kw) / w->sw + 1;
+    w->pad_top = w->pad_left = 0;
+  }
+  w->image = image;
+  return true;
+}
+
+Value GraphBuilder::extract_patches(Value image, Window window) {
+  if (!usable({image})) return {};
+  int64_t oh = 0, ow = 0;
+  std::string error;
+  if (!resolve_window(image.shape(), &window, &oh, &ow, &error)) return fail(Op::kExtractPatches, error);
+  const Shape& s = image.shape();
+  Attrs attrs;
+  attrs.window = window;
+  return add(Op::kExtractPatches, {image}, image.dtype(), Shape{s.dim(0), oh, ow, window.kh * window.kw * s.dim(3)},
+             std::move(attrs));
+}
+
+Value GraphBuilder::patches_to_image(Value patches, const Window& window) {
+  if (!usable({patches})) return {};
+  Window w = window;
+  int64_t oh = 0, ow = 0;
+  std::string error;
+  if (!resolve_window(window.image, &w, &oh, &ow, &error)) return fail(Op::kPatchesToImage, error);
+  const Shape want{window.image.dim(0), oh, ow, w.kh * w.kw * window.image.dim(3)};
+  if (patches.shape() != want) {
+    return fail(Op::kPatchesToImage, str_cat("patches ", patches.shape().str(), " do not come from image ",
+                                             window.image.str(), " (want ", want.str(), ")"));
+  }
+  Attrs attrs;
+  attrs.window = w;
+  return add(Op::kPatchesToImage, {patches}, patches.dtype(), window.image, std::move(attrs));
+}
+
+Value GraphBuilder::one_hot(Value labels, int64_t depth) {
+  if (!usable({labels})) return {};
+  if (labels.dtype() != DType::kS32) return fail(Op::kOneHot, str_cat("needs s32 labels, got ", shapes_of({labels})));
+  if (depth < 1) return fail(Op::kOneHot, str_cat("depth ", depth, " must be >= 1"));
+  std::vector<int64_t> dims = labels.shape().dims();
+  dims.push_back(depth);
+  Attrs attrs;
+  attrs.depth = depth;
+  return add(Op::kOneHot, {labels}, DType::kF32, Shape(dims), std::move(attrs));
+}
+
+Value GraphBuilder::cross_replica_sum(Value a) {
+  if (!usable({a})) return {};
+  return add(Op::kCrossReplicaSum, {a}, a.dtype(), a.shape());
+}
+
+void GraphBuilder::output(const std::string& name, Value v) {
+  if (!usable({v})) return;
+  graph_.add_output(name, v.id);
+}
+
+void GraphBuilder::update(Value variable, Value value) {
+  if (!usable({variable, value})) return;
+  if (node(variable).op != Op::kVariable) {
+    fail(Op::kVariable, "update: the target is not a variable");
+    return;
+  }
+  if (variable.shape() != value.shape() || variable.dtype() != value.dtype()) {
+    fail(Op::kVariable, str_cat("update of '", node(variable).attrs.name, "': value ", shapes_of({value}),
+                                " does not match the variable ", shapes_of({variable})));
+    return;
+  }
+  graph_.add_update(variable.id, value.id);
+}
+
+namespace {
+// A scalar of `like`'s type, so arithmetic with literals works on bf16 values too.
+Value scalar_like(Value like, float s) {
+  HostTensor t = HostTensor::scalar(s);
+  t.dtype = like.dtype();
+  return like.builder->constant(std::move(t));
+}
+Value binary_op(Op op, Value a, Value b) {
+  if (!a.valid() || !b.valid()) return {};
+  return a.builder->binary(op, a, b);
+}
+}  // namespace
+
+Value operator+(Value a, Value b) { return binary_op(Op::kAdd, a, b); }
+Value operator-(Value a, Value b) { return binary_op(Op::kSub, a, b); }
+Value operator*(Value a, Value b) { return binary_op(Op::kMul, a, b); }
+Value operator/(Value a, Value b) { return binary_op(Op::kDiv, a, b); }
+Value operator-(Value a) { return a.valid() ? a.builder->unary(Op::kNeg, a) : Value{}; }
+Value operator+(Value a, float s) { return a.valid() ? a + scalar_like(a, s) : Value{}; }
+Value operator*(Value a, float s) { return a.valid() ? a * scalar_like(a, s) : Value{}; }
+Value operator-(float s, Value a) { return a.valid() ? scalar_like(a, s) - a : Value{}; }
+
+}  // namespace tpusim::runtime

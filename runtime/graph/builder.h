@@ -1,0 +1,118 @@
+#pragma once
+// Builds graphs with shape inference. Like XLA's XlaBuilder, errors are sticky: the first
+// ill-shaped operation records a message naming the op, its label and the shapes, every later
+// operation on an invalid value yields an invalid value, and status() reports the first error.
+// Model code therefore reads straight, and checks once:
+//
+//   GraphBuilder b;
+//   Value x = b.infeed("image", DType::kF32, {128, 784});
+//   Value logits = layers::dense(b, x, 10);
+//   if (!b.status().ok()) ...
+
+#include <absl/status/status.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/graph/graph.h"
+
+namespace tpusim::runtime {
+
+class GraphBuilder;
+
+// A handle to a node of the builder's graph.
+struct Value {
+  int id = -1;
+  GraphBuilder* builder = nullptr;
+  bool valid() const { return id >= 0 && builder != nullptr; }
+  // By value: adding nodes may move the graph's storage, so no reference into it is kept.
+  Shape shape() const;
+  DType dtype() const;
+};
+
+class GraphBuilder {
+ public:
+  GraphBuilder() = default;
+  GraphBuilder(const GraphBuilder&) = delete;
+  GraphBuilder& operator=(const GraphBuilder&) = delete;
+
+  const Graph& graph() const { return graph_; }
+  Graph& mutable_graph() { return graph_; }
+  const absl::Status& status() const { return status_; }
+  const Node& node(Value v) const { return graph_.node(v.id); }
+
+  // Labels of new nodes start with the scopes pushed ("dense_1/"); Scope pops on destruction.
+  class Scope {
+   public:
+    Scope(GraphBuilder& b, const std::string& name);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    GraphBuilder& b_;
+  };
+  // "dense" -> "dense_1", "dense_2", ...: a fresh scope name per call.
+  std::string unique_name(const std::string& base);
+
+  Value constant(HostTensor value);
+  Value scalar(float value);
+  Value variable(const std::string& name, DType dtype, const Shape& shape, Initializer init);
+  Value infeed(const std::string& name, DType dtype, const Shape& shape);
+  Value rng_uniform(const Shape& shape, uint64_t seed);
+
+  Value binary(Op op, Value a, Value b);
+  Value unary(Op op, Value a);
+  Value select(Value condition, Value a, Value b);
+  Value cast(Value a, DType to);
+
+  Value reduce(Op op, Value a, std::vector<int64_t> axes);
+  Value argmax(Value a, int64_t axis);
+  Value reshape(Value a, const Shape& shape);
+  Value transpose(Value a, std::vector<int64_t> permutation);
+  // `dims[i]` is the output dimension input dimension i becomes.
+  Value broadcast(Value a, const Shape& shape, std::vector<int64_t> dims);
+  // numpy rules: trailing dimensions line up; 1 stretches.
+  Value broadcast_to(Value a, const Shape& shape);
+  Value concat(const std::vector<Value>& parts, int64_t axis);
+  Value slice(Value a, std::vector<int64_t> begin, std::vector<int64_t> end);
+  Value pad(Value a, std::vector<int64_t> before, std::vector<int64_t> after);
+  Value matmul(Value a, Value b);
+  Value extract_patches(Value image, Window window);
+  Value patches_to_image(Value patches, const Window& window);
+  Value one_hot(Value labels, int64_t depth);
+  Value cross_replica_sum(Value a);
+
+  void output(const std::string& name, Value v);
+  // After each step, `variable` takes `value`.
+  void update(Value variable, Value value);
+
+  // Records an error (the first one sticks) and returns an invalid value.
+  Value fail(Op op, const std::string& message);
+
+ private:
+  Value add(Op op, std::vector<Value> inputs, DType dtype, Shape shape, Attrs attrs = {});
+  bool usable(std::initializer_list<Value> values) const;
+  std::string label_for(Op op) const;
+
+  Graph graph_;
+  absl::Status status_;
+  std::vector<std::string> scopes_;
+  std::vector<std::pair<std::string, int>> name_counts_;
+};
+
+// Derives a window's padding and output size for an NHWC image; false (with `error`) when the
+// window does not fit.
+bool resolve_window(const Shape& image, Window* window, int64_t* out_h, int64_t* out_w, std::string* error);
+
+// Arithmetic on values: broadcasting binary ops and scalars.
+Value operator+(Value a, Value b);
+Value operator-(Value a, Value b);
+Value operator*(Value a, Value b);
+Value operator/(Value a, Value b);
+Value operator-(Value a);
+Value operator+(Value a, float s);
+Value operator*(Value a, float s);
+Value operator-(float s, Value a);
+
+}  // namespace tpusim::runtime

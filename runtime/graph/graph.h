@@ -1,0 +1,128 @@
+#pragma once
+// The graph IR: a DAG of primitive operations on statically shaped tensors, with variables
+// (persistent state), infeed placeholders (per-step inputs), named outputs and variable updates
+// (what a training step writes back). Composite operations (dense, softmax, batch norm, ...) are
+// built from these primitives by runtime/graph/layers.h, so every backend and the autodiff only
+// know the primitives below.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/graph/tensor.h"
+
+namespace tpusim::runtime {
+
+enum class Op {
+  // Sources.
+  kConstant,   // attrs.value
+  kVariable,   // attrs.name, attrs.initializer
+  kInfeed,     // attrs.name: one batch per step
+  kRngUniform, // uniform [0, 1) from (attrs.seed, step, element index): counter-based
+  // Elementwise, numpy broadcasting between the two inputs.
+  kAdd, kSub, kMul, kDiv, kMax, kMin,
+  kEqual, kGreater,  // 1.0 where true, 0.0 where false (f32)
+  kSelect,           // inputs (condition, a, b): a where condition != 0, else b
+  // Elementwise unary.
+  kNeg, kRelu, kTanh, kSigmoid, kExp, kLog, kRsqrt, kSquare,
+  kStopGradient,     // identity whose gradient is zero
+  kCast,             // to attrs.to
+  // Reductions over attrs.axes (removed from the shape).
+  kReduceSum, kReduceMax,
+  kArgMax,           // s32 index of the maximum along attrs.axis (removed)
+  // Layout.
+  kReshape,          // to the node's shape
+  kTranspose,        // attrs.axes is the permutation: output dim i is input dim axes[i]
+  kBroadcast,        // attrs.axes[i] is the output dim of input dim i; others are repeated
+  kConcat,           // along attrs.axis
+  kSlice,            // [attrs.begin, attrs.end) per dimension
+  kPad,              // attrs.begin zeros before and attrs.end after, per dimension
+  // Linear algebra.
+  kMatMul,           // [..., M, K] x [..., K, N]: batch dims equal, or the rhs rank 2
+  kExtractPatches,   // NHWC -> [N, OH, OW, KH * KW * C] (im2col), attrs.window
+  kPatchesToImage,   // the adjoint of kExtractPatches: sums patches back into NHWC
+  kOneHot,           // s32 labels -> f32 [..., attrs.depth]
+  // Collectives.
+  kCrossReplicaSum,  // sum over replicas (identity on one)
+};
+
+const char* op_name(Op op);
+
+enum class InitKind { kZeros, kConstant, kGlorotUniform, kGlorotNormal, kHeUniform, kHeNormal, kTruncatedNormal };
+
+struct Initializer {
+  InitKind kind = InitKind::kZeros;
+  float value = 0;     // kConstant
+  float stddev = 1;    // kTruncatedNormal
+  uint64_t seed = 0;
+};
+
+// A 2D window over NHWC images.
+struct Window {
+  int64_t kh = 1, kw = 1;  // window size
+  int64_t sh = 1, sw = 1;  // strides
+  bool same = false;       // SAME padding (else VALID)
+  int64_t pad_top = 0, pad_left = 0;  // derived
+  Shape image;             // the NHWC input (kPatchesToImage's output)
+};
+
+struct Attrs {
+  std::vector<int64_t> axes;
+  std::vector<int64_t> begin;
+  std::vector<int64_t> end;
+  int64_t axis = 0;
+  int64_t depth = 0;
+  Window window;
+  HostTensor value;
+  std::string name;
+  Initializer initializer;
+  uint64_t seed = 0;
+  DType to = DType::kF32;
+};
+
+struct Node {
+  Op op = Op::kConstant;
+  std::vector<int> inputs;
+  DType dtype = DType::kF32;
+  Shape shape;
+  Attrs attrs;
+  std::string label;  // what errors and dumps call it: "dense_1/matmul"
+};
+
+struct NamedValue {
+  std::string name;
+  int node = -1;
+};
+
+struct VariableUpdate {
+  int variable = -1;  // a kVariable node
+  int value = -1;     // its value after the step
+};
+
+class Graph {
+ public:
+  int add(Node node);
+  const Node& node(int id) const { return nodes_[static_cast<size_t>(id)]; }
+  int size() const { return static_cast<int>(nodes_.size()); }
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+  void add_output(std::string name, int node) { outputs_.push_back({std::move(name), node}); }
+  void add_update(int variable, int value) { updates_.push_back({variable, value}); }
+  const std::vector<NamedValue>& outputs() const { return outputs_; }
+  const std::vector<VariableUpdate>& updates() const { return updates_; }
+  // kVariable / kInfeed nodes in creation order.
+  std::vector<int> variables() const;
+  std::vector<int> infeeds() const;
+  // The variable node named `name`, or -1.
+  int find_variable(const std::string& name) const;
+
+  // One line per node: "%12 = add(%10, %11) : f32[128, 10]  # dense_1/bias_add".
+  std::string dump() const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<NamedValue> outputs_;
+  std::vector<VariableUpdate> updates_;
+};
+
+}  // namespace tpusim::runtime

@@ -1,0 +1,176 @@
+#include "runtime/graph/layers.h"
+
+#include <numeric>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime::layers {
+namespace {
+
+std::vector<int64_t> all_but_last(const Shape& s) {
+  std::vector<int64_t> axes(static_cast<size_t>(std::max(0, s.rank() - 1)));
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
+// Value reduced over the last axis, broadcast back to x's shape.
+Value expand_last(GraphBuilder& b, Value reduced, const Shape& shape) {
+  std::vector<int64_t> dims(static_cast<size_t>(shape.rank() - 1));
+  std::iota(dims.begin(), dims.end(), 0);
+  return b.broadcast(reduced, shape, dims);
+}
+
+Window pool_window(int64_t pool, int64_t stride, Padding padding) {
+  Window w;
+  w.kh = w.kw = pool;
+  w.sh = w.sw = stride;
+  w.same = padding == Padding::kSame;
+  return w;
+}
+
+// Patches of an NHWC image as [N, OH, OW, window elements, C].
+Value window_view(GraphBuilder& b, Value patches, int64_t window, int64_t channels) {
+  const Shape& s = patches.shape();
+  return b.reshape(patches, {s.dim(0), s.dim(1), s.dim(2), window, channels});
+}
+
+}  // namespace
+
+Value activate(Value x, Activation activation) {
+  if (!x.valid()) return x;
+  switch (activation) {
+    case Activation::kRelu: return x.builder->unary(Op::kRelu, x);
+    case Activation::kTanh: return x.builder->unary(Op::kTanh, x);
+    case Activation::kSigmoid: return x.builder->unary(Op::kSigmoid, x);
+    case Activation::kNone: break;
+  }
+  return x;
+}
+
+Value reduce_mean(Value x, std::vector<int64_t> axes) {
+  if (!x.valid()) return x;
+  double count = 1;
+  for (int64_t a : axes) count *= a >= 0 && a < x.shape().rank() ? static_cast<double>(x.shape().dim(static_cast<int>(a))) : 1;
+  return x.builder->reduce(Op::kReduceSum, x, axes) * static_cast<float>(1.0 / count);
+}
+
+Value log_softmax(Value logits) {
+  if (!logits.valid()) return logits;
+  GraphBuilder& b = *logits.builder;
+  const int last = logits.shape().rank() - 1;
+  // Shifting by the (constant) maximum keeps exp in range and changes nothing mathematically.
+  const Value shifted = logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
+                                             logits.shape());
+  const Value log_sum = b.unary(Op::kLog, b.reduce(Op::kReduceSum, b.unary(Op::kExp, shifted), {last}));
+  return shifted - expand_last(b, log_sum, logits.shape());
+}
+
+Value softmax(Value logits) {
+  if (!logits.valid()) return logits;
+  GraphBuilder& b = *logits.builder;
+  const int last = logits.shape().rank() - 1;
+  const Value e = b.unary(Op::kExp, logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
+                                                         logits.shape()));
+  return e / expand_last(b, b.reduce(Op::kReduceSum, e, {last}), logits.shape());
+}
+
+Value sparse_softmax_cross_entropy(Value labels, Value logits) {
+  if (!labels.valid() || !logits.valid()) return {};
+  GraphBuilder& b = *logits.builder;
+  if (logits.shape().rank() != 2 || labels.shape().rank() != 1 || labels.shape().dim(0) != logits.shape().dim(0)) {
+    return b.fail(Op::kOneHot, str_cat("sparse_softmax_cross_entropy needs labels [N] and logits [N, classes], got ",
+                                       labels.shape().str(), " and ", logits.shape().str()));
+  }
+  const Value picked = b.one_hot(labels, logits.shape().dim(1)) * log_softmax(logits);
+  return -b.reduce(Op::kReduceSum, picked, {1});
+}
+
+Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint64_t seed, bool use_bias) {
+  if (!x.valid()) return x;
+  const std::string name = b.unique_name("dense");
+  GraphBuilder::Scope scope(b, name);
+  const int64_t in = x.shape().dim(x.shape().rank() - 1);
+  Initializer glorot{InitKind::kGlorotUniform, 0, 1, seed};
+  Value y = b.matmul(x, b.variable(name + "/kernel", x.dtype(), {in, units}, glorot));
+  if (use_bias) y = y + b.variable(name + "/bias", x.dtype(), {units}, Initializer{});
+  return activate(y, activation);
+}
+
+Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride, Padding padding,
+             Activation activation, uint64_t seed) {
+  if (!x.valid()) return x;
+  const std::string name = b.unique_name("conv2d");
+  GraphBuilder::Scope scope(b, name);
+  if (x.shape().rank() != 4) return b.fail(Op::kExtractPatches, str_cat("conv2d needs an NHWC input, got ", x.shape().str()));
+  const int64_t channels = x.shape().dim(3);
+  Window w = pool_window(kernel, stride, padding);
+  const Value patches = b.extract_patches(x, w);
+  if (!patches.valid()) return patches;
+  Initializer glorot{InitKind::kGlorotUniform, 0, 1, seed};
+  const Value k = b.variable(name + "/kernel", x.dtype(), {kernel, kernel, channels, filters}, glorot);
+  // [N, OH, OW, KH*KW*C] x [KH*KW*C, F]: the kernel's [kh, kw, c] order matches the patches'.
+  Value y = b.matmul(patches, b.reshape(k, {kernel * kernel * channels, filters}));
+  y = y + b.variable(name + "/bias", x.dtype(), {filters}, Initializer{});
+  return activate(y, activation);
+}
+
+Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
+  if (!x.valid()) return x;
+  GraphBuilder::Scope scope(b, b.unique_name("max_pooling2d"));
+  const Window w = pool_window(pool, stride, padding);
+  const Value patches = b.extract_patches(x, w);
+  if (!patches.valid()) return patches;
+  const int64_t channels = x.shape().dim(3);
+  Value view = window_view(b, patches, pool * pool, channels);
+  if (padding == Padding::kSame) {
+    // Padded positions must never win: push them far below any value.
+    const Value ones = b.broadcast(b.scalar(1.0f), x.shape(), {});
+    const Value inside = window_view(b, b.extract_patches(ones, w), pool * pool, channels);
+    view = view + (1.0f - inside) * -3.0e38f;
+  }
+  return b.reduce(Op::kReduceMax, view, {3});
+}
+
+Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
+  if (!x.valid()) return x;
+  GraphBuilder::Scope scope(b, b.unique_name("average_pooling2d"));
+  const Window w = pool_window(pool, stride, padding);
+  const Value patches = b.extract_patches(x, w);
+  if (!patches.valid()) return patches;
+  const int64_t channels = x.shape().dim(3);
+  const Value sums = b.reduce(Op::kReduceSum, window_view(b, patches, pool * pool, channels), {3});
+  // Divide by the window elements inside the image (TensorFlow's SAME semantics).
+  const Value ones = b.broadcast(b.scalar(1.0f), x.shape(), {});
+  const Value counts = b.reduce(Op::kReduceSum, window_view(b, b.extract_patches(ones, w), pool * pool, channels), {3});
+  return sums / counts;
+}
+
+Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed) {
+  if (!x.valid() || !training || rate <= 0) return x;
+  GraphBuilder::Scope scope(b, b.unique_name("dropout"));
+  if (rate >= 1) return b.fail(Op::kRngUniform, str_cat("dropout rate ", rate, " must be below 1"));
+  const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed), b.broadcast(b.scalar(rate), x.shape(), {}));
+  return x * keep * (1.0f / (1.0f - rate));
+}
+
+Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum, float epsilon) {
+  if (!x.valid()) return x;
+  const std::string name = b.unique_name("batch_normalization");
+  GraphBuilder::Scope scope(b, name);
+  const int64_t c = x.shape().dim(x.shape().rank() - 1);
+  const Value gamma = b.variable(name + "/gamma", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  const Value beta = b.variable(name + "/beta", x.dtype(), {c}, Initializer{});
+  const Value moving_mean = b.variable(name + "/moving_mean", x.dtype(), {c}, Initializer{});
+  const Value moving_var = b.variable(name + "/moving_variance", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  const std::vector<int64_t> axes = all_but_last(x.shape());
+  Value mean = moving_mean, var = moving_var;
+  if (training) {
+    mean = reduce_mean(x, axes);
+    var = reduce_mean(b.unary(Op::kSquare, x - mean), axes);
+    b.update(moving_mean, moving_mean * momentum + mean * (1.0f - momentum));
+    b.update(moving_var, moving_var * momentum + var * (1.0f - momentum));
+  }
+  return (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * gamma + beta;
+}
+
+}  // namespace tpusim::runtime::layers

@@ -1,0 +1,166 @@
+#include "runtime/opcheck/harness.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/strings.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/graph/initializers.h"
+#include "runtime/graph/random.h"
+
+namespace tpusim::runtime::opcheck {
+namespace {
+
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  auto key = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, 4);
+    return i < 0 ? static_cast<int64_t>(INT32_MIN) - i : static_cast<int64_t>(i);
+  };
+  return std::llabs(key(a) - key(b));
+}
+
+std::string index_of(const Shape& s, int64_t linear) {
+  std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    idx[static_cast<size_t>(d)] = linear % s.dim(d);
+    linear /= s.dim(d);
+  }
+  return str_cat("[", str_join(idx, ", "), "]");
+}
+
+std::vector<float> as_floats(const HostTensor& t) {
+  if (t.dtype != DType::kS32) return t.f;
+  return std::vector<float>(t.i.begin(), t.i.end());
+}
+
+}  // namespace
+
+absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text) {
+  BackendSpec spec;
+  const size_t colon = text.find(':');
+  spec.name = text.substr(0, colon);
+  if (colon != std::string::npos) spec.precision = text.substr(colon + 1);
+  if (spec.name.empty()) return absl::InvalidArgumentError(str_cat("empty backend name in '", text, "'"));
+  if (spec.precision != "fp32" && spec.precision != "mxu") {
+    return absl::InvalidArgumentError(str_cat("unknown precision '", spec.precision, "' in '", text, "' (fp32 or mxu)"));
+  }
+  return spec;
+}
+
+Feeds make_feeds(const OpCase& c, uint32_t seed) {
+  Feeds feeds;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const InputSpec& in = c.inputs[i];
+    RandomStream rng(mix64(seed) ^ (i + 1));
+    HostTensor t = HostTensor::zeros(in.dtype, in.shape);
+    if (in.dtype == DType::kS32) {
+      for (int32_t& v : t.i) v = static_cast<int32_t>(in.low + std::floor(rng.uniform() * (in.high - in.low)));
+    } else {
+      for (float& v : t.f) v = static_cast<float>(in.low + rng.uniform() * (in.high - in.low));
+    }
+    feeds[in.name] = std::move(t);
+  }
+  return feeds;
+}
+
+absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with_loss) {
+  GraphBuilder b;
+  std::vector<Value> inputs;
+  for (const InputSpec& in : c.inputs) inputs.push_back(b.infeed(in.name, in.dtype, in.shape));
+  const Value y = c.build(b, inputs);
+  b.output("output", y);
+  if (c.differentiable && y.valid()) {
+    HostTensor cot = HostTensor::zeros(DType::kF32, y.shape());
+    RandomStream rng(mix64(seed) ^ 0xc07);
+    for (float& v : cot.f) v = static_cast<float>(2 * rng.uniform() - 1);
+    std::vector<Value> wrt;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (is_floating(c.inputs[i].dtype)) {
+        wrt.push_back(inputs[i]);
+        names.push_back(c.inputs[i].name);
+      }
+    }
+    for (int id : b.graph().variables()) {
+      wrt.push_back(Value{id, &b});
+      names.push_back(b.graph().node(id).attrs.name);
+    }
+    const Value cotangent = b.constant(std::move(cot));
+    if (with_loss) {
+      std::vector<int64_t> all(static_cast<size_t>(y.shape().rank()));
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+      b.output("loss", b.reduce(Op::kReduceSum, cotangent * y, all));
+    }
+    auto grads = vjp(b, y, cotangent, wrt);
+    if (!grads.ok()) return grads.status();
+    for (size_t i = 0; i < grads->size(); ++i) b.output(str_cat("grad(", names[i], ")"), (*grads)[i]);
+  }
+  if (!b.status().ok()) return b.status();
+  return b.graph();
+}
+
+double tolerance_for(const OpCase& c, const BackendSpec& backend) {
+  const double root = std::sqrt(static_cast<double>(std::max<int64_t>(1, c.reduction_length)));
+  // bf16 rounding of both inputs puts each product within ~2^-8 of the f32 one; relative to
+  // the largest output the sum's error stays near that (measured 1.5e-3 to 3e-3): 4 x 2^-8.
+  if (backend.precision == "mxu" && c.uses_matmul) return 4 * std::ldexp(1.0, -8);
+  return 8 * std::ldexp(1.0, -23) * root;
+}
+
+absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& spec, uint32_t seed) {
+  auto graph = build_case_graph(c, seed);
+  if (!graph.ok()) return graph.status();
+  const Feeds feeds = make_feeds(c, seed);
+  auto run_on = [&](const BackendSpec& s) -> absl::StatusOr<Outputs> {
+    auto backend = make_backend(s.name);
+    if (!backend.ok()) return backend.status();
+    auto exe = (*backend)->compile(*graph, CompileOptions{s.precision});
+    if (!exe.ok()) return exe.status();
+    Variables vars = initial_variables(*graph);
+    auto out = (*backend)->run(**exe, vars, {feeds}, 0);
+    if (!out.ok()) return out.status();
+    return (*out)[0];
+  };
+  auto ref = run_on(BackendSpec{"cpu", "fp32"});
+  if (!ref.ok()) return ref.status();
+  auto got = run_on(spec);
+  if (!got.ok()) return got.status();
+
+  std::vector<CaseResult> results;
+  for (const auto& [name, ref_tensor] : *ref) {
+    CaseResult r;
+    r.op = c.op;
+    r.backend = spec.label();
+    r.mode = name == "output" ? "forward" : "backward";
+    r.shape = c.shape;
+    r.tensor = name;
+    r.tolerance = tolerance_for(c, spec);
+    const std::vector<float> a = as_floats(got->at(name));
+    const std::vector<float> e = as_floats(ref_tensor);
+    double scale = 0;
+    for (float v : e) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    int64_t worst = -1;
+    for (size_t i = 0; i < e.size() && i < a.size(); ++i) {
+      const double diff = std::abs(static_cast<double>(a[i]) - e[i]);
+      if (std::isnan(a[i]) != std::isnan(e[i]) || diff > r.max_abs_error || worst < 0) {
+        if (worst < 0 || diff > r.max_abs_error) {
+          r.max_abs_error = diff;
+          worst = static_cast<int64_t>(i);
+        }
+      }
+      r.ulp = std::max(r.ulp, ulp_distance(a[i], e[i]));
+    }
+    r.max_rel_error = scale > 0 ? r.max_abs_error / scale : r.max_abs_error;
+    r.passed = a.size() == e.size() && r.max_rel_error <= r.tolerance && !std::isnan(r.max_abs_error);
+    if (worst >= 0) {
+      r.worst = str_cat(name, index_of(ref_tensor.shape, worst), ": got ", a[static_cast<size_t>(worst)], ", reference ",
+                        e[static_cast<size_t>(worst)]);
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace tpusim::runtime::opcheck

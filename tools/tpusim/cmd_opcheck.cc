@@ -1,0 +1,94 @@
+// tpusim opcheck: the cross-device numerics harness (runtime/opcheck).
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "common/strings.h"
+#include "runtime/opcheck/harness.h"
+#include "tools/tpusim/command.h"
+#include "tools/tpusim/commands.h"
+
+namespace tpusim::cli {
+
+namespace po = boost::program_options;
+
+int run_opcheck(const std::vector<std::string>& args) {
+  po::options_description options("options");
+  options.add_options()("backends", po::value<std::string>()->default_value("cpu,cpu:mxu"),
+                        "comma-separated backends, each NAME or NAME:PRECISION (fp32 | mxu)")(
+      "ops", po::value<std::string>()->default_value(".*"), "regular expression the op names must match")(
+      "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")("json", po::bool_switch(),
+                                                                                          "print JSON");
+  const std::string usage =
+      "usage: tpusim opcheck [--backends cpu,cpu:mxu] [--ops PATTERN] [--json]\n\n"
+      "Runs every op case (one per op and representative shape) on each backend, forward and\n"
+      "backward, and compares it with the cpu backend in fp32. A case passes when its largest error\n"
+      "relative to the reference's largest magnitude is within the op's tolerance (from bf16's or\n"
+      "f32's epsilon and the reduction length). Exits 1 when any case fails.\n";
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
+  std::vector<runtime::opcheck::BackendSpec> backends;
+  std::string list = vm["backends"].as<std::string>();
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    auto spec = runtime::opcheck::parse_backend_spec(list.substr(start, comma - start));
+    if (!spec.ok()) return usage_error(std::string(spec.status().message()), usage);
+    backends.push_back(*spec);
+    start = comma + 1;
+  }
+  std::regex pattern;
+  try {
+    pattern = std::regex(vm["ops"].as<std::string>());
+  } catch (const std::regex_error& e) {
+    return usage_error(str_cat("--ops is not a regular expression: ", e.what()), usage);
+  }
+
+  nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+  int failed = 0, total = 0;
+  std::set<std::string> ops;
+  const bool json = vm["json"].as<bool>();
+  for (const auto& c : runtime::opcheck::all_cases()) {
+    if (!std::regex_search(c.op, pattern)) continue;
+    for (const auto& backend : backends) {
+      auto results = runtime::opcheck::run_case(c, backend, vm["seed"].as<uint32_t>());
+      if (!results.ok()) return failure(str_cat(c.op, " ", c.shape, " on ", backend.label(), ": ", results.status().message()));
+      for (const auto& r : *results) {
+        ++total;
+        failed += r.passed ? 0 : 1;
+        ops.insert(r.op);
+        cases.push_back({{"op", r.op},
+                         {"backend", r.backend},
+                         {"mode", r.mode},
+                         {"shape", r.shape},
+                         {"tensor", r.tensor},
+                         {"max_abs_error", r.max_abs_error},
+                         {"max_rel_error", r.max_rel_error},
+                         {"ulp", r.ulp},
+                         {"tolerance", r.tolerance},
+                         {"passed", r.passed},
+                         {"worst", r.worst}});
+        if (!json) {
+          std::cout << (r.passed ? "ok   " : "FAIL ") << std::left << std::setw(30) << r.op << std::setw(9) << r.backend
+                    << std::setw(9) << r.mode << std::setw(22) << r.tensor << " rel " << std::setw(11)
+                    << std::setprecision(3) << r.max_rel_error << " tol " << std::setw(9) << r.tolerance << "  "
+                    << r.shape << (r.passed ? "" : "  worst: " + r.worst) << "\n";
+        }
+      }
+    }
+  }
+  if (json) {
+    std::cout << nlohmann::ordered_json{{"cases", cases},
+                                        {"ops", ops.size()},
+                                        {"passed", total - failed},
+                                        {"failed", failed}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << (total - failed) << " passed, " << failed << " failed (" << ops.size() << " ops)\n";
+  }
+  return failed == 0 ? kOk : kFailed;
+}
+
+}  // namespace tpusim::cli
