@@ -14,22 +14,25 @@ absl::Status check_inputs(const Graph& graph, const Variables& variables, const 
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);
     auto it = feeds.find(n.attrs.name);
-    if (it == feeds.end()) return absl::InvalidArgumentError(str_cat("no batch for infeed '", n.attrs.name, "'"));
+    if (it == feeds.end())
+      return absl::InvalidArgumentError(str_cat("no batch for infeed '", n.attrs.name, "'"));
     const HostTensor& t = it->second;
     const size_t have = t.dtype == DType::kS32 ? t.i.size() : t.f.size();
     if (t.shape != n.shape || (t.dtype == DType::kS32) != (n.dtype == DType::kS32) ||
         have != static_cast<size_t>(n.shape.elements())) {
-      return absl::InvalidArgumentError(str_cat("infeed '", n.attrs.name, "' takes ", dtype_name(n.dtype), n.shape.str(),
-                                                "; the batch is ", dtype_name(t.dtype), t.shape.str()));
+      return absl::InvalidArgumentError(
+          str_cat("infeed '", n.attrs.name, "' takes ", dtype_name(n.dtype), n.shape.str(),
+                  "; the batch is ", dtype_name(t.dtype), t.shape.str()));
     }
   }
   for (int id : graph.variables()) {
     const Node& n = graph.node(id);
     auto it = variables.find(n.attrs.name);
-    if (it == variables.end()) return absl::InvalidArgumentError(str_cat("no value for variable '", n.attrs.name, "'"));
+    if (it == variables.end())
+      return absl::InvalidArgumentError(str_cat("no value for variable '", n.attrs.name, "'"));
     if (it->second.shape != n.shape) {
-      return absl::InvalidArgumentError(str_cat("variable '", n.attrs.name, "' is ", n.shape.str(), "; its value is ",
-                                                it->second.shape.str()));
+      return absl::InvalidArgumentError(str_cat("variable '", n.attrs.name, "' is ", n.shape.str(),
+                                                "; its value is ", it->second.shape.str()));
     }
   }
   return absl::OkStatus();

@@ -5,13 +5,13 @@
 // an inference step are the same call. Backends are chosen by name (make_backend); a model
 // runs on any of them with no change.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/graph/graph.h"
 
@@ -23,9 +23,9 @@ struct CompileOptions {
   std::string precision = "fp32";
 };
 
-using Feeds = std::map<std::string, HostTensor>;            // infeed name -> one batch
-using Variables = std::map<std::string, HostTensor>;        // variable name -> value
-using Outputs = std::map<std::string, HostTensor>;          // output name -> value
+using Feeds = std::map<std::string, HostTensor>;      // infeed name -> one batch
+using Variables = std::map<std::string, HostTensor>;  // variable name -> value
+using Outputs = std::map<std::string, HostTensor>;    // output name -> value
 
 class Executable {
  public:
@@ -37,12 +37,14 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
+                                                              const CompileOptions& options) = 0;
   // Runs one step per element of `feeds`, steps numbered from `first_step` (the counter that
   // random ops such as dropout use). `variables` must hold every variable of the graph; the
   // updates of each step are written back into it. Returns each step's outputs.
   virtual absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
-                                                   const std::vector<Feeds>& feeds, uint64_t first_step) = 0;
+                                                   const std::vector<Feeds>& feeds,
+                                                   uint64_t first_step) = 0;
 };
 
 // The backend named `name` ("cpu", ...); NotFound lists the known ones.

@@ -27,7 +27,8 @@ Value unbroadcast(GraphBuilder& b, Value g, const Shape& to) {
 }
 
 // A value with the reduced axes put back as size-1... then broadcast to `shape`.
-Value expand_reduced(GraphBuilder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& axes) {
+Value expand_reduced(GraphBuilder& b, Value reduced, const Shape& shape,
+                     const std::vector<int64_t>& axes) {
   std::vector<int64_t> kept;
   for (int d = 0; d < shape.rank(); ++d) {
     if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(d);
@@ -62,7 +63,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
     case Op::kMin: {
       // The winner takes the gradient; a tie splits it in half.
       const Value a = in(0), c = in(1);
-      const Value wins = n.op == Op::kMax ? b.binary(Op::kGreater, a, c) : b.binary(Op::kGreater, c, a);
+      const Value wins =
+          n.op == Op::kMax ? b.binary(Op::kGreater, a, c) : b.binary(Op::kGreater, c, a);
       const Value half_ties = b.binary(Op::kEqual, a, c) * 0.5f;
       const Value wa = wins + half_ties;
       const Value wb = (1.0f - wins) - half_ties;
@@ -93,7 +95,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
     case Op::kReduceSum:
       return {expand_reduced(b, g, in(0).shape(), n.attrs.axes)};
     case Op::kReduceMax: {
-      const Value hit = b.binary(Op::kEqual, in(0), expand_reduced(b, out(), in(0).shape(), n.attrs.axes));
+      const Value hit =
+          b.binary(Op::kEqual, in(0), expand_reduced(b, out(), in(0).shape(), n.attrs.axes));
       const Value count = b.reduce(Op::kReduceSum, hit, n.attrs.axes);
       return {hit * expand_reduced(b, g / count, in(0).shape(), n.attrs.axes)};
     }
@@ -101,7 +104,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
       return {b.reshape(g, in(0).shape())};
     case Op::kTranspose: {
       std::vector<int64_t> inverse(n.attrs.axes.size());
-      for (size_t i = 0; i < inverse.size(); ++i) inverse[static_cast<size_t>(n.attrs.axes[i])] = static_cast<int64_t>(i);
+      for (size_t i = 0; i < inverse.size(); ++i)
+        inverse[static_cast<size_t>(n.attrs.axes[i])] = static_cast<int64_t>(i);
       return {b.transpose(g, inverse)};
     }
     case Op::kBroadcast: {
@@ -110,7 +114,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
       std::vector<int64_t> axes;
       for (int d = 0; d < n.shape.rank(); ++d) {
         auto it = std::find(n.attrs.axes.begin(), n.attrs.axes.end(), d);
-        if (it == n.attrs.axes.end() || from.dim(static_cast<int>(it - n.attrs.axes.begin())) != n.shape.dim(d)) {
+        if (it == n.attrs.axes.end() ||
+            from.dim(static_cast<int>(it - n.attrs.axes.begin())) != n.shape.dim(d)) {
           axes.push_back(d);
         }
       }
@@ -131,12 +136,14 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
     }
     case Op::kSlice: {
       std::vector<int64_t> after;
-      for (int d = 0; d < n.shape.rank(); ++d) after.push_back(in(0).shape().dim(d) - n.attrs.end[static_cast<size_t>(d)]);
+      for (int d = 0; d < n.shape.rank(); ++d)
+        after.push_back(in(0).shape().dim(d) - n.attrs.end[static_cast<size_t>(d)]);
       return {b.pad(g, n.attrs.begin, after)};
     }
     case Op::kPad: {
       std::vector<int64_t> end;
-      for (int d = 0; d < n.shape.rank(); ++d) end.push_back(n.attrs.begin[static_cast<size_t>(d)] + in(0).shape().dim(d));
+      for (int d = 0; d < n.shape.rank(); ++d)
+        end.push_back(n.attrs.begin[static_cast<size_t>(d)] + in(0).shape().dim(d));
       return {b.slice(g, n.attrs.begin, end)};
     }
     case Op::kMatMul: {
@@ -146,7 +153,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
       if (w.shape().rank() == a.shape().rank()) {
         gw = b.matmul(transpose_last(b, a), g);
       } else {  // shared rank-2 rhs: fold the batch dims into rows
-        const int64_t k = a.shape().dim(a.shape().rank() - 1), cols = g.shape().dim(g.shape().rank() - 1);
+        const int64_t k = a.shape().dim(a.shape().rank() - 1),
+                      cols = g.shape().dim(g.shape().rank() - 1);
         const int64_t rows = a.shape().elements() / k;
         gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), b.reshape(g, {rows, cols}));
       }
@@ -165,12 +173,14 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cotangent, const std::vector<Value>& wrt) {
+absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cotangent,
+                                       const std::vector<Value>& wrt) {
   if (!b.status().ok()) return b.status();
-  if (!output.valid() || !cotangent.valid()) return absl::InvalidArgumentError("gradients: invalid output or cotangent");
+  if (!output.valid() || !cotangent.valid())
+    return absl::InvalidArgumentError("gradients: invalid output or cotangent");
   if (cotangent.shape() != output.shape()) {
-    return absl::InvalidArgumentError(str_cat("gradients: cotangent ", cotangent.shape().str(), " does not match output ",
-                                              output.shape().str()));
+    return absl::InvalidArgumentError(str_cat("gradients: cotangent ", cotangent.shape().str(),
+                                              " does not match output ", output.shape().str()));
   }
   // Adjoints, filled from the output backwards. Node ids are topological, so one reverse pass
   // sees every node after all its users.
@@ -183,7 +193,9 @@ absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cota
     if (!is_floating(n.dtype)) continue;
     const std::vector<int> inputs = n.inputs;
     const std::vector<Value> grads = node_vjp(b, id, g);
-    if (!b.status().ok()) return absl::InternalError(str_cat("gradients of ", op_name(n.op), ": ", b.status().message()));
+    if (!b.status().ok())
+      return absl::InternalError(
+          str_cat("gradients of ", op_name(n.op), ": ", b.status().message()));
     for (size_t i = 0; i < inputs.size() && i < grads.size(); ++i) {
       if (!grads[i].valid()) continue;
       Value& slot = adjoint[static_cast<size_t>(inputs[i])];
@@ -200,11 +212,13 @@ absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cota
   return out;
 }
 
-absl::StatusOr<std::vector<Value>> gradients(GraphBuilder& b, Value loss, const std::vector<Value>& wrt) {
-  if (!loss.valid()) return b.status().ok() ? absl::InvalidArgumentError("gradients: invalid loss") : b.status();
+absl::StatusOr<std::vector<Value>> gradients(GraphBuilder& b, Value loss,
+                                             const std::vector<Value>& wrt) {
+  if (!loss.valid())
+    return b.status().ok() ? absl::InvalidArgumentError("gradients: invalid loss") : b.status();
   if (loss.shape().rank() != 0 || !is_floating(loss.dtype())) {
-    return absl::InvalidArgumentError(str_cat("gradients: the loss must be a floating scalar, got ", dtype_name(loss.dtype()),
-                                              loss.shape().str()));
+    return absl::InvalidArgumentError(str_cat("gradients: the loss must be a floating scalar, got ",
+                                              dtype_name(loss.dtype()), loss.shape().str()));
   }
   HostTensor one = HostTensor::scalar(1.0f);
   one.dtype = loss.dtype();

@@ -10,7 +10,9 @@ namespace tpusim::runtime {
 Shape Value::shape() const { return builder->node(*this).shape; }
 DType Value::dtype() const { return builder->node(*this).dtype; }
 
-GraphBuilder::Scope::Scope(GraphBuilder& b, const std::string& name) : b_(b) { b_.scopes_.push_back(name); }
+GraphBuilder::Scope::Scope(GraphBuilder& b, const std::string& name) : b_(b) {
+  b_.scopes_.push_back(name);
+}
 GraphBuilder::Scope::~Scope() { b_.scopes_.pop_back(); }
 
 std::string GraphBuilder::unique_name(const std::string& base) {
@@ -87,7 +89,8 @@ Value GraphBuilder::constant(HostTensor value) {
   if (!status_.ok()) return {};
   const size_t want = static_cast<size_t>(value.shape.elements());
   if ((value.dtype == DType::kS32 ? value.i.size() : value.f.size()) != want) {
-    return fail(Op::kConstant, str_cat("holds the wrong number of values for shape ", value.shape.str()));
+    return fail(Op::kConstant,
+                str_cat("holds the wrong number of values for shape ", value.shape.str()));
   }
   Attrs attrs;
   const DType dtype = value.dtype;
@@ -98,11 +101,14 @@ Value GraphBuilder::constant(HostTensor value) {
 
 Value GraphBuilder::scalar(float value) { return constant(HostTensor::scalar(value)); }
 
-Value GraphBuilder::variable(const std::string& name, DType dtype, const Shape& shape, Initializer init) {
+Value GraphBuilder::variable(const std::string& name, DType dtype, const Shape& shape,
+                             Initializer init) {
   if (!status_.ok()) return {};
-  if (graph_.find_variable(name) >= 0) return fail(Op::kVariable, str_cat("a variable named '", name, "' exists already"));
+  if (graph_.find_variable(name) >= 0)
+    return fail(Op::kVariable, str_cat("a variable named '", name, "' exists already"));
   if (dtype == DType::kS32 && init.kind != InitKind::kZeros && init.kind != InitKind::kConstant) {
-    return fail(Op::kVariable, str_cat("s32 variable '", name, "' takes a zeros or constant initializer"));
+    return fail(Op::kVariable,
+                str_cat("s32 variable '", name, "' takes a zeros or constant initializer"));
   }
   Attrs attrs;
   attrs.name = name;
@@ -113,7 +119,8 @@ Value GraphBuilder::variable(const std::string& name, DType dtype, const Shape& 
 Value GraphBuilder::infeed(const std::string& name, DType dtype, const Shape& shape) {
   if (!status_.ok()) return {};
   for (int id : graph_.infeeds()) {
-    if (graph_.node(id).attrs.name == name) return fail(Op::kInfeed, str_cat("an infeed named '", name, "' exists already"));
+    if (graph_.node(id).attrs.name == name)
+      return fail(Op::kInfeed, str_cat("an infeed named '", name, "' exists already"));
   }
   Attrs attrs;
   attrs.name = name;
@@ -131,7 +138,8 @@ Value GraphBuilder::binary(Op op, Value a, Value b) {
   if (!usable({a, b})) return {};
   if (a.dtype() != b.dtype()) return fail(op, str_cat("operand types differ: ", shapes_of({a, b})));
   const bool comparison = op == Op::kEqual || op == Op::kGreater;
-  if (!comparison && !is_floating(a.dtype())) return fail(op, str_cat("needs floating operands, got ", shapes_of({a, b})));
+  if (!comparison && !is_floating(a.dtype()))
+    return fail(op, str_cat("needs floating operands, got ", shapes_of({a, b})));
   Shape out;
   if (!broadcast_shapes(a.shape(), b.shape(), &out)) {
     return fail(op, str_cat("shapes do not broadcast: ", shapes_of({a, b})));
@@ -150,7 +158,8 @@ Value GraphBuilder::unary(Op op, Value a) {
 Value GraphBuilder::select(Value condition, Value a, Value b) {
   if (!usable({condition, a, b})) return {};
   if (condition.shape() != a.shape() || a.shape() != b.shape() || a.dtype() != b.dtype()) {
-    return fail(Op::kSelect, str_cat("condition and branches must share one shape and type: ", shapes_of({condition, a, b})));
+    return fail(Op::kSelect, str_cat("condition and branches must share one shape and type: ",
+                                     shapes_of({condition, a, b})));
   }
   return add(Op::kSelect, {condition, a, b}, a.dtype(), a.shape());
 }
@@ -164,9 +173,11 @@ Value GraphBuilder::cast(Value a, DType to) {
 
 Value GraphBuilder::reduce(Op op, Value a, std::vector<int64_t> axes) {
   if (!usable({a})) return {};
-  if (!is_floating(a.dtype())) return fail(op, str_cat("needs a floating operand, got ", shapes_of({a})));
+  if (!is_floating(a.dtype()))
+    return fail(op, str_cat("needs a floating operand, got ", shapes_of({a})));
   if (!valid_axes(axes, a.shape().rank())) {
-    return fail(op, str_cat("axes [", str_join(axes, ", "), "] are not distinct axes of ", shapes_of({a})));
+    return fail(
+        op, str_cat("axes [", str_join(axes, ", "), "] are not distinct axes of ", shapes_of({a})));
   }
   std::vector<int64_t> dims;
   for (int i = 0; i < a.shape().rank(); ++i) {
@@ -180,7 +191,8 @@ Value GraphBuilder::reduce(Op op, Value a, std::vector<int64_t> axes) {
 
 Value GraphBuilder::argmax(Value a, int64_t axis) {
   if (!usable({a})) return {};
-  if (axis < 0 || axis >= a.shape().rank()) return fail(Op::kArgMax, str_cat("axis ", axis, " is not an axis of ", shapes_of({a})));
+  if (axis < 0 || axis >= a.shape().rank())
+    return fail(Op::kArgMax, str_cat("axis ", axis, " is not an axis of ", shapes_of({a})));
   std::vector<int64_t> dims = a.shape().dims();
   dims.erase(dims.begin() + axis);
   Attrs attrs;
@@ -191,16 +203,19 @@ Value GraphBuilder::argmax(Value a, int64_t axis) {
 Value GraphBuilder::reshape(Value a, const Shape& shape) {
   if (!usable({a})) return {};
   if (shape.elements() != a.shape().elements()) {
-    return fail(Op::kReshape, str_cat("cannot reshape ", shapes_of({a}), " (", a.shape().elements(), " elements) to ",
-                                      shape.str(), " (", shape.elements(), " elements)"));
+    return fail(Op::kReshape,
+                str_cat("cannot reshape ", shapes_of({a}), " (", a.shape().elements(),
+                        " elements) to ", shape.str(), " (", shape.elements(), " elements)"));
   }
   return add(Op::kReshape, {a}, a.dtype(), shape);
 }
 
 Value GraphBuilder::transpose(Value a, std::vector<int64_t> permutation) {
   if (!usable({a})) return {};
-  if (static_cast<int>(permutation.size()) != a.shape().rank() || !valid_axes(permutation, a.shape().rank())) {
-    return fail(Op::kTranspose, str_cat("[", str_join(permutation, ", "), "] is not a permutation of the axes of ", shapes_of({a})));
+  if (static_cast<int>(permutation.size()) != a.shape().rank() ||
+      !valid_axes(permutation, a.shape().rank())) {
+    return fail(Op::kTranspose, str_cat("[", str_join(permutation, ", "),
+                                        "] is not a permutation of the axes of ", shapes_of({a})));
   }
   std::vector<int64_t> dims;
   for (int64_t p : permutation) dims.push_back(a.shape().dim(static_cast<int>(p)));
@@ -218,8 +233,8 @@ Value GraphBuilder::broadcast(Value a, const Shape& shape, std::vector<int64_t> 
     ok = from == 1 || from == shape.dim(static_cast<int>(dims[i]));
   }
   if (!ok) {
-    return fail(Op::kBroadcast, str_cat("cannot broadcast ", shapes_of({a}), " to ", shape.str(), " along dims [",
-                                        str_join(dims, ", "), "]"));
+    return fail(Op::kBroadcast, str_cat("cannot broadcast ", shapes_of({a}), " to ", shape.str(),
+                                        " along dims [", str_join(dims, ", "), "]"));
   }
   Attrs attrs;
   attrs.axes = std::move(dims);
@@ -230,26 +245,32 @@ Value GraphBuilder::broadcast_to(Value a, const Shape& shape) {
   if (!usable({a})) return {};
   if (a.shape() == shape) return a;
   const int offset = shape.rank() - a.shape().rank();
-  if (offset < 0) return fail(Op::kBroadcast, str_cat("cannot broadcast ", shapes_of({a}), " to the lower rank ", shape.str()));
+  if (offset < 0)
+    return fail(Op::kBroadcast,
+                str_cat("cannot broadcast ", shapes_of({a}), " to the lower rank ", shape.str()));
   std::vector<int64_t> dims(static_cast<size_t>(a.shape().rank()));
   std::iota(dims.begin(), dims.end(), offset);
   return broadcast(a, shape, dims);
 }
 
 Value GraphBuilder::concat(const std::vector<Value>& parts, int64_t axis) {
-  if (!status_.ok() || parts.empty()) return parts.empty() ? fail(Op::kConcat, "needs at least one operand") : Value{};
+  if (!status_.ok() || parts.empty())
+    return parts.empty() ? fail(Op::kConcat, "needs at least one operand") : Value{};
   for (const Value& p : parts) {
     if (!p.valid()) return {};
   }
   const Shape& first = parts[0].shape();
-  if (axis < 0 || axis >= first.rank()) return fail(Op::kConcat, str_cat("axis ", axis, " is not an axis of ", first.str()));
+  if (axis < 0 || axis >= first.rank())
+    return fail(Op::kConcat, str_cat("axis ", axis, " is not an axis of ", first.str()));
   std::vector<int64_t> dims = first.dims();
   dims[static_cast<size_t>(axis)] = 0;
   std::vector<Value> inputs;
   for (const Value& p : parts) {
     bool ok = p.shape().rank() == first.rank() && p.dtype() == parts[0].dtype();
     for (int i = 0; ok && i < first.rank(); ++i) ok = i == axis || p.shape().dim(i) == first.dim(i);
-    if (!ok) return fail(Op::kConcat, str_cat("operands ", first.str(), " and ", p.shape().str(), " differ off axis ", axis));
+    if (!ok)
+      return fail(Op::kConcat, str_cat("operands ", first.str(), " and ", p.shape().str(),
+                                       " differ off axis ", axis));
     dims[static_cast<size_t>(axis)] += p.shape().dim(static_cast<int>(axis));
     inputs.push_back(p);
   }
@@ -264,13 +285,14 @@ Value GraphBuilder::slice(Value a, std::vector<int64_t> begin, std::vector<int64
   bool ok = static_cast<int>(begin.size()) == rank && static_cast<int>(end.size()) == rank;
   std::vector<int64_t> dims;
   for (int i = 0; ok && i < rank; ++i) {
-    ok = 0 <= begin[static_cast<size_t>(i)] && begin[static_cast<size_t>(i)] < end[static_cast<size_t>(i)] &&
+    ok = 0 <= begin[static_cast<size_t>(i)] &&
+         begin[static_cast<size_t>(i)] < end[static_cast<size_t>(i)] &&
          end[static_cast<size_t>(i)] <= a.shape().dim(i);
     dims.push_back(end[static_cast<size_t>(i)] - begin[static_cast<size_t>(i)]);
   }
   if (!ok) {
-    return fail(Op::kSlice, str_cat("[", str_join(begin, ", "), "] to [", str_join(end, ", "), ") is not a non-empty range of ",
-                                    shapes_of({a})));
+    return fail(Op::kSlice, str_cat("[", str_join(begin, ", "), "] to [", str_join(end, ", "),
+                                    ") is not a non-empty range of ", shapes_of({a})));
   }
   Attrs attrs;
   attrs.begin = std::move(begin);
@@ -285,9 +307,12 @@ Value GraphBuilder::pad(Value a, std::vector<int64_t> before, std::vector<int64_
   std::vector<int64_t> dims;
   for (int i = 0; ok && i < rank; ++i) {
     ok = before[static_cast<size_t>(i)] >= 0 && after[static_cast<size_t>(i)] >= 0;
-    dims.push_back(a.shape().dim(i) + before[static_cast<size_t>(i)] + after[static_cast<size_t>(i)]);
+    dims.push_back(a.shape().dim(i) + before[static_cast<size_t>(i)] +
+                   after[static_cast<size_t>(i)]);
   }
-  if (!ok) return fail(Op::kPad, str_cat("padding must be >= 0 and given for every axis of ", shapes_of({a})));
+  if (!ok)
+    return fail(Op::kPad,
+                str_cat("padding must be >= 0 and given for every axis of ", shapes_of({a})));
   Attrs attrs;
   attrs.begin = std::move(before);
   attrs.end = std::move(after);
@@ -299,17 +324,21 @@ Value GraphBuilder::matmul(Value a, Value b) {
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   if (a.dtype() != b.dtype() || !is_floating(a.dtype())) {
-    return fail(Op::kMatMul, str_cat("needs floating operands of one type, got ", shapes_of({a, b})));
+    return fail(Op::kMatMul,
+                str_cat("needs floating operands of one type, got ", shapes_of({a, b})));
   }
   if (sa.rank() < 2 || sb.rank() < 2 || (sb.rank() != 2 && sb.rank() != sa.rank())) {
-    return fail(Op::kMatMul, str_cat("needs [..., M, K] x [..., K, N] (rhs rank 2 or equal ranks), got ", shapes_of({a, b})));
+    return fail(Op::kMatMul,
+                str_cat("needs [..., M, K] x [..., K, N] (rhs rank 2 or equal ranks), got ",
+                        shapes_of({a, b})));
   }
   if (sa.dim(sa.rank() - 1) != sb.dim(sb.rank() - 2)) {
     return fail(Op::kMatMul, str_cat("inner dimensions differ: ", shapes_of({a, b})));
   }
   if (sb.rank() == sa.rank()) {
     for (int i = 0; i < sa.rank() - 2; ++i) {
-      if (sa.dim(i) != sb.dim(i)) return fail(Op::kMatMul, str_cat("batch dimensions differ: ", shapes_of({a, b})));
+      if (sa.dim(i) != sb.dim(i))
+        return fail(Op::kMatMul, str_cat("batch dimensions differ: ", shapes_of({a, b})));
     }
   }
   std::vector<int64_t> dims = sa.dims();
@@ -317,7 +346,8 @@ Value GraphBuilder::matmul(Value a, Value b) {
   return add(Op::kMatMul, {a, b}, a.dtype(), Shape(dims));
 }
 
-bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_w, std::string* error) {
+bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_w,
+                    std::string* error) {
   if (image.rank() != 4) {
     *error = str_cat("needs an NHWC image, got ", image.str());
     return false;
@@ -334,7 +364,8 @@ bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_
     w->pad_left = std::max<int64_t>((*out_w - 1) * w->sw + w->kw - wd, 0) / 2;
   } else {
     if (w->kh > h || w->kw > wd) {
-      *error = str_cat("a ", w->kh, "x", w->kw, " VALID window does not fit the ", h, "x", wd, " image ", image.str());
+      *error = str_cat("a ", w->kh, "x", w->kw, " VALID window does not fit the ", h, "x", wd,
+                       " image ", image.str());
       return false;
     }
     *out_h = (h - w->kh) / w->sh + 1;
@@ -349,12 +380,13 @@ Value GraphBuilder::extract_patches(Value image, Window window) {
   if (!usable({image})) return {};
   int64_t oh = 0, ow = 0;
   std::string error;
-  if (!resolve_window(image.shape(), &window, &oh, &ow, &error)) return fail(Op::kExtractPatches, error);
+  if (!resolve_window(image.shape(), &window, &oh, &ow, &error))
+    return fail(Op::kExtractPatches, error);
   const Shape& s = image.shape();
   Attrs attrs;
   attrs.window = window;
-  return add(Op::kExtractPatches, {image}, image.dtype(), Shape{s.dim(0), oh, ow, window.kh * window.kw * s.dim(3)},
-             std::move(attrs));
+  return add(Op::kExtractPatches, {image}, image.dtype(),
+             Shape{s.dim(0), oh, ow, window.kh * window.kw * s.dim(3)}, std::move(attrs));
 }
 
 Value GraphBuilder::patches_to_image(Value patches, const Window& window) {
@@ -365,8 +397,9 @@ Value GraphBuilder::patches_to_image(Value patches, const Window& window) {
   if (!resolve_window(window.image, &w, &oh, &ow, &error)) return fail(Op::kPatchesToImage, error);
   const Shape want{window.image.dim(0), oh, ow, w.kh * w.kw * window.image.dim(3)};
   if (patches.shape() != want) {
-    return fail(Op::kPatchesToImage, str_cat("patches ", patches.shape().str(), " do not come from image ",
-                                             window.image.str(), " (want ", want.str(), ")"));
+    return fail(Op::kPatchesToImage,
+                str_cat("patches ", patches.shape().str(), " do not come from image ",
+                        window.image.str(), " (want ", want.str(), ")"));
   }
   Attrs attrs;
   attrs.window = w;
@@ -375,7 +408,8 @@ Value GraphBuilder::patches_to_image(Value patches, const Window& window) {
 
 Value GraphBuilder::one_hot(Value labels, int64_t depth) {
   if (!usable({labels})) return {};
-  if (labels.dtype() != DType::kS32) return fail(Op::kOneHot, str_cat("needs s32 labels, got ", shapes_of({labels})));
+  if (labels.dtype() != DType::kS32)
+    return fail(Op::kOneHot, str_cat("needs s32 labels, got ", shapes_of({labels})));
   if (depth < 1) return fail(Op::kOneHot, str_cat("depth ", depth, " must be >= 1"));
   std::vector<int64_t> dims = labels.shape().dims();
   dims.push_back(depth);
@@ -401,8 +435,9 @@ void GraphBuilder::update(Value variable, Value value) {
     return;
   }
   if (variable.shape() != value.shape() || variable.dtype() != value.dtype()) {
-    fail(Op::kVariable, str_cat("update of '", node(variable).attrs.name, "': value ", shapes_of({value}),
-                                " does not match the variable ", shapes_of({variable})));
+    fail(Op::kVariable,
+         str_cat("update of '", node(variable).attrs.name, "': value ", shapes_of({value}),
+                 " does not match the variable ", shapes_of({variable})));
     return;
   }
   graph_.add_update(variable.id, value.id);

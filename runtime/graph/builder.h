@@ -9,10 +9,10 @@
 //   Value logits = layers::dense(b, x, 10);
 //   if (!b.status().ok()) ...
 
-#include <absl/status/status.h>
-
 #include <string>
 #include <vector>
+
+#include <absl/status/status.h>
 
 #include "runtime/graph/graph.h"
 
@@ -103,7 +103,8 @@ class GraphBuilder {
 
 // Derives a window's padding and output size for an NHWC image; false (with `error`) when the
 // window does not fit.
-bool resolve_window(const Shape& image, Window* window, int64_t* out_h, int64_t* out_w, std::string* error);
+bool resolve_window(const Shape& image, Window* window, int64_t* out_h, int64_t* out_w,
+                    std::string* error);
 
 // Arithmetic on values: broadcasting binary ops and scalars.
 Value operator+(Value a, Value b);

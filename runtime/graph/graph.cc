@@ -6,43 +6,80 @@ namespace tpusim::runtime {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::kConstant: return "constant";
-    case Op::kVariable: return "variable";
-    case Op::kInfeed: return "infeed";
-    case Op::kRngUniform: return "rng_uniform";
-    case Op::kAdd: return "add";
-    case Op::kSub: return "sub";
-    case Op::kMul: return "mul";
-    case Op::kDiv: return "div";
-    case Op::kMax: return "max";
-    case Op::kMin: return "min";
-    case Op::kEqual: return "equal";
-    case Op::kGreater: return "greater";
-    case Op::kSelect: return "select";
-    case Op::kNeg: return "neg";
-    case Op::kRelu: return "relu";
-    case Op::kTanh: return "tanh";
-    case Op::kSigmoid: return "sigmoid";
-    case Op::kExp: return "exp";
-    case Op::kLog: return "log";
-    case Op::kRsqrt: return "rsqrt";
-    case Op::kSquare: return "square";
-    case Op::kStopGradient: return "stop_gradient";
-    case Op::kCast: return "cast";
-    case Op::kReduceSum: return "reduce_sum";
-    case Op::kReduceMax: return "reduce_max";
-    case Op::kArgMax: return "argmax";
-    case Op::kReshape: return "reshape";
-    case Op::kTranspose: return "transpose";
-    case Op::kBroadcast: return "broadcast";
-    case Op::kConcat: return "concat";
-    case Op::kSlice: return "slice";
-    case Op::kPad: return "pad";
-    case Op::kMatMul: return "matmul";
-    case Op::kExtractPatches: return "extract_patches";
-    case Op::kPatchesToImage: return "patches_to_image";
-    case Op::kOneHot: return "one_hot";
-    case Op::kCrossReplicaSum: return "cross_replica_sum";
+    case Op::kConstant:
+      return "constant";
+    case Op::kVariable:
+      return "variable";
+    case Op::kInfeed:
+      return "infeed";
+    case Op::kRngUniform:
+      return "rng_uniform";
+    case Op::kAdd:
+      return "add";
+    case Op::kSub:
+      return "sub";
+    case Op::kMul:
+      return "mul";
+    case Op::kDiv:
+      return "div";
+    case Op::kMax:
+      return "max";
+    case Op::kMin:
+      return "min";
+    case Op::kEqual:
+      return "equal";
+    case Op::kGreater:
+      return "greater";
+    case Op::kSelect:
+      return "select";
+    case Op::kNeg:
+      return "neg";
+    case Op::kRelu:
+      return "relu";
+    case Op::kTanh:
+      return "tanh";
+    case Op::kSigmoid:
+      return "sigmoid";
+    case Op::kExp:
+      return "exp";
+    case Op::kLog:
+      return "log";
+    case Op::kRsqrt:
+      return "rsqrt";
+    case Op::kSquare:
+      return "square";
+    case Op::kStopGradient:
+      return "stop_gradient";
+    case Op::kCast:
+      return "cast";
+    case Op::kReduceSum:
+      return "reduce_sum";
+    case Op::kReduceMax:
+      return "reduce_max";
+    case Op::kArgMax:
+      return "argmax";
+    case Op::kReshape:
+      return "reshape";
+    case Op::kTranspose:
+      return "transpose";
+    case Op::kBroadcast:
+      return "broadcast";
+    case Op::kConcat:
+      return "concat";
+    case Op::kSlice:
+      return "slice";
+    case Op::kPad:
+      return "pad";
+    case Op::kMatMul:
+      return "matmul";
+    case Op::kExtractPatches:
+      return "extract_patches";
+    case Op::kPatchesToImage:
+      return "patches_to_image";
+    case Op::kOneHot:
+      return "one_hot";
+    case Op::kCrossReplicaSum:
+      return "cross_replica_sum";
   }
   return "?";
 }
@@ -82,8 +119,9 @@ std::string Graph::dump() const {
     const Node& n = nodes_[static_cast<size_t>(i)];
     std::vector<std::string> args;
     for (int in : n.inputs) args.push_back(str_cat("%", in));
-    out += str_cat("%", i, " = ", op_name(n.op), "(", str_join(args, ", "), ") : ", dtype_name(n.dtype),
-                   n.shape.str(), n.label.empty() ? "" : str_cat("  # ", n.label), "\n");
+    out += str_cat("%", i, " = ", op_name(n.op), "(", str_join(args, ", "),
+                   ") : ", dtype_name(n.dtype), n.shape.str(),
+                   n.label.empty() ? "" : str_cat("  # ", n.label), "\n");
   }
   for (const auto& o : outputs_) out += str_cat("output ", o.name, " = %", o.node, "\n");
   for (const auto& u : updates_) out += str_cat("update %", u.variable, " <- %", u.value, "\n");

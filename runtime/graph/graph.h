@@ -15,55 +15,77 @@ namespace tpusim::runtime {
 
 enum class Op {
   // Sources.
-  kConstant,   // attrs.value
-  kVariable,   // attrs.name, attrs.initializer
-  kInfeed,     // attrs.name: one batch per step
-  kRngUniform, // uniform [0, 1) from (attrs.seed, step, element index): counter-based
+  kConstant,    // attrs.value
+  kVariable,    // attrs.name, attrs.initializer
+  kInfeed,      // attrs.name: one batch per step
+  kRngUniform,  // uniform [0, 1) from (attrs.seed, step, element index): counter-based
   // Elementwise, numpy broadcasting between the two inputs.
-  kAdd, kSub, kMul, kDiv, kMax, kMin,
-  kEqual, kGreater,  // 1.0 where true, 0.0 where false (f32)
-  kSelect,           // inputs (condition, a, b): a where condition != 0, else b
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kEqual,
+  kGreater,  // 1.0 where true, 0.0 where false (f32)
+  kSelect,   // inputs (condition, a, b): a where condition != 0, else b
   // Elementwise unary.
-  kNeg, kRelu, kTanh, kSigmoid, kExp, kLog, kRsqrt, kSquare,
-  kStopGradient,     // identity whose gradient is zero
-  kCast,             // to attrs.to
+  kNeg,
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kExp,
+  kLog,
+  kRsqrt,
+  kSquare,
+  kStopGradient,  // identity whose gradient is zero
+  kCast,          // to attrs.to
   // Reductions over attrs.axes (removed from the shape).
-  kReduceSum, kReduceMax,
-  kArgMax,           // s32 index of the maximum along attrs.axis (removed)
+  kReduceSum,
+  kReduceMax,
+  kArgMax,  // s32 index of the maximum along attrs.axis (removed)
   // Layout.
-  kReshape,          // to the node's shape
-  kTranspose,        // attrs.axes is the permutation: output dim i is input dim axes[i]
-  kBroadcast,        // attrs.axes[i] is the output dim of input dim i; others are repeated
-  kConcat,           // along attrs.axis
-  kSlice,            // [attrs.begin, attrs.end) per dimension
-  kPad,              // attrs.begin zeros before and attrs.end after, per dimension
+  kReshape,    // to the node's shape
+  kTranspose,  // attrs.axes is the permutation: output dim i is input dim axes[i]
+  kBroadcast,  // attrs.axes[i] is the output dim of input dim i; others are repeated
+  kConcat,     // along attrs.axis
+  kSlice,      // [attrs.begin, attrs.end) per dimension
+  kPad,        // attrs.begin zeros before and attrs.end after, per dimension
   // Linear algebra.
-  kMatMul,           // [..., M, K] x [..., K, N]: batch dims equal, or the rhs rank 2
-  kExtractPatches,   // NHWC -> [N, OH, OW, KH * KW * C] (im2col), attrs.window
-  kPatchesToImage,   // the adjoint of kExtractPatches: sums patches back into NHWC
-  kOneHot,           // s32 labels -> f32 [..., attrs.depth]
+  kMatMul,          // [..., M, K] x [..., K, N]: batch dims equal, or the rhs rank 2
+  kExtractPatches,  // NHWC -> [N, OH, OW, KH * KW * C] (im2col), attrs.window
+  kPatchesToImage,  // the adjoint of kExtractPatches: sums patches back into NHWC
+  kOneHot,          // s32 labels -> f32 [..., attrs.depth]
   // Collectives.
   kCrossReplicaSum,  // sum over replicas (identity on one)
 };
 
 const char* op_name(Op op);
 
-enum class InitKind { kZeros, kConstant, kGlorotUniform, kGlorotNormal, kHeUniform, kHeNormal, kTruncatedNormal };
+enum class InitKind {
+  kZeros,
+  kConstant,
+  kGlorotUniform,
+  kGlorotNormal,
+  kHeUniform,
+  kHeNormal,
+  kTruncatedNormal
+};
 
 struct Initializer {
   InitKind kind = InitKind::kZeros;
-  float value = 0;     // kConstant
-  float stddev = 1;    // kTruncatedNormal
+  float value = 0;   // kConstant
+  float stddev = 1;  // kTruncatedNormal
   uint64_t seed = 0;
 };
 
 // A 2D window over NHWC images.
 struct Window {
-  int64_t kh = 1, kw = 1;  // window size
-  int64_t sh = 1, sw = 1;  // strides
-  bool same = false;       // SAME padding (else VALID)
+  int64_t kh = 1, kw = 1;             // window size
+  int64_t sh = 1, sw = 1;             // strides
+  bool same = false;                  // SAME padding (else VALID)
   int64_t pad_top = 0, pad_left = 0;  // derived
-  Shape image;             // the NHWC input (kPatchesToImage's output)
+  Shape image;                        // the NHWC input (kPatchesToImage's output)
 };
 
 struct Attrs {

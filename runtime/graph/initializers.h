@@ -4,10 +4,10 @@
 // channels). Values depend only on the initializer's seed and the variable's name, so every
 // backend starts from the same weights.
 
-#include <absl/status/statusor.h>
-
 #include <map>
 #include <string>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/graph/graph.h"
 

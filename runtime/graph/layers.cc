@@ -39,10 +39,14 @@ Value window_view(GraphBuilder& b, Value patches, int64_t window, int64_t channe
 Value activate(Value x, Activation activation) {
   if (!x.valid()) return x;
   switch (activation) {
-    case Activation::kRelu: return x.builder->unary(Op::kRelu, x);
-    case Activation::kTanh: return x.builder->unary(Op::kTanh, x);
-    case Activation::kSigmoid: return x.builder->unary(Op::kSigmoid, x);
-    case Activation::kNone: break;
+    case Activation::kRelu:
+      return x.builder->unary(Op::kRelu, x);
+    case Activation::kTanh:
+      return x.builder->unary(Op::kTanh, x);
+    case Activation::kSigmoid:
+      return x.builder->unary(Op::kSigmoid, x);
+    case Activation::kNone:
+      break;
   }
   return x;
 }
@@ -50,7 +54,10 @@ Value activate(Value x, Activation activation) {
 Value reduce_mean(Value x, std::vector<int64_t> axes) {
   if (!x.valid()) return x;
   double count = 1;
-  for (int64_t a : axes) count *= a >= 0 && a < x.shape().rank() ? static_cast<double>(x.shape().dim(static_cast<int>(a))) : 1;
+  for (int64_t a : axes)
+    count *= a >= 0 && a < x.shape().rank()
+                 ? static_cast<double>(x.shape().dim(static_cast<int>(a)))
+                 : 1;
   return x.builder->reduce(Op::kReduceSum, x, axes) * static_cast<float>(1.0 / count);
 }
 
@@ -59,9 +66,11 @@ Value log_softmax(Value logits) {
   GraphBuilder& b = *logits.builder;
   const int last = logits.shape().rank() - 1;
   // Shifting by the (constant) maximum keeps exp in range and changes nothing mathematically.
-  const Value shifted = logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
-                                             logits.shape());
-  const Value log_sum = b.unary(Op::kLog, b.reduce(Op::kReduceSum, b.unary(Op::kExp, shifted), {last}));
+  const Value shifted =
+      logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
+                           logits.shape());
+  const Value log_sum =
+      b.unary(Op::kLog, b.reduce(Op::kReduceSum, b.unary(Op::kExp, shifted), {last}));
   return shifted - expand_last(b, log_sum, logits.shape());
 }
 
@@ -69,23 +78,29 @@ Value softmax(Value logits) {
   if (!logits.valid()) return logits;
   GraphBuilder& b = *logits.builder;
   const int last = logits.shape().rank() - 1;
-  const Value e = b.unary(Op::kExp, logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
-                                                         logits.shape()));
+  const Value e = b.unary(
+      Op::kExp,
+      logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
+                           logits.shape()));
   return e / expand_last(b, b.reduce(Op::kReduceSum, e, {last}), logits.shape());
 }
 
 Value sparse_softmax_cross_entropy(Value labels, Value logits) {
   if (!labels.valid() || !logits.valid()) return {};
   GraphBuilder& b = *logits.builder;
-  if (logits.shape().rank() != 2 || labels.shape().rank() != 1 || labels.shape().dim(0) != logits.shape().dim(0)) {
-    return b.fail(Op::kOneHot, str_cat("sparse_softmax_cross_entropy needs labels [N] and logits [N, classes], got ",
-                                       labels.shape().str(), " and ", logits.shape().str()));
+  if (logits.shape().rank() != 2 || labels.shape().rank() != 1 ||
+      labels.shape().dim(0) != logits.shape().dim(0)) {
+    return b.fail(
+        Op::kOneHot,
+        str_cat("sparse_softmax_cross_entropy needs labels [N] and logits [N, classes], got ",
+                labels.shape().str(), " and ", logits.shape().str()));
   }
   const Value picked = b.one_hot(labels, logits.shape().dim(1)) * log_softmax(logits);
   return -b.reduce(Op::kReduceSum, picked, {1});
 }
 
-Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint64_t seed, bool use_bias) {
+Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint64_t seed,
+            bool use_bias) {
   if (!x.valid()) return x;
   const std::string name = b.unique_name("dense");
   GraphBuilder::Scope scope(b, name);
@@ -96,18 +111,21 @@ Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint
   return activate(y, activation);
 }
 
-Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride, Padding padding,
-             Activation activation, uint64_t seed) {
+Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride,
+             Padding padding, Activation activation, uint64_t seed) {
   if (!x.valid()) return x;
   const std::string name = b.unique_name("conv2d");
   GraphBuilder::Scope scope(b, name);
-  if (x.shape().rank() != 4) return b.fail(Op::kExtractPatches, str_cat("conv2d needs an NHWC input, got ", x.shape().str()));
+  if (x.shape().rank() != 4)
+    return b.fail(Op::kExtractPatches,
+                  str_cat("conv2d needs an NHWC input, got ", x.shape().str()));
   const int64_t channels = x.shape().dim(3);
   Window w = pool_window(kernel, stride, padding);
   const Value patches = b.extract_patches(x, w);
   if (!patches.valid()) return patches;
   Initializer glorot{InitKind::kGlorotUniform, 0, 1, seed};
-  const Value k = b.variable(name + "/kernel", x.dtype(), {kernel, kernel, channels, filters}, glorot);
+  const Value k =
+      b.variable(name + "/kernel", x.dtype(), {kernel, kernel, channels, filters}, glorot);
   // [N, OH, OW, KH*KW*C] x [KH*KW*C, F]: the kernel's [kh, kw, c] order matches the patches'.
   Value y = b.matmul(patches, b.reshape(k, {kernel * kernel * channels, filters}));
   y = y + b.variable(name + "/bias", x.dtype(), {filters}, Initializer{});
@@ -141,7 +159,8 @@ Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, 
   const Value sums = b.reduce(Op::kReduceSum, window_view(b, patches, pool * pool, channels), {3});
   // Divide by the window elements inside the image (TensorFlow's SAME semantics).
   const Value ones = b.broadcast(b.scalar(1.0f), x.shape(), {});
-  const Value counts = b.reduce(Op::kReduceSum, window_view(b, b.extract_patches(ones, w), pool * pool, channels), {3});
+  const Value counts = b.reduce(
+      Op::kReduceSum, window_view(b, b.extract_patches(ones, w), pool * pool, channels), {3});
   return sums / counts;
 }
 
@@ -149,7 +168,8 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
   if (!x.valid() || !training || rate <= 0) return x;
   GraphBuilder::Scope scope(b, b.unique_name("dropout"));
   if (rate >= 1) return b.fail(Op::kRngUniform, str_cat("dropout rate ", rate, " must be below 1"));
-  const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed), b.broadcast(b.scalar(rate), x.shape(), {}));
+  const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed),
+                              b.broadcast(b.scalar(rate), x.shape(), {}));
   return x * keep * (1.0f / (1.0f - rate));
 }
 
@@ -158,10 +178,12 @@ Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentu
   const std::string name = b.unique_name("batch_normalization");
   GraphBuilder::Scope scope(b, name);
   const int64_t c = x.shape().dim(x.shape().rank() - 1);
-  const Value gamma = b.variable(name + "/gamma", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  const Value gamma =
+      b.variable(name + "/gamma", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
   const Value beta = b.variable(name + "/beta", x.dtype(), {c}, Initializer{});
   const Value moving_mean = b.variable(name + "/moving_mean", x.dtype(), {c}, Initializer{});
-  const Value moving_var = b.variable(name + "/moving_variance", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  const Value moving_var =
+      b.variable(name + "/moving_variance", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
   const std::vector<int64_t> axes = all_but_last(x.shape());
   Value mean = moving_mean, var = moving_var;
   if (training) {

@@ -20,18 +20,22 @@ Value log_softmax(Value logits);  // over the last axis
 // Per-example loss -log softmax(logits)[label]: labels s32 [N], logits f32 [N, classes].
 Value sparse_softmax_cross_entropy(Value labels, Value logits);
 
-Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation = Activation::kNone, uint64_t seed = 0,
-            bool use_bias = true);
+Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation = Activation::kNone,
+            uint64_t seed = 0, bool use_bias = true);
 // NHWC input, [kh, kw, in, filters] kernel; lowered as im2col patches times the kernel.
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride = 1,
-             Padding padding = Padding::kSame, Activation activation = Activation::kNone, uint64_t seed = 0);
-Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding = Padding::kValid);
-Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding = Padding::kValid);
+             Padding padding = Padding::kSame, Activation activation = Activation::kNone,
+             uint64_t seed = 0);
+Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
+                    Padding padding = Padding::kValid);
+Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
+                        Padding padding = Padding::kValid);
 // Inverted dropout: keeps each element with probability 1 - rate and scales it by 1 / (1 - rate);
 // the mask comes from the counter-based RNG (seed, step, element), so runs reproduce.
 Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed);
 // Batch normalisation over every axis but the last. Training normalises with the batch's
 // statistics and updates the moving averages (momentum); inference uses the moving averages.
-Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum = 0.99f, float epsilon = 1e-3f);
+Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum = 0.99f,
+                          float epsilon = 1e-3f);
 
 }  // namespace tpusim::runtime::layers

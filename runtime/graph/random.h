@@ -26,7 +26,9 @@ inline float counter_uniform(uint64_t seed, uint64_t step, uint64_t index) {
 class RandomStream {
  public:
   explicit RandomStream(uint64_t seed) : state_(mix64(seed)) {}
-  double uniform() { return static_cast<double>(mix64(state_++) >> 11) * (1.0 / 9007199254740992.0); }
+  double uniform() {
+    return static_cast<double>(mix64(state_++) >> 11) * (1.0 / 9007199254740992.0);
+  }
   double normal();
 
  private:

@@ -26,7 +26,8 @@ int64_t Shape::elements() const {
 
 std::vector<int64_t> Shape::strides() const {
   std::vector<int64_t> s(dims_.size(), 1);
-  for (int i = rank() - 2; i >= 0; --i) s[static_cast<size_t>(i)] = s[static_cast<size_t>(i) + 1] * dims_[static_cast<size_t>(i) + 1];
+  for (int i = rank() - 2; i >= 0; --i)
+    s[static_cast<size_t>(i)] = s[static_cast<size_t>(i) + 1] * dims_[static_cast<size_t>(i) + 1];
   return s;
 }
 

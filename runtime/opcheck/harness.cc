@@ -42,9 +42,11 @@ absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text) {
   const size_t colon = text.find(':');
   spec.name = text.substr(0, colon);
   if (colon != std::string::npos) spec.precision = text.substr(colon + 1);
-  if (spec.name.empty()) return absl::InvalidArgumentError(str_cat("empty backend name in '", text, "'"));
+  if (spec.name.empty())
+    return absl::InvalidArgumentError(str_cat("empty backend name in '", text, "'"));
   if (spec.precision != "fp32" && spec.precision != "mxu") {
-    return absl::InvalidArgumentError(str_cat("unknown precision '", spec.precision, "' in '", text, "' (fp32 or mxu)"));
+    return absl::InvalidArgumentError(
+        str_cat("unknown precision '", spec.precision, "' in '", text, "' (fp32 or mxu)"));
   }
   return spec;
 }
@@ -56,7 +58,8 @@ Feeds make_feeds(const OpCase& c, uint32_t seed) {
     RandomStream rng(mix64(seed) ^ (i + 1));
     HostTensor t = HostTensor::zeros(in.dtype, in.shape);
     if (in.dtype == DType::kS32) {
-      for (int32_t& v : t.i) v = static_cast<int32_t>(in.low + std::floor(rng.uniform() * (in.high - in.low)));
+      for (int32_t& v : t.i)
+        v = static_cast<int32_t>(in.low + std::floor(rng.uniform() * (in.high - in.low)));
     } else {
       for (float& v : t.f) v = static_cast<float>(in.low + rng.uniform() * (in.high - in.low));
     }
@@ -95,7 +98,8 @@ absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with
     }
     auto grads = vjp(b, y, cotangent, wrt);
     if (!grads.ok()) return grads.status();
-    for (size_t i = 0; i < grads->size(); ++i) b.output(str_cat("grad(", names[i], ")"), (*grads)[i]);
+    for (size_t i = 0; i < grads->size(); ++i)
+      b.output(str_cat("grad(", names[i], ")"), (*grads)[i]);
   }
   if (!b.status().ok()) return b.status();
   return b.graph();
@@ -109,7 +113,8 @@ double tolerance_for(const OpCase& c, const BackendSpec& backend) {
   return 8 * std::ldexp(1.0, -23) * root;
 }
 
-absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& spec, uint32_t seed) {
+absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& spec,
+                                                 uint32_t seed) {
   auto graph = build_case_graph(c, seed);
   if (!graph.ok()) return graph.status();
   const Feeds feeds = make_feeds(c, seed);
@@ -153,10 +158,12 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
       r.ulp = std::max(r.ulp, ulp_distance(a[i], e[i]));
     }
     r.max_rel_error = scale > 0 ? r.max_abs_error / scale : r.max_abs_error;
-    r.passed = a.size() == e.size() && r.max_rel_error <= r.tolerance && !std::isnan(r.max_abs_error);
+    r.passed =
+        a.size() == e.size() && r.max_rel_error <= r.tolerance && !std::isnan(r.max_abs_error);
     if (worst >= 0) {
-      r.worst = str_cat(name, index_of(ref_tensor.shape, worst), ": got ", a[static_cast<size_t>(worst)], ", reference ",
-                        e[static_cast<size_t>(worst)]);
+      r.worst =
+          str_cat(name, index_of(ref_tensor.shape, worst), ": got ", a[static_cast<size_t>(worst)],
+                  ", reference ", e[static_cast<size_t>(worst)]);
     }
     results.push_back(std::move(r));
   }

@@ -5,10 +5,10 @@
 // epsilon (2^-8) for ops that go through an MXU-style matmul, f32's (2^-23) otherwise, growing
 // with the square root of the op's reduction length.
 
-#include <absl/status/statusor.h>
-
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/backend/backend.h"
 #include "runtime/opcheck/cases.h"
@@ -34,7 +34,7 @@ struct CaseResult {
   int64_t ulp = 0;           // largest distance in f32 units in the last place
   double tolerance = 0;      // bound on max_rel_error
   bool passed = false;
-  std::string worst;         // the worst element: index, value and reference
+  std::string worst;  // the worst element: index, value and reference
 };
 
 // Graph inputs: one seeded batch per infeed of the case.
@@ -47,6 +47,7 @@ absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with
 double tolerance_for(const OpCase& c, const BackendSpec& backend);
 
 // Runs `c` on `backend` and on the reference; one result per output tensor.
-absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& backend, uint32_t seed = 1);
+absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& backend,
+                                                 uint32_t seed = 1);
 
 }  // namespace tpusim::runtime::opcheck

@@ -1,11 +1,12 @@
 // Reverse-mode gradients of every differentiable op case against central finite differences on
 // the cpu backend (fp32).
-#include <gtest/gtest.h>
+#include "runtime/graph/autodiff.h"
 
 #include <cmath>
 
+#include <gtest/gtest.h>
+
 #include "runtime/backend/backend.h"
-#include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/opcheck/harness.h"
 
@@ -36,7 +37,9 @@ TEST_P(FiniteDifferences, GradientsMatch) {
     return (*out)[0];
   };
   const Outputs base = eval(feeds, vars);
-  auto loss_of = [&](const Feeds& f, const Variables& v) { return static_cast<double>(eval(f, v).at("loss").f[0]); };
+  auto loss_of = [&](const Feeds& f, const Variables& v) {
+    return static_cast<double>(eval(f, v).at("loss").f[0]);
+  };
 
   // Every floating input and variable: up to 10 elements spread over the tensor.
   std::vector<std::string> names;
@@ -74,7 +77,8 @@ std::vector<OpCase> differentiable_cases() {
 
 INSTANTIATE_TEST_SUITE_P(EveryOp, FiniteDifferences, ::testing::ValuesIn(differentiable_cases()),
                          [](const auto& param_info) {
-                           std::string name = param_info.param.op + "_" + std::to_string(param_info.index);
+                           std::string name =
+                               param_info.param.op + "_" + std::to_string(param_info.index);
                            for (char& ch : name) {
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            }
@@ -93,7 +97,10 @@ TEST(Autodiff, UnusedValuesGetZeroGradients) {
   auto backend = make_backend("cpu");
   auto exe = (*backend)->compile(b.graph(), {});
   Variables vars;
-  auto out = (*backend)->run(**exe, vars, {{{"x", HostTensor::from({3}, {1, -2, 3})}, {"u", HostTensor::zeros(DType::kF32, {2, 2})}}}, 0);
+  auto out = (*backend)->run(
+      **exe, vars,
+      {{{"x", HostTensor::from({3}, {1, -2, 3})}, {"u", HostTensor::zeros(DType::kF32, {2, 2})}}},
+      0);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].at("gx").f, (std::vector<float>{2, -4, 6}));
   EXPECT_EQ((*out)[0].at("gu").f, (std::vector<float>{0, 0, 0, 0}));
@@ -104,7 +111,9 @@ TEST(Autodiff, LossMustBeAFloatingScalar) {
   const Value x = b.infeed("x", DType::kF32, {3});
   auto grads = gradients(b, x, {x});
   ASSERT_FALSE(grads.ok());
-  EXPECT_NE(std::string(grads.status().message()).find("the loss must be a floating scalar, got f32[3]"), std::string::npos);
+  EXPECT_NE(
+      std::string(grads.status().message()).find("the loss must be a floating scalar, got f32[3]"),
+      std::string::npos);
 }
 
 // Ties split the gradient equally, as JAX does.

@@ -13,8 +13,9 @@ TEST(OpCheck, EveryCasePassesOnCpuAndCpuMxu) {
       auto results = run_case(c, *parse_backend_spec(spec));
       ASSERT_TRUE(results.ok()) << c.op << " " << c.shape << ": " << results.status();
       for (const CaseResult& r : *results) {
-        EXPECT_TRUE(r.passed) << r.op << " " << r.shape << " " << r.backend << " " << r.tensor << ": rel "
-                              << r.max_rel_error << " > " << r.tolerance << " worst " << r.worst;
+        EXPECT_TRUE(r.passed) << r.op << " " << r.shape << " " << r.backend << " " << r.tensor
+                              << ": rel " << r.max_rel_error << " > " << r.tolerance << " worst "
+                              << r.worst;
         if (std::string(spec) == "cpu") {
           EXPECT_EQ(r.max_abs_error, 0) << r.op << " " << r.tensor;
         }
@@ -51,7 +52,8 @@ TEST(OpCheck, BackendSpecs) {
   EXPECT_FALSE(parse_backend_spec(":mxu").ok());
   auto missing = run_case(all_cases()[0], *parse_backend_spec("quantum"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(std::string(missing.status().message()).find("no backend named 'quantum'"), std::string::npos);
+  EXPECT_NE(std::string(missing.status().message()).find("no backend named 'quantum'"),
+            std::string::npos);
 }
 
 }  // namespace

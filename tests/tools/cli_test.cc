@@ -2,6 +2,7 @@
 // go, and the JSON that scripts read.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -30,7 +31,7 @@ TEST(Cli, HelpListsEveryCommandOnStdout) {
   for (const char* flag : {"--help", "-h", "help"}) {
     const auto r = run_tpusim({flag});
     EXPECT_EQ(r.exit_code, 0) << flag;
-    for (const char* cmd : {"train", "matmul", "layers", "config", "backends"}) {
+    for (const char* cmd : {"train", "matmul", "layers", "opcheck", "config", "backends"}) {
       EXPECT_THAT(r.out, HasSubstr(cmd)) << flag;
     }
   }
@@ -279,6 +280,41 @@ TEST(Cli, LayersReproducesScaleSimOnTheTransformerTopology) {
   EXPECT_EQ(j["total_cycles"].get<uint64_t>(), total);
   EXPECT_EQ(j["layers"][0]["name"], "MH_FC_DimReduce_VKQ_0");
   EXPECT_NEAR(j["layers"][0]["utilization"].get<double>(), 0.25099064504268966, 1e-12);
+}
+
+TEST(Cli, OpcheckJsonListsEveryCaseWithItsFigures) {
+  const auto r = run_tpusim({"opcheck", "--backends", "cpu,cpu:mxu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["ops"].get<int>(), 30);
+  EXPECT_EQ(j["failed"], 0);
+  std::set<std::string> modes, backends;
+  for (const auto& c : j["cases"]) {
+    for (const char* key : {"op", "backend", "mode", "shape", "max_abs_error", "max_rel_error",
+                            "ulp", "tolerance", "passed"}) {
+      ASSERT_TRUE(c.contains(key)) << key;
+    }
+    modes.insert(c["mode"].get<std::string>());
+    backends.insert(c["backend"].get<std::string>());
+  }
+  EXPECT_EQ(modes, (std::set<std::string>{"backward", "forward"}));
+  EXPECT_EQ(backends, (std::set<std::string>{"cpu", "cpu:mxu"}));
+}
+
+TEST(Cli, OpcheckFiltersOpsAndRejectsBadBackends) {
+  auto r = run_tpusim({"opcheck", "--ops", "^conv2d$"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("conv2d"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("matmul ")));
+  EXPECT_THAT(r.out, HasSubstr("(1 ops)"));
+  r = run_tpusim({"opcheck", "--backends", "cpu:fp4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown precision 'fp4'"));
+  r = run_tpusim({"opcheck", "--backends", "warp-drive"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no backend named 'warp-drive'"));
+  r = run_tpusim({"opcheck", "--ops", "("});
+  EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST(Cli, LayersBadTopologyFails) {

@@ -1,9 +1,10 @@
 // tpusim opcheck: the cross-device numerics harness (runtime/opcheck).
 #include <iomanip>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "common/strings.h"
 #include "runtime/opcheck/harness.h"
@@ -18,13 +19,15 @@ int run_opcheck(const std::vector<std::string>& args) {
   po::options_description options("options");
   options.add_options()("backends", po::value<std::string>()->default_value("cpu,cpu:mxu"),
                         "comma-separated backends, each NAME or NAME:PRECISION (fp32 | mxu)")(
-      "ops", po::value<std::string>()->default_value(".*"), "regular expression the op names must match")(
-      "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")("json", po::bool_switch(),
-                                                                                          "print JSON");
+      "ops", po::value<std::string>()->default_value(".*"),
+      "regular expression the op names must match")("seed", po::value<uint32_t>()->default_value(1),
+                                                    "seed of the inputs and cotangents")(
+      "json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim opcheck [--backends cpu,cpu:mxu] [--ops PATTERN] [--json]\n\n"
       "Runs every op case (one per op and representative shape) on each backend, forward and\n"
-      "backward, and compares it with the cpu backend in fp32. A case passes when its largest error\n"
+      "backward, and compares it with the cpu backend in fp32. A case passes when its largest "
+      "error\n"
       "relative to the reference's largest magnitude is within the op's tolerance (from bf16's or\n"
       "f32's epsilon and the reduction length). Exits 1 when any case fails.\n";
   po::variables_map vm;
@@ -53,7 +56,9 @@ int run_opcheck(const std::vector<std::string>& args) {
     if (!std::regex_search(c.op, pattern)) continue;
     for (const auto& backend : backends) {
       auto results = runtime::opcheck::run_case(c, backend, vm["seed"].as<uint32_t>());
-      if (!results.ok()) return failure(str_cat(c.op, " ", c.shape, " on ", backend.label(), ": ", results.status().message()));
+      if (!results.ok())
+        return failure(
+            str_cat(c.op, " ", c.shape, " on ", backend.label(), ": ", results.status().message()));
       for (const auto& r : *results) {
         ++total;
         failed += r.passed ? 0 : 1;
@@ -70,10 +75,11 @@ int run_opcheck(const std::vector<std::string>& args) {
                          {"passed", r.passed},
                          {"worst", r.worst}});
         if (!json) {
-          std::cout << (r.passed ? "ok   " : "FAIL ") << std::left << std::setw(30) << r.op << std::setw(9) << r.backend
-                    << std::setw(9) << r.mode << std::setw(22) << r.tensor << " rel " << std::setw(11)
-                    << std::setprecision(3) << r.max_rel_error << " tol " << std::setw(9) << r.tolerance << "  "
-                    << r.shape << (r.passed ? "" : "  worst: " + r.worst) << "\n";
+          std::cout << (r.passed ? "ok   " : "FAIL ") << std::left << std::setw(30) << r.op
+                    << std::setw(9) << r.backend << std::setw(9) << r.mode << std::setw(22)
+                    << r.tensor << " rel " << std::setw(11) << std::setprecision(3)
+                    << r.max_rel_error << " tol " << std::setw(9) << r.tolerance << "  " << r.shape
+                    << (r.passed ? "" : "  worst: " + r.worst) << "\n";
         }
       }
     }
@@ -86,7 +92,8 @@ int run_opcheck(const std::vector<std::string>& args) {
                      .dump(2)
               << "\n";
   } else {
-    std::cout << (total - failed) << " passed, " << failed << " failed (" << ops.size() << " ops)\n";
+    std::cout << (total - failed) << " passed, " << failed << " failed (" << ops.size()
+              << " ops)\n";
   }
   return failed == 0 ? kOk : kFailed;
 }

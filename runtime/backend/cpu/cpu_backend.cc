@@ -29,33 +29,65 @@ class CpuExecutable final : public Executable {
 
 HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelContext& ctx) {
   switch (n.op) {
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
-    case Op::kEqual: case Op::kGreater:
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kEqual:
+    case Op::kGreater:
       return cpu::elementwise_binary(n, in);
-    case Op::kNeg: case Op::kRelu: case Op::kTanh: case Op::kSigmoid: case Op::kExp: case Op::kLog:
-    case Op::kRsqrt: case Op::kSquare: case Op::kStopGradient: case Op::kCrossReplicaSum:
+    case Op::kNeg:
+    case Op::kRelu:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kRsqrt:
+    case Op::kSquare:
+    case Op::kStopGradient:
+    case Op::kCrossReplicaSum:
       return cpu::elementwise_unary(n, in);
-    case Op::kSelect: return cpu::select(n, in);
-    case Op::kCast: return cpu::cast(n, in);
-    case Op::kReduceSum: case Op::kReduceMax: return cpu::reduce(n, in);
-    case Op::kArgMax: return cpu::argmax(n, in);
+    case Op::kSelect:
+      return cpu::select(n, in);
+    case Op::kCast:
+      return cpu::cast(n, in);
+    case Op::kReduceSum:
+    case Op::kReduceMax:
+      return cpu::reduce(n, in);
+    case Op::kArgMax:
+      return cpu::argmax(n, in);
     case Op::kReshape: {
       HostTensor out = *in[0];
       out.shape = n.shape;
       return out;
     }
-    case Op::kTranspose: return cpu::transpose(n, in);
-    case Op::kBroadcast: return cpu::broadcast(n, in);
-    case Op::kConcat: return cpu::concat(n, in);
-    case Op::kSlice: return cpu::slice(n, in);
-    case Op::kPad: return cpu::pad(n, in);
-    case Op::kMatMul: return cpu::matmul(n, in, ctx);
-    case Op::kExtractPatches: return cpu::extract_patches(n, in);
-    case Op::kPatchesToImage: return cpu::patches_to_image(n, in);
-    case Op::kOneHot: return cpu::one_hot(n, in);
-    case Op::kRngUniform: return cpu::rng_uniform(n, ctx);
-    case Op::kConstant: return n.attrs.value;
-    case Op::kVariable: case Op::kInfeed: break;  // supplied by run()
+    case Op::kTranspose:
+      return cpu::transpose(n, in);
+    case Op::kBroadcast:
+      return cpu::broadcast(n, in);
+    case Op::kConcat:
+      return cpu::concat(n, in);
+    case Op::kSlice:
+      return cpu::slice(n, in);
+    case Op::kPad:
+      return cpu::pad(n, in);
+    case Op::kMatMul:
+      return cpu::matmul(n, in, ctx);
+    case Op::kExtractPatches:
+      return cpu::extract_patches(n, in);
+    case Op::kPatchesToImage:
+      return cpu::patches_to_image(n, in);
+    case Op::kOneHot:
+      return cpu::one_hot(n, in);
+    case Op::kRngUniform:
+      return cpu::rng_uniform(n, ctx);
+    case Op::kConstant:
+      return n.attrs.value;
+    case Op::kVariable:
+    case Op::kInfeed:
+      break;  // supplied by run()
   }
   return HostTensor{};
 }
@@ -64,14 +96,17 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
+  absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
+                                                      const CompileOptions& options) override {
     if (options.precision != "fp32" && options.precision != "mxu") {
-      return absl::InvalidArgumentError(str_cat("cpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
+      return absl::InvalidArgumentError(
+          str_cat("cpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
     }
     return std::make_unique<CpuExecutable>(graph, options.precision == "mxu");
   }
 
-  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables, const std::vector<Feeds>& feeds,
+  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
+                                           const std::vector<Feeds>& feeds,
                                            uint64_t first_step) override {
     auto& exe = static_cast<CpuExecutable&>(executable);
     const Graph& g = exe.graph();
@@ -94,12 +129,14 @@ class CpuBackend final : public Backend {
           values[static_cast<size_t>(i)] = evaluate(n, in, ctx);
         }
         for (int id : n.inputs) {
-          if (exe.last_use()[static_cast<size_t>(id)] == i) values[static_cast<size_t>(id)] = HostTensor{};
+          if (exe.last_use()[static_cast<size_t>(id)] == i)
+            values[static_cast<size_t>(id)] = HostTensor{};
         }
       }
       Outputs outputs;
       for (const auto& o : g.outputs()) outputs[o.name] = values[static_cast<size_t>(o.node)];
-      for (const auto& u : g.updates()) variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
+      for (const auto& u : g.updates())
+        variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
       results.push_back(std::move(outputs));
     }
     return results;

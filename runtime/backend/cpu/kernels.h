@@ -37,6 +37,7 @@ HostTensor rng_uniform(const Node& n, const KernelContext& ctx);
 // The linear index into a tensor of `shape` reached from output index `out` (of `out_shape`)
 // when input dim i sits at output dim map[i] (size-1 input dims stay at 0). Shared by
 // broadcasting kernels.
-std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out_shape, const std::vector<int64_t>& map);
+std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out_shape,
+                                       const std::vector<int64_t>& map);
 
 }  // namespace tpusim::runtime::cpu

@@ -6,7 +6,8 @@
 
 namespace tpusim::runtime::cpu {
 
-std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out_shape, const std::vector<int64_t>& map) {
+std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out_shape,
+                                       const std::vector<int64_t>& map) {
   std::vector<int64_t> strides(static_cast<size_t>(out_shape.rank()), 0);
   const std::vector<int64_t> in_strides = shape.strides();
   for (size_t i = 0; i < map.size(); ++i) {
@@ -26,7 +27,8 @@ std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
 
 // Calls f(out_index, a_index, b_index) over an output, walking operands by broadcast strides.
 template <typename F>
-void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb, F f) {
+void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa,
+                        const std::vector<int64_t>& sb, F f) {
   const int rank = out.rank();
   const int64_t n = out.elements();
   if (rank == 0) {
@@ -52,15 +54,24 @@ void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa, const 
 
 float apply(Op op, float a, float b) {
   switch (op) {
-    case Op::kAdd: return a + b;
-    case Op::kSub: return a - b;
-    case Op::kMul: return a * b;
-    case Op::kDiv: return a / b;
-    case Op::kMax: return std::max(a, b);
-    case Op::kMin: return std::min(a, b);
-    case Op::kEqual: return a == b ? 1.0f : 0.0f;
-    case Op::kGreater: return a > b ? 1.0f : 0.0f;
-    default: return 0;
+    case Op::kAdd:
+      return a + b;
+    case Op::kSub:
+      return a - b;
+    case Op::kMul:
+      return a * b;
+    case Op::kDiv:
+      return a / b;
+    case Op::kMax:
+      return std::max(a, b);
+    case Op::kMin:
+      return std::min(a, b);
+    case Op::kEqual:
+      return a == b ? 1.0f : 0.0f;
+    case Op::kGreater:
+      return a > b ? 1.0f : 0.0f;
+    default:
+      return 0;
   }
 }
 
@@ -83,10 +94,13 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in) {
   if (a.shape == n.shape && b.shape == n.shape) {
     const int64_t count = n.shape.elements();
 #pragma omp parallel for if (count > 65536)
-    for (int64_t i = 0; i < count; ++i) out.f[static_cast<size_t>(i)] = apply(n.op, a.f[static_cast<size_t>(i)], b.f[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < count; ++i)
+      out.f[static_cast<size_t>(i)] =
+          apply(n.op, a.f[static_cast<size_t>(i)], b.f[static_cast<size_t>(i)]);
   } else {
     for_each_broadcast(n.shape, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
-      out.f[static_cast<size_t>(o)] = apply(n.op, a.f[static_cast<size_t>(ia)], b.f[static_cast<size_t>(ib)]);
+      out.f[static_cast<size_t>(o)] =
+          apply(n.op, a.f[static_cast<size_t>(ia)], b.f[static_cast<size_t>(ib)]);
     });
   }
   if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), out.f.size());
@@ -105,15 +119,32 @@ HostTensor elementwise_unary(const Node& n, const Inputs& in) {
     const float v = x[i];
     float r = v;
     switch (n.op) {
-      case Op::kNeg: r = -v; break;
-      case Op::kRelu: r = v > 0 ? v : 0.0f; break;
-      case Op::kTanh: r = std::tanh(v); break;
-      case Op::kSigmoid: r = 1.0f / (1.0f + std::exp(-v)); break;
-      case Op::kExp: r = std::exp(v); break;
-      case Op::kLog: r = std::log(v); break;
-      case Op::kRsqrt: r = 1.0f / std::sqrt(v); break;
-      case Op::kSquare: r = v * v; break;
-      default: break;
+      case Op::kNeg:
+        r = -v;
+        break;
+      case Op::kRelu:
+        r = v > 0 ? v : 0.0f;
+        break;
+      case Op::kTanh:
+        r = std::tanh(v);
+        break;
+      case Op::kSigmoid:
+        r = 1.0f / (1.0f + std::exp(-v));
+        break;
+      case Op::kExp:
+        r = std::exp(v);
+        break;
+      case Op::kLog:
+        r = std::log(v);
+        break;
+      case Op::kRsqrt:
+        r = 1.0f / std::sqrt(v);
+        break;
+      case Op::kSquare:
+        r = v * v;
+        break;
+      default:
+        break;
     }
     y[i] = r;
   }
@@ -142,9 +173,11 @@ HostTensor cast(const Node& n, const Inputs& in) {
   HostTensor out = HostTensor::zeros(n.dtype, n.shape);
   const size_t count = static_cast<size_t>(n.shape.elements());
   if (n.dtype == DType::kS32) {
-    for (size_t i = 0; i < count; ++i) out.i[i] = a.dtype == DType::kS32 ? a.i[i] : static_cast<int32_t>(a.f[i]);
+    for (size_t i = 0; i < count; ++i)
+      out.i[i] = a.dtype == DType::kS32 ? a.i[i] : static_cast<int32_t>(a.f[i]);
   } else {
-    for (size_t i = 0; i < count; ++i) out.f[i] = a.dtype == DType::kS32 ? static_cast<float>(a.i[i]) : a.f[i];
+    for (size_t i = 0; i < count; ++i)
+      out.f[i] = a.dtype == DType::kS32 ? static_cast<float>(a.i[i]) : a.f[i];
     if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), count);
   }
   return out;
@@ -156,7 +189,9 @@ HostTensor one_hot(const Node& n, const Inputs& in) {
   const int64_t depth = n.attrs.depth;
   for (size_t i = 0; i < labels.i.size(); ++i) {
     const int32_t l = labels.i[i];
-    if (l >= 0 && l < depth) out.f[i * static_cast<size_t>(depth) + static_cast<size_t>(l)] = 1.0f;  // out of range: all zeros, as TF
+    if (l >= 0 && l < depth)
+      out.f[i * static_cast<size_t>(depth) + static_cast<size_t>(l)] =
+          1.0f;  // out of range: all zeros, as TF
   }
   return out;
 }

@@ -30,9 +30,13 @@ void walk(const Shape& out, const std::vector<int64_t>& in_strides, int64_t in_b
 template <typename F>
 void copy_values(const HostTensor& from, HostTensor* to, F index_map_walk) {
   if (from.dtype == DType::kS32) {
-    index_map_walk([&](int64_t o, int64_t i) { to->i[static_cast<size_t>(o)] = from.i[static_cast<size_t>(i)]; });
+    index_map_walk([&](int64_t o, int64_t i) {
+      to->i[static_cast<size_t>(o)] = from.i[static_cast<size_t>(i)];
+    });
   } else {
-    index_map_walk([&](int64_t o, int64_t i) { to->f[static_cast<size_t>(o)] = from.f[static_cast<size_t>(i)]; });
+    index_map_walk([&](int64_t o, int64_t i) {
+      to->f[static_cast<size_t>(o)] = from.f[static_cast<size_t>(i)];
+    });
   }
 }
 
@@ -110,8 +114,8 @@ HostTensor concat(const Node& n, const Inputs& in) {
   int64_t offset = 0;
   for (const HostTensor* part : in) {
     // Walk the part; its element lands at the same index shifted along the axis.
-    walk(part->shape, std::vector<int64_t>(out_strides), offset * out_strides[static_cast<size_t>(n.attrs.axis)],
-         [&](int64_t i, int64_t o) {
+    walk(part->shape, std::vector<int64_t>(out_strides),
+         offset * out_strides[static_cast<size_t>(n.attrs.axis)], [&](int64_t i, int64_t o) {
            if (part->dtype == DType::kS32) {
              out.i[static_cast<size_t>(o)] = part->i[static_cast<size_t>(i)];
            } else {

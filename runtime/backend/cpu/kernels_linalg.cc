@@ -6,8 +6,10 @@
 namespace tpusim::runtime::cpu {
 
 namespace {
-using MatrixMap = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using MutableMap = Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using MatrixMap =
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using MutableMap =
+    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 const float* maybe_rounded(const HostTensor& t, bool round, std::vector<float>* scratch) {
   if (!round) return t.f.data();
@@ -33,10 +35,12 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx) {
   HostTensor out = HostTensor::zeros(n.dtype, n.shape);
   if (shared_rhs) {
     // All batches share the rhs: one GEMM over (batches x M) rows.
-    MutableMap(out.f.data(), batches * M, N).noalias() = MatrixMap(pa, batches * M, K) * MatrixMap(pb, K, N);
+    MutableMap(out.f.data(), batches * M, N).noalias() =
+        MatrixMap(pa, batches * M, K) * MatrixMap(pb, K, N);
   } else {
     for (int64_t i = 0; i < batches; ++i) {
-      MutableMap(out.f.data() + i * M * N, M, N).noalias() = MatrixMap(pa + i * M * K, M, K) * MatrixMap(pb + i * K * N, K, N);
+      MutableMap(out.f.data() + i * M * N, M, N).noalias() =
+          MatrixMap(pa + i * M * K, M, K) * MatrixMap(pb + i * K * N, K, N);
     }
   }
   if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), out.f.size());

@@ -1,0 +1,177 @@
+// cpu kernels against independent references (naive loops), and the backend's step semantics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/backend/backend.h"
+#include "runtime/graph/initializers.h"
+#include "runtime/graph/layers.h"
+#include "runtime/graph/random.h"
+
+namespace tpusim::runtime {
+namespace {
+
+HostTensor random_tensor(const Shape& s, uint64_t seed) {
+  RandomStream rng(seed);
+  HostTensor t = HostTensor::zeros(DType::kF32, s);
+  for (float& v : t.f) v = static_cast<float>(2 * rng.uniform() - 1);
+  return t;
+}
+
+Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars, const std::string& precision = "fp32", uint64_t step = 0) {
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  auto backend = make_backend("cpu");
+  auto exe = (*backend)->compile(b.graph(), {precision});
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  auto out = (*backend)->run(**exe, *vars, {feeds}, step);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Outputs{};
+}
+
+// conv2d (patches x kernel) against a direct 7-loop convolution, SAME padding, stride 2.
+TEST(CpuBackend, Conv2dMatchesDirectConvolution) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2, 7, 6, 3});
+  b.output("y", layers::conv2d(b, x, 4, 3, 2, layers::Padding::kSame));
+  const HostTensor xt = random_tensor({2, 7, 6, 3}, 1);
+  Variables vars = initial_variables(b.graph());
+  vars["conv2d_1/bias"] = random_tensor({4}, 9);
+  const HostTensor& w = vars["conv2d_1/kernel"];
+  const HostTensor y = run_once(b, {{"x", xt}}, &vars).at("y");
+  ASSERT_EQ(y.shape, (Shape{2, 4, 3, 4}));
+  // SAME: out = ceil(7/2) x ceil(6/2) = 4 x 3; padding total rows (4-1)*2+3-7 = 2 -> top 1;
+  // cols (3-1)*2+3-6 = 1 -> left 0.
+  for (int n = 0; n < 2; ++n)
+    for (int oy = 0; oy < 4; ++oy)
+      for (int ox = 0; ox < 3; ++ox)
+        for (int f = 0; f < 4; ++f) {
+          double acc = vars["conv2d_1/bias"].f[static_cast<size_t>(f)];
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx)
+              for (int c = 0; c < 3; ++c) {
+                const int iy = oy * 2 + ky - 1, ix = ox * 2 + kx;
+                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+                acc += xt.f[static_cast<size_t>(((n * 7 + iy) * 6 + ix) * 3 + c)] *
+                       w.f[static_cast<size_t>(((ky * 3 + kx) * 3 + c) * 4 + f)];
+              }
+          EXPECT_NEAR(y.f[static_cast<size_t>(((n * 4 + oy) * 3 + ox) * 4 + f)], acc, 1e-5);
+        }
+}
+
+TEST(CpuBackend, PoolingMatchesTensorFlowSemantics) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {1, 3, 3, 1});
+  b.output("max", layers::max_pooling2d(b, x, 2, 2, layers::Padding::kSame));
+  b.output("avg", layers::average_pooling2d(b, x, 2, 2, layers::Padding::kSame));
+  Variables vars;
+  // All negative: SAME max pooling must not see the zero padding.
+  const Outputs out = run_once(b, {{"x", HostTensor::from({1, 3, 3, 1}, {-1, -2, -3, -4, -5, -6, -7, -8, -9})}}, &vars);
+  EXPECT_EQ(out.at("max").f, (std::vector<float>{-1, -3, -7, -9}));
+  // Averages over the window elements inside the image: (-1-2-4-5)/4, (-3-6)/2, (-7-8)/2, -9.
+  EXPECT_EQ(out.at("avg").f, (std::vector<float>{-3, -4.5f, -7.5f, -9}));
+}
+
+TEST(CpuBackend, SoftmaxAndCrossEntropy) {
+  GraphBuilder b;
+  const Value logits = b.infeed("logits", DType::kF32, {2, 3});
+  const Value labels = b.infeed("labels", DType::kS32, {2});
+  b.output("p", layers::softmax(logits));
+  b.output("loss", layers::sparse_softmax_cross_entropy(labels, logits));
+  Variables vars;
+  const Outputs out = run_once(b, {{"logits", HostTensor::from({2, 3}, {1, 2, 3, 1000, 0, -1000})},
+                                   {"labels", HostTensor::from_ints({2}, {2, 1})}},
+                               &vars);
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_NEAR(out.at("p").f[2], std::exp(3.0) / z, 1e-6);
+  EXPECT_FLOAT_EQ(out.at("p").f[3], 1.0f);  // large logits stay finite
+  EXPECT_NEAR(out.at("loss").f[0], std::log(z) - 3.0, 1e-6);
+  EXPECT_NEAR(out.at("loss").f[1], 1000.0, 1e-3);
+}
+
+TEST(CpuBackend, DropoutIsReproducibleAndKeepsTheRightFraction) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {100, 100});
+  b.output("y", layers::dropout(b, x, 0.4f, true, 42));
+  Variables vars;
+  const HostTensor ones = HostTensor::from({100, 100}, std::vector<float>(10000, 1.0f));
+  const HostTensor a = run_once(b, {{"x", ones}}, &vars, "fp32", 7).at("y");
+  const HostTensor again = run_once(b, {{"x", ones}}, &vars, "fp32", 7).at("y");
+  const HostTensor next = run_once(b, {{"x", ones}}, &vars, "fp32", 8).at("y");
+  EXPECT_EQ(a.f, again.f);
+  EXPECT_NE(a.f, next.f);  // another step, another mask
+  int kept = 0;
+  for (float v : a.f) {
+    if (v != 0) {
+      ++kept;
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.6f);
+    }
+  }
+  EXPECT_NEAR(kept / 10000.0, 0.6, 0.02);
+}
+
+TEST(CpuBackend, BatchNormUpdatesMovingStatisticsEachStep) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {4, 2});
+  b.output("y", layers::batch_normalization(b, x, true, 0.5f, 0.0f));
+  Variables vars = initial_variables(b.graph());
+  const Outputs out = run_once(b, {{"x", HostTensor::from({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40})}}, &vars);
+  // Column 0: mean 2.5, variance 1.25; normalised -1.342 ... +1.342.
+  EXPECT_NEAR(out.at("y").f[0], (1 - 2.5) / std::sqrt(1.25), 1e-5);
+  // moving = 0.5 x old + 0.5 x batch.
+  EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_mean"].f[0], 1.25f);
+  EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_mean"].f[1], 12.5f);
+  EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_variance"].f[0], 0.5f + 0.625f);
+}
+
+TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {
+  GraphBuilder b;
+  const Value a = b.infeed("a", DType::kF32, {1, 1});
+  const Value w = b.infeed("w", DType::kF32, {1, 1});
+  b.output("y", b.matmul(a, w));
+  b.output("z", a * w);
+  Variables vars;
+  const Feeds feeds{{"a", HostTensor::from({1, 1}, {1.00390625f + 1e-4f})}, {"w", HostTensor::from({1, 1}, {3.0f})}};
+  const Outputs fp32 = run_once(b, feeds, &vars, "fp32");
+  const Outputs mxu = run_once(b, feeds, &vars, "mxu");
+  EXPECT_FLOAT_EQ(fp32.at("y").f[0], (1.00390625f + 1e-4f) * 3.0f);
+  // 1.0040... rounds to the bf16 1.0078125 (nearest of 1.0 and 1.0078125): 3.0234375.
+  EXPECT_FLOAT_EQ(mxu.at("y").f[0], 1.0078125f * 3.0f);
+  EXPECT_EQ(mxu.at("z").f, fp32.at("z").f);
+}
+
+TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {
+  GraphBuilder b;
+  b.output("y", b.infeed("image", DType::kF32, {2, 3}) * 2.0f);
+  auto backend = make_backend("cpu");
+  auto exe = (*backend)->compile(b.graph(), {});
+  Variables vars;
+  auto none = (*backend)->run(**exe, vars, {Feeds{}}, 5);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), ::testing::HasSubstr("step 5: no batch for infeed 'image'"));
+  auto wrong = (*backend)->run(**exe, vars, {{{"image", HostTensor::zeros(DType::kF32, {3, 2})}}}, 0);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_THAT(std::string(wrong.status().message()),
+              ::testing::HasSubstr("infeed 'image' takes f32[2, 3]; the batch is f32[3, 2]"));
+  EXPECT_FALSE((*backend)->compile(b.graph(), {"fp16"}).ok());
+  EXPECT_EQ(make_backend("abacus").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CpuBackend, InitializersFollowTheirDistributions) {
+  GraphBuilder b;
+  b.variable("glorot", DType::kF32, {200, 300}, {InitKind::kGlorotUniform, 0, 1, 1});
+  b.variable("he", DType::kF32, {3, 3, 64, 64}, {InitKind::kHeNormal, 0, 1, 1});
+  b.variable("tn", DType::kF32, {10000}, {InitKind::kTruncatedNormal, 0, 0.1f, 1});
+  const Variables v = initial_variables(b.graph());
+  const double glorot_limit = std::sqrt(6.0 / 500.0);
+  for (float x : v.at("glorot").f) EXPECT_LE(std::abs(x), glorot_limit);
+  double sq = 0;
+  for (float x : v.at("he").f) sq += x * x;
+  EXPECT_NEAR(std::sqrt(sq / v.at("he").f.size()), std::sqrt(2.0 / (9 * 64)), 0.005);
+  for (float x : v.at("tn").f) EXPECT_LE(std::abs(x), 0.2f + 1e-6f);
+  // Same seed and name: same values.
+  EXPECT_EQ(initial_variables(b.graph()).at("glorot").f, v.at("glorot").f);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime
