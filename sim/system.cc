@@ -113,7 +113,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   const uint64_t start = now_cycle();
   for (const auto& stream : program_->cores()) {
     Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
-    seq.load(&stream);
+    seq.load(&stream, program_->step_base());
     seq.start();
   }
   try {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/graph/random.h"
+#include "sim/numerics/random.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -37,7 +37,7 @@ HostTensor initial_value(const Node& v) {
   }
   double fan_in = 1, fan_out = 1;
   fans(v.shape, &fan_in, &fan_out);
-  RandomStream rng(init.seed ^ name_hash(v.attrs.name));
+  sim::RandomStream rng(init.seed ^ name_hash(v.attrs.name));
   for (float& x : t.f) {
     switch (init.kind) {
       case InitKind::kZeros:

@@ -6,7 +6,7 @@
 #include "common/strings.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
-#include "runtime/graph/random.h"
+#include "sim/numerics/random.h"
 
 namespace tpusim::runtime::opcheck {
 namespace {
@@ -55,7 +55,7 @@ Feeds make_feeds(const OpCase& c, uint32_t seed) {
   Feeds feeds;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const InputSpec& in = c.inputs[i];
-    RandomStream rng(mix64(seed) ^ (i + 1));
+    sim::RandomStream rng(sim::mix64(seed) ^ (i + 1));
     HostTensor t = HostTensor::zeros(in.dtype, in.shape);
     if (in.dtype == DType::kS32) {
       for (int32_t& v : t.i)
@@ -76,7 +76,7 @@ absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with
   b.output("output", y);
   if (c.differentiable && y.valid()) {
     HostTensor cot = HostTensor::zeros(DType::kF32, y.shape());
-    RandomStream rng(mix64(seed) ^ 0xc07);
+    sim::RandomStream rng(sim::mix64(seed) ^ 0xc07);
     for (float& v : cot.f) v = static_cast<float>(2 * rng.uniform() - 1);
     std::vector<Value> wrt;
     std::vector<std::string> names;

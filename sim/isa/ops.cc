@@ -99,6 +99,8 @@ const char* vector_op_name(Vector::Op op) {
       return "vpu.broadcast";
     case Vector::FILL:
       return "vpu.fill";
+    case Vector::RNG_UNIFORM:
+      return "vpu.rng_uniform";
     default:
       return "vpu.(unknown op)";
   }
@@ -138,6 +140,7 @@ VectorOpClass classify(Vector::Op op) {
     case Vector::BROADCAST:
       return VectorOpClass::kBroadcast;
     case Vector::FILL:
+    case Vector::RNG_UNIFORM:
       return VectorOpClass::kFill;
     default:
       return VectorOpClass::kUnknown;

@@ -237,8 +237,7 @@ class CoreChecker {
         }
         break;
       case VectorOpClass::kCast:
-        if (need_a(true) && !(is_float(v.a()) && is_float(dst)))
-          fail(index, "cast converts between f32 and bf16");
+        need_a(true);  // any of f32, bf16 and s32 to any other
         break;
       case VectorOpClass::kReduce:
         if (need_a(false)) {

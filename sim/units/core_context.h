@@ -63,6 +63,10 @@ struct CoreContext {
     if (end > vmem_high_water) vmem_high_water = end;
   }
 
+  // The step counter the vector unit's RNG reads: the program's step_base plus the outermost
+  // loop's iteration (set by the sequencer).
+  uint64_t step = 0;
+
   LhsCache lhs_cache;
   // Every functional write into VMEM reports its byte range here.
   void note_vmem_write(uint64_t lo, uint64_t hi) {

@@ -25,7 +25,10 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, Core
   });
 }
 
-void Sequencer::load(const isa::CoreProgram* program) { program_ = program; }
+void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
+  program_ = program;
+  step_base_ = step_base;
+}
 
 std::string Sequencer::blocked_on() const {
   return blocked_.empty() ? "" : str_cat(name(), ": ", blocked_);
@@ -65,12 +68,19 @@ bool Sequencer::run_range(int begin, int end) {
     if (instr.has_halt()) return false;
     if (instr.has_loop()) {
       const int body_end = i + 1 + static_cast<int>(instr.loop().body_length());
+      const bool outermost = loop_depth_ == 0;
+      ++loop_depth_;
       for (uint32_t it = 0; it < instr.loop().count(); ++it) {
         drain();
         ctx_.sync->reset_flags();
+        if (outermost) ctx_.step = step_base_ + it;
         ++loop_iterations_;
-        if (!run_range(i + 1, body_end)) return false;
+        if (!run_range(i + 1, body_end)) {
+          --loop_depth_;
+          return false;
+        }
       }
+      --loop_depth_;
       drain();
       ctx_.sync->reset_flags();
       i = body_end - 1;
@@ -103,6 +113,8 @@ void Sequencer::thread() {
     running_ = true;
     start_cycle_ = ctx_.now_cycle();
     issue_cycle_ = start_cycle_;
+    ctx_.step = step_base_;
+    loop_depth_ = 0;
     ctx_.sync->reset_flags();
     run_range(0, program_->instructions_size());
     drain();

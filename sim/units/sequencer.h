@@ -29,7 +29,7 @@ class Sequencer : public sc_core::sc_module {
             StatGroup& stats);
 
   // Gives the sequencer a stream to run when start() is notified; null for none.
-  void load(const isa::CoreProgram* program);
+  void load(const isa::CoreProgram* program, uint64_t step_base = 0);
   void start() { start_.notify(sc_core::SC_ZERO_TIME); }
   bool running() const { return running_; }
   uint64_t start_cycle() const { return start_cycle_; }
@@ -49,6 +49,8 @@ class Sequencer : public sc_core::sc_module {
   CoreUnits units_;
   StatGroup& stats_;
   const isa::CoreProgram* program_ = nullptr;
+  uint64_t step_base_ = 0;
+  int loop_depth_ = 0;
   sc_core::sc_event start_;
   sc_core::sc_event finished_;
   bool running_ = false;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "sim/isa/ops.h"
+#include "sim/numerics/random.h"
 
 namespace tpusim::sim {
 
@@ -159,6 +160,13 @@ void VectorUnit::compute(const Vector& v) {
       break;
     case Vector::FILL:
       out = MatrixF::Constant(rows, cols, v.scalar());
+      break;
+    case Vector::RNG_UNIFORM:
+      out.resize(rows, cols);
+      for (Eigen::Index i = 0; i < out.size(); ++i) {
+        out.data()[i] =
+            counter_uniform(v.seed(), ctx_.step, v.index_base() + static_cast<uint64_t>(i));
+      }
       break;
     default:
       ctx_.fail("vector unit: unknown op (the validator should have rejected it)");

@@ -1,25 +1,26 @@
 // cpu kernels against independent references (naive loops), and the backend's step semantics.
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cmath>
 
 #include "runtime/backend/backend.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
-#include "runtime/graph/random.h"
+#include "sim/numerics/random.h"
 
 namespace tpusim::runtime {
 namespace {
 
 HostTensor random_tensor(const Shape& s, uint64_t seed) {
-  RandomStream rng(seed);
+  sim::RandomStream rng(seed);
   HostTensor t = HostTensor::zeros(DType::kF32, s);
   for (float& v : t.f) v = static_cast<float>(2 * rng.uniform() - 1);
   return t;
 }
 
-Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars, const std::string& precision = "fp32", uint64_t step = 0) {
+Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars,
+                 const std::string& precision = "fp32", uint64_t step = 0) {
   EXPECT_TRUE(b.status().ok()) << b.status();
   auto backend = make_backend("cpu");
   auto exe = (*backend)->compile(b.graph(), {precision});
@@ -66,7 +67,8 @@ TEST(CpuBackend, PoolingMatchesTensorFlowSemantics) {
   b.output("avg", layers::average_pooling2d(b, x, 2, 2, layers::Padding::kSame));
   Variables vars;
   // All negative: SAME max pooling must not see the zero padding.
-  const Outputs out = run_once(b, {{"x", HostTensor::from({1, 3, 3, 1}, {-1, -2, -3, -4, -5, -6, -7, -8, -9})}}, &vars);
+  const Outputs out = run_once(
+      b, {{"x", HostTensor::from({1, 3, 3, 1}, {-1, -2, -3, -4, -5, -6, -7, -8, -9})}}, &vars);
   EXPECT_EQ(out.at("max").f, (std::vector<float>{-1, -3, -7, -9}));
   // Averages over the window elements inside the image: (-1-2-4-5)/4, (-3-6)/2, (-7-8)/2, -9.
   EXPECT_EQ(out.at("avg").f, (std::vector<float>{-3, -4.5f, -7.5f, -9}));
@@ -79,8 +81,9 @@ TEST(CpuBackend, SoftmaxAndCrossEntropy) {
   b.output("p", layers::softmax(logits));
   b.output("loss", layers::sparse_softmax_cross_entropy(labels, logits));
   Variables vars;
-  const Outputs out = run_once(b, {{"logits", HostTensor::from({2, 3}, {1, 2, 3, 1000, 0, -1000})},
-                                   {"labels", HostTensor::from_ints({2}, {2, 1})}},
+  const Outputs out = run_once(b,
+                               {{"logits", HostTensor::from({2, 3}, {1, 2, 3, 1000, 0, -1000})},
+                                {"labels", HostTensor::from_ints({2}, {2, 1})}},
                                &vars);
   const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
   EXPECT_NEAR(out.at("p").f[2], std::exp(3.0) / z, 1e-6);
@@ -115,7 +118,8 @@ TEST(CpuBackend, BatchNormUpdatesMovingStatisticsEachStep) {
   const Value x = b.infeed("x", DType::kF32, {4, 2});
   b.output("y", layers::batch_normalization(b, x, true, 0.5f, 0.0f));
   Variables vars = initial_variables(b.graph());
-  const Outputs out = run_once(b, {{"x", HostTensor::from({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40})}}, &vars);
+  const Outputs out =
+      run_once(b, {{"x", HostTensor::from({4, 2}, {1, 10, 2, 20, 3, 30, 4, 40})}}, &vars);
   // Column 0: mean 2.5, variance 1.25; normalised -1.342 ... +1.342.
   EXPECT_NEAR(out.at("y").f[0], (1 - 2.5) / std::sqrt(1.25), 1e-5);
   // moving = 0.5 x old + 0.5 x batch.
@@ -131,7 +135,8 @@ TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {
   b.output("y", b.matmul(a, w));
   b.output("z", a * w);
   Variables vars;
-  const Feeds feeds{{"a", HostTensor::from({1, 1}, {1.00390625f + 1e-4f})}, {"w", HostTensor::from({1, 1}, {3.0f})}};
+  const Feeds feeds{{"a", HostTensor::from({1, 1}, {1.00390625f + 1e-4f})},
+                    {"w", HostTensor::from({1, 1}, {3.0f})}};
   const Outputs fp32 = run_once(b, feeds, &vars, "fp32");
   const Outputs mxu = run_once(b, feeds, &vars, "mxu");
   EXPECT_FLOAT_EQ(fp32.at("y").f[0], (1.00390625f + 1e-4f) * 3.0f);
@@ -148,8 +153,10 @@ TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {
   Variables vars;
   auto none = (*backend)->run(**exe, vars, {Feeds{}}, 5);
   ASSERT_FALSE(none.ok());
-  EXPECT_THAT(std::string(none.status().message()), ::testing::HasSubstr("step 5: no batch for infeed 'image'"));
-  auto wrong = (*backend)->run(**exe, vars, {{{"image", HostTensor::zeros(DType::kF32, {3, 2})}}}, 0);
+  EXPECT_THAT(std::string(none.status().message()),
+              ::testing::HasSubstr("step 5: no batch for infeed 'image'"));
+  auto wrong =
+      (*backend)->run(**exe, vars, {{{"image", HostTensor::zeros(DType::kF32, {3, 2})}}}, 0);
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(std::string(wrong.status().message()),
               ::testing::HasSubstr("infeed 'image' takes f32[2, 3]; the batch is f32[3, 2]"));

@@ -48,31 +48,75 @@ TEST_P(BuilderError, NamesOpLabelAndShapes) {
   EXPECT_THAT(std::string(b.status().message()), HasSubstr(GetParam().expect));
 }
 
-Value in(GraphBuilder& b, const char* name, Shape s, DType t = DType::kF32) { return b.infeed(name, t, s); }
+Value in(GraphBuilder& b, const char* name, Shape s, DType t = DType::kF32) {
+  return b.infeed(name, t, s);
+}
 
 const BadGraph kBad[] = {
-    {"MatmulInner", [](GraphBuilder& b) { b.matmul(in(b, "a", {128, 784}), in(b, "w", {100, 10})); },
+    {"MatmulInner",
+     [](GraphBuilder& b) {
+       b.matmul(in(b, "a", {128, 784}), in(b, "w", {100, 10}));
+     },
      "matmul 'matmul': inner dimensions differ: f32[128, 784] and f32[100, 10]"},
-    {"MatmulRank", [](GraphBuilder& b) { b.matmul(in(b, "a", {4}), in(b, "w", {4, 2})); }, "needs [..., M, K] x [..., K, N]"},
-    {"Broadcast", [](GraphBuilder& b) { b.binary(Op::kAdd, in(b, "a", {4, 3}), in(b, "b", {4})); },
+    {"MatmulRank",
+     [](GraphBuilder& b) {
+       b.matmul(in(b, "a", {4}), in(b, "w", {4, 2}));
+     },
+     "needs [..., M, K] x [..., K, N]"},
+    {"Broadcast",
+     [](GraphBuilder& b) {
+       b.binary(Op::kAdd, in(b, "a", {4, 3}), in(b, "b", {4}));
+     },
      "add 'add': shapes do not broadcast: f32[4, 3] and f32[4]"},
-    {"MixedTypes", [](GraphBuilder& b) { b.binary(Op::kMul, in(b, "a", {4}), in(b, "b", {4}, DType::kBF16)); },
+    {"MixedTypes",
+     [](GraphBuilder& b) { b.binary(Op::kMul, in(b, "a", {4}), in(b, "b", {4}, DType::kBF16)); },
      "operand types differ: f32[4] and bf16[4]"},
-    {"IntegerArithmetic", [](GraphBuilder& b) { b.binary(Op::kAdd, in(b, "a", {4}, DType::kS32), in(b, "b", {4}, DType::kS32)); },
+    {"IntegerArithmetic",
+     [](GraphBuilder& b) {
+       b.binary(Op::kAdd, in(b, "a", {4}, DType::kS32), in(b, "b", {4}, DType::kS32));
+     },
      "needs floating operands"},
-    {"Reshape", [](GraphBuilder& b) { b.reshape(in(b, "a", {4, 6}), {5, 5}); },
+    {"Reshape",
+     [](GraphBuilder& b) {
+       b.reshape(in(b, "a", {4, 6}), {5, 5});
+     },
      "reshape 'reshape': cannot reshape f32[4, 6] (24 elements) to [5, 5] (25 elements)"},
-    {"ReduceAxes", [](GraphBuilder& b) { b.reduce(Op::kReduceSum, in(b, "a", {4, 6}), {0, 0}); },
+    {"ReduceAxes",
+     [](GraphBuilder& b) {
+       b.reduce(Op::kReduceSum, in(b, "a", {4, 6}), {0, 0});
+     },
      "axes [0, 0] are not distinct axes of f32[4, 6]"},
-    {"Transpose", [](GraphBuilder& b) { b.transpose(in(b, "a", {4, 6}), {0, 2}); }, "is not a permutation"},
-    {"Slice", [](GraphBuilder& b) { b.slice(in(b, "a", {4, 6}), {0, 5}, {2, 9}); }, "[0, 5] to [2, 9) is not a non-empty range"},
-    {"Concat", [](GraphBuilder& b) { b.concat({in(b, "a", {4, 6}), in(b, "b", {3, 5})}, 0); }, "differ off axis 0"},
-    {"ConvInput", [](GraphBuilder& b) { layers::conv2d(b, in(b, "x", {8, 28, 28}), 4, 3); }, "conv2d needs an NHWC input"},
-    {"ValidWindowTooBig", [](GraphBuilder& b) { layers::max_pooling2d(b, in(b, "x", {1, 2, 2, 1}), 3, 1); },
+    {"Transpose",
+     [](GraphBuilder& b) {
+       b.transpose(in(b, "a", {4, 6}), {0, 2});
+     },
+     "is not a permutation"},
+    {"Slice",
+     [](GraphBuilder& b) {
+       b.slice(in(b, "a", {4, 6}), {0, 5}, {2, 9});
+     },
+     "[0, 5] to [2, 9) is not a non-empty range"},
+    {"Concat",
+     [](GraphBuilder& b) {
+       b.concat({in(b, "a", {4, 6}), in(b, "b", {3, 5})}, 0);
+     },
+     "differ off axis 0"},
+    {"ConvInput",
+     [](GraphBuilder& b) {
+       layers::conv2d(b, in(b, "x", {8, 28, 28}), 4, 3);
+     },
+     "conv2d needs an NHWC input"},
+    {"ValidWindowTooBig",
+     [](GraphBuilder& b) {
+       layers::max_pooling2d(b, in(b, "x", {1, 2, 2, 1}), 3, 1);
+     },
      "a 3x3 VALID window does not fit the 2x2 image"},
-    {"OneHotNeedsInts", [](GraphBuilder& b) { b.one_hot(in(b, "l", {4}), 10); }, "needs s32 labels, got f32[4]"},
+    {"OneHotNeedsInts", [](GraphBuilder& b) { b.one_hot(in(b, "l", {4}), 10); },
+     "needs s32 labels, got f32[4]"},
     {"XentShapes",
-     [](GraphBuilder& b) { layers::sparse_softmax_cross_entropy(in(b, "l", {4}, DType::kS32), in(b, "x", {5, 10})); },
+     [](GraphBuilder& b) {
+       layers::sparse_softmax_cross_entropy(in(b, "l", {4}, DType::kS32), in(b, "x", {5, 10}));
+     },
      "needs labels [N] and logits [N, classes], got [4] and [5, 10]"},
     {"DuplicateVariable",
      [](GraphBuilder& b) {
@@ -84,7 +128,9 @@ const BadGraph kBad[] = {
      [](GraphBuilder& b) { b.update(b.variable("w", DType::kF32, {2}, {}), in(b, "x", {3})); },
      "update of 'w': value f32[3] does not match the variable f32[2]"},
     {"ScopedLabel",
-     [](GraphBuilder& b) { layers::dense(b, in(b, "x", {4, 3, 2}), 5) + in(b, "y", {7}); },
+     [](GraphBuilder& b) {
+       layers::dense(b, in(b, "x", {4, 3, 2}), 5) + in(b, "y", {7});
+     },
      "add 'add': shapes do not broadcast: f32[4, 3, 5] and f32[7]"},
 };
 

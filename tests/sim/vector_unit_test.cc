@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/numerics/random.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
@@ -105,6 +106,42 @@ TEST_F(VectorOps, CastRoundsToBf16AndBack) {
       },
       kD);
   EXPECT_EQ(got, testing::round_bf16(a_));
+}
+
+TEST_F(VectorOps, RngUniformFollowsTheStepCounter) {
+  isa::Program p;
+  p.set_step_base(5);
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.loop(2, [&] {
+    c.fill(kD, 0).instruction().mutable_vector()->set_op(isa::Vector::RNG_UNIFORM);
+    c.instruction_back()->mutable_vector()->set_seed(99);
+    c.instruction_back()->mutable_vector()->set_index_base(1000);
+    c.instruction_back()->add_signal(f);
+    c.outfeed(kD).wait(f, 1);
+  });
+  c.halt();
+  ASSERT_TRUE(system_->run(p).ok());
+  const auto out = system_->take_outfeed(0);
+  ASSERT_EQ(out.size(), 2u);
+  for (uint64_t step = 0; step < 2; ++step) {
+    const float* values = reinterpret_cast<const float*>(out[step].data.data());
+    for (uint64_t i = 0; i < static_cast<uint64_t>(kR) * kC; i += 97) {
+      EXPECT_EQ(values[i], counter_uniform(99, 5 + step, 1000 + i)) << step << " " << i;
+    }
+  }
+}
+
+TEST_F(VectorOps, CastToAndFromS32) {
+  const isa::Block ints = block(0x90000, kR, kC, isa::S32);
+  const MatrixF got = run(
+      [&](CoreBuilder& c) {
+        const uint32_t f = c.new_flag();
+        c.cast(ints, kA).signal(f);
+        c.cast(kD, ints).wait(f, 1);
+      },
+      kD);
+  EXPECT_EQ(got, MatrixF((a_ * 1.0f).array().unaryExpr([](float v) { return std::trunc(v); })));
 }
 
 // 16 x 256 = 4096 elements = 4 vregs of 8 x 128. add: 4 issue cycles; VMEM moves 3 x 16 KiB

@@ -1,8 +1,8 @@
 #include <cmath>
 
 #include "runtime/backend/cpu/kernels.h"
-#include "runtime/graph/random.h"
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/random.h"
 
 namespace tpusim::runtime::cpu {
 
@@ -198,7 +198,8 @@ HostTensor one_hot(const Node& n, const Inputs& in) {
 
 HostTensor rng_uniform(const Node& n, const KernelContext& ctx) {
   HostTensor out = HostTensor::zeros(DType::kF32, n.shape);
-  for (size_t i = 0; i < out.f.size(); ++i) out.f[i] = counter_uniform(n.attrs.seed, ctx.step, i);
+  for (size_t i = 0; i < out.f.size(); ++i)
+    out.f[i] = sim::counter_uniform(n.attrs.seed, ctx.step, i);
   return out;
 }
 

@@ -1,8 +1,8 @@
-#include "runtime/graph/random.h"
+#include "sim/numerics/random.h"
 
 #include <cmath>
 
-namespace tpusim::runtime {
+namespace tpusim::sim {
 
 double RandomStream::normal() {
   double u1 = uniform();
@@ -11,4 +11,4 @@ double RandomStream::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-}  // namespace tpusim::runtime
+}  // namespace tpusim::sim

@@ -1,12 +1,12 @@
 #pragma once
 // Deterministic random numbers, the same on every backend and machine: a counter-based
-// generator (dropout masks: value = f(seed, step, element)) and a seeded stream for variable
-// initialisers. Nothing here depends on the standard library's distributions, whose results
-// differ between implementations.
+// generator (the vector unit's RNG and dropout masks: value = f(seed, step, element)) and a
+// seeded stream for variable initialisers. Nothing here depends on the standard library's
+// distributions, whose results differ between implementations.
 
 #include <cstdint>
 
-namespace tpusim::runtime {
+namespace tpusim::sim {
 
 // SplitMix64's finaliser: a bijective mix of 64 bits.
 constexpr uint64_t mix64(uint64_t x) {
@@ -35,4 +35,4 @@ class RandomStream {
   uint64_t state_;
 };
 
-}  // namespace tpusim::runtime
+}  // namespace tpusim::sim
