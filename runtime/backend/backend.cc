@@ -2,12 +2,14 @@
 
 #include "common/strings.h"
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/tpusim/tpusim_backend.h"
 
 namespace tpusim::runtime {
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();
-  return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu)"));
+  if (name == "tpusim") return make_tpusim_backend();
+  return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu, tpusim)"));
 }
 
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds) {

@@ -64,10 +64,15 @@ uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base
   return align_up(layout->c_address + uint64_t{shape.m} * shape.n * 4, kAlign) - base;
 }
 
-absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index,
-                                    GemmShape shape, isa::Precision precision,
-                                    const GemmLayout& layout) {
-  const config::CoreSpec& core = slice.chip.core;
+std::array<uint32_t, 8> allocate_gemm_flags(FlagPool& pool) {
+  std::array<uint32_t, 8> ids{};
+  for (uint32_t& id : ids) id = pool.allocate();
+  return ids;
+}
+
+absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
+                                   isa::Precision precision, const GemmLayout& layout,
+                                   GemmContext& ctx) {
   auto tiling = choose_gemm_tiling(core, shape, layout.input_dtype);
   if (!tiling.ok()) return tiling.status();
   const GemmTiling t = *tiling;
@@ -75,10 +80,12 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
   const uint32_t in_bytes = bytes_of(in);
   const uint32_t R = core.mxu_rows, C = core.mxu_cols;
   const uint32_t engines = core.dma_engines;
+  CoreBuilder& b = *ctx.builder;
+  FlagPool& pool = *ctx.flags;
 
   // VMEM: two A slices, two B slices, two accumulators.
   std::array<uint64_t, 2> a_buf{}, b_buf{}, c_buf{};
-  uint64_t at = 0;
+  uint64_t at = ctx.vmem_base;
   for (int i = 0; i < 2; ++i)
     a_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes, kAlign));
   for (int i = 0; i < 2; ++i)
@@ -88,18 +95,18 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
 
   GemmPlan plan;
   plan.tiling = t;
-  plan.vmem_bytes = at;
-  plan.program.set_name(str_cat("gemm_", shape.m, "x", shape.k, "x", shape.n));
-  CoreBuilder b(&plan.program, core_index);
-  std::array<uint32_t, 2> loaded{}, consumed{}, written{}, freed{};
+  plan.vmem_bytes = at - ctx.vmem_base;
+  const std::array<uint32_t, 2> loaded{ctx.flag_ids[0], ctx.flag_ids[1]};
+  const std::array<uint32_t, 2> consumed{ctx.flag_ids[2], ctx.flag_ids[3]};
+  const std::array<uint32_t, 2> written{ctx.flag_ids[4], ctx.flag_ids[5]};
+  const std::array<uint32_t, 2> freed{ctx.flag_ids[6], ctx.flag_ids[7]};
+  // Counts before this fragment: waits name counts above them.
+  std::array<uint64_t, 2> consumed_n{}, freed_n{};
   for (int i = 0; i < 2; ++i) {
-    loaded[i] = b.new_flag();
-    consumed[i] = b.new_flag();
-    written[i] = b.new_flag();
-    freed[i] = b.new_flag();
+    consumed_n[i] = pool.count(consumed[i]);
+    freed_n[i] = pool.count(freed[i]);
   }
-  // Signals each flag has received so far (the values later waits name).
-  std::array<uint64_t, 2> loaded_n{}, consumed_n{}, written_n{}, freed_n{};
+  const std::array<uint64_t, 2> consumed_start = consumed_n, freed_start = freed_n;
   std::vector<uint32_t> next_slot(core.mxu_count, 0);
 
   const uint32_t mt = ceil_div(shape.m, t.tm), nt = ceil_div(shape.n, t.tn),
@@ -124,10 +131,11 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
         auto dma_b = b.dma_to_vmem(block(b_src, depth, cols, in, uint64_t{shape.n} * in_bytes),
                                    block(b_buf[sb], depth, cols, in), 1 % engines);
         for (auto* dma : {&dma_a, &dma_b}) {
-          dma->signal(loaded[sb]);
-          if (consumed_n[sb] > 0) dma->wait(consumed[sb], consumed_n[sb]);
+          pool.signal(*dma, loaded[sb]);
+          if (consumed_n[sb] > consumed_start[sb] || step >= 2)
+            dma->wait(consumed[sb], consumed_n[sb]);
+          if (ctx.before_read) ctx.before_read(*dma);
         }
-        loaded_n[sb] += 2;
         plan.dmas += 2;
         // Every R x C sub-tile: weights in, A's rows through.
         const uint32_t a_stride = depth * in_bytes;
@@ -144,32 +152,51 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
                  mxu, slot,
                  block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw, nw,
                        in, b_stride))
-                .wait(loaded[sb], loaded_n[sb]);
+                .wait(loaded[sb], pool.count(loaded[sb]));
             const bool first = ki == 0 && kk == 0;
             auto mm = b.matmul(
                 mxu, slot, block(a_buf[sb] + uint64_t{kk} * R * in_bytes, rows, kw, in, a_stride),
                 block(c_buf[cb] + uint64_t{nn} * C * 4, rows, nw, isa::F32, c_stride), !first,
                 precision);
-            mm.signal(consumed[sb]).signal(written[cb]);
-            if (first && freed_n[cb] > 0) mm.wait(freed[cb], freed_n[cb]);
+            pool.signal(mm, consumed[sb]);
+            pool.signal(mm, written[cb]);
+            if (first && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
             ++plan.matmuls;
           }
         }
         consumed_n[sb] += sub;
-        written_n[cb] += sub;
       }
       // The finished tile back to HBM.
       const uint64_t c_dst =
           layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
-      b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32),
-                   block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4), 2 % engines)
-          .wait(written[cb], written_n[cb])
-          .signal(freed[cb]);
+      auto store =
+          b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32),
+                       block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4), 2 % engines);
+      store.wait(written[cb], pool.count(written[cb]));
+      pool.signal(store, freed[cb]);
+      if (ctx.after_write) ctx.after_write(store);
       ++freed_n[cb];
       ++plan.dmas;
     }
   }
+  return plan;
+}
+
+absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index,
+                                    GemmShape shape, isa::Precision precision,
+                                    const GemmLayout& layout) {
+  isa::Program program;
+  program.set_name(str_cat("gemm_", shape.m, "x", shape.k, "x", shape.n));
+  CoreBuilder b(&program, core_index);
+  FlagPool pool;
+  GemmContext ctx;
+  ctx.builder = &b;
+  ctx.flags = &pool;
+  ctx.flag_ids = allocate_gemm_flags(pool);
+  auto plan = emit_gemm(slice.chip.core, shape, precision, layout, ctx);
+  if (!plan.ok()) return plan.status();
   b.halt();
+  plan->program = std::move(program);
   return plan;
 }
 

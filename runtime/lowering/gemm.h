@@ -17,10 +17,12 @@
 //   freed[c]    write-backs of accumulator c completed          -> the first matmuls into c wait
 
 #include <cstdint>
+#include <functional>
 
 #include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
+#include "runtime/lowering/flag_pool.h"
 #include "sim/isa/isa.pb.h"
 
 namespace tpusim::runtime {
@@ -63,5 +65,26 @@ uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base
 
 absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core, GemmShape shape,
                                     isa::Precision precision, const GemmLayout& layout);
+
+// Where a GEMM fragment sits in a larger program: the builder and flags it shares, the VMEM it
+// may use from `vmem_base`, and hooks that order it after what comes before (`before_read` is
+// applied to each DMA that reads A or B from HBM) and announce its results (`after_write` to
+// each write-back of C).
+struct GemmContext {
+  sim::CoreBuilder* builder = nullptr;
+  FlagPool* flags = nullptr;
+  std::array<uint32_t, 8> flag_ids{};  // loaded[2], consumed[2], written[2], freed[2]
+  uint64_t vmem_base = 0;
+  std::function<void(sim::InstrRef&)> before_read;
+  std::function<void(sim::InstrRef&)> after_write;
+};
+
+// Allocates the 8 flags a GEMM fragment uses.
+std::array<uint32_t, 8> allocate_gemm_flags(FlagPool& pool);
+
+// Appends the GEMM's instructions (no halt) and returns what it emitted.
+absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
+                                   isa::Precision precision, const GemmLayout& layout,
+                                   GemmContext& context);
 
 }  // namespace tpusim::runtime

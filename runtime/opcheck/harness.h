@@ -44,10 +44,15 @@ Feeds make_feeds(const OpCase& c, uint32_t seed);
 // With `with_loss`, also "loss" = sum(cotangent x output), for finite differences.
 absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with_loss = false);
 
-double tolerance_for(const OpCase& c, const BackendSpec& backend);
+double tolerance_for(const OpCase& c, const BackendSpec& backend,
+                     const BackendSpec& reference = BackendSpec{"cpu", "fp32"});
 
-// Runs `c` on `backend` and on the reference; one result per output tensor.
+// Runs `c` on `backend` and on `reference` (cpu fp32 unless given); one result per output
+// tensor. Against a reference of the same precision (tpusim vs cpu:mxu) only the order of
+// accumulation differs, so the tolerance is f32's.
 absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& backend,
-                                                 uint32_t seed = 1);
+                                                 uint32_t seed = 1,
+                                                 const BackendSpec& reference = BackendSpec{
+                                                     "cpu", "fp32"});
 
 }  // namespace tpusim::runtime::opcheck

@@ -45,6 +45,7 @@ class CoreBuilder {
   int size() const { return core_->instructions_size(); }
   // The last instruction appended, to set fields the helpers do not take.
   isa::Instruction* instruction_back() { return core_->mutable_instructions(size() - 1); }
+  isa::Instruction* builder_instruction(int index) { return core_->mutable_instructions(index); }
 
   InstrRef dma_to_vmem(const isa::Block& hbm_src, const isa::Block& vmem_dst, uint32_t engine = 0);
   InstrRef dma_to_hbm(const isa::Block& vmem_src, const isa::Block& hbm_dst, uint32_t engine = 0);

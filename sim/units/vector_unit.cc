@@ -28,8 +28,9 @@ uint64_t vmem_bytes(const Vector& v) {
 // Operand b (or c) of a binary op as a full matrix of dst's shape.
 MatrixF broadcast_to(const MatrixF& x, Eigen::Index rows, Eigen::Index cols) {
   if (x.rows() == rows && x.cols() == cols) return x;
-  if (x.rows() == 1) return x.replicate(rows, 1);
-  return x.replicate(1, cols);
+  if (x.rows() == 1 && x.cols() == cols) return x.replicate(rows, 1);
+  if (x.cols() == 1 && x.rows() == rows) return x.replicate(1, cols);
+  return x.replicate(rows, cols);  // 1 x 1
 }
 
 }  // namespace

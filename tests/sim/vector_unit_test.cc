@@ -171,3 +171,26 @@ TEST_F(VectorOps, TimingIsVregsTimesCostPlusLatency) {
 
 }  // namespace
 }  // namespace tpusim::sim
+
+namespace tpusim::sim {
+namespace {
+
+// A 1 x 1 block broadcasts along whichever dimension the destination has.
+TEST(VectorBroadcast, OneByOneFillsRowsAndColumns) {
+  auto system = testing::make_system();
+  const float v = 2.5f;
+  ASSERT_TRUE(system->write_vmem(0, 0, &v, 4).ok());
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.broadcast(block(0x1000, 1, 7, isa::F32), block(0, 1, 1, isa::F32)).signal(f);
+  c.broadcast(block(0x2000, 5, 1, isa::F32), block(0, 1, 1, isa::F32)).signal(f);
+  c.fill(block(0x3000, 1, 1, isa::F32), 0).wait(f, 2);
+  c.halt();
+  ASSERT_TRUE(system->run(p).ok());
+  EXPECT_EQ(testing::get_f32(*system, 0, 0x1000, 1, 7), MatrixF::Constant(1, 7, v));
+  EXPECT_EQ(testing::get_f32(*system, 0, 0x2000, 5, 1), MatrixF::Constant(5, 1, v));
+}
+
+}  // namespace
+}  // namespace tpusim::sim

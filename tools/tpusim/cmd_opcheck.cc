@@ -17,16 +17,20 @@ namespace po = boost::program_options;
 
 int run_opcheck(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("backends", po::value<std::string>()->default_value("cpu,cpu:mxu"),
+  options.add_options()("backends", po::value<std::string>()->default_value("tpusim,cpu:mxu"),
                         "comma-separated backends, each NAME or NAME:PRECISION (fp32 | mxu)")(
       "ops", po::value<std::string>()->default_value(".*"),
-      "regular expression the op names must match")("seed", po::value<uint32_t>()->default_value(1),
-                                                    "seed of the inputs and cotangents")(
+      "regular expression the op names must match")(
+      "reference", po::value<std::string>()->default_value("cpu"),
+      "the backend compared against: NAME[:PRECISION]")(
+      "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")(
       "json", po::bool_switch(), "print JSON");
   const std::string usage =
-      "usage: tpusim opcheck [--backends cpu,cpu:mxu] [--ops PATTERN] [--json]\n\n"
+      "usage: tpusim opcheck [--backends tpusim,cpu:mxu] [--ops PATTERN] [--reference cpu] "
+      "[--json]\n\n"
       "Runs every op case (one per op and representative shape) on each backend, forward and\n"
-      "backward, and compares it with the cpu backend in fp32. A case passes when its largest "
+      "backward, and compares it with the reference (the cpu backend in fp32 by default). A case "
+      "passes when its largest "
       "error\n"
       "relative to the reference's largest magnitude is within the op's tolerance (from bf16's or\n"
       "f32's epsilon and the reduction length). Exits 1 when any case fails.\n";
@@ -41,6 +45,8 @@ int run_opcheck(const std::vector<std::string>& args) {
     backends.push_back(*spec);
     start = comma + 1;
   }
+  auto reference = runtime::opcheck::parse_backend_spec(vm["reference"].as<std::string>());
+  if (!reference.ok()) return usage_error(std::string(reference.status().message()), usage);
   std::regex pattern;
   try {
     pattern = std::regex(vm["ops"].as<std::string>());
@@ -55,7 +61,7 @@ int run_opcheck(const std::vector<std::string>& args) {
   for (const auto& c : runtime::opcheck::all_cases()) {
     if (!std::regex_search(c.op, pattern)) continue;
     for (const auto& backend : backends) {
-      auto results = runtime::opcheck::run_case(c, backend, vm["seed"].as<uint32_t>());
+      auto results = runtime::opcheck::run_case(c, backend, vm["seed"].as<uint32_t>(), *reference);
       if (!results.ok())
         return failure(
             str_cat(c.op, " ", c.shape, " on ", backend.label(), ": ", results.status().message()));

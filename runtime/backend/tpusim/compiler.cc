@@ -1,0 +1,178 @@
+#include "runtime/backend/tpusim/compiler.h"
+
+#include <cstring>
+
+#include "common/strings.h"
+#include "runtime/backend/tpusim/emitter.h"
+#include "runtime/backend/tpusim/lowering.h"
+#include "runtime/lowering/gemm.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+CompilerHbm::CompilerHbm(uint64_t constants_base, uint64_t constants_limit)
+    : const_top_(constants_base), const_limit_(constants_limit) {}
+
+uint64_t CompilerHbm::constant(const std::vector<float>& values) {
+  for (const auto& [at, v] : constants_) {
+    if (v == values) return at;
+  }
+  const uint64_t at = const_top_;
+  const_top_ += (values.size() * 4 + 4095) / 4096 * 4096;
+  constants_.emplace_back(at, values);
+  return at;
+}
+
+uint64_t CompilerHbm::temporary(uint64_t bytes) {
+  const uint64_t at = temp_base_ + temp_top_;
+  temp_top_ += (bytes + 4095) / 4096 * 4096;
+  temp_peak_ = std::max(temp_peak_, temp_top_);
+  return at;
+}
+
+namespace {
+
+constexpr uint64_t kConstantsRegion = 64ull << 20;  // room for the compiler's own constants
+
+uint32_t cols_of(const Shape& s) { return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1)); }
+
+Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget) {
+  Transfer t;
+  t.name = n.attrs.name;
+  t.node = id;
+  t.hbm = hbm;
+  t.dtype = n.dtype;
+  t.shape = n.shape;
+  t.cols = cols_of(n.shape);
+  const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+  t.rows_per_entry = std::max<uint64_t>(1, std::min<uint64_t>(rows, entry_budget / (uint64_t{t.cols} * 4)));
+  return t;
+}
+
+absl::Status lower_node(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  switch (n.op) {
+    case Op::kConstant: case Op::kVariable: case Op::kInfeed:  // in HBM already
+    case Op::kReshape: case Op::kStopGradient: case Op::kCrossReplicaSum:  // share their input's buffer
+      return absl::OkStatus();
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
+    case Op::kEqual: case Op::kGreater: case Op::kSelect: case Op::kCast:
+    case Op::kNeg: case Op::kRelu: case Op::kTanh: case Op::kSigmoid: case Op::kExp: case Op::kLog:
+    case Op::kRsqrt: case Op::kSquare:
+      return lower_elementwise(l, id);
+    case Op::kBroadcast: return lower_broadcast(l, id);
+    case Op::kReduceSum: case Op::kReduceMax: return lower_reduce(l, id);
+    case Op::kArgMax: return lower_argmax(l, id);
+    case Op::kOneHot: return lower_one_hot(l, id);
+    case Op::kRngUniform: return lower_rng(l, id);
+    case Op::kTranspose: return lower_transpose(l, id);
+    case Op::kConcat: return lower_concat(l, id);
+    case Op::kSlice: return lower_slice(l, id);
+    case Op::kPad: return lower_pad(l, id);
+    case Op::kMatMul: return lower_matmul(l, id);
+    case Op::kExtractPatches: return lower_extract_patches(l, id);
+    case Op::kPatchesToImage: return lower_patches_to_image(l, id);
+  }
+  return absl::UnimplementedError(str_cat("tpusim backend: no lowering for ", op_name(n.op)));
+}
+
+}  // namespace
+
+absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
+                                           isa::Precision precision) {
+  CompiledStep out;
+  out.plan = plan_hbm(graph, 0);
+  const uint64_t constants_base = (out.plan.peak_bytes + 4095) / 4096 * 4096;
+  CompilerHbm hbm(constants_base, constants_base + kConstantsRegion);
+  hbm.set_temporaries_base(constants_base + kConstantsRegion);
+
+  sim::CoreBuilder b(&out.program, core);
+  FlagPool flags;
+  Emitter emit(slice.chip.core, b, flags);
+  Lowering l{graph, out.plan, emit, hbm, precision, allocate_gemm_flags(flags)};
+  const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
+
+  out.loop_instruction = b.size();
+  sim::InstrRef loop = b.loop(1, [&] {});
+  const int body_start = b.size();
+  // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer.
+  for (int id : graph.infeeds()) {
+    const Node& n = graph.node(id);
+    Transfer t = transfer_for(n, id, l.address(id), entry_budget);
+    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+    const isa::DType dt = buffer_dtype(n);
+    emit.begin_fragment();
+    const uint32_t landed = flags.allocate();
+    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
+      const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
+      const isa::Block vmem = sim::block(0, count, t.cols, dt);
+      auto in = b.infeed(vmem);
+      emit.ordered(in);
+      flags.signal(in, landed);
+      auto store = b.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), emit.next_engine());
+      store.wait(landed, flags.count(landed));
+      emit.wrote_hbm(store);
+      emit.begin_fragment();  // the next entry reuses the VMEM
+    }
+    out.infeeds.push_back(t);
+  }
+  for (int id = 0; id < graph.size(); ++id) {
+    hbm.next_node();
+    if (absl::Status s = lower_node(l, id); !s.ok()) {
+      return absl::Status(s.code(), str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));
+    }
+  }
+  for (const auto& u : graph.updates()) {
+    const Node& v = graph.node(u.variable);
+    emit.copy(l.address(u.value), 0, l.address(u.variable), 0, 1, static_cast<uint32_t>(v.shape.elements()),
+              buffer_dtype(v));
+  }
+  // Outputs: HBM -> VMEM -> outfeed, entry by entry.
+  for (const auto& o : graph.outputs()) {
+    const Node& n = graph.node(o.node);
+    Transfer t = transfer_for(n, o.node, l.address(o.node), entry_budget);
+    t.name = o.name;
+    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+    const isa::DType dt = buffer_dtype(n);
+    const uint32_t staged = flags.allocate();
+    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
+      emit.begin_fragment();
+      const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
+      const isa::Block vmem = sim::block(0, count, t.cols, dt);
+      auto load = b.dma_to_vmem(sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), vmem, emit.next_engine());
+      emit.ordered(load);
+      flags.signal(load, staged);
+      auto send = b.outfeed(vmem);
+      send.wait(staged, flags.count(staged));
+      emit.wrote_hbm(send);  // the next entry reuses the VMEM
+    }
+    out.outputs.push_back(t);
+  }
+  loop.instruction().mutable_loop()->set_body_length(static_cast<uint32_t>(b.size() - body_start));
+  b.halt();
+  if (flags.allocated() > sim::kNumFlags) {
+    return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ", flags.allocated(),
+                                                " sync flags; a core has ", sim::kNumFlags));
+  }
+  for (int id = 0; id < graph.size(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op == Op::kConstant) {
+      std::vector<float> values = n.attrs.value.f;
+      if (n.dtype == DType::kS32) {
+        // s32 constants keep their bit patterns: the host writes them as raw 32-bit words.
+        values.resize(n.attrs.value.i.size());
+        std::memcpy(values.data(), n.attrs.value.i.data(), values.size() * 4);
+      }
+      out.constants.emplace_back(l.address(id), std::move(values));
+    }
+  }
+  for (const auto& c : hbm.constants()) out.constants.push_back(c);
+  out.hbm_bytes = constants_base + kConstantsRegion + hbm.temporaries_peak();
+  if (out.hbm_bytes > slice.chip.hbm.capacity_bytes) {
+    return absl::ResourceExhaustedError(str_cat("tpusim backend: the step needs ", out.hbm_bytes,
+                                                " bytes of HBM; the chip has ", slice.chip.hbm.capacity_bytes));
+  }
+  out.program.set_name("step");
+  return out;
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,44 @@
+#pragma once
+// The tpusim compiler: lowers a graph to one core's ISA program. The program is a device loop
+// whose body is one step: infeed dequeues into the infeeds' HBM buffers, every node's fragment
+// in graph order, the variable updates, and outfeed enqueues of the outputs. Variables and
+// constants live in HBM across steps; the host writes them before a run and reads variables back
+// after it.
+
+#include <absl/status/statusor.h>
+
+#include <string>
+#include <vector>
+
+#include "configs/slice_spec.h"
+#include "runtime/backend/tpusim/hbm_plan.h"
+#include "runtime/graph/graph.h"
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+// A tensor crossing the host link: its HBM buffer and the rows each feed entry carries.
+struct Transfer {
+  std::string name;
+  int node = -1;
+  uint64_t hbm = 0;
+  DType dtype = DType::kF32;
+  Shape shape;
+  uint64_t rows_per_entry = 0;  // rows of the [rows, cols] view per infeed/outfeed entry
+  uint32_t cols = 1;
+};
+
+struct CompiledStep {
+  isa::Program program;  // loop count and step base are set per run
+  int loop_instruction = 0;
+  HbmPlan plan;
+  std::vector<Transfer> infeeds;
+  std::vector<Transfer> outputs;
+  std::vector<std::pair<uint64_t, std::vector<float>>> constants;  // HBM address -> values (graph and compiler)
+  uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
+};
+
+absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
+                                           isa::Precision precision = isa::DEFAULT);
+
+}  // namespace tpusim::runtime::tpusim_backend

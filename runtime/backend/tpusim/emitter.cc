@@ -1,0 +1,179 @@
+#include "runtime/backend/tpusim/emitter.h"
+
+#include <algorithm>
+
+#include "sim/memory/block.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+using sim::block;
+using sim::InstrRef;
+
+namespace {
+constexpr uint64_t kAlign = 512;
+uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+isa::Block Tile::in(size_t i) const { return inputs_[i]; }
+isa::Block Tile::out() const { return out_; }
+
+isa::Block Tile::scratch(size_t j, uint32_t width) const {
+  const uint32_t w = width > 0 ? width : (scratch_cols_ > 0 ? scratch_cols_ : cols_);
+  return block(scratch_base_ + j * scratch_stride_, rows_, w, isa::F32);
+}
+
+sim::CoreBuilder& Tile::e_builder() { return e_->b_; }
+
+InstrRef Tile::chain(InstrRef ref) {
+  FlagPool& pool = e_->flags_;
+  ref.wait(e_->chain_, pool.count(e_->chain_));
+  e_->ordered(ref);
+  pool.signal(ref, e_->chain_);
+  return ref;
+}
+
+Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags)
+    : core_(core), b_(builder), flags_(flags) {
+  written_ = flags_.allocate();
+  for (int i = 0; i < 2; ++i) {
+    loaded_[i] = flags_.allocate();
+    slot_free_[i] = flags_.allocate();
+  }
+  chain_ = flags_.allocate();
+  once_ = flags_.allocate();
+  // Two slots of 3/8 of VMEM each; the last quarter holds operands loaded once per fragment.
+  slot_bytes_ = core_.vmem_bytes / 8 * 3;
+}
+
+void Emitter::begin_fragment() { fragment_base_ = flags_.count(written_); }
+
+void Emitter::ordered(InstrRef& ref) {
+  if (fragment_base_ > 0) ref.wait(written_, fragment_base_);
+}
+
+void Emitter::wrote_hbm(InstrRef& ref) { flags_.signal(ref, written_); }
+
+void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
+                      const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
+                      const std::function<void(Tile&)>& body) {
+  begin_fragment();
+  // Bytes one row of a tile takes in its slot.
+  uint64_t per_row = uint64_t{cols} * 4 + uint64_t{scratch} * (scratch_width > 0 ? scratch_width : cols) * 4;
+  for (const auto& in : inputs) {
+    if (in.kind == TileOperand::Kind::kFull) per_row += uint64_t{in.cols > 0 ? in.cols : cols} * 4;
+    if (in.kind == TileOperand::Kind::kColumn) per_row += 4;
+  }
+  uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
+  if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
+
+  // Row operands: loaded once into the shared region above the two slots.
+  uint64_t shared = 2 * slot_bytes_;
+  std::vector<isa::Block> row_blocks(inputs.size());
+  bool any_once = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].kind != TileOperand::Kind::kRow) continue;
+    const uint32_t width = inputs[i].cols > 0 ? inputs[i].cols : cols;
+    row_blocks[i] = block(shared, 1, width, inputs[i].dtype);
+    shared = align(shared + uint64_t{width} * 4);
+    auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), row_blocks[i], next_engine());
+    ordered(dma);
+    flags_.signal(dma, once_);
+    any_once = true;
+  }
+  const uint64_t once_count = flags_.count(once_);
+
+  std::array<uint64_t, 2> slot_uses{};
+  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]), flags_.count(slot_free_[1])};
+  uint64_t t = 0;
+  for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
+    const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
+    const int s = static_cast<int>(t % 2);
+    Tile tile;
+    tile.e_ = this;
+    tile.rows_ = n;
+    tile.cols_ = cols;
+    tile.first_row_ = r0;
+    uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
+    // Loads of this tile's operands into slot s, once the slot's previous tile is stored.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TileOperand& in = inputs[i];
+      if (in.kind == TileOperand::Kind::kRow) {
+        tile.inputs_.push_back(row_blocks[i]);
+        continue;
+      }
+      const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
+      const isa::Block vmem = block(at, n, width, in.dtype);
+      at = align(at + uint64_t{n} * width * 4);
+      auto dma = b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
+      ordered(dma);
+      if (slot_uses[static_cast<size_t>(s)] > 0) dma.wait(slot_free_[s], free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+      flags_.signal(dma, loaded_[s]);
+      tile.inputs_.push_back(vmem);
+    }
+    tile.out_ = block(at, n, cols, out_dtype);
+    at = align(at + uint64_t{n} * cols * 4);
+    tile.scratch_base_ = at;
+    tile.scratch_stride_ = align(uint64_t{n} * (scratch_width > 0 ? scratch_width : cols) * 4);
+    tile.scratch_cols_ = scratch_width;
+    // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
+    // tile loads nothing, for the slot to be free.
+    const uint64_t chain_before = flags_.count(chain_);
+    const uint64_t loaded_now = flags_.count(loaded_[s]);
+    const uint64_t free_needed = slot_uses[static_cast<size_t>(s)] > 0 ? free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)] : 0;
+    const int first_vpu = b_.size();
+    body(tile);
+    if (b_.size() > first_vpu) {
+      isa::Instruction* first = b_.builder_instruction(first_vpu);
+      if (loaded_now > 0) {
+        auto* w = first->add_wait();
+        w->set_flag(loaded_[s]);
+        w->set_value(loaded_now);
+      }
+      if (any_once) {
+        auto* w = first->add_wait();
+        w->set_flag(once_);
+        w->set_value(once_count);
+      }
+      if (free_needed > 0) {
+        auto* w = first->add_wait();
+        w->set_flag(slot_free_[s]);
+        w->set_value(free_needed);
+      }
+    }
+    // Store the tile once its last vector op is done; that frees the slot.
+    auto store = b_.dma_to_hbm(tile.out_, block(out_hbm + r0 * uint64_t{cols} * 4, n, cols, out_dtype), next_engine());
+    ordered(store);
+    if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
+    if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
+    flags_.signal(store, slot_free_[s]);
+    wrote_hbm(store);
+    ++slot_uses[static_cast<size_t>(s)];
+  }
+}
+
+void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows, uint32_t cols,
+                   isa::DType dtype) {
+  begin_fragment();
+  const uint64_t row_bytes = uint64_t{cols} * 4;
+  uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / row_bytes));
+  std::array<uint64_t, 2> slot_uses{};
+  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]), flags_.count(slot_free_[1])};
+  uint64_t t = 0;
+  for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
+    const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
+    const int s = static_cast<int>(t % 2);
+    const isa::Block vmem = block(static_cast<uint64_t>(s) * slot_bytes_, n, cols, dtype);
+    auto load = b_.dma_to_vmem(block(src + r0 * src_stride, n, cols, dtype, src_stride), vmem, next_engine());
+    ordered(load);
+    if (slot_uses[static_cast<size_t>(s)] > 0) load.wait(slot_free_[s], free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+    flags_.signal(load, loaded_[s]);
+    auto store = b_.dma_to_hbm(vmem, block(dst + r0 * dst_stride, n, cols, dtype, dst_stride), next_engine());
+    ordered(store);
+    store.wait(loaded_[s], flags_.count(loaded_[s]));
+    flags_.signal(store, slot_free_[s]);
+    wrote_hbm(store);
+    ++slot_uses[static_cast<size_t>(s)];
+  }
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

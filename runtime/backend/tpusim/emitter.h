@@ -1,0 +1,111 @@
+#pragma once
+// Emits the instructions of the tpusim compiler's fragments (one per graph op) into one core's
+// program. Ordering between fragments goes through HBM: every instruction of a fragment waits
+// until all HBM writes of earlier fragments have landed (the `written` flag reaches its count at
+// the fragment's start), and every write to HBM signals `written`. Within a fragment the work
+// is a double-buffered pipeline over row tiles of a 2D view of the tensors: DMA the tile's
+// operands into one VMEM slot while the vector unit computes on the other, then DMA the result
+// out. Vector ops of a tile are chained through a flag, so each waits for its predecessor's
+// result (the pipeline latency), as an in-order vector unit with interlocks would.
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "configs/slice_spec.h"
+#include "runtime/lowering/flag_pool.h"
+#include "sim/isa/builder.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+// An operand of a row-tiled fragment, relative to the output's [rows, cols] view.
+struct TileOperand {
+  enum class Kind {
+    kFull,    // [rows, cols]
+    kRow,     // [1, cols]: the same for every row, loaded once
+    kColumn,  // [rows, 1]
+  };
+  Kind kind = Kind::kFull;
+  uint64_t hbm = 0;
+  isa::DType dtype = isa::F32;
+  uint32_t cols = 0;  // width of a kFull or kRow operand when it differs from the output's
+};
+
+class Emitter;
+
+// One row tile of a fragment: where its operands, output and scratch sit in VMEM, and vector
+// ops chained in order.
+class Tile {
+ public:
+  uint32_t rows() const { return rows_; }
+  uint32_t cols() const { return cols_; }
+  uint64_t first_row() const { return first_row_; }
+  isa::Block in(size_t i) const;
+  isa::Block out() const;
+  // Scratch j: [rows, cols] f32 (or [rows, `width`] when width > 0).
+  isa::Block scratch(size_t j, uint32_t width = 0) const;
+  // Appends a vector instruction to the tile's chain.
+  sim::InstrRef chain(sim::InstrRef ref);
+  // The builder, to make the instructions chain() takes.
+  sim::CoreBuilder& e_builder();
+
+ private:
+  friend class Emitter;
+  Emitter* e_ = nullptr;
+  uint32_t rows_ = 0, cols_ = 0, scratch_cols_ = 0;
+  uint64_t first_row_ = 0;
+  std::vector<isa::Block> inputs_;
+  isa::Block out_;
+  uint64_t scratch_base_ = 0;
+  uint64_t scratch_stride_ = 0;
+};
+
+class Emitter {
+ public:
+  Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags);
+
+  sim::CoreBuilder& builder() { return b_; }
+  FlagPool& flags() { return flags_; }
+  const config::CoreSpec& core() const { return core_; }
+  uint64_t tile_budget_bytes() const { return slot_bytes_; }
+
+  // Starts a fragment: its instructions wait for every HBM write emitted so far.
+  void begin_fragment();
+  // Applies the fragment's ordering wait (for instructions the helpers below do not make).
+  void ordered(sim::InstrRef& ref);
+  // Marks `ref` as writing HBM: later fragments wait for it.
+  void wrote_hbm(sim::InstrRef& ref);
+  uint32_t written_flag() const { return written_; }
+
+  // out[rows, cols] (dtype out_dtype, in HBM) = body(tile) over row tiles. `scratch` f32
+  // [rows, cols] buffers (or [rows, scratch_width]) are available per tile.
+  void rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
+               const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
+               const std::function<void(Tile&)>& body);
+
+  // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
+  // its own row stride in bytes.
+  void copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows, uint32_t cols,
+            isa::DType dtype);
+
+  // A VMEM region of `bytes` for fragments that manage VMEM themselves (from offset 0).
+  uint64_t vmem_capacity() const { return core_.vmem_bytes; }
+  // The DMA engine for the next transfer (spreads transfers over the engines).
+  uint32_t next_engine() { return engine_++ % core_.dma_engines; }
+
+ private:
+  friend class Tile;
+  const config::CoreSpec& core_;
+  sim::CoreBuilder& b_;
+  FlagPool& flags_;
+  uint32_t written_;
+  uint32_t loaded_[2];
+  uint32_t slot_free_[2];
+  uint32_t chain_;
+  uint32_t once_;
+  uint64_t fragment_base_ = 0;  // `written` count every instruction of the fragment waits for
+  uint64_t slot_bytes_ = 0;
+  uint32_t engine_ = 0;
+};
+
+}  // namespace tpusim::runtime::tpusim_backend

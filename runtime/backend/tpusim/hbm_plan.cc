@@ -1,0 +1,113 @@
+#include "runtime/backend/tpusim/hbm_plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+
+uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+bool aliases_input(Op op) { return op == Op::kReshape || op == Op::kStopGradient || op == Op::kCrossReplicaSum; }
+
+// First-fit allocation over [base, inf) with a free list kept sorted and coalesced.
+class Allocator {
+ public:
+  explicit Allocator(uint64_t base) : top_(base) {}
+  uint64_t allocate(uint64_t bytes) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= bytes) {
+        const uint64_t at = it->first;
+        const uint64_t rest = it->second - bytes;
+        free_.erase(it);
+        if (rest > 0) free_[at + bytes] = rest;
+        return at;
+      }
+    }
+    const uint64_t at = top_;
+    top_ += bytes;
+    return at;
+  }
+  void release(uint64_t at, uint64_t bytes) {
+    auto it = free_.emplace(at, bytes).first;
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  uint64_t top() const { return top_; }
+
+ private:
+  uint64_t top_;
+  std::map<uint64_t, uint64_t> free_;
+};
+
+}  // namespace
+
+uint64_t buffer_bytes(const Node& node) { return align(static_cast<uint64_t>(node.shape.elements()) * 4); }
+
+HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
+  const int n = graph.size();
+  HbmPlan plan;
+  plan.address.assign(static_cast<size_t>(n), 0);
+  plan.owner.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const Node& node = graph.node(i);
+    plan.owner[static_cast<size_t>(i)] = aliases_input(node.op) ? plan.owner[static_cast<size_t>(node.inputs[0])] : i;
+  }
+  // Last use of each owned buffer, through any alias.
+  std::vector<int> last(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    last[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])] =
+        std::max(last[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])], i);
+    for (int in : graph.node(i).inputs) {
+      int& slot = last[static_cast<size_t>(plan.owner[static_cast<size_t>(in)])];
+      slot = std::max(slot, i);
+    }
+  }
+  for (const auto& o : graph.outputs()) last[static_cast<size_t>(plan.owner[static_cast<size_t>(o.node)])] = n;
+  for (const auto& u : graph.updates()) last[static_cast<size_t>(plan.owner[static_cast<size_t>(u.value)])] = n;
+
+  Allocator alloc(base);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = graph.node(i);
+    if (node.op == Op::kVariable || node.op == Op::kConstant) {
+      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(node));
+    }
+  }
+  plan.persistent_bytes = alloc.top() - base;
+  // Buffers to release after each node.
+  std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = graph.node(i);
+    if (plan.owner[static_cast<size_t>(i)] != i || node.op == Op::kVariable || node.op == Op::kConstant) continue;
+    if (last[static_cast<size_t>(i)] >= 0) release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
+  }
+  for (int i = 0; i < n; ++i) {
+    const Node& node = graph.node(i);
+    if (plan.owner[static_cast<size_t>(i)] == i && node.op != Op::kVariable && node.op != Op::kConstant) {
+      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(node));
+    } else if (plan.owner[static_cast<size_t>(i)] != i) {
+      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])];
+    }
+    plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
+    // A node's own buffer is never released before the node is computed; unused values (no
+    // reader) are released right after it.
+    for (int dead : release_after[static_cast<size_t>(i)]) {
+      alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
+    }
+  }
+  return plan;
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,27 @@
+#pragma once
+// The liveness-based HBM planner of the tpusim compiler. Every node's value gets a buffer in
+// the chip's HBM (4 bytes per element: floating values as f32, s32 as s32). Reshapes,
+// stop_gradient and a one-replica cross_replica_sum share their input's buffer. Variables and
+// constants live for the whole program; every other buffer is free again after its last use
+// (outputs and update values live to the end of the step) and is reused first-fit.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/graph/graph.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+struct HbmPlan {
+  std::vector<uint64_t> address;  // per node
+  std::vector<int> owner;         // the node whose buffer a node uses (itself unless aliased)
+  uint64_t persistent_bytes = 0;  // variables and constants
+  uint64_t peak_bytes = 0;        // everything at the busiest point, persistent included
+};
+
+HbmPlan plan_hbm(const Graph& graph, uint64_t base);
+
+// Bytes of a node's buffer.
+uint64_t buffer_bytes(const Node& node);
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,311 @@
+// Lowering of elementwise ops, broadcasts, one_hot, argmax and the RNG to row-tiled vector
+// fragments.
+#include <numeric>
+
+#include "common/strings.h"
+#include "runtime/backend/tpusim/lowering.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+using isa::Vector;
+using sim::block;
+
+isa::DType buffer_dtype(const Node& n) { return n.dtype == DType::kS32 ? isa::S32 : isa::F32; }
+
+namespace {
+
+uint32_t cols_of(const Shape& s) { return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1)); }
+uint64_t rows_of(const Shape& s) { return static_cast<uint64_t>(s.elements()) / cols_of(s); }
+
+std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
+  std::vector<int64_t> map(static_cast<size_t>(in.rank()));
+  std::iota(map.begin(), map.end(), out.rank() - in.rank());
+  return map;
+}
+
+// A numpy-broadcast operand relative to the output's [rows, cols] view.
+struct Operand {
+  bool immediate = false;  // a constant scalar folded into the instruction
+  float value = 0;
+  TileOperand tile;
+};
+
+bool is_constant_scalar(const Node& n) { return n.op == Op::kConstant && n.shape.elements() == 1 && n.dtype != DType::kS32; }
+
+// f32 copy of an s32 buffer, in a temporary.
+uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
+  const uint64_t dst = l.hbm.temporary(static_cast<uint64_t>(s.elements()) * 4);
+  l.emit.rowwise(dst, rows_of(s), cols_of(s), isa::F32, {TileOperand{TileOperand::Kind::kFull, src, isa::S32}}, 0, 0,
+                 [](Tile& t) { t.chain(t.e_builder().cast(t.out(), t.in(0))); });
+  return dst;
+}
+
+Operand classify_operand(Lowering& l, int id, const Shape& out) {
+  const Node& n = l.node(id);
+  Operand op;
+  if (is_constant_scalar(n)) {
+    op.immediate = true;
+    op.value = n.attrs.value.f[0];
+    return op;
+  }
+  uint64_t src = l.address(id);
+  if (n.dtype == DType::kS32) src = as_f32(l, src, n.shape);
+  const uint32_t cols = cols_of(out);
+  // Dims of the operand lined up with the output's (leading 1s).
+  std::vector<int64_t> dims(static_cast<size_t>(out.rank() - n.shape.rank()), 1);
+  for (int64_t d : n.shape.dims()) dims.push_back(d);
+  bool row = true, col = out.rank() > 0;
+  for (int d = 0; d < out.rank(); ++d) {
+    const bool last = d == out.rank() - 1;
+    if (!last && dims[static_cast<size_t>(d)] != 1) row = false;
+    if (last && dims[static_cast<size_t>(d)] != out.dim(d)) row = false;
+    if (!last && dims[static_cast<size_t>(d)] != out.dim(d)) col = false;
+    if (last && dims[static_cast<size_t>(d)] != 1) col = false;
+  }
+  if (n.shape == out || (out.rank() == 0)) {
+    op.tile = {TileOperand::Kind::kFull, src, isa::F32};
+  } else if (row) {
+    op.tile = {TileOperand::Kind::kRow, src, isa::F32};
+  } else if (col) {
+    op.tile = {TileOperand::Kind::kColumn, src, isa::F32};
+  } else {
+    // Anything else is materialised at the output's shape first.
+    const uint64_t full = l.hbm.temporary(static_cast<uint64_t>(out.elements()) * 4);
+    emit_broadcast(l, src, n.shape, numpy_map(n.shape, out), out, full);
+    op.tile = {TileOperand::Kind::kFull, full, isa::F32};
+  }
+  (void)cols;
+  return op;
+}
+
+Vector::Op vector_op(Op op) {
+  switch (op) {
+    case Op::kAdd: return Vector::ADD;
+    case Op::kSub: return Vector::SUB;
+    case Op::kMul: return Vector::MUL;
+    case Op::kDiv: return Vector::DIV;
+    case Op::kMax: return Vector::MAX;
+    case Op::kMin: return Vector::MIN;
+    case Op::kEqual: return Vector::CMP_EQ;
+    case Op::kGreater: return Vector::CMP_GT;
+    case Op::kNeg: return Vector::NEG;
+    case Op::kRelu: return Vector::RELU;
+    case Op::kTanh: return Vector::TANH;
+    case Op::kExp: return Vector::EXP;
+    case Op::kLog: return Vector::LOG;
+    case Op::kRsqrt: return Vector::RSQRT;
+    case Op::kSquare: return Vector::SQUARE;
+    default: return Vector::OP_UNSPECIFIED;
+  }
+}
+
+// Rounds a tile's f32 result to bf16 values (through a bf16 scratch) when the node is bf16.
+void finish(Tile& t, const isa::Block& result, DType dtype, size_t scratch) {
+  sim::CoreBuilder& b = t.e_builder();
+  if (dtype == DType::kBF16) {
+    isa::Block half = t.scratch(scratch);
+    half.set_dtype(isa::BF16);
+    t.chain(b.cast(half, result));
+    t.chain(b.cast(t.out(), half));
+  } else if (result.address() != t.out().address()) {
+    t.chain(b.unary(Vector::COPY, t.out(), result));
+  }
+}
+
+}  // namespace
+
+absl::Status lower_elementwise(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape out = n.shape;
+  const uint64_t rows = rows_of(out);
+  const uint32_t cols = cols_of(out);
+  std::vector<Operand> ops;
+  for (int in : n.inputs) ops.push_back(classify_operand(l, in, out));
+  std::vector<TileOperand> tiles;
+  std::vector<int> slot(ops.size(), -1);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].immediate) continue;
+    slot[i] = static_cast<int>(tiles.size());
+    tiles.push_back(ops[i].tile);
+  }
+  const Op op = n.op;
+  const DType dtype = n.dtype;
+  l.emit.rowwise(l.address(id), rows, cols, buffer_dtype(n), tiles, 3, 0, [&](Tile& t) {
+    sim::CoreBuilder& b = t.e_builder();
+    // Operand i as a full [rows, cols] block (broadcast or filled into scratch i when needed).
+    auto full = [&](size_t i) -> isa::Block {
+      if (ops[i].immediate) {
+        t.chain(b.fill(t.scratch(i), ops[i].value));
+        return t.scratch(i);
+      }
+      if (ops[i].tile.kind == TileOperand::Kind::kFull) return t.in(static_cast<size_t>(slot[i]));
+      t.chain(b.broadcast(t.scratch(i), t.in(static_cast<size_t>(slot[i]))));
+      return t.scratch(i);
+    };
+    const isa::Block result = dtype == DType::kBF16 ? t.scratch(2) : t.out();
+    switch (op) {
+      case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
+      case Op::kEqual: case Op::kGreater: {
+        const isa::Block a = full(0);
+        if (ops[1].immediate) {
+          t.chain(b.binary_scalar(vector_op(op), result, a, ops[1].value));
+        } else {
+          t.chain(b.binary(vector_op(op), result, a, t.in(static_cast<size_t>(slot[1]))));
+        }
+        break;
+      }
+      case Op::kSigmoid: {  // 1 / (1 + exp(-x))
+        const isa::Block x = full(0);
+        t.chain(b.unary(Vector::NEG, t.scratch(1), x));
+        t.chain(b.unary(Vector::EXP, t.scratch(1), t.scratch(1)));
+        t.chain(b.binary_scalar(Vector::ADD, t.scratch(1), t.scratch(1), 1.0f));
+        t.chain(b.fill(result, 1.0f));
+        t.chain(b.binary(Vector::DIV, result, result, t.scratch(1)));
+        break;
+      }
+      case Op::kSelect:
+        t.chain(b.select(result, full(0), full(1), full(2)));
+        break;
+      case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
+        t.chain(dtype == DType::kS32 ? b.cast(t.out(), full(0)) : b.unary(Vector::COPY, result, full(0)));
+        break;
+      default:
+        t.chain(b.unary(vector_op(op), result, full(0)));
+        break;
+    }
+    if (dtype == DType::kBF16) finish(t, result, dtype, 1);
+  });
+  return absl::OkStatus();
+}
+
+
+void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map, const Shape& out,
+                    uint64_t dst) {
+  // Output as [batch, P, Q]; the input contributes a [P', Q'] block per batch index.
+  const int rank = out.rank();
+  const int64_t q = rank >= 1 ? out.dim(rank - 1) : 1;
+  const int64_t p = rank >= 2 ? out.dim(rank - 2) : 1;
+  const int64_t batch = out.elements() / std::max<int64_t>(1, p * q);
+  const auto in_strides = in.strides();
+  int64_t p_in = 1, q_in = 1, p_stride = 0;
+  std::vector<std::pair<int, int64_t>> batch_dims;  // (output dim, input stride) of mapped batch dims
+  for (size_t i = 0; i < map.size(); ++i) {
+    const int d = static_cast<int>(map[i]);
+    const int64_t size = in.dim(static_cast<int>(i));
+    if (size == 1) continue;
+    if (d == rank - 1) q_in = size;
+    else if (d == rank - 2) {
+      p_in = size;
+      p_stride = in_strides[i];
+    } else {
+      batch_dims.emplace_back(d, in_strides[i]);
+    }
+  }
+  const auto out_strides = out.strides();
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    // The batch index's input offset.
+    int64_t offset = 0;
+    for (const auto& [d, stride] : batch_dims) {
+      const int64_t idx = (bi * p * q / out_strides[static_cast<size_t>(d)]) % out.dim(d);
+      offset += idx * stride;
+    }
+    const uint64_t from = src + static_cast<uint64_t>(offset) * 4;
+    const uint64_t to = dst + static_cast<uint64_t>(bi * p * q) * 4;
+    // One [p, q] output block from the input's [p_in, q_in] block: gathered into a temporary
+    // with its own stride, then broadcast by a row-tiled fragment.
+    const uint64_t packed = l.hbm.temporary(static_cast<uint64_t>(p_in * q_in) * 4);
+    l.emit.copy(from, static_cast<uint64_t>(p_stride) * 4, packed, static_cast<uint64_t>(q_in) * 4,
+                static_cast<uint64_t>(p_in), static_cast<uint32_t>(q_in), isa::F32);
+    TileOperand operand{TileOperand::Kind::kFull, packed, isa::F32};
+    if (p_in == 1 && q_in == q) operand.kind = TileOperand::Kind::kRow;
+    if (p_in == p && q_in == 1) operand.kind = TileOperand::Kind::kColumn;
+    if (p_in == 1 && q_in == 1) {
+      operand.kind = TileOperand::Kind::kRow;
+      operand.cols = 1;
+    }
+    const bool scalar = p_in == 1 && q_in == 1;
+    l.emit.rowwise(to, static_cast<uint64_t>(p), static_cast<uint32_t>(q), isa::F32, {operand}, 1, 1, [&](Tile& t) {
+      sim::CoreBuilder& b = t.e_builder();
+      if (operand.kind == TileOperand::Kind::kFull) {
+        t.chain(b.unary(Vector::COPY, t.out(), t.in(0)));
+      } else if (scalar) {
+        t.chain(b.broadcast(t.scratch(0, 1), t.in(0)));  // [1,1] -> [rows, 1]
+        t.chain(b.broadcast(t.out(), t.scratch(0, 1)));  // -> [rows, q]
+      } else {
+        t.chain(b.broadcast(t.out(), t.in(0)));
+      }
+    });
+  }
+}
+
+absl::Status lower_broadcast(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  emit_broadcast(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.axes, n.shape, l.address(id));
+  return absl::OkStatus();
+}
+
+absl::Status lower_one_hot(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const auto depth = static_cast<uint32_t>(n.attrs.depth);
+  std::vector<float> iota(depth);
+  std::iota(iota.begin(), iota.end(), 0.0f);
+  const uint64_t iota_row = l.hbm.constant(iota);
+  const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / depth;
+  l.emit.rowwise(l.address(id), rows, depth, isa::F32,
+                 {TileOperand{TileOperand::Kind::kColumn, l.address(n.inputs[0]), isa::S32},
+                  TileOperand{TileOperand::Kind::kRow, iota_row, isa::F32}},
+                 2, 0, [&](Tile& t) {
+                   sim::CoreBuilder& b = t.e_builder();
+                   t.chain(b.cast(t.scratch(0, 1), t.in(0)));       // labels as f32 [rows, 1]
+                   t.chain(b.broadcast(t.scratch(1), t.scratch(0, 1)));  // [rows, depth]
+                   t.chain(b.binary(Vector::CMP_EQ, t.out(), t.scratch(1), t.in(1)));
+                 });
+  return absl::OkStatus();
+}
+
+// The first index of the maximum along the last axis: -max(select(x == max, -iota, -inf)).
+absl::Status lower_argmax(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape& in = l.node(n.inputs[0]).shape;
+  if (n.attrs.axis != in.rank() - 1) {
+    return absl::UnimplementedError(str_cat("tpusim backend: argmax along axis ", n.attrs.axis,
+                                            " of ", in.str(), " (only the last axis is lowered)"));
+  }
+  const uint32_t cols = cols_of(in);
+  std::vector<float> neg_iota(cols), floor_row(cols, -3.0e38f);
+  for (uint32_t i = 0; i < cols; ++i) neg_iota[i] = -static_cast<float>(i);
+  const uint64_t neg_iota_row = l.hbm.constant(neg_iota);
+  const uint64_t floor = l.hbm.constant(floor_row);
+  l.emit.rowwise(l.address(id), rows_of(in), 1, isa::S32,
+                 {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, cols},
+                  TileOperand{TileOperand::Kind::kRow, neg_iota_row, isa::F32, cols},
+                  TileOperand{TileOperand::Kind::kRow, floor, isa::F32, cols}},
+                 3, cols, [&](Tile& t) {
+                   sim::CoreBuilder& b = t.e_builder();
+                   const isa::Block max = t.scratch(0, 1);
+                   t.chain(b.reduce(Vector::REDUCE_MAX, max, t.in(0), 1));
+                   t.chain(b.binary(Vector::CMP_EQ, t.scratch(1), t.in(0), max));
+                   t.chain(b.select(t.scratch(2), t.scratch(1), t.in(1), t.in(2)));
+                   t.chain(b.reduce(Vector::REDUCE_MAX, max, t.scratch(2), 1));
+                   t.chain(b.unary(Vector::NEG, max, max));
+                   t.chain(b.cast(t.out(), max));
+                 });
+  return absl::OkStatus();
+}
+
+absl::Status lower_rng(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const uint32_t cols = cols_of(n.shape);
+  const uint64_t seed = n.attrs.seed;
+  l.emit.rowwise(l.address(id), rows_of(n.shape), cols, isa::F32, {}, 0, 0, [&](Tile& t) {
+    auto ref = t.e_builder().fill(t.out(), 0);
+    isa::Vector* v = ref.instruction().mutable_vector();
+    v->set_op(Vector::RNG_UNIFORM);
+    v->set_seed(seed);
+    v->set_index_base(t.first_row() * cols);
+    t.chain(ref);
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,325 @@
+// Lowering of reductions, transposes, concat, slice, pad, matmul and image patches.
+#include <algorithm>
+#include <numeric>
+
+#include "common/strings.h"
+#include "runtime/backend/tpusim/lowering.h"
+#include "runtime/lowering/gemm.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+using isa::Vector;
+using sim::block;
+
+namespace {
+
+int64_t product(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; ++d) p *= s.dim(d);
+  return p;
+}
+
+// Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
+// [outer, k, inner]. Trailing axes (inner == 1) reduce each row; otherwise the k slices of each
+// row are combined one by one (strided blocks), which keeps the order fixed.
+void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last, uint64_t dst) {
+  const int64_t outer = product(in, 0, first), k = product(in, first, last), inner = product(in, last, in.rank());
+  const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
+  if (inner == 1) {
+    l.emit.rowwise(dst, static_cast<uint64_t>(outer), 1, isa::F32,
+                   {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}}, 0, 0,
+                   [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+    return;
+  }
+  if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
+    // Leading axes over a long input: reduce row tiles of [k, inner] down columns into partial
+    // rows, then combine the partials (a second pass over a much shorter input).
+    const int64_t tile_rows = std::max<int64_t>(1, static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4));
+    const int64_t parts = (k + tile_rows - 1) / tile_rows;
+    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(parts * inner) * 4);
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t rows = std::min(tile_rows, k - p * tile_rows);
+      reduce_range(l, op, src + static_cast<uint64_t>(p * tile_rows * inner) * 4, Shape{rows, inner}, 0, 1,
+                   partial + static_cast<uint64_t>(p * inner) * 4);
+    }
+    reduce_range(l, op, partial, Shape{parts, inner}, 0, 1, dst);
+    return;
+  }
+  // Each output row o: combine the k slices [inner] of input row o.
+  const auto width = static_cast<uint32_t>(k * inner);
+  l.emit.rowwise(dst, static_cast<uint64_t>(outer), static_cast<uint32_t>(inner), isa::F32,
+                 {TileOperand{TileOperand::Kind::kFull, src, isa::F32, width}}, 0, 0, [&](Tile& t) {
+                   sim::CoreBuilder& b = t.e_builder();
+                   const isa::Block row = t.in(0);
+                   auto slice = [&](int64_t j) {
+                     return block(row.address() + static_cast<uint64_t>(j * inner) * 4, t.rows(),
+                                  static_cast<uint32_t>(inner), isa::F32, static_cast<uint64_t>(width) * 4);
+                   };
+                   t.chain(b.unary(Vector::COPY, t.out(), slice(0)));
+                   for (int64_t j = 1; j < k; ++j) t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
+                 });
+}
+
+}  // namespace
+
+absl::Status lower_reduce(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  Shape shape = l.node(n.inputs[0]).shape;
+  uint64_t src = l.address(n.inputs[0]);
+  std::vector<int64_t> axes = n.attrs.axes;
+  if (axes.empty()) {  // nothing to reduce: a copy
+    l.emit.copy(src, 0, l.address(id), 0, 1, static_cast<uint32_t>(shape.elements()), isa::F32);
+    return absl::OkStatus();
+  }
+  // Reduce contiguous runs of axes, the last run first (earlier axes keep their positions),
+  // through temporaries.
+  std::sort(axes.begin(), axes.end());
+  while (!axes.empty()) {
+    const int64_t end = axes.back() + 1;
+    int64_t first = axes.back();
+    axes.pop_back();
+    while (!axes.empty() && axes.back() == first - 1) {
+      first = axes.back();
+      axes.pop_back();
+    }
+    std::vector<int64_t> dims;
+    for (int d = 0; d < shape.rank(); ++d) {
+      if (d < first || d >= end) dims.push_back(shape.dim(d));
+    }
+    const Shape reduced(dims);
+    const uint64_t dst = axes.empty() ? l.address(id) : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
+    reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst);
+    src = dst;
+    shape = reduced;
+  }
+  return absl::OkStatus();
+}
+
+// Transposes that rotate the dimensions after an unchanged prefix: a batch of 2D transposes.
+absl::Status lower_transpose(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape& in = l.node(n.inputs[0]).shape;
+  const auto& perm = n.attrs.axes;
+  const int rank = in.rank();
+  int prefix = 0;
+  while (prefix < rank && perm[static_cast<size_t>(prefix)] == prefix) ++prefix;
+  if (prefix == rank) {
+    l.emit.copy(l.address(n.inputs[0]), 0, l.address(id), 0, 1, static_cast<uint32_t>(in.elements()), isa::F32);
+    return absl::OkStatus();
+  }
+  const int64_t split = perm[static_cast<size_t>(prefix)];
+  for (int d = prefix; d < rank; ++d) {
+    const int64_t want = d - prefix < rank - split ? split + (d - prefix) : prefix + (d - prefix) - (rank - split);
+    if (perm[static_cast<size_t>(d)] != want) {
+      return absl::UnimplementedError(str_cat("tpusim backend: transpose permutation [", str_join(perm, ", "),
+                                              "] is not a rotation after an identity prefix"));
+    }
+  }
+  const int64_t batch = product(in, 0, prefix), a = product(in, prefix, static_cast<int>(split)),
+                c = product(in, static_cast<int>(split), rank);
+  // For each batch: [a, c] -> [c, a], in tiles of input rows.
+  const uint64_t budget = l.emit.tile_budget_bytes() / 2;
+  const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(a, static_cast<int64_t>(budget / (c * 8))));
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(bi * a * c) * 4;
+    const uint64_t dst = l.address(id) + static_cast<uint64_t>(bi * a * c) * 4;
+    for (int64_t r0 = 0; r0 < a; r0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, a - r0);
+      // Transpose the tile into a temporary, then place its columns with a strided copy.
+      const uint64_t tmp = l.hbm.temporary(static_cast<uint64_t>(rows * c) * 4);
+      l.emit.rowwise(tmp, static_cast<uint64_t>(c), static_cast<uint32_t>(rows), isa::F32,
+                     {TileOperand{TileOperand::Kind::kRow, src + static_cast<uint64_t>(r0 * c) * 4, isa::F32,
+                                  static_cast<uint32_t>(rows * c)}},
+                     0, 0, [&](Tile& t) {
+                       // The whole [rows, c] tile sits in the once-loaded row; this tile of the
+                       // output takes columns first_row .. first_row + t.rows() of it.
+                       const isa::Block whole = block(t.in(0).address(), static_cast<uint32_t>(rows),
+                                                      static_cast<uint32_t>(c), isa::F32);
+                       isa::Block part = whole;
+                       part.set_address(whole.address() + t.first_row() * 4);
+                       part.set_cols(t.rows());
+                       part.set_row_stride_bytes(static_cast<uint64_t>(c) * 4);
+                       t.chain(t.e_builder().transpose(t.out(), part));
+                     });
+      l.emit.copy(tmp, static_cast<uint64_t>(rows) * 4, dst + static_cast<uint64_t>(r0) * 4, static_cast<uint64_t>(a) * 4,
+                  static_cast<uint64_t>(c), static_cast<uint32_t>(rows), isa::F32);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status lower_concat(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const int axis = static_cast<int>(n.attrs.axis);
+  const int64_t outer = product(n.shape, 0, axis), inner = product(n.shape, axis + 1, n.shape.rank());
+  const int64_t total = n.shape.dim(axis);
+  int64_t offset = 0;
+  for (int in : n.inputs) {
+    const int64_t part = l.node(in).shape.dim(axis);
+    l.emit.copy(l.address(in), static_cast<uint64_t>(part * inner) * 4, l.address(id) + static_cast<uint64_t>(offset * inner) * 4,
+                static_cast<uint64_t>(total * inner) * 4, static_cast<uint64_t>(outer),
+                static_cast<uint32_t>(part * inner), buffer_dtype(n));
+    offset += part;
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Copies `box` (a shape) between two row-major tensors: element idx of the box is read at
+// src_origin + idx and written at dst_origin + idx of the respective shapes. The last two
+// dimensions go as one strided 2D copy per index of the leading ones.
+void copy_box(Lowering& l, uint64_t src, const Shape& src_shape, const std::vector<int64_t>& src_origin, uint64_t dst,
+              const Shape& dst_shape, const std::vector<int64_t>& dst_origin, const Shape& box, isa::DType dtype) {
+  const int rank = box.rank();
+  const auto ss = src_shape.strides(), ds = dst_shape.strides();
+  const int64_t q = rank >= 1 ? box.dim(rank - 1) : 1;
+  const int64_t p = rank >= 2 ? box.dim(rank - 2) : 1;
+  const int64_t batch = box.elements() / std::max<int64_t>(1, p * q);
+  const auto bs = box.strides();
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t so = 0, dof = 0;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t idx = d < rank - 2 ? (bi * p * q / bs[static_cast<size_t>(d)]) % box.dim(d) : 0;
+      so += (src_origin[static_cast<size_t>(d)] + idx) * ss[static_cast<size_t>(d)];
+      dof += (dst_origin[static_cast<size_t>(d)] + idx) * ds[static_cast<size_t>(d)];
+    }
+    const uint64_t src_stride = rank >= 2 ? static_cast<uint64_t>(ss[static_cast<size_t>(rank - 2)]) * 4 : 0;
+    const uint64_t dst_stride = rank >= 2 ? static_cast<uint64_t>(ds[static_cast<size_t>(rank - 2)]) * 4 : 0;
+    l.emit.copy(src + static_cast<uint64_t>(so) * 4, src_stride, dst + static_cast<uint64_t>(dof) * 4, dst_stride,
+                static_cast<uint64_t>(p), static_cast<uint32_t>(q), dtype);
+  }
+}
+
+}  // namespace
+
+absl::Status lower_slice(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  copy_box(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.begin, l.address(id), n.shape,
+           std::vector<int64_t>(static_cast<size_t>(n.shape.rank()), 0), n.shape, buffer_dtype(n));
+  return absl::OkStatus();
+}
+
+absl::Status lower_pad(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape& in = l.node(n.inputs[0]).shape;
+  const uint32_t cols = n.shape.rank() == 0 ? 1 : static_cast<uint32_t>(n.shape.dim(n.shape.rank() - 1));
+  l.emit.rowwise(l.address(id), static_cast<uint64_t>(n.shape.elements()) / cols, cols, buffer_dtype(n), {}, 0, 0,
+                 [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
+  copy_box(l, l.address(n.inputs[0]), in, std::vector<int64_t>(static_cast<size_t>(in.rank()), 0), l.address(id), n.shape,
+           n.attrs.begin, in, buffer_dtype(n));
+  return absl::OkStatus();
+}
+
+absl::Status lower_matmul(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape& a = l.node(n.inputs[0]).shape;
+  const Shape& w = l.node(n.inputs[1]).shape;
+  const auto m = static_cast<uint32_t>(a.dim(a.rank() - 2)), k = static_cast<uint32_t>(a.dim(a.rank() - 1)),
+             cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
+  const bool shared = w.rank() == 2;
+  const int64_t batches = a.elements() / (int64_t{m} * k);
+  GemmContext ctx;
+  ctx.builder = &l.emit.builder();
+  ctx.flags = &l.emit.flags();
+  ctx.flag_ids = l.gemm_flags;
+  ctx.before_read = [&](sim::InstrRef& r) { l.emit.ordered(r); };
+  ctx.after_write = [&](sim::InstrRef& r) { l.emit.wrote_hbm(r); };
+  const int64_t gemms = shared ? 1 : batches;
+  const uint32_t rows = shared ? static_cast<uint32_t>(batches * m) : m;
+  for (int64_t bi = 0; bi < gemms; ++bi) {
+    l.emit.begin_fragment();
+    GemmLayout layout;
+    layout.a_address = l.address(n.inputs[0]) + static_cast<uint64_t>(bi) * m * k * 4;
+    layout.b_address = l.address(n.inputs[1]) + static_cast<uint64_t>(bi) * k * cols * 4;
+    layout.c_address = l.address(id) + static_cast<uint64_t>(bi) * m * cols * 4;
+    layout.input_dtype = isa::F32;
+    auto plan = emit_gemm(l.emit.core(), {rows, k, cols}, l.precision, layout, ctx);
+    if (!plan.ok()) return plan.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status lower_extract_patches(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Shape& in = l.node(n.inputs[0]).shape;
+  const Window& w = n.attrs.window;
+  const int64_t N = in.dim(0), H = in.dim(1), W = in.dim(2), C = in.dim(3), OH = n.shape.dim(1), OW = n.shape.dim(2);
+  const int64_t patch = w.kh * w.kw * C;
+  // Zeros first (the padding), then each window row as one strided copy per (oy, ky, kx).
+  l.emit.rowwise(l.address(id), static_cast<uint64_t>(N * OH * OW), static_cast<uint32_t>(patch), isa::F32, {}, 0, 0,
+                 [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
+  for (int64_t b = 0; b < N; ++b) {
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      for (int64_t ky = 0; ky < w.kh; ++ky) {
+        const int64_t y = oy * w.sh + ky - w.pad_top;
+        if (y < 0 || y >= H) continue;
+        for (int64_t kx = 0; kx < w.kw; ++kx) {
+          // Output columns ox whose input column x = ox * sw + kx - pad_left is inside.
+          int64_t ox0 = 0;
+          while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
+          int64_t ox1 = OW;
+          while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
+          if (ox1 <= ox0) continue;
+          const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
+          const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(((b * H + y) * W + x0) * C) * 4;
+          const uint64_t dst = l.address(id) + static_cast<uint64_t>(((b * OH + oy) * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4;
+          l.emit.copy(src, static_cast<uint64_t>(w.sw * C) * 4, dst, static_cast<uint64_t>(patch) * 4,
+                      static_cast<uint64_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sums patches back into the image: per image, the image accumulates in one VMEM tile and every
+// window row is added by the vector unit in a fixed order.
+absl::Status lower_patches_to_image(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  const Window& w = n.attrs.window;
+  const Shape& p = l.node(n.inputs[0]).shape;
+  const int64_t N = n.shape.dim(0), H = n.shape.dim(1), W = n.shape.dim(2), C = n.shape.dim(3), OH = p.dim(1), OW = p.dim(2);
+  const int64_t patch = w.kh * w.kw * C;
+  const uint64_t image_bytes = static_cast<uint64_t>(H * W * C) * 4, patch_bytes = static_cast<uint64_t>(OH * OW * patch) * 4;
+  if (image_bytes + patch_bytes > l.emit.tile_budget_bytes()) {
+    return absl::UnimplementedError(str_cat("tpusim backend: patches_to_image of a ", H, "x", W, "x", C, " image with ",
+                                            OH, "x", OW, " windows needs ", image_bytes + patch_bytes,
+                                            " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
+  }
+  for (int64_t b = 0; b < N; ++b) {
+    const uint64_t patches = l.address(n.inputs[0]) + static_cast<uint64_t>(b * OH * OW * patch) * 4;
+    l.emit.rowwise(l.address(id) + static_cast<uint64_t>(b * H * W * C) * 4, 1, static_cast<uint32_t>(H * W * C), isa::F32,
+                   {TileOperand{TileOperand::Kind::kRow, patches, isa::F32, static_cast<uint32_t>(OH * OW * patch)}}, 0, 0,
+                   [&](Tile& t) {
+                     sim::CoreBuilder& bld = t.e_builder();
+                     const uint64_t image = t.out().address(), from = t.in(0).address();
+                     t.chain(bld.fill(t.out(), 0));
+                     for (int64_t oy = 0; oy < OH; ++oy) {
+                       for (int64_t ky = 0; ky < w.kh; ++ky) {
+                         const int64_t y = oy * w.sh + ky - w.pad_top;
+                         if (y < 0 || y >= H) continue;
+                         for (int64_t kx = 0; kx < w.kw; ++kx) {
+                           int64_t ox0 = 0;
+                           while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
+                           int64_t ox1 = OW;
+                           while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
+                           if (ox1 <= ox0) continue;
+                           const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
+                           const isa::Block dst = block(image + static_cast<uint64_t>((y * W + x0) * C) * 4,
+                                                        static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
+                                                        static_cast<uint64_t>(w.sw * C) * 4);
+                           const isa::Block src = block(from + static_cast<uint64_t>((oy * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4,
+                                                        static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
+                                                        static_cast<uint64_t>(patch) * 4);
+                           t.chain(bld.binary(Vector::ADD, dst, dst, src));
+                         }
+                       }
+                     }
+                   });
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,74 @@
+#pragma once
+// Lowering of graph ops to ISA fragments for the tpusim backend (compiler.h drives it). Each
+// function emits one node's fragment(s); shapes are viewed as [rows, cols] with cols the last
+// dimension unless stated otherwise.
+
+#include <absl/status/status.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/tpusim/emitter.h"
+#include "runtime/backend/tpusim/hbm_plan.h"
+#include "runtime/graph/graph.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+// HBM the compiler allocates beyond the plan: constants it makes (iota rows) and per-node
+// temporaries, reset for every node.
+class CompilerHbm {
+ public:
+  CompilerHbm(uint64_t constants_base, uint64_t constants_limit);
+  // A constant tensor the host writes before the run; identical constants are shared.
+  uint64_t constant(const std::vector<float>& values);
+  // A temporary of `bytes` for the node being lowered.
+  uint64_t temporary(uint64_t bytes);
+  void next_node() { temp_top_ = 0; }
+  void set_temporaries_base(uint64_t base) { temp_base_ = base; }
+  uint64_t constants_end() const { return const_top_; }
+  uint64_t temporaries_peak() const { return temp_peak_; }
+  const std::vector<std::pair<uint64_t, std::vector<float>>>& constants() const { return constants_; }
+
+ private:
+  uint64_t const_top_;
+  uint64_t const_limit_;
+  uint64_t temp_base_ = 0, temp_top_ = 0, temp_peak_ = 0;
+  std::vector<std::pair<uint64_t, std::vector<float>>> constants_;
+};
+
+struct Lowering {
+  const Graph& graph;
+  const HbmPlan& plan;
+  Emitter& emit;
+  CompilerHbm& hbm;
+  isa::Precision precision;
+  std::array<uint32_t, 8> gemm_flags;
+
+  uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
+  const Node& node(int id) const { return graph.node(id); }
+};
+
+// The ISA dtype a node's buffer holds (f32 for every floating type, s32 for integers).
+isa::DType buffer_dtype(const Node& n);
+
+absl::Status lower_elementwise(Lowering& l, int id);   // binary, unary, select, cast
+absl::Status lower_broadcast(Lowering& l, int id);
+absl::Status lower_reduce(Lowering& l, int id);
+absl::Status lower_argmax(Lowering& l, int id);
+absl::Status lower_one_hot(Lowering& l, int id);
+absl::Status lower_rng(Lowering& l, int id);
+absl::Status lower_transpose(Lowering& l, int id);
+absl::Status lower_concat(Lowering& l, int id);
+absl::Status lower_slice(Lowering& l, int id);
+absl::Status lower_pad(Lowering& l, int id);
+absl::Status lower_matmul(Lowering& l, int id);
+absl::Status lower_extract_patches(Lowering& l, int id);
+absl::Status lower_patches_to_image(Lowering& l, int id);
+
+// Materialises `from` (shape `in`, buffer at `src`) broadcast to `out` with input dim i at
+// output dim map[i], into `dst`.
+void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map, const Shape& out,
+                    uint64_t dst);
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,17 @@
+#pragma once
+// The tpusim backend: compiles a graph to an ISA program (compiler.h) and runs it on the
+// SystemC model of a slice (sim::System), one step per device-loop iteration, on core 0. Matmuls
+// run on the MXUs (bf16 inputs, f32 accumulation, DEFAULT precision); everything else on the
+// vector unit in f32. SystemC elaborates once per process, so one System serves every tpusim
+// backend of the process; its slice is fixed by the first use.
+
+#include <string>
+
+#include "runtime/backend/backend.h"
+
+namespace tpusim::runtime {
+
+// `slice`: a slice config file or built-in name ("v3-8").
+std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice = "v3-8");
+
+}  // namespace tpusim::runtime
