@@ -88,6 +88,12 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return b.transpose(in[0], {2, 0, 1});
                    }});
+  cases.push_back({"transpose",
+                   "[2, 3, 4, 5] perm 0,2,1,3",
+                   {{"x", DType::kF32, {2, 3, 4, 5}}},
+                   [](GraphBuilder& b, const std::vector<Value>& in) {
+                     return b.transpose(in[0], {0, 2, 1, 3});
+                   }});
   cases.push_back({"broadcast",
                    "[3, 1] -> [2, 3, 4]",
                    {{"x", DType::kF32, {3, 1}}},

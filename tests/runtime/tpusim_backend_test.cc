@@ -20,8 +20,8 @@ TEST(TpusimBackend, EveryOpCaseMatchesTheCpuReference) {
     auto results = opcheck::run_case(c, *parse_backend_spec("tpusim"));
     ASSERT_TRUE(results.ok()) << c.op << " " << c.shape << ": " << results.status();
     for (const auto& r : *results) {
-      EXPECT_TRUE(r.passed) << r.op << " " << r.shape << " " << r.tensor << ": rel " << r.max_rel_error << " > "
-                            << r.tolerance << "; worst " << r.worst;
+      EXPECT_TRUE(r.passed) << r.op << " " << r.shape << " " << r.tensor << ": rel "
+                            << r.max_rel_error << " > " << r.tolerance << "; worst " << r.worst;
     }
     ++ops;
   }
@@ -34,7 +34,8 @@ TEST(TpusimBackend, AgreesWithCpuMxuFarMoreTightlyThanWithFp32) {
   for (const auto& c : opcheck::all_cases()) {
     if (!c.uses_matmul) continue;
     auto vs_fp32 = opcheck::run_case(c, *parse_backend_spec("tpusim"));
-    auto vs_mxu = opcheck::run_case(c, *parse_backend_spec("tpusim"), 1, *parse_backend_spec("cpu:mxu"));
+    auto vs_mxu =
+        opcheck::run_case(c, *parse_backend_spec("tpusim"), 1, *parse_backend_spec("cpu:mxu"));
     ASSERT_TRUE(vs_fp32.ok() && vs_mxu.ok());
     for (size_t i = 0; i < vs_fp32->size(); ++i) {
       const auto& a = (*vs_fp32)[i];
@@ -53,7 +54,8 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {16, 12});
   const Value labels = b.infeed("labels", DType::kS32, {16});
-  const Value logits = layers::dense(b, layers::dense(b, x, 20, layers::Activation::kRelu, 1), 4, layers::Activation::kNone, 2);
+  const Value logits = layers::dense(b, layers::dense(b, x, 20, layers::Activation::kRelu, 1), 4,
+                                     layers::Activation::kNone, 2);
   const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
   std::vector<Value> vars;
   for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
@@ -87,7 +89,8 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   }
   EXPECT_LT(tpu[2].at("loss").f[0], tpu[0].at("loss").f[0]);  // it learns
   for (const auto& [name, value] : on_cpu) {
-    for (size_t i = 0; i < value.f.size(); ++i) EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
+    for (size_t i = 0; i < value.f.size(); ++i)
+      EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
   }
 }
 
@@ -100,7 +103,8 @@ TEST(TpusimBackend, BadBatchesAreNamed) {
   Variables vars;
   auto out = (*backend)->run(**exe, vars, {{{"x", HostTensor::zeros(DType::kF32, {3, 3})}}}, 0);
   ASSERT_FALSE(out.ok());
-  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("infeed 'x' takes f32[2, 3]; the batch is f32[3, 3]"));
+  EXPECT_THAT(std::string(out.status().message()),
+              ::testing::HasSubstr("infeed 'x' takes f32[2, 3]; the batch is f32[3, 3]"));
 }
 
 }  // namespace

@@ -10,6 +10,8 @@ const std::vector<Command>& commands() {
       {"matmul", "one GEMM on one simulated core: cycles, TFLOPS, MXU utilisation, error",
        run_matmul},
       {"layers", "SCALE-Sim topologies on one MXU, timing-only, per-layer cycles", run_layers},
+      {"compile", "a zoo model's training step compiled for a core: instructions, HBM, VMEM",
+       run_compile},
       {"opcheck", "every op forward and backward on each backend against the cpu fp32 reference",
        run_opcheck},
       {"config", "show, validate and list hardware/slice configs", run_config},

@@ -33,7 +33,9 @@ namespace {
 
 constexpr uint64_t kConstantsRegion = 64ull << 20;  // room for the compiler's own constants
 
-uint32_t cols_of(const Shape& s) { return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1)); }
+uint32_t cols_of(const Shape& s) {
+  return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
+}
 
 Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget) {
   Transfer t;
@@ -44,41 +46,117 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
   t.shape = n.shape;
   t.cols = cols_of(n.shape);
   const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
-  t.rows_per_entry = std::max<uint64_t>(1, std::min<uint64_t>(rows, entry_budget / (uint64_t{t.cols} * 4)));
+  t.rows_per_entry =
+      std::max<uint64_t>(1, std::min<uint64_t>(rows, entry_budget / (uint64_t{t.cols} * 4)));
   return t;
+}
+
+bool folds_operands(Op op) {
+  switch (op) {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kEqual:
+    case Op::kGreater:
+    case Op::kSelect:
+    case Op::kCast:
+    case Op::kNeg:
+    case Op::kRelu:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kRsqrt:
+    case Op::kSquare:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Nodes whose values some lowered fragment, output or update reads. Scalars that fold into
+// elementwise fragments as immediates are not read, so their producers need no code.
+std::vector<bool> needed_nodes(const Graph& g) {
+  std::vector<bool> needed(static_cast<size_t>(g.size()), false);
+  for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
+  for (int id = g.size() - 1; id >= 0; --id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    const Node& n = g.node(id);
+    for (int in : n.inputs) {
+      float ignored;
+      if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
+      needed[static_cast<size_t>(in)] = true;
+    }
+  }
+  return needed;
 }
 
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
   switch (n.op) {
-    case Op::kConstant: case Op::kVariable: case Op::kInfeed:  // in HBM already
-    case Op::kReshape: case Op::kStopGradient: case Op::kCrossReplicaSum:  // share their input's buffer
+    case Op::kConstant:
+    case Op::kVariable:
+    case Op::kInfeed:  // in HBM already
+    case Op::kReshape:
+    case Op::kStopGradient:
+    case Op::kCrossReplicaSum:  // share their input's buffer
       return absl::OkStatus();
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
-    case Op::kEqual: case Op::kGreater: case Op::kSelect: case Op::kCast:
-    case Op::kNeg: case Op::kRelu: case Op::kTanh: case Op::kSigmoid: case Op::kExp: case Op::kLog:
-    case Op::kRsqrt: case Op::kSquare:
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kEqual:
+    case Op::kGreater:
+    case Op::kSelect:
+    case Op::kCast:
+    case Op::kNeg:
+    case Op::kRelu:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kRsqrt:
+    case Op::kSquare:
       return lower_elementwise(l, id);
-    case Op::kBroadcast: return lower_broadcast(l, id);
-    case Op::kReduceSum: case Op::kReduceMax: return lower_reduce(l, id);
-    case Op::kArgMax: return lower_argmax(l, id);
-    case Op::kOneHot: return lower_one_hot(l, id);
-    case Op::kRngUniform: return lower_rng(l, id);
-    case Op::kTranspose: return lower_transpose(l, id);
-    case Op::kConcat: return lower_concat(l, id);
-    case Op::kSlice: return lower_slice(l, id);
-    case Op::kPad: return lower_pad(l, id);
-    case Op::kMatMul: return lower_matmul(l, id);
-    case Op::kExtractPatches: return lower_extract_patches(l, id);
-    case Op::kPatchesToImage: return lower_patches_to_image(l, id);
+    case Op::kBroadcast:
+      return lower_broadcast(l, id);
+    case Op::kReduceSum:
+    case Op::kReduceMax:
+      return lower_reduce(l, id);
+    case Op::kArgMax:
+      return lower_argmax(l, id);
+    case Op::kOneHot:
+      return lower_one_hot(l, id);
+    case Op::kRngUniform:
+      return lower_rng(l, id);
+    case Op::kTranspose:
+      return lower_transpose(l, id);
+    case Op::kConcat:
+      return lower_concat(l, id);
+    case Op::kSlice:
+      return lower_slice(l, id);
+    case Op::kPad:
+      return lower_pad(l, id);
+    case Op::kMatMul:
+      return lower_matmul(l, id);
+    case Op::kExtractPatches:
+      return lower_extract_patches(l, id);
+    case Op::kPatchesToImage:
+      return lower_patches_to_image(l, id);
   }
   return absl::UnimplementedError(str_cat("tpusim backend: no lowering for ", op_name(n.op)));
 }
 
 }  // namespace
 
-absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
-                                           isa::Precision precision) {
+absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
+                                           uint32_t core, isa::Precision precision) {
   CompiledStep out;
   out.plan = plan_hbm(graph, 0);
   const uint64_t constants_base = (out.plan.peak_bytes + 4095) / 4096 * 4096;
@@ -108,23 +186,30 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       auto in = b.infeed(vmem);
       emit.ordered(in);
       flags.signal(in, landed);
-      auto store = b.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), emit.next_engine());
+      auto store = b.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt),
+                                emit.next_engine());
       store.wait(landed, flags.count(landed));
       emit.wrote_hbm(store);
       emit.begin_fragment();  // the next entry reuses the VMEM
     }
     out.infeeds.push_back(t);
   }
+  const std::vector<bool> needed = needed_nodes(graph);
   for (int id = 0; id < graph.size(); ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
     hbm.next_node();
-    if (absl::Status s = lower_node(l, id); !s.ok()) {
-      return absl::Status(s.code(), str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));
+    const int before = b.size();
+    absl::Status s = lower_node(l, id);
+    out.instructions_per_op[op_name(graph.node(id).op)] += static_cast<uint64_t>(b.size() - before);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));
     }
   }
   for (const auto& u : graph.updates()) {
     const Node& v = graph.node(u.variable);
-    emit.copy(l.address(u.value), 0, l.address(u.variable), 0, 1, static_cast<uint32_t>(v.shape.elements()),
-              buffer_dtype(v));
+    emit.copy(l.address(u.value), 0, l.address(u.variable), 0, 1,
+              static_cast<uint32_t>(v.shape.elements()), buffer_dtype(v));
   }
   // Outputs: HBM -> VMEM -> outfeed, entry by entry.
   for (const auto& o : graph.outputs()) {
@@ -138,7 +223,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       emit.begin_fragment();
       const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
       const isa::Block vmem = sim::block(0, count, t.cols, dt);
-      auto load = b.dma_to_vmem(sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), vmem, emit.next_engine());
+      auto load = b.dma_to_vmem(sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), vmem,
+                                emit.next_engine());
       emit.ordered(load);
       flags.signal(load, staged);
       auto send = b.outfeed(vmem);
@@ -150,8 +236,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   loop.instruction().mutable_loop()->set_body_length(static_cast<uint32_t>(b.size() - body_start));
   b.halt();
   if (flags.allocated() > sim::kNumFlags) {
-    return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ", flags.allocated(),
-                                                " sync flags; a core has ", sim::kNumFlags));
+    return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ",
+                                                flags.allocated(), " sync flags; a core has ",
+                                                sim::kNumFlags));
   }
   for (int id = 0; id < graph.size(); ++id) {
     const Node& n = graph.node(id);
@@ -169,7 +256,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   out.hbm_bytes = constants_base + kConstantsRegion + hbm.temporaries_peak();
   if (out.hbm_bytes > slice.chip.hbm.capacity_bytes) {
     return absl::ResourceExhaustedError(str_cat("tpusim backend: the step needs ", out.hbm_bytes,
-                                                " bytes of HBM; the chip has ", slice.chip.hbm.capacity_bytes));
+                                                " bytes of HBM; the chip has ",
+                                                slice.chip.hbm.capacity_bytes));
   }
   out.program.set_name("step");
   return out;

@@ -5,10 +5,11 @@
 // constants live in HBM across steps; the host writes them before a run and reads variables back
 // after it.
 
-#include <absl/status/statusor.h>
-
+#include <map>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
@@ -34,11 +35,14 @@ struct CompiledStep {
   HbmPlan plan;
   std::vector<Transfer> infeeds;
   std::vector<Transfer> outputs;
-  std::vector<std::pair<uint64_t, std::vector<float>>> constants;  // HBM address -> values (graph and compiler)
+  std::vector<std::pair<uint64_t, std::vector<float>>>
+      constants;           // HBM address -> values (graph and compiler)
   uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
+  std::map<std::string, uint64_t>
+      instructions_per_op;  // graph op name -> instructions emitted for it
 };
 
-absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
-                                           isa::Precision precision = isa::DEFAULT);
+absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
+                                           uint32_t core, isa::Precision precision = isa::DEFAULT);
 
 }  // namespace tpusim::runtime::tpusim_backend

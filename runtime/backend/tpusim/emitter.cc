@@ -54,16 +54,18 @@ void Emitter::ordered(InstrRef& ref) {
 void Emitter::wrote_hbm(InstrRef& ref) { flags_.signal(ref, written_); }
 
 void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
-                      const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
-                      const std::function<void(Tile&)>& body) {
+                      const std::vector<TileOperand>& inputs, uint32_t scratch,
+                      uint32_t scratch_width, const std::function<void(Tile&)>& body) {
   begin_fragment();
   // Bytes one row of a tile takes in its slot.
-  uint64_t per_row = uint64_t{cols} * 4 + uint64_t{scratch} * (scratch_width > 0 ? scratch_width : cols) * 4;
+  uint64_t per_row =
+      uint64_t{cols} * 4 + uint64_t{scratch} * (scratch_width > 0 ? scratch_width : cols) * 4;
   for (const auto& in : inputs) {
     if (in.kind == TileOperand::Kind::kFull) per_row += uint64_t{in.cols > 0 ? in.cols : cols} * 4;
     if (in.kind == TileOperand::Kind::kColumn) per_row += 4;
   }
-  uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
+  uint64_t tile_rows =
+      std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
   if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
 
   // Row operands: loaded once into the shared region above the two slots.
@@ -75,7 +77,8 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     const uint32_t width = inputs[i].cols > 0 ? inputs[i].cols : cols;
     row_blocks[i] = block(shared, 1, width, inputs[i].dtype);
     shared = align(shared + uint64_t{width} * 4);
-    auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), row_blocks[i], next_engine());
+    auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), row_blocks[i],
+                              next_engine());
     ordered(dma);
     flags_.signal(dma, once_);
     any_once = true;
@@ -83,7 +86,8 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
   const uint64_t once_count = flags_.count(once_);
 
   std::array<uint64_t, 2> slot_uses{};
-  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]), flags_.count(slot_free_[1])};
+  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]),
+                                           flags_.count(slot_free_[1])};
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
@@ -101,12 +105,16 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
         tile.inputs_.push_back(row_blocks[i]);
         continue;
       }
-      const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
+      const uint32_t width =
+          in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
       const isa::Block vmem = block(at, n, width, in.dtype);
       at = align(at + uint64_t{n} * width * 4);
-      auto dma = b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
+      auto dma =
+          b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
       ordered(dma);
-      if (slot_uses[static_cast<size_t>(s)] > 0) dma.wait(slot_free_[s], free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+      if (slot_uses[static_cast<size_t>(s)] > 0)
+        dma.wait(slot_free_[s],
+                 free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
       flags_.signal(dma, loaded_[s]);
       tile.inputs_.push_back(vmem);
     }
@@ -119,7 +127,10 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     // tile loads nothing, for the slot to be free.
     const uint64_t chain_before = flags_.count(chain_);
     const uint64_t loaded_now = flags_.count(loaded_[s]);
-    const uint64_t free_needed = slot_uses[static_cast<size_t>(s)] > 0 ? free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)] : 0;
+    const uint64_t free_needed =
+        slot_uses[static_cast<size_t>(s)] > 0
+            ? free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]
+            : 0;
     const int first_vpu = b_.size();
     body(tile);
     if (b_.size() > first_vpu) {
@@ -141,7 +152,8 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
       }
     }
     // Store the tile once its last vector op is done; that frees the slot.
-    auto store = b_.dma_to_hbm(tile.out_, block(out_hbm + r0 * uint64_t{cols} * 4, n, cols, out_dtype), next_engine());
+    auto store = b_.dma_to_hbm(
+        tile.out_, block(out_hbm + r0 * uint64_t{cols} * 4, n, cols, out_dtype), next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
     if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
@@ -151,23 +163,28 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
   }
 }
 
-void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows, uint32_t cols,
-                   isa::DType dtype) {
+void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride,
+                   uint64_t rows, uint32_t cols, isa::DType dtype) {
   begin_fragment();
   const uint64_t row_bytes = uint64_t{cols} * 4;
   uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / row_bytes));
   std::array<uint64_t, 2> slot_uses{};
-  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]), flags_.count(slot_free_[1])};
+  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]),
+                                           flags_.count(slot_free_[1])};
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
     const int s = static_cast<int>(t % 2);
     const isa::Block vmem = block(static_cast<uint64_t>(s) * slot_bytes_, n, cols, dtype);
-    auto load = b_.dma_to_vmem(block(src + r0 * src_stride, n, cols, dtype, src_stride), vmem, next_engine());
+    auto load = b_.dma_to_vmem(block(src + r0 * src_stride, n, cols, dtype, src_stride), vmem,
+                               next_engine());
     ordered(load);
-    if (slot_uses[static_cast<size_t>(s)] > 0) load.wait(slot_free_[s], free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+    if (slot_uses[static_cast<size_t>(s)] > 0)
+      load.wait(slot_free_[s],
+                free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
     flags_.signal(load, loaded_[s]);
-    auto store = b_.dma_to_hbm(vmem, block(dst + r0 * dst_stride, n, cols, dtype, dst_stride), next_engine());
+    auto store = b_.dma_to_hbm(vmem, block(dst + r0 * dst_stride, n, cols, dtype, dst_stride),
+                               next_engine());
     ordered(store);
     store.wait(loaded_[s], flags_.count(loaded_[s]));
     flags_.signal(store, slot_free_[s]);

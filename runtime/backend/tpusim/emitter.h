@@ -85,8 +85,8 @@ class Emitter {
 
   // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
   // its own row stride in bytes.
-  void copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows, uint32_t cols,
-            isa::DType dtype);
+  void copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows,
+            uint32_t cols, isa::DType dtype);
 
   // A VMEM region of `bytes` for fragments that manage VMEM themselves (from offset 0).
   uint64_t vmem_capacity() const { return core_.vmem_bytes; }

@@ -10,7 +10,9 @@ constexpr uint64_t kAlign = 4096;
 
 uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-bool aliases_input(Op op) { return op == Op::kReshape || op == Op::kStopGradient || op == Op::kCrossReplicaSum; }
+bool aliases_input(Op op) {
+  return op == Op::kReshape || op == Op::kStopGradient || op == Op::kCrossReplicaSum;
+}
 
 // First-fit allocation over [base, inf) with a free list kept sorted and coalesced.
 class Allocator {
@@ -54,7 +56,9 @@ class Allocator {
 
 }  // namespace
 
-uint64_t buffer_bytes(const Node& node) { return align(static_cast<uint64_t>(node.shape.elements()) * 4); }
+uint64_t buffer_bytes(const Node& node) {
+  return align(static_cast<uint64_t>(node.shape.elements()) * 4);
+}
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
   const int n = graph.size();
@@ -63,7 +67,8 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
   plan.owner.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
-    plan.owner[static_cast<size_t>(i)] = aliases_input(node.op) ? plan.owner[static_cast<size_t>(node.inputs[0])] : i;
+    plan.owner[static_cast<size_t>(i)] =
+        aliases_input(node.op) ? plan.owner[static_cast<size_t>(node.inputs[0])] : i;
   }
   // Last use of each owned buffer, through any alias.
   std::vector<int> last(static_cast<size_t>(n), -1);
@@ -75,8 +80,10 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
       slot = std::max(slot, i);
     }
   }
-  for (const auto& o : graph.outputs()) last[static_cast<size_t>(plan.owner[static_cast<size_t>(o.node)])] = n;
-  for (const auto& u : graph.updates()) last[static_cast<size_t>(plan.owner[static_cast<size_t>(u.value)])] = n;
+  for (const auto& o : graph.outputs())
+    last[static_cast<size_t>(plan.owner[static_cast<size_t>(o.node)])] = n;
+  for (const auto& u : graph.updates())
+    last[static_cast<size_t>(plan.owner[static_cast<size_t>(u.value)])] = n;
 
   Allocator alloc(base);
   for (int i = 0; i < n; ++i) {
@@ -90,15 +97,20 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
-    if (plan.owner[static_cast<size_t>(i)] != i || node.op == Op::kVariable || node.op == Op::kConstant) continue;
-    if (last[static_cast<size_t>(i)] >= 0) release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
+    if (plan.owner[static_cast<size_t>(i)] != i || node.op == Op::kVariable ||
+        node.op == Op::kConstant)
+      continue;
+    if (last[static_cast<size_t>(i)] >= 0)
+      release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
-    if (plan.owner[static_cast<size_t>(i)] == i && node.op != Op::kVariable && node.op != Op::kConstant) {
+    if (plan.owner[static_cast<size_t>(i)] == i && node.op != Op::kVariable &&
+        node.op != Op::kConstant) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(node));
     } else if (plan.owner[static_cast<size_t>(i)] != i) {
-      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])];
+      plan.address[static_cast<size_t>(i)] =
+          plan.address[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
     // A node's own buffer is never released before the node is computed; unused values (no

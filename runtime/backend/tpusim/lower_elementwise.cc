@@ -12,9 +12,24 @@ using sim::block;
 
 isa::DType buffer_dtype(const Node& n) { return n.dtype == DType::kS32 ? isa::S32 : isa::F32; }
 
+bool foldable_scalar(const Graph& graph, int id, float* value) {
+  const Node& n = graph.node(id);
+  if (n.dtype == DType::kS32) return false;
+  if (n.op == Op::kConstant) {
+    if (n.shape.elements() != 1) return false;
+    *value = n.attrs.value.f[0];
+    return true;
+  }
+  if (n.op == Op::kBroadcast || n.op == Op::kReshape)
+    return foldable_scalar(graph, n.inputs[0], value);
+  return false;
+}
+
 namespace {
 
-uint32_t cols_of(const Shape& s) { return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1)); }
+uint32_t cols_of(const Shape& s) {
+  return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
+}
 uint64_t rows_of(const Shape& s) { return static_cast<uint64_t>(s.elements()) / cols_of(s); }
 
 std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
@@ -30,12 +45,11 @@ struct Operand {
   TileOperand tile;
 };
 
-bool is_constant_scalar(const Node& n) { return n.op == Op::kConstant && n.shape.elements() == 1 && n.dtype != DType::kS32; }
-
 // f32 copy of an s32 buffer, in a temporary.
 uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
   const uint64_t dst = l.hbm.temporary(static_cast<uint64_t>(s.elements()) * 4);
-  l.emit.rowwise(dst, rows_of(s), cols_of(s), isa::F32, {TileOperand{TileOperand::Kind::kFull, src, isa::S32}}, 0, 0,
+  l.emit.rowwise(dst, rows_of(s), cols_of(s), isa::F32,
+                 {TileOperand{TileOperand::Kind::kFull, src, isa::S32}}, 0, 0,
                  [](Tile& t) { t.chain(t.e_builder().cast(t.out(), t.in(0))); });
   return dst;
 }
@@ -43,9 +57,8 @@ uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
 Operand classify_operand(Lowering& l, int id, const Shape& out) {
   const Node& n = l.node(id);
   Operand op;
-  if (is_constant_scalar(n)) {
+  if (foldable_scalar(l.graph, id, &op.value)) {
     op.immediate = true;
-    op.value = n.attrs.value.f[0];
     return op;
   }
   uint64_t src = l.address(id);
@@ -80,22 +93,38 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
 
 Vector::Op vector_op(Op op) {
   switch (op) {
-    case Op::kAdd: return Vector::ADD;
-    case Op::kSub: return Vector::SUB;
-    case Op::kMul: return Vector::MUL;
-    case Op::kDiv: return Vector::DIV;
-    case Op::kMax: return Vector::MAX;
-    case Op::kMin: return Vector::MIN;
-    case Op::kEqual: return Vector::CMP_EQ;
-    case Op::kGreater: return Vector::CMP_GT;
-    case Op::kNeg: return Vector::NEG;
-    case Op::kRelu: return Vector::RELU;
-    case Op::kTanh: return Vector::TANH;
-    case Op::kExp: return Vector::EXP;
-    case Op::kLog: return Vector::LOG;
-    case Op::kRsqrt: return Vector::RSQRT;
-    case Op::kSquare: return Vector::SQUARE;
-    default: return Vector::OP_UNSPECIFIED;
+    case Op::kAdd:
+      return Vector::ADD;
+    case Op::kSub:
+      return Vector::SUB;
+    case Op::kMul:
+      return Vector::MUL;
+    case Op::kDiv:
+      return Vector::DIV;
+    case Op::kMax:
+      return Vector::MAX;
+    case Op::kMin:
+      return Vector::MIN;
+    case Op::kEqual:
+      return Vector::CMP_EQ;
+    case Op::kGreater:
+      return Vector::CMP_GT;
+    case Op::kNeg:
+      return Vector::NEG;
+    case Op::kRelu:
+      return Vector::RELU;
+    case Op::kTanh:
+      return Vector::TANH;
+    case Op::kExp:
+      return Vector::EXP;
+    case Op::kLog:
+      return Vector::LOG;
+    case Op::kRsqrt:
+      return Vector::RSQRT;
+    case Op::kSquare:
+      return Vector::SQUARE;
+    default:
+      return Vector::OP_UNSPECIFIED;
   }
 }
 
@@ -144,8 +173,14 @@ absl::Status lower_elementwise(Lowering& l, int id) {
     };
     const isa::Block result = dtype == DType::kBF16 ? t.scratch(2) : t.out();
     switch (op) {
-      case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kMax: case Op::kMin:
-      case Op::kEqual: case Op::kGreater: {
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kDiv:
+      case Op::kMax:
+      case Op::kMin:
+      case Op::kEqual:
+      case Op::kGreater: {
         const isa::Block a = full(0);
         if (ops[1].immediate) {
           t.chain(b.binary_scalar(vector_op(op), result, a, ops[1].value));
@@ -167,7 +202,8 @@ absl::Status lower_elementwise(Lowering& l, int id) {
         t.chain(b.select(result, full(0), full(1), full(2)));
         break;
       case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-        t.chain(dtype == DType::kS32 ? b.cast(t.out(), full(0)) : b.unary(Vector::COPY, result, full(0)));
+        t.chain(dtype == DType::kS32 ? b.cast(t.out(), full(0))
+                                     : b.unary(Vector::COPY, result, full(0)));
         break;
       default:
         t.chain(b.unary(vector_op(op), result, full(0)));
@@ -178,9 +214,71 @@ absl::Status lower_elementwise(Lowering& l, int id) {
   return absl::OkStatus();
 }
 
+namespace {
 
-void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map, const Shape& out,
-                    uint64_t dst) {
+// A broadcast whose repeated output dims form one contiguous run [first, last) between dims the
+// input fills in order: out = [outer, k, inner], in = [outer, inner]. Fills `dims` and returns
+// true when that is the case.
+bool insert_block(const Shape& in, const std::vector<int64_t>& map, const Shape& out,
+                  int64_t* outer, int64_t* k, int64_t* inner) {
+  std::vector<bool> mapped(static_cast<size_t>(out.rank()), false);
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (in.dim(static_cast<int>(i)) != out.dim(static_cast<int>(map[i])))
+      return false;  // a stretched size-1 dim
+    mapped[static_cast<size_t>(map[i])] = true;
+  }
+  int first = -1, last = -1;
+  for (int d = 0; d < out.rank(); ++d) {
+    if (mapped[static_cast<size_t>(d)]) continue;
+    if (first < 0)
+      first = d;
+    else if (last != d)
+      return false;  // a second run
+    last = d + 1;
+  }
+  if (first < 0) return false;
+  *outer = 1, *k = 1, *inner = 1;
+  for (int d = 0; d < out.rank(); ++d) (d < first ? *outer : d < last ? *k : *inner) *= out.dim(d);
+  return true;
+}
+
+}  // namespace
+
+void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map,
+                    const Shape& out, uint64_t dst) {
+  int64_t outer = 0, k = 0, inner = 0;
+  if (insert_block(in, map, out, &outer, &k, &inner) && (outer == 1 || inner * k <= (1 << 20))) {
+    // out [outer, k * inner]: row broadcast (outer 1), column broadcast (inner 1), or k copies
+    // of each input row into strided slices.
+    const auto width = static_cast<uint32_t>(k * inner);
+    if (outer == 1) {
+      l.emit.rowwise(dst, static_cast<uint64_t>(k), static_cast<uint32_t>(inner), isa::F32,
+                     {TileOperand{TileOperand::Kind::kRow, src, isa::F32}}, 0, 0,
+                     [](Tile& t) { t.chain(t.e_builder().broadcast(t.out(), t.in(0))); });
+    } else if (inner == 1) {
+      l.emit.rowwise(dst, static_cast<uint64_t>(outer), width, isa::F32,
+                     {TileOperand{TileOperand::Kind::kColumn, src, isa::F32}}, 0, 0,
+                     [](Tile& t) { t.chain(t.e_builder().broadcast(t.out(), t.in(0))); });
+    } else {
+      l.emit.rowwise(
+          dst, static_cast<uint64_t>(outer), width, isa::F32,
+          {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)}}, 0,
+          0, [&](Tile& t) {
+            for (int64_t j = 0; j < k; ++j) {
+              const isa::Block slice =
+                  block(t.out().address() + static_cast<uint64_t>(j * inner) * 4, t.rows(),
+                        static_cast<uint32_t>(inner), isa::F32, static_cast<uint64_t>(width) * 4);
+              t.chain(t.e_builder().unary(Vector::COPY, slice, t.in(0)));
+            }
+          });
+    }
+    return;
+  }
+  emit_broadcast_general(l, src, in, map, out, dst);
+}
+
+void emit_broadcast_general(Lowering& l, uint64_t src, const Shape& in,
+                            const std::vector<int64_t>& map, const Shape& out, uint64_t dst) {
   // Output as [batch, P, Q]; the input contributes a [P', Q'] block per batch index.
   const int rank = out.rank();
   const int64_t q = rank >= 1 ? out.dim(rank - 1) : 1;
@@ -188,12 +286,14 @@ void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vecto
   const int64_t batch = out.elements() / std::max<int64_t>(1, p * q);
   const auto in_strides = in.strides();
   int64_t p_in = 1, q_in = 1, p_stride = 0;
-  std::vector<std::pair<int, int64_t>> batch_dims;  // (output dim, input stride) of mapped batch dims
+  std::vector<std::pair<int, int64_t>>
+      batch_dims;  // (output dim, input stride) of mapped batch dims
   for (size_t i = 0; i < map.size(); ++i) {
     const int d = static_cast<int>(map[i]);
     const int64_t size = in.dim(static_cast<int>(i));
     if (size == 1) continue;
-    if (d == rank - 1) q_in = size;
+    if (d == rank - 1)
+      q_in = size;
     else if (d == rank - 2) {
       p_in = size;
       p_stride = in_strides[i];
@@ -224,23 +324,25 @@ void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vecto
       operand.cols = 1;
     }
     const bool scalar = p_in == 1 && q_in == 1;
-    l.emit.rowwise(to, static_cast<uint64_t>(p), static_cast<uint32_t>(q), isa::F32, {operand}, 1, 1, [&](Tile& t) {
-      sim::CoreBuilder& b = t.e_builder();
-      if (operand.kind == TileOperand::Kind::kFull) {
-        t.chain(b.unary(Vector::COPY, t.out(), t.in(0)));
-      } else if (scalar) {
-        t.chain(b.broadcast(t.scratch(0, 1), t.in(0)));  // [1,1] -> [rows, 1]
-        t.chain(b.broadcast(t.out(), t.scratch(0, 1)));  // -> [rows, q]
-      } else {
-        t.chain(b.broadcast(t.out(), t.in(0)));
-      }
-    });
+    l.emit.rowwise(to, static_cast<uint64_t>(p), static_cast<uint32_t>(q), isa::F32, {operand}, 1,
+                   1, [&](Tile& t) {
+                     sim::CoreBuilder& b = t.e_builder();
+                     if (operand.kind == TileOperand::Kind::kFull) {
+                       t.chain(b.unary(Vector::COPY, t.out(), t.in(0)));
+                     } else if (scalar) {
+                       t.chain(b.broadcast(t.scratch(0, 1), t.in(0)));  // [1,1] -> [rows, 1]
+                       t.chain(b.broadcast(t.out(), t.scratch(0, 1)));  // -> [rows, q]
+                     } else {
+                       t.chain(b.broadcast(t.out(), t.in(0)));
+                     }
+                   });
   }
 }
 
 absl::Status lower_broadcast(Lowering& l, int id) {
   const Node& n = l.node(id);
-  emit_broadcast(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.axes, n.shape, l.address(id));
+  emit_broadcast(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.axes, n.shape,
+                 l.address(id));
   return absl::OkStatus();
 }
 
@@ -256,7 +358,7 @@ absl::Status lower_one_hot(Lowering& l, int id) {
                   TileOperand{TileOperand::Kind::kRow, iota_row, isa::F32}},
                  2, 0, [&](Tile& t) {
                    sim::CoreBuilder& b = t.e_builder();
-                   t.chain(b.cast(t.scratch(0, 1), t.in(0)));       // labels as f32 [rows, 1]
+                   t.chain(b.cast(t.scratch(0, 1), t.in(0)));            // labels as f32 [rows, 1]
                    t.chain(b.broadcast(t.scratch(1), t.scratch(0, 1)));  // [rows, depth]
                    t.chain(b.binary(Vector::CMP_EQ, t.out(), t.scratch(1), t.in(1)));
                  });

@@ -22,28 +22,44 @@ int64_t product(const Shape& s, int from, int to) {
 // Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
 // [outer, k, inner]. Trailing axes (inner == 1) reduce each row; otherwise the k slices of each
 // row are combined one by one (strided blocks), which keeps the order fixed.
-void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last, uint64_t dst) {
-  const int64_t outer = product(in, 0, first), k = product(in, first, last), inner = product(in, last, in.rank());
+void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
+                  uint64_t dst) {
+  const int64_t outer = product(in, 0, first), k = product(in, first, last),
+                inner = product(in, last, in.rank());
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
   if (inner == 1) {
     l.emit.rowwise(dst, static_cast<uint64_t>(outer), 1, isa::F32,
-                   {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}}, 0, 0,
-                   [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+                   {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}},
+                   0, 0, [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
     return;
   }
   if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
     // Leading axes over a long input: reduce row tiles of [k, inner] down columns into partial
     // rows, then combine the partials (a second pass over a much shorter input).
-    const int64_t tile_rows = std::max<int64_t>(1, static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4));
+    const int64_t tile_rows =
+        std::max<int64_t>(1, static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4));
     const int64_t parts = (k + tile_rows - 1) / tile_rows;
     const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(parts * inner) * 4);
     for (int64_t p = 0; p < parts; ++p) {
       const int64_t rows = std::min(tile_rows, k - p * tile_rows);
-      reduce_range(l, op, src + static_cast<uint64_t>(p * tile_rows * inner) * 4, Shape{rows, inner}, 0, 1,
-                   partial + static_cast<uint64_t>(p * inner) * 4);
+      reduce_range(l, op, src + static_cast<uint64_t>(p * tile_rows * inner) * 4,
+                   Shape{rows, inner}, 0, 1, partial + static_cast<uint64_t>(p * inner) * 4);
     }
     reduce_range(l, op, partial, Shape{parts, inner}, 0, 1, dst);
+    return;
+  }
+  if (outer == 1) {
+    // Leading axes that fit a tile: one reduction down the columns.
+    l.emit.rowwise(
+        dst, 1, static_cast<uint32_t>(inner), isa::F32,
+        {TileOperand{TileOperand::Kind::kRow, src, isa::F32, static_cast<uint32_t>(k * inner)}}, 0,
+        0, [&](Tile& t) {
+          t.chain(t.e_builder().reduce(vop, t.out(),
+                                       block(t.in(0).address(), static_cast<uint32_t>(k),
+                                             static_cast<uint32_t>(inner), isa::F32),
+                                       0));
+        });
     return;
   }
   // Each output row o: combine the k slices [inner] of input row o.
@@ -54,10 +70,12 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                    const isa::Block row = t.in(0);
                    auto slice = [&](int64_t j) {
                      return block(row.address() + static_cast<uint64_t>(j * inner) * 4, t.rows(),
-                                  static_cast<uint32_t>(inner), isa::F32, static_cast<uint64_t>(width) * 4);
+                                  static_cast<uint32_t>(inner), isa::F32,
+                                  static_cast<uint64_t>(width) * 4);
                    };
                    t.chain(b.unary(Vector::COPY, t.out(), slice(0)));
-                   for (int64_t j = 1; j < k; ++j) t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
+                   for (int64_t j = 1; j < k; ++j)
+                     t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
                  });
 }
 
@@ -88,7 +106,9 @@ absl::Status lower_reduce(Lowering& l, int id) {
       if (d < first || d >= end) dims.push_back(shape.dim(d));
     }
     const Shape reduced(dims);
-    const uint64_t dst = axes.empty() ? l.address(id) : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
+    const uint64_t dst = axes.empty()
+                             ? l.address(id)
+                             : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
     reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst);
     src = dst;
     shape = reduced;
@@ -96,7 +116,9 @@ absl::Status lower_reduce(Lowering& l, int id) {
   return absl::OkStatus();
 }
 
-// Transposes that rotate the dimensions after an unchanged prefix: a batch of 2D transposes.
+// Transposes that rotate the dimensions between an unchanged prefix and an unchanged suffix:
+// a batch of [a, c] -> [c, a] transposes of blocks of `inner` contiguous elements. With no
+// suffix the vector unit transposes tiles; with one, strided copies move the blocks.
 absl::Status lower_transpose(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
@@ -105,22 +127,42 @@ absl::Status lower_transpose(Lowering& l, int id) {
   int prefix = 0;
   while (prefix < rank && perm[static_cast<size_t>(prefix)] == prefix) ++prefix;
   if (prefix == rank) {
-    l.emit.copy(l.address(n.inputs[0]), 0, l.address(id), 0, 1, static_cast<uint32_t>(in.elements()), isa::F32);
+    l.emit.copy(l.address(n.inputs[0]), 0, l.address(id), 0, 1,
+                static_cast<uint32_t>(in.elements()), isa::F32);
     return absl::OkStatus();
   }
+  int suffix = rank;
+  while (suffix > prefix && perm[static_cast<size_t>(suffix - 1)] == suffix - 1) --suffix;
   const int64_t split = perm[static_cast<size_t>(prefix)];
-  for (int d = prefix; d < rank; ++d) {
-    const int64_t want = d - prefix < rank - split ? split + (d - prefix) : prefix + (d - prefix) - (rank - split);
+  for (int d = prefix; d < suffix; ++d) {
+    const int64_t pos = d - prefix;
+    const int64_t want = pos < suffix - split ? split + pos : prefix + pos - (suffix - split);
     if (perm[static_cast<size_t>(d)] != want) {
-      return absl::UnimplementedError(str_cat("tpusim backend: transpose permutation [", str_join(perm, ", "),
-                                              "] is not a rotation after an identity prefix"));
+      return absl::UnimplementedError(
+          str_cat("tpusim backend: transpose permutation [", str_join(perm, ", "),
+                  "] is not a rotation between unchanged outer and inner dimensions"));
     }
   }
   const int64_t batch = product(in, 0, prefix), a = product(in, prefix, static_cast<int>(split)),
-                c = product(in, static_cast<int>(split), rank);
+                c = product(in, static_cast<int>(split), suffix), inner = product(in, suffix, rank);
+  if (inner > 1) {
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(bi * a * c * inner) * 4;
+      const uint64_t dst = l.address(id) + static_cast<uint64_t>(bi * a * c * inner) * 4;
+      for (int64_t j = 0; j < c; ++j) {
+        // Output rows j*a .. j*a+a take input block column j of every input row.
+        l.emit.copy(
+            src + static_cast<uint64_t>(j * inner) * 4, static_cast<uint64_t>(c * inner) * 4,
+            dst + static_cast<uint64_t>(j * a * inner) * 4, static_cast<uint64_t>(inner) * 4,
+            static_cast<uint64_t>(a), static_cast<uint32_t>(inner), isa::F32);
+      }
+    }
+    return absl::OkStatus();
+  }
   // For each batch: [a, c] -> [c, a], in tiles of input rows.
   const uint64_t budget = l.emit.tile_budget_bytes() / 2;
-  const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(a, static_cast<int64_t>(budget / (c * 8))));
+  const int64_t tile_rows =
+      std::max<int64_t>(1, std::min<int64_t>(a, static_cast<int64_t>(budget / (c * 8))));
   for (int64_t bi = 0; bi < batch; ++bi) {
     const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(bi * a * c) * 4;
     const uint64_t dst = l.address(id) + static_cast<uint64_t>(bi * a * c) * 4;
@@ -129,21 +171,19 @@ absl::Status lower_transpose(Lowering& l, int id) {
       // Transpose the tile into a temporary, then place its columns with a strided copy.
       const uint64_t tmp = l.hbm.temporary(static_cast<uint64_t>(rows * c) * 4);
       l.emit.rowwise(tmp, static_cast<uint64_t>(c), static_cast<uint32_t>(rows), isa::F32,
-                     {TileOperand{TileOperand::Kind::kRow, src + static_cast<uint64_t>(r0 * c) * 4, isa::F32,
-                                  static_cast<uint32_t>(rows * c)}},
+                     {TileOperand{TileOperand::Kind::kRow, src + static_cast<uint64_t>(r0 * c) * 4,
+                                  isa::F32, static_cast<uint32_t>(rows * c)}},
                      0, 0, [&](Tile& t) {
                        // The whole [rows, c] tile sits in the once-loaded row; this tile of the
                        // output takes columns first_row .. first_row + t.rows() of it.
-                       const isa::Block whole = block(t.in(0).address(), static_cast<uint32_t>(rows),
-                                                      static_cast<uint32_t>(c), isa::F32);
-                       isa::Block part = whole;
-                       part.set_address(whole.address() + t.first_row() * 4);
-                       part.set_cols(t.rows());
-                       part.set_row_stride_bytes(static_cast<uint64_t>(c) * 4);
+                       isa::Block part =
+                           block(t.in(0).address() + t.first_row() * 4, static_cast<uint32_t>(rows),
+                                 t.rows(), isa::F32, static_cast<uint64_t>(c) * 4);
                        t.chain(t.e_builder().transpose(t.out(), part));
                      });
-      l.emit.copy(tmp, static_cast<uint64_t>(rows) * 4, dst + static_cast<uint64_t>(r0) * 4, static_cast<uint64_t>(a) * 4,
-                  static_cast<uint64_t>(c), static_cast<uint32_t>(rows), isa::F32);
+      l.emit.copy(tmp, static_cast<uint64_t>(rows) * 4, dst + static_cast<uint64_t>(r0) * 4,
+                  static_cast<uint64_t>(a) * 4, static_cast<uint64_t>(c),
+                  static_cast<uint32_t>(rows), isa::F32);
     }
   }
   return absl::OkStatus();
@@ -152,12 +192,14 @@ absl::Status lower_transpose(Lowering& l, int id) {
 absl::Status lower_concat(Lowering& l, int id) {
   const Node& n = l.node(id);
   const int axis = static_cast<int>(n.attrs.axis);
-  const int64_t outer = product(n.shape, 0, axis), inner = product(n.shape, axis + 1, n.shape.rank());
+  const int64_t outer = product(n.shape, 0, axis),
+                inner = product(n.shape, axis + 1, n.shape.rank());
   const int64_t total = n.shape.dim(axis);
   int64_t offset = 0;
   for (int in : n.inputs) {
     const int64_t part = l.node(in).shape.dim(axis);
-    l.emit.copy(l.address(in), static_cast<uint64_t>(part * inner) * 4, l.address(id) + static_cast<uint64_t>(offset * inner) * 4,
+    l.emit.copy(l.address(in), static_cast<uint64_t>(part * inner) * 4,
+                l.address(id) + static_cast<uint64_t>(offset * inner) * 4,
                 static_cast<uint64_t>(total * inner) * 4, static_cast<uint64_t>(outer),
                 static_cast<uint32_t>(part * inner), buffer_dtype(n));
     offset += part;
@@ -170,8 +212,9 @@ namespace {
 // Copies `box` (a shape) between two row-major tensors: element idx of the box is read at
 // src_origin + idx and written at dst_origin + idx of the respective shapes. The last two
 // dimensions go as one strided 2D copy per index of the leading ones.
-void copy_box(Lowering& l, uint64_t src, const Shape& src_shape, const std::vector<int64_t>& src_origin, uint64_t dst,
-              const Shape& dst_shape, const std::vector<int64_t>& dst_origin, const Shape& box, isa::DType dtype) {
+void copy_box(Lowering& l, uint64_t src, const Shape& src_shape,
+              const std::vector<int64_t>& src_origin, uint64_t dst, const Shape& dst_shape,
+              const std::vector<int64_t>& dst_origin, const Shape& box, isa::DType dtype) {
   const int rank = box.rank();
   const auto ss = src_shape.strides(), ds = dst_shape.strides();
   const int64_t q = rank >= 1 ? box.dim(rank - 1) : 1;
@@ -185,10 +228,13 @@ void copy_box(Lowering& l, uint64_t src, const Shape& src_shape, const std::vect
       so += (src_origin[static_cast<size_t>(d)] + idx) * ss[static_cast<size_t>(d)];
       dof += (dst_origin[static_cast<size_t>(d)] + idx) * ds[static_cast<size_t>(d)];
     }
-    const uint64_t src_stride = rank >= 2 ? static_cast<uint64_t>(ss[static_cast<size_t>(rank - 2)]) * 4 : 0;
-    const uint64_t dst_stride = rank >= 2 ? static_cast<uint64_t>(ds[static_cast<size_t>(rank - 2)]) * 4 : 0;
-    l.emit.copy(src + static_cast<uint64_t>(so) * 4, src_stride, dst + static_cast<uint64_t>(dof) * 4, dst_stride,
-                static_cast<uint64_t>(p), static_cast<uint32_t>(q), dtype);
+    const uint64_t src_stride =
+        rank >= 2 ? static_cast<uint64_t>(ss[static_cast<size_t>(rank - 2)]) * 4 : 0;
+    const uint64_t dst_stride =
+        rank >= 2 ? static_cast<uint64_t>(ds[static_cast<size_t>(rank - 2)]) * 4 : 0;
+    l.emit.copy(src + static_cast<uint64_t>(so) * 4, src_stride,
+                dst + static_cast<uint64_t>(dof) * 4, dst_stride, static_cast<uint64_t>(p),
+                static_cast<uint32_t>(q), dtype);
   }
 }
 
@@ -196,19 +242,22 @@ void copy_box(Lowering& l, uint64_t src, const Shape& src_shape, const std::vect
 
 absl::Status lower_slice(Lowering& l, int id) {
   const Node& n = l.node(id);
-  copy_box(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.begin, l.address(id), n.shape,
-           std::vector<int64_t>(static_cast<size_t>(n.shape.rank()), 0), n.shape, buffer_dtype(n));
+  copy_box(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.begin, l.address(id),
+           n.shape, std::vector<int64_t>(static_cast<size_t>(n.shape.rank()), 0), n.shape,
+           buffer_dtype(n));
   return absl::OkStatus();
 }
 
 absl::Status lower_pad(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
-  const uint32_t cols = n.shape.rank() == 0 ? 1 : static_cast<uint32_t>(n.shape.dim(n.shape.rank() - 1));
-  l.emit.rowwise(l.address(id), static_cast<uint64_t>(n.shape.elements()) / cols, cols, buffer_dtype(n), {}, 0, 0,
+  const uint32_t cols =
+      n.shape.rank() == 0 ? 1 : static_cast<uint32_t>(n.shape.dim(n.shape.rank() - 1));
+  l.emit.rowwise(l.address(id), static_cast<uint64_t>(n.shape.elements()) / cols, cols,
+                 buffer_dtype(n), {}, 0, 0,
                  [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
-  copy_box(l, l.address(n.inputs[0]), in, std::vector<int64_t>(static_cast<size_t>(in.rank()), 0), l.address(id), n.shape,
-           n.attrs.begin, in, buffer_dtype(n));
+  copy_box(l, l.address(n.inputs[0]), in, std::vector<int64_t>(static_cast<size_t>(in.rank()), 0),
+           l.address(id), n.shape, n.attrs.begin, in, buffer_dtype(n));
   return absl::OkStatus();
 }
 
@@ -216,7 +265,8 @@ absl::Status lower_matmul(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& a = l.node(n.inputs[0]).shape;
   const Shape& w = l.node(n.inputs[1]).shape;
-  const auto m = static_cast<uint32_t>(a.dim(a.rank() - 2)), k = static_cast<uint32_t>(a.dim(a.rank() - 1)),
+  const auto m = static_cast<uint32_t>(a.dim(a.rank() - 2)),
+             k = static_cast<uint32_t>(a.dim(a.rank() - 1)),
              cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
   const bool shared = w.rank() == 2;
   const int64_t batches = a.elements() / (int64_t{m} * k);
@@ -245,11 +295,12 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
   const Window& w = n.attrs.window;
-  const int64_t N = in.dim(0), H = in.dim(1), W = in.dim(2), C = in.dim(3), OH = n.shape.dim(1), OW = n.shape.dim(2);
+  const int64_t N = in.dim(0), H = in.dim(1), W = in.dim(2), C = in.dim(3), OH = n.shape.dim(1),
+                OW = n.shape.dim(2);
   const int64_t patch = w.kh * w.kw * C;
   // Zeros first (the padding), then each window row as one strided copy per (oy, ky, kx).
-  l.emit.rowwise(l.address(id), static_cast<uint64_t>(N * OH * OW), static_cast<uint32_t>(patch), isa::F32, {}, 0, 0,
-                 [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
+  l.emit.rowwise(l.address(id), static_cast<uint64_t>(N * OH * OW), static_cast<uint32_t>(patch),
+                 isa::F32, {}, 0, 0, [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t oy = 0; oy < OH; ++oy) {
       for (int64_t ky = 0; ky < w.kh; ++ky) {
@@ -263,10 +314,14 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
           while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
           if (ox1 <= ox0) continue;
           const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
-          const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(((b * H + y) * W + x0) * C) * 4;
-          const uint64_t dst = l.address(id) + static_cast<uint64_t>(((b * OH + oy) * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4;
-          l.emit.copy(src, static_cast<uint64_t>(w.sw * C) * 4, dst, static_cast<uint64_t>(patch) * 4,
-                      static_cast<uint64_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32);
+          const uint64_t src =
+              l.address(n.inputs[0]) + static_cast<uint64_t>(((b * H + y) * W + x0) * C) * 4;
+          const uint64_t dst =
+              l.address(id) +
+              static_cast<uint64_t>(((b * OH + oy) * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4;
+          l.emit.copy(src, static_cast<uint64_t>(w.sw * C) * 4, dst,
+                      static_cast<uint64_t>(patch) * 4, static_cast<uint64_t>(ox1 - ox0),
+                      static_cast<uint32_t>(C), isa::F32);
         }
       }
     }
@@ -280,44 +335,54 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Window& w = n.attrs.window;
   const Shape& p = l.node(n.inputs[0]).shape;
-  const int64_t N = n.shape.dim(0), H = n.shape.dim(1), W = n.shape.dim(2), C = n.shape.dim(3), OH = p.dim(1), OW = p.dim(2);
+  const int64_t N = n.shape.dim(0), H = n.shape.dim(1), W = n.shape.dim(2), C = n.shape.dim(3),
+                OH = p.dim(1), OW = p.dim(2);
   const int64_t patch = w.kh * w.kw * C;
-  const uint64_t image_bytes = static_cast<uint64_t>(H * W * C) * 4, patch_bytes = static_cast<uint64_t>(OH * OW * patch) * 4;
+  const uint64_t image_bytes = static_cast<uint64_t>(H * W * C) * 4,
+                 patch_bytes = static_cast<uint64_t>(OH * OW * patch) * 4;
   if (image_bytes + patch_bytes > l.emit.tile_budget_bytes()) {
-    return absl::UnimplementedError(str_cat("tpusim backend: patches_to_image of a ", H, "x", W, "x", C, " image with ",
-                                            OH, "x", OW, " windows needs ", image_bytes + patch_bytes,
-                                            " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
+    return absl::UnimplementedError(
+        str_cat("tpusim backend: patches_to_image of a ", H, "x", W, "x", C, " image with ", OH,
+                "x", OW, " windows needs ", image_bytes + patch_bytes,
+                " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
   }
   for (int64_t b = 0; b < N; ++b) {
-    const uint64_t patches = l.address(n.inputs[0]) + static_cast<uint64_t>(b * OH * OW * patch) * 4;
-    l.emit.rowwise(l.address(id) + static_cast<uint64_t>(b * H * W * C) * 4, 1, static_cast<uint32_t>(H * W * C), isa::F32,
-                   {TileOperand{TileOperand::Kind::kRow, patches, isa::F32, static_cast<uint32_t>(OH * OW * patch)}}, 0, 0,
-                   [&](Tile& t) {
-                     sim::CoreBuilder& bld = t.e_builder();
-                     const uint64_t image = t.out().address(), from = t.in(0).address();
-                     t.chain(bld.fill(t.out(), 0));
-                     for (int64_t oy = 0; oy < OH; ++oy) {
-                       for (int64_t ky = 0; ky < w.kh; ++ky) {
-                         const int64_t y = oy * w.sh + ky - w.pad_top;
-                         if (y < 0 || y >= H) continue;
-                         for (int64_t kx = 0; kx < w.kw; ++kx) {
-                           int64_t ox0 = 0;
-                           while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
-                           int64_t ox1 = OW;
-                           while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
-                           if (ox1 <= ox0) continue;
-                           const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
-                           const isa::Block dst = block(image + static_cast<uint64_t>((y * W + x0) * C) * 4,
-                                                        static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
-                                                        static_cast<uint64_t>(w.sw * C) * 4);
-                           const isa::Block src = block(from + static_cast<uint64_t>((oy * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4,
-                                                        static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
-                                                        static_cast<uint64_t>(patch) * 4);
-                           t.chain(bld.binary(Vector::ADD, dst, dst, src));
-                         }
-                       }
-                     }
-                   });
+    const uint64_t patches =
+        l.address(n.inputs[0]) + static_cast<uint64_t>(b * OH * OW * patch) * 4;
+    l.emit.rowwise(
+        l.address(id) + static_cast<uint64_t>(b * H * W * C) * 4, 1,
+        static_cast<uint32_t>(H * W * C), isa::F32,
+        {TileOperand{TileOperand::Kind::kRow, patches, isa::F32,
+                     static_cast<uint32_t>(OH * OW * patch)}},
+        0, 0, [&](Tile& t) {
+          sim::CoreBuilder& bld = t.e_builder();
+          const uint64_t image = t.out().address(), from = t.in(0).address();
+          t.chain(bld.fill(t.out(), 0));
+          for (int64_t oy = 0; oy < OH; ++oy) {
+            for (int64_t ky = 0; ky < w.kh; ++ky) {
+              const int64_t y = oy * w.sh + ky - w.pad_top;
+              if (y < 0 || y >= H) continue;
+              for (int64_t kx = 0; kx < w.kw; ++kx) {
+                int64_t ox0 = 0;
+                while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
+                int64_t ox1 = OW;
+                while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
+                if (ox1 <= ox0) continue;
+                const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
+                const isa::Block dst =
+                    block(image + static_cast<uint64_t>((y * W + x0) * C) * 4,
+                          static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
+                          static_cast<uint64_t>(w.sw * C) * 4);
+                const isa::Block src = block(
+                    from +
+                        static_cast<uint64_t>((oy * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4,
+                    static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
+                    static_cast<uint64_t>(patch) * 4);
+                t.chain(bld.binary(Vector::ADD, dst, dst, src));
+              }
+            }
+          }
+        });
   }
   return absl::OkStatus();
 }

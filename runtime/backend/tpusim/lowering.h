@@ -3,11 +3,11 @@
 // function emits one node's fragment(s); shapes are viewed as [rows, cols] with cols the last
 // dimension unless stated otherwise.
 
-#include <absl/status/status.h>
-
 #include <array>
 #include <cstdint>
 #include <vector>
+
+#include <absl/status/status.h>
 
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
@@ -28,7 +28,9 @@ class CompilerHbm {
   void set_temporaries_base(uint64_t base) { temp_base_ = base; }
   uint64_t constants_end() const { return const_top_; }
   uint64_t temporaries_peak() const { return temp_peak_; }
-  const std::vector<std::pair<uint64_t, std::vector<float>>>& constants() const { return constants_; }
+  const std::vector<std::pair<uint64_t, std::vector<float>>>& constants() const {
+    return constants_;
+  }
 
  private:
   uint64_t const_top_;
@@ -49,10 +51,14 @@ struct Lowering {
   const Node& node(int id) const { return graph.node(id); }
 };
 
+// A floating scalar known at compile time: a one-element constant, or a broadcast or reshape of
+// one. Elementwise fragments take it as an immediate operand, so it needs no buffer.
+bool foldable_scalar(const Graph& graph, int id, float* value);
+
 // The ISA dtype a node's buffer holds (f32 for every floating type, s32 for integers).
 isa::DType buffer_dtype(const Node& n);
 
-absl::Status lower_elementwise(Lowering& l, int id);   // binary, unary, select, cast
+absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);
 absl::Status lower_argmax(Lowering& l, int id);
@@ -68,7 +74,11 @@ absl::Status lower_patches_to_image(Lowering& l, int id);
 
 // Materialises `from` (shape `in`, buffer at `src`) broadcast to `out` with input dim i at
 // output dim map[i], into `dst`.
-void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map, const Shape& out,
-                    uint64_t dst);
+void emit_broadcast(Lowering& l, uint64_t src, const Shape& in, const std::vector<int64_t>& map,
+                    const Shape& out, uint64_t dst);
+// The fallback for any broadcast: one [P, Q] block of the output's last two dims per index of the
+// leading dims.
+void emit_broadcast_general(Lowering& l, uint64_t src, const Shape& in,
+                            const std::vector<int64_t>& map, const Shape& out, uint64_t dst);
 
 }  // namespace tpusim::runtime::tpusim_backend

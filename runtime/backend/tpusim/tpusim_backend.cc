@@ -19,9 +19,9 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
   static std::string built_for;
   if (system != nullptr) {
     if (built_for != slice_name) {
-      return absl::FailedPreconditionError(str_cat("the tpusim backend of this process simulates ", built_for,
-                                                   "; SystemC elaborates once per process, so ", slice_name,
-                                                   " needs a process of its own"));
+      return absl::FailedPreconditionError(str_cat(
+          "the tpusim backend of this process simulates ", built_for,
+          "; SystemC elaborates once per process, so ", slice_name, " needs a process of its own"));
     }
     return system.get();
   }
@@ -36,7 +36,8 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
 
 class TpusimExecutable final : public Executable {
  public:
-  TpusimExecutable(Graph graph, CompiledStep step) : graph_(std::move(graph)), step_(std::move(step)) {}
+  TpusimExecutable(Graph graph, CompiledStep step)
+      : graph_(std::move(graph)), step_(std::move(step)) {}
   const Graph& graph() const override { return graph_; }
   CompiledStep& step() { return step_; }
 
@@ -60,9 +61,11 @@ class TpusimBackend final : public Backend {
   explicit TpusimBackend(std::string slice) : slice_(std::move(slice)) {}
   std::string name() const override { return "tpusim"; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph, const CompileOptions& options) override {
+  absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
+                                                      const CompileOptions& options) override {
     if (options.precision != "fp32" && options.precision != "mxu") {
-      return absl::InvalidArgumentError(str_cat("tpusim backend: unknown precision '", options.precision, "'"));
+      return absl::InvalidArgumentError(
+          str_cat("tpusim backend: unknown precision '", options.precision, "'"));
     }
     auto system = shared_system(slice_);
     if (!system.ok()) return system.status();
@@ -71,7 +74,8 @@ class TpusimBackend final : public Backend {
     return std::make_unique<TpusimExecutable>(graph, *std::move(step));
   }
 
-  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables, const std::vector<Feeds>& feeds,
+  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
+                                           const std::vector<Feeds>& feeds,
                                            uint64_t first_step) override {
     auto& exe = static_cast<TpusimExecutable&>(executable);
     const Graph& g = exe.graph();
@@ -87,11 +91,14 @@ class TpusimBackend final : public Backend {
     }
     // Persistent state into HBM, then every step's batches to the host link.
     for (const auto& [address, values] : step.constants) {
-      if (auto st = system.write_hbm(0, address, values.data(), values.size() * 4); !st.ok()) return st;
+      if (auto st = system.write_hbm(0, address, values.data(), values.size() * 4); !st.ok())
+        return st;
     }
     for (int id : g.variables()) {
       const std::vector<uint8_t> data = bytes_of(variables.at(g.node(id).attrs.name));
-      if (auto st = system.write_hbm(0, step.plan.address[static_cast<size_t>(id)], data.data(), data.size()); !st.ok()) {
+      if (auto st = system.write_hbm(0, step.plan.address[static_cast<size_t>(id)], data.data(),
+                                     data.size());
+          !st.ok()) {
         return st;
       }
     }
@@ -103,15 +110,18 @@ class TpusimBackend final : public Backend {
         for (uint64_t at = 0; at < data.size(); at += t.rows_per_entry * row_bytes) {
           sim::FeedEntry entry;
           entry.bytes = std::min<uint64_t>(t.rows_per_entry * row_bytes, data.size() - at);
-          entry.data.assign(data.begin() + static_cast<long>(at), data.begin() + static_cast<long>(at + entry.bytes));
+          entry.data.assign(data.begin() + static_cast<long>(at),
+                            data.begin() + static_cast<long>(at + entry.bytes));
           if (auto st = system.send_infeed(0, std::move(entry), now); !st.ok()) return st;
         }
       }
     }
     isa::Program program = step.program;
     program.set_step_base(first_step);
-    program.mutable_cores(0)->mutable_instructions(step.loop_instruction)->mutable_loop()->set_count(
-        static_cast<uint32_t>(feeds.size()));
+    program.mutable_cores(0)
+        ->mutable_instructions(step.loop_instruction)
+        ->mutable_loop()
+        ->set_count(static_cast<uint32_t>(feeds.size()));
     auto run = system.run(program);
     if (!run.ok()) return run.status();
     last_cycles_ = run->cycles();
@@ -126,7 +136,8 @@ class TpusimBackend final : public Backend {
         std::vector<uint8_t> data;
         const uint64_t total = static_cast<uint64_t>(t.shape.elements()) * 4;
         while (data.size() < total) {
-          if (next >= entries.size()) return absl::InternalError("tpusim backend: the outfeed ended early");
+          if (next >= entries.size())
+            return absl::InternalError("tpusim backend: the outfeed ended early");
           data.insert(data.end(), entries[next].data.begin(), entries[next].data.end());
           ++next;
         }
@@ -141,8 +152,10 @@ class TpusimBackend final : public Backend {
     }
     for (int id : g.variables()) {
       HostTensor& v = variables[g.node(id).attrs.name];
-      void* dst = v.dtype == DType::kS32 ? static_cast<void*>(v.i.data()) : static_cast<void*>(v.f.data());
-      if (auto st = system.read_hbm(0, step.plan.address[static_cast<size_t>(id)], dst, static_cast<uint64_t>(v.elements()) * 4);
+      void* dst =
+          v.dtype == DType::kS32 ? static_cast<void*>(v.i.data()) : static_cast<void*>(v.f.data());
+      if (auto st = system.read_hbm(0, step.plan.address[static_cast<size_t>(id)], dst,
+                                    static_cast<uint64_t>(v.elements()) * 4);
           !st.ok()) {
         return st;
       }
@@ -157,6 +170,8 @@ class TpusimBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice) { return std::make_unique<TpusimBackend>(slice); }
+std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice) {
+  return std::make_unique<TpusimBackend>(slice);
+}
 
 }  // namespace tpusim::runtime

@@ -1,0 +1,38 @@
+#pragma once
+// The model zoo: small, real models as forward graphs over a batch of 28 x 28 x 1 images (the
+// Fashion-MNIST shape) with 10 classes, for the estimator, `tpusim compile` and benchmarks.
+//
+//   mlp          784 -> 256 relu -> 128 relu -> 10
+//   mnist_cnn    the TPUEstimator MNIST seed: conv 5x5x32 relu, max-pool 2, conv 5x5x64 relu,
+//                max-pool 2, dense 128 relu, dropout 0.4, dense 10
+//   resnet_small conv 3x3x16, two residual blocks (conv-BN-relu-conv-BN + skip), a stride-2
+//                block with a 1x1 projection, global average pool, dense 10
+//   transformer  the image's 28 rows as 28 tokens: project to 64, one encoder layer (4-head
+//                self-attention and a 128-wide feed-forward, each with residual and layer
+//                norm), mean over tokens, dense 10
+
+#include <absl/status/statusor.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/graph/builder.h"
+
+namespace tpusim::runtime::models {
+
+struct ModelInfo {
+  std::string name;
+  std::string description;
+};
+const std::vector<ModelInfo>& model_infos();
+
+// Logits [batch, 10] of `name` for images [batch, 28, 28, 1]; NotFound lists the models.
+absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images, bool training, uint64_t seed);
+
+// One training step of `name` at `batch`: infeeds "image" f32 [batch, 28, 28, 1] and "label"
+// s32 [batch]; mean cross-entropy loss; gradients of every variable; plain SGD updates at
+// `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
+absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch, float learning_rate,
+                                 uint64_t seed);
+
+}  // namespace tpusim::runtime::models
