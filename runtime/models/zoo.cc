@@ -31,7 +31,8 @@ Value mnist_cnn(GraphBuilder& b, Value images, bool training, uint64_t seed) {
   return layers::dense(b, h, 10, Activation::kNone, seed + 4);
 }
 
-Value residual_block(GraphBuilder& b, Value x, int64_t filters, int64_t stride, bool training, uint64_t seed) {
+Value residual_block(GraphBuilder& b, Value x, int64_t filters, int64_t stride, bool training,
+                     uint64_t seed) {
   Value h = layers::conv2d(b, x, filters, 3, stride, Padding::kSame, Activation::kNone, seed);
   h = b.unary(Op::kRelu, layers::batch_normalization(b, h, training));
   h = layers::conv2d(b, h, filters, 3, 1, Padding::kSame, Activation::kNone, seed + 1);
@@ -59,25 +60,31 @@ Value layer_norm(GraphBuilder& b, Value x, float epsilon = 1e-6f) {
   for (int i = 0; i < last; ++i) keep[static_cast<size_t>(i)] = i;
   const Value mean = b.broadcast(layers::reduce_mean(x, {last}), x.shape(), keep);
   const Value centred = x - mean;
-  const Value var = b.broadcast(layers::reduce_mean(b.unary(Op::kSquare, centred), {last}), x.shape(), keep);
+  const Value var =
+      b.broadcast(layers::reduce_mean(b.unary(Op::kSquare, centred), {last}), x.shape(), keep);
   return centred * b.unary(Op::kRsqrt, var + epsilon);
 }
 
 Value transformer(GraphBuilder& b, Value images, uint64_t seed) {
-  const int64_t n = images.shape().dim(0), tokens = 28, width = 28, d = 64, heads = 4, dh = d / heads;
-  Value x = layers::dense(b, b.reshape(images, {n, tokens, width}), d, Activation::kNone, seed);  // [n, 28, 64]
+  const int64_t n = images.shape().dim(0), tokens = 28, width = 28, d = 64, heads = 4,
+                dh = d / heads;
+  Value x = layers::dense(b, b.reshape(images, {n, tokens, width}), d, Activation::kNone,
+                          seed);  // [n, 28, 64]
   // Multi-head self-attention: [n, 28, 64] -> heads [n * 4, 28, 16].
   auto split_heads = [&](Value v) {
-    return b.reshape(b.transpose(b.reshape(v, {n, tokens, heads, dh}), {0, 2, 1, 3}), {n * heads, tokens, dh});
+    return b.reshape(b.transpose(b.reshape(v, {n, tokens, heads, dh}), {0, 2, 1, 3}),
+                     {n * heads, tokens, dh});
   };
   const Value q = split_heads(layers::dense(b, x, d, Activation::kNone, seed + 1));
   const Value k = split_heads(layers::dense(b, x, d, Activation::kNone, seed + 2));
   const Value v = split_heads(layers::dense(b, x, d, Activation::kNone, seed + 3));
   const Value scores = b.matmul(q, b.transpose(k, {0, 2, 1})) * (1.0f / 4.0f);  // 1 / sqrt(16)
-  const Value attended = b.matmul(layers::softmax(scores), v);                 // [n * 4, 28, 16]
-  const Value merged = b.reshape(b.transpose(b.reshape(attended, {n, heads, tokens, dh}), {0, 2, 1, 3}), {n, tokens, d});
+  const Value attended = b.matmul(layers::softmax(scores), v);                  // [n * 4, 28, 16]
+  const Value merged = b.reshape(
+      b.transpose(b.reshape(attended, {n, heads, tokens, dh}), {0, 2, 1, 3}), {n, tokens, d});
   x = layer_norm(b, x + layers::dense(b, merged, d, Activation::kNone, seed + 4));
-  const Value ff = layers::dense(b, layers::dense(b, x, 128, Activation::kRelu, seed + 5), d, Activation::kNone, seed + 6);
+  const Value ff = layers::dense(b, layers::dense(b, x, 128, Activation::kRelu, seed + 5), d,
+                                 Activation::kNone, seed + 6);
   x = layer_norm(b, x + ff);
   return layers::dense(b, layers::reduce_mean(x, {1}), 10, Activation::kNone, seed + 7);
 }
@@ -87,39 +94,51 @@ Value transformer(GraphBuilder& b, Value images, uint64_t seed) {
 const std::vector<ModelInfo>& model_infos() {
   static const std::vector<ModelInfo> kModels = {
       {"mlp", "784 -> 256 relu -> 128 relu -> 10"},
-      {"mnist_cnn", "conv 5x5x32, pool, conv 5x5x64, pool, dense 128, dropout 0.4, dense 10 (the TPUEstimator seed)"},
-      {"resnet_small", "conv 3x3x16, 3 residual blocks with batch norm, global average pool, dense 10"},
-      {"transformer", "28 row tokens, one encoder layer (4 heads, d 64, ff 128), mean pool, dense 10"},
+      {"mnist_cnn",
+       "conv 5x5x32, pool, conv 5x5x64, pool, dense 128, dropout 0.4, dense 10 (the TPUEstimator "
+       "seed)"},
+      {"resnet_small",
+       "conv 3x3x16, 3 residual blocks with batch norm, global average pool, dense 10"},
+      {"transformer",
+       "28 row tokens, one encoder layer (4 heads, d 64, ff 128), mean pool, dense 10"},
   };
   return kModels;
 }
 
-absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images, bool training, uint64_t seed) {
+absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
+                                  bool training, uint64_t seed) {
   Value logits;
-  if (name == "mlp") logits = mlp(b, images, seed);
-  else if (name == "mnist_cnn") logits = mnist_cnn(b, images, training, seed);
-  else if (name == "resnet_small") logits = resnet_small(b, images, training, seed);
-  else if (name == "transformer") logits = transformer(b, images, seed);
+  if (name == "mlp")
+    logits = mlp(b, images, seed);
+  else if (name == "mnist_cnn")
+    logits = mnist_cnn(b, images, training, seed);
+  else if (name == "resnet_small")
+    logits = resnet_small(b, images, training, seed);
+  else if (name == "transformer")
+    logits = transformer(b, images, seed);
   else {
     std::vector<std::string> names;
     for (const auto& m : model_infos()) names.push_back(m.name);
-    return absl::NotFoundError(str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
+    return absl::NotFoundError(
+        str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
   }
   if (!b.status().ok()) return b.status();
   return logits;
 }
 
-absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch, float learning_rate,
-                                 uint64_t seed) {
+absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
+                                 float learning_rate, uint64_t seed) {
   const Value images = b.infeed("image", DType::kF32, {batch, 28, 28, 1});
   const Value labels = b.infeed("label", DType::kS32, {batch});
   auto logits = build_model(b, name, images, /*training=*/true, seed);
   if (!logits.ok()) return logits.status();
-  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
+  const Value loss =
+      layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
   std::vector<Value> vars;
   for (int id : b.graph().variables()) {
     const std::string& var = b.graph().node(id).attrs.name;
-    if (var.find("moving_") == std::string::npos) vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
+    if (var.find("moving_") == std::string::npos)
+      vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
   }
   auto grads = gradients(b, loss, vars);
   if (!grads.ok()) return grads.status();

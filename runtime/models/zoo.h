@@ -11,10 +11,10 @@
 //                self-attention and a 128-wide feed-forward, each with residual and layer
 //                norm), mean over tokens, dense 10
 
-#include <absl/status/statusor.h>
-
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/graph/builder.h"
 
@@ -27,12 +27,13 @@ struct ModelInfo {
 const std::vector<ModelInfo>& model_infos();
 
 // Logits [batch, 10] of `name` for images [batch, 28, 28, 1]; NotFound lists the models.
-absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images, bool training, uint64_t seed);
+absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
+                                  bool training, uint64_t seed);
 
 // One training step of `name` at `batch`: infeeds "image" f32 [batch, 28, 28, 1] and "label"
 // s32 [batch]; mean cross-entropy loss; gradients of every variable; plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
-absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch, float learning_rate,
-                                 uint64_t seed);
+absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
+                                 float learning_rate, uint64_t seed);
 
 }  // namespace tpusim::runtime::models

@@ -68,6 +68,13 @@ Feeds make_feeds(const OpCase& c, uint32_t seed) {
   return feeds;
 }
 
+HostTensor make_cotangent(const Shape& shape, uint32_t seed) {
+  HostTensor cot = HostTensor::zeros(DType::kF32, shape);
+  sim::RandomStream rng(sim::mix64(seed) ^ 0xc07);
+  for (float& v : cot.f) v = static_cast<float>(2 * rng.uniform() - 1);
+  return cot;
+}
+
 absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with_loss) {
   GraphBuilder b;
   std::vector<Value> inputs;
@@ -75,9 +82,7 @@ absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with
   const Value y = c.build(b, inputs);
   b.output("output", y);
   if (c.differentiable && y.valid()) {
-    HostTensor cot = HostTensor::zeros(DType::kF32, y.shape());
-    sim::RandomStream rng(sim::mix64(seed) ^ 0xc07);
-    for (float& v : cot.f) v = static_cast<float>(2 * rng.uniform() - 1);
+    HostTensor cot = make_cotangent(y.shape(), seed);
     std::vector<Value> wrt;
     std::vector<std::string> names;
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -39,6 +39,8 @@ struct CaseResult {
 
 // Graph inputs: one seeded batch per infeed of the case.
 Feeds make_feeds(const OpCase& c, uint32_t seed);
+// The cotangent the backward check multiplies the output by: uniform [-1, 1), seeded.
+HostTensor make_cotangent(const Shape& shape, uint32_t seed);
 // The case's graph: its inputs as infeeds, "output", and (when differentiable) one
 // "grad(<name>)" output per floating input and variable.
 // With `with_loss`, also "loss" = sum(cotangent x output), for finite differences.

@@ -9,7 +9,9 @@ namespace tpusim::sim {
 
 ProgramStats program_stats(const isa::Program& program) {
   ProgramStats stats;
-  auto vmem = [&](const isa::Block& b) { stats.vmem_high_water_bytes = std::max(stats.vmem_high_water_bytes, end_address(b)); };
+  auto vmem = [&](const isa::Block& b) {
+    stats.vmem_high_water_bytes = std::max(stats.vmem_high_water_bytes, end_address(b));
+  };
   for (const auto& core : program.cores()) {
     for (const auto& in : core.instructions()) {
       ++stats.instructions;

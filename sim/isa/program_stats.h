@@ -12,7 +12,8 @@ namespace tpusim::sim {
 
 struct ProgramStats {
   uint64_t instructions = 0;
-  std::map<std::string, uint64_t> per_unit;  // "dma", "mxu", "vpu", "infeed", "outfeed", "sequencer"
+  std::map<std::string, uint64_t>
+      per_unit;  // "dma", "mxu", "vpu", "infeed", "outfeed", "sequencer"
   uint64_t vmem_high_water_bytes = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+
 #include <nlohmann/json.hpp>
 
 #include "configs/loader.h"
@@ -20,14 +21,17 @@ namespace po = boost::program_options;
 int run_compile(const std::vector<std::string>& args) {
   po::options_description options("options");
   int64_t batch = 0;
-  options.add_options()("model", po::value<std::string>()->required(), "zoo model: mlp, mnist_cnn, resnet_small, transformer")(
-      "config", po::value<std::string>()->default_value("v3-8"), "slice config file or built-in name")(
-      "batch", po::value<int64_t>(&batch)->default_value(128), "examples per core")(
+  options.add_options()("model", po::value<std::string>()->required(),
+                        "zoo model: mlp, mnist_cnn, resnet_small, transformer")(
+      "config", po::value<std::string>()->default_value("v3-8"),
+      "slice config file or built-in name")("batch", po::value<int64_t>(&batch)->default_value(128),
+                                            "examples per core")(
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N] [--dump] [--json]\n\n"
       "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
-      "loop around it) for one core and prints the program's static figures: instructions per unit,\n"
+      "loop around it) for one core and prints the program's static figures: instructions per "
+      "unit,\n"
       "HBM footprint and VMEM high-water mark. --dump prints the program itself.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
@@ -37,12 +41,15 @@ int run_compile(const std::vector<std::string>& args) {
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
-  if (auto s = runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch, 0.01f, 1); !s.ok()) {
+  if (auto s =
+          runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch, 0.01f, 1);
+      !s.ok()) {
     return failure(std::string(s.message()));
   }
   auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0);
   if (!step.ok()) return failure(std::string(step.status().message()));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (vm["dump"].as<bool>()) {
     std::cout << sim::dump_program(step->program);
     return kOk;
@@ -70,21 +77,24 @@ int run_compile(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch " << batch << " per core) for "
-            << (*slice)->name << " core 0 in " << seconds << " s\n"
-            << "  graph          " << b.graph().size() << " nodes, " << parameters << " parameters\n"
+  std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch " << batch
+            << " per core) for " << (*slice)->name << " core 0 in " << seconds << " s\n"
+            << "  graph          " << b.graph().size() << " nodes, " << parameters
+            << " parameters\n"
             << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
   std::vector<std::pair<uint64_t, std::string>> by_op;
   for (const auto& [op, count] : step->instructions_per_op) by_op.emplace_back(count, op);
   std::sort(by_op.rbegin(), by_op.rend());
   std::cout << "\n  most from      ";
-  for (size_t i = 0; i < std::min<size_t>(5, by_op.size()); ++i) std::cout << (i ? ", " : "") << by_op[i].second << " " << by_op[i].first;
-  std::cout << "\n  HBM            " << step->hbm_bytes / 1048576.0 << " MiB footprint (tensors peak "
-            << step->plan.peak_bytes / 1048576.0 << " MiB, of which variables and constants "
-            << step->plan.persistent_bytes / 1048576.0 << " MiB)\n"
-            << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0 << " MiB high-water of "
-            << (*slice)->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
+  for (size_t i = 0; i < std::min<size_t>(5, by_op.size()); ++i)
+    std::cout << (i ? ", " : "") << by_op[i].second << " " << by_op[i].first;
+  std::cout << "\n  HBM            " << step->hbm_bytes / 1048576.0
+            << " MiB footprint (tensors peak " << step->plan.peak_bytes / 1048576.0
+            << " MiB, of which variables and constants " << step->plan.persistent_bytes / 1048576.0
+            << " MiB)\n"
+            << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
+            << " MiB high-water of " << (*slice)->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
   return kOk;
 }
 
