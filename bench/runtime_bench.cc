@@ -1,9 +1,9 @@
 // The runtime's costs: one training step of a zoo model on the tpusim backend (compiled program
 // on the simulated core, numerics on) against the cpu backend, and compile time per model. Its
 // own binary: the tpusim backend owns the process's System.
-#include <benchmark/benchmark.h>
-
 #include <chrono>
+
+#include <benchmark/benchmark.h>
 
 #include "configs/loader.h"
 #include "runtime/backend/backend.h"
@@ -18,11 +18,13 @@ using namespace tpusim::runtime;
 
 std::vector<Feeds> batches(int64_t batch) {
   opcheck::OpCase c;
-  c.inputs = {{"image", DType::kF32, {batch, 28, 28, 1}, 0, 1}, {"label", DType::kS32, {batch}, 0, 10}};
+  c.inputs = {{"image", DType::kF32, {batch, 28, 28, 1}, 0, 1},
+              {"label", DType::kS32, {batch}, 0, 10}};
   return {opcheck::make_feeds(c, 7)};
 }
 
-double step_seconds(const std::string& backend_name, const Graph& graph, const std::vector<Feeds>& feeds) {
+double step_seconds(const std::string& backend_name, const Graph& graph,
+                    const std::vector<Feeds>& feeds) {
   auto backend = make_backend(backend_name);
   auto exe = (*backend)->compile(graph, {backend_name == "cpu" ? "mxu" : "fp32"});
   Variables vars = initial_variables(graph);
@@ -52,8 +54,14 @@ void BM_TrainingStep(benchmark::State& state, const char* model) {
   state.counters["cpu_s"] = cpu;
   state.counters["tpusim_over_cpu"] = tpu / cpu;
 }
-BENCHMARK_CAPTURE(BM_TrainingStep, mlp, "mlp")->Arg(128)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(BM_TrainingStep, mnist_cnn, "mnist_cnn")->Arg(128)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, mlp, "mlp")
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, mnist_cnn, "mnist_cnn")
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 // Graph construction (with autodiff) plus compilation to one core's program, batch 128.
 void BM_Compile(benchmark::State& state, const char* model) {
@@ -61,7 +69,8 @@ void BM_Compile(benchmark::State& state, const char* model) {
   uint64_t instructions = 0;
   for (auto _ : state) {
     GraphBuilder b;
-    if (!models::build_training_step(b, model, 128, 0.01f, 1).ok()) state.SkipWithError("build failed");
+    if (!models::build_training_step(b, model, 128, 0.01f, 1).ok())
+      state.SkipWithError("build failed");
     auto step = tpusim_backend::compile_graph(b.graph(), **slice, 0);
     if (!step.ok()) state.SkipWithError("compile failed");
     instructions = static_cast<uint64_t>(step->program.cores(0).instructions_size());

@@ -5,6 +5,7 @@
 // Usage: tpusim_interop_dump DIR
 #include <fstream>
 #include <iostream>
+
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend/backend.h"
@@ -21,8 +22,10 @@ namespace {
 
 json tensor_json(const HostTensor& t) {
   json j{{"shape", t.shape.dims()}, {"dtype", dtype_name(t.dtype)}};
-  if (t.dtype == DType::kS32) j["values"] = t.i;
-  else j["values"] = t.f;
+  if (t.dtype == DType::kS32)
+    j["values"] = t.i;
+  else
+    j["values"] = t.f;
   return j;
 }
 
@@ -63,9 +66,13 @@ int main(int argc, char** argv) {
     const Variables vars = initial_variables(*graph);
     Outputs out;
     if (!run_cpu(*graph, vars, feeds, &out)) return 1;
-    json j{{"op", c.op}, {"shape", c.shape}, {"inputs", map_json(feeds)}, {"variables", map_json(vars)},
+    json j{{"op", c.op},
+           {"shape", c.shape},
+           {"inputs", map_json(feeds)},
+           {"variables", map_json(vars)},
            {"outputs", map_json(out)}};
-    if (c.differentiable) j["cotangent"] = tensor_json(opcheck::make_cotangent(out.at("output").shape, 1));
+    if (c.differentiable)
+      j["cotangent"] = tensor_json(opcheck::make_cotangent(out.at("output").shape, 1));
     std::ofstream(dir + "/case_" + std::to_string(index++) + ".json") << j.dump();
   }
   // mnist_cnn: forward (logits, mean loss) and the gradients of the loss.
@@ -74,22 +81,26 @@ int main(int argc, char** argv) {
   const Value labels = b.infeed("label", DType::kS32, {8});
   auto logits = models::build_model(b, "mnist_cnn", images, /*training=*/false, 1);
   if (!logits.ok()) return 1;
-  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
+  const Value loss =
+      layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
   std::vector<Value> vars;
   for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
   auto grads = gradients(b, loss, vars);
   if (!grads.ok()) return 1;
   b.output("logits", *logits);
   b.output("loss", loss);
-  for (size_t i = 0; i < vars.size(); ++i) b.output("grad(" + b.graph().node(vars[i].id).attrs.name + ")", (*grads)[i]);
+  for (size_t i = 0; i < vars.size(); ++i)
+    b.output("grad(" + b.graph().node(vars[i].id).attrs.name + ")", (*grads)[i]);
   opcheck::OpCase c;
   c.inputs = {{"image", DType::kF32, {8, 28, 28, 1}, 0, 1}, {"label", DType::kS32, {8}, 0, 10}};
   const Feeds feeds = opcheck::make_feeds(c, 5);
   const Variables values = initial_variables(b.graph());
   Outputs out;
   if (!run_cpu(b.graph(), values, feeds, &out)) return 1;
-  std::ofstream(dir + "/mnist_cnn.json")
-      << json{{"inputs", map_json(feeds)}, {"variables", map_json(values)}, {"outputs", map_json(out)}}.dump();
+  std::ofstream(dir + "/mnist_cnn.json") << json{
+      {"inputs", map_json(feeds)},
+      {"variables", map_json(values)},
+      {"outputs", map_json(out)}}.dump();
   std::cout << index << " op cases and mnist_cnn written to " << dir << "\n";
   return 0;
 }

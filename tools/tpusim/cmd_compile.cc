@@ -67,6 +67,7 @@ int run_compile(const std::vector<std::string>& args) {
                                       {"instructions", stats.instructions},
                                       {"instructions_per_unit", units},
                                       {"instructions_per_op", step->instructions_per_op},
+                                      {"fused_nodes", step->fused_nodes},
                                       {"hbm_footprint_bytes", step->hbm_bytes},
                                       {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
                                       {"hbm_persistent_bytes", step->plan.persistent_bytes},
@@ -79,8 +80,8 @@ int run_compile(const std::vector<std::string>& args) {
   }
   std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch " << batch
             << " per core) for " << (*slice)->name << " core 0 in " << seconds << " s\n"
-            << "  graph          " << b.graph().size() << " nodes, " << parameters
-            << " parameters\n"
+            << "  graph          " << b.graph().size() << " nodes (" << step->fused_nodes
+            << " elementwise ones fused into shared fragments), " << parameters << " parameters\n"
             << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
   std::vector<std::pair<uint64_t, std::string>> by_op;

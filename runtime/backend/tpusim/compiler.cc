@@ -95,6 +95,48 @@ std::vector<bool> needed_nodes(const Graph& g) {
   return needed;
 }
 
+// Groups of elementwise nodes to fuse: starting from each elementwise node read outside any
+// group (in reverse order), absorb elementwise producers of the same shape all of whose readers
+// are in the group and which are no output or update value. Returns, per node, the root of its
+// group (-1 when it is not grouped).
+std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed) {
+  const int n = g.size();
+  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    for (int in : g.node(id).inputs) readers[static_cast<size_t>(in)].push_back(id);
+  }
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  auto fusible = [&](int id) {
+    const Node& node = g.node(id);
+    return folds_operands(node.op) && node.dtype != DType::kS32 && needed[static_cast<size_t>(id)];
+  };
+  std::vector<int> root(static_cast<size_t>(n), -1);
+  for (int id = n - 1; id >= 0; --id) {
+    if (!fusible(id) || root[static_cast<size_t>(id)] >= 0) continue;
+    root[static_cast<size_t>(id)] = id;
+    std::vector<int> frontier{id};
+    while (!frontier.empty()) {
+      const int m = frontier.back();
+      frontier.pop_back();
+      for (int in : g.node(m).inputs) {
+        if (!fusible(in) || root[static_cast<size_t>(in)] >= 0 || exported[static_cast<size_t>(in)])
+          continue;
+        if (g.node(in).shape != g.node(id).shape) continue;
+        bool all_inside = true;
+        for (int r : readers[static_cast<size_t>(in)])
+          all_inside &= root[static_cast<size_t>(r)] == id;
+        if (!all_inside) continue;
+        root[static_cast<size_t>(in)] = id;
+        frontier.push_back(in);
+      }
+    }
+  }
+  return root;
+}
+
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
   switch (n.op) {
@@ -158,7 +200,41 @@ absl::Status lower_node(Lowering& l, int id) {
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
                                            uint32_t core, isa::Precision precision) {
   CompiledStep out;
-  out.plan = plan_hbm(graph, 0);
+  // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
+  // each buffer is read: the HBM plan follows the order fragments really run in.
+  const std::vector<bool> needed = needed_nodes(graph);
+  const std::vector<int> group = fusion_groups(graph, needed);
+  PlanRequest request;
+  request.materialized.assign(static_cast<size_t>(graph.size()), true);
+  request.reads.resize(static_cast<size_t>(graph.size()));
+  for (int id = 0; id < graph.size(); ++id) {
+    const Node& node = graph.node(id);
+    const int root = group[static_cast<size_t>(id)];
+    const bool source =
+        node.op == Op::kVariable || node.op == Op::kConstant || node.op == Op::kInfeed;
+    if (!needed[static_cast<size_t>(id)] && !source)
+      request.materialized[static_cast<size_t>(id)] = false;
+    if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
+    if (!needed[static_cast<size_t>(id)]) continue;
+    for (int in : node.inputs) {
+      const int reader = root >= 0 ? root : id;
+      if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
+      request.reads[static_cast<size_t>(reader)].push_back(in);
+    }
+  }
+  out.plan = plan_hbm(graph, 0, &request);
+  if (out.plan.peak_bytes + kConstantsRegion > slice.chip.hbm.capacity_bytes) {
+    int largest = 0;
+    for (int id = 0; id < graph.size(); ++id) {
+      if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
+    }
+    const Node& big = graph.node(largest);
+    return absl::ResourceExhaustedError(
+        str_cat("tpusim backend: the step's tensors need ", out.plan.peak_bytes,
+                " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label,
+                "' ", dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big),
+                " bytes); the chip has ", slice.chip.hbm.capacity_bytes));
+  }
   const uint64_t constants_base = (out.plan.peak_bytes + 4095) / 4096 * 4096;
   CompilerHbm hbm(constants_base, constants_base + kConstantsRegion);
   hbm.set_temporaries_base(constants_base + kConstantsRegion);
@@ -194,13 +270,25 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     }
     out.infeeds.push_back(t);
   }
-  const std::vector<bool> needed = needed_nodes(graph);
   for (int id = 0; id < graph.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
+    const int root = group[static_cast<size_t>(id)];
+    if (root >= 0 && root != id) continue;  // computed with its group's root
     hbm.next_node();
     const int before = b.size();
-    absl::Status s = lower_node(l, id);
+    absl::Status s;
+    if (root == id) {
+      std::vector<int> members;
+      for (int m = 0; m <= id; ++m) {
+        if (group[static_cast<size_t>(m)] == id) members.push_back(m);
+      }
+      s = lower_fused(l, members);
+      out.fused_nodes += members.size() > 1 ? members.size() : 0;
+    } else {
+      s = lower_node(l, id);
+    }
     out.instructions_per_op[op_name(graph.node(id).op)] += static_cast<uint64_t>(b.size() - before);
+    if (s.ok()) s = emit.status();
     if (!s.ok()) {
       return absl::Status(s.code(),
                           str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));

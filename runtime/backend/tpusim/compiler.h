@@ -39,7 +39,8 @@ struct CompiledStep {
       constants;           // HBM address -> values (graph and compiler)
   uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
   std::map<std::string, uint64_t>
-      instructions_per_op;  // graph op name -> instructions emitted for it
+      instructions_per_op;   // graph op name -> instructions emitted for it
+  uint64_t fused_nodes = 0;  // elementwise nodes computed inside a multi-node fused fragment
 };
 
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
 #include "sim/memory/block.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -47,6 +48,16 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
 
 void Emitter::begin_fragment() { fragment_base_ = flags_.count(written_); }
 
+bool Emitter::row_fits(uint64_t row_bytes) {
+  if (row_bytes > 0 && row_bytes <= slot_bytes_) return true;
+  if (status_.ok()) {
+    status_ = absl::UnimplementedError(str_cat("a row of ", row_bytes,
+                                               " bytes does not fit the VMEM tile budget of ",
+                                               slot_bytes_, " bytes"));
+  }
+  return false;
+}
+
 void Emitter::ordered(InstrRef& ref) {
   if (fragment_base_ > 0) ref.wait(written_, fragment_base_);
 }
@@ -57,6 +68,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
                       const std::vector<TileOperand>& inputs, uint32_t scratch,
                       uint32_t scratch_width, const std::function<void(Tile&)>& body) {
   begin_fragment();
+  if (!row_fits(uint64_t{cols} * 4)) return;
   // Bytes one row of a tile takes in its slot.
   uint64_t per_row =
       uint64_t{cols} * 4 + uint64_t{scratch} * (scratch_width > 0 ? scratch_width : cols) * 4;
@@ -167,6 +179,7 @@ void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst
                    uint64_t rows, uint32_t cols, isa::DType dtype) {
   begin_fragment();
   const uint64_t row_bytes = uint64_t{cols} * 4;
+  if (!row_fits(row_bytes)) return;
   uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / row_bytes));
   std::array<uint64_t, 2> slot_uses{};
   const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]),

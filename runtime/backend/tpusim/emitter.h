@@ -12,6 +12,8 @@
 #include <functional>
 #include <vector>
 
+#include <absl/status/status.h>
+
 #include "configs/slice_spec.h"
 #include "runtime/lowering/flag_pool.h"
 #include "sim/isa/builder.h"
@@ -88,6 +90,9 @@ class Emitter {
   void copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows,
             uint32_t cols, isa::DType dtype);
 
+  // OK unless a fragment could not be emitted (a row wider than a VMEM tile).
+  const absl::Status& status() const { return status_; }
+
   // A VMEM region of `bytes` for fragments that manage VMEM themselves (from offset 0).
   uint64_t vmem_capacity() const { return core_.vmem_bytes; }
   // The DMA engine for the next transfer (spreads transfers over the engines).
@@ -106,6 +111,8 @@ class Emitter {
   uint64_t fragment_base_ = 0;  // `written` count every instruction of the fragment waits for
   uint64_t slot_bytes_ = 0;
   uint32_t engine_ = 0;
+  absl::Status status_;
+  bool row_fits(uint64_t row_bytes);
 };
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -60,8 +60,15 @@ uint64_t buffer_bytes(const Node& node) {
   return align(static_cast<uint64_t>(node.shape.elements()) * 4);
 }
 
-HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
+HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) {
   const int n = graph.size();
+  PlanRequest defaults;
+  if (request == nullptr) {
+    defaults.materialized.assign(static_cast<size_t>(n), true);
+    defaults.reads.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) defaults.reads[static_cast<size_t>(i)] = graph.node(i).inputs;
+    request = &defaults;
+  }
   HbmPlan plan;
   plan.address.assign(static_cast<size_t>(n), 0);
   plan.owner.resize(static_cast<size_t>(n));
@@ -70,51 +77,47 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base) {
     plan.owner[static_cast<size_t>(i)] =
         aliases_input(node.op) ? plan.owner[static_cast<size_t>(node.inputs[0])] : i;
   }
-  // Last use of each owned buffer, through any alias.
+  auto owner = [&](int id) { return plan.owner[static_cast<size_t>(id)]; };
+  // Last fragment that reads each owned buffer, through any alias.
   std::vector<int> last(static_cast<size_t>(n), -1);
   for (int i = 0; i < n; ++i) {
-    last[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])] =
-        std::max(last[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])], i);
-    for (int in : graph.node(i).inputs) {
-      int& slot = last[static_cast<size_t>(plan.owner[static_cast<size_t>(in)])];
+    int& own = last[static_cast<size_t>(owner(i))];
+    own = std::max(own, i);
+    for (int in : request->reads[static_cast<size_t>(i)]) {
+      int& slot = last[static_cast<size_t>(owner(in))];
       slot = std::max(slot, i);
     }
   }
-  for (const auto& o : graph.outputs())
-    last[static_cast<size_t>(plan.owner[static_cast<size_t>(o.node)])] = n;
-  for (const auto& u : graph.updates())
-    last[static_cast<size_t>(plan.owner[static_cast<size_t>(u.value)])] = n;
+  for (const auto& o : graph.outputs()) last[static_cast<size_t>(owner(o.node))] = n;
+  for (const auto& u : graph.updates()) last[static_cast<size_t>(owner(u.value))] = n;
 
+  auto persistent = [&](int i) {
+    const Op op = graph.node(i).op;
+    return op == Op::kVariable || op == Op::kConstant;
+  };
+  auto own_buffer = [&](int i) {
+    return owner(i) == i && request->materialized[static_cast<size_t>(i)];
+  };
   Allocator alloc(base);
   for (int i = 0; i < n; ++i) {
-    const Node& node = graph.node(i);
-    if (node.op == Op::kVariable || node.op == Op::kConstant) {
-      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(node));
-    }
+    if (persistent(i))
+      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
   }
   plan.persistent_bytes = alloc.top() - base;
-  // Buffers to release after each node.
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
-    const Node& node = graph.node(i);
-    if (plan.owner[static_cast<size_t>(i)] != i || node.op == Op::kVariable ||
-        node.op == Op::kConstant)
-      continue;
-    if (last[static_cast<size_t>(i)] >= 0)
-      release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
+    if (!own_buffer(i) || persistent(i)) continue;
+    release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
   for (int i = 0; i < n; ++i) {
-    const Node& node = graph.node(i);
-    if (plan.owner[static_cast<size_t>(i)] == i && node.op != Op::kVariable &&
-        node.op != Op::kConstant) {
-      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(node));
-    } else if (plan.owner[static_cast<size_t>(i)] != i) {
-      plan.address[static_cast<size_t>(i)] =
-          plan.address[static_cast<size_t>(plan.owner[static_cast<size_t>(i)])];
+    if (own_buffer(i) && !persistent(i)) {
+      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
+    } else if (owner(i) != i) {
+      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner(i))];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
-    // A node's own buffer is never released before the node is computed; unused values (no
-    // reader) are released right after it.
+    // A fragment's output is never released before it runs; a value no fragment reads is
+    // released right after it.
     for (int dead : release_after[static_cast<size_t>(i)]) {
       alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
     }

@@ -19,7 +19,16 @@ struct HbmPlan {
   uint64_t peak_bytes = 0;        // everything at the busiest point, persistent included
 };
 
-HbmPlan plan_hbm(const Graph& graph, uint64_t base);
+// What the compiler decided about each node: whether its value lives in HBM (fused
+// intermediates and dead nodes do not) and which buffers its fragment reads (a fused group's
+// root reads the outside inputs of all its members). Without it every node has a buffer and
+// reads its inputs.
+struct PlanRequest {
+  std::vector<bool> materialized;
+  std::vector<std::vector<int>> reads;
+};
+
+HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);
 
 // Bytes of a node's buffer.
 uint64_t buffer_bytes(const Node& node);

@@ -1,5 +1,7 @@
 // Lowering of elementwise ops, broadcasts, one_hot, argmax and the RNG to row-tiled vector
 // fragments.
+#include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "common/strings.h"
@@ -128,89 +130,112 @@ Vector::Op vector_op(Op op) {
   }
 }
 
-// Rounds a tile's f32 result to bf16 values (through a bf16 scratch) when the node is bf16.
-void finish(Tile& t, const isa::Block& result, DType dtype, size_t scratch) {
-  sim::CoreBuilder& b = t.e_builder();
-  if (dtype == DType::kBF16) {
-    isa::Block half = t.scratch(scratch);
-    half.set_dtype(isa::BF16);
-    t.chain(b.cast(half, result));
-    t.chain(b.cast(t.out(), half));
-  } else if (result.address() != t.out().address()) {
-    t.chain(b.unary(Vector::COPY, t.out(), result));
-  }
-}
-
 }  // namespace
 
-absl::Status lower_elementwise(Lowering& l, int id) {
-  const Node& n = l.node(id);
-  const Shape out = n.shape;
+absl::Status lower_elementwise(Lowering& l, int id) { return lower_fused(l, {id}); }
+
+absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
+  const int root = members.back();
+  const Node& root_node = l.node(root);
+  const Shape out = root_node.shape;
   const uint64_t rows = rows_of(out);
   const uint32_t cols = cols_of(out);
-  std::vector<Operand> ops;
-  for (int in : n.inputs) ops.push_back(classify_operand(l, in, out));
+  auto is_member = [&](int id) {
+    return std::find(members.begin(), members.end(), id) != members.end();
+  };
+  // Every distinct outside input, classified once against the group's shape.
+  std::map<int, Operand> outside;
   std::vector<TileOperand> tiles;
-  std::vector<int> slot(ops.size(), -1);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].immediate) continue;
-    slot[i] = static_cast<int>(tiles.size());
-    tiles.push_back(ops[i].tile);
-  }
-  const Op op = n.op;
-  const DType dtype = n.dtype;
-  l.emit.rowwise(l.address(id), rows, cols, buffer_dtype(n), tiles, 3, 0, [&](Tile& t) {
-    sim::CoreBuilder& b = t.e_builder();
-    // Operand i as a full [rows, cols] block (broadcast or filled into scratch i when needed).
-    auto full = [&](size_t i) -> isa::Block {
-      if (ops[i].immediate) {
-        t.chain(b.fill(t.scratch(i), ops[i].value));
-        return t.scratch(i);
+  std::map<int, size_t> slot;
+  for (int m : members) {
+    for (int in : l.node(m).inputs) {
+      if (is_member(in) || outside.count(in) > 0) continue;
+      outside[in] = classify_operand(l, in, out);
+      if (!outside[in].immediate) {
+        slot[in] = tiles.size();
+        tiles.push_back(outside[in].tile);
       }
-      if (ops[i].tile.kind == TileOperand::Kind::kFull) return t.in(static_cast<size_t>(slot[i]));
-      t.chain(b.broadcast(t.scratch(i), t.in(static_cast<size_t>(slot[i]))));
-      return t.scratch(i);
-    };
-    const isa::Block result = dtype == DType::kBF16 ? t.scratch(2) : t.out();
-    switch (op) {
-      case Op::kAdd:
-      case Op::kSub:
-      case Op::kMul:
-      case Op::kDiv:
-      case Op::kMax:
-      case Op::kMin:
-      case Op::kEqual:
-      case Op::kGreater: {
-        const isa::Block a = full(0);
-        if (ops[1].immediate) {
-          t.chain(b.binary_scalar(vector_op(op), result, a, ops[1].value));
-        } else {
-          t.chain(b.binary(vector_op(op), result, a, t.in(static_cast<size_t>(slot[1]))));
-        }
-        break;
-      }
-      case Op::kSigmoid: {  // 1 / (1 + exp(-x))
-        const isa::Block x = full(0);
-        t.chain(b.unary(Vector::NEG, t.scratch(1), x));
-        t.chain(b.unary(Vector::EXP, t.scratch(1), t.scratch(1)));
-        t.chain(b.binary_scalar(Vector::ADD, t.scratch(1), t.scratch(1), 1.0f));
-        t.chain(b.fill(result, 1.0f));
-        t.chain(b.binary(Vector::DIV, result, result, t.scratch(1)));
-        break;
-      }
-      case Op::kSelect:
-        t.chain(b.select(result, full(0), full(1), full(2)));
-        break;
-      case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-        t.chain(dtype == DType::kS32 ? b.cast(t.out(), full(0))
-                                     : b.unary(Vector::COPY, result, full(0)));
-        break;
-      default:
-        t.chain(b.unary(vector_op(op), result, full(0)));
-        break;
     }
-    if (dtype == DType::kBF16) finish(t, result, dtype, 1);
-  });
+  }
+  // Scratch: one per member (the root writes to out), one per operand that needs broadcasting
+  // or filling, and two for sigmoid's temporary and bf16 rounding.
+  const auto scratch_count = static_cast<uint32_t>(members.size() + 3 * members.size() + 2);
+  l.emit.rowwise(
+      l.address(root), rows, cols, buffer_dtype(root_node), tiles, scratch_count, 0, [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        size_t next_scratch = members.size();
+        auto fresh = [&]() { return t.scratch(next_scratch++); };
+        std::map<int, isa::Block> value;  // member -> its block in this tile
+        // Input k of member m as a full [rows, cols] block.
+        auto full = [&](int m, size_t k) -> isa::Block {
+          const int in = l.node(m).inputs[k];
+          if (is_member(in)) return value.at(in);
+          const Operand& op = outside.at(in);
+          if (op.immediate) {
+            const isa::Block block = fresh();
+            t.chain(b.fill(block, op.value));
+            return block;
+          }
+          if (op.tile.kind == TileOperand::Kind::kFull) return t.in(slot.at(in));
+          const isa::Block block = fresh();
+          t.chain(b.broadcast(block, t.in(slot.at(in))));
+          return block;
+        };
+        for (size_t i = 0; i < members.size(); ++i) {
+          const int m = members[i];
+          const Node& n = l.node(m);
+          const bool is_root = m == root;
+          const isa::Block result = is_root && n.dtype != DType::kBF16 ? t.out() : t.scratch(i);
+          switch (n.op) {
+            case Op::kAdd:
+            case Op::kSub:
+            case Op::kMul:
+            case Op::kDiv:
+            case Op::kMax:
+            case Op::kMin:
+            case Op::kEqual:
+            case Op::kGreater: {
+              const isa::Block a = full(m, 0);
+              const int rhs = n.inputs[1];
+              if (!is_member(rhs) && outside.at(rhs).immediate) {
+                t.chain(b.binary_scalar(vector_op(n.op), result, a, outside.at(rhs).value));
+              } else {
+                t.chain(b.binary(vector_op(n.op), result, a,
+                                 is_member(rhs) ? value.at(rhs) : t.in(slot.at(rhs))));
+              }
+              break;
+            }
+            case Op::kSigmoid: {  // 1 / (1 + exp(-x))
+              const isa::Block x = full(m, 0);
+              const isa::Block tmp = fresh();
+              t.chain(b.unary(Vector::NEG, tmp, x));
+              t.chain(b.unary(Vector::EXP, tmp, tmp));
+              t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
+              t.chain(b.fill(result, 1.0f));
+              t.chain(b.binary(Vector::DIV, result, result, tmp));
+              break;
+            }
+            case Op::kSelect:
+              t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
+              break;
+            case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
+              t.chain(n.dtype == DType::kS32 ? b.cast(t.out(), full(m, 0))
+                                             : b.unary(Vector::COPY, result, full(m, 0)));
+              break;
+            default:
+              t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
+              break;
+          }
+          if (n.dtype == DType::kBF16) {
+            // Round to bf16 values through a bf16 scratch.
+            isa::Block half = fresh();
+            half.set_dtype(isa::BF16);
+            t.chain(b.cast(half, result));
+            t.chain(b.cast(is_root ? t.out() : result, half));
+          }
+          value[m] = is_root ? t.out() : result;
+        }
+      });
   return absl::OkStatus();
 }
 

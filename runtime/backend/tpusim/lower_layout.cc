@@ -198,10 +198,21 @@ absl::Status lower_concat(Lowering& l, int id) {
   int64_t offset = 0;
   for (int in : n.inputs) {
     const int64_t part = l.node(in).shape.dim(axis);
-    l.emit.copy(l.address(in), static_cast<uint64_t>(part * inner) * 4,
-                l.address(id) + static_cast<uint64_t>(offset * inner) * 4,
-                static_cast<uint64_t>(total * inner) * 4, static_cast<uint64_t>(outer),
-                static_cast<uint32_t>(part * inner), buffer_dtype(n));
+    const uint64_t src = l.address(in),
+                   dst = l.address(id) + static_cast<uint64_t>(offset * inner) * 4;
+    if (static_cast<uint64_t>(part * inner) * 4 <= l.emit.tile_budget_bytes()) {
+      // One row per outer index: the part's block, placed at its offset in the output row.
+      l.emit.copy(src, static_cast<uint64_t>(part * inner) * 4, dst,
+                  static_cast<uint64_t>(total * inner) * 4, static_cast<uint64_t>(outer),
+                  static_cast<uint32_t>(part * inner), buffer_dtype(n));
+    } else {
+      for (int64_t o = 0; o < outer; ++o) {
+        l.emit.copy(
+            src + static_cast<uint64_t>(o * part * inner) * 4, static_cast<uint64_t>(inner) * 4,
+            dst + static_cast<uint64_t>(o * total * inner) * 4, static_cast<uint64_t>(inner) * 4,
+            static_cast<uint64_t>(part), static_cast<uint32_t>(inner), buffer_dtype(n));
+      }
+    }
     offset += part;
   }
   return absl::OkStatus();

@@ -59,6 +59,9 @@ bool foldable_scalar(const Graph& graph, int id, float* value);
 isa::DType buffer_dtype(const Node& n);
 
 absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
+// A fused group of elementwise nodes of one shape, in graph order; the last is the only one
+// read outside the group. One row-tiled fragment computes them all in VMEM.
+absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);
 absl::Status lower_argmax(Lowering& l, int id);
