@@ -84,6 +84,43 @@ const char* op_name(Op op) {
   return "?";
 }
 
+bool is_binary_elementwise(Op op) {
+  switch (op) {
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kEqual:
+    case Op::kGreater:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_unary_elementwise(Op op) {
+  switch (op) {
+    case Op::kNeg:
+    case Op::kRelu:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kRsqrt:
+    case Op::kSquare:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_elementwise(Op op) {
+  return is_binary_elementwise(op) || is_unary_elementwise(op) || op == Op::kSelect ||
+         op == Op::kCast;
+}
+
 int Graph::add(Node node) {
   nodes_.push_back(std::move(node));
   return size() - 1;

@@ -62,6 +62,12 @@ enum class Op {
 
 const char* op_name(Op op);
 
+// Op classes shared by the backends: binary elementwise ops (with numpy broadcasting), unary
+// elementwise ops, and all elementwise ops (those two plus select and cast).
+bool is_binary_elementwise(Op op);
+bool is_unary_elementwise(Op op);
+bool is_elementwise(Op op);
+
 enum class InitKind {
   kZeros,
   kConstant,

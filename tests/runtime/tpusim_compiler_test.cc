@@ -27,7 +27,8 @@ TEST(HbmPlan, ReusesBuffersAfterTheirLastUseAndAliasesReshapes) {
   const Value c2 = b.unary(Op::kNeg, c1);
   b.output("y", c2);
   const HbmPlan plan = plan_hbm(b.graph(), 0);
-  EXPECT_EQ(plan.address[static_cast<size_t>(r.id)], plan.address[static_cast<size_t>(a.id)]);  // alias
+  EXPECT_EQ(plan.address[static_cast<size_t>(r.id)],
+            plan.address[static_cast<size_t>(a.id)]);  // alias
   EXPECT_EQ(plan.owner[static_cast<size_t>(r.id)], a.id);
   // c2 is computed after a/r's last reader (c1): it reuses a's buffer (first fit).
   EXPECT_EQ(plan.address[static_cast<size_t>(c2.id)], plan.address[static_cast<size_t>(a.id)]);
@@ -40,7 +41,8 @@ TEST(HbmPlan, ReusesBuffersAfterTheirLastUseAndAliasesReshapes) {
 TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {64, 100});
-  const Value y = b.unary(Op::kTanh, b.unary(Op::kExp, x) * 0.5f + 1.0f);  // exp, mul, add, tanh: one fragment
+  const Value y =
+      b.unary(Op::kTanh, b.unary(Op::kExp, x) * 0.5f + 1.0f);  // exp, mul, add, tanh: one fragment
   b.output("y", b.reduce(Op::kReduceSum, y, {1}));
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
@@ -72,7 +74,8 @@ TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(step.status().message()),
-              ::testing::HasSubstr("(the largest: concat 'concat' f32[671744, 16384], 44023414784 bytes); the chip has 34359738368"));
+              ::testing::HasSubstr("(the largest: concat 'concat' f32[671744, 16384], 44023414784 "
+                                   "bytes); the chip has 34359738368"));
 }
 
 }  // namespace

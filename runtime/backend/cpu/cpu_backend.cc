@@ -28,27 +28,11 @@ class CpuExecutable final : public Executable {
 };
 
 HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelContext& ctx) {
+  if (is_binary_elementwise(n.op)) return cpu::elementwise_binary(n, in);
+  if (is_unary_elementwise(n.op) || n.op == Op::kStopGradient || n.op == Op::kCrossReplicaSum) {
+    return cpu::elementwise_unary(n, in);
+  }
   switch (n.op) {
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kEqual:
-    case Op::kGreater:
-      return cpu::elementwise_binary(n, in);
-    case Op::kNeg:
-    case Op::kRelu:
-    case Op::kTanh:
-    case Op::kSigmoid:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kRsqrt:
-    case Op::kSquare:
-    case Op::kStopGradient:
-    case Op::kCrossReplicaSum:
-      return cpu::elementwise_unary(n, in);
     case Op::kSelect:
       return cpu::select(n, in);
     case Op::kCast:
@@ -88,6 +72,8 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
     case Op::kVariable:
     case Op::kInfeed:
       break;  // supplied by run()
+    default:  // the elementwise ops, handled above
+      break;
   }
   return HostTensor{};
 }

@@ -51,31 +51,7 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
   return t;
 }
 
-bool folds_operands(Op op) {
-  switch (op) {
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kEqual:
-    case Op::kGreater:
-    case Op::kSelect:
-    case Op::kCast:
-    case Op::kNeg:
-    case Op::kRelu:
-    case Op::kTanh:
-    case Op::kSigmoid:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kRsqrt:
-    case Op::kSquare:
-      return true;
-    default:
-      return false;
-  }
-}
+bool folds_operands(Op op) { return is_elementwise(op); }
 
 // Nodes whose values some lowered fragment, output or update reads. Scalars that fold into
 // elementwise fragments as immediates are not read, so their producers need no code.
@@ -139,6 +115,7 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed) 
 
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
+  if (is_elementwise(n.op)) return lower_elementwise(l, id);
   switch (n.op) {
     case Op::kConstant:
     case Op::kVariable:
@@ -147,25 +124,6 @@ absl::Status lower_node(Lowering& l, int id) {
     case Op::kStopGradient:
     case Op::kCrossReplicaSum:  // share their input's buffer
       return absl::OkStatus();
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kEqual:
-    case Op::kGreater:
-    case Op::kSelect:
-    case Op::kCast:
-    case Op::kNeg:
-    case Op::kRelu:
-    case Op::kTanh:
-    case Op::kSigmoid:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kRsqrt:
-    case Op::kSquare:
-      return lower_elementwise(l, id);
     case Op::kBroadcast:
       return lower_broadcast(l, id);
     case Op::kReduceSum:
@@ -191,6 +149,8 @@ absl::Status lower_node(Lowering& l, int id) {
       return lower_extract_patches(l, id);
     case Op::kPatchesToImage:
       return lower_patches_to_image(l, id);
+    default:  // the elementwise ops, handled above
+      break;
   }
   return absl::UnimplementedError(str_cat("tpusim backend: no lowering for ", op_name(n.op)));
 }

@@ -302,6 +302,23 @@ absl::Status lower_matmul(Lowering& l, int id) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The output columns [ox0, ox1) of a window row at kernel column kx whose input column
+// ox * sw + kx - pad_left lies inside an image in_w wide, and x0, the first of those input
+// columns; false when there is none.
+bool window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, int64_t* ox0,
+                    int64_t* ox1, int64_t* x0) {
+  *ox0 = 0;
+  while (*ox0 < out_w && *ox0 * w.sw + kx - w.pad_left < 0) ++*ox0;
+  *ox1 = out_w;
+  while (*ox1 > *ox0 && (*ox1 - 1) * w.sw + kx - w.pad_left >= in_w) --*ox1;
+  *x0 = *ox0 * w.sw + kx - w.pad_left;
+  return *ox1 > *ox0;
+}
+
+}  // namespace
+
 absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
@@ -318,13 +335,8 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
         const int64_t y = oy * w.sh + ky - w.pad_top;
         if (y < 0 || y >= H) continue;
         for (int64_t kx = 0; kx < w.kw; ++kx) {
-          // Output columns ox whose input column x = ox * sw + kx - pad_left is inside.
-          int64_t ox0 = 0;
-          while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
-          int64_t ox1 = OW;
-          while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
-          if (ox1 <= ox0) continue;
-          const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
+          int64_t ox0 = 0, ox1 = 0, x0 = 0;
+          if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
           const uint64_t src =
               l.address(n.inputs[0]) + static_cast<uint64_t>(((b * H + y) * W + x0) * C) * 4;
           const uint64_t dst =
@@ -374,12 +386,8 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
               const int64_t y = oy * w.sh + ky - w.pad_top;
               if (y < 0 || y >= H) continue;
               for (int64_t kx = 0; kx < w.kw; ++kx) {
-                int64_t ox0 = 0;
-                while (ox0 < OW && ox0 * w.sw + kx - w.pad_left < 0) ++ox0;
-                int64_t ox1 = OW;
-                while (ox1 > ox0 && (ox1 - 1) * w.sw + kx - w.pad_left >= W) --ox1;
-                if (ox1 <= ox0) continue;
-                const int64_t x0 = ox0 * w.sw + kx - w.pad_left;
+                int64_t ox0 = 0, ox1 = 0, x0 = 0;
+                if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
                 const isa::Block dst =
                     block(image + static_cast<uint64_t>((y * W + x0) * C) * 4,
                           static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
