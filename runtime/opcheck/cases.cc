@@ -94,6 +94,12 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return b.transpose(in[0], {0, 2, 1, 3});
                    }});
+  cases.push_back({"transpose",
+                   "[2, 3, 4, 5] perm 3,1,0,2",
+                   {{"x", DType::kF32, {2, 3, 4, 5}}},
+                   [](GraphBuilder& b, const std::vector<Value>& in) {
+                     return b.transpose(in[0], {3, 1, 0, 2});
+                   }});
   cases.push_back({"broadcast",
                    "[3, 1] -> [2, 3, 4]",
                    {{"x", DType::kF32, {3, 1}}},
@@ -225,6 +231,13 @@ std::vector<OpCase> all_cases() {
   cases.push_back({"argmax",
                    "[6, 9] axis 1",
                    {{"x", DType::kF32, {6, 9}}},
+                   [](GraphBuilder& b, const std::vector<Value>& in) {
+                     return b.cast(b.argmax(in[0], 1), DType::kF32);
+                   },
+                   false});
+  cases.push_back({"argmax",
+                   "[6, 9, 4] axis 1",
+                   {{"x", DType::kF32, {6, 9, 4}}},
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return b.cast(b.argmax(in[0], 1), DType::kF32);
                    },

@@ -68,6 +68,7 @@ CASES = {
     ("reduce_max", "[4, 37] axis 1"): lambda i, v: jnp.max(i["x"], axis=1),
     ("transpose", "[2, 3, 4] perm 2,0,1"): lambda i, v: jnp.transpose(i["x"], (2, 0, 1)),
     ("transpose", "[2, 3, 4, 5] perm 0,2,1,3"): lambda i, v: jnp.transpose(i["x"], (0, 2, 1, 3)),
+    ("transpose", "[2, 3, 4, 5] perm 3,1,0,2"): lambda i, v: jnp.transpose(i["x"], (3, 1, 0, 2)),
     ("broadcast", "[3, 1] -> [2, 3, 4]"): lambda i, v: jnp.broadcast_to(i["x"], (2, 3, 4)),
     ("concat", "[2, 3] [2, 5] axis 1"): lambda i, v: jnp.concatenate([i["a"], i["b"]], axis=1),
     ("slice", "[5, 8] [1:4, 2:7]"): lambda i, v: i["x"][1:4, 2:7],
@@ -85,7 +86,7 @@ CASES = {
     * v["batch_normalization_1/gamma"] + v["batch_normalization_1/beta"],
     "dense": lambda i, v: jnp.maximum(i["x"] @ v["dense_1/kernel"] + v["dense_1/bias"], 0),
     "one_hot": lambda i, v: jax.nn.one_hot(i["labels"], 5),
-    "argmax": lambda i, v: jnp.argmax(i["x"], axis=1).astype(jnp.float32),
+    "argmax": lambda i, v: jnp.argmax(i["x"], axis=1).astype(jnp.float32),  # axis 1 in both cases
     "equal": lambda i, v: (i["a"] == i["b"]).astype(jnp.float32),
     "cast": lambda i, v: i["x"].astype(jnp.bfloat16).astype(jnp.float32),
 }

@@ -393,10 +393,21 @@ absl::Status lower_one_hot(Lowering& l, int id) {
 // The first index of the maximum along the last axis: -max(select(x == max, -iota, -inf)).
 absl::Status lower_argmax(Lowering& l, int id) {
   const Node& n = l.node(id);
-  const Shape& in = l.node(n.inputs[0]).shape;
+  Shape in = l.node(n.inputs[0]).shape;
+  uint64_t src = l.address(n.inputs[0]);
   if (n.attrs.axis != in.rank() - 1) {
-    return absl::UnimplementedError(str_cat("tpusim backend: argmax along axis ", n.attrs.axis,
-                                            " of ", in.str(), " (only the last axis is lowered)"));
+    // Move the axis last (the other dims keep their order, as in the output), then as below.
+    std::vector<int64_t> perm;
+    for (int d = 0; d < in.rank(); ++d) {
+      if (d != n.attrs.axis) perm.push_back(d);
+    }
+    perm.push_back(n.attrs.axis);
+    std::vector<int64_t> dims;
+    for (int64_t p : perm) dims.push_back(in.dim(static_cast<int>(p)));
+    const uint64_t moved = l.hbm.temporary(static_cast<uint64_t>(in.elements()) * 4);
+    if (absl::Status s = emit_transpose(l, src, in, perm, moved); !s.ok()) return s;
+    src = moved;
+    in = Shape(dims);
   }
   const uint32_t cols = cols_of(in);
   std::vector<float> neg_iota(cols), floor_row(cols, -3.0e38f);
@@ -404,7 +415,7 @@ absl::Status lower_argmax(Lowering& l, int id) {
   const uint64_t neg_iota_row = l.hbm.constant(neg_iota);
   const uint64_t floor = l.hbm.constant(floor_row);
   l.emit.rowwise(l.address(id), rows_of(in), 1, isa::S32,
-                 {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, cols},
+                 {TileOperand{TileOperand::Kind::kFull, src, isa::F32, cols},
                   TileOperand{TileOperand::Kind::kRow, neg_iota_row, isa::F32, cols},
                   TileOperand{TileOperand::Kind::kRow, floor, isa::F32, cols}},
                  3, cols, [&](Tile& t) {

@@ -119,16 +119,34 @@ absl::Status lower_reduce(Lowering& l, int id) {
 // Transposes that rotate the dimensions between an unchanged prefix and an unchanged suffix:
 // a batch of [a, c] -> [c, a] transposes of blocks of `inner` contiguous elements. With no
 // suffix the vector unit transposes tiles; with one, strided copies move the blocks.
-absl::Status lower_transpose(Lowering& l, int id) {
-  const Node& n = l.node(id);
-  const Shape& in = l.node(n.inputs[0]).shape;
-  const auto& perm = n.attrs.axes;
+namespace {
+
+// Whether `perm` rotates the dims between an unchanged prefix and an unchanged suffix.
+bool transpose_rotation_fits(const std::vector<int64_t>& perm) {
+  const int rank = static_cast<int>(perm.size());
+  int prefix = 0;
+  while (prefix < rank && perm[static_cast<size_t>(prefix)] == prefix) ++prefix;
+  if (prefix == rank) return true;
+  int suffix = rank;
+  while (suffix > prefix && perm[static_cast<size_t>(suffix - 1)] == suffix - 1) --suffix;
+  const int64_t split = perm[static_cast<size_t>(prefix)];
+  for (int d = prefix; d < suffix; ++d) {
+    const int64_t pos = d - prefix;
+    const int64_t want = pos < suffix - split ? split + pos : prefix + pos - (suffix - split);
+    if (perm[static_cast<size_t>(d)] != want) return false;
+  }
+  return true;
+}
+
+// Transposes a tensor (shape `in`, at src) whose permutation rotates the dims between an
+// unchanged prefix and suffix, into dst.
+absl::Status transpose_rotation(Lowering& l, uint64_t src_base, const Shape& in,
+                                const std::vector<int64_t>& perm, uint64_t dst_base) {
   const int rank = in.rank();
   int prefix = 0;
   while (prefix < rank && perm[static_cast<size_t>(prefix)] == prefix) ++prefix;
   if (prefix == rank) {
-    l.emit.copy(l.address(n.inputs[0]), 0, l.address(id), 0, 1,
-                static_cast<uint32_t>(in.elements()), isa::F32);
+    l.emit.copy(src_base, 0, dst_base, 0, 1, static_cast<uint32_t>(in.elements()), isa::F32);
     return absl::OkStatus();
   }
   int suffix = rank;
@@ -147,8 +165,8 @@ absl::Status lower_transpose(Lowering& l, int id) {
                 c = product(in, static_cast<int>(split), suffix), inner = product(in, suffix, rank);
   if (inner > 1) {
     for (int64_t bi = 0; bi < batch; ++bi) {
-      const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(bi * a * c * inner) * 4;
-      const uint64_t dst = l.address(id) + static_cast<uint64_t>(bi * a * c * inner) * 4;
+      const uint64_t src = src_base + static_cast<uint64_t>(bi * a * c * inner) * 4;
+      const uint64_t dst = dst_base + static_cast<uint64_t>(bi * a * c * inner) * 4;
       for (int64_t j = 0; j < c; ++j) {
         // Output rows j*a .. j*a+a take input block column j of every input row.
         l.emit.copy(
@@ -164,8 +182,8 @@ absl::Status lower_transpose(Lowering& l, int id) {
   const int64_t tile_rows =
       std::max<int64_t>(1, std::min<int64_t>(a, static_cast<int64_t>(budget / (c * 8))));
   for (int64_t bi = 0; bi < batch; ++bi) {
-    const uint64_t src = l.address(n.inputs[0]) + static_cast<uint64_t>(bi * a * c) * 4;
-    const uint64_t dst = l.address(id) + static_cast<uint64_t>(bi * a * c) * 4;
+    const uint64_t src = src_base + static_cast<uint64_t>(bi * a * c) * 4;
+    const uint64_t dst = dst_base + static_cast<uint64_t>(bi * a * c) * 4;
     for (int64_t r0 = 0; r0 < a; r0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, a - r0);
       // Transpose the tile into a temporary, then place its columns with a strided copy.
@@ -187,6 +205,46 @@ absl::Status lower_transpose(Lowering& l, int id) {
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
+                            const std::vector<int64_t>& perm, uint64_t dst) {
+  if (transpose_rotation_fits(perm)) return transpose_rotation(l, src, in, perm, dst);
+  // Any other permutation: a sequence of swaps of adjacent dims (each a rotation of two dims
+  // between an unchanged prefix and suffix), through temporaries.
+  std::vector<int64_t> order(perm.size());
+  std::iota(order.begin(), order.end(), 0);  // order[i]: the input dim now at position i
+  Shape shape = in;
+  uint64_t from = src;
+  std::vector<std::pair<size_t, Shape>> swaps;
+  for (size_t target = 0; target < perm.size(); ++target) {
+    size_t at =
+        static_cast<size_t>(std::find(order.begin(), order.end(), perm[target]) - order.begin());
+    while (at > target) {
+      std::vector<int64_t> step(perm.size());
+      std::iota(step.begin(), step.end(), 0);
+      std::swap(step[at - 1], step[at]);
+      std::vector<int64_t> dims = shape.dims();
+      std::swap(dims[at - 1], dims[at]);
+      const Shape next(dims);
+      std::swap(order[at - 1], order[at]);
+      --at;
+      const bool last = order == perm;
+      const uint64_t to = last ? dst : l.hbm.temporary(static_cast<uint64_t>(next.elements()) * 4);
+      if (absl::Status s = transpose_rotation(l, from, shape, step, to); !s.ok()) return s;
+      from = to;
+      shape = next;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status lower_transpose(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  return emit_transpose(l, l.address(n.inputs[0]), l.node(n.inputs[0]).shape, n.attrs.axes,
+                        l.address(id));
 }
 
 absl::Status lower_concat(Lowering& l, int id) {

@@ -68,6 +68,9 @@ absl::Status lower_argmax(Lowering& l, int id);
 absl::Status lower_one_hot(Lowering& l, int id);
 absl::Status lower_rng(Lowering& l, int id);
 absl::Status lower_transpose(Lowering& l, int id);
+// Any permutation of a tensor at `src` (shape `in`) into `dst`.
+absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
+                            const std::vector<int64_t>& perm, uint64_t dst);
 absl::Status lower_concat(Lowering& l, int id);
 absl::Status lower_slice(Lowering& l, int id);
 absl::Status lower_pad(Lowering& l, int id);
