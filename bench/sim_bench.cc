@@ -11,6 +11,7 @@
 #include "runtime/lowering/gemm.h"
 #include "runtime/lowering/weight_stationary_layers.h"
 #include "runtime/workloads/scalesim_topology.h"
+#include "sim/numerics/bf16.h"
 #include "sim/numerics/reference.h"
 #include "sim/system.h"
 
@@ -28,8 +29,9 @@ tpusim::sim::System& shared_system() {
   return *system;
 }
 
-tpusim::runtime::GemmPlan plan_for(GemmShape shape, GemmLayout* layout) {
-  tpusim::runtime::pack_gemm_layout(shape, tpusim::isa::F32, 0, layout);
+tpusim::runtime::GemmPlan plan_for(GemmShape shape, GemmLayout* layout,
+                                   tpusim::isa::DType inputs = tpusim::isa::F32) {
+  tpusim::runtime::pack_gemm_layout(shape, inputs, 0, layout);
   return *tpusim::runtime::lower_gemm(shared_system().slice(), 0, shape, tpusim::isa::DEFAULT,
                                       *layout);
 }
@@ -57,16 +59,29 @@ void BM_GemmTimingOnly(benchmark::State& state) {
 BENCHMARK(BM_GemmTimingOnly)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond);
 
 // The same GEMM with numerics on the model, and in plain Eigen (one f32 GEMM of the same
-// shape): the ratio of host times is the cost of simulating with values.
+// shape): the ratio of host times is the cost of simulating with values. range(1) picks the
+// inputs' dtype in HBM: 0 f32 (the MXU rounds them), 1 bf16 (a bf16 GEMM: Eigen multiplies the
+// same bf16 values as f32).
 void BM_GemmNumerics(benchmark::State& state) {
   const auto s = static_cast<uint32_t>(state.range(0));
+  const bool bf16 = state.range(1) == 1;
   auto& system = shared_system();
   system.set_timing_only(false);
   GemmLayout layout;
-  const auto plan = plan_for({s, s, s}, &layout);
-  const Matrix a = tpusim::sim::random_uniform(s, s, 1), b = tpusim::sim::random_uniform(s, s, 2);
-  (void)system.write_hbm(0, layout.a_address, a.data(), 4 * a.size());
-  (void)system.write_hbm(0, layout.b_address, b.data(), 4 * b.size());
+  const auto plan = plan_for({s, s, s}, &layout, bf16 ? tpusim::isa::BF16 : tpusim::isa::F32);
+  Matrix a = tpusim::sim::random_uniform(s, s, 1), b = tpusim::sim::random_uniform(s, s, 2);
+  if (bf16) {
+    a = tpusim::sim::rounded_to_bf16(a);
+    b = tpusim::sim::rounded_to_bf16(b);
+    std::vector<uint16_t> half(static_cast<size_t>(a.size()));
+    for (size_t i = 0; i < half.size(); ++i) half[i] = tpusim::sim::f32_to_bf16_bits(a.data()[i]);
+    (void)system.write_hbm(0, layout.a_address, half.data(), 2 * half.size());
+    for (size_t i = 0; i < half.size(); ++i) half[i] = tpusim::sim::f32_to_bf16_bits(b.data()[i]);
+    (void)system.write_hbm(0, layout.b_address, half.data(), 2 * half.size());
+  } else {
+    (void)system.write_hbm(0, layout.a_address, a.data(), 4 * a.size());
+    (void)system.write_hbm(0, layout.b_address, b.data(), 4 * b.size());
+  }
   // Steady state: one untimed run of each first (the model allocates its memories, Eigen its
   // packing buffers), and Eigen writes into a preallocated result as the model does.
   (void)system.run(plan.program);
@@ -90,13 +105,16 @@ void BM_GemmNumerics(benchmark::State& state) {
   system.set_timing_only(true);
 }
 BENCHMARK(BM_GemmNumerics)
-    ->Arg(1024)
-    ->Arg(2048)
-    ->Arg(4096)
+    ->ArgsProduct({{1024, 2048, 4096}, {0, 1}})
+    ->ArgNames({"n", "bf16"})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(3);
 // The headline size: one timed iteration (about 12 s of model time).
-BENCHMARK(BM_GemmNumerics)->Arg(8192)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_GemmNumerics)
+    ->Args({8192, 1})
+    ->ArgNames({"n", "bf16"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 // `tpusim layers` on resnet50_mlperf.csv: every layer lowered and simulated, timing-only.
 void BM_LayersResnet50(benchmark::State& state) {
