@@ -55,6 +55,9 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                {"config", "show", "--help"},
                                                {"config", "list", "--help"},
                                                {"backends", "--help"},
+                                               {"data", "--help"},
+                                               {"data", "inspect", "--help"},
+                                               {"data", "convert-idx", "--help"},
                                                {"train", "--help"}}) {
     const auto r = run_tpusim(args);
     EXPECT_EQ(r.exit_code, 0) << args[0];
@@ -323,6 +326,43 @@ TEST(Cli, LayersBadTopologyFails) {
   EXPECT_THAT(r.err, HasSubstr("cannot open topology file /no/such/file.csv"));
   r = run_tpusim({"layers"});
   EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(Cli, DataConvertIdxThenInspectJson) {
+  const std::string dir = ::testing::TempDir() + "tpusim_cli_data";
+  std::filesystem::create_directories(dir);
+  const std::string out = dir + "/fashion.tfrecord.zz";
+  const std::string fm = "/usr/share/datasets/fashion-mnist/";
+  auto r = run_tpusim({"data", "convert-idx", "--images", fm + "t10k-images-idx3-ubyte.gz",
+                       "--labels", fm + "t10k-labels-idx1-ubyte.gz", "--out", out, "--compression",
+                       "zlib", "--limit", "64"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("wrote 64 examples (28x28x1)"));
+  r = run_tpusim({"data", "inspect", "--json", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out)["files"][0];
+  EXPECT_EQ(j["records"], 64);
+  EXPECT_EQ(j["compression"], "zlib");
+  EXPECT_EQ(j["tf_example"], true);
+  EXPECT_EQ(j["min_record_bytes"], j["max_record_bytes"]);
+  std::set<std::string> names;
+  for (const auto& f : j["first_example"]) names.insert(f["name"].get<std::string>());
+  EXPECT_EQ(names, (std::set<std::string>{"depth", "height", "image_raw", "label", "width"}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, DataBadInputExits1OrUsage2) {
+  auto r = run_tpusim({"data", "inspect", "/no/such.tfrecord"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot open TFRecord file /no/such.tfrecord"));
+  r = run_tpusim({"data", "inspect", "--compression", "lz4", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown compression 'lz4'"));
+  r = run_tpusim({"data", "convert-idx", "--images", "a"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = run_tpusim({"data", "shuffle"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown action 'shuffle'"));
 }
 
 }  // namespace

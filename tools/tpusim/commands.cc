@@ -14,6 +14,7 @@ const std::vector<Command>& commands() {
        run_compile},
       {"opcheck", "every op forward and backward on each backend against the cpu fp32 reference",
        run_opcheck},
+      {"data", "inspect TFRecord files; convert MNIST-family IDX files to TFRecords", run_data},
       {"config", "show, validate and list hardware/slice configs", run_config},
       {"backends", "list backends and whether they can run here", run_backends},
   };

@@ -9,6 +9,7 @@ namespace tpusim::cli {
 int run_backends(const std::vector<std::string>& args);
 int run_compile(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
+int run_data(const std::vector<std::string>& args);
 int run_layers(const std::vector<std::string>& args);
 int run_matmul(const std::vector<std::string>& args);
 int run_opcheck(const std::vector<std::string>& args);

@@ -1,0 +1,362 @@
+#include "runtime/data/tfrecord.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/strings.h"
+#include "runtime/data/crc32c.h"
+
+namespace tpusim::runtime::data {
+
+const char* compression_name(Compression c) {
+  switch (c) {
+    case Compression::kAuto: return "auto";
+    case Compression::kNone: return "none";
+    case Compression::kGzip: return "gzip";
+    case Compression::kZlib: return "zlib";
+  }
+  return "?";
+}
+
+absl::StatusOr<Compression> parse_compression(const std::string& name) {
+  if (name == "auto") return Compression::kAuto;
+  if (name == "none" || name.empty()) return Compression::kNone;
+  if (name == "gzip" || name == "GZIP") return Compression::kGzip;
+  if (name == "zlib" || name == "ZLIB") return Compression::kZlib;
+  return absl::InvalidArgumentError(str_cat("unknown compression '", name, "' (auto, none, gzip or zlib)"));
+}
+
+namespace {
+
+uint64_t read_le64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+uint32_t read_le32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+void put_le(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// Records above 2 GiB cannot be protobufs and no TensorFlow writer makes them.
+constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 31;
+
+bool valid_header(const char* p) { return masked_crc32c(p, 8) == read_le32(p + 8); }
+
+}  // namespace
+
+std::string frame_record(const std::string& data) {
+  std::string out;
+  out.reserve(data.size() + 16);
+  put_le(&out, data.size(), 8);
+  put_le(&out, masked_crc32c(out.data(), 8), 4);
+  out += data;
+  put_le(&out, masked_crc32c(data.data(), data.size()), 4);
+  return out;
+}
+
+// Bytes from a file, raw or through zlib's inflate.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Up to `n` bytes into `out`; 0 at the end. Errors name the file.
+  virtual absl::StatusOr<size_t> read(char* out, size_t n) = 0;
+};
+
+namespace {
+
+class FileSource final : public ByteSource {
+ public:
+  FileSource(std::FILE* f, std::string path) : f_(f), path_(std::move(path)) {}
+  ~FileSource() override { std::fclose(f_); }
+  absl::StatusOr<size_t> read(char* out, size_t n) override {
+    const size_t got = std::fread(out, 1, n, f_);
+    if (got < n && std::ferror(f_)) return absl::DataLossError(str_cat(path_, ": read error: ", std::strerror(errno)));
+    return got;
+  }
+
+ private:
+  std::FILE* f_;
+  std::string path_;
+};
+
+class InflateSource final : public ByteSource {
+ public:
+  InflateSource(std::unique_ptr<ByteSource> raw, std::string path, Compression c)
+      : raw_(std::move(raw)), path_(std::move(path)), in_(1 << 16) {
+    std::memset(&z_, 0, sizeof z_);
+    // 15 + 16: gzip framing; 15: zlib framing.
+    ok_ = inflateInit2(&z_, c == Compression::kGzip ? 15 + 16 : 15) == Z_OK;
+  }
+  ~InflateSource() override { inflateEnd(&z_); }
+  absl::StatusOr<size_t> read(char* out, size_t n) override {
+    if (!ok_) return absl::InternalError(str_cat(path_, ": zlib failed to initialise"));
+    z_.next_out = reinterpret_cast<Bytef*>(out);
+    z_.avail_out = static_cast<uInt>(n);
+    while (z_.avail_out > 0 && !ended_) {
+      if (z_.avail_in == 0) {
+        auto got = raw_->read(in_.data(), in_.size());
+        if (!got.ok()) return got.status();
+        if (*got == 0) {
+          return absl::DataLossError(str_cat(path_, ": the compressed stream is truncated (after ", z_.total_out,
+                                             " decompressed bytes)"));
+        }
+        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        z_.avail_in = static_cast<uInt>(*got);
+      }
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        // A gzip file may hold several members: go on with the next one, if any.
+        if (z_.avail_in == 0) {
+          auto got = raw_->read(in_.data(), in_.size());
+          if (!got.ok()) return got.status();
+          if (*got == 0) {
+            ended_ = true;
+            break;
+          }
+          z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+          z_.avail_in = static_cast<uInt>(*got);
+        }
+        inflateReset(&z_);
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return absl::DataLossError(str_cat(path_, ": corrupt compressed data after ", z_.total_out,
+                                           " decompressed bytes: ", z_.msg != nullptr ? z_.msg : "zlib error"));
+      }
+    }
+    return n - z_.avail_out;
+  }
+
+ private:
+  std::unique_ptr<ByteSource> raw_;
+  std::string path_;
+  std::vector<char> in_;
+  z_stream z_;
+  bool ok_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace
+
+TFRecordReader::TFRecordReader(std::string path, ReaderOptions options)
+    : path_(std::move(path)), options_(options) {}
+
+TFRecordReader::~TFRecordReader() = default;
+
+absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, ReaderOptions options) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(str_cat("cannot open TFRecord file ", path, ": ", std::strerror(errno)));
+  std::unique_ptr<TFRecordReader> r(new TFRecordReader(path, options));
+  Compression c = options.compression;
+  if (c == Compression::kAuto) {
+    char head[12];
+    const size_t got = std::fread(head, 1, sizeof head, f);
+    std::rewind(f);
+    const auto b0 = static_cast<uint8_t>(head[0]), b1 = static_cast<uint8_t>(head[1]);
+    if (got >= 2 && b0 == 0x1f && b1 == 0x8b) {
+      c = Compression::kGzip;
+    } else if (got == 12 && valid_header(head)) {
+      c = Compression::kNone;
+    } else if (got >= 2 && (b0 & 0x0f) == 8 && ((b0 << 8) | b1) % 31 == 0) {
+      c = Compression::kZlib;
+    } else {
+      c = Compression::kNone;  // an empty or corrupt file; reading says which
+    }
+  }
+  r->compression_ = c;
+  std::unique_ptr<ByteSource> raw = std::make_unique<FileSource>(f, path);
+  if (c == Compression::kNone) {
+    r->source_ = std::move(raw);
+  } else {
+    r->source_ = std::make_unique<InflateSource>(std::move(raw), path, c);
+  }
+  return r;
+}
+
+absl::StatusOr<bool> TFRecordReader::fill(size_t n) {
+  while (buffer_.size() - pos_ < n) {
+    if (pos_ > 0 && pos_ >= buffer_.size() / 2) {
+      buffer_.erase(0, pos_);
+      pos_ = 0;
+    }
+    const size_t want = std::max(options_.buffer_bytes, n);
+    const size_t old = buffer_.size();
+    buffer_.resize(old + want);
+    auto got = source_->read(buffer_.data() + old, want);
+    if (!got.ok()) {
+      buffer_.resize(old);
+      return got.status();
+    }
+    buffer_.resize(old + *got);
+    if (*got == 0) return false;
+  }
+  return true;
+}
+
+absl::Status TFRecordReader::corrupt(const std::string& what) const {
+  return absl::DataLossError(str_cat(path_, ": corrupt record at byte offset ", offset_,
+                                     compression_ == Compression::kNone ? "" : " of the decompressed stream", ": ", what));
+}
+
+absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
+  for (;;) {
+    auto have = fill(12);
+    if (!have.ok()) return have.status();
+    if (!*have) {
+      if (buffer_.size() == pos_) return false;  // clean end
+      if (options_.skip_corrupt) {
+        ++skipped_;
+        offset_ += buffer_.size() - pos_;
+        pos_ = buffer_.size();
+        return false;
+      }
+      return corrupt(str_cat("truncated header: ", buffer_.size() - pos_, " bytes of 12"));
+    }
+    const char* header = buffer_.data() + pos_;
+    const uint64_t length = read_le64(header);
+    if (!valid_header(header)) {
+      if (!options_.skip_corrupt) {
+        return corrupt(str_cat("the length field fails its checksum (stored ", read_le32(header + 8), ", computed ",
+                               masked_crc32c(header, 8), ")"));
+      }
+      // Scan forward, a byte at a time, to the next header that checks out.
+      ++skipped_;
+      for (;;) {
+        ++pos_;
+        ++offset_;
+        auto more = fill(12);
+        if (!more.ok()) return more.status();
+        if (!*more) {
+          offset_ += buffer_.size() - pos_;
+          pos_ = buffer_.size();
+          return false;
+        }
+        if (valid_header(buffer_.data() + pos_)) break;
+      }
+      continue;
+    }
+    if (length > kMaxRecordBytes) {
+      // A header that checks out but promises more than any record holds: refuse rather than
+      // allocate it.
+      if (!options_.skip_corrupt) {
+        return corrupt(str_cat("the header promises ", length, " bytes of data, more than the ", kMaxRecordBytes,
+                               " a record may hold"));
+      }
+      ++skipped_;
+      ++pos_;
+      ++offset_;
+      continue;
+    }
+    auto body = fill(12 + length + 4);
+    if (!body.ok()) return body.status();
+    if (!*body) {
+      if (options_.skip_corrupt) {
+        ++skipped_;
+        offset_ += buffer_.size() - pos_;
+        pos_ = buffer_.size();
+        return false;
+      }
+      return corrupt(str_cat("truncated: the header promises ", length, " bytes of data but the file ends after ",
+                             buffer_.size() - pos_ - std::min<size_t>(12, buffer_.size() - pos_)));
+    }
+    const char* data = buffer_.data() + pos_ + 12;
+    const uint32_t stored = read_le32(data + length);
+    const uint32_t computed = masked_crc32c(data, length);
+    if (stored != computed) {
+      if (!options_.skip_corrupt) {
+        return corrupt(str_cat("the data (", length, " bytes) fails its checksum (stored ", stored, ", computed ",
+                               computed, ")"));
+      }
+      ++skipped_;
+      pos_ += 16 + length;
+      offset_ += 16 + length;
+      continue;
+    }
+    record->assign(data, length);
+    pos_ += 16 + length;
+    offset_ += 16 + length;
+    ++records_;
+    return true;
+  }
+}
+
+struct TFRecordWriter::Impl {
+  std::string path;
+  Compression compression = Compression::kNone;
+  std::FILE* f = nullptr;
+  z_stream z{};
+  bool deflating = false;
+  std::vector<char> out = std::vector<char>(1 << 16);
+
+  absl::Status put(const char* data, size_t n, int flush) {
+    if (compression == Compression::kNone) {
+      if (n == 0) return absl::OkStatus();
+      if (std::fwrite(data, 1, n, f) != n) return absl::DataLossError(str_cat(path, ": write error: ", std::strerror(errno)));
+      return absl::OkStatus();
+    }
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
+    z.avail_in = static_cast<uInt>(n);
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(out.data());
+      z.avail_out = static_cast<uInt>(out.size());
+      const int rc = deflate(&z, flush);
+      if (rc == Z_STREAM_ERROR) return absl::InternalError(str_cat(path, ": zlib deflate failed"));
+      const size_t produced = out.size() - z.avail_out;
+      if (std::fwrite(out.data(), 1, produced, f) != produced) {
+        return absl::DataLossError(str_cat(path, ": write error: ", std::strerror(errno)));
+      }
+    } while (z.avail_out == 0);
+    return absl::OkStatus();
+  }
+};
+
+TFRecordWriter::TFRecordWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TFRecordWriter::~TFRecordWriter() { (void)close(); }
+
+absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, Compression compression) {
+  if (compression == Compression::kAuto) return absl::InvalidArgumentError("a writer needs none, gzip or zlib, not auto");
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->compression = compression;
+  impl->f = std::fopen(path.c_str(), "wb");
+  if (impl->f == nullptr) return absl::NotFoundError(str_cat("cannot create ", path, ": ", std::strerror(errno)));
+  if (compression != Compression::kNone) {
+    if (deflateInit2(&impl->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, compression == Compression::kGzip ? 15 + 16 : 15, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK) {
+      std::fclose(impl->f);
+      return absl::InternalError(str_cat(path, ": zlib failed to initialise"));
+    }
+    impl->deflating = true;
+  }
+  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(std::move(impl)));
+}
+
+absl::Status TFRecordWriter::write(const std::string& record) {
+  if (impl_->f == nullptr) return absl::FailedPreconditionError(str_cat(impl_->path, ": written after close"));
+  const std::string framed = frame_record(record);
+  return impl_->put(framed.data(), framed.size(), Z_NO_FLUSH);
+}
+
+absl::Status TFRecordWriter::close() {
+  if (impl_ == nullptr || impl_->f == nullptr) return absl::OkStatus();
+  absl::Status s;
+  if (impl_->deflating) {
+    s = impl_->put(nullptr, 0, Z_FINISH);
+    deflateEnd(&impl_->z);
+    impl_->deflating = false;
+  }
+  if (std::fclose(impl_->f) != 0 && s.ok()) s = absl::DataLossError(str_cat(impl_->path, ": close failed"));
+  impl_->f = nullptr;
+  return s;
+}
+
+}  // namespace tpusim::runtime::data

@@ -1,0 +1,82 @@
+#pragma once
+// TFRecord files, wire-compatible with TensorFlow: each record is
+//   uint64 length (little endian) | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+// and a GZIP or ZLIB file compresses the whole framed stream. The reader finds the compression
+// itself (GZIP by its magic bytes; ZLIB by a valid zlib header where the bytes are not a valid
+// TFRecord header) unless told. Corrupt or truncated input is an error naming the file and the
+// byte offset of the bad record (in the decompressed stream for compressed files); with
+// skip_corrupt, records whose data fails its checksum are skipped and counted, and after a
+// corrupt length the reader scans forward to the next valid record header.
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tpusim::runtime::data {
+
+enum class Compression { kAuto, kNone, kGzip, kZlib };
+const char* compression_name(Compression c);
+// "auto" | "none" | "gzip" | "zlib".
+absl::StatusOr<Compression> parse_compression(const std::string& name);
+
+struct ReaderOptions {
+  Compression compression = Compression::kAuto;
+  bool skip_corrupt = false;
+  size_t buffer_bytes = 256 << 10;
+};
+
+class ByteSource;
+
+class TFRecordReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<TFRecordReader>> open(const std::string& path, ReaderOptions options = {});
+  ~TFRecordReader();
+
+  // The next record into `record`; false at the clean end of the file.
+  absl::StatusOr<bool> next(std::string* record);
+
+  const std::string& path() const { return path_; }
+  Compression compression() const { return compression_; }
+  uint64_t offset() const { return offset_; }    // of the next record, in the (decompressed) stream
+  uint64_t records() const { return records_; }  // read so far
+  uint64_t skipped() const { return skipped_; }  // corrupt records skipped
+
+ private:
+  TFRecordReader(std::string path, ReaderOptions options);
+  // Makes `n` bytes available at buffer_[pos_]; false when the stream ends first.
+  absl::StatusOr<bool> fill(size_t n);
+  absl::Status corrupt(const std::string& what) const;
+
+  std::string path_;
+  ReaderOptions options_;
+  Compression compression_ = Compression::kNone;
+  std::unique_ptr<ByteSource> source_;
+  std::string buffer_;
+  size_t pos_ = 0;
+  uint64_t offset_ = 0;
+  uint64_t records_ = 0;
+  uint64_t skipped_ = 0;
+};
+
+class TFRecordWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> open(const std::string& path,
+                                                              Compression compression = Compression::kNone);
+  ~TFRecordWriter();
+  absl::Status write(const std::string& record);
+  // Finishes the compressed stream and closes the file; the destructor closes too but cannot
+  // report a failure.
+  absl::Status close();
+
+ private:
+  struct Impl;
+  explicit TFRecordWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Frames one record (header, data, footer) as TFRecord bytes.
+std::string frame_record(const std::string& data);
+
+}  // namespace tpusim::runtime::data

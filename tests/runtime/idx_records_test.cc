@@ -1,0 +1,147 @@
+// IDX reading and the IDX-to-TFRecord conversion, on the real Fashion-MNIST test set (Debian
+// package dataset-fashion-mnist) and on broken copies of it.
+#include <gtest/gtest.h>
+
+#include <zlib.h>
+
+#include <fstream>
+
+#include "runtime/data/example.pb.h"
+#include "runtime/data/idx.h"
+#include "runtime/data/mnist_records.h"
+#include "runtime/data/tfrecord.h"
+#include "tests/configs/config_test_util.h"
+
+namespace tpusim::runtime::data {
+namespace {
+
+using config::testing::TempDir;
+
+const std::string kDir = "/usr/share/datasets/fashion-mnist/";
+const std::string kImages = kDir + "t10k-images-idx3-ubyte.gz";
+const std::string kLabels = kDir + "t10k-labels-idx1-ubyte.gz";
+
+void spill(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+std::string idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& values) {
+  std::string b = {0, 0, 0x08, static_cast<char>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<char>((d >> s) & 0xff));
+  }
+  b.append(values.begin(), values.end());
+  return b;
+}
+
+TEST(Idx, ReadsTheFashionMnistTestSet) {
+  auto images = read_idx(kImages);
+  ASSERT_TRUE(images.ok()) << images.status();
+  EXPECT_EQ(images->dims, (std::vector<uint32_t>{10000, 28, 28}));
+  EXPECT_EQ(images->row_size(), 784u);
+  auto labels = read_idx(kLabels);
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  EXPECT_EQ(labels->dims, (std::vector<uint32_t>{10000}));
+  // The documented first test labels: ankle boot, pullover, trouser, trouser, shirt.
+  EXPECT_EQ(std::vector<uint8_t>(labels->values.begin(), labels->values.begin() + 5),
+            (std::vector<uint8_t>{9, 2, 1, 1, 6}));
+  for (uint8_t l : labels->values) ASSERT_LT(l, 10);
+}
+
+TEST(Idx, ReadsUncompressedFiles) {
+  TempDir dir;
+  const std::string path = (dir.path() / "tiny.idx").string();
+  spill(path, idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto a = read_idx(path);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->dims, (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(a->values, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(Idx, BadFilesNameTheFileAndOffset) {
+  TempDir dir;
+  const std::string path = (dir.path() / "bad.idx").string();
+  spill(path, "PK\x03\x04 not an idx file");
+  auto a = read_idx(path);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find(path + ": not an IDX file (byte offset 0"), absl::string_view::npos)
+      << a.status();
+
+  spill(path, idx_bytes({2, 3}, {1, 2, 3, 4}));  // two values short
+  a = read_idx(path);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("ends at byte offset 16 while reading the values"), absl::string_view::npos)
+      << a.status();
+
+  std::string f32 = idx_bytes({1}, {0, 0, 0, 0});
+  f32[2] = 0x0d;  // float32 values
+  spill(path, f32);
+  a = read_idx(path);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("IDX type 0x0d is not supported"), absl::string_view::npos) << a.status();
+
+  spill(path, idx_bytes({2}, {1, 2, 3}));
+  a = read_idx(path);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("byte offset 10: trailing bytes"), absl::string_view::npos) << a.status();
+
+  EXPECT_EQ(read_idx(dir.path() / "absent.idx").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(IdxToTFRecord, EveryExampleCarriesItsPixelsAndLabel) {
+  TempDir dir;
+  IdxConversion job;
+  job.images = kImages;
+  job.labels = kLabels;
+  job.output = (dir.path() / "fashion.tfrecord.gz").string();
+  job.compression = Compression::kGzip;
+  job.limit = 500;
+  auto done = convert_idx_to_tfrecord(job);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->examples, 500u);
+  EXPECT_EQ(done->height, 28u);
+  EXPECT_EQ(done->depth, 1u);
+
+  auto images = read_idx(kImages);
+  auto labels = read_idx(kLabels);
+  ASSERT_TRUE(images.ok() && labels.ok());
+  auto reader = TFRecordReader::open(job.output);
+  ASSERT_TRUE(reader.ok());
+  std::string rec;
+  size_t i = 0;
+  while (*(*reader)->next(&rec)) {
+    tensorflow::Example ex;
+    ASSERT_TRUE(ex.ParseFromString(rec));
+    const auto& f = ex.features().feature();
+    EXPECT_EQ(f.at("label").int64_list().value(0), labels->values[i]);
+    EXPECT_EQ(f.at("width").int64_list().value(0), 28);
+    const std::string& pixels = f.at("image_raw").bytes_list().value(0);
+    ASSERT_EQ(pixels.size(), 784u);
+    ASSERT_EQ(0, std::memcmp(pixels.data(), images->values.data() + i * 784, 784)) << "example " << i;
+    ++i;
+  }
+  EXPECT_EQ(i, 500u);
+}
+
+TEST(IdxToTFRecord, RefusesMismatchedFiles) {
+  TempDir dir;
+  const std::string labels = (dir.path() / "labels.idx").string();
+  spill(labels, idx_bytes({3}, {1, 2, 3}));
+  IdxConversion job;
+  job.images = kImages;
+  job.labels = labels;
+  job.output = (dir.path() / "out.tfrecord").string();
+  auto done = convert_idx_to_tfrecord(job);
+  ASSERT_FALSE(done.ok());
+  EXPECT_NE(done.status().message().find("holds 10000 images but " + labels + " holds 3 labels"),
+            absl::string_view::npos)
+      << done.status();
+  job.images = labels;  // rank 1 is no image file
+  done = convert_idx_to_tfrecord(job);
+  ASSERT_FALSE(done.ok());
+  EXPECT_NE(done.status().message().find("rank 3 or 4"), absl::string_view::npos) << done.status();
+}
+
+}  // namespace
+}  // namespace tpusim::runtime::data
