@@ -13,6 +13,7 @@ CMAKE_ARGS ?=
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   libsystemc-dev libeigen3-dev libboost-program-options-dev \
   protobuf-compiler libprotobuf-dev libabsl-dev libfmt-dev nlohmann-json3-dev zlib1g-dev \
+  libturbojpeg0-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   dataset-fashion-mnist python3-venv
 
@@ -31,9 +32,10 @@ help:
 
 deps: apt-deps venv
 
-# Quiet and quick when everything is present: one dpkg-query, no apt-get.
+# Quiet and quick when everything is present: one dpkg-query, no apt-get. dpkg-query fails
+# when it knows a package not at all; the comparison below still finds what is missing.
 apt-deps:
-	@missing=$$(dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' $(APT_PACKAGES) 2>/dev/null \
+	@missing=$$({ dpkg-query -W -f='$${db:Status-Abbrev} $${Package}\n' $(APT_PACKAGES) 2>/dev/null || true; } \
 	    | awk '$$1 == "ii" {print $$2}' | sort | comm -13 - <(tr ' ' '\n' <<< "$(APT_PACKAGES)" | sed '/^$$/d' | sort)); \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing $$missing"; \

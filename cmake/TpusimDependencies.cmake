@@ -1,6 +1,7 @@
 # Every dependency is a Debian package installed by `make deps` (see README, "Dependencies").
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMC REQUIRED IMPORTED_TARGET systemc)
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(Protobuf REQUIRED)

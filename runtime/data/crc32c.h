@@ -15,6 +15,8 @@ bool crc32c_uses_hardware();
 
 // TFRecord's masking: ((crc >> 15) | (crc << 17)) + 0xa282ead8.
 inline uint32_t mask_crc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
-inline uint32_t masked_crc32c(const void* data, size_t size) { return mask_crc(crc32c(data, size)); }
+inline uint32_t masked_crc32c(const void* data, size_t size) {
+  return mask_crc(crc32c(data, size));
+}
 
 }  // namespace tpusim::runtime::data

@@ -3,11 +3,11 @@
 // (two zero bytes, a type code, the number of dimensions, one uint32 size per dimension) then the
 // values, row-major. Only unsigned bytes (type 0x08), the type every MNIST-family file uses.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 namespace tpusim::runtime::data {
 

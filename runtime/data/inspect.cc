@@ -13,7 +13,8 @@ constexpr int kPreviewValues = 4;
 template <typename List>
 std::string preview_numbers(const List& list) {
   std::vector<std::string> shown;
-  for (int i = 0; i < std::min(list.value_size(), kPreviewValues); ++i) shown.push_back(str_cat(list.value(i)));
+  for (int i = 0; i < std::min(list.value_size(), kPreviewValues); ++i)
+    shown.push_back(str_cat(list.value(i)));
   if (list.value_size() > kPreviewValues) shown.push_back("...");
   return str_cat("[", str_join(shown, ", "), "]");
 }
@@ -65,7 +66,8 @@ absl::StatusOr<TFRecordSummary> summarize_tfrecord(const std::string& path, Read
     auto more = (*reader)->next(&record);
     if (!more.ok()) return more.status();
     if (!*more) break;
-    out.min_record_bytes = out.records == 0 ? record.size() : std::min<uint64_t>(out.min_record_bytes, record.size());
+    out.min_record_bytes =
+        out.records == 0 ? record.size() : std::min<uint64_t>(out.min_record_bytes, record.size());
     out.max_record_bytes = std::max<uint64_t>(out.max_record_bytes, record.size());
     out.record_bytes += record.size();
     ++out.records;

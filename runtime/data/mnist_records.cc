@@ -1,61 +1,120 @@
 #include "runtime/data/mnist_records.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "common/strings.h"
-#include "runtime/data/example.pb.h"
+#include "runtime/data/example.h"
 #include "runtime/data/idx.h"
+#include "runtime/data/image.h"
 
 namespace tpusim::runtime::data {
+namespace {
+
+absl::Status check_job(const IdxConversion& job, const IdxArray& images, const IdxArray& labels) {
+  if (images.dims.size() != 3 && images.dims.size() != 4) {
+    return absl::InvalidArgumentError(
+        str_cat(job.images, ": an image file has rank 3 or 4, not ", images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    return absl::InvalidArgumentError(
+        str_cat(job.labels, ": a label file has rank 1, not ", labels.dims.size()));
+  }
+  if (images.dims[0] != labels.dims[0]) {
+    return absl::InvalidArgumentError(str_cat(job.images, " holds ", images.dims[0], " images but ",
+                                              job.labels, " holds ", labels.dims[0], " labels"));
+  }
+  if (job.shards < 1)
+    return absl::InvalidArgumentError(str_cat("shards must be at least 1, not ", job.shards));
+  if (job.jpeg && (job.jpeg_size < 0 || job.jpeg_size > 4096)) {
+    return absl::InvalidArgumentError(
+        str_cat("the JPEG image size must be 1..4096 (0: as stored), not ", job.jpeg_size));
+  }
+  if (job.jpeg && images.dims.size() == 4 && images.dims[3] != 1 && images.dims[3] != 3) {
+    return absl::InvalidArgumentError(
+        str_cat(job.images, ": JPEG needs 1 or 3 channels, not ", images.dims[3]));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression) {
+  const char* suffix = compression == Compression::kGzip   ? ".gz"
+                       : compression == Compression::kZlib ? ".zz"
+                                                           : "";
+  return fmt::format("{}-{:05d}-of-{:05d}.tfrecord{}", prefix, shard, shards, suffix);
+}
 
 absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion& job) {
   auto images = read_idx(job.images);
   if (!images.ok()) return images.status();
   auto labels = read_idx(job.labels);
   if (!labels.ok()) return labels.status();
-  if (images->dims.size() != 3 && images->dims.size() != 4) {
-    return absl::InvalidArgumentError(str_cat(job.images, ": an image file has rank 3 or 4, not ", images->dims.size()));
-  }
-  if (labels->dims.size() != 1) {
-    return absl::InvalidArgumentError(str_cat(job.labels, ": a label file has rank 1, not ", labels->dims.size()));
-  }
-  if (images->dims[0] != labels->dims[0]) {
-    return absl::InvalidArgumentError(str_cat(job.images, " holds ", images->dims[0], " images but ", job.labels,
-                                              " holds ", labels->dims[0], " labels"));
-  }
+  if (auto s = check_job(job, *images, *labels); !s.ok()) return s;
+
   IdxConversionResult result;
   result.height = images->dims[1];
   result.width = images->dims[2];
   result.depth = images->dims.size() == 4 ? images->dims[3] : 1;
-  const uint64_t count = job.limit == 0 ? images->dims[0] : std::min<uint64_t>(job.limit, images->dims[0]);
+  const uint64_t count =
+      job.limit == 0 ? images->dims[0] : std::min<uint64_t>(job.limit, images->dims[0]);
   const size_t row = images->row_size();
+  std::string prefix = job.prefix;
+  if (prefix.empty()) {
+    prefix = std::filesystem::path(job.images).filename().string();
+    prefix = prefix.substr(0, prefix.find('-'));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(job.output_dir, ec);
+  if (ec)
+    return absl::PermissionDeniedError(
+        str_cat("cannot create ", job.output_dir, ": ", ec.message()));
 
-  auto writer = TFRecordWriter::open(job.output, job.compression);
-  if (!writer.ok()) return writer.status();
   tensorflow::Example ex;
   auto& features = *ex.mutable_features()->mutable_feature();
-  features["height"].mutable_int64_list()->add_value(result.height);
-  features["width"].mutable_int64_list()->add_value(result.width);
-  features["depth"].mutable_int64_list()->add_value(result.depth);
   auto* label = features["label"].mutable_int64_list();
   label->add_value(0);
-  auto* image = features["image_raw"].mutable_bytes_list()->add_value();
+  std::string* image = features["image_raw"].mutable_bytes_list()->add_value();
   std::string bytes;
-  for (uint64_t i = 0; i < count; ++i) {
-    label->set_value(0, labels->values[i]);
-    image->assign(reinterpret_cast<const char*>(images->values.data() + i * row), row);
-    // Deterministic: the same input gives the same bytes (map order fixed).
-    bytes.clear();
-    {
-      google::protobuf::io::StringOutputStream stream(&bytes);
-      google::protobuf::io::CodedOutputStream coded(&stream);
-      coded.SetSerializationDeterministic(true);
-      ex.SerializeToCodedStream(&coded);
+  uint64_t next = 0;
+  for (int s = 0; s < job.shards; ++s) {
+    const uint64_t end = count * static_cast<uint64_t>(s + 1) / static_cast<uint64_t>(job.shards);
+    const std::string path =
+        (std::filesystem::path(job.output_dir) / shard_name(prefix, s, job.shards, job.compression))
+            .string();
+    auto writer = TFRecordWriter::open(path, job.compression);
+    if (!writer.ok()) return writer.status();
+    const uint64_t first = next;
+    for (; next < end; ++next) {
+      label->set_value(0, labels->values[next]);
+      const auto* pixels = reinterpret_cast<const char*>(images->values.data() + next * row);
+      if (job.jpeg) {
+        Image im;
+        im.height = static_cast<int>(result.height);
+        im.width = static_cast<int>(result.width);
+        im.channels = static_cast<int>(result.depth);
+        im.pixels.assign(pixels, pixels + row);
+        if (job.jpeg_size > 0 && (job.jpeg_size != im.height || job.jpeg_size != im.width)) {
+          im = to_uint8(resize_bilinear(to_float(im), job.jpeg_size, job.jpeg_size));
+        }
+        auto jpeg = encode_jpeg(im, job.jpeg_quality);
+        if (!jpeg.ok())
+          return absl::InternalError(
+              str_cat(job.images, ": example ", next, ": ", jpeg.status().message()));
+        *image = std::move(*jpeg);
+      } else {
+        image->assign(pixels, row);
+      }
+      result.image_bytes += image->size();
+      bytes = serialize_deterministic(ex);
+      if (auto st = (*writer)->write(bytes); !st.ok()) return st;
     }
-    if (auto s = (*writer)->write(bytes); !s.ok()) return s;
+    if (auto st = (*writer)->close(); !st.ok()) return st;
+    result.shard_paths.push_back(path);
+    result.shard_examples.push_back(next - first);
   }
-  if (auto s = (*writer)->close(); !s.ok()) return s;
   result.examples = count;
   return result;
 }

@@ -1,31 +1,45 @@
 #pragma once
-// MNIST-family IDX pairs (images + labels) to TFRecord files of tf.Example, with the feature
-// names of TensorFlow's own converter (tensorflow/models, convert_to_records.py):
-//   height, width, depth: int64;  label: int64;  image_raw: bytes (height*width*depth uint8)
-// so the files also read in TensorFlow with the usual feature spec.
-
-#include <absl/status/statusor.h>
+// MNIST-family IDX pairs (images + labels) to sharded TFRecord files of tf.Example
+//   {"image_raw": bytes, "label": int64}
+// image_raw holds the height*width*depth uint8 pixels, or with `jpeg` a baseline JPEG of the
+// image upscaled (bilinear) to jpeg_size x jpeg_size: a flowers-style pipeline whose input_fn
+// pays a real decode. Shard s of N holds examples [s*n/N, (s+1)*n/N) in file order and is named
+// <prefix>-<s:05>-of-<N:05>.tfrecord (".gz"/".zz" added for GZIP/ZLIB).
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/data/tfrecord.h"
 
 namespace tpusim::runtime::data {
 
 struct IdxConversion {
-  std::string images;  // IDX, rank 3 (count, height, width) or 4 (..., depth)
-  std::string labels;  // IDX, rank 1 (count)
-  std::string output;
+  std::string images;      // IDX, rank 3 (count, height, width) or 4 (..., depth)
+  std::string labels;      // IDX, rank 1 (count)
+  std::string output_dir;  // created when missing
+  std::string prefix;      // shard names; empty: the images file's name up to its first '-'
+  int shards = 1;
   Compression compression = Compression::kNone;
   uint64_t limit = 0;  // convert the first `limit` examples; 0: all
+  bool jpeg = false;
+  int jpeg_size = 0;  // upscale to this square size before encoding; 0: keep the IDX size
+  int jpeg_quality = 90;
 };
 
 struct IdxConversionResult {
   uint64_t examples = 0;
-  uint32_t height = 0, width = 0, depth = 0;
+  uint32_t height = 0, width = 0, depth = 0;  // of the IDX images
+  std::vector<std::string> shard_paths;
+  std::vector<uint64_t> shard_examples;
+  uint64_t image_bytes = 0;  // total image_raw bytes written
 };
 
 absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion& job);
+
+// "train-00003-of-00010.tfrecord" and its compressed forms.
+std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression);
 
 }  // namespace tpusim::runtime::data

@@ -1,10 +1,12 @@
 #include "runtime/data/tfrecord.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include "common/strings.h"
 #include "runtime/data/crc32c.h"
@@ -13,10 +15,14 @@ namespace tpusim::runtime::data {
 
 const char* compression_name(Compression c) {
   switch (c) {
-    case Compression::kAuto: return "auto";
-    case Compression::kNone: return "none";
-    case Compression::kGzip: return "gzip";
-    case Compression::kZlib: return "zlib";
+    case Compression::kAuto:
+      return "auto";
+    case Compression::kNone:
+      return "none";
+    case Compression::kGzip:
+      return "gzip";
+    case Compression::kZlib:
+      return "zlib";
   }
   return "?";
 }
@@ -26,7 +32,8 @@ absl::StatusOr<Compression> parse_compression(const std::string& name) {
   if (name == "none" || name.empty()) return Compression::kNone;
   if (name == "gzip" || name == "GZIP") return Compression::kGzip;
   if (name == "zlib" || name == "ZLIB") return Compression::kZlib;
-  return absl::InvalidArgumentError(str_cat("unknown compression '", name, "' (auto, none, gzip or zlib)"));
+  return absl::InvalidArgumentError(
+      str_cat("unknown compression '", name, "' (auto, none, gzip or zlib)"));
 }
 
 namespace {
@@ -80,7 +87,8 @@ class FileSource final : public ByteSource {
   ~FileSource() override { std::fclose(f_); }
   absl::StatusOr<size_t> read(char* out, size_t n) override {
     const size_t got = std::fread(out, 1, n, f_);
-    if (got < n && std::ferror(f_)) return absl::DataLossError(str_cat(path_, ": read error: ", std::strerror(errno)));
+    if (got < n && std::ferror(f_))
+      return absl::DataLossError(str_cat(path_, ": read error: ", std::strerror(errno)));
     return got;
   }
 
@@ -107,8 +115,8 @@ class InflateSource final : public ByteSource {
         auto got = raw_->read(in_.data(), in_.size());
         if (!got.ok()) return got.status();
         if (*got == 0) {
-          return absl::DataLossError(str_cat(path_, ": the compressed stream is truncated (after ", z_.total_out,
-                                             " decompressed bytes)"));
+          return absl::DataLossError(str_cat(path_, ": the compressed stream is truncated (after ",
+                                             z_.total_out, " decompressed bytes)"));
         }
         z_.next_in = reinterpret_cast<Bytef*>(in_.data());
         z_.avail_in = static_cast<uInt>(*got);
@@ -128,8 +136,9 @@ class InflateSource final : public ByteSource {
         }
         inflateReset(&z_);
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        return absl::DataLossError(str_cat(path_, ": corrupt compressed data after ", z_.total_out,
-                                           " decompressed bytes: ", z_.msg != nullptr ? z_.msg : "zlib error"));
+        return absl::DataLossError(
+            str_cat(path_, ": corrupt compressed data after ", z_.total_out,
+                    " decompressed bytes: ", z_.msg != nullptr ? z_.msg : "zlib error"));
       }
     }
     return n - z_.avail_out;
@@ -149,11 +158,16 @@ class InflateSource final : public ByteSource {
 TFRecordReader::TFRecordReader(std::string path, ReaderOptions options)
     : path_(std::move(path)), options_(options) {}
 
-TFRecordReader::~TFRecordReader() = default;
+TFRecordReader::~TFRecordReader() {
+  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
+}
 
-absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path, ReaderOptions options) {
+absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path,
+                                                                     ReaderOptions options) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError(str_cat("cannot open TFRecord file ", path, ": ", std::strerror(errno)));
+  if (f == nullptr)
+    return absl::NotFoundError(
+        str_cat("cannot open TFRecord file ", path, ": ", std::strerror(errno)));
   std::unique_ptr<TFRecordReader> r(new TFRecordReader(path, options));
   Compression c = options.compression;
   if (c == Compression::kAuto) {
@@ -172,6 +186,23 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
     }
   }
   r->compression_ = c;
+  if (c == Compression::kNone && options.map_file) {
+    // Map the file: the records are read in place, with no copy from the kernel.
+    struct stat st {};
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      void* m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
+                     MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+      if (m != MAP_FAILED) {
+        madvise(m, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+        std::fclose(f);
+        r->mapping_ = m;
+        r->mapping_bytes_ = static_cast<size_t>(st.st_size);
+        r->base_ = static_cast<const char*>(m);
+        r->end_ = r->mapping_bytes_;
+        return r;
+      }
+    }
+  }
   std::unique_ptr<ByteSource> raw = std::make_unique<FileSource>(f, path);
   if (c == Compression::kNone) {
     r->source_ = std::move(raw);
@@ -182,28 +213,32 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
 }
 
 absl::StatusOr<bool> TFRecordReader::fill(size_t n) {
-  while (buffer_.size() - pos_ < n) {
-    if (pos_ > 0 && pos_ >= buffer_.size() / 2) {
-      buffer_.erase(0, pos_);
-      pos_ = 0;
-    }
-    const size_t want = std::max(options_.buffer_bytes, n);
-    const size_t old = buffer_.size();
-    buffer_.resize(old + want);
-    auto got = source_->read(buffer_.data() + old, want);
-    if (!got.ok()) {
-      buffer_.resize(old);
-      return got.status();
-    }
-    buffer_.resize(old + *got);
-    if (*got == 0) return false;
+  if (end_ - pos_ >= n) return true;
+  if (mapping_ != nullptr) return false;  // the whole file is already there
+  // Move the unread tail (less than one record) to the front, grow only for a record larger
+  // than the buffer, and read straight into the free space: no zero-filling, no second copy.
+  if (pos_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
   }
+  const size_t want = std::max(options_.buffer_bytes, n);
+  if (buffer_.size() < want) buffer_.resize(want);
+  base_ = buffer_.data();
+  while (end_ < n) {
+    auto got = source_->read(buffer_.data() + end_, buffer_.size() - end_);
+    if (!got.ok()) return got.status();
+    if (*got == 0) return false;
+    end_ += *got;
+  }
+  base_ = buffer_.data();
   return true;
 }
 
 absl::Status TFRecordReader::corrupt(const std::string& what) const {
-  return absl::DataLossError(str_cat(path_, ": corrupt record at byte offset ", offset_,
-                                     compression_ == Compression::kNone ? "" : " of the decompressed stream", ": ", what));
+  return absl::DataLossError(
+      str_cat(path_, ": corrupt record at byte offset ", offset_,
+              compression_ == Compression::kNone ? "" : " of the decompressed stream", ": ", what));
 }
 
 absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
@@ -211,21 +246,22 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     auto have = fill(12);
     if (!have.ok()) return have.status();
     if (!*have) {
-      if (buffer_.size() == pos_) return false;  // clean end
+      if (end_ == pos_) return false;  // clean end
       if (options_.skip_corrupt) {
         ++skipped_;
-        offset_ += buffer_.size() - pos_;
-        pos_ = buffer_.size();
+        offset_ += end_ - pos_;
+        pos_ = end_;
         return false;
       }
-      return corrupt(str_cat("truncated header: ", buffer_.size() - pos_, " bytes of 12"));
+      return corrupt(str_cat("truncated header: ", end_ - pos_, " bytes of 12"));
     }
-    const char* header = buffer_.data() + pos_;
+    const char* header = base_ + pos_;
     const uint64_t length = read_le64(header);
     if (!valid_header(header)) {
       if (!options_.skip_corrupt) {
-        return corrupt(str_cat("the length field fails its checksum (stored ", read_le32(header + 8), ", computed ",
-                               masked_crc32c(header, 8), ")"));
+        return corrupt(str_cat("the length field fails its checksum (stored ",
+                               read_le32(header + 8), ", computed ", masked_crc32c(header, 8),
+                               ")"));
       }
       // Scan forward, a byte at a time, to the next header that checks out.
       ++skipped_;
@@ -235,11 +271,11 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
         auto more = fill(12);
         if (!more.ok()) return more.status();
         if (!*more) {
-          offset_ += buffer_.size() - pos_;
-          pos_ = buffer_.size();
+          offset_ += end_ - pos_;
+          pos_ = end_;
           return false;
         }
-        if (valid_header(buffer_.data() + pos_)) break;
+        if (valid_header(base_ + pos_)) break;
       }
       continue;
     }
@@ -247,8 +283,8 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       // A header that checks out but promises more than any record holds: refuse rather than
       // allocate it.
       if (!options_.skip_corrupt) {
-        return corrupt(str_cat("the header promises ", length, " bytes of data, more than the ", kMaxRecordBytes,
-                               " a record may hold"));
+        return corrupt(str_cat("the header promises ", length, " bytes of data, more than the ",
+                               kMaxRecordBytes, " a record may hold"));
       }
       ++skipped_;
       ++pos_;
@@ -260,20 +296,21 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     if (!*body) {
       if (options_.skip_corrupt) {
         ++skipped_;
-        offset_ += buffer_.size() - pos_;
-        pos_ = buffer_.size();
+        offset_ += end_ - pos_;
+        pos_ = end_;
         return false;
       }
-      return corrupt(str_cat("truncated: the header promises ", length, " bytes of data but the file ends after ",
-                             buffer_.size() - pos_ - std::min<size_t>(12, buffer_.size() - pos_)));
+      return corrupt(str_cat("truncated: the header promises ", length,
+                             " bytes of data but the file ends after ",
+                             end_ - pos_ - std::min<size_t>(12, end_ - pos_)));
     }
-    const char* data = buffer_.data() + pos_ + 12;
+    const char* data = base_ + pos_ + 12;
     const uint32_t stored = read_le32(data + length);
     const uint32_t computed = masked_crc32c(data, length);
     if (stored != computed) {
       if (!options_.skip_corrupt) {
-        return corrupt(str_cat("the data (", length, " bytes) fails its checksum (stored ", stored, ", computed ",
-                               computed, ")"));
+        return corrupt(str_cat("the data (", length, " bytes) fails its checksum (stored ", stored,
+                               ", computed ", computed, ")"));
       }
       ++skipped_;
       pos_ += 16 + length;
@@ -299,7 +336,8 @@ struct TFRecordWriter::Impl {
   absl::Status put(const char* data, size_t n, int flush) {
     if (compression == Compression::kNone) {
       if (n == 0) return absl::OkStatus();
-      if (std::fwrite(data, 1, n, f) != n) return absl::DataLossError(str_cat(path, ": write error: ", std::strerror(errno)));
+      if (std::fwrite(data, 1, n, f) != n)
+        return absl::DataLossError(str_cat(path, ": write error: ", std::strerror(errno)));
       return absl::OkStatus();
     }
     z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data));
@@ -322,15 +360,19 @@ TFRecordWriter::TFRecordWriter(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 
 TFRecordWriter::~TFRecordWriter() { (void)close(); }
 
-absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path, Compression compression) {
-  if (compression == Compression::kAuto) return absl::InvalidArgumentError("a writer needs none, gzip or zlib, not auto");
+absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::string& path,
+                                                                     Compression compression) {
+  if (compression == Compression::kAuto)
+    return absl::InvalidArgumentError("a writer needs none, gzip or zlib, not auto");
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->compression = compression;
   impl->f = std::fopen(path.c_str(), "wb");
-  if (impl->f == nullptr) return absl::NotFoundError(str_cat("cannot create ", path, ": ", std::strerror(errno)));
+  if (impl->f == nullptr)
+    return absl::NotFoundError(str_cat("cannot create ", path, ": ", std::strerror(errno)));
   if (compression != Compression::kNone) {
-    if (deflateInit2(&impl->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, compression == Compression::kGzip ? 15 + 16 : 15, 8,
+    if (deflateInit2(&impl->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED,
+                     compression == Compression::kGzip ? 15 + 16 : 15, 8,
                      Z_DEFAULT_STRATEGY) != Z_OK) {
       std::fclose(impl->f);
       return absl::InternalError(str_cat(path, ": zlib failed to initialise"));
@@ -341,7 +383,8 @@ absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::open(const std::
 }
 
 absl::Status TFRecordWriter::write(const std::string& record) {
-  if (impl_->f == nullptr) return absl::FailedPreconditionError(str_cat(impl_->path, ": written after close"));
+  if (impl_->f == nullptr)
+    return absl::FailedPreconditionError(str_cat(impl_->path, ": written after close"));
   const std::string framed = frame_record(record);
   return impl_->put(framed.data(), framed.size(), Z_NO_FLUSH);
 }
@@ -354,7 +397,8 @@ absl::Status TFRecordWriter::close() {
     deflateEnd(&impl_->z);
     impl_->deflating = false;
   }
-  if (std::fclose(impl_->f) != 0 && s.ok()) s = absl::DataLossError(str_cat(impl_->path, ": close failed"));
+  if (std::fclose(impl_->f) != 0 && s.ok())
+    s = absl::DataLossError(str_cat(impl_->path, ": close failed"));
   impl_->f = nullptr;
   return s;
 }

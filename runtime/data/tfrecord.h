@@ -1,6 +1,7 @@
 #pragma once
 // TFRecord files, wire-compatible with TensorFlow: each record is
-//   uint64 length (little endian) | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+//   uint64 length (little endian) | uint32 masked_crc32c(length) | data | uint32
+//   masked_crc32c(data)
 // and a GZIP or ZLIB file compresses the whole framed stream. The reader finds the compression
 // itself (GZIP by its magic bytes; ZLIB by a valid zlib header where the bytes are not a valid
 // TFRecord header) unless told. Corrupt or truncated input is an error naming the file and the
@@ -8,11 +9,12 @@
 // skip_corrupt, records whose data fails its checksum are skipped and counted, and after a
 // corrupt length the reader scans forward to the next valid record header.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
 
 namespace tpusim::runtime::data {
 
@@ -25,13 +27,18 @@ struct ReaderOptions {
   Compression compression = Compression::kAuto;
   bool skip_corrupt = false;
   size_t buffer_bytes = 256 << 10;
+  // Map an uncompressed regular file instead of reading it through a buffer (no kernel copy).
+  // A mapped file must not shrink while it is read (the OS would raise SIGBUS); turn this off
+  // for files another process may truncate.
+  bool map_file = true;
 };
 
 class ByteSource;
 
 class TFRecordReader {
  public:
-  static absl::StatusOr<std::unique_ptr<TFRecordReader>> open(const std::string& path, ReaderOptions options = {});
+  static absl::StatusOr<std::unique_ptr<TFRecordReader>> open(const std::string& path,
+                                                              ReaderOptions options = {});
   ~TFRecordReader();
 
   // The next record into `record`; false at the clean end of the file.
@@ -53,8 +60,12 @@ class TFRecordReader {
   ReaderOptions options_;
   Compression compression_ = Compression::kNone;
   std::unique_ptr<ByteSource> source_;
-  std::string buffer_;
-  size_t pos_ = 0;
+  std::vector<char> buffer_;
+  void* mapping_ = nullptr;  // the whole file, when mapped; buffer_ stays empty
+  size_t mapping_bytes_ = 0;
+  const char* base_ = nullptr;  // buffer_.data() or mapping_
+  size_t pos_ = 0;              // unread bytes are base_[pos_, end_)
+  size_t end_ = 0;
   uint64_t offset_ = 0;
   uint64_t records_ = 0;
   uint64_t skipped_ = 0;
@@ -62,8 +73,8 @@ class TFRecordReader {
 
 class TFRecordWriter {
  public:
-  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> open(const std::string& path,
-                                                              Compression compression = Compression::kNone);
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> open(
+      const std::string& path, Compression compression = Compression::kNone);
   ~TFRecordWriter();
   absl::Status write(const std::string& record);
   // Finishes the compressed stream and closes the file; the destructor closes too but cannot

@@ -3,12 +3,14 @@
 Usage: check_tfrecord.py TPUSIM_BINARY IMAGES_IDX LABELS_IDX
 1. TensorFlow writes tf.Example records uncompressed, GZIP and ZLIB; `tpusim data inspect --json`
    must find the compression itself, count every record, and report the first example's features.
-2. `tpusim data convert-idx` writes the IDX pair in each compression; TensorFlow's
+2. `tpusim data convert-idx` writes the IDX pair as shards in each compression; TensorFlow's
    TFRecordDataset reads every record (checking each CRC) and parse_single_example must give back
-   the IDX pixels and labels exactly.
+   the IDX pixels and labels exactly. JPEG shards decode in TensorFlow to its own bilinear upscale
+   of the IDX image, within JPEG's loss.
 3. A file with one flipped data byte: TensorFlow and tpusim both refuse it, and tpusim names the
    byte offset of the bad record.
 """
+import glob
 import gzip
 import json
 import os
@@ -63,30 +65,42 @@ def tf_writes_tpusim_reads(binary, tmp):
 
 def tpusim_writes_tf_reads(binary, tmp, images_idx, labels_idx):
     images, labels = read_idx(images_idx)[:LIMIT], read_idx(labels_idx)[:LIMIT]
-    spec = {
-        "height": tf.io.FixedLenFeature([], tf.int64),
-        "width": tf.io.FixedLenFeature([], tf.int64),
-        "depth": tf.io.FixedLenFeature([], tf.int64),
-        "label": tf.io.FixedLenFeature([], tf.int64),
-        "image_raw": tf.io.FixedLenFeature([], tf.string),
-    }
+    spec = {"label": tf.io.FixedLenFeature([], tf.int64), "image_raw": tf.io.FixedLenFeature([], tf.string)}
     failures = 0
-    for compression in ["none", "gzip", "zlib"]:
-        path = os.path.join(tmp, f"fashion_{compression}.tfrecord")
-        tpusim(binary, "data", "convert-idx", "--images", images_idx, "--labels", labels_idx, "--out", path,
-               "--compression", compression, "--limit", str(LIMIT))
+    for compression, shards in [("none", 1), ("gzip", 3), ("zlib", 2)]:
+        out = os.path.join(tmp, f"fashion_{compression}")
+        tpusim(binary, "data", "convert-idx", "--images", images_idx, "--labels", labels_idx, "--out", out,
+               "--shards", str(shards), "--compression", compression, "--limit", str(LIMIT))
+        files = sorted(glob.glob(os.path.join(out, "*")))
         tf_compression = "" if compression == "none" else compression.upper()
         got_images, got_labels = [], []
-        for rec in tf.data.TFRecordDataset(path, compression_type=tf_compression):
+        for rec in tf.data.TFRecordDataset(files, compression_type=tf_compression):
             ex = tf.io.parse_single_example(rec, spec)
-            shape = (int(ex["height"]), int(ex["width"]))
-            got_images.append(np.frombuffer(ex["image_raw"].numpy(), dtype=np.uint8).reshape(shape))
+            got_images.append(tf.io.decode_raw(ex["image_raw"], tf.uint8).numpy().reshape(28, 28))
             got_labels.append(int(ex["label"]))
-        ok = (len(got_labels) == LIMIT and np.array_equal(np.stack(got_images), images)
+        ok = (len(files) == shards and len(got_labels) == LIMIT and np.array_equal(np.stack(got_images), images)
               and np.array_equal(np.array(got_labels), labels))
-        print(f"{'ok' if ok else 'FAIL'}: tpusim {compression} file: TensorFlow reads {len(got_labels)} examples, "
-              f"pixels and labels {'equal' if ok else 'DIFFER'}")
+        print(f"{'ok' if ok else 'FAIL'}: tpusim {compression} files ({len(files)} shards): TensorFlow reads "
+              f"{len(got_labels)} examples, pixels and labels {'equal' if ok else 'DIFFER'}")
         failures += not ok
+
+    # JPEG shards: TensorFlow decodes our JPEGs, and they match TensorFlow's own bilinear upscale
+    # of the IDX image (to JPEG's loss at quality 95).
+    out = os.path.join(tmp, "fashion_jpeg")
+    tpusim(binary, "data", "convert-idx", "--images", images_idx, "--labels", labels_idx, "--out", out,
+           "--jpeg", "--image-size", "64", "--quality", "95", "--limit", "100")
+    worst = 0.0
+    count = 0
+    for i, rec in enumerate(tf.data.TFRecordDataset(sorted(glob.glob(os.path.join(out, "*"))))):
+        ex = tf.io.parse_single_example(rec, spec)
+        decoded = tf.io.decode_jpeg(ex["image_raw"], channels=1).numpy().astype(np.float32)
+        want = tf.image.resize(images[i][..., None].astype(np.float32), [64, 64], method="bilinear").numpy()
+        worst = max(worst, float(np.mean(np.abs(decoded - np.clip(np.round(want), 0, 255)))))
+        count += int(ex["label"]) == labels[i]
+    ok = count == 100 and worst < 3.0
+    print(f"{'ok' if ok else 'FAIL'}: tpusim JPEG shards: TensorFlow decodes {count}/100 with their labels; worst mean "
+          f"|decoded - tf.image.resize| = {worst:.3f} (limit 3)")
+    failures += not ok
     return failures
 
 

@@ -1,13 +1,14 @@
 // IDX reading and the IDX-to-TFRecord conversion, on the real Fashion-MNIST test set (Debian
 // package dataset-fashion-mnist) and on broken copies of it.
-#include <gtest/gtest.h>
-
-#include <zlib.h>
-
+#include <cstring>
 #include <fstream>
+
+#include <gtest/gtest.h>
+#include <zlib.h>
 
 #include "runtime/data/example.pb.h"
 #include "runtime/data/idx.h"
+#include "runtime/data/image.h"
 #include "runtime/data/mnist_records.h"
 #include "runtime/data/tfrecord.h"
 #include "tests/configs/config_test_util.h"
@@ -65,13 +66,15 @@ TEST(Idx, BadFilesNameTheFileAndOffset) {
   spill(path, "PK\x03\x04 not an idx file");
   auto a = read_idx(path);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find(path + ": not an IDX file (byte offset 0"), absl::string_view::npos)
+  EXPECT_NE(a.status().message().find(path + ": not an IDX file (byte offset 0"),
+            absl::string_view::npos)
       << a.status();
 
   spill(path, idx_bytes({2, 3}, {1, 2, 3, 4}));  // two values short
   a = read_idx(path);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("ends at byte offset 16 while reading the values"), absl::string_view::npos)
+  EXPECT_NE(a.status().message().find("ends at byte offset 16 while reading the values"),
+            absl::string_view::npos)
       << a.status();
 
   std::string f32 = idx_bytes({1}, {0, 0, 0, 0});
@@ -79,22 +82,37 @@ TEST(Idx, BadFilesNameTheFileAndOffset) {
   spill(path, f32);
   a = read_idx(path);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("IDX type 0x0d is not supported"), absl::string_view::npos) << a.status();
+  EXPECT_NE(a.status().message().find("IDX type 0x0d is not supported"), absl::string_view::npos)
+      << a.status();
 
   spill(path, idx_bytes({2}, {1, 2, 3}));
   a = read_idx(path);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("byte offset 10: trailing bytes"), absl::string_view::npos) << a.status();
+  EXPECT_NE(a.status().message().find("byte offset 10: trailing bytes"), absl::string_view::npos)
+      << a.status();
 
   EXPECT_EQ(read_idx(dir.path() / "absent.idx").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST(IdxToTFRecord, EveryExampleCarriesItsPixelsAndLabel) {
+std::vector<std::string> read_records(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  for (const auto& path : paths) {
+    auto reader = TFRecordReader::open(path);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) break;
+    std::string rec;
+    while (*(*reader)->next(&rec)) out.push_back(rec);
+  }
+  return out;
+}
+
+TEST(IdxToTFRecord, ShardsHoldEveryExampleInOrderWithItsPixelsAndLabel) {
   TempDir dir;
   IdxConversion job;
   job.images = kImages;
   job.labels = kLabels;
-  job.output = (dir.path() / "fashion.tfrecord.gz").string();
+  job.output_dir = (dir.path() / "shards").string();
+  job.shards = 3;
   job.compression = Compression::kGzip;
   job.limit = 500;
   auto done = convert_idx_to_tfrecord(job);
@@ -102,26 +120,65 @@ TEST(IdxToTFRecord, EveryExampleCarriesItsPixelsAndLabel) {
   EXPECT_EQ(done->examples, 500u);
   EXPECT_EQ(done->height, 28u);
   EXPECT_EQ(done->depth, 1u);
+  EXPECT_EQ(done->shard_examples, (std::vector<uint64_t>{166, 167, 167}));
+  ASSERT_EQ(done->shard_paths.size(), 3u);
+  EXPECT_EQ(done->shard_paths[1], job.output_dir + "/t10k-00001-of-00003.tfrecord.gz");
 
   auto images = read_idx(kImages);
   auto labels = read_idx(kLabels);
   ASSERT_TRUE(images.ok() && labels.ok());
-  auto reader = TFRecordReader::open(job.output);
-  ASSERT_TRUE(reader.ok());
-  std::string rec;
-  size_t i = 0;
-  while (*(*reader)->next(&rec)) {
+  const auto records = read_records(done->shard_paths);
+  ASSERT_EQ(records.size(), 500u);
+  for (size_t i = 0; i < records.size(); ++i) {
     tensorflow::Example ex;
-    ASSERT_TRUE(ex.ParseFromString(rec));
+    ASSERT_TRUE(ex.ParseFromString(records[i]));
     const auto& f = ex.features().feature();
+    ASSERT_EQ(f.size(), 2u);
     EXPECT_EQ(f.at("label").int64_list().value(0), labels->values[i]);
-    EXPECT_EQ(f.at("width").int64_list().value(0), 28);
     const std::string& pixels = f.at("image_raw").bytes_list().value(0);
     ASSERT_EQ(pixels.size(), 784u);
-    ASSERT_EQ(0, std::memcmp(pixels.data(), images->values.data() + i * 784, 784)) << "example " << i;
-    ++i;
+    ASSERT_EQ(0, std::memcmp(pixels.data(), images->values.data() + i * 784, 784))
+        << "example " << i;
   }
-  EXPECT_EQ(i, 500u);
+}
+
+TEST(IdxToTFRecord, JpegShardsDecodeToTheUpscaledImage) {
+  TempDir dir;
+  IdxConversion job;
+  job.images = kImages;
+  job.labels = kLabels;
+  job.output_dir = dir.path().string();
+  job.prefix = "flowers_like";
+  job.limit = 20;
+  job.jpeg = true;
+  job.jpeg_size = 64;
+  job.jpeg_quality = 95;
+  auto done = convert_idx_to_tfrecord(job);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->shard_paths[0], job.output_dir + "/flowers_like-00000-of-00001.tfrecord");
+  auto images = read_idx(kImages);
+  ASSERT_TRUE(images.ok());
+  const auto records = read_records(done->shard_paths);
+  ASSERT_EQ(records.size(), 20u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    tensorflow::Example ex;
+    ASSERT_TRUE(ex.ParseFromString(records[i]));
+    auto decoded = decode_jpeg(ex.features().feature().at("image_raw").bytes_list().value(0));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    ASSERT_EQ(decoded->height, 64);
+    ASSERT_EQ(decoded->channels, 1);
+    // Against the same upscale done here: JPEG at quality 95 keeps the mean error small.
+    Image original;
+    original.height = original.width = 28;
+    original.channels = 1;
+    original.pixels.assign(images->values.begin() + i * 784,
+                           images->values.begin() + (i + 1) * 784);
+    const Image want = to_uint8(resize_bilinear(to_float(original), 64, 64));
+    double err = 0;
+    for (size_t p = 0; p < want.pixels.size(); ++p)
+      err += std::abs(want.pixels[p] - decoded->pixels[p]);
+    EXPECT_LT(err / want.pixels.size(), 3.0) << "example " << i;
+  }
 }
 
 TEST(IdxToTFRecord, RefusesMismatchedFiles) {
@@ -131,7 +188,7 @@ TEST(IdxToTFRecord, RefusesMismatchedFiles) {
   IdxConversion job;
   job.images = kImages;
   job.labels = labels;
-  job.output = (dir.path() / "out.tfrecord").string();
+  job.output_dir = dir.path().string();
   auto done = convert_idx_to_tfrecord(job);
   ASSERT_FALSE(done.ok());
   EXPECT_NE(done.status().message().find("holds 10000 images but " + labels + " holds 3 labels"),

@@ -1,10 +1,10 @@
 #include "runtime/data/tfrecord.h"
 
-#include <gtest/gtest.h>
-
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "runtime/data/crc32c.h"
 #include "runtime/data/example.pb.h"
@@ -42,7 +42,8 @@ void write_all(const std::string& path, Compression c, const std::vector<std::st
   ASSERT_TRUE((*w)->close().ok());
 }
 
-absl::StatusOr<std::vector<std::string>> read_all(const std::string& path, ReaderOptions options = {}) {
+absl::StatusOr<std::vector<std::string>> read_all(const std::string& path,
+                                                  ReaderOptions options = {}) {
   auto r = TFRecordReader::open(path, options);
   if (!r.ok()) return r.status();
   std::vector<std::string> out;
@@ -89,7 +90,8 @@ TEST_P(TFRecordRoundTrip, ReadsAnEmptyFile) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compressions, TFRecordRoundTrip,
-                         ::testing::Values(Compression::kNone, Compression::kGzip, Compression::kZlib),
+                         ::testing::Values(Compression::kNone, Compression::kGzip,
+                                           Compression::kZlib),
                          [](const auto& p) { return std::string(compression_name(p.param)); });
 
 TEST(TFRecord, UncompressedFileIsTheConcatenationOfFramedRecords) {
@@ -152,9 +154,11 @@ TEST(TFRecord, CorruptLengthIsAnErrorOrAResync) {
   spill(path, bytes);
   auto strict = read_all(path);
   ASSERT_FALSE(strict.ok());
-  EXPECT_NE(strict.status().message().find("length field fails its checksum"), absl::string_view::npos)
+  EXPECT_NE(strict.status().message().find("length field fails its checksum"),
+            absl::string_view::npos)
       << strict.status();
-  EXPECT_NE(strict.status().message().find("byte offset 20"), absl::string_view::npos) << strict.status();
+  EXPECT_NE(strict.status().message().find("byte offset 20"), absl::string_view::npos)
+      << strict.status();
   ReaderOptions options;
   options.skip_corrupt = true;
   auto lenient = read_all(path, options);
@@ -189,7 +193,8 @@ TEST(TFRecord, AnAbsurdLengthIsRefusedNotAllocated) {
   spill(path, header + "tiny");
   auto got = read_all(path);
   ASSERT_FALSE(got.ok());
-  EXPECT_NE(got.status().message().find("promises 1099511627776 bytes"), absl::string_view::npos) << got.status();
+  EXPECT_NE(got.status().message().find("promises 1099511627776 bytes"), absl::string_view::npos)
+      << got.status();
 }
 
 TEST(TFRecord, TruncatedGzipIsAnError) {
@@ -202,6 +207,33 @@ TEST(TFRecord, TruncatedGzipIsAnError) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(got.status().message().find(path), absl::string_view::npos) << got.status();
+}
+
+// The buffered path (map_file off), with a buffer smaller than one header, refills at every
+// step and must give the same records and the same errors as the mapped one.
+TEST(TFRecord, BufferedReadsMatchMappedReadsWithATinyBuffer) {
+  TempDir dir;
+  const std::string path = (dir.path() / "r.tfrecord").string();
+  write_all(path, Compression::kNone, sample_records());
+  ReaderOptions buffered;
+  buffered.map_file = false;
+  buffered.buffer_bytes = 7;
+  auto got = read_all(path, buffered);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, sample_records());
+
+  std::string bytes = frame_record("good") + frame_record("flipped") + frame_record("after");
+  bytes[20 + 12 + 3] ^= 0x01;
+  spill(path, bytes);
+  auto strict = read_all(path, buffered);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_NE(strict.status().message().find("byte offset 20"), absl::string_view::npos) << strict.status();
+  buffered.skip_corrupt = true;
+  bytes[20 + 2] ^= 0x40;  // now the length too: a resync
+  spill(path, bytes);
+  auto lenient = read_all(path, buffered);
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_EQ(*lenient, (std::vector<std::string>{"good", "after"}));
 }
 
 TEST(TFRecord, MissingFileIsNotFound) {

@@ -331,23 +331,27 @@ TEST(Cli, LayersBadTopologyFails) {
 TEST(Cli, DataConvertIdxThenInspectJson) {
   const std::string dir = ::testing::TempDir() + "tpusim_cli_data";
   std::filesystem::create_directories(dir);
-  const std::string out = dir + "/fashion.tfrecord.zz";
   const std::string fm = "/usr/share/datasets/fashion-mnist/";
   auto r = run_tpusim({"data", "convert-idx", "--images", fm + "t10k-images-idx3-ubyte.gz",
-                       "--labels", fm + "t10k-labels-idx1-ubyte.gz", "--out", out, "--compression",
-                       "zlib", "--limit", "64"});
+                       "--labels", fm + "t10k-labels-idx1-ubyte.gz", "--out", dir, "--shards", "2",
+                       "--compression", "zlib", "--limit", "128"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("wrote 64 examples (28x28x1)"));
+  EXPECT_THAT(r.out,
+              HasSubstr("wrote 128 examples (28x28x1, raw, 100352 image bytes) in 2 shard(s)"));
+  const std::string out = dir + "/t10k-00001-of-00002.tfrecord.zz";
+  EXPECT_THAT(r.out, HasSubstr(out + "\t64 examples"));
   r = run_tpusim({"data", "inspect", "--json", out});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out)["files"][0];
-  EXPECT_EQ(j["records"], 64);
+  EXPECT_EQ(j["records"], 64);  // the second shard
   EXPECT_EQ(j["compression"], "zlib");
   EXPECT_EQ(j["tf_example"], true);
   EXPECT_EQ(j["min_record_bytes"], j["max_record_bytes"]);
   std::set<std::string> names;
   for (const auto& f : j["first_example"]) names.insert(f["name"].get<std::string>());
-  EXPECT_EQ(names, (std::set<std::string>{"depth", "height", "image_raw", "label", "width"}));
+  EXPECT_EQ(names, (std::set<std::string>{"image_raw", "label"}));
+  EXPECT_EQ(j["features"]["image_raw"], "bytes");
+  EXPECT_EQ(j["features"]["label"], "int64");
   std::filesystem::remove_all(dir);
 }
 
@@ -360,6 +364,13 @@ TEST(Cli, DataBadInputExits1OrUsage2) {
   EXPECT_THAT(r.err, HasSubstr("unknown compression 'lz4'"));
   r = run_tpusim({"data", "convert-idx", "--images", "a"});
   EXPECT_EQ(r.exit_code, 2);
+  r = run_tpusim({"data", "convert-idx", "--images", "a", "--labels", "b", "--out", "c",
+                  "--image-size", "64"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--image-size and --quality need --jpeg"));
+  r = run_tpusim({"data", "convert-idx", "--images", "/no/images", "--labels", "b", "--out", "c"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot open IDX file /no/images"));
   r = run_tpusim({"data", "shuffle"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown action 'shuffle'"));

@@ -1,4 +1,4 @@
-// tpusim data inspect FILE... | tpusim data convert-idx --images I --labels L --out F
+// tpusim data inspect FILE... | tpusim data convert-idx --images I --labels L --out DIR
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -16,18 +16,22 @@ namespace data = runtime::data;
 
 const char kGroupUsage[] =
     "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n"
-    "       tpusim data convert-idx --images IDX --labels IDX --out FILE [--compression C] [--limit N]\n\n"
+    "       tpusim data convert-idx --images IDX --labels IDX --out DIR [--shards N] [--jpeg] "
+    "...\n\n"
     "inspect      check every record's checksums and summarise a TFRecord file: records, sizes,\n"
     "             compression, and the features of the first tf.Example\n"
-    "convert-idx  write an MNIST-family IDX pair (raw or .gz) as TFRecords of tf.Example with\n"
-    "             TensorFlow's feature names: height, width, depth, label, image_raw\n\n"
+    "convert-idx  write an MNIST-family IDX pair (raw or .gz) as TFRecord shards of tf.Example\n"
+    "             {image_raw: bytes, label: int64}, raw pixels or JPEG\n\n"
     "C is auto (inspect's default: found from the file), none, gzip or zlib.\n";
 
 nlohmann::ordered_json to_json(const data::TFRecordSummary& s) {
   nlohmann::ordered_json features = nlohmann::ordered_json::array();
   for (const auto& f : s.first_example) {
-    features.push_back({{"name", f.name}, {"kind", f.kind}, {"values", f.values}, {"preview", f.preview}});
+    features.push_back(
+        {{"name", f.name}, {"kind", f.kind}, {"values", f.values}, {"preview", f.preview}});
   }
+  nlohmann::ordered_json kinds = nlohmann::ordered_json::object();
+  for (const auto& f : s.first_example) kinds[f.name] = f.kind;
   return {{"path", s.path},
           {"compression", data::compression_name(s.compression)},
           {"records", s.records},
@@ -36,12 +40,14 @@ nlohmann::ordered_json to_json(const data::TFRecordSummary& s) {
           {"min_record_bytes", s.min_record_bytes},
           {"max_record_bytes", s.max_record_bytes},
           {"tf_example", s.examples},
+          {"features", kinds},
           {"first_example", features}};
 }
 
 void print_text(const data::TFRecordSummary& s) {
-  std::cout << s.path << ": " << s.records << " records, " << s.record_bytes << " data bytes (" << s.min_record_bytes
-            << ".." << s.max_record_bytes << " per record), compression " << data::compression_name(s.compression);
+  std::cout << s.path << ": " << s.records << " records, " << s.record_bytes << " data bytes ("
+            << s.min_record_bytes << ".." << s.max_record_bytes << " per record), compression "
+            << data::compression_name(s.compression);
   if (s.skipped > 0) std::cout << ", " << s.skipped << " corrupt skipped";
   std::cout << "\n";
   if (!s.examples) {
@@ -50,20 +56,24 @@ void print_text(const data::TFRecordSummary& s) {
   }
   std::cout << "  first tf.Example:\n";
   for (const auto& f : s.first_example) {
-    std::cout << "    " << f.name << "\t" << f.kind << "\t" << f.values << " value(s)\t" << f.preview << "\n";
+    std::cout << "    " << f.name << "\t" << f.kind << "\t" << f.values << " value(s)\t"
+              << f.preview << "\n";
   }
 }
 
 int inspect(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("file", po::value<std::vector<std::string>>()->required(), "TFRecord files")(
+  options.add_options()("file", po::value<std::vector<std::string>>()->required(),
+                        "TFRecord files")(
       "compression", po::value<std::string>()->default_value("auto"), "auto, none, gzip or zlib")(
-      "skip-corrupt", po::bool_switch(), "skip records that fail their checksum instead of stopping")(
-      "json", po::bool_switch(), "print JSON instead of text");
+      "skip-corrupt", po::bool_switch(),
+      "skip records that fail their checksum instead of stopping")("json", po::bool_switch(),
+                                                                   "print JSON instead of text");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
-  const std::string usage = "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n";
+  const std::string usage =
+      "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n";
   if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
   auto compression = data::parse_compression(vm["compression"].as<std::string>());
   if (!compression.ok()) return usage_error(std::string(compression.status().message()), usage);
@@ -83,36 +93,66 @@ int inspect(const std::vector<std::string>& args) {
 
 int convert_idx(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("images", po::value<std::string>()->required(), "IDX image file (raw or .gz)")(
+  options.add_options()("images", po::value<std::string>()->required(),
+                        "IDX image file (raw or .gz)")(
       "labels", po::value<std::string>()->required(), "IDX label file (raw or .gz)")(
-      "out", po::value<std::string>()->required(), "TFRecord file to write")(
+      "out", po::value<std::string>()->required(), "folder for the shards (created when missing)")(
+      "shards", po::value<int>()->default_value(1), "number of TFRecord files")(
+      "prefix", po::value<std::string>()->default_value(""),
+      "shard name prefix (default: the images file name up to its first '-', e.g. train)")(
       "compression", po::value<std::string>()->default_value("none"), "none, gzip or zlib")(
-      "limit", po::value<uint64_t>()->default_value(0), "convert only the first N examples (0: all)");
+      "jpeg", po::bool_switch(), "store JPEG-encoded images instead of raw pixels")(
+      "image-size", po::value<int>()->default_value(0),
+      "with --jpeg: upscale (bilinear) to SxS first")(
+      "quality", po::value<int>()->default_value(90), "with --jpeg: JPEG quality 1..100")(
+      "limit", po::value<uint64_t>()->default_value(0),
+      "convert only the first N examples (0: all)");
   po::variables_map vm;
   const std::string usage =
-      "usage: tpusim data convert-idx --images IDX --labels IDX --out FILE [--compression C] [--limit N]\n";
+      "usage: tpusim data convert-idx --images IDX --labels IDX --out DIR [--shards N] [--prefix "
+      "P]\n"
+      "                               [--compression C] [--jpeg [--image-size S] [--quality Q]] "
+      "[--limit N]\n\n"
+      "Writes tf.Example {image_raw: bytes, label: int64} into DIR/P-00000-of-0000N.tfrecord ...;\n"
+      "image_raw is the raw HxW(xC) uint8 pixels, or a JPEG with --jpeg.\n";
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   data::IdxConversion job;
   job.images = vm["images"].as<std::string>();
   job.labels = vm["labels"].as<std::string>();
-  job.output = vm["out"].as<std::string>();
+  job.output_dir = vm["out"].as<std::string>();
+  job.prefix = vm["prefix"].as<std::string>();
+  job.shards = vm["shards"].as<int>();
   job.limit = vm["limit"].as<uint64_t>();
+  job.jpeg = vm["jpeg"].as<bool>();
+  job.jpeg_size = vm["image-size"].as<int>();
+  job.jpeg_quality = vm["quality"].as<int>();
   auto compression = data::parse_compression(vm["compression"].as<std::string>());
   if (!compression.ok() || *compression == data::Compression::kAuto) {
     return usage_error("--compression must be none, gzip or zlib", usage);
   }
+  if (job.shards < 1) return usage_error("--shards must be at least 1", usage);
+  if (!job.jpeg && (!vm["image-size"].defaulted() || !vm["quality"].defaulted())) {
+    return usage_error("--image-size and --quality need --jpeg", usage);
+  }
+  if (job.jpeg_quality < 1 || job.jpeg_quality > 100)
+    return usage_error("--quality must be 1..100", usage);
   job.compression = *compression;
   auto done = data::convert_idx_to_tfrecord(job);
   if (!done.ok()) return failure(std::string(done.status().message()));
-  std::cout << "wrote " << done->examples << " examples (" << done->height << "x" << done->width << "x" << done->depth
-            << ") to " << job.output << " (" << data::compression_name(job.compression) << ")\n";
+  std::cout << "wrote " << done->examples << " examples (" << done->height << "x" << done->width
+            << "x" << done->depth << (job.jpeg ? ", JPEG" : ", raw") << ", " << done->image_bytes
+            << " image bytes) in " << done->shard_paths.size() << " shard(s):\n";
+  for (size_t i = 0; i < done->shard_paths.size(); ++i) {
+    std::cout << "  " << done->shard_paths[i] << "\t" << done->shard_examples[i] << " examples\n";
+  }
   return kOk;
 }
 
 }  // namespace
 
 int run_data(const std::vector<std::string>& args) {
-  if (args.empty()) return usage_error("data: missing action (inspect or convert-idx)", kGroupUsage);
+  if (args.empty())
+    return usage_error("data: missing action (inspect or convert-idx)", kGroupUsage);
   const std::string& action = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (action == "inspect") return inspect(rest);

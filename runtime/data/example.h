@@ -1,0 +1,67 @@
+#pragma once
+// tf.Example in C++: building examples and parsing them with a feature spec, as
+// tf.io.parse_single_example does. A fixed-length feature has a dtype and a shape (its value
+// count must equal the shape's element count) and an optional default used when the example
+// lacks it; a var-length feature takes whatever values are there (shape [n]).
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/data/example.pb.h"
+
+namespace tpusim::runtime::data {
+
+enum class FeatureType { kBytes, kFloat, kInt64 };
+const char* feature_type_name(FeatureType t);  // "bytes" | "float" | "int64"
+
+// A typed dense value: one of the three vectors, by `type`, row-major in `shape`.
+struct FeatureValue {
+  FeatureType type = FeatureType::kFloat;
+  std::vector<int64_t> shape;
+  std::vector<std::string> bytes;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  int64_t size() const;
+};
+
+struct FeatureSpecEntry {
+  FeatureType type = FeatureType::kFloat;
+  std::vector<int64_t> shape;                // fixed length: the value's shape ({} for a scalar)
+  std::optional<FeatureValue> default_value;  // fixed length: used when absent
+  bool var_len = false;                       // tf.io.VarLenFeature: any count, shape [n]
+};
+using FeatureSpec = std::map<std::string, FeatureSpecEntry>;
+
+FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape);
+FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape, FeatureValue default_value);
+FeatureSpecEntry var_len(FeatureType type);
+
+using ParsedExample = std::map<std::string, FeatureValue>;
+
+// Parses a serialized tf.Example. Errors name the feature and what was wrong; `where`
+// (e.g. "train-00000-of-00010.tfrecord record 17") starts each message.
+absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const FeatureSpec& spec,
+                                            const std::string& where = "example");
+
+// Builds a tf.Example feature by feature; serialize() is deterministic (sorted map keys).
+class ExampleBuilder {
+ public:
+  ExampleBuilder& bytes(const std::string& name, std::vector<std::string> values);
+  ExampleBuilder& floats(const std::string& name, const std::vector<float>& values);
+  ExampleBuilder& ints(const std::string& name, const std::vector<int64_t>& values);
+  const tensorflow::Example& proto() const { return example_; }
+  std::string serialize() const;
+
+ private:
+  tensorflow::Example example_;
+};
+
+// The deterministic serialization ExampleBuilder uses, for any Example.
+std::string serialize_deterministic(const tensorflow::Example& example);
+
+}  // namespace tpusim::runtime::data
