@@ -1,11 +1,11 @@
 // The host input pipeline's building blocks: TFRecord reading against a plain read of the same
 // file (target >= 0.85 of its MB/s), tf.Example parsing, and JPEG decoding.
-#include <benchmark/benchmark.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
+
+#include <benchmark/benchmark.h>
 
 #include "runtime/data/crc32c.h"
 #include "runtime/data/example.h"
@@ -23,13 +23,15 @@ const std::string& bench_file(Compression c) {
   static std::string paths[4];
   std::string& path = paths[static_cast<int>(c)];
   if (!path.empty()) return path;
-  path = (std::filesystem::temp_directory_path() / (std::string("tpusim_bench_") + compression_name(c) + ".tfrecord"))
+  path = (std::filesystem::temp_directory_path() /
+          (std::string("tpusim_bench_") + compression_name(c) + ".tfrecord"))
              .string();
   auto w = TFRecordWriter::open(path, c);
   std::mt19937 rng(1);
   std::string rec(kRecordBytes, '\0');
   for (int i = 0; i < kRecords; ++i) {
-    for (int b = 0; b < kRecordBytes; b += 4) rec[b] = static_cast<char>(rng() & 0x3f);  // compressible, like pixels
+    for (int b = 0; b < kRecordBytes; b += 4)
+      rec[b] = static_cast<char>(rng() & 0x3f);  // compressible, like pixels
     (void)(*w)->write(rec);
   }
   (void)(*w)->close();
@@ -56,7 +58,8 @@ BENCHMARK(BM_PlainRead)->Unit(benchmark::kMillisecond);
 void BM_TFRecordRead(benchmark::State& state) {
   const auto c = static_cast<Compression>(state.range(0));
   const std::string& path = bench_file(c);
-  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(bench_file(Compression::kNone)));
+  const auto file_bytes =
+      static_cast<int64_t>(std::filesystem::file_size(bench_file(Compression::kNone)));
   ReaderOptions options;
   options.map_file = state.range(1) != 0;
   int64_t records = 0;
@@ -67,7 +70,8 @@ void BM_TFRecordRead(benchmark::State& state) {
   }
   // MB/s of the framed stream, so plain and compressed compare with BM_PlainRead.
   state.SetBytesProcessed(file_bytes * static_cast<int64_t>(state.iterations()));
-  state.counters["records_per_s"] = benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
+  state.counters["records_per_s"] =
+      benchmark::Counter(static_cast<double>(records), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_TFRecordRead)
     ->ArgNames({"compression", "mapped"})
@@ -77,8 +81,10 @@ BENCHMARK(BM_TFRecordRead)
     ->Unit(benchmark::kMillisecond);
 
 void BM_ParseExample(benchmark::State& state) {
-  const std::string serialized =
-      ExampleBuilder().bytes("image_raw", {std::string(784, '\x7f')}).ints("label", {3}).serialize();
+  const std::string serialized = ExampleBuilder()
+                                     .bytes("image_raw", {std::string(784, '\x7f')})
+                                     .ints("label", {3})
+                                     .serialize();
   FeatureSpec spec;
   spec["image_raw"] = fixed_len(FeatureType::kBytes, {});
   spec["label"] = fixed_len(FeatureType::kInt64, {});

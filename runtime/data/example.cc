@@ -9,18 +9,24 @@ namespace tpusim::runtime::data {
 
 const char* feature_type_name(FeatureType t) {
   switch (t) {
-    case FeatureType::kBytes: return "bytes";
-    case FeatureType::kFloat: return "float";
-    case FeatureType::kInt64: return "int64";
+    case FeatureType::kBytes:
+      return "bytes";
+    case FeatureType::kFloat:
+      return "float";
+    case FeatureType::kInt64:
+      return "int64";
   }
   return "?";
 }
 
 int64_t FeatureValue::size() const {
   switch (type) {
-    case FeatureType::kBytes: return static_cast<int64_t>(bytes.size());
-    case FeatureType::kFloat: return static_cast<int64_t>(floats.size());
-    case FeatureType::kInt64: return static_cast<int64_t>(ints.size());
+    case FeatureType::kBytes:
+      return static_cast<int64_t>(bytes.size());
+    case FeatureType::kFloat:
+      return static_cast<int64_t>(floats.size());
+    case FeatureType::kInt64:
+      return static_cast<int64_t>(ints.size());
   }
   return 0;
 }
@@ -32,7 +38,8 @@ FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape) {
   return e;
 }
 
-FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape, FeatureValue default_value) {
+FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape,
+                           FeatureValue default_value) {
   FeatureSpecEntry e = fixed_len(type, std::move(shape));
   default_value.type = type;
   default_value.shape = e.shape;
@@ -55,14 +62,20 @@ int64_t elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) { return str_cat("[", str_join(shape, ", "), "]"); }
+std::string shape_str(const std::vector<int64_t>& shape) {
+  return str_cat("[", str_join(shape, ", "), "]");
+}
 
 std::optional<FeatureType> kind_of(const tensorflow::Feature& f) {
   switch (f.kind_case()) {
-    case tensorflow::Feature::kBytesList: return FeatureType::kBytes;
-    case tensorflow::Feature::kFloatList: return FeatureType::kFloat;
-    case tensorflow::Feature::kInt64List: return FeatureType::kInt64;
-    case tensorflow::Feature::KIND_NOT_SET: return std::nullopt;
+    case tensorflow::Feature::kBytesList:
+      return FeatureType::kBytes;
+    case tensorflow::Feature::kFloatList:
+      return FeatureType::kFloat;
+    case tensorflow::Feature::kInt64List:
+      return FeatureType::kInt64;
+    case tensorflow::Feature::KIND_NOT_SET:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -71,9 +84,15 @@ FeatureValue values_of(const tensorflow::Feature& f, FeatureType type) {
   FeatureValue v;
   v.type = type;
   switch (type) {
-    case FeatureType::kBytes: v.bytes.assign(f.bytes_list().value().begin(), f.bytes_list().value().end()); break;
-    case FeatureType::kFloat: v.floats.assign(f.float_list().value().begin(), f.float_list().value().end()); break;
-    case FeatureType::kInt64: v.ints.assign(f.int64_list().value().begin(), f.int64_list().value().end()); break;
+    case FeatureType::kBytes:
+      v.bytes.assign(f.bytes_list().value().begin(), f.bytes_list().value().end());
+      break;
+    case FeatureType::kFloat:
+      v.floats.assign(f.float_list().value().begin(), f.float_list().value().end());
+      break;
+    case FeatureType::kInt64:
+      v.ints.assign(f.int64_list().value().begin(), f.int64_list().value().end());
+      break;
   }
   return v;
 }
@@ -84,14 +103,16 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
                                             const std::string& where) {
   tensorflow::Example ex;
   if (!ex.ParseFromString(serialized)) {
-    return absl::InvalidArgumentError(str_cat(where, ": not a tf.Example (", serialized.size(), " bytes)"));
+    return absl::InvalidArgumentError(
+        str_cat(where, ": not a tf.Example (", serialized.size(), " bytes)"));
   }
   const auto& features = ex.features().feature();
   ParsedExample out;
   for (const auto& [name, entry] : spec) {
     const auto it = features.find(name);
     // A feature with no kind counts as absent, as in TensorFlow.
-    const std::optional<FeatureType> kind = it == features.end() ? std::nullopt : kind_of(it->second);
+    const std::optional<FeatureType> kind =
+        it == features.end() ? std::nullopt : kind_of(it->second);
     if (!kind) {
       if (entry.var_len) {
         FeatureValue empty;
@@ -101,23 +122,25 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
         continue;
       }
       if (!entry.default_value) {
-        return absl::InvalidArgumentError(
-            str_cat(where, ": feature '", name, "' is required (no default) but the example lacks it"));
+        return absl::InvalidArgumentError(str_cat(
+            where, ": feature '", name, "' is required (no default) but the example lacks it"));
       }
       out.emplace(name, *entry.default_value);
       continue;
     }
     if (*kind != entry.type) {
-      return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' holds ", feature_type_name(*kind),
-                                                " values; the spec says ", feature_type_name(entry.type)));
+      return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' holds ",
+                                                feature_type_name(*kind), " values; the spec says ",
+                                                feature_type_name(entry.type)));
     }
     FeatureValue v = values_of(it->second, entry.type);
     if (entry.var_len) {
       v.shape = {v.size()};
     } else {
       if (v.size() != elements(entry.shape)) {
-        return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' has ", v.size(), " values; shape ",
-                                                  shape_str(entry.shape), " needs ", elements(entry.shape)));
+        return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' has ", v.size(),
+                                                  " values; shape ", shape_str(entry.shape),
+                                                  " needs ", elements(entry.shape)));
       }
       v.shape = entry.shape;
     }

@@ -4,13 +4,13 @@
 // count must equal the shape's element count) and an optional default used when the example
 // lacks it; a var-length feature takes whatever values are there (shape [n]).
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/data/example.pb.h"
 
@@ -31,14 +31,15 @@ struct FeatureValue {
 
 struct FeatureSpecEntry {
   FeatureType type = FeatureType::kFloat;
-  std::vector<int64_t> shape;                // fixed length: the value's shape ({} for a scalar)
+  std::vector<int64_t> shape;                 // fixed length: the value's shape ({} for a scalar)
   std::optional<FeatureValue> default_value;  // fixed length: used when absent
   bool var_len = false;                       // tf.io.VarLenFeature: any count, shape [n]
 };
 using FeatureSpec = std::map<std::string, FeatureSpecEntry>;
 
 FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape);
-FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape, FeatureValue default_value);
+FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape,
+                           FeatureValue default_value);
 FeatureSpecEntry var_len(FeatureType type);
 
 using ParsedExample = std::map<std::string, FeatureValue>;

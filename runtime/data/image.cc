@@ -1,10 +1,10 @@
 #include "runtime/data/image.h"
 
-#include <turbojpeg.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
+
+#include <turbojpeg.h>
 
 #include "common/strings.h"
 
@@ -31,11 +31,13 @@ ImageT<T> blank_like(int height, int width, int channels) {
 absl::StatusOr<Image> decode_raw(const std::string& bytes, int height, int width, int channels) {
   const size_t want = static_cast<size_t>(height) * width * channels;
   if (height <= 0 || width <= 0 || channels <= 0) {
-    return absl::InvalidArgumentError(str_cat("decode_raw: bad shape ", height, "x", width, "x", channels));
+    return absl::InvalidArgumentError(
+        str_cat("decode_raw: bad shape ", height, "x", width, "x", channels));
   }
   if (bytes.size() != want) {
-    return absl::InvalidArgumentError(str_cat("decode_raw: ", bytes.size(), " bytes cannot be a ", height, "x", width,
-                                              "x", channels, " image (", want, " bytes)"));
+    return absl::InvalidArgumentError(str_cat("decode_raw: ", bytes.size(), " bytes cannot be a ",
+                                              height, "x", width, "x", channels, " image (", want,
+                                              " bytes)"));
   }
   Image out = blank_like<uint8_t>(height, width, channels);
   std::copy(bytes.begin(), bytes.end(), out.pixels.begin());
@@ -44,39 +46,45 @@ absl::StatusOr<Image> decode_raw(const std::string& bytes, int height, int width
 
 absl::StatusOr<Image> decode_jpeg(const std::string& bytes, int channels) {
   if (channels != 0 && channels != 1 && channels != 3) {
-    return absl::InvalidArgumentError(str_cat("decode_jpeg: channels must be 0, 1 or 3, not ", channels));
+    return absl::InvalidArgumentError(
+        str_cat("decode_jpeg: channels must be 0, 1 or 3, not ", channels));
   }
   TjHandle tj(tjInitDecompress());
   if (tj == nullptr) return absl::InternalError("decode_jpeg: TurboJPEG failed to initialise");
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   auto* src = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (tjDecompressHeader3(tj.get(), src, bytes.size(), &width, &height, &subsamp, &colorspace) != 0) {
-    return absl::InvalidArgumentError(str_cat("decode_jpeg: not a JPEG (", bytes.size(), " bytes): ",
-                                              tjGetErrorStr2(tj.get())));
+  if (tjDecompressHeader3(tj.get(), src, bytes.size(), &width, &height, &subsamp, &colorspace) !=
+      0) {
+    return absl::InvalidArgumentError(
+        str_cat("decode_jpeg: not a JPEG (", bytes.size(), " bytes): ", tjGetErrorStr2(tj.get())));
   }
   if (channels == 0) channels = colorspace == TJCS_GRAY ? 1 : 3;
   Image out = blank_like<uint8_t>(height, width, channels);
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
   // Warnings (a truncated scan, say) are errors too, as in tf.io.decode_jpeg: no grey fill.
-  if (tjDecompress2(tj.get(), src, bytes.size(), out.pixels.data(), width, 0, height, format, 0) != 0) {
-    return absl::DataLossError(str_cat("decode_jpeg: corrupt JPEG (", bytes.size(), " bytes, ", width, "x", height,
-                                       "): ", tjGetErrorStr2(tj.get())));
+  if (tjDecompress2(tj.get(), src, bytes.size(), out.pixels.data(), width, 0, height, format, 0) !=
+      0) {
+    return absl::DataLossError(str_cat("decode_jpeg: corrupt JPEG (", bytes.size(), " bytes, ",
+                                       width, "x", height, "): ", tjGetErrorStr2(tj.get())));
   }
   return out;
 }
 
 absl::StatusOr<std::string> encode_jpeg(const Image& image, int quality) {
   if (image.channels != 1 && image.channels != 3) {
-    return absl::InvalidArgumentError(str_cat("encode_jpeg: 1 or 3 channels, not ", image.channels));
+    return absl::InvalidArgumentError(
+        str_cat("encode_jpeg: 1 or 3 channels, not ", image.channels));
   }
-  if (quality < 1 || quality > 100) return absl::InvalidArgumentError(str_cat("encode_jpeg: quality ", quality));
+  if (quality < 1 || quality > 100)
+    return absl::InvalidArgumentError(str_cat("encode_jpeg: quality ", quality));
   TjHandle tj(tjInitCompress());
   if (tj == nullptr) return absl::InternalError("encode_jpeg: TurboJPEG failed to initialise");
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;  // NOLINT(runtime/int): TurboJPEG's type
   const bool gray = image.channels == 1;
-  if (tjCompress2(tj.get(), image.pixels.data(), image.width, 0, image.height, gray ? TJPF_GRAY : TJPF_RGB, &jpeg,
-                  &size, gray ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0) {
+  if (tjCompress2(tj.get(), image.pixels.data(), image.width, 0, image.height,
+                  gray ? TJPF_GRAY : TJPF_RGB, &jpeg, &size, gray ? TJSAMP_GRAY : TJSAMP_420,
+                  quality, 0) != 0) {
     const std::string why = tjGetErrorStr2(tj.get());
     tjFree(jpeg);
     return absl::InternalError(str_cat("encode_jpeg: ", why));
@@ -88,14 +96,16 @@ absl::StatusOr<std::string> encode_jpeg(const Image& image, int quality) {
 
 FloatImage to_float(const Image& image) {
   FloatImage out = blank_like<float>(image.height, image.width, image.channels);
-  for (size_t i = 0; i < image.pixels.size(); ++i) out.pixels[i] = image.pixels[i] * (1.0F / 255.0F);
+  for (size_t i = 0; i < image.pixels.size(); ++i)
+    out.pixels[i] = image.pixels[i] * (1.0F / 255.0F);
   return out;
 }
 
 Image to_uint8(const FloatImage& image) {
   Image out = blank_like<uint8_t>(image.height, image.width, image.channels);
   for (size_t i = 0; i < image.pixels.size(); ++i) {
-    out.pixels[i] = static_cast<uint8_t>(std::clamp(std::lround(image.pixels[i] * 255.0F), 0L, 255L));
+    out.pixels[i] =
+        static_cast<uint8_t>(std::clamp(std::lround(image.pixels[i] * 255.0F), 0L, 255L));
   }
   return out;
 }
@@ -113,7 +123,8 @@ FloatImage resize_bilinear(const FloatImage& image, int height, int width) {
     for (int o = 0; o < out_size; ++o) {
       const float src = (static_cast<float>(o) + 0.5F) * scale - 0.5F;
       const float fl = std::floor(src);
-      v[o] = {std::max(static_cast<int>(fl), 0), std::min(static_cast<int>(std::ceil(src)), in - 1), src - fl};
+      v[o] = {std::max(static_cast<int>(fl), 0), std::min(static_cast<int>(std::ceil(src)), in - 1),
+              src - fl};
     }
     return v;
   };
@@ -133,9 +144,11 @@ FloatImage resize_bilinear(const FloatImage& image, int height, int width) {
 }
 
 absl::StatusOr<FloatImage> crop(const FloatImage& image, int top, int left, int height, int width) {
-  if (top < 0 || left < 0 || height <= 0 || width <= 0 || top + height > image.height || left + width > image.width) {
-    return absl::InvalidArgumentError(str_cat("crop: a ", height, "x", width, " window at (", top, ", ", left,
-                                              ") does not fit a ", image.height, "x", image.width, " image"));
+  if (top < 0 || left < 0 || height <= 0 || width <= 0 || top + height > image.height ||
+      left + width > image.width) {
+    return absl::InvalidArgumentError(str_cat("crop: a ", height, "x", width, " window at (", top,
+                                              ", ", left, ") does not fit a ", image.height, "x",
+                                              image.width, " image"));
   }
   FloatImage out = blank_like<float>(height, width, image.channels);
   const size_t row = static_cast<size_t>(width) * image.channels;
@@ -146,8 +159,10 @@ absl::StatusOr<FloatImage> crop(const FloatImage& image, int top, int left, int 
   return out;
 }
 
-absl::StatusOr<FloatImage> random_crop(const FloatImage& image, int height, int width, std::mt19937_64& rng) {
-  if (height > image.height || width > image.width) return crop(image, 0, 0, height, width);  // its error
+absl::StatusOr<FloatImage> random_crop(const FloatImage& image, int height, int width,
+                                       std::mt19937_64& rng) {
+  if (height > image.height || width > image.width)
+    return crop(image, 0, 0, height, width);  // its error
   const int top = std::uniform_int_distribution<int>(0, image.height - height)(rng);
   const int left = std::uniform_int_distribution<int>(0, image.width - width)(rng);
   return crop(image, top, left, height, width);
@@ -157,7 +172,8 @@ FloatImage flip_left_right(const FloatImage& image) {
   FloatImage out = image;
   for (int y = 0; y < image.height; ++y) {
     for (int x = 0; x < image.width; ++x) {
-      for (int c = 0; c < image.channels; ++c) out.at(y, x, c) = image.at(y, image.width - 1 - x, c);
+      for (int c = 0; c < image.channels; ++c)
+        out.at(y, x, c) = image.at(y, image.width - 1 - x, c);
     }
   }
   return out;
@@ -174,7 +190,8 @@ FloatImage adjust_brightness(const FloatImage& image, float delta) {
 }
 
 FloatImage random_brightness(const FloatImage& image, float max_delta, std::mt19937_64& rng) {
-  return adjust_brightness(image, std::uniform_real_distribution<float>(-max_delta, max_delta)(rng));
+  return adjust_brightness(image,
+                           std::uniform_real_distribution<float>(-max_delta, max_delta)(rng));
 }
 
 FloatImage adjust_contrast(const FloatImage& image, float factor) {
@@ -192,16 +209,20 @@ FloatImage adjust_contrast(const FloatImage& image, float factor) {
   return out;
 }
 
-FloatImage random_contrast(const FloatImage& image, float lower, float upper, std::mt19937_64& rng) {
+FloatImage random_contrast(const FloatImage& image, float lower, float upper,
+                           std::mt19937_64& rng) {
   return adjust_contrast(image, std::uniform_real_distribution<float>(lower, upper)(rng));
 }
 
 absl::StatusOr<FloatImage> normalize(const FloatImage& image, const std::vector<float>& mean,
                                      const std::vector<float>& stddev) {
-  auto fits = [&](const std::vector<float>& v) { return v.size() == 1 || static_cast<int>(v.size()) == image.channels; };
+  auto fits = [&](const std::vector<float>& v) {
+    return v.size() == 1 || static_cast<int>(v.size()) == image.channels;
+  };
   if (!fits(mean) || !fits(stddev)) {
-    return absl::InvalidArgumentError(str_cat("normalize: ", mean.size(), " means and ", stddev.size(),
-                                              " stddevs for ", image.channels, " channels (give 1 or one per channel)"));
+    return absl::InvalidArgumentError(str_cat("normalize: ", mean.size(), " means and ",
+                                              stddev.size(), " stddevs for ", image.channels,
+                                              " channels (give 1 or one per channel)"));
   }
   FloatImage out = image;
   for (size_t i = 0; i < out.pixels.size(); ++i) {
@@ -221,9 +242,9 @@ absl::StatusOr<std::vector<float>> to_hwcn(const std::vector<FloatImage>& batch)
   for (size_t b = 0; b < n; ++b) {
     const FloatImage& im = batch[b];
     if (im.height != first.height || im.width != first.width || im.channels != first.channels) {
-      return absl::InvalidArgumentError(str_cat("to_hwcn: image ", b, " is ", im.height, "x", im.width, "x",
-                                                im.channels, ", image 0 is ", first.height, "x", first.width, "x",
-                                                first.channels));
+      return absl::InvalidArgumentError(
+          str_cat("to_hwcn: image ", b, " is ", im.height, "x", im.width, "x", im.channels,
+                  ", image 0 is ", first.height, "x", first.width, "x", first.channels));
     }
     for (size_t i = 0; i < im.pixels.size(); ++i) out[i * n + b] = im.pixels[i];
   }

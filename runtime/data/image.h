@@ -3,12 +3,12 @@
 // converted. Random ops take an explicit std::mt19937_64 so a seeded pipeline is deterministic.
 // JPEG goes through libjpeg-turbo's TurboJPEG API.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 namespace tpusim::runtime::data {
 
@@ -17,7 +17,9 @@ struct ImageT {
   int height = 0, width = 0, channels = 0;
   std::vector<T> pixels;  // HWC, row-major
   T& at(int y, int x, int c) { return pixels[(static_cast<size_t>(y) * width + x) * channels + c]; }
-  const T& at(int y, int x, int c) const { return pixels[(static_cast<size_t>(y) * width + x) * channels + c]; }
+  const T& at(int y, int x, int c) const {
+    return pixels[(static_cast<size_t>(y) * width + x) * channels + c];
+  }
 };
 using Image = ImageT<uint8_t>;
 using FloatImage = ImageT<float>;
@@ -40,10 +42,12 @@ FloatImage resize_bilinear(const FloatImage& image, int height, int width);
 // A height x width window at (top, left); the window must fit.
 absl::StatusOr<FloatImage> crop(const FloatImage& image, int top, int left, int height, int width);
 // tf.image.random_crop: a uniformly placed window.
-absl::StatusOr<FloatImage> random_crop(const FloatImage& image, int height, int width, std::mt19937_64& rng);
+absl::StatusOr<FloatImage> random_crop(const FloatImage& image, int height, int width,
+                                       std::mt19937_64& rng);
 FloatImage flip_left_right(const FloatImage& image);
 FloatImage random_flip_left_right(const FloatImage& image, std::mt19937_64& rng);
-// tf.image.adjust_brightness: x + delta. random_brightness: delta uniform in [-max_delta, max_delta).
+// tf.image.adjust_brightness: x + delta. random_brightness: delta uniform in [-max_delta,
+// max_delta).
 FloatImage adjust_brightness(const FloatImage& image, float delta);
 FloatImage random_brightness(const FloatImage& image, float max_delta, std::mt19937_64& rng);
 // tf.image.adjust_contrast: (x - mean) * factor + mean, the mean per channel over the image.

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -259,9 +260,9 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     const uint64_t length = read_le64(header);
     if (!valid_header(header)) {
       if (!options_.skip_corrupt) {
-        return corrupt(str_cat("the length field fails its checksum (stored ",
-                               read_le32(header + 8), ", computed ", masked_crc32c(header, 8),
-                               ")"));
+        return corrupt(
+            fmt::format("the length field fails its checksum (stored {:#010x}, computed {:#010x})",
+                        read_le32(header + 8), masked_crc32c(header, 8)));
       }
       // Scan forward, a byte at a time, to the next header that checks out.
       ++skipped_;
@@ -309,8 +310,9 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     const uint32_t computed = masked_crc32c(data, length);
     if (stored != computed) {
       if (!options_.skip_corrupt) {
-        return corrupt(str_cat("the data (", length, " bytes) fails its checksum (stored ", stored,
-                               ", computed ", computed, ")"));
+        return corrupt(fmt::format(
+            "the data ({} bytes) fails its checksum (stored {:#010x}, computed {:#010x})", length,
+            stored, computed));
       }
       ++skipped_;
       pos_ += 16 + length;

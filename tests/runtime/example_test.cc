@@ -62,7 +62,8 @@ TEST(Example, ErrorsNameTheFeatureAndWhatIsWrong) {
   spec["pixels"] = fixed_len(FeatureType::kFloat, {28, 28});
   EXPECT_THAT(parse_example(sample(), spec).status().message(),
               HasSubstr("feature 'pixels' has 6 values; shape [28, 28] needs 784"));
-  EXPECT_THAT(parse_example("\xff\xff\xff", spec).status().message(), HasSubstr("not a tf.Example (3 bytes)"));
+  EXPECT_THAT(parse_example("\xff\xff\xff", spec).status().message(),
+              HasSubstr("not a tf.Example (3 bytes)"));
 }
 
 TEST(Example, SerializationIsDeterministic) {

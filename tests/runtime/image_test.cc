@@ -89,7 +89,8 @@ TEST(Image, DecodeRawChecksTheSize) {
   auto im = decode_raw(std::string("\x01\x02\x03\x04\x05\x06", 6), 2, 3, 1);
   ASSERT_TRUE(im.ok());
   EXPECT_EQ(im->at(1, 0, 0), 4);
-  EXPECT_THAT(decode_raw("abc", 2, 2, 1).status().message(), HasSubstr("3 bytes cannot be a 2x2x1 image"));
+  EXPECT_THAT(decode_raw("abc", 2, 2, 1).status().message(),
+              HasSubstr("3 bytes cannot be a 2x2x1 image"));
 }
 
 TEST(Image, JpegRoundTripsAndRejectsCorruption) {
@@ -112,7 +113,8 @@ TEST(Image, JpegRoundTripsAndRejectsCorruption) {
   EXPECT_EQ(back->height, 16);
   EXPECT_EQ(back->width, 24);
   EXPECT_EQ(back->channels, 3);
-  std::vector<float> want(rgb.pixels.begin(), rgb.pixels.end()), got(back->pixels.begin(), back->pixels.end());
+  std::vector<float> want(rgb.pixels.begin(), rgb.pixels.end()),
+      got(back->pixels.begin(), back->pixels.end());
   EXPECT_THAT(got, Pointwise(FloatNear(12.0F), want));
   auto gray = decode_jpeg(*jpeg, 1);
   ASSERT_TRUE(gray.ok());

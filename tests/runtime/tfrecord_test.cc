@@ -227,7 +227,8 @@ TEST(TFRecord, BufferedReadsMatchMappedReadsWithATinyBuffer) {
   spill(path, bytes);
   auto strict = read_all(path, buffered);
   ASSERT_FALSE(strict.ok());
-  EXPECT_NE(strict.status().message().find("byte offset 20"), absl::string_view::npos) << strict.status();
+  EXPECT_NE(strict.status().message().find("byte offset 20"), absl::string_view::npos)
+      << strict.status();
   buffered.skip_corrupt = true;
   bytes[20 + 2] ^= 0x40;  // now the length too: a resync
   spill(path, bytes);
