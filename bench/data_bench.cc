@@ -8,8 +8,10 @@
 #include <benchmark/benchmark.h>
 
 #include "runtime/data/crc32c.h"
+#include "runtime/data/dataset.h"
 #include "runtime/data/example.h"
 #include "runtime/data/image.h"
+#include "runtime/data/mnist_records.h"
 #include "runtime/data/tfrecord.h"
 
 namespace tpusim::runtime::data {
@@ -120,6 +122,64 @@ void BM_Crc32c(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
 BENCHMARK(BM_Crc32c)->Arg(875)->Arg(1 << 20);
+
+}  // namespace
+}  // namespace tpusim::runtime::data
+
+namespace tpusim::runtime::data {
+namespace {
+
+// Fashion-MNIST t10k (10,000 examples) as 4 shards, raw or JPEG at 64x64, written once.
+std::string fashion_shards(bool jpeg) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   (jpeg ? "tpusim_bench_fashion_jpeg" : "tpusim_bench_fashion");
+  if (!std::filesystem::exists(dir)) {
+    IdxConversion job;
+    job.images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+    job.labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+    job.output_dir = dir.string();
+    job.shards = 4;
+    job.jpeg = jpeg;
+    job.jpeg_size = jpeg ? 64 : 0;
+    if (!convert_idx_to_tfrecord(job).ok()) return "";
+  }
+  return (dir / "t10k-*").string();
+}
+
+// list_files -> parallel interleave (4 files) -> map(parse, decode, to float; N threads) ->
+// batch(128, drop_remainder) -> prefetch(2): examples per second reaching the consumer.
+void BM_FashionPipeline(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const bool jpeg = state.range(1) != 0;
+  const std::string pattern = fashion_shards(jpeg);
+  InterleaveOptions interleave;
+  interleave.cycle_length = 4;
+  interleave.parallel = true;
+  const auto ds = Dataset::list_files(pattern)
+                      ->interleave_tfrecords(interleave)
+                      ->map(mnist_parse_fn(jpeg ? 64 : 28, jpeg ? 64 : 28, 1, jpeg), threads)
+                      ->batch(128, true)
+                      ->prefetch(2);
+  int64_t examples = 0;
+  for (auto _ : state) {
+    auto it = ds->make_iterator();
+    for (;;) {
+      auto b = it->next();
+      if (!b.ok() || !b->has_value()) break;
+      examples += (**b).at("label").shape[0];
+    }
+  }
+  state.counters["examples_per_s"] =
+      benchmark::Counter(static_cast<double>(examples), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FashionPipeline)
+    ->ArgNames({"num_parallel_calls", "jpeg"})
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace tpusim::runtime::data

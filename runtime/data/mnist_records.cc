@@ -119,4 +119,32 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
   return result;
 }
 
+MapFn mnist_parse_fn(int height, int width, int depth, bool jpeg) {
+  FeatureSpec spec;
+  spec["image_raw"] = fixed_len(FeatureType::kBytes, {});
+  spec["label"] = fixed_len(FeatureType::kInt64, {});
+  return [spec, height, width, depth, jpeg](Element in) -> absl::StatusOr<Element> {
+    const auto record = in.find("record");
+    if (record == in.end() || record->second.bytes.size() != 1) {
+      return absl::InvalidArgumentError("mnist_parse_fn: the element has no scalar 'record'");
+    }
+    auto ex = parse_example(record->second.bytes[0], spec);
+    if (!ex.ok()) return ex.status();
+    const std::string& bytes = ex->at("image_raw").bytes[0];
+    auto image = jpeg ? decode_jpeg(bytes, depth) : decode_raw(bytes, height, width, depth);
+    if (!image.ok())
+      return absl::InvalidArgumentError(str_cat("image_raw: ", image.status().message()));
+    FloatImage f = to_float(*image);
+    if (f.height != height || f.width != width) f = resize_bilinear(f, height, width);
+    Value pixels;
+    pixels.type = FeatureType::kFloat;
+    pixels.shape = {height, width, depth};
+    pixels.floats = std::move(f.pixels);
+    Element out;
+    out.emplace("image", std::move(pixels));
+    out.emplace("label", std::move(ex->at("label")));
+    return out;
+  };
+}
+
 }  // namespace tpusim::runtime::data

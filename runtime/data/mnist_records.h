@@ -12,6 +12,7 @@
 
 #include <absl/status/statusor.h>
 
+#include "runtime/data/dataset.h"
 #include "runtime/data/tfrecord.h"
 
 namespace tpusim::runtime::data {
@@ -38,6 +39,12 @@ struct IdxConversionResult {
 };
 
 absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion& job);
+
+// The input_fn side: a Dataset map function from {"record": bytes} (a record of the shards
+// above) to {"image": float [height, width, depth] in [0, 1], "label": int64 scalar}. Raw
+// image_raw must hold height*width*depth bytes; a JPEG is decoded (to `depth` channels) and
+// resized to height x width when its size differs. Errors name the feature and the problem.
+MapFn mnist_parse_fn(int height, int width, int depth, bool jpeg);
 
 // "train-00003-of-00010.tfrecord" and its compressed forms.
 std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include "runtime/data/dataset.h"
 #include "runtime/data/example.pb.h"
 #include "runtime/data/idx.h"
 #include "runtime/data/image.h"
@@ -179,6 +180,66 @@ TEST(IdxToTFRecord, JpegShardsDecodeToTheUpscaledImage) {
       err += std::abs(want.pixels[p] - decoded->pixels[p]);
     EXPECT_LT(err / want.pixels.size(), 3.0) << "example " << i;
   }
+}
+
+// The input_fn of the demo: shards -> interleave -> parse (2 threads) -> batch, against the IDX.
+TEST(IdxToTFRecord, ADatasetPipelineParsesTheShardsBackIntoImagesAndLabels) {
+  TempDir dir;
+  IdxConversion job;
+  job.images = kImages;
+  job.labels = kLabels;
+  job.output_dir = dir.path().string();
+  job.shards = 2;
+  job.limit = 300;
+  ASSERT_TRUE(convert_idx_to_tfrecord(job).ok());
+  InterleaveOptions one_file_at_a_time;  // cycle_length 1: file order, so the IDX order
+  auto ds = Dataset::list_files((dir.path() / "t10k-*").string())
+                ->interleave_tfrecords(one_file_at_a_time)
+                ->map(mnist_parse_fn(28, 28, 1, false), 2)
+                ->batch(128, /*drop_remainder=*/false, /*pad_to_full=*/true)
+                ->prefetch(2);
+  auto batches = collect(*ds);
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_EQ(batches->size(), 3u);  // 128 + 128 + 44 padded to 128
+  const auto images = read_idx(kImages);
+  const auto labels = read_idx(kLabels);
+  ASSERT_TRUE(images.ok() && labels.ok());
+  for (size_t b = 0; b < 3; ++b) {
+    const auto& batch = (*batches)[b];
+    EXPECT_EQ(batch.at("image").shape, (std::vector<int64_t>{128, 28, 28, 1}));
+    for (int64_t r = 0; r < 128; ++r) {
+      const size_t i = b * 128 + static_cast<size_t>(r);
+      if (i >= 300) {
+        EXPECT_EQ(batch.at("mask").floats[r], 0.0F);
+        continue;
+      }
+      EXPECT_EQ(batch.at("mask").floats[r], 1.0F);
+      EXPECT_EQ(batch.at("label").ints[r], labels->values[i]);
+      for (int p : {0, 300, 783}) {
+        ASSERT_FLOAT_EQ(batch.at("image").floats[r * 784 + p], images->values[i * 784 + p] / 255.0F)
+            << i;
+      }
+    }
+  }
+  // The same pipeline over JPEG shards decodes and resizes to the asked size.
+  job.output_dir = (dir.path() / "jpeg").string();
+  job.jpeg = true;
+  job.jpeg_size = 32;
+  ASSERT_TRUE(convert_idx_to_tfrecord(job).ok());
+  auto jpeg = collect(*Dataset::list_files(job.output_dir + "/t10k-*")
+                           ->interleave_tfrecords(one_file_at_a_time)
+                           ->map(mnist_parse_fn(28, 28, 1, true))
+                           ->take(3));
+  ASSERT_TRUE(jpeg.ok()) << jpeg.status();
+  EXPECT_EQ((*jpeg)[2].at("image").shape, (std::vector<int64_t>{28, 28, 1}));
+  // A spec that does not fit the data is an error naming the problem.
+  auto wrong = collect(*Dataset::list_files((dir.path() / "t10k-*").string())
+                            ->interleave_tfrecords(one_file_at_a_time)
+                            ->map(mnist_parse_fn(32, 32, 1, false)));
+  EXPECT_NE(wrong.status().message().find(
+                "map, element 0: image_raw: decode_raw: 784 bytes cannot be a 32x32x1 image"),
+            absl::string_view::npos)
+      << wrong.status();
 }
 
 TEST(IdxToTFRecord, RefusesMismatchedFiles) {

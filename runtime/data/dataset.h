@@ -1,0 +1,109 @@
+#pragma once
+// A tf.data-like Dataset in C++: a chain of immutable dataset descriptions, each of which makes
+// fresh iterators. Elements are named components (an Element maps name -> typed dense value).
+//
+//   auto ds = Dataset::list_files("/data/train-*", /*shuffle=*/true, /*seed=*/1)
+//                 ->interleave_tfrecords({.cycle_length = 4, .parallel = true})
+//                 ->shuffle(10000, /*seed=*/2)->repeat()
+//                 ->map(parse_fn, /*num_parallel_calls=*/2)
+//                 ->batch(128, /*drop_remainder=*/true)->prefetch(2);
+//   auto it = ds->make_iterator();
+//   while (auto e = it->next()) { if (!e->ok()) ...; if (!**e) break; use(***e); }
+//
+// Threads: map with num_parallel_calls > 1, a parallel interleave and prefetch run real worker
+// threads over bounded queues (a full queue blocks its producer: backpressure). An error in a
+// worker reaches the consumer, with its context, in the position where the element would have
+// been; after an error the iterator ends. Destroying an iterator early cancels and joins all of
+// its threads.
+
+#include <absl/status/statusor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/data/example.h"
+#include "runtime/data/tfrecord.h"
+
+namespace tpusim::runtime::data {
+
+using Value = FeatureValue;
+using Element = std::map<std::string, Value>;
+
+Value scalar_bytes(std::string b);
+Value scalar_int(int64_t v);
+
+class Iterator {
+ public:
+  virtual ~Iterator() = default;
+  // The next element; std::nullopt at the end; an error status ends the iteration.
+  virtual absl::StatusOr<std::optional<Element>> next() = 0;
+};
+
+class Dataset;
+using DatasetPtr = std::shared_ptr<const Dataset>;
+using MapFn = std::function<absl::StatusOr<Element>(Element)>;
+using ElementSource = std::function<std::unique_ptr<Iterator>(const Element&)>;
+
+constexpr int kAutotune = -1;
+
+struct InterleaveOptions {
+  int cycle_length = 1;       // inputs open at once
+  int block_length = 1;       // consecutive elements taken from each
+  bool parallel = false;      // each open input read by its own thread
+  bool deterministic = true;  // parallel only: false takes whichever input is ready first
+  int buffer = 16;            // parallel only: elements read ahead per input
+};
+
+class Dataset : public std::enable_shared_from_this<Dataset> {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::unique_ptr<Iterator> make_iterator() const = 0;
+
+  // Sources.
+  // Files matching a glob pattern ("dir/train-*"), sorted, or shuffled with `seed`; each
+  // element is {"filename": bytes}. No match is an error at the first next().
+  static DatasetPtr list_files(const std::string& pattern, bool shuffle = false, uint64_t seed = 0);
+  // The records of the files, in order; each element is {"record": bytes}.
+  static DatasetPtr tfrecords(std::vector<std::string> files, ReaderOptions options = {});
+  static DatasetPtr from_elements(std::vector<Element> elements);
+  // 0, 1, ..., n-1 as {"value": int64}.
+  static DatasetPtr range(int64_t n);
+
+  // Transformations; each returns a new dataset and leaves this one as it was.
+  // Each input element (a {"filename"} from list_files) opens a TFRecord file; records from
+  // cycle_length files at a time are interleaved.
+  DatasetPtr interleave_tfrecords(InterleaveOptions options, ReaderOptions reader = {}) const;
+  DatasetPtr interleave(ElementSource source, InterleaveOptions options) const;
+  // A buffer of `buffer_size` elements, a uniformly random one out at a time. With
+  // reshuffle_each_iteration, each pass of a following repeat() (each new iterator) draws a new
+  // order from seed + pass.
+  DatasetPtr shuffle(int64_t buffer_size, uint64_t seed, bool reshuffle_each_iteration = true) const;
+  DatasetPtr repeat(int64_t count = -1) const;  // -1: forever
+  // fn on every element; num_parallel_calls > 1 (or kAutotune: the machine's cores) runs it on
+  // that many threads. deterministic keeps input order; false yields results as they finish.
+  DatasetPtr map(MapFn fn, int num_parallel_calls = 1, bool deterministic = true) const;
+  // Stacks `batch_size` elements: each component gets a leading batch dimension. The last,
+  // short batch is dropped with drop_remainder, else kept short; with pad_to_full it is padded
+  // with zero elements to batch_size and every batch gets a "mask" component (float [B]: 1 real,
+  // 0 padding), the way TPUEstimator.predict runs a final partial batch.
+  DatasetPtr batch(int64_t batch_size, bool drop_remainder = false, bool pad_to_full = false) const;
+  // A background thread keeps up to `buffer_size` elements ready (kAutotune: 2).
+  DatasetPtr prefetch(int buffer_size) const;
+  DatasetPtr take(int64_t count) const;
+  DatasetPtr skip(int64_t count) const;
+  // Every num_shards-th element, starting at index (per-host input sharding).
+  DatasetPtr shard(int64_t num_shards, int64_t index) const;
+
+ protected:
+  DatasetPtr self() const { return shared_from_this(); }
+};
+
+// Reads every element of a dataset (for tests and small data); stops at the first error.
+absl::StatusOr<std::vector<Element>> collect(const Dataset& dataset, int64_t limit = -1);
+
+}  // namespace tpusim::runtime::data
