@@ -314,6 +314,12 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
     b.type = v.type;
     b.shape.push_back(pad ? batch_size : real);
     b.shape.insert(b.shape.end(), v.shape.begin(), v.shape.end());
+    // One allocation per component: growing a multi-MiB batch by doubling costs copies and
+    // fresh pages each time.
+    const auto rows_out = static_cast<size_t>(pad ? batch_size : real);
+    b.bytes.reserve(v.bytes.size() * rows_out);
+    b.floats.reserve(v.floats.size() * rows_out);
+    b.ints.reserve(v.ints.size() * rows_out);
     out.emplace(name, std::move(b));
   }
   for (int64_t r = 0; r < real; ++r) {

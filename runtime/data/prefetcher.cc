@@ -34,13 +34,18 @@ void Prefetcher::run() {
     // The input is read outside the lock: the consumer can take elements meanwhile.
     auto item = input_->next();
     const bool terminal = !item.ok() || !item->has_value();
+    bool was_empty;
     {
       std::lock_guard<std::mutex> lock(m_);
+      was_empty = queue_.empty();
       queue_.push_back(std::move(item));
       producer_done_ = terminal;
     }
-    cv_.notify_all();
-    if (signal_) signal_->notify();
+    // The consumer only ever waits on an empty queue: wake it only then, not per element.
+    if (was_empty) {
+      cv_.notify_all();
+      if (signal_) signal_->notify();
+    }
     if (terminal) return;
   }
 }
@@ -56,9 +61,10 @@ absl::StatusOr<std::optional<Element>> Prefetcher::next() {
   std::unique_lock<std::mutex> lock(m_);
   if (consumer_done_) return std::optional<Element>();
   cv_.wait(lock, [&] { return !queue_.empty(); });
+  const bool was_full = queue_.size() >= capacity_;
   auto item = pop_locked();
   lock.unlock();
-  cv_.notify_all();
+  if (was_full) cv_.notify_all();  // the producer only ever waits on a full queue
   return item;
 }
 
@@ -69,9 +75,10 @@ bool Prefetcher::try_next(absl::StatusOr<std::optional<Element>>* out) {
     return true;
   }
   if (queue_.empty()) return false;
+  const bool was_full = queue_.size() >= capacity_;
   *out = pop_locked();
   lock.unlock();
-  cv_.notify_all();
+  if (was_full) cv_.notify_all();
   return true;
 }
 
