@@ -122,7 +122,8 @@ void BM_LayersResnet50(benchmark::State& state) {
   system.set_timing_only(true);
   (void)system.set_mxu_policy("scalesim_ws");
   auto layers = tpusim::runtime::read_scalesim_topology(
-      std::string(TPUSIM_SOURCE_DIR) + "/../shared/workloads/scalesim/resnet50_mlperf.csv");
+      std::string(TPUSIM_SOURCE_DIR) +
+      "/tests/runtime/data/scalesim_topologies/resnet50_mlperf.csv");
   if (!layers.ok()) {
     state.SkipWithError("shared/workloads/scalesim/resnet50_mlperf.csv not found beside the repo");
     return;

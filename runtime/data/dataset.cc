@@ -2,11 +2,11 @@
 // interleave, prefetch) are in dataset_parallel.cc.
 #include "runtime/data/dataset.h"
 
-#include <glob.h>
-
 #include <algorithm>
 #include <atomic>
 #include <random>
+
+#include <glob.h>
 
 #include "common/strings.h"
 #include "runtime/data/dataset_internal.h"
@@ -63,7 +63,9 @@ class ErrorIterator final : public Iterator {
 class FromElements final : public Dataset {
  public:
   explicit FromElements(std::vector<Element> e) : elements_(std::move(e)) {}
-  std::unique_ptr<Iterator> make_iterator() const override { return std::make_unique<VectorIterator>(elements_); }
+  std::unique_ptr<Iterator> make_iterator() const override {
+    return std::make_unique<VectorIterator>(elements_);
+  }
 
  private:
   std::vector<Element> elements_;
@@ -93,16 +95,20 @@ class RangeDataset final : public Dataset {
 
 class ListFiles final : public Dataset {
  public:
-  ListFiles(std::string pattern, bool shuffle, uint64_t seed) : pattern_(std::move(pattern)), shuffle_(shuffle), seed_(seed) {}
+  ListFiles(std::string pattern, bool shuffle, uint64_t seed)
+      : pattern_(std::move(pattern)), shuffle_(shuffle), seed_(seed) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     glob_t g{};
     const int rc = ::glob(pattern_.c_str(), 0, nullptr, &g);
     std::vector<std::string> files(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
     if (rc == GLOB_NOMATCH || files.empty()) {
-      return std::make_unique<ErrorIterator>(absl::NotFoundError(str_cat("list_files: no file matches ", pattern_)));
+      return std::make_unique<ErrorIterator>(
+          absl::NotFoundError(str_cat("list_files: no file matches ", pattern_)));
     }
-    if (rc != 0) return std::make_unique<ErrorIterator>(absl::InternalError(str_cat("list_files: glob failed on ", pattern_)));
+    if (rc != 0)
+      return std::make_unique<ErrorIterator>(
+          absl::InternalError(str_cat("list_files: glob failed on ", pattern_)));
     std::sort(files.begin(), files.end());
     if (shuffle_) {
       std::mt19937_64 rng(seed_ + epoch_.fetch_add(1));  // a new order each pass, as tf.data
@@ -135,7 +141,8 @@ class TFRecordIterator final : public Iterator {
       std::string record;
       auto more = reader_->next(&record);
       if (!more.ok()) return fail(more.status());  // names the file and offset
-      if (*more) return std::optional<Element>(Element{{"record", scalar_bytes(std::move(record))}});
+      if (*more)
+        return std::optional<Element>(Element{{"record", scalar_bytes(std::move(record))}});
       reader_.reset();
     }
   }
@@ -154,7 +161,8 @@ class TFRecordIterator final : public Iterator {
 
 class TFRecords final : public Dataset {
  public:
-  TFRecords(std::vector<std::string> files, ReaderOptions options) : files_(std::move(files)), options_(options) {}
+  TFRecords(std::vector<std::string> files, ReaderOptions options)
+      : files_(std::move(files)), options_(options) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     return std::make_unique<TFRecordIterator>(files_, options_);
   }
@@ -167,11 +175,15 @@ class TFRecords final : public Dataset {
 class Shuffle final : public Dataset {
  public:
   Shuffle(DatasetPtr input, int64_t buffer, uint64_t seed, bool reshuffle)
-      : input_(std::move(input)), buffer_(std::max<int64_t>(buffer, 1)), seed_(seed), reshuffle_(reshuffle) {}
+      : input_(std::move(input)),
+        buffer_(std::max<int64_t>(buffer, 1)),
+        seed_(seed),
+        reshuffle_(reshuffle) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     class It final : public Iterator {
      public:
-      It(std::unique_ptr<Iterator> in, size_t cap, uint64_t seed) : in_(std::move(in)), cap_(cap), rng_(seed) {}
+      It(std::unique_ptr<Iterator> in, size_t cap, uint64_t seed)
+          : in_(std::move(in)), cap_(cap), rng_(seed) {}
       Next next() override {
         while (!input_done_ && buf_.size() < cap_) {
           auto e = in_->next();
@@ -261,11 +273,13 @@ class Repeat final : public Dataset {
 class Select final : public Dataset {
  public:
   enum class Kind { kTake, kSkip, kShard };
-  Select(DatasetPtr input, Kind kind, int64_t a, int64_t b) : input_(std::move(input)), kind_(kind), a_(a), b_(b) {}
+  Select(DatasetPtr input, Kind kind, int64_t a, int64_t b)
+      : input_(std::move(input)), kind_(kind), a_(a), b_(b) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     class It final : public Iterator {
      public:
-      It(std::unique_ptr<Iterator> in, Kind kind, int64_t a, int64_t b) : in_(std::move(in)), kind_(kind), a_(a), b_(b) {}
+      It(std::unique_ptr<Iterator> in, Kind kind, int64_t a, int64_t b)
+          : in_(std::move(in)), kind_(kind), a_(a), b_(b) {}
       Next next() override {
         for (;;) {
           if (kind_ == Kind::kTake && a_ >= 0 && i_ >= a_) return kEnd;
@@ -303,7 +317,9 @@ Value zeros_like(const Value& v) {
   return z;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) { return str_cat("[", str_join(s, ", "), "]"); }
+std::string shape_str(const std::vector<int64_t>& s) {
+  return str_cat("[", str_join(s, ", "), "]");
+}
 
 absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bool pad) {
   const int64_t real = static_cast<int64_t>(rows.size());
@@ -324,19 +340,21 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
   }
   for (int64_t r = 0; r < real; ++r) {
     if (rows[r].size() != first.size()) {
-      return absl::InvalidArgumentError(str_cat("batch: element ", r, " has ", rows[r].size(), " components, element 0 has ",
-                                                first.size()));
+      return absl::InvalidArgumentError(str_cat("batch: element ", r, " has ", rows[r].size(),
+                                                " components, element 0 has ", first.size()));
     }
     for (auto& [name, v] : rows[r]) {
       auto it = out.find(name);
       const Value& f = first.at(name);
       if (it == out.end() || v.type != f.type || v.shape != f.shape) {
-        return absl::InvalidArgumentError(str_cat("batch: element ", r, "'s '", name, "' is ", feature_type_name(v.type),
-                                                  shape_str(v.shape), ", element 0's is ", feature_type_name(f.type),
-                                                  shape_str(f.shape), " (batch needs equal shapes)"));
+        return absl::InvalidArgumentError(
+            str_cat("batch: element ", r, "'s '", name, "' is ", feature_type_name(v.type),
+                    shape_str(v.shape), ", element 0's is ", feature_type_name(f.type),
+                    shape_str(f.shape), " (batch needs equal shapes)"));
       }
       Value& b = it->second;
-      b.bytes.insert(b.bytes.end(), std::make_move_iterator(v.bytes.begin()), std::make_move_iterator(v.bytes.end()));
+      b.bytes.insert(b.bytes.end(), std::make_move_iterator(v.bytes.begin()),
+                     std::make_move_iterator(v.bytes.end()));
       b.floats.insert(b.floats.end(), v.floats.begin(), v.floats.end());
       b.ints.insert(b.ints.end(), v.ints.begin(), v.ints.end());
     }
@@ -362,11 +380,13 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
 
 class Batch final : public Dataset {
  public:
-  Batch(DatasetPtr input, int64_t size, bool drop, bool pad) : input_(std::move(input)), size_(size), drop_(drop), pad_(pad) {}
+  Batch(DatasetPtr input, int64_t size, bool drop, bool pad)
+      : input_(std::move(input)), size_(size), drop_(drop), pad_(pad) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     class It final : public Iterator {
      public:
-      It(std::unique_ptr<Iterator> in, int64_t size, bool drop, bool pad) : in_(std::move(in)), size_(size), drop_(drop), pad_(pad) {}
+      It(std::unique_ptr<Iterator> in, int64_t size, bool drop, bool pad)
+          : in_(std::move(in)), size_(size), drop_(drop), pad_(pad) {}
       Next next() override {
         if (done_) return kEnd;
         std::vector<Element> rows;
@@ -382,7 +402,8 @@ class Batch final : public Dataset {
           }
           rows.push_back(std::move(**e));
         }
-        if (rows.empty() || (done_ && drop_ && static_cast<int64_t>(rows.size()) < size_)) return kEnd;
+        if (rows.empty() || (done_ && drop_ && static_cast<int64_t>(rows.size()) < size_))
+          return kEnd;
         auto b = stack(rows, size_, pad_);
         if (!b.ok()) {
           done_ = true;
@@ -407,7 +428,9 @@ class Batch final : public Dataset {
 
 }  // namespace
 
-std::unique_ptr<Iterator> error_iterator(absl::Status status) { return std::make_unique<ErrorIterator>(std::move(status)); }
+std::unique_ptr<Iterator> error_iterator(absl::Status status) {
+  return std::make_unique<ErrorIterator>(std::move(status));
+}
 
 DatasetPtr Dataset::list_files(const std::string& pattern, bool shuffle, uint64_t seed) {
   return std::make_shared<ListFiles>(pattern, shuffle, seed);
@@ -424,28 +447,37 @@ DatasetPtr Dataset::interleave_tfrecords(InterleaveOptions options, ReaderOption
   return interleave(
       [reader](const Element& e) -> std::unique_ptr<Iterator> {
         const auto it = e.find("filename");
-        if (it == e.end() || it->second.type != FeatureType::kBytes || it->second.bytes.size() != 1) {
-          return error_iterator(absl::InvalidArgumentError(
-              "interleave_tfrecords: each input element needs a scalar bytes 'filename' (from list_files)"));
+        if (it == e.end() || it->second.type != FeatureType::kBytes ||
+            it->second.bytes.size() != 1) {
+          return error_iterator(
+              absl::InvalidArgumentError("interleave_tfrecords: each input element needs a scalar "
+                                         "bytes 'filename' (from list_files)"));
         }
-        return std::make_unique<TFRecordIterator>(std::vector<std::string>{it->second.bytes[0]}, reader);
+        return std::make_unique<TFRecordIterator>(std::vector<std::string>{it->second.bytes[0]},
+                                                  reader);
       },
       options);
 }
 
-DatasetPtr Dataset::shuffle(int64_t buffer_size, uint64_t seed, bool reshuffle_each_iteration) const {
+DatasetPtr Dataset::shuffle(int64_t buffer_size, uint64_t seed,
+                            bool reshuffle_each_iteration) const {
   return std::make_shared<Shuffle>(self(), buffer_size, seed, reshuffle_each_iteration);
 }
 DatasetPtr Dataset::repeat(int64_t count) const { return std::make_shared<Repeat>(self(), count); }
 DatasetPtr Dataset::batch(int64_t batch_size, bool drop_remainder, bool pad_to_full) const {
-  return std::make_shared<Batch>(self(), std::max<int64_t>(batch_size, 1), drop_remainder, pad_to_full);
+  return std::make_shared<Batch>(self(), std::max<int64_t>(batch_size, 1), drop_remainder,
+                                 pad_to_full);
 }
-DatasetPtr Dataset::take(int64_t count) const { return std::make_shared<Select>(self(), Select::Kind::kTake, count, 0); }
-DatasetPtr Dataset::skip(int64_t count) const { return std::make_shared<Select>(self(), Select::Kind::kSkip, count, 0); }
+DatasetPtr Dataset::take(int64_t count) const {
+  return std::make_shared<Select>(self(), Select::Kind::kTake, count, 0);
+}
+DatasetPtr Dataset::skip(int64_t count) const {
+  return std::make_shared<Select>(self(), Select::Kind::kSkip, count, 0);
+}
 DatasetPtr Dataset::shard(int64_t num_shards, int64_t index) const {
   if (num_shards < 1 || index < 0 || index >= num_shards) {
-    return std::make_shared<FromElementsError>(
-        absl::InvalidArgumentError(str_cat("shard: index ", index, " is not in [0, ", num_shards, ")")));
+    return std::make_shared<FromElementsError>(absl::InvalidArgumentError(
+        str_cat("shard: index ", index, " is not in [0, ", num_shards, ")")));
   }
   return std::make_shared<Select>(self(), Select::Kind::kShard, num_shards, index);
 }

@@ -16,8 +16,6 @@
 // been; after an error the iterator ends. Destroying an iterator early cancels and joins all of
 // its threads.
 
-#include <absl/status/statusor.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +23,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <absl/status/statusor.h>
 
 #include "runtime/data/example.h"
 #include "runtime/data/tfrecord.h"
@@ -82,7 +82,8 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // A buffer of `buffer_size` elements, a uniformly random one out at a time. With
   // reshuffle_each_iteration, each pass of a following repeat() (each new iterator) draws a new
   // order from seed + pass.
-  DatasetPtr shuffle(int64_t buffer_size, uint64_t seed, bool reshuffle_each_iteration = true) const;
+  DatasetPtr shuffle(int64_t buffer_size, uint64_t seed,
+                     bool reshuffle_each_iteration = true) const;
   DatasetPtr repeat(int64_t count = -1) const;  // -1: forever
   // fn on every element; num_parallel_calls > 1 (or kAutotune: the machine's cores) runs it on
   // that many threads. deterministic keeps input order; false yields results as they finish.

@@ -80,7 +80,8 @@ class ParallelMap final : public Iterator {
       } else {
         ready = results_.begin();
         // The end marker comes out only once every element before it has.
-        if (ready != results_.end() && terminal_at_ && ready->first == *terminal_at_ && consumed_ != *terminal_at_) {
+        if (ready != results_.end() && terminal_at_ && ready->first == *terminal_at_ &&
+            consumed_ != *terminal_at_) {
           ready = results_.end();
         }
       }
@@ -103,7 +104,8 @@ class ParallelMap final : public Iterator {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(m_);
-        space_cv_.wait(lock, [&] { return cancelled_ || input_done_ || in_flight_ + kChunk <= capacity_; });
+        space_cv_.wait(
+            lock, [&] { return cancelled_ || input_done_ || in_flight_ + kChunk <= capacity_; });
         if (cancelled_ || input_done_) return;
         in_flight_ += kChunk;  // reserved; what goes unused is given back below
       }
@@ -131,7 +133,8 @@ class ParallelMap final : public Iterator {
       {
         std::lock_guard<std::mutex> lock(m_);
         in_flight_ -= kChunk - static_cast<int64_t>(items.size());
-        for (size_t k = 0; k < items.size(); ++k) results_.emplace(first + static_cast<int64_t>(k), std::move(items[k]));
+        for (size_t k = 0; k < items.size(); ++k)
+          results_.emplace(first + static_cast<int64_t>(k), std::move(items[k]));
         if (terminal) {
           input_done_ = true;
           terminal_at_ = first + static_cast<int64_t>(items.size()) - 1;
@@ -183,7 +186,10 @@ class MapDataset final : public Dataset {
 class Interleave final : public Iterator {
  public:
   Interleave(std::unique_ptr<Iterator> in, ElementSource source, InterleaveOptions o)
-      : in_(std::move(in)), source_(std::move(source)), o_(o), slots_(static_cast<size_t>(std::max(o.cycle_length, 1))) {
+      : in_(std::move(in)),
+        source_(std::move(source)),
+        o_(o),
+        slots_(static_cast<size_t>(std::max(o.cycle_length, 1))) {
     if (o_.parallel) signal_ = std::make_shared<ReadySignal>();
   }
 
@@ -199,8 +205,10 @@ class Interleave final : public Iterator {
             input_done_ = true;
           } else {
             auto it = source_(**e);
-            slot = o_.parallel ? std::make_unique<Prefetcher>(std::move(it), static_cast<size_t>(std::max(o_.buffer, 1)), signal_)
-                               : std::move(it);
+            slot = o_.parallel
+                       ? std::make_unique<Prefetcher>(
+                             std::move(it), static_cast<size_t>(std::max(o_.buffer, 1)), signal_)
+                       : std::move(it);
           }
         }
       }
@@ -316,14 +324,15 @@ DatasetPtr Dataset::map(MapFn fn, int num_parallel_calls, bool deterministic) co
 DatasetPtr Dataset::interleave(ElementSource source, InterleaveOptions options) const {
   if (options.cycle_length < 1 || options.block_length < 1) {
     return std::make_shared<FromElementsError>(absl::InvalidArgumentError(
-        str_cat("interleave: cycle_length ", options.cycle_length, " and block_length ", options.block_length,
-                " must be at least 1")));
+        str_cat("interleave: cycle_length ", options.cycle_length, " and block_length ",
+                options.block_length, " must be at least 1")));
   }
   return std::make_shared<InterleaveDataset>(self(), std::move(source), options);
 }
 
 DatasetPtr Dataset::prefetch(int buffer_size) const {
-  return std::make_shared<PrefetchDataset>(self(), buffer_size == kAutotune ? 2 : std::max(buffer_size, 1));
+  return std::make_shared<PrefetchDataset>(self(),
+                                           buffer_size == kAutotune ? 2 : std::max(buffer_size, 1));
 }
 
 }  // namespace tpusim::runtime::data

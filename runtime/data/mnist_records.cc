@@ -1,6 +1,7 @@
 #include "runtime/data/mnist_records.h"
 
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,62 @@ absl::Status check_job(const IdxConversion& job, const IdxArray& images, const I
   return absl::OkStatus();
 }
 
+struct ShardSource {
+  const IdxConversion* job;
+  const IdxArray* images;
+  const IdxArray* labels;
+  uint32_t height, width, depth;
+};
+
+struct ShardWritten {
+  std::string path;
+  uint64_t examples = 0;
+  uint64_t image_bytes = 0;
+};
+
+// Examples [first, end) into one shard file.
+absl::StatusOr<ShardWritten> write_shard(const ShardSource& src, const std::string& path,
+                                         uint64_t first, uint64_t end) {
+  const IdxConversion& job = *src.job;
+  const size_t row = src.images->row_size();
+  auto writer = TFRecordWriter::open(path, job.compression);
+  if (!writer.ok()) return writer.status();
+  tensorflow::Example ex;
+  auto& features = *ex.mutable_features()->mutable_feature();
+  auto* label = features["label"].mutable_int64_list();
+  label->add_value(0);
+  std::string* image = features["image_raw"].mutable_bytes_list()->add_value();
+  ShardWritten out;
+  out.path = path;
+  for (uint64_t i = first; i < end; ++i) {
+    label->set_value(0, src.labels->values[i]);
+    const auto* pixels = reinterpret_cast<const char*>(src.images->values.data() + i * row);
+    if (job.jpeg) {
+      Image im;
+      im.height = static_cast<int>(src.height);
+      im.width = static_cast<int>(src.width);
+      im.channels = static_cast<int>(src.depth);
+      im.pixels.assign(pixels, pixels + row);
+      if (job.jpeg_size > 0 && (job.jpeg_size != im.height || job.jpeg_size != im.width)) {
+        im = to_uint8(resize_bilinear(to_float(im), job.jpeg_size, job.jpeg_size));
+      }
+      auto jpeg = encode_jpeg(im, job.jpeg_quality);
+      if (!jpeg.ok()) {
+        return absl::InternalError(
+            str_cat(job.images, ": example ", i, ": ", jpeg.status().message()));
+      }
+      *image = std::move(*jpeg);
+    } else {
+      image->assign(pixels, row);
+    }
+    out.image_bytes += image->size();
+    if (auto st = (*writer)->write(serialize_deterministic(ex)); !st.ok()) return st;
+  }
+  if (auto st = (*writer)->close(); !st.ok()) return st;
+  out.examples = end - first;
+  return out;
+}
+
 }  // namespace
 
 std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression) {
@@ -60,7 +117,6 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
   result.depth = images->dims.size() == 4 ? images->dims[3] : 1;
   const uint64_t count =
       job.limit == 0 ? images->dims[0] : std::min<uint64_t>(job.limit, images->dims[0]);
-  const size_t row = images->row_size();
   std::string prefix = job.prefix;
   if (prefix.empty()) {
     prefix = std::filesystem::path(job.images).filename().string();
@@ -72,48 +128,34 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
     return absl::PermissionDeniedError(
         str_cat("cannot create ", job.output_dir, ": ", ec.message()));
 
-  tensorflow::Example ex;
-  auto& features = *ex.mutable_features()->mutable_feature();
-  auto* label = features["label"].mutable_int64_list();
-  label->add_value(0);
-  std::string* image = features["image_raw"].mutable_bytes_list()->add_value();
-  std::string bytes;
-  uint64_t next = 0;
-  for (int s = 0; s < job.shards; ++s) {
-    const uint64_t end = count * static_cast<uint64_t>(s + 1) / static_cast<uint64_t>(job.shards);
-    const std::string path =
-        (std::filesystem::path(job.output_dir) / shard_name(prefix, s, job.shards, job.compression))
-            .string();
-    auto writer = TFRecordWriter::open(path, job.compression);
-    if (!writer.ok()) return writer.status();
-    const uint64_t first = next;
-    for (; next < end; ++next) {
-      label->set_value(0, labels->values[next]);
-      const auto* pixels = reinterpret_cast<const char*>(images->values.data() + next * row);
-      if (job.jpeg) {
-        Image im;
-        im.height = static_cast<int>(result.height);
-        im.width = static_cast<int>(result.width);
-        im.channels = static_cast<int>(result.depth);
-        im.pixels.assign(pixels, pixels + row);
-        if (job.jpeg_size > 0 && (job.jpeg_size != im.height || job.jpeg_size != im.width)) {
-          im = to_uint8(resize_bilinear(to_float(im), job.jpeg_size, job.jpeg_size));
-        }
-        auto jpeg = encode_jpeg(im, job.jpeg_quality);
-        if (!jpeg.ok())
-          return absl::InternalError(
-              str_cat(job.images, ": example ", next, ": ", jpeg.status().message()));
-        *image = std::move(*jpeg);
-      } else {
-        image->assign(pixels, row);
-      }
-      result.image_bytes += image->size();
-      bytes = serialize_deterministic(ex);
-      if (auto st = (*writer)->write(bytes); !st.ok()) return st;
+  // Shards are independent: each worker thread writes every T-th one (JPEG encoding is the cost).
+  const int threads = std::max(
+      1, std::min(job.shards, job.threads > 0
+                                  ? job.threads
+                                  : static_cast<int>(std::thread::hardware_concurrency())));
+  std::vector<absl::StatusOr<ShardWritten>> shards(static_cast<size_t>(job.shards),
+                                                   absl::InternalError("shard not written"));
+  const ShardSource source{&job, &*images, &*labels, result.height, result.width, result.depth};
+  auto work = [&](int w) {
+    for (int sh = w; sh < job.shards; sh += threads) {
+      const uint64_t first = count * static_cast<uint64_t>(sh) / static_cast<uint64_t>(job.shards);
+      const uint64_t end =
+          count * static_cast<uint64_t>(sh + 1) / static_cast<uint64_t>(job.shards);
+      const std::string path = (std::filesystem::path(job.output_dir) /
+                                shard_name(prefix, sh, job.shards, job.compression))
+                                   .string();
+      shards[static_cast<size_t>(sh)] = write_shard(source, path, first, end);
     }
-    if (auto st = (*writer)->close(); !st.ok()) return st;
-    result.shard_paths.push_back(path);
-    result.shard_examples.push_back(next - first);
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& t : pool) t.join();
+  for (auto& shard : shards) {
+    if (!shard.ok()) return shard.status();
+    result.shard_paths.push_back(shard->path);
+    result.shard_examples.push_back(shard->examples);
+    result.image_bytes += shard->image_bytes;
   }
   result.examples = count;
   return result;

@@ -4,7 +4,8 @@
 // image_raw holds the height*width*depth uint8 pixels, or with `jpeg` a baseline JPEG of the
 // image upscaled (bilinear) to jpeg_size x jpeg_size: a flowers-style pipeline whose input_fn
 // pays a real decode. Shard s of N holds examples [s*n/N, (s+1)*n/N) in file order and is named
-// <prefix>-<s:05>-of-<N:05>.tfrecord (".gz"/".zz" added for GZIP/ZLIB).
+// <prefix>-<s:05>-of-<N:05>.tfrecord (".gz"/".zz" added for GZIP/ZLIB). Shards are written by
+// parallel threads; the bytes do not depend on how many.
 
 #include <cstdint>
 #include <string>
@@ -28,6 +29,7 @@ struct IdxConversion {
   bool jpeg = false;
   int jpeg_size = 0;  // upscale to this square size before encoding; 0: keep the IDX size
   int jpeg_quality = 90;
+  int threads = 0;  // shards written at once; 0: one per core (never more than shards)
 };
 
 struct IdxConversionResult {

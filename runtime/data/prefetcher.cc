@@ -10,8 +10,11 @@ void ReadySignal::notify() {
   cv.notify_all();
 }
 
-Prefetcher::Prefetcher(std::unique_ptr<Iterator> input, size_t capacity, std::shared_ptr<ReadySignal> signal)
-    : input_(std::move(input)), capacity_(std::max<size_t>(capacity, 1)), signal_(std::move(signal)) {
+Prefetcher::Prefetcher(std::unique_ptr<Iterator> input, size_t capacity,
+                       std::shared_ptr<ReadySignal> signal)
+    : input_(std::move(input)),
+      capacity_(std::max<size_t>(capacity, 1)),
+      signal_(std::move(signal)) {
   thread_ = std::thread([this] { run(); });
 }
 

@@ -24,7 +24,8 @@ struct ReadySignal {
 
 class Prefetcher final : public Iterator {
  public:
-  Prefetcher(std::unique_ptr<Iterator> input, size_t capacity, std::shared_ptr<ReadySignal> signal = nullptr);
+  Prefetcher(std::unique_ptr<Iterator> input, size_t capacity,
+             std::shared_ptr<ReadySignal> signal = nullptr);
   ~Prefetcher() override;
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;

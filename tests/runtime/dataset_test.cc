@@ -1,14 +1,14 @@
 #include "runtime/data/dataset.h"
 
-#include <dirent.h>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <set>
 #include <thread>
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include "tests/configs/config_test_util.h"
 
@@ -21,7 +21,8 @@ using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
 
-std::vector<int64_t> values(const absl::StatusOr<std::vector<Element>>& got, const std::string& key = "value") {
+std::vector<int64_t> values(const absl::StatusOr<std::vector<Element>>& got,
+                            const std::string& key = "value") {
   EXPECT_TRUE(got.ok()) << got.status();
   std::vector<int64_t> out;
   if (!got.ok()) return out;
@@ -55,7 +56,8 @@ TEST(Dataset, TakeSkipShard) {
   EXPECT_THAT(values(collect(*Dataset::range(10)->take(3))), ElementsAre(0, 1, 2));
   EXPECT_THAT(values(collect(*Dataset::range(10)->skip(7))), ElementsAre(7, 8, 9));
   EXPECT_THAT(values(collect(*Dataset::range(10)->shard(3, 1))), ElementsAre(1, 4, 7));
-  EXPECT_THAT(collect(*Dataset::range(10)->shard(3, 3)).status().message(), HasSubstr("shard: index 3 is not in [0, 3)"));
+  EXPECT_THAT(collect(*Dataset::range(10)->shard(3, 3)).status().message(),
+              HasSubstr("shard: index 3 is not in [0, 3)"));
 }
 
 TEST(Dataset, ShuffleIsASeededPermutationThatReshufflesEachPass) {
@@ -65,7 +67,8 @@ TEST(Dataset, ShuffleIsASeededPermutationThatReshufflesEachPass) {
   EXPECT_THAT(first, UnorderedElementsAreArray(iota(0, 100)));
   EXPECT_NE(first, iota(0, 100));
   EXPECT_NE(first, second);  // a new order each pass
-  EXPECT_EQ(values(collect(*Dataset::range(100)->shuffle(16, 7))), first);  // same seed, same first pass
+  EXPECT_EQ(values(collect(*Dataset::range(100)->shuffle(16, 7))),
+            first);  // same seed, same first pass
   const auto fixed = Dataset::range(100)->shuffle(16, 7, /*reshuffle_each_iteration=*/false);
   EXPECT_EQ(values(collect(*fixed)), values(collect(*fixed)));
   // A buffer of 16 never moves an element earlier by more than 15 places.
@@ -78,8 +81,10 @@ TEST(Dataset, RepeatCountsPassesAndEndsOnEmptyInput) {
   EXPECT_TRUE(values(collect(*Dataset::range(0)->repeat())).empty());
   // shuffle then repeat: each pass a permutation of its own.
   const auto passes = values(collect(*Dataset::range(20)->shuffle(20, 3)->repeat(2)));
-  EXPECT_THAT(std::vector<int64_t>(passes.begin(), passes.begin() + 20), UnorderedElementsAreArray(iota(0, 20)));
-  EXPECT_NE(std::vector<int64_t>(passes.begin(), passes.begin() + 20), std::vector<int64_t>(passes.begin() + 20, passes.end()));
+  EXPECT_THAT(std::vector<int64_t>(passes.begin(), passes.begin() + 20),
+              UnorderedElementsAreArray(iota(0, 20)));
+  EXPECT_NE(std::vector<int64_t>(passes.begin(), passes.begin() + 20),
+            std::vector<int64_t>(passes.begin() + 20, passes.end()));
 }
 
 TEST(Dataset, ParallelMapKeepsOrderWhenDeterministic) {
@@ -89,11 +94,14 @@ TEST(Dataset, ParallelMapKeepsOrderWhenDeterministic) {
     e["value"].ints[0] *= 10;
     return e;
   };
-  EXPECT_THAT(values(collect(*Dataset::range(40)->map(slow, 4))), ElementsAreArray(iota(0, 400, 10)));
-  EXPECT_THAT(values(collect(*Dataset::range(40)->map(times_ten(), 1))), ElementsAreArray(iota(0, 400, 10)));
+  EXPECT_THAT(values(collect(*Dataset::range(40)->map(slow, 4))),
+              ElementsAreArray(iota(0, 400, 10)));
+  EXPECT_THAT(values(collect(*Dataset::range(40)->map(times_ten(), 1))),
+              ElementsAreArray(iota(0, 400, 10)));
   EXPECT_THAT(values(collect(*Dataset::range(40)->map(slow, 4, /*deterministic=*/false))),
               UnorderedElementsAreArray(iota(0, 400, 10)));
-  EXPECT_THAT(values(collect(*Dataset::range(40)->map(times_ten(), kAutotune))), ElementsAreArray(iota(0, 400, 10)));
+  EXPECT_THAT(values(collect(*Dataset::range(40)->map(times_ten(), kAutotune))),
+              ElementsAreArray(iota(0, 400, 10)));
 }
 
 TEST(Dataset, AMapErrorReachesTheConsumerInPlaceWithItsContext) {
@@ -123,8 +131,9 @@ TEST(Dataset, AnErrorEndsTheIterationThroughEveryStage) {
     return e;
   };
   const auto failing = Dataset::range(10)->map(fails_at_2);
-  for (const DatasetPtr& ds : {failing->repeat(), failing->batch(3), failing->shuffle(4, 1), failing->prefetch(2),
-                               failing->take(8), failing->skip(1), failing->map(times_ten(), 2)}) {
+  for (const DatasetPtr& ds :
+       {failing->repeat(), failing->batch(3), failing->shuffle(4, 1), failing->prefetch(2),
+        failing->take(8), failing->skip(1), failing->map(times_ten(), 2)}) {
     auto it = ds->make_iterator();
     bool saw_error = false;
     for (int i = 0; i < 50; ++i) {
@@ -172,7 +181,8 @@ TEST(Dataset, BatchStacksShapesAndRefusesRaggedElements) {
   EXPECT_THAT((*b)[0].at("image").shape, ElementsAre(2, 2, 2));
   EXPECT_EQ((*b)[0].at("image").floats.size(), 8u);
   auto ragged = collect(*Dataset::from_elements({{{"image", img}}, {{"image", other}}})->batch(2));
-  EXPECT_THAT(ragged.status().message(), HasSubstr("batch: element 1's 'image' is float[4], element 0's is float[2, 2]"));
+  EXPECT_THAT(ragged.status().message(),
+              HasSubstr("batch: element 1's 'image' is float[4], element 0's is float[2, 2]"));
 }
 
 class DatasetFiles : public ::testing::Test {
@@ -181,7 +191,8 @@ class DatasetFiles : public ::testing::Test {
   void SetUp() override {
     for (int f = 0; f < 4; ++f) {
       auto w = TFRecordWriter::open((dir_.path() / ("part-" + std::to_string(f))).string());
-      for (int r = 0; r < 3; ++r) ASSERT_TRUE((*w)->write("f" + std::to_string(f) + "-r" + std::to_string(r)).ok());
+      for (int r = 0; r < 3; ++r)
+        ASSERT_TRUE((*w)->write("f" + std::to_string(f) + "-r" + std::to_string(r)).ok());
       ASSERT_TRUE((*w)->close().ok());
     }
   }
@@ -206,28 +217,33 @@ TEST_F(DatasetFiles, ListFilesThenInterleaveRecords) {
   o.parallel = true;  // deterministic: the same order, read by threads
   EXPECT_EQ(records(collect(*Dataset::list_files(pattern())->interleave_tfrecords(o))), want);
   o.deterministic = false;
-  EXPECT_THAT(records(collect(*Dataset::list_files(pattern())->interleave_tfrecords(o))), UnorderedElementsAreArray(want));
+  EXPECT_THAT(records(collect(*Dataset::list_files(pattern())->interleave_tfrecords(o))),
+              UnorderedElementsAreArray(want));
   o = InterleaveOptions{};
   o.cycle_length = 2;
   o.block_length = 2;
   EXPECT_THAT(records(collect(*Dataset::list_files(pattern())->interleave_tfrecords(o)->take(4))),
               ElementsAre("f0-r0", "f0-r1", "f1-r0", "f1-r1"));
   // Sequential reading of all the files, in name order.
-  EXPECT_EQ(records(collect(*Dataset::tfrecords({pattern().substr(0, pattern().size() - 1) + "1"}))),
-            (std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"}));
+  EXPECT_EQ(
+      records(collect(*Dataset::tfrecords({pattern().substr(0, pattern().size() - 1) + "1"}))),
+      (std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"}));
 }
 
 TEST_F(DatasetFiles, ListFilesShufflesWithItsSeedAndReportsNoMatch) {
   auto names = [](const absl::StatusOr<std::vector<Element>>& got) {
     std::vector<std::string> out;
-    for (const auto& e : *got) out.push_back(e.at("filename").bytes[0].substr(e.at("filename").bytes[0].size() - 6));
+    for (const auto& e : *got)
+      out.push_back(e.at("filename").bytes[0].substr(e.at("filename").bytes[0].size() - 6));
     return out;
   };
-  EXPECT_THAT(names(collect(*Dataset::list_files(pattern()))), ElementsAre("part-0", "part-1", "part-2", "part-3"));
+  EXPECT_THAT(names(collect(*Dataset::list_files(pattern()))),
+              ElementsAre("part-0", "part-1", "part-2", "part-3"));
   const auto shuffled = names(collect(*Dataset::list_files(pattern(), true, 11)));
   EXPECT_THAT(shuffled, UnorderedElementsAreArray({"part-0", "part-1", "part-2", "part-3"}));
   EXPECT_EQ(names(collect(*Dataset::list_files(pattern(), true, 11))), shuffled);
-  EXPECT_THAT(collect(*Dataset::list_files(pattern() + "-none")).status().message(), HasSubstr("no file matches"));
+  EXPECT_THAT(collect(*Dataset::list_files(pattern() + "-none")).status().message(),
+              HasSubstr("no file matches"));
 }
 
 TEST_F(DatasetFiles, ACorruptFileStopsTheInterleaveNamingIt) {
@@ -265,11 +281,12 @@ TEST(Dataset, StoppingEarlyJoinsEveryThread) {
     InterleaveOptions o;
     o.cycle_length = 3;
     o.parallel = true;
-    auto ds = Dataset::range(3)
-                  ->interleave([](const Element&) { return Dataset::range(1000000)->make_iterator(); }, o)
-                  ->repeat()
-                  ->map(times_ten(), 3)
-                  ->prefetch(4);
+    auto ds =
+        Dataset::range(3)
+            ->interleave([](const Element&) { return Dataset::range(1000000)->make_iterator(); }, o)
+            ->repeat()
+            ->map(times_ten(), 3)
+            ->prefetch(4);
     auto it = ds->make_iterator();
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(it->next().ok());
     EXPECT_GT(thread_count(), before);

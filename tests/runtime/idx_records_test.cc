@@ -242,6 +242,29 @@ TEST(IdxToTFRecord, ADatasetPipelineParsesTheShardsBackIntoImagesAndLabels) {
       << wrong.status();
 }
 
+TEST(IdxToTFRecord, ParallelShardWritingGivesTheSameBytes) {
+  TempDir dir;
+  IdxConversion job;
+  job.images = kImages;
+  job.labels = kLabels;
+  job.shards = 3;
+  job.limit = 90;
+  job.jpeg = true;
+  job.jpeg_size = 40;
+  job.output_dir = (dir.path() / "one").string();
+  job.threads = 1;
+  auto one = convert_idx_to_tfrecord(job);
+  job.output_dir = (dir.path() / "three").string();
+  job.threads = 3;
+  auto three = convert_idx_to_tfrecord(job);
+  ASSERT_TRUE(one.ok() && three.ok());
+  EXPECT_EQ(one->image_bytes, three->image_bytes);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(read_records({one->shard_paths[s]}), read_records({three->shard_paths[s]}))
+        << "shard " << s;
+  }
+}
+
 TEST(IdxToTFRecord, RefusesMismatchedFiles) {
   TempDir dir;
   const std::string labels = (dir.path() / "labels.idx").string();

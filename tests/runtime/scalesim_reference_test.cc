@@ -40,13 +40,12 @@ TEST(ScaleSimReference, EveryLayerOfEveryTopologyMatchesExactly) {
   auto spec = config::load_slice("v3-8");
   auto system = sim::System::create(*spec, {"scalesim_ws", true, nullptr});
   ASSERT_TRUE(system.ok());
-  const std::string workloads = std::string(TPUSIM_SOURCE_DIR) + "/../shared/workloads/scalesim/";
+  const std::string workloads =
+      std::string(TPUSIM_SOURCE_DIR) + "/tests/runtime/data/scalesim_topologies/";
   int checked = 0;
   for (const char* name : {"transformer_partial_gemm", "resnet18", "resnet50_mlperf"}) {
     SCOPED_TRACE(name);
     auto layers = read_scalesim_topology(workloads + name + ".csv");
-    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound)
-      GTEST_SKIP() << "shared/ not beside the repo";
     ASSERT_TRUE(layers.ok()) << layers.status();
     const auto reference = read_reference(name);
     ASSERT_EQ(layers->size(), reference.size());

@@ -39,9 +39,7 @@ TEST(ScaleSimTopology, ShippedWorkloadsParse) {
   for (const char* name : {"resnet18.csv", "resnet50_mlperf.csv", "transformer_partial_gemm.csv",
                            "test_mnk_gemm.csv"}) {
     auto layers = read_scalesim_topology(std::string(TPUSIM_SOURCE_DIR) +
-                                         "/../shared/workloads/scalesim/" + name);
-    if (!layers.ok() && layers.status().code() == absl::StatusCode::kNotFound)
-      GTEST_SKIP() << "shared/ not beside the repo";
+                                         "/tests/runtime/data/scalesim_topologies/" + name);
     ASSERT_TRUE(layers.ok()) << name << ": " << layers.status();
     EXPECT_FALSE(layers->empty()) << name;
   }
