@@ -317,7 +317,7 @@ Value zeros_like(const Value& v) {
   return z;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
+std::string shape_string(const std::vector<int64_t>& s) {
   return str_cat("[", str_join(s, ", "), "]");
 }
 
@@ -349,8 +349,8 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
       if (it == out.end() || v.type != f.type || v.shape != f.shape) {
         return absl::InvalidArgumentError(
             str_cat("batch: element ", r, "'s '", name, "' is ", feature_type_name(v.type),
-                    shape_str(v.shape), ", element 0's is ", feature_type_name(f.type),
-                    shape_str(f.shape), " (batch needs equal shapes)"));
+                    shape_string(v.shape), ", element 0's is ", feature_type_name(f.type),
+                    shape_string(f.shape), " (batch needs equal shapes)"));
       }
       Value& b = it->second;
       b.bytes.insert(b.bytes.end(), std::make_move_iterator(v.bytes.begin()),
@@ -476,7 +476,7 @@ DatasetPtr Dataset::skip(int64_t count) const {
 }
 DatasetPtr Dataset::shard(int64_t num_shards, int64_t index) const {
   if (num_shards < 1 || index < 0 || index >= num_shards) {
-    return std::make_shared<FromElementsError>(absl::InvalidArgumentError(
+    return std::make_shared<FailingDataset>(absl::InvalidArgumentError(
         str_cat("shard: index ", index, " is not in [0, ", num_shards, ")")));
   }
   return std::make_shared<Select>(self(), Select::Kind::kShard, num_shards, index);

@@ -10,9 +10,9 @@ std::unique_ptr<Iterator> error_iterator(absl::Status status);
 
 // A dataset whose iterators fail with `status`: how a transformation with bad arguments reports
 // them (at the first next(), with the message).
-class FromElementsError final : public Dataset {
+class FailingDataset final : public Dataset {
  public:
-  explicit FromElementsError(absl::Status status) : status_(std::move(status)) {}
+  explicit FailingDataset(absl::Status status) : status_(std::move(status)) {}
   std::unique_ptr<Iterator> make_iterator() const override { return error_iterator(status_); }
 
  private:

@@ -323,7 +323,7 @@ DatasetPtr Dataset::map(MapFn fn, int num_parallel_calls, bool deterministic) co
 
 DatasetPtr Dataset::interleave(ElementSource source, InterleaveOptions options) const {
   if (options.cycle_length < 1 || options.block_length < 1) {
-    return std::make_shared<FromElementsError>(absl::InvalidArgumentError(
+    return std::make_shared<FailingDataset>(absl::InvalidArgumentError(
         str_cat("interleave: cycle_length ", options.cycle_length, " and block_length ",
                 options.block_length, " must be at least 1")));
   }

@@ -62,11 +62,13 @@ int64_t elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string shape_str(const std::vector<int64_t>& shape) {
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
   return str_cat("[", str_join(shape, ", "), "]");
 }
 
-std::optional<FeatureType> kind_of(const tensorflow::Feature& f) {
+std::optional<FeatureType> feature_type(const tensorflow::Feature& f) {
   switch (f.kind_case()) {
     case tensorflow::Feature::kBytesList:
       return FeatureType::kBytes;
@@ -80,24 +82,15 @@ std::optional<FeatureType> kind_of(const tensorflow::Feature& f) {
   return std::nullopt;
 }
 
-FeatureValue values_of(const tensorflow::Feature& f, FeatureType type) {
+FeatureValue feature_values(const tensorflow::Feature& f) {
   FeatureValue v;
-  v.type = type;
-  switch (type) {
-    case FeatureType::kBytes:
-      v.bytes.assign(f.bytes_list().value().begin(), f.bytes_list().value().end());
-      break;
-    case FeatureType::kFloat:
-      v.floats.assign(f.float_list().value().begin(), f.float_list().value().end());
-      break;
-    case FeatureType::kInt64:
-      v.ints.assign(f.int64_list().value().begin(), f.int64_list().value().end());
-      break;
-  }
+  v.type = feature_type(f).value_or(FeatureType::kBytes);
+  v.bytes.assign(f.bytes_list().value().begin(), f.bytes_list().value().end());
+  v.floats.assign(f.float_list().value().begin(), f.float_list().value().end());
+  v.ints.assign(f.int64_list().value().begin(), f.int64_list().value().end());
+  v.shape = {v.size()};
   return v;
 }
-
-}  // namespace
 
 absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const FeatureSpec& spec,
                                             const std::string& where) {
@@ -112,7 +105,7 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
     const auto it = features.find(name);
     // A feature with no kind counts as absent, as in TensorFlow.
     const std::optional<FeatureType> kind =
-        it == features.end() ? std::nullopt : kind_of(it->second);
+        it == features.end() ? std::nullopt : feature_type(it->second);
     if (!kind) {
       if (entry.var_len) {
         FeatureValue empty;
@@ -133,13 +126,13 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
                                                 feature_type_name(*kind), " values; the spec says ",
                                                 feature_type_name(entry.type)));
     }
-    FeatureValue v = values_of(it->second, entry.type);
+    FeatureValue v = feature_values(it->second);
     if (entry.var_len) {
       v.shape = {v.size()};
     } else {
       if (v.size() != elements(entry.shape)) {
         return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' has ", v.size(),
-                                                  " values; shape ", shape_str(entry.shape),
+                                                  " values; shape ", shape_string(entry.shape),
                                                   " needs ", elements(entry.shape)));
       }
       v.shape = entry.shape;

@@ -44,6 +44,13 @@ FeatureSpecEntry var_len(FeatureType type);
 
 using ParsedExample = std::map<std::string, FeatureValue>;
 
+// The type a Feature holds; nullopt when it holds none (TensorFlow treats that as absent).
+std::optional<FeatureType> feature_type(const tensorflow::Feature& feature);
+// A Feature's values as a FeatureValue of shape [n]; empty when it holds none.
+FeatureValue feature_values(const tensorflow::Feature& feature);
+// "[2, 3]"; "[]" for a scalar.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // Parses a serialized tf.Example. Errors name the feature and what was wrong; `where`
 // (e.g. "train-00000-of-00010.tfrecord record 17") starts each message.
 absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const FeatureSpec& spec,

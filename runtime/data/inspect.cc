@@ -3,51 +3,40 @@
 #include <algorithm>
 
 #include "common/strings.h"
-#include "runtime/data/example.pb.h"
+#include "runtime/data/example.h"
 
 namespace tpusim::runtime::data {
 namespace {
 
 constexpr int kPreviewValues = 4;
 
-template <typename List>
-std::string preview_numbers(const List& list) {
-  std::vector<std::string> shown;
-  for (int i = 0; i < std::min(list.value_size(), kPreviewValues); ++i)
-    shown.push_back(str_cat(list.value(i)));
-  if (list.value_size() > kPreviewValues) shown.push_back("...");
-  return str_cat("[", str_join(shown, ", "), "]");
-}
-
 FeatureSummary summarize_feature(const std::string& name, const tensorflow::Feature& f) {
   FeatureSummary s;
   s.name = name;
-  switch (f.kind_case()) {
-    case tensorflow::Feature::kBytesList: {
-      s.kind = "bytes";
-      s.values = f.bytes_list().value_size();
-      std::vector<std::string> shown;
-      for (int i = 0; i < std::min(s.values, kPreviewValues); ++i) {
-        shown.push_back(str_cat(f.bytes_list().value(i).size(), " B"));
-      }
-      if (s.values > kPreviewValues) shown.push_back("...");
-      s.preview = str_cat("[", str_join(shown, ", "), "]");
-      break;
-    }
-    case tensorflow::Feature::kFloatList:
-      s.kind = "float";
-      s.values = f.float_list().value_size();
-      s.preview = preview_numbers(f.float_list());
-      break;
-    case tensorflow::Feature::kInt64List:
-      s.kind = "int64";
-      s.values = f.int64_list().value_size();
-      s.preview = preview_numbers(f.int64_list());
-      break;
-    case tensorflow::Feature::KIND_NOT_SET:
-      s.kind = "empty";
-      break;
+  const auto type = feature_type(f);
+  if (!type) {
+    s.kind = "empty";
+    return s;
   }
+  const FeatureValue v = feature_values(f);
+  s.kind = feature_type_name(*type);
+  s.values = static_cast<int>(v.size());
+  std::vector<std::string> shown;
+  for (int i = 0; i < std::min(s.values, kPreviewValues); ++i) {
+    switch (*type) {
+      case FeatureType::kBytes:
+        shown.push_back(str_cat(v.bytes[i].size(), " B"));
+        break;
+      case FeatureType::kFloat:
+        shown.push_back(str_cat(v.floats[i]));
+        break;
+      case FeatureType::kInt64:
+        shown.push_back(str_cat(v.ints[i]));
+        break;
+    }
+  }
+  if (s.values > kPreviewValues) shown.push_back("...");
+  s.preview = str_cat("[", str_join(shown, ", "), "]");
   return s;
 }
 

@@ -42,7 +42,6 @@ void Prefetcher::run() {
       std::lock_guard<std::mutex> lock(m_);
       was_empty = queue_.empty();
       queue_.push_back(std::move(item));
-      producer_done_ = terminal;
     }
     // The consumer only ever waits on an empty queue: wake it only then, not per element.
     if (was_empty) {

@@ -45,7 +45,6 @@ class Prefetcher final : public Iterator {
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<absl::StatusOr<std::optional<Element>>> queue_;
-  bool producer_done_ = false;  // the terminal item (end or error) is queued
   bool consumer_done_ = false;  // the consumer has taken the terminal item
   bool cancelled_ = false;
   std::thread thread_;

@@ -40,6 +40,22 @@ void copy_values(const HostTensor& from, HostTensor* to, F index_map_walk) {
   }
 }
 
+// The other direction: `index_map_walk` visits (index in `from`, index in `to`) pairs and each
+// element of `from` lands in `to` (concat, pad).
+template <typename F>
+void scatter_values(const HostTensor& from, HostTensor* to, F index_map_walk) {
+  copy_values(from, to, [&](auto gather) {
+    index_map_walk([&](int64_t from_index, int64_t to_index) { gather(to_index, from_index); });
+  });
+}
+
+// Linear offset of the element at `begin` under `strides`.
+int64_t start_offset(const std::vector<int64_t>& begin, const std::vector<int64_t>& strides) {
+  int64_t base = 0;
+  for (size_t d = 0; d < strides.size(); ++d) base += begin[d] * strides[d];
+  return base;
+}
+
 }  // namespace
 
 HostTensor reduce(const Node& n, const Inputs& in) {
@@ -114,14 +130,9 @@ HostTensor concat(const Node& n, const Inputs& in) {
   int64_t offset = 0;
   for (const HostTensor* part : in) {
     // Walk the part; its element lands at the same index shifted along the axis.
-    walk(part->shape, std::vector<int64_t>(out_strides),
-         offset * out_strides[static_cast<size_t>(n.attrs.axis)], [&](int64_t i, int64_t o) {
-           if (part->dtype == DType::kS32) {
-             out.i[static_cast<size_t>(o)] = part->i[static_cast<size_t>(i)];
-           } else {
-             out.f[static_cast<size_t>(o)] = part->f[static_cast<size_t>(i)];
-           }
-         });
+    scatter_values(*part, &out, [&](auto f) {
+      walk(part->shape, out_strides, offset * out_strides[static_cast<size_t>(n.attrs.axis)], f);
+    });
     offset += part->shape.dim(static_cast<int>(n.attrs.axis));
   }
   return out;
@@ -131,8 +142,7 @@ HostTensor slice(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
   HostTensor out = HostTensor::zeros(a.dtype, n.shape);
   const auto s = a.shape.strides();
-  int64_t base = 0;
-  for (size_t d = 0; d < s.size(); ++d) base += n.attrs.begin[d] * s[d];
+  const int64_t base = start_offset(n.attrs.begin, s);
   copy_values(a, &out, [&](auto f) { walk(n.shape, s, base, f); });
   return out;
 }
@@ -141,16 +151,9 @@ HostTensor pad(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
   HostTensor out = HostTensor::zeros(a.dtype, n.shape);
   const auto s = n.shape.strides();
-  int64_t base = 0;
-  for (size_t d = 0; d < s.size(); ++d) base += n.attrs.begin[d] * s[d];
+  const int64_t base = start_offset(n.attrs.begin, s);
   // Walk the input; each element lands in the padded output.
-  walk(a.shape, s, base, [&](int64_t i, int64_t o) {
-    if (a.dtype == DType::kS32) {
-      out.i[static_cast<size_t>(o)] = a.i[static_cast<size_t>(i)];
-    } else {
-      out.f[static_cast<size_t>(o)] = a.f[static_cast<size_t>(i)];
-    }
-  });
+  scatter_values(a, &out, [&](auto f) { walk(a.shape, s, base, f); });
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/backend/tpusim/emitter.h"
 
 #include <algorithm>
+#include <array>
 
 #include "common/strings.h"
 #include "sim/memory/block.h"
@@ -11,6 +12,26 @@ using sim::block;
 using sim::InstrRef;
 
 namespace {
+
+// The two VMEM slots that tiles take in turn. A tile reusing a slot waits until the slot's
+// previous store has signalled `slot_free`: the flag's count when the fragment began plus the
+// slot's uses since.
+class SlotTurns {
+ public:
+  SlotTurns(uint64_t free_count_0, uint64_t free_count_1)
+      : free_start_{free_count_0, free_count_1} {}
+  // The slot_free value a tile in slot `s` waits for; 0 when the fragment has not used it yet.
+  uint64_t free_needed(int s) const {
+    const auto i = static_cast<size_t>(s);
+    return uses_[i] > 0 ? free_start_[i] + uses_[i] : 0;
+  }
+  void used(int s) { ++uses_[static_cast<size_t>(s)]; }
+
+ private:
+  std::array<uint64_t, 2> free_start_;
+  std::array<uint64_t, 2> uses_{};
+};
+
 constexpr uint64_t kAlign = 512;
 uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
@@ -97,9 +118,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
   }
   const uint64_t once_count = flags_.count(once_);
 
-  std::array<uint64_t, 2> slot_uses{};
-  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]),
-                                           flags_.count(slot_free_[1])};
+  SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
@@ -124,9 +143,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
       auto dma =
           b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
       ordered(dma);
-      if (slot_uses[static_cast<size_t>(s)] > 0)
-        dma.wait(slot_free_[s],
-                 free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+      if (slots.free_needed(s) > 0) dma.wait(slot_free_[s], slots.free_needed(s));
       flags_.signal(dma, loaded_[s]);
       tile.inputs_.push_back(vmem);
     }
@@ -139,10 +156,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     // tile loads nothing, for the slot to be free.
     const uint64_t chain_before = flags_.count(chain_);
     const uint64_t loaded_now = flags_.count(loaded_[s]);
-    const uint64_t free_needed =
-        slot_uses[static_cast<size_t>(s)] > 0
-            ? free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]
-            : 0;
+    const uint64_t free_needed = slots.free_needed(s);
     const int first_vpu = b_.size();
     body(tile);
     if (b_.size() > first_vpu) {
@@ -171,7 +185,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
     flags_.signal(store, slot_free_[s]);
     wrote_hbm(store);
-    ++slot_uses[static_cast<size_t>(s)];
+    slots.used(s);
   }
 }
 
@@ -181,9 +195,7 @@ void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst
   const uint64_t row_bytes = uint64_t{cols} * 4;
   if (!row_fits(row_bytes)) return;
   uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / row_bytes));
-  std::array<uint64_t, 2> slot_uses{};
-  const std::array<uint64_t, 2> free_start{flags_.count(slot_free_[0]),
-                                           flags_.count(slot_free_[1])};
+  SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
@@ -192,9 +204,7 @@ void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst
     auto load = b_.dma_to_vmem(block(src + r0 * src_stride, n, cols, dtype, src_stride), vmem,
                                next_engine());
     ordered(load);
-    if (slot_uses[static_cast<size_t>(s)] > 0)
-      load.wait(slot_free_[s],
-                free_start[static_cast<size_t>(s)] + slot_uses[static_cast<size_t>(s)]);
+    if (slots.free_needed(s) > 0) load.wait(slot_free_[s], slots.free_needed(s));
     flags_.signal(load, loaded_[s]);
     auto store = b_.dma_to_hbm(vmem, block(dst + r0 * dst_stride, n, cols, dtype, dst_stride),
                                next_engine());
@@ -202,7 +212,7 @@ void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst
     store.wait(loaded_[s], flags_.count(loaded_[s]));
     flags_.signal(store, slot_free_[s]);
     wrote_hbm(store);
-    ++slot_uses[static_cast<size_t>(s)];
+    slots.used(s);
   }
 }
 

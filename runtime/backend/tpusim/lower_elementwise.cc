@@ -186,45 +186,38 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
           const Node& n = l.node(m);
           const bool is_root = m == root;
           const isa::Block result = is_root && n.dtype != DType::kBF16 ? t.out() : t.scratch(i);
-          switch (n.op) {
-            case Op::kAdd:
-            case Op::kSub:
-            case Op::kMul:
-            case Op::kDiv:
-            case Op::kMax:
-            case Op::kMin:
-            case Op::kEqual:
-            case Op::kGreater: {
-              const isa::Block a = full(m, 0);
-              const int rhs = n.inputs[1];
-              if (!is_member(rhs) && outside.at(rhs).immediate) {
-                t.chain(b.binary_scalar(vector_op(n.op), result, a, outside.at(rhs).value));
-              } else {
-                t.chain(b.binary(vector_op(n.op), result, a,
-                                 is_member(rhs) ? value.at(rhs) : t.in(slot.at(rhs))));
+          if (is_binary_elementwise(n.op)) {
+            const isa::Block a = full(m, 0);
+            const int rhs = n.inputs[1];
+            if (!is_member(rhs) && outside.at(rhs).immediate) {
+              t.chain(b.binary_scalar(vector_op(n.op), result, a, outside.at(rhs).value));
+            } else {
+              t.chain(b.binary(vector_op(n.op), result, a,
+                               is_member(rhs) ? value.at(rhs) : t.in(slot.at(rhs))));
+            }
+          } else {
+            switch (n.op) {
+              case Op::kSigmoid: {  // 1 / (1 + exp(-x))
+                const isa::Block x = full(m, 0);
+                const isa::Block tmp = fresh();
+                t.chain(b.unary(Vector::NEG, tmp, x));
+                t.chain(b.unary(Vector::EXP, tmp, tmp));
+                t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
+                t.chain(b.fill(result, 1.0f));
+                t.chain(b.binary(Vector::DIV, result, result, tmp));
+                break;
               }
-              break;
+              case Op::kSelect:
+                t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
+                break;
+              case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
+                t.chain(n.dtype == DType::kS32 ? b.cast(t.out(), full(m, 0))
+                                               : b.unary(Vector::COPY, result, full(m, 0)));
+                break;
+              default:
+                t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
+                break;
             }
-            case Op::kSigmoid: {  // 1 / (1 + exp(-x))
-              const isa::Block x = full(m, 0);
-              const isa::Block tmp = fresh();
-              t.chain(b.unary(Vector::NEG, tmp, x));
-              t.chain(b.unary(Vector::EXP, tmp, tmp));
-              t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
-              t.chain(b.fill(result, 1.0f));
-              t.chain(b.binary(Vector::DIV, result, result, tmp));
-              break;
-            }
-            case Op::kSelect:
-              t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
-              break;
-            case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-              t.chain(n.dtype == DType::kS32 ? b.cast(t.out(), full(m, 0))
-                                             : b.unary(Vector::COPY, result, full(m, 0)));
-              break;
-            default:
-              t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
-              break;
           }
           if (n.dtype == DType::kBF16) {
             // Round to bf16 values through a bf16 scratch.
