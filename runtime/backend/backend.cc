@@ -12,6 +12,43 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu, tpusim)"));
 }
 
+absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variables& variables,
+                                                  const std::vector<Feeds>& feeds,
+                                                  uint64_t first_step) {
+  if (executable.replicas() != 1) {
+    return absl::InvalidArgumentError(str_cat("run() feeds one replica; the executable has ",
+                                              executable.replicas(), " (use run_loop)"));
+  }
+  std::vector<LoopStep> steps(feeds.size());
+  for (size_t s = 0; s < feeds.size(); ++s) steps[s].replicas = {feeds[s]};
+  auto loop = run_loop(executable, variables, steps, first_step);
+  if (!loop.ok()) return loop.status();
+  std::vector<Outputs> outputs;
+  outputs.reserve(loop->outputs.size());
+  for (auto& step : loop->outputs) outputs.push_back(std::move(step.front()));
+  return outputs;
+}
+
+absl::Status check_loop(const Executable& executable, const Variables& variables,
+                        const std::vector<LoopStep>& steps, uint64_t first_step) {
+  for (size_t s = 0; s < steps.size(); ++s) {
+    if (steps[s].replicas.size() != executable.replicas()) {
+      return absl::InvalidArgumentError(str_cat("step ", first_step + s, ": ",
+                                                steps[s].replicas.size(), " batches for ",
+                                                executable.replicas(), " replicas"));
+    }
+    for (size_t r = 0; r < steps[s].replicas.size(); ++r) {
+      if (absl::Status st = check_inputs(executable.graph(), variables, steps[s].replicas[r]);
+          !st.ok()) {
+        const std::string replica = executable.replicas() > 1 ? str_cat(", replica ", r) : "";
+        return absl::Status(st.code(),
+                            str_cat("step ", first_step + s, replica, ": ", st.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds) {
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);

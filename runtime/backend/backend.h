@@ -1,9 +1,10 @@
 #pragma once
 // The interface every backend implements (ARCHITECTURE.md, "The runtime"): compile a graph once
-// into an executable, then run it for a number of steps. Each step reads one batch for every
+// into an executable, then run it for a device loop of steps. Each step reads one batch for every
 // infeed, computes the graph's outputs and applies its variable updates, so a training step and
-// an inference step are the same call. Backends are chosen by name (make_backend); a model
-// runs on any of them with no change.
+// an inference step are the same call. An executable may hold several replicas of the step (data
+// parallelism, one per core): each takes its own batch every step. Backends are chosen by name
+// (make_backend); a model runs on any of them with no change.
 
 #include <cstdint>
 #include <map>
@@ -21,6 +22,8 @@ struct CompileOptions {
   // "fp32": matmuls and convolutions in f32; "mxu": their inputs rounded to bf16 and products
   // accumulated in f32, as the TPU's MXU does at DEFAULT precision.
   std::string precision = "fp32";
+  // Copies of the step run side by side, one per core, each on its own batch.
+  uint32_t replicas = 1;
 };
 
 using Feeds = std::map<std::string, HostTensor>;      // infeed name -> one batch
@@ -31,6 +34,30 @@ class Executable {
  public:
   virtual ~Executable() = default;
   virtual const Graph& graph() const = 0;
+  virtual uint32_t replicas() const = 0;
+};
+
+// One step of a device loop: a batch for every replica, and when the host has them ready.
+struct LoopStep {
+  std::vector<Feeds> replicas;  // one per replica
+  double ready_seconds = 0;     // host time from the loop's start when they may cross the link
+};
+
+// How long a loop took on a backend that simulates time (tpusim); `simulated` is false and the
+// rest zero elsewhere.
+struct DeviceTiming {
+  bool simulated = false;
+  uint64_t cycles = 0;  // the loop's start to the last replica's halt
+  double seconds = 0;
+  // Per replica: cycles its infeed dequeues waited on an empty infeed queue, and the MXUs' share
+  // of peak over the loop.
+  std::vector<uint64_t> infeed_wait_cycles;
+  std::vector<double> mxu_utilization;
+};
+
+struct LoopResult {
+  std::vector<std::vector<Outputs>> outputs;  // [step][replica]
+  DeviceTiming timing;
 };
 
 class Backend {
@@ -39,12 +66,17 @@ class Backend {
   virtual std::string name() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                               const CompileOptions& options) = 0;
-  // Runs one step per element of `feeds`, steps numbered from `first_step` (the counter that
-  // random ops such as dropout use). `variables` must hold every variable of the graph; the
-  // updates of each step are written back into it. Returns each step's outputs.
-  virtual absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
-                                                   const std::vector<Feeds>& feeds,
-                                                   uint64_t first_step) = 0;
+  // Runs a device loop of `steps`, numbered from `first_step` (the counter that random ops such
+  // as dropout use). `variables` must hold every variable of the graph; every replica starts
+  // from them, and afterwards they hold replica 0's values (the same as every replica's when the
+  // step all-reduces its gradients).
+  virtual absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
+                                              const std::vector<LoopStep>& steps,
+                                              uint64_t first_step) = 0;
+  // One replica, every batch ready at the start: one step per element of `feeds`, each step's
+  // outputs.
+  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
+                                           const std::vector<Feeds>& feeds, uint64_t first_step);
 };
 
 // The backend named `name` ("cpu", ...); NotFound lists the known ones.
@@ -53,5 +85,8 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
 // Checks that `feeds` has a batch of the right type and shape for every infeed of `graph`, and
 // `variables` every variable; errors name the infeed or variable and both shapes.
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds);
+// check_inputs for every step and replica of a loop; errors name the step and replica.
+absl::Status check_loop(const Executable& executable, const Variables& variables,
+                        const std::vector<LoopStep>& steps, uint64_t first_step);
 
 }  // namespace tpusim::runtime

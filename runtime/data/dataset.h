@@ -45,6 +45,7 @@ class Iterator {
 };
 
 class Dataset;
+class StageProfile;
 using DatasetPtr = std::shared_ptr<const Dataset>;
 using MapFn = std::function<absl::StatusOr<Element>(Element)>;
 using ElementSource = std::function<std::unique_ptr<Iterator>(const Element&)>;
@@ -99,6 +100,10 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   DatasetPtr skip(int64_t count) const;
   // Every num_shards-th element, starting at index (per-host input sharding).
   DatasetPtr shard(int64_t num_shards, int64_t index) const;
+  // Charges the CPU time of producing each element (this dataset's chain up to the previous
+  // profiled or threaded boundary) to `stage` of `profile` (stage_profile.h).
+  DatasetPtr profiled(std::shared_ptr<StageProfile> profile, const std::string& stage,
+                      int threads = 1) const;
 
  protected:
   DatasetPtr self() const { return shared_from_this(); }

@@ -75,7 +75,7 @@ TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
   EXPECT_EQ(step.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(step.status().message()),
               ::testing::HasSubstr("(the largest: concat 'concat' f32[671744, 16384], 44023414784 "
-                                   "bytes); the chip has 34359738368"));
+                                   "bytes); a core has 17179869184"));
 }
 
 }  // namespace

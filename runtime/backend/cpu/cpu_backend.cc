@@ -8,7 +8,8 @@ namespace {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(Graph graph, bool mxu) : graph_(std::move(graph)), mxu_(mxu) {
+  CpuExecutable(Graph graph, bool mxu, uint32_t replicas)
+      : graph_(std::move(graph)), mxu_(mxu), replicas_(replicas) {
     // After its last use a value is dropped, so a step holds only the live tensors.
     last_use_.assign(static_cast<size_t>(graph_.size()), -1);
     for (int i = 0; i < graph_.size(); ++i) {
@@ -18,12 +19,14 @@ class CpuExecutable final : public Executable {
     for (const auto& u : graph_.updates()) last_use_[static_cast<size_t>(u.value)] = graph_.size();
   }
   const Graph& graph() const override { return graph_; }
+  uint32_t replicas() const override { return replicas_; }
   bool mxu() const { return mxu_; }
   const std::vector<int>& last_use() const { return last_use_; }
 
  private:
   Graph graph_;
   bool mxu_;
+  uint32_t replicas_;
   std::vector<int> last_use_;
 };
 
@@ -88,44 +91,58 @@ class CpuBackend final : public Backend {
       return absl::InvalidArgumentError(
           str_cat("cpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
     }
-    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu");
+    if (options.replicas == 0)
+      return absl::InvalidArgumentError("cpu backend: replicas must be at least 1");
+    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu", options.replicas);
   }
 
-  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
-                                           const std::vector<Feeds>& feeds,
-                                           uint64_t first_step) override {
+  // Replicas run one after another on the host's cores, each on its own copy of the variables.
+  absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
+                                      const std::vector<LoopStep>& steps,
+                                      uint64_t first_step) override {
     auto& exe = static_cast<CpuExecutable&>(executable);
-    const Graph& g = exe.graph();
-    std::vector<Outputs> results;
-    for (size_t s = 0; s < feeds.size(); ++s) {
-      if (absl::Status st = check_inputs(g, variables, feeds[s]); !st.ok()) {
-        return absl::Status(st.code(), str_cat("step ", first_step + s, ": ", st.message()));
+    if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
+    // Replica 0 updates `variables` itself; the others, copies.
+    std::vector<Variables> others(exe.replicas() - 1, variables);
+    LoopResult result;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      std::vector<Outputs> outputs;
+      for (uint32_t r = 0; r < exe.replicas(); ++r) {
+        Variables& vars = r == 0 ? variables : others[r - 1];
+        outputs.push_back(step(exe, vars, steps[s].replicas[r], first_step + s));
       }
-      cpu::KernelContext ctx{exe.mxu(), first_step + s};
-      std::vector<HostTensor> values(static_cast<size_t>(g.size()));
-      for (int i = 0; i < g.size(); ++i) {
-        const Node& n = g.node(i);
-        if (n.op == Op::kVariable) {
-          values[static_cast<size_t>(i)] = variables.at(n.attrs.name);
-        } else if (n.op == Op::kInfeed) {
-          values[static_cast<size_t>(i)] = feeds[s].at(n.attrs.name);
-        } else {
-          cpu::Inputs in;
-          for (int id : n.inputs) in.push_back(&values[static_cast<size_t>(id)]);
-          values[static_cast<size_t>(i)] = evaluate(n, in, ctx);
-        }
-        for (int id : n.inputs) {
-          if (exe.last_use()[static_cast<size_t>(id)] == i)
-            values[static_cast<size_t>(id)] = HostTensor{};
-        }
-      }
-      Outputs outputs;
-      for (const auto& o : g.outputs()) outputs[o.name] = values[static_cast<size_t>(o.node)];
-      for (const auto& u : g.updates())
-        variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
-      results.push_back(std::move(outputs));
+      result.outputs.push_back(std::move(outputs));
     }
-    return results;
+    return result;
+  }
+
+ private:
+  static Outputs step(const CpuExecutable& exe, Variables& variables, const Feeds& feeds,
+                      uint64_t step_number) {
+    const Graph& g = exe.graph();
+    cpu::KernelContext ctx{exe.mxu(), step_number};
+    std::vector<HostTensor> values(static_cast<size_t>(g.size()));
+    for (int i = 0; i < g.size(); ++i) {
+      const Node& n = g.node(i);
+      if (n.op == Op::kVariable) {
+        values[static_cast<size_t>(i)] = variables.at(n.attrs.name);
+      } else if (n.op == Op::kInfeed) {
+        values[static_cast<size_t>(i)] = feeds.at(n.attrs.name);
+      } else {
+        cpu::Inputs in;
+        for (int id : n.inputs) in.push_back(&values[static_cast<size_t>(id)]);
+        values[static_cast<size_t>(i)] = evaluate(n, in, ctx);
+      }
+      for (int id : n.inputs) {
+        if (exe.last_use()[static_cast<size_t>(id)] == i)
+          values[static_cast<size_t>(id)] = HostTensor{};
+      }
+    }
+    Outputs outputs;
+    for (const auto& o : g.outputs()) outputs[o.name] = values[static_cast<size_t>(o.node)];
+    for (const auto& u : g.updates())
+      variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
+    return outputs;
   }
 };
 

@@ -182,20 +182,25 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       request.reads[static_cast<size_t>(reader)].push_back(in);
     }
   }
-  out.plan = plan_hbm(graph, 0, &request);
-  if (out.plan.peak_bytes + kConstantsRegion > slice.chip.hbm.capacity_bytes) {
+  // Each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its chip's
+  // 32 GiB; the core's buffers live in its share.
+  const uint64_t share = slice.chip.hbm.capacity_bytes / slice.chip.tensor_cores;
+  const uint64_t base = (core % slice.chip.tensor_cores) * share;
+  out.hbm_base = base;
+  out.plan = plan_hbm(graph, base, &request);
+  if (out.plan.peak_bytes + kConstantsRegion > share) {
     int largest = 0;
     for (int id = 0; id < graph.size(); ++id) {
       if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
     }
     const Node& big = graph.node(largest);
-    return absl::ResourceExhaustedError(
-        str_cat("tpusim backend: the step's tensors need ", out.plan.peak_bytes,
-                " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label,
-                "' ", dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big),
-                " bytes); the chip has ", slice.chip.hbm.capacity_bytes));
+    return absl::ResourceExhaustedError(str_cat(
+        "tpusim backend: the step's tensors need ", out.plan.peak_bytes,
+        " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
+        dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big), " bytes); a core has ",
+        share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
   }
-  const uint64_t constants_base = (out.plan.peak_bytes + 4095) / 4096 * 4096;
+  const uint64_t constants_base = base + (out.plan.peak_bytes + 4095) / 4096 * 4096;
   CompilerHbm hbm(constants_base, constants_base + kConstantsRegion);
   hbm.set_temporaries_base(constants_base + kConstantsRegion);
 
@@ -301,11 +306,11 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     }
   }
   for (const auto& c : hbm.constants()) out.constants.push_back(c);
-  out.hbm_bytes = constants_base + kConstantsRegion + hbm.temporaries_peak();
-  if (out.hbm_bytes > slice.chip.hbm.capacity_bytes) {
-    return absl::ResourceExhaustedError(str_cat("tpusim backend: the step needs ", out.hbm_bytes,
-                                                " bytes of HBM; the chip has ",
-                                                slice.chip.hbm.capacity_bytes));
+  out.hbm_bytes = constants_base - base + kConstantsRegion + hbm.temporaries_peak();
+  if (out.hbm_bytes > share) {
+    return absl::ResourceExhaustedError(
+        str_cat("tpusim backend: the step needs ", out.hbm_bytes, " bytes of HBM; a core has ",
+                share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
   }
   out.program.set_name("step");
   return out;

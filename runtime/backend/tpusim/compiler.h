@@ -37,12 +37,15 @@ struct CompiledStep {
   std::vector<Transfer> outputs;
   std::vector<std::pair<uint64_t, std::vector<float>>>
       constants;           // HBM address -> values (graph and compiler)
+  uint64_t hbm_base = 0;   // where the core's share of its chip's HBM starts
   uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
   std::map<std::string, uint64_t>
       instructions_per_op;   // graph op name -> instructions emitted for it
   uint64_t fused_nodes = 0;  // elementwise nodes computed inside a multi-node fused fragment
 };
 
+// `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores
+// per chip).
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
                                            uint32_t core, isa::Precision precision = isa::DEFAULT);
 

@@ -34,16 +34,32 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
   return system.get();
 }
 
+// The step compiled for each core position of a chip (their HBM shares differ), and the program
+// that runs one replica per core.
 class TpusimExecutable final : public Executable {
  public:
-  TpusimExecutable(Graph graph, CompiledStep step)
-      : graph_(std::move(graph)), step_(std::move(step)) {}
+  TpusimExecutable(Graph graph, std::vector<CompiledStep> per_position, uint32_t replicas)
+      : graph_(std::move(graph)), per_position_(std::move(per_position)), replicas_(replicas) {
+    program_.set_name("step");
+    for (uint32_t r = 0; r < replicas_; ++r) {
+      isa::CoreProgram* core = program_.add_cores();
+      *core = step_for(r).program.cores(0);
+      core->set_core(r);
+    }
+  }
   const Graph& graph() const override { return graph_; }
-  CompiledStep& step() { return step_; }
+  uint32_t replicas() const override { return replicas_; }
+  // Replica r runs on core r.
+  const CompiledStep& step_for(uint32_t replica) const {
+    return per_position_[replica % per_position_.size()];
+  }
+  isa::Program& program() { return program_; }
 
  private:
   Graph graph_;
-  CompiledStep step_;
+  std::vector<CompiledStep> per_position_;
+  uint32_t replicas_;
+  isa::Program program_;
 };
 
 std::vector<uint8_t> bytes_of(const HostTensor& t) {
@@ -54,6 +70,74 @@ std::vector<uint8_t> bytes_of(const HostTensor& t) {
     std::memcpy(out.data(), t.f.data(), out.size());
   }
   return out;
+}
+
+void copy_into(HostTensor& t, const std::vector<uint8_t>& data) {
+  if (t.dtype == DType::kS32) {
+    std::memcpy(t.i.data(), data.data(), t.i.size() * 4);
+  } else {
+    std::memcpy(t.f.data(), data.data(), t.f.size() * 4);
+  }
+}
+
+// Persistent state of one replica into its core's HBM share: constants, then variables.
+absl::Status write_state(sim::System& system, const Graph& g, const CompiledStep& step,
+                         uint32_t chip, const Variables& variables) {
+  for (const auto& [address, values] : step.constants) {
+    if (auto st = system.write_hbm(chip, address, values.data(), values.size() * 4); !st.ok())
+      return st;
+  }
+  for (int id : g.variables()) {
+    const std::vector<uint8_t> data = bytes_of(variables.at(g.node(id).attrs.name));
+    if (auto st = system.write_hbm(chip, step.plan.address[static_cast<size_t>(id)], data.data(),
+                                   data.size());
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A step's batch for one replica, cut into the entries its infeed dequeues take.
+absl::Status send_batch(sim::System& system, uint32_t core, const CompiledStep& step,
+                        const Feeds& feeds, uint64_t ready_cycle) {
+  for (const Transfer& t : step.infeeds) {
+    const std::vector<uint8_t> data = bytes_of(feeds.at(t.name));
+    const uint64_t entry_bytes = t.rows_per_entry * uint64_t{t.cols} * 4;
+    for (uint64_t at = 0; at < data.size(); at += entry_bytes) {
+      sim::FeedEntry entry;
+      entry.bytes = std::min<uint64_t>(entry_bytes, data.size() - at);
+      entry.data.assign(data.begin() + static_cast<long>(at),
+                        data.begin() + static_cast<long>(at + entry.bytes));
+      if (auto st = system.send_infeed(core, std::move(entry), ready_cycle); !st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Outfeed entries come back in program order: step by step, output by output.
+absl::StatusOr<std::vector<Outputs>> receive_outputs(std::vector<sim::FeedEntry> entries,
+                                                     const CompiledStep& step, size_t steps) {
+  size_t next = 0;
+  std::vector<Outputs> results;
+  for (size_t s = 0; s < steps; ++s) {
+    Outputs outputs;
+    for (const Transfer& t : step.outputs) {
+      HostTensor value = HostTensor::zeros(t.dtype, t.shape);
+      std::vector<uint8_t> data;
+      const uint64_t total = static_cast<uint64_t>(t.shape.elements()) * 4;
+      while (data.size() < total) {
+        if (next >= entries.size())
+          return absl::InternalError("tpusim backend: the outfeed ended early");
+        data.insert(data.end(), entries[next].data.begin(), entries[next].data.end());
+        ++next;
+      }
+      copy_into(value, data);
+      outputs[t.name] = std::move(value);
+    }
+    results.push_back(std::move(outputs));
+  }
+  return results;
 }
 
 class TpusimBackend final : public Backend {
@@ -69,103 +153,94 @@ class TpusimBackend final : public Backend {
     }
     auto system = shared_system(slice_);
     if (!system.ok()) return system.status();
-    auto step = tpusim_backend::compile_graph(graph, (*system)->slice(), 0);
-    if (!step.ok()) return step.status();
-    return std::make_unique<TpusimExecutable>(graph, *std::move(step));
+    const config::SliceSpec& slice = (*system)->slice();
+    if (options.replicas == 0 || options.replicas > slice.cores) {
+      return absl::InvalidArgumentError(str_cat("tpusim backend: ", options.replicas,
+                                                " replicas on ", slice.name, ", which has ",
+                                                slice.cores, " cores (one replica per core)"));
+    }
+    std::vector<CompiledStep> per_position;
+    for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
+      auto step = tpusim_backend::compile_graph(graph, slice, core);
+      if (!step.ok()) return step.status();
+      per_position.push_back(*std::move(step));
+    }
+    return std::make_unique<TpusimExecutable>(graph, std::move(per_position), options.replicas);
   }
 
-  absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
-                                           const std::vector<Feeds>& feeds,
-                                           uint64_t first_step) override {
+  absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
+                                      const std::vector<LoopStep>& steps,
+                                      uint64_t first_step) override {
     auto& exe = static_cast<TpusimExecutable&>(executable);
     const Graph& g = exe.graph();
-    CompiledStep& step = exe.step();
     auto system_or = shared_system(slice_);
     if (!system_or.ok()) return system_or.status();
     sim::System& system = **system_or;
-    if (feeds.empty()) return std::vector<Outputs>{};
-    for (size_t s = 0; s < feeds.size(); ++s) {
-      if (absl::Status st = check_inputs(g, variables, feeds[s]); !st.ok()) {
-        return absl::Status(st.code(), str_cat("step ", first_step + s, ": ", st.message()));
-      }
-    }
-    // Persistent state into HBM, then every step's batches to the host link.
-    for (const auto& [address, values] : step.constants) {
-      if (auto st = system.write_hbm(0, address, values.data(), values.size() * 4); !st.ok())
+    if (steps.empty()) return LoopResult{};
+    if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
+    const uint32_t per_chip = system.slice().chip.tensor_cores;
+    for (uint32_t r = 0; r < exe.replicas(); ++r) {
+      if (auto st = write_state(system, g, exe.step_for(r), r / per_chip, variables); !st.ok())
         return st;
     }
-    for (int id : g.variables()) {
-      const std::vector<uint8_t> data = bytes_of(variables.at(g.node(id).attrs.name));
-      if (auto st = system.write_hbm(0, step.plan.address[static_cast<size_t>(id)], data.data(),
-                                     data.size());
-          !st.ok()) {
-        return st;
+    // Every step's batches go to the host link, each ready when the host model says.
+    const uint64_t start = system.now_cycle();
+    for (const LoopStep& step : steps) {
+      const uint64_t ready =
+          start + system.clock().cycles_for_seconds(std::max(0.0, step.ready_seconds)).value;
+      for (uint32_t r = 0; r < exe.replicas(); ++r) {
+        if (auto st = send_batch(system, r, exe.step_for(r), step.replicas[r], ready); !st.ok())
+          return st;
       }
     }
-    const uint64_t now = system.now_cycle();
-    for (const Feeds& f : feeds) {
-      for (const Transfer& t : step.infeeds) {
-        const std::vector<uint8_t> data = bytes_of(f.at(t.name));
-        const uint64_t row_bytes = uint64_t{t.cols} * 4;
-        for (uint64_t at = 0; at < data.size(); at += t.rows_per_entry * row_bytes) {
-          sim::FeedEntry entry;
-          entry.bytes = std::min<uint64_t>(t.rows_per_entry * row_bytes, data.size() - at);
-          entry.data.assign(data.begin() + static_cast<long>(at),
-                            data.begin() + static_cast<long>(at + entry.bytes));
-          if (auto st = system.send_infeed(0, std::move(entry), now); !st.ok()) return st;
-        }
-      }
-    }
-    isa::Program program = step.program;
+    isa::Program& program = exe.program();
     program.set_step_base(first_step);
-    program.mutable_cores(0)
-        ->mutable_instructions(step.loop_instruction)
-        ->mutable_loop()
-        ->set_count(static_cast<uint32_t>(feeds.size()));
+    for (uint32_t r = 0; r < exe.replicas(); ++r) {
+      program.mutable_cores(static_cast<int>(r))
+          ->mutable_instructions(exe.step_for(r).loop_instruction)
+          ->mutable_loop()
+          ->set_count(static_cast<uint32_t>(steps.size()));
+    }
     auto run = system.run(program);
     if (!run.ok()) return run.status();
-    last_cycles_ = run->cycles();
-    // Outfeed entries come back in program order: step by step, output by output.
-    std::vector<sim::FeedEntry> entries = system.take_outfeed(0);
-    size_t next = 0;
-    std::vector<Outputs> results;
-    for (size_t s = 0; s < feeds.size(); ++s) {
-      Outputs outputs;
-      for (const Transfer& t : step.outputs) {
-        HostTensor value = HostTensor::zeros(t.dtype, t.shape);
-        std::vector<uint8_t> data;
-        const uint64_t total = static_cast<uint64_t>(t.shape.elements()) * 4;
-        while (data.size() < total) {
-          if (next >= entries.size())
-            return absl::InternalError("tpusim backend: the outfeed ended early");
-          data.insert(data.end(), entries[next].data.begin(), entries[next].data.end());
-          ++next;
-        }
-        if (t.dtype == DType::kS32) {
-          std::memcpy(value.i.data(), data.data(), total);
-        } else {
-          std::memcpy(value.f.data(), data.data(), total);
-        }
-        outputs[t.name] = std::move(value);
-      }
-      results.push_back(std::move(outputs));
+    LoopResult result;
+    result.outputs.resize(steps.size());
+    for (uint32_t r = 0; r < exe.replicas(); ++r) {
+      auto outputs = receive_outputs(system.take_outfeed(r), exe.step_for(r), steps.size());
+      if (!outputs.ok()) return outputs.status();
+      for (size_t s = 0; s < steps.size(); ++s) result.outputs[s].push_back((*outputs)[s]);
     }
+    // Replica 0's variables are the result.
+    const CompiledStep& first = exe.step_for(0);
     for (int id : g.variables()) {
       HostTensor& v = variables[g.node(id).attrs.name];
-      void* dst =
-          v.dtype == DType::kS32 ? static_cast<void*>(v.i.data()) : static_cast<void*>(v.f.data());
-      if (auto st = system.read_hbm(0, step.plan.address[static_cast<size_t>(id)], dst,
-                                    static_cast<uint64_t>(v.elements()) * 4);
+      std::vector<uint8_t> data(static_cast<size_t>(v.elements()) * 4);
+      if (auto st = system.read_hbm(0, first.plan.address[static_cast<size_t>(id)], data.data(),
+                                    data.size());
           !st.ok()) {
         return st;
       }
+      copy_into(v, data);
     }
-    return results;
+    result.timing = timing_of(system, *run);
+    return result;
   }
 
  private:
+  static DeviceTiming timing_of(sim::System& system, const sim::RunResult& run) {
+    DeviceTiming t;
+    t.simulated = true;
+    t.cycles = run.cycles();
+    t.seconds = static_cast<double>(t.cycles) / system.clock().frequency_hz();
+    const auto report = system.report(run);
+    for (const auto& core : report["cores"]) {
+      t.infeed_wait_cycles.push_back(core["infeed_wait_cycles"].get<uint64_t>());
+      t.mxu_utilization.push_back(core["mxu_utilization"].get<double>());
+    }
+    return t;
+  }
+
   std::string slice_;
-  uint64_t last_cycles_ = 0;
 };
 
 }  // namespace

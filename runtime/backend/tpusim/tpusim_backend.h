@@ -1,6 +1,7 @@
 #pragma once
 // The tpusim backend: compiles a graph to an ISA program (compiler.h) and runs it on the
-// SystemC model of a slice (sim::System), one step per device-loop iteration, on core 0. Matmuls
+// SystemC model of a slice (sim::System), one step per device-loop iteration; replica r runs on
+// core r, in that core's share of its chip's HBM, fed over its chip's host link. Matmuls
 // run on the MXUs (bf16 inputs, f32 accumulation, DEFAULT precision); everything else on the
 // vector unit in f32. SystemC elaborates once per process, so one System serves every tpusim
 // backend of the process; its slice is fixed by the first use.

@@ -1,0 +1,182 @@
+#include "runtime/infeed/infeed_driver.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/strings.h"
+#include "sim/numerics/bf16.h"
+
+namespace tpusim::runtime {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& dims) {
+  return str_cat("[", str_join(dims, ", "), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
+    const Graph& graph, std::vector<InputPipeline> pipelines, InfeedOptions options) {
+  const size_t p = pipelines.size();
+  if (p == 0) return absl::InvalidArgumentError("infeed driver: no input pipeline");
+  if (options.replicas == 0 || options.replicas % p != 0) {
+    return absl::InvalidArgumentError(str_cat("infeed driver: ", options.replicas,
+                                              " replicas do not split evenly over ", p,
+                                              " input pipelines"));
+  }
+  std::vector<Feed> feeds;
+  for (int id : graph.infeeds()) {
+    const Node& n = graph.node(id);
+    feeds.push_back({n.attrs.name, n.dtype, n.shape});
+  }
+  const HostTiming& t = options.timing;
+  const bool measured = t.stages.empty();
+  if (!measured && t.stage_seconds.size() != t.stages.size()) {
+    return absl::InvalidArgumentError(str_cat("infeed driver: ", t.stages.size(), " stages but ",
+                                              t.stage_seconds.size(), " stage costs"));
+  }
+  if (t.hosts == 0) return absl::InvalidArgumentError("infeed driver: hosts must be at least 1");
+  const uint32_t pipelines_per_host = static_cast<uint32_t>((p + t.hosts - 1) / t.hosts);
+  const uint32_t cores = std::max<uint32_t>(1, t.cpu_cores / pipelines_per_host);
+  std::vector<HostPipelineModel> models;
+  for (size_t i = 0; i < p; ++i) {
+    if (pipelines[i].dataset == nullptr)
+      return absl::InvalidArgumentError(str_cat("infeed driver: input pipeline ", i, " is null"));
+    std::vector<HostStage> stages = t.stages;
+    if (measured) {
+      if (pipelines[i].profile == nullptr) {
+        return absl::InvalidArgumentError(
+            str_cat("infeed driver: input pipeline ", i,
+                    " has no stage profile, and no fixed stage costs were given"));
+      }
+      for (const auto& s : pipelines[i].profile->snapshot())
+        stages.push_back({s.name, static_cast<uint32_t>(s.threads)});
+      stages.push_back({"enqueue", 1});
+    }
+    models.emplace_back(std::move(stages), cores, t.prefetch_depth);
+  }
+  return std::unique_ptr<InfeedDriver>(
+      new InfeedDriver(std::move(pipelines), std::move(options), std::move(feeds),
+                       std::move(models)));
+}
+
+InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options,
+                           std::vector<Feed> feeds, std::vector<HostPipelineModel> models)
+    : pipelines_(std::move(pipelines)),
+      options_(std::move(options)),
+      feeds_(std::move(feeds)),
+      models_(std::move(models)),
+      last_cpu_(pipelines_.size()) {
+  for (const InputPipeline& p : pipelines_) iterators_.push_back(p.dataset->make_iterator());
+}
+
+absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
+                                                            double loop_start_seconds) {
+  std::vector<LoopStep> loop;
+  loop.reserve(steps);
+  for (uint32_t s = 0; s < steps; ++s) {
+    LoopStep step;
+    step.replicas.resize(options_.replicas);
+    double ready = 0;
+    for (size_t p = 0; p < pipelines_.size(); ++p) {
+      auto at = pull(p, step.replicas);
+      if (!at.ok()) return at.status();
+      ready = std::max(ready, *at);
+    }
+    step.ready_seconds = std::max(0.0, ready - loop_start_seconds);
+    loop.push_back(std::move(step));
+    ++steps_taken_;
+  }
+  return loop;
+}
+
+absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>& replicas) {
+  auto next = iterators_[p]->next();
+  if (!next.ok()) {
+    return absl::Status(next.status().code(), str_cat("input pipeline ", p, ", step ",
+                                                      steps_taken_, ": ",
+                                                      next.status().message()));
+  }
+  if (!next->has_value()) {
+    return absl::OutOfRangeError(str_cat("input pipeline ", p, " ended after ", steps_taken_,
+                                         " steps"));
+  }
+  const uint64_t start_ns = data::thread_cpu_ns();
+  const size_t per_pipeline = options_.replicas / pipelines_.size();
+  if (absl::Status st = split(**next, p * per_pipeline, replicas); !st.ok()) {
+    return absl::Status(st.code(),
+                        str_cat("input pipeline ", p, ", step ", steps_taken_, ": ", st.message()));
+  }
+  std::vector<double> costs = options_.timing.stage_seconds;
+  if (costs.empty()) {  // measured: each stage's CPU time since the previous batch
+    const auto samples = pipelines_[p].profile->snapshot();
+    std::vector<double>& last = last_cpu_[p];
+    last.resize(samples.size(), 0.0);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      costs.push_back(samples[i].cpu_seconds - last[i]);
+      last[i] = samples[i].cpu_seconds;
+    }
+    costs.push_back(static_cast<double>(data::thread_cpu_ns() - start_ns) * 1e-9);
+  }
+  return models_[p].add_batch(costs);
+}
+
+absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replica,
+                                 std::vector<Feeds>& replicas) const {
+  const int64_t k = static_cast<int64_t>(options_.replicas / pipelines_.size());
+  for (const Feed& f : feeds_) {
+    std::string component = f.infeed;
+    for (const auto& [from, to] : options_.infeed_of) {
+      if (to == f.infeed) component = from;
+    }
+    auto it = batch.find(component);
+    if (it == batch.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : batch) names.push_back(name);
+      return absl::InvalidArgumentError(str_cat("no component '", component, "' for infeed '",
+                                                f.infeed, "'; the batch has ",
+                                                str_join(names, ", ")));
+    }
+    const data::Value& v = it->second;
+    // The host batch is k replicas' batches stacked along dimension 0.
+    std::vector<int64_t> want = f.shape.dims();
+    if (!want.empty()) want[0] *= k;
+    if (v.shape != want) {
+      return absl::InvalidArgumentError(str_cat(
+          "component '", component, "' is ", data::feature_type_name(v.type), shape_str(v.shape),
+          "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype), f.shape.str(), " on each of ",
+          k, " replicas, so the host batch must be ", shape_str(want)));
+    }
+    const bool is_int = f.dtype == DType::kS32;
+    if (v.type == data::FeatureType::kBytes || (is_int && v.type != data::FeatureType::kInt64)) {
+      return absl::InvalidArgumentError(
+          str_cat("component '", component, "' holds ", data::feature_type_name(v.type),
+                  "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype),
+                  v.type == data::FeatureType::kBytes ? " (decode it in the map function)" : ""));
+    }
+    const int64_t n = f.shape.elements();
+    for (int64_t r = 0; r < k; ++r) {
+      HostTensor t = HostTensor::zeros(f.dtype, f.shape);
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t src = static_cast<size_t>(r * n + j);
+        if (is_int) {
+          const int64_t x = v.ints[src];
+          if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
+            return absl::OutOfRangeError(str_cat("component '", component, "' element ", src,
+                                                 " is ", x, ", outside infeed '", f.infeed,
+                                                 "''s s32"));
+          }
+          t.i[static_cast<size_t>(j)] = static_cast<int32_t>(x);
+        } else {
+          const float x = v.type == data::FeatureType::kFloat ? v.floats[src]
+                                                              : static_cast<float>(v.ints[src]);
+          t.f[static_cast<size_t>(j)] = f.dtype == DType::kBF16 ? sim::round_to_bf16(x) : x;
+        }
+      }
+      replicas[first_replica + static_cast<size_t>(r)][f.infeed] = std::move(t);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime

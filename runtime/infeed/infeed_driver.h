@@ -1,0 +1,96 @@
+#pragma once
+// The infeed driver (ARCHITECTURE.md, step 4 of a training run): for each device loop it pulls
+// the loop's batches from the host input pipelines, splits each host batch over the cores it
+// feeds, turns the components into the graph's infeed tensors, and stamps each step with the time
+// the host model says its batches are ready at the host link. The backend then sends them over
+// the host link into each core's bounded infeed queue (the tpusim backend) or just computes.
+//
+// Pipelines and cores: with P pipelines and R replicas, pipeline p feeds replicas
+// p*R/P .. (p+1)*R/P - 1 and its batches are split evenly along dimension 0 over them. One
+// pipeline per host with its batch split over the host's cores is TPUEstimator's
+// per_host_input_for_training; one pipeline per replica is per-core input.
+//
+// Host time: every pipeline starts at host time 0 and runs on its own share of the host's cores.
+// A step is ready when the last of its pipelines has its batch. Deterministic mode charges each
+// stage a fixed cost per batch (from the host config); measured mode charges what the
+// pipeline's StageProfile measured since the previous batch, and the driver's own CPU time for
+// the split and conversion as the "enqueue" stage.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/stage_profile.h"
+#include "runtime/infeed/host_model.h"
+
+namespace tpusim::runtime {
+
+struct InputPipeline {
+  data::DatasetPtr dataset;  // yields batches: every component has the batch dimension first
+  // Measured mode: the profile the dataset's stages record into (stages in pipeline order).
+  std::shared_ptr<data::StageProfile> profile;
+};
+
+struct HostTiming {
+  uint32_t cpu_cores = 1;       // the host's cores, shared by the pipelines it runs
+  uint32_t hosts = 1;           // pipelines are spread evenly over the hosts
+  uint32_t prefetch_depth = 2;  // the dataset's final prefetch
+  // Deterministic mode: the stages and their CPU seconds per batch. Left empty, the driver
+  // measures (every pipeline needs a profile) and adds an "enqueue" stage of its own.
+  std::vector<HostStage> stages;
+  std::vector<double> stage_seconds;
+};
+
+struct InfeedOptions {
+  uint32_t replicas = 1;
+  // Component name -> infeed name, where they differ; other components feed the infeed of their
+  // own name, and components no infeed takes (a "mask", say) are left on the host.
+  std::map<std::string, std::string> infeed_of;
+  HostTiming timing;
+};
+
+class InfeedDriver {
+ public:
+  static absl::StatusOr<std::unique_ptr<InfeedDriver>> create(const Graph& graph,
+                                                              std::vector<InputPipeline> pipelines,
+                                                              InfeedOptions options);
+
+  // The next `steps` steps, each ready `ready_seconds` after `loop_start_seconds` (host time when
+  // the device loop starts; batches the host finished earlier are ready at once). OutOfRange
+  // when a pipeline ends first, saying how many steps it gave; errors of a pipeline come with
+  // its index and the step.
+  absl::StatusOr<std::vector<LoopStep>> next_loop(uint32_t steps, double loop_start_seconds);
+
+  // The host model of each pipeline (batches so far, stage busy time, what-if replays).
+  const std::vector<HostPipelineModel>& host_models() const { return models_; }
+  uint64_t steps_taken() const { return steps_taken_; }
+
+ private:
+  struct Feed {
+    std::string infeed;
+    DType dtype;
+    Shape shape;  // per replica
+  };
+  InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options,
+               std::vector<Feed> feeds, std::vector<HostPipelineModel> models);
+  absl::StatusOr<double> pull(size_t pipeline, std::vector<Feeds>& replicas);
+  absl::Status split(const data::Element& batch, size_t first_replica,
+                     std::vector<Feeds>& replicas) const;
+
+  std::vector<InputPipeline> pipelines_;
+  std::vector<std::unique_ptr<data::Iterator>> iterators_;
+  InfeedOptions options_;
+  std::vector<Feed> feeds_;
+  std::vector<HostPipelineModel> models_;
+  std::vector<std::vector<double>> last_cpu_;  // measured mode: per pipeline, per stage
+  uint64_t steps_taken_ = 0;
+};
+
+}  // namespace tpusim::runtime

@@ -1,0 +1,83 @@
+// The host model: the production-line recurrence, prefetch depth 0, cores shared by threads,
+// what-if replays, and the standard stages' costs from a host config.
+#include "runtime/infeed/host_model.h"
+
+#include <gtest/gtest.h>
+
+#include "configs/loader.h"
+
+namespace tpusim::runtime {
+namespace {
+
+// read 1 s, map 4 s on 2 threads (2 s of wall time), batch and enqueue 0.5 s: the first batch
+// needs 1 + 2 + 0.5 + 0.5 = 4 s, then one leaves every 2 s (the map, the slowest stage).
+TEST(HostModel, StagesOverlapLikeAProductionLine) {
+  HostPipelineModel m(standard_stages(1, 2), 8, 2);
+  const std::vector<double> cost = {1, 4, 0.5, 0.5};
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 4.0);
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 6.0);
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 8.0);
+  EXPECT_EQ(m.stages()[m.busiest_stage()].name, "map");
+  EXPECT_DOUBLE_EQ(m.busy_seconds()[1], 6.0);
+  EXPECT_DOUBLE_EQ(m.busy_seconds()[0], 3.0);
+}
+
+// A slow first batch delays the next ones only where a stage is still busy with it.
+TEST(HostModel, ABatchWaitsForTheStageAheadAndForItsPredecessor) {
+  HostPipelineModel m({{"a", 1}, {"b", 1}}, 4, 1);
+  EXPECT_DOUBLE_EQ(m.add_batch({5, 1}), 6.0);  // a: 0-5, b: 5-6
+  EXPECT_DOUBLE_EQ(m.add_batch({1, 3}), 9.0);  // a: 5-6, b: 6-9
+  EXPECT_DOUBLE_EQ(m.add_batch({1, 1}), 10.0);  // a: 6-7, b: 9-10
+}
+
+TEST(HostModel, WithoutPrefetchTheStagesRunOneAfterAnother) {
+  HostPipelineModel m(standard_stages(1, 2), 8, 0);
+  const std::vector<double> cost = {1, 4, 0.5, 0.5};
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 4.0);
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 8.0);
+  EXPECT_DOUBLE_EQ(m.add_batch(cost), 12.0);
+}
+
+// 1 + 8 + 1 + 1 = 11 threads on 4 cores: each thread gets 4/11 of a core.
+TEST(HostModel, ThreadsBeyondTheCoresShareThem) {
+  HostPipelineModel m(standard_stages(1, 8), 4, 2);
+  EXPECT_DOUBLE_EQ(m.effective_threads(1), 8.0 * 4 / 11);
+  EXPECT_DOUBLE_EQ(m.effective_threads(0), 4.0 / 11);
+  HostPipelineModel roomy(standard_stages(1, 8), 96, 2);
+  EXPECT_DOUBLE_EQ(roomy.effective_threads(1), 8.0);
+}
+
+TEST(HostModel, WhatIfReplaysTheSameBatchesWithMoreThreads) {
+  HostPipelineModel m(standard_stages(1, 1), 96, 2);
+  for (int k = 0; k < 10; ++k) m.add_batch({0.1, 4, 0.1, 0.1});
+  EXPECT_DOUBLE_EQ(m.last_ready_seconds(), 0.1 + 40 + 0.2);
+  const HostPipelineModel twice = m.with_threads(1, 2);
+  const HostPipelineModel four = m.with_threads(1, 4);
+  EXPECT_EQ(twice.batches(), 10u);
+  EXPECT_DOUBLE_EQ(twice.last_ready_seconds(), 0.1 + 20 + 0.2);
+  EXPECT_DOUBLE_EQ(four.last_ready_seconds(), 0.1 + 10 + 0.2);
+  EXPECT_EQ(m.stages()[1].threads, 1u);  // the original is unchanged
+}
+
+// The v3-8 host's costs for a 224x224 JPEG example of 20 KB that is decoded, resized to
+// 224x224 and augmented, fed as f32 224x224x3.
+TEST(HostModel, StandardStageCostsComeFromTheHostConfig) {
+  auto slice = config::load_slice("v3-8");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  const config::HostStageCostsSpec& c = (*slice)->host.stage_costs;
+  ExampleWork e;
+  e.record_bytes = 20000;
+  e.jpeg_pixels = e.resized_pixels = e.augmented_pixels = 224 * 224;
+  e.batch_bytes = 224 * 224 * 3 * 4;
+  const auto s = standard_stage_seconds(c, e, 256);
+  ASSERT_EQ(s.size(), 4u);
+  // host_96.pbtxt: file_read 1000 us/MiB, parse 5 us, jpeg 10000 us/Mpixel, resize 3000,
+  // augment 1000, batch and enqueue 100 us/MiB.
+  EXPECT_NEAR(s[0], 256 * 20000 * 1000e-6 / (1 << 20), 1e-12);
+  EXPECT_NEAR(s[1], 256 * (5e-6 + 224 * 224 * (10000 + 3000 + 1000) * 1e-12), 1e-12);
+  EXPECT_NEAR(s[2], 256 * 224 * 224 * 3 * 4 * 100e-6 / (1 << 20), 1e-12);
+  EXPECT_DOUBLE_EQ(s[3], s[2]);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime

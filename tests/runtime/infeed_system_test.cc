@@ -1,0 +1,178 @@
+// The infeed path end to end on a simulated v3-8: the infeed driver splits host batches over the
+// 8 cores, the tpusim backend sends them over each chip's host link when the host model says they
+// are ready, and each core's infeed dequeue waits while its queue is empty. The device waits only
+// where the host is slower than the device. One System per process (one test per process).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/graph/initializers.h"
+#include "runtime/graph/layers.h"
+#include "runtime/infeed/infeed_driver.h"
+
+namespace tpusim::runtime {
+namespace {
+
+constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
+constexpr int64_t kRowsPerCore = 32;
+
+// A training step of a two-layer regression: MXU work, vector work and a weight update.
+Graph training_step() {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {kRowsPerCore, 256});
+  const Value target = b.infeed("target", DType::kF32, {kRowsPerCore, 128});
+  const Value h = layers::dense(b, x, 512, layers::Activation::kRelu, 1);
+  const Value y = layers::dense(b, h, 128, layers::Activation::kNone, 2);
+  const Value err = y - target;
+  const Value loss = layers::reduce_mean(err * err, {0, 1});
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
+  auto grads = gradients(b, loss, vars);
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
+  b.output("loss", loss);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  return b.graph();
+}
+
+data::Value floats(std::vector<int64_t> shape, uint64_t seed) {
+  data::Value v;
+  v.shape = std::move(shape);
+  int64_t n = 1;
+  for (int64_t d : v.shape) n *= d;
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    v.floats.push_back(static_cast<float>(s >> 40) / static_cast<float>(1 << 24) - 0.5f);
+  }
+  return v;
+}
+
+// `count` host batches: each is the 8 cores' batches stacked.
+data::DatasetPtr host_batches(int count) {
+  std::vector<data::Element> batches;
+  for (int k = 0; k < count; ++k) {
+    batches.push_back({{"x", floats({kReplicas * kRowsPerCore, 256}, 2 * k)},
+                       {"target", floats({kReplicas * kRowsPerCore, 128}, 2 * k + 1)}});
+  }
+  return data::Dataset::from_elements(std::move(batches));
+}
+
+struct Loop {
+  LoopResult result;
+  uint64_t max_wait = 0;
+};
+
+// `steps` steps whose host batches each cost the host `batch_seconds` (one stage, one thread).
+Loop run_fed(Backend& backend, Executable& exe, Variables& vars, int steps, double batch_seconds) {
+  InfeedOptions o;
+  o.replicas = kReplicas;
+  o.timing.cpu_cores = 96;
+  o.timing.stages = {{"map", 1}};
+  o.timing.stage_seconds = {batch_seconds};
+  auto driver = InfeedDriver::create(exe.graph(), {{host_batches(steps), nullptr}}, o);
+  EXPECT_TRUE(driver.ok()) << driver.status();
+  auto loop = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
+  EXPECT_TRUE(loop.ok()) << loop.status();
+  auto run = backend.run_loop(exe, vars, *loop, 0);
+  EXPECT_TRUE(run.ok()) << run.status();
+  Loop out{*std::move(run)};
+  EXPECT_EQ(out.result.timing.simulated, backend.name() == "tpusim");
+  if (out.result.timing.simulated) {
+    EXPECT_EQ(out.result.timing.infeed_wait_cycles.size(), kReplicas);
+  }
+  for (uint64_t w : out.result.timing.infeed_wait_cycles) out.max_wait = std::max(out.max_wait, w);
+  return out;
+}
+
+// Each replica trains on its own slice of the host batch, on its own core, exactly as the cpu
+// backend's replicas do (cpu in mxu precision: the same bf16 products).
+TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
+  const Graph g = training_step();
+  const Variables init = initial_variables(g);
+  auto tpu = make_backend("tpusim");
+  auto cpu = make_backend("cpu");
+  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas});
+  auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
+  ASSERT_TRUE(tpu_exe.ok()) << tpu_exe.status();
+  ASSERT_TRUE(cpu_exe.ok()) << cpu_exe.status();
+  Variables on_tpu = init, on_cpu = init;
+  const Loop t = run_fed(**tpu, **tpu_exe, on_tpu, 3, 0);
+  const Loop c = run_fed(**cpu, **cpu_exe, on_cpu, 3, 0);
+  EXPECT_FALSE(c.result.timing.simulated);
+  ASSERT_EQ(t.result.outputs.size(), 3u);
+  for (size_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(t.result.outputs[s].size(), kReplicas);
+    for (size_t r = 0; r < kReplicas; ++r) {
+      const float loss = t.result.outputs[s][r].at("loss").f[0];
+      EXPECT_NEAR(loss, c.result.outputs[s][r].at("loss").f[0], 1e-5 * loss)
+          << "step " << s << " replica " << r;
+      if (r > 0) {
+        EXPECT_NE(loss, t.result.outputs[s][0].at("loss").f[0]);  // their own data
+      }
+    }
+  }
+  for (const auto& [name, value] : on_cpu) {
+    for (size_t i = 0; i < value.f.size(); ++i)
+      ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-5) << name << " [" << i << "]";
+  }
+}
+
+TEST(InfeedSystem, ReplicasBeyondTheCoresAreRefused) {
+  auto tpu = make_backend("tpusim");
+  auto exe = (*tpu)->compile(training_step(), {"fp32", 9});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(std::string(exe.status().message()),
+              ::testing::HasSubstr("9 replicas on v3-8, which has 8 cores (one replica per core)"));
+}
+
+// The device's step time is measured with every batch ready at once; then the host makes a
+// batch every 0.2 steps (compute-bound) or every 3 steps (input-bound).
+TEST(InfeedSystem, TheDeviceWaitsOnlyWhereTheHostIsSlower) {
+  const Graph g = training_step();
+  auto tpu = make_backend("tpusim");
+  auto exe = (*tpu)->compile(g, {"fp32", kReplicas});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables vars = initial_variables(g);
+  const double hz = 940e6;
+
+  const Loop one = run_fed(**tpu, **exe, vars, 1, 0);
+  const Loop ten = run_fed(**tpu, **exe, vars, 10, 0);
+  const uint64_t step_cycles = (ten.result.timing.cycles - one.result.timing.cycles) / 9;
+  // Ready at once, the first step waits only for the first batch to cross the link, and no
+  // later step waits.
+  EXPECT_EQ(ten.max_wait, one.max_wait);
+  EXPECT_EQ(one.result.timing.cycles, 56334u);
+  EXPECT_EQ(ten.result.timing.cycles, 472013u);
+  EXPECT_EQ(one.max_wait, 9030u);
+  const double step_seconds = static_cast<double>(step_cycles) / hz;
+
+  // Compute-bound: a new batch every 0.2 steps. After the first batch the device never waits.
+  const Loop fast = run_fed(**tpu, **exe, vars, 10, 0.2 * step_seconds);
+  const uint64_t first_batch = static_cast<uint64_t>(0.2 * step_seconds * hz);
+  for (uint64_t w : fast.result.timing.infeed_wait_cycles) {
+    EXPECT_GE(w, first_batch);
+    EXPECT_LE(w, first_batch + one.max_wait + 1);
+  }
+  EXPECT_EQ(fast.result.timing.cycles, ten.result.timing.cycles + fast.max_wait - ten.max_wait);
+
+  // Input-bound: a batch every 3 steps. Every step but the first waits about 2 steps' time, and
+  // the loop takes as long as the host needs for ten batches plus one step.
+  const Loop slow = run_fed(**tpu, **exe, vars, 10, 3 * step_seconds);
+  const double host_seconds = 10 * 3 * step_seconds;
+  const double device_seconds = slow.result.timing.seconds;
+  EXPECT_GT(device_seconds, host_seconds);
+  EXPECT_LT(device_seconds, host_seconds + 1.5 * step_seconds);
+  for (uint64_t w : slow.result.timing.infeed_wait_cycles) {
+    const double wait = static_cast<double>(w) / hz;
+    EXPECT_GT(wait, 3 * step_seconds + 9 * 2 * step_seconds * 0.95);
+    EXPECT_LT(wait / device_seconds, 0.75);
+    EXPECT_GT(wait / device_seconds, 0.6);  // highly input-bound
+  }
+  EXPECT_EQ(slow.result.timing.cycles, 1441914u);
+  EXPECT_EQ(slow.max_wait, 982537u);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime

@@ -1,0 +1,79 @@
+// The stage profile: CPU time charged to the stage that spent it, nested regions counted once
+// (self time), on whichever thread the work ran.
+#include "runtime/data/stage_profile.h"
+
+#include <gtest/gtest.h>
+
+namespace tpusim::runtime::data {
+namespace {
+
+// Burns `ns` of this thread's CPU time.
+void burn(uint64_t ns) {
+  const uint64_t until = thread_cpu_ns() + ns;
+  volatile uint64_t spin = 0;
+  while (thread_cpu_ns() < until) spin = spin + 1;
+}
+
+const StageSample& stage(const std::vector<StageSample>& s, const std::string& name) {
+  for (const auto& x : s) {
+    if (x.name == name) return x;
+  }
+  static StageSample none;
+  return none;
+}
+
+// "batch" pulls "decode" (sequential map) through its chain; decode's 1 ms per element is charged
+// to decode only, and batch gets what is left (stacking), far less.
+TEST(StageProfile, NestedStagesAreChargedTheirSelfTime) {
+  auto profile = std::make_shared<StageProfile>();
+  auto slow = [](Element e) -> absl::StatusOr<Element> {
+    burn(1'000'000);
+    return e;
+  };
+  auto ds = Dataset::range(8)->profiled(profile, "read")->map(profile->timed("decode", slow))
+                ->batch(4)->profiled(profile, "batch");
+  auto all = collect(*ds);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  const auto s = profile->snapshot();
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].name, "read");
+  EXPECT_EQ(stage(s, "decode").elements, 8u);
+  EXPECT_EQ(stage(s, "read").elements, 8u);
+  EXPECT_EQ(stage(s, "batch").elements, 2u);
+  EXPECT_GE(stage(s, "decode").cpu_seconds, 8e-3);
+  EXPECT_LT(stage(s, "batch").cpu_seconds, stage(s, "decode").cpu_seconds / 4);
+  EXPECT_LT(stage(s, "read").cpu_seconds, stage(s, "decode").cpu_seconds / 4);
+}
+
+// On 3 worker threads each element still costs its 1 ms of CPU: 12 elements, >= 12 ms in all.
+TEST(StageProfile, WorkOnMapThreadsIsCounted) {
+  auto profile = std::make_shared<StageProfile>();
+  auto slow = [](Element e) -> absl::StatusOr<Element> {
+    burn(1'000'000);
+    return e;
+  };
+  auto ds = Dataset::range(12)->map(profile->timed("decode", slow, 3), 3);
+  auto all = collect(*ds);
+  ASSERT_TRUE(all.ok());
+  const auto s = profile->snapshot();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].threads, 3);
+  EXPECT_EQ(s[0].elements, 12u);
+  EXPECT_GE(s[0].cpu_seconds, 12e-3);
+}
+
+TEST(StageProfile, DeclaringAStageAgainKeepsIt) {
+  StageProfile p;
+  EXPECT_EQ(p.declare("read", 2), 0u);
+  EXPECT_EQ(p.declare("map", 4), 1u);
+  EXPECT_EQ(p.declare("read", 7), 0u);
+  p.add(0, 1500, 3);
+  const auto s = p.snapshot();
+  EXPECT_EQ(s[0].threads, 2);
+  EXPECT_DOUBLE_EQ(s[0].cpu_seconds, 1.5e-6);
+  EXPECT_EQ(s[0].elements, 3u);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime::data
