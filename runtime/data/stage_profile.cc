@@ -28,11 +28,12 @@ size_t StageProfile::declare(const std::string& name, int threads) {
 
 MapFn StageProfile::timed(const std::string& stage, MapFn fn, int threads) {
   const size_t index = declare(stage, threads);
-  return [self = shared_from_this(), index, fn = std::move(fn)](Element e) -> absl::StatusOr<Element> {
-    StageRegion region(*self, index);
-    region.count_element();
-    return fn(std::move(e));
-  };
+  return
+      [self = shared_from_this(), index, fn = std::move(fn)](Element e) -> absl::StatusOr<Element> {
+        StageRegion region(*self, index);
+        region.count_element();
+        return fn(std::move(e));
+      };
 }
 
 void StageProfile::add(size_t stage, uint64_t cpu_ns, uint64_t elements) {
@@ -49,8 +50,8 @@ std::vector<StageSample> StageProfile::snapshot() const {
   std::lock_guard<std::mutex> lock(m_);
   std::vector<StageSample> out;
   for (const Stage& s : stages_) {
-    out.push_back({s.name, s.threads, static_cast<double>(s.cpu_ns.load()) * 1e-9,
-                   s.elements.load()});
+    out.push_back(
+        {s.name, s.threads, static_cast<double>(s.cpu_ns.load()) * 1e-9, s.elements.load()});
   }
   return out;
 }

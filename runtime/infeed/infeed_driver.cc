@@ -55,9 +55,8 @@ absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
     }
     models.emplace_back(std::move(stages), cores, t.prefetch_depth);
   }
-  return std::unique_ptr<InfeedDriver>(
-      new InfeedDriver(std::move(pipelines), std::move(options), std::move(feeds),
-                       std::move(models)));
+  return std::unique_ptr<InfeedDriver>(new InfeedDriver(std::move(pipelines), std::move(options),
+                                                        std::move(feeds), std::move(models)));
 }
 
 InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options,
@@ -71,7 +70,7 @@ InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions o
 }
 
 absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
-                                                            double loop_start_seconds) {
+                                                              double loop_start_seconds) {
   std::vector<LoopStep> loop;
   loop.reserve(steps);
   for (uint32_t s = 0; s < steps; ++s) {
@@ -93,13 +92,12 @@ absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
 absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>& replicas) {
   auto next = iterators_[p]->next();
   if (!next.ok()) {
-    return absl::Status(next.status().code(), str_cat("input pipeline ", p, ", step ",
-                                                      steps_taken_, ": ",
-                                                      next.status().message()));
+    return absl::Status(next.status().code(), str_cat("input pipeline ", p, ", step ", steps_taken_,
+                                                      ": ", next.status().message()));
   }
   if (!next->has_value()) {
-    return absl::OutOfRangeError(str_cat("input pipeline ", p, " ended after ", steps_taken_,
-                                         " steps"));
+    return absl::OutOfRangeError(
+        str_cat("input pipeline ", p, " ended after ", steps_taken_, " steps"));
   }
   const uint64_t start_ns = data::thread_cpu_ns();
   const size_t per_pipeline = options_.replicas / pipelines_.size();
@@ -144,8 +142,8 @@ absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replic
     if (v.shape != want) {
       return absl::InvalidArgumentError(str_cat(
           "component '", component, "' is ", data::feature_type_name(v.type), shape_str(v.shape),
-          "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype), f.shape.str(), " on each of ",
-          k, " replicas, so the host batch must be ", shape_str(want)));
+          "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype), f.shape.str(), " on each of ", k,
+          " replicas, so the host batch must be ", shape_str(want)));
     }
     const bool is_int = f.dtype == DType::kS32;
     if (v.type == data::FeatureType::kBytes || (is_int && v.type != data::FeatureType::kInt64)) {
@@ -157,6 +155,11 @@ absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replic
     const int64_t n = f.shape.elements();
     for (int64_t r = 0; r < k; ++r) {
       HostTensor t = HostTensor::zeros(f.dtype, f.shape);
+      if (f.dtype == DType::kF32 && v.type == data::FeatureType::kFloat) {  // a plain copy
+        std::copy_n(v.floats.begin() + r * n, n, t.f.begin());
+        replicas[first_replica + static_cast<size_t>(r)][f.infeed] = std::move(t);
+        continue;
+      }
       for (int64_t j = 0; j < n; ++j) {
         const size_t src = static_cast<size_t>(r * n + j);
         if (is_int) {
@@ -168,8 +171,8 @@ absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replic
           }
           t.i[static_cast<size_t>(j)] = static_cast<int32_t>(x);
         } else {
-          const float x = v.type == data::FeatureType::kFloat ? v.floats[src]
-                                                              : static_cast<float>(v.ints[src]);
+          const float x =
+              v.type == data::FeatureType::kFloat ? v.floats[src] : static_cast<float>(v.ints[src]);
           t.f[static_cast<size_t>(j)] = f.dtype == DType::kBF16 ? sim::round_to_bf16(x) : x;
         }
       }

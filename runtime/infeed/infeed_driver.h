@@ -78,8 +78,8 @@ class InfeedDriver {
     DType dtype;
     Shape shape;  // per replica
   };
-  InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options,
-               std::vector<Feed> feeds, std::vector<HostPipelineModel> models);
+  InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options, std::vector<Feed> feeds,
+               std::vector<HostPipelineModel> models);
   absl::StatusOr<double> pull(size_t pipeline, std::vector<Feeds>& replicas);
   absl::Status split(const data::Element& batch, size_t first_replica,
                      std::vector<Feeds>& replicas) const;

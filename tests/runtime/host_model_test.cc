@@ -25,8 +25,8 @@ TEST(HostModel, StagesOverlapLikeAProductionLine) {
 // A slow first batch delays the next ones only where a stage is still busy with it.
 TEST(HostModel, ABatchWaitsForTheStageAheadAndForItsPredecessor) {
   HostPipelineModel m({{"a", 1}, {"b", 1}}, 4, 1);
-  EXPECT_DOUBLE_EQ(m.add_batch({5, 1}), 6.0);  // a: 0-5, b: 5-6
-  EXPECT_DOUBLE_EQ(m.add_batch({1, 3}), 9.0);  // a: 5-6, b: 6-9
+  EXPECT_DOUBLE_EQ(m.add_batch({5, 1}), 6.0);   // a: 0-5, b: 5-6
+  EXPECT_DOUBLE_EQ(m.add_batch({1, 3}), 9.0);   // a: 5-6, b: 6-9
   EXPECT_DOUBLE_EQ(m.add_batch({1, 1}), 10.0);  // a: 6-7, b: 9-10
 }
 

@@ -61,8 +61,8 @@ InfeedOptions fixed_costs(uint32_t replicas, std::vector<double> seconds) {
 }
 
 TEST(InfeedDriver, SplitsAHostBatchOverItsCores) {
-  auto driver =
-      InfeedDriver::create(two_infeeds(2), {{host_batches(3), nullptr}}, fixed_costs(4, {0, 0, 0, 0}));
+  auto driver = InfeedDriver::create(two_infeeds(2), {{host_batches(3), nullptr}},
+                                     fixed_costs(4, {0, 0, 0, 0}));
   ASSERT_TRUE(driver.ok()) << driver.status();
   auto loop = (*driver)->next_loop(2, 0);
   ASSERT_TRUE(loop.ok()) << loop.status();
@@ -84,9 +84,9 @@ TEST(InfeedDriver, SplitsAHostBatchOverItsCores) {
 }
 
 TEST(InfeedDriver, OnePipelinePerReplicaFeedsItsOwnCore) {
-  auto driver = InfeedDriver::create(
-      two_infeeds(8), {{host_batches(2), nullptr}, {host_batches(2), nullptr}},
-      fixed_costs(2, {0, 0, 0, 0}));
+  auto driver =
+      InfeedDriver::create(two_infeeds(8), {{host_batches(2), nullptr}, {host_batches(2), nullptr}},
+                           fixed_costs(2, {0, 0, 0, 0}));
   ASSERT_TRUE(driver.ok()) << driver.status();
   auto loop = (*driver)->next_loop(2, 0);
   ASSERT_TRUE(loop.ok()) << loop.status();
@@ -150,8 +150,8 @@ TEST(InfeedDriver, RenamesComponentsAndLeavesUnusedOnesOnTheHost) {
       {{"image", floats({2, 3}, 0)}, {"label", ints({1, 2})}, {"mask", floats({2}, 1)}}};
   InfeedOptions o = fixed_costs(1, {0, 0, 0, 0});
   o.infeed_of = {{"image", "x"}};
-  auto driver = InfeedDriver::create(two_infeeds(2),
-                                     {{data::Dataset::from_elements(batches), nullptr}}, o);
+  auto driver =
+      InfeedDriver::create(two_infeeds(2), {{data::Dataset::from_elements(batches), nullptr}}, o);
   ASSERT_TRUE(driver.ok());
   auto loop = (*driver)->next_loop(1, 0);
   ASSERT_TRUE(loop.ok()) << loop.status();
@@ -164,8 +164,9 @@ TEST(InfeedDriver, Bf16InfeedsGetRoundedValues) {
   b.output("y", b.infeed("x", DType::kBF16, {1, 3}));
   data::Value v = floats({1, 3}, 0);
   v.floats = {1.0f + 1.0f / 512, 3.14159f, -2.0f};
-  auto driver = InfeedDriver::create(b.graph(), {{data::Dataset::from_elements({{{"x", v}}}), nullptr}},
-                                     fixed_costs(1, {0, 0, 0, 0}));
+  auto driver =
+      InfeedDriver::create(b.graph(), {{data::Dataset::from_elements({{{"x", v}}}), nullptr}},
+                           fixed_costs(1, {0, 0, 0, 0}));
   ASSERT_TRUE(driver.ok());
   auto loop = (*driver)->next_loop(1, 0);
   ASSERT_TRUE(loop.ok());
@@ -174,9 +175,9 @@ TEST(InfeedDriver, Bf16InfeedsGetRoundedValues) {
 
 absl::Status first_loop_error(const Graph& g, std::vector<data::Element> batches,
                               uint32_t replicas = 1) {
-  auto driver = InfeedDriver::create(
-      g, {{data::Dataset::from_elements(std::move(batches)), nullptr}},
-      fixed_costs(replicas, {0, 0, 0, 0}));
+  auto driver =
+      InfeedDriver::create(g, {{data::Dataset::from_elements(std::move(batches)), nullptr}},
+                           fixed_costs(replicas, {0, 0, 0, 0}));
   if (!driver.ok()) return driver.status();
   auto loop = (*driver)->next_loop(2, 0);
   return loop.ok() ? absl::OkStatus() : loop.status();
@@ -185,29 +186,30 @@ absl::Status first_loop_error(const Graph& g, std::vector<data::Element> batches
 TEST(InfeedDriver, BadBatchesAreNamed) {
   const Graph g = two_infeeds(4);
   // Rows that do not split: 6 rows for 2 replicas of 4.
-  EXPECT_THAT(std::string(first_loop_error(g, {{{"x", floats({6, 3}, 0)},
-                                                {"label", ints({0, 1, 2, 3, 4, 5})}}},
-                                           2)
-                              .message()),
-              HasSubstr("input pipeline 0, step 0: component 'x' is float[6, 3]; infeed 'x' takes "
-                        "f32[4, 3] on each of 2 replicas, so the host batch must be [8, 3]"));
+  EXPECT_THAT(
+      std::string(
+          first_loop_error(g, {{{"x", floats({6, 3}, 0)}, {"label", ints({0, 1, 2, 3, 4, 5})}}}, 2)
+              .message()),
+      HasSubstr("input pipeline 0, step 0: component 'x' is float[6, 3]; infeed 'x' takes "
+                "f32[4, 3] on each of 2 replicas, so the host batch must be [8, 3]"));
   EXPECT_THAT(std::string(first_loop_error(g, {{{"x", floats({4, 3}, 0)}}}).message()),
               HasSubstr("no component 'label' for infeed 'label'; the batch has x"));
   data::Value bytes;
   bytes.type = data::FeatureType::kBytes;
   bytes.shape = {4, 3};
   bytes.bytes.assign(12, "b");
-  EXPECT_THAT(std::string(
-                  first_loop_error(g, {{{"x", bytes}, {"label", ints({0, 1, 2, 3})}}}).message()),
-              HasSubstr("component 'x' holds bytes; infeed 'x' takes f32 (decode it in the map"));
-  EXPECT_THAT(std::string(first_loop_error(g, {{{"x", floats({4, 3}, 0)},
-                                                {"label", floats({4}, 0)}}})
-                              .message()),
-              HasSubstr("component 'label' holds float; infeed 'label' takes s32"));
-  EXPECT_THAT(std::string(first_loop_error(g, {{{"x", floats({4, 3}, 0)},
-                                                {"label", ints({0, 1, 1ll << 40, 3})}}})
-                              .message()),
-              HasSubstr("component 'label' element 2 is 1099511627776, outside infeed 'label''s s32"));
+  EXPECT_THAT(
+      std::string(first_loop_error(g, {{{"x", bytes}, {"label", ints({0, 1, 2, 3})}}}).message()),
+      HasSubstr("component 'x' holds bytes; infeed 'x' takes f32 (decode it in the map"));
+  EXPECT_THAT(
+      std::string(
+          first_loop_error(g, {{{"x", floats({4, 3}, 0)}, {"label", floats({4}, 0)}}}).message()),
+      HasSubstr("component 'label' holds float; infeed 'label' takes s32"));
+  EXPECT_THAT(
+      std::string(
+          first_loop_error(g, {{{"x", floats({4, 3}, 0)}, {"label", ints({0, 1, 1ll << 40, 3})}}})
+              .message()),
+      HasSubstr("component 'label' element 2 is 1099511627776, outside infeed 'label''s s32"));
   // One good batch, then the input ends.
   const absl::Status ended =
       first_loop_error(g, {{{"x", floats({4, 3}, 0)}, {"label", ints({0, 1, 2, 3})}}});
@@ -220,8 +222,8 @@ TEST(InfeedDriver, PipelineErrorsCarryThePipelineAndStep) {
     if (e.at("label").ints[0] == 10) return absl::DataLossError("bad record");
     return e;
   });
-  auto driver = InfeedDriver::create(two_infeeds(4), {{failing, nullptr}},
-                                     fixed_costs(1, {0, 0, 0, 0}));
+  auto driver =
+      InfeedDriver::create(two_infeeds(4), {{failing, nullptr}}, fixed_costs(1, {0, 0, 0, 0}));
   ASSERT_TRUE(driver.ok());
   auto loop = (*driver)->next_loop(3, 0);
   ASSERT_FALSE(loop.ok());
@@ -232,20 +234,21 @@ TEST(InfeedDriver, PipelineErrorsCarryThePipelineAndStep) {
 
 TEST(InfeedDriver, BadOptionsAreRefused) {
   const Graph g = two_infeeds(4);
-  EXPECT_THAT(std::string(InfeedDriver::create(g, {{host_batches(1), nullptr}, {host_batches(1), nullptr}},
-                                               fixed_costs(3, {0, 0, 0, 0}))
-                              .status()
-                              .message()),
-              HasSubstr("3 replicas do not split evenly over 2 input pipelines"));
+  EXPECT_THAT(
+      std::string(InfeedDriver::create(g, {{host_batches(1), nullptr}, {host_batches(1), nullptr}},
+                                       fixed_costs(3, {0, 0, 0, 0}))
+                      .status()
+                      .message()),
+      HasSubstr("3 replicas do not split evenly over 2 input pipelines"));
   EXPECT_THAT(std::string(InfeedDriver::create(g, {{host_batches(1), nullptr}}, fixed_costs(1, {0}))
                               .status()
                               .message()),
               HasSubstr("4 stages but 1 stage costs"));
   InfeedOptions measured;
-  EXPECT_THAT(std::string(InfeedDriver::create(g, {{host_batches(1), nullptr}}, measured)
-                              .status()
-                              .message()),
-              HasSubstr("input pipeline 0 has no stage profile, and no fixed stage costs"));
+  EXPECT_THAT(
+      std::string(
+          InfeedDriver::create(g, {{host_batches(1), nullptr}}, measured).status().message()),
+      HasSubstr("input pipeline 0 has no stage profile, and no fixed stage costs"));
 }
 
 }  // namespace

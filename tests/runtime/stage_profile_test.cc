@@ -30,8 +30,11 @@ TEST(StageProfile, NestedStagesAreChargedTheirSelfTime) {
     burn(1'000'000);
     return e;
   };
-  auto ds = Dataset::range(8)->profiled(profile, "read")->map(profile->timed("decode", slow))
-                ->batch(4)->profiled(profile, "batch");
+  auto ds = Dataset::range(8)
+                ->profiled(profile, "read")
+                ->map(profile->timed("decode", slow))
+                ->batch(4)
+                ->profiled(profile, "batch");
   auto all = collect(*ds);
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 2u);
