@@ -51,6 +51,8 @@ json chip_figures(const ChipSpec& chip) {
       {"ici_links_per_chip", chip.ici.links_per_chip},
       {"ici_link_bandwidth_bytes_per_s", chip.ici.link_bandwidth_bytes_per_s},
       {"ici_hop_latency_s", chip.ici.hop_latency_s},
+      {"core_link_bytes_per_s", chip.ici.core_link_bytes_per_s},
+      {"core_link_latency_s", chip.ici.core_link_latency_s},
   };
 }
 
@@ -158,6 +160,11 @@ std::string describe(const ChipSpec& chip) {
                  "  ICI            {} links, {:.0f} GB/s one way each, {:.0f} ns per hop\n",
                  chip.ici.links_per_chip, chip.ici.link_bandwidth_bytes_per_s / 1e9,
                  chip.ici.hop_latency_s * 1e9);
+  if (chip.tensor_cores > 1) {
+    fmt::format_to(std::back_inserter(out),
+                   "  core link      {:.0f} GB/s one way between the chip's cores, {:.0f} ns\n",
+                   chip.ici.core_link_bytes_per_s / 1e9, chip.ici.core_link_latency_s * 1e9);
+  }
   return out;
 }
 

@@ -52,6 +52,8 @@ struct IciSpec {
   uint32_t links_per_chip = 0;
   double link_bandwidth_bytes_per_s = 0;  // one way, per link
   double hop_latency_s = 0;
+  double core_link_bytes_per_s = 0;  // on-chip, between two cores, one way (0: one core)
+  double core_link_latency_s = 0;
 };
 
 struct ChipSpec {

@@ -71,6 +71,10 @@ void validate_ici(const IciConfig& ici, FieldChecker& c, IciSpec* spec) {
     spec->link_bandwidth_bytes_per_s = c.non_negative(ici, "link_bandwidth_gb_per_s") * kGB;
   }
   spec->hop_latency_s = c.non_negative(ici, "hop_latency_ns") / 1e9;
+  if (ici.has_core_link_gb_per_s() || ici.has_core_link_latency_ns()) {
+    spec->core_link_bytes_per_s = c.positive(ici, "core_link_gb_per_s") * kGB;
+    spec->core_link_latency_s = c.non_negative(ici, "core_link_latency_ns") / 1e9;
+  }
 }
 
 void validate_stage_costs(const HostStageCosts& costs, FieldChecker& c, HostStageCostsSpec* spec) {
@@ -103,6 +107,11 @@ void validate_chip(const ChipConfig& chip, FieldChecker& c, ChipSpec* spec) {
       c.count_in_range(chip, "outfeed_queue_depth", 1, 1u << 20, "outfeed queue entries"));
   FieldChecker ici = c.nested(chip, "ici", &present);
   if (present) validate_ici(chip.ici(), ici, &spec->ici);
+  if (present && spec->tensor_cores > 1 && !chip.ici().has_core_link_gb_per_s()) {
+    ici.fail(chip.ici(), "core_link_gb_per_s",
+             str_cat("required field is missing: the chip has ", spec->tensor_cores,
+                     " TensorCores, and collectives between them use this link"));
+  }
 }
 
 void validate_topology(const TopologyConfig& topology, FieldChecker& c, TopologySpec* spec) {

@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
   if (!slice.ok()) return fail(slice.status());
   const uint32_t replicas = (*slice)->cores;
   if (a.batch % static_cast<int>(replicas) != 0) {
-    return fail(absl::InvalidArgumentError(
-        "the batch must divide by the slice's " + std::to_string(replicas) + " cores"));
+    return fail(absl::InvalidArgumentError("the batch must divide by the slice's " +
+                                           std::to_string(replicas) + " cores"));
   }
   // input_fn: shards -> records (read) -> parse and decode (map) -> batch -> prefetch.
   auto profile = std::make_shared<data::StageProfile>();
@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
   if (!driver.ok()) return fail(driver.status());
 
   std::printf("%s, %u cores, %s, global batch %d; host: %u cores, %d map thread(s)\n",
-              (*slice)->name.c_str(), replicas, a.model.c_str(), a.batch,
-              (*slice)->host.cpu_cores, a.map_threads);
+              (*slice)->name.c_str(), replicas, a.model.c_str(), a.batch, (*slice)->host.cpu_cores,
+              a.map_threads);
   std::printf("%5s %6s %11s %9s %14s %12s %8s\n", "loop", "steps", "device ms", "ms/step",
               "busy ms/step", "infeed wait", "loss");
   Variables vars = initial_variables(b.graph());
@@ -143,11 +143,13 @@ int main(int argc, char** argv) {
   std::printf("\nhost stages (measured CPU per batch; wall per batch on the target host):\n");
   for (size_t i = 0; i < m.stages().size(); ++i) {
     std::printf("  %-8s %2u thread(s)  %9.3f ms/batch\n", m.stages()[i].name.c_str(),
-                m.stages()[i].threads, m.busy_seconds()[i] * 1e3 / static_cast<double>(m.batches()));
+                m.stages()[i].threads,
+                m.busy_seconds()[i] * 1e3 / static_cast<double>(m.batches()));
   }
   const size_t slow = m.busiest_stage();
-  std::printf("busiest stage: %s; the host makes %llu batches in %.3f s", m.stages()[slow].name.c_str(),
-              static_cast<unsigned long long>(m.batches()), m.last_ready_seconds());
+  std::printf("busiest stage: %s; the host makes %llu batches in %.3f s",
+              m.stages()[slow].name.c_str(), static_cast<unsigned long long>(m.batches()),
+              m.last_ready_seconds());
   for (uint32_t factor : {2u, 4u}) {
     const HostPipelineModel what_if = m.with_threads(slow, m.stages()[slow].threads * factor);
     std::printf("; %ux threads: %.3f s", factor, what_if.last_ready_seconds());

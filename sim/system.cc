@@ -6,6 +6,7 @@
 #include "common/strings.h"
 #include "sim/chip/chip.h"
 #include "sim/isa/validator.h"
+#include "sim/net/collective_engine.h"
 #include "sim/timing/mxu_policy.h"
 
 namespace tpusim::sim {
@@ -17,15 +18,21 @@ class SliceModel : public sc_core::sc_module {
              const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
              std::function<void(const std::string&)> fail)
       : sc_module(name) {
+    collectives = std::make_unique<CollectiveEngine>("collectives", slice, clock, stats, fail);
     const ModelSettings settings{
-        &slice, &clock, options.timing_only, options.mxu_policy, options.sink, std::move(fail)};
+        &slice,       &clock,          options.timing_only, options.mxu_policy,
+        options.sink, std::move(fail), collectives.get()};
+    std::vector<Memory*> hbm;
     for (uint32_t c = 0; c < slice.chips; ++c) {
       chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
+      hbm.push_back(&chips.back()->hbm());
     }
+    collectives->set_hbm(std::move(hbm));
   }
   Core& core(uint32_t global, uint32_t cores_per_chip) {
     return chips[global / cores_per_chip]->core(global % cores_per_chip);
   }
+  std::unique_ptr<CollectiveEngine> collectives;
   std::vector<std::unique_ptr<Chip>> chips;
 };
 
@@ -109,6 +116,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   if (absl::Status s = validate_program(program, *slice_); !s.ok()) return s;
   program_ = std::make_unique<isa::Program>(program);
   stats_->reset();
+  model_->collectives->begin_run();
   const uint32_t per_chip = slice_->chip.tensor_cores;
   const uint64_t start = now_cycle();
   for (const auto& stream : program_->cores()) {

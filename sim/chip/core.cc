@@ -56,6 +56,8 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
   outfeed_unit_ = outfeed.get();
   wiring.outfeed = outfeed.get();
   units_.push_back(std::move(outfeed));
+  units_.push_back(std::make_unique<CollectiveUnit>("ici", ctx_, stats_, *settings.collectives));
+  wiring.collective = units_.back().get();
   sequencer_ = std::make_unique<Sequencer>("sequencer", ctx_, std::move(wiring), stats_);
 
   StatGroup& vmem_stats = stats_.child("vmem", "vector memory and its ports");

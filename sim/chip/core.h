@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/chip/core_options.h"
+#include "sim/units/collective_unit.h"
 #include "sim/units/dma_engine.h"
 #include "sim/units/feed_units.h"
 #include "sim/units/mxu_unit.h"

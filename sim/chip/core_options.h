@@ -15,6 +15,8 @@
 
 namespace tpusim::sim {
 
+class CollectiveEngine;
+
 struct ModelSettings {
   const config::SliceSpec* slice = nullptr;
   const ClockDomain* clock = nullptr;
@@ -23,6 +25,7 @@ struct ModelSettings {
   traces::Sink* sink = nullptr;
   // Stops the run with an error message naming core and instruction.
   std::function<void(const std::string&)> fail;
+  CollectiveEngine* collectives = nullptr;  // the slice's
 };
 
 struct CoreOptions {

@@ -165,6 +165,18 @@ InstrRef CoreBuilder::outfeed(const isa::Block& vmem_src) {
   return r;
 }
 
+InstrRef CoreBuilder::collective(isa::Collective::Kind kind, isa::Collective::Algorithm algorithm,
+                                 uint64_t hbm_src, uint64_t hbm_dst, uint64_t elements) {
+  InstrRef r = append();
+  isa::Collective* c = r.instruction().mutable_collective();
+  c->set_kind(kind);
+  c->set_algorithm(algorithm);
+  c->set_src(hbm_src);
+  c->set_dst(hbm_dst);
+  c->set_elements(elements);
+  return r;
+}
+
 InstrRef CoreBuilder::loop(uint32_t count, const std::function<void()>& body) {
   InstrRef r = append();
   const int first = size();

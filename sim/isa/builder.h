@@ -68,6 +68,9 @@ class CoreBuilder {
   InstrRef fill(const isa::Block& dst, float value);
   InstrRef infeed(const isa::Block& vmem_dst);
   InstrRef outfeed(const isa::Block& vmem_src);
+  // A collective over f32 buffers in HBM; set group, chunk_bytes or peer on the result.
+  InstrRef collective(isa::Collective::Kind kind, isa::Collective::Algorithm algorithm,
+                      uint64_t hbm_src, uint64_t hbm_dst, uint64_t elements);
   // Appends a loop whose body is what `body` appends.
   InstrRef loop(uint32_t count, const std::function<void()>& body);
   InstrRef halt();

@@ -57,6 +57,17 @@ std::string operands(const Instruction& in) {
       return describe_block("vmem", in.infeed().dst());
     case Instruction::kOutfeed:
       return describe_block("vmem", in.outfeed().src());
+    case Instruction::kCollective: {
+      const auto& c = in.collective();
+      std::string out = fmt::format("{} f32 hbm[{:#x}] -> hbm[{:#x}] {}", c.elements(), c.src(),
+                                    c.dst(), collective_algorithm_name(c.algorithm()));
+      if (c.kind() == isa::Collective::PERMUTE) out += fmt::format(" to core {}", c.peer());
+      if (c.group_size() > 0) {
+        out += " group";
+        for (uint32_t g : c.group()) out += fmt::format(" {}", g);
+      }
+      return out;
+    }
     case Instruction::kLoop:
       return fmt::format("x{} over the next {} instructions", in.loop().count(),
                          in.loop().body_length());

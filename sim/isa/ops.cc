@@ -18,6 +18,8 @@ UnitKind unit_of(const Instruction& instr) {
       return UnitKind::kInfeed;
     case Instruction::kOutfeed:
       return UnitKind::kOutfeed;
+    case Instruction::kCollective:
+      return UnitKind::kCollective;
     default:
       return UnitKind::kSequencer;
   }
@@ -38,12 +40,51 @@ const char* op_name(const Instruction& instr) {
       return "infeed.dequeue";
     case Instruction::kOutfeed:
       return "outfeed.enqueue";
+    case Instruction::kCollective:
+      switch (instr.collective().kind()) {
+        case isa::Collective::ALL_REDUCE:
+          return "ici.all_reduce";
+        case isa::Collective::REDUCE_SCATTER:
+          return "ici.reduce_scatter";
+        case isa::Collective::ALL_GATHER:
+          return "ici.all_gather";
+        case isa::Collective::PERMUTE:
+          return "ici.permute";
+        default:
+          return "ici.(no kind)";
+      }
     case Instruction::kLoop:
       return "loop";
     case Instruction::kHalt:
       return "halt";
     default:
       return "(no operation)";
+  }
+}
+
+const char* collective_kind_name(isa::Collective::Kind kind) {
+  switch (kind) {
+    case isa::Collective::ALL_REDUCE:
+      return "all_reduce";
+    case isa::Collective::REDUCE_SCATTER:
+      return "reduce_scatter";
+    case isa::Collective::ALL_GATHER:
+      return "all_gather";
+    case isa::Collective::PERMUTE:
+      return "permute";
+    default:
+      return "unspecified";
+  }
+}
+
+const char* collective_algorithm_name(isa::Collective::Algorithm algorithm) {
+  switch (algorithm) {
+    case isa::Collective::BIDIR_RING:
+      return "bidir_ring";
+    case isa::Collective::TORUS_2D:
+      return "torus2d";
+    default:
+      return "ring";
   }
 }
 

@@ -13,12 +13,15 @@ inline constexpr uint32_t kNumFlags = 256;
 inline constexpr uint32_t kWeightSlots = 2;
 
 // Which unit of a core runs an instruction (the sequencer itself runs loops and halts).
-enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed };
+enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed, kCollective };
 
 UnitKind unit_of(const isa::Instruction& instr);
 // Stable names for dumps, traces and messages: "dma.hbm_to_vmem", "mxu.matmul", "vpu.add", ...
 const char* op_name(const isa::Instruction& instr);
 const char* vector_op_name(isa::Vector::Op op);
+// "all_reduce", "ring", ...
+const char* collective_kind_name(isa::Collective::Kind kind);
+const char* collective_algorithm_name(isa::Collective::Algorithm algorithm);
 
 enum class VectorOpClass {
   kBinary,

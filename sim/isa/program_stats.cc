@@ -40,6 +40,9 @@ ProgramStats program_stats(const isa::Program& program) {
           ++stats.per_unit["infeed"];
           vmem(in.infeed().dst());
           break;
+        case UnitKind::kCollective:
+          ++stats.per_unit["ici"];
+          break;
         case UnitKind::kOutfeed:
           ++stats.per_unit["outfeed"];
           vmem(in.outfeed().src());

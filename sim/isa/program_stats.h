@@ -13,7 +13,7 @@ namespace tpusim::sim {
 struct ProgramStats {
   uint64_t instructions = 0;
   std::map<std::string, uint64_t>
-      per_unit;  // "dma", "mxu", "vpu", "infeed", "outfeed", "sequencer"
+      per_unit;  // "dma", "mxu", "vpu", "infeed", "outfeed", "ici", "sequencer"
   uint64_t vmem_high_water_bytes = 0;
 };
 

@@ -28,8 +28,8 @@ struct WeightShape {
 class CoreChecker {
  public:
   CoreChecker(const config::SliceSpec& slice, const isa::CoreProgram& core,
-              std::vector<std::string>* errors)
-      : slice_(slice), core_(core), errors_(errors) {}
+              const std::set<uint32_t>& program_cores, std::vector<std::string>* errors)
+      : slice_(slice), core_(core), program_cores_(program_cores), errors_(errors) {}
 
   void run() {
     const auto& instrs = core_.instructions();
@@ -157,6 +157,9 @@ class CoreChecker {
       case Instruction::kOutfeed:
         check_block(index, "src", in.outfeed().src(), true);
         return;
+      case Instruction::kCollective:
+        check_collective(index, in.collective());
+        return;
       case Instruction::kLoop:
         if (in.loop().count() < 1) fail(index, "count must be >= 1");
         return;
@@ -166,6 +169,79 @@ class CoreChecker {
         fail(index, "has no operation: the instruction's op is unset or unknown to this tpusim");
         return;
     }
+  }
+
+  // A dense f32 buffer of `elements` in HBM.
+  void check_hbm_buffer(int index, const char* what, uint64_t address, uint64_t elements) {
+    if (address % 4 != 0)
+      fail(index, str_cat(what, " address ", address, " is not 4-byte aligned"));
+    const uint64_t capacity = slice_.chip.hbm.capacity_bytes;
+    if (elements > capacity / 4 || address + elements * 4 > capacity) {
+      fail(index, str_cat(what, " [", address, ", ", address + elements * 4, ") overflows HBM of ",
+                          capacity, " bytes"));
+    }
+  }
+
+  void check_collective(int index, const isa::Collective& c) {
+    using C = isa::Collective;
+    if (c.kind() == C::KIND_UNSPECIFIED || !C::Kind_IsValid(c.kind())) {
+      fail(index, "has no kind (all_reduce, reduce_scatter, all_gather or permute)");
+      return;
+    }
+    if (!C::Algorithm_IsValid(c.algorithm())) {
+      fail(index, str_cat("has unknown algorithm ", static_cast<int>(c.algorithm())));
+      return;
+    }
+    const bool ring_only = c.kind() == C::REDUCE_SCATTER || c.kind() == C::ALL_GATHER;
+    if ((ring_only && c.algorithm() != C::RING && c.algorithm() != C::ALGORITHM_UNSPECIFIED) ||
+        (c.kind() == C::PERMUTE && c.algorithm() != C::ALGORITHM_UNSPECIFIED)) {
+      fail(index, str_cat("algorithm ", collective_algorithm_name(c.algorithm()),
+                          " does not apply to ", collective_kind_name(c.kind()),
+                          ring_only ? " (ring only)" : " (it sends directly)"));
+    }
+    if (c.elements() == 0) fail(index, "moves 0 elements");
+    if (c.chunk_bytes() % 4 != 0)
+      fail(index, str_cat("chunk_bytes ", c.chunk_bytes(), " is not a whole number of f32"));
+    // The members: the group, or every core of the slice.
+    std::vector<uint32_t> members(c.group().begin(), c.group().end());
+    if (members.empty()) {
+      for (uint32_t k = 0; k < slice_.cores; ++k) members.push_back(k);
+    } else if (c.algorithm() == C::TORUS_2D) {
+      fail(index, "torus2d runs over every core of the slice: leave the group empty");
+    }
+    std::set<uint32_t> unique;
+    for (uint32_t m : members) {
+      if (m >= slice_.cores) {
+        fail(index, str_cat("group member ", m, " is not a core of ", slice_.name, " (0..",
+                            slice_.cores - 1, ")"));
+        return;
+      }
+      if (!unique.insert(m).second) fail(index, str_cat("group names core ", m, " twice"));
+      if (program_cores_.count(m) == 0) {
+        fail(index, str_cat("group member core ", m,
+                            " has no instruction stream in this program: the collective could "
+                            "never start"));
+        return;
+      }
+    }
+    if (unique.count(core_.core()) == 0)
+      fail(index, str_cat("core ", core_.core(), " is not in its own collective's group"));
+    const uint64_t k = members.size();
+    const uint64_t n = c.elements();
+    if (ring_only && n % k != 0) {
+      fail(index, str_cat(collective_kind_name(c.kind()), " of ", n,
+                          " elements does not split evenly over ", k, " members"));
+      return;
+    }
+    if (c.kind() == C::PERMUTE &&
+        (c.peer() >= slice_.cores || unique.count(c.peer()) == 0 || c.peer() == core_.core())) {
+      fail(index, str_cat("peer ", c.peer(), " must be another member of the group"));
+    }
+    check_hbm_buffer(index, "src", c.src(), n);
+    const uint64_t dst = c.kind() == C::REDUCE_SCATTER ? n / k
+                         : c.kind() == C::ALL_GATHER   ? n * k
+                                                       : n;
+    check_hbm_buffer(index, "dst", c.dst(), dst);
   }
 
   bool check_mxu_slot(int index, uint32_t mxu, uint32_t slot) {
@@ -328,6 +404,7 @@ class CoreChecker {
 
   const config::SliceSpec& slice_;
   const isa::CoreProgram& core_;
+  const std::set<uint32_t>& program_cores_;
   std::vector<std::string>* errors_;
   std::map<std::pair<uint32_t, uint32_t>, WeightShape> loaded_;
 };
@@ -336,6 +413,8 @@ class CoreChecker {
 
 absl::Status validate_program(const isa::Program& program, const config::SliceSpec& slice) {
   std::vector<std::string> errors;
+  std::set<uint32_t> program_cores;
+  for (const auto& core : program.cores()) program_cores.insert(core.core());
   std::set<uint32_t> seen;
   for (const auto& core : program.cores()) {
     if (core.core() >= slice.cores) {
@@ -347,7 +426,7 @@ absl::Status validate_program(const isa::Program& program, const config::SliceSp
       errors.push_back(str_cat("core ", core.core(), ": has two instruction streams"));
       continue;
     }
-    CoreChecker(slice, core, &errors).run();
+    CoreChecker(slice, core, program_cores, &errors).run();
   }
   if (errors.empty()) return absl::OkStatus();
   const size_t total = errors.size();

@@ -46,6 +46,8 @@ Unit* Sequencer::unit_for(const isa::Instruction& instr) {
       return units_.infeed;
     case UnitKind::kOutfeed:
       return units_.outfeed;
+    case UnitKind::kCollective:
+      return units_.collective;
     default:
       return nullptr;
   }

@@ -20,6 +20,7 @@ struct CoreUnits {
   Unit* vector = nullptr;
   Unit* infeed = nullptr;
   Unit* outfeed = nullptr;
+  Unit* collective = nullptr;
 };
 
 class Sequencer : public sc_core::sc_module {

@@ -119,6 +119,15 @@ const BadFile kBadFiles[] = {
      "{file}:{line}: ici.link_bandwidth_gb_per_s = 0: must be a finite number > 0"},
     {"NegativeHopLatency", "tpu_v3.pbtxt", "hop_latency_ns: 1000", "hop_latency_ns: -1",
      "{file}:{line}: ici.hop_latency_ns = -1: must be a finite number >= 0"},
+    // A chip of two cores needs the link between them.
+    {"TwoCoresWithoutCoreLink", "tpu_v3.pbtxt",
+     "  core_link_gb_per_s: 200          # (unverified) the two TensorCores' on-chip link, one "
+     "way\n",
+     "",
+     "ici.core_link_gb_per_s: required field is missing: the chip has 2 TensorCores, and "
+     "collectives between them use this link"},
+    {"ZeroCoreLink", "tpu_v3.pbtxt", "core_link_gb_per_s: 200", "core_link_gb_per_s: 0",
+     "{file}:{line}: ici.core_link_gb_per_s = 0: must be a finite number > 0"},
     {"MissingRequiredField", "tpu_v3.pbtxt", "clock_mhz: 940", "",
      "core.clock_mhz: required field is missing"},
     {"UnknownBlock", "tpu_v3.pbtxt", "hbm {", "unused_hbm {",

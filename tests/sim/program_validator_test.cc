@@ -152,6 +152,69 @@ const BadProgram kBad[] = {
        c.fill(kV, 1).wait(4, 3);
      },
      "waits for flag 4 to reach 3 but only 2 signal(s)"},
+    // Collectives: kinds, algorithms, groups, peers, sizes and buffers.
+    {"CollectiveWithoutKind",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::KIND_UNSPECIFIED, isa::Collective::RING, 0, 4096, 16);
+     },
+     "core 3 instruction 0 (ici.(no kind)): has no kind"},
+    {"TorusWithAGroup",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::TORUS_2D, 0, 4096, 16)
+           .instruction()
+           .mutable_collective()
+           ->add_group(3);
+     },
+     "torus2d runs over every core of the slice: leave the group empty"},
+    {"BidirReduceScatter",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::REDUCE_SCATTER, isa::Collective::BIDIR_RING, 0, 4096, 16)
+           .instruction()
+           .mutable_collective()
+           ->add_group(3);
+     },
+     "algorithm bidir_ring does not apply to reduce_scatter (ring only)"},
+    {"GroupMemberWithoutAStream",
+     [](CoreBuilder& c) {
+       auto* k = c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+                     .instruction()
+                     .mutable_collective();
+       k->add_group(3);
+       k->add_group(5);
+     },
+     "group member core 5 has no instruction stream in this program: the collective could "
+     "never start"},
+    {"EveryCoreButOnlyOneStream",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16);
+     },
+     "group member core 0 has no instruction stream in this program"},
+    {"NotInItsOwnGroup",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+           .instruction()
+           .mutable_collective()
+           ->add_group(9);
+     },
+     "group member 9 is not a core of v3-8 (0..7)"},
+    {"PermuteToItself",
+     [](CoreBuilder& c) {
+       auto* k = c.collective(isa::Collective::PERMUTE, isa::Collective::ALGORITHM_UNSPECIFIED, 0,
+                              4096, 16)
+                     .instruction()
+                     .mutable_collective();
+       k->add_group(3);
+       k->set_peer(3);
+     },
+     "peer 3 must be another member of the group"},
+    {"CollectiveBeyondHbm",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 34359738368ull, 16)
+           .instruction()
+           .mutable_collective()
+           ->add_group(3);
+     },
+     "dst [34359738368, 34359738432) overflows HBM of 34359738368 bytes"},
 };
 
 INSTANTIATE_TEST_SUITE_P(EveryClass, RejectedProgram, ::testing::ValuesIn(kBad),
@@ -181,6 +244,23 @@ TEST(ProgramValidator, CoresMustExistOnce) {
   EXPECT_THAT(msg, HasSubstr("core 99: the slice v3-8 has cores 0..7"));
   EXPECT_THAT(msg, HasSubstr("core 1: has two instruction streams"));
   EXPECT_THAT(msg, HasSubstr("(2 problems)"));
+}
+
+// Both members have streams, but 15 elements do not split over 2.
+TEST(ProgramValidator, AScatterThatDoesNotSplitIsRejected) {
+  isa::Program p;
+  for (uint32_t core : {0u, 1u}) {
+    CoreBuilder b(&p, core);
+    auto* k = b.collective(isa::Collective::REDUCE_SCATTER, isa::Collective::RING, 0, 4096, 15)
+                  .instruction()
+                  .mutable_collective();
+    k->add_group(0);
+    k->add_group(1);
+  }
+  const absl::Status s = validate_program(p, v3_8());
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("core 0 instruction 0 (ici.reduce_scatter): reduce_scatter of 15 elements "
+                        "does not split evenly over 2 members"));
 }
 
 }  // namespace

@@ -10,8 +10,9 @@ namespace {
 TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   traces::RecordingSink sink;
   auto system = testing::make_system("v3-8", {"tpu", true, &sink});
-  // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed.
-  EXPECT_EQ(sink.tracks().size(), 8u * 9u);
+  // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
+  // and ici (collectives).
+  EXPECT_EQ(sink.tracks().size(), 8u * 10u);
   isa::Program p;
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();

@@ -9,6 +9,8 @@ const std::vector<Command>& commands() {
       {"train", "train a model on a simulated slice (the main job)", run_train},
       {"matmul", "one GEMM on one simulated core: cycles, TFLOPS, MXU utilisation, error",
        run_matmul},
+      {"allreduce", "one all-reduce over every core of a slice: time, bandwidth, ratio to bound",
+       run_allreduce},
       {"layers", "SCALE-Sim topologies on one MXU, timing-only, per-layer cycles", run_layers},
       {"compile", "a zoo model's training step compiled for a core: instructions, HBM, VMEM",
        run_compile},

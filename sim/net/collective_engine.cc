@@ -1,0 +1,343 @@
+#include "sim/net/collective_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/strings.h"
+#include "sim/isa/ops.h"
+#include "sim/net/collective_numerics.h"
+
+namespace tpusim::sim {
+namespace {
+
+constexpr uint64_t kDefaultChunkBytes = 1ull << 20;
+
+// How long from now until cycle `cycle` (rounded up to a whole cycle) begins.
+sc_core::sc_time until(const ClockDomain& clock, double cycle) {
+  const Picoseconds target = clock.time_of(Cycles(static_cast<uint64_t>(std::ceil(cycle))));
+  const Picoseconds now = sc_core::sc_time_stamp().value();
+  return sc_core::sc_time(static_cast<double>(target > now ? target - now : 0), sc_core::SC_PS);
+}
+
+const char* op_name_of(const isa::Collective& c) {
+  return collective_kind_name(c.kind());
+}
+
+std::string core_list(const std::vector<uint32_t>& cores) {
+  if (cores.size() <= 8) return str_join(cores, ", ");
+  std::vector<uint32_t> head(cores.begin(), cores.begin() + 8);
+  return str_cat(str_join(head, ", "), " and ", cores.size() - 8, " more");
+}
+
+}  // namespace
+
+CollectiveEngine::CollectiveEngine(const sc_core::sc_module_name& name,
+                                   const config::SliceSpec& slice, const ClockDomain& clock,
+                                   StatGroup& stats, std::function<void(const std::string&)> fail)
+    : sc_module(name),
+      slice_(slice),
+      clock_(clock),
+      fail_(std::move(fail)),
+      topology_(slice),
+      interconnect_(topology_, clock),
+      members_(slice.cores) {
+  SC_THREAD(thread);
+  for (Member& m : members_) m.done_event = std::make_unique<sc_core::sc_event>();
+  vector_elements_per_cycle_ =
+      static_cast<double>(slice.chip.core.vector_lanes) * slice.chip.core.vector_sublanes;
+  StatGroup& s = stats.child("interconnect", "ICI links between chips and links between cores");
+  s.add("collectives", "collectives", "collectives run (each counted once, not per member)",
+        [this] { return static_cast<double>(collectives_); });
+  s.add("chunk_transfers", "transfers", "chunks moved from one member to another",
+        [this] { return static_cast<double>(chunk_transfers_); });
+  s.add("bytes", "bytes", "bytes moved over all links (each hop counted)", [this] {
+    double b = 0;
+    for (uint32_t l = 0; l < topology_.link_count(); ++l) b += interconnect_.bytes_on(l);
+    return b;
+  });
+  s.add("busiest_link_busy_cycles", "cycles", "cycles the busiest link was transferring", [this] {
+    double most = 0;
+    for (uint32_t l = 0; l < topology_.link_count(); ++l)
+      most = std::max(most, interconnect_.busy_cycles_on(l));
+    return most;
+  });
+  s.on_reset([this] {
+    collectives_ = chunk_transfers_ = 0;
+    interconnect_.reset_stats();
+  });
+}
+
+void CollectiveEngine::begin_run() {
+  for (Member& m : members_) {
+    m.issued = 0;
+    m.done = true;
+  }
+  instances_.clear();
+  open_.clear();
+  runs_.clear();
+  queue_ = {};
+}
+
+void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle,
+                              bool functional,
+                              std::function<void(const std::string&)> on_blocked) {
+  Member& me = members_[core];
+  const std::vector<uint32_t> cores = collective_members(c, topology_);
+  const auto key = std::make_pair(me.issued++, cores);
+  auto it = open_.find(key);
+  if (it == open_.end()) {
+    Instance in;
+    in.c = c;
+    in.cores = cores;
+    in.number = key.first;
+    in.first_issue = str_cat("core ", core, " instruction ", index);
+    instances_.push_back(std::move(in));
+    it = open_.emplace(key, instances_.size() - 1).first;
+  }
+  const size_t id = it->second;
+  Instance& in = instances_[id];
+  const isa::Collective& first = in.c;
+  if (c.kind() != first.kind() || c.algorithm() != first.algorithm() ||
+      c.elements() != first.elements() || c.chunk_bytes() != first.chunk_bytes()) {
+    fail_(str_cat("core ", core, " instruction ", index, " (", op_name_of(c), ", ", c.elements(),
+                  " elements, ", collective_algorithm_name(c.algorithm()),
+                  ") does not match its group's collective #", in.number, " as ", in.first_issue,
+                  " issued it (", op_name_of(first), ", ", first.elements(), " elements, ",
+                  collective_algorithm_name(first.algorithm()), ")"));
+    return;
+  }
+  me.done = false;
+  me.instance = id;
+  me.start = me.finish = static_cast<double>(cycle);
+  me.on_blocked = std::move(on_blocked);
+  in.arrived.push_back(core);
+  const auto pos =
+      static_cast<size_t>(std::find(in.cores.begin(), in.cores.end(), core) - in.cores.begin());
+  in.peers.resize(in.cores.size());
+  in.src.resize(in.cores.size());
+  in.dst.resize(in.cores.size());
+  in.peers[pos] = c.peer();
+  in.src[pos] = c.src();
+  in.dst[pos] = c.dst();
+  in.functional = in.functional && functional;
+  if (in.arrived.size() < in.cores.size()) {
+    std::vector<uint32_t> missing;
+    for (uint32_t m : in.cores) {
+      if (std::find(in.arrived.begin(), in.arrived.end(), m) == in.arrived.end())
+        missing.push_back(m);
+    }
+    const std::string what =
+        str_cat("waits for core(s) ", core_list(missing), " to issue collective #", in.number,
+                " (", op_name_of(c), " over ", in.cores.size(), " cores)");
+    for (uint32_t m : in.arrived) members_[m].on_blocked(what);
+    return;
+  }
+  open_.erase(it);
+  start(id, static_cast<double>(cycle));
+}
+
+void CollectiveEngine::start(size_t id, double cycle) {
+  Instance& in = instances_[id];
+  ++collectives_;
+  for (uint32_t m : in.cores) {
+    members_[m].on_blocked("");
+    members_[m].start = cycle;
+  }
+  if (in.c.kind() == isa::Collective::PERMUTE) {
+    std::vector<uint32_t> sorted = in.peers;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      fail_(str_cat("collective #", in.number, " (permute over cores ", core_list(in.cores),
+                    ", first issued by ", in.first_issue, "): peers ", str_join(in.peers, ", "),
+                    " send two members' data to one core"));
+      return;
+    }
+  }
+  if (in.functional) compute_values(in);
+  const size_t first_run = runs_.size();
+  if (in.c.kind() == isa::Collective::PERMUTE) {
+    PassRun run;
+    run.instance = id;
+    run.cores = in.cores;
+    for (uint32_t peer : in.peers) {
+      run.next.push_back(static_cast<uint32_t>(
+          std::find(in.cores.begin(), in.cores.end(), peer) - in.cores.begin()));
+    }
+    run.steps = 1;
+    runs_.push_back(std::move(run));
+    in.by_phase.resize(1);
+    for (uint32_t i = 0; i < in.cores.size(); ++i)
+      in.by_phase[0][in.cores[i]].push_back({runs_.size() - 1, i});
+  } else {
+    in.plan = plan_collective(in.c, in.cores, topology_);
+    in.by_phase.resize(in.plan.size());
+    for (size_t p = 0; p < in.plan.size(); ++p) {
+      for (const RingPass& pass : in.plan[p]) {
+        PassRun run;
+        run.instance = id;
+        run.pass = &pass;
+        run.cores = pass.members;
+        for (uint32_t i = 0; i < pass.size(); ++i) run.next.push_back((i + 1) % pass.size());
+        run.steps = pass.steps();
+        runs_.push_back(std::move(run));
+        for (uint32_t i = 0; i < pass.size(); ++i)
+          in.by_phase[p][pass.members[i]].push_back({runs_.size() - 1, i});
+      }
+    }
+  }
+  for (size_t r = first_run; r < runs_.size(); ++r) {
+    PassRun& run = runs_[r];
+    const size_t k = run.cores.size();
+    run.ready.assign(k, -1.0);
+    run.due.assign(k, 0);
+    run.landed.assign(k, 0.0);
+    run.parked.resize(k);
+    // Each member's chain ends at the member `steps` hops on; it is due the chain's chunks.
+    for (uint32_t i = 0; i < k; ++i) {
+      if (run.steps == 0) continue;
+      uint32_t end = i;
+      for (uint32_t s = 0; s < run.steps; ++s) end = run.next[end];
+      const uint32_t segment = run.pass != nullptr ? run.pass->segment_sent(i, 0) : 0;
+      run.due[end] += chunks(run, segment);
+    }
+  }
+  for (uint32_t m : in.cores) {
+    members_[m].phase = 0;
+    join_phase(m, cycle);
+  }
+  work_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CollectiveEngine::compute_values(Instance& in) {
+  const uint32_t per_chip = slice_.chip.tensor_cores;
+  const uint64_t n = in.c.elements();
+  std::vector<std::vector<float>> src(in.cores.size(), std::vector<float>(n));
+  for (size_t i = 0; i < in.cores.size(); ++i) {
+    uint8_t* base = hbm_[in.cores[i] / per_chip]->base_covering(in.src[i] + n * 4);
+    std::memcpy(src[i].data(), base + in.src[i], n * 4);
+  }
+  const CollectivePlan plan = in.c.kind() == isa::Collective::PERMUTE
+                                  ? CollectivePlan{}
+                                  : plan_collective(in.c, in.cores, topology_);
+  const auto dst = collective_results(in.c, in.cores, plan, src, in.peers);
+  for (size_t i = 0; i < in.cores.size(); ++i) {
+    const uint64_t bytes = dst[i].size() * 4;
+    uint8_t* base = hbm_[in.cores[i] / per_chip]->base_covering(in.dst[i] + bytes);
+    std::memcpy(base + in.dst[i], dst[i].data(), bytes);
+  }
+}
+
+void CollectiveEngine::join_phase(uint32_t core, double cycle) {
+  Member& me = members_[core];
+  Instance& in = instances_[me.instance];
+  while (me.phase < in.by_phase.size()) {
+    auto it = in.by_phase[me.phase].find(core);
+    if (it == in.by_phase[me.phase].end()) {
+      ++me.phase;
+      continue;
+    }
+    me.passes_left = static_cast<uint32_t>(it->second.size());
+    me.phase_done = cycle;
+    for (const auto& [run, member] : it->second) join_pass(run, member, cycle);
+    return;  // the passes finish this phase (join_pass may already have)
+  }
+  me.done = true;
+  me.finish = cycle;
+  me.done_event->notify(until(clock_, cycle));
+}
+
+void CollectiveEngine::join_pass(size_t r, uint32_t member, double cycle) {
+  PassRun& run = runs_[r];
+  run.ready[member] = cycle;
+  if (run.steps > 0) {
+    const uint32_t segment = run.pass != nullptr ? run.pass->segment_sent(member, 0) : 0;
+    for (uint64_t j = 0; j < chunks(run, segment); ++j) {
+      push(Event{cycle, 0, static_cast<uint32_t>(r), member, 0, segment, static_cast<uint32_t>(j)});
+    }
+  }
+  for (Event e : run.parked[member]) {
+    e.time = std::max(e.time, cycle);
+    push(e);
+  }
+  run.parked[member].clear();
+  if (run.due[member] == 0) member_finished_pass(r, member, cycle);
+}
+
+void CollectiveEngine::process(const Event& e) {
+  PassRun& run = runs_[e.run];
+  if (run.ready[e.member] < 0) {  // the member has not reached this pass yet
+    run.parked[e.member].push_back(e);
+    return;
+  }
+  if (e.step == run.steps) {  // a chunk of the member's final step has landed
+    run.landed[e.member] = std::max(run.landed[e.member], e.time);
+    if (--run.due[e.member] == 0) member_finished_pass(e.run, e.member, run.landed[e.member]);
+    return;
+  }
+  const uint32_t to = run.next[e.member];
+  const double bytes = chunk_bytes(run, e.segment, e.chunk);
+  double arrival = interconnect_.transfer(run.cores[e.member], run.cores[to], e.time, bytes);
+  ++chunk_transfers_;
+  const bool reducing = run.pass != nullptr && run.pass->reduce_scatter &&
+                        e.step < run.pass->size() - 1;
+  if (reducing) arrival += bytes / 4 / vector_elements_per_cycle_;  // added on the vector unit
+  push(Event{arrival, 0, e.run, to, e.step + 1, e.segment, e.chunk});
+}
+
+void CollectiveEngine::member_finished_pass(size_t run, uint32_t member, double cycle) {
+  const uint32_t core = runs_[run].cores[member];
+  Member& me = members_[core];
+  me.phase_done = std::max(me.phase_done, cycle);
+  if (--me.passes_left > 0) return;
+  ++me.phase;
+  join_phase(core, me.phase_done);
+}
+
+void CollectiveEngine::push(Event e) {
+  e.order = order_++;
+  queue_.push(e);
+}
+
+uint64_t CollectiveEngine::segment_elements(const PassRun& r, uint32_t segment) const {
+  if (r.pass == nullptr) return instances_[r.instance].c.elements();
+  return r.pass->segment_size(segment);
+}
+
+uint64_t CollectiveEngine::chunks(const PassRun& r, uint32_t segment) const {
+  const uint64_t bytes = segment_elements(r, segment) * 4;
+  const uint64_t chunk = instances_[r.instance].c.chunk_bytes() > 0
+                             ? instances_[r.instance].c.chunk_bytes()
+                             : kDefaultChunkBytes;
+  return (bytes + chunk - 1) / chunk;
+}
+
+double CollectiveEngine::chunk_bytes(const PassRun& r, uint32_t segment, uint32_t chunk) const {
+  const uint64_t bytes = segment_elements(r, segment) * 4;
+  const uint64_t size = instances_[r.instance].c.chunk_bytes() > 0
+                            ? instances_[r.instance].c.chunk_bytes()
+                            : kDefaultChunkBytes;
+  return static_cast<double>(std::min(size, bytes - uint64_t{chunk} * size));
+}
+
+void CollectiveEngine::thread() {
+  for (;;) {
+    if (queue_.empty()) {
+      wait(work_);
+      continue;
+    }
+    const uint64_t now = clock_.cycle_at_or_after(sc_core::sc_time_stamp().value()).value;
+    const double next = queue_.top().time;
+    if (next > static_cast<double>(now)) {
+      wait(until(clock_, next), work_);
+      continue;
+    }
+    while (!queue_.empty() && queue_.top().time <= static_cast<double>(now)) {
+      const Event e = queue_.top();
+      queue_.pop();
+      process(e);
+    }
+  }
+}
+
+}  // namespace tpusim::sim

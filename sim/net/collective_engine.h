@@ -1,0 +1,134 @@
+#pragma once
+// Runs the slice's collectives (ISA Collective instructions) over the interconnect. A member's
+// collective unit hands its instruction here when it issues it; once every member of the group
+// has (the wait before is the member's "waiting for peers"), the engine computes the results
+// (collective_numerics.h) and moves the data chunk by chunk along the plan (ring_plan.h): each
+// chunk transfer is an event in one queue shared by every collective in flight, taken in time
+// order as simulated time reaches it, so collectives that share links interleave on them and
+// each link's FIFO arbiter shares its bandwidth. One SystemC wait per distinct event time, not
+// per byte or cycle: a 1024-chip pod's all-reduce stays cheap. A member's part is done when the
+// last chunk it is due has landed (and, when reducing, been added on its vector unit).
+
+#include <cstdint>
+#include <functional>
+#include <deque>
+#include <map>
+#include <memory>
+#include <queue>
+#include <string>
+#include <systemc>
+#include <vector>
+
+#include "configs/slice_spec.h"
+#include "sim/clock.h"
+#include "sim/memory/memory.h"
+#include "sim/net/interconnect.h"
+#include "sim/net/ring_plan.h"
+#include "sim/net/topology.h"
+#include "sim/stats/stat_group.h"
+
+namespace tpusim::sim {
+
+class CollectiveEngine : public sc_core::sc_module {
+ public:
+  SC_HAS_PROCESS(CollectiveEngine);
+  CollectiveEngine(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
+                   const ClockDomain& clock, StatGroup& stats,
+                   std::function<void(const std::string&)> fail);
+
+  // Each chip's HBM, for the collectives' values.
+  void set_hbm(std::vector<Memory*> hbm) { hbm_ = std::move(hbm); }
+  // Every core's count of collectives back to 0: a new run.
+  void begin_run();
+
+  // Core `core` issues `c` (instruction `index` of its stream) at `cycle`. `on_blocked` is told
+  // what the member waits for, and "" once its collective has started.
+  void arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle, bool functional,
+              std::function<void(const std::string&)> on_blocked);
+  bool done(uint32_t core) const { return members_[core].done; }
+  const sc_core::sc_event& done_event(uint32_t core) const { return *members_[core].done_event; }
+  // When the member's collective started (its last peer arrived) and when its part was done.
+  double start_cycle(uint32_t core) const { return members_[core].start; }
+  double finish_cycle(uint32_t core) const { return members_[core].finish; }
+
+  const Topology& topology() const { return topology_; }
+  const Interconnect& interconnect() const { return interconnect_; }
+
+ private:
+  struct Instance;
+  struct Event {
+    double time = 0;
+    uint64_t order = 0;  // ties: in the order made, so runs are reproducible
+    uint32_t run = 0;    // PassRun index
+    uint32_t member = 0;  // ring index of the member that has the chunk
+    uint32_t step = 0;    // steps == the pass's steps: the chunk has landed
+    uint32_t segment = 0;
+    uint32_t chunk = 0;
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : order > o.order; }
+  };
+  struct PassRun {
+    size_t instance = 0;
+    const RingPass* pass = nullptr;  // null for a PERMUTE
+    std::vector<uint32_t> cores;     // ring order (PERMUTE: the members)
+    std::vector<uint32_t> next;      // ring index each member sends to
+    uint32_t steps = 0;
+    std::vector<double> ready;  // per ring index: when the member joined this pass (-1: not yet)
+    std::vector<uint64_t> due;  // per ring index: chunks still to land in the final step
+    std::vector<double> landed;  // per ring index: when the last of them landed
+    std::vector<std::vector<Event>> parked;  // events for members not yet in the pass
+  };
+  struct Member {
+    uint64_t issued = 0;  // collectives issued this run
+    bool done = true;
+    double start = 0, finish = 0;
+    size_t instance = 0;
+    uint32_t phase = 0;
+    uint32_t passes_left = 0;  // in the current phase
+    double phase_done = 0;
+    std::unique_ptr<sc_core::sc_event> done_event;
+    std::function<void(const std::string&)> on_blocked;
+  };
+  struct Instance {
+    isa::Collective c;
+    std::vector<uint32_t> cores;  // members in ring order
+    std::vector<uint32_t> peers;  // PERMUTE: per member
+    std::vector<uint64_t> src, dst;  // per member: its own HBM addresses
+    std::vector<uint32_t> arrived;
+    uint64_t number = 0;  // the members' collective count
+    bool functional = true;
+    std::string first_issue;  // "core C instruction I", for messages
+    CollectivePlan plan;
+    // Per phase: core -> the (pass run, ring index) it takes part in.
+    std::vector<std::map<uint32_t, std::vector<std::pair<size_t, uint32_t>>>> by_phase;
+  };
+
+  void start(size_t instance, double cycle);
+  void compute_values(Instance& in);
+  void join_phase(uint32_t core, double cycle);
+  void join_pass(size_t run, uint32_t member, double cycle);
+  void process(const Event& e);
+  void member_finished_pass(size_t run, uint32_t member, double cycle);
+  void push(Event e);
+  uint64_t chunks(const PassRun& r, uint32_t segment) const;
+  double chunk_bytes(const PassRun& r, uint32_t segment, uint32_t chunk) const;
+  uint64_t segment_elements(const PassRun& r, uint32_t segment) const;
+  void thread();
+
+  const config::SliceSpec& slice_;
+  const ClockDomain& clock_;
+  std::function<void(const std::string&)> fail_;
+  Topology topology_;
+  Interconnect interconnect_;
+  std::vector<Memory*> hbm_;
+  std::vector<Member> members_;
+  std::deque<Instance> instances_;  // a deque: passes point into their plans
+  std::map<std::pair<uint64_t, std::vector<uint32_t>>, size_t> open_;  // not yet started
+  std::deque<PassRun> runs_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  uint64_t order_ = 0;
+  sc_core::sc_event work_;
+  double vector_elements_per_cycle_ = 1;
+  uint64_t collectives_ = 0, chunk_transfers_ = 0;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,41 @@
+#pragma once
+// Timing of transfers over the slice's links (topology.h). Each directed link moves a fixed
+// number of bytes per cycle and serves transfers in the order they are made (a FIFO arbiter per
+// link), so transfers that share a link share its bandwidth and contention is modelled, not
+// assumed. A transfer cuts through: its head enters the next link of the route after the
+// previous link's latency, and no link finishes before the one before it has; the last byte
+// lands one latency after the last link finishes. Times are fractional core cycles.
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/clock.h"
+#include "sim/net/topology.h"
+#include "sim/timing/bandwidth_server.h"
+
+namespace tpusim::sim {
+
+class Interconnect {
+ public:
+  Interconnect(const Topology& topology, const ClockDomain& clock);
+
+  // Sends `bytes` from core `from` to core `to`, the first byte ready at `ready`; returns the
+  // cycle the last byte lands.
+  double transfer(uint32_t from, uint32_t to, double ready, double bytes);
+
+  const Topology& topology() const { return topology_; }
+  double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }
+  double busy_cycles_on(uint32_t link) const { return links_[link].busy_cycles(); }
+  void reset_stats();
+
+ private:
+  const std::vector<uint32_t>& route(uint32_t from, uint32_t to);
+
+  const Topology& topology_;
+  std::vector<BandwidthServer> links_;
+  std::vector<double> latency_cycles_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> routes_;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,98 @@
+#include "sim/net/topology.h"
+
+#include "common/strings.h"
+
+namespace tpusim::sim {
+
+Topology::Topology(const config::SliceSpec& slice)
+    : shape_(slice.topology.shape),
+      torus_(slice.topology.torus),
+      chips_(slice.chips),
+      cores_per_chip_(slice.chip.tensor_cores) {
+  const LinkSpec ici{slice.chip.ici.link_bandwidth_bytes_per_s, slice.chip.ici.hop_latency_s};
+  const LinkSpec core{slice.chip.ici.core_link_bytes_per_s, slice.chip.ici.core_link_latency_s};
+  ici_links_ = chips_ * static_cast<uint32_t>(shape_.size()) * 2;
+  links_.assign(ici_links_, ici);
+  links_.resize(ici_links_ + chips_ * cores_per_chip_ * cores_per_chip_, core);
+  grid_x_ = (shape_.empty() ? 1 : shape_[0]) * cores_per_chip_;
+  grid_y_ = cores() / grid_x_;
+}
+
+std::vector<uint32_t> Topology::chip_coords(uint32_t chip) const {
+  std::vector<uint32_t> c;
+  for (uint32_t n : shape_) {
+    c.push_back(chip % n);
+    chip /= n;
+  }
+  return c;
+}
+
+uint32_t Topology::ici_link(uint32_t chip, uint32_t dim, bool positive) const {
+  return (chip * static_cast<uint32_t>(shape_.size()) + dim) * 2 + (positive ? 0 : 1);
+}
+
+uint32_t Topology::core_link(uint32_t chip, uint32_t from_core, uint32_t to_core) const {
+  return ici_links_ + (chip * cores_per_chip_ + from_core) * cores_per_chip_ + to_core;
+}
+
+std::string Topology::link_name(uint32_t id) const {
+  static const char* const kDims = "xyz";
+  if (id < ici_links_) {
+    const uint32_t dims = static_cast<uint32_t>(shape_.size());
+    return str_cat("chip ", id / (dims * 2), " ", (id % 2 == 0) ? "+" : "-",
+                   kDims[(id / 2) % dims]);
+  }
+  const uint32_t rest = id - ici_links_;
+  return str_cat("chip ", rest / (cores_per_chip_ * cores_per_chip_), " core ",
+                 (rest / cores_per_chip_) % cores_per_chip_, "->", rest % cores_per_chip_);
+}
+
+std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to) const {
+  std::vector<uint32_t> links;
+  if (from == to) return links;
+  const uint32_t a = from / cores_per_chip_, b = to / cores_per_chip_;
+  if (a == b) {
+    links.push_back(core_link(a, from % cores_per_chip_, to % cores_per_chip_));
+    return links;
+  }
+  std::vector<uint32_t> at = chip_coords(a);
+  const std::vector<uint32_t> goal = chip_coords(b);
+  uint32_t stride = 1;
+  uint32_t chip = a;
+  for (uint32_t d = 0; d < shape_.size(); ++d) {
+    const uint32_t n = shape_[d];
+    const uint32_t up = (goal[d] + n - at[d]) % n;  // hops the positive way round
+    bool positive = goal[d] >= at[d];
+    uint32_t hops = positive ? goal[d] - at[d] : at[d] - goal[d];
+    if (torus_ && up > 0) {
+      positive = up <= n - up;
+      hops = positive ? up : n - up;
+    }
+    for (uint32_t h = 0; h < hops; ++h) {
+      links.push_back(ici_link(chip, d, positive));
+      const uint32_t next = positive ? (at[d] + 1) % n : (at[d] + n - 1) % n;
+      chip = chip + next * stride - at[d] * stride;
+      at[d] = next;
+    }
+    stride *= n;
+  }
+  return links;
+}
+
+uint32_t Topology::core_at(uint32_t gx, uint32_t gy) const {
+  const uint32_t x_chips = grid_x_ / cores_per_chip_;
+  const uint32_t chip = gx / cores_per_chip_ + x_chips * gy;
+  return chip * cores_per_chip_ + gx % cores_per_chip_;
+}
+
+std::vector<uint32_t> Topology::snake_ring() const {
+  std::vector<uint32_t> ring;
+  for (uint32_t y = 0; y < grid_y_; ++y) {
+    for (uint32_t i = 0; i < grid_x_; ++i) {
+      ring.push_back(core_at(y % 2 == 0 ? i : grid_x_ - 1 - i, y));
+    }
+  }
+  return ring;
+}
+
+}  // namespace tpusim::sim

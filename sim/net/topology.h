@@ -1,0 +1,62 @@
+#pragma once
+// The slice's interconnect as directed links (ARCHITECTURE.md, "The hardware model"): each chip
+// has an ICI link to its neighbour in each direction of each dimension of the topology (with
+// wraparound on a torus; on a ring of 2 both go to the same neighbour, as on the 4-chip boards),
+// and a link each way between every two of its cores. Chips are numbered x-major: chip =
+// x + X * (y + Y * z). Transfers between chips follow dimension-order routes (X, then Y, then Z),
+// each dimension the shorter way round a torus (ties go the positive way).
+//
+// The core grid lays every core out in two dimensions for rings and the 2D-torus algorithm: X'
+// runs over the cores of the chips along X (x * cores_per_chip + core on chip), Y' over the rest
+// of the chip coordinates (y + Y * z).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "configs/slice_spec.h"
+
+namespace tpusim::sim {
+
+struct LinkSpec {
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+class Topology {
+ public:
+  explicit Topology(const config::SliceSpec& slice);
+
+  uint32_t chips() const { return chips_; }
+  uint32_t cores() const { return chips_ * cores_per_chip_; }
+  uint32_t cores_per_chip() const { return cores_per_chip_; }
+  uint32_t link_count() const { return static_cast<uint32_t>(links_.size()); }
+  const LinkSpec& link(uint32_t id) const { return links_[id]; }
+  // "chip 3 +x", "chip 0 core 1->0".
+  std::string link_name(uint32_t id) const;
+  std::vector<uint32_t> chip_coords(uint32_t chip) const;
+
+  // The links a transfer from core `from` to core `to` crosses, in order (empty when equal).
+  std::vector<uint32_t> route(uint32_t from, uint32_t to) const;
+
+  uint32_t grid_x() const { return grid_x_; }
+  uint32_t grid_y() const { return grid_y_; }
+  uint32_t core_at(uint32_t gx, uint32_t gy) const;
+  // Every core in snake order over the core grid: row 0 left to right, row 1 right to left, ...
+  // Neighbours are one hop apart, and on a torus with an even number of rows so are the ends.
+  std::vector<uint32_t> snake_ring() const;
+
+ private:
+  uint32_t ici_link(uint32_t chip, uint32_t dim, bool positive) const;
+  uint32_t core_link(uint32_t chip, uint32_t from_core, uint32_t to_core) const;
+
+  std::vector<uint32_t> shape_;
+  bool torus_ = false;
+  uint32_t chips_ = 0;
+  uint32_t cores_per_chip_ = 1;
+  uint32_t ici_links_ = 0;  // ids below this are ICI links, the rest core links
+  std::vector<LinkSpec> links_;
+  uint32_t grid_x_ = 1, grid_y_ = 1;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,273 @@
+// Collectives on the simulated interconnect: every kind and algorithm against a host sum in the
+// same order (bitwise), on 2, 8 and 32 cores; latency and bandwidth against the formulas;
+// contention; bad collectives refused or diagnosed. One System per process.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sim/net/collective_bound.h"
+#include "sim/net/topology.h"
+#include "sim/numerics/random.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace tpusim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::make_system;
+using C = isa::Collective;
+
+constexpr uint64_t kSrc = 0x1000;
+constexpr uint64_t kDst = 0x100000;
+
+uint64_t base_of(const System& s, uint32_t core) {
+  const uint32_t per_chip = s.slice().chip.tensor_cores;
+  return (core % per_chip) * (s.slice().chip.hbm.capacity_bytes / per_chip);
+}
+
+std::vector<float> values_of(uint32_t core, uint64_t n) {
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = counter_uniform(3, core, i) * 2 - 1;
+  return v;
+}
+
+// Runs one collective on `members` (empty: every core); returns each member's dst.
+struct Result {
+  RunResult run;
+  std::map<uint32_t, std::vector<float>> dst;
+};
+
+Result run_collective(System& s, C::Kind kind, C::Algorithm algorithm, uint64_t n,
+                      std::vector<uint32_t> group, uint64_t chunk = 0,
+                      std::map<uint32_t, uint32_t> peers = {}) {
+  std::vector<uint32_t> members = group;
+  if (members.empty()) {
+    for (uint32_t c = 0; c < s.slice().cores; ++c) members.push_back(c);
+  }
+  const uint32_t per_chip = s.slice().chip.tensor_cores;
+  isa::Program p;
+  for (uint32_t core : members) {
+    const std::vector<float> v = values_of(core, n);
+    EXPECT_TRUE(s.write_hbm(core / per_chip, base_of(s, core) + kSrc, v.data(), n * 4).ok());
+    CoreBuilder b(&p, core);
+    isa::Collective* c =
+        b.collective(kind, algorithm, base_of(s, core) + kSrc, base_of(s, core) + kDst, n)
+            .instruction()
+            .mutable_collective();
+    for (uint32_t g : group) c->add_group(g);
+    c->set_chunk_bytes(chunk);
+    if (kind == C::PERMUTE) c->set_peer(peers.at(core));
+    b.halt();
+  }
+  auto run = s.run(p);
+  EXPECT_TRUE(run.ok()) << run.status();
+  Result r{run.ok() ? *run : RunResult{}, {}};
+  const uint64_t k = members.size();
+  const uint64_t out = kind == C::REDUCE_SCATTER ? n / k : kind == C::ALL_GATHER ? n * k : n;
+  for (uint32_t core : members) {
+    std::vector<float> d(out);
+    EXPECT_TRUE(s.read_hbm(core / per_chip, base_of(s, core) + kDst, d.data(), out * 4).ok());
+    r.dst[core] = std::move(d);
+  }
+  return r;
+}
+
+// The host's sum of segment s of k over a ring, in the ring's order from member s+1 to s.
+std::vector<float> ring_sum(const std::vector<uint32_t>& ring, uint64_t n, uint64_t begin,
+                            uint64_t size, uint32_t s) {
+  const size_t k = ring.size();
+  std::vector<float> acc(size);
+  for (size_t r = 1; r <= k; ++r) {
+    const std::vector<float> v = values_of(ring[(s + r) % k], n);
+    for (uint64_t i = 0; i < size; ++i) acc[i] = r == 1 ? v[begin + i] : acc[i] + v[begin + i];
+  }
+  return acc;
+}
+
+// An all-reduce over a ring, by the host: every segment summed in ring order.
+std::vector<float> ring_all_reduce(const std::vector<uint32_t>& ring, uint64_t n,
+                                   uint64_t offset = 0, uint64_t count = 0) {
+  if (count == 0) count = n;
+  const uint64_t k = ring.size();
+  std::vector<float> out(count);
+  for (uint32_t s = 0; s < k; ++s) {
+    const uint64_t begin = s * (count / k) + std::min<uint64_t>(s, count % k);
+    const uint64_t size = count / k + (s < count % k ? 1 : 0);
+    const auto seg = ring_sum(ring, n, offset + begin, size, s);
+    std::copy(seg.begin(), seg.end(), out.begin() + static_cast<long>(begin));
+  }
+  return out;
+}
+
+void expect_all_equal(const Result& r, const std::vector<float>& want) {
+  for (const auto& [core, d] : r.dst) {
+    ASSERT_EQ(d.size(), want.size());
+    EXPECT_EQ(std::memcmp(d.data(), want.data(), d.size() * 4), 0) << "core " << core;
+  }
+}
+
+TEST(Collective, RingAllReduceOnTwoCoresIsTheHostSum) {
+  auto s = make_system("v3-8");
+  const auto r = run_collective(*s, C::ALL_REDUCE, C::RING, 1001, {0, 1});
+  expect_all_equal(r, ring_all_reduce({0, 1}, 1001));
+}
+
+// 8 cores of a v3-8 in snake order; 1001 elements split unevenly, chunks of 256 bytes.
+TEST(Collective, EveryAllReduceAlgorithmMatchesTheHostSumInItsOrderOnEightCores) {
+  auto s = make_system("v3-8");
+  const std::vector<uint32_t> snake = {0, 1, 2, 3, 7, 6, 5, 4};
+  const uint64_t n = 1001;
+  expect_all_equal(run_collective(*s, C::ALL_REDUCE, C::RING, n, {}, 256),
+                   ring_all_reduce(snake, n));
+  // Bidirectional: the first half forward round the ring, the second half backward.
+  std::vector<float> bidir = ring_all_reduce(snake, n, 0, n / 2);
+  const auto back = ring_all_reduce({4, 5, 6, 7, 3, 2, 1, 0}, n, n / 2, n - n / 2);
+  bidir.insert(bidir.end(), back.begin(), back.end());
+  expect_all_equal(run_collective(*s, C::ALL_REDUCE, C::BIDIR_RING, n, {}, 256), bidir);
+  // 2D torus: rows {0,1,2,3} and {4,5,6,7} reduce-scatter, columns all-reduce their segment,
+  // rows all-gather. Segment x of a row, then summed down column x in column order.
+  const auto torus = run_collective(*s, C::ALL_REDUCE, C::TORUS_2D, n, {}, 256);
+  std::vector<float> want(n);
+  for (uint32_t x = 0; x < 4; ++x) {
+    const uint64_t begin = x * (n / 4) + std::min<uint64_t>(x, n % 4);
+    const uint64_t size = n / 4 + (x < n % 4 ? 1 : 0);
+    const auto row0 = ring_sum({0, 1, 2, 3}, n, begin, size, x);
+    const auto row1 = ring_sum({4, 5, 6, 7}, n, begin, size, x);
+    // The column {x, x+4} splits the segment in two; each half summed starting at the other.
+    const uint64_t half = size / 2 + size % 2;
+    for (uint64_t i = 0; i < size; ++i) {
+      want[begin + i] = i < half ? row1[i] + row0[i] : row0[i] + row1[i];
+    }
+  }
+  expect_all_equal(torus, want);
+}
+
+TEST(Collective, ReduceScatterAllGatherAndPermuteOnEightCores) {
+  auto s = make_system("v3-8");
+  const std::vector<uint32_t> ring = {0, 1, 2, 3, 4, 5, 6, 7};
+  const uint64_t n = 64;
+  const auto rs = run_collective(*s, C::REDUCE_SCATTER, C::RING, n, ring);
+  for (uint32_t i = 0; i < 8; ++i) {
+    const auto want = ring_sum(ring, n, i * 8, 8, i);
+    EXPECT_EQ(rs.dst.at(i), want) << "member " << i;
+  }
+  const auto ag = run_collective(*s, C::ALL_GATHER, C::RING, n, ring);
+  std::vector<float> gathered;
+  for (uint32_t c : ring) {
+    const auto v = values_of(c, n);
+    gathered.insert(gathered.end(), v.begin(), v.end());
+  }
+  expect_all_equal(ag, gathered);
+  std::map<uint32_t, uint32_t> shift;
+  for (uint32_t c = 0; c < 8; ++c) shift[c] = (c + 3) % 8;
+  const auto perm = run_collective(*s, C::PERMUTE, C::ALGORITHM_UNSPECIFIED, n, ring, 0, shift);
+  for (uint32_t c = 0; c < 8; ++c) EXPECT_EQ(perm.dst.at((c + 3) % 8), values_of(c, n));
+}
+
+TEST(Collective, AllReduceOnThirtyTwoCoresIsBitwiseTheSameEverywhere) {
+  auto s = make_system("v3-32");
+  const Topology t(s->slice());
+  const uint64_t n = 4099;
+  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D}) {
+    const auto r = run_collective(*s, C::ALL_REDUCE, a, n, {}, 1024);
+    const std::vector<float>& first = r.dst.begin()->second;
+    for (const auto& [core, d] : r.dst) EXPECT_EQ(d, first) << "core " << core << " algorithm " << a;
+    if (a == C::RING) expect_all_equal(r, ring_all_reduce(t.snake_ring(), n));
+    double worst = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (uint32_t c = 0; c < 32; ++c) sum += values_of(c, n)[i];
+      worst = std::max(worst, std::abs(sum - first[i]));
+    }
+    EXPECT_LT(worst, 1e-5) << "algorithm " << a;
+  }
+}
+
+// Four chips' core 0 in a ring of single ICI hops (chip 0 -> 1 -> 3 -> 2): each of the
+// 2(p-1) = 6 steps of a tiny all-reduce costs one hop latency (1 us = 940 cycles) and almost no
+// transfer; a big one costs 2(p-1)/p n/B plus a little pipeline fill.
+TEST(Collective, LatencyAndBandwidthTermsFollowTheFormulas) {
+  auto s = make_system("v3-8");
+  const std::vector<uint32_t> ring = {0, 2, 6, 4};
+  const auto tiny = run_collective(*s, C::ALL_REDUCE, C::RING, 4, ring);
+  // 6 hops x 940 cycles, + 6 x 4 bytes at 106.4 bytes/cycle, + 3 one-element adds.
+  EXPECT_EQ(tiny.run.cycles(), 5641u);
+  const uint64_t n = 16 << 20;  // 64 MiB
+  const auto big = run_collective(*s, C::ALL_REDUCE, C::RING, n, ring, 1 << 20);
+  const double seconds = static_cast<double>(big.run.cycles()) / 940e6;
+  const double bandwidth = 2.0 * 3 / 4 * n * 4 / 100e9;
+  EXPECT_GT(seconds, bandwidth);  // no faster than the links allow
+  EXPECT_LT(seconds, bandwidth * 1.01 + 6e-6);
+  EXPECT_EQ(big.run.cycles(), 947175u);
+}
+
+// Cores 0 and 2 (core 0 of chips 0 and 1) all-reduce over chip 0's +x link and, back, chip 1's
+// +x link (round the 2-chip ring). Cores 1 and 3 do the same at the same time over the same two
+// links: both take about twice as long as one alone.
+TEST(Collective, CollectivesSharingLinksShareTheirBandwidth) {
+  auto s = make_system("v3-8");
+  const uint64_t n = 4 << 20;
+  const uint64_t alone = run_collective(*s, C::ALL_REDUCE, C::RING, n, {0, 2}).run.cycles();
+  // Both groups in one program.
+  const uint32_t per_chip = 2;
+  isa::Program p;
+  for (uint32_t core : {0u, 1u, 2u, 3u}) {
+    CoreBuilder b(&p, core);
+    auto* c = b.collective(C::ALL_REDUCE, C::RING, base_of(*s, core) + kSrc,
+                           base_of(*s, core) + kDst, n)
+                  .instruction()
+                  .mutable_collective();
+    c->add_group(core % per_chip);
+    c->add_group(core % per_chip + 2);
+    b.halt();
+  }
+  auto both = s->run(p);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_GT(both->cycles(), alone * 19 / 10);
+  EXPECT_LT(both->cycles(), alone * 21 / 10);
+}
+
+TEST(Collective, MembersThatDisagreeStopTheRunNamingBoth) {
+  auto s = make_system("v3-8");
+  isa::Program p;
+  for (uint32_t core : {0u, 1u}) {
+    CoreBuilder b(&p, core);
+    auto* c = b.collective(C::ALL_REDUCE, C::RING, base_of(*s, core) + kSrc,
+                           base_of(*s, core) + kDst, core == 0 ? 64 : 32)
+                  .instruction()
+                  .mutable_collective();
+    c->add_group(0);
+    c->add_group(1);
+    b.halt();
+  }
+  auto run = s->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.status().message()),
+              HasSubstr("core 1 instruction 0 (all_reduce, 32 elements, ring) does not match its "
+                        "group's collective #0 as core 0 instruction 0 issued it (all_reduce, 64 "
+                        "elements, ring)"));
+}
+
+// Core 1 first waits for an infeed batch the host never sends, so it never issues its part: the
+// run ends with a diagnosis that names whom core 0 waits for.
+TEST(Collective, AMemberThatNeverIssuesIsDiagnosed) {
+  auto s = make_system("v3-8");
+  isa::Program p;
+  for (uint32_t core : {0u, 1u}) {
+    CoreBuilder b(&p, core);
+    const uint32_t batch = b.new_flag();
+    if (core == 1) b.infeed(block(0, 1, 128, isa::F32)).signal(batch);
+    auto ref = b.collective(C::ALL_REDUCE, C::RING, base_of(*s, core) + kSrc,
+                            base_of(*s, core) + kDst, 64);
+    ref.instruction().mutable_collective()->add_group(0);
+    ref.instruction().mutable_collective()->add_group(1);
+    if (core == 1) ref.wait(batch, 1);
+    b.halt();
+  }
+  auto run = s->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.status().message()),
+              HasSubstr("waits for core(s) 1 to issue collective #0 (all_reduce over 2 cores)"));
+}
+
+}  // namespace
+}  // namespace tpusim::sim

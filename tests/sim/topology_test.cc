@@ -1,0 +1,91 @@
+// The interconnect's shape: dimension-order routes the shorter way round, the links between a
+// chip's cores, the core grid and its snake ring (neighbours one hop apart), and the bounds.
+#include "sim/net/topology.h"
+
+#include <gtest/gtest.h>
+
+#include "configs/loader.h"
+#include "sim/net/collective_bound.h"
+
+namespace tpusim::sim {
+namespace {
+
+const config::SliceSpec& slice(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<const config::SliceSpec>> loaded;
+  auto& s = loaded[name];
+  if (s == nullptr) s = *config::load_slice(name);
+  return *s;
+}
+
+std::vector<std::string> names(const Topology& t, const std::vector<uint32_t>& links) {
+  std::vector<std::string> out;
+  for (uint32_t l : links) out.push_back(t.link_name(l));
+  return out;
+}
+
+TEST(Topology, RoutesGoXThenYTheShorterWayRound) {
+  const Topology t(slice("v3-32"));  // 4 x 4 torus, 2 cores per chip
+  EXPECT_EQ(t.chips(), 16u);
+  EXPECT_EQ(t.cores(), 32u);
+  // Chip 0 (0,0) to chip 15 (3,3): one hop -x and one hop -y round the torus.
+  EXPECT_EQ(names(t, t.route(0, 30)), (std::vector<std::string>{"chip 0 -x", "chip 3 -y"}));
+  // Chip 1 (1,0) to chip 11 (3,2): two hops +x (ties go +), then two hops +y.
+  EXPECT_EQ(names(t, t.route(2, 22)), (std::vector<std::string>{"chip 1 +x", "chip 2 +x",
+                                                                 "chip 3 +y", "chip 7 +y"}));
+  // The two cores of a chip use the on-chip link, each direction its own.
+  EXPECT_EQ(names(t, t.route(4, 5)), (std::vector<std::string>{"chip 2 core 0->1"}));
+  EXPECT_EQ(names(t, t.route(5, 4)), (std::vector<std::string>{"chip 2 core 1->0"}));
+  EXPECT_TRUE(t.route(7, 7).empty());
+  EXPECT_DOUBLE_EQ(t.link(t.route(0, 2)[0]).bytes_per_s, 100e9);
+  EXPECT_DOUBLE_EQ(t.link(t.route(0, 1)[0]).bytes_per_s, 200e9);
+}
+
+TEST(Topology, AMeshHasNoWraparound) {
+  auto spec = slice("v3-32");
+  spec.topology.torus = false;
+  const Topology t(spec);
+  EXPECT_EQ(names(t, t.route(0, 30)), (std::vector<std::string>{"chip 0 +x", "chip 1 +x",
+                                                                 "chip 2 +x", "chip 3 +y",
+                                                                 "chip 7 +y", "chip 11 +y"}));
+}
+
+// Every two neighbours of the snake ring are one hop apart, and on a torus the ends too.
+TEST(Topology, TheSnakeRingVisitsEveryCoreOneHopAtATime) {
+  for (const char* name : {"v3-8", "v3-32", "v3-2048"}) {
+    const Topology t(slice(name));
+    const auto ring = t.snake_ring();
+    ASSERT_EQ(ring.size(), t.cores()) << name;
+    std::vector<bool> seen(t.cores(), false);
+    for (size_t i = 0; i < ring.size(); ++i) {
+      seen[ring[i]] = true;
+      EXPECT_EQ(t.route(ring[i], ring[(i + 1) % ring.size()]).size(), 1u)
+          << name << " between " << ring[i] << " and " << ring[(i + 1) % ring.size()];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(t.cores()));
+  }
+  const Topology v3_8(slice("v3-8"));
+  EXPECT_EQ(v3_8.snake_ring(), (std::vector<uint32_t>{0, 1, 2, 3, 7, 6, 5, 4}));
+  EXPECT_EQ(v3_8.grid_x(), 4u);
+  EXPECT_EQ(v3_8.grid_y(), 2u);
+}
+
+// v3-32's snake ring: 32 members, half the edges on-chip (200 GB/s, 100 ns), half ICI
+// (100 GB/s, 1 us): a = 0.55 us on average, B = 100 GB/s.
+TEST(CollectiveBound, FollowsTheFormulas) {
+  const Topology t(slice("v3-32"));
+  const double n = 256.0 * (1 << 20);
+  const CollectiveBound ring = all_reduce_bound(t, isa::Collective::RING, n);
+  EXPECT_NEAR(ring.latency_seconds, 2 * 31 * 0.55e-6, 1e-12);
+  EXPECT_NEAR(ring.bandwidth_seconds, 2.0 * 31 / 32 * n / 100e9, 1e-12);
+  const CollectiveBound bidir = all_reduce_bound(t, isa::Collective::BIDIR_RING, n);
+  EXPECT_NEAR(bidir.bandwidth_seconds, ring.bandwidth_seconds / 2, 1e-12);
+  // Rows of 8 cores (4 chips), columns of 4 chips (all ICI).
+  const CollectiveBound torus = all_reduce_bound(t, isa::Collective::TORUS_2D, n);
+  EXPECT_NEAR(torus.latency_seconds, 2 * 7 * 0.55e-6 + 2 * 3 * 1e-6, 1e-12);
+  EXPECT_NEAR(torus.bandwidth_seconds, 2.0 * 7 / 8 * n / 100e9 + 2.0 * 3 / 4 * (n / 8) / 100e9,
+              1e-12);
+  EXPECT_DOUBLE_EQ(torus.seconds, torus.latency_seconds + torus.bandwidth_seconds);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
