@@ -20,9 +20,7 @@ sc_core::sc_time until(const ClockDomain& clock, double cycle) {
   return sc_core::sc_time(static_cast<double>(target > now ? target - now : 0), sc_core::SC_PS);
 }
 
-const char* op_name_of(const isa::Collective& c) {
-  return collective_kind_name(c.kind());
-}
+const char* op_name_of(const isa::Collective& c) { return collective_kind_name(c.kind()); }
 
 std::string core_list(const std::vector<uint32_t>& cores) {
   if (cores.size() <= 8) return str_join(cores, ", ");
@@ -80,8 +78,7 @@ void CollectiveEngine::begin_run() {
 }
 
 void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle,
-                              bool functional,
-                              std::function<void(const std::string&)> on_blocked) {
+                              bool functional, std::function<void(const std::string&)> on_blocked) {
   Member& me = members_[core];
   const std::vector<uint32_t> cores = collective_members(c, topology_);
   const auto key = std::make_pair(me.issued++, cores);
@@ -128,8 +125,8 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
         missing.push_back(m);
     }
     const std::string what =
-        str_cat("waits for core(s) ", core_list(missing), " to issue collective #", in.number,
-                " (", op_name_of(c), " over ", in.cores.size(), " cores)");
+        str_cat("waits for core(s) ", core_list(missing), " to issue collective #", in.number, " (",
+                op_name_of(c), " over ", in.cores.size(), " cores)");
     for (uint32_t m : in.arrived) members_[m].on_blocked(what);
     return;
   }
@@ -161,8 +158,8 @@ void CollectiveEngine::start(size_t id, double cycle) {
     run.instance = id;
     run.cores = in.cores;
     for (uint32_t peer : in.peers) {
-      run.next.push_back(static_cast<uint32_t>(
-          std::find(in.cores.begin(), in.cores.end(), peer) - in.cores.begin()));
+      run.next.push_back(static_cast<uint32_t>(std::find(in.cores.begin(), in.cores.end(), peer) -
+                                               in.cores.begin()));
     }
     run.steps = 1;
     runs_.push_back(std::move(run));
@@ -279,8 +276,8 @@ void CollectiveEngine::process(const Event& e) {
   const double bytes = chunk_bytes(run, e.segment, e.chunk);
   double arrival = interconnect_.transfer(run.cores[e.member], run.cores[to], e.time, bytes);
   ++chunk_transfers_;
-  const bool reducing = run.pass != nullptr && run.pass->reduce_scatter &&
-                        e.step < run.pass->size() - 1;
+  const bool reducing =
+      run.pass != nullptr && run.pass->reduce_scatter && e.step < run.pass->size() - 1;
   if (reducing) arrival += bytes / 4 / vector_elements_per_cycle_;  // added on the vector unit
   push(Event{arrival, 0, e.run, to, e.step + 1, e.segment, e.chunk});
 }

@@ -10,8 +10,8 @@
 // last chunk it is due has landed (and, when reducing, been added on its vector unit).
 
 #include <cstdint>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
@@ -58,13 +58,15 @@ class CollectiveEngine : public sc_core::sc_module {
   struct Instance;
   struct Event {
     double time = 0;
-    uint64_t order = 0;  // ties: in the order made, so runs are reproducible
-    uint32_t run = 0;    // PassRun index
+    uint64_t order = 0;   // ties: in the order made, so runs are reproducible
+    uint32_t run = 0;     // PassRun index
     uint32_t member = 0;  // ring index of the member that has the chunk
     uint32_t step = 0;    // steps == the pass's steps: the chunk has landed
     uint32_t segment = 0;
     uint32_t chunk = 0;
-    bool operator>(const Event& o) const { return time != o.time ? time > o.time : order > o.order; }
+    bool operator>(const Event& o) const {
+      return time != o.time ? time > o.time : order > o.order;
+    }
   };
   struct PassRun {
     size_t instance = 0;
@@ -72,8 +74,8 @@ class CollectiveEngine : public sc_core::sc_module {
     std::vector<uint32_t> cores;     // ring order (PERMUTE: the members)
     std::vector<uint32_t> next;      // ring index each member sends to
     uint32_t steps = 0;
-    std::vector<double> ready;  // per ring index: when the member joined this pass (-1: not yet)
-    std::vector<uint64_t> due;  // per ring index: chunks still to land in the final step
+    std::vector<double> ready;   // per ring index: when the member joined this pass (-1: not yet)
+    std::vector<uint64_t> due;   // per ring index: chunks still to land in the final step
     std::vector<double> landed;  // per ring index: when the last of them landed
     std::vector<std::vector<Event>> parked;  // events for members not yet in the pass
   };
@@ -90,8 +92,8 @@ class CollectiveEngine : public sc_core::sc_module {
   };
   struct Instance {
     isa::Collective c;
-    std::vector<uint32_t> cores;  // members in ring order
-    std::vector<uint32_t> peers;  // PERMUTE: per member
+    std::vector<uint32_t> cores;     // members in ring order
+    std::vector<uint32_t> peers;     // PERMUTE: per member
     std::vector<uint64_t> src, dst;  // per member: its own HBM addresses
     std::vector<uint32_t> arrived;
     uint64_t number = 0;  // the members' collective count

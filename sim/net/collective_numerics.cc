@@ -72,8 +72,9 @@ std::vector<std::vector<float>> collective_results(const isa::Collective& c,
     for (size_t i = 0; i < k; ++i) {
       const auto s = static_cast<uint32_t>(i);
       const auto begin = static_cast<long>(pass.segment_begin(s));
-      work[i] = std::vector<float>(work[i].begin() + begin,
-                                   work[i].begin() + begin + static_cast<long>(pass.segment_size(s)));
+      work[i] =
+          std::vector<float>(work[i].begin() + begin,
+                             work[i].begin() + begin + static_cast<long>(pass.segment_size(s)));
     }
   }
   return work;

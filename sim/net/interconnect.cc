@@ -30,8 +30,7 @@ double Interconnect::transfer(uint32_t from, uint32_t to, double ready, double b
     BandwidthServer& server = links_[link];
     const double duration = bytes / server.bytes_per_cycle();
     const double earliest =
-        first ? ready
-              : std::max(prev.start + prev_latency, prev.end + prev_latency - duration);
+        first ? ready : std::max(prev.start + prev_latency, prev.end + prev_latency - duration);
     prev = server.reserve(earliest, bytes);
     prev_latency = latency_cycles_[link];
     first = false;

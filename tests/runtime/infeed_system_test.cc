@@ -7,6 +7,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/graph/autodiff.h"
+#include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
 #include "runtime/infeed/infeed_driver.h"
@@ -17,8 +18,9 @@ namespace {
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
 constexpr int64_t kRowsPerCore = 32;
 
-// A training step of a two-layer regression: MXU work, vector work and a weight update.
-Graph training_step() {
+// A training step of a two-layer regression: MXU work, vector work and a weight update; with
+// `cross_shard`, CrossShardOptimizer (MEAN) sums the gradients over the 8 replicas.
+Graph training_step(bool cross_shard = false) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {kRowsPerCore, 256});
   const Value target = b.infeed("target", DType::kF32, {kRowsPerCore, 128});
@@ -28,9 +30,13 @@ Graph training_step() {
   const Value loss = layers::reduce_mean(err * err, {0, 1});
   std::vector<Value> vars;
   for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
-  auto grads = gradients(b, loss, vars);
+  auto grads = cross_shard ? cross_shard_gradients(b, loss, vars, kReplicas, ShardReduction::kMean)
+                           : gradients(b, loss, vars);
   EXPECT_TRUE(grads.ok()) << grads.status();
-  for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (cross_shard) b.output(b.graph().node(vars[i].id).attrs.name, vars[i]);
+    b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
+  }
   b.output("loss", loss);
   EXPECT_TRUE(b.status().ok()) << b.status();
   return b.graph();
@@ -117,6 +123,61 @@ TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
     for (size_t i = 0; i < value.f.size(); ++i)
       ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-5) << name << " [" << i << "]";
   }
+}
+
+// CrossShardOptimizer on the 8 cores: the gradients' cross_replica_sum is an all-reduce over the
+// interconnect, every replica starts each step with bitwise the same weights, and they follow
+// the cpu backend's replicas (mxu precision).
+TEST(InfeedSystem, CrossShardTrainingKeepsEveryCoreInStep) {
+  const Graph g = training_step(/*cross_shard=*/true);
+  const Variables init = initial_variables(g);
+  auto tpu = make_backend("tpusim");
+  auto cpu = make_backend("cpu");
+  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas});
+  auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
+  ASSERT_TRUE(tpu_exe.ok()) << tpu_exe.status();
+  ASSERT_TRUE(cpu_exe.ok()) << cpu_exe.status();
+  Variables on_tpu = init, on_cpu = init;
+  const Loop t = run_fed(**tpu, **tpu_exe, on_tpu, 3, 0);
+  const Loop c = run_fed(**cpu, **cpu_exe, on_cpu, 3, 0);
+  for (size_t s = 1; s < 3; ++s) {
+    for (const auto& [name, value] : t.result.outputs[s][0]) {
+      if (name == "loss") continue;
+      for (size_t r = 1; r < kReplicas; ++r)
+        ASSERT_EQ(t.result.outputs[s][r].at(name).f, value.f) << name << " replica " << r;
+    }
+  }
+  for (const auto& [name, value] : on_cpu) {
+    for (size_t i = 0; i < value.f.size(); ++i)
+      ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-5) << name << " [" << i << "]";
+  }
+  for (size_t r = 0; r < kReplicas; ++r) {
+    EXPECT_NEAR(t.result.outputs[2][r].at("loss").f[0], c.result.outputs[2][r].at("loss").f[0],
+                1e-5);
+  }
+}
+
+// With the same inputs the interconnect's sum and the cpu backend's are bitwise equal: both add
+// in the ring order of replicas 0 .. 7.
+TEST(InfeedSystem, CrossReplicaSumIsBitwiseTheCpuBackends) {
+  GraphBuilder b;
+  b.output("s", b.cross_replica_sum(b.infeed("x", DType::kF32, {1000, 3})));
+  LoopStep step;
+  for (uint32_t r = 0; r < kReplicas; ++r) {
+    const data::Value v = floats({1000, 3}, 100 + r);
+    step.replicas.push_back({{"x", HostTensor::from({1000, 3}, v.floats)}});
+  }
+  std::vector<std::vector<float>> sums;
+  for (const char* name : {"tpusim", "cpu"}) {
+    auto backend = make_backend(name);
+    auto exe = (*backend)->compile(b.graph(), {"fp32", kReplicas});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Variables none;
+    auto out = (*backend)->run_loop(**exe, none, {step}, 0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (uint32_t r = 0; r < kReplicas; ++r) sums.push_back(out->outputs[0][r].at("s").f);
+  }
+  for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "result " << i;
 }
 
 TEST(InfeedSystem, ReplicasBeyondTheCoresAreRefused) {

@@ -170,7 +170,8 @@ TEST(Collective, AllReduceOnThirtyTwoCoresIsBitwiseTheSameEverywhere) {
   for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D}) {
     const auto r = run_collective(*s, C::ALL_REDUCE, a, n, {}, 1024);
     const std::vector<float>& first = r.dst.begin()->second;
-    for (const auto& [core, d] : r.dst) EXPECT_EQ(d, first) << "core " << core << " algorithm " << a;
+    for (const auto& [core, d] : r.dst)
+      EXPECT_EQ(d, first) << "core " << core << " algorithm " << a;
     if (a == C::RING) expect_all_equal(r, ring_all_reduce(t.snake_ring(), n));
     double worst = 0;
     for (uint64_t i = 0; i < n; ++i) {
@@ -212,10 +213,10 @@ TEST(Collective, CollectivesSharingLinksShareTheirBandwidth) {
   isa::Program p;
   for (uint32_t core : {0u, 1u, 2u, 3u}) {
     CoreBuilder b(&p, core);
-    auto* c = b.collective(C::ALL_REDUCE, C::RING, base_of(*s, core) + kSrc,
-                           base_of(*s, core) + kDst, n)
-                  .instruction()
-                  .mutable_collective();
+    auto* c =
+        b.collective(C::ALL_REDUCE, C::RING, base_of(*s, core) + kSrc, base_of(*s, core) + kDst, n)
+            .instruction()
+            .mutable_collective();
     c->add_group(core % per_chip);
     c->add_group(core % per_chip + 2);
     b.halt();

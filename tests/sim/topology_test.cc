@@ -30,8 +30,8 @@ TEST(Topology, RoutesGoXThenYTheShorterWayRound) {
   // Chip 0 (0,0) to chip 15 (3,3): one hop -x and one hop -y round the torus.
   EXPECT_EQ(names(t, t.route(0, 30)), (std::vector<std::string>{"chip 0 -x", "chip 3 -y"}));
   // Chip 1 (1,0) to chip 11 (3,2): two hops +x (ties go +), then two hops +y.
-  EXPECT_EQ(names(t, t.route(2, 22)), (std::vector<std::string>{"chip 1 +x", "chip 2 +x",
-                                                                 "chip 3 +y", "chip 7 +y"}));
+  EXPECT_EQ(names(t, t.route(2, 22)),
+            (std::vector<std::string>{"chip 1 +x", "chip 2 +x", "chip 3 +y", "chip 7 +y"}));
   // The two cores of a chip use the on-chip link, each direction its own.
   EXPECT_EQ(names(t, t.route(4, 5)), (std::vector<std::string>{"chip 2 core 0->1"}));
   EXPECT_EQ(names(t, t.route(5, 4)), (std::vector<std::string>{"chip 2 core 1->0"}));
@@ -44,9 +44,9 @@ TEST(Topology, AMeshHasNoWraparound) {
   auto spec = slice("v3-32");
   spec.topology.torus = false;
   const Topology t(spec);
-  EXPECT_EQ(names(t, t.route(0, 30)), (std::vector<std::string>{"chip 0 +x", "chip 1 +x",
-                                                                 "chip 2 +x", "chip 3 +y",
-                                                                 "chip 7 +y", "chip 11 +y"}));
+  EXPECT_EQ(names(t, t.route(0, 30)),
+            (std::vector<std::string>{"chip 0 +x", "chip 1 +x", "chip 2 +x", "chip 3 +y",
+                                      "chip 7 +y", "chip 11 +y"}));
 }
 
 // Every two neighbours of the snake ring are one hop apart, and on a torus the ends too.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "configs/loader.h"
 #include "sim/isa/builder.h"
 #include "sim/isa/ops.h"
@@ -15,7 +16,6 @@
 #include "sim/net/topology.h"
 #include "sim/numerics/random.h"
 #include "sim/system.h"
-#include "common/strings.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 
@@ -35,12 +35,18 @@ absl::StatusOr<uint64_t> parse_bytes(const std::string& text) {
   }
   const std::string unit = text.substr(used);
   double scale = 1;
-  if (unit == "KiB") scale = 1024.0;
-  else if (unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "KB") scale = 1e3;
-  else if (unit == "MB") scale = 1e6;
-  else if (unit == "GB") scale = 1e9;
+  if (unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
   else if (!unit.empty() && unit != "B")
     return absl::InvalidArgumentError(
         str_cat("--bytes '", text, "': unknown unit '", unit, "' (B, KiB, MiB, GiB, KB, MB, GB)"));
@@ -68,8 +74,7 @@ int run_allreduce(const std::vector<std::string>& args) {
                         "slice config file or built-in name")(
       "bytes", po::value<std::string>()->required(),
       "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
-      "algorithm", po::value<std::string>()->default_value("ring"),
-      "ring | bidir_ring | torus2d")(
+      "algorithm", po::value<std::string>()->default_value("ring"), "ring | bidir_ring | torus2d")(
       "chunk-bytes", po::value<uint64_t>(&chunk)->default_value(1 << 20),
       "pipelining granule: data moves in chunks of this size")(
       "timing-only", po::bool_switch(), "time only: no values (needed for big slices)")(
@@ -161,8 +166,8 @@ int run_allreduce(const std::vector<std::string>& args) {
       {"ratio_to_bound", bound.seconds / seconds},
       {"chunk_transfers", stats.value("interconnect.chunk_transfers")},
       {"link_bytes", stats.value("interconnect.bytes")},
-      {"busiest_link_busy_seconds", stats.value("interconnect.busiest_link_busy_cycles") /
-                                        (*system)->clock().frequency_hz()},
+      {"busiest_link_busy_seconds",
+       stats.value("interconnect.busiest_link_busy_cycles") / (*system)->clock().frequency_hz()},
       {"host_seconds", host_seconds},
   };
   if (!timing_only) {
@@ -193,14 +198,14 @@ int run_allreduce(const std::vector<std::string>& args) {
       "  host time   {:.3f} s\n",
       *bytes, s.cores, s.name, out["algorithm"].get<std::string>(), chunk / 1024, seconds * 1e6,
       run->cycles(), *bytes / seconds / 1e9, bound.seconds * 1e6, bound.latency_seconds * 1e6,
-      bound.bandwidth_seconds * 1e6, bound.seconds / seconds,
-      out["chunk_transfers"].get<double>(), out["busiest_link_busy_seconds"].get<double>() * 1e6,
-      host_seconds);
+      bound.bandwidth_seconds * 1e6, bound.seconds / seconds, out["chunk_transfers"].get<double>(),
+      out["busiest_link_busy_seconds"].get<double>() * 1e6, host_seconds);
   if (!timing_only) {
-    std::cout << fmt::format("  numerics    every core bitwise identical: {}; max |error| vs "
-                             "float64 sum {:.3g}\n",
-                             out["bitwise_identical_on_every_core"].get<bool>() ? "yes" : "NO",
-                             out["max_abs_error_vs_f64_sum"].get<double>());
+    std::cout << fmt::format(
+        "  numerics    every core bitwise identical: {}; max |error| vs "
+        "float64 sum {:.3g}\n",
+        out["bitwise_identical_on_every_core"].get<bool>() ? "yes" : "NO",
+        out["max_abs_error_vs_f64_sum"].get<double>());
   }
   return kOk;
 }

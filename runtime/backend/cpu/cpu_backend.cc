@@ -96,52 +96,64 @@ class CpuBackend final : public Backend {
     return std::make_unique<CpuExecutable>(graph, options.precision == "mxu", options.replicas);
   }
 
-  // Replicas run one after another on the host's cores, each on its own copy of the variables.
+  // The replicas run in lockstep, node by node, each on its own copy of the variables (replica 0
+  // on `variables` itself), so that cross_replica_sum sees every replica's value.
   absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
                                       const std::vector<LoopStep>& steps,
                                       uint64_t first_step) override {
     auto& exe = static_cast<CpuExecutable&>(executable);
     if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
-    // Replica 0 updates `variables` itself; the others, copies.
     std::vector<Variables> others(exe.replicas() - 1, variables);
+    std::vector<Variables*> vars{&variables};
+    for (Variables& v : others) vars.push_back(&v);
     LoopResult result;
     for (size_t s = 0; s < steps.size(); ++s) {
-      std::vector<Outputs> outputs;
-      for (uint32_t r = 0; r < exe.replicas(); ++r) {
-        Variables& vars = r == 0 ? variables : others[r - 1];
-        outputs.push_back(step(exe, vars, steps[s].replicas[r], first_step + s));
-      }
-      result.outputs.push_back(std::move(outputs));
+      result.outputs.push_back(step(exe, vars, steps[s].replicas, first_step + s));
     }
     return result;
   }
 
  private:
-  static Outputs step(const CpuExecutable& exe, Variables& variables, const Feeds& feeds,
-                      uint64_t step_number) {
+  static std::vector<Outputs> step(const CpuExecutable& exe, const std::vector<Variables*>& vars,
+                                   const std::vector<Feeds>& feeds, uint64_t step_number) {
     const Graph& g = exe.graph();
+    const size_t replicas = vars.size();
     cpu::KernelContext ctx{exe.mxu(), step_number};
-    std::vector<HostTensor> values(static_cast<size_t>(g.size()));
+    std::vector<std::vector<HostTensor>> values(
+        replicas, std::vector<HostTensor>(static_cast<size_t>(g.size())));
     for (int i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
-      if (n.op == Op::kVariable) {
-        values[static_cast<size_t>(i)] = variables.at(n.attrs.name);
-      } else if (n.op == Op::kInfeed) {
-        values[static_cast<size_t>(i)] = feeds.at(n.attrs.name);
+      const auto at = static_cast<size_t>(i);
+      if (n.op == Op::kCrossReplicaSum && replicas > 1) {
+        std::vector<const HostTensor*> parts;
+        for (size_t r = 0; r < replicas; ++r)
+          parts.push_back(&values[r][static_cast<size_t>(n.inputs[0])]);
+        const HostTensor sum = cpu::ring_sum(parts);
+        for (size_t r = 0; r < replicas; ++r) values[r][at] = sum;
       } else {
-        cpu::Inputs in;
-        for (int id : n.inputs) in.push_back(&values[static_cast<size_t>(id)]);
-        values[static_cast<size_t>(i)] = evaluate(n, in, ctx);
+        for (size_t r = 0; r < replicas; ++r) {
+          if (n.op == Op::kVariable) {
+            values[r][at] = vars[r]->at(n.attrs.name);
+          } else if (n.op == Op::kInfeed) {
+            values[r][at] = feeds[r].at(n.attrs.name);
+          } else {
+            cpu::Inputs in;
+            for (int id : n.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);
+            values[r][at] = evaluate(n, in, ctx);
+          }
+        }
       }
       for (int id : n.inputs) {
-        if (exe.last_use()[static_cast<size_t>(id)] == i)
-          values[static_cast<size_t>(id)] = HostTensor{};
+        if (exe.last_use()[static_cast<size_t>(id)] != i) continue;
+        for (size_t r = 0; r < replicas; ++r) values[r][static_cast<size_t>(id)] = HostTensor{};
       }
     }
-    Outputs outputs;
-    for (const auto& o : g.outputs()) outputs[o.name] = values[static_cast<size_t>(o.node)];
-    for (const auto& u : g.updates())
-      variables[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
+    std::vector<Outputs> outputs(replicas);
+    for (size_t r = 0; r < replicas; ++r) {
+      for (const auto& o : g.outputs()) outputs[r][o.name] = values[r][static_cast<size_t>(o.node)];
+      for (const auto& u : g.updates())
+        (*vars[r])[g.node(u.variable).attrs.name] = values[r][static_cast<size_t>(u.value)];
+    }
     return outputs;
   }
 };

@@ -33,6 +33,10 @@ HostTensor extract_patches(const Node& n, const Inputs& in);
 HostTensor patches_to_image(const Node& n, const Inputs& in);
 HostTensor one_hot(const Node& n, const Inputs& in);
 HostTensor rng_uniform(const Node& n, const KernelContext& ctx);
+// The sum of every replica's value, added in the order of a ring all-reduce over replicas
+// 0 .. R-1 (segment s of R, elements split as evenly as possible, summed from replica s+1 round
+// to replica s), so that it is bitwise what the tpusim backend's interconnect computes.
+HostTensor ring_sum(const std::vector<const HostTensor*>& replicas);
 
 // The linear index into a tensor of `shape` reached from output index `out` (of `out_shape`)
 // when input dim i sits at output dim map[i] (size-1 input dims stay at 0). Shared by

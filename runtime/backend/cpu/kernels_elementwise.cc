@@ -203,4 +203,26 @@ HostTensor rng_uniform(const Node& n, const KernelContext& ctx) {
   return out;
 }
 
+HostTensor ring_sum(const std::vector<const HostTensor*>& replicas) {
+  HostTensor out = *replicas.front();
+  const size_t k = replicas.size();
+  const auto n = static_cast<size_t>(out.elements());
+  for (size_t s = 0; s < k; ++s) {
+    const size_t begin = s * (n / k) + std::min(s, n % k);
+    const size_t size = n / k + (s < n % k ? 1 : 0);
+    for (size_t i = begin; i < begin + size; ++i) {
+      if (out.dtype == DType::kS32) {
+        int32_t acc = replicas[(s + 1) % k]->i[i];
+        for (size_t r = 2; r <= k; ++r) acc += replicas[(s + r) % k]->i[i];
+        out.i[i] = acc;
+        continue;
+      }
+      float acc = replicas[(s + 1) % k]->f[i];
+      for (size_t r = 2; r <= k; ++r) acc += replicas[(s + r) % k]->f[i];
+      out.f[i] = acc;
+    }
+  }
+  return out;
+}
+
 }  // namespace tpusim::runtime::cpu

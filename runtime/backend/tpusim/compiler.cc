@@ -121,9 +121,10 @@ absl::Status lower_node(Lowering& l, int id) {
     case Op::kVariable:
     case Op::kInfeed:  // in HBM already
     case Op::kReshape:
-    case Op::kStopGradient:
-    case Op::kCrossReplicaSum:  // share their input's buffer
+    case Op::kStopGradient:  // share their input's buffer
       return absl::OkStatus();
+    case Op::kCrossReplicaSum:
+      return lower_cross_replica_sum(l, id);
     case Op::kBroadcast:
       return lower_broadcast(l, id);
     case Op::kReduceSum:
@@ -158,13 +159,15 @@ absl::Status lower_node(Lowering& l, int id) {
 }  // namespace
 
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
-                                           uint32_t core, isa::Precision precision) {
+                                           uint32_t core, isa::Precision precision,
+                                           uint32_t replicas) {
   CompiledStep out;
   // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
   // each buffer is read: the HBM plan follows the order fragments really run in.
   const std::vector<bool> needed = needed_nodes(graph);
   const std::vector<int> group = fusion_groups(graph, needed);
   PlanRequest request;
+  request.replicas = replicas;
   request.materialized.assign(static_cast<size_t>(graph.size()), true);
   request.reads.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {
@@ -207,7 +210,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   sim::CoreBuilder b(&out.program, core);
   FlagPool flags;
   Emitter emit(slice.chip.core, b, flags);
-  Lowering l{graph, out.plan, emit, hbm, precision, allocate_gemm_flags(flags)};
+  Lowering l{graph, out.plan, emit, hbm, precision, allocate_gemm_flags(flags), replicas};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   out.loop_instruction = b.size();

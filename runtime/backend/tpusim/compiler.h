@@ -45,8 +45,10 @@ struct CompiledStep {
 };
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores
-// per chip).
+// per chip). With `replicas` > 1 the step runs on cores 0 .. replicas-1 and cross_replica_sum is
+// an all-reduce over them (a ring in core order).
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
-                                           uint32_t core, isa::Precision precision = isa::DEFAULT);
+                                           uint32_t core, isa::Precision precision = isa::DEFAULT,
+                                           uint32_t replicas = 1);
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -10,8 +10,9 @@ constexpr uint64_t kAlign = 4096;
 
 uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-bool aliases_input(Op op) {
-  return op == Op::kReshape || op == Op::kStopGradient || op == Op::kCrossReplicaSum;
+bool aliases_input(Op op, uint32_t replicas) {
+  return op == Op::kReshape || op == Op::kStopGradient ||
+         (op == Op::kCrossReplicaSum && replicas == 1);
 }
 
 // First-fit allocation over [base, inf) with a free list kept sorted and coalesced.
@@ -75,7 +76,9 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
     plan.owner[static_cast<size_t>(i)] =
-        aliases_input(node.op) ? plan.owner[static_cast<size_t>(node.inputs[0])] : i;
+        aliases_input(node.op, request != nullptr ? request->replicas : 1)
+            ? plan.owner[static_cast<size_t>(node.inputs[0])]
+            : i;
   }
   auto owner = [&](int id) { return plan.owner[static_cast<size_t>(id)]; };
   // Last fragment that reads each owned buffer, through any alias.

@@ -26,6 +26,7 @@ struct HbmPlan {
 struct PlanRequest {
   std::vector<bool> materialized;
   std::vector<std::vector<int>> reads;
+  uint32_t replicas = 1;  // with more than one, cross_replica_sum gets a buffer of its own
 };
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);

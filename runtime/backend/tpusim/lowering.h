@@ -46,6 +46,7 @@ struct Lowering {
   CompilerHbm& hbm;
   isa::Precision precision;
   std::array<uint32_t, 8> gemm_flags;
+  uint32_t replicas = 1;  // cores 0 .. replicas-1 run the step
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }
@@ -77,6 +78,9 @@ absl::Status lower_pad(Lowering& l, int id);
 absl::Status lower_matmul(Lowering& l, int id);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);
+// An all-reduce of the input over the replicas (a ring in core order); on one replica the node
+// shares its input's buffer and emits nothing.
+absl::Status lower_cross_replica_sum(Lowering& l, int id);
 
 // Materialises `from` (shape `in`, buffer at `src`) broadcast to `out` with input dim i at
 // output dim map[i], into `dst`.

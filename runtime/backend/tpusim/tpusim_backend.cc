@@ -161,7 +161,7 @@ class TpusimBackend final : public Backend {
     }
     std::vector<CompiledStep> per_position;
     for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
-      auto step = tpusim_backend::compile_graph(graph, slice, core);
+      auto step = tpusim_backend::compile_graph(graph, slice, core, isa::DEFAULT, options.replicas);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
     }
