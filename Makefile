@@ -73,6 +73,7 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_runtime_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_data_bench --benchmark_counters_tabular=true
+	@$(BUILD_DIR)/bin/tpusim_collective_bench --benchmark_counters_tabular=true
 
 format:
 	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i

@@ -53,4 +53,26 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
   return b;
 }
 
+double link_floor_seconds(const Topology& topology, const CollectivePlan& plan,
+                          uint64_t element_bytes) {
+  std::vector<double> bytes(topology.link_count(), 0.0);
+  for (const auto& phase : plan) {
+    for (const RingPass& pass : phase) {
+      const uint32_t k = pass.size();
+      for (uint32_t i = 0; i < k && pass.steps() > 0; ++i) {
+        double sent = 0;
+        for (uint32_t t = 0; t < pass.steps(); ++t)
+          sent += static_cast<double>(pass.segment_size(pass.segment_sent(i, t)) * element_bytes);
+        for (uint32_t link : topology.route(pass.members[i], pass.members[(i + 1) % k]))
+          bytes[link] += sent;
+      }
+    }
+  }
+  double floor = 0;
+  for (uint32_t l = 0; l < topology.link_count(); ++l) {
+    if (bytes[l] > 0) floor = std::max(floor, bytes[l] / topology.link(l).bytes_per_s);
+  }
+  return floor;
+}
+
 }  // namespace tpusim::sim

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "sim/isa/isa.pb.h"
+#include "sim/net/ring_plan.h"
 #include "sim/net/topology.h"
 
 namespace tpusim::sim {
@@ -25,5 +26,13 @@ struct CollectiveBound {
 
 CollectiveBound all_reduce_bound(const Topology& topology, isa::Collective::Algorithm algorithm,
                                  double bytes);
+
+// The hard floor of a collective: the time its busiest link needs for the bytes the plan puts on
+// it (every step of every pass, along each edge's route), whatever the schedule. The formulas
+// above charge every edge the slowest link's bandwidth and run the 2D torus's phases one after
+// another; with a chip's faster on-chip link in a ring, members move through the phases at
+// different paces and the phases overlap, so a schedule can beat a formula but never this.
+double link_floor_seconds(const Topology& topology, const CollectivePlan& plan,
+                          uint64_t element_bytes = 4);
 
 }  // namespace tpusim::sim

@@ -3,9 +3,9 @@
 // every replica ends with the same variables.
 #include "runtime/graph/cross_shard.h"
 
-#include <gtest/gtest.h>
-
 #include <optional>
+
+#include <gtest/gtest.h>
 
 #include "common/strings.h"
 #include "runtime/backend/backend.h"

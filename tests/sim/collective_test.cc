@@ -201,6 +201,28 @@ TEST(Collective, LatencyAndBandwidthTermsFollowTheFormulas) {
   EXPECT_EQ(big.run.cycles(), 947175u);
 }
 
+// Whatever the algorithm and size, no all-reduce finishes before its busiest link could carry
+// the bytes the plan puts on it; big ones come within 1% of that floor.
+TEST(Collective, NoScheduleBeatsTheLinks) {
+  auto s = make_system("v3-8");
+  s->set_timing_only(true);
+  const Topology t(s->slice());
+  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D}) {
+    for (uint64_t n : {256ull, 1ull << 18, 1ull << 22, 1ull << 26}) {
+      const uint64_t cycles = run_collective(*s, C::ALL_REDUCE, a, n, {}, 1 << 20).run.cycles();
+      isa::Collective c;
+      c.set_kind(C::ALL_REDUCE);
+      c.set_algorithm(a);
+      c.set_elements(n);
+      const double floor = link_floor_seconds(t, plan_collective(c, t.snake_ring(), t)) * 940e6;
+      EXPECT_GE(static_cast<double>(cycles), floor) << "algorithm " << a << " elements " << n;
+      if (n == 1ull << 26) {
+        EXPECT_LT(static_cast<double>(cycles), floor * 1.01) << a;
+      }
+    }
+  }
+}
+
 // Cores 0 and 2 (core 0 of chips 0 and 1) all-reduce over chip 0's +x link and, back, chip 1's
 // +x link (round the 2-chip ring). Cores 1 and 3 do the same at the same time over the same two
 // links: both take about twice as long as one alone.
