@@ -38,7 +38,7 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
   if (algorithm == isa::Collective::TORUS_2D) {
     std::vector<uint32_t> row, column;
     for (uint32_t x = 0; x < t.grid_x(); ++x) row.push_back(t.core_at(x, 0));
-    for (uint32_t y = 0; y < t.grid_y(); ++y) column.push_back(t.core_at(0, y));
+    for (uint32_t y = 0; y < t.grid_y(); ++y) column.push_back(t.core_at(0, t.snake_row(y)));
     const Ring rx = ring_of(t, row), ry = ring_of(t, column);
     b.latency_seconds = 2 * (rx.p - 1) * rx.latency_s + 2 * (ry.p - 1) * ry.latency_s;
     if (rx.p > 1) b.bandwidth_seconds += 2 * (rx.p - 1) / rx.p * n / rx.bytes_per_s;

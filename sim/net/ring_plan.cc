@@ -58,7 +58,8 @@ CollectivePlan plan_collective(const isa::Collective& c, const std::vector<uint3
     std::vector<RingPass> rows_rs, columns, rows_ag;
     for (uint32_t y = 0; y < gy; ++y) {
       RingPass row;
-      for (uint32_t x = 0; x < gx; ++x) row.members.push_back(topology.core_at(x, y));
+      for (uint32_t x = 0; x < gx; ++x)
+        row.members.push_back(topology.core_at(x, topology.snake_row(y)));
       row.elements = n;
       row.all_gather = false;
       rows_rs.push_back(row);
@@ -69,7 +70,8 @@ CollectivePlan plan_collective(const isa::Collective& c, const std::vector<uint3
     // Column x all-reduces segment x of the rows' passes.
     for (uint32_t x = 0; x < gx; ++x) {
       RingPass column;
-      for (uint32_t y = 0; y < gy; ++y) column.members.push_back(topology.core_at(x, y));
+      for (uint32_t y = 0; y < gy; ++y)
+        column.members.push_back(topology.core_at(x, topology.snake_row(y)));
       column.offset = rows_rs[0].segment_begin(x);
       column.elements = rows_rs[0].segment_size(x);
       columns.push_back(column);

@@ -85,11 +85,18 @@ uint32_t Topology::core_at(uint32_t gx, uint32_t gy) const {
   return chip * cores_per_chip_ + gx % cores_per_chip_;
 }
 
+uint32_t Topology::snake_row(uint32_t r) const {
+  if (shape_.size() < 3) return r;
+  const uint32_t y_size = shape_[1];
+  const uint32_t z = r / y_size, y = r % y_size;
+  return (z % 2 == 0 ? y : y_size - 1 - y) + y_size * z;
+}
+
 std::vector<uint32_t> Topology::snake_ring() const {
   std::vector<uint32_t> ring;
-  for (uint32_t y = 0; y < grid_y_; ++y) {
+  for (uint32_t r = 0; r < grid_y_; ++r) {
     for (uint32_t i = 0; i < grid_x_; ++i) {
-      ring.push_back(core_at(y % 2 == 0 ? i : grid_x_ - 1 - i, y));
+      ring.push_back(core_at(r % 2 == 0 ? i : grid_x_ - 1 - i, snake_row(r)));
     }
   }
   return ring;

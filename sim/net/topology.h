@@ -42,6 +42,9 @@ class Topology {
   uint32_t grid_x() const { return grid_x_; }
   uint32_t grid_y() const { return grid_y_; }
   uint32_t core_at(uint32_t gx, uint32_t gy) const;
+  // The r-th row of the grid in snake order over the chips' (y, z) plane, so that consecutive
+  // rows are one hop apart in 3D too (the identity in 2D).
+  uint32_t snake_row(uint32_t r) const;
   // Every core in snake order over the core grid: row 0 left to right, row 1 right to left, ...
   // Neighbours are one hop apart, and on a torus with an even number of rows so are the ends.
   std::vector<uint32_t> snake_ring() const;

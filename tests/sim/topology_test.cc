@@ -49,6 +49,28 @@ TEST(Topology, AMeshHasNoWraparound) {
                                       "chip 7 +y", "chip 11 +y"}));
 }
 
+// A v4 cube of 4 x 4 x 4 chips: routes go X, then Y, then Z; the snake ring still visits every
+// core one hop at a time (Y' runs over y and z).
+TEST(Topology, ACubeRoutesInThreeDimensions) {
+  auto spec = slice("v4-8");
+  spec.topology.shape = {4, 4, 4};
+  spec.topology.torus = true;
+  spec.chips = 64;
+  spec.cores = 128;
+  const Topology t(spec);
+  // Chip 0 (0,0,0) to chip 63 (3,3,3): one hop the negative way in each dimension.
+  EXPECT_EQ(names(t, t.route(0, 126)),
+            (std::vector<std::string>{"chip 0 -x", "chip 3 -y", "chip 15 -z"}));
+  // Chip 21 (1,1,1) to chip 42 (2,2,2).
+  EXPECT_EQ(names(t, t.route(42, 84)),
+            (std::vector<std::string>{"chip 21 +x", "chip 22 +y", "chip 26 +z"}));
+  EXPECT_EQ(t.grid_x(), 8u);
+  EXPECT_EQ(t.grid_y(), 16u);
+  const auto ring = t.snake_ring();
+  for (size_t i = 0; i < ring.size(); ++i)
+    EXPECT_EQ(t.route(ring[i], ring[(i + 1) % ring.size()]).size(), 1u) << i;
+}
+
 // Every two neighbours of the snake ring are one hop apart, and on a torus the ends too.
 TEST(Topology, TheSnakeRingVisitsEveryCoreOneHopAtATime) {
   for (const char* name : {"v3-8", "v3-32", "v3-2048"}) {
