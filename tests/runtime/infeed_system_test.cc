@@ -92,20 +92,41 @@ Loop run_fed(Backend& backend, Executable& exe, Variables& vars, int steps, doub
   return out;
 }
 
-// Each replica trains on its own slice of the host batch, on its own core, exactly as the cpu
-// backend's replicas do (cpu in mxu precision: the same bf16 products).
-TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
-  const Graph g = training_step();
-  const Variables init = initial_variables(g);
+// The same three fed steps of `g` on tpusim and on cpu (mxu precision: the same bf16 products),
+// from the same initial variables; each side's variables afterwards.
+struct BothBackends {
+  Loop tpu, cpu;
+  Variables on_tpu, on_cpu;
+};
+
+BothBackends run_on_both(const Graph& g) {
+  BothBackends out;
+  out.on_tpu = out.on_cpu = initial_variables(g);
   auto tpu = make_backend("tpusim");
   auto cpu = make_backend("cpu");
   auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas});
   auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
-  ASSERT_TRUE(tpu_exe.ok()) << tpu_exe.status();
-  ASSERT_TRUE(cpu_exe.ok()) << cpu_exe.status();
-  Variables on_tpu = init, on_cpu = init;
-  const Loop t = run_fed(**tpu, **tpu_exe, on_tpu, 3, 0);
-  const Loop c = run_fed(**cpu, **cpu_exe, on_cpu, 3, 0);
+  EXPECT_TRUE(tpu_exe.ok()) << tpu_exe.status();
+  EXPECT_TRUE(cpu_exe.ok()) << cpu_exe.status();
+  if (!tpu_exe.ok() || !cpu_exe.ok()) return out;
+  out.tpu = run_fed(**tpu, **tpu_exe, out.on_tpu, 3, 0);
+  out.cpu = run_fed(**cpu, **cpu_exe, out.on_cpu, 3, 0);
+  return out;
+}
+
+void expect_same_variables(const BothBackends& b) {
+  for (const auto& [name, value] : b.on_cpu) {
+    for (size_t i = 0; i < value.f.size(); ++i)
+      ASSERT_NEAR(b.on_tpu.at(name).f[i], value.f[i], 1e-5) << name << " [" << i << "]";
+  }
+}
+
+// Each replica trains on its own slice of the host batch, on its own core, exactly as the cpu
+// backend's replicas do.
+TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
+  const BothBackends both = run_on_both(training_step());
+  const Loop& t = both.tpu;
+  const Loop& c = both.cpu;
   EXPECT_FALSE(c.result.timing.simulated);
   ASSERT_EQ(t.result.outputs.size(), 3u);
   for (size_t s = 0; s < 3; ++s) {
@@ -119,27 +140,16 @@ TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
       }
     }
   }
-  for (const auto& [name, value] : on_cpu) {
-    for (size_t i = 0; i < value.f.size(); ++i)
-      ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-5) << name << " [" << i << "]";
-  }
+  expect_same_variables(both);
 }
 
 // CrossShardOptimizer on the 8 cores: the gradients' cross_replica_sum is an all-reduce over the
 // interconnect, every replica starts each step with bitwise the same weights, and they follow
 // the cpu backend's replicas (mxu precision).
 TEST(InfeedSystem, CrossShardTrainingKeepsEveryCoreInStep) {
-  const Graph g = training_step(/*cross_shard=*/true);
-  const Variables init = initial_variables(g);
-  auto tpu = make_backend("tpusim");
-  auto cpu = make_backend("cpu");
-  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas});
-  auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
-  ASSERT_TRUE(tpu_exe.ok()) << tpu_exe.status();
-  ASSERT_TRUE(cpu_exe.ok()) << cpu_exe.status();
-  Variables on_tpu = init, on_cpu = init;
-  const Loop t = run_fed(**tpu, **tpu_exe, on_tpu, 3, 0);
-  const Loop c = run_fed(**cpu, **cpu_exe, on_cpu, 3, 0);
+  const BothBackends both = run_on_both(training_step(/*cross_shard=*/true));
+  const Loop& t = both.tpu;
+  const Loop& c = both.cpu;
   for (size_t s = 1; s < 3; ++s) {
     for (const auto& [name, value] : t.result.outputs[s][0]) {
       if (name == "loss") continue;
@@ -147,10 +157,7 @@ TEST(InfeedSystem, CrossShardTrainingKeepsEveryCoreInStep) {
         ASSERT_EQ(t.result.outputs[s][r].at(name).f, value.f) << name << " replica " << r;
     }
   }
-  for (const auto& [name, value] : on_cpu) {
-    for (size_t i = 0; i < value.f.size(); ++i)
-      ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-5) << name << " [" << i << "]";
-  }
+  expect_same_variables(both);
   for (size_t r = 0; r < kReplicas; ++r) {
     EXPECT_NEAR(t.result.outputs[2][r].at("loss").f[0], c.result.outputs[2][r].at("loss").f[0],
                 1e-5);
