@@ -7,6 +7,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
+#include "runtime/graph/optimizers.h"
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
@@ -91,6 +92,59 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   for (const auto& [name, value] : on_cpu) {
     for (size_t i = 0; i < value.f.size(); ++i)
       EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
+  }
+}
+
+// Adam with a staircase exponential decay, and momentum with a piecewise schedule: slots, the
+// global step, bias correction and the schedules' select/exp/cast run on the vector unit and
+// follow the cpu backend.
+TEST(TpusimBackend, OptimizersAndSchedulesMatchCpu) {
+  for (int which = 0; which < 2; ++which) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", DType::kF32, {16, 12});
+    const Value labels = b.infeed("labels", DType::kS32, {16});
+    const Value logits = layers::dense(b, x, 4, layers::Activation::kNone, 2);
+    const Value loss =
+        layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
+    std::vector<Value> vars;
+    for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
+    auto grads = gradients(b, loss, vars);
+    ASSERT_TRUE(grads.ok());
+    OptimizerSpec spec;
+    if (which == 0) {
+      spec.kind = OptimizerSpec::Kind::kAdam;
+      spec.learning_rate = {LearningRate::Kind::kExponentialDecay, 0.05f, 0.5f, 2, true, {}, {}};
+    } else {
+      spec.kind = OptimizerSpec::Kind::kMomentum;
+      spec.learning_rate = {
+          LearningRate::Kind::kPiecewiseConstant, 0, 1, 1, false, {1}, {0.1f, 0.02f}};
+    }
+    auto lr = apply_gradients(b, spec, vars, *grads);
+    ASSERT_TRUE(lr.ok()) << lr.status();
+    b.output("loss", loss);
+    b.output("lr", *lr);
+    ASSERT_TRUE(b.status().ok()) << b.status();
+    opcheck::OpCase c;
+    c.inputs = {{"x", DType::kF32, {16, 12}}, {"labels", DType::kS32, {16}, 0, 4}};
+    const std::vector<Feeds> feeds(4, opcheck::make_feeds(c, 3));
+    Variables on_cpu = initial_variables(b.graph()), on_tpu = on_cpu;
+    for (auto [name, vars_ptr] : {std::pair{"cpu", &on_cpu}, std::pair{"tpusim", &on_tpu}}) {
+      auto backend = make_backend(name);
+      auto exe = (*backend)->compile(b.graph(), {name == std::string("cpu") ? "mxu" : "fp32"});
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      auto out = (*backend)->run(**exe, *vars_ptr, feeds, 0);
+      ASSERT_TRUE(out.ok()) << out.status();
+      if (which == 0) {
+        EXPECT_NEAR((*out)[3].at("lr").f[0], 0.05f * 0.5f, 1e-7) << name;
+      } else {
+        EXPECT_EQ((*out)[3].at("lr").f[0], 0.02f) << name;
+      }
+    }
+    for (const auto& [name, value] : on_cpu) {
+      for (size_t i = 0; i < value.f.size(); ++i)
+        ASSERT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name << " [" << i << "]";
+    }
+    EXPECT_EQ(on_tpu.at("global_step").f[0], 4.0f);
   }
 }
 

@@ -1,0 +1,147 @@
+#include "runtime/graph/optimizers.h"
+
+#include <cmath>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime {
+namespace {
+
+// sqrt on the ops every backend has: x * rsqrt(x), with 0 for x = 0 (not 0 * inf).
+Value sqrt_of(GraphBuilder& b, Value x) {
+  const Value safe = b.binary(Op::kMax, x, b.scalar(1e-30f));
+  return x * b.unary(Op::kRsqrt, safe);
+}
+
+Value slot(GraphBuilder& b, Value var, const std::string& name, float init = 0.0f) {
+  const Node& n = b.node(var);
+  Initializer zero;
+  zero.kind = init == 0.0f ? InitKind::kZeros : InitKind::kConstant;
+  zero.value = init;
+  return b.variable(str_cat(n.attrs.name, "/", name), DType::kF32, n.shape, zero);
+}
+
+}  // namespace
+
+absl::StatusOr<OptimizerSpec::Kind> optimizer_kind(const std::string& name) {
+  if (name == "sgd") return OptimizerSpec::Kind::kSgd;
+  if (name == "momentum") return OptimizerSpec::Kind::kMomentum;
+  if (name == "adam") return OptimizerSpec::Kind::kAdam;
+  return absl::InvalidArgumentError(
+      str_cat("unknown optimizer '", name, "' (sgd, momentum, adam)"));
+}
+
+const char* optimizer_name(OptimizerSpec::Kind kind) {
+  switch (kind) {
+    case OptimizerSpec::Kind::kMomentum:
+      return "momentum";
+    case OptimizerSpec::Kind::kAdam:
+      return "adam";
+    default:
+      return "sgd";
+  }
+}
+
+Value global_step(GraphBuilder& b) {
+  const int existing = b.graph().find_variable("global_step");
+  if (existing >= 0) return Value{existing, &b};
+  return b.variable("global_step", DType::kF32, Shape{}, Initializer{});
+}
+
+absl::StatusOr<Value> learning_rate(GraphBuilder& b, const LearningRate& s, Value step) {
+  if (!(s.initial >= 0) || !std::isfinite(s.initial))
+    return absl::InvalidArgumentError(str_cat("learning rate ", s.initial, " must be >= 0"));
+  switch (s.kind) {
+    case LearningRate::Kind::kConstant:
+      return b.scalar(s.initial);
+    case LearningRate::Kind::kExponentialDecay: {
+      if (s.decay_steps < 1) {
+        return absl::InvalidArgumentError(
+            str_cat("exponential decay: decay_steps ", s.decay_steps, " must be >= 1"));
+      }
+      if (!(s.decay_rate > 0)) {
+        return absl::InvalidArgumentError(
+            str_cat("exponential decay: decay_rate ", s.decay_rate, " must be > 0"));
+      }
+      Value p = step * (1.0f / static_cast<float>(s.decay_steps));
+      if (s.staircase) p = b.cast(b.cast(p, DType::kS32), DType::kF32);  // floor: p >= 0
+      return b.unary(Op::kExp, p * std::log(s.decay_rate)) * s.initial;
+    }
+    case LearningRate::Kind::kPiecewiseConstant: {
+      if (s.values.size() != s.boundaries.size() + 1) {
+        return absl::InvalidArgumentError(
+            str_cat("piecewise constant: ", s.values.size(), " values for ", s.boundaries.size(),
+                    " boundaries (need one more value than boundaries)"));
+      }
+      for (size_t i = 1; i < s.boundaries.size(); ++i) {
+        if (s.boundaries[i] <= s.boundaries[i - 1]) {
+          return absl::InvalidArgumentError(str_cat(
+              "piecewise constant: boundaries must increase (", s.boundaries[i - 1], " then ",
+              s.boundaries[i], ")"));
+        }
+      }
+      Value lr = b.scalar(s.values[0]);
+      for (size_t i = 0; i < s.boundaries.size(); ++i) {
+        const Value past = b.binary(Op::kGreater, step, b.scalar(static_cast<float>(s.boundaries[i])));
+        lr = b.select(past, b.scalar(s.values[i + 1]), lr);
+      }
+      return lr;
+    }
+  }
+  return absl::InvalidArgumentError("unknown learning-rate schedule");
+}
+
+absl::StatusOr<Value> apply_gradients(GraphBuilder& b, const OptimizerSpec& spec,
+                                      const std::vector<Value>& vars,
+                                      const std::vector<Value>& grads) {
+  if (vars.size() != grads.size()) {
+    return absl::InvalidArgumentError(
+        str_cat("apply_gradients: ", vars.size(), " variables but ", grads.size(), " gradients"));
+  }
+  const Value step = global_step(b);
+  auto lr = learning_rate(b, spec.learning_rate, step);
+  if (!lr.ok()) return lr.status();
+  GraphBuilder::Scope scope(b, optimizer_name(spec.kind));
+  switch (spec.kind) {
+    case OptimizerSpec::Kind::kSgd:
+      for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - *lr * grads[i]);
+      break;
+    case OptimizerSpec::Kind::kMomentum:
+      for (size_t i = 0; i < vars.size(); ++i) {
+        const Value accum = slot(b, vars[i], "Momentum");
+        const Value next = accum * spec.momentum + grads[i];
+        b.update(accum, next);
+        const Value direction = spec.nesterov ? grads[i] + next * spec.momentum : next;
+        b.update(vars[i], vars[i] - *lr * direction);
+      }
+      break;
+    case OptimizerSpec::Kind::kAdam: {
+      // TF keeps beta1^t and beta2^t as variables, multiplied once per step.
+      Initializer b1;
+      b1.kind = InitKind::kConstant;
+      b1.value = spec.beta1;
+      Initializer b2 = b1;
+      b2.value = spec.beta2;
+      const Value beta1_power = b.variable("beta1_power", DType::kF32, Shape{}, b1);
+      const Value beta2_power = b.variable("beta2_power", DType::kF32, Shape{}, b2);
+      const Value lr_t = *lr * sqrt_of(b, 1.0f - beta2_power) / (1.0f - beta1_power);
+      for (size_t i = 0; i < vars.size(); ++i) {
+        const Value m = slot(b, vars[i], "Adam");
+        const Value s = slot(b, vars[i], "Adam_1");
+        const Value m_next = m * spec.beta1 + grads[i] * (1.0f - spec.beta1);
+        const Value s_next = s * spec.beta2 + grads[i] * grads[i] * (1.0f - spec.beta2);
+        b.update(m, m_next);
+        b.update(s, s_next);
+        b.update(vars[i], vars[i] - lr_t * m_next / (sqrt_of(b, s_next) + spec.epsilon));
+      }
+      b.update(beta1_power, beta1_power * spec.beta1);
+      b.update(beta2_power, beta2_power * spec.beta2);
+      break;
+    }
+  }
+  b.update(step, step + 1.0f);
+  if (!b.status().ok()) return b.status();
+  return *lr;
+}
+
+}  // namespace tpusim::runtime
