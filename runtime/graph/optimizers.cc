@@ -75,14 +75,15 @@ absl::StatusOr<Value> learning_rate(GraphBuilder& b, const LearningRate& s, Valu
       }
       for (size_t i = 1; i < s.boundaries.size(); ++i) {
         if (s.boundaries[i] <= s.boundaries[i - 1]) {
-          return absl::InvalidArgumentError(str_cat(
-              "piecewise constant: boundaries must increase (", s.boundaries[i - 1], " then ",
-              s.boundaries[i], ")"));
+          return absl::InvalidArgumentError(
+              str_cat("piecewise constant: boundaries must increase (", s.boundaries[i - 1],
+                      " then ", s.boundaries[i], ")"));
         }
       }
       Value lr = b.scalar(s.values[0]);
       for (size_t i = 0; i < s.boundaries.size(); ++i) {
-        const Value past = b.binary(Op::kGreater, step, b.scalar(static_cast<float>(s.boundaries[i])));
+        const Value past =
+            b.binary(Op::kGreater, step, b.scalar(static_cast<float>(s.boundaries[i])));
         lr = b.select(past, b.scalar(s.values[i + 1]), lr);
       }
       return lr;

@@ -6,8 +6,8 @@
 // replicas, so every replica applies the same update.
 //
 //   SGD       v -= lr * g
-//   Momentum  a = momentum * a + g;  v -= lr * a              (nesterov: v -= lr * (g + momentum * a))
-//   Adam      t = step + 1;  lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
+//   Momentum  a = momentum * a + g;  v -= lr * a              (nesterov: v -= lr * (g + momentum *
+//   a)) Adam      t = step + 1;  lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
 //             m = b1 m + (1 - b1) g;  s = b2 s + (1 - b2) g^2;  v -= lr_t * m / (sqrt(s) + eps)
 //
 // Schedules (of the global step before this step's increment):

@@ -56,7 +56,8 @@ Trained train(const OptimizerSpec& spec, int steps) {
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, int step) {
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::abs(want[i]))) << "step " << step << " [" << i << "]";
+    EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::abs(want[i])))
+        << "step " << step << " [" << i << "]";
     EXPECT_FALSE(std::isnan(got[i]));
   }
 }
