@@ -62,7 +62,8 @@ absl::Status write_atomically(const std::string& path, const std::string& text) 
   if (auto s = sync_file(tmp); !s.ok()) return s;
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
   return absl::OkStatus();
 }
 
@@ -104,7 +105,7 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_
       r.set_dtype(to_record(value.dtype));
       for (int64_t d : value.shape.dims()) r.add_shape(d);
       const void* data = value.dtype == DType::kS32 ? static_cast<const void*>(value.i.data())
-                                                   : static_cast<const void*>(value.f.data());
+                                                    : static_cast<const void*>(value.f.data());
       r.set_data(data, static_cast<size_t>(value.elements()) * 4);
       if (auto s = (*writer)->write(r.SerializeAsString()); !s.ok()) return s;
     }
@@ -112,7 +113,8 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_
   }
   if (auto s = sync_file(tmp); !s.ok()) return s;
   fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
 
   std::vector<std::string> all = list_checkpoints(model_dir);
   if (keep_max > 0) {
@@ -162,9 +164,9 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     t.shape = runtime::Shape(std::vector<int64_t>(r.shape().begin(), r.shape().end()));
     const uint64_t bytes = static_cast<uint64_t>(t.elements()) * 4;
     if (r.data().size() != bytes || r.dtype() == VariableRecord::DTYPE_UNSPECIFIED) {
-      return absl::DataLossError(str_cat(path, ": variable '", r.name(), "' (record ", k,
-                                         ", byte ", offset, ") holds ", r.data().size(),
-                                         " bytes; its shape ", t.shape.str(), " needs ", bytes));
+      return absl::DataLossError(str_cat(path, ": variable '", r.name(), "' (record ", k, ", byte ",
+                                         offset, ") holds ", r.data().size(), " bytes; its shape ",
+                                         t.shape.str(), " needs ", bytes));
     }
     if (t.dtype == DType::kS32) {
       t.i.resize(static_cast<size_t>(t.elements()));

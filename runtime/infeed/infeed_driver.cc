@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
     step.replicas.resize(options_.replicas);
     double ready = 0;
     for (size_t p = 0; p < pipelines_.size(); ++p) {
-      auto at = pull(p, step.replicas);
+      auto at = pull(p, &step.replicas);
       if (!at.ok()) return at.status();
       ready = std::max(ready, *at);
     }
@@ -89,39 +89,58 @@ absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
   return loop;
 }
 
-absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>& replicas) {
-  auto next = iterators_[p]->next();
-  if (!next.ok()) {
-    return absl::Status(next.status().code(), str_cat("input pipeline ", p, ", step ", steps_taken_,
-                                                      ": ", next.status().message()));
-  }
-  if (!next->has_value()) {
-    return absl::OutOfRangeError(
-        str_cat("input pipeline ", p, " ended after ", steps_taken_, " steps"));
-  }
-  const uint64_t start_ns = data::thread_cpu_ns();
+absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
   const size_t per_pipeline = options_.replicas / pipelines_.size();
-  if (absl::Status st = split(**next, p * per_pipeline, replicas); !st.ok()) {
-    return absl::Status(st.code(),
-                        str_cat("input pipeline ", p, ", step ", steps_taken_, ": ", st.message()));
-  }
-  std::vector<double> costs = options_.timing.stage_seconds;
-  if (costs.empty()) {  // measured: each stage's CPU time since the previous batch
-    const auto samples = pipelines_[p].profile->snapshot();
-    std::vector<double>& last = last_cpu_[p];
-    last.resize(samples.size(), 0.0);
-    for (size_t i = 0; i < samples.size(); ++i) {
-      costs.push_back(samples[i].cpu_seconds - last[i]);
-      last[i] = samples[i].cpu_seconds;
+  // Dealing: each batch is one replica's, and the pipeline's replicas take them in turn.
+  const size_t pulls = options_.deal_per_core_batches ? per_pipeline : 1;
+  double ready = 0;
+  for (size_t j = 0; j < pulls; ++j) {
+    auto next = iterators_[p]->next();
+    if (!next.ok()) {
+      return absl::Status(
+          next.status().code(),
+          str_cat("input pipeline ", p, ", step ", steps_taken_, ": ", next.status().message()));
     }
-    costs.push_back(static_cast<double>(data::thread_cpu_ns() - start_ns) * 1e-9);
+    if (!next->has_value()) {
+      return absl::OutOfRangeError(
+          str_cat("input pipeline ", p, " ended after ", steps_taken_, " steps"));
+    }
+    if (replicas == nullptr) continue;  // skipping
+    const uint64_t start_ns = data::thread_cpu_ns();
+    const size_t first = p * per_pipeline + j;
+    const size_t count = options_.deal_per_core_batches ? 1 : per_pipeline;
+    if (absl::Status st = split(**next, first, static_cast<int64_t>(count), *replicas); !st.ok()) {
+      return absl::Status(
+          st.code(), str_cat("input pipeline ", p, ", step ", steps_taken_, ": ", st.message()));
+    }
+    std::vector<double> costs = options_.timing.stage_seconds;
+    if (costs.empty()) {  // measured: each stage's CPU time since the previous batch
+      const auto samples = pipelines_[p].profile->snapshot();
+      std::vector<double>& last = last_cpu_[p];
+      last.resize(samples.size(), 0.0);
+      for (size_t i = 0; i < samples.size(); ++i) {
+        costs.push_back(samples[i].cpu_seconds - last[i]);
+        last[i] = samples[i].cpu_seconds;
+      }
+      costs.push_back(static_cast<double>(data::thread_cpu_ns() - start_ns) * 1e-9);
+    }
+    ready = models_[p].add_batch(costs);
   }
-  return models_[p].add_batch(costs);
+  return ready;
 }
 
-absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replica,
+absl::Status InfeedDriver::skip(uint64_t steps) {
+  for (uint64_t s = 0; s < steps; ++s) {
+    for (size_t p = 0; p < pipelines_.size(); ++p) {
+      if (auto at = pull(p, nullptr); !at.ok()) return at.status();
+    }
+    ++steps_taken_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replica, int64_t k,
                                  std::vector<Feeds>& replicas) const {
-  const int64_t k = static_cast<int64_t>(options_.replicas / pipelines_.size());
   for (const Feed& f : feeds_) {
     std::string component = f.infeed;
     for (const auto& [from, to] : options_.infeed_of) {

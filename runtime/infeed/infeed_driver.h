@@ -6,9 +6,11 @@
 // the host link into each core's bounded infeed queue (the tpusim backend) or just computes.
 //
 // Pipelines and cores: with P pipelines and R replicas, pipeline p feeds replicas
-// p*R/P .. (p+1)*R/P - 1 and its batches are split evenly along dimension 0 over them. One
-// pipeline per host with its batch split over the host's cores is TPUEstimator's
-// per_host_input_for_training; one pipeline per replica is per-core input.
+// p*R/P .. (p+1)*R/P - 1. Its batches are split evenly along dimension 0 over them (one pipeline
+// per host: TPUEstimator's per_host_input_for_training, PER_HOST_V1), or, with
+// deal_per_core_batches, each batch is one replica's and its replicas take them in turn
+// (PER_HOST_V2, where input_fn batches at the per-core size). One pipeline per replica is
+// per-core input.
 //
 // Host time: every pipeline starts at host time 0 and runs on its own share of the host's cores.
 // A step is ready when the last of its pipelines has its batch. Deterministic mode charges each
@@ -53,6 +55,7 @@ struct InfeedOptions {
   // Component name -> infeed name, where they differ; other components feed the infeed of their
   // own name, and components no infeed takes (a "mask", say) are left on the host.
   std::map<std::string, std::string> infeed_of;
+  bool deal_per_core_batches = false;
   HostTiming timing;
 };
 
@@ -67,6 +70,9 @@ class InfeedDriver {
   // when a pipeline ends first, saying how many steps it gave; errors of a pipeline come with
   // its index and the step.
   absl::StatusOr<std::vector<LoopStep>> next_loop(uint32_t steps, double loop_start_seconds);
+  // Reads and drops `steps` steps' batches, charging the host model nothing: a resumed run
+  // fast-forwards its (deterministic) input to where the checkpoint left it.
+  absl::Status skip(uint64_t steps);
 
   // The host model of each pipeline (batches so far, stage busy time, what-if replays).
   const std::vector<HostPipelineModel>& host_models() const { return models_; }
@@ -80,8 +86,11 @@ class InfeedDriver {
   };
   InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options, std::vector<Feed> feeds,
                std::vector<HostPipelineModel> models);
-  absl::StatusOr<double> pull(size_t pipeline, std::vector<Feeds>& replicas);
-  absl::Status split(const data::Element& batch, size_t first_replica,
+  // One step's batches of `pipeline` into `replicas` (null: read and drop them); returns when
+  // they are ready.
+  absl::StatusOr<double> pull(size_t pipeline, std::vector<Feeds>* replicas);
+  // `batch` split along dimension 0 into replicas first_replica .. first_replica + k - 1.
+  absl::Status split(const data::Element& batch, size_t first_replica, int64_t k,
                      std::vector<Feeds>& replicas) const;
 
   std::vector<InputPipeline> pipelines_;

@@ -83,6 +83,35 @@ TEST(InfeedDriver, SplitsAHostBatchOverItsCores) {
   EXPECT_EQ((*driver)->steps_taken(), 2u);
 }
 
+// PER_HOST_V2: the pipeline batches at the per-core size and its cores take the batches in turn.
+TEST(InfeedDriver, DealsPerCoreBatchesInTurn) {
+  InfeedOptions o = fixed_costs(2, {0, 0, 0, 0});
+  o.deal_per_core_batches = true;
+  auto driver = InfeedDriver::create(two_infeeds(8), {{host_batches(5), nullptr}}, o);
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  auto loop = (*driver)->next_loop(2, 0);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  EXPECT_EQ((*loop)[0].replicas[0].at("x").f[0], 0.0f);
+  EXPECT_EQ((*loop)[0].replicas[1].at("x").f[0], 100.0f);
+  EXPECT_EQ((*loop)[1].replicas[0].at("x").f[0], 200.0f);
+  EXPECT_EQ((*loop)[1].replicas[1].at("x").f[0], 300.0f);
+  EXPECT_EQ((*driver)->host_models()[0].batches(), 4u);
+}
+
+// A resumed run fast-forwards: skipped steps are read and dropped, and cost the host nothing.
+TEST(InfeedDriver, SkipFastForwardsTheInput) {
+  auto driver = InfeedDriver::create(two_infeeds(2), {{host_batches(4), nullptr}},
+                                     fixed_costs(4, {1, 1, 1, 1}));
+  ASSERT_TRUE(driver.ok());
+  ASSERT_TRUE((*driver)->skip(2).ok());
+  EXPECT_EQ((*driver)->steps_taken(), 2u);
+  EXPECT_EQ((*driver)->host_models()[0].batches(), 0u);
+  auto loop = (*driver)->next_loop(1, 0);
+  ASSERT_TRUE(loop.ok());
+  EXPECT_EQ((*loop)[0].replicas[0].at("x").f[0], 200.0f);
+  EXPECT_EQ((*driver)->skip(5).code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(InfeedDriver, OnePipelinePerReplicaFeedsItsOwnCore) {
   auto driver =
       InfeedDriver::create(two_infeeds(8), {{host_batches(2), nullptr}, {host_batches(2), nullptr}},
