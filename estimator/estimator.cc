@@ -1,0 +1,354 @@
+#include "estimator/estimator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "common/strings.h"
+#include "configs/loader.h"
+#include "estimator/checkpoint.h"
+#include "estimator/summary_writer.h"
+#include "runtime/backend/tpusim/tpusim_backend.h"
+#include "runtime/graph/cross_shard.h"
+#include "runtime/graph/initializers.h"
+#include "runtime/infeed/infeed_driver.h"
+
+namespace tpusim::estimator {
+namespace {
+
+using runtime::DType;
+using runtime::Value;
+namespace data = runtime::data;
+
+// A dataset over an iterator whose first element was already read (to learn the shapes the
+// graph's infeeds take); its one iterator yields that element, then the rest.
+class PeekedDataset final : public data::Dataset {
+ public:
+  PeekedDataset(data::Element first, std::unique_ptr<data::Iterator> rest)
+      : state_(std::make_shared<State>(State{std::move(first), std::move(rest), false})) {}
+  std::unique_ptr<data::Iterator> make_iterator() const override {
+    class It final : public data::Iterator {
+     public:
+      explicit It(std::shared_ptr<State> s) : s_(std::move(s)) {}
+      absl::StatusOr<std::optional<data::Element>> next() override {
+        if (!s_->first_taken) {
+          s_->first_taken = true;
+          return std::optional<data::Element>(std::move(s_->first));
+        }
+        return s_->rest->next();
+      }
+
+     private:
+      std::shared_ptr<State> s_;
+    };
+    return std::make_unique<It>(state_);
+  }
+
+ private:
+  struct State {
+    data::Element first;
+    std::unique_ptr<data::Iterator> rest;
+    bool first_taken;
+  };
+  std::shared_ptr<State> state_;
+};
+
+struct Input {
+  std::vector<runtime::InputPipeline> pipelines;
+  data::Element first;  // pipeline 0's first batch
+};
+
+// The host side of the slice the backend simulates (or of this machine, for cpu).
+struct HostSide {
+  uint32_t hosts = 1;
+  uint32_t cpu_cores = 1;
+  double loop_overhead_s = 0;
+};
+
+bool trained(const std::string& variable) {
+  // Batch-norm statistics are updated by the model, not by gradients.
+  return variable.find("moving_") == std::string::npos && variable != "global_step";
+}
+
+}  // namespace
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::kEval:
+      return "eval";
+    case Mode::kPredict:
+      return "infer";
+    default:
+      return "train";
+  }
+}
+
+TPUEstimator::TPUEstimator(ModelFn model_fn, RunConfig config, Params params,
+                           int64_t train_batch_size, int64_t eval_batch_size,
+                           int64_t predict_batch_size)
+    : model_fn_(std::move(model_fn)),
+      config_(std::move(config)),
+      params_(std::move(params)),
+      train_batch_size_(train_batch_size),
+      eval_batch_size_(eval_batch_size),
+      predict_batch_size_(predict_batch_size) {}
+
+TPUEstimator::~TPUEstimator() = default;
+
+absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
+    ModelFn model_fn, RunConfig config, Params params, bool use_tpu, int64_t train_batch_size,
+    int64_t eval_batch_size, int64_t predict_batch_size) {
+  if (!model_fn) return absl::InvalidArgumentError("TPUEstimator: no model_fn");
+  if (config.model_dir.empty()) return absl::InvalidArgumentError("RunConfig.model_dir is empty");
+  const uint32_t shards = config.tpu_config.num_shards;
+  if (shards == 0) return absl::InvalidArgumentError("tpu_config.num_shards must be >= 1");
+  if (config.tpu_config.iterations_per_loop == 0)
+    return absl::InvalidArgumentError("tpu_config.iterations_per_loop must be >= 1");
+  for (auto [name, size] : {std::pair{"train_batch_size", train_batch_size},
+                            std::pair{"eval_batch_size", eval_batch_size},
+                            std::pair{"predict_batch_size", predict_batch_size}}) {
+    if (size < 0) return absl::InvalidArgumentError(str_cat(name, " ", size, " is negative"));
+    if (size % shards != 0) {
+      return absl::InvalidArgumentError(str_cat(name, " ", size, " must be divisible by the ",
+                                                shards, " replicas (num_shards)"));
+    }
+  }
+  if (!use_tpu) config.backend = "cpu";
+  std::unique_ptr<TPUEstimator> est(new TPUEstimator(std::move(model_fn), std::move(config),
+                                                     std::move(params), train_batch_size,
+                                                     eval_batch_size, predict_batch_size));
+  if (est->config_.backend == "tpusim") {
+    est->backend_ = runtime::make_tpusim_backend(est->config_.slice);
+  } else {
+    auto backend = runtime::make_backend(est->config_.backend);
+    if (!backend.ok()) return backend.status();
+    est->backend_ = *std::move(backend);
+  }
+  return est;
+}
+
+void TPUEstimator::log(const std::string& line) const {
+  if (config_.log) {
+    config_.log(line);
+  } else {
+    std::cerr << line << "\n";
+  }
+}
+
+absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t max_steps) {
+  const auto host_start = std::chrono::steady_clock::now();
+  if (train_batch_size_ == 0)
+    return absl::InvalidArgumentError("train: the estimator has no train_batch_size");
+  const uint32_t shards = config_.tpu_config.num_shards;
+  auto restored = load_latest_checkpoint(config_.model_dir);
+  if (!restored.ok()) return restored.status();
+  const int64_t start_step = restored->has_value() ? (*restored)->global_step : 0;
+  TrainResult result;
+  result.global_step = start_step;
+  if (start_step >= max_steps) {
+    log(str_cat("global step ", start_step, " already reaches max_steps ", max_steps,
+                "; nothing to train"));
+    if (restored->has_value()) result.weights_fingerprint = weights_fingerprint((*restored)->variables);
+    return result;
+  }
+
+  // The host side: from the slice's host config, or this machine.
+  HostSide host;
+  if (config_.backend == "tpusim") {
+    auto slice = config::load_slice(config_.slice);
+    if (!slice.ok()) return slice.status();
+    host.hosts = (*slice)->hosts;
+    host.cpu_cores = (*slice)->host.cpu_cores;
+    host.loop_overhead_s = (*slice)->host.loop_overhead_s;
+  } else {
+    host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
+  }
+  const bool per_host = config_.tpu_config.per_host_input_for_training;
+  const uint32_t pipelines = per_host ? std::min(host.hosts, shards) : shards;
+  if (shards % pipelines != 0) {
+    return absl::InvalidArgumentError(str_cat(shards, " replicas do not split evenly over ",
+                                              pipelines, " hosts' input pipelines"));
+  }
+
+  // input_fn once per host (per replica without per-host input), at the per-shard batch size.
+  Input input;
+  for (uint32_t p = 0; p < pipelines; ++p) {
+    Params params = params_;
+    params.batch_size = train_batch_size_ / shards;
+    params.shard_index = p;
+    params.num_shards = pipelines;
+    params.profile = std::make_shared<data::StageProfile>();
+    auto ds = input_fn(params);
+    if (!ds.ok()) return ds.status();
+    if (*ds == nullptr) return absl::InvalidArgumentError("input_fn returned no dataset");
+    data::DatasetPtr dataset = *ds;
+    if (p == 0) {
+      auto it = dataset->make_iterator();
+      auto first = it->next();
+      if (!first.ok()) return first.status();
+      if (!first->has_value()) return absl::OutOfRangeError("the train input is empty");
+      input.first = **first;
+      dataset = std::make_shared<PeekedDataset>(**first, std::move(it));
+    }
+    input.pipelines.push_back({dataset, params.profile});
+  }
+
+  // The step: infeeds shaped like one per-shard batch, model_fn, CrossShardOptimizer.
+  runtime::GraphBuilder b;
+  Features features;
+  std::optional<Value> labels;
+  for (const auto& [name, value] : input.first) {
+    if (value.type == data::FeatureType::kBytes) {
+      return absl::InvalidArgumentError(
+          str_cat("input component '", name, "' holds bytes; decode it in input_fn"));
+    }
+    const DType dtype = value.type == data::FeatureType::kInt64 ? DType::kS32 : DType::kF32;
+    const Value v = b.infeed(name, dtype, runtime::Shape(value.shape));
+    if (name == "label") {
+      labels = v;
+    } else {
+      features[name] = v;
+    }
+  }
+  Params model_params = params_;
+  model_params.batch_size = train_batch_size_ / shards;
+  model_params.num_shards = shards;
+  auto spec = model_fn_(b, features, labels, Mode::kTrain, model_params);
+  if (!spec.ok()) return spec.status();
+  if (!b.status().ok()) return b.status();
+  if (!spec->loss.valid() || spec->loss.shape().rank() != 0)
+    return absl::InvalidArgumentError("model_fn: train mode needs a scalar loss");
+  if (!spec->train_op.has_value())
+    return absl::InvalidArgumentError("model_fn: train mode needs a train_op (an optimizer)");
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) {
+    if (trained(b.graph().node(id).attrs.name)) vars.push_back(Value{id, &b});
+  }
+  auto grads = runtime::cross_shard_gradients(b, spec->loss, vars, shards,
+                                              runtime::ShardReduction::kMean);
+  if (!grads.ok()) return grads.status();
+  auto lr = runtime::apply_gradients(b, *spec->train_op, vars, *grads);
+  if (!lr.ok()) return lr.status();
+  b.output("loss", spec->loss);
+  b.output("learning_rate", *lr);
+  if (!b.status().ok()) return b.status();
+
+  runtime::CompileOptions options;
+  options.precision = config_.precision;
+  options.replicas = shards;
+  auto exe = backend_->compile(b.graph(), options);
+  if (!exe.ok()) return exe.status();
+
+  runtime::Variables variables = runtime::initial_variables(b.graph());
+  if (restored->has_value()) {
+    const runtime::Variables& saved = (*restored)->variables;
+    for (auto& [name, value] : variables) {
+      auto it = saved.find(name);
+      if (it == saved.end()) {
+        return absl::NotFoundError(str_cat("checkpoint ", (*restored)->path, " has no variable '",
+                                           name, "' that the model needs"));
+      }
+      if (it->second.shape != value.shape || it->second.dtype != value.dtype) {
+        return absl::InvalidArgumentError(str_cat(
+            "checkpoint ", (*restored)->path, ": variable '", name, "' is ",
+            runtime::dtype_name(it->second.dtype), it->second.shape.str(), "; the model has ",
+            runtime::dtype_name(value.dtype), value.shape.str()));
+      }
+      value = it->second;
+    }
+    log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
+  }
+
+  runtime::InfeedOptions infeed;
+  infeed.replicas = shards;
+  infeed.deal_per_core_batches = true;
+  infeed.timing.cpu_cores = host.cpu_cores;
+  infeed.timing.hosts = host.hosts;
+  infeed.timing.prefetch_depth = 2;
+  auto driver = runtime::InfeedDriver::create(b.graph(), std::move(input.pipelines), infeed);
+  if (!driver.ok()) return driver.status();
+  if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {
+    return absl::Status(s.code(), str_cat("fast-forwarding the input to global step ", start_step,
+                                          ": ", s.message()));
+  }
+  auto summaries = SummaryWriter::create(config_.model_dir);
+  if (!summaries.ok()) return summaries.status();
+
+  int64_t step = start_step;
+  double host_clock = 0;  // simulated host time since the input pipeline started
+  double device_seconds = 0, wait_seconds = 0, mxu_weighted = 0;
+  double last_log_host = 0;
+  int64_t last_log_step = start_step;
+  const uint32_t ipl = config_.tpu_config.iterations_per_loop;
+  while (step < max_steps) {
+    const auto n = static_cast<uint32_t>(std::min<int64_t>(ipl, max_steps - step));
+    auto steps = (*driver)->next_loop(n, host_clock);
+    if (!steps.ok()) return steps.status();
+    const auto loop_start = std::chrono::steady_clock::now();
+    auto loop = backend_->run_loop(**exe, variables, *steps, static_cast<uint64_t>(step));
+    if (!loop.ok()) return loop.status();
+    const double loop_host =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    const runtime::DeviceTiming& t = loop->timing;
+    const double loop_device = t.simulated ? t.seconds : loop_host;
+    uint64_t most_wait = 0;
+    double mxu = 0;
+    for (size_t r = 0; r < t.infeed_wait_cycles.size(); ++r) {
+      most_wait = std::max(most_wait, t.infeed_wait_cycles[r]);
+      mxu += t.mxu_utilization[r] / static_cast<double>(t.mxu_utilization.size());
+    }
+    const double loop_wait =
+        t.simulated && t.cycles > 0 ? loop_device * static_cast<double>(most_wait) / t.cycles : 0;
+    device_seconds += loop_device;
+    wait_seconds += loop_wait;
+    mxu_weighted += mxu * loop_device;
+    host_clock += loop_device + host.loop_overhead_s;
+    const int64_t before = step;
+    step += n;
+    for (const auto& outputs : loop->outputs) result.losses.push_back(outputs[0].at("loss").f[0]);
+    result.final_loss = result.losses.back();
+    const float lr_now = loop->outputs.back()[0].at("learning_rate").f[0];
+    const double sim_step = (loop_device + host.loop_overhead_s) / n;
+    auto crossed = [&](int64_t every) { return every > 0 && step / every > before / every; };
+    if (crossed(config_.log_step_count_steps) || step >= max_steps) {
+      const double host_now =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+      log(str_cat("global_step ", step, ": loss = ", result.final_loss, " (",
+                  fmt::format("{:.2f}", (step - last_log_step) / (host_now - last_log_host)),
+                  " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3),
+                  " ms/step simulated)"));
+      last_log_host = host_now;
+      last_log_step = step;
+    }
+    if (crossed(config_.save_summary_steps)) {
+      SummaryWriter& w = **summaries;
+      for (auto [tag, value] :
+           {std::pair{"loss", static_cast<double>(result.final_loss)},
+            std::pair{"learning_rate", static_cast<double>(lr_now)},
+            std::pair{"global_step/sec", n / loop_host},
+            std::pair{"simulated_step_seconds", sim_step},
+            std::pair{"infeed_wait_fraction", loop_device > 0 ? loop_wait / loop_device : 0.0},
+            std::pair{"mxu_utilization", mxu}}) {
+        if (auto s = w.add_scalar(tag, value, step); !s.ok()) return s;
+      }
+    }
+    if (crossed(config_.save_checkpoints_steps) || step >= max_steps) {
+      auto saved = save_checkpoint(config_.model_dir, step, variables, config_.keep_checkpoint_max);
+      if (!saved.ok()) return saved.status();
+      log(str_cat("saved ", *saved));
+    }
+  }
+  result.global_step = step;
+  result.steps_run = step - start_step;
+  result.host_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
+  result.sim_seconds = host_clock;
+  result.sim_seconds_per_step = host_clock / static_cast<double>(result.steps_run);
+  result.infeed_wait_fraction = device_seconds > 0 ? wait_seconds / device_seconds : 0;
+  result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
+  result.weights_fingerprint = weights_fingerprint(variables);
+  return result;
+}
+
+}  // namespace tpusim::estimator

@@ -1,0 +1,131 @@
+#pragma once
+// TPUEstimator in C++ (ARCHITECTURE.md, "The estimator"; ../shared/REFERENCES.md, "TPUEstimator
+// semantics users rely on"), so the seeds' programs read almost line for line:
+//
+//   RunConfig config;
+//   config.model_dir = "/tmp/mnist";
+//   config.tpu_config.iterations_per_loop = 50;
+//   auto est = TPUEstimator::create(model_fn, config, {}, /*use_tpu=*/true, /*train=*/1024,
+//                                   /*eval=*/1024, /*predict=*/1024);
+//   auto result = (*est)->train(input_fn, /*max_steps=*/600);
+//
+// input_fn(params) returns a Dataset of per-shard batches (params.batch_size is the global batch
+// over the shards); the component named "label" is the labels and the others the features.
+// model_fn(builder, features, labels, mode, params) builds the step and returns a
+// TPUEstimatorSpec. Training wraps the optimizer in CrossShardOptimizer (MEAN): every replica
+// differentiates its own loss scaled by 1/num_shards and the gradients are summed over the
+// replicas. The backend compiles the step once and runs iterations_per_loop steps per host
+// loop; the host loop's round trip (the host config's loop_overhead_us) is charged once per
+// loop; summaries, logs and checkpoints happen at loop boundaries.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/stage_profile.h"
+#include "runtime/graph/builder.h"
+#include "runtime/graph/optimizers.h"
+
+namespace tpusim::estimator {
+
+enum class Mode { kTrain, kEval, kPredict };
+const char* mode_name(Mode mode);
+
+struct Params {
+  int64_t batch_size = 0;  // per shard: the global batch size / num_shards
+  uint32_t shard_index = 0;  // per-shard input (per_host_input_for_training = false)
+  uint32_t num_shards = 1;
+  // input_fn may mark its stages here (Dataset::profiled, StageProfile::timed) for the host
+  // timing model; unmarked work is not charged to the host.
+  std::shared_ptr<runtime::data::StageProfile> profile;
+  std::map<std::string, double> values;  // the user's params
+};
+
+using Features = std::map<std::string, runtime::Value>;
+
+// Host-side metrics over what the eval steps outfeed: each metric tensor's values from every
+// step and replica, stacked along dimension 0.
+using MetricFn = std::function<absl::StatusOr<std::map<std::string, double>>(
+    const std::map<std::string, runtime::HostTensor>& tensors)>;
+
+struct TPUEstimatorSpec {
+  runtime::Value loss;                             // train, eval: a scalar
+  std::optional<runtime::OptimizerSpec> train_op;  // train
+  MetricFn metric_fn;                              // eval_metrics = (metric_fn, metric_tensors)
+  std::map<std::string, runtime::Value> metric_tensors;
+  std::map<std::string, runtime::Value> predictions;  // predict: leading dimension the batch
+};
+
+using ModelFn = std::function<absl::StatusOr<TPUEstimatorSpec>(
+    runtime::GraphBuilder& b, const Features& features, std::optional<runtime::Value> labels,
+    Mode mode, const Params& params)>;
+using InputFn = std::function<absl::StatusOr<runtime::data::DatasetPtr>(const Params& params)>;
+
+struct TPUConfig {
+  uint32_t iterations_per_loop = 100;
+  uint32_t num_shards = 8;
+  bool per_host_input_for_training = true;
+};
+
+struct RunConfig {
+  std::string model_dir;
+  int64_t save_checkpoints_steps = 1000;
+  int64_t save_summary_steps = 100;
+  int64_t log_step_count_steps = 100;
+  int keep_checkpoint_max = 5;
+  TPUConfig tpu_config;
+  std::string backend = "tpusim";  // "tpusim" (use_tpu) or "cpu"
+  std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
+  std::string precision = "fp32";  // the cpu backend's: "fp32" or "mxu"
+  std::function<void(const std::string&)> log;  // progress lines; stderr when unset
+};
+
+struct TrainResult {
+  int64_t global_step = 0;
+  int64_t steps_run = 0;  // by this call
+  double final_loss = 0;
+  double host_seconds = 0;
+  double sim_seconds = 0;  // device loops plus host round trips, simulated
+  double sim_seconds_per_step = 0;
+  double infeed_wait_fraction = 0;  // of the device loops' time, the most-waiting core's
+  double mxu_utilization = 0;
+  std::string weights_fingerprint;
+  std::vector<float> losses;  // replica 0's loss at every step run
+};
+
+class TPUEstimator {
+ public:
+  static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(
+      ModelFn model_fn, RunConfig config, Params params, bool use_tpu, int64_t train_batch_size,
+      int64_t eval_batch_size, int64_t predict_batch_size);
+  ~TPUEstimator();
+
+  // Trains until the global step reaches `max_steps`, resuming from model_dir's newest
+  // checkpoint (with the input fast-forwarded to it, so a resumed run sees the same batches as
+  // an uninterrupted one).
+  absl::StatusOr<TrainResult> train(const InputFn& input_fn, int64_t max_steps);
+
+  const RunConfig& config() const { return config_; }
+  runtime::Backend& backend() { return *backend_; }
+
+ private:
+  TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
+               int64_t eval_batch_size, int64_t predict_batch_size);
+  void log(const std::string& line) const;
+
+  ModelFn model_fn_;
+  RunConfig config_;
+  Params params_;
+  int64_t train_batch_size_, eval_batch_size_, predict_batch_size_;
+  std::unique_ptr<runtime::Backend> backend_;
+};
+
+}  // namespace tpusim::estimator

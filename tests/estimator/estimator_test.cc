@@ -1,0 +1,117 @@
+// TPUEstimator.train on the cpu backend: the loss falls, checkpoints and summaries land in
+// model_dir, a resumed run ends bitwise where an uninterrupted one does, and the API's rules are
+// enforced with TensorFlow's messages.
+#include "estimator/estimator.h"
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "estimator/checkpoint.h"
+#include "tests/configs/config_test_util.h"
+#include "tests/estimator/estimator_test_util.h"
+
+namespace tpusim::estimator {
+namespace {
+
+using config::testing::TempDir;
+using runtime::OptimizerSpec;
+using ::testing::HasSubstr;
+using namespace testing;
+
+absl::StatusOr<TrainResult> train(const std::string& dir, int64_t steps,
+                                  OptimizerSpec::Kind kind = OptimizerSpec::Kind::kAdam) {
+  auto est = TPUEstimator::create(linear_model(kind), quiet_config(dir, "cpu", 4), {}, true, 32,
+                                  32, 32);
+  if (!est.ok()) return est.status();
+  return (*est)->train(train_input(), steps);
+}
+
+TEST(Estimator, TrainingLowersTheLossAndWritesCheckpointsAndSummaries) {
+  TempDir dir;
+  auto r = train(dir.path().string(), 40);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->global_step, 40);
+  EXPECT_EQ(r->steps_run, 40);
+  ASSERT_EQ(r->losses.size(), 40u);
+  EXPECT_LT(r->final_loss, r->losses.front() * 0.6f);
+  const auto ckpts = list_checkpoints(dir.path().string());
+  ASSERT_EQ(ckpts.size(), 4u);  // steps 10, 20, 30, 40
+  EXPECT_THAT(ckpts.back(), HasSubstr("model.ckpt-40.tpuckpt"));
+  auto latest = load_checkpoint(ckpts.back());
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->variables.at("global_step").f[0], 40.0f);
+  EXPECT_EQ(weights_fingerprint(latest->variables), r->weights_fingerprint);
+  int event_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_EQ(event_files, 1);
+}
+
+// 20 steps at once, or 10, a new estimator, and 10 more: the same weights, bit for bit.
+TEST(Estimator, AResumedRunEndsBitwiseWhereAnUninterruptedOneDoes) {
+  for (auto kind : {OptimizerSpec::Kind::kSgd, OptimizerSpec::Kind::kAdam}) {
+    TempDir once, twice;
+    auto a = train(once.path().string(), 20, kind);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b1 = train(twice.path().string(), 10, kind);
+    ASSERT_TRUE(b1.ok()) << b1.status();
+    auto b2 = train(twice.path().string(), 20, kind);
+    ASSERT_TRUE(b2.ok()) << b2.status();
+    EXPECT_EQ(b2->steps_run, 10);
+    EXPECT_EQ(b2->global_step, 20);
+    EXPECT_EQ(a->weights_fingerprint, b2->weights_fingerprint);
+    EXPECT_EQ(std::vector<float>(a->losses.begin() + 10, a->losses.end()), b2->losses);
+    // Already there: nothing to do.
+    auto again = train(twice.path().string(), 20, kind);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->steps_run, 0);
+    EXPECT_EQ(again->weights_fingerprint, a->weights_fingerprint);
+  }
+}
+
+TEST(Estimator, BatchSizesMustDivideByTheReplicas) {
+  TempDir dir;
+  auto est = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
+                                  quiet_config(dir.path().string(), "cpu", 4), {}, true, 30, 32,
+                                  32);
+  ASSERT_FALSE(est.ok());
+  EXPECT_THAT(std::string(est.status().message()),
+              HasSubstr("train_batch_size 30 must be divisible by the 4 replicas (num_shards)"));
+  RunConfig no_dir = quiet_config("", "cpu", 4);
+  EXPECT_THAT(std::string(TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), no_dir,
+                                               {}, true, 32, 32, 32)
+                              .status()
+                              .message()),
+              HasSubstr("model_dir is empty"));
+}
+
+TEST(Estimator, ModelAndInputMistakesAreNamed) {
+  TempDir dir;
+  ModelFn no_optimizer = [](runtime::GraphBuilder& b, const Features& f,
+                            std::optional<runtime::Value>, Mode,
+                            const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
+    TPUEstimatorSpec spec;
+    spec.loss = runtime::layers::reduce_mean(f.at("x"), {0, 1});
+    (void)b;
+    return spec;
+  };
+  auto est = TPUEstimator::create(no_optimizer, quiet_config(dir.path().string(), "cpu", 2), {},
+                                  true, 8, 8, 8);
+  ASSERT_TRUE(est.ok());
+  EXPECT_THAT(std::string((*est)->train(train_input(), 5).status().message()),
+              HasSubstr("train mode needs a train_op"));
+  auto linear = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
+                                     quiet_config(dir.path().string(), "cpu", 2), {}, true, 8, 8,
+                                     8);
+  InputFn short_input = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->take(3 * p.batch_size)->batch(p.batch_size, true);
+  };
+  const absl::Status ended = (*linear)->train(short_input, 5).status();
+  EXPECT_EQ(ended.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(ended.message()), HasSubstr("input pipeline 0 ended after 1 steps"));
+}
+
+}  // namespace
+}  // namespace tpusim::estimator

@@ -1,0 +1,64 @@
+#pragma once
+// A small classification problem for estimator tests: 4 features, 3 classes, a linear model.
+
+#include <cmath>
+#include <string>
+
+#include "estimator/estimator.h"
+#include "runtime/graph/layers.h"
+
+namespace tpusim::estimator::testing {
+
+// 256 examples whose label is the largest of the first three features.
+inline runtime::data::DatasetPtr examples() {
+  std::vector<runtime::data::Element> all;
+  for (int i = 0; i < 256; ++i) {
+    runtime::data::Value x;
+    x.type = runtime::data::FeatureType::kFloat;
+    x.shape = {4};
+    for (int k = 0; k < 4; ++k) x.floats.push_back(std::sin(1.7f * i + 2.3f * k));
+    int64_t label = 0;
+    for (int k = 1; k < 3; ++k) {
+      if (x.floats[static_cast<size_t>(k)] > x.floats[static_cast<size_t>(label)]) label = k;
+    }
+    all.push_back({{"x", x}, {"label", runtime::data::scalar_int(label)}});
+  }
+  return runtime::data::Dataset::from_elements(std::move(all));
+}
+
+inline InputFn train_input() {
+  return [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->shuffle(64, 7)->repeat()->batch(p.batch_size, true);
+  };
+}
+
+inline ModelFn linear_model(runtime::OptimizerSpec::Kind kind) {
+  return [kind](runtime::GraphBuilder& b, const Features& f, std::optional<runtime::Value> labels,
+                Mode, const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
+    const runtime::Value logits =
+        runtime::layers::dense(b, f.at("x"), 3, runtime::layers::Activation::kNone, 5);
+    TPUEstimatorSpec spec;
+    spec.loss = runtime::layers::reduce_mean(
+        runtime::layers::sparse_softmax_cross_entropy(*labels, logits), {0});
+    runtime::OptimizerSpec opt;
+    opt.kind = kind;
+    opt.learning_rate.initial = kind == runtime::OptimizerSpec::Kind::kAdam ? 0.05f : 0.5f;
+    spec.train_op = opt;
+    return spec;
+  };
+}
+
+inline RunConfig quiet_config(const std::string& model_dir, const std::string& backend,
+                              uint32_t shards) {
+  RunConfig c;
+  c.model_dir = model_dir;
+  c.backend = backend;
+  c.tpu_config.num_shards = shards;
+  c.tpu_config.iterations_per_loop = 5;
+  c.save_checkpoints_steps = 10;
+  c.save_summary_steps = 5;
+  c.log = [](const std::string&) {};
+  return c;
+}
+
+}  // namespace tpusim::estimator::testing
