@@ -71,6 +71,64 @@ bool trained(const std::string& variable) {
   return variable.find("moving_") == std::string::npos && variable != "global_step";
 }
 
+// Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and
+// "mask", a predict batch's padding marker, neither).
+absl::Status build_infeeds(runtime::GraphBuilder& b, const data::Element& first, Features* features,
+                           std::optional<Value>* labels) {
+  for (const auto& [name, value] : first) {
+    if (name == "mask") continue;
+    if (value.type == data::FeatureType::kBytes) {
+      return absl::InvalidArgumentError(
+          str_cat("input component '", name, "' holds bytes; decode it in input_fn"));
+    }
+    const DType dtype = value.type == data::FeatureType::kInt64 ? DType::kS32 : DType::kF32;
+    const Value v = b.infeed(name, dtype, runtime::Shape(value.shape));
+    if (name == "label") {
+      *labels = v;
+    } else {
+      (*features)[name] = v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The checkpoint's value for every variable of `variables`; errors name the missing or
+// mismatched one.
+absl::Status restore(const Checkpoint& ckpt, runtime::Variables* variables) {
+  for (auto& [name, value] : *variables) {
+    auto it = ckpt.variables.find(name);
+    if (it == ckpt.variables.end()) {
+      return absl::NotFoundError(
+          str_cat("checkpoint ", ckpt.path, " has no variable '", name, "' that the model needs"));
+    }
+    if (it->second.shape != value.shape || it->second.dtype != value.dtype) {
+      return absl::InvalidArgumentError(
+          str_cat("checkpoint ", ckpt.path, ": variable '", name, "' is ",
+                  runtime::dtype_name(it->second.dtype), it->second.shape.str(), "; the model has ",
+                  runtime::dtype_name(value.dtype), value.shape.str()));
+    }
+    value = it->second;
+  }
+  return absl::OkStatus();
+}
+
+// Stacks tensors of equal trailing shape along dimension 0.
+runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) {
+  runtime::HostTensor out;
+  out.dtype = parts.front()->dtype;
+  std::vector<int64_t> dims = parts.front()->shape.dims();
+  if (dims.empty()) dims.push_back(1);
+  int64_t rows = 0;
+  for (const auto* p : parts) {
+    rows += p->shape.rank() == 0 ? 1 : p->shape.dim(0);
+    out.f.insert(out.f.end(), p->f.begin(), p->f.end());
+    out.i.insert(out.i.end(), p->i.begin(), p->i.end());
+  }
+  dims[0] = rows;
+  out.shape = runtime::Shape(dims);
+  return out;
+}
+
 }  // namespace
 
 const char* mode_name(Mode mode) {
@@ -110,8 +168,8 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
                             std::pair{"predict_batch_size", predict_batch_size}}) {
     if (size < 0) return absl::InvalidArgumentError(str_cat(name, " ", size, " is negative"));
     if (size % shards != 0) {
-      return absl::InvalidArgumentError(str_cat(name, " ", size, " must be divisible by the ",
-                                                shards, " replicas (num_shards)"));
+      return absl::InvalidArgumentError(
+          str_cat(name, " ", size, " must be divisible by the ", shards, " replicas (num_shards)"));
     }
   }
   if (!use_tpu) config.backend = "cpu";
@@ -149,7 +207,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (start_step >= max_steps) {
     log(str_cat("global step ", start_step, " already reaches max_steps ", max_steps,
                 "; nothing to train"));
-    if (restored->has_value()) result.weights_fingerprint = weights_fingerprint((*restored)->variables);
+    if (restored->has_value())
+      result.weights_fingerprint = weights_fingerprint((*restored)->variables);
     return result;
   }
 
@@ -198,19 +257,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   runtime::GraphBuilder b;
   Features features;
   std::optional<Value> labels;
-  for (const auto& [name, value] : input.first) {
-    if (value.type == data::FeatureType::kBytes) {
-      return absl::InvalidArgumentError(
-          str_cat("input component '", name, "' holds bytes; decode it in input_fn"));
-    }
-    const DType dtype = value.type == data::FeatureType::kInt64 ? DType::kS32 : DType::kF32;
-    const Value v = b.infeed(name, dtype, runtime::Shape(value.shape));
-    if (name == "label") {
-      labels = v;
-    } else {
-      features[name] = v;
-    }
-  }
+  if (auto s = build_infeeds(b, input.first, &features, &labels); !s.ok()) return s;
   Params model_params = params_;
   model_params.batch_size = train_batch_size_ / shards;
   model_params.num_shards = shards;
@@ -225,8 +272,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   for (int id : b.graph().variables()) {
     if (trained(b.graph().node(id).attrs.name)) vars.push_back(Value{id, &b});
   }
-  auto grads = runtime::cross_shard_gradients(b, spec->loss, vars, shards,
-                                              runtime::ShardReduction::kMean);
+  auto grads =
+      runtime::cross_shard_gradients(b, spec->loss, vars, shards, runtime::ShardReduction::kMean);
   if (!grads.ok()) return grads.status();
   auto lr = runtime::apply_gradients(b, *spec->train_op, vars, *grads);
   if (!lr.ok()) return lr.status();
@@ -242,21 +289,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
 
   runtime::Variables variables = runtime::initial_variables(b.graph());
   if (restored->has_value()) {
-    const runtime::Variables& saved = (*restored)->variables;
-    for (auto& [name, value] : variables) {
-      auto it = saved.find(name);
-      if (it == saved.end()) {
-        return absl::NotFoundError(str_cat("checkpoint ", (*restored)->path, " has no variable '",
-                                           name, "' that the model needs"));
-      }
-      if (it->second.shape != value.shape || it->second.dtype != value.dtype) {
-        return absl::InvalidArgumentError(str_cat(
-            "checkpoint ", (*restored)->path, ": variable '", name, "' is ",
-            runtime::dtype_name(it->second.dtype), it->second.shape.str(), "; the model has ",
-            runtime::dtype_name(value.dtype), value.shape.str()));
-      }
-      value = it->second;
-    }
+    if (auto s = restore(**restored, &variables); !s.ok()) return s;
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
   }
 
@@ -316,8 +349,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
           std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
       log(str_cat("global_step ", step, ": loss = ", result.final_loss, " (",
                   fmt::format("{:.2f}", (step - last_log_step) / (host_now - last_log_host)),
-                  " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3),
-                  " ms/step simulated)"));
+                  " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
       last_log_host = host_now;
       last_log_step = step;
     }
@@ -349,6 +381,244 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
   result.weights_fingerprint = weights_fingerprint(variables);
   return result;
+}
+
+struct TPUEstimator::Compiled {
+  std::unique_ptr<runtime::GraphBuilder> builder;
+  TPUEstimatorSpec spec;
+  std::unique_ptr<runtime::Executable> exe;
+  runtime::Variables variables;
+  int64_t global_step = 0;
+};
+
+absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
+                                                                 const data::Element& first,
+                                                                 int64_t per_shard_batch) {
+  Compiled c;
+  auto ckpt = load_latest_checkpoint(config_.model_dir);
+  if (!ckpt.ok()) return ckpt.status();
+  if (!ckpt->has_value()) {
+    return absl::NotFoundError(str_cat("no checkpoint in model_dir ", config_.model_dir, " to ",
+                                       mode == Mode::kEval ? "evaluate" : "predict with",
+                                       "; train first"));
+  }
+  c.builder = std::make_unique<runtime::GraphBuilder>();
+  runtime::GraphBuilder& b = *c.builder;
+  Features features;
+  std::optional<Value> labels;
+  if (auto s = build_infeeds(b, first, &features, &labels); !s.ok()) return s;
+  Params params = params_;
+  params.batch_size = per_shard_batch;
+  params.num_shards = config_.tpu_config.num_shards;
+  auto spec = model_fn_(b, features, labels, mode, params);
+  if (!spec.ok()) return spec.status();
+  if (!b.status().ok()) return b.status();
+  c.spec = *spec;
+  if (mode == Mode::kEval) {
+    if (!c.spec.loss.valid() || c.spec.loss.shape().rank() != 0)
+      return absl::InvalidArgumentError("model_fn: eval mode needs a scalar loss");
+    b.output("loss", c.spec.loss);
+    for (const auto& [name, v] : c.spec.metric_tensors) b.output("metric/" + name, v);
+  } else {
+    if (c.spec.predictions.empty())
+      return absl::InvalidArgumentError("model_fn: predict mode needs predictions");
+    for (const auto& [name, v] : c.spec.predictions) {
+      if (v.shape().rank() == 0 || v.shape().dim(0) != per_shard_batch) {
+        return absl::InvalidArgumentError(str_cat("model_fn: prediction '", name, "' is ",
+                                                  v.shape().str(), "; predictions need the batch (",
+                                                  per_shard_batch, ") as dimension 0"));
+      }
+      b.output("prediction/" + name, v);
+    }
+  }
+  if (!b.status().ok()) return b.status();
+  runtime::CompileOptions options;
+  options.precision = config_.precision;
+  options.replicas = config_.tpu_config.num_shards;
+  auto exe = backend_->compile(b.graph(), options);
+  if (!exe.ok()) return exe.status();
+  c.exe = *std::move(exe);
+  c.variables = runtime::initial_variables(b.graph());
+  if (auto s = restore(**ckpt, &c.variables); !s.ok()) return s;
+  c.global_step = (*ckpt)->global_step;
+  return c;
+}
+
+absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const InputFn& input_fn,
+                                                                     int64_t steps) {
+  if (eval_batch_size_ == 0) {
+    return absl::InvalidArgumentError(
+        "evaluate: eval_batch_size is 0; TPUEstimator needs eval_batch_size to evaluate");
+  }
+  if (steps < 1) return absl::InvalidArgumentError(str_cat("evaluate: steps ", steps, " < 1"));
+  const uint32_t shards = config_.tpu_config.num_shards;
+  const int64_t per_shard = eval_batch_size_ / shards;
+  Params params = params_;
+  params.batch_size = per_shard;
+  params.profile = std::make_shared<data::StageProfile>();
+  auto ds = input_fn(params);
+  if (!ds.ok()) return ds.status();
+  auto it = (*ds)->make_iterator();
+  auto first = it->next();
+  if (!first.ok()) return first.status();
+  if (!first->has_value()) return absl::OutOfRangeError("the eval input is empty");
+  auto compiled = compile_for(Mode::kEval, **first, per_shard);
+  if (!compiled.ok()) return compiled.status();
+  const runtime::Graph& g = compiled->builder->graph();
+
+  runtime::InfeedOptions infeed;
+  infeed.replicas = shards;
+  infeed.deal_per_core_batches = true;
+  infeed.timing.stages = {{"input", 1}};
+  infeed.timing.stage_seconds = {0};
+  auto driver = runtime::InfeedDriver::create(
+      g, {{std::make_shared<PeekedDataset>(**first, std::move(it)), nullptr}}, infeed);
+  if (!driver.ok()) return driver.status();
+  auto loop_steps = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
+  if (!loop_steps.ok()) {
+    if (loop_steps.status().code() == absl::StatusCode::kOutOfRange) {
+      return absl::OutOfRangeError(str_cat("the eval input ended before ", steps, " steps (",
+                                           loop_steps.status().message(),
+                                           "); the eval input must not end early"));
+    }
+    return loop_steps.status();
+  }
+  auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *loop_steps,
+                                 static_cast<uint64_t>(compiled->global_step));
+  if (!loop.ok()) return loop.status();
+
+  std::map<std::string, std::vector<const runtime::HostTensor*>> parts;
+  double loss = 0;
+  for (const auto& step : loop->outputs) {
+    for (const auto& replica : step) {
+      loss += replica.at("loss").f[0];
+      for (const auto& [name, v] : compiled->spec.metric_tensors)
+        parts[name].push_back(&replica.at("metric/" + name));
+    }
+  }
+  std::map<std::string, double> results;
+  if (compiled->spec.metric_fn) {
+    std::map<std::string, runtime::HostTensor> tensors;
+    for (const auto& [name, list] : parts) tensors[name] = stack(list);
+    auto metrics = compiled->spec.metric_fn(tensors);
+    if (!metrics.ok()) return metrics.status();
+    results = *metrics;
+  }
+  results["loss"] = loss / static_cast<double>(steps * shards);
+  results["global_step"] = static_cast<double>(compiled->global_step);
+  auto summaries = SummaryWriter::create(config_.model_dir + "/eval");
+  if (!summaries.ok()) return summaries.status();
+  for (const auto& [name, value] : results) {
+    if (name == "global_step") continue;
+    if (auto s = (*summaries)->add_scalar(name, value, compiled->global_step); !s.ok()) return s;
+  }
+  log(str_cat("evaluation at global step ", compiled->global_step, ": ", str_join(results, ", ")));
+  return results;
+}
+
+absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
+    const InputFn& input_fn) {
+  const size_t max_batches = config_.max_predict_batches;
+  if (predict_batch_size_ == 0) {
+    return absl::InvalidArgumentError(
+        "predict: predict_batch_size is 0; TPUEstimator needs predict_batch_size to predict");
+  }
+  const uint32_t shards = config_.tpu_config.num_shards;
+  const int64_t per_shard = predict_batch_size_ / shards;
+  Params params = params_;
+  params.batch_size = per_shard;
+  params.profile = std::make_shared<data::StageProfile>();
+  auto ds = input_fn(params);
+  if (!ds.ok()) return ds.status();
+  // The whole input: it must end.
+  std::vector<data::Element> batches;
+  auto it = (*ds)->make_iterator();
+  for (;;) {
+    auto next = it->next();
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) break;
+    if (batches.size() == max_batches) {
+      return absl::InvalidArgumentError(str_cat("the predict input did not end after ", max_batches,
+                                                " batches; it must end (is it repeated?)"));
+    }
+    data::Element& e = **next;
+    for (const auto& [name, v] : e) {
+      if (v.shape.empty() || v.shape[0] != per_shard) {
+        return absl::InvalidArgumentError(
+            str_cat("predict batch ", batches.size(), ": component '", name, "' has ",
+                    v.shape.empty() ? 0 : v.shape[0], " rows; the per-shard batch is ", per_shard,
+                    " (batch with pad_to_full so the last batch is padded)"));
+      }
+    }
+    if (e.count("mask") == 0) {  // every row real
+      data::Value mask;
+      mask.shape = {per_shard};
+      mask.floats.assign(static_cast<size_t>(per_shard), 1.0f);
+      e["mask"] = mask;
+    }
+    batches.push_back(std::move(e));
+  }
+  if (batches.empty()) return std::vector<Prediction>{};
+  // Whole steps: padding batches (all mask 0) for replicas without one.
+  while (batches.size() % shards != 0) {
+    data::Element pad = batches.front();
+    for (auto& [name, v] : pad) {
+      std::fill(v.floats.begin(), v.floats.end(), 0.0f);
+      std::fill(v.ints.begin(), v.ints.end(), 0);
+    }
+    batches.push_back(std::move(pad));
+  }
+  auto compiled = compile_for(Mode::kPredict, batches.front(), per_shard);
+  if (!compiled.ok()) return compiled.status();
+  const size_t total_steps = batches.size() / shards;
+  std::vector<std::vector<float>> masks;
+  for (const auto& e : batches) masks.push_back(e.at("mask").floats);
+  runtime::InfeedOptions infeed;
+  infeed.replicas = shards;
+  infeed.deal_per_core_batches = true;
+  infeed.timing.stages = {{"input", 1}};
+  infeed.timing.stage_seconds = {0};
+  auto driver = runtime::InfeedDriver::create(
+      compiled->builder->graph(), {{data::Dataset::from_elements(std::move(batches)), nullptr}},
+      infeed);
+  if (!driver.ok()) return driver.status();
+  std::vector<Prediction> out;
+  const uint32_t ipl = config_.tpu_config.iterations_per_loop;
+  for (size_t done = 0; done < total_steps;) {
+    const auto n = static_cast<uint32_t>(std::min<size_t>(ipl, total_steps - done));
+    auto steps = (*driver)->next_loop(n, 0);
+    if (!steps.ok()) return steps.status();
+    auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *steps,
+                                   static_cast<uint64_t>(compiled->global_step));
+    if (!loop.ok()) return loop.status();
+    for (size_t s = 0; s < loop->outputs.size(); ++s) {
+      for (uint32_t r = 0; r < shards; ++r) {
+        const std::vector<float>& mask = masks[(done + s) * shards + r];
+        const runtime::Outputs& o = loop->outputs[s][r];
+        for (int64_t row = 0; row < per_shard; ++row) {
+          if (mask[static_cast<size_t>(row)] == 0) continue;
+          Prediction p;
+          for (const auto& [name, v] : compiled->spec.predictions) {
+            const runtime::HostTensor& t = o.at("prediction/" + name);
+            std::vector<int64_t> dims(t.shape.dims().begin() + 1, t.shape.dims().end());
+            runtime::HostTensor one;
+            one.dtype = t.dtype;
+            one.shape = runtime::Shape(dims);
+            const int64_t width = one.elements();
+            if (t.dtype == DType::kS32) {
+              one.i.assign(t.i.begin() + row * width, t.i.begin() + (row + 1) * width);
+            } else {
+              one.f.assign(t.f.begin() + row * width, t.f.begin() + (row + 1) * width);
+            }
+            p[name] = std::move(one);
+          }
+          out.push_back(std::move(p));
+        }
+      }
+    }
+    done += n;
+  }
+  return out;
 }
 
 }  // namespace tpusim::estimator

@@ -40,7 +40,7 @@ enum class Mode { kTrain, kEval, kPredict };
 const char* mode_name(Mode mode);
 
 struct Params {
-  int64_t batch_size = 0;  // per shard: the global batch size / num_shards
+  int64_t batch_size = 0;    // per shard: the global batch size / num_shards
   uint32_t shard_index = 0;  // per-shard input (per_host_input_for_training = false)
   uint32_t num_shards = 1;
   // input_fn may mark its stages here (Dataset::profiled, StageProfile::timed) for the host
@@ -86,6 +86,8 @@ struct RunConfig {
   std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
   std::string precision = "fp32";  // the cpu backend's: "fp32" or "mxu"
   std::function<void(const std::string&)> log;  // progress lines; stderr when unset
+  // predict: an input with more batches than this is taken for one that never ends.
+  size_t max_predict_batches = size_t{1} << 20;
 };
 
 struct TrainResult {
@@ -103,15 +105,29 @@ struct TrainResult {
 
 class TPUEstimator {
  public:
-  static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(
-      ModelFn model_fn, RunConfig config, Params params, bool use_tpu, int64_t train_batch_size,
-      int64_t eval_batch_size, int64_t predict_batch_size);
+  static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(ModelFn model_fn, RunConfig config,
+                                                              Params params, bool use_tpu,
+                                                              int64_t train_batch_size,
+                                                              int64_t eval_batch_size,
+                                                              int64_t predict_batch_size);
   ~TPUEstimator();
 
   // Trains until the global step reaches `max_steps`, resuming from model_dir's newest
   // checkpoint (with the input fast-forwarded to it, so a resumed run sees the same batches as
   // an uninterrupted one).
   absl::StatusOr<TrainResult> train(const InputFn& input_fn, int64_t max_steps);
+
+  // Evaluates model_dir's newest checkpoint on `steps` steps of eval batches (one device loop;
+  // iterations_per_loop does not apply). The eval input must not end early. Returns metric_fn's
+  // metrics over every step and replica, with "loss" (the mean) and "global_step"; also written
+  // as summaries to model_dir/eval.
+  absl::StatusOr<std::map<std::string, double>> evaluate(const InputFn& input_fn, int64_t steps);
+
+  // One map of predictions per example of the predict input, in order. The input must end; its
+  // batches are per-shard sized, the last padded (Dataset::batch with pad_to_full), and the
+  // padding (mask 0) is dropped. Steps too short of batches for every replica get padding too.
+  using Prediction = std::map<std::string, runtime::HostTensor>;
+  absl::StatusOr<std::vector<Prediction>> predict(const InputFn& input_fn);
 
   const RunConfig& config() const { return config_; }
   runtime::Backend& backend() { return *backend_; }
@@ -120,6 +136,11 @@ class TPUEstimator {
   TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
                int64_t eval_batch_size, int64_t predict_batch_size);
   void log(const std::string& line) const;
+  struct Compiled;
+  // model_fn in `mode` over infeeds shaped like `first`, its outputs added by `add_outputs`,
+  // compiled for the replicas, with the newest checkpoint's variables (required outside train).
+  absl::StatusOr<Compiled> compile_for(Mode mode, const runtime::data::Element& first,
+                                       int64_t per_shard_batch);
 
   ModelFn model_fn_;
   RunConfig config_;

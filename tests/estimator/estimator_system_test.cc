@@ -47,8 +47,8 @@ TEST(EstimatorOnTpusim, FollowsTheCpuBackend) {
   ASSERT_TRUE(t.ok()) << t.status();
   RunConfig c = quiet_config(on_cpu.path().string(), "cpu", 8);
   c.precision = "mxu";
-  auto est = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 64, 64,
-                                  64);
+  auto est =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 64, 64, 64);
   ASSERT_TRUE(est.ok());
   auto r = (*est)->train(train_input(), 10);
   ASSERT_TRUE(r.ok()) << r.status();

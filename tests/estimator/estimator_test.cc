@@ -22,8 +22,8 @@ using namespace testing;
 
 absl::StatusOr<TrainResult> train(const std::string& dir, int64_t steps,
                                   OptimizerSpec::Kind kind = OptimizerSpec::Kind::kAdam) {
-  auto est = TPUEstimator::create(linear_model(kind), quiet_config(dir, "cpu", 4), {}, true, 32,
-                                  32, 32);
+  auto est =
+      TPUEstimator::create(linear_model(kind), quiet_config(dir, "cpu", 4), {}, true, 32, 32, 32);
   if (!est.ok()) return est.status();
   return (*est)->train(train_input(), steps);
 }
@@ -73,15 +73,15 @@ TEST(Estimator, AResumedRunEndsBitwiseWhereAnUninterruptedOneDoes) {
 
 TEST(Estimator, BatchSizesMustDivideByTheReplicas) {
   TempDir dir;
-  auto est = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
-                                  quiet_config(dir.path().string(), "cpu", 4), {}, true, 30, 32,
-                                  32);
+  auto est =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
+                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 30, 32, 32);
   ASSERT_FALSE(est.ok());
   EXPECT_THAT(std::string(est.status().message()),
               HasSubstr("train_batch_size 30 must be divisible by the 4 replicas (num_shards)"));
   RunConfig no_dir = quiet_config("", "cpu", 4);
-  EXPECT_THAT(std::string(TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), no_dir,
-                                               {}, true, 32, 32, 32)
+  EXPECT_THAT(std::string(TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), no_dir, {},
+                                               true, 32, 32, 32)
                               .status()
                               .message()),
               HasSubstr("model_dir is empty"));
@@ -102,15 +102,88 @@ TEST(Estimator, ModelAndInputMistakesAreNamed) {
   ASSERT_TRUE(est.ok());
   EXPECT_THAT(std::string((*est)->train(train_input(), 5).status().message()),
               HasSubstr("train mode needs a train_op"));
-  auto linear = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
-                                     quiet_config(dir.path().string(), "cpu", 2), {}, true, 8, 8,
-                                     8);
+  auto linear =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
+                           quiet_config(dir.path().string(), "cpu", 2), {}, true, 8, 8, 8);
   InputFn short_input = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
     return examples()->take(3 * p.batch_size)->batch(p.batch_size, true);
   };
   const absl::Status ended = (*linear)->train(short_input, 5).status();
   EXPECT_EQ(ended.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(ended.message()), HasSubstr("input pipeline 0 ended after 1 steps"));
+}
+
+absl::StatusOr<std::unique_ptr<TPUEstimator>> trained_estimator(const std::string& dir) {
+  if (auto r = train(dir, 60); !r.ok()) return r.status();
+  return TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), quiet_config(dir, "cpu", 4),
+                              {}, true, 32, 32, 32);
+}
+
+TEST(Estimator, EvaluateRunsMetricFnOnTheHostOverEveryStepAndReplica) {
+  TempDir dir;
+  auto est = trained_estimator(dir.path().string());
+  ASSERT_TRUE(est.ok()) << est.status();
+  auto m = (*est)->evaluate(eval_input(), 8);  // 8 steps x 32 = all 256 examples
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->at("global_step"), 60);
+  EXPECT_GT(m->at("accuracy"), 0.8);
+  EXPECT_LT(m->at("loss"), 0.6);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "eval"));
+  // The eval input must not end early.
+  auto early = (*est)->evaluate(eval_input(), 9);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(early.status().message()), HasSubstr("must not end early"));
+}
+
+TEST(Estimator, PredictDropsThePaddingOfTheLastBatch) {
+  TempDir dir;
+  auto est = trained_estimator(dir.path().string());
+  ASSERT_TRUE(est.ok()) << est.status();
+  // 50 examples: batches of 8 per shard, 4 shards: one full step of 32 and a step of 18 real
+  // rows (a padded batch and two padding batches).
+  auto p = (*est)->predict(predict_input(50));
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 50u);
+  auto all = runtime::data::collect(*examples()->take(50));
+  ASSERT_TRUE(all.ok());
+  int right = 0;
+  for (size_t i = 0; i < 50; ++i) {
+    EXPECT_EQ((*p)[i].at("logits").shape, (runtime::Shape{3}));
+    right += (*p)[i].at("class").i[0] == (*all)[i].at("label").ints[0];
+  }
+  EXPECT_GT(right, 40);
+}
+
+TEST(Estimator, EvaluateAndPredictNeedACheckpointAndAnInputThatBehaves) {
+  TempDir dir;
+  auto est =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam),
+                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 32, 32, 32);
+  ASSERT_TRUE(est.ok());
+  EXPECT_THAT(std::string((*est)->evaluate(eval_input(), 2).status().message()),
+              HasSubstr("no checkpoint in model_dir"));
+  ASSERT_TRUE((*est)->train(train_input(), 5).ok());
+  RunConfig c = quiet_config(dir.path().string(), "cpu", 4);
+  c.max_predict_batches = 20;
+  auto capped =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 32, 32, 32);
+  ASSERT_TRUE(capped.ok());
+  InputFn forever = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->repeat()->batch(p.batch_size, true);
+  };
+  EXPECT_THAT(std::string((*capped)->predict(forever).status().message()),
+              HasSubstr("the predict input did not end after 20 batches"));
+  InputFn unpadded = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->take(10)->batch(p.batch_size);
+  };
+  EXPECT_THAT(std::string((*capped)->predict(unpadded).status().message()),
+              HasSubstr("predict batch 1: component 'label' has 2 rows; the per-shard batch is 8"));
+  auto no_eval =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam),
+                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 32, 0, 32);
+  ASSERT_TRUE(no_eval.ok());
+  EXPECT_THAT(std::string((*no_eval)->evaluate(eval_input(), 1).status().message()),
+              HasSubstr("eval_batch_size is 0"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "estimator/estimator.h"
+#include "estimator/metrics.h"
 #include "runtime/graph/layers.h"
 
 namespace tpusim::estimator::testing {
@@ -34,17 +35,42 @@ inline InputFn train_input() {
 
 inline ModelFn linear_model(runtime::OptimizerSpec::Kind kind) {
   return [kind](runtime::GraphBuilder& b, const Features& f, std::optional<runtime::Value> labels,
-                Mode, const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
+                Mode mode, const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
     const runtime::Value logits =
         runtime::layers::dense(b, f.at("x"), 3, runtime::layers::Activation::kNone, 5);
     TPUEstimatorSpec spec;
+    const runtime::Value classes = b.argmax(logits, 1);
+    if (mode == Mode::kPredict) {
+      spec.predictions = {{"class", classes}, {"logits", logits}};
+      return spec;
+    }
     spec.loss = runtime::layers::reduce_mean(
         runtime::layers::sparse_softmax_cross_entropy(*labels, logits), {0});
+    spec.metric_tensors = {{"labels", *labels}, {"classes", classes}};
+    spec.metric_fn = [](const std::map<std::string, runtime::HostTensor>& t)
+        -> absl::StatusOr<std::map<std::string, double>> {
+      auto acc = metrics::accuracy(t.at("labels"), t.at("classes"));
+      if (!acc.ok()) return acc.status();
+      return std::map<std::string, double>{{"accuracy", *acc}};
+    };
     runtime::OptimizerSpec opt;
     opt.kind = kind;
     opt.learning_rate.initial = kind == runtime::OptimizerSpec::Kind::kAdam ? 0.05f : 0.5f;
     spec.train_op = opt;
     return spec;
+  };
+}
+
+// The examples once, in order, batched per shard; the last batch padded (with a "mask").
+inline InputFn predict_input(int64_t count) {
+  return [count](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->take(count)->batch(p.batch_size, false, /*pad_to_full=*/true);
+  };
+}
+
+inline InputFn eval_input() {
+  return [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return examples()->batch(p.batch_size, true);
   };
 }
 
