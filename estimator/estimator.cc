@@ -347,7 +347,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     if (crossed(config_.log_step_count_steps) || step >= max_steps) {
       const double host_now =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-      log(str_cat("global_step ", step, ": loss = ", result.final_loss, " (",
+      log(str_cat("global_step ", step, ": loss = ", fmt::format("{:.4f}", result.final_loss), " (",
                   fmt::format("{:.2f}", (step - last_log_step) / (host_now - last_log_host)),
                   " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
       last_log_host = host_now;
@@ -378,6 +378,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   result.sim_seconds = host_clock;
   result.sim_seconds_per_step = host_clock / static_cast<double>(result.steps_run);
   result.infeed_wait_fraction = device_seconds > 0 ? wait_seconds / device_seconds : 0;
+  result.device_seconds = device_seconds;
+  result.input_seconds = wait_seconds;
+  result.host_overhead_seconds = host_clock - device_seconds;
   result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
   result.weights_fingerprint = weights_fingerprint(variables);
   return result;

@@ -99,6 +99,11 @@ struct TrainResult {
   double sim_seconds_per_step = 0;
   double infeed_wait_fraction = 0;  // of the device loops' time, the most-waiting core's
   double mxu_utilization = 0;
+  // Where the simulated time went, in seconds over the steps run: the device loops (of which
+  // the most-waiting core waited `input_seconds` on its infeed) and the host round trips.
+  double device_seconds = 0;
+  double input_seconds = 0;
+  double host_overhead_seconds = 0;
   std::string weights_fingerprint;
   std::vector<float> losses;  // replica 0's loss at every step run
 };

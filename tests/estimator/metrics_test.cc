@@ -22,9 +22,11 @@ TEST(Metrics, CountLikeTensorFlow) {
 }
 
 TEST(Metrics, MismatchedTensorsAreRefused) {
-  const auto r = accuracy(HostTensor::from_ints({2}, {1, 0}), HostTensor::from_ints({3}, {1, 0, 1}));
+  const auto r =
+      accuracy(HostTensor::from_ints({2}, {1, 0}), HostTensor::from_ints({3}, {1, 0, 1}));
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("2 labels but 3 predictions"));
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("2 labels but 3 predictions"));
   EXPECT_FALSE(mean(HostTensor::from({0}, {})).ok());
 }
 

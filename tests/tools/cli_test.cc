@@ -16,6 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using testing::run_tpusim;
 
 std::string repo_file(const std::string& rel) { return std::string(TPUSIM_SOURCE_DIR) + "/" + rel; }
@@ -193,14 +194,67 @@ TEST(Cli, BackendsJsonSaysWhetherCudaWasBuiltAndWhyNoDeviceRuns) {
   }
 }
 
-TEST(Cli, TrainWithoutArgumentsRunsTheMostCompleteJobAndSaysSo) {
-  const auto r = run_tpusim({"train"});
+// A short run of the main job: mlp on the 8 simulated cores of a v3-8, Fashion-MNIST converted
+// into a fresh data folder on first use; then the same model_dir trained on to a later step.
+TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-train-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string data = (tmp / "data").string(), model_dir = (tmp / "model").string();
+  const std::string report = (tmp / "report.json").string();
+  const std::vector<std::string> common = {"train",   "--model",
+                                           "mlp",     "--data",
+                                           data,      "--model-dir",
+                                           model_dir, "--batch-size",
+                                           "256",     "--iterations-per-loop",
+                                           "5",       "--eval-steps",
+                                           "4",       "--report",
+                                           report};
+  auto args = common;
+  args.insert(args.end(), {"--train-steps", "10"});
+  auto r = run_tpusim(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("training is not built yet"));
-  EXPECT_THAT(r.out, HasSubstr("slice v3-8"));
-  EXPECT_THAT(r.out, HasSubstr("123.2 TFLOPS per chip"));
-  EXPECT_THAT(r.out, HasSubstr("matmul 2048x2048x2048 on core 0 of v3-8"));
-  EXPECT_THAT(r.out, HasSubstr("vs bf16-input reference"));
+  EXPECT_THAT(r.err, HasSubstr("converting"));
+  EXPECT_THAT(r.out, HasSubstr("test accuracy"));
+  EXPECT_THAT(r.out, HasSubstr("tensorboard --logdir " + model_dir));
+  std::ifstream in(report);
+  auto j = nlohmann::json::parse(in);
+  for (const char* key :
+       {"eval_accuracy", "final_loss", "global_step", "sim_seconds_per_step", "host_seconds",
+        "infeed_wait_fraction", "mxu_utilization", "step_breakdown", "weights_fingerprint"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["global_step"], 10);
+  EXPECT_GT(j["sim_seconds_per_step"].get<double>(), 0);
+  EXPECT_GT(j["eval_accuracy"].get<double>(), 0.3);
+  const double parts = j["step_breakdown"]["compute"].get<double>() +
+                       j["step_breakdown"]["input"].get<double>() +
+                       j["step_breakdown"]["idle"].get<double>();
+  EXPECT_NEAR(parts, j["sim_seconds_per_step"].get<double>(), 1e-9);
+  // Like max_steps: a model_dir at step 10 trains to 20, and the data stays converted.
+  args = common;
+  args.insert(args.end(), {"--train-steps", "20"});
+  r = run_tpusim(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("converting")));
+  EXPECT_THAT(r.err, HasSubstr("restored"));
+  std::ifstream again(report);
+  j = nlohmann::json::parse(again);
+  EXPECT_EQ(j["global_step"], 20);
+  EXPECT_EQ(j["steps_run"], 10);
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(Cli, TrainRejectsBadOptions) {
+  auto r = run_tpusim({"train", "--optimizer", "adagrad"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam)"));
+  r = run_tpusim({"train", "--backend", "gpu2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--backend must be tpusim or cpu"));
+  r = run_tpusim({"train", "--model", "mlp", "--batch-size", "100"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("train_batch_size 100 must be divisible by the 8 replicas"));
 }
 
 TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {
