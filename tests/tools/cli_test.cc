@@ -242,6 +242,26 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   j = nlohmann::json::parse(again);
   EXPECT_EQ(j["global_step"], 20);
   EXPECT_EQ(j["steps_run"], 10);
+  // The checkpoint evaluates and predicts.
+  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
+                  "--batch-size", "256", "--eval-steps", "4", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["global_step"], 20);
+  EXPECT_GT(j["accuracy"].get<double>(), 0.3);
+  r = run_tpusim({"predict", "--model", "mlp", "--model-dir", model_dir, "--data", data,
+                  "--batch-size", "256", "--count", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u);
+  for (const auto& p : j) {
+    EXPECT_GE(p["class"].get<int>(), 0);
+    EXPECT_LE(p["probability"].get<double>(), 1.0);
+  }
+  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", (tmp / "empty").string(), "--data",
+                  data, "--batch-size", "256"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no checkpoint in model_dir"));
   std::filesystem::remove_all(tmp);
 }
 

@@ -7,6 +7,8 @@ namespace tpusim::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train a model on a simulated slice (the main job)", run_train},
+      {"evaluate", "evaluate a trained model's newest checkpoint on the test set", run_evaluate},
+      {"predict", "predict test images with a trained model's newest checkpoint", run_predict},
       {"matmul", "one GEMM on one simulated core: cycles, TFLOPS, MXU utilisation, error",
        run_matmul},
       {"allreduce", "one all-reduce over every core of a slice: time, bandwidth, ratio to bound",

@@ -11,9 +11,11 @@ int run_backends(const std::vector<std::string>& args);
 int run_compile(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
+int run_evaluate(const std::vector<std::string>& args);
 int run_layers(const std::vector<std::string>& args);
 int run_matmul(const std::vector<std::string>& args);
 int run_opcheck(const std::vector<std::string>& args);
+int run_predict(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 
 }  // namespace tpusim::cli

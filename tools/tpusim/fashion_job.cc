@@ -40,8 +40,8 @@ absl::Status ensure_fashion_mnist(const std::string& dir) {
     const std::string images = str_cat(kIdxDir, "/", prefix, "-images-idx3-ubyte.gz");
     const std::string labels = str_cat(kIdxDir, "/", prefix, "-labels-idx1-ubyte.gz");
     if (!fs::exists(images)) {
-      return absl::NotFoundError(str_cat("no ", prefix, "-*.tfrecord in ", dir, " and no ",
-                                         images, " to make them from (make deps installs "
+      return absl::NotFoundError(str_cat("no ", prefix, "-*.tfrecord in ", dir, " and no ", images,
+                                         " to make them from (make deps installs "
                                          "dataset-fashion-mnist)"));
     }
     std::cerr << "converting " << images << " to TFRecords in " << dir << "\n";
@@ -87,10 +87,10 @@ estimator::InputFn fashion_eval_input(const std::string& dir) {
 }
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer) {
-  return [model, optimizer](runtime::GraphBuilder& b, const estimator::Features& f,
-                            std::optional<runtime::Value> labels, estimator::Mode mode,
-                            const estimator::Params&)
-             -> absl::StatusOr<estimator::TPUEstimatorSpec> {
+  return [model, optimizer](
+             runtime::GraphBuilder& b, const estimator::Features& f,
+             std::optional<runtime::Value> labels, estimator::Mode mode,
+             const estimator::Params&) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
     auto logits =
         runtime::models::build_model(b, model, f.at("image"), mode == estimator::Mode::kTrain, 1);
     if (!logits.ok()) return logits.status();

@@ -1,0 +1,141 @@
+// tpusim evaluate | predict: a zoo model's newest checkpoint in --model-dir, on the Fashion-MNIST
+// test set: metrics (evaluate) or per-example classes and probabilities (predict).
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "configs/loader.h"
+#include "estimator/estimator.h"
+#include "runtime/data/dataset.h"
+#include "tools/tpusim/command.h"
+#include "tools/tpusim/commands.h"
+#include "tools/tpusim/fashion_job.h"
+
+namespace tpusim::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+struct Job {
+  std::string model, data_dir;
+  std::unique_ptr<estimator::TPUEstimator> estimator;
+};
+
+void add_common(po::options_description& options) {
+  options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
+                        "the zoo model the checkpoint belongs to")(
+      "model-dir", po::value<std::string>()->required(), "where train wrote its checkpoints")(
+      "data", po::value<std::string>()->default_value(default_data_dir()),
+      "folder of Fashion-MNIST TFRecords (t10k-*); converted on first use")(
+      "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
+      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
+      "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
+      "json", po::bool_switch(), "print JSON");
+}
+
+absl::StatusOr<Job> make_job(const po::variables_map& vm) {
+  Job job;
+  job.model = vm["model"].as<std::string>();
+  job.data_dir = vm["data"].as<std::string>();
+  estimator::RunConfig config;
+  config.model_dir = vm["model-dir"].as<std::string>();
+  config.backend = vm["backend"].as<std::string>();
+  if (config.backend != "tpusim" && config.backend != "cpu")
+    return absl::InvalidArgumentError("--backend must be tpusim or cpu");
+  config.slice = vm["config"].as<std::string>();
+  config.precision = config.backend == "cpu" ? "mxu" : "fp32";
+  if (config.backend == "tpusim") {
+    auto slice = config::load_slice(config.slice);
+    if (!slice.ok()) return slice.status();
+    config.tpu_config.num_shards = (*slice)->cores;
+  }
+  config.log = [](const std::string&) {};
+  const int64_t batch = vm["batch-size"].as<int64_t>();
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}), config, {}, true,
+                                             batch, batch, batch);
+  if (!est.ok()) return est.status();
+  job.estimator = *std::move(est);
+  if (auto s = ensure_fashion_mnist(job.data_dir); !s.ok()) return s;
+  return job;
+}
+
+}  // namespace
+
+int run_evaluate(const std::vector<std::string>& args) {
+  po::options_description options("options");
+  add_common(options);
+  options.add_options()("eval-steps", po::value<int64_t>()->default_value(0),
+                        "test batches (0: as many whole batches as 10,000 images fill)");
+  const std::string usage =
+      "usage: tpusim evaluate --model-dir DIR [--model NAME] [--data DIR] [--config SLICE |\n"
+      "                       --backend cpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
+      "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n";
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
+  auto job = make_job(vm);
+  if (!job.ok()) return failure(std::string(job.status().message()));
+  int64_t steps = vm["eval-steps"].as<int64_t>();
+  if (steps <= 0) steps = 10000 / vm["batch-size"].as<int64_t>();
+  auto metrics = job->estimator->evaluate(fashion_eval_input(job->data_dir), steps);
+  if (!metrics.ok()) return failure(std::string(metrics.status().message()));
+  if (vm["json"].as<bool>()) {
+    std::cout << nlohmann::json(*metrics).dump(2) << "\n";
+  } else {
+    for (const auto& [name, value] : *metrics) std::cout << fmt::format("{:12} {}\n", name, value);
+  }
+  return kOk;
+}
+
+int run_predict(const std::vector<std::string>& args) {
+  po::options_description options("options");
+  add_common(options);
+  options.add_options()("count", po::value<int64_t>()->default_value(10),
+                        "predict the first N test images");
+  const std::string usage =
+      "usage: tpusim predict --model-dir DIR [--model NAME] [--count N] [--data DIR]\n"
+      "                      [--config SLICE | --backend cpu] [--batch-size N] [--json]\n\n"
+      "Predicts the first N Fashion-MNIST test images with the newest checkpoint in DIR: each\n"
+      "one's class, probability and true label.\n";
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
+  const int64_t count = vm["count"].as<int64_t>();
+  if (count < 1) return usage_error("--count must be >= 1", usage);
+  auto job = make_job(vm);
+  if (!job.ok()) return failure(std::string(job.status().message()));
+  const std::string dir = job->data_dir;
+  estimator::InputFn input = [dir, count](const estimator::Params& p)
+      -> absl::StatusOr<runtime::data::DatasetPtr> {
+    auto eval = fashion_eval_input(dir);
+    estimator::Params one = p;
+    one.batch_size = 1;  // unbatch: the eval input at batch 1, then re-batched with padding
+    auto examples = eval(one);
+    if (!examples.ok()) return examples.status();
+    return (*examples)
+        ->take(count)
+        ->map([](runtime::data::Element e) -> absl::StatusOr<runtime::data::Element> {
+          for (auto& [name, v] : e) v.shape.erase(v.shape.begin());  // drop the batch of 1
+          return e;
+        })
+        ->batch(p.batch_size, false, /*pad_to_full=*/true);
+  };
+  auto predictions = job->estimator->predict(input);
+  if (!predictions.ok()) return failure(std::string(predictions.status().message()));
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& p : *predictions) {
+    const auto& probs = p.at("probabilities").f;
+    const int32_t cls = p.at("class").i[0];
+    out.push_back({{"class", cls}, {"probability", probs[static_cast<size_t>(cls)]}});
+  }
+  if (vm["json"].as<bool>()) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) {
+      std::cout << fmt::format("{:5}  class {}  p={:.3f}\n", i, out[i]["class"].get<int>(),
+                               out[i]["probability"].get<double>());
+    }
+  }
+  return kOk;
+}
+
+}  // namespace tpusim::cli
