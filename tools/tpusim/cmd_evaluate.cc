@@ -52,8 +52,8 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   }
   config.log = [](const std::string&) {};
   const int64_t batch = vm["batch-size"].as<int64_t>();
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}), config, {}, true,
-                                             batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}), config, {}, true, batch,
+                                             batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
   if (auto s = ensure_fashion_mnist(job.data_dir); !s.ok()) return s;
@@ -104,8 +104,8 @@ int run_predict(const std::vector<std::string>& args) {
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
   const std::string dir = job->data_dir;
-  estimator::InputFn input = [dir, count](const estimator::Params& p)
-      -> absl::StatusOr<runtime::data::DatasetPtr> {
+  estimator::InputFn input =
+      [dir, count](const estimator::Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
     auto eval = fashion_eval_input(dir);
     estimator::Params one = p;
     one.batch_size = 1;  // unbatch: the eval input at batch 1, then re-batched with padding

@@ -375,8 +375,58 @@ bool window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, in
   return *ox1 > *ox0;
 }
 
+// The output rows [oy0, oy1) whose window row ky lies inside the image.
+void window_rows(const Window& w, int64_t ky, int64_t out_h, int64_t in_h, int64_t* oy0,
+                 int64_t* oy1) {
+  *oy0 = 0;
+  *oy1 = out_h;
+  while (*oy0 < out_h && *oy0 * w.sh + ky - w.pad_top < 0) ++*oy0;
+  while (*oy1 > *oy0 && (*oy1 - 1) * w.sh + ky - w.pad_top >= in_h) --*oy1;
+}
+
+// In the flat view (stride 1, output as big as the input) a copy or add for one kernel offset
+// runs over every window of the tile's images at once, so windows that fall outside their image
+// wrap into neighbouring rows or images. These fills zero those positions of the patches: per
+// image and kernel row the rows outside its valid range, and per tile the wrapped columns.
+void zero_wrapped(Tile& t, const Window& w, uint64_t patches, int64_t H, int64_t W, int64_t C,
+                  int64_t OH, int64_t OW) {
+  sim::CoreBuilder& b = t.e_builder();
+  const int64_t patch = w.kh * w.kw * C;
+  const auto f32_block = [](uint64_t at, int64_t rows, int64_t cols, int64_t stride) {
+    return block(at, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), isa::F32,
+                 static_cast<uint64_t>(stride) * 4);
+  };
+  for (int64_t ky = 0; ky < w.kh; ++ky) {
+    int64_t oy0 = 0, oy1 = 0;
+    window_rows(w, ky, OH, H, &oy0, &oy1);
+    for (int64_t r = 0; r < static_cast<int64_t>(t.rows()); ++r) {
+      for (auto [from, to] : {std::pair{int64_t{0}, oy0}, std::pair{oy1, OH}}) {
+        if (to <= from) continue;
+        const uint64_t at =
+            patches + static_cast<uint64_t>(((r * OH + from) * OW) * patch + ky * w.kw * C) * 4;
+        t.chain(b.fill(f32_block(at, (to - from) * OW, w.kw * C, patch), 0));
+      }
+    }
+    for (int64_t kx = 0; kx < w.kw; ++kx) {
+      int64_t ox0 = 0, ox1 = 0, x0 = 0;
+      window_columns(w, kx, OW, W, &ox0, &ox1, &x0);
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        if (ox >= ox0 && ox < ox1) continue;
+        const uint64_t at = patches + static_cast<uint64_t>(ox * patch + (ky * w.kw + kx) * C) * 4;
+        t.chain(b.fill(f32_block(at, t.rows() * OH, C, OW * patch), 0));
+      }
+    }
+  }
+}
+
 }  // namespace
 
+// im2col in VMEM, a tile of whole images at a time: one DMA brings the images in, the patch rows
+// are assembled by vector copies, one DMA takes them out. At stride 1 with the output as big as
+// the input (SAME convolutions) consecutive windows (image, oy, ox) read consecutive pixels, so
+// each kernel offset (ky, kx) is one strided copy for the whole tile (the flat view), and the
+// windows that wrap round a row or image edge (the padding) are zeroed afterwards. Otherwise
+// the patches start zeroed and each offset is one copy per image and output row.
 absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
@@ -384,34 +434,60 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
   const int64_t N = in.dim(0), H = in.dim(1), W = in.dim(2), C = in.dim(3), OH = n.shape.dim(1),
                 OW = n.shape.dim(2);
   const int64_t patch = w.kh * w.kw * C;
-  // Zeros first (the padding), then each window row as one strided copy per (oy, ky, kx).
-  l.emit.rowwise(l.address(id), static_cast<uint64_t>(N * OH * OW), static_cast<uint32_t>(patch),
-                 isa::F32, {}, 0, 0, [](Tile& t) { t.chain(t.e_builder().fill(t.out(), 0)); });
-  for (int64_t b = 0; b < N; ++b) {
-    for (int64_t oy = 0; oy < OH; ++oy) {
-      for (int64_t ky = 0; ky < w.kh; ++ky) {
-        const int64_t y = oy * w.sh + ky - w.pad_top;
-        if (y < 0 || y >= H) continue;
-        for (int64_t kx = 0; kx < w.kw; ++kx) {
-          int64_t ox0 = 0, ox1 = 0, x0 = 0;
-          if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
-          const uint64_t src =
-              l.address(n.inputs[0]) + static_cast<uint64_t>(((b * H + y) * W + x0) * C) * 4;
-          const uint64_t dst =
-              l.address(id) +
-              static_cast<uint64_t>(((b * OH + oy) * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4;
-          l.emit.copy(src, static_cast<uint64_t>(w.sw * C) * 4, dst,
-                      static_cast<uint64_t>(patch) * 4, static_cast<uint64_t>(ox1 - ox0),
-                      static_cast<uint32_t>(C), isa::F32);
+  const bool flat = w.sw == 1 && w.sh == 1 && OW == W && OH == H;
+  const auto image_cols = static_cast<uint32_t>(H * W * C);
+  const auto out_cols = static_cast<uint32_t>(OH * OW * patch);
+  l.emit.rowwise(
+      l.address(id), static_cast<uint64_t>(N), out_cols, isa::F32,
+      {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, image_cols}}, 0, 0,
+      [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        const uint64_t images = t.in(0).address(), patches = t.out().address();
+        const int64_t R = t.rows();
+        if (!flat) t.chain(b.fill(t.out(), 0));
+        // Windows (image r, oy, ox) from `first` to `last` of kernel offset (ky, kx) as one copy.
+        auto copy = [&](int64_t ky, int64_t kx, int64_t r, int64_t oy, int64_t ox, int64_t rows) {
+          const int64_t y = oy * w.sh + ky - w.pad_top, x = ox * w.sw + kx - w.pad_left;
+          const isa::Block src =
+              block(images + static_cast<uint64_t>(((r * H + y) * W + x) * C) * 4,
+                    static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
+                    static_cast<uint64_t>(w.sw * C) * 4);
+          const isa::Block dst = block(
+              patches +
+                  static_cast<uint64_t>(((r * OH + oy) * OW + ox) * patch + (ky * w.kw + kx) * C) *
+                      4,
+              static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
+              static_cast<uint64_t>(patch) * 4);
+          t.chain(b.unary(Vector::COPY, dst, src));
+        };
+        for (int64_t ky = 0; ky < w.kh; ++ky) {
+          int64_t oy0 = 0, oy1 = 0;
+          window_rows(w, ky, OH, H, &oy0, &oy1);
+          if (oy1 <= oy0) continue;
+          for (int64_t kx = 0; kx < w.kw; ++kx) {
+            int64_t ox0 = 0, ox1 = 0, x0 = 0;
+            if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
+            if (flat) {
+              // Every image of the tile, from its first valid window to the last image's last.
+              copy(ky, kx, 0, oy0, ox0, ((R - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
+              continue;
+            }
+            for (int64_t r = 0; r < R; ++r) {
+              for (int64_t oy = oy0; oy < oy1; ++oy) copy(ky, kx, r, oy, ox0, ox1 - ox0);
+            }
+          }
         }
-      }
-    }
-  }
+        if (flat) zero_wrapped(t, w, patches, H, W, C, OH, OW);
+      });
   return absl::OkStatus();
 }
 
-// Sums patches back into the image: per image, the image accumulates in one VMEM tile and every
-// window row is added by the vector unit in a fixed order.
+// Sums patches back into the image (the adjoint of im2col), a tile of whole images at a time in
+// VMEM. For one kernel offset (ky, kx) distinct windows touch distinct pixels, so in the flat
+// view (see lower_extract_patches) each offset is one vector add over the whole tile, and
+// otherwise one per image and output row; offsets go in (ky, kx) order, so every pixel sums its
+// contributions in a fixed order. In the flat view the wrapped windows of the patches are zeroed
+// first, so that adding them changes nothing.
 absl::Status lower_patches_to_image(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Window& w = n.attrs.window;
@@ -427,40 +503,49 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
                 "x", OW, " windows needs ", image_bytes + patch_bytes,
                 " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
   }
-  for (int64_t b = 0; b < N; ++b) {
-    const uint64_t patches =
-        l.address(n.inputs[0]) + static_cast<uint64_t>(b * OH * OW * patch) * 4;
-    l.emit.rowwise(
-        l.address(id) + static_cast<uint64_t>(b * H * W * C) * 4, 1,
-        static_cast<uint32_t>(H * W * C), isa::F32,
-        {TileOperand{TileOperand::Kind::kRow, patches, isa::F32,
-                     static_cast<uint32_t>(OH * OW * patch)}},
-        0, 0, [&](Tile& t) {
-          sim::CoreBuilder& bld = t.e_builder();
-          const uint64_t image = t.out().address(), from = t.in(0).address();
-          t.chain(bld.fill(t.out(), 0));
-          for (int64_t oy = 0; oy < OH; ++oy) {
-            for (int64_t ky = 0; ky < w.kh; ++ky) {
-              const int64_t y = oy * w.sh + ky - w.pad_top;
-              if (y < 0 || y >= H) continue;
-              for (int64_t kx = 0; kx < w.kw; ++kx) {
-                int64_t ox0 = 0, ox1 = 0, x0 = 0;
-                if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
-                const isa::Block dst =
-                    block(image + static_cast<uint64_t>((y * W + x0) * C) * 4,
-                          static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
-                          static_cast<uint64_t>(w.sw * C) * 4);
-                const isa::Block src = block(
-                    from +
-                        static_cast<uint64_t>((oy * OW + ox0) * patch + (ky * w.kw + kx) * C) * 4,
-                    static_cast<uint32_t>(ox1 - ox0), static_cast<uint32_t>(C), isa::F32,
-                    static_cast<uint64_t>(patch) * 4);
-                t.chain(bld.binary(Vector::ADD, dst, dst, src));
-              }
+  const bool flat = w.sw == 1 && w.sh == 1 && OW == W && OH == H;
+  const auto image_cols = static_cast<uint32_t>(H * W * C);
+  const auto patch_cols = static_cast<uint32_t>(OH * OW * patch);
+  l.emit.rowwise(
+      l.address(id), static_cast<uint64_t>(N), image_cols, isa::F32,
+      {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, patch_cols}}, 0, 0,
+      [&](Tile& t) {
+        sim::CoreBuilder& bld = t.e_builder();
+        const uint64_t images = t.out().address(), patches = t.in(0).address();
+        const int64_t R = t.rows();
+        t.chain(bld.fill(t.out(), 0));
+        if (flat) zero_wrapped(t, w, patches, H, W, C, OH, OW);
+        auto add = [&](int64_t ky, int64_t kx, int64_t r, int64_t oy, int64_t ox, int64_t rows) {
+          const int64_t y = oy * w.sh + ky - w.pad_top, x = ox * w.sw + kx - w.pad_left;
+          const isa::Block dst =
+              block(images + static_cast<uint64_t>(((r * H + y) * W + x) * C) * 4,
+                    static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
+                    static_cast<uint64_t>(w.sw * C) * 4);
+          const isa::Block src = block(
+              patches +
+                  static_cast<uint64_t>(((r * OH + oy) * OW + ox) * patch + (ky * w.kw + kx) * C) *
+                      4,
+              static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
+              static_cast<uint64_t>(patch) * 4);
+          t.chain(bld.binary(Vector::ADD, dst, dst, src));
+        };
+        for (int64_t ky = 0; ky < w.kh; ++ky) {
+          int64_t oy0 = 0, oy1 = 0;
+          window_rows(w, ky, OH, H, &oy0, &oy1);
+          if (oy1 <= oy0) continue;
+          for (int64_t kx = 0; kx < w.kw; ++kx) {
+            int64_t ox0 = 0, ox1 = 0, x0 = 0;
+            if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
+            if (flat) {
+              add(ky, kx, 0, oy0, ox0, ((R - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
+              continue;
+            }
+            for (int64_t r = 0; r < R; ++r) {
+              for (int64_t oy = oy0; oy < oy1; ++oy) add(ky, kx, r, oy, ox0, ox1 - ox0);
             }
           }
-        });
-  }
+        }
+      });
   return absl::OkStatus();
 }
 
