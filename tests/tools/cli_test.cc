@@ -265,6 +265,28 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   std::filesystem::remove_all(tmp);
 }
 
+// The same 3 steps on tpusim and cpu:mxu agree within the default tolerances, and fail a
+// tolerance of zero (their f32 sums are added in different orders).
+TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
+  const auto data =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-compare-" + std::to_string(::getpid()));
+  auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["reference"], "tpusim");
+  const auto& cpu = j["against"]["cpu"];
+  EXPECT_EQ(cpu["verdict"], "agree");
+  EXPECT_EQ(cpu["losses"].size(), 3u);
+  EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER"));
+  r = run_tpusim({"compare", "--backends", "cpu"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--backends needs at least two backends"));
+  std::filesystem::remove_all(data);
+}
+
 TEST(Cli, TrainRejectsBadOptions) {
   auto r = run_tpusim({"train", "--optimizer", "adagrad"});
   EXPECT_EQ(r.exit_code, 2);

@@ -16,6 +16,8 @@ const std::vector<Command>& commands() {
       {"layers", "SCALE-Sim topologies on one MXU, timing-only, per-layer cycles", run_layers},
       {"compile", "a zoo model's training step compiled for a core: instructions, HBM, VMEM",
        run_compile},
+      {"compare", "train on several backends from the same start and compare losses and weights",
+       run_compare},
       {"opcheck", "every op forward and backward on each backend against the cpu fp32 reference",
        run_opcheck},
       {"data", "inspect TFRecord files; convert MNIST-family IDX files to TFRecords", run_data},

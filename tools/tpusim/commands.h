@@ -8,6 +8,7 @@ namespace tpusim::cli {
 
 int run_allreduce(const std::vector<std::string>& args);
 int run_backends(const std::vector<std::string>& args);
+int run_compare(const std::vector<std::string>& args);
 int run_compile(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
