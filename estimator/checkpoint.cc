@@ -82,13 +82,8 @@ std::vector<std::string> list_checkpoints(const std::string& model_dir) {
   return paths;
 }
 
-absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_t global_step,
-                                            const runtime::Variables& variables, int keep_max) {
-  std::error_code ec;
-  fs::create_directories(model_dir, ec);
-  if (ec) return absl::InternalError(str_cat("cannot create ", model_dir, ": ", ec.message()));
-  const std::string name = str_cat("model.ckpt-", global_step, kSuffix);
-  const std::string path = str_cat(model_dir, "/", name);
+absl::Status write_checkpoint(const std::string& path, int64_t global_step,
+                              const runtime::Variables& variables) {
   const std::string tmp = path + ".tmp";
   {
     auto writer = runtime::data::TFRecordWriter::open(tmp);
@@ -112,9 +107,21 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_
     if (auto s = (*writer)->close(); !s.ok()) return s;
   }
   if (auto s = sync_file(tmp); !s.ok()) return s;
+  std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec)
     return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_t global_step,
+                                            const runtime::Variables& variables, int keep_max) {
+  std::error_code ec;
+  fs::create_directories(model_dir, ec);
+  if (ec) return absl::InternalError(str_cat("cannot create ", model_dir, ": ", ec.message()));
+  const std::string name = str_cat("model.ckpt-", global_step, kSuffix);
+  const std::string path = str_cat(model_dir, "/", name);
+  if (auto s = write_checkpoint(path, global_step, variables); !s.ok()) return s;
 
   std::vector<std::string> all = list_checkpoints(model_dir);
   if (keep_max > 0) {

@@ -29,6 +29,10 @@ struct Checkpoint {
 absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_t global_step,
                                             const runtime::Variables& variables, int keep_max);
 
+// Writes one checkpoint file at `path` the same way (temporary file, sync, rename).
+absl::Status write_checkpoint(const std::string& path, int64_t global_step,
+                              const runtime::Variables& variables);
+
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 // The newest checkpoint in `model_dir`; nullopt when it has none (or does not exist).
 absl::StatusOr<std::optional<Checkpoint>> load_latest_checkpoint(const std::string& model_dir);

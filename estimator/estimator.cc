@@ -624,4 +624,41 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   return out;
 }
 
+absl::Status TPUEstimator::export_saved_model(const std::string& dir,
+                                              const std::vector<TensorSpec>& features,
+                                              int64_t batch_size) {
+  if (batch_size < 1) return absl::InvalidArgumentError("export: batch_size must be >= 1");
+  auto ckpt = load_latest_checkpoint(config_.model_dir);
+  if (!ckpt.ok()) return ckpt.status();
+  if (!ckpt->has_value()) {
+    return absl::NotFoundError(
+        str_cat("no checkpoint in model_dir ", config_.model_dir, " to export; train first"));
+  }
+  runtime::GraphBuilder b;
+  Features inputs;
+  std::vector<TensorSpec> signature;
+  for (const TensorSpec& f : features) {
+    std::vector<int64_t> dims = f.shape.dims();
+    dims.insert(dims.begin(), batch_size);
+    inputs[f.name] = b.infeed(f.name, f.dtype, runtime::Shape(dims));
+    signature.push_back({f.name, f.dtype, runtime::Shape(dims)});
+  }
+  Params params = params_;
+  params.batch_size = batch_size;
+  auto spec = model_fn_(b, inputs, std::nullopt, Mode::kPredict, params);
+  if (!spec.ok()) return spec.status();
+  if (spec->predictions.empty())
+    return absl::InvalidArgumentError("model_fn: predict mode needs predictions");
+  std::vector<std::string> names;
+  for (const auto& [name, v] : spec->predictions) {
+    b.output("prediction/" + name, v);
+    names.push_back(name);
+  }
+  if (!b.status().ok()) return b.status();
+  runtime::Variables variables = runtime::initial_variables(b.graph());
+  if (auto s = restore(**ckpt, &variables); !s.ok()) return s;
+  return write_saved_model(dir, b.graph(), variables, signature, names, batch_size,
+                           (*ckpt)->global_step);
+}
+
 }  // namespace tpusim::estimator

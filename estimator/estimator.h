@@ -28,6 +28,7 @@
 
 #include <absl/status/statusor.h>
 
+#include "estimator/saved_model.h"
 #include "runtime/backend/backend.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/stage_profile.h"
@@ -133,6 +134,12 @@ class TPUEstimator {
   // padding (mask 0) is dropped. Steps too short of batches for every replica get padding too.
   using Prediction = std::map<std::string, runtime::HostTensor>;
   absl::StatusOr<std::vector<Prediction>> predict(const InputFn& input_fn);
+
+  // Writes model_fn's predict step for `batch_size` examples at a time, with model_dir's newest
+  // checkpoint, as a saved model in `dir` (saved_model.h). `features`: each input's name, dtype
+  // and shape of one example.
+  absl::Status export_saved_model(const std::string& dir, const std::vector<TensorSpec>& features,
+                                  int64_t batch_size);
 
   const RunConfig& config() const { return config_; }
   runtime::Backend& backend() { return *backend_; }

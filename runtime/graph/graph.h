@@ -131,6 +131,7 @@ class Graph {
  public:
   int add(Node node);
   const Node& node(int id) const { return nodes_[static_cast<size_t>(id)]; }
+  Node& mutable_node(int id) { return nodes_[static_cast<size_t>(id)]; }
   int size() const { return static_cast<int>(nodes_.size()); }
   const std::vector<Node>& nodes() const { return nodes_; }
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "estimator/checkpoint.h"
+#include "estimator/saved_model.h"
 #include "tests/configs/config_test_util.h"
 #include "tests/estimator/estimator_test_util.h"
 
@@ -152,6 +153,44 @@ TEST(Estimator, PredictDropsThePaddingOfTheLastBatch) {
     right += (*p)[i].at("class").i[0] == (*all)[i].at("label").ints[0];
   }
   EXPECT_GT(right, 40);
+}
+
+// The exported predict step, loaded without the model code, predicts what predict() does.
+TEST(Estimator, ASavedModelPredictsLikeTheEstimator) {
+  TempDir dir;
+  auto est = trained_estimator(dir.path().string());
+  ASSERT_TRUE(est.ok()) << est.status();
+  const std::string saved = (dir.path() / "saved").string();
+  ASSERT_TRUE((*est)->export_saved_model(saved, {{"x", runtime::DType::kF32, {4}}}, 8).ok());
+  auto model = load_saved_model(saved);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->batch_size, 8);
+  EXPECT_EQ(model->global_step, 60);
+  ASSERT_EQ(model->inputs.size(), 1u);
+  EXPECT_EQ(model->inputs[0].shape, (runtime::Shape{8, 4}));
+  EXPECT_EQ(model->predictions, (std::vector<std::string>{"class", "logits"}));
+  auto expected = (*est)->predict(predict_input(8));
+  ASSERT_TRUE(expected.ok());
+  auto all = runtime::data::collect(*examples()->take(8));
+  ASSERT_TRUE(all.ok());
+  runtime::HostTensor x = runtime::HostTensor::zeros(runtime::DType::kF32, {8, 4});
+  for (size_t i = 0; i < 8; ++i) {
+    std::copy((*all)[i].at("x").floats.begin(), (*all)[i].at("x").floats.end(),
+              x.f.begin() + static_cast<long>(i * 4));
+  }
+  auto backend = runtime::make_backend("cpu");
+  auto exe = (*backend)->compile(model->graph, {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto out = (*backend)->run(**exe, model->variables, {{{"x", x}}}, 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_EQ((*out)[0].at("prediction/class").i[i], (*expected)[i].at("class").i[0]) << i;
+  // A damaged folder is refused, naming the file.
+  std::filesystem::remove(std::filesystem::path(saved) / "variables.tpuckpt");
+  EXPECT_THAT(std::string(load_saved_model(saved).status().message()),
+              HasSubstr("variables.tpuckpt"));
+  EXPECT_THAT(std::string(load_saved_model(dir.path().string()).status().message()),
+              HasSubstr("no saved model at"));
 }
 
 TEST(Estimator, EvaluateAndPredictNeedACheckpointAndAnInputThatBehaves) {

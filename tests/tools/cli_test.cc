@@ -211,7 +211,7 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
                                            "4",       "--report",
                                            report};
   auto args = common;
-  args.insert(args.end(), {"--train-steps", "10"});
+  args.insert(args.end(), {"--train-steps", "10", "--export-dir", (tmp / "saved").string()});
   auto r = run_tpusim(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("converting"));
@@ -258,6 +258,13 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
     EXPECT_GE(p["class"].get<int>(), 0);
     EXPECT_LE(p["probability"].get<double>(), 1.0);
   }
+  // The saved model of the first run predicts without the model's code.
+  r = run_tpusim({"predict", "--saved-model", (tmp / "saved").string(), "--data", data, "--count",
+                  "5", "--backend", "cpu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 5u);
+  EXPECT_EQ(j[0]["label"], 9);  // the first Fashion-MNIST test image is an ankle boot
   r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", (tmp / "empty").string(), "--data",
                   data, "--batch-size", "256"});
   EXPECT_EQ(r.exit_code, 1);

@@ -1,14 +1,13 @@
 // tpusim compare: the same training run on several backends, from the same initial weights and
 // the same batches, and how far apart they end: per-step loss differences and per-variable max
 // absolute and relative differences, with a verdict against tolerances.
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "common/strings.h"
 #include "configs/loader.h"
@@ -84,8 +83,7 @@ int run_compare(const std::vector<std::string>& args) {
   if (auto s = ensure_fashion_mnist(data); !s.ok()) return failure(std::string(s.message()));
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
-  const auto root = std::filesystem::temp_directory_path() /
-                    str_cat("tpusim-compare-", ::getpid());
+  const auto root = std::filesystem::temp_directory_path() / str_cat("tpusim-compare-", ::getpid());
   runtime::OptimizerSpec sgd;
   sgd.learning_rate.initial = 0.05f;
   std::vector<Run> runs;
@@ -120,8 +118,10 @@ int run_compare(const std::vector<std::string>& args) {
     for (size_t s = 0; s < a.result.losses.size(); ++s) {
       const double d = std::abs(static_cast<double>(a.result.losses[s]) - ref.result.losses[s]);
       worst_loss = std::max(worst_loss, d);
-      losses.push_back({{"step", s + 1}, {"loss", a.result.losses[s]},
-                        {"reference_loss", ref.result.losses[s]}, {"difference", d}});
+      losses.push_back({{"step", s + 1},
+                        {"loss", a.result.losses[s]},
+                        {"reference_loss", ref.result.losses[s]},
+                        {"difference", d}});
     }
     nlohmann::ordered_json vars = nlohmann::ordered_json::object();
     double worst_rel = 0;
@@ -139,8 +139,8 @@ int run_compare(const std::vector<std::string>& args) {
                                  {"losses", losses},
                                  {"variables", vars}};
     if (!vm["json"].as<bool>()) {
-      std::cout << fmt::format("{} vs {} over {} steps of {} (batch {}):\n", a.backend,
-                               ref.backend, steps, model, batch);
+      std::cout << fmt::format("{} vs {} over {} steps of {} (batch {}):\n", a.backend, ref.backend,
+                               steps, model, batch);
       for (const auto& l : losses) {
         std::cout << fmt::format("  step {:4}  loss {:.6f} vs {:.6f}  diff {:.2e}\n",
                                  l["step"].get<int>(), l["loss"].get<double>(),

@@ -7,6 +7,8 @@
 
 #include "configs/loader.h"
 #include "estimator/estimator.h"
+#include "estimator/saved_model.h"
+#include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/data/dataset.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -25,7 +27,7 @@ struct Job {
 void add_common(po::options_description& options) {
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "the zoo model the checkpoint belongs to")(
-      "model-dir", po::value<std::string>()->required(), "where train wrote its checkpoints")(
+      "model-dir", po::value<std::string>(), "where train wrote its checkpoints")(
       "data", po::value<std::string>()->default_value(default_data_dir()),
       "folder of Fashion-MNIST TFRecords (t10k-*); converted on first use")(
       "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
@@ -35,6 +37,7 @@ void add_common(po::options_description& options) {
 }
 
 absl::StatusOr<Job> make_job(const po::variables_map& vm) {
+  if (vm.count("model-dir") == 0) return absl::InvalidArgumentError("--model-dir is required");
   Job job;
   job.model = vm["model"].as<std::string>();
   job.data_dir = vm["data"].as<std::string>();
@@ -58,6 +61,83 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   job.estimator = *std::move(est);
   if (auto s = ensure_fashion_mnist(job.data_dir); !s.ok()) return s;
   return job;
+}
+
+// The first `count` test images, one example each, with their labels.
+absl::StatusOr<std::vector<runtime::data::Element>> test_images(const std::string& dir,
+                                                                int64_t count) {
+  if (auto s = ensure_fashion_mnist(dir); !s.ok()) return s;
+  estimator::Params one;
+  one.batch_size = 1;
+  auto ds = fashion_eval_input(dir)(one);
+  if (!ds.ok()) return ds.status();
+  auto batches = runtime::data::collect(*(*ds)->take(count));
+  if (!batches.ok()) return batches.status();
+  for (auto& e : *batches) {
+    for (auto& [name, v] : e) v.shape.erase(v.shape.begin());  // drop the batch of 1
+  }
+  return batches;
+}
+
+void print_predictions(const nlohmann::ordered_json& out, bool json) {
+  if (json) {
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::cout << fmt::format("{:5}  class {}  p={:.3f}", i, out[i]["class"].get<int>(),
+                             out[i]["probability"].get<double>());
+    if (out[i].contains("label"))
+      std::cout << fmt::format("  (label {})", out[i]["label"].get<int>());
+    std::cout << "\n";
+  }
+}
+
+// A saved model needs no model code: its graph, signature and weights are in the folder.
+int predict_saved_model(const po::variables_map& vm, int64_t count) {
+  auto model = estimator::load_saved_model(vm["saved-model"].as<std::string>());
+  if (!model.ok()) return failure(std::string(model.status().message()));
+  if (model->inputs.size() != 1 || model->inputs[0].name != "image") {
+    return failure("the saved model's input must be one \"image\" (a Fashion-MNIST model)");
+  }
+  auto images = test_images(vm["data"].as<std::string>(), count);
+  if (!images.ok()) return failure(std::string(images.status().message()));
+  const std::string backend_name = vm["backend"].as<std::string>();
+  std::unique_ptr<runtime::Backend> backend;
+  if (backend_name == "tpusim") {
+    backend = runtime::make_tpusim_backend(vm["config"].as<std::string>());
+  } else {
+    auto made = runtime::make_backend(backend_name);
+    if (!made.ok()) return failure(std::string(made.status().message()));
+    backend = *std::move(made);
+  }
+  auto exe = backend->compile(model->graph, {backend_name == "cpu" ? "mxu" : "fp32", 1});
+  if (!exe.ok()) return failure(std::string(exe.status().message()));
+  const int64_t batch = model->batch_size;
+  const runtime::Shape& shape = model->inputs[0].shape;
+  const int64_t per_image = shape.elements() / batch;
+  std::vector<runtime::Feeds> steps;
+  for (int64_t first = 0; first < count; first += batch) {
+    runtime::HostTensor t = runtime::HostTensor::zeros(runtime::DType::kF32, shape);
+    for (int64_t k = 0; k < batch && first + k < count; ++k) {
+      const auto& pixels = (*images)[static_cast<size_t>(first + k)].at("image").floats;
+      std::copy(pixels.begin(), pixels.end(), t.f.begin() + k * per_image);
+    }
+    steps.push_back({{"image", std::move(t)}});
+  }
+  auto outputs = backend->run(**exe, model->variables, steps, 0);
+  if (!outputs.ok()) return failure(std::string(outputs.status().message()));
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& o = (*outputs)[static_cast<size_t>(i / batch)];
+    const int32_t cls = o.at("prediction/class").i[static_cast<size_t>(i % batch)];
+    const float p = o.at("prediction/probabilities").f[static_cast<size_t>((i % batch) * 10 + cls)];
+    out.push_back({{"class", cls},
+                   {"probability", p},
+                   {"label", (*images)[static_cast<size_t>(i)].at("label").ints[0]}});
+  }
+  print_predictions(out, vm["json"].as<bool>());
+  return kOk;
 }
 
 }  // namespace
@@ -91,16 +171,20 @@ int run_predict(const std::vector<std::string>& args) {
   po::options_description options("options");
   add_common(options);
   options.add_options()("count", po::value<int64_t>()->default_value(10),
-                        "predict the first N test images");
+                        "predict the first N test images")(
+      "saved-model", po::value<std::string>(),
+      "a saved model (train --export-dir) to predict with, instead of --model and --model-dir");
   const std::string usage =
-      "usage: tpusim predict --model-dir DIR [--model NAME] [--count N] [--data DIR]\n"
-      "                      [--config SLICE | --backend cpu] [--batch-size N] [--json]\n\n"
+      "usage: tpusim predict (--model-dir DIR [--model NAME] | --saved-model DIR) [--count N]\n"
+      "                      [--data DIR] [--config SLICE | --backend cpu] [--batch-size N]\n"
+      "                      [--json]\n\n"
       "Predicts the first N Fashion-MNIST test images with the newest checkpoint in DIR: each\n"
       "one's class, probability and true label.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const int64_t count = vm["count"].as<int64_t>();
   if (count < 1) return usage_error("--count must be >= 1", usage);
+  if (vm.count("saved-model") > 0) return predict_saved_model(vm, count);
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
   const std::string dir = job->data_dir;
@@ -127,14 +211,7 @@ int run_predict(const std::vector<std::string>& args) {
     const int32_t cls = p.at("class").i[0];
     out.push_back({{"class", cls}, {"probability", probs[static_cast<size_t>(cls)]}});
   }
-  if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
-  } else {
-    for (size_t i = 0; i < out.size(); ++i) {
-      std::cout << fmt::format("{:5}  class {}  p={:.3f}\n", i, out[i]["class"].get<int>(),
-                               out[i]["probability"].get<double>());
-    }
-  }
+  print_predictions(out, vm["json"].as<bool>());
   return kOk;
 }
 

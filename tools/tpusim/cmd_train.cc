@@ -55,7 +55,9 @@ int run_train(const std::vector<std::string>& args) {
       "test batches to evaluate (0: as many whole batches as the 10,000 test images fill)")(
       "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
       "log-every", po::value<int64_t>(&log_every)->default_value(50), "steps between log lines")(
-      "report", po::value<std::string>(), "write the run's figures as JSON to FILE");
+      "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
+      "export-dir", po::value<std::string>(),
+      "also write a saved model there (tpusim predict --saved-model DIR)");
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
@@ -151,6 +153,16 @@ int run_train(const std::vector<std::string>& args) {
       r.global_step, r.final_loss, report["eval_accuracy"].get<double>(),
       r.sim_seconds_per_step * 1e3, compute * 1e3, input * 1e3, idle * 1e3,
       100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, model_dir);
+  if (vm.count("export-dir") > 0) {
+    const std::string dir = vm["export-dir"].as<std::string>();
+    const int64_t per_shard = batch / config.tpu_config.num_shards;
+    if (auto s = (*est)->export_saved_model(
+            dir, {{"image", runtime::DType::kF32, runtime::Shape{28, 28, 1}}}, per_shard);
+        !s.ok()) {
+      return failure(std::string(s.message()));
+    }
+    std::cout << "saved model: " << dir << "\n";
+  }
   if (vm.count("report") > 0) {
     std::ofstream out(vm["report"].as<std::string>());
     out << report.dump(2) << "\n";

@@ -1,0 +1,87 @@
+#include "estimator/saved_model.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/strings.h"
+#include "estimator/checkpoint.h"
+#include "estimator/saved_model.pb.h"
+#include "runtime/graph/serialize.h"
+
+namespace tpusim::estimator {
+
+absl::Status write_saved_model(const std::string& dir, const runtime::Graph& graph,
+                               const runtime::Variables& variables,
+                               const std::vector<TensorSpec>& inputs,
+                               const std::vector<std::string>& predictions, int64_t batch_size,
+                               int64_t global_step) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(str_cat("cannot create ", dir, ": ", ec.message()));
+  SavedModel m;
+  m.set_format_version(1);
+  *m.mutable_graph() = runtime::to_proto(graph);
+  for (const auto& in : inputs) {
+    auto* i = m.add_inputs();
+    i->set_name(in.name);
+    i->set_dtype(runtime::dtype_name(in.dtype));
+    for (int64_t d : in.shape.dims()) i->add_shape(d);
+  }
+  for (const auto& p : predictions) m.add_predictions(p);
+  m.set_batch_size(batch_size);
+  m.set_global_step(global_step);
+  if (auto s = write_checkpoint(dir + "/variables.tpuckpt", global_step, variables); !s.ok())
+    return s;
+  const std::string path = dir + "/saved_model.pb", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!m.SerializeToOstream(&out)) return absl::InternalError(str_cat("cannot write ", tmp));
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(str_cat("cannot rename ", tmp, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
+  const std::string path = dir + "/saved_model.pb";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(str_cat("no saved model at ", path));
+  SavedModel m;
+  if (!m.ParseFromIstream(&in) || m.format_version() != 1) {
+    return absl::DataLossError(str_cat(path, ": not a version-1 tpusim saved model"));
+  }
+  LoadedModel out;
+  auto graph = runtime::from_proto(m.graph());
+  if (!graph.ok()) return absl::Status(graph.status().code(), str_cat(path, ": ", graph.status().message()));
+  out.graph = *std::move(graph);
+  for (const auto& i : m.inputs()) {
+    TensorSpec spec;
+    spec.name = i.name();
+    spec.shape = runtime::Shape(std::vector<int64_t>(i.shape().begin(), i.shape().end()));
+    const int id = [&] {
+      for (int n : out.graph.infeeds())
+        if (out.graph.node(n).attrs.name == i.name()) return n;
+      return -1;
+    }();
+    if (id < 0) return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is no infeed"));
+    spec.dtype = out.graph.node(id).dtype;
+    out.inputs.push_back(spec);
+  }
+  out.predictions.assign(m.predictions().begin(), m.predictions().end());
+  out.batch_size = m.batch_size();
+  out.global_step = m.global_step();
+  auto ckpt = load_checkpoint(dir + "/variables.tpuckpt");
+  if (!ckpt.ok()) return ckpt.status();
+  for (int id : out.graph.variables()) {
+    const runtime::Node& v = out.graph.node(id);
+    auto it = ckpt->variables.find(v.attrs.name);
+    if (it == ckpt->variables.end() || it->second.shape != v.shape) {
+      return absl::DataLossError(str_cat(dir, "/variables.tpuckpt: no ", v.shape.str(),
+                                         " value for variable '", v.attrs.name, "'"));
+    }
+    out.variables[v.attrs.name] = it->second;
+  }
+  return out;
+}
+
+}  // namespace tpusim::estimator

@@ -1,0 +1,243 @@
+#include "runtime/graph/serialize.h"
+
+#include <map>
+
+#include "common/strings.h"
+#include "runtime/graph/builder.h"
+
+namespace tpusim::runtime {
+namespace {
+
+constexpr Op kAllOps[] = {
+    Op::kConstant,   Op::kVariable,      Op::kInfeed,      Op::kRngUniform,     Op::kAdd,
+    Op::kSub,        Op::kMul,           Op::kDiv,         Op::kMax,            Op::kMin,
+    Op::kEqual,      Op::kGreater,       Op::kSelect,      Op::kNeg,            Op::kRelu,
+    Op::kTanh,       Op::kSigmoid,       Op::kExp,         Op::kLog,            Op::kRsqrt,
+    Op::kSquare,     Op::kStopGradient,  Op::kCast,        Op::kReduceSum,      Op::kReduceMax,
+    Op::kArgMax,     Op::kReshape,       Op::kTranspose,   Op::kBroadcast,      Op::kConcat,
+    Op::kSlice,      Op::kPad,           Op::kMatMul,      Op::kExtractPatches, Op::kPatchesToImage,
+    Op::kOneHot,     Op::kCrossReplicaSum};
+
+constexpr std::pair<InitKind, const char*> kInits[] = {
+    {InitKind::kZeros, "zeros"},
+    {InitKind::kConstant, "constant"},
+    {InitKind::kGlorotUniform, "glorot_uniform"},
+    {InitKind::kGlorotNormal, "glorot_normal"},
+    {InitKind::kHeUniform, "he_uniform"},
+    {InitKind::kHeNormal, "he_normal"},
+    {InitKind::kTruncatedNormal, "truncated_normal"}};
+
+absl::StatusOr<DType> dtype_of(const std::string& name) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kS32}) {
+    if (name == dtype_name(d)) return d;
+  }
+  return absl::InvalidArgumentError(str_cat("unknown dtype '", name, "' (f32, bf16, s32)"));
+}
+
+std::vector<int64_t> vec(const google::protobuf::RepeatedField<int64_t>& r) {
+  return {r.begin(), r.end()};
+}
+
+void put(const HostTensor& t, TensorDef* def) {
+  def->set_dtype(dtype_name(t.dtype));
+  for (int64_t d : t.shape.dims()) def->add_shape(d);
+  def->mutable_f()->Add(t.f.begin(), t.f.end());
+  def->mutable_i()->Add(t.i.begin(), t.i.end());
+}
+
+absl::StatusOr<HostTensor> get(const TensorDef& def) {
+  auto dtype = dtype_of(def.dtype());
+  if (!dtype.ok()) return dtype.status();
+  HostTensor t = HostTensor::zeros(*dtype, Shape(vec(def.shape())));
+  const auto want = static_cast<size_t>(t.elements());
+  const bool ints = *dtype == DType::kS32;
+  if (static_cast<size_t>(ints ? def.i_size() : def.f_size()) != want) {
+    return absl::InvalidArgumentError(str_cat("the constant holds ",
+                                              ints ? def.i_size() : def.f_size(),
+                                              " values; its shape ", t.shape.str(), " needs ", want));
+  }
+  if (ints) {
+    t.i.assign(def.i().begin(), def.i().end());
+  } else {
+    t.f.assign(def.f().begin(), def.f().end());
+  }
+  return t;
+}
+
+Window window_of(const WindowDef& w) {
+  Window out;
+  out.kh = w.kh();
+  out.kw = w.kw();
+  out.sh = w.sh();
+  out.sw = w.sw();
+  out.same = w.same();
+  out.image = Shape(vec(w.image()));
+  return out;
+}
+
+}  // namespace
+
+GraphDef to_proto(const Graph& graph) {
+  GraphDef def;
+  for (const Node& n : graph.nodes()) {
+    NodeDef* d = def.add_node();
+    d->set_op(op_name(n.op));
+    for (int in : n.inputs) d->add_input(in);
+    d->set_dtype(dtype_name(n.dtype));
+    for (int64_t x : n.shape.dims()) d->add_shape(x);
+    d->set_label(n.label);
+    const Attrs& a = n.attrs;
+    d->mutable_axes()->Add(a.axes.begin(), a.axes.end());
+    d->mutable_begin()->Add(a.begin.begin(), a.begin.end());
+    d->mutable_end()->Add(a.end.begin(), a.end.end());
+    d->set_axis(a.axis);
+    d->set_depth(a.depth);
+    if (n.op == Op::kExtractPatches || n.op == Op::kPatchesToImage) {
+      WindowDef* w = d->mutable_window();
+      w->set_kh(a.window.kh);
+      w->set_kw(a.window.kw);
+      w->set_sh(a.window.sh);
+      w->set_sw(a.window.sw);
+      w->set_same(a.window.same);
+      for (int64_t x : a.window.image.dims()) w->add_image(x);
+    }
+    if (n.op == Op::kConstant) put(a.value, d->mutable_value());
+    d->set_name(a.name);
+    if (n.op == Op::kVariable) {
+      InitializerDef* init = d->mutable_initializer();
+      for (const auto& [kind, name] : kInits) {
+        if (kind == a.initializer.kind) init->set_kind(name);
+      }
+      init->set_value(a.initializer.value);
+      init->set_stddev(a.initializer.stddev);
+      init->set_seed(a.initializer.seed);
+    }
+    d->set_seed(a.seed);
+    d->set_to(dtype_name(a.to));
+  }
+  for (const auto& o : graph.outputs()) {
+    auto* out = def.add_output();
+    out->set_name(o.name);
+    out->set_node(o.node);
+  }
+  for (const auto& u : graph.updates()) {
+    auto* up = def.add_update();
+    up->set_variable(u.variable);
+    up->set_value(u.value);
+  }
+  return def;
+}
+
+absl::StatusOr<Graph> from_proto(const GraphDef& def) {
+  std::map<std::string, Op> ops;
+  for (Op op : kAllOps) ops[op_name(op)] = op;
+  GraphBuilder b;
+  std::vector<Value> made;
+  for (int k = 0; k < def.node_size(); ++k) {
+    const NodeDef& d = def.node(k);
+    auto fail = [&](const std::string& why) {
+      return absl::InvalidArgumentError(
+          str_cat("graph node ", k, " (", d.op(), " '", d.label(), "'): ", why));
+    };
+    auto op_it = ops.find(d.op());
+    if (op_it == ops.end()) return fail("unknown op");
+    const Op op = op_it->second;
+    std::vector<Value> in;
+    for (int i : d.input()) {
+      if (i < 0 || i >= k) return fail(str_cat("input ", i, " is not an earlier node"));
+      in.push_back(made[static_cast<size_t>(i)]);
+    }
+    auto dtype = dtype_of(d.dtype());
+    if (!dtype.ok()) return fail(std::string(dtype.status().message()));
+    const Shape shape(vec(d.shape()));
+    const auto arity = [&](size_t n) { return in.size() == n; };
+    Value v;
+    if (op == Op::kConstant) {
+      auto t = get(d.value());
+      if (!t.ok()) return fail(std::string(t.status().message()));
+      v = b.constant(*t);
+    } else if (op == Op::kVariable || op == Op::kInfeed) {
+      if (d.name().empty()) return fail("has no name");
+      if (op == Op::kInfeed) {
+        v = b.infeed(d.name(), *dtype, shape);
+      } else {
+        Initializer init;
+        bool known = false;
+        for (const auto& [kind, name] : kInits) {
+          if (d.initializer().kind() == name) {
+            init.kind = kind;
+            known = true;
+          }
+        }
+        if (!known) return fail(str_cat("unknown initializer '", d.initializer().kind(), "'"));
+        init.value = d.initializer().value();
+        init.stddev = d.initializer().stddev();
+        init.seed = d.initializer().seed();
+        v = b.variable(d.name(), *dtype, shape, init);
+      }
+    } else if (op == Op::kRngUniform) {
+      v = b.rng_uniform(shape, d.seed());
+    } else if (is_binary_elementwise(op) && arity(2)) {
+      v = b.binary(op, in[0], in[1]);
+    } else if ((is_unary_elementwise(op) || op == Op::kStopGradient) && arity(1)) {
+      v = b.unary(op, in[0]);
+    } else if (op == Op::kSelect && arity(3)) {
+      v = b.select(in[0], in[1], in[2]);
+    } else if (op == Op::kCast && arity(1)) {
+      auto to = dtype_of(d.to());
+      if (!to.ok()) return fail(std::string(to.status().message()));
+      v = b.cast(in[0], *to);
+    } else if ((op == Op::kReduceSum || op == Op::kReduceMax) && arity(1)) {
+      v = b.reduce(op, in[0], vec(d.axes()));
+    } else if (op == Op::kArgMax && arity(1)) {
+      v = b.argmax(in[0], d.axis());
+    } else if (op == Op::kReshape && arity(1)) {
+      v = b.reshape(in[0], shape);
+    } else if (op == Op::kTranspose && arity(1)) {
+      v = b.transpose(in[0], vec(d.axes()));
+    } else if (op == Op::kBroadcast && arity(1)) {
+      v = b.broadcast(in[0], shape, vec(d.axes()));
+    } else if (op == Op::kConcat && !in.empty()) {
+      v = b.concat(in, d.axis());
+    } else if (op == Op::kSlice && arity(1)) {
+      v = b.slice(in[0], vec(d.begin()), vec(d.end()));
+    } else if (op == Op::kPad && arity(1)) {
+      v = b.pad(in[0], vec(d.begin()), vec(d.end()));
+    } else if (op == Op::kMatMul && arity(2)) {
+      v = b.matmul(in[0], in[1]);
+    } else if (op == Op::kExtractPatches && arity(1)) {
+      v = b.extract_patches(in[0], window_of(d.window()));
+    } else if (op == Op::kPatchesToImage && arity(1)) {
+      v = b.patches_to_image(in[0], window_of(d.window()));
+    } else if (op == Op::kOneHot && arity(1)) {
+      v = b.one_hot(in[0], d.depth());
+    } else if (op == Op::kCrossReplicaSum && arity(1)) {
+      v = b.cross_replica_sum(in[0]);
+    } else {
+      return fail(str_cat("takes a different number of inputs than ", in.size()));
+    }
+    if (!b.status().ok()) return fail(std::string(b.status().message()));
+    if (v.shape() != shape || v.dtype() != *dtype) {
+      return fail(str_cat("is stored as ", d.dtype(), shape.str(), " but its inputs make ",
+                          dtype_name(v.dtype()), v.shape().str()));
+    }
+    b.mutable_graph().mutable_node(v.id).label = d.label();  // labels as stored
+    made.push_back(v);
+  }
+  for (const auto& o : def.output()) {
+    if (o.node() < 0 || o.node() >= def.node_size())
+      return absl::InvalidArgumentError(str_cat("output '", o.name(), "' names no node"));
+    b.output(o.name(), made[static_cast<size_t>(o.node())]);
+  }
+  for (const auto& u : def.update()) {
+    if (u.variable() < 0 || u.variable() >= def.node_size() || u.value() < 0 ||
+        u.value() >= def.node_size()) {
+      return absl::InvalidArgumentError("an update names no node");
+    }
+    b.update(made[static_cast<size_t>(u.variable())], made[static_cast<size_t>(u.value())]);
+  }
+  if (!b.status().ok()) return b.status();
+  return b.graph();
+}
+
+}  // namespace tpusim::runtime
