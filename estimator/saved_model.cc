@@ -52,7 +52,8 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
   }
   LoadedModel out;
   auto graph = runtime::from_proto(m.graph());
-  if (!graph.ok()) return absl::Status(graph.status().code(), str_cat(path, ": ", graph.status().message()));
+  if (!graph.ok())
+    return absl::Status(graph.status().code(), str_cat(path, ": ", graph.status().message()));
   out.graph = *std::move(graph);
   for (const auto& i : m.inputs()) {
     TensorSpec spec;

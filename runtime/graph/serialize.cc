@@ -8,15 +8,43 @@
 namespace tpusim::runtime {
 namespace {
 
-constexpr Op kAllOps[] = {
-    Op::kConstant,   Op::kVariable,      Op::kInfeed,      Op::kRngUniform,     Op::kAdd,
-    Op::kSub,        Op::kMul,           Op::kDiv,         Op::kMax,            Op::kMin,
-    Op::kEqual,      Op::kGreater,       Op::kSelect,      Op::kNeg,            Op::kRelu,
-    Op::kTanh,       Op::kSigmoid,       Op::kExp,         Op::kLog,            Op::kRsqrt,
-    Op::kSquare,     Op::kStopGradient,  Op::kCast,        Op::kReduceSum,      Op::kReduceMax,
-    Op::kArgMax,     Op::kReshape,       Op::kTranspose,   Op::kBroadcast,      Op::kConcat,
-    Op::kSlice,      Op::kPad,           Op::kMatMul,      Op::kExtractPatches, Op::kPatchesToImage,
-    Op::kOneHot,     Op::kCrossReplicaSum};
+constexpr Op kAllOps[] = {Op::kConstant,
+                          Op::kVariable,
+                          Op::kInfeed,
+                          Op::kRngUniform,
+                          Op::kAdd,
+                          Op::kSub,
+                          Op::kMul,
+                          Op::kDiv,
+                          Op::kMax,
+                          Op::kMin,
+                          Op::kEqual,
+                          Op::kGreater,
+                          Op::kSelect,
+                          Op::kNeg,
+                          Op::kRelu,
+                          Op::kTanh,
+                          Op::kSigmoid,
+                          Op::kExp,
+                          Op::kLog,
+                          Op::kRsqrt,
+                          Op::kSquare,
+                          Op::kStopGradient,
+                          Op::kCast,
+                          Op::kReduceSum,
+                          Op::kReduceMax,
+                          Op::kArgMax,
+                          Op::kReshape,
+                          Op::kTranspose,
+                          Op::kBroadcast,
+                          Op::kConcat,
+                          Op::kSlice,
+                          Op::kPad,
+                          Op::kMatMul,
+                          Op::kExtractPatches,
+                          Op::kPatchesToImage,
+                          Op::kOneHot,
+                          Op::kCrossReplicaSum};
 
 constexpr std::pair<InitKind, const char*> kInits[] = {
     {InitKind::kZeros, "zeros"},
@@ -52,9 +80,9 @@ absl::StatusOr<HostTensor> get(const TensorDef& def) {
   const auto want = static_cast<size_t>(t.elements());
   const bool ints = *dtype == DType::kS32;
   if (static_cast<size_t>(ints ? def.i_size() : def.f_size()) != want) {
-    return absl::InvalidArgumentError(str_cat("the constant holds ",
-                                              ints ? def.i_size() : def.f_size(),
-                                              " values; its shape ", t.shape.str(), " needs ", want));
+    return absl::InvalidArgumentError(
+        str_cat("the constant holds ", ints ? def.i_size() : def.f_size(), " values; its shape ",
+                t.shape.str(), " needs ", want));
   }
   if (ints) {
     t.i.assign(def.i().begin(), def.i().end());

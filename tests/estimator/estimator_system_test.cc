@@ -55,5 +55,22 @@ TEST(EstimatorOnTpusim, FollowsTheCpuBackend) {
   for (size_t s = 0; s < 10; ++s) EXPECT_NEAR(t->losses[s], r->losses[s], 1e-5) << "step " << s;
 }
 
+// The seed's MNIST CNN learns on Fashion-MNIST on the simulated slice within a short budget: 12
+// steps of 2 x 16 images.
+TEST(EstimatorOnTpusim, MnistCnnLossFalls) {
+  TempDir dir;
+  const std::string data = (dir.path() / "data").string();
+  ASSERT_TRUE(write_fashion(data).ok());
+  RunConfig c = quiet_config((dir.path() / "model").string(), "tpusim", 2);
+  c.tpu_config.iterations_per_loop = 12;
+  auto est = TPUEstimator::create(zoo_model("mnist_cnn"), c, {}, true, 32, 32, 32);
+  ASSERT_TRUE(est.ok()) << est.status();
+  auto r = (*est)->train(fashion_input(data), 12);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto [first, last] = loss_ends(r->losses, 3);
+  EXPECT_LT(last, first * 0.8) << "first " << first << " last " << last;
+  EXPECT_GT(r->mxu_utilization, 0);
+}
+
 }  // namespace
 }  // namespace tpusim::estimator

@@ -6,7 +6,9 @@
 
 #include "estimator/estimator.h"
 #include "estimator/metrics.h"
+#include "runtime/data/mnist_records.h"
 #include "runtime/graph/layers.h"
+#include "runtime/models/zoo.h"
 
 namespace tpusim::estimator::testing {
 
@@ -85,6 +87,57 @@ inline RunConfig quiet_config(const std::string& model_dir, const std::string& b
   c.save_summary_steps = 5;
   c.log = [](const std::string&) {};
   return c;
+}
+
+// The Fashion-MNIST test set as TFRecords in `dir` (from Debian's dataset-fashion-mnist), and an
+// input_fn over it: shuffled, repeated, parsed to {"image": [28, 28, 1], "label"}, per-shard
+// batches.
+inline absl::Status write_fashion(const std::string& dir) {
+  runtime::data::IdxConversion job;
+  job.images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+  job.labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+  job.output_dir = dir;
+  job.prefix = "t10k";
+  job.shards = 2;
+  return runtime::data::convert_idx_to_tfrecord(job).status();
+}
+
+inline InputFn fashion_input(const std::string& dir) {
+  return [dir](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    return runtime::data::Dataset::list_files(dir + "/t10k-*")
+        ->interleave_tfrecords({})
+        ->shuffle(1000, 3)
+        ->repeat()
+        ->map(runtime::data::mnist_parse_fn(28, 28, 1, false))
+        ->batch(p.batch_size, true);
+  };
+}
+
+// A zoo model (logits from build_model) trained with Adam.
+inline ModelFn zoo_model(const std::string& name) {
+  return [name](runtime::GraphBuilder& b, const Features& f, std::optional<runtime::Value> labels,
+                Mode mode, const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
+    auto logits = runtime::models::build_model(b, name, f.at("image"), mode == Mode::kTrain, 1);
+    if (!logits.ok()) return logits.status();
+    TPUEstimatorSpec spec;
+    spec.loss = runtime::layers::reduce_mean(
+        runtime::layers::sparse_softmax_cross_entropy(*labels, *logits), {0});
+    runtime::OptimizerSpec adam;
+    adam.kind = runtime::OptimizerSpec::Kind::kAdam;
+    adam.learning_rate.initial = 2e-3f;
+    spec.train_op = adam;
+    return spec;
+  };
+}
+
+// The mean of the first and of the last `n` losses.
+inline std::pair<double, double> loss_ends(const std::vector<float>& losses, size_t n) {
+  double first = 0, last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    first += losses[i] / static_cast<double>(n);
+    last += losses[losses.size() - 1 - i] / static_cast<double>(n);
+  }
+  return {first, last};
 }
 
 }  // namespace tpusim::estimator::testing

@@ -42,8 +42,7 @@ TEST(Serialize, ATamperedGraphIsRefusedWithTheNodeNamed) {
   const GraphDef good = to_proto(b.graph());
   GraphDef bad = good;
   bad.mutable_node(1)->set_shape(0, 5);  // the constant's shape no longer fits its values
-  EXPECT_THAT(std::string(from_proto(bad).status().message()),
-              HasSubstr("graph node 1 (constant"));
+  EXPECT_THAT(std::string(from_proto(bad).status().message()), HasSubstr("graph node 1 (constant"));
   bad = good;
   bad.mutable_node(2)->set_shape(1, 7);
   EXPECT_THAT(std::string(from_proto(bad).status().message()),
