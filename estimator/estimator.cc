@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -112,6 +113,13 @@ absl::Status restore(const Checkpoint& ckpt, runtime::Variables* variables) {
   return absl::OkStatus();
 }
 
+// Optimizer state and the step counter, which a warm start leaves fresh.
+bool optimizer_state(const std::string& variable) {
+  return variable == "global_step" || variable == "beta1_power" || variable == "beta2_power" ||
+         variable.find("/Momentum") != std::string::npos ||
+         variable.find("/Adam") != std::string::npos;
+}
+
 // Stacks tensors of equal trailing shape along dimension 0.
 runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) {
   runtime::HostTensor out;
@@ -184,6 +192,33 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
     est->backend_ = *std::move(backend);
   }
   return est;
+}
+
+absl::Status TPUEstimator::warm_start(const std::string& from, runtime::Variables* variables) {
+  absl::StatusOr<Checkpoint> ckpt = absl::NotFoundError("");
+  if (std::filesystem::is_directory(from)) {
+    auto latest = load_latest_checkpoint(from);
+    if (!latest.ok()) return latest.status();
+    if (!latest->has_value())
+      return absl::NotFoundError(str_cat("warm_start_from ", from, ": no checkpoint there"));
+    ckpt = **latest;
+  } else {
+    ckpt = load_checkpoint(from);
+  }
+  if (!ckpt.ok()) return ckpt.status();
+  int taken = 0;
+  for (auto& [name, value] : *variables) {
+    if (optimizer_state(name)) continue;
+    auto it = ckpt->variables.find(name);
+    if (it == ckpt->variables.end() || it->second.shape != value.shape ||
+        it->second.dtype != value.dtype) {
+      continue;
+    }
+    value = it->second;
+    ++taken;
+  }
+  log(str_cat("warm-started ", taken, " variables from ", ckpt->path));
+  return absl::OkStatus();
 }
 
 void TPUEstimator::log(const std::string& line) const {
@@ -279,6 +314,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (!lr.ok()) return lr.status();
   b.output("loss", spec->loss);
   b.output("learning_rate", *lr);
+  for (const auto& [name, v] : spec->host_call_tensors) b.output("host_call/" + name, v);
   if (!b.status().ok()) return b.status();
 
   runtime::CompileOptions options;
@@ -291,6 +327,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (restored->has_value()) {
     if (auto s = restore(**restored, &variables); !s.ok()) return s;
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
+  } else if (!config_.warm_start_from.empty()) {
+    if (auto s = warm_start(config_.warm_start_from, &variables); !s.ok()) return s;
   }
 
   runtime::InfeedOptions infeed;
@@ -339,7 +377,19 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     host_clock += loop_device + host.loop_overhead_s;
     const int64_t before = step;
     step += n;
-    for (const auto& outputs : loop->outputs) result.losses.push_back(outputs[0].at("loss").f[0]);
+    for (size_t s = 0; s < loop->outputs.size(); ++s) {
+      const auto& outputs = loop->outputs[s];
+      result.losses.push_back(outputs[0].at("loss").f[0]);
+      if (!spec->host_call_fn) continue;
+      std::map<std::string, runtime::HostTensor> tensors;
+      for (const auto& [name, v] : spec->host_call_tensors) {
+        std::vector<const runtime::HostTensor*> parts;
+        for (const auto& replica : outputs) parts.push_back(&replica.at("host_call/" + name));
+        tensors[name] = stack(parts);
+      }
+      if (auto st = spec->host_call_fn(before + static_cast<int64_t>(s) + 1, tensors); !st.ok())
+        return st;
+    }
     result.final_loss = result.losses.back();
     const float lr_now = loop->outputs.back()[0].at("learning_rate").f[0];
     const double sim_step = (loop_device + host.loop_overhead_s) / n;

@@ -57,12 +57,21 @@ using Features = std::map<std::string, runtime::Value>;
 using MetricFn = std::function<absl::StatusOr<std::map<std::string, double>>(
     const std::map<std::string, runtime::HostTensor>& tensors)>;
 
+// host_call's function: every train step's outfed tensors (each stacked over the replicas along
+// dimension 0) with that step's global step, run on the host after the device loop.
+using HostCallFn = std::function<absl::Status(
+    int64_t global_step, const std::map<std::string, runtime::HostTensor>& tensors)>;
+
 struct TPUEstimatorSpec {
   runtime::Value loss;                             // train, eval: a scalar
   std::optional<runtime::OptimizerSpec> train_op;  // train
   MetricFn metric_fn;                              // eval_metrics = (metric_fn, metric_tensors)
   std::map<std::string, runtime::Value> metric_tensors;
   std::map<std::string, runtime::Value> predictions;  // predict: leading dimension the batch
+  // host_call = (host_call_fn, host_call_tensors), train only: the tensors are outfed every
+  // step (their transfer is part of the simulated step).
+  HostCallFn host_call_fn;
+  std::map<std::string, runtime::Value> host_call_tensors;
 };
 
 using ModelFn = std::function<absl::StatusOr<TPUEstimatorSpec>(
@@ -86,6 +95,10 @@ struct RunConfig {
   std::string backend = "tpusim";  // "tpusim" (use_tpu) or "cpu"
   std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
   std::string precision = "fp32";  // the cpu backend's: "fp32" or "mxu"
+  // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
+  // newest): every model variable it has with the same shape. Optimizer slots and the global
+  // step start afresh, as with TensorFlow's warm start.
+  std::string warm_start_from;
   std::function<void(const std::string&)> log;  // progress lines; stderr when unset
   // predict: an input with more batches than this is taken for one that never ends.
   size_t max_predict_batches = size_t{1} << 20;
@@ -148,6 +161,7 @@ class TPUEstimator {
   TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
                int64_t eval_batch_size, int64_t predict_batch_size);
   void log(const std::string& line) const;
+  absl::Status warm_start(const std::string& from, runtime::Variables* variables);
   struct Compiled;
   // model_fn in `mode` over infeeds shaped like `first`, its outputs added by `add_outputs`,
   // compiled for the replicas, with the newest checkpoint's variables (required outside train).

@@ -87,6 +87,61 @@ TEST(Estimator, MnistCnnLossFallsOnCpu) {
   EXPECT_LT(last, first * 0.8) << "first " << first << " last " << last;
 }
 
+// host_call runs on the host after each loop, once per step, with the step's global step and its
+// tensors stacked over the replicas.
+TEST(Estimator, HostCallSeesEveryStepsTensors) {
+  TempDir dir;
+  std::vector<int64_t> steps;
+  std::vector<runtime::Shape> shapes;
+  ModelFn with_host_call = [&](runtime::GraphBuilder& b, const Features& f,
+                               std::optional<runtime::Value> labels, Mode mode,
+                               const Params& p) -> absl::StatusOr<TPUEstimatorSpec> {
+    auto spec = linear_model(OptimizerSpec::Kind::kSgd)(b, f, labels, mode, p);
+    if (!spec.ok()) return spec;
+    spec->host_call_tensors = {{"labels", *labels}};
+    spec->host_call_fn = [&](int64_t step, const std::map<std::string, runtime::HostTensor>& t) {
+      steps.push_back(step);
+      shapes.push_back(t.at("labels").shape);
+      return absl::OkStatus();
+    };
+    return spec;
+  };
+  auto est = TPUEstimator::create(with_host_call, quiet_config(dir.path().string(), "cpu", 4), {},
+                                  true, 32, 32, 32);
+  ASSERT_TRUE(est.ok());
+  ASSERT_TRUE((*est)->train(train_input(), 7).ok());
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(shapes.back(), (runtime::Shape{32}));  // 4 replicas x 8 labels
+}
+
+// A new model_dir warm-started from a trained one starts from its weights, with the global step
+// and the optimizer's slots afresh.
+TEST(Estimator, WarmStartTakesTheModelVariables) {
+  TempDir trained, fresh;
+  ASSERT_TRUE(train(trained.path().string(), 10).ok());
+  auto source = load_latest_checkpoint(trained.path().string());
+  ASSERT_TRUE(source.ok() && source->has_value());
+  RunConfig c = quiet_config(fresh.path().string(), "cpu", 4);
+  c.warm_start_from = trained.path().string();
+  ModelFn frozen = [](runtime::GraphBuilder& b, const Features& f,
+                      std::optional<runtime::Value> labels, Mode mode,
+                      const Params& p) -> absl::StatusOr<TPUEstimatorSpec> {
+    auto spec = linear_model(OptimizerSpec::Kind::kAdam)(b, f, labels, mode, p);
+    if (spec.ok()) spec->train_op->learning_rate.initial = 0;  // weights stay as loaded
+    return spec;
+  };
+  auto est = TPUEstimator::create(frozen, c, {}, true, 32, 32, 32);
+  ASSERT_TRUE(est.ok());
+  auto r = (*est)->train(train_input(), 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto after = load_latest_checkpoint(fresh.path().string());
+  ASSERT_TRUE(after.ok() && after->has_value());
+  const auto& got = (*after)->variables;
+  EXPECT_EQ(got.at("dense_1/kernel").f, (*source)->variables.at("dense_1/kernel").f);
+  EXPECT_EQ(got.at("global_step").f[0], 1.0f);
+  EXPECT_NE(got.at("beta1_power").f[0], (*source)->variables.at("beta1_power").f[0]);
+}
+
 TEST(Estimator, BatchSizesMustDivideByTheReplicas) {
   TempDir dir;
   auto est =
