@@ -73,9 +73,90 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   wait_until(end);
 }
 
+namespace {
+
+using StridedF32 = Eigen::Map<MatrixF, 0, Eigen::OuterStride<>>;
+
+// An f32 block of VMEM viewed in place (no copy), rows `row_stride` floats apart.
+StridedF32 view(uint8_t* vmem, const isa::Block& b) {
+  return StridedF32(reinterpret_cast<float*>(vmem + b.address()), b.rows(), b.cols(),
+                    Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(b) / 4)));
+}
+
+bool same_shape(const isa::Block& x, const isa::Block& y) {
+  return x.rows() == y.rows() && x.cols() == y.cols();
+}
+
+// Safe to read `x` while writing `dst` element by element: disjoint, or the very same elements.
+bool no_partial_overlap(const isa::Block& x, const isa::Block& dst) {
+  const bool disjoint = end_address(x) <= dst.address() || end_address(dst) <= x.address();
+  const bool identical = x.address() == dst.address() && row_stride(x) == row_stride(dst);
+  return disjoint || identical;
+}
+
+// Fill, copy and full-shape binary arithmetic on f32 blocks straight in VMEM: the same values
+// as the general path below, without copying operands into matrices and back (im2col's copies
+// and its adjoint's adds move most of a convolution's bytes). False when `v` needs the general
+// path.
+bool compute_in_place(uint8_t* vmem, const Vector& v) {
+  const isa::Block& dst = v.dst();
+  if (dst.dtype() != isa::F32) return false;
+  const bool a_f32 = v.has_a() && v.a().dtype() == isa::F32 && same_shape(v.a(), dst) &&
+                     no_partial_overlap(v.a(), dst);
+  switch (v.op()) {
+    case Vector::FILL:
+      view(vmem, dst).setConstant(v.scalar());
+      return true;
+    case Vector::COPY:
+      if (!a_f32) return false;
+      view(vmem, dst) = view(vmem, v.a());
+      return true;
+    case Vector::ADD:
+    case Vector::SUB:
+    case Vector::MUL:
+    case Vector::MAX:
+    case Vector::MIN: {
+      if (!a_f32 || !v.has_b() || v.b().dtype() != isa::F32 || !same_shape(v.b(), dst) ||
+          !no_partial_overlap(v.b(), dst)) {
+        return false;
+      }
+      // Operands may alias dst (an in-place accumulate): elementwise, so in place is safe.
+      auto a = view(vmem, v.a()).array();
+      auto b = view(vmem, v.b()).array();
+      auto out = view(vmem, dst).array();
+      switch (v.op()) {
+        case Vector::ADD:
+          out = a + b;
+          break;
+        case Vector::SUB:
+          out = a - b;
+          break;
+        case Vector::MUL:
+          out = a * b;
+          break;
+        case Vector::MAX:
+          out = a.max(b);
+          break;
+        default:
+          out = a.min(b);
+          break;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 void VectorUnit::compute(const Vector& v) {
   uint8_t* vmem = ctx_.vmem->base_covering(ctx_.slice->chip.core.vmem_bytes);
   const isa::Block& dst = v.dst();
+  if (compute_in_place(vmem, v)) {
+    ctx_.note_vmem_write(dst.address(), end_address(dst));
+    return;
+  }
   MatrixF a, b, c, out;
   if (v.has_a()) load_block(vmem, v.a(), &a);
   if (v.has_b()) load_block(vmem, v.b(), &b);
