@@ -1,5 +1,6 @@
 #include "sim/units/dma_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -38,7 +39,15 @@ void DmaEngine::execute(const IssuedInstruction& item) {
     if (to_vmem) ctx_.note_vmem_write(dst.address(), end_address(dst));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     if (is_dense(src) && is_dense(dst)) {
-      std::memcpy(to + dst.address(), from + src.address(), bytes);
+      // Big copies (a tile of im2col patches is megabytes) in pieces over the host's cores.
+      constexpr uint64_t kPiece = 1 << 20;
+      const auto pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
+#pragma omp parallel for if (pieces > 2)
+      for (int64_t p = 0; p < pieces; ++p) {
+        const uint64_t at = static_cast<uint64_t>(p) * kPiece;
+        std::memcpy(to + dst.address() + at, from + src.address() + at,
+                    std::min(kPiece, bytes - at));
+      }
     } else {
       for (uint32_t r = 0; r < src.rows(); ++r) {
         std::memcpy(to + dst.address() + r * row_stride(dst),
