@@ -51,6 +51,16 @@ absl::Status sync_file(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Syncs the finished temporary file `tmp` and renames it to `path`: all of it or nothing there.
+absl::Status commit_file(const std::string& tmp, const std::string& path) {
+  if (auto s = sync_file(tmp); !s.ok()) return s;
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec)
+    return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 // Writes `text` to `path` through a temporary file and a rename.
 absl::Status write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -59,12 +69,7 @@ absl::Status write_atomically(const std::string& path, const std::string& text) 
     out << text;
     if (!out) return absl::InternalError(str_cat("cannot write ", tmp));
   }
-  if (auto s = sync_file(tmp); !s.ok()) return s;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  return absl::OkStatus();
+  return commit_file(tmp, path);
 }
 
 }  // namespace
@@ -106,12 +111,7 @@ absl::Status write_checkpoint(const std::string& path, int64_t global_step,
     }
     if (auto s = (*writer)->close(); !s.ok()) return s;
   }
-  if (auto s = sync_file(tmp); !s.ok()) return s;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec)
-    return absl::InternalError(str_cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  return absl::OkStatus();
+  return commit_file(tmp, path);
 }
 
 absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_t global_step,

@@ -221,6 +221,13 @@ absl::Status TPUEstimator::warm_start(const std::string& from, runtime::Variable
   return absl::OkStatus();
 }
 
+Params TPUEstimator::input_params(int64_t per_shard_batch) const {
+  Params params = params_;
+  params.batch_size = per_shard_batch;
+  params.profile = std::make_shared<data::StageProfile>();
+  return params;
+}
+
 void TPUEstimator::log(const std::string& line) const {
   if (config_.log) {
     config_.log(line);
@@ -506,10 +513,7 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
   if (steps < 1) return absl::InvalidArgumentError(str_cat("evaluate: steps ", steps, " < 1"));
   const uint32_t shards = config_.tpu_config.num_shards;
   const int64_t per_shard = eval_batch_size_ / shards;
-  Params params = params_;
-  params.batch_size = per_shard;
-  params.profile = std::make_shared<data::StageProfile>();
-  auto ds = input_fn(params);
+  auto ds = input_fn(input_params(per_shard));
   if (!ds.ok()) return ds.status();
   auto it = (*ds)->make_iterator();
   auto first = it->next();
@@ -578,10 +582,7 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   }
   const uint32_t shards = config_.tpu_config.num_shards;
   const int64_t per_shard = predict_batch_size_ / shards;
-  Params params = params_;
-  params.batch_size = per_shard;
-  params.profile = std::make_shared<data::StageProfile>();
-  auto ds = input_fn(params);
+  auto ds = input_fn(input_params(per_shard));
   if (!ds.ok()) return ds.status();
   // The whole input: it must end.
   std::vector<data::Element> batches;

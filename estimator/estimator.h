@@ -161,6 +161,8 @@ class TPUEstimator {
   TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
                int64_t eval_batch_size, int64_t predict_batch_size);
   void log(const std::string& line) const;
+  // The user's params for one input_fn call at `per_shard_batch`, with a fresh stage profile.
+  Params input_params(int64_t per_shard_batch) const;
   absl::Status warm_start(const std::string& from, runtime::Variables* variables);
   struct Compiled;
   // model_fn in `mode` over infeeds shaped like `first`, its outputs added by `add_outputs`,

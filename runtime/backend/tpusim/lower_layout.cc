@@ -1,5 +1,6 @@
 // Lowering of reductions, transposes, concat, slice, pad, matmul and image patches.
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "common/strings.h"
@@ -419,6 +420,30 @@ void zero_wrapped(Tile& t, const Window& w, uint64_t patches, int64_t H, int64_t
   }
 }
 
+// Calls fn(ky, kx, image, oy, ox, windows) for the runs of windows one instruction covers: in the
+// flat view one run per kernel offset over the whole tile of `images` (from the first valid
+// window to the last image's last), otherwise one per offset, image and output row.
+void for_each_window_run(
+    const Window& w, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t images, bool flat,
+    const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t)>& fn) {
+  for (int64_t ky = 0; ky < w.kh; ++ky) {
+    int64_t oy0 = 0, oy1 = 0;
+    window_rows(w, ky, OH, H, &oy0, &oy1);
+    if (oy1 <= oy0) continue;
+    for (int64_t kx = 0; kx < w.kw; ++kx) {
+      int64_t ox0 = 0, ox1 = 0, x0 = 0;
+      if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
+      if (flat) {
+        fn(ky, kx, 0, oy0, ox0, ((images - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
+        continue;
+      }
+      for (int64_t r = 0; r < images; ++r) {
+        for (int64_t oy = oy0; oy < oy1; ++oy) fn(ky, kx, r, oy, ox0, ox1 - ox0);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // im2col in VMEM, a tile of whole images at a time: one DMA brings the images in, the patch rows
@@ -460,23 +485,7 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
               static_cast<uint64_t>(patch) * 4);
           t.chain(b.unary(Vector::COPY, dst, src));
         };
-        for (int64_t ky = 0; ky < w.kh; ++ky) {
-          int64_t oy0 = 0, oy1 = 0;
-          window_rows(w, ky, OH, H, &oy0, &oy1);
-          if (oy1 <= oy0) continue;
-          for (int64_t kx = 0; kx < w.kw; ++kx) {
-            int64_t ox0 = 0, ox1 = 0, x0 = 0;
-            if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
-            if (flat) {
-              // Every image of the tile, from its first valid window to the last image's last.
-              copy(ky, kx, 0, oy0, ox0, ((R - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
-              continue;
-            }
-            for (int64_t r = 0; r < R; ++r) {
-              for (int64_t oy = oy0; oy < oy1; ++oy) copy(ky, kx, r, oy, ox0, ox1 - ox0);
-            }
-          }
-        }
+        for_each_window_run(w, H, W, OH, OW, R, flat, copy);
         if (flat) zero_wrapped(t, w, patches, H, W, C, OH, OW);
       });
   return absl::OkStatus();
@@ -529,22 +538,7 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
               static_cast<uint64_t>(patch) * 4);
           t.chain(bld.binary(Vector::ADD, dst, dst, src));
         };
-        for (int64_t ky = 0; ky < w.kh; ++ky) {
-          int64_t oy0 = 0, oy1 = 0;
-          window_rows(w, ky, OH, H, &oy0, &oy1);
-          if (oy1 <= oy0) continue;
-          for (int64_t kx = 0; kx < w.kw; ++kx) {
-            int64_t ox0 = 0, ox1 = 0, x0 = 0;
-            if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
-            if (flat) {
-              add(ky, kx, 0, oy0, ox0, ((R - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
-              continue;
-            }
-            for (int64_t r = 0; r < R; ++r) {
-              for (int64_t oy = oy0; oy < oy1; ++oy) add(ky, kx, r, oy, ox0, ox1 - ox0);
-            }
-          }
-        }
+        for_each_window_run(w, H, W, OH, OW, R, flat, add);
       });
   return absl::OkStatus();
 }
