@@ -1,0 +1,37 @@
+#pragma once
+// Shared by the estimator's sources (estimator.cc, estimator_train.cc, estimator_serve.cc): the
+// pieces train, evaluate and predict all use. Not part of the API.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/checkpoint.h"
+#include "estimator/estimator.h"
+
+namespace tpusim::estimator::internal {
+
+// A dataset over an iterator whose first element was already read (to learn the shapes the
+// graph's infeeds take); its one iterator yields that element, then the rest.
+runtime::data::DatasetPtr peeked(runtime::data::Element first,
+                                 std::unique_ptr<runtime::data::Iterator> rest);
+
+// Variables the optimizer trains: not batch-norm statistics, not the step counter.
+bool trained(const std::string& variable);
+// Optimizer state and the step counter, which a warm start leaves fresh.
+bool optimizer_state(const std::string& variable);
+
+// Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and
+// "mask", a predict batch's padding marker, neither).
+absl::Status build_infeeds(runtime::GraphBuilder& b, const runtime::data::Element& first,
+                           Features* features, std::optional<runtime::Value>* labels);
+
+// The checkpoint's value for every variable of `variables`; errors name the missing or
+// mismatched one.
+absl::Status restore(const Checkpoint& ckpt, runtime::Variables* variables);
+
+// Stacks tensors of equal trailing shape along dimension 0.
+runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts);
+
+}  // namespace tpusim::estimator::internal
