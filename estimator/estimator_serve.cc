@@ -1,5 +1,3 @@
-#include "estimator/estimator.h"
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/checkpoint.h"
+#include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
@@ -116,8 +115,8 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
   infeed.deal_per_core_batches = true;
   infeed.timing.stages = {{"input", 1}};
   infeed.timing.stage_seconds = {0};
-  auto driver = runtime::InfeedDriver::create(
-      g, {{peeked(**first, std::move(it)), nullptr}}, infeed);
+  auto driver =
+      runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), nullptr}}, infeed);
   if (!driver.ok()) return driver.status();
   auto loop_steps = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
   if (!loop_steps.ok()) {
@@ -299,6 +298,5 @@ absl::Status TPUEstimator::export_saved_model(const std::string& dir,
   return write_saved_model(dir, b.graph(), variables, signature, names, batch_size,
                            (*ckpt)->global_step);
 }
-
 
 }  // namespace tpusim::estimator

@@ -1,5 +1,3 @@
-#include "estimator/estimator.h"
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/checkpoint.h"
+#include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
@@ -40,7 +39,6 @@ struct HostSide {
   uint32_t cpu_cores = 1;
   double loop_overhead_s = 0;
 };
-
 
 }  // namespace
 
@@ -250,6 +248,5 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   result.weights_fingerprint = weights_fingerprint(variables);
   return result;
 }
-
 
 }  // namespace tpusim::estimator

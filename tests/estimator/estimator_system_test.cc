@@ -59,13 +59,7 @@ TEST(EstimatorOnTpusim, FollowsTheCpuBackend) {
 // steps of 2 x 16 images.
 TEST(EstimatorOnTpusim, MnistCnnLossFalls) {
   TempDir dir;
-  const std::string data = (dir.path() / "data").string();
-  ASSERT_TRUE(write_fashion(data).ok());
-  RunConfig c = quiet_config((dir.path() / "model").string(), "tpusim", 2);
-  c.tpu_config.iterations_per_loop = 12;
-  auto est = TPUEstimator::create(zoo_model("mnist_cnn"), c, {}, true, 32, 32, 32);
-  ASSERT_TRUE(est.ok()) << est.status();
-  auto r = (*est)->train(fashion_input(data), 12);
+  auto r = train_mnist_cnn_briefly(dir.path().string(), "tpusim");
   ASSERT_TRUE(r.ok()) << r.status();
   const auto [first, last] = loss_ends(r->losses, 3);
   EXPECT_LT(last, first * 0.8) << "first " << first << " last " << last;

@@ -75,13 +75,7 @@ TEST(Estimator, AResumedRunEndsBitwiseWhereAnUninterruptedOneDoes) {
 // The seed's MNIST CNN learns on Fashion-MNIST on the cpu backend within a short budget.
 TEST(Estimator, MnistCnnLossFallsOnCpu) {
   TempDir dir;
-  const std::string data = (dir.path() / "data").string();
-  ASSERT_TRUE(write_fashion(data).ok());
-  RunConfig c = quiet_config((dir.path() / "model").string(), "cpu", 2);
-  c.tpu_config.iterations_per_loop = 12;
-  auto est = TPUEstimator::create(zoo_model("mnist_cnn"), c, {}, true, 32, 32, 32);
-  ASSERT_TRUE(est.ok()) << est.status();
-  auto r = (*est)->train(fashion_input(data), 12);
+  auto r = train_mnist_cnn_briefly(dir.path().string(), "cpu");
   ASSERT_TRUE(r.ok()) << r.status();
   const auto [first, last] = loss_ends(r->losses, 3);
   EXPECT_LT(last, first * 0.8) << "first " << first << " last " << last;

@@ -130,6 +130,18 @@ inline ModelFn zoo_model(const std::string& name) {
   };
 }
 
+// mnist_cnn trained 12 steps of 2 x 16 Fashion-MNIST images on `backend`, in `dir`.
+inline absl::StatusOr<TrainResult> train_mnist_cnn_briefly(const std::string& dir,
+                                                           const std::string& backend) {
+  const std::string data = dir + "/data";
+  if (auto s = write_fashion(data); !s.ok()) return s;
+  RunConfig c = quiet_config(dir + "/model", backend, 2);
+  c.tpu_config.iterations_per_loop = 12;
+  auto est = TPUEstimator::create(zoo_model("mnist_cnn"), c, {}, true, 32, 32, 32);
+  if (!est.ok()) return est.status();
+  return (*est)->train(fashion_input(data), 12);
+}
+
 // The mean of the first and of the last `n` losses.
 inline std::pair<double, double> loss_ends(const std::vector<float>& losses, size_t n) {
   double first = 0, last = 0;

@@ -385,60 +385,91 @@ void window_rows(const Window& w, int64_t ky, int64_t out_h, int64_t in_h, int64
   while (*oy1 > *oy0 && (*oy1 - 1) * w.sh + ky - w.pad_top >= in_h) --*oy1;
 }
 
-// In the flat view (stride 1, output as big as the input) a copy or add for one kernel offset
-// runs over every window of the tile's images at once, so windows that fall outside their image
-// wrap into neighbouring rows or images. These fills zero those positions of the patches: per
-// image and kernel row the rows outside its valid range, and per tile the wrapped columns.
-void zero_wrapped(Tile& t, const Window& w, uint64_t patches, int64_t H, int64_t W, int64_t C,
-                  int64_t OH, int64_t OW) {
+// A convolution's im2col geometry: NHWC images of H x W x C, OH x OW windows of `patch` values.
+// In the flat view (stride 1, output as big as the input) consecutive windows (image, oy, ox)
+// read consecutive pixels, so one kernel offset is one strided block over a whole tile.
+struct Im2col {
+  Window w;
+  int64_t H, W, C, OH, OW, patch;
+  bool flat;
+  Im2col(const Window& window, const Shape& image, const Shape& patches)
+      : w(window),
+        H(image.dim(1)),
+        W(image.dim(2)),
+        C(image.dim(3)),
+        OH(patches.dim(1)),
+        OW(patches.dim(2)),
+        patch(window.kh * window.kw * image.dim(3)),
+        flat(window.sw == 1 && window.sh == 1 && OW == W && OH == H) {}
+};
+
+isa::Block f32_block(uint64_t at, int64_t rows, int64_t cols, int64_t stride) {
+  return block(at, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), isa::F32,
+               static_cast<uint64_t>(stride) * 4);
+}
+
+// In the flat view a copy or add for one kernel offset runs over every window of the tile's
+// images at once, so windows that fall outside their image wrap into neighbouring rows or
+// images. These fills zero those positions of the patches: per image and kernel row the rows
+// outside its valid range, and per tile the wrapped columns.
+void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches) {
   sim::CoreBuilder& b = t.e_builder();
-  const int64_t patch = w.kh * w.kw * C;
-  const auto f32_block = [](uint64_t at, int64_t rows, int64_t cols, int64_t stride) {
-    return block(at, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), isa::F32,
-                 static_cast<uint64_t>(stride) * 4);
-  };
+  const Window& w = g.w;
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     int64_t oy0 = 0, oy1 = 0;
-    window_rows(w, ky, OH, H, &oy0, &oy1);
+    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
     for (int64_t r = 0; r < static_cast<int64_t>(t.rows()); ++r) {
-      for (auto [from, to] : {std::pair{int64_t{0}, oy0}, std::pair{oy1, OH}}) {
+      for (auto [from, to] : {std::pair{int64_t{0}, oy0}, std::pair{oy1, g.OH}}) {
         if (to <= from) continue;
         const uint64_t at =
-            patches + static_cast<uint64_t>(((r * OH + from) * OW) * patch + ky * w.kw * C) * 4;
-        t.chain(b.fill(f32_block(at, (to - from) * OW, w.kw * C, patch), 0));
+            patches +
+            static_cast<uint64_t>(((r * g.OH + from) * g.OW) * g.patch + ky * w.kw * g.C) * 4;
+        t.chain(b.fill(f32_block(at, (to - from) * g.OW, w.kw * g.C, g.patch), 0));
       }
     }
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
-      window_columns(w, kx, OW, W, &ox0, &ox1, &x0);
-      for (int64_t ox = 0; ox < OW; ++ox) {
+      window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0);
+      for (int64_t ox = 0; ox < g.OW; ++ox) {
         if (ox >= ox0 && ox < ox1) continue;
-        const uint64_t at = patches + static_cast<uint64_t>(ox * patch + (ky * w.kw + kx) * C) * 4;
-        t.chain(b.fill(f32_block(at, t.rows() * OH, C, OW * patch), 0));
+        const uint64_t at =
+            patches + static_cast<uint64_t>(ox * g.patch + (ky * w.kw + kx) * g.C) * 4;
+        t.chain(b.fill(f32_block(at, t.rows() * g.OH, g.C, g.OW * g.patch), 0));
       }
     }
   }
 }
 
-// Calls fn(ky, kx, image, oy, ox, windows) for the runs of windows one instruction covers: in the
-// flat view one run per kernel offset over the whole tile of `images` (from the first valid
-// window to the last image's last), otherwise one per offset, image and output row.
-void for_each_window_run(
-    const Window& w, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t images, bool flat,
-    const std::function<void(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t)>& fn) {
+// Calls fn(pixels, windows) for each run of windows one instruction covers: `pixels` is the
+// run's block of the tile's images (C-wide rows), `windows` its block of the tile's patches (the
+// columns of one kernel offset). In the flat view one run per kernel offset over the whole tile
+// of `count` images (from the first valid window to the last image's last), otherwise one per
+// offset, image and output row.
+void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int64_t count,
+                         const std::function<void(const isa::Block&, const isa::Block&)>& fn) {
+  const Window& w = g.w;
+  auto run = [&](int64_t ky, int64_t kx, int64_t r, int64_t oy, int64_t ox, int64_t rows) {
+    const int64_t y = oy * w.sh + ky - w.pad_top, x = ox * w.sw + kx - w.pad_left;
+    fn(f32_block(images + static_cast<uint64_t>(((r * g.H + y) * g.W + x) * g.C) * 4, rows, g.C,
+                 w.sw * g.C),
+       f32_block(patches + static_cast<uint64_t>(((r * g.OH + oy) * g.OW + ox) * g.patch +
+                                                 (ky * w.kw + kx) * g.C) *
+                               4,
+                 rows, g.C, g.patch));
+  };
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     int64_t oy0 = 0, oy1 = 0;
-    window_rows(w, ky, OH, H, &oy0, &oy1);
+    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
     if (oy1 <= oy0) continue;
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
-      if (!window_columns(w, kx, OW, W, &ox0, &ox1, &x0)) continue;
-      if (flat) {
-        fn(ky, kx, 0, oy0, ox0, ((images - 1) * OH + oy1 - 1 - oy0) * OW + ox1 - ox0);
+      if (!window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
+      if (g.flat) {
+        run(ky, kx, 0, oy0, ox0, ((count - 1) * g.OH + oy1 - 1 - oy0) * g.OW + ox1 - ox0);
         continue;
       }
-      for (int64_t r = 0; r < images; ++r) {
-        for (int64_t oy = oy0; oy < oy1; ++oy) fn(ky, kx, r, oy, ox0, ox1 - ox0);
+      for (int64_t r = 0; r < count; ++r) {
+        for (int64_t oy = oy0; oy < oy1; ++oy) run(ky, kx, r, oy, ox0, ox1 - ox0);
       }
     }
   }
@@ -455,38 +486,21 @@ void for_each_window_run(
 absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
-  const Window& w = n.attrs.window;
-  const int64_t N = in.dim(0), H = in.dim(1), W = in.dim(2), C = in.dim(3), OH = n.shape.dim(1),
-                OW = n.shape.dim(2);
-  const int64_t patch = w.kh * w.kw * C;
-  const bool flat = w.sw == 1 && w.sh == 1 && OW == W && OH == H;
-  const auto image_cols = static_cast<uint32_t>(H * W * C);
-  const auto out_cols = static_cast<uint32_t>(OH * OW * patch);
+  const Im2col g(n.attrs.window, in, n.shape);
+  const auto image_cols = static_cast<uint32_t>(g.H * g.W * g.C);
+  const auto out_cols = static_cast<uint32_t>(g.OH * g.OW * g.patch);
   l.emit.rowwise(
-      l.address(id), static_cast<uint64_t>(N), out_cols, isa::F32,
+      l.address(id), static_cast<uint64_t>(in.dim(0)), out_cols, isa::F32,
       {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, image_cols}}, 0, 0,
       [&](Tile& t) {
         sim::CoreBuilder& b = t.e_builder();
-        const uint64_t images = t.in(0).address(), patches = t.out().address();
-        const int64_t R = t.rows();
-        if (!flat) t.chain(b.fill(t.out(), 0));
-        // Windows (image r, oy, ox) from `first` to `last` of kernel offset (ky, kx) as one copy.
-        auto copy = [&](int64_t ky, int64_t kx, int64_t r, int64_t oy, int64_t ox, int64_t rows) {
-          const int64_t y = oy * w.sh + ky - w.pad_top, x = ox * w.sw + kx - w.pad_left;
-          const isa::Block src =
-              block(images + static_cast<uint64_t>(((r * H + y) * W + x) * C) * 4,
-                    static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
-                    static_cast<uint64_t>(w.sw * C) * 4);
-          const isa::Block dst = block(
-              patches +
-                  static_cast<uint64_t>(((r * OH + oy) * OW + ox) * patch + (ky * w.kw + kx) * C) *
-                      4,
-              static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
-              static_cast<uint64_t>(patch) * 4);
-          t.chain(b.unary(Vector::COPY, dst, src));
-        };
-        for_each_window_run(w, H, W, OH, OW, R, flat, copy);
-        if (flat) zero_wrapped(t, w, patches, H, W, C, OH, OW);
+        const uint64_t patches = t.out().address();
+        if (!g.flat) t.chain(b.fill(t.out(), 0));
+        for_each_window_run(g, t.in(0).address(), patches, t.rows(),
+                            [&](const isa::Block& pixels, const isa::Block& windows) {
+                              t.chain(b.unary(Vector::COPY, windows, pixels));
+                            });
+        if (g.flat) zero_wrapped(t, g, patches);
       });
   return absl::OkStatus();
 }
@@ -499,47 +513,29 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
 // first, so that adding them changes nothing.
 absl::Status lower_patches_to_image(Lowering& l, int id) {
   const Node& n = l.node(id);
-  const Window& w = n.attrs.window;
-  const Shape& p = l.node(n.inputs[0]).shape;
-  const int64_t N = n.shape.dim(0), H = n.shape.dim(1), W = n.shape.dim(2), C = n.shape.dim(3),
-                OH = p.dim(1), OW = p.dim(2);
-  const int64_t patch = w.kh * w.kw * C;
-  const uint64_t image_bytes = static_cast<uint64_t>(H * W * C) * 4,
-                 patch_bytes = static_cast<uint64_t>(OH * OW * patch) * 4;
+  const Im2col g(n.attrs.window, n.shape, l.node(n.inputs[0]).shape);
+  const uint64_t image_bytes = static_cast<uint64_t>(g.H * g.W * g.C) * 4,
+                 patch_bytes = static_cast<uint64_t>(g.OH * g.OW * g.patch) * 4;
   if (image_bytes + patch_bytes > l.emit.tile_budget_bytes()) {
     return absl::UnimplementedError(
-        str_cat("tpusim backend: patches_to_image of a ", H, "x", W, "x", C, " image with ", OH,
-                "x", OW, " windows needs ", image_bytes + patch_bytes,
+        str_cat("tpusim backend: patches_to_image of a ", g.H, "x", g.W, "x", g.C, " image with ",
+                g.OH, "x", g.OW, " windows needs ", image_bytes + patch_bytes,
                 " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
   }
-  const bool flat = w.sw == 1 && w.sh == 1 && OW == W && OH == H;
-  const auto image_cols = static_cast<uint32_t>(H * W * C);
-  const auto patch_cols = static_cast<uint32_t>(OH * OW * patch);
-  l.emit.rowwise(
-      l.address(id), static_cast<uint64_t>(N), image_cols, isa::F32,
-      {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, patch_cols}}, 0, 0,
-      [&](Tile& t) {
-        sim::CoreBuilder& bld = t.e_builder();
-        const uint64_t images = t.out().address(), patches = t.in(0).address();
-        const int64_t R = t.rows();
-        t.chain(bld.fill(t.out(), 0));
-        if (flat) zero_wrapped(t, w, patches, H, W, C, OH, OW);
-        auto add = [&](int64_t ky, int64_t kx, int64_t r, int64_t oy, int64_t ox, int64_t rows) {
-          const int64_t y = oy * w.sh + ky - w.pad_top, x = ox * w.sw + kx - w.pad_left;
-          const isa::Block dst =
-              block(images + static_cast<uint64_t>(((r * H + y) * W + x) * C) * 4,
-                    static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
-                    static_cast<uint64_t>(w.sw * C) * 4);
-          const isa::Block src = block(
-              patches +
-                  static_cast<uint64_t>(((r * OH + oy) * OW + ox) * patch + (ky * w.kw + kx) * C) *
-                      4,
-              static_cast<uint32_t>(rows), static_cast<uint32_t>(C), isa::F32,
-              static_cast<uint64_t>(patch) * 4);
-          t.chain(bld.binary(Vector::ADD, dst, dst, src));
-        };
-        for_each_window_run(w, H, W, OH, OW, R, flat, add);
-      });
+  l.emit.rowwise(l.address(id), static_cast<uint64_t>(n.shape.dim(0)),
+                 static_cast<uint32_t>(image_bytes / 4), isa::F32,
+                 {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32,
+                              static_cast<uint32_t>(patch_bytes / 4)}},
+                 0, 0, [&](Tile& t) {
+                   sim::CoreBuilder& b = t.e_builder();
+                   const uint64_t patches = t.in(0).address();
+                   t.chain(b.fill(t.out(), 0));
+                   if (g.flat) zero_wrapped(t, g, patches);
+                   for_each_window_run(g, t.out().address(), patches, t.rows(),
+                                       [&](const isa::Block& pixels, const isa::Block& windows) {
+                                         t.chain(b.binary(Vector::ADD, pixels, pixels, windows));
+                                       });
+                 });
   return absl::OkStatus();
 }
 
