@@ -141,6 +141,16 @@ std::vector<OpCase> all_cases() {
        true,
        130,
        true});
+  // A weight gradient's shape: tpusim computes it as (b^T a)^T without transposing a.
+  cases.push_back({"matmul",
+                   "transpose([150, 40]) x [150, 12]",
+                   {{"a", DType::kF32, {150, 40}}, {"b", DType::kF32, {150, 12}}},
+                   [](GraphBuilder& b, const std::vector<Value>& in) {
+                     return b.matmul(b.transpose(in[0], {1, 0}), in[1]);
+                   },
+                   true,
+                   150,
+                   true});
   cases.push_back({"conv2d",
                    "[2, 9, 9, 3] k3 s1 SAME f5",
                    {{"x", DType::kF32, {2, 9, 9, 3}}},

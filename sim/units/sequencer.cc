@@ -31,7 +31,16 @@ void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
 }
 
 std::string Sequencer::blocked_on() const {
-  return blocked_.empty() ? "" : str_cat(name(), ": ", blocked_);
+  if (draining_) {
+    return str_cat(name(), ": waits for ", ctx_.sync->outstanding(),
+                   " issued instruction(s) to complete");
+  }
+  if (blocked_issue_ != nullptr) {
+    return str_cat(name(), ": waits to issue instruction ", blocked_index_, " (",
+                   op_name(*blocked_issue_), ") into the full queue of ",
+                   blocked_unit_->basename());
+  }
+  return "";
 }
 
 Unit* Sequencer::unit_for(const isa::Instruction& instr) {
@@ -54,12 +63,9 @@ Unit* Sequencer::unit_for(const isa::Instruction& instr) {
 }
 
 void Sequencer::drain() {
-  while (ctx_.sync->outstanding() > 0) {
-    blocked_ =
-        str_cat("waits for ", ctx_.sync->outstanding(), " issued instruction(s) to complete");
-    wait(ctx_.sync->drained());
-  }
-  blocked_.clear();
+  draining_ = true;
+  while (ctx_.sync->outstanding() > 0) wait(ctx_.sync->drained());
+  draining_ = false;
   issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());
 }
 
@@ -91,12 +97,11 @@ bool Sequencer::run_range(int begin, int end) {
     Unit* unit = unit_for(instr);
     if (unit->full()) {
       const uint64_t from = ctx_.now_cycle();
-      while (unit->full()) {
-        blocked_ = str_cat("waits to issue instruction ", i, " (", op_name(instr),
-                           ") into the full queue of ", unit->basename());
-        wait(unit->space_freed());
-      }
-      blocked_.clear();
+      blocked_issue_ = &instr;
+      blocked_index_ = i;
+      blocked_unit_ = unit;
+      while (unit->full()) wait(unit->space_freed());
+      blocked_issue_ = nullptr;
       issue_stall_cycles_ += ctx_.now_cycle() - from;
     }
     issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());

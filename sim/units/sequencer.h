@@ -61,7 +61,12 @@ class Sequencer : public sc_core::sc_module {
   uint64_t issued_ = 0;
   uint64_t issue_stall_cycles_ = 0;
   uint64_t loop_iterations_ = 0;
-  std::string blocked_;
+  // What the sequencer waits for, formatted only when blocked_on() is asked: the instruction
+  // it cannot issue into a full queue, or (draining) the completions it waits for.
+  const isa::Instruction* blocked_issue_ = nullptr;
+  int blocked_index_ = 0;
+  const Unit* blocked_unit_ = nullptr;
+  bool draining_ = false;
 };
 
 }  // namespace tpusim::sim

@@ -33,8 +33,10 @@ void Unit::push(const IssuedInstruction& item) {
 
 std::string Unit::blocked_on() const {
   if (current_ == nullptr) return "";
+  const std::string what =
+      waiting_for_flags_ ? str_cat("waits for ", ctx_.sync->unmet(*current_->instr)) : blocked_;
   return str_cat(name(), " at instruction ", current_->index, " (", op_name(*current_->instr),
-                 "): ", blocked_);
+                 "): ", what);
 }
 
 void Unit::wait_until(uint64_t cycle) {
@@ -57,13 +59,11 @@ void Unit::thread() {
     wait_until(item.issue_cycle);
     if (!ctx_.sync->satisfied(*item.instr)) {
       const uint64_t from = ctx_.now_cycle();
-      while (!ctx_.sync->satisfied(*item.instr)) {
-        set_blocked(str_cat("waits for ", ctx_.sync->unmet(*item.instr)));
-        wait(ctx_.sync->changed());
-      }
+      waiting_for_flags_ = true;
+      while (!ctx_.sync->satisfied(*item.instr)) wait(ctx_.sync->changed());
+      waiting_for_flags_ = false;
       stall_cycles_ += ctx_.now_cycle() - from;
     }
-    set_blocked("");
     execute(item);
     ++instructions_;
     current_ = nullptr;

@@ -54,6 +54,9 @@ class Unit : public sc_core::sc_module {
   sc_core::sc_event space_freed_;
   traces::TrackId track_{};
   std::string blocked_;
+  // Waiting for the current instruction's sync flags: blocked_on() says which, formatted only
+  // when asked (a deadlock message), not on every wait.
+  bool waiting_for_flags_ = false;
 };
 
 }  // namespace tpusim::sim

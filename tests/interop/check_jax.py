@@ -73,6 +73,7 @@ CASES = {
     ("concat", "[2, 3] [2, 5] axis 1"): lambda i, v: jnp.concatenate([i["a"], i["b"]], axis=1),
     ("slice", "[5, 8] [1:4, 2:7]"): lambda i, v: i["x"][1:4, 2:7],
     ("pad", "[3, 4] +(1,2),(0,3)"): lambda i, v: jnp.pad(i["x"], ((1, 2), (0, 3))),
+    ("matmul", "transpose([150, 40]) x [150, 12]"): lambda i, v: jnp.matmul(i["a"].T, i["b"]),
     "matmul": lambda i, v: jnp.matmul(i["a"], i["b"]),
     ("conv2d", "[2, 9, 9, 3] k3 s1 SAME f5"): lambda i, v: conv(i["x"], v["conv2d_1/kernel"], v["conv2d_1/bias"], 1, "SAME"),
     ("conv2d", "[2, 10, 10, 4] k5 s2 VALID f6"): lambda i, v: conv(i["x"], v["conv2d_1/kernel"], v["conv2d_1/bias"], 2, "VALID"),

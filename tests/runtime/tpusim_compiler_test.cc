@@ -5,6 +5,7 @@
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
+#include "runtime/backend/tpusim/lowering.h"
 #include "runtime/graph/layers.h"
 #include "runtime/models/zoo.h"
 #include "sim/isa/validator.h"
@@ -62,6 +63,41 @@ TEST(Compiler, EveryZooModelCompiles) {
     EXPECT_EQ(step->infeeds.size(), 2u) << m.name;
     EXPECT_EQ(step->outputs.size(), 1u) << m.name;
   }
+}
+
+// The elements the program's vector transposes move.
+uint64_t transposed_elements(const isa::Program& program) {
+  uint64_t n = 0;
+  for (const auto& instr : program.cores(0).instructions()) {
+    if (instr.has_vector() && instr.vector().op() == isa::Vector::TRANSPOSE)
+      n += uint64_t{instr.vector().a().rows()} * instr.vector().a().cols();
+  }
+  return n;
+}
+
+// A^T W with A big and W narrow (a weight gradient over im2col patches) runs as (W^T A)^T: the
+// transpose of A is never materialised, only W and the small product are transposed.
+TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
+  GraphBuilder b;
+  const Value a = b.infeed("a", DType::kF32, {2048, 512});
+  const Value w = b.infeed("w", DType::kF32, {2048, 16});
+  const Value t = b.transpose(a, {1, 0});
+  b.output("y", b.matmul(t, w));
+  EXPECT_EQ(transposed_lhs_source(b.graph(), b.graph().size() - 1), a.id);
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  EXPECT_EQ(transposed_elements(step->program), 2048u * 16 + 16u * 512);
+
+  // With W as wide as A, transposing A is no worse: the matmul is lowered as written.
+  GraphBuilder wide;
+  const Value a2 = wide.infeed("a", DType::kF32, {256, 64});
+  const Value w2 = wide.infeed("w", DType::kF32, {256, 128});
+  wide.output("y", wide.matmul(wide.transpose(a2, {1, 0}), w2));
+  EXPECT_EQ(transposed_lhs_source(wide.graph(), wide.graph().size() - 1), -1);
+  auto plain = compile_graph(wide.graph(), v3_8(), 0);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(transposed_elements(plain->program), 256u * 64);
 }
 
 TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {

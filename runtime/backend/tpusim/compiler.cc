@@ -62,7 +62,7 @@ std::vector<bool> needed_nodes(const Graph& g) {
   for (int id = g.size() - 1; id >= 0; --id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = g.node(id);
-    for (int in : n.inputs) {
+    for (int in : operands_read(g, id)) {
       float ignored;
       if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
       needed[static_cast<size_t>(in)] = true;
@@ -179,7 +179,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       request.materialized[static_cast<size_t>(id)] = false;
     if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
     if (!needed[static_cast<size_t>(id)]) continue;
-    for (int in : node.inputs) {
+    for (int in : operands_read(graph, id)) {
       const int reader = root >= 0 ? root : id;
       if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
       request.reads[static_cast<size_t>(reader)].push_back(in);

@@ -331,8 +331,66 @@ absl::Status lower_pad(Lowering& l, int id) {
   return absl::OkStatus();
 }
 
+int transposed_lhs_source(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  if (n.op != Op::kMatMul) return -1;
+  const Node& lhs = graph.node(n.inputs[0]);
+  const Shape& w = graph.node(n.inputs[1]).shape;
+  if (lhs.op != Op::kTranspose || lhs.shape.rank() != 2 || w.rank() != 2) return -1;
+  const int64_t m = lhs.shape.dim(0), k = lhs.shape.dim(1), cols = w.dim(1);
+  return k * cols + m * cols < k * m ? lhs.inputs[0] : -1;
+}
+
+std::vector<int> operands_read(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  const int source = transposed_lhs_source(graph, id);
+  if (source < 0) return n.inputs;
+  return {source, n.inputs[1]};
+}
+
+namespace {
+
+// One GEMM c = a b of row-major matrices in HBM, a being rows x k and b k x cols.
+absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint32_t rows,
+                           uint32_t k, uint32_t cols) {
+  GemmContext ctx;
+  ctx.builder = &l.emit.builder();
+  ctx.flags = &l.emit.flags();
+  ctx.flag_ids = l.gemm_flags;
+  ctx.before_read = [&](sim::InstrRef& r) { l.emit.ordered(r); };
+  ctx.after_write = [&](sim::InstrRef& r) { l.emit.wrote_hbm(r); };
+  l.emit.begin_fragment();
+  GemmLayout layout;
+  layout.a_address = a;
+  layout.b_address = b;
+  layout.c_address = c;
+  layout.input_dtype = isa::F32;
+  return emit_gemm(l.emit.core(), {rows, k, cols}, l.precision, layout, ctx).status();
+}
+
+// A^T W as (W^T A)^T (see transposed_lhs_source), A at `a` (k x m), W at `w` (k x cols).
+absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_t k, int64_t m,
+                                         uint64_t w, int64_t cols) {
+  const uint64_t w_t = l.hbm.temporary(static_cast<uint64_t>(cols * k) * 4);
+  const uint64_t product = l.hbm.temporary(static_cast<uint64_t>(cols * m) * 4);
+  if (absl::Status s = emit_transpose(l, w, Shape({k, cols}), {1, 0}, w_t); !s.ok()) return s;
+  if (absl::Status s = emit_hbm_gemm(l, w_t, a, product, static_cast<uint32_t>(cols),
+                                     static_cast<uint32_t>(k), static_cast<uint32_t>(m));
+      !s.ok()) {
+    return s;
+  }
+  return emit_transpose(l, product, Shape({cols, m}), {1, 0}, l.address(id));
+}
+
+}  // namespace
+
 absl::Status lower_matmul(Lowering& l, int id) {
   const Node& n = l.node(id);
+  if (const int source = transposed_lhs_source(l.graph, id); source >= 0) {
+    const Shape& a = l.node(source).shape;
+    return lower_transposed_lhs_matmul(l, id, l.address(source), a.dim(0), a.dim(1),
+                                       l.address(n.inputs[1]), l.node(n.inputs[1]).shape.dim(1));
+  }
   const Shape& a = l.node(n.inputs[0]).shape;
   const Shape& w = l.node(n.inputs[1]).shape;
   const auto m = static_cast<uint32_t>(a.dim(a.rank() - 2)),
@@ -340,23 +398,16 @@ absl::Status lower_matmul(Lowering& l, int id) {
              cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
   const bool shared = w.rank() == 2;
   const int64_t batches = a.elements() / (int64_t{m} * k);
-  GemmContext ctx;
-  ctx.builder = &l.emit.builder();
-  ctx.flags = &l.emit.flags();
-  ctx.flag_ids = l.gemm_flags;
-  ctx.before_read = [&](sim::InstrRef& r) { l.emit.ordered(r); };
-  ctx.after_write = [&](sim::InstrRef& r) { l.emit.wrote_hbm(r); };
   const int64_t gemms = shared ? 1 : batches;
   const uint32_t rows = shared ? static_cast<uint32_t>(batches * m) : m;
   for (int64_t bi = 0; bi < gemms; ++bi) {
-    l.emit.begin_fragment();
-    GemmLayout layout;
-    layout.a_address = l.address(n.inputs[0]) + static_cast<uint64_t>(bi) * m * k * 4;
-    layout.b_address = l.address(n.inputs[1]) + static_cast<uint64_t>(bi) * k * cols * 4;
-    layout.c_address = l.address(id) + static_cast<uint64_t>(bi) * m * cols * 4;
-    layout.input_dtype = isa::F32;
-    auto plan = emit_gemm(l.emit.core(), {rows, k, cols}, l.precision, layout, ctx);
-    if (!plan.ok()) return plan.status();
+    const auto at = static_cast<uint64_t>(bi);
+    if (absl::Status s = emit_hbm_gemm(l, l.address(n.inputs[0]) + at * m * k * 4,
+                                       l.address(n.inputs[1]) + at * k * cols * 4,
+                                       l.address(id) + at * m * cols * 4, rows, k, cols);
+        !s.ok()) {
+      return s;
+    }
   }
   return absl::OkStatus();
 }

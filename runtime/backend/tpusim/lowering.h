@@ -75,6 +75,14 @@ absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
 absl::Status lower_concat(Lowering& l, int id);
 absl::Status lower_slice(Lowering& l, int id);
 absl::Status lower_pad(Lowering& l, int id);
+// A matmul A^T W of 2D tensors, A being K x M and W K x N, whose lhs is a transpose node is
+// computed as (W^T A)^T when that moves fewer bytes (K N + M N < K M, as for a convolution's
+// weight gradient, where A is the im2col patches): A serves as the MXU's weights just as it lies
+// in HBM, and only W and the small result are transposed. Returns A's node then (the transpose
+// itself is not read), else -1.
+int transposed_lhs_source(const Graph& graph, int id);
+// The nodes a node's fragment reads: its inputs, except as transposed_lhs_source says.
+std::vector<int> operands_read(const Graph& graph, int id);
 absl::Status lower_matmul(Lowering& l, int id);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);
