@@ -34,6 +34,7 @@
 #include "runtime/data/stage_profile.h"
 #include "runtime/graph/builder.h"
 #include "runtime/graph/optimizers.h"
+#include "traces/analyzer.h"
 
 namespace tpusim::estimator {
 
@@ -102,6 +103,11 @@ struct RunConfig {
   std::function<void(const std::string&)> log;  // progress lines; stderr when unset
   // predict: an input with more batches than this is taken for one that never ends.
   size_t max_predict_batches = size_t{1} << 20;
+  // train: a trace of the device loops holding global steps [trace_first_step, trace_last_step]
+  // (Perfetto for .pftrace, Chrome JSON for .json; traces/trace_writer.h). "" for none.
+  std::string trace_path;
+  int64_t trace_first_step = 0;
+  int64_t trace_last_step = INT64_MAX;
 };
 
 struct TrainResult {
@@ -120,6 +126,10 @@ struct TrainResult {
   double host_overhead_seconds = 0;
   std::string weights_fingerprint;
   std::vector<float> losses;  // replica 0's loss at every step run
+  // Where each step's simulated time went and what to change (traces/analyzer.h); absent on
+  // backends without a simulated timeline.
+  std::optional<traces::Analysis> analysis;
+  uint64_t trace_bytes = 0;  // of the trace file, when one was asked for
 };
 
 class TPUEstimator {

@@ -10,6 +10,7 @@
 #include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
+#include "estimator/train_trace.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
@@ -158,6 +159,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   }
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
+  auto trace = TrainTrace::start(
+      {config_.trace_path, config_.trace_first_step, config_.trace_last_step}, *backend_, **driver);
+  if (!trace.ok()) return trace.status();
 
   int64_t step = start_step;
   double host_clock = 0;  // simulated host time since the input pipeline started
@@ -170,8 +174,11 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     auto steps = (*driver)->next_loop(n, host_clock);
     if (!steps.ok()) return steps.status();
     const auto loop_start = std::chrono::steady_clock::now();
+    (*trace)->before_loop(step + 1, step + n);
     auto loop = backend_->run_loop(**exe, variables, *steps, static_cast<uint64_t>(step));
     if (!loop.ok()) return loop.status();
+    if (auto s = backend_->host_round_trip(host.loop_overhead_s); !s.ok()) return s;
+    (*trace)->after_loop(**driver);
     const double loop_host =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
     const runtime::DeviceTiming& t = loop->timing;
@@ -246,6 +253,10 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   result.host_overhead_seconds = host_clock - device_seconds;
   result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
   result.weights_fingerprint = weights_fingerprint(variables);
+  auto analysis = (*trace)->finish();
+  if (!analysis.ok()) return analysis.status();
+  result.analysis = *std::move(analysis);
+  result.trace_bytes = (*trace)->file_bytes();
   return result;
 }
 

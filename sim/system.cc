@@ -111,6 +111,16 @@ absl::Status System::check_usable() const {
   return absl::OkStatus();
 }
 
+absl::Status System::idle(uint64_t cycles) {
+  if (absl::Status s = check_usable(); !s.ok()) return s;
+  if (cycles == 0) return absl::OkStatus();
+  const uint64_t now = sc_core::sc_time_stamp().value();
+  const uint64_t until = clock_.time_of(Cycles(now_cycle() + cycles));
+  if (until > now)
+    sc_core::sc_start(sc_core::sc_time(static_cast<double>(until - now), sc_core::SC_PS));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   if (absl::Status s = check_usable(); !s.ok()) return s;
   if (absl::Status s = validate_program(program, *slice_); !s.ok()) return s;
@@ -134,6 +144,8 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     failure_ = run_error_;
     return absl::FailedPreconditionError(run_error_);
   }
+  for (uint32_t core = 0; core < slice_->cores; ++core)
+    model_->core(core, per_chip).flush_trace_counters();
   RunResult result;
   result.start_cycle = start;
   result.end_cycle = start;

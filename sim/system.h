@@ -66,6 +66,9 @@ class System {
   void set_timing_only(bool timing_only);
   absl::Status set_mxu_policy(const std::string& name);
 
+  // Lets `cycles` pass with the slice idle (the host's round trip between device loops).
+  absl::Status idle(uint64_t cycles);
+
   // Validates `program` against the slice and runs it. Statistics start afresh with each run,
   // so stats() and report() describe the last run.
   absl::StatusOr<RunResult> run(const isa::Program& program);

@@ -1,5 +1,7 @@
 #include "traces/recording_sink.h"
 
+#include "traces/analysis_events.h"
+
 namespace tpusim::traces {
 
 TrackId RecordingSink::declare_track(const TrackInfo& info) {
@@ -8,10 +10,14 @@ TrackId RecordingSink::declare_track(const TrackInfo& info) {
 }
 
 void RecordingSink::slice(TrackId track, std::string_view name, TimePs start, TimePs end) {
+  if (analysis_only_) {
+    if (!analyzer_reads(tracks_[static_cast<size_t>(track)], name)) return;
+  }
   slices_.push_back(Slice{track, std::string(name), start, end});
 }
 
 void RecordingSink::counter(TrackId track, TimePs time, double value) {
+  if (analysis_only_) return;
   samples_.push_back(Sample{track, time, value});
 }
 

@@ -11,6 +11,11 @@ namespace tpusim::traces {
 
 class RecordingSink final : public Sink {
  public:
+  // Keeps only what the step analyzer reads (analyzer.h): step slices, feed and collective
+  // waits, the ici track and host tracks; unit instructions and counters are dropped, so a long
+  // run's analysis stays small.
+  void keep_only_analysis_events() { analysis_only_ = true; }
+
   struct Slice {
     TrackId track;
     std::string name;
@@ -35,6 +40,7 @@ class RecordingSink final : public Sink {
   std::vector<Slice> slices_on(int chip, int core, const std::string& name) const;
 
  private:
+  bool analysis_only_ = false;
   std::vector<TrackInfo> tracks_;
   std::vector<Slice> slices_;
   std::vector<Sample> samples_;

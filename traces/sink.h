@@ -19,10 +19,11 @@ enum class TrackId : uint32_t {};
 struct TrackInfo {
   enum class Kind { kUnit, kHost, kCounter };
   Kind kind = Kind::kUnit;
-  int chip = -1;     // -1 when the track belongs to no chip (host tracks)
-  int core = -1;     // -1 when the track belongs to the chip, not one core (HBM, ICI)
-  std::string name;  // "mxu0", "vpu", "dma", "infeed", "hbm_bandwidth", "parse", ...
-  std::string unit;  // counters: what the value measures ("bytes/s", "entries")
+  int chip = -1;         // -1 when the track belongs to no chip (host tracks)
+  int core = -1;         // -1 when the track belongs to the chip, not one core (HBM, ICI)
+  std::string name;      // "mxu0", "vpu", "dma", "infeed", "hbm_bandwidth", "parse", ...
+  std::string unit;      // counters: what the value measures ("bytes/s", "entries")
+  uint32_t threads = 0;  // host pipeline stages: the threads the stage runs on (0: not a stage)
 };
 
 class Sink {

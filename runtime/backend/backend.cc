@@ -12,6 +12,11 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu, tpusim)"));
 }
 
+traces::TraceRouter& device_trace_router() {
+  static traces::TraceRouter router;
+  return router;
+}
+
 absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variables& variables,
                                                   const std::vector<Feeds>& feeds,
                                                   uint64_t first_step) {

@@ -15,6 +15,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/graph/graph.h"
+#include "traces/trace_router.h"
 
 namespace tpusim::runtime {
 
@@ -77,10 +78,25 @@ class Backend {
   // outputs.
   absl::StatusOr<std::vector<Outputs>> run(Executable& executable, Variables& variables,
                                            const std::vector<Feeds>& feeds, uint64_t first_step);
+
+  // The host's round trip between two device loops (reading the outfeed, launching the next
+  // loop): a backend that simulates time lets the device idle that long, and its trace shows it.
+  virtual absl::Status host_round_trip(double seconds) {
+    (void)seconds;
+    return absl::OkStatus();
+  }
+  // Simulated seconds since the process's simulation began (0 on backends without simulated
+  // time): where a loop about to run starts on the trace's timeline.
+  virtual double device_now_seconds() const { return 0; }
 };
 
 // The backend named `name` ("cpu", ...); NotFound lists the known ones.
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
+
+// Where backends that simulate time (tpusim) report their timeline: every unit of the
+// process's simulated slice, the host round trips between device loops, and whatever the caller
+// adds (host pipeline stages). Nothing is recorded until a trace writer is attached.
+traces::TraceRouter& device_trace_router();
 
 // Checks that `feeds` has a batch of the right type and shape for every infeed of `graph`, and
 // `variables` every variable; errors name the infeed or variable and both shapes.

@@ -22,12 +22,14 @@ HostPipelineModel::HostPipelineModel(std::vector<HostStage> stages, uint32_t cpu
 
 double HostPipelineModel::add_batch(const std::vector<double>& cpu_seconds) {
   history_.push_back(cpu_seconds);
+  StageSpans spans;
   double ready = 0;
   if (prefetch_depth_ == 0) {
     ready = ready_.empty() ? 0 : ready_.back();
     for (size_t i = 0; i < stages_.size(); ++i) {
       const double wall = (i < cpu_seconds.size() ? cpu_seconds[i] : 0) / effective_[i];
       busy_[i] += wall;
+      spans.emplace_back(ready, ready + wall);
       ready += wall;
       done_[i] = ready;
     }
@@ -37,11 +39,13 @@ double HostPipelineModel::add_batch(const std::vector<double>& cpu_seconds) {
       const double wall = (i < cpu_seconds.size() ? cpu_seconds[i] : 0) / effective_[i];
       busy_[i] += wall;
       done_[i] = std::max(upstream, done_[i]) + wall;
+      spans.emplace_back(done_[i] - wall, done_[i]);
       upstream = done_[i];
     }
     ready = upstream;
   }
   ready_.push_back(ready);
+  if (record_spans_) spans_.push_back(std::move(spans));
   return ready;
 }
 

@@ -49,6 +49,12 @@ class HostPipelineModel {
   HostPipelineModel with_threads(size_t stage, uint32_t threads) const;
   double last_ready_seconds() const { return ready_.empty() ? 0 : ready_.back(); }
 
+  // [start, end) wall seconds of one batch in each stage: what a trace shows per stage.
+  using StageSpans = std::vector<std::pair<double, double>>;
+  // Starts keeping each new batch's spans until take_spans() hands them over (for traces).
+  void record_spans(bool on) { record_spans_ = on; }
+  std::vector<StageSpans> take_spans() { return std::move(spans_); }
+
  private:
   std::vector<HostStage> stages_;
   uint32_t cpu_cores_;
@@ -58,6 +64,8 @@ class HostPipelineModel {
   std::vector<double> busy_;
   std::vector<std::vector<double>> history_;
   std::vector<double> ready_;
+  bool record_spans_ = false;
+  std::vector<StageSpans> spans_;
 };
 
 // What one example costs the standard pipeline of an input_fn (read -> map -> batch -> enqueue),

@@ -76,6 +76,7 @@ class InfeedDriver {
 
   // The host model of each pipeline (batches so far, stage busy time, what-if replays).
   const std::vector<HostPipelineModel>& host_models() const { return models_; }
+  std::vector<HostPipelineModel>& host_models() { return models_; }
   uint64_t steps_taken() const { return steps_taken_; }
 
  private:

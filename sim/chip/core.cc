@@ -30,6 +30,14 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
   ctx_.outfeed = &outfeed_;
   ctx_.outfeed_pushed = o.outfeed_pushed;
   ctx_.fail = settings.fail;
+  if (ctx_.sink != nullptr) {
+    auto counter = [&](const char* track, const char* unit) {
+      return ctx_.sink->declare_track({traces::TrackInfo::Kind::kCounter, static_cast<int>(o.chip),
+                                       static_cast<int>(o.core_on_chip), track, unit});
+    };
+    infeed_.observe(ctx_.sink, counter("infeed_queue_depth", "entries"));
+    ctx_.hbm_bandwidth = RateCounter(ctx_.sink, counter("hbm_bandwidth", "bytes/s"));
+  }
   sync_ = std::make_unique<SyncState>("sync", *settings.clock);
   ctx_.sync = sync_.get();
 

@@ -23,6 +23,8 @@ class Core : public sc_core::sc_module {
 
   CoreContext& context() { return ctx_; }
   Sequencer& sequencer() { return *sequencer_; }
+  // At the end of a run: counter tracks drop to what is left (nothing is in flight then).
+  void flush_trace_counters() { ctx_.hbm_bandwidth.retire_until(UINT64_MAX); }
   Memory& vmem() { return vmem_; }
   FeedQueue& infeed() { return infeed_; }
   FeedQueue& outfeed() { return outfeed_; }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "sim/isa/ops.h"
+#include "traces/analysis_events.h"
 
 namespace tpusim::sim {
 
@@ -34,6 +35,7 @@ void CollectiveUnit::execute(const IssuedInstruction& item) {
   collective_cycles_ += done - start;
   busy_cycles_ += done - start;
   ++collectives_;
+  if (start > issued) trace(traces::kPeerWait.data(), issued, start);
   trace(op_name(*item.instr), start, done);
   ctx_.sync->complete_at(done, item.instr->signal());
 }

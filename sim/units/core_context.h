@@ -12,6 +12,7 @@
 #include "sim/clock.h"
 #include "sim/memory/block.h"
 #include "sim/memory/memory.h"
+#include "sim/stats/rate_counter.h"
 #include "sim/timing/bandwidth_server.h"
 #include "sim/timing/hbm_timing.h"
 #include "sim/units/feed_queue.h"
@@ -47,6 +48,7 @@ struct CoreContext {
   bool timing_only = false;
   std::string mxu_policy;
   traces::Sink* sink = nullptr;  // may be null
+  RateCounter hbm_bandwidth;     // the DMA engines' HBM traffic (a counter track with a sink)
 
   Memory* vmem = nullptr;
   BandwidthServer* vmem_ports = nullptr;

@@ -56,6 +56,12 @@ void DmaEngine::execute(const IssuedInstruction& item) {
     }
   }
   bytes_ += bytes;
+  if (done > start) {
+    const traces::TimePs from = ctx_.clock->time_of(Cycles(start)),
+                         to = ctx_.clock->time_of(Cycles(done));
+    ctx_.hbm_bandwidth.add(from, to,
+                           static_cast<double>(bytes) * 1e12 / static_cast<double>(to - from));
+  }
   busy_cycles_ += done - start;
   trace(op_name(*item.instr), start, done);
   ctx_.sync->complete_at(done, item.instr->signal());

@@ -8,6 +8,8 @@
 #include <systemc>
 #include <vector>
 
+#include "traces/sink.h"
+
 namespace tpusim::sim {
 
 struct FeedEntry {
@@ -24,18 +26,32 @@ struct FeedQueue {
     entries.push_back(std::move(e));
     if (entries.size() > high_water) high_water = entries.size();
     changed.notify(sc_core::SC_ZERO_TIME);
+    sample();
   }
   FeedEntry pop() {
     FeedEntry e = std::move(entries.front());
     entries.pop_front();
     changed.notify(sc_core::SC_ZERO_TIME);
+    sample();
     return e;
+  }
+  // Reports the queue's depth to `track` of `sink` at every change from now on.
+  void observe(traces::Sink* sink, traces::TrackId track) {
+    depth_sink = sink;
+    depth_track = track;
+  }
+  void sample() const {
+    if (depth_sink != nullptr)
+      depth_sink->counter(depth_track, sc_core::sc_time_stamp().value(),
+                          static_cast<double>(entries.size()));
   }
 
   uint32_t depth;
   std::deque<FeedEntry> entries;
   sc_core::sc_event changed;
   uint64_t high_water = 0;
+  traces::Sink* depth_sink = nullptr;  // time stamps are ps: System sets that resolution
+  traces::TrackId depth_track{};
 };
 
 }  // namespace tpusim::sim

@@ -5,6 +5,7 @@
 
 #include "common/strings.h"
 #include "sim/memory/block.h"
+#include "traces/analysis_events.h"
 
 namespace tpusim::sim {
 
@@ -32,6 +33,7 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
     while (queue.empty()) wait(queue.changed);
     set_blocked("");
     wait_cycles_ += ctx_.now_cycle() - from;
+    trace(traces::kInfeedWait.data(), from, ctx_.now_cycle());
   }
   FeedEntry entry = queue.pop();
   const uint64_t bytes = payload_bytes(dst);
@@ -83,6 +85,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
     while (queue.full()) wait(queue.changed);
     set_blocked("");
     wait_cycles_ += ctx_.now_cycle() - from;
+    trace(traces::kOutfeedWait.data(), from, ctx_.now_cycle());
   }
   const uint64_t bytes = payload_bytes(src);
   const uint64_t start = ctx_.now_cycle();

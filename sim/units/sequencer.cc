@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "sim/isa/ops.h"
+#include "traces/analysis_events.h"
 
 namespace tpusim::sim {
 
@@ -18,6 +19,11 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, Core
              [this] { return static_cast<double>(issue_stall_cycles_); });
   stats_.add("loop_iterations", "iterations", "device loop iterations run",
              [this] { return static_cast<double>(loop_iterations_); });
+  if (ctx_.sink != nullptr) {
+    steps_track_ = ctx_.sink->declare_track(
+        {traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip),
+         static_cast<int>(ctx_.core_on_chip), std::string(traces::kStepsTrack), ""});
+  }
   stats_.on_reset([this] {
     issued_ = 0;
     issue_stall_cycles_ = 0;
@@ -28,6 +34,14 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, Core
 void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
   program_ = program;
   step_base_ = step_base;
+}
+
+void Sequencer::trace_step() {
+  if (ctx_.sink == nullptr) return;
+  // Named like TensorFlow's global_step: the step that brings it to N (step counter N - 1).
+  step_name_ = str_cat("step ", ctx_.step + 1);
+  ctx_.sink->slice(steps_track_, step_name_, ctx_.clock->time_of(Cycles(step_start_)),
+                   ctx_.clock->time_of(Cycles(ctx_.now_cycle())));
 }
 
 std::string Sequencer::blocked_on() const {
@@ -81,7 +95,11 @@ bool Sequencer::run_range(int begin, int end) {
       for (uint32_t it = 0; it < instr.loop().count(); ++it) {
         drain();
         ctx_.sync->reset_flags();
-        if (outermost) ctx_.step = step_base_ + it;
+        if (outermost) {
+          if (it > 0) trace_step();
+          ctx_.step = step_base_ + it;
+          step_start_ = ctx_.now_cycle();
+        }
         ++loop_iterations_;
         if (!run_range(i + 1, body_end)) {
           --loop_depth_;
@@ -91,6 +109,7 @@ bool Sequencer::run_range(int begin, int end) {
       --loop_depth_;
       drain();
       ctx_.sync->reset_flags();
+      if (outermost && instr.loop().count() > 0) trace_step();
       i = body_end - 1;
       continue;
     }

@@ -44,6 +44,9 @@ class Sequencer : public sc_core::sc_module {
   // Runs instructions [begin, end); false when a halt ended the stream.
   bool run_range(int begin, int end);
   void drain();
+  // Reports the outermost loop iteration that just drained as "step N" on the steps track, N
+  // being the global step it completes (its step counter plus one).
+  void trace_step();
   Unit* unit_for(const isa::Instruction& instr);
 
   CoreContext& ctx_;
@@ -67,6 +70,9 @@ class Sequencer : public sc_core::sc_module {
   int blocked_index_ = 0;
   const Unit* blocked_unit_ = nullptr;
   bool draining_ = false;
+  traces::TrackId steps_track_{};
+  uint64_t step_start_ = 0;  // cycle the current outermost iteration began
+  std::string step_name_;
 };
 
 }  // namespace tpusim::sim

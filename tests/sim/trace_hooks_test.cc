@@ -1,4 +1,6 @@
 // Every instruction reaches the trace sink as a span on its unit's track, in picoseconds.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "tests/sim/sim_test_util.h"
@@ -11,8 +13,9 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   traces::RecordingSink sink;
   auto system = testing::make_system("v3-8", {"tpu", true, &sink});
   // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
-  // and ici (collectives).
-  EXPECT_EQ(sink.tracks().size(), 8u * 10u);
+  // and ici (collectives), the sequencer's steps, and counters of the infeed queue's depth and
+  // the HBM bandwidth the DMA engines draw.
+  EXPECT_EQ(sink.tracks().size(), 8u * 13u);
   isa::Program p;
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();
@@ -59,6 +62,76 @@ TEST(TraceHooks, StatsTreeHasUnitsAndDescriptions) {
   EXPECT_FALSE(dma["busy_cycles"]["description"].get<std::string>().empty());
   EXPECT_EQ(system->stats().value("chip0.hbm.bytes"), 64.0 * 1024 * 4);
   EXPECT_EQ(system->stats().value("chip0.core0.vmem.high_water_bytes"), 64.0 * 1024 * 4);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
+
+namespace tpusim::sim {
+namespace {
+
+// The profiler's events: one "step N" slice per device-loop iteration on the core's steps
+// track, back to back; an infeed.wait slice where the infeed unit waited for the host; the
+// infeed queue's depth at every change; the HBM bandwidth the DMA engines draw, back to 0 after.
+TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
+  traces::RecordingSink sink;
+  auto system = testing::make_system("v3-8", {"tpu", false, &sink});
+  isa::Program p;
+  CoreBuilder c(&p, 1);
+  const uint32_t in = c.new_flag();
+  const isa::Block vmem = block(0x0, 8, 128, isa::F32);
+  c.loop(2, [&] {
+    c.infeed(vmem).signal(in);
+    c.dma_to_hbm(vmem, block(0x100000, 8, 128, isa::F32)).wait(in, 1);
+  });
+  c.halt();
+  p.set_step_base(7);
+  for (uint64_t ready : {0ull, 20000ull}) {
+    FeedEntry e;
+    e.bytes = 4096;
+    e.data.assign(4096, 0);
+    ASSERT_TRUE(system->send_infeed(1, std::move(e), ready).ok());
+  }
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const ClockDomain& clock = system->clock();
+
+  const auto steps = sink.slices_on(0, 1, "steps");
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].name, "step 8");  // the global steps they complete: step base 7, plus 1
+  EXPECT_EQ(steps[1].name, "step 9");
+  EXPECT_EQ(steps[0].start, clock.time_of(Cycles(run->start_cycle)));
+  EXPECT_EQ(steps[1].start, steps[0].end);
+  // Each dequeue waited for its batch: the first for the link transfer (1181 cycles, see
+  // feeds_test), the second until 20000 + 1181.
+  std::vector<traces::RecordingSink::Slice> waits;
+  for (const auto& s : sink.slices_on(0, 1, "infeed")) {
+    if (s.name == "infeed.wait") waits.push_back(s);
+  }
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[0].end, clock.time_of(Cycles(1181)));
+  EXPECT_EQ(waits[1].end, clock.time_of(Cycles(21181)));
+  EXPECT_GE(waits[1].start, steps[1].start);
+
+  std::map<std::string, std::vector<double>> counters;
+  for (const auto& s : sink.samples()) {
+    const auto& t = sink.track(s.track);
+    if (t.chip == 0 && t.core == 1) counters[t.name].push_back(s.value);
+  }
+  // Depth: each batch lands (1) and is taken (0).
+  EXPECT_EQ(counters["infeed_queue_depth"], (std::vector<double>{1, 0, 1, 0}));
+  // Two DMAs that never overlap: up at the start of each, back to 0 at its end.
+  const auto& hbm = counters["hbm_bandwidth"];
+  ASSERT_EQ(hbm.size(), 4u);  // the last drop when the run ends
+  EXPECT_GT(hbm[0], 1e9);
+  EXPECT_EQ(hbm[1], 0);
+  EXPECT_EQ(hbm[2], hbm[0]);
+  EXPECT_EQ(hbm[3], 0);
+
+  // Between runs the slice can idle (the host's round trip): time passes, nothing happens.
+  const uint64_t before = system->now_cycle();
+  ASSERT_TRUE(system->idle(1000).ok());
+  EXPECT_EQ(system->now_cycle(), before + 1000);
 }
 
 }  // namespace

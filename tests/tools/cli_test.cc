@@ -231,17 +231,43 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
                        j["step_breakdown"]["input"].get<double>() +
                        j["step_breakdown"]["idle"].get<double>();
   EXPECT_NEAR(parts, j["sim_seconds_per_step"].get<double>(), 1e-9);
-  // Like max_steps: a model_dir at step 10 trains to 20, and the data stays converted.
+  EXPECT_TRUE(j["analysis"]["classification"].is_string());
+  // Like max_steps: a model_dir at step 10 trains to 20, and the data stays converted. This run
+  // also writes a trace of the device loops holding steps 14..16 (11-15 and 16-20).
+  const std::string trace = (tmp / "steps.pftrace").string();
   args = common;
-  args.insert(args.end(), {"--train-steps", "20"});
+  args.insert(args.end(), {"--train-steps", "20", "--trace", trace, "--trace-steps", "14:16"});
   r = run_tpusim(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, Not(HasSubstr("converting")));
   EXPECT_THAT(r.err, HasSubstr("restored"));
+  EXPECT_THAT(r.out, HasSubstr("tpusim analyze " + trace));
   std::ifstream again(report);
   j = nlohmann::json::parse(again);
   EXPECT_EQ(j["global_step"], 20);
   EXPECT_EQ(j["steps_run"], 10);
+  EXPECT_EQ(j["trace"], trace);
+  EXPECT_EQ(j["analysis"]["steps"], 10);
+  r = run_tpusim({"analyze", trace, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto a = nlohmann::json::parse(r.out);
+  EXPECT_EQ(a["steps"], 10);
+  double sum = 0;
+  for (const auto& [category, seconds] : a["step_breakdown"].items()) sum += seconds.get<double>();
+  EXPECT_NEAR(sum, a["step_seconds"].get<double>(), 1e-12);
+  EXPECT_EQ(a["per_step"][0]["step"], 11);
+  EXPECT_FALSE(a["advice"].empty());
+  r = run_tpusim({"analyze", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("classification: "));
+  // Bad trace options are usage errors.
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--trace", "t.txt"}, {"--trace", "t.json", "--trace-steps", "9"},
+           {"--trace", "t.json", "--backend", "cpu"}}) {
+    auto bad_args = common;
+    bad_args.insert(bad_args.end(), bad.begin(), bad.end());
+    EXPECT_EQ(run_tpusim(bad_args).exit_code, 2) << bad[1];
+  }
   // The checkpoint evaluates and predicts.
   r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
                   "--batch-size", "256", "--eval-steps", "4", "--json"});

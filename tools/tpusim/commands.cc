@@ -9,6 +9,8 @@ const std::vector<Command>& commands() {
       {"train", "train a model on a simulated slice (the main job)", run_train},
       {"evaluate", "evaluate a trained model's newest checkpoint on the test set", run_evaluate},
       {"predict", "predict test images with a trained model's newest checkpoint", run_predict},
+      {"analyze", "the step-time breakdown and diagnosis of a trace `tpusim train --trace` wrote",
+       run_analyze},
       {"matmul", "one GEMM on one simulated core: cycles, TFLOPS, MXU utilisation, error",
        run_matmul},
       {"allreduce", "one all-reduce over every core of a slice: time, bandwidth, ratio to bound",

@@ -6,6 +6,7 @@
 
 namespace tpusim::cli {
 
+int run_analyze(const std::vector<std::string>& args);
 int run_allreduce(const std::vector<std::string>& args);
 int run_backends(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);

@@ -1,11 +1,13 @@
 #include "runtime/backend/tpusim/tpusim_backend.h"
 
 #include <cstring>
+#include <optional>
 
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "sim/system.h"
+#include "traces/analysis_events.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -27,7 +29,7 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
   }
   auto slice = config::load_slice(slice_name);
   if (!slice.ok()) return slice.status();
-  auto made = sim::System::create(*slice, {"tpu", false, nullptr});
+  auto made = sim::System::create(*slice, {"tpu", false, &device_trace_router()});
   if (!made.ok()) return made.status();
   system = *std::move(made);
   built_for = slice_name;
@@ -226,6 +228,30 @@ class TpusimBackend final : public Backend {
     return result;
   }
 
+  absl::Status host_round_trip(double seconds) override {
+    auto system = shared_system(slice_);
+    if (!system.ok()) return system.status();
+    const sim::ClockDomain& clock = (*system)->clock();
+    const uint64_t cycles = clock.cycles_for_seconds(std::max(0.0, seconds)).value;
+    traces::TraceRouter& router = device_trace_router();
+    if (router.attached() && cycles > 0) {
+      if (!host_loop_track_) {
+        host_loop_track_ = router.declare_track(
+            {traces::TrackInfo::Kind::kHost, -1, -1, std::string(traces::kHostLoopTrack), ""});
+      }
+      const uint64_t now = (*system)->now_cycle();
+      router.slice(*host_loop_track_, "host round trip", clock.time_of(sim::Cycles(now)),
+                   clock.time_of(sim::Cycles(now + cycles)));
+    }
+    return (*system)->idle(cycles);
+  }
+
+  double device_now_seconds() const override {
+    auto system = shared_system(slice_);
+    if (!system.ok()) return 0;
+    return static_cast<double>((*system)->now_cycle()) / (*system)->clock().frequency_hz();
+  }
+
  private:
   static DeviceTiming timing_of(sim::System& system, const sim::RunResult& run) {
     DeviceTiming t;
@@ -241,6 +267,7 @@ class TpusimBackend final : public Backend {
   }
 
   std::string slice_;
+  std::optional<traces::TrackId> host_loop_track_;
 };
 
 }  // namespace

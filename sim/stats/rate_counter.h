@@ -1,0 +1,48 @@
+#pragma once
+// A counter track of a rate that several overlapping transfers add to (the HBM bandwidth a
+// core's DMA engines draw): each transfer adds `rate` over [start, end). Samples go out in time
+// order as long as transfers are added in order of their start, which units do (they start
+// transfers at the current simulated time).
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "traces/sink.h"
+
+namespace tpusim::sim {
+
+class RateCounter {
+ public:
+  RateCounter() = default;
+  RateCounter(traces::Sink* sink, traces::TrackId track) : sink_(sink), track_(track) {}
+
+  // A transfer at `rate` (units per second) over [start, end) picoseconds.
+  void add(traces::TimePs start, traces::TimePs end, double rate) {
+    if (sink_ == nullptr || end <= start) return;
+    retire_until(start);
+    level_ += rate;
+    ends_.push({end, rate});
+    sink_->counter(track_, start, level_);
+  }
+
+  // Emits the drops of every transfer that has ended by `time` (all of them with UINT64_MAX).
+  void retire_until(traces::TimePs time) {
+    while (!ends_.empty() && ends_.top().first <= time) {
+      const auto [end, rate] = ends_.top();
+      ends_.pop();
+      level_ -= rate;
+      if (ends_.empty()) level_ = 0;  // no drift from floating-point sums
+      if (ends_.empty() || ends_.top().first != end) sink_->counter(track_, end, level_);
+    }
+  }
+
+ private:
+  using End = std::pair<traces::TimePs, double>;
+  traces::Sink* sink_ = nullptr;
+  traces::TrackId track_{};
+  double level_ = 0;
+  std::priority_queue<End, std::vector<End>, std::greater<>> ends_;
+};
+
+}  // namespace tpusim::sim

@@ -1,0 +1,139 @@
+// The step analyzer on constructed timelines: the breakdown sums to the step time, the slowest
+// core sets it, waits are exclusive in priority order, and the classification flips at the
+// profiler's thresholds; what-ifs come from the host stages.
+#include "traces/analyzer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "traces/analysis_events.h"
+
+namespace tpusim::traces {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr TimePs kUs = 1'000'000;  // ps per microsecond
+
+struct Core {
+  TrackId steps, infeed, ici;
+};
+
+Core add_core(RecordingSink& t, int core) {
+  return {t.declare_track({TrackInfo::Kind::kUnit, 0, core, std::string(kStepsTrack), ""}),
+          t.declare_track({TrackInfo::Kind::kUnit, 0, core, "infeed", ""}),
+          t.declare_track({TrackInfo::Kind::kUnit, 0, core, std::string(kIciTrack), ""})};
+}
+
+// `steps` steps of 100 us back to back, each starting with `wait_us` of infeed wait.
+RecordingSink input_waits(double wait_us, int steps = 4) {
+  RecordingSink t;
+  const Core c = add_core(t, 0);
+  for (int s = 0; s < steps; ++s) {
+    const TimePs at = static_cast<TimePs>(s) * 100 * kUs;
+    t.slice(c.steps, "step " + std::to_string(s), at, at + 100 * kUs);
+    if (wait_us > 0)
+      t.slice(c.infeed, std::string(kInfeedWait), at, at + static_cast<TimePs>(wait_us * kUs));
+    t.slice(c.infeed, "infeed.dequeue", at + static_cast<TimePs>(wait_us * kUs),
+            at + static_cast<TimePs>(wait_us * kUs) + kUs);
+  }
+  return t;
+}
+
+double sum_of(const std::map<std::string, double>& m) {
+  double s = 0;
+  for (const auto& [k, v] : m) s += v;
+  return s;
+}
+
+TEST(Analyzer, ClassifiesAtTheProfilersThresholds) {
+  EXPECT_EQ(analyze(input_waits(20))->classification, "highly_input_bound");
+  EXPECT_EQ(analyze(input_waits(19.9))->classification, "moderately_input_bound");
+  EXPECT_EQ(analyze(input_waits(5))->classification, "moderately_input_bound");
+  EXPECT_EQ(analyze(input_waits(4.9))->classification, "not_input_bound");
+  EXPECT_EQ(analyze(input_waits(0))->classification, "not_input_bound");
+  EXPECT_EQ(classify_input(0.2), "highly_input_bound");
+  EXPECT_EQ(classify_input(0.0499), "not_input_bound");
+}
+
+TEST(Analyzer, TheBreakdownSumsToTheStepTimeOfTheSlowestCore) {
+  RecordingSink t;
+  const Core fast = add_core(t, 0), slow = add_core(t, 1);
+  const TrackId loop = t.declare_track({TrackInfo::Kind::kHost, -1, -1, "loop", ""});
+  // Two steps per core; the host round trip (10 us) follows step 1 on every core.
+  t.slice(fast.steps, "step 1", 0, 80 * kUs);
+  t.slice(fast.steps, "step 2", 80 * kUs, 150 * kUs);
+  t.slice(slow.steps, "step 1", 0, 90 * kUs);
+  t.slice(slow.steps, "step 2", 100 * kUs, 200 * kUs);  // idle 10 us before it
+  t.slice(loop, "host round trip", 90 * kUs, 100 * kUs);
+  // On the slow core in step 2: 20 us waiting for peers, then a 30 us all-reduce that overlaps
+  // a 10 us infeed wait (input wins the overlap).
+  t.slice(slow.ici, std::string(kPeerWait), 110 * kUs, 130 * kUs);
+  t.slice(slow.ici, "ici.all_reduce", 130 * kUs, 160 * kUs);
+  t.slice(slow.infeed, std::string(kInfeedWait), 150 * kUs, 160 * kUs);
+  auto a = analyze(t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->steps.size(), 2u);
+  const StepBreakdown& s1 = a->steps[0];
+  EXPECT_EQ(s1.core, 1);
+  EXPECT_DOUBLE_EQ(s1.seconds, 100e-6);  // 90 us of step + 10 us idle
+  EXPECT_DOUBLE_EQ(s1.seconds_by.at("idle"), 10e-6);
+  EXPECT_DOUBLE_EQ(s1.seconds_by.at("compute"), 90e-6);
+  const StepBreakdown& s2 = a->steps[1];
+  EXPECT_EQ(s2.core, 1);
+  EXPECT_DOUBLE_EQ(s2.seconds, 100e-6);
+  EXPECT_DOUBLE_EQ(s2.seconds_by.at("input"), 10e-6);
+  EXPECT_DOUBLE_EQ(s2.seconds_by.at("all_reduce_wait"), 20e-6);
+  EXPECT_DOUBLE_EQ(s2.seconds_by.at("all_reduce"), 20e-6);
+  EXPECT_DOUBLE_EQ(s2.seconds_by.at("compute"), 50e-6);
+  for (const auto& s : a->steps) EXPECT_NEAR(sum_of(s.seconds_by), s.seconds, 1e-15);
+  EXPECT_NEAR(sum_of(a->breakdown), a->step_seconds, 1e-15);
+  EXPECT_DOUBLE_EQ(a->step_seconds, 100e-6);
+  // input 5% on average: moderately input-bound; idle 5% >= 3%: the host-overhead note;
+  // all-reduce 20% >= 6%: called out.
+  ASSERT_EQ(a->advice.size(), 3u);
+  EXPECT_THAT(a->advice[0], HasSubstr("Moderately input-bound"));
+  EXPECT_THAT(a->advice[1], HasSubstr("iterations_per_loop"));
+  EXPECT_THAT(a->advice[2], HasSubstr("All-reduce"));
+  const auto j = a->to_json();
+  EXPECT_EQ(j["classification"], "moderately_input_bound");  // 5 us of 100 on average
+  EXPECT_EQ(j["per_step"].size(), 2u);
+}
+
+// Host stages: the slowest names the fix, and the what-ifs scale its time per batch.
+TEST(Analyzer, NamesTheSlowestHostStageWithWhatIfs) {
+  RecordingSink t = input_waits(60);  // 100 us steps, 60 us of which wait for input
+  TrackInfo read{TrackInfo::Kind::kHost, -1, -1, "read", ""};
+  read.threads = 1;
+  TrackInfo map{TrackInfo::Kind::kHost, -1, -1, "map", ""};
+  map.threads = 2;
+  const TrackId r = t.declare_track(read), m = t.declare_track(map);
+  for (int b = 0; b < 4; ++b) {
+    const TimePs at = static_cast<TimePs>(b) * 100 * kUs;
+    t.slice(r, "batch", at, at + 20 * kUs);
+    t.slice(m, "batch", at, at + 100 * kUs);
+  }
+  auto a = analyze(t);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->classification, "highly_input_bound");
+  ASSERT_GE(a->slowest_stage, 0);
+  EXPECT_EQ(a->host_stages[static_cast<size_t>(a->slowest_stage)].name, "map");
+  ASSERT_EQ(a->what_if.size(), 2u);
+  EXPECT_EQ(a->what_if[0].threads, 4u);
+  // 2x: map takes 50 us per batch, more than the device's own 40 us, so it still sets the step.
+  // 4x: map 25 us, read 20 us, device 40 us: the device sets the step.
+  EXPECT_NEAR(a->what_if[0].step_seconds, 50e-6, 1e-12);
+  EXPECT_NEAR(a->what_if[1].step_seconds, 40e-6, 1e-12);
+  EXPECT_THAT(a->advice[0], HasSubstr("'map'"));
+}
+
+TEST(Analyzer, ATraceWithoutStepsIsRefusedWithTheReason) {
+  RecordingSink t;
+  t.declare_track({TrackInfo::Kind::kUnit, 0, 0, "mxu0", ""});
+  auto a = analyze(t);
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("no training steps"));
+}
+
+}  // namespace
+}  // namespace tpusim::traces

@@ -1,0 +1,43 @@
+// tpusim analyze: the step-time analysis of a trace file written by `tpusim train --trace`
+// (traces/analyzer.h): the breakdown in the TPU profiler's categories, averaged over the steps
+// and per step, the input-bound classification, the slowest host stage with what-if figures,
+// and advice.
+#include <iostream>
+
+#include "tools/tpusim/command.h"
+#include "tools/tpusim/commands.h"
+#include "traces/analyzer.h"
+#include "traces/trace_reader.h"
+
+namespace tpusim::cli {
+
+int run_analyze(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description options("options");
+  options.add_options()("trace", po::value<std::string>(), "the trace (.pftrace or .json)")(
+      "json", "print the analysis as JSON");
+  po::positional_options_description positional;
+  positional.add("trace", 1);
+  const std::string usage =
+      "usage: tpusim analyze TRACE [--json]\n\n"
+      "Where each training step's simulated time went (compute, input, output, all-reduce and\n"
+      "waiting for peers, idle), the step time being the slowest core's; whether the run is\n"
+      "input-bound, the slowest host pipeline stage and the step time with 2x and 4x its\n"
+      "threads; advice. TRACE is a file `tpusim train --trace` wrote.\n";
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
+  if (vm.count("trace") == 0) return usage_error("which trace? (TRACE is required)", usage);
+  const std::string path = vm["trace"].as<std::string>();
+  auto trace = traces::read_trace(path);
+  if (!trace.ok()) return failure(std::string(trace.status().message()));
+  auto analysis = traces::analyze(**trace);
+  if (!analysis.ok()) return failure(path + ": " + std::string(analysis.status().message()));
+  if (vm.count("json") > 0) {
+    std::cout << analysis->to_json().dump(2) << "\n";
+  } else {
+    std::cout << analysis->to_text();
+  }
+  return kOk;
+}
+
+}  // namespace tpusim::cli

@@ -1,0 +1,23 @@
+#pragma once
+// The events the step analyzer (analyzer.h) reads, named once for the producers, the analyzer
+// and the recording that keeps only them.
+
+#include <string_view>
+
+#include "traces/sink.h"
+
+namespace tpusim::traces {
+
+inline constexpr std::string_view kStepsTrack = "steps";  // per core: "step N" slices
+inline constexpr std::string_view kIciTrack = "ici";      // per core: collectives
+inline constexpr std::string_view kHostLoopTrack = "loop";
+inline constexpr std::string_view kInfeedWait = "infeed.wait";
+inline constexpr std::string_view kOutfeedWait = "outfeed.wait";
+inline constexpr std::string_view kPeerWait = "ici.wait_for_peers";
+
+inline bool analyzer_reads(const TrackInfo& track, std::string_view slice_name) {
+  return track.kind == TrackInfo::Kind::kHost || track.name == kStepsTrack ||
+         track.name == kIciTrack || slice_name == kInfeedWait || slice_name == kOutfeedWait;
+}
+
+}  // namespace tpusim::traces

@@ -1,0 +1,328 @@
+#include "traces/analyzer.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "common/strings.h"
+#include "traces/analysis_events.h"
+
+namespace tpusim::traces {
+namespace {
+
+using Interval = std::pair<TimePs, TimePs>;
+
+constexpr double kPsPerSecond = 1e12;
+
+// The union of `v` as sorted disjoint intervals.
+std::vector<Interval> merged(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (i.second <= i.first) continue;
+    if (!out.empty() && i.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, i.second);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// Length of `a` minus `b` (both sorted and disjoint).
+TimePs measure_minus(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  TimePs total = 0;
+  size_t j = 0;
+  for (const Interval& i : a) {
+    TimePs at = i.first;
+    while (j < b.size() && b[j].second <= at) ++j;
+    for (size_t k = j; k < b.size() && b[k].first < i.second; ++k) {
+      if (b[k].first > at) total += b[k].first - at;
+      at = std::max(at, b[k].second);
+      if (at >= i.second) break;
+    }
+    if (at < i.second) total += i.second - at;
+  }
+  return total;
+}
+
+// The spans of one core's waits of one kind, sorted by start.
+struct Spans {
+  std::vector<Interval> v;
+  std::vector<Interval> within(TimePs start, TimePs end) const {
+    std::vector<Interval> out;
+    // Spans are short and never nest, so one that overlaps `start` begins after start - longest.
+    auto it = std::lower_bound(v.begin(), v.end(), Interval{start > longest ? start - longest : 0, 0});
+    for (; it != v.end() && it->first < end; ++it) {
+      const TimePs a = std::max(it->first, start), b = std::min(it->second, end);
+      if (b > a) out.emplace_back(a, b);
+    }
+    return out;
+  }
+  TimePs longest = 0;
+};
+
+// The categories that are waits, in priority order; compute is what is left of the step.
+enum Wait { kInput, kOutput, kAllReduceWait, kAllReduce, kWaits };
+const char* const kWaitCategory[kWaits] = {"input", "output", "all_reduce_wait", "all_reduce"};
+
+struct CoreTimeline {
+  int chip = 0, core = 0;
+  std::vector<std::pair<int64_t, Interval>> steps;  // (step, span), sorted by start
+  Spans waits[kWaits];
+};
+
+int64_t step_number(const std::string& name) {
+  long long n = -1;
+  if (std::sscanf(name.c_str(), "step %lld", &n) != 1) return -1;
+  return n;
+}
+
+std::string ms(double seconds) { return fmt::format("{:.3f} ms", seconds * 1e3); }
+std::string pct(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
+
+}  // namespace
+
+std::string classify_input(double input_fraction) {
+  if (input_fraction >= kHighlyInputBound) return "highly_input_bound";
+  if (input_fraction >= kModeratelyInputBound) return "moderately_input_bound";
+  return "not_input_bound";
+}
+
+absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
+  std::map<std::pair<int, int>, CoreTimeline> cores;
+  std::vector<Interval> round_trips;  // the host loop's, sorted
+  std::map<size_t, size_t> stage_of_track;  // host stage track -> index in host_stages
+  Analysis a;
+  for (size_t t = 0; t < trace.tracks().size(); ++t) {
+    const TrackInfo& info = trace.tracks()[t];
+    if (info.kind == TrackInfo::Kind::kHost && info.threads > 0) {
+      stage_of_track[t] = a.host_stages.size();
+      a.host_stages.push_back({info.name, info.threads, 0, 0});
+    }
+  }
+  for (const auto& s : trace.slices()) {
+    const TrackInfo& info = trace.track(s.track);
+    if (info.kind == TrackInfo::Kind::kHost) {
+      if (info.name == kHostLoopTrack) round_trips.emplace_back(s.start, s.end);
+      auto stage = stage_of_track.find(static_cast<size_t>(s.track));
+      if (stage == stage_of_track.end()) continue;
+      HostStageFigures& f = a.host_stages[stage->second];
+      ++f.batches;
+      f.seconds_per_batch += static_cast<double>(s.end - s.start) / kPsPerSecond;
+      continue;
+    }
+    if (info.kind != TrackInfo::Kind::kUnit || info.core < 0) continue;
+    CoreTimeline& c = cores[{info.chip, info.core}];
+    c.chip = info.chip;
+    c.core = info.core;
+    int wait = -1;
+    if (info.name == kStepsTrack) {
+      const int64_t n = step_number(s.name);
+      if (n >= 0) c.steps.push_back({n, {s.start, s.end}});
+    } else if (s.name == kInfeedWait) {
+      wait = kInput;
+    } else if (s.name == kOutfeedWait) {
+      wait = kOutput;
+    } else if (s.name == kPeerWait) {
+      wait = kAllReduceWait;
+    } else if (info.name == kIciTrack) {
+      wait = kAllReduce;
+    }
+    if (wait >= 0) {
+      c.waits[wait].v.emplace_back(s.start, s.end);
+      c.waits[wait].longest = std::max(c.waits[wait].longest, s.end - s.start);
+    }
+  }
+  for (HostStageFigures& f : a.host_stages) {
+    if (f.batches > 0) f.seconds_per_batch /= static_cast<double>(f.batches);
+  }
+
+  std::sort(round_trips.begin(), round_trips.end());
+  std::map<int64_t, StepBreakdown> by_step;
+  for (auto& [key, c] : cores) {
+    std::sort(c.steps.begin(), c.steps.end(),
+              [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
+    for (Spans& w : c.waits) std::sort(w.v.begin(), w.v.end());
+    for (size_t i = 0; i < c.steps.size(); ++i) {
+      const auto& [n, span] = c.steps[i];
+      // Idle: until the core's next step, or after its last one, to the end of the host round
+      // trip that follows.
+      TimePs gap = 0;
+      if (i + 1 < c.steps.size()) {
+        if (c.steps[i + 1].second.first > span.second) gap = c.steps[i + 1].second.first - span.second;
+      } else {
+        auto rt = std::lower_bound(round_trips.begin(), round_trips.end(), Interval{span.second, 0});
+        if (rt != round_trips.end()) gap = rt->second - span.second;
+      }
+      StepBreakdown b;
+      b.step = n;
+      b.chip = c.chip;
+      b.core = c.core;
+      std::vector<Interval> covered;
+      TimePs waits = 0;
+      for (int w = 0; w < kWaits; ++w) {
+        const std::vector<Interval> mine = merged(c.waits[w].within(span.first, span.second));
+        const TimePs exclusive = measure_minus(mine, covered);
+        waits += exclusive;
+        b.seconds_by[kWaitCategory[w]] = static_cast<double>(exclusive) / kPsPerSecond;
+        covered.insert(covered.end(), mine.begin(), mine.end());
+        covered = merged(covered);
+      }
+      b.seconds_by["compute"] = static_cast<double>(span.second - span.first - waits) / kPsPerSecond;
+      b.seconds_by["idle"] = static_cast<double>(gap) / kPsPerSecond;
+      b.seconds = static_cast<double>(span.second - span.first + gap) / kPsPerSecond;
+      auto it = by_step.find(n);
+      if (it == by_step.end() || b.seconds > it->second.seconds) by_step[n] = b;
+    }
+  }
+  if (by_step.empty()) {
+    return absl::FailedPreconditionError(
+        "the trace has no training steps (no 'step N' slices on any core's steps track): record "
+        "a run that trains, or widen --trace-steps");
+  }
+  for (const char* c : kCategories) a.breakdown[c] = 0;
+  for (auto& [n, b] : by_step) {
+    a.step_seconds += b.seconds;
+    for (const auto& [cat, s] : b.seconds_by) a.breakdown[cat] += s;
+    a.steps.push_back(b);
+  }
+  const auto count = static_cast<double>(a.steps.size());
+  a.step_seconds /= count;
+  for (auto& [cat, s] : a.breakdown) s /= count;
+  a.input_fraction = a.step_seconds > 0 ? a.breakdown["input"] / a.step_seconds : 0;
+  a.classification = classify_input(a.input_fraction);
+
+  // What the host model predicts with more threads on the slowest stage: the steady step is the
+  // device's own time or the slowest stage's time per batch, whichever is longer.
+  const double device_only = a.step_seconds - a.breakdown["input"];
+  for (HostStageFigures& f : a.host_stages) {
+    // A step takes a batch per core from a per-core pipeline (PER_HOST_V2 deals them).
+    f.seconds_per_step = f.seconds_per_batch * static_cast<double>(f.batches) / count;
+  }
+  for (size_t i = 0; i < a.host_stages.size(); ++i) {
+    if (a.slowest_stage < 0 ||
+        a.host_stages[i].seconds_per_step >
+            a.host_stages[static_cast<size_t>(a.slowest_stage)].seconds_per_step) {
+      a.slowest_stage = static_cast<int>(i);
+    }
+  }
+  if (a.slowest_stage >= 0) {
+    const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
+    for (uint32_t factor : {2u, 4u}) {
+      double host = 0;
+      for (size_t i = 0; i < a.host_stages.size(); ++i) {
+        const double per = a.host_stages[i].seconds_per_step;
+        host = std::max(host, static_cast<int>(i) == a.slowest_stage ? per / factor : per);
+      }
+      a.what_if.push_back({slow.name, slow.threads * factor, std::max(device_only, host)});
+    }
+  }
+
+  auto frac = [&](const char* cat) {
+    return a.step_seconds > 0 ? a.breakdown.at(cat) / a.step_seconds : 0.0;
+  };
+  if (a.classification != "not_input_bound") {
+    std::string advice =
+        str_cat(a.classification == "highly_input_bound" ? "Highly" : "Moderately",
+                " input-bound: the device waits for infeed ", pct(a.input_fraction),
+                " of each step.");
+    if (a.slowest_stage >= 0) {
+      const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
+      advice += str_cat(" The slowest host stage is '", slow.name, "' at ",
+                        ms(slow.seconds_per_step), " per step on ", slow.threads,
+                        " thread(s); give it more threads (");
+      for (size_t i = 0; i < a.what_if.size(); ++i) {
+        advice += str_cat(i ? ", " : "", a.what_if[i].threads, " threads: ",
+                          ms(a.what_if[i].step_seconds), " per step");
+      }
+      advice += str_cat(", now ", ms(a.step_seconds), ").");
+    }
+    a.advice.push_back(advice);
+  }
+  if (frac("idle") >= kHostOverheadNote) {
+    a.advice.push_back(str_cat("Host overhead: the device idles ", pct(frac("idle")),
+                               " of each step between device loops; a larger iterations_per_loop "
+                               "spreads the host round trip over more steps."));
+  }
+  if (frac("all_reduce") + frac("all_reduce_wait") >= kAllReduceNote) {
+    a.advice.push_back(str_cat("All-reduce takes ", pct(frac("all_reduce")), " of each step and ",
+                               "waiting for peers ", pct(frac("all_reduce_wait")),
+                               "; larger per-core batches amortise the gradient exchange."));
+  }
+  if (frac("output") >= kOutputNote) {
+    a.advice.push_back(str_cat("Output-bound: outfeed waits take ", pct(frac("output")),
+                               " of each step; outfeed less per step (host_call tensors)."));
+  }
+  if (a.advice.empty()) {
+    a.advice.push_back(str_cat("Compute-bound: ", pct(frac("compute")),
+                               " of each step is the device's own work; nothing on the host or "
+                               "interconnect to fix."));
+  }
+  return a;
+}
+
+nlohmann::ordered_json Analysis::to_json() const {
+  nlohmann::ordered_json j;
+  j["steps"] = steps.size();
+  j["step_seconds"] = step_seconds;
+  j["step_breakdown"] = nlohmann::ordered_json::object();
+  for (const char* c : kCategories) j["step_breakdown"][c] = breakdown.at(c);
+  j["input_fraction"] = input_fraction;
+  j["classification"] = classification;
+  if (slowest_stage >= 0) {
+    const HostStageFigures& s = host_stages[static_cast<size_t>(slowest_stage)];
+    j["slowest_host_stage"] = {{"name", s.name},
+                               {"threads", s.threads},
+                               {"seconds_per_step", s.seconds_per_step}};
+  }
+  j["host_stages"] = nlohmann::ordered_json::array();
+  for (const auto& s : host_stages) {
+    j["host_stages"].push_back({{"name", s.name},
+                                {"threads", s.threads},
+                                {"batches", s.batches},
+                                {"seconds_per_batch", s.seconds_per_batch},
+                                {"seconds_per_step", s.seconds_per_step}});
+  }
+  j["what_if"] = nlohmann::ordered_json::array();
+  for (const auto& w : what_if) {
+    j["what_if"].push_back(
+        {{"stage", w.stage}, {"threads", w.threads}, {"step_seconds", w.step_seconds}});
+  }
+  j["advice"] = advice;
+  j["per_step"] = nlohmann::ordered_json::array();
+  for (const auto& s : steps) {
+    nlohmann::ordered_json row = {{"step", s.step},
+                                  {"seconds", s.seconds},
+                                  {"chip", s.chip},
+                                  {"core", s.core}};
+    for (const char* c : kCategories) row[c] = s.seconds_by.at(c);
+    j["per_step"].push_back(row);
+  }
+  return j;
+}
+
+std::string Analysis::to_text() const {
+  std::string out = str_cat("step time ", ms(step_seconds), " (average of ", steps.size(),
+                            " step(s); the slowest core each step)\n");
+  for (const char* c : kCategories) {
+    const double s = breakdown.at(c);
+    out += fmt::format("  {:<16} {:>12}  {:>6}\n", c, ms(s),
+                       pct(step_seconds > 0 ? s / step_seconds : 0));
+  }
+  out += str_cat("classification: ", classification, " (input ", pct(input_fraction), ")\n");
+  if (slowest_stage >= 0) {
+    out += "host stages (wall time per step):\n";
+    for (size_t i = 0; i < host_stages.size(); ++i) {
+      const auto& s = host_stages[i];
+      out += fmt::format("  {:<10} {:>3} thread(s) {:>12}{}\n", s.name, s.threads,
+                         ms(s.seconds_per_step),
+                         static_cast<int>(i) == slowest_stage ? "  <- slowest" : "");
+    }
+  }
+  for (const auto& line : advice) out += str_cat("advice: ", line, "\n");
+  return out;
+}
+
+}  // namespace tpusim::traces

@@ -1,0 +1,85 @@
+#pragma once
+// The step-time analysis of a trace (ARCHITECTURE.md, "Profiling"): where each training step's
+// time went, in the TPU profiler's categories, and what to change.
+//
+// It reads the tracks the simulator and the estimator write: per core a "steps" track with one
+// "step N" slice per device-loop iteration; "infeed.wait" and "outfeed.wait" slices where a feed
+// unit waited on the host; on the "ici" track "ici.wait_for_peers" where a collective waited for
+// the other members and the collective itself; host stage tracks ("host / map [4 threads]", one
+// slice per batch) and the host loop's round trips between device loops.
+//
+// Per core and step, time is split exclusively, the first that applies winning: input (infeed
+// wait), output (outfeed wait), all_reduce_wait, all_reduce, else compute; idle is the gap from
+// the step's end to the next step's start on that core (the host round trip after a device
+// loop). A step's time is the maximum over cores, and its breakdown is that core's, so the
+// categories sum to the step time. Averages are over the steps in the trace.
+//
+// Host stages are a production line (runtime/infeed/host_model.h): at steady state a step takes
+// as long as the device's own work or the slowest stage's time for the step's batches, whichever
+// is longer; the what-ifs apply that with the slowest stage's time divided by 2 and 4 (more
+// threads, assuming the host has the cores for them).
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+#include <nlohmann/json.hpp>
+
+#include "traces/recording_sink.h"
+
+namespace tpusim::traces {
+
+// The TPU profiler's thresholds (REFERENCES.md, "What TPU profilers report").
+inline constexpr double kHighlyInputBound = 0.20;
+inline constexpr double kModeratelyInputBound = 0.05;
+inline constexpr double kHostOverheadNote = 0.03;
+inline constexpr double kAllReduceNote = 0.06;
+inline constexpr double kOutputNote = 0.05;
+
+inline const char* const kCategories[] = {"compute", "input", "output", "all_reduce",
+                                          "all_reduce_wait", "idle"};
+
+struct StepBreakdown {
+  int64_t step = 0;
+  double seconds = 0;
+  int chip = 0, core = 0;                 // the slowest core, whose breakdown this is
+  std::map<std::string, double> seconds_by;  // category -> seconds (every kCategories entry)
+};
+
+struct HostStageFigures {
+  std::string name;
+  uint32_t threads = 0;
+  uint64_t batches = 0;
+  double seconds_per_batch = 0;  // wall time of one batch in the stage
+  double seconds_per_step = 0;   // of all the batches a step takes (one per core it feeds)
+};
+
+struct WhatIf {
+  std::string stage;
+  uint32_t threads = 0;
+  double step_seconds = 0;
+};
+
+struct Analysis {
+  std::vector<StepBreakdown> steps;
+  double step_seconds = 0;                   // averaged over steps
+  std::map<std::string, double> breakdown;   // averaged; sums to step_seconds
+  double input_fraction = 0;
+  std::string classification;  // highly_input_bound, moderately_input_bound, not_input_bound
+  std::vector<HostStageFigures> host_stages;
+  int slowest_stage = -1;  // index into host_stages, -1 without host stage tracks
+  std::vector<WhatIf> what_if;  // the slowest stage at 2x and 4x its threads
+  std::vector<std::string> advice;
+
+  nlohmann::ordered_json to_json() const;
+  std::string to_text() const;  // the human-readable report
+};
+
+// The classification of an input-wait fraction.
+std::string classify_input(double input_fraction);
+
+// FailedPrecondition when the trace has no step slices (a trace of no training steps).
+absl::StatusOr<Analysis> analyze(const RecordingSink& trace);
+
+}  // namespace tpusim::traces

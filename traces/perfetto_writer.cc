@@ -1,0 +1,144 @@
+#include "traces/perfetto_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "common/strings.h"
+#include "traces/perfetto_trace.pb.h"
+#include "traces/slice_clamp.h"
+#include "traces/track_names.h"
+
+namespace tpusim::traces {
+namespace {
+
+constexpr uint32_t kSequence = 1;
+constexpr uint64_t kProcessUuidBase = 1;       // + pid
+constexpr uint64_t kTrackUuidBase = 1u << 20;  // + track id
+
+uint64_t to_ns(TimePs t) { return t / 1000; }
+
+class PerfettoWriter final : public TraceWriter {
+ public:
+  explicit PerfettoWriter(std::string path) : path_(std::move(path)) {}
+
+  absl::Status open() {
+    out_.open(path_, std::ios::binary | std::ios::trunc);
+    if (!out_) {
+      return absl::PermissionDeniedError(
+          str_cat("cannot write the trace ", path_, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+
+  TrackId declare_track(const TrackInfo& info) override {
+    const auto id = static_cast<TrackId>(tracks_++);
+    const int pid = pid_of(info);
+    if (pid >= static_cast<int>(processes_.size())) processes_.resize(static_cast<size_t>(pid) + 1);
+    if (!processes_[static_cast<size_t>(pid)]) {
+      processes_[static_cast<size_t>(pid)] = true;
+      perfetto::TracePacket p;
+      auto* d = p.mutable_track_descriptor();
+      d->set_uuid(kProcessUuidBase + static_cast<uint64_t>(pid));
+      d->mutable_process()->set_pid(pid);
+      d->mutable_process()->set_process_name(process_label(info));
+      write(p);
+    }
+    perfetto::TracePacket p;
+    auto* d = p.mutable_track_descriptor();
+    d->set_uuid(kTrackUuidBase + static_cast<uint64_t>(id));
+    const std::string label = track_label(info);
+    if (info.kind == TrackInfo::Kind::kCounter) {
+      d->set_parent_uuid(kProcessUuidBase + static_cast<uint64_t>(pid));
+      d->set_name(label);
+      d->mutable_counter()->set_unit_name(info.unit);
+    } else {
+      d->mutable_thread()->set_pid(pid);
+      d->mutable_thread()->set_tid(static_cast<int32_t>(kTrackUuidBase) + static_cast<int32_t>(id));
+      d->mutable_thread()->set_thread_name(label);
+    }
+    write(p);
+    return id;
+  }
+
+  void slice(TrackId track, std::string_view name, TimePs start, TimePs end) override {
+    if (!clamp_.clamp(track, &start, &end)) return;
+    event(track, perfetto::TrackEvent::TYPE_SLICE_BEGIN, to_ns(start), name);
+    event(track, perfetto::TrackEvent::TYPE_SLICE_END, to_ns(end), {});
+  }
+
+  void counter(TrackId track, TimePs time, double value) override {
+    perfetto::TracePacket p;
+    p.set_timestamp(to_ns(time));
+    p.set_trusted_packet_sequence_id(kSequence);
+    auto* e = p.mutable_track_event();
+    e->set_type(perfetto::TrackEvent::TYPE_COUNTER);
+    e->set_track_uuid(kTrackUuidBase + static_cast<uint64_t>(track));
+    e->set_double_counter_value(value);
+    write(p);
+  }
+
+  absl::Status close() override {
+    if (out_.is_open()) {
+      out_.flush();
+      if (!out_ && status_.ok())
+        status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
+      out_.close();
+    }
+    return status_;
+  }
+
+  uint64_t bytes_written() const override { return bytes_; }
+
+ private:
+  void event(TrackId track, perfetto::TrackEvent::Type type, uint64_t ns, std::string_view name) {
+    perfetto::TracePacket p;
+    p.set_timestamp(ns);
+    p.set_trusted_packet_sequence_id(kSequence);
+    auto* e = p.mutable_track_event();
+    e->set_type(type);
+    e->set_track_uuid(kTrackUuidBase + static_cast<uint64_t>(track));
+    if (!name.empty()) e->set_name(std::string(name));
+    write(p);
+  }
+
+  // One `Trace.packet` field: tag (field 1, length-delimited), varint length, the packet.
+  void write(const perfetto::TracePacket& packet) {
+    if (!status_.ok()) return;
+    packet.SerializeToString(&buffer_);
+    char header[11];
+    size_t n = 0;
+    header[n++] = 0x0a;
+    for (uint64_t len = buffer_.size();; len >>= 7) {
+      const auto byte = static_cast<uint8_t>(len & 0x7f);
+      if (len < 0x80) {
+        header[n++] = static_cast<char>(byte);
+        break;
+      }
+      header[n++] = static_cast<char>(byte | 0x80);
+    }
+    out_.write(header, static_cast<std::streamsize>(n));
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    bytes_ += n + buffer_.size();
+    if (!out_) status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
+  }
+
+  std::string path_;
+  std::ofstream out_;
+  absl::Status status_;
+  std::string buffer_;
+  uint64_t bytes_ = 0;
+  uint32_t tracks_ = 0;
+  std::vector<bool> processes_;
+  SliceClamp clamp_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TraceWriter>> open_perfetto_writer(const std::string& path) {
+  auto w = std::make_unique<PerfettoWriter>(path);
+  if (auto s = w->open(); !s.ok()) return s;
+  return std::unique_ptr<TraceWriter>(std::move(w));
+}
+
+}  // namespace tpusim::traces

@@ -1,0 +1,177 @@
+#include "traces/trace_reader.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+#include "traces/perfetto_trace.pb.h"
+#include "traces/track_names.h"
+#include "traces/trace_writer.h"
+
+namespace tpusim::traces {
+namespace {
+
+absl::StatusOr<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(str_cat("cannot open the trace ", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct OpenSlice {
+  std::string name;
+  TimePs start;
+};
+
+absl::Status read_perfetto(const std::string& path, const std::string& bytes, RecordingSink* out) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(static_cast<int>(std::min<size_t>(bytes.size() + 1, INT32_MAX)));
+  std::map<uint64_t, int> process_pid;  // process track uuid -> pid
+  std::map<uint64_t, TrackId> tracks;   // track uuid -> our id
+  std::map<uint64_t, std::vector<OpenSlice>> open;
+  perfetto::TracePacket p;
+  std::string payload;
+  for (uint64_t index = 0;; ++index) {
+    const int offset = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) {
+      if (static_cast<size_t>(offset) != bytes.size()) {
+        return absl::DataLossError(
+            str_cat("trace ", path, ": byte offset ", offset, ": not a Trace.packet field"));
+      }
+      break;
+    }
+    auto bad = [&](const std::string& why) {
+      return absl::DataLossError(
+          str_cat("trace ", path, ": packet ", index, " at byte offset ", offset, ": ", why));
+    };
+    uint32_t length = 0;
+    if (tag != 0x0a || !in.ReadVarint32(&length)) return bad("not a Trace.packet field");
+    if (!in.ReadString(&payload, static_cast<int>(length))) return bad("truncated");
+    if (!p.ParseFromString(payload)) return bad("not a TracePacket");
+    if (p.has_track_descriptor()) {
+      const auto& d = p.track_descriptor();
+      if (d.has_process()) {
+        process_pid[d.uuid()] = d.process().pid();
+        continue;
+      }
+      absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
+      if (d.has_thread()) {
+        info = parse_track_label(TrackInfo::Kind::kUnit, d.thread().pid(), d.thread().thread_name(),
+                                 "");
+      } else if (d.has_counter()) {
+        auto pid = process_pid.find(d.parent_uuid());
+        if (pid == process_pid.end()) return bad("a counter track under an unknown process");
+        info = parse_track_label(TrackInfo::Kind::kCounter, pid->second, d.name(),
+                                 d.counter().unit_name());
+      }
+      if (!info.ok()) return bad(std::string(info.status().message()));
+      tracks[d.uuid()] = out->declare_track(*info);
+      continue;
+    }
+    if (!p.has_track_event()) continue;
+    const auto& e = p.track_event();
+    auto track = tracks.find(e.track_uuid());
+    if (track == tracks.end()) return bad(str_cat("an event on undeclared track ", e.track_uuid()));
+    const TimePs t = p.timestamp() * 1000;
+    switch (e.type()) {
+      case perfetto::TrackEvent::TYPE_SLICE_BEGIN:
+        open[e.track_uuid()].push_back({e.name(), t});
+        break;
+      case perfetto::TrackEvent::TYPE_SLICE_END: {
+        auto& stack = open[e.track_uuid()];
+        if (stack.empty()) return bad("a slice end with no slice open on its track");
+        if (t < stack.back().start) return bad("a slice that ends before it begins");
+        out->slice(track->second, stack.back().name, stack.back().start, t);
+        stack.pop_back();
+        break;
+      }
+      case perfetto::TrackEvent::TYPE_COUNTER:
+        out->counter(track->second, t,
+                     e.has_double_counter_value() ? e.double_counter_value()
+                                                  : static_cast<double>(e.counter_value()));
+        break;
+      default:
+        break;  // instants carry nothing tpusim reads
+    }
+  }
+  for (const auto& [uuid, stack] : open) {
+    if (!stack.empty()) {
+      return absl::DataLossError(str_cat("trace ", path, ": slice '", stack.back().name,
+                                         "' on track ", uuid, " never ends (a truncated trace?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TimePs json_time(const nlohmann::json& v) {
+  return static_cast<TimePs>(std::llround(v.get<double>() * 1000.0)) * 1000;
+}
+
+absl::Status read_chrome_json(const std::string& path, const std::string& text,
+                              RecordingSink* out) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return absl::DataLossError(str_cat("trace ", path, ": not valid JSON"));
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    return absl::DataLossError(str_cat("trace ", path, ": no \"traceEvents\" array"));
+  std::map<std::pair<int, int>, TrackId> tracks;
+  size_t index = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    auto bad = [&](const std::string& why) {
+      return absl::DataLossError(str_cat("trace ", path, ": traceEvents[", index, "]: ", why));
+    };
+    if (!e.is_object() || !e.contains("ph") || !e.contains("pid") || !e.contains("tid"))
+      return bad("an event needs ph, pid and tid");
+    try {
+      const std::string ph = e["ph"].get<std::string>();
+      const auto key = std::pair{e["pid"].get<int>(), e["tid"].get<int>()};
+      const std::string name = e.value("name", "");
+      if (ph == "M" && (name == "thread_name" || name == "tpusim_counter")) {
+        const bool counter = name == "tpusim_counter";
+        auto info = parse_track_label(counter ? TrackInfo::Kind::kCounter : TrackInfo::Kind::kUnit,
+                                      key.first, e["args"]["name"].get<std::string>(),
+                                      counter ? e["args"]["unit"].get<std::string>() : "");
+        if (!info.ok()) return bad(std::string(info.status().message()));
+        tracks[key] = out->declare_track(*info);
+      } else if (ph == "X" || ph == "C") {
+        auto track = tracks.find(key);
+        if (track == tracks.end()) return bad("an event on a track with no name");
+        const TimePs ts = json_time(e["ts"]);
+        if (ph == "X") {
+          out->slice(track->second, name, ts, ts + json_time(e["dur"]));
+        } else {
+          out->counter(track->second, ts, e["args"]["value"].get<double>());
+        }
+      }
+    } catch (const nlohmann::json::exception& x) {
+      return bad(x.what());
+    }
+    ++index;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RecordingSink>> read_trace(const std::string& path) {
+  auto format = trace_format_of(path);
+  if (!format.ok()) return format.status();
+  auto bytes = slurp(path);
+  if (!bytes.ok()) return bytes.status();
+  auto out = std::make_unique<RecordingSink>();
+  const absl::Status s = *format == TraceFormat::kPerfetto
+                             ? read_perfetto(path, *bytes, out.get())
+                             : read_chrome_json(path, *bytes, out.get());
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace tpusim::traces
