@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
     if (!backend.ok()) return backend.status();
     est->backend_ = *std::move(backend);
   }
+  if (auto s = est->backend_->set_timing_only(est->config_.timing_only); !s.ok()) return s;
   return est;
 }
 

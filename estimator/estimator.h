@@ -106,6 +106,9 @@ struct RunConfig {
   // train: a trace of the device loops holding global steps [trace_first_step, trace_last_step]
   // (Perfetto for .pftrace, Chrome JSON for .json; traces/trace_writer.h). "" for none.
   std::string trace_path;
+  // Simulate time only: the device's numerics are skipped (losses read 0, the weights stay as
+  // they start) while the input pipeline runs for real. The tpusim backend only.
+  bool timing_only = false;
   int64_t trace_first_step = 0;
   int64_t trace_last_step = INT64_MAX;
 };

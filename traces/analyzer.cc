@@ -53,7 +53,8 @@ struct Spans {
   std::vector<Interval> within(TimePs start, TimePs end) const {
     std::vector<Interval> out;
     // Spans are short and never nest, so one that overlaps `start` begins after start - longest.
-    auto it = std::lower_bound(v.begin(), v.end(), Interval{start > longest ? start - longest : 0, 0});
+    auto it =
+        std::lower_bound(v.begin(), v.end(), Interval{start > longest ? start - longest : 0, 0});
     for (; it != v.end() && it->first < end; ++it) {
       const TimePs a = std::max(it->first, start), b = std::min(it->second, end);
       if (b > a) out.emplace_back(a, b);
@@ -92,7 +93,7 @@ std::string classify_input(double input_fraction) {
 
 absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   std::map<std::pair<int, int>, CoreTimeline> cores;
-  std::vector<Interval> round_trips;  // the host loop's, sorted
+  std::vector<Interval> round_trips;        // the host loop's, sorted
   std::map<size_t, size_t> stage_of_track;  // host stage track -> index in host_stages
   Analysis a;
   for (size_t t = 0; t < trace.tracks().size(); ++t) {
@@ -151,9 +152,11 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       // trip that follows.
       TimePs gap = 0;
       if (i + 1 < c.steps.size()) {
-        if (c.steps[i + 1].second.first > span.second) gap = c.steps[i + 1].second.first - span.second;
+        if (c.steps[i + 1].second.first > span.second)
+          gap = c.steps[i + 1].second.first - span.second;
       } else {
-        auto rt = std::lower_bound(round_trips.begin(), round_trips.end(), Interval{span.second, 0});
+        auto rt =
+            std::lower_bound(round_trips.begin(), round_trips.end(), Interval{span.second, 0});
         if (rt != round_trips.end()) gap = rt->second - span.second;
       }
       StepBreakdown b;
@@ -170,7 +173,8 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
         covered.insert(covered.end(), mine.begin(), mine.end());
         covered = merged(covered);
       }
-      b.seconds_by["compute"] = static_cast<double>(span.second - span.first - waits) / kPsPerSecond;
+      b.seconds_by["compute"] =
+          static_cast<double>(span.second - span.first - waits) / kPsPerSecond;
       b.seconds_by["idle"] = static_cast<double>(gap) / kPsPerSecond;
       b.seconds = static_cast<double>(span.second - span.first + gap) / kPsPerSecond;
       auto it = by_step.find(n);
@@ -224,18 +228,17 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     return a.step_seconds > 0 ? a.breakdown.at(cat) / a.step_seconds : 0.0;
   };
   if (a.classification != "not_input_bound") {
-    std::string advice =
-        str_cat(a.classification == "highly_input_bound" ? "Highly" : "Moderately",
-                " input-bound: the device waits for infeed ", pct(a.input_fraction),
-                " of each step.");
+    std::string advice = str_cat(a.classification == "highly_input_bound" ? "Highly" : "Moderately",
+                                 " input-bound: the device waits for infeed ",
+                                 pct(a.input_fraction), " of each step.");
     if (a.slowest_stage >= 0) {
       const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
-      advice += str_cat(" The slowest host stage is '", slow.name, "' at ",
-                        ms(slow.seconds_per_step), " per step on ", slow.threads,
-                        " thread(s); give it more threads (");
+      advice +=
+          str_cat(" The slowest host stage is '", slow.name, "' at ", ms(slow.seconds_per_step),
+                  " per step on ", slow.threads, " thread(s); give it more threads (");
       for (size_t i = 0; i < a.what_if.size(); ++i) {
-        advice += str_cat(i ? ", " : "", a.what_if[i].threads, " threads: ",
-                          ms(a.what_if[i].step_seconds), " per step");
+        advice += str_cat(i ? ", " : "", a.what_if[i].threads,
+                          " threads: ", ms(a.what_if[i].step_seconds), " per step");
       }
       advice += str_cat(", now ", ms(a.step_seconds), ").");
     }
@@ -273,9 +276,8 @@ nlohmann::ordered_json Analysis::to_json() const {
   j["classification"] = classification;
   if (slowest_stage >= 0) {
     const HostStageFigures& s = host_stages[static_cast<size_t>(slowest_stage)];
-    j["slowest_host_stage"] = {{"name", s.name},
-                               {"threads", s.threads},
-                               {"seconds_per_step", s.seconds_per_step}};
+    j["slowest_host_stage"] = {
+        {"name", s.name}, {"threads", s.threads}, {"seconds_per_step", s.seconds_per_step}};
   }
   j["host_stages"] = nlohmann::ordered_json::array();
   for (const auto& s : host_stages) {
@@ -293,10 +295,8 @@ nlohmann::ordered_json Analysis::to_json() const {
   j["advice"] = advice;
   j["per_step"] = nlohmann::ordered_json::array();
   for (const auto& s : steps) {
-    nlohmann::ordered_json row = {{"step", s.step},
-                                  {"seconds", s.seconds},
-                                  {"chip", s.chip},
-                                  {"core", s.core}};
+    nlohmann::ordered_json row = {
+        {"step", s.step}, {"seconds", s.seconds}, {"chip", s.chip}, {"core", s.core}};
     for (const char* c : kCategories) row[c] = s.seconds_by.at(c);
     j["per_step"].push_back(row);
   }

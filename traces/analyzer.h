@@ -37,13 +37,13 @@ inline constexpr double kHostOverheadNote = 0.03;
 inline constexpr double kAllReduceNote = 0.06;
 inline constexpr double kOutputNote = 0.05;
 
-inline const char* const kCategories[] = {"compute", "input", "output", "all_reduce",
-                                          "all_reduce_wait", "idle"};
+inline const char* const kCategories[] = {"compute",    "input",           "output",
+                                          "all_reduce", "all_reduce_wait", "idle"};
 
 struct StepBreakdown {
   int64_t step = 0;
   double seconds = 0;
-  int chip = 0, core = 0;                 // the slowest core, whose breakdown this is
+  int chip = 0, core = 0;                    // the slowest core, whose breakdown this is
   std::map<std::string, double> seconds_by;  // category -> seconds (every kCategories entry)
 };
 
@@ -63,12 +63,12 @@ struct WhatIf {
 
 struct Analysis {
   std::vector<StepBreakdown> steps;
-  double step_seconds = 0;                   // averaged over steps
-  std::map<std::string, double> breakdown;   // averaged; sums to step_seconds
+  double step_seconds = 0;                  // averaged over steps
+  std::map<std::string, double> breakdown;  // averaged; sums to step_seconds
   double input_fraction = 0;
   std::string classification;  // highly_input_bound, moderately_input_bound, not_input_bound
   std::vector<HostStageFigures> host_stages;
-  int slowest_stage = -1;  // index into host_stages, -1 without host stage tracks
+  int slowest_stage = -1;       // index into host_stages, -1 without host stage tracks
   std::vector<WhatIf> what_if;  // the slowest stage at 2x and 4x its threads
   std::vector<std::string> advice;
 

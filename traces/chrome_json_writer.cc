@@ -46,8 +46,9 @@ class ChromeJsonWriter final : public TraceWriter {
     if (t.pid >= static_cast<int>(named_.size())) named_.resize(static_cast<size_t>(t.pid) + 1);
     if (!named_[static_cast<size_t>(t.pid)]) {
       named_[static_cast<size_t>(t.pid)] = true;
-      event(fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
-                        t.pid, nlohmann::json(process_label(info)).dump()));
+      event(
+          fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
+                      t.pid, nlohmann::json(process_label(info)).dump()));
     }
     if (t.counter) {
       // Chrome has no counter-track metadata; the unit travels in an "M" event of our own that
@@ -56,8 +57,9 @@ class ChromeJsonWriter final : public TraceWriter {
           R"({{"ph":"M","name":"tpusim_counter","pid":{},"tid":{},"args":{{"name":{},"unit":{}}}}})",
           t.pid, t.tid, t.label, nlohmann::json(info.unit).dump()));
     } else {
-      event(fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
-                        t.pid, t.tid, t.label));
+      event(
+          fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
+                      t.pid, t.tid, t.label));
     }
     return id;
   }

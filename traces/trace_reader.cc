@@ -11,8 +11,8 @@
 
 #include "common/strings.h"
 #include "traces/perfetto_trace.pb.h"
-#include "traces/track_names.h"
 #include "traces/trace_writer.h"
+#include "traces/track_names.h"
 
 namespace tpusim::traces {
 namespace {

@@ -15,7 +15,7 @@
 namespace tpusim::traces {
 
 inline constexpr int kHostPid = 1;
-int pid_of(const TrackInfo& info);          // kHostPid for host tracks, 2 + chip otherwise
+int pid_of(const TrackInfo& info);                 // kHostPid for host tracks, 2 + chip otherwise
 std::string process_label(const TrackInfo& info);  // "chip 0" or "host"
 std::string track_label(const TrackInfo& info);    // the thread or counter name above
 

@@ -14,6 +14,7 @@
 
 #include <absl/status/statusor.h>
 
+#include "common/strings.h"
 #include "runtime/graph/graph.h"
 #include "traces/trace_router.h"
 
@@ -84,6 +85,14 @@ class Backend {
   virtual absl::Status host_round_trip(double seconds) {
     (void)seconds;
     return absl::OkStatus();
+  }
+  // Timing only: skip the device's numerics (outputs read as zeros, variables stay as they
+  // were) while time is simulated as before. Unimplemented on backends without simulated time.
+  virtual absl::Status set_timing_only(bool timing_only) {
+    if (!timing_only) return absl::OkStatus();
+    return absl::UnimplementedError(str_cat("the ", name(),
+                                            " backend always computes values (timing-only needs "
+                                            "the tpusim backend)"));
   }
   // Simulated seconds since the process's simulation began (0 on backends without simulated
   // time): where a loop about to run starts on the trace's timeline.

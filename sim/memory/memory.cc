@@ -41,6 +41,7 @@ uint8_t* Memory::base_covering(uint64_t end) {
     void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
+      madvise(p, capacity_, MADV_HUGEPAGE);
       mapped_ = static_cast<uint8_t*>(p);
       return mapped_;
     }

@@ -260,10 +260,34 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   r = run_tpusim({"analyze", trace});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("classification: "));
+  // tune: timing-only runs at each iterations_per_loop; the host round trip is amortised over
+  // longer loops, so the overhead falls, and the recommendation is the first under 3%.
+  r = run_tpusim({"tune", "--model", "mlp", "--data", data, "--batch-size", "256",
+                  "--iterations-per-loop", "1,4,64", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto tune = nlohmann::json::parse(r.out);
+  ASSERT_EQ(tune["rows"].size(), 3u);
+  double last = 2;
+  int64_t first_under = -1;
+  for (const auto& row : tune["rows"]) {
+    const double overhead = row["host_overhead_fraction"].get<double>();
+    EXPECT_LT(overhead, last) << row.dump();
+    last = overhead;
+    EXPECT_GT(row["sim_seconds_per_step"].get<double>(), 0);
+    if (first_under < 0 && overhead < 0.03) first_under = row["iterations_per_loop"];
+  }
+  if (first_under > 0) {
+    EXPECT_EQ(tune["recommended_iterations_per_loop"], first_under);
+  } else {
+    EXPECT_TRUE(tune["recommended_iterations_per_loop"].is_null());
+  }
+  EXPECT_EQ(run_tpusim({"tune", "--iterations-per-loop", "0,5"}).exit_code, 2);
+  EXPECT_EQ(run_tpusim({"tune", "--iterations-per-loop", "5", "--train-steps", "9"}).exit_code, 2);
   // Bad trace options are usage errors.
-  for (const auto& bad : std::vector<std::vector<std::string>>{
-           {"--trace", "t.txt"}, {"--trace", "t.json", "--trace-steps", "9"},
-           {"--trace", "t.json", "--backend", "cpu"}}) {
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--trace", "t.txt"},
+                                             {"--trace", "t.json", "--trace-steps", "9"},
+                                             {"--trace", "t.json", "--backend", "cpu"}}) {
     auto bad_args = common;
     bad_args.insert(bad_args.end(), bad.begin(), bad.end());
     EXPECT_EQ(run_tpusim(bad_args).exit_code, 2) << bad[1];

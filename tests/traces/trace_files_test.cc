@@ -23,8 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          (std::to_string(::getpid()) + "_" + name))
+  return (std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name))
       .string();
 }
 
@@ -45,7 +44,7 @@ void write_timeline(Sink& sink) {
   const TrackId stage = sink.declare_track(map);
   const TrackId depth =
       sink.declare_track({TrackInfo::Kind::kCounter, 0, 0, "infeed_queue_depth", "entries"});
-  sink.slice(mxu, "mxu.matmul", 1'000, 941'000);        // 1 ns .. 941 ns
+  sink.slice(mxu, "mxu.matmul", 1'000, 941'000);  // 1 ns .. 941 ns
   sink.slice(mxu, "mxu.matmul", 941'000, 2'000'000);
   sink.slice(dma, "dma.hbm_to_vmem", 0, 5'000'000);
   sink.slice(ici, "all_reduce \"ring\"", 7'000, 9'000);  // a name JSON must escape
@@ -193,7 +192,8 @@ TEST(TraceFiles, BadFilesAreNamedWithWhereTheyGoWrong) {
 
   // Chrome JSON with an event on a track it never named.
   const std::string json = temp_path("orphan.json");
-  std::ofstream(json) << R"({"traceEvents":[{"ph":"X","name":"x","pid":2,"tid":9,"ts":1,"dur":1}]})";
+  std::ofstream(json)
+      << R"({"traceEvents":[{"ph":"X","name":"x","pid":2,"tid":9,"ts":1,"dur":1}]})";
   auto orphan = read_trace(json);
   ASSERT_FALSE(orphan.ok());
   EXPECT_THAT(std::string(orphan.status().message()), HasSubstr("traceEvents[0]"));

@@ -38,7 +38,8 @@ int run_train(const std::vector<std::string>& args) {
   po::options_description options("options");
   int64_t steps = 0, batch = 0, eval_steps = 0, log_every = 0;
   uint32_t ipl = 0;
-  float lr = 0;
+  float lr = 0, decay_rate = 1;
+  int64_t decay_steps = 1;
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "zoo model: mlp | mnist_cnn | resnet_small | transformer")(
       "data", po::value<std::string>()->default_value(default_data_dir()),
@@ -54,11 +55,18 @@ int run_train(const std::vector<std::string>& args) {
                                           "global batch size, over every core of the slice")(
       "optimizer", po::value<std::string>()->default_value("adam"), "sgd | momentum | adam")(
       "learning-rate", po::value<float>(&lr)->default_value(2e-3f), "the optimizer's rate")(
+      "lr-decay-rate", po::value<float>(&decay_rate)->default_value(1.0f),
+      "exponential decay: the rate is multiplied by this every --lr-decay-steps (1: constant)")(
+      "lr-decay-steps", po::value<int64_t>(&decay_steps)->default_value(1),
+      "steps over which the rate decays by --lr-decay-rate (continuously)")(
       "eval-steps", po::value<int64_t>(&eval_steps)->default_value(0),
       "test batches to evaluate (0: as many whole batches as the 10,000 test images fill)")(
       "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
       "log-every", po::value<int64_t>(&log_every)->default_value(50), "steps between log lines")(
       "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
+      "timing-only",
+      "simulate time only: skip the device's numerics (no accuracy; the input pipeline still "
+      "runs for real)")(
       "trace", po::value<std::string>(),
       "write the device timeline to FILE: .pftrace (Perfetto) or .json (Chrome trace)")(
       "trace-steps", po::value<std::string>(),
@@ -70,7 +78,7 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
-      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]]\n\n"
+      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n\n"
       "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
       "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
       "(CrossShardOptimizer), and iterations_per_loop steps run per host loop. Then evaluates\n"
@@ -108,6 +116,9 @@ int run_train(const std::vector<std::string>& args) {
   config.log = [tty](const std::string& line) {
     std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
   };
+  config.timing_only = vm.count("timing-only") > 0;
+  if (config.timing_only && backend != "tpusim")
+    return usage_error("--timing-only needs the tpusim backend", usage);
   if (vm.count("trace") > 0) {
     if (backend != "tpusim")
       return usage_error("--trace needs the tpusim backend (the cpu backend has no timeline)",
@@ -129,6 +140,13 @@ int run_train(const std::vector<std::string>& args) {
   runtime::OptimizerSpec optimizer;
   optimizer.kind = *kind;
   optimizer.learning_rate.initial = lr;
+  if (decay_rate != 1.0f) {
+    if (decay_rate <= 0 || decay_steps < 1)
+      return usage_error("--lr-decay-rate must be > 0 and --lr-decay-steps >= 1", usage);
+    optimizer.learning_rate.kind = runtime::LearningRate::Kind::kExponentialDecay;
+    optimizer.learning_rate.decay_rate = decay_rate;
+    optimizer.learning_rate.decay_steps = decay_steps;
+  }
   auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer), config, {}, true,
                                              batch, batch, batch);
   if (!est.ok()) return failure(std::string(est.status().message()));
@@ -141,7 +159,7 @@ int run_train(const std::vector<std::string>& args) {
   auto trained = (*est)->train(fashion_train_input(data_dir), steps);
   if (tty) std::cerr << "\n";
   if (!trained.ok()) return failure(std::string(trained.status().message()));
-  const int64_t per_eval = eval_steps > 0 ? eval_steps : 10000 / batch;
+  const int64_t per_eval = config.timing_only ? 0 : eval_steps > 0 ? eval_steps : 10000 / batch;
   std::map<std::string, double> eval;
   if (per_eval > 0) {
     auto evaluated = (*est)->evaluate(fashion_eval_input(data_dir), per_eval);
@@ -170,6 +188,7 @@ int run_train(const std::vector<std::string>& args) {
       {"mxu_utilization", r.mxu_utilization},
       {"step_breakdown", {{"compute", compute}, {"input", input}, {"idle", idle}}},
       {"weights_fingerprint", r.weights_fingerprint},
+      {"timing_only", config.timing_only},
   };
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).

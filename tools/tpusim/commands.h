@@ -19,5 +19,6 @@ int run_matmul(const std::vector<std::string>& args);
 int run_opcheck(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
+int run_tune(const std::vector<std::string>& args);
 
 }  // namespace tpusim::cli
