@@ -1,14 +1,12 @@
 #include "traces/chrome_json_writer.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "traces/file_output.h"
 #include "traces/slice_clamp.h"
 #include "traces/track_names.h"
 
@@ -23,15 +21,11 @@ std::string micros(TimePs t) {
 
 class ChromeJsonWriter final : public TraceWriter {
  public:
-  explicit ChromeJsonWriter(std::string path) : path_(std::move(path)) {}
+  explicit ChromeJsonWriter(std::string path) : out_(std::move(path)) {}
 
   absl::Status open() {
-    out_.open(path_, std::ios::binary | std::ios::trunc);
-    if (!out_) {
-      return absl::PermissionDeniedError(
-          str_cat("cannot write the trace ", path_, ": ", std::strerror(errno)));
-    }
-    put("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    if (auto s = out_.open(); !s.ok()) return s;
+    out_.write("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     return absl::OkStatus();
   }
 
@@ -79,17 +73,11 @@ class ChromeJsonWriter final : public TraceWriter {
   }
 
   absl::Status close() override {
-    if (out_.is_open()) {
-      put("\n]}\n");
-      out_.flush();
-      if (!out_ && status_.ok())
-        status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
-      out_.close();
-    }
-    return status_;
+    if (out_.is_open()) out_.write("\n]}\n");
+    return out_.close();
   }
 
-  uint64_t bytes_written() const override { return bytes_; }
+  uint64_t bytes_written() const override { return out_.bytes(); }
 
  private:
   struct Track {
@@ -100,22 +88,12 @@ class ChromeJsonWriter final : public TraceWriter {
   };
 
   void event(const std::string& json) {
-    if (!first_) put(",\n");
+    if (!first_) out_.write(",\n");
     first_ = false;
-    put(json);
+    out_.write(json);
   }
 
-  void put(const std::string& s) {
-    if (!status_.ok()) return;
-    out_.write(s.data(), static_cast<std::streamsize>(s.size()));
-    bytes_ += s.size();
-    if (!out_) status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
-  }
-
-  std::string path_;
-  std::ofstream out_;
-  absl::Status status_;
-  uint64_t bytes_ = 0;
+  FileOutput out_;
   bool first_ = true;
   std::vector<Track> tracks_;
   std::vector<bool> named_;
@@ -125,9 +103,7 @@ class ChromeJsonWriter final : public TraceWriter {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> open_chrome_json_writer(const std::string& path) {
-  auto w = std::make_unique<ChromeJsonWriter>(path);
-  if (auto s = w->open(); !s.ok()) return s;
-  return std::unique_ptr<TraceWriter>(std::move(w));
+  return open_writer<ChromeJsonWriter, TraceWriter>(path);
 }
 
 }  // namespace tpusim::traces

@@ -1,10 +1,6 @@
 #include "traces/perfetto_writer.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
-#include "common/strings.h"
+#include "traces/file_output.h"
 #include "traces/perfetto_trace.pb.h"
 #include "traces/slice_clamp.h"
 #include "traces/track_names.h"
@@ -20,16 +16,9 @@ uint64_t to_ns(TimePs t) { return t / 1000; }
 
 class PerfettoWriter final : public TraceWriter {
  public:
-  explicit PerfettoWriter(std::string path) : path_(std::move(path)) {}
+  explicit PerfettoWriter(std::string path) : out_(std::move(path)) {}
 
-  absl::Status open() {
-    out_.open(path_, std::ios::binary | std::ios::trunc);
-    if (!out_) {
-      return absl::PermissionDeniedError(
-          str_cat("cannot write the trace ", path_, ": ", std::strerror(errno)));
-    }
-    return absl::OkStatus();
-  }
+  absl::Status open() { return out_.open(); }
 
   TrackId declare_track(const TrackInfo& info) override {
     const auto id = static_cast<TrackId>(tracks_++);
@@ -78,17 +67,8 @@ class PerfettoWriter final : public TraceWriter {
     write(p);
   }
 
-  absl::Status close() override {
-    if (out_.is_open()) {
-      out_.flush();
-      if (!out_ && status_.ok())
-        status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
-      out_.close();
-    }
-    return status_;
-  }
-
-  uint64_t bytes_written() const override { return bytes_; }
+  absl::Status close() override { return out_.close(); }
+  uint64_t bytes_written() const override { return out_.bytes(); }
 
  private:
   void event(TrackId track, perfetto::TrackEvent::Type type, uint64_t ns, std::string_view name) {
@@ -104,7 +84,6 @@ class PerfettoWriter final : public TraceWriter {
 
   // One `Trace.packet` field: tag (field 1, length-delimited), varint length, the packet.
   void write(const perfetto::TracePacket& packet) {
-    if (!status_.ok()) return;
     packet.SerializeToString(&buffer_);
     char header[11];
     size_t n = 0;
@@ -117,17 +96,12 @@ class PerfettoWriter final : public TraceWriter {
       }
       header[n++] = static_cast<char>(byte | 0x80);
     }
-    out_.write(header, static_cast<std::streamsize>(n));
-    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    bytes_ += n + buffer_.size();
-    if (!out_) status_ = absl::DataLossError(str_cat("writing the trace ", path_, " failed"));
+    out_.write(header, n);
+    out_.write(buffer_);
   }
 
-  std::string path_;
-  std::ofstream out_;
-  absl::Status status_;
+  FileOutput out_;
   std::string buffer_;
-  uint64_t bytes_ = 0;
   uint32_t tracks_ = 0;
   std::vector<bool> processes_;
   SliceClamp clamp_;
@@ -136,9 +110,7 @@ class PerfettoWriter final : public TraceWriter {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceWriter>> open_perfetto_writer(const std::string& path) {
-  auto w = std::make_unique<PerfettoWriter>(path);
-  if (auto s = w->open(); !s.ok()) return s;
-  return std::unique_ptr<TraceWriter>(std::move(w));
+  return open_writer<PerfettoWriter, TraceWriter>(path);
 }
 
 }  // namespace tpusim::traces

@@ -2,8 +2,6 @@
 // its own, and recommends the smallest value whose host overhead (the device idling through the
 // host's round trip between device loops) is under 3% of the step time, the profiler's
 // threshold. Runs are timing-only unless --numerics: the host pipeline still runs for real.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "common/strings.h"
 #include "tools/tpusim/command.h"
@@ -84,8 +83,8 @@ int run_tune(const std::vector<std::string>& args) {
   auto values = parse_values(list);
   if (!values.ok()) return usage_error(std::string(values.status().message()), kTuneUsage);
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tpusim-tune-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tpusim-tune-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   int64_t recommended = -1;
@@ -110,8 +109,8 @@ int run_tune(const std::vector<std::string>& args) {
     std::ifstream in(report);
     const auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.contains("analysis")) {
-      return failure(str_cat("the run with iterations_per_loop ", v, " wrote no analysis to ",
-                             report));
+      return failure(
+          str_cat("the run with iterations_per_loop ", v, " wrote no analysis to ", report));
     }
     const auto& a = j["analysis"];
     const double step = a["step_seconds"].get<double>();
@@ -132,8 +131,8 @@ int run_tune(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << fmt::format("{:>20} {:>14} {:>14} {:>12}\n", "iterations_per_loop",
-                           "ms/step (sim)", "host overhead", "infeed wait");
+  std::cout << fmt::format("{:>20} {:>14} {:>14} {:>12}\n", "iterations_per_loop", "ms/step (sim)",
+                           "host overhead", "infeed wait");
   for (const auto& r : rows) {
     std::cout << fmt::format("{:>20} {:>14.4f} {:>13.1f}% {:>11.1f}%\n",
                              r["iterations_per_loop"].get<uint32_t>(),
