@@ -36,6 +36,9 @@ class Sink {
   virtual void slice(TrackId track, std::string_view name, TimePs start, TimePs end) = 0;
   // A counter sample: from `time` on, the counter track reads `value`.
   virtual void counter(TrackId track, TimePs time, double value) = 0;
+  // False while events would go nowhere (a router with no target): producers on hot paths
+  // check it before computing what they would report.
+  virtual bool recording() const { return true; }
 };
 
 }  // namespace tpusim::traces

@@ -20,6 +20,7 @@ class TraceRouter final : public Sink {
   TrackId declare_track(const TrackInfo& info) override;
   void slice(TrackId track, std::string_view name, TimePs start, TimePs end) override;
   void counter(TrackId track, TimePs time, double value) override;
+  bool recording() const override { return target_ != nullptr; }
 
   const std::vector<TrackInfo>& tracks() const { return tracks_; }
 

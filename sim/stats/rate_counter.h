@@ -19,7 +19,7 @@ class RateCounter {
 
   // A transfer at `rate` (units per second) over [start, end) picoseconds.
   void add(traces::TimePs start, traces::TimePs end, double rate) {
-    if (sink_ == nullptr || end <= start) return;
+    if (sink_ == nullptr || end <= start || !sink_->recording()) return;
     retire_until(start);
     level_ += rate;
     ends_.push({end, rate});

@@ -41,7 +41,7 @@ struct FeedQueue {
     depth_track = track;
   }
   void sample() const {
-    if (depth_sink != nullptr)
+    if (depth_sink != nullptr && depth_sink->recording())
       depth_sink->counter(depth_track, sc_core::sc_time_stamp().value(),
                           static_cast<double>(entries.size()));
   }

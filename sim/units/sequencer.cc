@@ -37,7 +37,7 @@ void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
 }
 
 void Sequencer::trace_step() {
-  if (ctx_.sink == nullptr) return;
+  if (ctx_.sink == nullptr || !ctx_.sink->recording()) return;
   // Named like TensorFlow's global_step: the step that brings it to N (step counter N - 1).
   step_name_ = str_cat("step ", ctx_.step + 1);
   ctx_.sink->slice(steps_track_, step_name_, ctx_.clock->time_of(Cycles(step_start_)),
