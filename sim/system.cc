@@ -18,20 +18,25 @@ class SliceModel : public sc_core::sc_module {
              const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
              std::function<void(const std::string&)> fail)
       : sc_module(name) {
+    numerics = std::make_unique<NumericsWorker>(slice.cores, options.numerics_thread);
     collectives = std::make_unique<CollectiveEngine>("collectives", slice, clock, stats, fail);
     const ModelSettings settings{
         &slice,       &clock,          options.timing_only, options.mxu_policy,
-        options.sink, std::move(fail), collectives.get()};
+        options.sink, std::move(fail), collectives.get(),   numerics.get()};
     std::vector<Memory*> hbm;
     for (uint32_t c = 0; c < slice.chips; ++c) {
       chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
       hbm.push_back(&chips.back()->hbm());
     }
     collectives->set_hbm(std::move(hbm));
+    collectives->set_numerics(numerics.get());
   }
+  // The worker's jobs use the chips' units: finish them first.
+  ~SliceModel() override { numerics->drain(); }
   Core& core(uint32_t global, uint32_t cores_per_chip) {
     return chips[global / cores_per_chip]->core(global % cores_per_chip);
   }
+  std::unique_ptr<NumericsWorker> numerics;
   std::unique_ptr<CollectiveEngine> collectives;
   std::vector<std::unique_ptr<Chip>> chips;
 };
@@ -80,6 +85,7 @@ absl::StatusOr<std::unique_ptr<System>> System::create(
 }
 
 void System::set_timing_only(bool timing_only) {
+  model_->numerics->drain();
   options_.timing_only = timing_only;
   for (auto& chip : model_->chips) {
     for (uint32_t c = 0; c < chip->core_count(); ++c) chip->core(c).set_timing_only(timing_only);
@@ -137,7 +143,14 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   try {
     sc_core::sc_start();
   } catch (const std::exception& e) {
+    model_->numerics->drain();
     failure_ = str_cat("the simulation kernel threw: ", e.what());
+    return absl::InternalError(failure_);
+  }
+  // The last matmuls' values land before anyone reads memory or the next run starts.
+  model_->numerics->drain();
+  if (std::string error = model_->numerics->take_error(); !error.empty()) {
+    failure_ = str_cat("the MXU numerics threw: ", error);
     return absl::InternalError(failure_);
   }
   if (!run_error_.empty()) {

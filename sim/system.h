@@ -32,6 +32,9 @@ struct SystemOptions {
   std::string mxu_policy = "tpu";  // a name from mxu_policy_names()
   bool timing_only = false;        // skip all functional work: no values, only time
   traces::Sink* sink = nullptr;    // receives every instruction's span per unit; may be null
+  // Run the MXUs' numerics on a second host thread (NumericsWorker); the values are the same
+  // either way.
+  bool numerics_thread = true;
 };
 
 struct CoreRun {

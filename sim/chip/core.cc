@@ -23,6 +23,7 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
   ctx_.mxu_policy = settings.mxu_policy;
   ctx_.sink = settings.sink;
   ctx_.vmem = &vmem_;
+  ctx_.numerics = settings.numerics;
   ctx_.vmem_ports = &vmem_ports_;
   ctx_.hbm = o.hbm;
   ctx_.hbm_timing = o.hbm_timing;

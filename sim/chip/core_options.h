@@ -16,6 +16,7 @@
 namespace tpusim::sim {
 
 class CollectiveEngine;
+class NumericsWorker;
 
 struct ModelSettings {
   const config::SliceSpec* slice = nullptr;
@@ -26,6 +27,7 @@ struct ModelSettings {
   // Stops the run with an error message naming core and instruction.
   std::function<void(const std::string&)> fail;
   CollectiveEngine* collectives = nullptr;  // the slice's
+  NumericsWorker* numerics = nullptr;       // the slice's
 };
 
 struct CoreOptions {

@@ -25,6 +25,21 @@ uint64_t end_address(const isa::Block& b);
 // Whether the rows of the block follow each other with no gap.
 bool is_dense(const isa::Block& b);
 
+// Host bytes [lo, hi); empty when lo >= hi.
+struct HostRange {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  bool overlaps(const HostRange& other) const {
+    return lo < hi && other.lo < other.hi && lo < other.hi && other.lo < hi;
+  }
+};
+
+// The host bytes the block spans in a memory whose first byte is at `memory` (from its first
+// byte to one past its last, the gaps between rows included).
+inline HostRange host_range(const uint8_t* memory, const isa::Block& b) {
+  return {memory + b.address(), memory + end_address(b)};
+}
+
 // Reads the block from `memory` (the base of the memory it lives in) as f32.
 void load_block(const uint8_t* memory, const isa::Block& b, MatrixF* out);
 // Writes `values` (the block's shape) to `memory`, rounding to bf16 when the block is bf16.

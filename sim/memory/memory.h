@@ -27,6 +27,9 @@ class Memory {
   // A pointer to byte 0, valid until the next call that may grow the store; every byte below
   // `end` exists (zero until written). `end` must not exceed the capacity.
   uint8_t* base_covering(uint64_t end);
+  // Whether base_covering's pointer is fixed for the memory's life (the reservation was made,
+  // by an earlier base_covering), so another thread may use it while this one goes on.
+  bool base_is_stable() const { return mapped_ != nullptr; }
 
   void write(uint64_t address, const void* data, uint64_t size);
   void read(uint64_t address, void* data, uint64_t size);

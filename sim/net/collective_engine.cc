@@ -207,6 +207,7 @@ void CollectiveEngine::start(size_t id, double cycle) {
 }
 
 void CollectiveEngine::compute_values(Instance& in) {
+  if (numerics_ != nullptr) numerics_->drain();
   const uint32_t per_chip = slice_.chip.tensor_cores;
   const uint64_t n = in.c.elements();
   std::vector<std::vector<float>> src(in.cores.size(), std::vector<float>(n));

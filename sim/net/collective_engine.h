@@ -26,6 +26,7 @@
 #include "sim/net/ring_plan.h"
 #include "sim/net/topology.h"
 #include "sim/stats/stat_group.h"
+#include "sim/units/numerics_worker.h"
 
 namespace tpusim::sim {
 
@@ -38,6 +39,8 @@ class CollectiveEngine : public sc_core::sc_module {
 
   // Each chip's HBM, for the collectives' values.
   void set_hbm(std::vector<Memory*> hbm) { hbm_ = std::move(hbm); }
+  // The slice's NumericsWorker: the DMAs that wrote what a collective reads may still be queued.
+  void set_numerics(NumericsWorker* numerics) { numerics_ = numerics; }
   // Every core's count of collectives back to 0: a new run.
   void begin_run();
 
@@ -122,6 +125,7 @@ class CollectiveEngine : public sc_core::sc_module {
   Topology topology_;
   Interconnect interconnect_;
   std::vector<Memory*> hbm_;
+  NumericsWorker* numerics_ = nullptr;
   std::vector<Member> members_;
   std::deque<Instance> instances_;  // a deque: passes point into their plans
   std::map<std::pair<uint64_t, std::vector<uint32_t>>, size_t> open_;  // not yet started

@@ -16,6 +16,7 @@
 #include "sim/timing/bandwidth_server.h"
 #include "sim/timing/hbm_timing.h"
 #include "sim/units/feed_queue.h"
+#include "sim/units/numerics_worker.h"
 #include "sim/units/sync_state.h"
 #include "traces/sink.h"
 
@@ -30,7 +31,9 @@ struct IssuedInstruction {
 
 // The last LHS block the core's MXUs rounded to bf16 terms. A lowered GEMM streams the same A
 // block through several weight tiles (and MXUs); rounding it once saves most of the numerics'
-// overhead. Any VMEM write that overlaps the block invalidates it.
+// overhead. Any VMEM write that overlaps the block invalidates it. The simulation thread decides
+// hits and misses when a matmul issues (valid, block, terms, lo, hi); the terms themselves are
+// filled and read by the matmul's job on the NumericsWorker.
 struct LhsCache {
   bool valid = false;
   isa::Block block;
@@ -51,6 +54,7 @@ struct CoreContext {
   RateCounter hbm_bandwidth;     // the DMA engines' HBM traffic (a counter track with a sink)
 
   Memory* vmem = nullptr;
+  NumericsWorker* numerics = nullptr;  // the slice's: runs the MXUs' numerics
   BandwidthServer* vmem_ports = nullptr;
   Memory* hbm = nullptr;            // the chip's
   HbmTiming* hbm_timing = nullptr;  // the chip's
@@ -70,9 +74,31 @@ struct CoreContext {
   uint64_t step = 0;
 
   LhsCache lhs_cache;
-  // Every functional write into VMEM reports its byte range here.
+  // Every functional write into VMEM reports its byte range here (after
+  // numerics->before_access).
   void note_vmem_write(uint64_t lo, uint64_t hi) {
     if (lhs_cache.valid && lo < lhs_cache.hi && lhs_cache.lo < hi) lhs_cache.valid = false;
+  }
+
+  // Runs `job`, the functional effect of one of this core's instructions, on the
+  // NumericsWorker (after the core's earlier jobs); `shared` when it touches HBM. When a memory
+  // has no fixed address yet (the fallback store grows), it runs here after everything posted.
+  void post_numerics(bool shared, HostRange read, HostRange write, std::function<void()> job) {
+    if (vmem->base_is_stable() && (!shared || hbm->base_is_stable())) {
+      numerics->post(core, shared, read, write, std::move(job));
+    } else {
+      numerics->drain();
+      job();
+    }
+  }
+
+  // Waits for this core's jobs that share bytes with an access to VMEM, made here, that reads
+  // the block `read` and writes `write` (either may be null).
+  void before_vmem_access(const isa::Block* read, const isa::Block* write) {
+    if (!numerics->may_be_busy()) return;
+    const uint8_t* base = vmem->base_covering(0);
+    const HostRange r = read != nullptr ? host_range(base, *read) : HostRange{};
+    numerics->before_access(core, &r, 1, write != nullptr ? host_range(base, *write) : HostRange{});
   }
 
   // Stops the run with an error that names the core and instruction (set by the System).

@@ -9,6 +9,24 @@
 
 namespace tpusim::sim {
 
+namespace {
+
+// The block `src` of the memory at `from` into the block `dst` (same shape) of the memory at
+// `to`, byte for byte.
+void copy_block(const uint8_t* from, const isa::Block& src, uint8_t* to, const isa::Block& dst) {
+  if (is_dense(src) && is_dense(dst)) {
+    std::memcpy(to + dst.address(), from + src.address(), payload_bytes(src));
+    return;
+  }
+  const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
+  for (uint32_t r = 0; r < src.rows(); ++r) {
+    std::memcpy(to + dst.address() + r * row_stride(dst),
+                from + src.address() + r * row_stride(src), row_bytes);
+  }
+}
+
+}  // namespace
+
 DmaEngine::DmaEngine(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
     : Unit(name, ctx, stats, "DMA engine: HBM <-> VMEM block copies") {
   stats_.add("bytes", "bytes", "bytes copied", [this] { return static_cast<double>(bytes_); });
@@ -37,23 +55,8 @@ void DmaEngine::execute(const IssuedInstruction& item) {
     const uint8_t* from = src_mem->base_covering(end_address(src));
     uint8_t* to = dst_mem->base_covering(end_address(dst));
     if (to_vmem) ctx_.note_vmem_write(dst.address(), end_address(dst));
-    const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
-    if (is_dense(src) && is_dense(dst)) {
-      // Big copies (a tile of im2col patches is megabytes) in pieces over the host's cores.
-      constexpr uint64_t kPiece = 1 << 20;
-      const auto pieces = static_cast<int64_t>((bytes + kPiece - 1) / kPiece);
-#pragma omp parallel for if (pieces > 2)
-      for (int64_t p = 0; p < pieces; ++p) {
-        const uint64_t at = static_cast<uint64_t>(p) * kPiece;
-        std::memcpy(to + dst.address() + at, from + src.address() + at,
-                    std::min(kPiece, bytes - at));
-      }
-    } else {
-      for (uint32_t r = 0; r < src.rows(); ++r) {
-        std::memcpy(to + dst.address() + r * row_stride(dst),
-                    from + src.address() + r * row_stride(src), row_bytes);
-      }
-    }
+    ctx_.post_numerics(true, host_range(from, src), host_range(to, dst),
+                       [from, to, &src, &dst] { copy_block(from, src, to, dst); });
   }
   bytes_ += bytes;
   if (done > start) {

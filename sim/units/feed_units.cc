@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "common/strings.h"
 #include "sim/memory/block.h"
@@ -50,11 +52,14 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   if (!ctx_.timing_only && !entry.data.empty()) {
     uint8_t* vmem = ctx_.vmem->base_covering(end_address(dst));
     ctx_.note_vmem_write(dst.address(), end_address(dst));
-    const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
-    for (uint32_t r = 0; r < dst.rows(); ++r) {
-      std::memcpy(vmem + dst.address() + r * row_stride(dst), entry.data.data() + r * row_bytes,
-                  row_bytes);
-    }
+    auto data = std::make_shared<std::vector<uint8_t>>(std::move(entry.data));
+    ctx_.post_numerics(false, HostRange{}, host_range(vmem, dst), [vmem, &dst, data] {
+      const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
+      for (uint32_t r = 0; r < dst.rows(); ++r) {
+        std::memcpy(vmem + dst.address() + r * row_stride(dst), data->data() + r * row_bytes,
+                    row_bytes);
+      }
+    });
   }
   bytes_ += bytes;
   busy_cycles_ += done - start;
@@ -96,6 +101,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   entry.bytes = bytes;
   if (!ctx_.timing_only) {
     entry.data.resize(bytes);
+    ctx_.before_vmem_access(&src, nullptr);
     const uint8_t* vmem = ctx_.vmem->base_covering(end_address(src));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     for (uint32_t r = 0; r < src.rows(); ++r) {

@@ -71,9 +71,13 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   wait_until(t.start);
   if (!ctx_.timing_only) {
     // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
-    load_block(ctx_.vmem->base_covering(end_address(lw.weights())), lw.weights(),
-               &weight_source_[lw.slot()]);
-    weight_terms_[lw.slot()] = 0;
+    const isa::Block* weights = &lw.weights();
+    const uint32_t slot = lw.slot();
+    const uint8_t* vmem = ctx_.vmem->base_covering(end_address(*weights));
+    ctx_.post_numerics(false, host_range(vmem, *weights), HostRange{}, [this, vmem, weights, slot] {
+      load_block(vmem, *weights, &weight_source_[slot]);
+      weight_terms_[slot] = 0;
+    });
   }
   ++weight_loads_;
   busy_cycles_ += ready - t.start;
@@ -98,7 +102,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
     done = policy_->stall_last_stream(stream_end);
   }
   wait_until(t.start);
-  if (!ctx_.timing_only) compute(mm);
+  if (!ctx_.timing_only) post_compute(mm);
   macs_ += m * mm.lhs().cols() * mm.out().cols();
   stream_cycles_ += stream_end - t.start;
   busy_cycles_ += stream_end - t.start;
@@ -115,36 +119,48 @@ bool same_block(const isa::Block& a, const isa::Block& b) {
 
 }  // namespace
 
-const std::array<MatrixF, 3>& MxuUnit::lhs_terms(const isa::Block& lhs, int terms) {
+void MxuUnit::post_compute(const isa::Matmul& mm) {
+  const int p = passes(mm.precision());
+  const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
+  const isa::Block& lhs = mm.lhs();
+  const isa::Block& out = mm.out();
   LhsCache& cache = ctx_.lhs_cache;
-  if (cache.valid && cache.terms >= terms && same_block(cache.block, lhs)) return cache.parts;
-  const uint8_t* vmem = ctx_.vmem->base_covering(end_address(lhs));
-  if (lhs.dtype() == isa::BF16 && terms == 1) {
-    load_block(vmem, lhs, &cache.parts[0]);  // bf16 values are their own single term
-  } else {
-    const MatrixF* source = &lhs_;
-    if (lhs.dtype() == isa::BF16) {
-      load_block(vmem, lhs, &lhs_);
-    }
-    for (int i = 0; i < terms; ++i) cache.parts[i].resize(lhs.rows(), lhs.cols());
-    // Split row by row straight from VMEM (f32) or from the widened bf16 copy.
-    for (uint32_t r = 0; r < lhs.rows(); ++r) {
-      const float* row =
-          lhs.dtype() == isa::F32
-              ? reinterpret_cast<const float*>(vmem + lhs.address() + r * row_stride(lhs))
-              : source->data() + static_cast<size_t>(r) * lhs.cols();
-      float* out[3] = {cache.parts[0].row(r).data(),
-                       terms > 1 ? cache.parts[1].row(r).data() : nullptr,
-                       terms > 2 ? cache.parts[2].row(r).data() : nullptr};
-      split_bf16(row, lhs.cols(), terms, out);
-    }
+  const bool refill = !(cache.valid && cache.terms >= terms && same_block(cache.block, lhs));
+  if (refill) {
+    cache.valid = true;
+    cache.block = lhs;
+    cache.terms = terms;
+    cache.lo = lhs.address();
+    cache.hi = end_address(lhs);
   }
-  cache.valid = true;
-  cache.block = lhs;
-  cache.terms = terms;
-  cache.lo = lhs.address();
-  cache.hi = end_address(lhs);
-  return cache.parts;
+  // The output overlapping the block invalidates it for the next matmul, as any write does.
+  ctx_.note_vmem_write(out.address(), end_address(out));
+  uint8_t* vmem = ctx_.vmem->base_covering(std::max(end_address(lhs), end_address(out)));
+  ctx_.post_numerics(false, host_range(vmem, lhs), host_range(vmem, out),
+                     [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
+}
+
+void MxuUnit::split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms) {
+  std::array<MatrixF, 3>& parts = ctx_.lhs_cache.parts;
+  if (lhs.dtype() == isa::BF16 && terms == 1) {
+    load_block(vmem, lhs, &parts[0]);  // bf16 values are their own single term
+    return;
+  }
+  const MatrixF* source = &lhs_;
+  if (lhs.dtype() == isa::BF16) {
+    load_block(vmem, lhs, &lhs_);
+  }
+  for (int i = 0; i < terms; ++i) parts[i].resize(lhs.rows(), lhs.cols());
+  // Split row by row straight from VMEM (f32) or from the widened bf16 copy.
+  for (uint32_t r = 0; r < lhs.rows(); ++r) {
+    const float* row =
+        lhs.dtype() == isa::F32
+            ? reinterpret_cast<const float*>(vmem + lhs.address() + r * row_stride(lhs))
+            : source->data() + static_cast<size_t>(r) * lhs.cols();
+    float* out[3] = {parts[0].row(r).data(), terms > 1 ? parts[1].row(r).data() : nullptr,
+                     terms > 2 ? parts[2].row(r).data() : nullptr};
+    split_bf16(row, lhs.cols(), terms, out);
+  }
 }
 
 const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
@@ -159,13 +175,12 @@ const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
   return weights_[slot];
 }
 
-void MxuUnit::compute(const isa::Matmul& mm) {
+void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms) {
   const int p = passes(mm.precision());
-  const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
-  const auto& a = lhs_terms(mm.lhs(), terms);
+  if (refill_lhs) split_lhs(vmem, mm.lhs(), terms);
+  const auto& a = ctx_.lhs_cache.parts;
   const auto& w = weight_terms(mm.slot(), terms);
   const isa::Block& out = mm.out();
-  uint8_t* vmem = ctx_.vmem->base_covering(end_address(out));
   StridedMap result(
       reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
       Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));
@@ -188,7 +203,6 @@ void MxuUnit::compute(const isa::Matmul& mm) {
       result = acc;
     }
   }
-  ctx_.note_vmem_write(out.address(), end_address(out));
 }
 
 }  // namespace tpusim::sim

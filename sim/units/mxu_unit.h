@@ -2,7 +2,7 @@
 // A matrix unit: an R x C weight-stationary systolic array with two weight buffers. Timing comes
 // from its MxuTimingPolicy (sim/timing/mxu_policy.h), bounded by the VMEM ports that feed it;
 // numerics are bf16 inputs with f32 accumulation, 1, 3 or 6 bf16 passes by precision, computed
-// with Eigen on the whole tile.
+// with Eigen on the whole tile, as jobs on the slice's NumericsWorker thread.
 
 #include <array>
 #include <memory>
@@ -26,16 +26,20 @@ class MxuUnit final : public Unit {
   void execute(const IssuedInstruction& item) override;
   void load_weights(const IssuedInstruction& item);
   void matmul(const IssuedInstruction& item);
-  void compute(const isa::Matmul& mm);
-  // The lhs block as `terms` bf16 terms, from the core's cache when it holds them.
-  const std::array<MatrixF, 3>& lhs_terms(const isa::Block& lhs, int terms);
+  // On the simulation thread: decides whether the core's LHS cache holds the matmul's operand
+  // and posts the job that computes it.
+  void post_compute(const isa::Matmul& mm);
+  // Jobs (see NumericsWorker): the product into VMEM, after splitting the LHS into `terms`
+  // bf16 terms in the core's LHS cache when `refill_lhs`.
+  void compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms);
+  void split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms);
 
   std::unique_ptr<MxuTimingPolicy> policy_;
   // The weights' bf16 terms in `slot`, rounded from the loaded f32 values on first use.
   const std::array<MatrixF, 3>& weight_terms(uint32_t slot, int terms);
 
   // Per slot: the loaded weights (f32), their bf16 terms (f32 matrices holding bf16 values)
-  // and how many of the terms are computed.
+  // and how many of the terms are computed. Touched by jobs only, like lhs_.
   std::array<MatrixF, 2> weight_source_;
   std::array<std::array<MatrixF, 3>, 2> weights_;
   std::array<int, 2> weight_terms_{};

@@ -1,6 +1,8 @@
 #include "sim/units/vector_unit.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "sim/isa/ops.h"
 #include "sim/numerics/random.h"
@@ -65,7 +67,7 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   const uint64_t end = std::max(start + issue, static_cast<uint64_t>(std::ceil(vmem_end)));
   const uint64_t latency = core.vector_latency_cycles +
                            (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
-  if (!ctx_.timing_only) compute(v);
+  if (!ctx_.timing_only) post_compute(v);
   elements_ += work_elements(v);
   busy_cycles_ += end - start;
   trace(vector_op_name(v.op()), start, end);
@@ -150,13 +152,26 @@ bool compute_in_place(uint8_t* vmem, const Vector& v) {
 
 }  // namespace
 
-void VectorUnit::compute(const Vector& v) {
+void VectorUnit::post_compute(const Vector& v) {
   uint8_t* vmem = ctx_.vmem->base_covering(ctx_.slice->chip.core.vmem_bytes);
   const isa::Block& dst = v.dst();
-  if (compute_in_place(vmem, v)) {
-    ctx_.note_vmem_write(dst.address(), end_address(dst));
-    return;
+  // What the op reads: the hull of its operands.
+  HostRange read;
+  for (const isa::Block* operand :
+       {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr, v.has_c() ? &v.c() : nullptr}) {
+    if (operand == nullptr) continue;
+    const HostRange r = host_range(vmem, *operand);
+    read = read.lo == nullptr ? r : HostRange{std::min(read.lo, r.lo), std::max(read.hi, r.hi)};
   }
+  ctx_.note_vmem_write(dst.address(), end_address(dst));
+  const uint64_t step = ctx_.step;
+  ctx_.post_numerics(false, read, host_range(vmem, dst),
+                     [vmem, &v, step] { compute(vmem, v, step); });
+}
+
+void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
+  const isa::Block& dst = v.dst();
+  if (compute_in_place(vmem, v)) return;
   MatrixF a, b, c, out;
   if (v.has_a()) load_block(vmem, v.a(), &a);
   if (v.has_b()) load_block(vmem, v.b(), &b);
@@ -246,16 +261,13 @@ void VectorUnit::compute(const Vector& v) {
     case Vector::RNG_UNIFORM:
       out.resize(rows, cols);
       for (Eigen::Index i = 0; i < out.size(); ++i) {
-        out.data()[i] =
-            counter_uniform(v.seed(), ctx_.step, v.index_base() + static_cast<uint64_t>(i));
+        out.data()[i] = counter_uniform(v.seed(), step, v.index_base() + static_cast<uint64_t>(i));
       }
       break;
     default:
-      ctx_.fail("vector unit: unknown op (the validator should have rejected it)");
-      return;
+      throw std::logic_error("vector unit: unknown op (the validator should have rejected it)");
   }
   store_block(vmem, dst, out);
-  ctx_.note_vmem_write(dst.address(), end_address(dst));
 }
 
 }  // namespace tpusim::sim

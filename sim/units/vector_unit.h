@@ -18,7 +18,10 @@ class VectorUnit final : public Unit {
 
  private:
   void execute(const IssuedInstruction& item) override;
-  void compute(const isa::Vector& v);
+  // Posts the op's numerics to the NumericsWorker.
+  void post_compute(const isa::Vector& v);
+  // The job: `v` on the VMEM at `vmem`; `step` seeds RNG ops.
+  static void compute(uint8_t* vmem, const isa::Vector& v, uint64_t step);
   uint64_t elements_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,8 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd) {
+CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
+                     const std::vector<std::pair<std::string, std::string>>& env) {
   // stdout and stderr go to temp files: no pipe can fill up and block the child.
   const auto dir = std::filesystem::temp_directory_path();
   std::string out_path = (dir / "tpusim-cli-out-XXXXXX").string();
@@ -46,6 +48,7 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     execv(argv[0], argv.data());
     _exit(127);
   }

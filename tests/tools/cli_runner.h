@@ -2,6 +2,7 @@
 // Runs the real tpusim executable and captures its exit status, stdout and stderr.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tpusim::cli::testing {
@@ -12,7 +13,9 @@ struct CliResult {
   std::string err;
 };
 
-// Runs `tpusim args...` with no standard input, from `cwd` when it is not empty.
-CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd = "");
+// Runs `tpusim args...` with no standard input, from `cwd` when it is not empty, with the
+// environment variables `env` (NAME, value) set on top of this process's.
+CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd = "",
+                     const std::vector<std::pair<std::string, std::string>>& env = {});
 
 }  // namespace tpusim::cli::testing

@@ -344,6 +344,29 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   std::filesystem::remove_all(data);
 }
 
+// The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
+// TPUSIM_NUMERICS_THREAD=0 they run inline. A few mnist_cnn steps (DMAs, im2col on the vector
+// unit, matmuls, all-reduces, infeed and outfeed) end with bitwise the same weights.
+TEST(Cli, TheNumericsThreadChangesNoValue) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-threads-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::string fingerprint[2];
+  for (int inline_numerics = 0; inline_numerics < 2; ++inline_numerics) {
+    const std::string report = (tmp / ("report" + std::to_string(inline_numerics))).string();
+    auto r = run_tpusim({"train", "--model", "mnist_cnn", "--data", (tmp / "data").string(),
+                         "--model-dir", (tmp / ("model" + std::to_string(inline_numerics))).string(),
+                         "--batch-size", "64", "--train-steps", "3", "--iterations-per-loop", "3",
+                         "--eval-steps", "1", "--report", report},
+                        "", {{"TPUSIM_NUMERICS_THREAD", inline_numerics ? "0" : "1"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    fingerprint[inline_numerics] = nlohmann::json::parse(in)["weights_fingerprint"];
+  }
+  EXPECT_EQ(fingerprint[0], fingerprint[1]);
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Cli, TrainRejectsBadOptions) {
   auto r = run_tpusim({"train", "--optimizer", "adagrad"});
   EXPECT_EQ(r.exit_code, 2);

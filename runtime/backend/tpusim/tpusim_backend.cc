@@ -1,5 +1,7 @@
 #include "runtime/backend/tpusim/tpusim_backend.h"
 
+#include <cstdlib>
+
 #include <cstring>
 #include <optional>
 
@@ -29,7 +31,13 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
   }
   auto slice = config::load_slice(slice_name);
   if (!slice.ok()) return slice.status();
-  auto made = sim::System::create(*slice, {"tpu", false, &device_trace_router()});
+  sim::SystemOptions options;
+  options.sink = &device_trace_router();
+  // TPUSIM_NUMERICS_THREAD=0 keeps the numerics on the simulation thread: the same values, one
+  // host thread (for checking exactly that, and for profiling).
+  if (const char* v = std::getenv("TPUSIM_NUMERICS_THREAD"); v != nullptr && std::string(v) == "0")
+    options.numerics_thread = false;
+  auto made = sim::System::create(*slice, options);
   if (!made.ok()) return made.status();
   system = *std::move(made);
   built_for = slice_name;
