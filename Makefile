@@ -15,7 +15,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   protobuf-compiler libprotobuf-dev libabsl-dev libfmt-dev nlohmann-json3-dev zlib1g-dev \
   libturbojpeg0-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  dataset-fashion-mnist python3-venv
+  dataset-fashion-mnist python3-venv gnuplot-nox
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")

@@ -8,7 +8,10 @@
 namespace tpusim::sim {
 
 NumericsWorker::NumericsWorker(uint32_t lanes, bool threaded)
-    : pending_(lanes), posted_(lanes, 0), done_(new std::atomic<uint64_t>[lanes]), running_(lanes, 0) {
+    : pending_(lanes),
+      posted_(lanes, 0),
+      done_(new std::atomic<uint64_t>[lanes]),
+      running_(lanes, 0) {
   for (uint32_t l = 0; l < lanes; ++l) done_[l].store(0);
   if (threaded && std::thread::hardware_concurrency() > 1) {
     thread_ = std::thread([this] { run_thread(); });
@@ -90,7 +93,8 @@ void NumericsWorker::help_until(uint32_t lane, Done done) {
 }
 
 void NumericsWorker::prune(std::deque<Pending>& jobs, const std::atomic<uint64_t>* done) {
-  while (!jobs.empty() && jobs.front().seq <= done[jobs.front().lane].load(std::memory_order_acquire))
+  while (!jobs.empty() &&
+         jobs.front().seq <= done[jobs.front().lane].load(std::memory_order_acquire))
     jobs.pop_front();
 }
 

@@ -47,8 +47,7 @@ class NumericsWorker {
 
   // Queues `job` on `lane`; it reads the host bytes `read` and writes `write`. `shared`: the
   // ranges may overlap other lanes' (HBM).
-  void post(uint32_t lane, bool shared, HostRange read, HostRange write,
-            std::function<void()> job);
+  void post(uint32_t lane, bool shared, HostRange read, HostRange write, std::function<void()> job);
   // Returns once no unfinished job of `lane` writes a byte of `reads[0..count)` or `write`, or
   // reads a byte of `write`: call it before reading `reads` and writing `write` (the lane's
   // memory only; see drain for the rest).

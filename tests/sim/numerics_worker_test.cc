@@ -4,7 +4,7 @@
 // running when the simulation thread checks are held on a gate that another thread opens, so no
 // check depends on timing.
 
-#include <gtest/gtest.h>
+#include "sim/units/numerics_worker.h"
 
 #include <atomic>
 #include <future>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "sim/units/numerics_worker.h"
+#include <gtest/gtest.h>
 
 namespace tpusim::sim {
 namespace {

@@ -8,6 +8,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train a model on a simulated slice (the main job)", run_train},
       {"tune", "run the job at several iterations_per_loop values and recommend one", run_tune},
+      {"sweep", "run the job at every point of a config/option grid: CSV, JSON and gnuplot plots",
+       run_sweep},
       {"evaluate", "evaluate a trained model's newest checkpoint on the test set", run_evaluate},
       {"predict", "predict test images with a trained model's newest checkpoint", run_predict},
       {"analyze", "the step-time breakdown and diagnosis of a trace `tpusim train --trace` wrote",

@@ -18,6 +18,7 @@ int run_layers(const std::vector<std::string>& args);
 int run_matmul(const std::vector<std::string>& args);
 int run_opcheck(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
+int run_sweep(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_tune(const std::vector<std::string>& args);
 

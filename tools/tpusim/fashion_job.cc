@@ -1,8 +1,14 @@
 #include "tools/tpusim/fashion_job.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "common/strings.h"
 #include "estimator/metrics.h"
@@ -25,6 +31,8 @@ bool has_shards(const std::string& dir, const std::string& prefix) {
   return false;
 }
 
+absl::Status convert_missing(const std::string& dir);
+
 }  // namespace
 
 std::string default_data_dir() {
@@ -35,6 +43,30 @@ std::string default_data_dir() {
 }
 
 absl::Status ensure_fashion_mnist(const std::string& dir) {
+  // Runs started together (tpusim sweep -j) convert once: the first holds the folder's lock
+  // while it writes, the others wait and then find the shards complete.
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string lock_path = dir + "/.convert.lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) {
+    return absl::PermissionDeniedError(
+        str_cat("cannot open ", lock_path, ": ", std::strerror(errno)));
+  }
+  while (::flock(lock, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      ::close(lock);
+      return absl::InternalError(str_cat("cannot lock ", lock_path, ": ", std::strerror(errno)));
+    }
+  }
+  absl::Status status = convert_missing(dir);
+  ::close(lock);  // releases the lock
+  return status;
+}
+
+namespace {
+
+absl::Status convert_missing(const std::string& dir) {
   for (const char* prefix : {"train", "t10k"}) {
     if (has_shards(dir, prefix)) continue;
     const std::string images = str_cat(kIdxDir, "/", prefix, "-images-idx3-ubyte.gz");
@@ -56,6 +88,8 @@ absl::Status ensure_fashion_mnist(const std::string& dir) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 estimator::InputFn fashion_train_input(const std::string& dir) {
   return [dir](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {

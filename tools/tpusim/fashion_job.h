@@ -12,7 +12,8 @@
 namespace tpusim::cli {
 
 // DIR holding train-*.tfrecord and t10k-*.tfrecord; when it has none, converts the Fashion-MNIST
-// IDX files (Debian's dataset-fashion-mnist) into it first, saying so on stderr.
+// IDX files (Debian's dataset-fashion-mnist) into it first, saying so on stderr. Processes
+// that call it at once (tpusim sweep -j) convert once: a lock on the folder orders them.
 absl::Status ensure_fashion_mnist(const std::string& dir);
 
 // The default data folder: $XDG_CACHE_HOME/tpusim/fashion-mnist or ~/.cache/tpusim/fashion-mnist.

@@ -1,9 +1,11 @@
 #include "tools/tpusim/subprocess.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <sstream>
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -16,28 +18,64 @@ extern char** environ;
 
 namespace tpusim::cli {
 
+absl::StatusOr<int> spawn_program(const std::string& path, const std::vector<std::string>& argv_in,
+                                  const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<std::string> argv_strings = argv_in;
+  std::vector<char*> argv;
+  for (auto& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return absl::InternalError(str_cat("cannot start ", path, ": ", std::strerror(rc)));
+  }
+  return static_cast<int>(pid);
+}
+
 absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::string& log_path) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return absl::InternalError("cannot find this executable (/proc/self/exe)");
   self[n] = 0;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  std::vector<std::string> argv_strings = {"tpusim"};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<std::string> argv = {"tpusim"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return spawn_program(self, argv, log_path);
+}
+
+namespace {
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<int, int>> wait_any_child() {
+  int status = 0;
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, self, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return absl::InternalError(str_cat("cannot start ", self, ": ", std::strerror(rc)));
+  while ((pid = waitpid(-1, &status, 0)) < 0) {
+    if (errno != EINTR) return absl::InternalError(str_cat("waitpid: ", std::strerror(errno)));
   }
-  return static_cast<int>(pid);
+  return std::pair<int, int>{static_cast<int>(pid), exit_code_of(status)};
+}
+
+std::string find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
 }
 
 absl::StatusOr<int> wait_child(int pid) {
@@ -45,9 +83,7 @@ absl::StatusOr<int> wait_child(int pid) {
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return absl::InternalError(str_cat("waitpid: ", std::strerror(errno)));
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  return exit_code_of(status);
 }
 
 absl::StatusOr<int> run_self(const std::vector<std::string>& args, const std::string& log_path) {

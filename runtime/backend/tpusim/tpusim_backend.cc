@@ -1,7 +1,6 @@
 #include "runtime/backend/tpusim/tpusim_backend.h"
 
 #include <cstdlib>
-
 #include <cstring>
 #include <optional>
 

@@ -1,0 +1,226 @@
+// tpusim sweep: runs `tpusim train` at every point of a parameter grid, each point in a process
+// of its own (-j at a time), and collects the reports into DIR: sweep.csv (a row per point),
+// sweep.json, each run's config, log and report, and plots drawn with gnuplot.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
+#include "configs/loader.h"
+#include "configs/overrides.h"
+#include "tools/tpusim/command.h"
+#include "tools/tpusim/commands.h"
+#include "tools/tpusim/subprocess.h"
+#include "tools/tpusim/sweep_grid.h"
+#include "tools/tpusim/sweep_plots.h"
+#include "tools/tpusim/sweep_table.h"
+
+namespace tpusim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kSweepUsage =
+    "usage: tpusim sweep --set FIELD=v1,v2,... [--set ...] --out DIR [-j N] [--metric NAME]\n"
+    "                    -- train [train options]\n\n"
+    "Runs `tpusim train` at every combination of the --set values, each in its own process (N\n"
+    "at a time, default 1). FIELD is a slice config field by its dotted path\n"
+    "(chip.core.mxu_count, chip.hbm.bandwidth_gb_per_s, chip.ici.link_bandwidth_gb_per_s,\n"
+    "topology.shape=2x2; a unique prefix of the last name will do) or a train option by name\n"
+    "(iterations_per_loop, batch_size, ...). DIR gets sweep.csv (one row per point: the values,\n"
+    "the exit code and every figure of the run's report), sweep.json, configs/, logs/,\n"
+    "reports/, and plots/ drawn by gnuplot as PNG and SVG: NAME (default sim_seconds_per_step,\n"
+    "any column of the CSV) against the first FIELD, and the step-time breakdown per point.\n";
+
+// Takes `flag VALUE` out of `args`; returns VALUE ("" when absent).
+std::string take_option(std::vector<std::string>* args, const std::string& flag) {
+  for (size_t i = 0; i + 1 < args->size(); ++i) {
+    if ((*args)[i] == flag) {
+      std::string value = (*args)[i + 1];
+      args->erase(args->begin() + static_cast<std::ptrdiff_t>(i),
+                  args->begin() + static_cast<std::ptrdiff_t>(i + 2));
+      return value;
+    }
+  }
+  return "";
+}
+
+bool has_flag(const std::vector<std::string>& args, const std::string& flag) {
+  for (const std::string& a : args) {
+    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+struct Job {
+  size_t row = 0;
+  std::vector<std::string> args;
+  std::chrono::steady_clock::time_point started;
+};
+
+}  // namespace
+
+int run_sweep(const std::vector<std::string>& args) {
+  std::vector<SweepAxis> axes;
+  std::string out_dir, metric = "sim_seconds_per_step";
+  int parallel = 1;
+  std::vector<std::string> sub;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "-h" || a == "--help") {
+      std::cout << kSweepUsage;
+      return kOk;
+    } else if (a == "--") {
+      sub.assign(args.begin() + static_cast<std::ptrdiff_t>(i + 1), args.end());
+      break;
+    } else if (a == "--set") {
+      if (!value(&v)) return usage_error("--set needs FIELD=v1,v2,...", kSweepUsage);
+      auto axis = parse_sweep_axis(v);
+      if (!axis.ok()) return usage_error(std::string(axis.status().message()), kSweepUsage);
+      for (const SweepAxis& other : axes) {
+        if (other.field == axis->field)
+          return usage_error("--set names " + other.field + " twice", kSweepUsage);
+      }
+      axes.push_back(*std::move(axis));
+    } else if (a == "--out") {
+      if (!value(&out_dir)) return usage_error("--out needs a folder", kSweepUsage);
+    } else if (a == "-j" || a == "--jobs") {
+      if (!value(&v) || (parallel = std::atoi(v.c_str())) < 1 || parallel > 256)
+        return usage_error("-j needs a count from 1 to 256", kSweepUsage);
+    } else if (a == "--metric") {
+      if (!value(&metric)) return usage_error("--metric needs a report column", kSweepUsage);
+    } else {
+      return usage_error("unknown sweep option '" + a + "' (train's options go after --)",
+                         kSweepUsage);
+    }
+  }
+  if (axes.empty()) return usage_error("give at least one --set FIELD=v1,v2,...", kSweepUsage);
+  if (out_dir.empty()) return usage_error("--out DIR is required", kSweepUsage);
+  if (sub.empty() || sub[0] != "train") {
+    return usage_error("after -- comes the job to sweep: train [train options]", kSweepUsage);
+  }
+  for (const char* chosen : {"--report", "--model-dir", "--trace"}) {
+    if (has_flag(sub, chosen))
+      return usage_error(std::string(chosen) + " is chosen by sweep for each point", kSweepUsage);
+  }
+  for (const SweepAxis& axis : axes) {
+    if (!axis.config && has_flag(sub, run_option_flag(axis.field))) {
+      return usage_error(str_cat("--set ", axis.field, " and ", run_option_flag(axis.field),
+                                 " after -- both set it"),
+                         kSweepUsage);
+    }
+  }
+
+  // Each point's config, checked before anything runs.
+  std::string base_name = take_option(&sub, "--config");
+  if (base_name.empty()) base_name = "v3-8";
+  auto base = config::load_slice(base_name);
+  if (!base.ok()) return failure(std::string(base.status().message()));
+  const fs::path dir = fs::absolute(out_dir);
+  for (const char* part : {"configs", "logs", "reports", "runs"}) fs::create_directories(dir / part);
+  const std::vector<SweepPoint> points = sweep_points(axes);
+  std::vector<SweepRow> rows(points.size());
+  std::vector<Job> jobs;
+  for (size_t p = 0; p < points.size(); ++p) {
+    rows[p].point = points[p];
+    rows[p].log = (dir / "logs" / (points[p].id + ".log")).string();
+    std::vector<std::pair<std::string, std::string>> sets;
+    Job job;
+    job.row = p;
+    job.args = sub;
+    for (size_t a = 0; a < axes.size(); ++a) {
+      if (axes[a].config) {
+        sets.emplace_back(axes[a].field, points[p].values[a]);
+      } else {
+        job.args.insert(job.args.end(), {run_option_flag(axes[a].field), points[p].values[a]});
+      }
+    }
+    std::string config_arg = base_name;
+    if (!sets.empty()) {
+      auto slice = config::with_overrides(**base, sets, str_cat(base_name, " at ", points[p].id));
+      if (!slice.ok()) return usage_error(std::string(slice.status().message()), kSweepUsage);
+      config_arg = (dir / "configs" / (points[p].id + ".pbtxt")).string();
+      std::ofstream(config_arg) << config::to_config_text(**slice);
+    }
+    job.args.insert(job.args.end(),
+                    {"--config", config_arg, "--report",
+                     (dir / "reports" / (points[p].id + ".json")).string(), "--model-dir",
+                     (dir / "runs" / points[p].id).string()});
+    jobs.push_back(std::move(job));
+  }
+
+  std::cerr << fmt::format("sweep: {} point(s), {} at a time, into {}\n", points.size(), parallel,
+                           dir.string());
+  std::map<int, Job> running;
+  size_t next = 0, failed = 0;
+  while (next < jobs.size() || !running.empty()) {
+    while (next < jobs.size() && static_cast<int>(running.size()) < parallel) {
+      Job& job = jobs[next++];
+      fs::remove(rows[job.row].log);
+      auto pid = spawn_self(job.args, rows[job.row].log);
+      if (!pid.ok()) return failure(std::string(pid.status().message()));
+      job.started = std::chrono::steady_clock::now();
+      running[*pid] = job;
+    }
+    auto ended = wait_any_child();
+    if (!ended.ok()) return failure(std::string(ended.status().message()));
+    auto it = running.find(ended->first);
+    if (it == running.end()) continue;
+    SweepRow& row = rows[it->second.row];
+    row.exit_code = ended->second;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started)
+            .count();
+    std::ifstream in(dir / "reports" / (row.point.id + ".json"));
+    row.report = nlohmann::ordered_json::parse(in, nullptr, false);
+    if (row.report.is_discarded()) row.report = nullptr;
+    if (row.exit_code != 0) ++failed;
+    std::cerr << fmt::format("sweep: {} {}: {} ({:.1f} s)\n", row.point.id,
+                             describe_point(axes, row.point),
+                             row.exit_code == 0 ? "done" : str_cat("FAILED, exit ", row.exit_code,
+                                                                   "; see ", row.log),
+                             seconds);
+    running.erase(it);
+  }
+
+  std::ofstream(dir / "sweep.csv") << sweep_csv(axes, rows);
+  std::ofstream(dir / "sweep.json") << sweep_json(axes, rows, metric).dump(2) << "\n";
+  std::cout << fmt::format("{:<6} {:<40} {:>14}\n", "point", "values", metric);
+  for (const SweepRow& row : rows) {
+    const double v = row_number(row, metric);
+    std::cout << fmt::format("{:<6} {:<40} {:>14}\n", row.point.id, describe_point(axes, row.point),
+                             row.exit_code != 0 ? "failed"
+                             : std::isnan(v)    ? "-"
+                                                : fmt::format("{:.6g}", v));
+  }
+  std::cout << "table: " << (dir / "sweep.csv").string() << "\n";
+  const std::string gnuplot = find_in_path("gnuplot");
+  int rc = failed > 0 ? kFailed : kOk;
+  if (gnuplot.empty()) {
+    std::cout << "plots: none (no gnuplot on PATH; make deps installs gnuplot-nox)\n";
+  } else {
+    auto drawn = draw_sweep_plots(gnuplot, dir.string(), axes, rows, metric);
+    if (!drawn.ok()) {
+      std::cerr << "tpusim sweep: " << drawn.status().message() << "\n";
+      rc = kFailed;
+    } else {
+      std::cout << "plots: " << str_join(*drawn, " ") << "\n";
+    }
+  }
+  if (failed > 0) std::cerr << "tpusim sweep: " << failed << " point(s) failed\n";
+  return rc;
+}
+
+}  // namespace tpusim::cli

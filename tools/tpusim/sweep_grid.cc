@@ -1,0 +1,73 @@
+#include "tools/tpusim/sweep_grid.h"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/strings.h"
+#include "configs/overrides.h"
+
+namespace tpusim::cli {
+
+absl::StatusOr<SweepAxis> parse_sweep_axis(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+    return absl::InvalidArgumentError(
+        str_cat("--set '", spec, "': give FIELD=v1,v2,... (e.g. chip.core.mxu_count=1,2,4)"));
+  }
+  SweepAxis axis;
+  axis.field = spec.substr(0, eq);
+  std::stringstream in(spec.substr(eq + 1));
+  for (std::string v; std::getline(in, v, ',');) {
+    if (v.empty()) return absl::InvalidArgumentError(str_cat("--set '", spec, "': an empty value"));
+    axis.values.push_back(v);
+  }
+  if (spec.back() == ',') return absl::InvalidArgumentError(str_cat("--set '", spec, "': an empty value"));
+  axis.config = config::is_config_path(axis.field);
+  if (!axis.config) {
+    for (char c : axis.field) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
+        return absl::InvalidArgumentError(
+            str_cat("--set '", spec, "': '", axis.field,
+                    "' is neither a slice config field (chip..., topology..., host..., "
+                    "chips_per_host) nor a run option name"));
+      }
+    }
+  }
+  return axis;
+}
+
+std::vector<SweepPoint> sweep_points(const std::vector<SweepAxis>& axes) {
+  std::vector<SweepPoint> points;
+  std::vector<size_t> at(axes.size(), 0);
+  if (axes.empty()) return points;
+  for (;;) {
+    SweepPoint p;
+    p.id = fmt::format("p{:03d}", points.size());
+    for (size_t a = 0; a < axes.size(); ++a) p.values.push_back(axes[a].values[at[a]]);
+    points.push_back(std::move(p));
+    size_t a = axes.size();
+    while (a > 0) {
+      --a;
+      if (++at[a] < axes[a].values.size()) break;
+      at[a] = 0;
+      if (a == 0) return points;
+    }
+  }
+}
+
+std::string run_option_flag(const std::string& field) {
+  std::string flag = "--" + field;
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+std::string describe_point(const std::vector<SweepAxis>& axes, const SweepPoint& point) {
+  std::vector<std::string> parts;
+  for (size_t a = 0; a < axes.size(); ++a) parts.push_back(axes[a].field + "=" + point.values[a]);
+  return str_join(parts, " ");
+}
+
+}  // namespace tpusim::cli

@@ -1,0 +1,161 @@
+#include "tools/tpusim/sweep_plots.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/strings.h"
+#include "tools/tpusim/subprocess.h"
+
+namespace tpusim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The analyzer's categories, bottom of the stack first.
+constexpr const char* kCategories[] = {"compute", "input",           "output",
+                                       "all_reduce", "all_reduce_wait", "idle"};
+
+bool is_number(const std::string& s) {
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && *end == 0;
+}
+
+std::string gp_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? '\'' : c;
+  return out + "\"";
+}
+
+// The script's output lines for both formats: draws `plot` once as PNG, once as SVG.
+std::string both_formats(const fs::path& plots, const std::string& name,
+                         const std::string& settings, const std::string& plot) {
+  return fmt::format(
+      "{0}\nset terminal pngcairo size 960,600 noenhanced font 'sans,10'\nset output '{1}.png'\n"
+      "{2}\nset terminal svg size 960,600 noenhanced font 'sans,10'\nset output '{1}.svg'\n"
+      "replot\nset output\n",
+      settings, (plots / name).string(), plot);
+}
+
+absl::Status run_gnuplot(const std::string& gnuplot, const fs::path& plots, const std::string& name,
+                         const std::string& script, std::vector<std::string>* drawn) {
+  const fs::path gp = plots / (name + ".gp");
+  std::ofstream(gp) << script;
+  const std::string log = (plots / "gnuplot.log").string();
+  auto pid = spawn_program(gnuplot, {"gnuplot", gp.string()}, log);
+  if (!pid.ok()) return pid.status();
+  auto rc = wait_child(*pid);
+  if (!rc.ok()) return rc.status();
+  if (*rc != 0) {
+    return absl::InternalError(
+        str_cat("gnuplot failed on ", gp.string(), " (exit ", *rc, "); ", log, " ends:\n",
+                log_tail(log)));
+  }
+  for (const char* ext : {".png", ".svg"}) drawn->push_back((plots / (name + ext)).string());
+  return absl::OkStatus();
+}
+
+std::string point_label(const SweepRow& row) { return str_join(row.point.values, "/"); }
+
+std::string axes_label(const std::vector<SweepAxis>& axes) {
+  std::vector<std::string> fields;
+  for (const SweepAxis& a : axes) fields.push_back(a.field);
+  return str_join(fields, " / ");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnuplot,
+                                                          const std::string& dir,
+                                                          const std::vector<SweepAxis>& axes,
+                                                          const std::vector<SweepRow>& rows,
+                                                          const std::string& metric) {
+  const fs::path plots = fs::path(dir) / "plots";
+  fs::create_directories(plots);
+  std::vector<std::string> drawn;
+
+  // 1. The metric against the first axis, a series per combination of the other axes.
+  bool numeric_x = true;
+  for (const std::string& v : axes[0].values) numeric_x = numeric_x && is_number(v);
+  std::map<std::string, std::vector<const SweepRow*>> series;  // rest-of-axes label -> rows
+  std::vector<std::string> order;
+  for (const SweepRow& row : rows) {
+    std::vector<std::string> rest;
+    for (size_t a = 1; a < axes.size(); ++a) rest.push_back(axes[a].field + "=" + row.point.values[a]);
+    const std::string key = rest.empty() ? metric : str_join(rest, " ");
+    if (series.count(key) == 0) order.push_back(key);
+    series[key].push_back(&row);
+  }
+  std::vector<std::string> plot_parts;
+  for (size_t s = 0; s < order.size(); ++s) {
+    const std::string file = fmt::format("metric_{}.dat", s);
+    std::ofstream out(plots / file);
+    out << "# position  " << axes[0].field << "  " << metric << "\n";
+    int position = 0;
+    for (const SweepRow* row : series[order[s]]) {
+      const double y = row_number(*row, metric);
+      const std::string& x = row->point.values[0];
+      if (!std::isnan(y)) out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y << "\n";
+      ++position;
+    }
+    plot_parts.push_back(fmt::format("'{}' using {}:3{} with linespoints lw 2 pt 7 title {}",
+                                     (plots / file).string(),
+                                     numeric_x ? "2" : "1",
+                                     numeric_x ? "" : ":xtic(2)", gp_string(order[s])));
+  }
+  const std::string metric_settings = fmt::format(
+      "set title {}\nset xlabel {}\nset ylabel {}\nset grid\nset key outside right top\n"
+      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05",
+      gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric));
+  if (absl::Status s = run_gnuplot(gnuplot, plots, "metric",
+                                   both_formats(plots, "metric", metric_settings,
+                                                "plot " + str_join(plot_parts, ", \\\n     ")),
+                                   &drawn);
+      !s.ok()) {
+    return s;
+  }
+
+  // 2. The step-time breakdown per point, stacked (milliseconds per step).
+  bool any_breakdown = false;
+  {
+    std::ofstream out(plots / "breakdown.dat");
+    out << "point";
+    for (const char* c : kCategories) out << " " << c;
+    out << "\n";
+    for (const SweepRow& row : rows) {
+      if (std::isnan(row_number(row, "analysis.step_seconds"))) continue;
+      any_breakdown = true;
+      out << gp_string(point_label(row));
+      for (const char* c : kCategories) {
+        const double v = row_number(row, std::string("analysis.step_breakdown.") + c);
+        out << " " << (std::isnan(v) ? 0.0 : v * 1e3);
+      }
+      out << "\n";
+    }
+  }
+  if (any_breakdown) {
+    const std::string settings = fmt::format(
+        "set title 'step time breakdown (the slowest core each step)'\nset xlabel {}\n"
+        "set ylabel 'ms per step'\nset style data histograms\nset style histogram rowstacked\n"
+        "set style fill solid 0.85 border -1\nset boxwidth 0.7\nset key outside right top\n"
+        "set grid ytics\nset xtics rotate by -30",
+        gp_string(axes_label(axes)));
+    if (absl::Status s = run_gnuplot(
+            gnuplot, plots, "breakdown",
+            both_formats(plots, "breakdown", settings,
+                         fmt::format("plot for [c=2:7] '{}' using c:xtic(1) title columnheader(c)",
+                                     (plots / "breakdown.dat").string())),
+            &drawn);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return drawn;
+}
+
+}  // namespace tpusim::cli

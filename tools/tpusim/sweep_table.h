@@ -1,0 +1,41 @@
+#pragma once
+// The results of a `tpusim sweep`: one row per grid point with the figures of its run's JSON
+// report flattened to columns ("sim_seconds_per_step", "analysis.step_breakdown.compute"),
+// written as CSV and JSON.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/tpusim/sweep_grid.h"
+
+namespace tpusim::cli {
+
+struct SweepRow {
+  SweepPoint point;
+  int exit_code = 0;
+  std::string log;                 // the run's output
+  nlohmann::ordered_json report;  // null when the run wrote none
+};
+
+// The report's scalars (numbers, strings, booleans) keyed by their dotted path; arrays are left
+// out (per-step lists, advice).
+nlohmann::ordered_json flatten_report(const nlohmann::ordered_json& report);
+
+// The report columns of the rows: every flattened key, in first-seen order.
+std::vector<std::string> report_columns(const std::vector<SweepRow>& rows);
+
+// "point,<axis fields...>,exit_code,<report columns...>" and a row per point; a failed point
+// has its axis values and exit code and empty figures.
+std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows);
+
+// {"axes": [{field, values, kind}], "metric", "points": [{point, values, exit_code, log,
+// report}]}.
+nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
+                                  const std::vector<SweepRow>& rows, const std::string& metric);
+
+// A row's value for a flattened column, or NaN when it has none or it is not a number.
+double row_number(const SweepRow& row, const std::string& column);
+
+}  // namespace tpusim::cli
