@@ -56,8 +56,8 @@ absl::StatusOr<const FieldDescriptor*> find_field(const Descriptor& d, const std
 
 absl::Status bad_value(std::string_view path, const FieldDescriptor& f, std::string_view text,
                        const char* expected) {
-  return absl::InvalidArgumentError(str_cat("'", path, "': '", text, "' is not ", expected,
-                                            " (", f.full_name(), ")"));
+  return absl::InvalidArgumentError(
+      str_cat("'", path, "': '", text, "' is not ", expected, " (", f.full_name(), ")"));
 }
 
 // Parses `text` into field `f` of `m` (appending when repeated).
@@ -122,8 +122,7 @@ absl::Status set_scalar(Message* m, const FieldDescriptor& f, std::string_view p
         for (int i = 0; i < f.enum_type()->value_count(); ++i)
           names.push_back(f.enum_type()->value(i)->name());
         return absl::InvalidArgumentError(str_cat("'", path, "': '", text, "' is not one of ",
-                                                  str_join(names, ", "), " (", f.full_name(),
-                                                  ")"));
+                                                  str_join(names, ", "), " (", f.full_name(), ")"));
       }
       rep ? r.AddEnum(m, &f, value) : r.SetEnum(m, &f, value);
       return absl::OkStatus();
@@ -131,9 +130,9 @@ absl::Status set_scalar(Message* m, const FieldDescriptor& f, std::string_view p
     case FieldDescriptor::CPPTYPE_MESSAGE:
       break;
   }
-  return absl::InvalidArgumentError(str_cat("'", path, "': ", f.full_name(),
-                                            " is a message; name one of its fields: ",
-                                            field_names(*f.message_type())));
+  return absl::InvalidArgumentError(
+      str_cat("'", path, "': ", f.full_name(),
+              " is a message; name one of its fields: ", field_names(*f.message_type())));
 }
 
 }  // namespace

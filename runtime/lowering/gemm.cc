@@ -137,31 +137,42 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape
           if (ctx.before_read) ctx.before_read(*dma);
         }
         plan.dmas += 2;
-        // Every R x C sub-tile: weights in, A's rows through.
+        // Every R x C sub-tile: weights in, A's rows through. Column sub-tiles go round the
+        // MXUs; when there are too few to give every MXU one, the tile's rows are split between
+        // them too (each MXU loads the same weights and streams its share of the rows).
         const uint32_t a_stride = depth * in_bytes;
         const uint32_t b_stride = cols * in_bytes;
+        const uint32_t col_tiles = ceil_div(cols, C);
+        const uint32_t row_parts =
+            std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
         uint32_t sub = 0;
         for (uint32_t kk = 0; kk * R < depth; ++kk) {
           const uint32_t kw = std::min(R, depth - kk * R);
-          for (uint32_t nn = 0; nn * C < cols; ++nn, ++sub) {
-            const uint32_t nw = std::min(C, cols - nn * C);
-            const uint32_t mxu = nn % core.mxu_count;
-            const uint32_t slot = next_slot[mxu];
-            next_slot[mxu] ^= 1;
-            b.load_weights(
-                 mxu, slot,
-                 block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw, nw,
-                       in, b_stride))
-                .wait(loaded[sb], pool.count(loaded[sb]));
-            const bool first = ki == 0 && kk == 0;
-            auto mm = b.matmul(
-                mxu, slot, block(a_buf[sb] + uint64_t{kk} * R * in_bytes, rows, kw, in, a_stride),
-                block(c_buf[cb] + uint64_t{nn} * C * 4, rows, nw, isa::F32, c_stride), !first,
-                precision);
-            pool.signal(mm, consumed[sb]);
-            pool.signal(mm, written[cb]);
-            if (first && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
-            ++plan.matmuls;
+          for (uint32_t part = 0; part < row_parts; ++part) {
+            const uint32_t r0 = part * rows / row_parts, r1 = (part + 1) * rows / row_parts;
+            for (uint32_t nn = 0; nn < col_tiles; ++nn, ++sub) {
+              const uint32_t nw = std::min(C, cols - nn * C);
+              const uint32_t mxu = (part * col_tiles + nn) % core.mxu_count;
+              const uint32_t slot = next_slot[mxu];
+              next_slot[mxu] ^= 1;
+              b.load_weights(
+                   mxu, slot,
+                   block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw,
+                         nw, in, b_stride))
+                  .wait(loaded[sb], pool.count(loaded[sb]));
+              const bool first = ki == 0 && kk == 0;
+              auto mm =
+                  b.matmul(mxu, slot,
+                           block(a_buf[sb] + uint64_t{r0} * a_stride + uint64_t{kk} * R * in_bytes,
+                                 r1 - r0, kw, in, a_stride),
+                           block(c_buf[cb] + uint64_t{r0} * c_stride + uint64_t{nn} * C * 4,
+                                 r1 - r0, nw, isa::F32, c_stride),
+                           !first, precision);
+              pool.signal(mm, consumed[sb]);
+              pool.signal(mm, written[cb]);
+              if (first && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
+              ++plan.matmuls;
+            }
           }
         }
         consumed_n[sb] += sub;

@@ -6,7 +6,9 @@
 // core streams the k slices: DMA A(m, k) and B(k, n) into one of two VMEM buffers while the
 // MXUs work on the other (double buffering), then for every R x C sub-tile of B: load it as
 // weights and stream A's tm rows through it, accumulating into the tile's f32 accumulator in
-// VMEM. Column sub-tiles are spread over the core's MXUs. When the last k slice is done the
+// VMEM. Column sub-tiles are spread over the core's MXUs; when there are fewer than MXUs, each
+// tile's rows are split between the MXUs as well, so a narrow GEMM (a convolution's 32 or 64
+// output channels) keeps every MXU streaming. When the last k slice is done the
 // accumulator goes back to HBM while the next tile accumulates into the other accumulator.
 //
 // tk and tn are up to 4 array tiles (4R, 4C); tm is the largest power of two up to 1024 (or M)

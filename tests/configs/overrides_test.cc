@@ -1,10 +1,11 @@
 // Editing a slice by dotted field path (configs/overrides.h), as `tpusim sweep --set` does.
 
+#include "configs/overrides.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
-#include "configs/overrides.h"
 
 namespace tpusim::config {
 namespace {

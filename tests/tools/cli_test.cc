@@ -530,7 +530,9 @@ TEST(Cli, MatmulWritesTheStatsTree) {
   std::ifstream in(path);
   const auto stats = nlohmann::json::parse(in);
   std::filesystem::remove(path);
-  EXPECT_EQ(stats["chip0"]["core0"]["mxu0"]["macs"]["value"].get<double>(), 64.0 * 64 * 64);
+  // 64 output columns are one column tile: its 64 rows are split between the core's 2 MXUs.
+  EXPECT_EQ(stats["chip0"]["core0"]["mxu0"]["macs"]["value"].get<double>(), 32.0 * 64 * 64);
+  EXPECT_EQ(stats["chip0"]["core0"]["mxu1"]["macs"]["value"].get<double>(), 32.0 * 64 * 64);
   EXPECT_EQ(stats["chip0"]["core0"]["mxu0"]["macs"]["unit"], "MACs");
 }
 

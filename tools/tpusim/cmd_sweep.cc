@@ -129,7 +129,8 @@ int run_sweep(const std::vector<std::string>& args) {
   auto base = config::load_slice(base_name);
   if (!base.ok()) return failure(std::string(base.status().message()));
   const fs::path dir = fs::absolute(out_dir);
-  for (const char* part : {"configs", "logs", "reports", "runs"}) fs::create_directories(dir / part);
+  for (const char* part : {"configs", "logs", "reports", "runs"})
+    fs::create_directories(dir / part);
   const std::vector<SweepPoint> points = sweep_points(axes);
   std::vector<SweepRow> rows(points.size());
   std::vector<Job> jobs;
@@ -154,10 +155,9 @@ int run_sweep(const std::vector<std::string>& args) {
       config_arg = (dir / "configs" / (points[p].id + ".pbtxt")).string();
       std::ofstream(config_arg) << config::to_config_text(**slice);
     }
-    job.args.insert(job.args.end(),
-                    {"--config", config_arg, "--report",
-                     (dir / "reports" / (points[p].id + ".json")).string(), "--model-dir",
-                     (dir / "runs" / points[p].id).string()});
+    job.args.insert(job.args.end(), {"--config", config_arg, "--report",
+                                     (dir / "reports" / (points[p].id + ".json")).string(),
+                                     "--model-dir", (dir / "runs" / points[p].id).string()});
     jobs.push_back(std::move(job));
   }
 
@@ -187,11 +187,10 @@ int run_sweep(const std::vector<std::string>& args) {
     row.report = nlohmann::ordered_json::parse(in, nullptr, false);
     if (row.report.is_discarded()) row.report = nullptr;
     if (row.exit_code != 0) ++failed;
-    std::cerr << fmt::format("sweep: {} {}: {} ({:.1f} s)\n", row.point.id,
-                             describe_point(axes, row.point),
-                             row.exit_code == 0 ? "done" : str_cat("FAILED, exit ", row.exit_code,
-                                                                   "; see ", row.log),
-                             seconds);
+    std::cerr << fmt::format(
+        "sweep: {} {}: {} ({:.1f} s)\n", row.point.id, describe_point(axes, row.point),
+        row.exit_code == 0 ? "done" : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
+        seconds);
     running.erase(it);
   }
 

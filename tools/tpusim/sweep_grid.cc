@@ -22,7 +22,8 @@ absl::StatusOr<SweepAxis> parse_sweep_axis(const std::string& spec) {
     if (v.empty()) return absl::InvalidArgumentError(str_cat("--set '", spec, "': an empty value"));
     axis.values.push_back(v);
   }
-  if (spec.back() == ',') return absl::InvalidArgumentError(str_cat("--set '", spec, "': an empty value"));
+  if (spec.back() == ',')
+    return absl::InvalidArgumentError(str_cat("--set '", spec, "': an empty value"));
   axis.config = config::is_config_path(axis.field);
   if (!axis.config) {
     for (char c : axis.field) {

@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The analyzer's categories, bottom of the stack first.
-constexpr const char* kCategories[] = {"compute", "input",           "output",
+constexpr const char* kCategories[] = {"compute",    "input",           "output",
                                        "all_reduce", "all_reduce_wait", "idle"};
 
 bool is_number(const std::string& s) {
@@ -52,9 +52,8 @@ absl::Status run_gnuplot(const std::string& gnuplot, const fs::path& plots, cons
   auto rc = wait_child(*pid);
   if (!rc.ok()) return rc.status();
   if (*rc != 0) {
-    return absl::InternalError(
-        str_cat("gnuplot failed on ", gp.string(), " (exit ", *rc, "); ", log, " ends:\n",
-                log_tail(log)));
+    return absl::InternalError(str_cat("gnuplot failed on ", gp.string(), " (exit ", *rc, "); ",
+                                       log, " ends:\n", log_tail(log)));
   }
   for (const char* ext : {".png", ".svg"}) drawn->push_back((plots / (name + ext)).string());
   return absl::OkStatus();
@@ -86,7 +85,8 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
   std::vector<std::string> order;
   for (const SweepRow& row : rows) {
     std::vector<std::string> rest;
-    for (size_t a = 1; a < axes.size(); ++a) rest.push_back(axes[a].field + "=" + row.point.values[a]);
+    for (size_t a = 1; a < axes.size(); ++a)
+      rest.push_back(axes[a].field + "=" + row.point.values[a]);
     const std::string key = rest.empty() ? metric : str_join(rest, " ");
     if (series.count(key) == 0) order.push_back(key);
     series[key].push_back(&row);
@@ -100,12 +100,12 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
     for (const SweepRow* row : series[order[s]]) {
       const double y = row_number(*row, metric);
       const std::string& x = row->point.values[0];
-      if (!std::isnan(y)) out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y << "\n";
+      if (!std::isnan(y))
+        out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y << "\n";
       ++position;
     }
     plot_parts.push_back(fmt::format("'{}' using {}:3{} with linespoints lw 2 pt 7 title {}",
-                                     (plots / file).string(),
-                                     numeric_x ? "2" : "1",
+                                     (plots / file).string(), numeric_x ? "2" : "1",
                                      numeric_x ? "" : ":xtic(2)", gp_string(order[s])));
   }
   const std::string metric_settings = fmt::format(

@@ -15,7 +15,7 @@ namespace tpusim::cli {
 struct SweepRow {
   SweepPoint point;
   int exit_code = 0;
-  std::string log;                 // the run's output
+  std::string log;                // the run's output
   nlohmann::ordered_json report;  // null when the run wrote none
 };
 
