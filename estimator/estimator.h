@@ -101,6 +101,9 @@ struct RunConfig {
   // step start afresh, as with TensorFlow's warm start.
   std::string warm_start_from;
   std::function<void(const std::string&)> log;  // progress lines; stderr when unset
+  // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
+  // within a device loop; on other backends, once per loop).
+  std::function<void(int64_t, int64_t)> progress;
   // predict: an input with more batches than this is taken for one that never ends.
   size_t max_predict_batches = size_t{1} << 20;
   // train: a trace of the device loops holding global steps [trace_first_step, trace_last_step]

@@ -159,8 +159,13 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   }
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
-  auto trace = TrainTrace::start(
-      {config_.trace_path, config_.trace_first_step, config_.trace_last_step}, *backend_, **driver);
+  std::function<void(int64_t)> on_step;
+  if (config_.progress) {
+    on_step = [this, max_steps](int64_t g) { config_.progress(g, max_steps); };
+  }
+  auto trace =
+      TrainTrace::start({config_.trace_path, config_.trace_first_step, config_.trace_last_step},
+                        *backend_, **driver, on_step);
   if (!trace.ok()) return trace.status();
 
   int64_t step = start_step;
@@ -197,6 +202,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     host_clock += loop_device + host.loop_overhead_s;
     const int64_t before = step;
     step += n;
+    if (config_.progress) config_.progress(step, max_steps);
     for (size_t s = 0; s < loop->outputs.size(); ++s) {
       const auto& outputs = loop->outputs[s];
       result.losses.push_back(outputs[0].at("loss").f[0]);

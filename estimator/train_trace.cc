@@ -4,13 +4,17 @@
 
 namespace tpusim::estimator {
 
-absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(const TraceRequest& request,
-                                                              runtime::Backend& backend,
-                                                              runtime::InfeedDriver& driver) {
+absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(
+    const TraceRequest& request, runtime::Backend& backend, runtime::InfeedDriver& driver,
+    std::function<void(int64_t)> on_step) {
   std::unique_ptr<TrainTrace> t(new TrainTrace());
   t->request_ = request;
   t->analysis_.keep_only_analysis_events();
   t->tee_.add(&t->analysis_);
+  if (on_step) {
+    t->step_watch_ = std::make_unique<traces::StepWatchSink>(std::move(on_step));
+    t->tee_.add(t->step_watch_.get());
+  }
   if (!request.path.empty()) {
     auto writer = traces::open_trace_writer(request.path);
     if (!writer.ok()) return writer.status();

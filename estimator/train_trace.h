@@ -5,6 +5,7 @@
 // trace_last_step] only, so traces of long runs stay small. Host pipeline stages appear as host
 // tracks, one slice per batch, on the device's timeline.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,7 @@
 #include "runtime/infeed/infeed_driver.h"
 #include "traces/analyzer.h"
 #include "traces/recording_sink.h"
+#include "traces/step_watch_sink.h"
 #include "traces/tee_sink.h"
 #include "traces/trace_writer.h"
 
@@ -30,9 +32,10 @@ struct TraceRequest {
 class TrainTrace {
  public:
   // Attaches to the device's trace router; host stage tracks come from the driver's models.
-  static absl::StatusOr<std::unique_ptr<TrainTrace>> start(const TraceRequest& request,
-                                                           runtime::Backend& backend,
-                                                           runtime::InfeedDriver& driver);
+  // `on_step` (may be empty) hears each global step as the device finishes it.
+  static absl::StatusOr<std::unique_ptr<TrainTrace>> start(
+      const TraceRequest& request, runtime::Backend& backend, runtime::InfeedDriver& driver,
+      std::function<void(int64_t)> on_step = {});
   ~TrainTrace();
   TrainTrace(const TrainTrace&) = delete;
   TrainTrace& operator=(const TrainTrace&) = delete;
@@ -50,6 +53,7 @@ class TrainTrace {
   TrainTrace() = default;
 
   traces::RecordingSink analysis_;
+  std::unique_ptr<traces::StepWatchSink> step_watch_;
   std::unique_ptr<traces::TraceWriter> writer_;
   traces::TeeSink tee_;
   size_t file_output_ = 0;

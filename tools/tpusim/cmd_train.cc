@@ -19,6 +19,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/fashion_job.h"
+#include "tools/tpusim/progress_bar.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -112,10 +113,18 @@ int run_train(const std::vector<std::string>& args) {
   config.log_step_count_steps = log_every;
   config.save_summary_steps = std::max<int64_t>(ipl, 10);
   config.save_checkpoints_steps = std::max<int64_t>(steps / 4, ipl);
+  // On a terminal a progress bar moves as the device finishes steps, log lines above it;
+  // otherwise the log lines alone.
   const bool tty = isatty(STDERR_FILENO) != 0;
-  config.log = [tty](const std::string& line) {
-    std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+  ProgressBar bar(std::cerr);
+  config.log = [tty, &bar](const std::string& line) {
+    if (tty) {
+      bar.line(line);
+    } else {
+      std::cerr << line << "\n" << std::flush;
+    }
   };
+  if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   config.timing_only = vm.count("timing-only") > 0;
   if (config.timing_only && backend != "tpusim")
     return usage_error("--timing-only needs the tpusim backend", usage);
@@ -157,13 +166,12 @@ int run_train(const std::vector<std::string>& args) {
       model, backend == "cpu" ? "the cpu backend" : config.slice, config.tpu_config.num_shards,
       batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
   auto trained = (*est)->train(fashion_train_input(data_dir), steps);
-  if (tty) std::cerr << "\n";
+  bar.finish();
   if (!trained.ok()) return failure(std::string(trained.status().message()));
   const int64_t per_eval = config.timing_only ? 0 : eval_steps > 0 ? eval_steps : 10000 / batch;
   std::map<std::string, double> eval;
   if (per_eval > 0) {
     auto evaluated = (*est)->evaluate(fashion_eval_input(data_dir), per_eval);
-    if (tty) std::cerr << "\n";
     if (!evaluated.ok()) return failure(std::string(evaluated.status().message()));
     eval = *evaluated;
   }

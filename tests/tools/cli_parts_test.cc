@@ -1,0 +1,93 @@
+// The CLI's pure parts, linked straight into the test: the progress bar's text, the sweep's
+// grid and its CSV.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tools/tpusim/progress_bar.h"
+#include "tools/tpusim/sweep_grid.h"
+#include "tools/tpusim/sweep_table.h"
+
+namespace tpusim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ProgressBar, RendersTheFractionTheCountAndTheEta) {
+  EXPECT_EQ(ProgressBar::render(0, 200, 0, 10), "[..........] 0/200 steps");
+  EXPECT_EQ(ProgressBar::render(100, 200, 0.5, 10),
+            "[#####.....] 100/200 steps  0.50 steps/s  ETA 3:20");
+  EXPECT_EQ(ProgressBar::render(200, 200, 2, 10), "[##########] 200/200 steps  2.00 steps/s  ETA 0:00");
+  // Resumed past the target (a model_dir already there) stays full.
+  EXPECT_EQ(ProgressBar::render(250, 200, 0, 4), "[####] 250/200 steps");
+}
+
+TEST(ProgressBar, LogLinesPrintAboveTheBar) {
+  std::ostringstream out;
+  ProgressBar bar(out, 4);
+  bar.line("first");  // no bar yet: the line alone
+  bar.update(1, 4);
+  bar.line("saved");
+  bar.finish();
+  EXPECT_EQ(out.str(),
+            "\r\033[Kfirst\n"
+            "\r\033[K[#...] 1/4 steps"
+            "\r\033[Ksaved\n\r\033[K[#...] 1/4 steps"
+            "\n");
+}
+
+TEST(SweepGrid, EveryCombinationLastAxisFastest) {
+  auto a = parse_sweep_axis("chip.core.mxu_count=1,2");
+  auto b = parse_sweep_axis("iterations_per_loop=10,50,100");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->config);
+  EXPECT_FALSE(b->config);
+  const auto points = sweep_points({*a, *b});
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_EQ(points[0].id, "p000");
+  EXPECT_EQ(points[1].values, (std::vector<std::string>{"1", "50"}));
+  EXPECT_EQ(points[5].values, (std::vector<std::string>{"2", "100"}));
+  EXPECT_EQ(describe_point({*a, *b}, points[4]), "chip.core.mxu_count=2 iterations_per_loop=50");
+  EXPECT_EQ(run_option_flag("iterations_per_loop"), "--iterations-per-loop");
+}
+
+TEST(SweepGrid, BadSpecsAreNamed) {
+  for (const char* bad : {"mxu", "=1,2", "batch_size=", "batch_size=1,,2", "batch_size=1,",
+                          "bad field=1"}) {
+    auto axis = parse_sweep_axis(bad);
+    EXPECT_FALSE(axis.ok()) << bad;
+    if (!axis.ok()) {
+      EXPECT_THAT(std::string(axis.status().message()), HasSubstr(bad));
+    }
+  }
+}
+
+TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
+  auto axis = parse_sweep_axis("batch_size=256,100");
+  ASSERT_TRUE(axis.ok());
+  const auto points = sweep_points({*axis});
+  std::vector<SweepRow> rows(2);
+  rows[0].point = points[0];
+  rows[0].report = nlohmann::ordered_json::parse(
+      R"({"model": "mlp, small", "sim_seconds_per_step": 0.5, "analysis": {"step_seconds": 0.5,
+          "step_breakdown": {"compute": 0.4, "idle": 0.1}, "advice": ["a"]}})");
+  rows[1].point = points[1];
+  rows[1].exit_code = 1;
+  EXPECT_EQ(report_columns(rows),
+            (std::vector<std::string>{"model", "sim_seconds_per_step", "analysis.step_seconds",
+                                      "analysis.step_breakdown.compute",
+                                      "analysis.step_breakdown.idle"}));
+  EXPECT_EQ(sweep_csv({*axis}, rows),
+            "point,batch_size,exit_code,model,sim_seconds_per_step,analysis.step_seconds,"
+            "analysis.step_breakdown.compute,analysis.step_breakdown.idle\n"
+            "p000,256,0,\"mlp, small\",0.5,0.5,0.4,0.1\n"
+            "p001,100,1,,,,,\n");
+  EXPECT_DOUBLE_EQ(row_number(rows[0], "analysis.step_breakdown.compute"), 0.4);
+  EXPECT_TRUE(std::isnan(row_number(rows[1], "sim_seconds_per_step")));
+  EXPECT_TRUE(std::isnan(row_number(rows[0], "model")));
+}
+
+}  // namespace
+}  // namespace tpusim::cli
