@@ -34,6 +34,7 @@
 #include "runtime/data/stage_profile.h"
 #include "runtime/graph/builder.h"
 #include "runtime/graph/optimizers.h"
+#include "runtime/infeed/host_model.h"
 #include "traces/analyzer.h"
 
 namespace tpusim::estimator {
@@ -101,6 +102,15 @@ struct RunConfig {
   // step start afresh, as with TensorFlow's warm start.
   std::string warm_start_from;
   std::function<void(const std::string&)> log;  // progress lines; stderr when unset
+  // train on tpusim: how the host input pipeline's time is charged. kMeasured: what the real
+  // pipeline's stages took on this machine (it varies run to run with the machine's load).
+  // kHostConfig: the slice's host config costs (HostStageCosts) for `host_work` per example
+  // on the standard read -> map -> batch -> enqueue stages: the same every run, for sweeps.
+  enum class HostTiming { kMeasured, kHostConfig };
+  HostTiming host_timing = HostTiming::kMeasured;
+  runtime::ExampleWork host_work;  // kHostConfig: one example's work
+  uint32_t host_read_threads = 1;  // kHostConfig: the read and map stages' threads
+  uint32_t host_map_threads = 1;
   // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
   // within a device loop; on other backends, once per loop).
   std::function<void(int64_t, int64_t)> progress;

@@ -39,6 +39,7 @@ struct HostSide {
   uint32_t hosts = 1;
   uint32_t cpu_cores = 1;
   double loop_overhead_s = 0;
+  config::HostStageCostsSpec costs;
 };
 
 }  // namespace
@@ -69,6 +70,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     host.hosts = (*slice)->hosts;
     host.cpu_cores = (*slice)->host.cpu_cores;
     host.loop_overhead_s = (*slice)->host.loop_overhead_s;
+    host.costs = (*slice)->host.stage_costs;
   } else {
     host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
   }
@@ -151,6 +153,12 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   infeed.timing.cpu_cores = host.cpu_cores;
   infeed.timing.hosts = host.hosts;
   infeed.timing.prefetch_depth = 2;
+  if (config_.host_timing == RunConfig::HostTiming::kHostConfig) {
+    infeed.timing.stages =
+        runtime::standard_stages(config_.host_read_threads, config_.host_map_threads);
+    infeed.timing.stage_seconds = runtime::standard_stage_seconds(
+        host.costs, config_.host_work, static_cast<uint64_t>(train_batch_size_ / shards));
+  }
   auto driver = runtime::InfeedDriver::create(b.graph(), std::move(input.pipelines), infeed);
   if (!driver.ok()) return driver.status();
   if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {

@@ -1,10 +1,10 @@
 // The CLI's pure parts, linked straight into the test: the progress bar's text, the sweep's
 // grid and its CSV.
 
+#include <sstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <sstream>
 
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/sweep_grid.h"
@@ -19,7 +19,8 @@ TEST(ProgressBar, RendersTheFractionTheCountAndTheEta) {
   EXPECT_EQ(ProgressBar::render(0, 200, 0, 10), "[..........] 0/200 steps");
   EXPECT_EQ(ProgressBar::render(100, 200, 0.5, 10),
             "[#####.....] 100/200 steps  0.50 steps/s  ETA 3:20");
-  EXPECT_EQ(ProgressBar::render(200, 200, 2, 10), "[##########] 200/200 steps  2.00 steps/s  ETA 0:00");
+  EXPECT_EQ(ProgressBar::render(200, 200, 2, 10),
+            "[##########] 200/200 steps  2.00 steps/s  ETA 0:00");
   // Resumed past the target (a model_dir already there) stays full.
   EXPECT_EQ(ProgressBar::render(250, 200, 0, 4), "[####] 250/200 steps");
 }
@@ -54,8 +55,8 @@ TEST(SweepGrid, EveryCombinationLastAxisFastest) {
 }
 
 TEST(SweepGrid, BadSpecsAreNamed) {
-  for (const char* bad : {"mxu", "=1,2", "batch_size=", "batch_size=1,,2", "batch_size=1,",
-                          "bad field=1"}) {
+  for (const char* bad :
+       {"mxu", "=1,2", "batch_size=", "batch_size=1,,2", "batch_size=1,", "bad field=1"}) {
     auto axis = parse_sweep_axis(bad);
     EXPECT_FALSE(axis.ok()) << bad;
     if (!axis.ok()) {

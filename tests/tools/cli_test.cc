@@ -396,7 +396,9 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
                        "4",
                        "--iterations-per-loop",
                        "2",
-                       "--timing-only"});
+                       "--timing-only",
+                       "--host-timing",
+                       "config"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
   std::ifstream csv(out + "/sweep.csv");
@@ -421,6 +423,33 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   EXPECT_EQ(j["axes"][0]["kind"], "config");
   EXPECT_EQ(j["axes"][1]["kind"], "run_option");
   EXPECT_GT(j["points"][2]["report"]["sim_seconds_per_step"].get<double>(), 0);
+  // With the host config's costs the point's timing repeats exactly in a run of its own.
+  const std::string again = (tmp / "again.json").string();
+  r = run_tpusim({"train",
+                  "--model",
+                  "mlp",
+                  "--data",
+                  (tmp / "data").string(),
+                  "--train-steps",
+                  "4",
+                  "--iterations-per-loop",
+                  "2",
+                  "--timing-only",
+                  "--host-timing",
+                  "config",
+                  "--batch-size",
+                  "256",
+                  "--config",
+                  out + "/configs/p002.pbtxt",
+                  "--model-dir",
+                  (tmp / "again").string(),
+                  "--report",
+                  again});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream again_in(again);
+  EXPECT_EQ(nlohmann::json::parse(again_in)["sim_seconds_per_step"],
+            j["points"][2]["report"]["sim_seconds_per_step"]);
+  EXPECT_EQ(run_tpusim({"train", "--host-timing", "guessed"}).exit_code, 2);
   r = run_tpusim({"config", "show", out + "/configs/p002.pbtxt", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);

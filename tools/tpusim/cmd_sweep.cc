@@ -1,6 +1,7 @@
 // tpusim sweep: runs `tpusim train` at every point of a parameter grid, each point in a process
 // of its own (-j at a time), and collects the reports into DIR: sweep.csv (a row per point),
 // sweep.json, each run's config, log and report, and plots drawn with gnuplot.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -196,10 +197,13 @@ int run_sweep(const std::vector<std::string>& args) {
 
   std::ofstream(dir / "sweep.csv") << sweep_csv(axes, rows);
   std::ofstream(dir / "sweep.json") << sweep_json(axes, rows, metric).dump(2) << "\n";
-  std::cout << fmt::format("{:<6} {:<40} {:>14}\n", "point", "values", metric);
+  size_t width = 6;
+  for (const SweepRow& row : rows) width = std::max(width, describe_point(axes, row.point).size());
+  std::cout << fmt::format("{:<6} {:<{}} {:>14}\n", "point", "values", width, metric);
   for (const SweepRow& row : rows) {
     const double v = row_number(row, metric);
-    std::cout << fmt::format("{:<6} {:<40} {:>14}\n", row.point.id, describe_point(axes, row.point),
+    std::cout << fmt::format("{:<6} {:<{}} {:>14}\n", row.point.id, describe_point(axes, row.point),
+                             width,
                              row.exit_code != 0 ? "failed"
                              : std::isnan(v)    ? "-"
                                                 : fmt::format("{:.6g}", v));

@@ -58,6 +58,9 @@ int run_train(const std::vector<std::string>& args) {
       "learning-rate", po::value<float>(&lr)->default_value(2e-3f), "the optimizer's rate")(
       "lr-decay-rate", po::value<float>(&decay_rate)->default_value(1.0f),
       "exponential decay: the rate is multiplied by this every --lr-decay-steps (1: constant)")(
+      "host-timing", po::value<std::string>()->default_value("measured"),
+      "measured: the input pipeline's real stage times on this machine (vary run to run); "
+      "config: the host config's stage costs (the same every run)")(
       "lr-decay-steps", po::value<int64_t>(&decay_steps)->default_value(1),
       "steps over which the rate decays by --lr-decay-rate (continuously)")(
       "eval-steps", po::value<int64_t>(&eval_steps)->default_value(0),
@@ -126,6 +129,12 @@ int run_train(const std::vector<std::string>& args) {
   };
   if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   config.timing_only = vm.count("timing-only") > 0;
+  const std::string host_timing = vm["host-timing"].as<std::string>();
+  if (host_timing == "config") {
+    use_host_config_timing(&config);
+  } else if (host_timing != "measured") {
+    return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
+  }
   if (config.timing_only && backend != "tpusim")
     return usage_error("--timing-only needs the tpusim backend", usage);
   if (vm.count("trace") > 0) {

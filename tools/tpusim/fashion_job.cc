@@ -120,6 +120,17 @@ estimator::InputFn fashion_eval_input(const std::string& dir) {
   };
 }
 
+void use_host_config_timing(estimator::RunConfig* config) {
+  config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
+  config->host_read_threads = 4;
+  config->host_map_threads = 2;
+  runtime::ExampleWork& w = config->host_work;
+  w.record_bytes = 840;
+  w.parse_example = true;
+  w.raw_bytes = 28 * 28;
+  w.batch_bytes = 28 * 28 * 4 + 4;
+}
+
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer) {
   return [model, optimizer](
              runtime::GraphBuilder& b, const estimator::Features& f,

@@ -22,6 +22,12 @@ std::string default_data_dir();
 estimator::InputFn fashion_train_input(const std::string& dir);
 // The 10,000 test images once, batched per shard (drop_remainder: whole eval batches only).
 estimator::InputFn fashion_eval_input(const std::string& dir);
+// Charges the train input pipeline from the slice's host config instead of measuring it: the
+// fashion_train_input stages (4 interleaved readers, a 2-thread parse map, batch, enqueue)
+// with one Fashion-MNIST example's work (an 840-byte tf.Example record, 784 raw pixels, 3,140
+// bytes of f32 image and label in the batch).
+void use_host_config_timing(estimator::RunConfig* config);
+
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer);
 
 }  // namespace tpusim::cli

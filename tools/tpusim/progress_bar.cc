@@ -7,8 +7,7 @@
 
 namespace tpusim::cli {
 
-std::string ProgressBar::render(int64_t step, int64_t target, double steps_per_second,
-                                int width) {
+std::string ProgressBar::render(int64_t step, int64_t target, double steps_per_second, int width) {
   const double done = target > 0 ? std::clamp(static_cast<double>(step) / target, 0.0, 1.0) : 0;
   const int filled = static_cast<int>(std::floor(done * width));
   std::string text = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "] " +
