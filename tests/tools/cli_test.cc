@@ -377,28 +377,30 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   std::filesystem::remove_all(tmp);
   const std::string out = (tmp / "out").string();
   // Global batch 100 does not divide over the 8 cores: those two points fail.
-  auto r = run_tpusim({"sweep",
-                       "--set",
-                       "chip.core.mxu_count=1,2",
-                       "--set",
-                       "batch_size=256,100",
-                       "--out",
-                       out,
-                       "-j",
-                       "2",
-                       "--",
-                       "train",
-                       "--model",
-                       "mlp",
-                       "--data",
-                       (tmp / "data").string(),
-                       "--train-steps",
-                       "4",
-                       "--iterations-per-loop",
-                       "2",
-                       "--timing-only",
-                       "--host-timing",
-                       "config"});
+  const std::vector<std::string> job = {"train",
+                                        "--model",
+                                        "mlp",
+                                        "--data",
+                                        (tmp / "data").string(),
+                                        "--train-steps",
+                                        "4",
+                                        "--iterations-per-loop",
+                                        "2",
+                                        "--timing-only",
+                                        "--host-timing",
+                                        "config"};
+  std::vector<std::string> sweep = {"sweep",
+                                    "--set",
+                                    "chip.core.mxu_count=1,2",
+                                    "--set",
+                                    "batch_size=256,100",
+                                    "--out",
+                                    out,
+                                    "-j",
+                                    "2",
+                                    "--"};
+  sweep.insert(sweep.end(), job.begin(), job.end());
+  auto r = run_tpusim(sweep);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
   std::ifstream csv(out + "/sweep.csv");
@@ -425,26 +427,10 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   EXPECT_GT(j["points"][2]["report"]["sim_seconds_per_step"].get<double>(), 0);
   // With the host config's costs the point's timing repeats exactly in a run of its own.
   const std::string again = (tmp / "again.json").string();
-  r = run_tpusim({"train",
-                  "--model",
-                  "mlp",
-                  "--data",
-                  (tmp / "data").string(),
-                  "--train-steps",
-                  "4",
-                  "--iterations-per-loop",
-                  "2",
-                  "--timing-only",
-                  "--host-timing",
-                  "config",
-                  "--batch-size",
-                  "256",
-                  "--config",
-                  out + "/configs/p002.pbtxt",
-                  "--model-dir",
-                  (tmp / "again").string(),
-                  "--report",
-                  again});
+  std::vector<std::string> alone = job;
+  alone.insert(alone.end(), {"--batch-size", "256", "--config", out + "/configs/p002.pbtxt",
+                             "--model-dir", (tmp / "again").string(), "--report", again});
+  r = run_tpusim(alone);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream again_in(again);
   EXPECT_EQ(nlohmann::json::parse(again_in)["sim_seconds_per_step"],
