@@ -1,0 +1,146 @@
+// CLI runs that start several training processes: the numerics thread against inline
+// numerics, and `tpusim sweep`.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+namespace tpusim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_tpusim;
+
+// The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
+// TPUSIM_NUMERICS_THREAD=0 they run inline. A few mnist_cnn steps (DMAs, im2col on the vector
+// unit, matmuls, all-reduces, infeed and outfeed) end with bitwise the same weights.
+TEST(Cli, TheNumericsThreadChangesNoValue) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-threads-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::string fingerprint[2];
+  for (int inline_numerics = 0; inline_numerics < 2; ++inline_numerics) {
+    const std::string report = (tmp / ("report" + std::to_string(inline_numerics))).string();
+    auto r =
+        run_tpusim({"train", "--model", "mnist_cnn", "--data", (tmp / "data").string(),
+                    "--model-dir", (tmp / ("model" + std::to_string(inline_numerics))).string(),
+                    "--batch-size", "64", "--train-steps", "3", "--iterations-per-loop", "3",
+                    "--eval-steps", "1", "--report", report},
+                   "", {{"TPUSIM_NUMERICS_THREAD", inline_numerics ? "0" : "1"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    fingerprint[inline_numerics] = nlohmann::json::parse(in)["weights_fingerprint"];
+  }
+  EXPECT_EQ(fingerprint[0], fingerprint[1]);
+  std::filesystem::remove_all(tmp);
+}
+
+// A sweep over a config field and a run option: a process per point, a CSV row per point
+// (failed points kept, with their exit code), each point's config written out, and plots when
+// gnuplot is installed (make deps installs it).
+TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string out = (tmp / "out").string();
+  // Global batch 100 does not divide over the 8 cores: those two points fail.
+  const std::vector<std::string> job = {"train",
+                                        "--model",
+                                        "mlp",
+                                        "--data",
+                                        (tmp / "data").string(),
+                                        "--train-steps",
+                                        "4",
+                                        "--iterations-per-loop",
+                                        "2",
+                                        "--timing-only",
+                                        "--host-timing",
+                                        "config"};
+  std::vector<std::string> sweep = {"sweep",
+                                    "--set",
+                                    "chip.core.mxu_count=1,2",
+                                    "--set",
+                                    "batch_size=256,100",
+                                    "--out",
+                                    out,
+                                    "-j",
+                                    "2",
+                                    "--"};
+  sweep.insert(sweep.end(), job.begin(), job.end());
+  auto r = run_tpusim(sweep);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
+  std::ifstream csv(out + "/sweep.csv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0].rfind("point,chip.core.mxu_count,batch_size,exit_code,", 0), 0u) << lines[0];
+  EXPECT_THAT(lines[0], HasSubstr(",sim_seconds_per_step,"));
+  EXPECT_THAT(lines[0], HasSubstr(",analysis.step_breakdown.compute,"));
+  const auto cells = [](const std::string& line) {
+    size_t n = 1;
+    for (char c : line) n += c == ',';
+    return n;
+  };
+  for (size_t i = 1; i < lines.size(); ++i) EXPECT_EQ(cells(lines[i]), cells(lines[0])) << lines[i];
+  EXPECT_EQ(lines[1].rfind("p000,1,256,0,", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("p001,1,100,1,", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[4].rfind("p003,2,100,1,", 0), 0u) << lines[4];
+  std::ifstream json_in(out + "/sweep.json");
+  auto j = nlohmann::json::parse(json_in);
+  EXPECT_EQ(j["points"].size(), 4u);
+  EXPECT_EQ(j["axes"][0]["kind"], "config");
+  EXPECT_EQ(j["axes"][1]["kind"], "run_option");
+  EXPECT_GT(j["points"][2]["report"]["sim_seconds_per_step"].get<double>(), 0);
+  // With the host config's costs the point's timing repeats exactly in a run of its own.
+  const std::string again = (tmp / "again.json").string();
+  std::vector<std::string> alone = job;
+  alone.insert(alone.end(), {"--batch-size", "256", "--config", out + "/configs/p002.pbtxt",
+                             "--model-dir", (tmp / "again").string(), "--report", again});
+  r = run_tpusim(alone);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream again_in(again);
+  EXPECT_EQ(nlohmann::json::parse(again_in)["sim_seconds_per_step"],
+            j["points"][2]["report"]["sim_seconds_per_step"]);
+  EXPECT_EQ(run_tpusim({"train", "--host-timing", "guessed"}).exit_code, 2);
+  r = run_tpusim({"config", "show", out + "/configs/p002.pbtxt", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);
+  if (std::filesystem::exists("/usr/bin/gnuplot")) {
+    for (const char* plot : {"metric", "breakdown"}) {
+      std::ifstream png(out + "/plots/" + plot + ".png", std::ios::binary);
+      std::string magic(4, '\0');
+      png.read(magic.data(), 4);
+      EXPECT_EQ(magic, "\x89PNG") << plot;
+      std::ifstream svg(out + "/plots/" + plot + ".svg");
+      std::stringstream text;
+      text << svg.rdbuf();
+      EXPECT_THAT(text.str(), HasSubstr("<svg")) << plot;
+    }
+  }
+  // Usage errors, each before anything runs.
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"sweep", "--out", out, "--", "train"},
+           {"sweep", "--set", "chip.core.mxu_count=1", "--", "train"},
+           {"sweep", "--set", "chip.core.mxu_count=1", "--out", out},
+           {"sweep", "--set", "chip.core.mxu_count=0", "--out", out, "--", "train"},
+           {"sweep", "--set", "chip.core.warp=1", "--out", out, "--", "train"},
+           {"sweep", "--set", "iterations_per_loop=1,2", "--out", out, "--", "train",
+            "--iterations-per-loop", "5"},
+           {"sweep", "--set", "batch_size=", "--out", out, "--", "train"},
+           {"sweep", "--set", "batch_size=1", "--out", out, "--", "train", "--report", "x"}}) {
+    r = run_tpusim(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad[2] << ": " << r.err;
+  }
+  EXPECT_THAT(run_tpusim({"sweep", "--set", "chip.core.warp=1", "--out", out, "--", "train"}).err,
+              HasSubstr("CoreConfig has no field 'warp'"));
+  std::filesystem::remove_all(tmp);
+}
+
+}  // namespace
+}  // namespace tpusim::cli
