@@ -85,7 +85,6 @@ void NumericsWorker::run_thread() {
 
 template <typename Done>
 void NumericsWorker::help_until(uint32_t lane, Done done) {
-  ++waits_;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!done()) {
     if (!run_one(lock, lane)) changed_.wait(lock);

@@ -57,9 +57,8 @@ class NumericsWorker {
   // The first error a job threw since the last call, "" when none.
   std::string take_error();
 
-  // Jobs posted, and times the simulation thread had to wait for one (for the bench and tests).
+  // Jobs posted (for tests).
   uint64_t posted() const { return posted_total_; }
-  uint64_t waits() const { return waits_; }
 
  private:
   struct Job {
@@ -94,7 +93,6 @@ class NumericsWorker {
   uint64_t unfinished_hint_ = 0;  // jobs posted since the last drain
   std::vector<uint64_t> posted_;
   uint64_t posted_total_ = 0;
-  uint64_t waits_ = 0;
 
   // Finished jobs per lane (a lane's jobs finish in order); written with mutex_ held.
   std::unique_ptr<std::atomic<uint64_t>[]> done_;

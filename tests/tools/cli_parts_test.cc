@@ -71,9 +71,11 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
   const auto points = sweep_points({*axis});
   std::vector<SweepRow> rows(2);
   rows[0].point = points[0];
-  rows[0].report = nlohmann::ordered_json::parse(
-      R"({"model": "mlp, small", "sim_seconds_per_step": 0.5, "analysis": {"step_seconds": 0.5,
-          "step_breakdown": {"compute": 0.4, "idle": 0.1}, "advice": ["a"]}})");
+  set_report(
+      &rows[0],
+      nlohmann::ordered_json::parse(
+          R"({"model": "mlp, small", "sim_seconds_per_step": 0.5, "analysis": {"step_seconds": 0.5,
+          "step_breakdown": {"compute": 0.4, "idle": 0.1}, "advice": ["a"]}})"));
   rows[1].point = points[1];
   rows[1].exit_code = 1;
   EXPECT_EQ(report_columns(rows),

@@ -185,8 +185,8 @@ int run_sweep(const std::vector<std::string>& args) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started)
             .count();
     std::ifstream in(dir / "reports" / (row.point.id + ".json"));
-    row.report = nlohmann::ordered_json::parse(in, nullptr, false);
-    if (row.report.is_discarded()) row.report = nullptr;
+    auto report = nlohmann::ordered_json::parse(in, nullptr, false);
+    set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
     if (row.exit_code != 0) ++failed;
     std::cerr << fmt::format(
         "sweep: {} {}: {} ({:.1f} s)\n", row.point.id, describe_point(axes, row.point),

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace tpusim::cli {
 namespace {
@@ -43,12 +44,16 @@ nlohmann::ordered_json flatten_report(const nlohmann::ordered_json& report) {
   return out;
 }
 
+void set_report(SweepRow* row, nlohmann::ordered_json report) {
+  row->report = std::move(report);
+  row->flat = flatten_report(row->report);
+}
+
 std::vector<std::string> report_columns(const std::vector<SweepRow>& rows) {
   std::vector<std::string> columns;
   std::set<std::string> seen;
   for (const SweepRow& row : rows) {
-    const nlohmann::ordered_json flat = flatten_report(row.report);
-    for (const auto& [key, value] : flat.items()) {
+    for (const auto& [key, value] : row.flat.items()) {
       if (seen.insert(key).second) columns.push_back(key);
     }
   }
@@ -66,10 +71,9 @@ std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<Swee
     out += row.point.id;
     for (const std::string& v : row.point.values) out += "," + csv_cell(v);
     out += "," + std::to_string(row.exit_code);
-    const nlohmann::ordered_json flat = flatten_report(row.report);
     for (const std::string& c : columns) {
       out += ",";
-      if (flat.contains(c)) out += csv_cell(flat[c]);
+      if (row.flat.contains(c)) out += csv_cell(row.flat[c]);
     }
     out += "\n";
   }
@@ -99,9 +103,8 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
 }
 
 double row_number(const SweepRow& row, const std::string& column) {
-  const nlohmann::ordered_json flat = flatten_report(row.report);
-  if (!flat.contains(column) || !flat[column].is_number()) return std::nan("");
-  return flat[column].get<double>();
+  if (!row.flat.contains(column) || !row.flat[column].is_number()) return std::nan("");
+  return row.flat[column].get<double>();
 }
 
 }  // namespace tpusim::cli

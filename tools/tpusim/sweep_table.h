@@ -16,12 +16,16 @@ struct SweepRow {
   SweepPoint point;
   int exit_code = 0;
   std::string log;                // the run's output
-  nlohmann::ordered_json report;  // null when the run wrote none
+  nlohmann::ordered_json report;  // null when the run wrote none (set with set_report)
+  nlohmann::ordered_json flat;    // flatten_report(report)
 };
 
 // The report's scalars (numbers, strings, booleans) keyed by their dotted path; arrays are left
 // out (per-step lists, advice).
 nlohmann::ordered_json flatten_report(const nlohmann::ordered_json& report);
+
+// Sets the row's report and its flattened figures.
+void set_report(SweepRow* row, nlohmann::ordered_json report);
 
 // The report columns of the rows: every flattened key, in first-seen order.
 std::vector<std::string> report_columns(const std::vector<SweepRow>& rows);
