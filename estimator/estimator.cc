@@ -134,6 +134,35 @@ runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) 
   return out;
 }
 
+absl::StatusOr<HostSide> host_side(const RunConfig& config) {
+  HostSide host;
+  if (config.backend != "tpusim") {
+    host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
+    return host;
+  }
+  auto slice = config::load_slice(config.slice);
+  if (!slice.ok()) return slice.status();
+  host.hosts = (*slice)->hosts;
+  host.cpu_cores = (*slice)->host.cpu_cores;
+  host.loop_overhead_s = (*slice)->host.loop_overhead_s;
+  host.costs = (*slice)->host.stage_costs;
+  return host;
+}
+
+runtime::HostTiming infeed_timing(const RunConfig& config, const HostSide& host,
+                                  int64_t per_shard_batch) {
+  runtime::HostTiming timing;
+  timing.cpu_cores = host.cpu_cores;
+  timing.hosts = host.hosts;
+  timing.prefetch_depth = 2;
+  if (config.host_timing == RunConfig::HostTiming::kHostConfig) {
+    timing.stages = runtime::standard_stages(config.host_read_threads, config.host_map_threads);
+    timing.stage_seconds = runtime::standard_stage_seconds(host.costs, config.host_work,
+                                                           static_cast<uint64_t>(per_shard_batch));
+  }
+  return timing;
+}
+
 }  // namespace internal
 
 namespace data = runtime::data;

@@ -148,6 +148,11 @@ struct TrainResult {
   uint64_t trace_bytes = 0;  // of the trace file, when one was asked for
 };
 
+struct EvalResult {
+  std::map<std::string, double> metrics;  // as evaluate() returns them
+  std::optional<traces::Analysis> analysis;
+};
+
 class TPUEstimator {
  public:
   static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(ModelFn model_fn, RunConfig config,
@@ -167,6 +172,9 @@ class TPUEstimator {
   // metrics over every step and replica, with "loss" (the mean) and "global_step"; also written
   // as summaries to model_dir/eval.
   absl::StatusOr<std::map<std::string, double>> evaluate(const InputFn& input_fn, int64_t steps);
+  // The same, with where the eval loop's simulated time went (absent on backends without a
+  // timeline). The host pipeline is timed as train's is (RunConfig::host_timing).
+  absl::StatusOr<EvalResult> evaluate_with_analysis(const InputFn& input_fn, int64_t steps);
 
   // One map of predictions per example of the predict input, in order. The input must end; its
   // batches are per-shard sized, the last padded (Dataset::batch with pad_to_full), and the

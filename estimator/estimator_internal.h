@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "configs/slice_spec.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
+#include "runtime/infeed/infeed_driver.h"
 
 namespace tpusim::estimator::internal {
 
@@ -33,5 +35,20 @@ absl::Status restore(const Checkpoint& ckpt, runtime::Variables* variables);
 
 // Stacks tensors of equal trailing shape along dimension 0.
 runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts);
+
+// The host side of the slice the backend simulates (or of this machine, for cpu).
+struct HostSide {
+  uint32_t hosts = 1;
+  uint32_t cpu_cores = 1;
+  double loop_overhead_s = 0;
+  config::HostStageCostsSpec costs;
+};
+absl::StatusOr<HostSide> host_side(const RunConfig& config);
+
+// The infeed timing of a run whose per-shard batches are `per_shard_batch` examples: the host
+// side's cores, a prefetch depth of 2, and in kHostConfig mode the standard stages charged
+// from the host config (else the pipeline's profiled stages are measured).
+runtime::HostTiming infeed_timing(const RunConfig& config, const HostSide& host,
+                                  int64_t per_shard_batch);
 
 }  // namespace tpusim::estimator::internal

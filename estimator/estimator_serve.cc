@@ -10,6 +10,7 @@
 #include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
+#include "estimator/train_trace.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
@@ -93,6 +94,13 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
 
 absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const InputFn& input_fn,
                                                                      int64_t steps) {
+  auto result = evaluate_with_analysis(input_fn, steps);
+  if (!result.ok()) return result.status();
+  return std::move(result->metrics);
+}
+
+absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& input_fn,
+                                                                int64_t steps) {
   if (eval_batch_size_ == 0) {
     return absl::InvalidArgumentError(
         "evaluate: eval_batch_size is 0; TPUEstimator needs eval_batch_size to evaluate");
@@ -100,7 +108,8 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
   if (steps < 1) return absl::InvalidArgumentError(str_cat("evaluate: steps ", steps, " < 1"));
   const uint32_t shards = config_.tpu_config.num_shards;
   const int64_t per_shard = eval_batch_size_ / shards;
-  auto ds = input_fn(input_params(per_shard));
+  const Params params = input_params(per_shard);
+  auto ds = input_fn(params);
   if (!ds.ok()) return ds.status();
   auto it = (*ds)->make_iterator();
   auto first = it->next();
@@ -113,11 +122,14 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
   runtime::InfeedOptions infeed;
   infeed.replicas = shards;
   infeed.deal_per_core_batches = true;
-  infeed.timing.stages = {{"input", 1}};
-  infeed.timing.stage_seconds = {0};
+  auto host = internal::host_side(config_);
+  if (!host.ok()) return host.status();
+  infeed.timing = internal::infeed_timing(config_, *host, per_shard);
   auto driver =
-      runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), nullptr}}, infeed);
+      runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), params.profile}}, infeed);
   if (!driver.ok()) return driver.status();
+  auto trace = TrainTrace::start({}, *backend_, **driver);
+  if (!trace.ok()) return trace.status();
   auto loop_steps = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
   if (!loop_steps.ok()) {
     if (loop_steps.status().code() == absl::StatusCode::kOutOfRange) {
@@ -127,9 +139,15 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
     }
     return loop_steps.status();
   }
+  (*trace)->before_loop(compiled->global_step + 1, compiled->global_step + steps);
   auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *loop_steps,
                                  static_cast<uint64_t>(compiled->global_step));
   if (!loop.ok()) return loop.status();
+  (*trace)->after_loop(**driver);
+  EvalResult result;
+  auto analysis = (*trace)->finish();
+  if (!analysis.ok()) return analysis.status();
+  result.analysis = *std::move(analysis);
 
   std::map<std::string, std::vector<const runtime::HostTensor*>> parts;
   double loss = 0;
@@ -157,7 +175,8 @@ absl::StatusOr<std::map<std::string, double>> TPUEstimator::evaluate(const Input
     if (auto s = (*summaries)->add_scalar(name, value, compiled->global_step); !s.ok()) return s;
   }
   log(str_cat("evaluation at global step ", compiled->global_step, ": ", str_join(results, ", ")));
-  return results;
+  result.metrics = std::move(results);
+  return result;
 }
 
 absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(

@@ -34,14 +34,6 @@ struct Input {
   data::Element first;  // pipeline 0's first batch
 };
 
-// The host side of the slice the backend simulates (or of this machine, for cpu).
-struct HostSide {
-  uint32_t hosts = 1;
-  uint32_t cpu_cores = 1;
-  double loop_overhead_s = 0;
-  config::HostStageCostsSpec costs;
-};
-
 }  // namespace
 
 absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t max_steps) {
@@ -62,18 +54,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     return result;
   }
 
-  // The host side: from the slice's host config, or this machine.
-  HostSide host;
-  if (config_.backend == "tpusim") {
-    auto slice = config::load_slice(config_.slice);
-    if (!slice.ok()) return slice.status();
-    host.hosts = (*slice)->hosts;
-    host.cpu_cores = (*slice)->host.cpu_cores;
-    host.loop_overhead_s = (*slice)->host.loop_overhead_s;
-    host.costs = (*slice)->host.stage_costs;
-  } else {
-    host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
-  }
+  auto host_or = internal::host_side(config_);
+  if (!host_or.ok()) return host_or.status();
+  const internal::HostSide& host = *host_or;
   const bool per_host = config_.tpu_config.per_host_input_for_training;
   const uint32_t pipelines = per_host ? std::min(host.hosts, shards) : shards;
   if (shards % pipelines != 0) {
@@ -150,15 +133,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   runtime::InfeedOptions infeed;
   infeed.replicas = shards;
   infeed.deal_per_core_batches = true;
-  infeed.timing.cpu_cores = host.cpu_cores;
-  infeed.timing.hosts = host.hosts;
-  infeed.timing.prefetch_depth = 2;
-  if (config_.host_timing == RunConfig::HostTiming::kHostConfig) {
-    infeed.timing.stages =
-        runtime::standard_stages(config_.host_read_threads, config_.host_map_threads);
-    infeed.timing.stage_seconds = runtime::standard_stage_seconds(
-        host.costs, config_.host_work, static_cast<uint64_t>(train_batch_size_ / shards));
-  }
+  infeed.timing = internal::infeed_timing(config_, host, train_batch_size_ / shards);
   auto driver = runtime::InfeedDriver::create(b.graph(), std::move(input.pipelines), infeed);
   if (!driver.ok()) return driver.status();
   if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {

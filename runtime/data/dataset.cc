@@ -306,6 +306,37 @@ class Select final : public Dataset {
   int64_t a_, b_;
 };
 
+// enumerate: each element gains {"index": int64}, its position counted from `start`.
+class Enumerate final : public Dataset {
+ public:
+  Enumerate(DatasetPtr input, int64_t start) : input_(std::move(input)), start_(start) {}
+  std::unique_ptr<Iterator> make_iterator() const override {
+    class It final : public Iterator {
+     public:
+      It(std::unique_ptr<Iterator> in, int64_t next) : in_(std::move(in)), next_(next) {}
+      Next next() override {
+        auto e = in_->next();
+        if (!e.ok() || !e->has_value()) return e;
+        if ((*e)->count("index") > 0) {
+          return absl::InvalidArgumentError(
+              str_cat("enumerate: element ", next_, " already has an 'index' component"));
+        }
+        (*e)->emplace("index", scalar_int(next_++));
+        return e;
+      }
+
+     private:
+      std::unique_ptr<Iterator> in_;
+      int64_t next_;
+    };
+    return std::make_unique<It>(input_->make_iterator(), start_);
+  }
+
+ private:
+  DatasetPtr input_;
+  int64_t start_;
+};
+
 // A value of the same type and shape with every entry zero (empty strings for bytes).
 Value zeros_like(const Value& v) {
   Value z;
@@ -473,6 +504,9 @@ DatasetPtr Dataset::take(int64_t count) const {
 }
 DatasetPtr Dataset::skip(int64_t count) const {
   return std::make_shared<Select>(self(), Select::Kind::kSkip, count, 0);
+}
+DatasetPtr Dataset::enumerate(int64_t start) const {
+  return std::make_shared<Enumerate>(self(), start);
 }
 DatasetPtr Dataset::shard(int64_t num_shards, int64_t index) const {
   if (num_shards < 1 || index < 0 || index >= num_shards) {

@@ -98,6 +98,10 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   DatasetPtr prefetch(int buffer_size) const;
   DatasetPtr take(int64_t count) const;
   DatasetPtr skip(int64_t count) const;
+  // Adds {"index": int64 scalar} to each element: its position, counted from `start`
+  // (tf.data's enumerate; after repeat() the count runs on across passes). An element that
+  // already has an "index" is an error.
+  DatasetPtr enumerate(int64_t start = 0) const;
   // Every num_shards-th element, starting at index (per-host input sharding).
   DatasetPtr shard(int64_t num_shards, int64_t index) const;
   // Charges the CPU time of producing each element (this dataset's chain up to the previous

@@ -1,12 +1,16 @@
 #pragma once
 // The model zoo: small, real models as forward graphs over a batch of 28 x 28 x 1 images (the
-// Fashion-MNIST shape) with 10 classes, for the estimator, `tpusim compile` and benchmarks.
+// Fashion-MNIST shape; every model but the transformer takes other sizes too) with 10 classes,
+// for the estimator, `tpusim compile` and benchmarks.
 //
 //   mlp          784 -> 256 relu -> 128 relu -> 10
 //   mnist_cnn    the TPUEstimator MNIST seed: conv 5x5x32 relu, max-pool 2, conv 5x5x64 relu,
 //                max-pool 2, dense 128 relu, dropout 0.4, dense 10
 //   resnet_small conv 3x3x16, two residual blocks (conv-BN-relu-conv-BN + skip), a stride-2
 //                block with a 1x1 projection, global average pool, dense 10
+//   image_cnn    for large images (the infeed study's 224 x 224): conv 4x4 stride 4 x64,
+//                max-pool 2, two conv 3x3x128, max-pool 2, three conv 3x3x256, global average
+//                pool, dense 10
 //   transformer  the image's 28 rows as 28 tokens: project to 64, one encoder layer (4-head
 //                self-attention and a 128-wide feed-forward, each with residual and layer
 //                norm), mean over tokens, dense 10
@@ -26,7 +30,8 @@ struct ModelInfo {
 };
 const std::vector<ModelInfo>& model_infos();
 
-// Logits [batch, 10] of `name` for images [batch, 28, 28, 1]; NotFound lists the models.
+// Logits [batch, 10] of `name` for images [batch, H, W, C] (28x28x1 for the transformer);
+// NotFound lists the models.
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
                                   bool training, uint64_t seed);
 

@@ -299,6 +299,12 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["global_step"], 20);
   EXPECT_GT(j["accuracy"].get<double>(), 0.3);
+  // With the analysis of the eval loop: its 4 steps, the categories summing to the step time.
+  EXPECT_EQ(j["analysis"]["steps"], 4);
+  sum = 0;
+  for (const auto& [category, seconds] : j["analysis"]["step_breakdown"].items())
+    sum += seconds.get<double>();
+  EXPECT_NEAR(sum, j["analysis"]["step_seconds"].get<double>(), 1e-12);
   r = run_tpusim({"predict", "--model", "mlp", "--model-dir", model_dir, "--data", data,
                   "--batch-size", "256", "--count", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

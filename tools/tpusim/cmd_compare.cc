@@ -15,6 +15,7 @@
 #include "estimator/estimator.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
 
 namespace tpusim::cli {
@@ -51,13 +52,12 @@ int run_compare(const std::vector<std::string>& args) {
       "steps", po::value<int64_t>(&steps)->default_value(20), "training steps on each")(
       "batch-size", po::value<int64_t>(&batch)->default_value(256), "global batch size")(
       "config", po::value<std::string>()->default_value("v3-8"), "the tpusim backend's slice")(
-      "data", po::value<std::string>()->default_value(default_data_dir()),
-      "Fashion-MNIST TFRecords; converted on first use")(
       "loss-tolerance", po::value<double>(&loss_tol)->default_value(1e-3),
       "largest acceptable |loss difference| at any step")(
       "weight-tolerance", po::value<double>(&weight_tol)->default_value(1e-2),
       "largest acceptable weight difference at the end, relative to the variable's largest value")(
       "json", po::bool_switch(), "print JSON");
+  add_data_options(options);
   const std::string usage =
       "usage: tpusim compare [--model NAME] [--backends tpusim,cpu] [--steps N] [--batch-size N]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--json]\n\n"
@@ -79,8 +79,9 @@ int run_compare(const std::vector<std::string>& args) {
       return usage_error(str_cat("unknown backend '", b, "' (tpusim, cpu)"), usage);
   }
   const std::string model = vm["model"].as<std::string>();
-  const std::string data = vm["data"].as<std::string>();
-  if (auto s = ensure_fashion_mnist(data); !s.ok()) return failure(std::string(s.message()));
+  auto data = fashion_data_from(vm);
+  if (!data.ok()) return usage_error(std::string(data.status().message()), usage);
+  if (auto s = ensure_fashion_mnist(*data); !s.ok()) return failure(std::string(s.message()));
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   const auto root = std::filesystem::temp_directory_path() / str_cat("tpusim-compare-", ::getpid());
@@ -100,7 +101,7 @@ int run_compare(const std::vector<std::string>& args) {
     auto est = estimator::TPUEstimator::create(zoo_model_fn(model, sgd), config, {}, true, batch,
                                                batch, batch);
     if (!est.ok()) return failure(std::string(est.status().message()));
-    auto trained = (*est)->train(fashion_train_input(data), steps);
+    auto trained = (*est)->train(fashion_train_input(*data), steps);
     if (!trained.ok()) return failure(str_cat(backend, ": ", trained.status().message()));
     auto ckpt = estimator::load_latest_checkpoint(config.model_dir);
     if (!ckpt.ok() || !ckpt->has_value()) return failure(str_cat(backend, ": no checkpoint"));

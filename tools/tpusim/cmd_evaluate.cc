@@ -12,6 +12,7 @@
 #include "runtime/data/dataset.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
 
 namespace tpusim::cli {
@@ -20,7 +21,8 @@ namespace {
 namespace po = boost::program_options;
 
 struct Job {
-  std::string model, data_dir;
+  std::string model;
+  FashionData data;
   std::unique_ptr<estimator::TPUEstimator> estimator;
 };
 
@@ -28,19 +30,20 @@ void add_common(po::options_description& options) {
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "the zoo model the checkpoint belongs to")(
       "model-dir", po::value<std::string>(), "where train wrote its checkpoints")(
-      "data", po::value<std::string>()->default_value(default_data_dir()),
-      "folder of Fashion-MNIST TFRecords (t10k-*); converted on first use")(
       "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
       "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
+  add_data_options(options);
 }
 
 absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   if (vm.count("model-dir") == 0) return absl::InvalidArgumentError("--model-dir is required");
   Job job;
   job.model = vm["model"].as<std::string>();
-  job.data_dir = vm["data"].as<std::string>();
+  auto data = fashion_data_from(vm);
+  if (!data.ok()) return data.status();
+  job.data = *data;
   estimator::RunConfig config;
   config.model_dir = vm["model-dir"].as<std::string>();
   config.backend = vm["backend"].as<std::string>();
@@ -59,17 +62,17 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
                                              batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
-  if (auto s = ensure_fashion_mnist(job.data_dir); !s.ok()) return s;
+  if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return s;
   return job;
 }
 
 // The first `count` test images, one example each, with their labels.
-absl::StatusOr<std::vector<runtime::data::Element>> test_images(const std::string& dir,
+absl::StatusOr<std::vector<runtime::data::Element>> test_images(const FashionData& data,
                                                                 int64_t count) {
-  if (auto s = ensure_fashion_mnist(dir); !s.ok()) return s;
+  if (auto s = ensure_fashion_mnist(data); !s.ok()) return s;
   estimator::Params one;
   one.batch_size = 1;
-  auto ds = fashion_eval_input(dir)(one);
+  auto ds = fashion_eval_input(data)(one);
   if (!ds.ok()) return ds.status();
   auto batches = runtime::data::collect(*(*ds)->take(count));
   if (!batches.ok()) return batches.status();
@@ -100,7 +103,9 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   if (model->inputs.size() != 1 || model->inputs[0].name != "image") {
     return failure("the saved model's input must be one \"image\" (a Fashion-MNIST model)");
   }
-  auto images = test_images(vm["data"].as<std::string>(), count);
+  auto data = fashion_data_from(vm);
+  if (!data.ok()) return failure(std::string(data.status().message()));
+  auto images = test_images(*data, count);
   if (!images.ok()) return failure(std::string(images.status().message()));
   const std::string backend_name = vm["backend"].as<std::string>();
   std::unique_ptr<runtime::Backend> backend;
@@ -121,6 +126,12 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
     runtime::HostTensor t = runtime::HostTensor::zeros(runtime::DType::kF32, shape);
     for (int64_t k = 0; k < batch && first + k < count; ++k) {
       const auto& pixels = (*images)[static_cast<size_t>(first + k)].at("image").floats;
+      if (static_cast<int64_t>(pixels.size()) != per_image) {
+        return failure(fmt::format(
+            "the saved model's image input is {} per example but the test images have {} values "
+            "(pass the --input and --image-size it was trained with)",
+            shape.str(), pixels.size()));
+      }
       std::copy(pixels.begin(), pixels.end(), t.f.begin() + k * per_image);
     }
     steps.push_back({{"image", std::move(t)}});
@@ -157,12 +168,17 @@ int run_evaluate(const std::vector<std::string>& args) {
   if (!job.ok()) return failure(std::string(job.status().message()));
   int64_t steps = vm["eval-steps"].as<int64_t>();
   if (steps <= 0) steps = 10000 / vm["batch-size"].as<int64_t>();
-  auto metrics = job->estimator->evaluate(fashion_eval_input(job->data_dir), steps);
-  if (!metrics.ok()) return failure(std::string(metrics.status().message()));
+  auto result = job->estimator->evaluate_with_analysis(fashion_eval_input(job->data), steps);
+  if (!result.ok()) return failure(std::string(result.status().message()));
   if (vm["json"].as<bool>()) {
-    std::cout << nlohmann::json(*metrics).dump(2) << "\n";
+    // The metrics at the top level, and where the eval loop's simulated time went.
+    nlohmann::ordered_json out(result->metrics);
+    if (result->analysis.has_value()) out["analysis"] = result->analysis->to_json();
+    std::cout << out.dump(2) << "\n";
   } else {
-    for (const auto& [name, value] : *metrics) std::cout << fmt::format("{:12} {}\n", name, value);
+    for (const auto& [name, value] : result->metrics)
+      std::cout << fmt::format("{:12} {}\n", name, value);
+    if (result->analysis.has_value()) std::cout << "\n" << result->analysis->to_text();
   }
   return kOk;
 }
@@ -187,10 +203,10 @@ int run_predict(const std::vector<std::string>& args) {
   if (vm.count("saved-model") > 0) return predict_saved_model(vm, count);
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
-  const std::string dir = job->data_dir;
+  const FashionData data = job->data;
   estimator::InputFn input =
-      [dir, count](const estimator::Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
-    auto eval = fashion_eval_input(dir);
+      [data, count](const estimator::Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+    auto eval = fashion_eval_input(data);
     estimator::Params one = p;
     one.batch_size = 1;  // unbatch: the eval input at batch 1, then re-batched with padding
     auto examples = eval(one);

@@ -18,6 +18,7 @@
 #include "estimator/estimator.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
 #include "tools/tpusim/progress_bar.h"
 #include "traces/trace_writer.h"
@@ -43,8 +44,6 @@ int run_train(const std::vector<std::string>& args) {
   int64_t decay_steps = 1;
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "zoo model: mlp | mnist_cnn | resnet_small | transformer")(
-      "data", po::value<std::string>()->default_value(default_data_dir()),
-      "folder of Fashion-MNIST TFRecords (train-*, t10k-*); converted on first use")(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
       "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
@@ -77,17 +76,22 @@ int run_train(const std::vector<std::string>& args) {
       "A:B: trace only the device loops holding global steps A..B (default: all)")(
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
+  add_data_options(options);
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
-      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n\n"
+      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n"
+      "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
+      "                    [--host-timing measured|config]\n\n"
       "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
       "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
       "(CrossShardOptimizer), and iterations_per_loop steps run per host loop. Then evaluates\n"
       "on the test set and prints accuracy, the simulated step time and its breakdown.\n"
-      "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n";
+      "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n"
+      "The infeed study: --input jpeg --image-size 224 --map-threads N --timing-only reads\n"
+      "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const std::string model = vm["model"].as<std::string>();
@@ -98,7 +102,8 @@ int run_train(const std::vector<std::string>& args) {
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   if (steps < 1 || batch < 1 || ipl < 1)
     return usage_error("--train-steps, --batch-size and --iterations-per-loop must be >= 1", usage);
-  const std::string data_dir = vm["data"].as<std::string>();
+  auto data = fashion_data_from(vm);
+  if (!data.ok()) return usage_error(std::string(data.status().message()), usage);
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(model);
   estimator::RunConfig config;
@@ -130,11 +135,8 @@ int run_train(const std::vector<std::string>& args) {
   if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   config.timing_only = vm.count("timing-only") > 0;
   const std::string host_timing = vm["host-timing"].as<std::string>();
-  if (host_timing == "config") {
-    use_host_config_timing(&config);
-  } else if (host_timing != "measured") {
+  if (host_timing != "config" && host_timing != "measured")
     return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
-  }
   if (config.timing_only && backend != "tpusim")
     return usage_error("--timing-only needs the tpusim backend", usage);
   if (vm.count("trace") > 0) {
@@ -165,22 +167,23 @@ int run_train(const std::vector<std::string>& args) {
     optimizer.learning_rate.decay_rate = decay_rate;
     optimizer.learning_rate.decay_steps = decay_steps;
   }
+  if (auto s = ensure_fashion_mnist(*data); !s.ok()) return failure(std::string(s.message()));
+  if (host_timing == "config") use_host_config_timing(*data, &config);
   auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer), config, {}, true,
                                              batch, batch, batch);
   if (!est.ok()) return failure(std::string(est.status().message()));
-  if (auto s = ensure_fashion_mnist(data_dir); !s.ok()) return failure(std::string(s.message()));
   std::cout << fmt::format(
       "training {} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
       model, backend == "cpu" ? "the cpu backend" : config.slice, config.tpu_config.num_shards,
       batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
-  auto trained = (*est)->train(fashion_train_input(data_dir), steps);
+  auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();
   if (!trained.ok()) return failure(std::string(trained.status().message()));
   const int64_t per_eval = config.timing_only ? 0 : eval_steps > 0 ? eval_steps : 10000 / batch;
   std::map<std::string, double> eval;
   if (per_eval > 0) {
-    auto evaluated = (*est)->evaluate(fashion_eval_input(data_dir), per_eval);
+    auto evaluated = (*est)->evaluate(fashion_eval_input(*data), per_eval);
     if (!evaluated.ok()) return failure(std::string(evaluated.status().message()));
     eval = *evaluated;
   }
@@ -206,6 +209,9 @@ int run_train(const std::vector<std::string>& args) {
       {"step_breakdown", {{"compute", compute}, {"input", input}, {"idle", idle}}},
       {"weights_fingerprint", r.weights_fingerprint},
       {"timing_only", config.timing_only},
+      {"input", data->jpeg ? "jpeg" : "raw"},
+      {"image_size", data->image_size},
+      {"map_threads", data->map_threads},
   };
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).
@@ -230,8 +236,11 @@ int run_train(const std::vector<std::string>& args) {
   if (vm.count("export-dir") > 0) {
     const std::string dir = vm["export-dir"].as<std::string>();
     const int64_t per_shard = batch / config.tpu_config.num_shards;
-    if (auto s = (*est)->export_saved_model(
-            dir, {{"image", runtime::DType::kF32, runtime::Shape{28, 28, 1}}}, per_shard);
+    if (auto s =
+            (*est)->export_saved_model(dir,
+                                       {{"image", runtime::DType::kF32,
+                                         runtime::Shape{data->image_size, data->image_size, 1}}},
+                                       per_shard);
         !s.ok()) {
       return failure(std::string(s.message()));
     }

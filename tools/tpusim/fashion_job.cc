@@ -1,5 +1,6 @@
 #include "tools/tpusim/fashion_job.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -12,7 +13,9 @@
 
 #include "common/strings.h"
 #include "estimator/metrics.h"
+#include "runtime/data/jpeg_preprocessing.h"
 #include "runtime/data/mnist_records.h"
+#include "runtime/data/tfrecord.h"
 #include "runtime/graph/layers.h"
 #include "runtime/models/zoo.h"
 
@@ -31,18 +34,43 @@ bool has_shards(const std::string& dir, const std::string& prefix) {
   return false;
 }
 
-absl::Status convert_missing(const std::string& dir);
+absl::Status convert_missing(const FashionData& data);
+
+// The first train shard's mean record size in bytes (the host model's read cost per example).
+absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
+
+// The map stage: the raw parse or the JPEG preprocessing, timed as `stage` when profiled.
+data::MapFn fashion_map_fn(const FashionData& d, bool training) {
+  if (!d.jpeg) return data::mnist_parse_fn(28, 28, 1, /*jpeg=*/false);
+  data::JpegPreprocessing options;
+  options.image_size = d.image_size;
+  options.training = training;
+  options.seed = 3;
+  return data::jpeg_preprocess_fn(options);
+}
 
 }  // namespace
 
-std::string default_data_dir() {
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0')
-    return str_cat(cache, "/tpusim/fashion-mnist");
-  const char* home = std::getenv("HOME");
-  return str_cat(home != nullptr ? home : "/tmp", "/.cache/tpusim/fashion-mnist");
+std::string check_fashion_data(const FashionData& data) {
+  if (!data.jpeg && data.image_size != 28)
+    return "--image-size needs --input jpeg (raw records are 28x28)";
+  if (data.image_size < 8 || data.image_size > 1024)
+    return str_cat("--image-size must be in [8, 1024] (got ", data.image_size, ")");
+  if (data.map_threads < 1 || data.map_threads > 1024)
+    return str_cat("--map-threads must be in [1, 1024] (got ", data.map_threads, ")");
+  return "";
 }
 
-absl::Status ensure_fashion_mnist(const std::string& dir) {
+std::string default_data_dir(bool jpeg, int image_size) {
+  const std::string suffix = jpeg ? str_cat("-jpeg", image_size) : "";
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0')
+    return str_cat(cache, "/tpusim/fashion-mnist", suffix);
+  const char* home = std::getenv("HOME");
+  return str_cat(home != nullptr ? home : "/tmp", "/.cache/tpusim/fashion-mnist", suffix);
+}
+
+absl::Status ensure_fashion_mnist(const FashionData& data) {
+  const std::string& dir = data.dir;
   // Runs started together (tpusim sweep -j) convert once: the first holds the folder's lock
   // while it writes, the others wait and then find the shards complete.
   std::error_code ec;
@@ -59,14 +87,15 @@ absl::Status ensure_fashion_mnist(const std::string& dir) {
       return absl::InternalError(str_cat("cannot lock ", lock_path, ": ", std::strerror(errno)));
     }
   }
-  absl::Status status = convert_missing(dir);
+  absl::Status status = convert_missing(data);
   ::close(lock);  // releases the lock
   return status;
 }
 
 namespace {
 
-absl::Status convert_missing(const std::string& dir) {
+absl::Status convert_missing(const FashionData& data) {
+  const std::string& dir = data.dir;
   for (const char* prefix : {"train", "t10k"}) {
     if (has_shards(dir, prefix)) continue;
     const std::string images = str_cat(kIdxDir, "/", prefix, "-images-idx3-ubyte.gz");
@@ -76,59 +105,99 @@ absl::Status convert_missing(const std::string& dir) {
                                          " to make them from (make deps installs "
                                          "dataset-fashion-mnist)"));
     }
-    std::cerr << "converting " << images << " to TFRecords in " << dir << "\n";
+    std::cerr << "converting " << images << " to "
+              << (data.jpeg ? str_cat(data.image_size, "x", data.image_size, " JPEG ") : "")
+              << "TFRecords in " << dir << "\n";
     data::IdxConversion job;
     job.images = images;
     job.labels = labels;
     job.output_dir = dir;
     job.prefix = prefix;
     job.shards = 10;
+    job.jpeg = data.jpeg;
+    job.jpeg_size = data.jpeg ? data.image_size : 0;
     auto done = data::convert_idx_to_tfrecord(job);
     if (!done.ok()) return done.status();
   }
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
+  std::vector<std::string> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind("train-", 0) == 0) shards.push_back(e.path());
+  }
+  if (shards.empty()) return absl::NotFoundError(str_cat("no train-* shards in ", dir));
+  std::sort(shards.begin(), shards.end());
+  auto reader = data::TFRecordReader::open(shards[0]);
+  if (!reader.ok()) return reader.status();
+  std::string record;
+  uint64_t bytes = 0;
+  for (;;) {
+    auto more = (*reader)->next(&record);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    bytes += record.size();
+  }
+  if ((*reader)->records() == 0) return absl::NotFoundError(str_cat(shards[0], " has no records"));
+  return bytes / (*reader)->records();
+}
+
 }  // namespace
 
-estimator::InputFn fashion_train_input(const std::string& dir) {
-  return [dir](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
+estimator::InputFn fashion_train_input(const FashionData& d) {
+  return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
     data::InterleaveOptions files;
     files.cycle_length = 4;
     files.parallel = true;
-    auto parse = data::mnist_parse_fn(28, 28, 1, /*jpeg=*/false);
-    if (p.profile != nullptr) parse = p.profile->timed("parse", parse, 2);
-    auto ds = data::Dataset::list_files(dir + "/train-*", /*shuffle=*/true, /*seed=*/1)
+    const char* stage = d.jpeg ? "decode" : "parse";
+    auto map = fashion_map_fn(d, /*training=*/true);
+    if (p.profile != nullptr) map = p.profile->timed(stage, map, d.map_threads);
+    auto ds = data::Dataset::list_files(d.dir + "/train-*", /*shuffle=*/true, /*seed=*/1)
                   ->shard(p.num_shards, p.shard_index)
                   ->interleave_tfrecords(files)
                   ->shuffle(10000, /*seed=*/2)
-                  ->repeat()
-                  ->map(parse, 2)
+                  ->repeat();
+    if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
+    ds = ds->map(map, d.map_threads)->batch(p.batch_size, /*drop_remainder=*/true);
+    if (p.profile != nullptr) ds = ds->profiled(p.profile, "batch");
+    return ds->prefetch(2);
+  };
+}
+
+estimator::InputFn fashion_eval_input(const FashionData& d) {
+  return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
+    auto map = fashion_map_fn(d, /*training=*/false);
+    if (p.profile != nullptr) map = p.profile->timed(d.jpeg ? "decode" : "parse", map, 2);
+    auto ds = data::Dataset::list_files(d.dir + "/t10k-*")
+                  ->interleave_tfrecords({})
+                  ->map(map, 2)
                   ->batch(p.batch_size, /*drop_remainder=*/true);
     if (p.profile != nullptr) ds = ds->profiled(p.profile, "batch");
     return ds->prefetch(2);
   };
 }
 
-estimator::InputFn fashion_eval_input(const std::string& dir) {
-  return [dir](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
-    return data::Dataset::list_files(dir + "/t10k-*")
-        ->interleave_tfrecords({})
-        ->map(data::mnist_parse_fn(28, 28, 1, false), 2)
-        ->batch(p.batch_size, /*drop_remainder=*/true)
-        ->prefetch(2);
-  };
-}
-
-void use_host_config_timing(estimator::RunConfig* config) {
+void use_host_config_timing(const FashionData& d, estimator::RunConfig* config) {
   config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
   config->host_read_threads = 4;
-  config->host_map_threads = 2;
+  config->host_map_threads = static_cast<uint32_t>(d.map_threads);
   runtime::ExampleWork& w = config->host_work;
-  w.record_bytes = 840;
   w.parse_example = true;
-  w.raw_bytes = 28 * 28;
-  w.batch_bytes = 28 * 28 * 4 + 4;
+  const auto side = static_cast<uint64_t>(d.image_size);
+  w.batch_bytes = side * side * 4 + 4;
+  if (!d.jpeg) {
+    w.record_bytes = 840;
+    w.raw_bytes = 28 * 28;
+    return;
+  }
+  auto record = mean_train_record_bytes(d.dir);
+  w.record_bytes = record.ok() ? *record : side * side / 10;  // JPEG at about 10:1
+  w.jpeg_pixels = side * side;
+  const auto resized = static_cast<uint64_t>(data::resize_size(d.image_size));
+  w.resized_pixels = resized * resized;
+  w.augmented_pixels = 2 * side * side;  // the crop and the flip
 }
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer) {

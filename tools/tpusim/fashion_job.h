@@ -1,7 +1,9 @@
 #pragma once
 // The job `tpusim train | evaluate` runs: a zoo model on Fashion-MNIST TFRecords, with the
 // seeds' input_fn (shuffled shards, parse, batch, prefetch) and a model_fn that trains with the
-// chosen optimizer and evaluates accuracy.
+// chosen optimizer and evaluates accuracy. With JPEG records the input_fn is flowers-style
+// (decode, resize, random crop, flip: runtime/data/jpeg_preprocessing.h) at a chosen image size:
+// the infeed study.
 
 #include <string>
 
@@ -11,22 +13,40 @@
 
 namespace tpusim::cli {
 
-// DIR holding train-*.tfrecord and t10k-*.tfrecord; when it has none, converts the Fashion-MNIST
-// IDX files (Debian's dataset-fashion-mnist) into it first, saying so on stderr. Processes
-// that call it at once (tpusim sweep -j) convert once: a lock on the folder orders them.
-absl::Status ensure_fashion_mnist(const std::string& dir);
+// Which records the job reads and how its input_fn turns them into images.
+struct FashionData {
+  std::string dir;      // the TFRecords: train-* and t10k-*
+  bool jpeg = false;    // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
+  int image_size = 28;  // the side of the images the model sees (JPEG: also the stored side)
+  int map_threads = 2;  // the parse / decode map's threads
+};
 
-// The default data folder: $XDG_CACHE_HOME/tpusim/fashion-mnist or ~/.cache/tpusim/fashion-mnist.
-std::string default_data_dir();
+// A usage problem with the data flags (raw records at a size other than 28, a side or thread
+// count out of range), or "" when they are fine.
+std::string check_fashion_data(const FashionData& data);
 
-estimator::InputFn fashion_train_input(const std::string& dir);
-// The 10,000 test images once, batched per shard (drop_remainder: whole eval batches only).
-estimator::InputFn fashion_eval_input(const std::string& dir);
+// When data.dir has no train-* or t10k-* shards, converts the Fashion-MNIST IDX files (Debian's
+// dataset-fashion-mnist) into it first, saying so on stderr: raw pixels, or JPEGs upscaled to
+// the image size. Processes that call it at once (tpusim sweep -j) convert once: a lock on the
+// folder orders them.
+absl::Status ensure_fashion_mnist(const FashionData& data);
+
+// The default data folder: $XDG_CACHE_HOME/tpusim/fashion-mnist or ~/.cache/tpusim/fashion-mnist,
+// with "-jpeg<S>" added for JPEG records of side S.
+std::string default_data_dir(bool jpeg = false, int image_size = 28);
+
+// Shuffled shards read by 4 interleaved threads, a 10,000-example shuffle, repeat, the map
+// (parse, or decode-resize-crop-flip), batch, prefetch 2; stages profiled for the host model.
+estimator::InputFn fashion_train_input(const FashionData& data);
+// The 10,000 test images once, batched per shard (drop_remainder: whole eval batches only);
+// JPEGs get the eval preprocessing (resize, central crop).
+estimator::InputFn fashion_eval_input(const FashionData& data);
 // Charges the train input pipeline from the slice's host config instead of measuring it: the
-// fashion_train_input stages (4 interleaved readers, a 2-thread parse map, batch, enqueue)
-// with one Fashion-MNIST example's work (an 840-byte tf.Example record, 784 raw pixels, 3,140
-// bytes of f32 image and label in the batch).
-void use_host_config_timing(estimator::RunConfig* config);
+// fashion_train_input stages (4 interleaved readers, the map on data.map_threads, batch,
+// enqueue) with one example's work. Raw: an 840-byte tf.Example record, 784 raw pixels, 3,140
+// bytes of f32 image and label in the batch. JPEG: the first train shard's mean record size,
+// an S x S decode, a resize to S*8/7, the crop and flip, S*S*4+4 bytes in the batch.
+void use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer);
 

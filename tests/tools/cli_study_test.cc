@@ -1,0 +1,92 @@
+// The infeed study as one command (issue 8): `tpusim train --input jpeg --image-size 224
+// --map-threads N --timing-only` on v3-8 at global batch 256, the host charged from its config
+// so the figures repeat exactly. One map thread leaves the device highly input-bound and the
+// analyzer names the map; 64 threads make it not input-bound.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+namespace tpusim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_tpusim;
+
+constexpr char kIdx[] = "/usr/share/datasets/fashion-mnist/";
+
+class InfeedStudy : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = std::filesystem::temp_directory_path() /
+           ("tpusim-cli-study-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(tmp_);
+    // A slice of Fashion-MNIST as 224x224 JPEG shards (the whole set would take a while).
+    for (const char* prefix : {"train", "t10k"}) {
+      auto r = run_tpusim({"data", "convert-idx", "--images",
+                           std::string(kIdx) + prefix + "-images-idx3-ubyte.gz", "--labels",
+                           std::string(kIdx) + prefix + "-labels-idx1-ubyte.gz", "--out", data(),
+                           "--shards", "4", "--jpeg", "--image-size", "224", "--limit", "1024"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(tmp_); }
+  std::string data() const { return (tmp_ / "jpeg224").string(); }
+
+  nlohmann::json study(int map_threads) {
+    const std::string report = (tmp_ / ("report" + std::to_string(map_threads))).string();
+    auto r = run_tpusim({"train", "--model", "image_cnn", "--input", "jpeg", "--image-size", "224",
+                         "--map-threads", std::to_string(map_threads), "--data", data(),
+                         "--batch-size", "256", "--train-steps", "20", "--iterations-per-loop",
+                         "10", "--timing-only", "--host-timing", "config", "--model-dir",
+                         (tmp_ / ("model" + std::to_string(map_threads))).string(), "--report",
+                         report});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    return nlohmann::json::parse(in, nullptr, false);
+  }
+
+  std::filesystem::path tmp_;
+};
+
+TEST_F(InfeedStudy, MoreMapThreadsFlipTheJpegPipelineFromHighlyToNotInputBound) {
+  const nlohmann::json one = study(1);
+  ASSERT_TRUE(one.contains("analysis")) << one.dump();
+  const nlohmann::json& a1 = one["analysis"];
+  EXPECT_EQ(one["input"], "jpeg");
+  EXPECT_EQ(one["image_size"], 224);
+  EXPECT_EQ(a1["classification"], "highly_input_bound");
+  EXPECT_GE(a1["step_breakdown"]["input"].get<double>() / a1["step_seconds"].get<double>(), 0.20);
+  // The analyzer names the map stage (decode, resize, crop, flip) and what more threads give.
+  EXPECT_EQ(a1["slowest_host_stage"]["name"], "map");
+  EXPECT_THAT(a1["advice"][0].get<std::string>(), HasSubstr("'map'"));
+
+  const nlohmann::json many = study(64);
+  const nlohmann::json& a64 = many["analysis"];
+  EXPECT_EQ(a64["classification"], "not_input_bound");
+  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.05);
+  // The device's own work is the same either way.
+  EXPECT_NEAR(a64["step_breakdown"]["compute"].get<double>(),
+              a1["step_breakdown"]["compute"].get<double>(), 1e-4);
+}
+
+TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape) {
+  auto raw = run_tpusim({"train", "--image-size", "224", "--timing-only"});
+  EXPECT_EQ(raw.exit_code, 2);
+  EXPECT_THAT(raw.err, HasSubstr("--image-size needs --input jpeg"));
+  auto input = run_tpusim({"train", "--input", "png"});
+  EXPECT_EQ(input.exit_code, 2);
+  EXPECT_THAT(input.err, HasSubstr("--input is raw or jpeg (got 'png')"));
+  auto transformer = run_tpusim({"train", "--model", "transformer", "--input", "jpeg",
+                                 "--image-size", "224", "--data", data(), "--batch-size", "64",
+                                 "--train-steps", "1", "--timing-only"});
+  EXPECT_EQ(transformer.exit_code, 1);
+  EXPECT_THAT(transformer.err, HasSubstr("the transformer takes 28x28x1 images"));
+}
+
+}  // namespace
+}  // namespace tpusim::cli

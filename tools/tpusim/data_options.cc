@@ -1,0 +1,33 @@
+#include "tools/tpusim/data_options.h"
+
+namespace tpusim::cli {
+
+namespace po = boost::program_options;
+
+void add_data_options(po::options_description& options) {
+  options.add_options()("data", po::value<std::string>(),
+                        "folder of Fashion-MNIST TFRecords (train-*, t10k-*), converted on first "
+                        "use (default: ~/.cache/tpusim/fashion-mnist, -jpeg<S> for JPEG)")(
+      "input", po::value<std::string>()->default_value("raw"),
+      "raw: 28x28 pixels, parsed; jpeg: JPEG records, flowers-style (decode, resize, random "
+      "crop, flip)")("image-size", po::value<int>()->default_value(28),
+                     "jpeg: the side S of the images the model sees")(
+      "map-threads", po::value<int>()->default_value(2), "threads of the parse / decode map");
+}
+
+absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
+  FashionData d;
+  const std::string input = vm["input"].as<std::string>();
+  if (input != "raw" && input != "jpeg")
+    return absl::InvalidArgumentError("--input is raw or jpeg (got '" + input + "')");
+  d.jpeg = input == "jpeg";
+  d.image_size = vm["image-size"].as<int>();
+  d.map_threads = vm["map-threads"].as<int>();
+  if (std::string problem = check_fashion_data(d); !problem.empty())
+    return absl::InvalidArgumentError(problem);
+  d.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
+                               : default_data_dir(d.jpeg, d.image_size);
+  return d;
+}
+
+}  // namespace tpusim::cli
