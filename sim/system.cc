@@ -20,6 +20,7 @@ class SliceModel : public sc_core::sc_module {
       : sc_module(name) {
     numerics = std::make_unique<NumericsWorker>(slice.cores, options.numerics_thread);
     collectives = std::make_unique<CollectiveEngine>("collectives", slice, clock, stats, fail);
+    if (options.sink != nullptr) collectives->observe(options.sink);
     const ModelSettings settings{
         &slice,       &clock,          options.timing_only, options.mxu_policy,
         options.sink, std::move(fail), collectives.get(),   numerics.get()};
@@ -159,6 +160,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   }
   for (uint32_t core = 0; core < slice_->cores; ++core)
     model_->core(core, per_chip).flush_trace_counters();
+  model_->collectives->flush_trace_counters();
   RunResult result;
   result.start_cycle = start;
   result.end_cycle = start;

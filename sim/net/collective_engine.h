@@ -41,6 +41,9 @@ class CollectiveEngine : public sc_core::sc_module {
   void set_hbm(std::vector<Memory*> hbm) { hbm_ = std::move(hbm); }
   // The slice's NumericsWorker: the DMAs that wrote what a collective reads may still be queued.
   void set_numerics(NumericsWorker* numerics) { numerics_ = numerics; }
+  // Link utilisation counter tracks on `sink` (interconnect.h).
+  void observe(traces::Sink* sink) { interconnect_.observe(sink, clock_); }
+  void flush_trace_counters() { interconnect_.flush_trace_counters(); }
   // Every core's count of collectives back to 0: a new run.
   void begin_run();
 

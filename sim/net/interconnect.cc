@@ -32,10 +32,35 @@ double Interconnect::transfer(uint32_t from, uint32_t to, double ready, double b
     const double earliest =
         first ? ready : std::max(prev.start + prev_latency, prev.end + prev_latency - duration);
     prev = server.reserve(earliest, bytes);
+    if (!utilization_.empty() && prev.end > prev.start) {
+      const auto ps = [this](double cycle) {
+        return static_cast<traces::TimePs>(cycle * period_ps_ + 0.5);
+      };
+      utilization_[link].add(ps(prev.start), ps(prev.end),
+                             std::min(1.0, duration / (prev.end - prev.start)));
+    }
     prev_latency = latency_cycles_[link];
     first = false;
   }
   return prev.end + prev_latency;
+}
+
+void Interconnect::observe(traces::Sink* sink, const ClockDomain& clock) {
+  period_ps_ = clock.period_ps();
+  utilization_.clear();
+  for (uint32_t l = 0; l < topology_.link_count(); ++l) {
+    // "chip 3 +x" -> "+x": the track already belongs to its chip.
+    const std::string name = topology_.link_name(l);
+    const size_t after_chip = name.find(' ', name.find(' ') + 1) + 1;
+    const traces::TrackId track = sink->declare_track(
+        {traces::TrackInfo::Kind::kCounter, static_cast<int>(topology_.link_chip(l)), -1,
+         "ici_link_utilization " + name.substr(after_chip), "fraction"});
+    utilization_.emplace_back(sink, track);
+  }
+}
+
+void Interconnect::flush_trace_counters() {
+  for (RateCounter& c : utilization_) c.retire_until(UINT64_MAX);
 }
 
 void Interconnect::reset_stats() {

@@ -5,6 +5,11 @@
 // assumed. A transfer cuts through: its head enters the next link of the route after the
 // previous link's latency, and no link finishes before the one before it has; the last byte
 // lands one latency after the last link finishes. Times are fractional core cycles.
+//
+// With a trace sink each link has a counter track, "ici_link_utilization +x" (or
+// "... core 0->1"): the fraction
+// of the link's bandwidth in use, 1 while it serves a transfer at full rate, less while a
+// cut-through transfer is held back by the link before it, 0 when idle.
 
 #include <cstdint>
 #include <unordered_map>
@@ -12,6 +17,7 @@
 
 #include "sim/clock.h"
 #include "sim/net/topology.h"
+#include "sim/stats/rate_counter.h"
 #include "sim/timing/bandwidth_server.h"
 
 namespace tpusim::sim {
@@ -29,6 +35,11 @@ class Interconnect {
   double busy_cycles_on(uint32_t link) const { return links_[link].busy_cycles(); }
   void reset_stats();
 
+  // Declares each link's utilisation counter track on `sink` (chip = the link's chip).
+  void observe(traces::Sink* sink, const ClockDomain& clock);
+  // Emits the end of every transfer still on the counters (at the end of a run).
+  void flush_trace_counters();
+
  private:
   const std::vector<uint32_t>& route(uint32_t from, uint32_t to);
 
@@ -36,6 +47,8 @@ class Interconnect {
   std::vector<BandwidthServer> links_;
   std::vector<double> latency_cycles_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> routes_;
+  std::vector<RateCounter> utilization_;  // per link, with a sink
+  double period_ps_ = 0;
 };
 
 }  // namespace tpusim::sim

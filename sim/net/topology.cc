@@ -47,6 +47,11 @@ std::string Topology::link_name(uint32_t id) const {
                  (rest / cores_per_chip_) % cores_per_chip_, "->", rest % cores_per_chip_);
 }
 
+uint32_t Topology::link_chip(uint32_t id) const {
+  if (id < ici_links_) return id / (static_cast<uint32_t>(shape_.size()) * 2);
+  return (id - ici_links_) / (cores_per_chip_ * cores_per_chip_);
+}
+
 std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to) const {
   std::vector<uint32_t> links;
   if (from == to) return links;

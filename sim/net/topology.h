@@ -34,6 +34,8 @@ class Topology {
   const LinkSpec& link(uint32_t id) const { return links_[id]; }
   // "chip 3 +x", "chip 0 core 1->0".
   std::string link_name(uint32_t id) const;
+  // The chip the link leaves from.
+  uint32_t link_chip(uint32_t id) const;
   std::vector<uint32_t> chip_coords(uint32_t chip) const;
 
   // The links a transfer from core `from` to core `to` crosses, in order (empty when equal).

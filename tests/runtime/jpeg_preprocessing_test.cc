@@ -107,8 +107,7 @@ TEST(JpegPreprocessing, ErrorsSayWhatIsMissingOrBroken) {
   Element bad = ramp_record(0);
   bad.at("record").bytes[0] =
       ExampleBuilder().bytes("image_raw", {"not a jpeg"}).ints("label", {1}).serialize();
-  EXPECT_THAT(jpeg_preprocess_fn(options(false))(bad).status().message(),
-              HasSubstr("image_raw"));
+  EXPECT_THAT(jpeg_preprocess_fn(options(false))(bad).status().message(), HasSubstr("image_raw"));
 }
 
 TEST(Dataset, EnumerateCountsAcrossRepeatedPasses) {

@@ -14,8 +14,13 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   auto system = testing::make_system("v3-8", {"tpu", true, &sink});
   // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
   // and ici (collectives), the sequencer's steps, and counters of the infeed queue's depth and
-  // the HBM bandwidth the DMA engines draw.
-  EXPECT_EQ(sink.tracks().size(), 8u * 13u);
+  // the HBM bandwidth the DMA engines draw; and per link of the interconnect a utilisation
+  // counter: on the 2x2 torus 4 chips x 2 dimensions x 2 directions, and 4 links between the 2
+  // cores of each chip.
+  size_t links = 0;
+  for (const auto& t : sink.tracks()) links += t.name.rfind("ici_link_utilization ", 0) == 0;
+  EXPECT_EQ(links, 16u + 16u);
+  EXPECT_EQ(sink.tracks().size(), 8u * 13u + links);
   isa::Program p;
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();
@@ -132,6 +137,57 @@ TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
   const uint64_t before = system->now_cycle();
   ASSERT_TRUE(system->idle(1000).ok());
   EXPECT_EQ(system->now_cycle(), before + 1000);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
+
+namespace tpusim::sim {
+namespace {
+
+// Each link's utilisation counter: up while the link moves a collective's chunks, never above
+// 1, back to 0 at the end; its integral times the link's bandwidth is the bytes it moved.
+TEST(TraceHooks, LinkUtilisationCountersAccountForEveryByteOnTheLinks) {
+  traces::RecordingSink sink;
+  auto system = testing::make_system("v3-8", {"tpu", true, &sink});
+  const uint64_t n = 1 << 20;
+  const uint64_t per_core_hbm = system->slice().chip.hbm.capacity_bytes / 2;
+  isa::Program p;
+  for (uint32_t core : {0u, 2u}) {  // core 0 of chips 0 and 1: one hop over +x and back
+    CoreBuilder b(&p, core);
+    auto* c = b.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0x1000,
+                           per_core_hbm / 2, n)
+                  .instruction()
+                  .mutable_collective();
+    c->add_group(0);
+    c->add_group(2);
+    b.halt();
+  }
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::map<std::string, std::vector<traces::RecordingSink::Sample>> by_link;
+  for (const auto& sample : sink.samples()) {
+    const auto& t = sink.track(sample.track);
+    if (t.name.rfind("ici_link_utilization ", 0) == 0)
+      by_link["chip " + std::to_string(t.chip) + " " + t.name].push_back(sample);
+  }
+  ASSERT_FALSE(by_link.empty());
+  double link_seconds = 0;  // the integral of utilisation over time, over every link
+  for (const auto& [name, samples] : by_link) {
+    EXPECT_EQ(name.find("core"), std::string::npos) << name;  // chip links only
+    EXPECT_EQ(samples.back().value, 0) << name;
+    for (size_t i = 0; i + 1 < samples.size(); ++i) {
+      EXPECT_GE(samples[i].value, 0) << name;
+      EXPECT_LE(samples[i].value, 1.0) << name;
+      EXPECT_LE(samples[i].time, samples[i + 1].time) << name;
+      link_seconds +=
+          samples[i].value * static_cast<double>(samples[i + 1].time - samples[i].time) * 1e-12;
+    }
+  }
+  const double bytes = system->stats().value("interconnect.bytes");
+  EXPECT_GT(bytes, 4.0 * n);  // 2 members each send their half and get the other's, x2 phases
+  EXPECT_NEAR(link_seconds * system->slice().chip.ici.link_bandwidth_bytes_per_s, bytes,
+              bytes * 1e-4);
 }
 
 }  // namespace

@@ -22,8 +22,8 @@ constexpr char kIdx[] = "/usr/share/datasets/fashion-mnist/";
 class InfeedStudy : public ::testing::Test {
  protected:
   void SetUp() override {
-    tmp_ = std::filesystem::temp_directory_path() /
-           ("tpusim-cli-study-" + std::to_string(::getpid()));
+    tmp_ =
+        std::filesystem::temp_directory_path() / ("tpusim-cli-study-" + std::to_string(::getpid()));
     std::filesystem::remove_all(tmp_);
     // A slice of Fashion-MNIST as 224x224 JPEG shards (the whole set would take a while).
     for (const char* prefix : {"train", "t10k"}) {
@@ -39,11 +39,29 @@ class InfeedStudy : public ::testing::Test {
 
   nlohmann::json study(int map_threads) {
     const std::string report = (tmp_ / ("report" + std::to_string(map_threads))).string();
-    auto r = run_tpusim({"train", "--model", "image_cnn", "--input", "jpeg", "--image-size", "224",
-                         "--map-threads", std::to_string(map_threads), "--data", data(),
-                         "--batch-size", "256", "--train-steps", "20", "--iterations-per-loop",
-                         "10", "--timing-only", "--host-timing", "config", "--model-dir",
-                         (tmp_ / ("model" + std::to_string(map_threads))).string(), "--report",
+    auto r = run_tpusim({"train",
+                         "--model",
+                         "image_cnn",
+                         "--input",
+                         "jpeg",
+                         "--image-size",
+                         "224",
+                         "--map-threads",
+                         std::to_string(map_threads),
+                         "--data",
+                         data(),
+                         "--batch-size",
+                         "256",
+                         "--train-steps",
+                         "20",
+                         "--iterations-per-loop",
+                         "10",
+                         "--timing-only",
+                         "--host-timing",
+                         "config",
+                         "--model-dir",
+                         (tmp_ / ("model" + std::to_string(map_threads))).string(),
+                         "--report",
                          report});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::ifstream in(report);
@@ -81,9 +99,9 @@ TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape)
   auto input = run_tpusim({"train", "--input", "png"});
   EXPECT_EQ(input.exit_code, 2);
   EXPECT_THAT(input.err, HasSubstr("--input is raw or jpeg (got 'png')"));
-  auto transformer = run_tpusim({"train", "--model", "transformer", "--input", "jpeg",
-                                 "--image-size", "224", "--data", data(), "--batch-size", "64",
-                                 "--train-steps", "1", "--timing-only"});
+  auto transformer =
+      run_tpusim({"train", "--model", "transformer", "--input", "jpeg", "--image-size", "224",
+                  "--data", data(), "--batch-size", "64", "--train-steps", "1", "--timing-only"});
   EXPECT_EQ(transformer.exit_code, 1);
   EXPECT_THAT(transformer.err, HasSubstr("the transformer takes 28x28x1 images"));
 }

@@ -25,8 +25,8 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
   d.map_threads = vm["map-threads"].as<int>();
   if (std::string problem = check_fashion_data(d); !problem.empty())
     return absl::InvalidArgumentError(problem);
-  d.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
-                               : default_data_dir(d.jpeg, d.image_size);
+  d.dir =
+      vm.count("data") > 0 ? vm["data"].as<std::string>() : default_data_dir(d.jpeg, d.image_size);
   return d;
 }
 
