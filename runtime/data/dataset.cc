@@ -27,6 +27,14 @@ Value scalar_int(int64_t x) {
   return v;
 }
 
+Value image_value(std::vector<float> pixels, int height, int width, int channels) {
+  Value v;
+  v.type = FeatureType::kFloat;
+  v.shape = {height, width, channels};
+  v.floats = std::move(pixels);
+  return v;
+}
+
 namespace {
 
 using Next = absl::StatusOr<std::optional<Element>>;

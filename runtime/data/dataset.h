@@ -36,6 +36,8 @@ using Element = std::map<std::string, Value>;
 
 Value scalar_bytes(std::string b);
 Value scalar_int(int64_t v);
+// An image's float pixels as a [height, width, channels] value.
+Value image_value(std::vector<float> pixels, int height, int width, int channels);
 
 class Iterator {
  public:

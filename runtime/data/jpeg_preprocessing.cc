@@ -57,12 +57,9 @@ MapFn jpeg_preprocess_fn(const JpegPreprocessing& options) {
                           o.image_size, o.image_size);
     if (!image.ok()) return image.status();
     FloatImage out = o.training ? random_flip_left_right(*image, rng) : *std::move(image);
-    Value pixels;
-    pixels.type = FeatureType::kFloat;
-    pixels.shape = {o.image_size, o.image_size, o.channels};
-    pixels.floats = std::move(out.pixels);
-    Element result;
-    result.emplace("image", std::move(pixels));
+    Element result;  // emplaced, not from an initializer list, which would copy the pixels
+    result.emplace("image",
+                   image_value(std::move(out.pixels), o.image_size, o.image_size, o.channels));
     result.emplace("label", std::move(ex->at("label")));
     return result;
   };

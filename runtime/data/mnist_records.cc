@@ -178,12 +178,8 @@ MapFn mnist_parse_fn(int height, int width, int depth, bool jpeg) {
       return absl::InvalidArgumentError(str_cat("image_raw: ", image.status().message()));
     FloatImage f = to_float(*image);
     if (f.height != height || f.width != width) f = resize_bilinear(f, height, width);
-    Value pixels;
-    pixels.type = FeatureType::kFloat;
-    pixels.shape = {height, width, depth};
-    pixels.floats = std::move(f.pixels);
     Element out;
-    out.emplace("image", std::move(pixels));
+    out.emplace("image", image_value(std::move(f.pixels), height, width, depth));
     out.emplace("label", std::move(ex->at("label")));
     return out;
   };
