@@ -139,7 +139,6 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
     }
     return loop_steps.status();
   }
-  (*trace)->before_loop(compiled->global_step + 1, compiled->global_step + steps);
   auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *loop_steps,
                                  static_cast<uint64_t>(compiled->global_step));
   if (!loop.ok()) return loop.status();

@@ -2,10 +2,8 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "common/strings.h"
-#include "configs/loader.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"

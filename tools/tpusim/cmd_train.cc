@@ -168,7 +168,10 @@ int run_train(const std::vector<std::string>& args) {
     optimizer.learning_rate.decay_steps = decay_steps;
   }
   if (auto s = ensure_fashion_mnist(*data); !s.ok()) return failure(std::string(s.message()));
-  if (host_timing == "config") use_host_config_timing(*data, &config);
+  if (host_timing == "config") {
+    if (auto s = use_host_config_timing(*data, &config); !s.ok())
+      return failure(std::string(s.message()));
+  }
   auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer), config, {}, true,
                                              batch, batch, batch);
   if (!est.ok()) return failure(std::string(est.status().message()));

@@ -179,7 +179,7 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
   };
 }
 
-void use_host_config_timing(const FashionData& d, estimator::RunConfig* config) {
+absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* config) {
   config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
   config->host_read_threads = 4;
   config->host_map_threads = static_cast<uint32_t>(d.map_threads);
@@ -190,14 +190,16 @@ void use_host_config_timing(const FashionData& d, estimator::RunConfig* config) 
   if (!d.jpeg) {
     w.record_bytes = 840;
     w.raw_bytes = 28 * 28;
-    return;
+    return absl::OkStatus();
   }
   auto record = mean_train_record_bytes(d.dir);
-  w.record_bytes = record.ok() ? *record : side * side / 10;  // JPEG at about 10:1
+  if (!record.ok()) return record.status();
+  w.record_bytes = *record;
   w.jpeg_pixels = side * side;
   const auto resized = static_cast<uint64_t>(data::resize_size(d.image_size));
   w.resized_pixels = resized * resized;
   w.augmented_pixels = 2 * side * side;  // the crop and the flip
+  return absl::OkStatus();
 }
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer) {

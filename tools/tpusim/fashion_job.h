@@ -45,8 +45,9 @@ estimator::InputFn fashion_eval_input(const FashionData& data);
 // fashion_train_input stages (4 interleaved readers, the map on data.map_threads, batch,
 // enqueue) with one example's work. Raw: an 840-byte tf.Example record, 784 raw pixels, 3,140
 // bytes of f32 image and label in the batch. JPEG: the first train shard's mean record size,
-// an S x S decode, a resize to S*8/7, the crop and flip, S*S*4+4 bytes in the batch.
-void use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
+// an S x S decode, a resize to S*8/7, the crop and flip, S*S*4+4 bytes in the batch. Errors
+// name the shard that could not be read for its record size.
+absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer);
 
