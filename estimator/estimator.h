@@ -94,9 +94,9 @@ struct RunConfig {
   int64_t log_step_count_steps = 100;
   int keep_checkpoint_max = 5;
   TPUConfig tpu_config;
-  std::string backend = "tpusim";  // "tpusim" (use_tpu) or "cpu"
+  std::string backend = "tpusim";  // "tpusim" (use_tpu), "cpu" or "gpu"
   std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
-  std::string precision = "fp32";  // the cpu backend's: "fp32" or "mxu"
+  std::string precision = "fp32";  // the cpu and gpu backends': "fp32" or "mxu"
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.
@@ -146,6 +146,11 @@ struct TrainResult {
   // backends without a simulated timeline.
   std::optional<traces::Analysis> analysis;
   uint64_t trace_bytes = 0;  // of the trace file, when one was asked for
+  // Per graph op on chip 0, per step (FLOPs, HBM bytes and seconds averaged over the steps run),
+  // in program order, and the chip's roofs: the roofline's points. Empty on backends without a
+  // simulated timeline.
+  std::vector<runtime::OpTiming> ops;
+  runtime::ChipRoofs roofs;
 };
 
 struct EvalResult {

@@ -179,6 +179,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
         t.simulated && t.cycles > 0 ? loop_device * static_cast<double>(most_wait) / t.cycles : 0;
     device_seconds += loop_device;
     wait_seconds += loop_wait;
+    runtime::add_op_timings(t.ops, &result.ops);
+    result.roofs = t.roofs;
     mxu_weighted += mxu * loop_device;
     host_clock += loop_device + host.loop_overhead_s;
     const int64_t before = step;
@@ -239,6 +241,13 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   result.input_seconds = wait_seconds;
   result.host_overhead_seconds = host_clock - device_seconds;
   result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
+  for (runtime::OpTiming& o : result.ops) {
+    const auto steps_run = static_cast<double>(result.steps_run);
+    o.flops /= steps_run;
+    o.hbm_bytes /= steps_run;
+    o.seconds /= steps_run;
+    o.instructions /= static_cast<uint64_t>(result.steps_run);
+  }
   result.weights_fingerprint = weights_fingerprint(variables);
   auto analysis = (*trace)->finish();
   if (!analysis.ok()) return analysis.status();

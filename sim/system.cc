@@ -136,7 +136,11 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   model_->collectives->begin_run();
   const uint32_t per_chip = slice_->chip.tensor_cores;
   const uint64_t start = now_cycle();
+  for (uint32_t c = 0; c < slice_->cores; ++c) model_->core(c, per_chip).context().ops.reset({});
   for (const auto& stream : program_->cores()) {
+    std::vector<OpFigures> origins;
+    for (const isa::Origin& o : stream.origins()) origins.push_back({o.label(), o.op()});
+    model_->core(stream.core(), per_chip).context().ops.reset(std::move(origins));
     Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
     seq.load(&stream, program_->step_base());
     seq.start();
@@ -274,13 +278,23 @@ nlohmann::ordered_json System::report(const RunResult& run) {
     for (const MxuUnit* m : core.mxus()) macs += static_cast<double>(m->macs());
     const double peak_macs =
         static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
+    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+    for (const OpFigures& f : core.context().ops.figures()) {
+      ops.push_back({{"label", f.label},
+                     {"op", f.op},
+                     {"flops", f.flops},
+                     {"hbm_bytes", f.hbm_bytes},
+                     {"cycles", f.cycles},
+                     {"instructions", f.instructions}});
+    }
     cores.push_back({{"core", cr.core},
                      {"cycles", cr.cycles},
                      {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
                      {"infeed_wait_cycles", core.infeed_unit().wait_cycles()},
                      {"outfeed_wait_cycles", core.outfeed_unit().wait_cycles()},
                      {"vmem_high_water_bytes", core.context().vmem_high_water},
-                     {"units", units}});
+                     {"units", units},
+                     {"ops", ops}});
   }
   nlohmann::ordered_json chips = nlohmann::ordered_json::array();
   const double seconds = cycles / clock_.frequency_hz();

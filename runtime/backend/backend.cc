@@ -12,6 +12,27 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu, tpusim)"));
 }
 
+void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* total) {
+  for (size_t i = 0; i < loop.size(); ++i) {
+    const OpTiming& o = loop[i];
+    // The same executable lists its ops in the same order every loop: try the same index first.
+    OpTiming* into = i < total->size() && (*total)[i].label == o.label && (*total)[i].op == o.op
+                         ? &(*total)[i]
+                         : nullptr;
+    for (size_t j = 0; into == nullptr && j < total->size(); ++j) {
+      if ((*total)[j].label == o.label && (*total)[j].op == o.op) into = &(*total)[j];
+    }
+    if (into == nullptr) {
+      total->push_back(o);
+      continue;
+    }
+    into->flops += o.flops;
+    into->hbm_bytes += o.hbm_bytes;
+    into->seconds += o.seconds;
+    into->instructions += o.instructions;
+  }
+}
+
 traces::TraceRouter& device_trace_router() {
   static traces::TraceRouter router;
   return router;

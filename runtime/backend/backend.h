@@ -45,6 +45,31 @@ struct LoopStep {
   double ready_seconds = 0;     // host time from the loop's start when they may cross the link
 };
 
+// One graph op's work and time over a device loop on one chip (tpusim): the compiler tags every
+// instruction with the node it computes, and the simulator adds up what each did.
+struct OpTiming {
+  std::string label;  // the graph node: "dense_1/matmul"
+  std::string op;     // "matmul", "fused" (elementwise nodes computed together), "infeed", ...
+  double flops = 0;   // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
+  double hbm_bytes = 0;
+  double seconds = 0;  // its span per step, summed over the loop's steps (the longest core's)
+  uint64_t instructions = 0;
+};
+
+// The roofs of a roofline: one chip's peak MXU FLOPS and its HBM bandwidth.
+struct ChipRoofs {
+  double peak_flops = 0;
+  double hbm_bytes_per_second = 0;
+  // Arithmetic intensity (FLOPs per HBM byte) where the two roofs meet.
+  double ridge_intensity() const {
+    return hbm_bytes_per_second > 0 ? peak_flops / hbm_bytes_per_second : 0;
+  }
+};
+
+// Adds one loop's op figures to a running total: matched by label and op, ops not yet in it
+// appended in order.
+void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* total);
+
 // How long a loop took on a backend that simulates time (tpusim); `simulated` is false and the
 // rest zero elsewhere.
 struct DeviceTiming {
@@ -55,6 +80,10 @@ struct DeviceTiming {
   // of peak over the loop.
   std::vector<uint64_t> infeed_wait_cycles;
   std::vector<double> mxu_utilization;
+  // Per graph op on chip 0 (the cores of it that ran, their FLOPs and bytes summed), in program
+  // order, and the chip's roofs.
+  std::vector<OpTiming> ops;
+  ChipRoofs roofs;
 };
 
 struct LoopResult {

@@ -192,6 +192,8 @@ absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cota
     const Node& n = b.graph().node(id);
     if (!is_floating(n.dtype)) continue;
     const std::vector<int> inputs = n.inputs;
+    // Named as TensorFlow names them: "gradients/dense/matmul_grad/transpose".
+    GraphBuilder::Scope scope(b, str_cat("gradients/", n.label, "_grad"));
     const std::vector<Value> grads = node_vjp(b, id, g);
     if (!b.status().ok())
       return absl::InternalError(

@@ -36,8 +36,24 @@ CoreBuilder::CoreBuilder(isa::Program* program, uint32_t core) : core_(program->
 
 uint32_t CoreBuilder::new_flag() { return next_flag_++; }
 
+void CoreBuilder::set_origin(const std::string& label, const std::string& op) {
+  pending_label_ = label;
+  pending_op_ = op;
+  origin_ = 0;
+}
+
 InstrRef CoreBuilder::append() {
-  core_->add_instructions();
+  if (origin_ == 0 && !pending_label_.empty()) {
+    const int last = core_->origins_size() - 1;
+    if (last < 0 || core_->origins(last).label() != pending_label_ ||
+        core_->origins(last).op() != pending_op_) {
+      isa::Origin* origin = core_->add_origins();
+      origin->set_label(pending_label_);
+      origin->set_op(pending_op_);
+    }
+    origin_ = static_cast<uint32_t>(core_->origins_size());
+  }
+  core_->add_instructions()->set_origin(origin_);
   return InstrRef(core_, core_->instructions_size() - 1);
 }
 

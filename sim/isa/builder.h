@@ -42,6 +42,10 @@ class CoreBuilder {
   CoreBuilder(isa::Program* program, uint32_t core);
 
   uint32_t new_flag();
+  // Instructions appended from now on belong to the graph op `label` of kind `op` (an empty
+  // label: to none). The op enters the core's origin table with its first instruction, unless
+  // it repeats the table's last entry; ops that emit nothing stay out of it.
+  void set_origin(const std::string& label, const std::string& op);
   int size() const { return core_->instructions_size(); }
   // The last instruction appended, to set fields the helpers do not take.
   isa::Instruction* instruction_back() { return core_->mutable_instructions(size() - 1); }
@@ -79,6 +83,8 @@ class CoreBuilder {
   InstrRef append();
   isa::CoreProgram* core_;
   uint32_t next_flag_ = 0;
+  uint32_t origin_ = 0;  // stamped on every appended instruction (0 until the pending op's first)
+  std::string pending_label_, pending_op_;
 };
 
 }  // namespace tpusim::sim

@@ -85,6 +85,10 @@ void dump_range(const isa::CoreProgram& core, int begin, int end, int depth, std
       fmt::format_to(std::back_inserter(*out), "  wait f{}>={}", w.flag(), w.value());
     for (uint32_t f : in.signal()) fmt::format_to(std::back_inserter(*out), "  signal f{}", f);
     if (!in.note().empty()) fmt::format_to(std::back_inserter(*out), "  # {}", in.note());
+    if (in.origin() > 0 && static_cast<int>(in.origin()) <= core.origins_size()) {
+      const isa::Origin& o = core.origins(static_cast<int>(in.origin()) - 1);
+      fmt::format_to(std::back_inserter(*out), "  @{} {}", o.op(), o.label());
+    }
     out->push_back('\n');
     if (in.op_case() == Instruction::kLoop) {
       const int body_end = std::min<int>(end, i + 1 + static_cast<int>(in.loop().body_length()));

@@ -192,4 +192,17 @@ bool is_transcendental(Vector::Op op) {
   return op == Vector::EXP || op == Vector::LOG || op == Vector::TANH || op == Vector::RSQRT;
 }
 
+bool is_arithmetic(Vector::Op op) {
+  switch (classify(op)) {
+    case VectorOpClass::kBinary:
+    case VectorOpClass::kSelect:
+    case VectorOpClass::kReduce:
+      return true;
+    case VectorOpClass::kUnary:
+      return op != Vector::COPY;
+    default:
+      return false;
+  }
+}
+
 }  // namespace tpusim::sim

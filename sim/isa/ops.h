@@ -37,5 +37,8 @@ enum class VectorOpClass {
 VectorOpClass classify(isa::Vector::Op op);
 // exp, log, tanh, rsqrt: the transcendental unit's cost and latency.
 bool is_transcendental(isa::Vector::Op op);
+// Counts as one FLOP per element in the op profile: arithmetic, comparisons, select and
+// reductions; copies, casts, transposes, broadcasts, fills and RNG move data and count none.
+bool is_arithmetic(isa::Vector::Op op);
 
 }  // namespace tpusim::sim

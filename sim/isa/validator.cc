@@ -34,7 +34,13 @@ class CoreChecker {
   void run() {
     const auto& instrs = core_.instructions();
     check_range(0, instrs.size(), instrs.size());
-    for (int i = 0; i < instrs.size(); ++i) check_instruction(i, instrs[i]);
+    for (int i = 0; i < instrs.size(); ++i) {
+      check_instruction(i, instrs[i]);
+      if (instrs[i].origin() > static_cast<uint32_t>(core_.origins_size())) {
+        fail(i, str_cat("names origin ", instrs[i].origin(), " but the core's program lists ",
+                        core_.origins_size(), " origin(s) (origin is 1 + an index, 0 for none)"));
+      }
+    }
     check_waits(0, instrs.size());
   }
 

@@ -37,6 +37,7 @@ void CollectiveUnit::execute(const IssuedInstruction& item) {
   ++collectives_;
   if (start > issued) trace(traces::kPeerWait.data(), issued, start);
   trace(op_name(*item.instr), start, done);
+  profile(issued, done, 0, 0);  // the op's time includes waiting for its peers
   ctx_.sync->complete_at(done, item.instr->signal());
 }
 

@@ -12,6 +12,7 @@
 #include "sim/clock.h"
 #include "sim/memory/block.h"
 #include "sim/memory/memory.h"
+#include "sim/stats/op_profile.h"
 #include "sim/stats/rate_counter.h"
 #include "sim/timing/bandwidth_server.h"
 #include "sim/timing/hbm_timing.h"
@@ -52,6 +53,7 @@ struct CoreContext {
   std::string mxu_policy;
   traces::Sink* sink = nullptr;  // may be null
   RateCounter hbm_bandwidth;     // the DMA engines' HBM traffic (a counter track with a sink)
+  OpProfile ops;                 // FLOPs, HBM bytes and time per graph op (the run's program)
 
   Memory* vmem = nullptr;
   NumericsWorker* numerics = nullptr;  // the slice's: runs the MXUs' numerics

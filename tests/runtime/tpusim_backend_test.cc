@@ -1,5 +1,7 @@
 // The tpusim backend: every op case against the cpu reference, the bf16 agreement with cpu:mxu,
 // and multi-step runs with variable updates. One System per process (one test per process).
+#include <map>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +95,50 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
     for (size_t i = 0; i < value.f.size(); ++i)
       EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
   }
+}
+
+// The loop's per-op profile: a [256, 512] x [512, 256] matmul does exactly 2 M K N FLOPs a step,
+// the infeed lands every byte of its batch in HBM, and the ops' spans fit in the loop.
+TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {256, 512});
+  const Value w = b.variable("w", DType::kF32, {512, 256}, {InitKind::kGlorotUniform});
+  b.output("y", b.unary(Op::kRelu, b.matmul(x, w)));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto backend = make_backend("tpusim");
+  ASSERT_TRUE(backend.ok());
+  auto exe = (*backend)->compile(b.graph(), {"fp32"});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables vars = initial_variables(b.graph());
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {256, 512}}};
+  const std::vector<LoopStep> steps(2, LoopStep{{opcheck::make_feeds(c, 3)}, 0});
+  auto loop = (*backend)->run_loop(**exe, vars, steps, 0);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  const DeviceTiming& t = loop->timing;
+  std::map<std::string, OpTiming> by_op;
+  double seconds = 0;
+  for (const OpTiming& o : t.ops) {
+    by_op[o.op] = o;
+    seconds += o.seconds;
+    EXPECT_GT(o.seconds, 0) << o.label;
+    EXPECT_GT(o.instructions, 0u) << o.label;
+  }
+  ASSERT_EQ(by_op.count("matmul"), 1u);
+  EXPECT_EQ(by_op["matmul"].flops, 2 * 2.0 * 256 * 512 * 256);
+  // It reads x and w at least once and writes y.
+  EXPECT_GE(by_op["matmul"].hbm_bytes, 2 * 4.0 * (256 * 512 + 512 * 256 + 256 * 256));
+  EXPECT_EQ(by_op["infeed"].label, "x");
+  EXPECT_EQ(by_op["infeed"].hbm_bytes, 2 * 4.0 * 256 * 512);
+  EXPECT_EQ(by_op["relu"].flops, 2 * 256.0 * 256);
+  // The spans leave out the time the infeed waited for the host link.
+  const double busy = t.seconds * (1 - static_cast<double>(t.infeed_wait_cycles[0]) /
+                                           static_cast<double>(t.cycles));
+  EXPECT_LE(seconds, busy) << t.seconds;
+  EXPECT_GT(seconds, 0.8 * busy) << t.seconds;
+  // v3: 2 cores x 2 MXUs of 128 x 128 at 940 MHz; 900 GB/s of HBM.
+  EXPECT_DOUBLE_EQ(t.roofs.peak_flops, 2.0 * 2 * 2 * 128 * 128 * 940e6);
+  EXPECT_DOUBLE_EQ(t.roofs.hbm_bytes_per_second, 900e9);
 }
 
 // Adam with a staircase exponential decay, and momentum with a piecewise schedule: slots, the

@@ -1,4 +1,7 @@
 // The tpusim compiler without running: HBM planning, fusion, and the programs it emits.
+#include <algorithm>
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -51,6 +54,40 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
   // The fused chain writes HBM once: the intermediates have no buffers.
   EXPECT_LT(step->plan.peak_bytes, 4u * 64 * 100 * 4);
+}
+
+// Every instruction of the step names the graph op it computes (the per-op profile groups by
+// it): one origin per node, named by its label, repeats numbered, gradients under "gradients/".
+TEST(Compiler, TagsEveryInstructionWithItsGraphOp) {
+  GraphBuilder b;
+  ASSERT_TRUE(models::build_training_step(b, "mlp", 16, 0.1f, 1).ok());
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const isa::CoreProgram& core = step->program.cores(0);
+  std::set<std::string> labels;
+  std::set<std::string> kinds;
+  for (const isa::Origin& o : core.origins()) {
+    EXPECT_TRUE(labels.insert(o.label()).second) << "repeated origin " << o.label();
+    kinds.insert(o.op());
+  }
+  for (const char* kind : {"infeed", "matmul", "assign", "outfeed"})
+    EXPECT_EQ(kinds.count(kind), 1u) << kind;
+  EXPECT_TRUE(std::any_of(labels.begin(), labels.end(), [](const std::string& l) {
+    return l.rfind("gradients/", 0) == 0 && l.find("_grad/") != std::string::npos;
+  }));
+  std::vector<bool> used(static_cast<size_t>(core.origins_size()), false);
+  for (int i = 0; i < core.instructions_size(); ++i) {
+    const isa::Instruction& in = core.instructions(i);
+    if (in.has_loop() || in.has_halt()) {
+      EXPECT_EQ(in.origin(), 0u) << i;
+      continue;
+    }
+    ASSERT_GT(in.origin(), 0u) << "instruction " << i << " has no origin";
+    ASSERT_LE(in.origin(), static_cast<uint32_t>(core.origins_size()));
+    used[in.origin() - 1] = true;
+  }
+  // An op that emits nothing (a reshape, a variable) has no origin.
+  EXPECT_TRUE(std::all_of(used.begin(), used.end(), [](bool u) { return u; }));
 }
 
 TEST(Compiler, EveryZooModelCompiles) {

@@ -50,6 +50,12 @@ const isa::Block kV = block(0x300000, 8, 128, isa::F32);
 const BadProgram kBad[] = {
     {"UnsetOp", [](CoreBuilder& c) { c.halt().instruction().clear_op(); },
      "core 3 instruction 0 ((no operation)): has no operation"},
+    {"OriginPastTheTable",
+     [](CoreBuilder& c) {
+       c.set_origin("dense/matmul", "matmul");
+       c.fill(kV, 0).instruction().set_origin(2);
+     },
+     "instruction 0 (vpu.fill): names origin 2 but the core's program lists 1 origin(s)"},
     {"DmaWithoutDirection",
      [](CoreBuilder& c) {
        c.dma_to_vmem(kV, kV).instruction().mutable_dma()->set_direction(

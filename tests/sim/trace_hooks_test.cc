@@ -53,6 +53,51 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   EXPECT_EQ(sink.slices().size(), 3u);
 }
 
+// Every instruction carries the graph op it belongs to; the run's report has each op's FLOPs,
+// HBM bytes and span. The same program as above, as three ops plus a DMA of its own.
+TEST(TraceHooks, ReportProfilesEveryOpFromItsInstructions) {
+  auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.set_origin("dense/matmul", "matmul");
+  c.load_weights(1, 0, block(0x100000, 128, 128, isa::BF16));
+  c.matmul(1, 0, block(0, 256, 128, isa::BF16), block(0x200000, 256, 128, isa::F32), false)
+      .signal(f);
+  c.set_origin("relu", "relu");
+  c.unary(isa::Vector::RELU, block(0x300000, 8, 128, isa::F32), block(0x200000, 8, 128, isa::F32))
+      .wait(f, 1);
+  c.set_origin("load", "copy");
+  c.dma_to_vmem(block(0, 16, 1024, isa::F32), block(0x400000, 16, 1024, isa::F32));
+  c.set_origin("", "");
+  c.halt();
+  ASSERT_EQ(p.cores(0).origins_size(), 3);
+  EXPECT_EQ(p.cores(0).instructions(0).origin(), 1u);
+  EXPECT_EQ(p.cores(0).instructions(2).origin(), 2u);
+  EXPECT_EQ(p.cores(0).instructions(4).origin(), 0u);  // the halt
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const auto report = system->report(*run);
+  const auto& ops = report["cores"][0]["ops"];
+  ASSERT_EQ(ops.size(), 3u);
+  // load_weights 0..128, the matmul streams 128..384 and its results are out at 638.
+  EXPECT_EQ(ops[0]["label"], "dense/matmul");
+  EXPECT_EQ(ops[0]["op"], "matmul");
+  EXPECT_EQ(ops[0]["flops"].get<double>(), 2.0 * 256 * 128 * 128);
+  EXPECT_EQ(ops[0]["hbm_bytes"].get<double>(), 0);
+  EXPECT_EQ(ops[0]["cycles"].get<uint64_t>(), 638u);
+  EXPECT_EQ(ops[0]["instructions"].get<uint64_t>(), 2u);
+  // The relu: one vreg from 638 to 639, its result 8 cycles later (the vector latency).
+  EXPECT_EQ(ops[1]["flops"].get<double>(), 8.0 * 128);
+  EXPECT_EQ(ops[1]["cycles"].get<uint64_t>(), 1u + 8u);
+  // The DMA: every byte from HBM, no FLOPs.
+  EXPECT_EQ(ops[2]["hbm_bytes"].get<double>(), 16.0 * 1024 * 4);
+  EXPECT_EQ(ops[2]["flops"].get<double>(), 0);
+  EXPECT_GT(ops[2]["cycles"].get<uint64_t>(), 0u);
+  // Core 1 ran nothing: no ops.
+  EXPECT_TRUE(report["cores"].size() == 1 || report["cores"][1]["ops"].empty());
+}
+
 TEST(TraceHooks, StatsTreeHasUnitsAndDescriptions) {
   auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
   isa::Program p;

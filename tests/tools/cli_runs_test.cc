@@ -112,7 +112,7 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);
   if (std::filesystem::exists("/usr/bin/gnuplot")) {
-    for (const char* plot : {"metric", "breakdown"}) {
+    for (const char* plot : {"metric", "breakdown", "roofline"}) {
       std::ifstream png(out + "/plots/" + plot + ".png", std::ios::binary);
       std::string magic(4, '\0');
       png.read(magic.data(), 4);
@@ -122,6 +122,24 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
       text << svg.rdbuf();
       EXPECT_THAT(text.str(), HasSubstr("<svg")) << plot;
     }
+  }
+  // Each report carries the op profile the roofline draws: one MXU per core halves the roof.
+  const auto& roofs_1 = j["points"][0]["report"]["roofline"];
+  const auto& roofs_2 = j["points"][2]["report"]["roofline"];
+  EXPECT_DOUBLE_EQ(roofs_2["peak_flops"].get<double>(), 2 * roofs_1["peak_flops"].get<double>());
+  EXPECT_EQ(roofs_1["hbm_bytes_per_second"], roofs_2["hbm_bytes_per_second"]);
+  double matmul_flops = 0;
+  for (const auto& op : j["points"][0]["report"]["ops"]) {
+    if (op["op"] == "matmul") matmul_flops += op["flops"].get<double>();
+  }
+  EXPECT_GT(matmul_flops, 0);
+  if (std::filesystem::exists("/usr/bin/gnuplot")) {
+    std::ifstream dat(out + "/plots/roofline_0.dat");
+    std::string header, first;
+    std::getline(dat, header);
+    std::getline(dat, first);
+    EXPECT_THAT(header, HasSubstr("FLOP/byte"));
+    EXPECT_FALSE(first.empty());
   }
   // Usage errors, each before anything runs.
   for (const auto& bad : std::vector<std::vector<std::string>>{

@@ -13,6 +13,7 @@
 #include "sim/isa/program_stats.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 
@@ -22,7 +23,7 @@ int run_compile(const std::vector<std::string>& args) {
   po::options_description options("options");
   int64_t batch = 0;
   options.add_options()("model", po::value<std::string>()->required(),
-                        "zoo model: mlp, mnist_cnn, resnet_small, transformer")(
+                        ("zoo model: " + zoo_model_names(", ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name")("batch", po::value<int64_t>(&batch)->default_value(128),
                                             "examples per core")(

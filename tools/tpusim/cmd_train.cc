@@ -20,6 +20,8 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
+#include "tools/tpusim/op_report.h"
+#include "tools/tpusim/options.h"
 #include "tools/tpusim/progress_bar.h"
 #include "traces/trace_writer.h"
 
@@ -43,7 +45,7 @@ int run_train(const std::vector<std::string>& args) {
   float lr = 0, decay_rate = 1;
   int64_t decay_steps = 1;
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
-                        "zoo model: mlp | mnist_cnn | resnet_small | transformer")(
+                        ("zoo model: " + zoo_model_names(" | ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
       "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
@@ -219,6 +221,7 @@ int run_train(const std::vector<std::string>& args) {
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).
   if (r.analysis.has_value()) report["analysis"] = r.analysis->to_json();
+  add_op_profile(r.ops, r.roofs, &report);
   if (!config.trace_path.empty()) {
     report["trace"] = config.trace_path;
     report["trace_bytes"] = r.trace_bytes;
@@ -232,6 +235,7 @@ int run_train(const std::vector<std::string>& args) {
       r.sim_seconds_per_step * 1e3, compute * 1e3, input * 1e3, idle * 1e3,
       100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
+  if (!r.ops.empty()) std::cout << "\n" << op_profile_text(r.ops, r.roofs, 8);
   if (!config.trace_path.empty()) {
     std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", config.trace_path,
                              static_cast<double>(r.trace_bytes) / 1e6, config.trace_path);

@@ -13,5 +13,7 @@ namespace tpusim::cli {
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
 // OK when `name` is a registered MXU timing policy.
 absl::Status check_mxu_policy(const std::string& name);
+// The zoo's model names joined by `separator`, for help texts: "mlp | mnist_cnn | ...".
+std::string zoo_model_names(const std::string& separator);
 
 }  // namespace tpusim::cli

@@ -1,5 +1,6 @@
 #include "tools/tpusim/sweep_plots.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -34,12 +35,13 @@ std::string gp_string(const std::string& s) {
 
 // The script's output lines for both formats: draws `plot` once as PNG, once as SVG.
 std::string both_formats(const fs::path& plots, const std::string& name,
-                         const std::string& settings, const std::string& plot) {
+                         const std::string& settings, const std::string& plot,
+                         const std::string& size = "960,600") {
   return fmt::format(
-      "{0}\nset terminal pngcairo size 960,600 noenhanced font 'sans,10'\nset output '{1}.png'\n"
-      "{2}\nset terminal svg size 960,600 noenhanced font 'sans,10'\nset output '{1}.svg'\n"
+      "{0}\nset terminal pngcairo size {3} noenhanced font 'sans,10'\nset output '{1}.png'\n"
+      "{2}\nset terminal svg size {3} noenhanced font 'sans,10'\nset output '{1}.svg'\n"
       "replot\nset output\n",
-      settings, (plots / name).string(), plot);
+      settings, (plots / name).string(), plot, size);
 }
 
 absl::Status run_gnuplot(const std::string& gnuplot, const fs::path& plots, const std::string& name,
@@ -61,10 +63,90 @@ absl::Status run_gnuplot(const std::string& gnuplot, const fs::path& plots, cons
 
 std::string point_label(const SweepRow& row) { return str_join(row.point.values, "/"); }
 
+// "field=value field=value" of a row's point.
+std::string point_title(const std::vector<SweepAxis>& axes, const SweepRow& row) {
+  std::vector<std::string> parts;
+  for (size_t a = 0; a < axes.size() && a < row.point.values.size(); ++a)
+    parts.push_back(axes[a].field + "=" + row.point.values[a]);
+  return str_join(parts, " ");
+}
+
 std::string axes_label(const std::vector<SweepAxis>& axes) {
   std::vector<std::string> fields;
   for (const SweepAxis& a : axes) fields.push_back(a.field);
   return str_join(fields, " / ");
+}
+
+// 3. The roofline: each op with FLOPs and HBM traffic at (arithmetic intensity, achieved
+// FLOPS), a series per point, under each distinct pair of the chip's roofs (the MXU's peak and
+// the HBM slope), drawn in the colour of the first point that has it. A point's size grows with
+// the op's share of the step. Drawn when at least one report has an op profile ("ops" and
+// "roofline").
+absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
+                           const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
+                           std::vector<std::string>* drawn) {
+  struct Roof {
+    double peak_tflops, hbm_tb_per_s;
+    int colour;
+  };
+  std::vector<Roof> roofs;
+  std::vector<std::string> series;
+  double lo = 1e300, hi = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& report = rows[i].report;
+    if (!report.is_object() || !report.contains("ops") || !report.contains("roofline")) continue;
+    const double peak = report["roofline"].value("peak_flops", 0.0) / 1e12;
+    const double bw = report["roofline"].value("hbm_bytes_per_second", 0.0) / 1e12;
+    if (peak <= 0 || bw <= 0) continue;
+    double total = 0;
+    for (const auto& op : report["ops"]) total += op.value("seconds", 0.0);
+    const std::string file = fmt::format("roofline_{}.dat", i);
+    std::ofstream out(plots / file);
+    out << "# FLOP/byte  TFLOPS  point_size  seconds_per_step  op  label\n";
+    int written = 0;
+    for (const auto& op : report["ops"]) {
+      const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
+                   seconds = op.value("seconds", 0.0);
+      if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
+      const double intensity = flops / bytes;
+      lo = std::min(lo, intensity);
+      hi = std::max(hi, intensity);
+      out << intensity << " " << flops / seconds / 1e12 << " "
+          << 0.6 + 3 * std::sqrt(total > 0 ? seconds / total : 0) << " " << seconds << " "
+          << gp_string(op.value("op", "")) << " " << gp_string(op.value("label", "")) << "\n";
+      ++written;
+    }
+    if (written == 0) continue;
+    const int colour = static_cast<int>(series.size()) + 1;
+    series.push_back(fmt::format("'{}' using 1:2:3 with points pt 7 ps variable lc {} title {}",
+                                 (plots / file).string(), colour,
+                                 gp_string(point_title(axes, rows[i]))));
+    lo = std::min(lo, peak / bw);
+    hi = std::max(hi, peak / bw);
+    const bool seen = std::any_of(roofs.begin(), roofs.end(), [&](const Roof& r) {
+      return r.peak_tflops == peak && r.hbm_tb_per_s == bw;
+    });
+    if (!seen) roofs.push_back({peak, bw, colour});
+  }
+  if (series.empty()) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const Roof& r : roofs) {
+    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
+                                r.peak_tflops, r.hbm_tb_per_s, r.colour,
+                                gp_string(fmt::format("roof: {:.1f} TFLOPS, {:.0f} GB/s",
+                                                      r.peak_tflops, r.hbm_tb_per_s * 1e3))));
+  }
+  parts.insert(parts.end(), series.begin(), series.end());
+  const std::string settings = fmt::format(
+      "set title 'roofline: each op of a step on chip 0 (size: its share of the step)'\n"
+      "set xlabel 'arithmetic intensity (FLOPs per HBM byte)'\nset ylabel 'achieved TFLOPS'\n"
+      "set logscale xy\nset format x '%g'\nset format y '%g'\nset grid\n"
+      "set key below maxrows {}\nset samples 400\nset xrange [{}:{}]",
+      std::max(roofs.size(), series.size()), lo / 4, hi * 4);
+  return run_gnuplot(gnuplot, plots, "roofline",
+                     both_formats(plots, "roofline", settings,
+                                  "plot " + str_join(parts, ", \\\n     "), "960,800"),
+                     drawn);
 }
 
 }  // namespace
@@ -155,6 +237,7 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
       return s;
     }
   }
+  if (absl::Status st = draw_roofline(gnuplot, plots, axes, rows, &drawn); !st.ok()) return st;
   return drawn;
 }
 

@@ -213,12 +213,20 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   Lowering l{graph, out.plan, emit, hbm, precision, allocate_gemm_flags(flags), replicas};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
+  // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
+  // ... as TensorFlow numbers repeated op names.
+  std::map<std::string, int> label_uses;
+  auto set_origin = [&](const std::string& label, const std::string& op) {
+    const int n = label_uses[label]++;
+    b.set_origin(n == 0 ? label : str_cat(label, "_", n), op);
+  };
   out.loop_instruction = b.size();
   sim::InstrRef loop = b.loop(1, [&] {});
   const int body_start = b.size();
   // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer.
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);
+    set_origin(n.attrs.name, "infeed");
     Transfer t = transfer_for(n, id, l.address(id), entry_budget);
     const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
     const isa::DType dt = buffer_dtype(n);
@@ -250,9 +258,11 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       for (int m = 0; m <= id; ++m) {
         if (group[static_cast<size_t>(m)] == id) members.push_back(m);
       }
+      set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
       s = lower_fused(l, members);
       out.fused_nodes += members.size() > 1 ? members.size() : 0;
     } else {
+      set_origin(graph.node(id).label, op_name(graph.node(id).op));
       s = lower_node(l, id);
     }
     out.instructions_per_op[op_name(graph.node(id).op)] += static_cast<uint64_t>(b.size() - before);
@@ -264,12 +274,14 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   }
   for (const auto& u : graph.updates()) {
     const Node& v = graph.node(u.variable);
+    set_origin(v.label, "assign");
     emit.copy(l.address(u.value), 0, l.address(u.variable), 0, 1,
               static_cast<uint32_t>(v.shape.elements()), buffer_dtype(v));
   }
   // Outputs: HBM -> VMEM -> outfeed, entry by entry.
   for (const auto& o : graph.outputs()) {
     const Node& n = graph.node(o.node);
+    set_origin(o.name, "outfeed");
     Transfer t = transfer_for(n, o.node, l.address(o.node), entry_budget);
     t.name = o.name;
     const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
@@ -290,6 +302,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     out.outputs.push_back(t);
   }
   loop.instruction().mutable_loop()->set_body_length(static_cast<uint32_t>(b.size() - body_start));
+  b.set_origin("", "");
   b.halt();
   if (flags.allocated() > sim::kNumFlags) {
     return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ",

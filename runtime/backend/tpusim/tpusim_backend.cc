@@ -1,5 +1,6 @@
 #include "runtime/backend/tpusim/tpusim_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -275,10 +276,28 @@ class TpusimBackend final : public Backend {
     t.cycles = run.cycles();
     t.seconds = static_cast<double>(t.cycles) / system.clock().frequency_hz();
     const auto report = system.report(run);
+    const config::SliceSpec& slice = system.slice();
+    const double hz = system.clock().frequency_hz();
     for (const auto& core : report["cores"]) {
       t.infeed_wait_cycles.push_back(core["infeed_wait_cycles"].get<uint64_t>());
       t.mxu_utilization.push_back(core["mxu_utilization"].get<double>());
+      if (core["core"].get<uint32_t>() >= slice.chip.tensor_cores) continue;  // not chip 0
+      const auto& ops = core["ops"];
+      if (t.ops.empty()) t.ops.resize(ops.size());
+      for (size_t i = 0; i < ops.size() && i < t.ops.size(); ++i) {
+        OpTiming& o = t.ops[i];
+        o.label = ops[i]["label"].get<std::string>();
+        o.op = ops[i]["op"].get<std::string>();
+        o.flops += ops[i]["flops"].get<double>();
+        o.hbm_bytes += ops[i]["hbm_bytes"].get<double>();
+        o.seconds = std::max(o.seconds, static_cast<double>(ops[i]["cycles"].get<uint64_t>()) / hz);
+        o.instructions += ops[i]["instructions"].get<uint64_t>();
+      }
     }
+    const config::CoreSpec& spec = slice.chip.core;
+    t.roofs.peak_flops =
+        2.0 * spec.mxu_count * spec.mxu_rows * spec.mxu_cols * hz * slice.chip.tensor_cores;
+    t.roofs.hbm_bytes_per_second = slice.chip.hbm.bandwidth_bytes_per_s;
     return t;
   }
 

@@ -1,0 +1,81 @@
+#include "tools/tpusim/op_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tpusim::cli {
+namespace {
+
+double intensity(const runtime::OpTiming& o) { return o.hbm_bytes > 0 ? o.flops / o.hbm_bytes : 0; }
+
+double achieved(const runtime::OpTiming& o) { return o.seconds > 0 ? o.flops / o.seconds : 0; }
+
+// The roofline's ceiling at the op's intensity: the HBM slope left of the ridge, the MXU's
+// peak right of it.
+double roof_at(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
+  if (o.hbm_bytes <= 0) return roofs.peak_flops;
+  return std::min(roofs.peak_flops, intensity(o) * roofs.hbm_bytes_per_second);
+}
+
+const char* bound(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
+  if (o.flops <= 0) return "none";
+  return o.hbm_bytes <= 0 || intensity(o) >= roofs.ridge_intensity() ? "compute" : "memory";
+}
+
+}  // namespace
+
+void add_op_profile(const std::vector<runtime::OpTiming>& ops, const runtime::ChipRoofs& roofs,
+                    nlohmann::ordered_json* report) {
+  if (ops.empty()) return;
+  (*report)["roofline"] = {{"peak_flops", roofs.peak_flops},
+                           {"hbm_bytes_per_second", roofs.hbm_bytes_per_second},
+                           {"ridge_intensity", roofs.ridge_intensity()}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const runtime::OpTiming& o : ops) {
+    const double roof = roof_at(o, roofs);
+    rows.push_back({{"label", o.label},
+                    {"op", o.op},
+                    {"flops", o.flops},
+                    {"hbm_bytes", o.hbm_bytes},
+                    {"seconds", o.seconds},
+                    {"instructions", o.instructions},
+                    {"arithmetic_intensity", intensity(o)},
+                    {"flops_per_second", achieved(o)},
+                    {"bound", bound(o, roofs)},
+                    {"roof_fraction", roof > 0 ? achieved(o) / roof : 0.0}});
+  }
+  (*report)["ops"] = std::move(rows);
+}
+
+std::string op_profile_text(const std::vector<runtime::OpTiming>& ops,
+                            const runtime::ChipRoofs& roofs, size_t top) {
+  std::vector<const runtime::OpTiming*> order;
+  double total = 0;
+  for (const runtime::OpTiming& o : ops) {
+    order.push_back(&o);
+    total += o.seconds;
+  }
+  if (order.empty()) return "";
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* a, const auto* b) { return a->seconds > b->seconds; });
+  order.resize(std::min(top, order.size()));
+  std::string out = fmt::format(
+      "ops taking the most time per step on chip 0 (roofs: {:.1f} TFLOPS, {:.0f} GB/s HBM, ridge "
+      "{:.0f} FLOP/B):\n",
+      roofs.peak_flops / 1e12, roofs.hbm_bytes_per_second / 1e9, roofs.ridge_intensity());
+  for (const runtime::OpTiming* o : order) {
+    const double roof = roof_at(*o, roofs);
+    const std::string where =
+        o->flops > 0
+            ? fmt::format("{:>7.1f} FLOP/B {:>7.2f} TFLOPS {:>3.0f}% of {} roof", intensity(*o),
+                          achieved(*o) / 1e12, roof > 0 ? 100 * achieved(*o) / roof : 0.0,
+                          std::string(bound(*o, roofs)) == "memory" ? "HBM" : "compute")
+            : fmt::format("{:>22.1f} MB HBM, no FLOPs", o->hbm_bytes / 1e6);
+    out += fmt::format("  {:>8.3f} ms {:>5.1f}%  {:<52} {} {}\n", o->seconds * 1e3,
+                       total > 0 ? 100 * o->seconds / total : 0.0, where, o->op, o->label);
+  }
+  return out;
+}
+
+}  // namespace tpusim::cli
