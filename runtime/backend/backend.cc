@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/gpu/gpu_backend.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
 
 namespace tpusim::runtime {
@@ -9,7 +10,8 @@ namespace tpusim::runtime {
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
   if (name == "cpu") return make_cpu_backend();
   if (name == "tpusim") return make_tpusim_backend();
-  return absl::NotFoundError(str_cat("no backend named '", name, "' (built: cpu, tpusim)"));
+  if (name == "gpu") return make_gpu_backend();  // Unavailable, with the reason, without a GPU
+  return absl::NotFoundError(str_cat("no backend named '", name, "' (known: cpu, gpu, tpusim)"));
 }
 
 void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* total) {
@@ -53,6 +55,16 @@ absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variab
   outputs.reserve(loop->outputs.size());
   for (auto& step : loop->outputs) outputs.push_back(std::move(step.front()));
   return outputs;
+}
+
+std::vector<int> last_uses(const Graph& graph) {
+  std::vector<int> last(static_cast<size_t>(graph.size()), -1);
+  for (int i = 0; i < graph.size(); ++i) {
+    for (int in : graph.node(i).inputs) last[static_cast<size_t>(in)] = i;
+  }
+  for (const auto& o : graph.outputs()) last[static_cast<size_t>(o.node)] = graph.size();
+  for (const auto& u : graph.updates()) last[static_cast<size_t>(u.value)] = graph.size();
+  return last;
 }
 
 absl::Status check_loop(const Executable& executable, const Variables& variables,

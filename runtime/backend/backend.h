@@ -136,6 +136,10 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
 // adds (host pipeline stages). Nothing is recorded until a trace writer is attached.
 traces::TraceRouter& device_trace_router();
 
+// Per node of `graph`, the id of the last node that reads it (graph.size() for outputs and
+// update values, -1 when nothing does): an interpreting backend drops a value after it.
+std::vector<int> last_uses(const Graph& graph);
+
 // Checks that `feeds` has a batch of the right type and shape for every infeed of `graph`, and
 // `variables` every variable; errors name the infeed or variable and both shapes.
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds);

@@ -143,7 +143,10 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
     return (*out)[0];
   };
   auto ref = run_on(reference);
-  if (!ref.ok()) return ref.status();
+  if (!ref.ok()) {
+    return absl::Status(ref.status().code(),
+                        str_cat("the reference ", reference.label(), ": ", ref.status().message()));
+  }
   auto got = run_on(spec);
   if (!got.ok()) return got.status();
 

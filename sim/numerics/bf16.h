@@ -6,27 +6,53 @@
 #include <cstdint>
 #include <cstring>
 
+#include "sim/numerics/host_device.h"
+
 namespace tpusim::sim {
 
-inline uint16_t f32_to_bf16_bits(float value) {
+// The bits of an f32 and back (memcpy on the host, the intrinsics on a GPU).
+TPUSIM_HOST_DEVICE inline uint32_t float_bits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
   uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // NaN stays a (quiet) NaN
-  }
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);  // ties go to the even neighbour
-  return static_cast<uint16_t>((bits + rounding) >> 16);
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+#endif
 }
 
-inline float bf16_bits_to_f32(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
+TPUSIM_HOST_DEVICE inline float bits_float(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+#endif
+}
+
+// The f32 bits of `bits` rounded to bf16 (round to nearest, ties to even; low half zero). NaNs
+// keep their sign and become quiet NaNs (a payload only in the low bits must not round to
+// infinity). Written without branches so host loops vectorise.
+TPUSIM_HOST_DEVICE inline uint32_t round_bits_to_bf16(uint32_t bits) {
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t quiet_nan = (bits | 0x00400000u) & 0xffff0000u;
+  const bool is_nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  return is_nan ? quiet_nan : rounded;
+}
+
+TPUSIM_HOST_DEVICE inline uint16_t f32_to_bf16_bits(float value) {
+  return static_cast<uint16_t>(round_bits_to_bf16(float_bits(value)) >> 16);
+}
+
+TPUSIM_HOST_DEVICE inline float bf16_bits_to_f32(uint16_t bits) {
+  return bits_float(static_cast<uint32_t>(bits) << 16);
 }
 
 // The f32 value nearest to `value` that bf16 can hold.
-inline float round_to_bf16(float value) { return bf16_bits_to_f32(f32_to_bf16_bits(value)); }
+TPUSIM_HOST_DEVICE inline float round_to_bf16(float value) {
+  return bits_float(round_bits_to_bf16(float_bits(value)));
+}
 
 // Writes `n` values rounded to bf16 (as f32) to `out`; `in` and `out` may be the same.
 void round_to_bf16(const float* in, float* out, size_t n);

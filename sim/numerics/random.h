@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "sim/numerics/host_device.h"
+
 namespace tpusim::sim {
 
 // SplitMix64's finaliser: a bijective mix of 64 bits.
-constexpr uint64_t mix64(uint64_t x) {
+TPUSIM_HOST_DEVICE constexpr uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -17,7 +19,7 @@ constexpr uint64_t mix64(uint64_t x) {
 }
 
 // Uniform in [0, 1) with 24 random bits, from (seed, step, index).
-inline float counter_uniform(uint64_t seed, uint64_t step, uint64_t index) {
+TPUSIM_HOST_DEVICE inline float counter_uniform(uint64_t seed, uint64_t step, uint64_t index) {
   const uint64_t h = mix64(mix64(mix64(seed) ^ step) ^ index);
   return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
 }

@@ -192,6 +192,28 @@ TEST(Cli, BackendsJsonSaysWhetherCudaWasBuiltAndWhyNoDeviceRuns) {
   if (j["cuda"]["devices"].empty()) {
     EXPECT_FALSE(j["cuda"]["reason"].get<std::string>().empty());
   }
+  std::vector<std::string> names;
+  for (const auto& b : j["backends"]) names.push_back(b["name"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"tpusim", "cpu", "gpu"}));
+  const auto& gpu = j["backends"][2];
+  EXPECT_EQ(gpu["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
+  if (j["cuda"]["devices"].empty()) {
+    EXPECT_FALSE(gpu["available"].get<bool>());
+    EXPECT_EQ(gpu["reason"], j["cuda"]["reason"]);
+  }
+}
+
+// Without a usable GPU, asking for the gpu backend fails with the probe's reason, not a crash.
+TEST(Cli, GpuBackendWithoutADeviceSaysWhy) {
+  const auto j = nlohmann::json::parse(run_tpusim({"backends", "--json"}).out);
+  if (j["backends"][2]["available"].get<bool>()) GTEST_SKIP() << "a GPU is usable here";
+  const std::string reason = j["backends"][2]["reason"].get<std::string>();
+  auto r = run_tpusim({"opcheck", "--backends", "gpu", "--ops", "^add$"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: " + reason));
+  r = run_tpusim({"opcheck", "--backends", "cpu", "--reference", "gpu:mxu", "--ops", "^add$"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: "));
 }
 
 // A short run of the main job: mlp on the 8 simulated cores of a v3-8, Fashion-MNIST converted
@@ -356,7 +378,7 @@ TEST(Cli, TrainRejectsBadOptions) {
   EXPECT_THAT(r.err, HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam)"));
   r = run_tpusim({"train", "--backend", "gpu2"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--backend must be tpusim or cpu"));
+  EXPECT_THAT(r.err, HasSubstr("--backend must be tpusim, cpu or gpu"));
   r = run_tpusim({"train", "--model", "mlp", "--batch-size", "100"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("train_batch_size 100 must be divisible by the 8 replicas"));

@@ -52,10 +52,6 @@ int run_backends(const std::vector<std::string>& args) {
               << "\n";
     return kOk;
   }
-  if (backends.empty()) {
-    std::cout << "no backends are built yet: tpusim and cpu arrive with the runtime's graph IR,\n"
-                 "gpu with the CUDA kernels\n";
-  }
   for (const auto& b : backends) {
     std::cout << b.name << "\t" << (b.built ? "built" : "not built") << "\t"
               << (b.available ? "available" : "unavailable: " + b.reason) << "\n";

@@ -13,6 +13,7 @@
 #include "configs/loader.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
+#include "runtime/backend/backend.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
@@ -48,7 +49,7 @@ int run_compare(const std::vector<std::string>& args) {
   double loss_tol = 0, weight_tol = 0;
   options.add_options()("model", po::value<std::string>()->default_value("mlp"), "zoo model")(
       "backends", po::value<std::string>()->default_value("tpusim,cpu"),
-      "comma-separated: tpusim, cpu (cpu runs in mxu precision: the MXU's bf16 products)")(
+      "comma-separated: tpusim, cpu, gpu (cpu and gpu in mxu precision: bf16 products)")(
       "steps", po::value<int64_t>(&steps)->default_value(20), "training steps on each")(
       "batch-size", po::value<int64_t>(&batch)->default_value(256), "global batch size")(
       "config", po::value<std::string>()->default_value("v3-8"), "the tpusim backend's slice")(
@@ -75,8 +76,12 @@ int run_compare(const std::vector<std::string>& args) {
   }
   if (backends.size() < 2) return usage_error("--backends needs at least two backends", usage);
   for (const auto& b : backends) {
-    if (b != "tpusim" && b != "cpu")
-      return usage_error(str_cat("unknown backend '", b, "' (tpusim, cpu)"), usage);
+    if (b != "tpusim" && b != "cpu" && b != "gpu")
+      return usage_error(str_cat("unknown backend '", b, "' (tpusim, cpu, gpu)"), usage);
+    if (b == "gpu") {  // without a usable GPU, say so before training on the others
+      auto gpu = runtime::make_backend(b);
+      if (!gpu.ok()) return failure(std::string(gpu.status().message()));
+    }
   }
   const std::string model = vm["model"].as<std::string>();
   auto data = fashion_data_from(vm);
@@ -93,7 +98,7 @@ int run_compare(const std::vector<std::string>& args) {
     config.model_dir = (root / backend).string();
     config.backend = backend;
     config.slice = vm["config"].as<std::string>();
-    config.precision = backend == "cpu" ? "mxu" : "fp32";
+    config.precision = backend == "tpusim" ? "fp32" : "mxu";
     config.tpu_config.num_shards = (*slice)->cores;  // the same replicas everywhere
     config.tpu_config.iterations_per_loop = static_cast<uint32_t>(steps);
     config.save_checkpoints_steps = steps;

@@ -31,7 +31,7 @@ void add_common(po::options_description& options) {
                         "the zoo model the checkpoint belongs to")(
       "model-dir", po::value<std::string>(), "where train wrote its checkpoints")(
       "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
-      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
+      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
   add_data_options(options);
@@ -47,10 +47,10 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   estimator::RunConfig config;
   config.model_dir = vm["model-dir"].as<std::string>();
   config.backend = vm["backend"].as<std::string>();
-  if (config.backend != "tpusim" && config.backend != "cpu")
-    return absl::InvalidArgumentError("--backend must be tpusim or cpu");
+  if (config.backend != "tpusim" && config.backend != "cpu" && config.backend != "gpu")
+    return absl::InvalidArgumentError("--backend must be tpusim, cpu or gpu");
   config.slice = vm["config"].as<std::string>();
-  config.precision = config.backend == "cpu" ? "mxu" : "fp32";
+  config.precision = config.backend == "tpusim" ? "fp32" : "mxu";
   if (config.backend == "tpusim") {
     auto slice = config::load_slice(config.slice);
     if (!slice.ok()) return slice.status();
@@ -116,7 +116,7 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
     if (!made.ok()) return failure(std::string(made.status().message()));
     backend = *std::move(made);
   }
-  auto exe = backend->compile(model->graph, {backend_name == "cpu" ? "mxu" : "fp32", 1});
+  auto exe = backend->compile(model->graph, {backend_name == "tpusim" ? "fp32" : "mxu", 1});
   if (!exe.ok()) return failure(std::string(exe.status().message()));
   const int64_t batch = model->batch_size;
   const runtime::Shape& shape = model->inputs[0].shape;
@@ -160,7 +160,7 @@ int run_evaluate(const std::vector<std::string>& args) {
                         "test batches (0: as many whole batches as 10,000 images fill)");
   const std::string usage =
       "usage: tpusim evaluate --model-dir DIR [--model NAME] [--data DIR] [--config SLICE |\n"
-      "                       --backend cpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
+      "                       --backend cpu|gpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
       "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
@@ -192,7 +192,7 @@ int run_predict(const std::vector<std::string>& args) {
       "a saved model (train --export-dir) to predict with, instead of --model and --model-dir");
   const std::string usage =
       "usage: tpusim predict (--model-dir DIR [--model NAME] | --saved-model DIR) [--count N]\n"
-      "                      [--data DIR] [--config SLICE | --backend cpu] [--batch-size N]\n"
+      "                      [--data DIR] [--config SLICE | --backend cpu|gpu] [--batch-size N]\n"
       "                      [--json]\n\n"
       "Predicts the first N Fashion-MNIST test images with the newest checkpoint in DIR: each\n"
       "one's class, probability and true label.\n";

@@ -48,7 +48,7 @@ int run_train(const std::vector<std::string>& args) {
                         ("zoo model: " + zoo_model_names(" | ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
-      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu")(
+      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -80,7 +80,7 @@ int run_train(const std::vector<std::string>& args) {
       "also write a saved model there (tpusim predict --saved-model DIR)");
   add_data_options(options);
   const std::string usage =
-      "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu]\n"
+      "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -98,8 +98,8 @@ int run_train(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const std::string model = vm["model"].as<std::string>();
   const std::string backend = vm["backend"].as<std::string>();
-  if (backend != "tpusim" && backend != "cpu")
-    return usage_error("--backend must be tpusim or cpu", usage);
+  if (backend != "tpusim" && backend != "cpu" && backend != "gpu")
+    return usage_error("--backend must be tpusim, cpu or gpu", usage);
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   if (steps < 1 || batch < 1 || ipl < 1)
@@ -112,7 +112,7 @@ int run_train(const std::vector<std::string>& args) {
   config.model_dir = model_dir;
   config.backend = backend;
   config.slice = vm["config"].as<std::string>();
-  config.precision = backend == "cpu" ? "mxu" : "fp32";
+  config.precision = backend == "tpusim" ? "fp32" : "mxu";  // cpu and gpu: the MXU's bf16 products
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {
@@ -180,8 +180,8 @@ int run_train(const std::vector<std::string>& args) {
   std::cout << fmt::format(
       "training {} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
-      model, backend == "cpu" ? "the cpu backend" : config.slice, config.tpu_config.num_shards,
-      batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
+      model, backend == "tpusim" ? config.slice : str_cat("the ", backend, " backend"),
+      config.tpu_config.num_shards, batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
   auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();
   if (!trained.ok()) return failure(std::string(trained.status().message()));
@@ -200,7 +200,7 @@ int run_train(const std::vector<std::string>& args) {
   nlohmann::ordered_json report = {
       {"model", model},
       {"backend", backend},
-      {"config", backend == "tpusim" ? config.slice : "cpu"},
+      {"config", backend == "tpusim" ? config.slice : backend},
       {"model_dir", model_dir},
       {"global_step", r.global_step},
       {"steps_run", r.steps_run},

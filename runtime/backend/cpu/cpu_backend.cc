@@ -9,18 +9,11 @@ namespace {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(Graph graph, bool mxu, uint32_t replicas)
-      : graph_(std::move(graph)), mxu_(mxu), replicas_(replicas) {
-    // After its last use a value is dropped, so a step holds only the live tensors.
-    last_use_.assign(static_cast<size_t>(graph_.size()), -1);
-    for (int i = 0; i < graph_.size(); ++i) {
-      for (int in : graph_.node(i).inputs) last_use_[static_cast<size_t>(in)] = i;
-    }
-    for (const auto& o : graph_.outputs()) last_use_[static_cast<size_t>(o.node)] = graph_.size();
-    for (const auto& u : graph_.updates()) last_use_[static_cast<size_t>(u.value)] = graph_.size();
-  }
+      : graph_(std::move(graph)), mxu_(mxu), replicas_(replicas), last_use_(last_uses(graph_)) {}
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   bool mxu() const { return mxu_; }
+  // After its last use a value is dropped, so a step holds only the live tensors.
   const std::vector<int>& last_use() const { return last_use_; }
 
  private:

@@ -1,8 +1,5 @@
-#include <cmath>
-
 #include "runtime/backend/cpu/kernels.h"
-#include "sim/numerics/bf16.h"
-#include "sim/numerics/random.h"
+#include "runtime/backend/element_math.h"
 
 namespace tpusim::runtime::cpu {
 
@@ -52,27 +49,9 @@ void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa,
   }
 }
 
-float apply(Op op, float a, float b) {
-  switch (op) {
-    case Op::kAdd:
-      return a + b;
-    case Op::kSub:
-      return a - b;
-    case Op::kMul:
-      return a * b;
-    case Op::kDiv:
-      return a / b;
-    case Op::kMax:
-      return std::max(a, b);
-    case Op::kMin:
-      return std::min(a, b);
-    case Op::kEqual:
-      return a == b ? 1.0f : 0.0f;
-    case Op::kGreater:
-      return a > b ? 1.0f : 0.0f;
-    default:
-      return 0;
-  }
+// Rounds every value to bf16 (a DType::kBF16 result), as the gpu kernels round each element.
+void round_all_to_bf16(std::vector<float>& values) {
+  for (float& v : values) v = element::round_to_bf16(v);
 }
 
 }  // namespace
@@ -86,8 +65,9 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in) {
   const auto sb = broadcast_strides(b.shape, n.shape, numpy_map(b.shape, n.shape));
   if (a.dtype == DType::kS32) {  // comparisons of integers
     for_each_broadcast(n.shape, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
-      out.f[static_cast<size_t>(o)] = apply(n.op, static_cast<float>(a.i[static_cast<size_t>(ia)]),
-                                            static_cast<float>(b.i[static_cast<size_t>(ib)]));
+      out.f[static_cast<size_t>(o)] =
+          element::apply_binary(n.op, static_cast<float>(a.i[static_cast<size_t>(ia)]),
+                                static_cast<float>(b.i[static_cast<size_t>(ib)]));
     });
     return out;
   }
@@ -96,14 +76,14 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in) {
 #pragma omp parallel for if (count > 65536)
     for (int64_t i = 0; i < count; ++i)
       out.f[static_cast<size_t>(i)] =
-          apply(n.op, a.f[static_cast<size_t>(i)], b.f[static_cast<size_t>(i)]);
+          element::apply_binary(n.op, a.f[static_cast<size_t>(i)], b.f[static_cast<size_t>(i)]);
   } else {
     for_each_broadcast(n.shape, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
       out.f[static_cast<size_t>(o)] =
-          apply(n.op, a.f[static_cast<size_t>(ia)], b.f[static_cast<size_t>(ib)]);
+          element::apply_binary(n.op, a.f[static_cast<size_t>(ia)], b.f[static_cast<size_t>(ib)]);
     });
   }
-  if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), out.f.size());
+  if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 
@@ -115,40 +95,8 @@ HostTensor elementwise_unary(const Node& n, const Inputs& in) {
   float* y = out.f.data();
   const float* x = a.f.data();
 #pragma omp parallel for if (count > 65536)
-  for (int64_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    float r = v;
-    switch (n.op) {
-      case Op::kNeg:
-        r = -v;
-        break;
-      case Op::kRelu:
-        r = v > 0 ? v : 0.0f;
-        break;
-      case Op::kTanh:
-        r = std::tanh(v);
-        break;
-      case Op::kSigmoid:
-        r = 1.0f / (1.0f + std::exp(-v));
-        break;
-      case Op::kExp:
-        r = std::exp(v);
-        break;
-      case Op::kLog:
-        r = std::log(v);
-        break;
-      case Op::kRsqrt:
-        r = 1.0f / std::sqrt(v);
-        break;
-      case Op::kSquare:
-        r = v * v;
-        break;
-      default:
-        break;
-    }
-    y[i] = r;
-  }
-  if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), out.f.size());
+  for (int64_t i = 0; i < count; ++i) y[i] = element::apply_unary(n.op, x[i]);
+  if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 
@@ -178,7 +126,7 @@ HostTensor cast(const Node& n, const Inputs& in) {
   } else {
     for (size_t i = 0; i < count; ++i)
       out.f[i] = a.dtype == DType::kS32 ? static_cast<float>(a.i[i]) : a.f[i];
-    if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), count);
+    if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   }
   return out;
 }
@@ -199,7 +147,7 @@ HostTensor one_hot(const Node& n, const Inputs& in) {
 HostTensor rng_uniform(const Node& n, const KernelContext& ctx) {
   HostTensor out = HostTensor::zeros(DType::kF32, n.shape);
   for (size_t i = 0; i < out.f.size(); ++i)
-    out.f[i] = sim::counter_uniform(n.attrs.seed, ctx.step, i);
+    out.f[i] = element::counter_uniform(n.attrs.seed, ctx.step, i);
   return out;
 }
 
@@ -207,20 +155,14 @@ HostTensor ring_sum(const std::vector<const HostTensor*>& replicas) {
   HostTensor out = *replicas.front();
   const size_t k = replicas.size();
   const auto n = static_cast<size_t>(out.elements());
-  for (size_t s = 0; s < k; ++s) {
-    const size_t begin = s * (n / k) + std::min(s, n % k);
-    const size_t size = n / k + (s < n % k ? 1 : 0);
-    for (size_t i = begin; i < begin + size; ++i) {
-      if (out.dtype == DType::kS32) {
-        int32_t acc = replicas[(s + 1) % k]->i[i];
-        for (size_t r = 2; r <= k; ++r) acc += replicas[(s + r) % k]->i[i];
-        out.i[i] = acc;
-        continue;
-      }
-      float acc = replicas[(s + 1) % k]->f[i];
-      for (size_t r = 2; r <= k; ++r) acc += replicas[(s + r) % k]->f[i];
-      out.f[i] = acc;
-    }
+  if (out.dtype == DType::kS32) {
+    std::vector<const int32_t*> parts;
+    for (const HostTensor* r : replicas) parts.push_back(r->i.data());
+    for (size_t i = 0; i < n; ++i) out.i[i] = element::ring_sum_element(parts.data(), k, n, i);
+  } else {
+    std::vector<const float*> parts;
+    for (const HostTensor* r : replicas) parts.push_back(r->f.data());
+    for (size_t i = 0; i < n; ++i) out.f[i] = element::ring_sum_element(parts.data(), k, n, i);
   }
   return out;
 }

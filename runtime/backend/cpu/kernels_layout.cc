@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "runtime/backend/cpu/kernels.h"
+#include "runtime/backend/element_math.h"
 
 namespace tpusim::runtime::cpu {
 namespace {
@@ -74,8 +75,7 @@ HostTensor reduce(const Node& n, const Inputs& in) {
                           is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   walk(s, to_out, 0, [&](int64_t i, int64_t o) {
     double& slot = acc[static_cast<size_t>(o)];
-    const double v = a.f[static_cast<size_t>(i)];
-    slot = is_max ? std::max(slot, v) : slot + v;
+    slot = element::reduce_step(is_max, slot, a.f[static_cast<size_t>(i)]);
   });
   HostTensor out = HostTensor::zeros(n.dtype, n.shape);
   for (size_t i = 0; i < acc.size(); ++i) out.f[i] = static_cast<float>(acc[i]);

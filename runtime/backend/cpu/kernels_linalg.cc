@@ -1,7 +1,7 @@
 #include <Eigen/Core>
 
 #include "runtime/backend/cpu/kernels.h"
-#include "sim/numerics/bf16.h"
+#include "runtime/backend/element_math.h"
 
 namespace tpusim::runtime::cpu {
 
@@ -14,7 +14,7 @@ using MutableMap =
 const float* maybe_rounded(const HostTensor& t, bool round, std::vector<float>* scratch) {
   if (!round) return t.f.data();
   scratch->resize(t.f.size());
-  sim::round_to_bf16(t.f.data(), scratch->data(), t.f.size());
+  for (size_t i = 0; i < t.f.size(); ++i) (*scratch)[i] = element::round_to_bf16(t.f[i]);
   return scratch->data();
 }
 }  // namespace
@@ -43,7 +43,9 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx) {
           MatrixMap(pa + i * M * K, M, K) * MatrixMap(pb + i * K * N, K, N);
     }
   }
-  if (n.dtype == DType::kBF16) sim::round_to_bf16(out.f.data(), out.f.data(), out.f.size());
+  if (n.dtype == DType::kBF16) {
+    for (float& v : out.f) v = element::round_to_bf16(v);
+  }
   return out;
 }
 

@@ -1,0 +1,140 @@
+#pragma once
+// Per-element arithmetic that the cpu and gpu backends must compute bit for bit the same way:
+// the counter-based RNG, bf16 rounding of one float, the binary and unary elementwise ops, the
+// ring order of cross_replica_sum and the strided index maps of the layout ops. g++ compiles it
+// for the cpu kernels, nvcc for the gpu kernels (TPUSIM_HOST_DEVICE is __host__ __device__
+// there), so each formula has one definition.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "runtime/graph/graph.h"
+#include "sim/numerics/bf16.h"
+#include "sim/numerics/host_device.h"
+#include "sim/numerics/random.h"
+
+namespace tpusim::runtime::element {
+
+// The RNG and bf16 rounding are the simulator's own (its vector unit and MXU compute with them),
+// host/device functions in sim/numerics.
+using sim::bits_float;
+using sim::counter_uniform;
+using sim::f32_to_bf16_bits;
+using sim::float_bits;
+using sim::mix64;
+using sim::round_bits_to_bf16;
+using sim::round_to_bf16;
+
+// The binary elementwise ops (is_binary_elementwise). Max and min are std::max and std::min
+// spelled out: with a NaN operand they return the first one.
+TPUSIM_HOST_DEVICE inline float apply_binary(Op op, float a, float b) {
+  switch (op) {
+    case Op::kAdd:
+      return a + b;
+    case Op::kSub:
+      return a - b;
+    case Op::kMul:
+      return a * b;
+    case Op::kDiv:
+      return a / b;
+    case Op::kMax:
+      return a < b ? b : a;
+    case Op::kMin:
+      return b < a ? b : a;
+    case Op::kEqual:
+      return a == b ? 1.0f : 0.0f;
+    case Op::kGreater:
+      return a > b ? 1.0f : 0.0f;
+    default:
+      return 0;
+  }
+}
+
+// The unary elementwise ops (is_unary_elementwise). Exact ops (neg, relu, rsqrt, square) agree
+// bit for bit between host and device; tanh, sigmoid, exp and log use each side's libm, which
+// differ by a few units in the last place.
+TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
+  switch (op) {
+    case Op::kNeg:
+      return -v;
+    case Op::kRelu:
+      return v > 0 ? v : 0.0f;
+#if defined(__CUDA_ARCH__)
+    case Op::kTanh:
+      return tanhf(v);
+    case Op::kSigmoid:
+      return 1.0f / (1.0f + expf(-v));
+    case Op::kExp:
+      return expf(v);
+    case Op::kLog:
+      return logf(v);
+    case Op::kRsqrt:
+      return 1.0f / sqrtf(v);  // IEEE sqrt and division (nvcc's defaults), not rsqrtf
+#else
+    case Op::kTanh:
+      return std::tanh(v);
+    case Op::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-v));
+    case Op::kExp:
+      return std::exp(v);
+    case Op::kLog:
+      return std::log(v);
+    case Op::kRsqrt:
+      return 1.0f / std::sqrt(v);
+#endif
+    case Op::kSquare:
+      return v * v;
+    default:
+      return v;
+  }
+}
+
+// One term of reduce_max (std::max spelled out) or reduce_sum, accumulated in double.
+TPUSIM_HOST_DEVICE inline double reduce_step(bool is_max, double acc, double v) {
+  return is_max ? (acc < v ? v : acc) : acc + v;
+}
+
+// A strided walk of a row-major index space: element `linear` of `dims` sits at
+// base + sum(coordinate[d] * strides[d]) in another tensor. Every layout op is one (transpose,
+// broadcast and slice read through it; concat and pad write through it), and so are the
+// operands of a broadcasting binary op and the two halves of a reduction.
+constexpr int kMaxRank = 8;
+
+struct StridedMap {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};
+  int64_t base = 0;
+};
+
+TPUSIM_HOST_DEVICE inline int64_t strided_offset(const StridedMap& m, int64_t linear) {
+  int64_t offset = m.base;
+  for (int d = m.rank - 1; d >= 0; --d) {
+    const int64_t extent = m.dims[d];
+    offset += (linear % extent) * m.strides[d];
+    linear /= extent;
+  }
+  return offset;
+}
+
+// cross_replica_sum's order (a ring all-reduce over replicas 0 .. k-1): the n elements are cut
+// into k segments as evenly as possible (the first n % k one longer); segment s is summed from
+// replica s+1 round to replica s. The segment of element i:
+TPUSIM_HOST_DEVICE inline uint64_t ring_segment(uint64_t i, uint64_t n, uint64_t k) {
+  const uint64_t small = n / k, long_segments = n % k;
+  const uint64_t in_long = long_segments * (small + 1);
+  return i < in_long ? i / (small + 1) : long_segments + (i - in_long) / small;
+}
+
+// Element i of the ring sum of `parts[0 .. k-1]` (each n elements), accumulated in T.
+template <typename T>
+TPUSIM_HOST_DEVICE inline T ring_sum_element(const T* const* parts, uint64_t k, uint64_t n,
+                                             uint64_t i) {
+  const uint64_t s = ring_segment(i, n, k);
+  T acc = parts[(s + 1) % k][i];
+  for (uint64_t r = 2; r <= k; ++r) acc += parts[(s + r) % k][i];
+  return acc;
+}
+
+}  // namespace tpusim::runtime::element

@@ -1,0 +1,51 @@
+#pragma once
+// Device memory that frees itself: one value of the gpu backend (a node's output, a variable,
+// an uploaded constant or batch). Values are immutable once computed, so a reshape or a
+// stop_gradient shares its input's buffer and the memory goes back when the last holder drops
+// it (after the value's last use, as the cpu backend drops host tensors). Allocation and release
+// are stream-ordered (cudaMallocAsync / cudaFreeAsync on the legacy default stream, which every
+// kernel, copy and GEMM of the backend uses), so freeing never waits for the device.
+
+#include <cstddef>
+#include <memory>
+
+#include <absl/status/statusor.h>
+#include <cuda_runtime_api.h>
+
+#include "common/strings.h"
+#include "runtime/backend/gpu/cuda_status.h"
+
+namespace tpusim::runtime::gpu {
+
+class DeviceBuffer {
+ public:
+  // `bytes` of uninitialised device memory (none for 0 bytes: data() is null).
+  static absl::StatusOr<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) {
+    void* ptr = nullptr;
+    if (bytes > 0) {
+      if (absl::Status st = cuda_status(cudaMallocAsync(&ptr, bytes, nullptr),
+                                        str_cat("cudaMallocAsync of ", bytes, " bytes"));
+          !st.ok()) {
+        return st;
+      }
+    }
+    return std::shared_ptr<DeviceBuffer>(new DeviceBuffer(ptr, bytes));
+  }
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFreeAsync(ptr_, nullptr);  // an error here has no one to tell
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  DeviceBuffer(void* ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
+  void* ptr_;
+  size_t bytes_;
+};
+
+using Buffer = std::shared_ptr<DeviceBuffer>;
+
+}  // namespace tpusim::runtime::gpu

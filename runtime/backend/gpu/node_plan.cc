@@ -1,0 +1,261 @@
+#include "runtime/backend/gpu/node_plan.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+#include "runtime/backend/cpu/kernels.h"
+
+namespace tpusim::runtime::gpu {
+namespace {
+
+using element::StridedMap;
+
+// The map that walks `walked` and lands at base + sum(coordinate x strides) in another tensor.
+StridedMap strided(const Shape& walked, const std::vector<int64_t>& strides, int64_t base = 0) {
+  StridedMap m;
+  m.rank = walked.rank();
+  for (int d = 0; d < walked.rank(); ++d) {
+    m.dims[d] = walked.dim(d);
+    m.strides[d] = strides[static_cast<size_t>(d)];
+  }
+  m.base = base;
+  return m;
+}
+
+// Operand `in` of a numpy-broadcasting op: its dim i sits at output dim (out rank - in rank + i).
+StridedMap numpy_operand(const Shape& in, const Shape& out) {
+  std::vector<int64_t> map(static_cast<size_t>(in.rank()));
+  for (int i = 0; i < in.rank(); ++i) map[static_cast<size_t>(i)] = out.rank() - in.rank() + i;
+  return strided(out, cpu::broadcast_strides(in, out, map));
+}
+
+int64_t start_offset(const std::vector<int64_t>& begin, const std::vector<int64_t>& strides) {
+  int64_t base = 0;
+  for (size_t d = 0; d < strides.size(); ++d) base += begin[d] * strides[d];
+  return base;
+}
+
+ElementLaunch launch(ElementKind kind, const Node& n, int64_t count, std::vector<int> operands) {
+  ElementLaunch l;
+  l.plan.kind = kind;
+  l.plan.op = n.op;
+  l.plan.count = count;
+  l.plan.int_out = n.dtype == DType::kS32;
+  l.plan.round_output = n.dtype == DType::kBF16;
+  l.operands = std::move(operands);
+  return l;
+}
+
+PatchGeometry geometry(const Shape& image, const Shape& patches, const Window& w) {
+  PatchGeometry g;
+  g.n = image.dim(0);
+  g.h = image.dim(1);
+  g.w = image.dim(2);
+  g.c = image.dim(3);
+  g.oh = patches.dim(1);
+  g.ow = patches.dim(2);
+  g.kh = w.kh;
+  g.kw = w.kw;
+  g.sh = w.sh;
+  g.sw = w.sw;
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  return g;
+}
+
+// reduce_sum / reduce_max: map_a takes an output element to its first input element (the kept
+// dims' input strides), map_b walks the reduced dims in row-major input order.
+ElementLaunch reduce_launch(const Node& n, const Shape& in) {
+  ElementLaunch l = launch(ElementKind::kReduce, n, n.shape.elements(), {0});
+  l.plan.round_output = false;  // the cpu kernel stores the double sum as f32, unrounded
+  const auto strides = in.strides();
+  std::vector<int64_t> kept_dims, kept_strides, reduced_dims, reduced_strides;
+  for (int d = 0; d < in.rank(); ++d) {
+    const bool reduced =
+        std::find(n.attrs.axes.begin(), n.attrs.axes.end(), d) != n.attrs.axes.end();
+    (reduced ? reduced_dims : kept_dims).push_back(in.dim(d));
+    (reduced ? reduced_strides : kept_strides).push_back(strides[static_cast<size_t>(d)]);
+  }
+  l.plan.map_a = strided(Shape(kept_dims), kept_strides);
+  l.plan.map_b = strided(Shape(reduced_dims), reduced_strides);
+  l.plan.inner = Shape(reduced_dims).elements();
+  return l;
+}
+
+}  // namespace
+
+std::string describe_node(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  return str_cat("node %", id, " (", op_name(n.op), n.label.empty() ? "" : ", ", n.label, ")");
+}
+
+absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
+  const Node& n = graph.node(id);
+  auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
+  if (n.shape.rank() > element::kMaxRank) {
+    return absl::UnimplementedError(str_cat("gpu backend: ", describe_node(graph, id), " has rank ",
+                                            n.shape.rank(), "; its kernels index at most ",
+                                            element::kMaxRank, " dimensions"));
+  }
+  for (int in : n.inputs) {
+    if (graph.node(in).shape.rank() > element::kMaxRank) {
+      return absl::UnimplementedError(str_cat(
+          "gpu backend: ", describe_node(graph, id), " reads a rank-", graph.node(in).shape.rank(),
+          " value; its kernels index at most ", element::kMaxRank, " dimensions"));
+    }
+  }
+  NodePlan plan;
+  plan.int_out = n.dtype == DType::kS32;
+  plan.work = NodeWork::kElements;
+  const int64_t count = n.shape.elements();
+  if (is_binary_elementwise(n.op)) {
+    ElementLaunch l = launch(ElementKind::kBinary, n, count, {0, 1});
+    l.plan.int_a = input(0).dtype == DType::kS32;
+    l.plan.int_out = false;  // comparisons of s32 values give f32
+    l.plan.map_a = numpy_operand(input(0).shape, n.shape);
+    l.plan.map_b = numpy_operand(input(1).shape, n.shape);
+    plan.launches.push_back(l);
+    return plan;
+  }
+  if (is_unary_elementwise(n.op)) {
+    plan.launches.push_back(launch(ElementKind::kUnary, n, count, {0}));
+    return plan;
+  }
+  switch (n.op) {
+    case Op::kConstant:
+    case Op::kVariable:
+    case Op::kInfeed:
+      plan.work = NodeWork::kSource;
+      break;
+    case Op::kReshape:
+    case Op::kStopGradient:
+      plan.work = NodeWork::kAlias;
+      break;
+    case Op::kCrossReplicaSum:
+      plan.work = NodeWork::kCrossReplicaSum;  // an alias on one replica
+      break;
+    case Op::kRngUniform: {
+      ElementLaunch l = launch(ElementKind::kRngUniform, n, count, {});
+      l.plan.round_output = false;
+      l.plan.seed = n.attrs.seed;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kSelect: {
+      ElementLaunch l = launch(ElementKind::kSelect, n, count, {0, 1, 2});
+      l.plan.int_a = input(0).dtype == DType::kS32;
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kCast: {
+      ElementLaunch l = launch(ElementKind::kCast, n, count, {0});
+      l.plan.int_a = input(0).dtype == DType::kS32;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kReduceSum:
+    case Op::kReduceMax:
+      plan.launches.push_back(reduce_launch(n, input(0).shape));
+      break;
+    case Op::kArgMax: {
+      ElementLaunch l = launch(ElementKind::kArgMax, n, count, {0});
+      const Shape& s = input(0).shape;
+      l.plan.len = s.dim(static_cast<int>(n.attrs.axis));
+      l.plan.inner = s.strides()[static_cast<size_t>(n.attrs.axis)];
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kTranspose: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      const auto s = input(0).shape.strides();
+      std::vector<int64_t> in_strides;
+      for (int64_t p : n.attrs.axes) in_strides.push_back(s[static_cast<size_t>(p)]);
+      l.plan.map_a = strided(n.shape, in_strides);
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kBroadcast: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      l.plan.map_a =
+          strided(n.shape, cpu::broadcast_strides(input(0).shape, n.shape, n.attrs.axes));
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kSlice: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      const auto s = input(0).shape.strides();
+      l.plan.map_a = strided(n.shape, s, start_offset(n.attrs.begin, s));
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kConcat: {
+      // Each part lands at its own offset along the axis.
+      const auto out_strides = n.shape.strides();
+      int64_t offset = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Shape& part = input(i).shape;
+        ElementLaunch l = launch(ElementKind::kScatter, n, part.elements(), {static_cast<int>(i)});
+        l.plan.map_a =
+            strided(part, out_strides, offset * out_strides[static_cast<size_t>(n.attrs.axis)]);
+        l.plan.round_output = false;
+        plan.launches.push_back(l);
+        offset += part.dim(static_cast<int>(n.attrs.axis));
+      }
+      break;
+    }
+    case Op::kPad: {
+      const Shape& in = input(0).shape;
+      ElementLaunch l = launch(ElementKind::kScatter, n, in.elements(), {0});
+      const auto s = n.shape.strides();
+      l.plan.map_a = strided(in, s, start_offset(n.attrs.begin, s));
+      l.plan.round_output = false;
+      plan.zero_output = true;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kMatMul: {
+      plan.work = NodeWork::kMatMul;
+      const Shape& a = input(0).shape;
+      const Shape& b = input(1).shape;
+      MatMulPlan& m = plan.matmul;
+      m.m = a.dim(a.rank() - 2);
+      m.k = a.dim(a.rank() - 1);
+      m.n = b.dim(b.rank() - 1);
+      m.batches = m.m * m.k == 0 ? 0 : a.elements() / (m.m * m.k);
+      m.shared_rhs = b.rank() == 2;
+      m.bf16_inputs = mxu;
+      m.round_output = n.dtype == DType::kBF16;
+      break;
+    }
+    case Op::kExtractPatches: {
+      ElementLaunch l = launch(ElementKind::kExtractPatches, n, count, {0});
+      l.plan.patches = geometry(input(0).shape, n.shape, n.attrs.window);
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kPatchesToImage: {
+      ElementLaunch l = launch(ElementKind::kPatchesToImage, n, count, {0});
+      l.plan.patches = geometry(n.shape, input(0).shape, n.attrs.window);
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kOneHot: {
+      ElementLaunch l = launch(ElementKind::kOneHot, n, count, {0});
+      l.plan.inner = n.attrs.depth;
+      plan.launches.push_back(l);
+      break;
+    }
+    default:
+      return absl::UnimplementedError(
+          str_cat("gpu backend: no kernel for ", describe_node(graph, id)));
+  }
+  return plan;
+}
+
+}  // namespace tpusim::runtime::gpu
