@@ -57,6 +57,16 @@ absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variab
   return outputs;
 }
 
+absl::Status check_compile_options(const std::string& backend, const CompileOptions& options) {
+  if (options.precision != "fp32" && options.precision != "mxu") {
+    return absl::InvalidArgumentError(
+        str_cat(backend, " backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
+  }
+  if (options.replicas == 0)
+    return absl::InvalidArgumentError(str_cat(backend, " backend: replicas must be at least 1"));
+  return absl::OkStatus();
+}
+
 std::vector<int> last_uses(const Graph& graph) {
   std::vector<int> last(static_cast<size_t>(graph.size()), -1);
   for (int i = 0; i < graph.size(); ++i) {

@@ -136,6 +136,10 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
 // adds (host pipeline stages). Nothing is recorded until a trace writer is attached.
 traces::TraceRouter& device_trace_router();
 
+// The options every backend accepts: precision "fp32" or "mxu", at least one replica. Errors
+// start with "<backend> backend: ".
+absl::Status check_compile_options(const std::string& backend, const CompileOptions& options);
+
 // Per node of `graph`, the id of the last node that reads it (graph.size() for outputs and
 // update values, -1 when nothing does): an interpreting backend drops a value after it.
 std::vector<int> last_uses(const Graph& graph);

@@ -160,7 +160,10 @@ TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(std::string(wrong.status().message()),
               ::testing::HasSubstr("infeed 'image' takes f32[2, 3]; the batch is f32[3, 2]"));
-  EXPECT_FALSE((*backend)->compile(b.graph(), {"fp16"}).ok());
+  EXPECT_EQ((*backend)->compile(b.graph(), {"fp16"}).status().message(),
+            "cpu backend: unknown precision 'fp16' (fp32 or mxu)");
+  EXPECT_EQ((*backend)->compile(b.graph(), {"fp32", 0}).status().message(),
+            "cpu backend: replicas must be at least 1");
   EXPECT_EQ(make_backend("abacus").status().code(), absl::StatusCode::kNotFound);
 }
 

@@ -80,12 +80,7 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (options.precision != "fp32" && options.precision != "mxu") {
-      return absl::InvalidArgumentError(
-          str_cat("cpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
-    }
-    if (options.replicas == 0)
-      return absl::InvalidArgumentError("cpu backend: replicas must be at least 1");
+    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
     return std::make_unique<CpuExecutable>(graph, options.precision == "mxu", options.replicas);
   }
 

@@ -95,12 +95,7 @@ class GpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (options.precision != "fp32" && options.precision != "mxu") {
-      return absl::InvalidArgumentError(
-          str_cat("gpu backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
-    }
-    if (options.replicas == 0)
-      return absl::InvalidArgumentError("gpu backend: replicas must be at least 1");
+    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
     std::vector<gpu::NodePlan> plans;
     std::vector<Buffer> constants(static_cast<size_t>(graph.size()));
     for (int i = 0; i < graph.size(); ++i) {

@@ -160,10 +160,7 @@ class TpusimBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (options.precision != "fp32" && options.precision != "mxu") {
-      return absl::InvalidArgumentError(
-          str_cat("tpusim backend: unknown precision '", options.precision, "'"));
-    }
+    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
     auto system = shared_system(slice_);
     if (!system.ok()) return system.status();
     const config::SliceSpec& slice = (*system)->slice();

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Packs built binaries with the shared libraries they need into one folder that runs on a lent
+# GPU machine, which has the NVIDIA driver and the CUDA toolkit but none of our Debian packages.
+#
+#   tools/device/bundle.sh [OUT] [BINARY ...]  (default: out/device; tpusim, the runtime tests and
+#                                              the GPU GEMM benchmark)
+#   OUT/run tpusim opcheck --backends gpu,gpu:mxu  (on the device machine)
+#
+# Every library ldd resolves is copied, glibc and the dynamic loader included, and OUT/run starts
+# the binary through the bundled loader, so the device's own glibc version does not matter. The
+# CUDA libraries are not copied (cuBLAS alone is over 500 MB): the driver (libcuda) and cuBLAS
+# come from the device, found through the loader's cache and the CUDA toolkit's lib64.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-out/device}
+shift || true
+binaries=("$@")
+[ ${#binaries[@]} -gt 0 ] ||
+  binaries=(build/bin/tpusim build/bin/tpusim_runtime_tests build/bin/tpusim_gpu_bench)
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+for b in "${binaries[@]}"; do
+  [ -x "$b" ] || { echo "bundle.sh: $b is not a built executable (make build first)" >&2; exit 1; }
+  cp "$b" "$out/bin/"
+  # "libfoo.so.1 => /path/libfoo.so.1 (0x...)" and the loader's own "/lib64/ld-linux... (0x...)".
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | while read -r lib; do
+    case "$lib" in
+      */cuda/*|*libcuda.so*|*libcublas*|*libnvidia*) continue ;;
+    esac
+    cp -Ln "$lib" "$out/lib/"
+  done
+done
+loader=$(cd "$out/lib" && ls ld-linux-*.so.* | head -1)
+cat > "$out/run" <<RUN
+#!/usr/bin/env bash
+# Runs a bundled binary through the bundled loader: OUT/run NAME [ARGS...]
+here=\$(cd "\$(dirname "\$0")" && pwd)
+name=\$1; shift
+cuda=\${CUDA_HOME:-/usr/local/cuda}
+exec "\$here/lib/$loader" --library-path "\$here/lib:\$cuda/lib64:\$cuda/lib" "\$here/bin/\$name" "\$@"
+RUN
+chmod +x "$out/run"
+echo "bundle.sh: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"
