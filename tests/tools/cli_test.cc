@@ -179,45 +179,6 @@ TEST(Cli, ConfigListJsonNamesEveryBuiltInWithItsKind) {
   EXPECT_EQ(kinds["tpu_v4.pbtxt"], "chip");
   EXPECT_EQ(kinds["host_96.pbtxt"], "host");
 }
-
-TEST(Cli, BackendsJsonSaysWhetherCudaWasBuiltAndWhyNoDeviceRuns) {
-  const auto r = run_tpusim({"backends", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
-  ASSERT_TRUE(j["backends"].is_array());
-  for (const auto& b : j["backends"]) {
-    for (const char* key : {"name", "built", "available", "reason"}) EXPECT_TRUE(b.contains(key));
-  }
-  EXPECT_EQ(j["cuda"]["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
-  if (j["cuda"]["devices"].empty()) {
-    EXPECT_FALSE(j["cuda"]["reason"].get<std::string>().empty());
-  }
-  std::vector<std::string> names;
-  for (const auto& b : j["backends"]) names.push_back(b["name"].get<std::string>());
-  EXPECT_EQ(names, (std::vector<std::string>{"tpusim", "cpu", "gpu"}));
-  const auto& gpu = j["backends"][2];
-  EXPECT_EQ(gpu["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
-  if (j["cuda"]["devices"].empty()) {
-    EXPECT_FALSE(gpu["available"].get<bool>());
-    EXPECT_EQ(gpu["reason"], j["cuda"]["reason"]);
-  }
-}
-
-// Without a usable GPU, asking for the gpu backend fails with the probe's reason, not a crash.
-TEST(Cli, GpuBackendWithoutADeviceSaysWhy) {
-  const auto j = nlohmann::json::parse(run_tpusim({"backends", "--json"}).out);
-  if (j["backends"][2]["available"].get<bool>()) GTEST_SKIP() << "a GPU is usable here";
-  const std::string reason = j["backends"][2]["reason"].get<std::string>();
-  auto r = run_tpusim({"opcheck", "--backends", "gpu", "--ops", "^add$"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: " + reason));
-  r = run_tpusim({"opcheck", "--backends", "cpu", "--reference", "gpu:mxu", "--ops", "^add$"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: "));
-}
-
-// A short run of the main job: mlp on the 8 simulated cores of a v3-8, Fashion-MNIST converted
-// into a fresh data folder on first use; then the same model_dir trained on to a later step.
 TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   const auto tmp =
       std::filesystem::temp_directory_path() / ("tpusim-cli-train-" + std::to_string(::getpid()));
@@ -505,42 +466,6 @@ TEST(Cli, LayersReproducesScaleSimOnTheTransformerTopology) {
   EXPECT_EQ(j["layers"][0]["name"], "MH_FC_DimReduce_VKQ_0");
   EXPECT_NEAR(j["layers"][0]["utilization"].get<double>(), 0.25099064504268966, 1e-12);
 }
-
-TEST(Cli, OpcheckJsonListsEveryCaseWithItsFigures) {
-  const auto r = run_tpusim({"opcheck", "--backends", "cpu,cpu:mxu", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_GE(j["ops"].get<int>(), 30);
-  EXPECT_EQ(j["failed"], 0);
-  std::set<std::string> modes, backends;
-  for (const auto& c : j["cases"]) {
-    for (const char* key : {"op", "backend", "mode", "shape", "max_abs_error", "max_rel_error",
-                            "ulp", "tolerance", "passed"}) {
-      ASSERT_TRUE(c.contains(key)) << key;
-    }
-    modes.insert(c["mode"].get<std::string>());
-    backends.insert(c["backend"].get<std::string>());
-  }
-  EXPECT_EQ(modes, (std::set<std::string>{"backward", "forward"}));
-  EXPECT_EQ(backends, (std::set<std::string>{"cpu", "cpu:mxu"}));
-}
-
-TEST(Cli, OpcheckFiltersOpsAndRejectsBadBackends) {
-  auto r = run_tpusim({"opcheck", "--ops", "^conv2d$"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("conv2d"));
-  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("matmul ")));
-  EXPECT_THAT(r.out, HasSubstr("(1 ops)"));
-  r = run_tpusim({"opcheck", "--backends", "cpu:fp4"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("unknown precision 'fp4'"));
-  r = run_tpusim({"opcheck", "--backends", "warp-drive"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("no backend named 'warp-drive'"));
-  r = run_tpusim({"opcheck", "--ops", "("});
-  EXPECT_EQ(r.exit_code, 2);
-}
-
 TEST(Cli, LayersBadTopologyFails) {
   auto r = run_tpusim({"layers", "--topology", "/no/such/file.csv"});
   EXPECT_EQ(r.exit_code, 1);

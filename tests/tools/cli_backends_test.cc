@@ -1,0 +1,93 @@
+// The CLI's backend commands, run as a subprocess: `tpusim backends` (what is built and why a
+// backend cannot run here) and `tpusim opcheck` (every op case on the named backends).
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/cli_runner.h"
+
+namespace tpusim::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_tpusim;
+
+TEST(Cli, BackendsJsonSaysWhetherCudaWasBuiltAndWhyNoDeviceRuns) {
+  const auto r = run_tpusim({"backends", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["backends"].is_array());
+  for (const auto& b : j["backends"]) {
+    for (const char* key : {"name", "built", "available", "reason"}) EXPECT_TRUE(b.contains(key));
+  }
+  EXPECT_EQ(j["cuda"]["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
+  if (j["cuda"]["devices"].empty()) {
+    EXPECT_FALSE(j["cuda"]["reason"].get<std::string>().empty());
+  }
+  std::vector<std::string> names;
+  for (const auto& b : j["backends"]) names.push_back(b["name"].get<std::string>());
+  EXPECT_EQ(names, (std::vector<std::string>{"tpusim", "cpu", "gpu"}));
+  const auto& gpu = j["backends"][2];
+  EXPECT_EQ(gpu["built"].get<bool>(), static_cast<bool>(TPUSIM_HAVE_CUDA_BUILD));
+  if (j["cuda"]["devices"].empty()) {
+    EXPECT_FALSE(gpu["available"].get<bool>());
+    EXPECT_EQ(gpu["reason"], j["cuda"]["reason"]);
+  }
+}
+
+// Without a usable GPU, asking for the gpu backend fails with the probe's reason, not a crash.
+TEST(Cli, GpuBackendWithoutADeviceSaysWhy) {
+  const auto j = nlohmann::json::parse(run_tpusim({"backends", "--json"}).out);
+  if (j["backends"][2]["available"].get<bool>()) GTEST_SKIP() << "a GPU is usable here";
+  const std::string reason = j["backends"][2]["reason"].get<std::string>();
+  auto r = run_tpusim({"opcheck", "--backends", "gpu", "--ops", "^add$"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: " + reason));
+  r = run_tpusim({"opcheck", "--backends", "cpu", "--reference", "gpu:mxu", "--ops", "^add$"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("gpu backend unavailable: "));
+}
+
+// A short run of the main job: mlp on the 8 simulated cores of a v3-8, Fashion-MNIST converted
+// into a fresh data folder on first use; then the same model_dir trained on to a later step.
+
+TEST(Cli, OpcheckJsonListsEveryCaseWithItsFigures) {
+  const auto r = run_tpusim({"opcheck", "--backends", "cpu,cpu:mxu", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["ops"].get<int>(), 30);
+  EXPECT_EQ(j["failed"], 0);
+  std::set<std::string> modes, backends;
+  for (const auto& c : j["cases"]) {
+    for (const char* key : {"op", "backend", "mode", "shape", "max_abs_error", "max_rel_error",
+                            "ulp", "tolerance", "passed"}) {
+      ASSERT_TRUE(c.contains(key)) << key;
+    }
+    modes.insert(c["mode"].get<std::string>());
+    backends.insert(c["backend"].get<std::string>());
+  }
+  EXPECT_EQ(modes, (std::set<std::string>{"backward", "forward"}));
+  EXPECT_EQ(backends, (std::set<std::string>{"cpu", "cpu:mxu"}));
+}
+
+TEST(Cli, OpcheckFiltersOpsAndRejectsBadBackends) {
+  auto r = run_tpusim({"opcheck", "--ops", "^conv2d$"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("conv2d"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("matmul ")));
+  EXPECT_THAT(r.out, HasSubstr("(1 ops)"));
+  r = run_tpusim({"opcheck", "--backends", "cpu:fp4"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown precision 'fp4'"));
+  r = run_tpusim({"opcheck", "--backends", "warp-drive"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no backend named 'warp-drive'"));
+  r = run_tpusim({"opcheck", "--ops", "("});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace tpusim::cli
