@@ -164,7 +164,7 @@ class TpusimBackend final : public Backend {
     auto system = shared_system(slice_);
     if (!system.ok()) return system.status();
     const config::SliceSpec& slice = (*system)->slice();
-    if (options.replicas == 0 || options.replicas > slice.cores) {
+    if (options.replicas > slice.cores) {
       return absl::InvalidArgumentError(str_cat("tpusim backend: ", options.replicas,
                                                 " replicas on ", slice.name, ", which has ",
                                                 slice.cores, " cores (one replica per core)"));
