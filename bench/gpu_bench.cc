@@ -4,10 +4,9 @@
 // input type, nothing else. Square N x N x N; TFLOPS = 2 N^3 / time, timed with CUDA events
 // around each call (manual time). Without a usable GPU every benchmark reports the probe's reason
 // and stops.
+#include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-
-#include <benchmark/benchmark.h>
 
 #include "runtime/backend/gpu/device_buffer.h"
 #include "runtime/backend/gpu/gemm.h"
@@ -52,8 +51,8 @@ void time_gemm(benchmark::State& state, int64_t n, Call call) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   const double flops = 2.0 * static_cast<double>(n) * n * n;
-  state.counters["TFLOPS"] = benchmark::Counter(flops * 1e-12 * state.iterations(),
-                                                benchmark::Counter::kIsRate);
+  state.counters["TFLOPS"] =
+      benchmark::Counter(flops * 1e-12 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 Buffer filled(int64_t elements, size_t element_bytes) {

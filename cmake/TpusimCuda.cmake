@@ -1,6 +1,8 @@
 # TPUSIM_WITH_CUDA=auto turns CUDA on when nvcc is found (PATH, CUDACXX or /usr/local/cuda).
-# The result is TPUSIM_CUDA_ENABLED; code that needs it sees TPUSIM_HAVE_CUDA=1.
+# The result is TPUSIM_CUDA_ENABLED; code that needs it sees TPUSIM_HAVE_CUDA=1. Without CUDA,
+# TPUSIM_CUDA_OFF_REASON says why (tpusim backends reports it).
 set(TPUSIM_CUDA_ENABLED OFF)
+set(TPUSIM_CUDA_OFF_REASON "TPUSIM_WITH_CUDA=${TPUSIM_WITH_CUDA} at configure time")
 if(TPUSIM_WITH_CUDA STREQUAL "auto" OR TPUSIM_WITH_CUDA)
   if(NOT CMAKE_CUDA_COMPILER)
     find_program(TPUSIM_NVCC nvcc HINTS ENV CUDACXX PATHS /usr/local/cuda/bin)
@@ -21,5 +23,7 @@ if(TPUSIM_WITH_CUDA STREQUAL "auto" OR TPUSIM_WITH_CUDA)
     set(TPUSIM_CUDA_ENABLED ON)
   elseif(NOT TPUSIM_WITH_CUDA STREQUAL "auto")
     message(FATAL_ERROR "TPUSIM_WITH_CUDA=ON but nvcc was not found")
+  else()
+    set(TPUSIM_CUDA_OFF_REASON "nvcc not found at configure time; TPUSIM_WITH_CUDA=auto")
   endif()
 endif()

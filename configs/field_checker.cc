@@ -154,6 +154,28 @@ double FieldChecker::non_negative(const Message& msg, std::string_view field) {
   return v;
 }
 
+double FieldChecker::positive_in_range(const Message& msg, std::string_view field, double lo,
+                                       double hi, std::string_view why) {
+  const double v = positive(msg, field);
+  if (v > 0 && (v < lo || v > hi)) {
+    errors_->push_back(str_cat(where(find(msg, field)), ": ", path(field), " = ", v,
+                               ": must be in [", lo, ", ", hi, "] (", why, ")"));
+    return 0;
+  }
+  return v;
+}
+
+double FieldChecker::non_negative_at_most(const Message& msg, std::string_view field, double hi,
+                                          std::string_view why) {
+  const double v = non_negative(msg, field);
+  if (v > hi) {
+    errors_->push_back(str_cat(where(find(msg, field)), ": ", path(field), " = ", v,
+                               ": must be at most ", hi, " (", why, ")"));
+    return 0;
+  }
+  return v;
+}
+
 uint64_t FieldChecker::count_in_range(const Message& msg, std::string_view field, uint64_t lo,
                                       uint64_t hi, std::string_view why) {
   const double v = real_in_range(msg, field, static_cast<double>(lo), static_cast<double>(hi), why);

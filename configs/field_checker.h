@@ -30,6 +30,12 @@ class FieldChecker {
   std::string nonempty_string(const google::protobuf::Message& msg, std::string_view field);
   double positive(const google::protobuf::Message& msg, std::string_view field);
   double non_negative(const google::protobuf::Message& msg, std::string_view field);
+  // positive() or non_negative(), then within [lo, hi]: a rate or a delay a run can simulate
+  // (`why` names the unit and the span).
+  double positive_in_range(const google::protobuf::Message& msg, std::string_view field, double lo,
+                           double hi, std::string_view why);
+  double non_negative_at_most(const google::protobuf::Message& msg, std::string_view field,
+                              double hi, std::string_view why);
   double real_in_range(const google::protobuf::Message& msg, std::string_view field, double lo,
                        double hi, std::string_view why);
   uint64_t count_in_range(const google::protobuf::Message& msg, std::string_view field, uint64_t lo,

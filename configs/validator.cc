@@ -11,6 +11,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGB = 1e9;
 
+// Rates and delays a run can simulate. Past them a config is almost surely a typo (900 typed as
+// 9e-7), and much slower rates would make jobs run past the simulator's time horizon.
+constexpr double kMinGbPerS = 1e-3;  // 1 MB/s
+constexpr double kMaxGbPerS = 1e7;   // 10 PB/s
+constexpr const char* kRateWhy = "GB/s, from 1 MB/s to 10 PB/s";
+constexpr const char* kNsWhy = "ns, at most 1 s";
+constexpr const char* kUsWhy = "us, at most 1 s";
+constexpr const char* kStageCostWhy = "us, at most 1000 s per unit";
+
 void validate_core(const CoreConfig& core, FieldChecker& c, CoreSpec* spec) {
   spec->mxu_count =
       static_cast<uint32_t>(c.count_in_range(core, "mxu_count", 1, 64, "MXUs per core"));
@@ -48,8 +57,9 @@ void validate_hbm(const HbmConfig& hbm, FieldChecker& c, HbmSpec* spec) {
   spec->capacity_bytes = static_cast<uint64_t>(
       c.real_in_range(hbm, "capacity_gib", 1.0 / 1024, 1024.0 * 1024, "HBM capacity in GiB") *
       kGiB);
-  spec->bandwidth_bytes_per_s = c.positive(hbm, "bandwidth_gb_per_s") * kGB;
-  spec->latency_s = c.non_negative(hbm, "latency_ns") / 1e9;
+  spec->bandwidth_bytes_per_s =
+      c.positive_in_range(hbm, "bandwidth_gb_per_s", kMinGbPerS, kMaxGbPerS, kRateWhy) * kGB;
+  spec->latency_s = c.non_negative_at_most(hbm, "latency_ns", 1e9, kNsWhy) / 1e9;
   spec->channels =
       static_cast<uint32_t>(c.count_in_range(hbm, "channels", 1, 4096, "HBM channels"));
   spec->interleave_bytes = static_cast<uint32_t>(c.count_in_range(
@@ -57,35 +67,49 @@ void validate_hbm(const HbmConfig& hbm, FieldChecker& c, HbmSpec* spec) {
 }
 
 void validate_host_link(const HostLinkConfig& link, FieldChecker& c, HostLinkSpec* spec) {
-  spec->host_to_device_bytes_per_s = c.positive(link, "host_to_device_gb_per_s") * kGB;
-  spec->device_to_host_bytes_per_s = c.positive(link, "device_to_host_gb_per_s") * kGB;
-  spec->latency_s = c.non_negative(link, "latency_us") / 1e6;
+  spec->host_to_device_bytes_per_s =
+      c.positive_in_range(link, "host_to_device_gb_per_s", kMinGbPerS, kMaxGbPerS, kRateWhy) * kGB;
+  spec->device_to_host_bytes_per_s =
+      c.positive_in_range(link, "device_to_host_gb_per_s", kMinGbPerS, kMaxGbPerS, kRateWhy) * kGB;
+  spec->latency_s = c.non_negative_at_most(link, "latency_us", 1e6, kUsWhy) / 1e6;
 }
 
 void validate_ici(const IciConfig& ici, FieldChecker& c, IciSpec* spec) {
   spec->links_per_chip = static_cast<uint32_t>(c.count_in_range(
       ici, "links_per_chip", 0, 64, "ICI links per chip; 0 for a chip without ICI"));
   if (spec->links_per_chip > 0) {
-    spec->link_bandwidth_bytes_per_s = c.positive(ici, "link_bandwidth_gb_per_s") * kGB;
+    spec->link_bandwidth_bytes_per_s =
+        c.positive_in_range(ici, "link_bandwidth_gb_per_s", kMinGbPerS, kMaxGbPerS, kRateWhy) * kGB;
   } else {
-    spec->link_bandwidth_bytes_per_s = c.non_negative(ici, "link_bandwidth_gb_per_s") * kGB;
+    spec->link_bandwidth_bytes_per_s =
+        c.non_negative_at_most(ici, "link_bandwidth_gb_per_s", kMaxGbPerS, kRateWhy) * kGB;
   }
-  spec->hop_latency_s = c.non_negative(ici, "hop_latency_ns") / 1e9;
+  spec->hop_latency_s = c.non_negative_at_most(ici, "hop_latency_ns", 1e9, kNsWhy) / 1e9;
   if (ici.has_core_link_gb_per_s() || ici.has_core_link_latency_ns()) {
-    spec->core_link_bytes_per_s = c.positive(ici, "core_link_gb_per_s") * kGB;
-    spec->core_link_latency_s = c.non_negative(ici, "core_link_latency_ns") / 1e9;
+    spec->core_link_bytes_per_s =
+        c.positive_in_range(ici, "core_link_gb_per_s", kMinGbPerS, kMaxGbPerS, kRateWhy) * kGB;
+    spec->core_link_latency_s =
+        c.non_negative_at_most(ici, "core_link_latency_ns", 1e9, kNsWhy) / 1e9;
   }
 }
 
 void validate_stage_costs(const HostStageCosts& costs, FieldChecker& c, HostStageCostsSpec* spec) {
-  spec->file_read_s_per_byte = c.non_negative(costs, "file_read_us_per_mib") / 1e6 / kMiB;
-  spec->parse_example_s = c.non_negative(costs, "parse_example_us") / 1e6;
-  spec->decode_raw_s_per_byte = c.non_negative(costs, "decode_raw_us_per_kib") / 1e6 / 1024.0;
-  spec->decode_jpeg_s_per_pixel = c.non_negative(costs, "decode_jpeg_us_per_mpixel") / 1e12;
-  spec->resize_s_per_pixel = c.non_negative(costs, "resize_us_per_mpixel") / 1e12;
-  spec->augment_s_per_pixel = c.non_negative(costs, "augment_us_per_mpixel") / 1e12;
-  spec->batch_s_per_byte = c.non_negative(costs, "batch_us_per_mib") / 1e6 / kMiB;
-  spec->enqueue_s_per_byte = c.non_negative(costs, "enqueue_us_per_mib") / 1e6 / kMiB;
+  spec->file_read_s_per_byte =
+      c.non_negative_at_most(costs, "file_read_us_per_mib", 1e9, kStageCostWhy) / 1e6 / kMiB;
+  spec->parse_example_s =
+      c.non_negative_at_most(costs, "parse_example_us", 1e9, kStageCostWhy) / 1e6;
+  spec->decode_raw_s_per_byte =
+      c.non_negative_at_most(costs, "decode_raw_us_per_kib", 1e9, kStageCostWhy) / 1e6 / 1024.0;
+  spec->decode_jpeg_s_per_pixel =
+      c.non_negative_at_most(costs, "decode_jpeg_us_per_mpixel", 1e9, kStageCostWhy) / 1e12;
+  spec->resize_s_per_pixel =
+      c.non_negative_at_most(costs, "resize_us_per_mpixel", 1e9, kStageCostWhy) / 1e12;
+  spec->augment_s_per_pixel =
+      c.non_negative_at_most(costs, "augment_us_per_mpixel", 1e9, kStageCostWhy) / 1e12;
+  spec->batch_s_per_byte =
+      c.non_negative_at_most(costs, "batch_us_per_mib", 1e9, kStageCostWhy) / 1e6 / kMiB;
+  spec->enqueue_s_per_byte =
+      c.non_negative_at_most(costs, "enqueue_us_per_mib", 1e9, kStageCostWhy) / 1e6 / kMiB;
 }
 
 }  // namespace
@@ -162,7 +186,7 @@ void validate_host(const HostConfig& host, FieldChecker& c, HostSpec* spec) {
   spec->name = c.nonempty_string(host, "name");
   spec->cpu_cores = static_cast<uint32_t>(
       c.count_in_range(host, "cpu_cores", 1, 65536, "host CPU cores for the input pipeline"));
-  spec->loop_overhead_s = c.non_negative(host, "loop_overhead_us") / 1e6;
+  spec->loop_overhead_s = c.non_negative_at_most(host, "loop_overhead_us", 1e6, kUsWhy) / 1e6;
   bool present = false;
   FieldChecker costs = c.nested(host, "stage_costs", &present);
   if (present) validate_stage_costs(host.stage_costs(), costs, &spec->stage_costs);

@@ -5,12 +5,19 @@
 namespace tpusim::sim {
 
 ClockDomain::ClockDomain(double frequency_hz)
-    : frequency_hz_(frequency_hz), period_ps_(1e12 / frequency_hz) {}
+    : frequency_hz_(frequency_hz), period_ps_(1e12L / frequency_hz) {}
+
+uint64_t ceil_cycle(double cycle) {
+  if (!(cycle < static_cast<double>(kNeverCycle))) return kNeverCycle;  // NaN too
+  return cycle <= 0 ? 0 : static_cast<uint64_t>(std::ceil(cycle));
+}
 
 Picoseconds ClockDomain::time_of(Cycles c) const {
-  // long double keeps cycle * period exact to well below 0.5 ps for any 64-bit cycle count
-  // a run can reach (2^63 ps is 107 days of simulated time).
-  return static_cast<Picoseconds>(std::llround(static_cast<long double>(c.value) * period_ps_));
+  // long double (period and product) keeps cycle * period within 0.5 ps of the exact value for
+  // any cycle count before the horizon.
+  const long double ps = static_cast<long double>(c.value) * period_ps_;
+  if (ps >= static_cast<long double>(kNeverPs)) return kNeverPs;
+  return static_cast<Picoseconds>(std::llround(ps));
 }
 
 Cycles ClockDomain::cycle_at_or_after(Picoseconds t) const {
@@ -28,6 +35,7 @@ Cycles ClockDomain::cycles_for_seconds(double seconds) const {
   // computed as 2.0000000000000004) does not round up to an extra cycle; below 1e15 cycles
   // that never removes a whole cycle.
   const long double cycles = static_cast<long double>(seconds) * frequency_hz_;
+  if (!(cycles < static_cast<long double>(kNeverCycle))) return Cycles(kNeverCycle);
   return Cycles(static_cast<uint64_t>(std::ceil(cycles - cycles * 1e-15L)));
 }
 

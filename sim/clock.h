@@ -29,23 +29,38 @@ struct Cycles {
 
 using Picoseconds = uint64_t;
 
+// The latest simulated time a run may reach: 2^62 ps, 4.6e6 s or 53 days. A run that would go
+// past it (a rate in the config far too low, or an absurdly long job) stops with an error
+// instead of overflowing the kernel's 64-bit picosecond clock.
+constexpr Picoseconds kTimeHorizonPs = 1ull << 62;
+constexpr const char* kTimeHorizonText = "2^62 ps, about 53 days of simulated time";
+// Times and cycle numbers saturate here, past the horizon, so the arithmetic on them (a start
+// plus a duration) never wraps: an event scheduled this late is never reached.
+constexpr Picoseconds kNeverPs = 1ull << 63;
+constexpr uint64_t kNeverCycle = 1ull << 62;
+
+// `cycle` rounded up to a whole cycle number, saturated at kNeverCycle (NaN saturates too).
+uint64_t ceil_cycle(double cycle);
+
 class ClockDomain {
  public:
   explicit ClockDomain(double frequency_hz);
 
   double frequency_hz() const { return frequency_hz_; }
-  double period_ps() const { return period_ps_; }
+  double period_ps() const { return static_cast<double>(period_ps_); }
 
-  // The time at which cycle `c` begins, rounded to the nearest picosecond.
+  // The time at which cycle `c` begins, rounded to the nearest picosecond; kNeverPs when that
+  // is later.
   Picoseconds time_of(Cycles c) const;
   // The first cycle that begins at or after time `t`.
   Cycles cycle_at_or_after(Picoseconds t) const;
-  // Cycles spent by `seconds` of work, rounded up (a transfer that needs 2.1 cycles takes 3).
+  // Cycles spent by `seconds` of work, rounded up (a transfer that needs 2.1 cycles takes 3),
+  // at most kNeverCycle.
   Cycles cycles_for_seconds(double seconds) const;
 
  private:
   double frequency_hz_;
-  double period_ps_;
+  long double period_ps_;  // 64-bit mantissa: time_of stays within 0.5 ps up to the horizon
 };
 
 }  // namespace tpusim::sim

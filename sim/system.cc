@@ -1,5 +1,6 @@
 #include "sim/system.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <systemc>
 
@@ -122,7 +123,12 @@ absl::Status System::idle(uint64_t cycles) {
   if (absl::Status s = check_usable(); !s.ok()) return s;
   if (cycles == 0) return absl::OkStatus();
   const uint64_t now = sc_core::sc_time_stamp().value();
-  const uint64_t until = clock_.time_of(Cycles(now_cycle() + cycles));
+  const uint64_t until = clock_.time_of(Cycles(now_cycle() + std::min(cycles, kNeverCycle)));
+  if (until > kTimeHorizonPs) {
+    return absl::OutOfRangeError(str_cat("idling ", cycles, " cycles from cycle ", now_cycle(),
+                                         " would pass the simulator's time horizon (",
+                                         kTimeHorizonText, ")"));
+  }
   if (until > now)
     sc_core::sc_start(sc_core::sc_time(static_cast<double>(until - now), sc_core::SC_PS));
   return absl::OkStatus();
@@ -146,7 +152,12 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     seq.start();
   }
   try {
-    sc_core::sc_start();
+    // Bounded by the horizon; returns early, as sc_start() would, when no event is left.
+    const Picoseconds now = sc_core::sc_time_stamp().value();
+    if (now < kTimeHorizonPs) {
+      sc_core::sc_start(sc_core::sc_time(static_cast<double>(kTimeHorizonPs - now), sc_core::SC_PS),
+                        sc_core::SC_EXIT_ON_STARVATION);
+    }
   } catch (const std::exception& e) {
     model_->numerics->drain();
     failure_ = str_cat("the simulation kernel threw: ", e.what());
@@ -170,6 +181,11 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   result.end_cycle = start;
   for (const auto& stream : program_->cores()) {
     Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
+    // Events are left, but none before the horizon: the run would go past it.
+    if (seq.running() && sc_core::sc_pending_activity()) {
+      failure_ = "time horizon";
+      return absl::OutOfRangeError(horizon_diagnosis(*program_));
+    }
     if (seq.running()) {
       failure_ = "deadlock";
       return absl::DeadlineExceededError(deadlock_diagnosis(*program_));
@@ -180,7 +196,22 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   return result;
 }
 
+std::string System::horizon_diagnosis(const isa::Program& program) {
+  return str_cat("program '", program.name(), "' would run past the simulator's time horizon (",
+                 kTimeHorizonText, "): nothing is left to happen before it after cycle ",
+                 now_cycle(),
+                 ". A rate in the slice config is far too low for the work, or the job is far "
+                 "too long. Still running:\n  ",
+                 str_join(blocked_lines(program), "\n  "));
+}
+
 std::string System::deadlock_diagnosis(const isa::Program& program) {
+  return str_cat("program '", program.name(), "' deadlocked at cycle ", now_cycle(),
+                 ": no unit can make progress and no event is pending\n  ",
+                 str_join(blocked_lines(program), "\n  "));
+}
+
+std::vector<std::string> System::blocked_lines(const isa::Program& program) {
   const uint32_t per_chip = slice_->chip.tensor_cores;
   std::vector<std::string> lines;
   for (const auto& stream : program.cores()) {
@@ -195,9 +226,7 @@ std::string System::deadlock_diagnosis(const isa::Program& program) {
                               " infeed batch(es) pending for it"));
     }
   }
-  return str_cat("program '", program.name(), "' deadlocked at cycle ", now_cycle(),
-                 ": no unit can make progress and no event is pending\n  ",
-                 str_join(lines, "\n  "));
+  return lines;
 }
 
 namespace {

@@ -11,6 +11,8 @@
 // A run ends when every core the program names has halted and every unit is idle. If the
 // simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
 // blocked unit and what it waits for; the System is then unusable (its units stay blocked).
+// A run that would pass the time horizon (kTimeHorizonPs, 53 days of simulated time) stops
+// there with an OutOfRange error naming what is still running, and the System is unusable too.
 
 #include <cstdint>
 #include <memory>
@@ -97,6 +99,9 @@ class System {
   System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
   absl::Status check_usable() const;
   std::string deadlock_diagnosis(const isa::Program& program);
+  std::string horizon_diagnosis(const isa::Program& program);
+  // What each still-running core's units wait for, one line each.
+  std::vector<std::string> blocked_lines(const isa::Program& program);
 
   std::shared_ptr<const config::SliceSpec> slice_;
   SystemOptions options_;

@@ -15,7 +15,7 @@ constexpr uint64_t kDefaultChunkBytes = 1ull << 20;
 
 // How long from now until cycle `cycle` (rounded up to a whole cycle) begins.
 sc_core::sc_time until(const ClockDomain& clock, double cycle) {
-  const Picoseconds target = clock.time_of(Cycles(static_cast<uint64_t>(std::ceil(cycle))));
+  const Picoseconds target = clock.time_of(Cycles(ceil_cycle(cycle)));
   const Picoseconds now = sc_core::sc_time_stamp().value();
   return sc_core::sc_time(static_cast<double>(target > now ? target - now : 0), sc_core::SC_PS);
 }

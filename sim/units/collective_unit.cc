@@ -27,9 +27,8 @@ void CollectiveUnit::execute(const IssuedInstruction& item) {
                  [this](const std::string& what) { set_blocked(what); });
   while (!engine_.done(ctx_.core)) wait(engine_.done_event(ctx_.core));
   set_blocked("");
-  const auto start = static_cast<uint64_t>(std::ceil(engine_.start_cycle(ctx_.core)));
-  const auto done = std::max<uint64_t>(
-      start + 1, static_cast<uint64_t>(std::ceil(engine_.finish_cycle(ctx_.core))));
+  const auto start = ceil_cycle(engine_.start_cycle(ctx_.core));
+  const auto done = std::max<uint64_t>(start + 1, ceil_cycle(engine_.finish_cycle(ctx_.core)));
   wait_until(done);
   peer_wait_cycles_ += start - issued;
   collective_cycles_ += done - start;

@@ -45,7 +45,7 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   const double hbm_end =
       ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(), bytes);
   const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), bytes).end;
-  const auto done = static_cast<uint64_t>(std::ceil(std::max(hbm_end, vmem_end)));
+  const auto done = ceil_cycle(std::max(hbm_end, vmem_end));
 
   if (!ctx_.timing_only) {
     const isa::Block& src = dma.src();

@@ -48,7 +48,7 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   const uint64_t start = ctx_.now_cycle();
   const double vmem_end =
       ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
-  const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
+  const auto done = std::max(start + 1, ceil_cycle(vmem_end));
   if (!ctx_.timing_only && !entry.data.empty()) {
     uint8_t* vmem = ctx_.vmem->base_covering(end_address(dst));
     ctx_.note_vmem_write(dst.address(), end_address(dst));
@@ -97,7 +97,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   const uint64_t start = ctx_.now_cycle();
   const double vmem_end =
       ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
-  const auto done = std::max(start + 1, static_cast<uint64_t>(std::ceil(vmem_end)));
+  const auto done = std::max(start + 1, ceil_cycle(vmem_end));
   FeedEntry entry;
   entry.bytes = bytes;
   if (!ctx_.timing_only) {

@@ -67,7 +67,7 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
       ctx_.vmem_ports
           ->reserve(static_cast<double>(t.start), static_cast<double>(payload_bytes(lw.weights())))
           .end;
-  const uint64_t ready = std::max(t.ready, static_cast<uint64_t>(std::ceil(vmem_end)));
+  const uint64_t ready = std::max(t.ready, ceil_cycle(vmem_end));
   wait_until(t.start);
   if (!ctx_.timing_only) {
     // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
@@ -99,7 +99,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   uint64_t done = t.done;
   uint64_t stream_end = t.stream_end;
   if (vmem_end > static_cast<double>(t.stream_end)) {
-    stream_end = static_cast<uint64_t>(std::ceil(vmem_end));
+    stream_end = ceil_cycle(vmem_end);
     done = policy_->stall_last_stream(stream_end);
   }
   wait_until(t.start);

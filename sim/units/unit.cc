@@ -33,8 +33,9 @@ void Unit::push(const IssuedInstruction& item) {
 
 std::string Unit::blocked_on() const {
   if (current_ == nullptr) return "";
-  const std::string what =
+  std::string what =
       waiting_for_flags_ ? str_cat("waits for ", ctx_.sync->unmet(*current_->instr)) : blocked_;
+  if (what.empty() && sleeping_until_ != 0) what = str_cat("busy until cycle ", sleeping_until_);
   return str_cat(name(), " at instruction ", current_->index, " (", op_name(*current_->instr),
                  "): ", what);
 }
@@ -42,7 +43,10 @@ std::string Unit::blocked_on() const {
 void Unit::wait_until(uint64_t cycle) {
   const uint64_t target = ctx_.clock->time_of(Cycles(cycle));
   const uint64_t now = sc_core::sc_time_stamp().value();
-  if (target > now) wait(sc_core::sc_time(static_cast<double>(target - now), sc_core::SC_PS));
+  if (target <= now) return;
+  sleeping_until_ = cycle;
+  wait(sc_core::sc_time(static_cast<double>(target - now), sc_core::SC_PS));
+  sleeping_until_ = 0;
 }
 
 void Unit::trace(const char* what, uint64_t start, uint64_t end) {

@@ -59,6 +59,8 @@ class Unit : public sc_core::sc_module {
   // Waiting for the current instruction's sync flags: blocked_on() says which, formatted only
   // when asked (a deadlock message), not on every wait.
   bool waiting_for_flags_ = false;
+  // The cycle wait_until() sleeps to, while it sleeps (0 otherwise).
+  uint64_t sleeping_until_ = 0;
 };
 
 }  // namespace tpusim::sim

@@ -43,7 +43,7 @@ uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
   double per_vreg = 1;
   if (v.op() == Vector::DIV) per_vreg = core.vector_divide_cycles_per_vreg;
   if (is_transcendental(v.op())) per_vreg = core.vector_transcendental_cycles_per_vreg;
-  return static_cast<uint64_t>(std::ceil(static_cast<double>(vregs) * per_vreg));
+  return ceil_cycle(static_cast<double>(vregs) * per_vreg);
 }
 
 VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
@@ -64,7 +64,7 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   const uint64_t issue = vector_issue_cycles(v, core);
   const double vmem_end =
       ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
-  const uint64_t end = std::max(start + issue, static_cast<uint64_t>(std::ceil(vmem_end)));
+  const uint64_t end = std::max(start + issue, ceil_cycle(vmem_end));
   const uint64_t latency = core.vector_latency_cycles +
                            (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
   if (!ctx_.timing_only) post_compute(v);

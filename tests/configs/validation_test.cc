@@ -75,6 +75,19 @@ const BadFile kBadFiles[] = {
     // The done-when case: a copy of tpu_v3.pbtxt with a negative bandwidth.
     {"NegativeHbmBandwidth", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidth_gb_per_s: -900",
      "{file}:{line}: hbm.bandwidth_gb_per_s = -900: must be a finite number > 0"},
+    // Rates and delays past what a run can simulate (a typo like 9e-7 for 900).
+    {"TinyHbmBandwidth", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidth_gb_per_s: 1e-12",
+     "{file}:{line}: hbm.bandwidth_gb_per_s = 1e-12: must be in [0.001, 10000000] (GB/s, from 1 "
+     "MB/s to 10 PB/s)"},
+    {"HugeHbmBandwidth", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidth_gb_per_s: 4.5e11",
+     "{file}:{line}: hbm.bandwidth_gb_per_s = 450000000000: must be in [0.001, 10000000]"},
+    {"TinyHostLink", "tpu_v3.pbtxt", "host_to_device_gb_per_s: 16", "host_to_device_gb_per_s: 1e-6",
+     "{file}:{line}: host_link.host_to_device_gb_per_s = 1e-06: must be in [0.001, 10000000]"},
+    {"HugeHopLatency", "tpu_v3.pbtxt", "hop_latency_ns: 1000", "hop_latency_ns: 2e9",
+     "{file}:{line}: ici.hop_latency_ns = 2000000000: must be at most 1000000000 (ns, at most 1 "
+     "s)"},
+    {"HugeHostLinkLatency", "tpu_v3.pbtxt", "latency_us: 1", "latency_us: 1e7",
+     "{file}:{line}: host_link.latency_us = 10000000: must be at most 1000000 (us, at most 1 s)"},
     {"ZeroHbmBandwidth", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidth_gb_per_s: 0",
      "{file}:{line}: hbm.bandwidth_gb_per_s = 0: must be a finite number > 0"},
     {"NanBandwidth", "tpu_v3.pbtxt", "bandwidth_gb_per_s: 900", "bandwidth_gb_per_s: nan",
@@ -183,6 +196,12 @@ const BadFile kBadFiles[] = {
      "{file}:{line}: loop_overhead_us = -1: must be a finite number >= 0"},
     {"NegativeStageCost", "host_96.pbtxt", "parse_example_us: 5", "parse_example_us: -5",
      "{file}:{line}: stage_costs.parse_example_us = -5: must be a finite number >= 0"},
+    {"HugeStageCost", "host_96.pbtxt", "decode_jpeg_us_per_mpixel: 10000",
+     "decode_jpeg_us_per_mpixel: 1e12",
+     "{file}:{line}: stage_costs.decode_jpeg_us_per_mpixel = 1000000000000: must be at most "
+     "1000000000 (us, at most 1000 s per unit)"},
+    {"HugeLoopOverhead", "host_96.pbtxt", "loop_overhead_us: 2000", "loop_overhead_us: 5e6",
+     "{file}:{line}: loop_overhead_us = 5000000: must be at most 1000000 (us, at most 1 s)"},
     {"MissingStageCost", "host_96.pbtxt", "  batch_us_per_mib: 100", "",
      "stage_costs.batch_us_per_mib: required field is missing"},
     {"EmptyHostName", "host_96.pbtxt", "name: \"cloud_tpu_host_96\"", "name: \"\"",

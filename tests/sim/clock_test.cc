@@ -2,6 +2,8 @@
 // not a whole number of picoseconds.
 #include "sim/clock.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
@@ -48,6 +50,35 @@ TEST(ClockDomain, CyclesForSecondsRoundsUpButNotOnExactProducts) {
   ClockDomain v3(940e6);
   // 1 us at 940 MHz = 940 cycles exactly.
   EXPECT_EQ(v3.cycles_for_seconds(1e-6), Cycles(940));
+}
+
+TEST(ClockDomain, TimesAndCyclesSaturatePastTheHorizon) {
+  ClockDomain v3(940e6);
+  // The last cycle before the horizon converts exactly; far later ones saturate at kNeverPs
+  // instead of overflowing 64 bits.
+  const Cycles last = v3.cycle_at_or_after(kTimeHorizonPs);
+  // 2^62 ps x 940e6 / 1e12 = 4,334,984,857,321,744.63 cycles.
+  EXPECT_EQ(last, Cycles(4'334'984'857'321'745ull));
+  EXPECT_GE(v3.time_of(last), kTimeHorizonPs);
+  EXPECT_LT(v3.time_of(last), kTimeHorizonPs + 1064);
+  EXPECT_EQ(v3.time_of(Cycles(kNeverCycle)), kNeverPs);
+  EXPECT_EQ(v3.time_of(Cycles(~0ull)), kNeverPs);
+  // 1e6 s of work at 940 MHz is 9.4e14 cycles: exact. 1e12 s would be 9.4e20: saturated.
+  EXPECT_EQ(v3.cycles_for_seconds(1e6), Cycles(940'000'000'000'000ull));
+  EXPECT_EQ(v3.cycles_for_seconds(1e12), Cycles(kNeverCycle));
+  EXPECT_EQ(v3.cycles_for_seconds(std::numeric_limits<double>::infinity()), Cycles(kNeverCycle));
+  // A start plus a saturated duration still fits in 64 bits.
+  EXPECT_GT(kNeverCycle + kNeverCycle, kNeverCycle);
+}
+
+TEST(CeilCycle, RoundsUpAndSaturates) {
+  EXPECT_EQ(ceil_cycle(0.0), 0u);
+  EXPECT_EQ(ceil_cycle(-3.5), 0u);
+  EXPECT_EQ(ceil_cycle(2.0), 2u);
+  EXPECT_EQ(ceil_cycle(2.01), 3u);
+  EXPECT_EQ(ceil_cycle(1e30), kNeverCycle);
+  EXPECT_EQ(ceil_cycle(std::numeric_limits<double>::infinity()), kNeverCycle);
+  EXPECT_EQ(ceil_cycle(std::numeric_limits<double>::quiet_NaN()), kNeverCycle);
 }
 
 TEST(Cycles, ArithmeticAndOrder) {

@@ -1,0 +1,78 @@
+// A run that would pass the simulator's time horizon (kTimeHorizonPs, 53 days of simulated time)
+// stops there with an error naming what still runs, instead of overflowing the kernel's 64-bit
+// picosecond clock (which hung the run before the horizon existed).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/sim/sim_test_util.h"
+
+namespace tpusim::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// v3-8 with HBM at `bytes_per_s`, below the 1 MB/s a config file may name.
+std::unique_ptr<System> system_with_hbm_rate(double bytes_per_s) {
+  auto spec = config::load_slice("v3-8");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto slow = std::make_shared<config::SliceSpec>(**spec);
+  slow->chip.hbm.bandwidth_bytes_per_s = bytes_per_s;
+  auto system = System::create(slow, {});
+  EXPECT_TRUE(system.ok()) << system.status();
+  return system.ok() ? *std::move(system) : nullptr;
+}
+
+TEST(TimeHorizon, ADmaThatWouldEndPastItStopsTheRun) {
+  // 64 KiB at 1 mB/s is 6.6e7 s of simulated time, past the horizon's 4.6e6 s.
+  auto system = system_with_hbm_rate(1e-3);
+  ASSERT_NE(system, nullptr);
+  isa::Program p;
+  p.set_name("slow_dma");
+  CoreBuilder c(&p, 0);
+  c.dma_to_vmem(block(0, 128, 128, isa::F32), block(0, 128, 128, isa::F32));
+  c.halt();
+  auto run = system->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kOutOfRange);
+  const std::string msg(run.status().message());
+  EXPECT_THAT(msg, HasSubstr("program 'slow_dma' would run past the simulator's time horizon "
+                             "(2^62 ps, about 53 days of simulated time): nothing is left to happen before "
+                             "it after cycle 0. A rate in the slice config is far too low"));
+  // 64 KiB over 32 channels: 2 KiB per channel at 1e-3 / 32 B/s is 6.5536e7 s, 6.16e16 cycles
+  // at 940 MHz (plus the HBM latency).
+  EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.dma0 at instruction 0 (dma.hbm_to_vmem): "
+                             "busy until cycle 616038400000004"));
+  EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.sequencer: waits for 1 issued "
+                             "instruction(s) to complete"));
+  // Like a deadlock, the System refuses further runs.
+  EXPECT_EQ(system->run(p).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(TimeHorizon, ARunThatEndsBeforeItKeepsItsCycles) {
+  // 4 KiB interleaves over 16 of the 32 channels, 256 B each at 1e-2 / 32 B/s: 819,200 s.
+  auto system = system_with_hbm_rate(1e-2);
+  ASSERT_NE(system, nullptr);
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  c.dma_to_vmem(block(0, 8, 128, isa::F32), block(0, 8, 128, isa::F32));
+  c.halt();
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // 819,200 s x 940 MHz = 770,048,000,000,000 cycles, plus the HBM latency: 500 ns, 470 cycles.
+  EXPECT_EQ(run->end_cycle - run->start_cycle, 770'048'000'000'000ull + 470);
+}
+
+TEST(TimeHorizon, IdlingPastItIsRefused) {
+  auto system = testing::make_system();
+  ASSERT_NE(system, nullptr);
+  const absl::Status idle = system->idle(5'000'000'000'000'000ull);
+  EXPECT_EQ(idle.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(idle.message()),
+              HasSubstr("idling 5000000000000000 cycles from cycle 0 would pass the simulator's "
+                        "time horizon"));
+  // Nothing ran, so the System still works.
+  EXPECT_TRUE(system->idle(10).ok());
+}
+
+}  // namespace
+}  // namespace tpusim::sim
