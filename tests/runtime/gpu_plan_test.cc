@@ -1,6 +1,7 @@
 // The gpu backend's device logic run on the host: every opcheck case goes through plan_node and
 // eval_element exactly as the gpu backend launches them (one call per element), with the GEMMs
-// done from their MatMulPlan in plain loops where cuBLAS would run. Without a GPU this checks
+// done where cuBLAS would run from the very parameters the backend passes it (gemm_call.h),
+// through the BLAS definition of a column-major GEMM. Without a GPU this checks
 // every plan's index math and every kernel's order of operations against the cpu backend: bit
 // for bit where no matmul is involved (the element kernels promise that), within f32 rounding
 // of the accumulation order where one is.
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/gpu/gemm_call.h"
 #include "runtime/backend/gpu/node_plan.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/opcheck/harness.h"
@@ -23,27 +25,44 @@ const void* data_of(const HostTensor& t) {
                                 : static_cast<const void*>(t.f.data());
 }
 
-// What cuBLAS is asked for: row-major GEMMs from the plan, summed in f32 along k.
+// What cuBLAS computes for the call gemm_call makes of `p` (the parameters Cublas::matmul
+// passes), by the BLAS definition of a column-major strided batched GEMM, op N on both, with the
+// plan's b as cuBLAS's A and its a as cuBLAS's B; f32 sums along k.
 void emulate_gemm(const MatMulPlan& p, const HostTensor& a, const HostTensor& b, HostTensor* out) {
-  auto input = [&](const HostTensor& t) {
+  auto call = gemm_call(p);
+  ASSERT_TRUE(call.ok()) << call.status();
+  auto input = [&](const HostTensor& t, int64_t elements) {
+    EXPECT_EQ(static_cast<int64_t>(t.f.size()), elements);
     std::vector<float> v = t.f;
     if (p.bf16_inputs) {
       for (float& x : v) x = element::round_to_bf16(x);
     }
     return v;
   };
-  const std::vector<float> va = input(a), vb = input(b);
-  const int64_t rows = p.shared_rhs ? p.batches * p.m : p.m;
-  const int64_t batches = p.shared_rhs ? 1 : p.batches;
-  for (int64_t g = 0; g < batches; ++g) {
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < p.n; ++j) {
+  const std::vector<float> cublas_a = input(b, call->b_elements);
+  const std::vector<float> cublas_b = input(a, call->a_elements);
+  ASSERT_EQ(static_cast<int64_t>(out->f.size()), call->out_elements);
+  if (call->nothing_to_do) return;
+  if (call->zero_fill) {
+    std::fill(out->f.begin(), out->f.end(), 0.0f);
+    return;
+  }
+  auto at = [](const std::vector<float>& v, int64_t index) {
+    EXPECT_GE(index, 0);
+    EXPECT_LT(index, static_cast<int64_t>(v.size()));
+    return v[static_cast<size_t>(index)];
+  };
+  for (int64_t g = 0; g < call->batch_count; ++g) {
+    for (int64_t j = 0; j < call->n; ++j) {
+      for (int64_t i = 0; i < call->m; ++i) {
         float acc = 0;
-        for (int64_t k = 0; k < p.k; ++k)
-          acc += va[static_cast<size_t>(g * rows * p.k + i * p.k + k)] *
-                 vb[static_cast<size_t>(g * p.k * p.n + k * p.n + j)];
-        float& o = out->f[static_cast<size_t>(g * rows * p.n + i * p.n + j)];
-        o = p.round_output ? element::round_to_bf16(acc) : acc;
+        for (int64_t l = 0; l < call->k; ++l) {
+          acc += at(cublas_a, i + l * call->lda + g * call->stride_a) *
+                 at(cublas_b, l + j * call->ldb + g * call->stride_b);
+        }
+        const int64_t c = i + j * call->ldc + g * call->stride_c;
+        ASSERT_LT(c, call->out_elements);
+        out->f[static_cast<size_t>(c)] = p.round_output ? element::round_to_bf16(acc) : acc;
       }
     }
   }
@@ -161,6 +180,60 @@ TEST(GpuPlan, RngUniformIsTheCpusBitForBit) {
     ASSERT_TRUE(want.ok());
     EXPECT_TRUE(same_bits(emulate(b.graph(), {}, {}, false, step).at("u"), (*want)[0].at("u")));
   }
+}
+
+TEST(GemmCall, SharedRhsIsOneGemmOverEveryBatchRow) {
+  // [2, 3, 4] x [4, 5]: out^T [5, 6] = b^T [5, 4] x a^T [4, 6].
+  MatMulPlan p;
+  p.m = 3, p.k = 4, p.n = 5, p.batches = 2, p.shared_rhs = true;
+  auto call = gemm_call(p);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->batch_count, 1);
+  EXPECT_EQ(call->m, 5);
+  EXPECT_EQ(call->n, 6);
+  EXPECT_EQ(call->k, 4);
+  EXPECT_EQ(call->lda, 5);
+  EXPECT_EQ(call->ldb, 4);
+  EXPECT_EQ(call->ldc, 5);
+  EXPECT_EQ(call->a_elements, 24);
+  EXPECT_EQ(call->b_elements, 20);
+  EXPECT_EQ(call->out_elements, 30);
+}
+
+TEST(GemmCall, BatchedOperandsStepByWholeMatrices) {
+  // [2, 3, 4] x [2, 4, 5]: two GEMMs, each operand's batch stride one of its matrices.
+  MatMulPlan p;
+  p.m = 3, p.k = 4, p.n = 5, p.batches = 2;
+  auto call = gemm_call(p);
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_EQ(call->batch_count, 2);
+  EXPECT_EQ(call->m, 5);
+  EXPECT_EQ(call->n, 3);
+  EXPECT_EQ(call->stride_a, 20);  // cuBLAS's A is the plan's b: K x N
+  EXPECT_EQ(call->stride_b, 12);  // the plan's a: M x K
+  EXPECT_EQ(call->stride_c, 15);
+  EXPECT_EQ(call->out_elements, 30);
+}
+
+TEST(GemmCall, EmptyShapesAndOversizeOnes) {
+  MatMulPlan empty_sum;  // k == 0: zeros, which cuBLAS with beta 0 would not write
+  empty_sum.m = 3, empty_sum.k = 0, empty_sum.n = 5;
+  auto zero = gemm_call(empty_sum);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_TRUE(zero->zero_fill);
+  EXPECT_EQ(zero->out_elements, 15);
+  MatMulPlan no_rows;
+  no_rows.m = 0, no_rows.k = 4, no_rows.n = 5;
+  auto none = gemm_call(no_rows);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->nothing_to_do);
+  MatMulPlan huge;  // 2^31 rows once the batches share the rhs
+  huge.m = 1 << 16, huge.k = 8, huge.n = 8, huge.batches = 1 << 15, huge.shared_rhs = true;
+  auto refused = gemm_call(huge);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(refused.status().message(),
+            "GEMM [2147483648, 8] x [8, 8] x 1 batches exceeds cuBLAS's 32-bit sizes");
 }
 
 TEST(GpuPlan, TooManyDimensionsAreRefusedNamingTheNode) {

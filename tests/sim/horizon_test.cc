@@ -35,9 +35,10 @@ TEST(TimeHorizon, ADmaThatWouldEndPastItStopsTheRun) {
   ASSERT_FALSE(run.ok());
   EXPECT_EQ(run.status().code(), absl::StatusCode::kOutOfRange);
   const std::string msg(run.status().message());
-  EXPECT_THAT(msg, HasSubstr("program 'slow_dma' would run past the simulator's time horizon "
-                             "(2^62 ps, about 53 days of simulated time): nothing is left to happen before "
-                             "it after cycle 0. A rate in the slice config is far too low"));
+  EXPECT_THAT(
+      msg, HasSubstr("program 'slow_dma' would run past the simulator's time horizon "
+                     "(2^62 ps, about 53 days of simulated time): nothing is left to happen before "
+                     "it after cycle 0. A rate in the slice config is far too low"));
   // 64 KiB over 32 channels: 2 KiB per channel at 1e-3 / 32 B/s is 6.5536e7 s, 6.16e16 cycles
   // at 940 MHz (plus the HBM latency).
   EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.dma0 at instruction 0 (dma.hbm_to_vmem): "

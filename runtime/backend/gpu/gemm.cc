@@ -1,10 +1,8 @@
 #include "runtime/backend/gpu/gemm.h"
 
-#include <climits>
-
-#include "common/strings.h"
 #include "runtime/backend/gpu/cuda_status.h"
 #include "runtime/backend/gpu/device_buffer.h"
+#include "runtime/backend/gpu/gemm_call.h"
 #include "runtime/backend/gpu/kernels.h"
 
 namespace tpusim::runtime::gpu {
@@ -25,8 +23,6 @@ absl::StatusOr<Buffer> to_bf16(const float* values, int64_t count) {
   return buffer;
 }
 
-bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
@@ -44,52 +40,48 @@ absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
 Cublas::~Cublas() { cublasDestroy(handle_); }
 
 absl::Status Cublas::matmul(const MatMulPlan& plan, const float* a, const float* b, float* out) {
-  const int64_t rows = plan.shared_rhs ? plan.batches * plan.m : plan.m;
-  const int64_t batches = plan.shared_rhs ? 1 : plan.batches;
-  if (rows == 0 || plan.n == 0 || batches == 0) return absl::OkStatus();
-  if (!fits_int(rows) || !fits_int(plan.k) || !fits_int(plan.n) || !fits_int(batches)) {
-    return absl::UnimplementedError(str_cat("GEMM [", rows, ", ", plan.k, "] x [", plan.k, ", ",
-                                            plan.n, "] x ", batches,
-                                            " batches exceeds cuBLAS's 32-bit sizes"));
-  }
-  const int m = static_cast<int>(plan.n), n = static_cast<int>(rows), k = static_cast<int>(plan.k);
-  const float alpha = 1.0f, beta = 0.0f;
-  if (plan.k == 0) {  // an empty sum: zeros (cuBLAS would leave `out` as it was with beta 0)
+  auto planned = gemm_call(plan);
+  if (!planned.ok()) return planned.status();
+  const GemmCall& call = *planned;
+  if (call.nothing_to_do) return absl::OkStatus();
+  if (call.zero_fill) {
     return cuda_status(
-        cudaMemsetAsync(out, 0, static_cast<size_t>(rows * plan.n * batches) * sizeof(float)),
+        cudaMemsetAsync(out, 0, static_cast<size_t>(call.out_elements) * sizeof(float)),
         "zeroing an empty GEMM");
   }
-  const void* lhs = b;  // column-major: C^T [N, M] = B^T [N, K] x A^T [K, M]
-  const void* rhs = a;
+  const void* cublas_a = b;  // see gemm_call.h: cuBLAS's A is the plan's b, its B the plan's a
+  const void* cublas_b = a;
   cudaDataType_t type = CUDA_R_32F;
   Buffer a16, b16;  // live until the GEMM is queued; the frees are stream-ordered after it
   if (plan.bf16_inputs) {
-    auto ra = to_bf16(a, rows * plan.k * batches);
+    auto ra = to_bf16(a, call.a_elements);
     if (!ra.ok()) return ra.status();
-    auto rb = to_bf16(b, plan.k * plan.n * batches);
+    auto rb = to_bf16(b, call.b_elements);
     if (!rb.ok()) return rb.status();
     a16 = *std::move(ra);
     b16 = *std::move(rb);
-    lhs = b16->data();
-    rhs = a16->data();
+    cublas_a = b16->data();
+    cublas_b = a16->data();
     type = CUDA_R_16BF;
   }
+  const float alpha = 1.0f, beta = 0.0f;
   absl::Status st =
-      batches == 1
-          ? cublas_status(cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, lhs,
-                                       type, m, rhs, type, k, &beta, out, CUDA_R_32F, m,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          "cublasGemmEx")
+      call.batch_count == 1
+          ? cublas_status(
+                cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
+                             cublas_a, type, call.lda, cublas_b, type, call.ldb, &beta, out,
+                             CUDA_R_32F, call.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                "cublasGemmEx")
           : cublas_status(cublasGemmStridedBatchedEx(
-                              handle_, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, lhs, type, m,
-                              plan.k * plan.n, rhs, type, k, plan.m * plan.k, &beta, out,
-                              CUDA_R_32F, m, plan.m * plan.n, static_cast<int>(batches),
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                              handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
+                              cublas_a, type, call.lda, call.stride_a, cublas_b, type, call.ldb,
+                              call.stride_b, &beta, out, CUDA_R_32F, call.ldc, call.stride_c,
+                              call.batch_count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                           "cublasGemmStridedBatchedEx");
   if (!st.ok() || !plan.round_output) return st;
   ElementPlan round;  // a bf16 result: each f32 sum rounded, as the cpu kernel does
   round.kind = ElementKind::kRoundBf16;
-  round.count = rows * plan.n * batches;
+  round.count = call.out_elements;
   return cuda_status(launch_elements(round, out, nullptr, nullptr, out), "bf16 rounding");
 }
 

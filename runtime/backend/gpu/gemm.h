@@ -5,7 +5,7 @@
 // set). "mxu": both operands rounded to bf16 on the device (round to nearest even, the cpu's
 // rounding) and passed as CUDA_R_16BF, products accumulated in f32 (CUBLAS_COMPUTE_32F): the
 // MXU's DEFAULT precision. Row-major operands are passed as their column-major transposes
-// (C^T = B^T A^T), so no data moves.
+// (C^T = B^T A^T), so no data moves: gemm_call.h computes the parameters.
 
 #include <memory>
 
