@@ -11,16 +11,18 @@
 
 #include "runtime/graph/graph.h"
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/convert.h"
 #include "sim/numerics/host_device.h"
 #include "sim/numerics/random.h"
 
 namespace tpusim::runtime::element {
 
-// The RNG and bf16 rounding are the simulator's own (its vector unit and MXU compute with them),
-// host/device functions in sim/numerics.
+// The RNG, bf16 rounding and the f32 -> s32 conversion are the simulator's own (its vector unit
+// and MXU compute with them), host/device functions in sim/numerics.
 using sim::bits_float;
 using sim::counter_uniform;
 using sim::f32_to_bf16_bits;
+using sim::f32_to_s32;
 using sim::float_bits;
 using sim::mix64;
 using sim::round_bits_to_bf16;

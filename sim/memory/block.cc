@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/convert.h"
 
 namespace tpusim::sim {
 
@@ -78,7 +79,7 @@ void store_block(uint8_t* memory, const isa::Block& b, const MatrixF& values) {
       for (uint32_t c = 0; c < b.cols(); ++c) dst[c] = f32_to_bf16_bits(src[c]);
     } else if (b.dtype() == isa::S32) {
       auto* dst = reinterpret_cast<int32_t*>(row);
-      for (uint32_t c = 0; c < b.cols(); ++c) dst[c] = static_cast<int32_t>(src[c]);
+      for (uint32_t c = 0; c < b.cols(); ++c) dst[c] = f32_to_s32(src[c]);
     } else {
       std::memcpy(row, src, sizeof(float) * b.cols());
     }

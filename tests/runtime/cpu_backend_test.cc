@@ -8,6 +8,7 @@
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
 #include "sim/numerics/random.h"
+#include "tests/sim/convert_cases.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -28,6 +29,22 @@ Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars,
   auto out = (*backend)->run(**exe, *vars, {feeds}, step);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? (*out)[0] : Outputs{};
+}
+
+// cast to s32 truncates, saturates and takes NaN to 0, as XLA does (x86's plain conversion would
+// give INT32_MIN for NaN and every out-of-range value).
+TEST(CpuBackend, CastToS32IsXlasConversion) {
+  const auto& cases = sim::testing::kF32ToS32Cases;
+  const int64_t count = static_cast<int64_t>(std::size(cases));
+  GraphBuilder b;
+  b.output("y", b.cast(b.infeed("x", DType::kF32, {count}), DType::kS32));
+  HostTensor x = HostTensor::zeros(DType::kF32, {count});
+  for (int64_t i = 0; i < count; ++i) x.f[static_cast<size_t>(i)] = cases[i].in;
+  Variables vars;
+  const HostTensor y = run_once(b, {{"x", x}}, &vars).at("y");
+  ASSERT_EQ(y.dtype, DType::kS32);
+  for (int64_t i = 0; i < count; ++i)
+    EXPECT_EQ(y.i[static_cast<size_t>(i)], cases[i].out) << cases[i].in;
 }
 
 // conv2d (patches x kernel) against a direct 7-loop convolution, SAME padding, stride 2.

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/sim/convert_cases.h"
+
 namespace tpusim::runtime::element {
 namespace {
 
@@ -29,6 +31,10 @@ TEST(ElementMath, MaxAndMinAreStdMaxAndMinWithNaNs) {
       EXPECT_TRUE(m == want || (std::isnan(m) && std::isnan(want))) << a << " " << b;
     }
   }
+}
+
+TEST(ElementMath, F32ToS32IsXlasConversion) {
+  for (const auto& c : sim::testing::kF32ToS32Cases) EXPECT_EQ(f32_to_s32(c.in), c.out) << c.in;
 }
 
 // strided_offset(m, e) is the input index the cpu kernels' odometer walk reaches at output e.

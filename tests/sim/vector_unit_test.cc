@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/numerics/random.h"
+#include "tests/sim/convert_cases.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
@@ -106,6 +107,20 @@ TEST_F(VectorOps, CastRoundsToBf16AndBack) {
       },
       kD);
   EXPECT_EQ(got, testing::round_bf16(a_));
+}
+
+TEST_F(VectorOps, CastToS32IsXlasConversion) {
+  const auto& cases = testing::kF32ToS32Cases;
+  const auto count = static_cast<uint32_t>(std::size(cases));
+  const isa::Block in = block(0x90000, 1, count, isa::F32);
+  const isa::Block out = block(0x98000, 1, count, isa::S32);
+  MatrixF values(1, count);
+  for (uint32_t i = 0; i < count; ++i) values(0, i) = cases[i].in;
+  testing::put_f32(*system_, 0, in.address(), values);
+  run([&](CoreBuilder& c) { c.cast(out, in); }, kD);
+  std::vector<int32_t> got(count);
+  ASSERT_TRUE(system_->read_vmem(0, out.address(), got.data(), sizeof(int32_t) * count).ok());
+  for (uint32_t i = 0; i < count; ++i) EXPECT_EQ(got[i], cases[i].out) << cases[i].in;
 }
 
 TEST_F(VectorOps, RngUniformFollowsTheStepCounter) {

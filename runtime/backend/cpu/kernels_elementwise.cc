@@ -122,7 +122,7 @@ HostTensor cast(const Node& n, const Inputs& in) {
   const size_t count = static_cast<size_t>(n.shape.elements());
   if (n.dtype == DType::kS32) {
     for (size_t i = 0; i < count; ++i)
-      out.i[i] = a.dtype == DType::kS32 ? a.i[i] : static_cast<int32_t>(a.f[i]);
+      out.i[i] = a.dtype == DType::kS32 ? a.i[i] : element::f32_to_s32(a.f[i]);
   } else {
     for (size_t i = 0; i < count; ++i)
       out.f[i] = a.dtype == DType::kS32 ? static_cast<float>(a.i[i]) : a.f[i];

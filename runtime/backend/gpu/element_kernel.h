@@ -165,7 +165,7 @@ TPUSIM_HOST_DEVICE inline void eval_element(const ElementPlan& p, const void* a,
     }
     case ElementKind::kCast:
       if (p.int_out) {
-        out_i[e] = p.int_a ? static_cast<const int32_t*>(a)[e] : static_cast<int32_t>(a_f[e]);
+        out_i[e] = p.int_a ? static_cast<const int32_t*>(a)[e] : element::f32_to_s32(a_f[e]);
       } else {
         out_f[e] = detail::finish(p, detail::load_float(a, p.int_a, e));
       }
