@@ -244,6 +244,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   for (runtime::OpTiming& o : result.ops) {
     const auto steps_run = static_cast<double>(result.steps_run);
     o.flops /= steps_run;
+    o.mxu_flops /= steps_run;
     o.hbm_bytes /= steps_run;
     o.seconds /= steps_run;
     o.instructions /= static_cast<uint64_t>(result.steps_run);

@@ -312,6 +312,7 @@ nlohmann::ordered_json System::report(const RunResult& run) {
       ops.push_back({{"label", f.label},
                      {"op", f.op},
                      {"flops", f.flops},
+                     {"mxu_flops", f.mxu_flops},
                      {"hbm_bytes", f.hbm_bytes},
                      {"cycles", f.cycles},
                      {"instructions", f.instructions}});

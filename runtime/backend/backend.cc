@@ -29,6 +29,7 @@ void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* to
       continue;
     }
     into->flops += o.flops;
+    into->mxu_flops += o.mxu_flops;
     into->hbm_bytes += o.hbm_bytes;
     into->seconds += o.seconds;
     into->instructions += o.instructions;

@@ -48,21 +48,29 @@ struct LoopStep {
 // One graph op's work and time over a device loop on one chip (tpusim): the compiler tags every
 // instruction with the node it computes, and the simulator adds up what each did.
 struct OpTiming {
-  std::string label;  // the graph node: "dense_1/matmul"
-  std::string op;     // "matmul", "fused" (elementwise nodes computed together), "infeed", ...
-  double flops = 0;   // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
+  std::string label;     // the graph node: "dense_1/matmul"
+  std::string op;        // "matmul", "fused" (elementwise nodes computed together), "infeed", ...
+  double flops = 0;      // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
+  double mxu_flops = 0;  // the MXUs' part: an op with none is the vector unit's
   double hbm_bytes = 0;
   double seconds = 0;  // its span per step, summed over the loop's steps (the longest core's)
   uint64_t instructions = 0;
 };
 
-// The roofs of a roofline: one chip's peak MXU FLOPS and its HBM bandwidth.
+// The roofs of a roofline: one chip's peak MXU FLOPS, its vector units' peak (one FLOP per lane
+// and sublane per cycle) and its HBM bandwidth. An op's compute roof is the MXUs' when they did
+// any of its FLOPs, else the vector units'.
 struct ChipRoofs {
   double peak_flops = 0;
+  double peak_vector_flops = 0;
   double hbm_bytes_per_second = 0;
-  // Arithmetic intensity (FLOPs per HBM byte) where the two roofs meet.
+  // Arithmetic intensity (FLOPs per HBM byte) where the HBM roof meets the MXU roof, and the
+  // vector units' roof.
   double ridge_intensity() const {
     return hbm_bytes_per_second > 0 ? peak_flops / hbm_bytes_per_second : 0;
+  }
+  double vector_ridge_intensity() const {
+    return hbm_bytes_per_second > 0 ? peak_vector_flops / hbm_bytes_per_second : 0;
   }
 };
 

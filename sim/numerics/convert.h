@@ -12,10 +12,10 @@
 namespace tpusim::sim {
 
 TPUSIM_HOST_DEVICE inline int32_t f32_to_s32(float v) {
-  if (v != v) return 0;                              // NaN
-  if (v >= 2147483648.0f) return INT32_MAX;          // 2^31 and above, +inf
-  if (v <= -2147483648.0f) return INT32_MIN;         // -2^31 (exact) and below, -inf
-  return static_cast<int32_t>(v);                    // in range: truncates toward zero
+  if (v != v) return 0;                       // NaN
+  if (v >= 2147483648.0f) return INT32_MAX;   // 2^31 and above, +inf
+  if (v <= -2147483648.0f) return INT32_MIN;  // -2^31 (exact) and below, -inf
+  return static_cast<int32_t>(v);             // in range: truncates toward zero
 }
 
 }  // namespace tpusim::sim

@@ -11,10 +11,11 @@ void OpProfile::reset(std::vector<OpFigures> origins) {
 }
 
 void OpProfile::record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end, double flops,
-                       double hbm_bytes) {
+                       double hbm_bytes, bool on_mxu) {
   if (origin == 0 || origin > entries_.size()) return;
   Entry& e = entries_[origin - 1];
   e.figures.flops += flops;
+  if (on_mxu) e.figures.mxu_flops += flops;
   e.figures.hbm_bytes += hbm_bytes;
   ++e.figures.instructions;
   if (e.open && e.open_step == step) {

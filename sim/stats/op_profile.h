@@ -16,9 +16,10 @@
 namespace tpusim::sim {
 
 struct OpFigures {
-  std::string label;  // the graph node: "dense_1/matmul"
-  std::string op;     // its kind: "matmul", "fused", "infeed", ...
-  double flops = 0;   // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
+  std::string label;     // the graph node: "dense_1/matmul"
+  std::string op;        // its kind: "matmul", "fused", "infeed", ...
+  double flops = 0;      // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
+  double mxu_flops = 0;  // the MXUs' part of flops: an op with none runs on the vector unit
   double hbm_bytes = 0;
   uint64_t cycles = 0;  // the sum over steps of its span in the step
   uint64_t instructions = 0;
@@ -28,9 +29,10 @@ class OpProfile {
  public:
   // Starts afresh for a program whose origin table is (labels, ops); index i is origin i + 1.
   void reset(std::vector<OpFigures> origins);
-  // An instruction of `origin` (0: none, ignored) in step `step`, busy over [start, end) cycles.
+  // An instruction of `origin` (0: none, ignored) in step `step`, busy over [start, end) cycles;
+  // `on_mxu` when its FLOPs are the MXUs'.
   void record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end, double flops,
-              double hbm_bytes);
+              double hbm_bytes, bool on_mxu = false);
   // Every origin's figures, open spans closed.
   std::vector<OpFigures> figures() const;
 

@@ -108,7 +108,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   stream_cycles_ += stream_end - t.start;
   busy_cycles_ += stream_end - t.start;
   trace("mxu.matmul", t.start, stream_end);
-  profile(t.start, done, 2.0 * static_cast<double>(m * mm.lhs().cols() * mm.out().cols()), 0);
+  profile(t.start, done, 2.0 * static_cast<double>(m * mm.lhs().cols() * mm.out().cols()), 0, true);
   ctx_.sync->complete_at(done, item.instr->signal());
 }
 

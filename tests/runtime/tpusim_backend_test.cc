@@ -126,18 +126,22 @@ TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {
   }
   ASSERT_EQ(by_op.count("matmul"), 1u);
   EXPECT_EQ(by_op["matmul"].flops, 2 * 2.0 * 256 * 512 * 256);
+  EXPECT_EQ(by_op["matmul"].mxu_flops, by_op["matmul"].flops);
   // It reads x and w at least once and writes y.
   EXPECT_GE(by_op["matmul"].hbm_bytes, 2 * 4.0 * (256 * 512 + 512 * 256 + 256 * 256));
   EXPECT_EQ(by_op["infeed"].label, "x");
   EXPECT_EQ(by_op["infeed"].hbm_bytes, 2 * 4.0 * 256 * 512);
   EXPECT_EQ(by_op["relu"].flops, 2 * 256.0 * 256);
+  EXPECT_EQ(by_op["relu"].mxu_flops, 0);
   // The spans leave out the time the infeed waited for the host link.
   const double busy = t.seconds * (1 - static_cast<double>(t.infeed_wait_cycles[0]) /
                                            static_cast<double>(t.cycles));
   EXPECT_LE(seconds, busy) << t.seconds;
   EXPECT_GT(seconds, 0.8 * busy) << t.seconds;
-  // v3: 2 cores x 2 MXUs of 128 x 128 at 940 MHz; 900 GB/s of HBM.
+  // v3: 2 cores x 2 MXUs of 128 x 128 at 940 MHz; vector units of 128 lanes x 8 sublanes;
+  // 900 GB/s of HBM.
   EXPECT_DOUBLE_EQ(t.roofs.peak_flops, 2.0 * 2 * 2 * 128 * 128 * 940e6);
+  EXPECT_DOUBLE_EQ(t.roofs.peak_vector_flops, 2.0 * 128 * 8 * 940e6);
   EXPECT_DOUBLE_EQ(t.roofs.hbm_bytes_per_second, 900e9);
 }
 

@@ -12,11 +12,11 @@ TEST(OpProfile, SumsWorkAndTakesEachStepsSpanOnce) {
   // Step 0: the matmul's DMA [0, 100) overlaps its MXU work [50, 300); a stall leaves a gap
   // before its last DMA [400, 450), which still counts: the span is [0, 450).
   p.record(1, 0, 0, 100, 0, 4096);
-  p.record(1, 0, 50, 300, 1e6, 0);
+  p.record(1, 0, 50, 300, 1e6, 0, true);
   p.record(1, 0, 400, 450, 0, 2048);
   p.record(2, 0, 450, 460, 1024, 0);
   // Step 1: a span of 200, reported out of start order.
-  p.record(1, 1, 1100, 1200, 1e6, 0);
+  p.record(1, 1, 1100, 1200, 1e6, 0, true);
   p.record(1, 1, 1000, 1050, 0, 4096);
   p.record(0, 1, 0, 5000, 1e9, 1e9);  // no origin: ignored
   p.record(7, 1, 0, 5000, 1e9, 1e9);  // beyond the table: ignored
@@ -25,11 +25,13 @@ TEST(OpProfile, SumsWorkAndTakesEachStepsSpanOnce) {
   EXPECT_EQ(f[0].label, "dense/matmul");
   EXPECT_EQ(f[0].op, "matmul");
   EXPECT_EQ(f[0].flops, 2e6);
+  EXPECT_EQ(f[0].mxu_flops, 2e6);
   EXPECT_EQ(f[0].hbm_bytes, 4096 + 2048 + 4096);
   EXPECT_EQ(f[0].cycles, 450u + 200u);
   EXPECT_EQ(f[0].instructions, 5u);
   EXPECT_EQ(f[1].cycles, 10u);
   EXPECT_EQ(f[1].flops, 1024);
+  EXPECT_EQ(f[1].mxu_flops, 0);
   // figures() closes open spans without consuming them; reset starts afresh.
   EXPECT_EQ(p.figures()[0].cycles, 650u);
   p.reset({{"x", "add"}});

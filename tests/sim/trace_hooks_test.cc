@@ -84,11 +84,13 @@ TEST(TraceHooks, ReportProfilesEveryOpFromItsInstructions) {
   EXPECT_EQ(ops[0]["label"], "dense/matmul");
   EXPECT_EQ(ops[0]["op"], "matmul");
   EXPECT_EQ(ops[0]["flops"].get<double>(), 2.0 * 256 * 128 * 128);
+  EXPECT_EQ(ops[0]["mxu_flops"].get<double>(), 2.0 * 256 * 128 * 128);
   EXPECT_EQ(ops[0]["hbm_bytes"].get<double>(), 0);
   EXPECT_EQ(ops[0]["cycles"].get<uint64_t>(), 638u);
   EXPECT_EQ(ops[0]["instructions"].get<uint64_t>(), 2u);
   // The relu: one vreg from 638 to 639, its result 8 cycles later (the vector latency).
   EXPECT_EQ(ops[1]["flops"].get<double>(), 8.0 * 128);
+  EXPECT_EQ(ops[1]["mxu_flops"].get<double>(), 0);  // the vector unit's
   EXPECT_EQ(ops[1]["cycles"].get<uint64_t>(), 1u + 8u);
   // The DMA: every byte from HBM, no FLOPs.
   EXPECT_EQ(ops[2]["hbm_bytes"].get<double>(), 16.0 * 1024 * 4);

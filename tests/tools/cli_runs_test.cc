@@ -2,6 +2,7 @@
 // numerics, and `tpusim sweep`.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -128,18 +129,32 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   const auto& roofs_2 = j["points"][2]["report"]["roofline"];
   EXPECT_DOUBLE_EQ(roofs_2["peak_flops"].get<double>(), 2 * roofs_1["peak_flops"].get<double>());
   EXPECT_EQ(roofs_1["hbm_bytes_per_second"], roofs_2["hbm_bytes_per_second"]);
+  // The vector units' roof does not move with the MXU count.
+  EXPECT_EQ(roofs_1["peak_vector_flops"], roofs_2["peak_vector_flops"]);
+  EXPECT_GT(roofs_1["peak_vector_flops"].get<double>(), 0);
   double matmul_flops = 0;
+  std::map<std::string, int> units;
   for (const auto& op : j["points"][0]["report"]["ops"]) {
-    if (op["op"] == "matmul") matmul_flops += op["flops"].get<double>();
+    if (op["op"] == "matmul") {
+      matmul_flops += op["flops"].get<double>();
+      EXPECT_EQ(op["unit"], "mxu") << op["label"];
+      EXPECT_EQ(op["mxu_flops"], op["flops"]) << op["label"];  // both per step
+    }
+    ++units[op["unit"].get<std::string>()];
   }
   EXPECT_GT(matmul_flops, 0);
+  EXPECT_GT(units["vector"], 0);  // relu, the loss, the optimizer
+  EXPECT_GT(units["none"], 0);    // infeed, transposes
   if (std::filesystem::exists("/usr/bin/gnuplot")) {
     std::ifstream dat(out + "/plots/roofline_0.dat");
     std::string header, first;
     std::getline(dat, header);
     std::getline(dat, first);
-    EXPECT_THAT(header, HasSubstr("FLOP/byte"));
+    EXPECT_THAT(header, HasSubstr("MXU ops: FLOP/byte"));
     EXPECT_FALSE(first.empty());
+    std::stringstream rest;
+    rest << dat.rdbuf();
+    EXPECT_THAT(rest.str(), HasSubstr("\n\n# vector unit ops: FLOP/byte"));
   }
   // Usage errors, each before anything runs.
   for (const auto& bad : std::vector<std::vector<std::string>>{

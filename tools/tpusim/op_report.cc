@@ -11,16 +11,35 @@ double intensity(const runtime::OpTiming& o) { return o.hbm_bytes > 0 ? o.flops 
 
 double achieved(const runtime::OpTiming& o) { return o.seconds > 0 ? o.flops / o.seconds : 0; }
 
-// The roofline's ceiling at the op's intensity: the HBM slope left of the ridge, the MXU's
-// peak right of it.
+const char* unit(const runtime::OpTiming& o) {
+  if (o.flops <= 0) return "none";
+  return o.mxu_flops > 0 ? "mxu" : "vector";
+}
+
+// The op's compute roof: the MXUs' peak when they did any of its FLOPs, else the vector units'.
+double compute_roof(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
+  return o.mxu_flops > 0 ? roofs.peak_flops : roofs.peak_vector_flops;
+}
+
+// The roofline's ceiling at the op's intensity: the HBM slope left of its unit's ridge, the
+// unit's peak right of it.
 double roof_at(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
-  if (o.hbm_bytes <= 0) return roofs.peak_flops;
-  return std::min(roofs.peak_flops, intensity(o) * roofs.hbm_bytes_per_second);
+  const double compute = compute_roof(o, roofs);
+  if (o.hbm_bytes <= 0) return compute;
+  return std::min(compute, intensity(o) * roofs.hbm_bytes_per_second);
 }
 
 const char* bound(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
   if (o.flops <= 0) return "none";
-  return o.hbm_bytes <= 0 || intensity(o) >= roofs.ridge_intensity() ? "compute" : "memory";
+  return o.hbm_bytes <= 0 || intensity(o) * roofs.hbm_bytes_per_second >= compute_roof(o, roofs)
+             ? "compute"
+             : "memory";
+}
+
+// The roof an op sits under, for the table: "HBM", "MXU" or "vector".
+const char* roof_name(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
+  if (std::string(bound(o, roofs)) == "memory") return "HBM";
+  return o.mxu_flops > 0 ? "MXU" : "vector";
 }
 
 }  // namespace
@@ -29,14 +48,18 @@ void add_op_profile(const std::vector<runtime::OpTiming>& ops, const runtime::Ch
                     nlohmann::ordered_json* report) {
   if (ops.empty()) return;
   (*report)["roofline"] = {{"peak_flops", roofs.peak_flops},
+                           {"peak_vector_flops", roofs.peak_vector_flops},
                            {"hbm_bytes_per_second", roofs.hbm_bytes_per_second},
-                           {"ridge_intensity", roofs.ridge_intensity()}};
+                           {"ridge_intensity", roofs.ridge_intensity()},
+                           {"vector_ridge_intensity", roofs.vector_ridge_intensity()}};
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const runtime::OpTiming& o : ops) {
     const double roof = roof_at(o, roofs);
     rows.push_back({{"label", o.label},
                     {"op", o.op},
+                    {"unit", unit(o)},
                     {"flops", o.flops},
+                    {"mxu_flops", o.mxu_flops},
                     {"hbm_bytes", o.hbm_bytes},
                     {"seconds", o.seconds},
                     {"instructions", o.instructions},
@@ -61,17 +84,17 @@ std::string op_profile_text(const std::vector<runtime::OpTiming>& ops,
                    [](const auto* a, const auto* b) { return a->seconds > b->seconds; });
   order.resize(std::min(top, order.size()));
   std::string out = fmt::format(
-      "ops taking the most time per step on chip 0 (roofs: {:.1f} TFLOPS, {:.0f} GB/s HBM, ridge "
-      "{:.0f} FLOP/B):\n",
-      roofs.peak_flops / 1e12, roofs.hbm_bytes_per_second / 1e9, roofs.ridge_intensity());
+      "ops taking the most time per step on chip 0 (roofs: MXU {:.1f} TFLOPS, vector {:.2f} "
+      "TFLOPS, HBM {:.0f} GB/s; ridges {:.0f} and {:.1f} FLOP/B):\n",
+      roofs.peak_flops / 1e12, roofs.peak_vector_flops / 1e12, roofs.hbm_bytes_per_second / 1e9,
+      roofs.ridge_intensity(), roofs.vector_ridge_intensity());
   for (const runtime::OpTiming* o : order) {
     const double roof = roof_at(*o, roofs);
     const std::string where =
-        o->flops > 0
-            ? fmt::format("{:>7.1f} FLOP/B {:>7.2f} TFLOPS {:>3.0f}% of {} roof", intensity(*o),
-                          achieved(*o) / 1e12, roof > 0 ? 100 * achieved(*o) / roof : 0.0,
-                          std::string(bound(*o, roofs)) == "memory" ? "HBM" : "compute")
-            : fmt::format("{:>22.1f} MB HBM, no FLOPs", o->hbm_bytes / 1e6);
+        o->flops > 0 ? fmt::format("{:>7.1f} FLOP/B {:>7.2f} TFLOPS {:>3.0f}% of {} roof",
+                                   intensity(*o), achieved(*o) / 1e12,
+                                   roof > 0 ? 100 * achieved(*o) / roof : 0.0, roof_name(*o, roofs))
+                     : fmt::format("{:>22.1f} MB HBM, no FLOPs", o->hbm_bytes / 1e6);
     out += fmt::format("  {:>8.3f} ms {:>5.1f}%  {:<52} {} {}\n", o->seconds * 1e3,
                        total > 0 ? 100 * o->seconds / total : 0.0, where, o->op, o->label);
   }

@@ -12,11 +12,14 @@
 namespace tpusim::cli {
 
 // Adds to `report`:
-//   "roofline": {peak_flops, hbm_bytes_per_second, ridge_intensity} of one chip;
-//   "ops": per graph op in program order, per step on chip 0: label, op, flops, hbm_bytes,
-//     seconds, instructions, arithmetic_intensity (FLOPs per HBM byte; 0 without HBM traffic),
-//     flops_per_second, bound ("compute" at or right of the ridge, else "memory"; "none" without
-//     FLOPs) and roof_fraction (achieved FLOPS over the roof at its intensity).
+//   "roofline": {peak_flops (the MXUs'), peak_vector_flops, hbm_bytes_per_second,
+//     ridge_intensity, vector_ridge_intensity} of one chip;
+//   "ops": per graph op in program order, per step on chip 0: label, op, unit ("mxu" when the
+//     MXUs did any of its FLOPs, "vector" when only the vector units did, "none" without FLOPs),
+//     flops, mxu_flops, hbm_bytes, seconds, instructions, arithmetic_intensity (FLOPs per HBM
+//     byte; 0 without HBM traffic), flops_per_second, bound ("compute" at or right of its unit's
+//     ridge, else "memory"; "none" without FLOPs) and roof_fraction (achieved FLOPS over its
+//     unit's roof at its intensity).
 // Nothing when `ops` is empty.
 void add_op_profile(const std::vector<runtime::OpTiming>& ops, const runtime::ChipRoofs& roofs,
                     nlohmann::ordered_json* report);

@@ -78,15 +78,16 @@ std::string axes_label(const std::vector<SweepAxis>& axes) {
 }
 
 // 3. The roofline: each op with FLOPs and HBM traffic at (arithmetic intensity, achieved
-// FLOPS), a series per point, under each distinct pair of the chip's roofs (the MXU's peak and
-// the HBM slope), drawn in the colour of the first point that has it. A point's size grows with
-// the op's share of the step. Drawn when at least one report has an op profile ("ops" and
+// FLOPS), a series per point (circles for ops on the MXUs, squares for the vector units'), under
+// each distinct set of the chip's roofs (the MXUs' peak and the HBM slope solid, the vector
+// units' peak dashed), drawn in the colour of the first point that has it. A point's size grows
+// with the op's share of the step. Drawn when at least one report has an op profile ("ops" and
 // "roofline").
 absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
                            const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
                            std::vector<std::string>* drawn) {
   struct Roof {
-    double peak_tflops, hbm_tb_per_s;
+    double peak_tflops, vector_tflops, hbm_tb_per_s;
     int colour;
   };
   std::vector<Roof> roofs;
@@ -96,53 +97,78 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
     const auto& report = rows[i].report;
     if (!report.is_object() || !report.contains("ops") || !report.contains("roofline")) continue;
     const double peak = report["roofline"].value("peak_flops", 0.0) / 1e12;
+    const double vector = report["roofline"].value("peak_vector_flops", 0.0) / 1e12;
     const double bw = report["roofline"].value("hbm_bytes_per_second", 0.0) / 1e12;
     if (peak <= 0 || bw <= 0) continue;
     double total = 0;
     for (const auto& op : report["ops"]) total += op.value("seconds", 0.0);
     const std::string file = fmt::format("roofline_{}.dat", i);
     std::ofstream out(plots / file);
-    out << "# FLOP/byte  TFLOPS  point_size  seconds_per_step  op  label\n";
+    // Two data blocks (gnuplot's index 0 and 1): the MXUs' ops, then the vector units'.
     int written = 0;
-    for (const auto& op : report["ops"]) {
-      const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
-                   seconds = op.value("seconds", 0.0);
-      if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
-      const double intensity = flops / bytes;
-      lo = std::min(lo, intensity);
-      hi = std::max(hi, intensity);
-      out << intensity << " " << flops / seconds / 1e12 << " "
-          << 0.6 + 3 * std::sqrt(total > 0 ? seconds / total : 0) << " " << seconds << " "
-          << gp_string(op.value("op", "")) << " " << gp_string(op.value("label", "")) << "\n";
-      ++written;
+    for (const bool mxu : {true, false}) {
+      out << (mxu ? "" : "\n\n") << "# " << (mxu ? "MXU" : "vector unit")
+          << " ops: FLOP/byte  TFLOPS  point_size  seconds_per_step  op  label\n";
+      for (const auto& op : report["ops"]) {
+        const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
+                     seconds = op.value("seconds", 0.0);
+        if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
+        if ((op.value("mxu_flops", 0.0) > 0) != mxu) continue;
+        const double intensity = flops / bytes;
+        lo = std::min(lo, intensity);
+        hi = std::max(hi, intensity);
+        out << intensity << " " << flops / seconds / 1e12 << " "
+            << 0.6 + 3 * std::sqrt(total > 0 ? seconds / total : 0) << " " << seconds << " "
+            << gp_string(op.value("op", "")) << " " << gp_string(op.value("label", "")) << "\n";
+        ++written;
+      }
     }
     if (written == 0) continue;
-    const int colour = static_cast<int>(series.size()) + 1;
-    series.push_back(fmt::format("'{}' using 1:2:3 with points pt 7 ps variable lc {} title {}",
-                                 (plots / file).string(), colour,
-                                 gp_string(point_title(axes, rows[i]))));
-    lo = std::min(lo, peak / bw);
-    hi = std::max(hi, peak / bw);
+    const int colour = static_cast<int>(series.size()) / 2 + 1;
+    series.push_back(
+        fmt::format("'{}' index 0 using 1:2:3 with points pt 7 ps variable lc {} title {}",
+                    (plots / file).string(), colour, gp_string(point_title(axes, rows[i]))));
+    series.push_back(
+        fmt::format("'{}' index 1 using 1:2:3 with points pt 5 ps variable lc {} notitle",
+                    (plots / file).string(), colour));
+    for (const double ridge : {peak / bw, vector / bw}) {
+      if (ridge <= 0) continue;
+      lo = std::min(lo, ridge);
+      hi = std::max(hi, ridge);
+    }
     const bool seen = std::any_of(roofs.begin(), roofs.end(), [&](const Roof& r) {
-      return r.peak_tflops == peak && r.hbm_tb_per_s == bw;
+      return r.peak_tflops == peak && r.vector_tflops == vector && r.hbm_tb_per_s == bw;
     });
-    if (!seen) roofs.push_back({peak, bw, colour});
+    if (!seen) roofs.push_back({peak, vector, bw, colour});
   }
   if (series.empty()) return absl::OkStatus();
   std::vector<std::string> parts;
+  size_t roof_keys = roofs.size();
   for (const Roof& r : roofs) {
     parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
                                 r.peak_tflops, r.hbm_tb_per_s, r.colour,
-                                gp_string(fmt::format("roof: {:.1f} TFLOPS, {:.0f} GB/s",
+                                gp_string(fmt::format("roof: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
                                                       r.peak_tflops, r.hbm_tb_per_s * 1e3))));
+    if (r.vector_tflops <= 0) continue;
+    // One key entry per distinct vector peak (an HBM sweep moves only the slope).
+    const bool titled =
+        std::none_of(roofs.cbegin(), roofs.cbegin() + (&r - roofs.data()),
+                     [&](const Roof& o) { return o.vector_tflops == r.vector_tflops; });
+    roof_keys += titled ? 1 : 0;
+    const std::string title =
+        titled ? "title " + gp_string(fmt::format("vector roof: {:.2f} TFLOPS", r.vector_tflops))
+               : "notitle";
+    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 1 dt 2 lc {2} {3}",
+                                r.vector_tflops, r.hbm_tb_per_s, r.colour, title));
   }
   parts.insert(parts.end(), series.begin(), series.end());
   const std::string settings = fmt::format(
-      "set title 'roofline: each op of a step on chip 0 (size: its share of the step)'\n"
+      "set title 'roofline: each op of a step on chip 0 (circles: MXU ops, squares: vector ops; "
+      "size: share of the step)'\n"
       "set xlabel 'arithmetic intensity (FLOPs per HBM byte)'\nset ylabel 'achieved TFLOPS'\n"
       "set logscale xy\nset format x '%g'\nset format y '%g'\nset grid\n"
-      "set key below maxrows {}\nset samples 400\nset xrange [{}:{}]",
-      std::max(roofs.size(), series.size()), lo / 4, hi * 4);
+      "set key below maxrows {} width -4\nset samples 400\nset xrange [{}:{}]",
+      std::max(roof_keys, series.size() / 2), lo / 4, hi * 4);
   return run_gnuplot(gnuplot, plots, "roofline",
                      both_formats(plots, "roofline", settings,
                                   "plot " + str_join(parts, ", \\\n     "), "960,800"),

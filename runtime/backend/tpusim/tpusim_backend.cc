@@ -286,6 +286,7 @@ class TpusimBackend final : public Backend {
         o.label = ops[i]["label"].get<std::string>();
         o.op = ops[i]["op"].get<std::string>();
         o.flops += ops[i]["flops"].get<double>();
+        o.mxu_flops += ops[i]["mxu_flops"].get<double>();
         o.hbm_bytes += ops[i]["hbm_bytes"].get<double>();
         o.seconds = std::max(o.seconds, static_cast<double>(ops[i]["cycles"].get<uint64_t>()) / hz);
         o.instructions += ops[i]["instructions"].get<uint64_t>();
@@ -294,6 +295,7 @@ class TpusimBackend final : public Backend {
     const config::CoreSpec& spec = slice.chip.core;
     t.roofs.peak_flops =
         2.0 * spec.mxu_count * spec.mxu_rows * spec.mxu_cols * hz * slice.chip.tensor_cores;
+    t.roofs.peak_vector_flops = spec.vector_elements_per_s * slice.chip.tensor_cores;
     t.roofs.hbm_bytes_per_second = slice.chip.hbm.bandwidth_bytes_per_s;
     return t;
   }
