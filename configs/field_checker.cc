@@ -122,12 +122,15 @@ double FieldChecker::real_in_range(const Message& msg, std::string_view field, d
         str_cat(where(fd), ": ", path(field), " = ", v, ": must be a finite number (", why, ")"));
     return 0;
   }
-  if (v < lo || v > hi) {
-    errors_->push_back(str_cat(where(fd), ": ", path(field), " = ", v, ": must be in [", lo, ", ",
-                               hi, "] (", why, ")"));
-    return 0;
-  }
-  return v;
+  return within(fd, field, v, lo, hi, why);
+}
+
+double FieldChecker::within(const FieldDescriptor* fd, std::string_view field, double v, double lo,
+                            double hi, std::string_view why) {
+  if (v >= lo && v <= hi) return v;
+  errors_->push_back(str_cat(where(fd), ": ", path(field), " = ", v, ": must be in [", lo, ", ", hi,
+                             "] (", why, ")"));
+  return 0;
 }
 
 double FieldChecker::positive(const Message& msg, std::string_view field) {
@@ -157,12 +160,7 @@ double FieldChecker::non_negative(const Message& msg, std::string_view field) {
 double FieldChecker::positive_in_range(const Message& msg, std::string_view field, double lo,
                                        double hi, std::string_view why) {
   const double v = positive(msg, field);
-  if (v > 0 && (v < lo || v > hi)) {
-    errors_->push_back(str_cat(where(find(msg, field)), ": ", path(field), " = ", v,
-                               ": must be in [", lo, ", ", hi, "] (", why, ")"));
-    return 0;
-  }
-  return v;
+  return v > 0 ? within(find(msg, field), field, v, lo, hi, why) : 0;
 }
 
 double FieldChecker::non_negative_at_most(const Message& msg, std::string_view field, double hi,

@@ -54,6 +54,9 @@ class FieldChecker {
   double read_number(const google::protobuf::Message& msg,
                      const google::protobuf::FieldDescriptor* fd);
   std::string where(const google::protobuf::FieldDescriptor* fd) const;
+  // `v` when it is in [lo, hi]; otherwise records "must be in [lo, hi] (why)" and returns 0.
+  double within(const google::protobuf::FieldDescriptor* fd, std::string_view field, double v,
+                double lo, double hi, std::string_view why);
 
   std::string file_;
   const google::protobuf::TextFormat::ParseInfoTree* locations_;

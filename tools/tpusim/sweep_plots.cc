@@ -143,18 +143,17 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
   }
   if (series.empty()) return absl::OkStatus();
   std::vector<std::string> parts;
-  size_t roof_keys = roofs.size();
+  std::vector<double> titled_vector_roofs;  // one key entry per distinct vector peak
   for (const Roof& r : roofs) {
     parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
                                 r.peak_tflops, r.hbm_tb_per_s, r.colour,
                                 gp_string(fmt::format("roof: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
                                                       r.peak_tflops, r.hbm_tb_per_s * 1e3))));
     if (r.vector_tflops <= 0) continue;
-    // One key entry per distinct vector peak (an HBM sweep moves only the slope).
-    const bool titled =
-        std::none_of(roofs.cbegin(), roofs.cbegin() + (&r - roofs.data()),
-                     [&](const Roof& o) { return o.vector_tflops == r.vector_tflops; });
-    roof_keys += titled ? 1 : 0;
+    // An HBM sweep moves only the vector roof's slope: its peak gets one key entry.
+    const bool titled = std::find(titled_vector_roofs.begin(), titled_vector_roofs.end(),
+                                  r.vector_tflops) == titled_vector_roofs.end();
+    if (titled) titled_vector_roofs.push_back(r.vector_tflops);
     const std::string title =
         titled ? "title " + gp_string(fmt::format("vector roof: {:.2f} TFLOPS", r.vector_tflops))
                : "notitle";
@@ -168,7 +167,7 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
       "set xlabel 'arithmetic intensity (FLOPs per HBM byte)'\nset ylabel 'achieved TFLOPS'\n"
       "set logscale xy\nset format x '%g'\nset format y '%g'\nset grid\n"
       "set key below maxrows {} width -4\nset samples 400\nset xrange [{}:{}]",
-      std::max(roof_keys, series.size() / 2), lo / 4, hi * 4);
+      std::max(roofs.size() + titled_vector_roofs.size(), series.size() / 2), lo / 4, hi * 4);
   return run_gnuplot(gnuplot, plots, "roofline",
                      both_formats(plots, "roofline", settings,
                                   "plot " + str_join(parts, ", \\\n     "), "960,800"),

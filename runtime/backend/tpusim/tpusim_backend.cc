@@ -292,10 +292,8 @@ class TpusimBackend final : public Backend {
         o.instructions += ops[i]["instructions"].get<uint64_t>();
       }
     }
-    const config::CoreSpec& spec = slice.chip.core;
-    t.roofs.peak_flops =
-        2.0 * spec.mxu_count * spec.mxu_rows * spec.mxu_cols * hz * slice.chip.tensor_cores;
-    t.roofs.peak_vector_flops = spec.vector_elements_per_s * slice.chip.tensor_cores;
+    t.roofs.peak_flops = slice.chip.peak_bf16_flops;
+    t.roofs.peak_vector_flops = slice.chip.core.vector_elements_per_s * slice.chip.tensor_cores;
     t.roofs.hbm_bytes_per_second = slice.chip.hbm.bandwidth_bytes_per_s;
     return t;
   }
