@@ -246,6 +246,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     o.flops /= steps_run;
     o.mxu_flops /= steps_run;
     o.hbm_bytes /= steps_run;
+    o.ici_bytes /= steps_run;
     o.seconds /= steps_run;
     o.instructions /= static_cast<uint64_t>(result.steps_run);
   }

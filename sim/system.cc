@@ -25,10 +25,13 @@ class SliceModel : public sc_core::sc_module {
     const ModelSettings settings{
         &slice,       &clock,          options.timing_only, options.mxu_policy,
         options.sink, std::move(fail), collectives.get(),   numerics.get()};
-    std::vector<Memory*> hbm;
+    std::vector<CollectiveEngine::CoreHbm> hbm;
     for (uint32_t c = 0; c < slice.chips; ++c) {
       chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
-      hbm.push_back(&chips.back()->hbm());
+      for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
+        CoreContext& ctx = chips.back()->core(k).context();
+        hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth});
+      }
     }
     collectives->set_hbm(std::move(hbm));
     collectives->set_numerics(numerics.get());
@@ -314,6 +317,7 @@ nlohmann::ordered_json System::report(const RunResult& run) {
                      {"flops", f.flops},
                      {"mxu_flops", f.mxu_flops},
                      {"hbm_bytes", f.hbm_bytes},
+                     {"ici_bytes", f.ici_bytes},
                      {"cycles", f.cycles},
                      {"instructions", f.instructions}});
     }

@@ -31,6 +31,7 @@ void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* to
     into->flops += o.flops;
     into->mxu_flops += o.mxu_flops;
     into->hbm_bytes += o.hbm_bytes;
+    into->ici_bytes += o.ici_bytes;
     into->seconds += o.seconds;
     into->instructions += o.instructions;
   }

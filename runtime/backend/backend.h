@@ -53,7 +53,8 @@ struct OpTiming {
   double flops = 0;      // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
   double mxu_flops = 0;  // the MXUs' part: an op with none is the vector unit's
   double hbm_bytes = 0;
-  double seconds = 0;  // its span per step, summed over the loop's steps (the longest core's)
+  double ici_bytes = 0;  // sent over the interconnect (collectives): rated by no roof here
+  double seconds = 0;    // its span per step, summed over the loop's steps (the longest core's)
   uint64_t instructions = 0;
 };
 

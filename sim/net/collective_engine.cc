@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "common/strings.h"
 #include "sim/isa/ops.h"
@@ -54,6 +55,8 @@ CollectiveEngine::CollectiveEngine(const sc_core::sc_module_name& name,
     for (uint32_t l = 0; l < topology_.link_count(); ++l) b += interconnect_.bytes_on(l);
     return b;
   });
+  s.add("hbm_bytes", "bytes", "bytes the collectives read and wrote in HBM (every core)",
+        [this] { return hbm_bytes_; });
   s.add("busiest_link_busy_cycles", "cycles", "cycles the busiest link was transferring", [this] {
     double most = 0;
     for (uint32_t l = 0; l < topology_.link_count(); ++l)
@@ -62,6 +65,7 @@ CollectiveEngine::CollectiveEngine(const sc_core::sc_module_name& name,
   });
   s.on_reset([this] {
     collectives_ = chunk_transfers_ = 0;
+    hbm_bytes_ = 0;
     interconnect_.reset_stats();
   });
 }
@@ -107,6 +111,7 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
   me.done = false;
   me.instance = id;
   me.start = me.finish = static_cast<double>(cycle);
+  me.work = MemberWork{};
   me.on_blocked = std::move(on_blocked);
   in.arrived.push_back(core);
   const auto pos =
@@ -183,12 +188,16 @@ void CollectiveEngine::start(size_t id, double cycle) {
       }
     }
   }
+  std::unordered_map<uint32_t, uint32_t> position;  // core -> its index in in.cores
+  for (uint32_t i = 0; i < in.cores.size(); ++i) position[in.cores[i]] = i;
   for (size_t r = first_run; r < runs_.size(); ++r) {
     PassRun& run = runs_[r];
     const size_t k = run.cores.size();
     run.ready.assign(k, -1.0);
     run.due.assign(k, 0);
     run.landed.assign(k, 0.0);
+    run.written.assign(k, 0.0);
+    for (uint32_t core : run.cores) run.slot.push_back(position.at(core));
     run.parked.resize(k);
     // Each member's chain ends at the member `steps` hops on; it is due the chain's chunks.
     for (uint32_t i = 0; i < k; ++i) {
@@ -208,11 +217,10 @@ void CollectiveEngine::start(size_t id, double cycle) {
 
 void CollectiveEngine::compute_values(Instance& in) {
   if (numerics_ != nullptr) numerics_->drain();
-  const uint32_t per_chip = slice_.chip.tensor_cores;
   const uint64_t n = in.c.elements();
   std::vector<std::vector<float>> src(in.cores.size(), std::vector<float>(n));
   for (size_t i = 0; i < in.cores.size(); ++i) {
-    uint8_t* base = hbm_[in.cores[i] / per_chip]->base_covering(in.src[i] + n * 4);
+    uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.src[i] + n * 4);
     std::memcpy(src[i].data(), base + in.src[i], n * 4);
   }
   const CollectivePlan plan = in.c.kind() == isa::Collective::PERMUTE
@@ -221,7 +229,7 @@ void CollectiveEngine::compute_values(Instance& in) {
   const auto dst = collective_results(in.c, in.cores, plan, src, in.peers);
   for (size_t i = 0; i < in.cores.size(); ++i) {
     const uint64_t bytes = dst[i].size() * 4;
-    uint8_t* base = hbm_[in.cores[i] / per_chip]->base_covering(in.dst[i] + bytes);
+    uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.dst[i] + bytes);
     std::memcpy(base + in.dst[i], dst[i].data(), bytes);
   }
 }
@@ -248,11 +256,10 @@ void CollectiveEngine::join_phase(uint32_t core, double cycle) {
 void CollectiveEngine::join_pass(size_t r, uint32_t member, double cycle) {
   PassRun& run = runs_[r];
   run.ready[member] = cycle;
-  if (run.steps > 0) {
+  if (run.steps > 0) {  // its first chunk; each one sent asks for the next (process)
     const uint32_t segment = run.pass != nullptr ? run.pass->segment_sent(member, 0) : 0;
-    for (uint64_t j = 0; j < chunks(run, segment); ++j) {
-      push(Event{cycle, 0, static_cast<uint32_t>(r), member, 0, segment, static_cast<uint32_t>(j)});
-    }
+    if (chunks(run, segment) > 0)
+      push(Event{cycle, 0, static_cast<uint32_t>(r), member, 0, segment, 0});
   }
   for (Event e : run.parked[member]) {
     e.time = std::max(e.time, cycle);
@@ -274,19 +281,78 @@ void CollectiveEngine::process(const Event& e) {
     return;
   }
   const uint32_t to = run.next[e.member];
+  const uint32_t sender = run.cores[e.member], receiver = run.cores[to];
+  const Instance& in = instances_[run.instance];
   const double bytes = chunk_bytes(run, e.segment, e.chunk);
-  double arrival = interconnect_.transfer(run.cores[e.member], run.cores[to], e.time, bytes);
+  const uint64_t offset = chunk_offset(run, e.segment, e.chunk);
+  // A pass's first step sends the member's own data, streamed out of its HBM; later steps
+  // forward what arrived, from on-chip buffers.
+  double first_byte = e.time, last_byte = e.time;
+  if (e.step == 0) {
+    const bool gather_only = in.c.kind() == isa::Collective::ALL_GATHER;
+    // An all-gather member's src is its own segment alone.
+    const uint64_t src =
+        in.src[run.slot[e.member]] + (gather_only ? e.chunk * chunk_size(run) : offset);
+    last_byte = hbm_access(sender, src, bytes, e.time);
+    first_byte = e.time + hbm_[sender].timing->latency_cycles();
+    // An all-gather's member also copies its own part into its result.
+    if (gather_only) {
+      run.written[e.member] =
+          std::max(run.written[e.member],
+                   hbm_access(sender, in.dst[run.slot[e.member]] + offset, bytes, e.time));
+    }
+  }
+  const TransferTimes sent = interconnect_.transfer(sender, receiver, first_byte, bytes, last_byte);
+  double arrival = sent.landed;
+  members_[sender].work.ici_bytes += bytes;
+  // The member reads its next chunk just in time to follow this one onto the link, so that its
+  // HBM reads keep pace with the link instead of all queueing at once.
+  if (e.step == 0 && e.chunk + 1 < chunks(run, e.segment)) {
+    const HbmTiming& hbm = *hbm_[sender].timing;
+    const double lead =
+        hbm.latency_cycles() + chunk_bytes(run, e.segment, e.chunk + 1) / hbm.bytes_per_cycle();
+    push(Event{std::max(e.time, sent.first_link_end - lead), 0, e.run, e.member, 0, e.segment,
+               e.chunk + 1});
+  }
   ++chunk_transfers_;
-  const bool reducing =
-      run.pass != nullptr && run.pass->reduce_scatter && e.step < run.pass->size() - 1;
-  if (reducing) arrival += bytes / 4 / vector_elements_per_cycle_;  // added on the vector unit
-  push(Event{arrival, 0, e.run, to, e.step + 1, e.segment, e.chunk});
+  const uint32_t received = e.step + 1;
+  const uint32_t rs_steps =
+      run.pass != nullptr && run.pass->reduce_scatter ? run.pass->size() - 1 : 0;
+  if (received <= rs_steps) {  // reducing: added on the vector unit to the receiver's own part
+    // The receiver knows what is coming: it asks for its part one HBM latency before the chunk
+    // is sent (not before it joined the pass), so an uncontended read never holds up the add.
+    const double early = e.time - hbm_[receiver].timing->latency_cycles();
+    const double asked = run.ready[to] < 0 ? e.time : std::max(run.ready[to], early);
+    const double own = hbm_access(receiver, in.src[run.slot[to]] + offset, bytes, asked);
+    arrival = std::max(arrival, own) + bytes / 4 / vector_elements_per_cycle_;
+    members_[receiver].work.flops += bytes / 4;
+  }
+  if (received >= rs_steps) {  // a final value: the receiver keeps it
+    run.written[to] = std::max(run.written[to],
+                               hbm_access(receiver, in.dst[run.slot[to]] + offset, bytes, e.time));
+  }
+  push(Event{arrival, 0, e.run, to, received, e.segment, e.chunk});
+}
+
+double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double bytes, double cycle) {
+  const CoreHbm& h = hbm_[core];
+  const double end = h.timing->transfer(cycle, address, static_cast<uint64_t>(bytes));
+  members_[core].work.hbm_bytes += bytes;
+  hbm_bytes_ += bytes;
+  if (h.bandwidth != nullptr && end > cycle) {
+    const auto ps = [this](double c) {
+      return static_cast<traces::TimePs>(c * clock_.period_ps() + 0.5);
+    };
+    const traces::TimePs from = ps(cycle), to = ps(end);
+    if (to > from) h.bandwidth->add(from, to, bytes * 1e12 / static_cast<double>(to - from));
+  }
+  return end;
 }
 
 void CollectiveEngine::member_finished_pass(size_t run, uint32_t member, double cycle) {
   const uint32_t core = runs_[run].cores[member];
   Member& me = members_[core];
-  me.phase_done = std::max(me.phase_done, cycle);
+  me.phase_done = std::max({me.phase_done, cycle, runs_[run].written[member]});
   if (--me.passes_left > 0) return;
   ++me.phase;
   join_phase(core, me.phase_done);
@@ -302,20 +368,25 @@ uint64_t CollectiveEngine::segment_elements(const PassRun& r, uint32_t segment) 
   return r.pass->segment_size(segment);
 }
 
+uint64_t CollectiveEngine::chunk_size(const PassRun& r) const {
+  const uint64_t size = instances_[r.instance].c.chunk_bytes();
+  return size > 0 ? size : kDefaultChunkBytes;
+}
+
 uint64_t CollectiveEngine::chunks(const PassRun& r, uint32_t segment) const {
   const uint64_t bytes = segment_elements(r, segment) * 4;
-  const uint64_t chunk = instances_[r.instance].c.chunk_bytes() > 0
-                             ? instances_[r.instance].c.chunk_bytes()
-                             : kDefaultChunkBytes;
-  return (bytes + chunk - 1) / chunk;
+  return (bytes + chunk_size(r) - 1) / chunk_size(r);
 }
 
 double CollectiveEngine::chunk_bytes(const PassRun& r, uint32_t segment, uint32_t chunk) const {
   const uint64_t bytes = segment_elements(r, segment) * 4;
-  const uint64_t size = instances_[r.instance].c.chunk_bytes() > 0
-                            ? instances_[r.instance].c.chunk_bytes()
-                            : kDefaultChunkBytes;
-  return static_cast<double>(std::min(size, bytes - uint64_t{chunk} * size));
+  return static_cast<double>(std::min(chunk_size(r), bytes - uint64_t{chunk} * chunk_size(r)));
+}
+
+uint64_t CollectiveEngine::chunk_offset(const PassRun& r, uint32_t segment, uint32_t chunk) const {
+  const uint64_t region =
+      r.pass != nullptr ? (r.pass->offset + r.pass->segment_begin(segment)) * 4 : 0;
+  return region + uint64_t{chunk} * chunk_size(r);
 }
 
 void CollectiveEngine::thread() {

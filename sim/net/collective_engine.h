@@ -7,7 +7,15 @@
 // order as simulated time reaches it, so collectives that share links interleave on them and
 // each link's FIFO arbiter shares its bandwidth. One SystemC wait per distinct event time, not
 // per byte or cycle: a 1024-chip pod's all-reduce stays cheap. A member's part is done when the
-// last chunk it is due has landed (and, when reducing, been added on its vector unit).
+// last chunk it is due has landed (and, when reducing, been added on its vector unit) and its
+// results are written to HBM.
+//
+// HBM traffic: a member streams the chunks it starts a pass with out of its HBM (the link cannot
+// finish a chunk before the read has, nor start it before the read's latency); a chunk it
+// receives to add to is added to its own part, read from HBM; a final value (the end of a
+// reduce-scatter, every all-gather or permute chunk) is written to HBM. What it forwards comes
+// from on-chip buffers. These requests go to the chip's HBM channel arbiters like any DMA's, so
+// collectives and DMAs on a chip share its bandwidth.
 
 #include <cstdint>
 #include <deque>
@@ -25,7 +33,9 @@
 #include "sim/net/interconnect.h"
 #include "sim/net/ring_plan.h"
 #include "sim/net/topology.h"
+#include "sim/stats/rate_counter.h"
 #include "sim/stats/stat_group.h"
+#include "sim/timing/hbm_timing.h"
 #include "sim/units/numerics_worker.h"
 
 namespace tpusim::sim {
@@ -37,8 +47,21 @@ class CollectiveEngine : public sc_core::sc_module {
                    const ClockDomain& clock, StatGroup& stats,
                    std::function<void(const std::string&)> fail);
 
-  // Each chip's HBM, for the collectives' values.
-  void set_hbm(std::vector<Memory*> hbm) { hbm_ = std::move(hbm); }
+  // One core's HBM as the collectives see it: its chip's memory (for the values) and channel
+  // arbiters (for the timing), and the core's HBM bandwidth counter track.
+  struct CoreHbm {
+    Memory* memory = nullptr;
+    HbmTiming* timing = nullptr;
+    RateCounter* bandwidth = nullptr;
+  };
+  // What a member's part of its latest collective moved and computed.
+  struct MemberWork {
+    double flops = 0;      // additions on its vector unit
+    double hbm_bytes = 0;  // read and written in its chip's HBM
+    double ici_bytes = 0;  // sent over the links
+  };
+  // Every core's HBM (index: global core).
+  void set_hbm(std::vector<CoreHbm> per_core) { hbm_ = std::move(per_core); }
   // The slice's NumericsWorker: the DMAs that wrote what a collective reads may still be queued.
   void set_numerics(NumericsWorker* numerics) { numerics_ = numerics; }
   // Link utilisation counter tracks on `sink` (interconnect.h).
@@ -56,6 +79,7 @@ class CollectiveEngine : public sc_core::sc_module {
   // When the member's collective started (its last peer arrived) and when its part was done.
   double start_cycle(uint32_t core) const { return members_[core].start; }
   double finish_cycle(uint32_t core) const { return members_[core].finish; }
+  const MemberWork& work(uint32_t core) const { return members_[core].work; }
 
   const Topology& topology() const { return topology_; }
   const Interconnect& interconnect() const { return interconnect_; }
@@ -79,10 +103,12 @@ class CollectiveEngine : public sc_core::sc_module {
     const RingPass* pass = nullptr;  // null for a PERMUTE
     std::vector<uint32_t> cores;     // ring order (PERMUTE: the members)
     std::vector<uint32_t> next;      // ring index each member sends to
+    std::vector<uint32_t> slot;      // ring index -> the member's index in the instance's cores
     uint32_t steps = 0;
-    std::vector<double> ready;   // per ring index: when the member joined this pass (-1: not yet)
-    std::vector<uint64_t> due;   // per ring index: chunks still to land in the final step
-    std::vector<double> landed;  // per ring index: when the last of them landed
+    std::vector<double> ready;    // per ring index: when the member joined this pass (-1: not yet)
+    std::vector<uint64_t> due;    // per ring index: chunks still to land in the final step
+    std::vector<double> landed;   // per ring index: when the last of them landed
+    std::vector<double> written;  // per ring index: when its last HBM write of the pass ends
     std::vector<std::vector<Event>> parked;  // events for members not yet in the pass
   };
   struct Member {
@@ -95,6 +121,7 @@ class CollectiveEngine : public sc_core::sc_module {
     double phase_done = 0;
     std::unique_ptr<sc_core::sc_event> done_event;
     std::function<void(const std::string&)> on_blocked;
+    MemberWork work;
   };
   struct Instance {
     isa::Collective c;
@@ -119,6 +146,12 @@ class CollectiveEngine : public sc_core::sc_module {
   void push(Event e);
   uint64_t chunks(const PassRun& r, uint32_t segment) const;
   double chunk_bytes(const PassRun& r, uint32_t segment, uint32_t chunk) const;
+  // Where the chunk starts in a member's buffer, in bytes.
+  uint64_t chunk_offset(const PassRun& r, uint32_t segment, uint32_t chunk) const;
+  uint64_t chunk_size(const PassRun& r) const;
+  // Core `core` moves `bytes` at `address` of its HBM, asked at `cycle`; returns the cycle the
+  // last byte has moved.
+  double hbm_access(uint32_t core, uint64_t address, double bytes, double cycle);
   uint64_t segment_elements(const PassRun& r, uint32_t segment) const;
   void thread();
 
@@ -127,7 +160,7 @@ class CollectiveEngine : public sc_core::sc_module {
   std::function<void(const std::string&)> fail_;
   Topology topology_;
   Interconnect interconnect_;
-  std::vector<Memory*> hbm_;
+  std::vector<CoreHbm> hbm_;
   NumericsWorker* numerics_ = nullptr;
   std::vector<Member> members_;
   std::deque<Instance> instances_;  // a deque: passes point into their plans
@@ -138,6 +171,7 @@ class CollectiveEngine : public sc_core::sc_module {
   sc_core::sc_event work_;
   double vector_elements_per_cycle_ = 1;
   uint64_t collectives_ = 0, chunk_transfers_ = 0;
+  double hbm_bytes_ = 0;
 };
 
 }  // namespace tpusim::sim

@@ -20,18 +20,20 @@ const std::vector<uint32_t>& Interconnect::route(uint32_t from, uint32_t to) {
   return it->second;
 }
 
-double Interconnect::transfer(uint32_t from, uint32_t to, double ready, double bytes) {
+TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, double bytes,
+                                     double last_ready) {
   const std::vector<uint32_t>& hops = route(from, to);
-  if (hops.empty()) return ready;
-  Interval prev{ready, ready};
+  if (hops.empty()) return {std::max(ready, last_ready), std::max(ready, last_ready)};
+  TransferTimes times;
+  // The source is the stage before the first link, with no latency of its own.
+  Interval prev{ready, std::max(ready, last_ready)};
   double prev_latency = 0;
-  bool first = true;
   for (uint32_t link : hops) {
     BandwidthServer& server = links_[link];
     const double duration = bytes / server.bytes_per_cycle();
-    const double earliest =
-        first ? ready : std::max(prev.start + prev_latency, prev.end + prev_latency - duration);
+    const double earliest = std::max(prev.start + prev_latency, prev.end + prev_latency - duration);
     prev = server.reserve(earliest, bytes);
+    if (link == hops.front()) times.first_link_end = prev.end;
     if (!utilization_.empty() && prev.end > prev.start) {
       const auto ps = [this](double cycle) {
         return static_cast<traces::TimePs>(cycle * period_ps_ + 0.5);
@@ -40,9 +42,9 @@ double Interconnect::transfer(uint32_t from, uint32_t to, double ready, double b
                              std::min(1.0, duration / (prev.end - prev.start)));
     }
     prev_latency = latency_cycles_[link];
-    first = false;
   }
-  return prev.end + prev_latency;
+  times.landed = prev.end + prev_latency;
+  return times;
 }
 
 void Interconnect::observe(traces::Sink* sink, const ClockDomain& clock) {

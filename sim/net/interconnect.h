@@ -22,13 +22,21 @@
 
 namespace tpusim::sim {
 
+// When a transfer's bytes have all left its first link, and when the last one landed.
+struct TransferTimes {
+  double first_link_end = 0;
+  double landed = 0;
+};
+
 class Interconnect {
  public:
   Interconnect(const Topology& topology, const ClockDomain& clock);
 
-  // Sends `bytes` from core `from` to core `to`, the first byte ready at `ready`; returns the
-  // cycle the last byte lands.
-  double transfer(uint32_t from, uint32_t to, double ready, double bytes);
+  // Sends `bytes` from core `from` to core `to`, the first byte ready at `ready` and the last at
+  // `last_ready` (a source that streams them, such as HBM: the first link cannot finish before
+  // it).
+  TransferTimes transfer(uint32_t from, uint32_t to, double ready, double bytes,
+                         double last_ready = 0);
 
   const Topology& topology() const { return topology_; }
   double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }

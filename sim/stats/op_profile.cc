@@ -10,13 +10,14 @@ void OpProfile::reset(std::vector<OpFigures> origins) {
   for (size_t i = 0; i < origins.size(); ++i) entries_[i].figures = std::move(origins[i]);
 }
 
-void OpProfile::record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end, double flops,
-                       double hbm_bytes, bool on_mxu) {
+void OpProfile::record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end,
+                       const OpWork& work) {
   if (origin == 0 || origin > entries_.size()) return;
   Entry& e = entries_[origin - 1];
-  e.figures.flops += flops;
-  if (on_mxu) e.figures.mxu_flops += flops;
-  e.figures.hbm_bytes += hbm_bytes;
+  e.figures.flops += work.flops;
+  if (work.on_mxu) e.figures.mxu_flops += work.flops;
+  e.figures.hbm_bytes += work.hbm_bytes;
+  e.figures.ici_bytes += work.ici_bytes;
   ++e.figures.instructions;
   if (e.open && e.open_step == step) {
     e.open_start = std::min(e.open_start, start);

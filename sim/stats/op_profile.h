@@ -21,18 +21,25 @@ struct OpFigures {
   double flops = 0;      // MXU: 2 per multiply-accumulate; vector unit: 1 per arithmetic element
   double mxu_flops = 0;  // the MXUs' part of flops: an op with none runs on the vector unit
   double hbm_bytes = 0;
-  uint64_t cycles = 0;  // the sum over steps of its span in the step
+  double ici_bytes = 0;  // sent over the interconnect by its collectives
+  uint64_t cycles = 0;   // the sum over steps of its span in the step
   uint64_t instructions = 0;
+};
+
+// What one instruction did for its graph op.
+struct OpWork {
+  double flops = 0;
+  double hbm_bytes = 0;
+  bool on_mxu = false;   // its FLOPs are the MXUs'
+  double ici_bytes = 0;  // sent over the interconnect
 };
 
 class OpProfile {
  public:
   // Starts afresh for a program whose origin table is (labels, ops); index i is origin i + 1.
   void reset(std::vector<OpFigures> origins);
-  // An instruction of `origin` (0: none, ignored) in step `step`, busy over [start, end) cycles;
-  // `on_mxu` when its FLOPs are the MXUs'.
-  void record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end, double flops,
-              double hbm_bytes, bool on_mxu = false);
+  // An instruction of `origin` (0: none, ignored) in step `step`, busy over [start, end) cycles.
+  void record(uint32_t origin, uint64_t step, uint64_t start, uint64_t end, const OpWork& work);
   // Every origin's figures, open spans closed.
   std::vector<OpFigures> figures() const;
 

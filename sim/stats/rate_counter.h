@@ -1,9 +1,11 @@
 #pragma once
 // A counter track of a rate that several overlapping transfers add to (the HBM bandwidth a
 // core's DMA engines draw): each transfer adds `rate` over [start, end). Samples go out in time
-// order as long as transfers are added in order of their start, which units do (they start
-// transfers at the current simulated time).
+// order: a transfer added with a start before the latest sample (the collective engine books
+// some HBM requests a little before the current time) is moved to start at that sample, at the
+// rate that keeps its total (the counter's integral stays the bytes moved).
 
+#include <algorithm>
 #include <cstdint>
 #include <queue>
 #include <vector>
@@ -19,8 +21,14 @@ class RateCounter {
 
   // A transfer at `rate` (units per second) over [start, end) picoseconds.
   void add(traces::TimePs start, traces::TimePs end, double rate) {
-    if (sink_ == nullptr || end <= start || !sink_->recording()) return;
+    if (sink_ == nullptr || !sink_->recording() || end <= start) return;
+    if (start < last_) {  // what it moved before the latest sample moves after it
+      if (end <= last_) end = last_ + 1;
+      rate *= static_cast<double>(end - start) / static_cast<double>(end - last_);
+      start = last_;
+    }
     retire_until(start);
+    last_ = start;
     level_ += rate;
     ends_.push({end, rate});
     sink_->counter(track_, start, level_);
@@ -33,7 +41,10 @@ class RateCounter {
       ends_.pop();
       level_ -= rate;
       if (ends_.empty()) level_ = 0;  // no drift from floating-point sums
-      if (ends_.empty() || ends_.top().first != end) sink_->counter(track_, end, level_);
+      if (ends_.empty() || ends_.top().first != end) {
+        sink_->counter(track_, end, level_);
+        last_ = end;
+      }
     }
   }
 
@@ -42,6 +53,7 @@ class RateCounter {
   traces::Sink* sink_ = nullptr;
   traces::TrackId track_{};
   double level_ = 0;
+  traces::TimePs last_ = 0;  // the latest sample's time
   std::priority_queue<End, std::vector<End>, std::greater<>> ends_;
 };
 

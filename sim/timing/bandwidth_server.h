@@ -24,6 +24,8 @@ class BandwidthServer {
   double free_at() const { return free_at_; }
   double busy_cycles() const { return busy_cycles_; }
   double bytes_served() const { return bytes_served_; }
+  // Serves nothing before `cycle` (a schedule kept elsewhere, handed back).
+  void hold_until(double cycle) { free_at_ = free_at_ > cycle ? free_at_ : cycle; }
   // Forgets its statistics (not its schedule: requests in flight stay reserved).
   void reset_stats();
 

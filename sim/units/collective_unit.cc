@@ -36,7 +36,9 @@ void CollectiveUnit::execute(const IssuedInstruction& item) {
   ++collectives_;
   if (start > issued) trace(traces::kPeerWait.data(), issued, start);
   trace(op_name(*item.instr), start, done);
-  profile(issued, done, 0, 0);  // the op's time includes waiting for its peers
+  // The op's time includes waiting for its peers.
+  const CollectiveEngine::MemberWork& work = engine_.work(ctx_.core);
+  profile(issued, done, {work.flops, work.hbm_bytes, false, work.ici_bytes});
   ctx_.sync->complete_at(done, item.instr->signal());
 }
 

@@ -67,7 +67,7 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   }
   busy_cycles_ += done - start;
   trace(op_name(*item.instr), start, done);
-  profile(start, done, 0, static_cast<double>(bytes));
+  profile(start, done, {0, static_cast<double>(bytes)});
   ctx_.sync->complete_at(done, item.instr->signal());
   wait_until(done);
 }

@@ -64,7 +64,7 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   bytes_ += bytes;
   busy_cycles_ += done - start;
   trace("infeed.dequeue", start, done);
-  profile(start, done, 0, 0);
+  profile(start, done);
   ctx_.sync->complete_at(done, item.instr->signal());
   wait_until(done);
 }
@@ -113,7 +113,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   bytes_ += bytes;
   busy_cycles_ += done - start;
   trace("outfeed.enqueue", start, done);
-  profile(start, done, 0, 0);
+  profile(start, done);
   wait_until(done);
   entry.enqueued_cycle = done;
   queue.push(std::move(entry));

@@ -82,7 +82,7 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   ++weight_loads_;
   busy_cycles_ += ready - t.start;
   trace("mxu.load_weights", t.start, ready);
-  profile(t.start, ready, 0, 0);
+  profile(t.start, ready);
   ctx_.sync->complete_at(ready, item.instr->signal());
 }
 
@@ -108,7 +108,8 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   stream_cycles_ += stream_end - t.start;
   busy_cycles_ += stream_end - t.start;
   trace("mxu.matmul", t.start, stream_end);
-  profile(t.start, done, 2.0 * static_cast<double>(m * mm.lhs().cols() * mm.out().cols()), 0, true);
+  const double flops = 2.0 * static_cast<double>(m * mm.lhs().cols() * mm.out().cols());
+  profile(t.start, done, {flops, 0, /*on_mxu=*/true});
   ctx_.sync->complete_at(done, item.instr->signal());
 }
 

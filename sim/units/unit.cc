@@ -55,9 +55,9 @@ void Unit::trace(const char* what, uint64_t start, uint64_t end) {
                    ctx_.clock->time_of(Cycles(end)));
 }
 
-void Unit::profile(uint64_t start, uint64_t end, double flops, double hbm_bytes, bool on_mxu) {
+void Unit::profile(uint64_t start, uint64_t end, const OpWork& work) {
   if (current_ == nullptr) return;
-  ctx_.ops.record(current_->instr->origin(), ctx_.step, start, end, flops, hbm_bytes, on_mxu);
+  ctx_.ops.record(current_->instr->origin(), ctx_.step, start, end, work);
 }
 
 void Unit::thread() {

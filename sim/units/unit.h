@@ -37,7 +37,7 @@ class Unit : public sc_core::sc_module {
   // Reports [start, end) to the trace sink (when there is one).
   void trace(const char* what, uint64_t start, uint64_t end);
   // Adds the current instruction's work, busy over [start, end), to its graph op's profile.
-  void profile(uint64_t start, uint64_t end, double flops, double hbm_bytes, bool on_mxu = false);
+  void profile(uint64_t start, uint64_t end, const OpWork& work = {});
   // Sets what the unit is waiting for while it blocks inside execute() ("" when done).
   void set_blocked(std::string what) { blocked_ = std::move(what); }
 

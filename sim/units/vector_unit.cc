@@ -71,8 +71,8 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   elements_ += work_elements(v);
   busy_cycles_ += end - start;
   trace(vector_op_name(v.op()), start, end);
-  profile(start, end + latency, is_arithmetic(v.op()) ? static_cast<double>(work_elements(v)) : 0,
-          0);
+  profile(start, end + latency,
+          {is_arithmetic(v.op()) ? static_cast<double>(work_elements(v)) : 0});
   ctx_.sync->complete_at(end + latency, item.instr->signal());
   wait_until(end);
 }

@@ -7,73 +7,21 @@
 #include "sim/net/collective_bound.h"
 #include "sim/net/topology.h"
 #include "sim/numerics/random.h"
+#include "tests/sim/collective_util.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
 namespace {
 
+using testing::base_of;
 using ::testing::HasSubstr;
+using testing::kDst;
+using testing::kSrc;
 using testing::make_system;
+using testing::Result;
+using testing::run_collective;
+using testing::values_of;
 using C = isa::Collective;
-
-constexpr uint64_t kSrc = 0x1000;
-constexpr uint64_t kDst = 0x100000;
-
-uint64_t base_of(const System& s, uint32_t core) {
-  const uint32_t per_chip = s.slice().chip.tensor_cores;
-  return (core % per_chip) * (s.slice().chip.hbm.capacity_bytes / per_chip);
-}
-
-std::vector<float> values_of(uint32_t core, uint64_t n) {
-  std::vector<float> v(n);
-  for (uint64_t i = 0; i < n; ++i) v[i] = counter_uniform(3, core, i) * 2 - 1;
-  return v;
-}
-
-// Runs one collective on `members` (empty: every core); returns each member's dst.
-struct Result {
-  RunResult run;
-  std::map<uint32_t, std::vector<float>> dst;
-};
-
-Result run_collective(System& s, C::Kind kind, C::Algorithm algorithm, uint64_t n,
-                      std::vector<uint32_t> group, uint64_t chunk = 0,
-                      std::map<uint32_t, uint32_t> peers = {}) {
-  std::vector<uint32_t> members = group;
-  if (members.empty()) {
-    for (uint32_t c = 0; c < s.slice().cores; ++c) members.push_back(c);
-  }
-  const uint32_t per_chip = s.slice().chip.tensor_cores;
-  isa::Program p;
-  const bool values = !s.options().timing_only;
-  for (uint32_t core : members) {
-    if (values) {
-      const std::vector<float> v = values_of(core, n);
-      EXPECT_TRUE(s.write_hbm(core / per_chip, base_of(s, core) + kSrc, v.data(), n * 4).ok());
-    }
-    CoreBuilder b(&p, core);
-    isa::Collective* c =
-        b.collective(kind, algorithm, base_of(s, core) + kSrc, base_of(s, core) + kDst, n)
-            .instruction()
-            .mutable_collective();
-    for (uint32_t g : group) c->add_group(g);
-    c->set_chunk_bytes(chunk);
-    if (kind == C::PERMUTE) c->set_peer(peers.at(core));
-    b.halt();
-  }
-  auto run = s.run(p);
-  EXPECT_TRUE(run.ok()) << run.status();
-  Result r{run.ok() ? *run : RunResult{}, {}};
-  const uint64_t k = members.size();
-  const uint64_t out = kind == C::REDUCE_SCATTER ? n / k : kind == C::ALL_GATHER ? n * k : n;
-  for (uint32_t core : members) {
-    if (!values) break;
-    std::vector<float> d(out);
-    EXPECT_TRUE(s.read_hbm(core / per_chip, base_of(s, core) + kDst, d.data(), out * 4).ok());
-    r.dst[core] = std::move(d);
-  }
-  return r;
-}
 
 // The host's sum of segment s of k over a ring, in the ring's order from member s+1 to s.
 std::vector<float> ring_sum(const std::vector<uint32_t>& ring, uint64_t n, uint64_t begin,
@@ -189,24 +137,28 @@ TEST(Collective, AllReduceOnThirtyTwoCoresIsBitwiseTheSameEverywhere) {
 
 // Four chips' core 0 in a ring of single ICI hops (chip 0 -> 1 -> 3 -> 2): each of the
 // 2(p-1) = 6 steps of a tiny all-reduce costs one hop latency (1 us = 940 cycles) and almost no
-// transfer; a big one costs 2(p-1)/p n/B plus a little pipeline fill.
+// transfer, after the members' first read from HBM (500 ns = 470 cycles; the later reads and
+// writes hide under the hops); a big one costs 2(p-1)/p n/B plus a little pipeline fill.
 TEST(Collective, LatencyAndBandwidthTermsFollowTheFormulas) {
   auto s = make_system("v3-8");
   const std::vector<uint32_t> ring = {0, 2, 6, 4};
   const auto tiny = run_collective(*s, C::ALL_REDUCE, C::RING, 4, ring);
-  // 6 hops x 940 cycles, + 6 x 4 bytes at 106.4 bytes/cycle, + 3 one-element adds.
-  EXPECT_EQ(tiny.run.cycles(), 5641u);
+  // 470 cycles of HBM latency, + 6 hops x 940 cycles, + 6 x 4 bytes at 106.4 bytes/cycle,
+  // + 3 one-element adds.
+  EXPECT_EQ(tiny.run.cycles(), 6111u);
   const uint64_t n = 16 << 20;  // 64 MiB
   const auto big = run_collective(*s, C::ALL_REDUCE, C::RING, n, ring, 1 << 20);
   const double seconds = static_cast<double>(big.run.cycles()) / 940e6;
   const double bandwidth = 2.0 * 3 / 4 * n * 4 / 100e9;
   EXPECT_GT(seconds, bandwidth);  // no faster than the links allow
   EXPECT_LT(seconds, bandwidth * 1.01 + 6e-6);
-  EXPECT_EQ(big.run.cycles(), 947175u);
+  EXPECT_EQ(big.run.cycles(), 947645u);
 }
 
 // Whatever the algorithm and size, no all-reduce finishes before its busiest link could carry
-// the bytes the plan puts on it; big ones come within 1% of that floor.
+// the bytes the plan puts on it. Big rings come within 1% of that floor; torus2d, whose three
+// phases (rows, columns, rows) follow one another on each member while its chunks take turns on
+// the links with those it forwards, within 8%.
 TEST(Collective, NoScheduleBeatsTheLinks) {
   auto s = make_system("v3-8");
   s->set_timing_only(true);
@@ -221,7 +173,7 @@ TEST(Collective, NoScheduleBeatsTheLinks) {
       const double floor = link_floor_seconds(t, plan_collective(c, t.snake_ring(), t)) * 940e6;
       EXPECT_GE(static_cast<double>(cycles), floor) << "algorithm " << a << " elements " << n;
       if (n == 1ull << 26) {
-        EXPECT_LT(static_cast<double>(cycles), floor * 1.01) << a;
+        EXPECT_LT(static_cast<double>(cycles), floor * (a == C::TORUS_2D ? 1.08 : 1.01)) << a;
       }
     }
   }

@@ -235,6 +235,25 @@ TEST(TraceHooks, LinkUtilisationCountersAccountForEveryByteOnTheLinks) {
   EXPECT_GT(bytes, 4.0 * n);  // 2 members each send their half and get the other's, x2 phases
   EXPECT_NEAR(link_seconds * system->slice().chip.ici.link_bandwidth_bytes_per_s, bytes,
               bytes * 1e-4);
+  // The members' HBM bandwidth tracks carry the collective's reads and writes, in time order.
+  double hbm_bytes = 0;
+  for (uint32_t chip : {0u, 1u}) {
+    std::vector<traces::RecordingSink::Sample> hbm;
+    for (const auto& sample : sink.samples()) {
+      const auto& t = sink.track(sample.track);
+      if (t.chip == static_cast<int>(chip) && t.core == 0 && t.name == "hbm_bandwidth")
+        hbm.push_back(sample);
+    }
+    ASSERT_GT(hbm.size(), 2u) << chip;
+    EXPECT_EQ(hbm.back().value, 0) << chip;
+    for (size_t i = 0; i + 1 < hbm.size(); ++i) {
+      EXPECT_LE(hbm[i].time, hbm[i + 1].time) << chip << " sample " << i;
+      hbm_bytes += hbm[i].value * static_cast<double>(hbm[i + 1].time - hbm[i].time) * 1e-12;
+    }
+  }
+  const double moved = system->stats().value("interconnect.hbm_bytes");
+  EXPECT_EQ(moved, 2 * 2 * 4.0 * n);  // each member reads and writes its n floats once
+  EXPECT_NEAR(hbm_bytes, moved, moved * 1e-3);
 }
 
 }  // namespace

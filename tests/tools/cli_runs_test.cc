@@ -133,6 +133,7 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   EXPECT_EQ(roofs_1["peak_vector_flops"], roofs_2["peak_vector_flops"]);
   EXPECT_GT(roofs_1["peak_vector_flops"].get<double>(), 0);
   double matmul_flops = 0;
+  int big_all_reduces = 0;
   std::map<std::string, int> units;
   for (const auto& op : j["points"][0]["report"]["ops"]) {
     if (op["op"] == "matmul") {
@@ -140,11 +141,22 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
       EXPECT_EQ(op["unit"], "mxu") << op["label"];
       EXPECT_EQ(op["mxu_flops"], op["flops"]) << op["label"];  // both per step
     }
+    // A gradient's all-reduce over the 8 replicas: each core sends 2 x 7/8 of the gradient and
+    // reads and writes it once in HBM, and rates against no roof of this chart.
+    if (op["op"] == "cross_replica_sum" && op["ici_bytes"].get<double>() > 1e5) {
+      ++big_all_reduces;
+      EXPECT_EQ(op["unit"], "ici") << op["label"];
+      EXPECT_EQ(op["bound"], "interconnect") << op["label"];
+      EXPECT_NEAR(op["ici_bytes"].get<double>() / op["hbm_bytes"].get<double>(), 7.0 / 8, 1e-3)
+          << op["label"];
+    }
     ++units[op["unit"].get<std::string>()];
   }
   EXPECT_GT(matmul_flops, 0);
   EXPECT_GT(units["vector"], 0);  // relu, the loss, the optimizer
   EXPECT_GT(units["none"], 0);    // infeed, transposes
+  EXPECT_GT(units["ici"], 0);     // the gradients' all-reduces
+  EXPECT_GT(big_all_reduces, 0);
   if (std::filesystem::exists("/usr/bin/gnuplot")) {
     std::ifstream dat(out + "/plots/roofline_0.dat");
     std::string header, first;

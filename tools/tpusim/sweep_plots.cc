@@ -113,6 +113,7 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
         const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
                      seconds = op.value("seconds", 0.0);
         if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
+        if (op.value("ici_bytes", 0.0) > 0) continue;            // the links' time, no roof here
         if ((op.value("mxu_flops", 0.0) > 0) != mxu) continue;
         const double intensity = flops / bytes;
         lo = std::min(lo, intensity);

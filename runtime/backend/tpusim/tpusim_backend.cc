@@ -288,6 +288,7 @@ class TpusimBackend final : public Backend {
         o.flops += ops[i]["flops"].get<double>();
         o.mxu_flops += ops[i]["mxu_flops"].get<double>();
         o.hbm_bytes += ops[i]["hbm_bytes"].get<double>();
+        o.ici_bytes += ops[i]["ici_bytes"].get<double>();
         o.seconds = std::max(o.seconds, static_cast<double>(ops[i]["cycles"].get<uint64_t>()) / hz);
         o.instructions += ops[i]["instructions"].get<uint64_t>();
       }

@@ -1,0 +1,80 @@
+#pragma once
+// Runs one collective on a System for the collective tests: every member's src filled with
+// values of its own (unless timing only), its dst read back.
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sim/isa/builder.h"
+#include "sim/numerics/random.h"
+#include "sim/system.h"
+
+namespace tpusim::sim::testing {
+
+inline constexpr uint64_t kSrc = 0x1000;
+inline constexpr uint64_t kDst = 0x100000;
+
+// Where core `core`'s buffers live in its chip's HBM: each core of a chip has its own half.
+inline uint64_t base_of(const System& s, uint32_t core) {
+  const uint32_t per_chip = s.slice().chip.tensor_cores;
+  return (core % per_chip) * (s.slice().chip.hbm.capacity_bytes / per_chip);
+}
+
+inline std::vector<float> values_of(uint32_t core, uint64_t n) {
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = counter_uniform(3, core, i) * 2 - 1;
+  return v;
+}
+
+struct Result {
+  RunResult run;
+  std::map<uint32_t, std::vector<float>> dst;
+};
+
+// Runs one collective of `n` elements on `group` (empty: every core) as part of `p` (whose
+// streams, if any, are for other cores); returns each member's dst.
+inline Result run_collective(System& s, isa::Collective::Kind kind,
+                             isa::Collective::Algorithm algorithm, uint64_t n,
+                             std::vector<uint32_t> group, uint64_t chunk = 0,
+                             std::map<uint32_t, uint32_t> peers = {}, isa::Program p = {}) {
+  using C = isa::Collective;
+  std::vector<uint32_t> members = group;
+  if (members.empty()) {
+    for (uint32_t c = 0; c < s.slice().cores; ++c) members.push_back(c);
+  }
+  const uint32_t per_chip = s.slice().chip.tensor_cores;
+  const bool values = !s.options().timing_only;
+  for (uint32_t core : members) {
+    if (values) {
+      const std::vector<float> v = values_of(core, n);
+      EXPECT_TRUE(s.write_hbm(core / per_chip, base_of(s, core) + kSrc, v.data(), n * 4).ok());
+    }
+    CoreBuilder b(&p, core);
+    isa::Collective* c =
+        b.collective(kind, algorithm, base_of(s, core) + kSrc, base_of(s, core) + kDst, n)
+            .instruction()
+            .mutable_collective();
+    for (uint32_t g : group) c->add_group(g);
+    c->set_chunk_bytes(chunk);
+    if (kind == C::PERMUTE) c->set_peer(peers.at(core));
+    b.halt();
+  }
+  auto run = s.run(p);
+  EXPECT_TRUE(run.ok()) << run.status();
+  Result r{run.ok() ? *run : RunResult{}, {}};
+  const uint64_t k = members.size();
+  const uint64_t out = kind == C::REDUCE_SCATTER ? n / k : kind == C::ALL_GATHER ? n * k : n;
+  for (uint32_t core : members) {
+    if (!values) break;
+    std::vector<float> d(out);
+    EXPECT_TRUE(s.read_hbm(core / per_chip, base_of(s, core) + kDst, d.data(), out * 4).ok());
+    r.dst[core] = std::move(d);
+  }
+  return r;
+}
+
+
+}  // namespace tpusim::sim::testing
