@@ -2,8 +2,8 @@
 // A counter track of a rate that several overlapping transfers add to (the HBM bandwidth a
 // core's DMA engines draw): each transfer adds `rate` over [start, end). Samples go out in time
 // order: a transfer added with a start before the latest sample (the collective engine books
-// some HBM requests a little before the current time) is moved to start at that sample, at the
-// rate that keeps its total (the counter's integral stays the bytes moved).
+// some HBM requests a little before the current time) is shifted to start at that sample, with
+// its length and rate, so the counter's integral stays the bytes moved.
 
 #include <algorithm>
 #include <cstdint>
@@ -22,9 +22,8 @@ class RateCounter {
   // A transfer at `rate` (units per second) over [start, end) picoseconds.
   void add(traces::TimePs start, traces::TimePs end, double rate) {
     if (sink_ == nullptr || !sink_->recording() || end <= start) return;
-    if (start < last_) {  // what it moved before the latest sample moves after it
-      if (end <= last_) end = last_ + 1;
-      rate *= static_cast<double>(end - start) / static_cast<double>(end - last_);
+    if (start < last_) {  // shifted to start at the latest sample, same length and rate
+      end += last_ - start;
       start = last_;
     }
     retire_until(start);

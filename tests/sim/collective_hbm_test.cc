@@ -1,8 +1,8 @@
 // Collectives and HBM: what an all-reduce reads and writes, and the chip's HBM bandwidth shared
 // with the cores' DMAs (collective_engine.h). One System per process.
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "common/strings.h"
 #include "configs/loader.h"
@@ -25,8 +25,8 @@ constexpr double kBytes = kElements * 4.0;
 std::unique_ptr<System> v3_8_with_hbm(const std::string& gb_per_s) {
   auto base = config::load_slice("v3-8");
   EXPECT_TRUE(base.ok()) << base.status();
-  auto slow = config::with_overrides(**base, {{"chip.hbm.bandwidth_gb_per_s", gb_per_s}},
-                                     "v3-8 slow HBM");
+  auto slow =
+      config::with_overrides(**base, {{"chip.hbm.bandwidth_gb_per_s", gb_per_s}}, "v3-8 slow HBM");
   EXPECT_TRUE(slow.ok()) << slow.status();
   auto system = System::create(*slow, {});
   EXPECT_TRUE(system.ok()) << system.status();
@@ -51,7 +51,8 @@ TEST(CollectiveHbm, AnAllReduceReadsAndWritesEveryByteOnce) {
     for (uint64_t i = 0; i < kElements; ++i) sum[i] += v[i];
   }
   double worst = 0;
-  for (uint64_t i = 0; i < kElements; ++i) worst = std::max(worst, std::abs(sum[i] - r.dst.at(0)[i]));
+  for (uint64_t i = 0; i < kElements; ++i)
+    worst = std::max(worst, std::abs(sum[i] - r.dst.at(0)[i]));
   EXPECT_LT(worst, 1e-5);
 }
 
@@ -81,14 +82,15 @@ TEST(CollectiveHbm, DmasOnTheChipShareItsHbmWithACollective) {
                     block(0, rows / 16, cols, isa::F32));
   }
   dma.halt();
-  const auto shared = run_collective(*s, C::ALL_REDUCE, C::RING, kElements, {0, 2}, 1 << 20, {},
-                                     std::move(p));
+  const auto shared =
+      run_collective(*s, C::ALL_REDUCE, C::RING, kElements, {0, 2}, 1 << 20, {}, std::move(p));
   const double shared_cycles = s->stats().value("chip0.core0.ici.collective_cycles");
   // Alone the all-reduce is HBM-bound (8 MiB at 50 GB/s); the copies take about a fifth of
   // chip 0's HBM from it, and all 24 MiB cannot move faster than the HBM's rate.
   EXPECT_GT(shared_cycles, alone_cycles * 1.2);
   EXPECT_GE(static_cast<double>(alone.run.cycles()), 2 * kBytes / (50e9 / 940e6));
-  EXPECT_GE(static_cast<double>(shared.run.cycles()), (2 * kBytes + rows * cols * 4.0) / (50e9 / 940e6));
+  EXPECT_GE(static_cast<double>(shared.run.cycles()),
+            (2 * kBytes + rows * cols * 4.0) / (50e9 / 940e6));
   EXPECT_EQ(s->stats().value("chip0.hbm.bytes"), 2 * kBytes + rows * cols * 4.0);
   EXPECT_EQ(s->stats().value("chip1.hbm.bytes"), 2 * kBytes);
   EXPECT_EQ(alone.dst.at(2), shared.dst.at(2));  // the same sums

@@ -76,5 +76,4 @@ inline Result run_collective(System& s, isa::Collective::Kind kind,
   return r;
 }
 
-
 }  // namespace tpusim::sim::testing

@@ -2,9 +2,9 @@
 // statistics as serving each channel on its own, through requests on some channels and back.
 #include "sim/timing/hbm_timing.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
+
+#include <gtest/gtest.h>
 
 namespace tpusim::sim {
 namespace {
@@ -38,12 +38,12 @@ TEST(HbmTiming, SpanningRequestsInStepMatchEveryChannelServedAlone) {
   // Spanning requests back to back, a partial one (out of step), spanning ones while channels
   // are still busy (stay out), a pause (every channel idle: back in step), more spanning ones.
   const std::vector<Request> requests = {
-      {0, 0, 4096},     {10, 2048, 8192},  {20, 512, 300},    {25, 0, 2048},
-      {30, 256, 4096},  {5000, 0, 16384},  {5001, 128, 2048}, {5002, 0, 100},
-      {9000, 0, 65536}, {9000, 768, 4096},
+      {0, 0, 4096},     {10, 2048, 8192},  {20, 512, 300}, {25, 0, 2048},    {30, 256, 4096},
+      {5000, 0, 16384}, {5001, 128, 2048}, {5002, 0, 100}, {9000, 0, 65536}, {9000, 768, 4096},
   };
   for (const Request& r : requests) {
-    EXPECT_DOUBLE_EQ(hbm.transfer(r.now, r.address, r.bytes), ref.transfer(r.now, r.address, r.bytes))
+    EXPECT_DOUBLE_EQ(hbm.transfer(r.now, r.address, r.bytes),
+                     ref.transfer(r.now, r.address, r.bytes))
         << "request at " << r.now;
   }
   double bytes = 0, busiest = 0;
