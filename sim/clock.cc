@@ -20,6 +20,13 @@ Picoseconds ClockDomain::time_of(Cycles c) const {
   return static_cast<Picoseconds>(std::llround(ps));
 }
 
+Picoseconds ClockDomain::time_at(double cycle) const {
+  if (!(cycle > 0)) return 0;
+  const long double ps = static_cast<long double>(cycle) * period_ps_;
+  if (ps >= static_cast<long double>(kNeverPs)) return kNeverPs;
+  return static_cast<Picoseconds>(std::llround(ps));
+}
+
 Cycles ClockDomain::cycle_at_or_after(Picoseconds t) const {
   auto c = static_cast<uint64_t>(std::ceil(static_cast<long double>(t) / period_ps_));
   // Guard the rounding of time_of: cycle c begins at time_of(c), which may sit half a

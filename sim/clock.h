@@ -52,6 +52,9 @@ class ClockDomain {
   // The time at which cycle `c` begins, rounded to the nearest picosecond; kNeverPs when that
   // is later.
   Picoseconds time_of(Cycles c) const;
+  // The same for a fractional cycle (timing models that work in fractions of cycles); 0 for
+  // negative ones.
+  Picoseconds time_at(double cycle) const;
   // The first cycle that begins at or after time `t`.
   Cycles cycle_at_or_after(Picoseconds t) const;
   // Cycles spent by `seconds` of work, rounded up (a transfer that needs 2.1 cycles takes 3),

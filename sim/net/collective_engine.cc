@@ -339,13 +339,8 @@ double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double byte
   const double end = h.timing->transfer(cycle, address, static_cast<uint64_t>(bytes));
   members_[core].work.hbm_bytes += bytes;
   hbm_bytes_ += bytes;
-  if (h.bandwidth != nullptr && end > cycle) {
-    const auto ps = [this](double c) {
-      return static_cast<traces::TimePs>(c * clock_.period_ps() + 0.5);
-    };
-    const traces::TimePs from = ps(cycle), to = ps(end);
-    if (to > from) h.bandwidth->add(from, to, bytes * 1e12 / static_cast<double>(to - from));
-  }
+  if (h.bandwidth != nullptr)
+    h.bandwidth->add_bytes(clock_.time_at(cycle), clock_.time_at(end), bytes);
   return end;
 }
 

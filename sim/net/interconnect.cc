@@ -35,10 +35,7 @@ TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, d
     prev = server.reserve(earliest, bytes);
     if (link == hops.front()) times.first_link_end = prev.end;
     if (!utilization_.empty() && prev.end > prev.start) {
-      const auto ps = [this](double cycle) {
-        return static_cast<traces::TimePs>(cycle * period_ps_ + 0.5);
-      };
-      utilization_[link].add(ps(prev.start), ps(prev.end),
+      utilization_[link].add(clock_->time_at(prev.start), clock_->time_at(prev.end),
                              std::min(1.0, duration / (prev.end - prev.start)));
     }
     prev_latency = latency_cycles_[link];
@@ -48,7 +45,7 @@ TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, d
 }
 
 void Interconnect::observe(traces::Sink* sink, const ClockDomain& clock) {
-  period_ps_ = clock.period_ps();
+  clock_ = &clock;
   utilization_.clear();
   for (uint32_t l = 0; l < topology_.link_count(); ++l) {
     // "chip 3 +x" -> "+x": the track already belongs to its chip.

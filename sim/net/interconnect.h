@@ -43,7 +43,8 @@ class Interconnect {
   double busy_cycles_on(uint32_t link) const { return links_[link].busy_cycles(); }
   void reset_stats();
 
-  // Declares each link's utilisation counter track on `sink` (chip = the link's chip).
+  // Declares each link's utilisation counter track on `sink` (chip = the link's chip), timed
+  // by `clock`.
   void observe(traces::Sink* sink, const ClockDomain& clock);
   // Emits the end of every transfer still on the counters (at the end of a run).
   void flush_trace_counters();
@@ -56,7 +57,7 @@ class Interconnect {
   std::vector<double> latency_cycles_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> routes_;
   std::vector<RateCounter> utilization_;  // per link, with a sink
-  double period_ps_ = 0;
+  const ClockDomain* clock_ = nullptr;    // with a sink
 };
 
 }  // namespace tpusim::sim

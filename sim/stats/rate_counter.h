@@ -33,6 +33,11 @@ class RateCounter {
     sink_->counter(track_, start, level_);
   }
 
+  // `bytes` moved over [start, end) picoseconds, at an even rate (nothing for an empty span).
+  void add_bytes(traces::TimePs start, traces::TimePs end, double bytes) {
+    if (end > start) add(start, end, bytes * 1e12 / static_cast<double>(end - start));
+  }
+
   // Emits the drops of every transfer that has ended by `time` (all of them with UINT64_MAX).
   void retire_until(traces::TimePs time) {
     while (!ends_.empty() && ends_.top().first <= time) {

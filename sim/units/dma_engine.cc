@@ -59,12 +59,8 @@ void DmaEngine::execute(const IssuedInstruction& item) {
                        [from, to, &src, &dst] { copy_block(from, src, to, dst); });
   }
   bytes_ += bytes;
-  if (done > start) {
-    const traces::TimePs from = ctx_.clock->time_of(Cycles(start)),
-                         to = ctx_.clock->time_of(Cycles(done));
-    ctx_.hbm_bandwidth.add(from, to,
-                           static_cast<double>(bytes) * 1e12 / static_cast<double>(to - from));
-  }
+  ctx_.hbm_bandwidth.add_bytes(ctx_.clock->time_of(Cycles(start)),
+                               ctx_.clock->time_of(Cycles(done)), static_cast<double>(bytes));
   busy_cycles_ += done - start;
   trace(op_name(*item.instr), start, done);
   profile(start, done, {0, static_cast<double>(bytes)});

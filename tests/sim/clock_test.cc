@@ -92,3 +92,19 @@ TEST(Cycles, ArithmeticAndOrder) {
 
 }  // namespace
 }  // namespace tpusim::sim
+
+namespace tpusim::sim {
+namespace {
+
+// Fractional cycles map to the nearest picosecond, agree with time_of on whole cycles and
+// saturate like it.
+TEST(ClockDomain, TimeAtFractionalCycles) {
+  const ClockDomain clock(940e6);  // 1063.83 ps
+  EXPECT_EQ(clock.time_at(2.5), 2660u);
+  EXPECT_EQ(clock.time_at(1234567.0), clock.time_of(Cycles(1234567)));
+  EXPECT_EQ(clock.time_at(-3.0), 0u);
+  EXPECT_EQ(clock.time_at(1e30), kNeverPs);
+}
+
+}  // namespace
+}  // namespace tpusim::sim
