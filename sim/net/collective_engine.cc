@@ -109,6 +109,7 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
     return;
   }
   me.done = false;
+  me.passes_left = 0;
   me.instance = id;
   me.start = me.finish = static_cast<double>(cycle);
   me.work = MemberWork{};
@@ -156,7 +157,7 @@ void CollectiveEngine::start(size_t id, double cycle) {
       return;
     }
   }
-  if (in.functional) compute_values(in);
+  in.started = cycle;
   const size_t first_run = runs_.size();
   if (in.c.kind() == isa::Collective::PERMUTE) {
     PassRun run;
@@ -168,12 +169,8 @@ void CollectiveEngine::start(size_t id, double cycle) {
     }
     run.steps = 1;
     runs_.push_back(std::move(run));
-    in.by_phase.resize(1);
-    for (uint32_t i = 0; i < in.cores.size(); ++i)
-      in.by_phase[0][in.cores[i]].push_back({runs_.size() - 1, i});
   } else {
     in.plan = plan_collective(in.c, in.cores, topology_);
-    in.by_phase.resize(in.plan.size());
     for (size_t p = 0; p < in.plan.size(); ++p) {
       for (const RingPass& pass : in.plan[p]) {
         PassRun run;
@@ -182,23 +179,34 @@ void CollectiveEngine::start(size_t id, double cycle) {
         run.cores = pass.members;
         for (uint32_t i = 0; i < pass.size(); ++i) run.next.push_back((i + 1) % pass.size());
         run.steps = pass.steps();
+        run.phase = static_cast<uint32_t>(p);
         runs_.push_back(std::move(run));
-        for (uint32_t i = 0; i < pass.size(); ++i)
-          in.by_phase[p][pass.members[i]].push_back({runs_.size() - 1, i});
       }
     }
   }
+  if (in.functional) compute_values(in);
   std::unordered_map<uint32_t, uint32_t> position;  // core -> its index in in.cores
   for (uint32_t i = 0; i < in.cores.size(); ++i) position[in.cores[i]] = i;
-  for (size_t r = first_run; r < runs_.size(); ++r) {
+  // Per member: the latest phase that moved its data, of those so far and of those before the
+  // current run's (-1: none).
+  std::vector<int> moved(in.cores.size(), -1), moved_before(in.cores.size(), -1);
+  uint32_t phase = 0;
+  for (size_t r = first_run; r < runs_.size(); ++r) {  // runs_ holds the phases in order
     PassRun& run = runs_[r];
+    if (run.phase != phase) {
+      moved_before = moved;
+      phase = run.phase;
+    }
     const size_t k = run.cores.size();
-    run.ready.assign(k, -1.0);
     run.due.assign(k, 0);
     run.landed.assign(k, 0.0);
     run.written.assign(k, 0.0);
-    for (uint32_t core : run.cores) run.slot.push_back(position.at(core));
-    run.parked.resize(k);
+    for (uint32_t core : run.cores) {
+      const uint32_t slot = position.at(core);
+      run.slot.push_back(slot);
+      run.after.push_back(moved_before[slot]);
+      ++members_[core].passes_left;
+    }
     // Each member's chain ends at the member `steps` hops on; it is due the chain's chunks.
     for (uint32_t i = 0; i < k; ++i) {
       if (run.steps == 0) continue;
@@ -207,10 +215,24 @@ void CollectiveEngine::start(size_t id, double cycle) {
       const uint32_t segment = run.pass != nullptr ? run.pass->segment_sent(i, 0) : 0;
       run.due[end] += chunks(run, segment);
     }
+    if (run.steps > 0) {
+      for (uint32_t slot : run.slot) moved[slot] = static_cast<int>(run.phase);
+    }
   }
-  for (uint32_t m : in.cores) {
-    members_[m].phase = 0;
-    join_phase(m, cycle);
+  // A pass keeps the ranges it makes final when a later pass waits for them.
+  if (in.plan.size() > 1) {
+    in.finals.assign(in.cores.size(), std::vector<Finals>(in.plan.size()));
+    std::vector<bool> needed(in.plan.size(), false);
+    for (size_t r = first_run; r < runs_.size(); ++r) {
+      for (int after : runs_[r].after) {
+        if (after >= 0) needed[after] = true;
+      }
+    }
+    for (size_t r = first_run; r < runs_.size(); ++r)
+      runs_[r].keeps_finals = needed[runs_[r].phase];
+  }
+  for (size_t r = first_run; r < runs_.size(); ++r) {
+    for (uint32_t i = 0; i < runs_[r].cores.size(); ++i) join_pass(r, i, cycle);
   }
   work_.notify(sc_core::SC_ZERO_TIME);
 }
@@ -223,10 +245,7 @@ void CollectiveEngine::compute_values(Instance& in) {
     uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.src[i] + n * 4);
     std::memcpy(src[i].data(), base + in.src[i], n * 4);
   }
-  const CollectivePlan plan = in.c.kind() == isa::Collective::PERMUTE
-                                  ? CollectivePlan{}
-                                  : plan_collective(in.c, in.cores, topology_);
-  const auto dst = collective_results(in.c, in.cores, plan, src, in.peers);
+  const auto dst = collective_results(in.c, in.cores, in.plan, src, in.peers);
   for (size_t i = 0; i < in.cores.size(); ++i) {
     const uint64_t bytes = dst[i].size() * 4;
     uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.dst[i] + bytes);
@@ -234,65 +253,115 @@ void CollectiveEngine::compute_values(Instance& in) {
   }
 }
 
-void CollectiveEngine::join_phase(uint32_t core, double cycle) {
-  Member& me = members_[core];
-  Instance& in = instances_[me.instance];
-  while (me.phase < in.by_phase.size()) {
-    auto it = in.by_phase[me.phase].find(core);
-    if (it == in.by_phase[me.phase].end()) {
-      ++me.phase;
-      continue;
-    }
-    me.passes_left = static_cast<uint32_t>(it->second.size());
-    me.phase_done = cycle;
-    for (const auto& [run, member] : it->second) join_pass(run, member, cycle);
-    return;  // the passes finish this phase (join_pass may already have)
-  }
-  me.done = true;
-  me.finish = cycle;
-  me.done_event->notify(until(clock_, cycle));
-}
-
 void CollectiveEngine::join_pass(size_t r, uint32_t member, double cycle) {
   PassRun& run = runs_[r];
-  run.ready[member] = cycle;
   if (run.steps > 0) {  // its first chunk; each one sent asks for the next (process)
     const uint32_t segment = run.pass != nullptr ? run.pass->segment_sent(member, 0) : 0;
     if (chunks(run, segment) > 0)
       push(Event{cycle, 0, static_cast<uint32_t>(r), member, 0, segment, 0});
   }
-  for (Event e : run.parked[member]) {
+  if (run.due[member] == 0) member_finished_pass(r, member, cycle);
+}
+
+double CollectiveEngine::own_data_written(const PassRun& r, uint32_t member, uint64_t begin,
+                                          uint64_t end, uint64_t* missing) const {
+  const int after = r.after[member];
+  if (after < 0) return instances_[r.instance].started;
+  const Finals& finals = instances_[r.instance].finals[r.slot[member]][after];
+  // Walk the final ranges from the one holding `begin` to the first gap or `end`.
+  double written = 0;
+  uint64_t at = begin;
+  auto it = finals.ranges.upper_bound(at);
+  if (it != finals.ranges.begin()) --it;
+  for (; at < end && it != finals.ranges.end() && it->first <= at; ++it) {
+    if (it->second.first <= at) continue;
+    written = std::max(written, it->second.second);
+    at = it->second.first;
+  }
+  if (at < end) {
+    if (missing != nullptr) *missing = at;
+    return -1;
+  }
+  return written;
+}
+
+bool CollectiveEngine::own_data_ready(const Event& e, uint32_t member, uint64_t begin,
+                                      uint64_t end) {
+  const PassRun& run = runs_[e.run];
+  uint64_t missing = 0;
+  const double written = own_data_written(run, member, begin, end, &missing);
+  if (written < 0) {
+    instances_[run.instance].finals[run.slot[member]][run.after[member]].waiting.emplace(missing,
+                                                                                         e);
+    return false;
+  }
+  if (written > e.time) {
+    Event later = e;
+    later.time = written;
+    push(later);
+    return false;
+  }
+  return true;
+}
+
+void CollectiveEngine::made_final(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end,
+                                  double cycle) {
+  Finals& finals = instances_[r.instance].finals[r.slot[member]][r.phase];
+  finals.ranges[begin] = {end, cycle};
+  // Wake what waited for a byte of the range: it looks again (and may wait for the next gap).
+  const auto first = finals.waiting.lower_bound(begin), last = finals.waiting.lower_bound(end);
+  for (auto it = first; it != last; ++it) {
+    Event e = it->second;
     e.time = std::max(e.time, cycle);
     push(e);
   }
-  run.parked[member].clear();
-  if (run.due[member] == 0) member_finished_pass(r, member, cycle);
+  finals.waiting.erase(first, last);
 }
 
 void CollectiveEngine::process(const Event& e) {
   PassRun& run = runs_[e.run];
-  if (run.ready[e.member] < 0) {  // the member has not reached this pass yet
-    run.parked[e.member].push_back(e);
+  const Instance& in = instances_[run.instance];
+  const double bytes = chunk_bytes(run, e.segment, e.chunk);
+  const uint64_t offset = chunk_offset(run, e.segment, e.chunk);
+  const auto end = offset + static_cast<uint64_t>(bytes);
+  const uint32_t rs_steps =
+      run.pass != nullptr && run.pass->reduce_scatter ? run.pass->size() - 1 : 0;
+  // The member's own data: its src in a collective's first phase, what an earlier phase left in
+  // its dst after that.
+  const std::vector<uint64_t>& own = run.after[e.member] >= 0 ? in.dst : in.src;
+  if (e.add_waiting) {  // a chunk landed before the part it is added to was final
+    if (!own_data_ready(e, e.member, offset, end)) return;
+    const uint32_t core = run.cores[e.member];
+    const double operand = hbm_access(core, own[run.slot[e.member]] + offset, bytes, e.time);
+    members_[core].work.flops += bytes / 4;
+    Event added = e;
+    added.add_waiting = false;
+    added.time = std::max(e.time, operand) + bytes / 4 / vector_elements_per_cycle_;
+    push(added);
     return;
+  }
+  if (e.step > 0 && e.step >= rs_steps) {  // a final value has landed: the member writes it
+    const double written =
+        hbm_access(run.cores[e.member], in.dst[run.slot[e.member]] + offset, bytes, e.time);
+    run.written[e.member] = std::max(run.written[e.member], written);
+    if (run.keeps_finals) made_final(run, e.member, offset, end, written);
   }
   if (e.step == run.steps) {  // a chunk of the member's final step has landed
     run.landed[e.member] = std::max(run.landed[e.member], e.time);
     if (--run.due[e.member] == 0) member_finished_pass(e.run, e.member, run.landed[e.member]);
     return;
   }
-  const uint32_t to = run.next[e.member];
-  const uint32_t sender = run.cores[e.member], receiver = run.cores[to];
-  const Instance& in = instances_[run.instance];
-  const double bytes = chunk_bytes(run, e.segment, e.chunk);
-  const uint64_t offset = chunk_offset(run, e.segment, e.chunk);
   // A pass's first step sends the member's own data, streamed out of its HBM; later steps
   // forward what arrived, from on-chip buffers.
+  if (e.step == 0 && !own_data_ready(e, e.member, offset, end)) return;
+  const uint32_t to = run.next[e.member];
+  const uint32_t sender = run.cores[e.member], receiver = run.cores[to];
   double first_byte = e.time, last_byte = e.time;
   if (e.step == 0) {
     const bool gather_only = in.c.kind() == isa::Collective::ALL_GATHER;
     // An all-gather member's src is its own segment alone.
     const uint64_t src =
-        in.src[run.slot[e.member]] + (gather_only ? e.chunk * chunk_size(run) : offset);
+        own[run.slot[e.member]] + (gather_only ? e.chunk * chunk_size(run) : offset);
     last_byte = hbm_access(sender, src, bytes, e.time);
     first_byte = e.time + hbm_[sender].timing->latency_cycles();
     // An all-gather's member also copies its own part into its result.
@@ -316,22 +385,23 @@ void CollectiveEngine::process(const Event& e) {
   }
   ++chunk_transfers_;
   const uint32_t received = e.step + 1;
-  const uint32_t rs_steps =
-      run.pass != nullptr && run.pass->reduce_scatter ? run.pass->size() - 1 : 0;
+  Event next{arrival, 0, e.run, to, received, e.segment, e.chunk};
   if (received <= rs_steps) {  // reducing: added on the vector unit to the receiver's own part
-    // The receiver knows what is coming: it asks for its part one HBM latency before the chunk
-    // is sent (not before it joined the pass), so an uncontended read never holds up the add.
-    const double early = e.time - hbm_[receiver].timing->latency_cycles();
-    const double asked = run.ready[to] < 0 ? e.time : std::max(run.ready[to], early);
-    const double own = hbm_access(receiver, in.src[run.slot[to]] + offset, bytes, asked);
-    arrival = std::max(arrival, own) + bytes / 4 / vector_elements_per_cycle_;
-    members_[receiver].work.flops += bytes / 4;
+    const double written = own_data_written(run, to, offset, end, nullptr);
+    if (written < 0 || written > e.time) {
+      // The receiver's part, from an earlier phase, is not final yet: the add waits for it (and
+      // reads it) once the chunk has landed.
+      next.add_waiting = true;
+    } else {
+      // The receiver knows what is coming: it asks for its part one HBM latency before the chunk
+      // is sent (not before the part is there), so an uncontended read never holds up the add.
+      const double asked = std::max(written, e.time - hbm_[receiver].timing->latency_cycles());
+      const double operand = hbm_access(receiver, own[run.slot[to]] + offset, bytes, asked);
+      next.time = std::max(arrival, operand) + bytes / 4 / vector_elements_per_cycle_;
+      members_[receiver].work.flops += bytes / 4;
+    }
   }
-  if (received >= rs_steps) {  // a final value: the receiver keeps it
-    run.written[to] = std::max(run.written[to],
-                               hbm_access(receiver, in.dst[run.slot[to]] + offset, bytes, e.time));
-  }
-  push(Event{arrival, 0, e.run, to, received, e.segment, e.chunk});
+  push(next);
 }
 
 double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double bytes, double cycle) {
@@ -347,10 +417,10 @@ double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double byte
 void CollectiveEngine::member_finished_pass(size_t run, uint32_t member, double cycle) {
   const uint32_t core = runs_[run].cores[member];
   Member& me = members_[core];
-  me.phase_done = std::max({me.phase_done, cycle, runs_[run].written[member]});
+  me.finish = std::max({me.finish, cycle, runs_[run].written[member]});
   if (--me.passes_left > 0) return;
-  ++me.phase;
-  join_phase(core, me.phase_done);
+  me.done = true;
+  me.done_event->notify(until(clock_, me.finish));
 }
 
 void CollectiveEngine::push(Event e) {

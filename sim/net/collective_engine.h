@@ -13,9 +13,14 @@
 // HBM traffic: a member streams the chunks it starts a pass with out of its HBM (the link cannot
 // finish a chunk before the read has, nor start it before the read's latency); a chunk it
 // receives to add to is added to its own part, read from HBM; a final value (the end of a
-// reduce-scatter, every all-gather or permute chunk) is written to HBM. What it forwards comes
-// from on-chip buffers. These requests go to the chip's HBM channel arbiters like any DMA's, so
-// collectives and DMAs on a chip share its bandwidth.
+// reduce-scatter, every all-gather or permute chunk) is written to HBM when it has landed (and
+// been added). What it forwards comes from on-chip buffers. These requests go to the chip's HBM
+// channel arbiters like any DMA's, so collectives and DMAs on a chip share its bandwidth.
+//
+// Phases (torus2d: rows, columns, rows) run as dataflow: a member's own part in a later phase is
+// what an earlier one wrote to its dst, and a chunk that sends or adds to it waits until every
+// byte it covers has been written there, not for the whole earlier phase. So a member's columns
+// start on the first segment its row has reduced while the rows still move the rest.
 
 #include <cstdint>
 #include <deque>
@@ -94,6 +99,7 @@ class CollectiveEngine : public sc_core::sc_module {
     uint32_t step = 0;    // steps == the pass's steps: the chunk has landed
     uint32_t segment = 0;
     uint32_t chunk = 0;
+    bool add_waiting = false;  // landed, to be added to the member's part once that is final
     bool operator>(const Event& o) const {
       return time != o.time ? time > o.time : order > o.order;
     }
@@ -105,20 +111,27 @@ class CollectiveEngine : public sc_core::sc_module {
     std::vector<uint32_t> next;      // ring index each member sends to
     std::vector<uint32_t> slot;      // ring index -> the member's index in the instance's cores
     uint32_t steps = 0;
-    std::vector<double> ready;    // per ring index: when the member joined this pass (-1: not yet)
+    uint32_t phase = 0;
+    bool keeps_finals = false;  // a later phase waits for what this pass makes final
+    // Per ring index: the earlier phase whose results are the member's own data here (-1: none,
+    // the member's src).
+    std::vector<int> after;
     std::vector<uint64_t> due;    // per ring index: chunks still to land in the final step
     std::vector<double> landed;   // per ring index: when the last of them landed
     std::vector<double> written;  // per ring index: when its last HBM write of the pass ends
-    std::vector<std::vector<Event>> parked;  // events for members not yet in the pass
+  };
+  // The byte ranges of a member's buffer a phase has made final (written to its dst), and the
+  // events of later phases that wait for a range not yet final, keyed by its first missing byte.
+  struct Finals {
+    std::map<uint64_t, std::pair<uint64_t, double>> ranges;  // begin -> (end, when written)
+    std::multimap<uint64_t, Event> waiting;
   };
   struct Member {
     uint64_t issued = 0;  // collectives issued this run
     bool done = true;
     double start = 0, finish = 0;
     size_t instance = 0;
-    uint32_t phase = 0;
-    uint32_t passes_left = 0;  // in the current phase
-    double phase_done = 0;
+    uint32_t passes_left = 0;
     std::unique_ptr<sc_core::sc_event> done_event;
     std::function<void(const std::string&)> on_blocked;
     MemberWork work;
@@ -132,16 +145,24 @@ class CollectiveEngine : public sc_core::sc_module {
     uint64_t number = 0;  // the members' collective count
     bool functional = true;
     std::string first_issue;  // "core C instruction I", for messages
+    double started = 0;
     CollectivePlan plan;
-    // Per phase: core -> the (pass run, ring index) it takes part in.
-    std::vector<std::map<uint32_t, std::vector<std::pair<size_t, uint32_t>>>> by_phase;
+    std::vector<std::vector<Finals>> finals;  // [member][phase], when a later phase needs them
   };
 
   void start(size_t instance, double cycle);
   void compute_values(Instance& in);
-  void join_phase(uint32_t core, double cycle);
   void join_pass(size_t run, uint32_t member, double cycle);
   void process(const Event& e);
+  // When the member's own data in [begin, end) was final in HBM: the collective's start in a
+  // first phase, -1 when a byte is not yet (the first such in `*missing`).
+  double own_data_written(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end,
+                          uint64_t* missing) const;
+  // Whether the member's own data in [begin, end) is final in HBM by `e.time`. If not, `e` is
+  // queued again for when it is, and false returned.
+  bool own_data_ready(const Event& e, uint32_t member, uint64_t begin, uint64_t end);
+  // The member has written [begin, end) of its dst at `cycle`, final for the pass's phase.
+  void made_final(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end, double cycle);
   void member_finished_pass(size_t run, uint32_t member, double cycle);
   void push(Event e);
   uint64_t chunks(const PassRun& r, uint32_t segment) const;

@@ -36,8 +36,10 @@ struct RingPass {
   uint32_t segment_sent(uint32_t member, uint32_t step) const;
 };
 
-// The phases of a collective: every pass of a phase runs at once; a member starts its pass of
-// phase p+1 when its pass of phase p is done.
+// The phases of a collective: a pass of phase p+1 works on what phase p left at its members
+// (torus2d: the columns all-reduce what the rows reduce-scattered). Every pass starts at once;
+// the data a member's pass needs from an earlier phase gates it range by range (the timing
+// waits for each chunk's bytes, not for the whole phase), so the phases pipeline too.
 using CollectivePlan = std::vector<std::vector<RingPass>>;
 
 // The members of `c` issued by core `core` in ring order (the group, or the slice's snake ring).
