@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "runtime/backend/gpu/cublas_library.h"
 #include "runtime/backend/gpu/device_buffer.h"
 #include "runtime/backend/gpu/gemm.h"
 #include "runtime/gpu/cuda_probe.h"
@@ -16,6 +17,7 @@ namespace {
 
 using tpusim::runtime::gpu::Buffer;
 using tpusim::runtime::gpu::Cublas;
+using tpusim::runtime::gpu::CublasLibrary;
 using tpusim::runtime::gpu::DeviceBuffer;
 
 // The reason no GPU can run the benchmarks, or "" when one can.
@@ -95,8 +97,14 @@ void BM_CublasGemm(benchmark::State& state) {
   }
   const int64_t n = state.range(0);
   const bool bf16 = state.range(1) == 1;
+  auto loaded = CublasLibrary::get();
+  if (!loaded.ok()) {
+    state.SkipWithError(std::string(loaded.status().message()).c_str());
+    return;
+  }
+  const CublasLibrary& lib = **loaded;
   cublasHandle_t handle = nullptr;
-  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+  if (lib.create(&handle) != CUBLAS_STATUS_SUCCESS) {
     state.SkipWithError("cublasCreate failed");
     return;
   }
@@ -106,11 +114,11 @@ void BM_CublasGemm(benchmark::State& state) {
   const float alpha = 1, beta = 0;
   const int dim = static_cast<int>(n);
   time_gemm(state, n, [&] {
-    return cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, dim, dim, dim, &alpha, a->data(), type,
-                        dim, b->data(), type, dim, &beta, c->data(), CUDA_R_32F, dim,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
+    return lib.gemm_ex(handle, CUBLAS_OP_N, CUBLAS_OP_N, dim, dim, dim, &alpha, a->data(), type,
+                       dim, b->data(), type, dim, &beta, c->data(), CUDA_R_32F, dim,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
   });
-  cublasDestroy(handle);
+  lib.destroy(handle);
   state.SetLabel(bf16 ? "cuBLAS, bf16 inputs" : "cuBLAS, fp32");
 }
 

@@ -9,7 +9,8 @@
 # Every library ldd resolves is copied, glibc and the dynamic loader included, and OUT/run starts
 # the binary through the bundled loader, so the device's own glibc version does not matter. The
 # CUDA libraries are not copied (cuBLAS alone is over 500 MB): the driver (libcuda) and cuBLAS
-# come from the device, found through the loader's cache and the CUDA toolkit's lib64.
+# come from the device, found through the loader's cache and the CUDA toolkit's lib64 (cuBLAS is
+# opened when a gpu backend is made: runtime/backend/gpu/cublas_library.h).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-out/device}

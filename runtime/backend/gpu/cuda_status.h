@@ -1,13 +1,12 @@
 #pragma once
-// CUDA and cuBLAS results as absl::Status: the gpu backend never aborts on a device error; each
-// becomes an Internal error whose message says what was being done (the node, the step) and
-// the error's name and text.
+// CUDA results as absl::Status: the gpu backend never aborts on a device error; each becomes an
+// Internal error whose message says what was being done (the node, the step) and the error's
+// name and text. (cuBLAS's: CublasLibrary::status, cublas_library.h.)
 
 #include <string>
 #include <string_view>
 
 #include <absl/status/status.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "common/strings.h"
@@ -18,12 +17,6 @@ inline absl::Status cuda_status(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(
       str_cat(what, ": ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
-}
-
-inline absl::Status cublas_status(cublasStatus_t err, std::string_view what) {
-  if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(
-      str_cat(what, ": ", cublasGetStatusName(err), " (", cublasGetStatusString(err), ")"));
 }
 
 }  // namespace tpusim::runtime::gpu

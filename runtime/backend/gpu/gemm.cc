@@ -26,18 +26,21 @@ absl::StatusOr<Buffer> to_bf16(const float* values, int64_t count) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
+  auto loaded = CublasLibrary::get();
+  if (!loaded.ok()) return loaded.status();
+  const CublasLibrary& lib = **loaded;
   cublasHandle_t handle = nullptr;
-  if (absl::Status st = cublas_status(cublasCreate(&handle), "cublasCreate"); !st.ok()) return st;
+  if (absl::Status st = lib.status(lib.create(&handle), "cublasCreate"); !st.ok()) return st;
   if (absl::Status st =
-          cublas_status(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+          lib.status(lib.set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
       !st.ok()) {
-    cublasDestroy(handle);
+    lib.destroy(handle);
     return st;
   }
-  return std::unique_ptr<Cublas>(new Cublas(handle));
+  return std::unique_ptr<Cublas>(new Cublas(lib, handle));
 }
 
-Cublas::~Cublas() { cublasDestroy(handle_); }
+Cublas::~Cublas() { lib_.destroy(handle_); }
 
 absl::Status Cublas::matmul(const MatMulPlan& plan, const float* a, const float* b, float* out) {
   auto planned = gemm_call(plan);
@@ -67,17 +70,17 @@ absl::Status Cublas::matmul(const MatMulPlan& plan, const float* a, const float*
   const float alpha = 1.0f, beta = 0.0f;
   absl::Status st =
       call.batch_count == 1
-          ? cublas_status(
-                cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
+          ? lib_.status(
+                lib_.gemm_ex(handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
                              cublas_a, type, call.lda, cublas_b, type, call.ldb, &beta, out,
                              CUDA_R_32F, call.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 "cublasGemmEx")
-          : cublas_status(cublasGemmStridedBatchedEx(
-                              handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
-                              cublas_a, type, call.lda, call.stride_a, cublas_b, type, call.ldb,
-                              call.stride_b, &beta, out, CUDA_R_32F, call.ldc, call.stride_c,
-                              call.batch_count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          "cublasGemmStridedBatchedEx");
+          : lib_.status(lib_.gemm_strided_batched_ex(
+                            handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
+                            cublas_a, type, call.lda, call.stride_a, cublas_b, type, call.ldb,
+                            call.stride_b, &beta, out, CUDA_R_32F, call.ldc, call.stride_c,
+                            call.batch_count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        "cublasGemmStridedBatchedEx");
   if (!st.ok() || !plan.round_output) return st;
   ElementPlan round;  // a bf16 result: each f32 sum rounded, as the cpu kernel does
   round.kind = ElementKind::kRoundBf16;

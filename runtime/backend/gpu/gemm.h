@@ -12,13 +12,15 @@
 #include <absl/status/statusor.h>
 #include <cublas_v2.h>
 
+#include "runtime/backend/gpu/cublas_library.h"
 #include "runtime/backend/gpu/node_plan.h"
 
 namespace tpusim::runtime::gpu {
 
 class Cublas {
  public:
-  // A cuBLAS handle on the current device (the legacy default stream, CUBLAS_DEFAULT_MATH).
+  // A cuBLAS handle on the current device (the legacy default stream, CUBLAS_DEFAULT_MATH);
+  // loads cuBLAS first if need be (cublas_library.h).
   static absl::StatusOr<std::unique_ptr<Cublas>> create();
   ~Cublas();
   Cublas(const Cublas&) = delete;
@@ -29,7 +31,8 @@ class Cublas {
   absl::Status matmul(const MatMulPlan& plan, const float* a, const float* b, float* out);
 
  private:
-  explicit Cublas(cublasHandle_t handle) : handle_(handle) {}
+  Cublas(const CublasLibrary& lib, cublasHandle_t handle) : lib_(lib), handle_(handle) {}
+  const CublasLibrary& lib_;
   cublasHandle_t handle_;
 };
 
