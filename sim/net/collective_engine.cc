@@ -185,11 +185,20 @@ void CollectiveEngine::start(size_t id, double cycle) {
     }
   }
   if (in.functional) compute_values(in);
+  link_runs(in, first_run);
+  for (size_t r = first_run; r < runs_.size(); ++r) {
+    for (uint32_t i = 0; i < runs_[r].cores.size(); ++i) join_pass(r, i, cycle);
+  }
+  work_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void CollectiveEngine::link_runs(Instance& in, size_t first_run) {
   std::unordered_map<uint32_t, uint32_t> position;  // core -> its index in in.cores
   for (uint32_t i = 0; i < in.cores.size(); ++i) position[in.cores[i]] = i;
   // Per member: the latest phase that moved its data, of those so far and of those before the
   // current run's (-1: none).
   std::vector<int> moved(in.cores.size(), -1), moved_before(in.cores.size(), -1);
+  std::vector<bool> waited_for(std::max<size_t>(in.plan.size(), 1), false);  // per phase
   uint32_t phase = 0;
   for (size_t r = first_run; r < runs_.size(); ++r) {  // runs_ holds the phases in order
     PassRun& run = runs_[r];
@@ -205,6 +214,7 @@ void CollectiveEngine::start(size_t id, double cycle) {
       const uint32_t slot = position.at(core);
       run.slot.push_back(slot);
       run.after.push_back(moved_before[slot]);
+      if (moved_before[slot] >= 0) waited_for[moved_before[slot]] = true;
       ++members_[core].passes_left;
     }
     // Each member's chain ends at the member `steps` hops on; it is due the chain's chunks.
@@ -220,21 +230,9 @@ void CollectiveEngine::start(size_t id, double cycle) {
     }
   }
   // A pass keeps the ranges it makes final when a later pass waits for them.
-  if (in.plan.size() > 1) {
-    in.finals.assign(in.cores.size(), std::vector<Finals>(in.plan.size()));
-    std::vector<bool> needed(in.plan.size(), false);
-    for (size_t r = first_run; r < runs_.size(); ++r) {
-      for (int after : runs_[r].after) {
-        if (after >= 0) needed[after] = true;
-      }
-    }
-    for (size_t r = first_run; r < runs_.size(); ++r)
-      runs_[r].keeps_finals = needed[runs_[r].phase];
-  }
-  for (size_t r = first_run; r < runs_.size(); ++r) {
-    for (uint32_t i = 0; i < runs_[r].cores.size(); ++i) join_pass(r, i, cycle);
-  }
-  work_.notify(sc_core::SC_ZERO_TIME);
+  if (in.plan.size() > 1) in.finals.assign(in.cores.size(), std::vector<Finals>(in.plan.size()));
+  for (size_t r = first_run; r < runs_.size(); ++r)
+    runs_[r].keeps_finals = waited_for[runs_[r].phase];
 }
 
 void CollectiveEngine::compute_values(Instance& in) {

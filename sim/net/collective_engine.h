@@ -152,6 +152,9 @@ class CollectiveEngine : public sc_core::sc_module {
 
   void start(size_t instance, double cycle);
   void compute_values(Instance& in);
+  // Fills in the instance's pass runs from `first_run` on: member slots, what each member is
+  // due, which earlier phase each member's part comes from, and which passes keep their finals.
+  void link_runs(Instance& in, size_t first_run);
   void join_pass(size_t run, uint32_t member, double cycle);
   void process(const Event& e);
   // When the member's own data in [begin, end) was final in HBM: the collective's start in a

@@ -56,8 +56,10 @@ TEST(CublasLibrary, EveryFileTriedIsNamedWithWhyItFailed) {
   const auto lib = gpu::CublasLibrary::load({"/nonexistent/libcublas.so.13", "libm.so.6"});
   ASSERT_FALSE(lib.ok());
   EXPECT_EQ(lib.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(lib.status().message(), HasSubstr("cannot load cuBLAS: /nonexistent/libcublas.so.13: "));
-  EXPECT_THAT(lib.status().message(), HasSubstr("libm.so.6 lacks cublasCreate_v2, cublasDestroy_v2"));
+  EXPECT_THAT(lib.status().message(),
+              HasSubstr("cannot load cuBLAS: /nonexistent/libcublas.so.13: "));
+  EXPECT_THAT(lib.status().message(),
+              HasSubstr("libm.so.6 lacks cublasCreate_v2, cublasDestroy_v2"));
   EXPECT_THAT(gpu::CublasLibrary::load({}).status().message(), HasSubstr("no file to try"));
 }
 

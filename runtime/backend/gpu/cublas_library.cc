@@ -13,8 +13,8 @@ namespace {
 
 // The pointer types match the header's exported declarations (unevaluated: nothing is linked).
 static_assert(sizeof(static_cast<CublasLibrary::GemmEx>(&cublasGemmEx)) > 0);
-static_assert(sizeof(static_cast<CublasLibrary::GemmStridedBatchedEx>(
-                  &cublasGemmStridedBatchedEx)) > 0);
+static_assert(
+    sizeof(static_cast<CublasLibrary::GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) > 0);
 
 template <typename Fn>
 bool find(void* handle, const char* symbol, Fn* fn, std::vector<std::string>* missing) {
@@ -65,8 +65,7 @@ absl::StatusOr<const CublasLibrary*> CublasLibrary::get() {
 
 absl::Status CublasLibrary::status(cublasStatus_t err, std::string_view what) const {
   if (err == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(
-      str_cat(what, ": ", status_name(err), " (", status_string(err), ")"));
+  return absl::InternalError(str_cat(what, ": ", status_name(err), " (", status_string(err), ")"));
 }
 
 }  // namespace tpusim::runtime::gpu

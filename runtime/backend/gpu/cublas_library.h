@@ -22,10 +22,9 @@ struct CublasLibrary {
                                     cudaDataType, int, const void*, void*, cudaDataType, int,
                                     cublasComputeType_t, cublasGemmAlgo_t);
   using GemmStridedBatchedEx = cublasStatus_t (*)(
-      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-      const void*, cudaDataType, int, long long int, const void*, cudaDataType, int, long long int,
-      const void*, void*, cudaDataType, int, long long int, int, cublasComputeType_t,
-      cublasGemmAlgo_t);
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, long long int, const void*, cudaDataType, int, long long int, const void*,
+      void*, cudaDataType, int, long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
 
   decltype(&cublasCreate) create = nullptr;
   decltype(&cublasDestroy) destroy = nullptr;
