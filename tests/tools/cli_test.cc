@@ -362,44 +362,6 @@ TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {
   EXPECT_LT(j["max_rel_error_vs_fp32_ref"].get<double>(), 2e-2);
 }
 
-TEST(Cli, AllreduceJsonHasTheFiguresTheIssueNames) {
-  const auto r =
-      run_tpusim({"allreduce", "--bytes", "1MiB", "--algorithm", "bidir_ring", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["cores"], 8);
-  EXPECT_EQ(j["bytes"], 1 << 20);
-  const double seconds = j["seconds"].get<double>();
-  EXPECT_NEAR(j["algorithm_bandwidth_bytes_per_s"].get<double>(), (1 << 20) / seconds, 1e-3);
-  EXPECT_NEAR(j["ratio_to_bound"].get<double>(), j["bound_seconds"].get<double>() / seconds, 1e-9);
-  EXPECT_GE(seconds, j["link_floor_seconds"].get<double>());  // never beats the links
-  EXPECT_TRUE(j["bitwise_identical_on_every_core"].get<bool>());
-  EXPECT_LT(j["max_abs_error_vs_f64_sum"].get<double>(), 1e-5);
-}
-
-// The 256 MiB v3-32 figure of issue 6: the bidirectional ring reaches its bound.
-TEST(Cli, AllreduceOnV3_32ReachesItsBound) {
-  const auto r = run_tpusim({"allreduce", "--config", "v3-32", "--bytes", "256MiB", "--algorithm",
-                             "bidir_ring", "--timing-only", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
-  EXPECT_GE(j["ratio_to_bound"].get<double>(), 0.9);
-  EXPECT_GE(j["seconds"].get<double>(), j["link_floor_seconds"].get<double>());
-  EXPECT_FALSE(j.contains("bitwise_identical_on_every_core"));
-}
-
-TEST(Cli, AllreduceRejectsBadSizesAndAlgorithms) {
-  auto r = run_tpusim({"allreduce", "--bytes", "12 parsecs"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--bytes '12 parsecs': unknown unit ' parsecs'"));
-  r = run_tpusim({"allreduce", "--bytes", "1MiB", "--algorithm", "tree"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--algorithm 'tree' is not one of ring, bidir_ring, torus2d"));
-  r = run_tpusim({"allreduce", "--config", "v3-2048", "--bytes", "100MB"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("add --timing-only"));
-}
-
 TEST(Cli, MatmulWritesTheStatsTree) {
   const auto path = std::filesystem::temp_directory_path() / "tpusim-cli-stats.json";
   const auto r = run_tpusim(

@@ -19,6 +19,7 @@
 #include "sim/system.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "traces/trace_writer.h"
 
 namespace tpusim::cli {
 namespace {
@@ -79,10 +80,12 @@ int run_allreduce(const std::vector<std::string>& args) {
       "chunk-bytes", po::value<uint64_t>(&chunk)->default_value(1 << 20),
       "pipelining granule: data moves in chunks of this size")(
       "timing-only", po::bool_switch(), "time only: no values (needed for big slices)")(
-      "json", po::bool_switch(), "print JSON");
+      "trace", po::value<std::string>(),
+      "write a trace (.pftrace: Perfetto, .json: Chrome): each core's ici track and every "
+      "link's utilization and HBM bandwidth counters")("json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim allreduce --bytes N [--config SLICE] [--algorithm ring|bidir_ring|torus2d]\n"
-      "                        [--chunk-bytes N] [--timing-only] [--json]\n\n"
+      "                        [--chunk-bytes N] [--timing-only] [--trace FILE] [--json]\n\n"
       "Sums N bytes of f32 from every core of the slice into every core over the simulated\n"
       "interconnect, and compares the time with the algorithm's bandwidth-optimal bound.\n"
       "Unless --timing-only, checks that every core ends with bitwise the same sum and how far\n"
@@ -125,7 +128,13 @@ int run_allreduce(const std::vector<std::string>& args) {
         ->set_chunk_bytes(chunk);
     b.halt();
   }
-  auto system = sim::System::create(*slice, {"tpu", timing_only, nullptr});
+  std::unique_ptr<traces::TraceWriter> trace;
+  if (vm.count("trace")) {
+    auto writer = traces::open_trace_writer(vm["trace"].as<std::string>());
+    if (!writer.ok()) return failure(std::string(writer.status().message()));
+    trace = *std::move(writer);
+  }
+  auto system = sim::System::create(*slice, {"tpu", timing_only, trace.get()});
   if (!system.ok()) return failure(std::string(system.status().message()));
   std::vector<double> expected;
   if (!timing_only) {
@@ -146,6 +155,9 @@ int run_allreduce(const std::vector<std::string>& args) {
   const double host_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
   if (!run.ok()) return failure(std::string(run.status().message()));
+  if (trace != nullptr) {
+    if (absl::Status st = trace->close(); !st.ok()) return failure(std::string(st.message()));
+  }
   const double seconds = static_cast<double>(run->cycles()) / (*system)->clock().frequency_hz();
   const sim::Topology topology(s);
   const sim::CollectiveBound bound =
@@ -175,6 +187,10 @@ int run_allreduce(const std::vector<std::string>& args) {
        stats.value("interconnect.busiest_link_busy_cycles") / (*system)->clock().frequency_hz()},
       {"host_seconds", host_seconds},
   };
+  if (trace != nullptr) {
+    out["trace"] = vm["trace"].as<std::string>();
+    out["trace_bytes"] = trace->bytes_written();
+  }
   if (!timing_only) {
     std::vector<float> first(elements), other(elements);
     bool identical = true;
@@ -213,6 +229,12 @@ int run_allreduce(const std::vector<std::string>& args) {
         "float64 sum {:.3g}\n",
         out["bitwise_identical_on_every_core"].get<bool>() ? "yes" : "NO",
         out["max_abs_error_vs_f64_sum"].get<double>());
+  }
+  if (trace != nullptr) {
+    const double kb = static_cast<double>(trace->bytes_written()) / 1e3;
+    std::cout << fmt::format(
+        "  trace       {} ({}; ui.perfetto.dev)\n", out["trace"].get<std::string>(),
+        kb < 1e3 ? fmt::format("{:.0f} KB", kb) : fmt::format("{:.1f} MB", kb / 1e3));
   }
   return kOk;
 }
