@@ -17,10 +17,9 @@ static_assert(
     sizeof(static_cast<CublasLibrary::GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) > 0);
 
 template <typename Fn>
-bool find(void* handle, const char* symbol, Fn* fn, std::vector<std::string>* missing) {
+void find(void* handle, const char* symbol, Fn* fn, std::vector<std::string>* missing) {
   *fn = reinterpret_cast<Fn>(dlsym(handle, symbol));
   if (*fn == nullptr) missing->push_back(symbol);
-  return *fn != nullptr;
 }
 
 }  // namespace
