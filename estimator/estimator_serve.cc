@@ -128,9 +128,10 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto driver =
       runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), params.profile}}, infeed);
   if (!driver.ok()) return driver.status();
-  auto trace = TrainTrace::start({}, *backend_, **driver);
+  auto trace = TrainTrace::start({}, **driver);
   if (!trace.ok()) return trace.status();
-  auto loop_steps = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
+  auto loop_steps =
+      (*driver)->next_loop(static_cast<uint32_t>(steps), backend_->device_now_seconds());
   if (!loop_steps.ok()) {
     if (loop_steps.status().code() == absl::StatusCode::kOutOfRange) {
       return absl::OutOfRangeError(str_cat("the eval input ended before ", steps, " steps (",
@@ -245,7 +246,7 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   const uint32_t ipl = config_.tpu_config.iterations_per_loop;
   for (size_t done = 0; done < total_steps;) {
     const auto n = static_cast<uint32_t>(std::min<size_t>(ipl, total_steps - done));
-    auto steps = (*driver)->next_loop(n, 0);
+    auto steps = (*driver)->next_loop(n, backend_->device_now_seconds());
     if (!steps.ok()) return steps.status();
     auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *steps,
                                    static_cast<uint64_t>(compiled->global_step));

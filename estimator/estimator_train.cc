@@ -144,20 +144,19 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (config_.progress) {
     on_step = [this, max_steps](int64_t g) { config_.progress(g, max_steps); };
   }
-  auto trace =
-      TrainTrace::start({config_.trace_path, config_.trace_first_step, config_.trace_last_step},
-                        *backend_, **driver, on_step);
+  auto trace = TrainTrace::start(
+      {config_.trace_path, config_.trace_first_step, config_.trace_last_step}, **driver, on_step);
   if (!trace.ok()) return trace.status();
 
   int64_t step = start_step;
-  double host_clock = 0;  // simulated host time since the input pipeline started
+  double host_clock = 0;  // simulated time since the input pipeline started
   double device_seconds = 0, wait_seconds = 0, mxu_weighted = 0;
   double last_log_host = 0;
   int64_t last_log_step = start_step;
   const uint32_t ipl = config_.tpu_config.iterations_per_loop;
   while (step < max_steps) {
     const auto n = static_cast<uint32_t>(std::min<int64_t>(ipl, max_steps - step));
-    auto steps = (*driver)->next_loop(n, host_clock);
+    auto steps = (*driver)->next_loop(n, backend_->device_now_seconds());
     if (!steps.ok()) return steps.status();
     const auto loop_start = std::chrono::steady_clock::now();
     (*trace)->before_loop(step + 1, step + n);

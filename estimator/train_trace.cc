@@ -5,7 +5,7 @@
 namespace tpusim::estimator {
 
 absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(
-    const TraceRequest& request, runtime::Backend& backend, runtime::InfeedDriver& driver,
+    const TraceRequest& request, runtime::InfeedDriver& driver,
     std::function<void(int64_t)> on_step) {
   std::unique_ptr<TrainTrace> t(new TrainTrace());
   t->request_ = request;
@@ -25,7 +25,6 @@ absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(
   traces::TraceRouter& router = runtime::device_trace_router();
   router.attach(&t->tee_);
   t->attached_ = true;
-  t->device_origin_s_ = backend.device_now_seconds();
   auto& models = driver.host_models();
   for (size_t p = 0; p < models.size(); ++p) {
     models[p].record_spans(true);
@@ -53,12 +52,14 @@ void TrainTrace::before_loop(int64_t first, int64_t last) {
 
 void TrainTrace::after_loop(runtime::InfeedDriver& driver) {
   traces::TraceRouter& router = runtime::device_trace_router();
+  driver.host_timeline().settle();  // a backend that does not simulate time asked for nothing
+  const double origin = driver.host_timeline().origin_seconds();
   auto& models = driver.host_models();
   for (size_t p = 0; p < models.size() && p < stage_tracks_.size(); ++p) {
     for (const auto& batch : models[p].take_spans()) {
       for (size_t i = 0; i < batch.size() && i < stage_tracks_[p].size(); ++i) {
         const auto at = [&](double s) {
-          return static_cast<traces::TimePs>((device_origin_s_ + s) * 1e12 + 0.5);
+          return static_cast<traces::TimePs>((origin + s) * 1e12 + 0.5);
         };
         router.slice(stage_tracks_[p][i], "batch", at(batch[i].first), at(batch[i].second));
       }

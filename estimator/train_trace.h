@@ -35,7 +35,7 @@ class TrainTrace {
   // Attaches to the device's trace router; host stage tracks come from the driver's models.
   // `on_step` (may be empty) hears each global step as the device finishes it.
   static absl::StatusOr<std::unique_ptr<TrainTrace>> start(
-      const TraceRequest& request, runtime::Backend& backend, runtime::InfeedDriver& driver,
+      const TraceRequest& request, runtime::InfeedDriver& driver,
       std::function<void(int64_t)> on_step = {});
   ~TrainTrace();
   TrainTrace(const TrainTrace&) = delete;
@@ -59,7 +59,6 @@ class TrainTrace {
   traces::TeeSink tee_;
   size_t file_output_ = 0;
   TraceRequest request_;
-  double device_origin_s_ = 0;  // device time when the host pipeline started
   std::vector<std::vector<traces::TrackId>> stage_tracks_;  // [pipeline][stage]
   bool attached_ = false;
 };

@@ -6,6 +6,7 @@
 
 #include "common/strings.h"
 #include "sim/chip/chip.h"
+#include "sim/chip/host_infeed.h"
 #include "sim/isa/validator.h"
 #include "sim/net/collective_engine.h"
 #include "sim/timing/mxu_policy.h"
@@ -35,6 +36,10 @@ class SliceModel : public sc_core::sc_module {
     }
     collectives->set_hbm(std::move(hbm));
     collectives->set_numerics(numerics.get());
+    std::vector<HostLink*> links;
+    for (auto& chip : chips) links.push_back(&chip->host_link());
+    infeed = std::make_unique<HostInfeed>("host_infeed", clock, std::move(links),
+                                          slice.chip.tensor_cores);
   }
   // The worker's jobs use the chips' units: finish them first.
   ~SliceModel() override { numerics->drain(); }
@@ -44,6 +49,7 @@ class SliceModel : public sc_core::sc_module {
   std::unique_ptr<NumericsWorker> numerics;
   std::unique_ptr<CollectiveEngine> collectives;
   std::vector<std::unique_ptr<Chip>> chips;
+  std::unique_ptr<HostInfeed> infeed;
 };
 
 namespace {
@@ -229,6 +235,11 @@ std::vector<std::string> System::blocked_lines(const isa::Program& program) {
                               " infeed batch(es) pending for it"));
     }
   }
+  if (model_->infeed->steps_pending() > 0 || model_->infeed->delivering()) {
+    lines.push_back(str_cat("host infeed thread: ", model_->infeed->steps_pending(),
+                            " step(s) not yet taken",
+                            model_->infeed->delivering() ? "; one step still crossing" : ""));
+  }
   return lines;
 }
 
@@ -276,6 +287,17 @@ absl::Status System::send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_
   if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
   const uint32_t per_chip = slice_->chip.tensor_cores;
   model_->chips[core / per_chip]->host_link().send(core % per_chip, std::move(entry), ready_cycle);
+  return absl::OkStatus();
+}
+
+absl::Status System::queue_infeed_step(InfeedStep step) {
+  for (const auto& [core, entry] : step.entries) {
+    if (core >= slice_->cores) {
+      return absl::OutOfRangeError(str_cat("infeed step ", step.index, ": no core ", core, " (",
+                                           slice_->name, " has ", slice_->cores, ")"));
+    }
+  }
+  model_->infeed->queue(std::move(step));
   return absl::OkStatus();
 }
 

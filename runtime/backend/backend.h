@@ -15,6 +15,7 @@
 #include <absl/status/statusor.h>
 
 #include "common/strings.h"
+#include "runtime/backend/host_schedule.h"
 #include "runtime/graph/graph.h"
 #include "traces/trace_router.h"
 
@@ -42,7 +43,9 @@ class Executable {
 // One step of a device loop: a batch for every replica, and when the host has them ready.
 struct LoopStep {
   std::vector<Feeds> replicas;  // one per replica
-  double ready_seconds = 0;     // host time from the loop's start when they may cross the link
+  // Step `host_step` of `host` says when they are ready; none: at once.
+  std::shared_ptr<HostSchedule> host;
+  uint64_t host_step = 0;
 };
 
 // One graph op's work and time over a device loop on one chip (tpusim): the compiler tags every

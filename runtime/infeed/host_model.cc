@@ -1,6 +1,7 @@
 #include "runtime/infeed/host_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tpusim::runtime {
 
@@ -9,7 +10,8 @@ HostPipelineModel::HostPipelineModel(std::vector<HostStage> stages, uint32_t cpu
     : stages_(std::move(stages)),
       cpu_cores_(std::max<uint32_t>(cpu_cores, 1)),
       prefetch_depth_(prefetch_depth),
-      done_(stages_.size(), 0.0),
+      start_(stages_.size(), 0.0),
+      left_(stages_.size(), 0.0),
       busy_(stages_.size(), 0.0) {
   double all_threads = 0;
   for (HostStage& s : stages_) {
@@ -20,33 +22,75 @@ HostPipelineModel::HostPipelineModel(std::vector<HostStage> stages, uint32_t cpu
   for (const HostStage& s : stages_) effective_.push_back(s.threads * share);
 }
 
-double HostPipelineModel::add_batch(const std::vector<double>& cpu_seconds) {
-  history_.push_back(cpu_seconds);
+uint64_t HostPipelineModel::push(std::vector<double> cpu_seconds) {
+  const uint64_t k = history_.size();
+  history_.push_back(std::move(cpu_seconds));
+  for (size_t i = 0; i < stages_.size(); ++i) busy_[i] += wall(i, k);
+  if (taken_.size() < history_.size()) taken_.resize(history_.size(), std::nan(""));
+  return k;
+}
+
+double HostPipelineModel::wall(size_t stage, uint64_t k) const {
+  const std::vector<double>& cost = history_[k];
+  return (stage < cost.size() ? cost[stage] : 0) / effective_[stage];
+}
+
+void HostPipelineModel::set_taken(uint64_t k, double seconds) {
+  if (taken_.size() <= k) taken_.resize(k + 1, std::nan(""));
+  taken_[k] = seconds;
+}
+
+double HostPipelineModel::taken_or_ready(uint64_t k) const {
+  return k < taken_.size() && !std::isnan(taken_[k]) ? taken_[k] : ready_[k];
+}
+
+void HostPipelineModel::work_out_next() {
+  const uint64_t k = ready_.size();
   StageSpans spans;
   double ready = 0;
   if (prefetch_depth_ == 0) {
-    ready = ready_.empty() ? 0 : ready_.back();
+    ready = k == 0 ? 0 : std::max(ready_[k - 1], taken_or_ready(k - 1));
     for (size_t i = 0; i < stages_.size(); ++i) {
-      const double wall = (i < cpu_seconds.size() ? cpu_seconds[i] : 0) / effective_[i];
-      busy_[i] += wall;
-      spans.emplace_back(ready, ready + wall);
-      ready += wall;
-      done_[i] = ready;
+      spans.emplace_back(ready, ready + wall(i, k));
+      ready += wall(i, k);
+      start_[i] = spans.back().first;
+      left_[i] = ready;
     }
   } else {
-    double upstream = 0;
+    double upstream = 0;  // when batch k left the stage before
     for (size_t i = 0; i < stages_.size(); ++i) {
-      const double wall = (i < cpu_seconds.size() ? cpu_seconds[i] : 0) / effective_[i];
-      busy_[i] += wall;
-      done_[i] = std::max(upstream, done_[i]) + wall;
-      spans.emplace_back(done_[i] - wall, done_[i]);
-      upstream = done_[i];
+      const double start = std::max(upstream, left_[i]);
+      const double finish = start + wall(i, k);
+      // Room to hand it on: the slot in front of the next stage is free once that stage started
+      // batch k-1 (start_ still holds it); the buffer has room once batch k-D was taken.
+      double room = 0;
+      if (i + 1 < stages_.size()) {
+        room = k == 0 ? 0 : start_[i + 1];
+      } else if (k >= prefetch_depth_) {
+        room = taken_or_ready(k - prefetch_depth_);
+      }
+      start_[i] = start;
+      left_[i] = std::max(finish, room);
+      spans.emplace_back(start, finish);
+      upstream = left_[i];
     }
     ready = upstream;
   }
   ready_.push_back(ready);
   if (record_spans_) spans_.push_back(std::move(spans));
-  return ready;
+}
+
+double HostPipelineModel::ready(uint64_t k) {
+  while (ready_.size() <= k && ready_.size() < history_.size()) work_out_next();
+  return k < ready_.size() ? ready_[k] : last_ready_seconds();
+}
+
+void HostPipelineModel::settle() {
+  if (!history_.empty()) ready(history_.size() - 1);
+}
+
+double HostPipelineModel::add_batch(const std::vector<double>& cpu_seconds) {
+  return ready(push(cpu_seconds));
 }
 
 size_t HostPipelineModel::busiest_stage() const {

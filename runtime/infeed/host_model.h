@@ -1,19 +1,30 @@
 #pragma once
 // A model of the host that runs an input pipeline (ARCHITECTURE.md, "Host timing"): it turns what
 // each stage of the pipeline costs per batch, in CPU seconds of one core, into the time each
-// batch is ready at the host link, on the target host's cores.
+// batch is ready in the pipeline's prefetch buffer, on the target host's cores.
 //
 // Each stage runs on `threads` threads; when the pipeline's threads outnumber the cores given to
 // it, every thread gets an equal share of a core (effective threads = threads x cores / all
-// threads). A stage then takes cost / effective threads of wall time per batch. With a prefetch
-// depth of at least 1 the stages overlap across batches like a production line: batch k leaves
-// stage i when it has left stage i-1 and stage i has finished batch k-1,
-//   done_i(k) = max(done_{i-1}(k), done_i(k-1)) + cost_i(k) / effective_threads_i,
-// so the steady rate is set by the slowest stage. With depth 0 nothing is produced ahead of the
-// infeed, and a batch's stages run one after another: done(k) = done(k-1) + sum_i of the same.
-// The run-ahead is not bounded by the prefetch depth (the model does not see the device take
-// batches); with constant costs that changes no arrival time, because a pipeline faster than
-// the device never makes it wait and a slower one never has a batch in hand.
+// threads). A stage then takes w = cost / effective threads of wall time per batch.
+//
+// With a prefetch depth D of at least 1 the stages overlap across batches like a production
+// line, and every place a batch can wait is bounded: a stage holds the batch it works on, hands
+// it to a one-batch slot in front of the next stage, and the last stage hands it to the prefetch
+// buffer of D batches, which the infeed empties. A stage that cannot hand a finished batch on
+// waits with it (blocking after service). For batch k of stage i, with L the time a batch
+// leaves a stage and T(j) the time the infeed took batch j out of the buffer:
+//   start_i(k) = max(L_{i-1}(k), L_i(k-1))
+//   L_i(k)     = max(start_i(k) + w_i(k), start_{i+1}(k-1))    (the slot is free again)
+//   L_last(k)  = max(start_last(k) + w_last(k), T(k-D))         (a free place in the buffer)
+// and batch k is ready when it leaves the last stage. The steady rate is set by the slowest
+// stage, and a pipeline faster than the device runs at most D batches (plus one per stage and
+// slot) ahead of it instead of banking batches while the device is slow or idle between loops.
+// With depth 0 nothing is produced ahead: the infeed asks for batch k once it took batch k-1,
+// and the stages run one after another, ready(k) = max(ready(k-1), T(k-1)) + sum_i w_i(k).
+//
+// Batches are worked out lazily, in order, when their ready time is asked for, so a simulator can
+// report T(j) first. A batch whose taking nobody reported counts as taken when it was ready (a
+// device that keeps up): that is all add_batch() and the what-if replays assume, the host alone.
 
 #include <cstdint>
 #include <string>
@@ -33,20 +44,31 @@ class HostPipelineModel {
   // `cpu_cores`: the host cores this pipeline may use (at least 1).
   HostPipelineModel(std::vector<HostStage> stages, uint32_t cpu_cores, uint32_t prefetch_depth);
 
-  // A batch whose stages cost `cpu_seconds` (one per stage, CPU seconds of one core); returns
-  // the time it is ready at the link, in seconds from the pipeline's start.
+  // Queues a batch whose stages cost `cpu_seconds` (one per stage, CPU seconds of one core);
+  // returns its index. Its times are worked out when ready() first asks.
+  uint64_t push(std::vector<double> cpu_seconds);
+  // The time batch `k` (pushed) is ready, in seconds from the pipeline's start; works out every
+  // batch up to it.
+  double ready(uint64_t k);
+  // The infeed took batch `k` out of the prefetch buffer at `seconds`. Counts for batches not yet
+  // worked out: report it before asking for batch k + prefetch depth.
+  void set_taken(uint64_t k, double seconds);
+  // Works out every pushed batch.
+  void settle();
+  // push() and ready() of that batch, the host alone.
   double add_batch(const std::vector<double>& cpu_seconds);
 
   const std::vector<HostStage>& stages() const { return stages_; }
   uint32_t cpu_cores() const { return cpu_cores_; }
   uint32_t prefetch_depth() const { return prefetch_depth_; }
   double effective_threads(size_t stage) const { return effective_[stage]; }
-  uint64_t batches() const { return history_.size(); }
+  uint64_t batches() const { return history_.size(); }  // pushed
   // Wall seconds each stage has been busy so far, and the busiest one: the bottleneck.
   const std::vector<double>& busy_seconds() const { return busy_; }
   size_t busiest_stage() const;
-  // The same batches replayed with `stage` on `threads` threads: what-if figures.
+  // The same batches replayed with `stage` on `threads` threads, the host alone: what-if figures.
   HostPipelineModel with_threads(size_t stage, uint32_t threads) const;
+  // When the last batch worked out was ready.
   double last_ready_seconds() const { return ready_.empty() ? 0 : ready_.back(); }
 
   // [start, end) wall seconds of one batch in each stage: what a trace shows per stage.
@@ -56,14 +78,21 @@ class HostPipelineModel {
   std::vector<StageSpans> take_spans() { return std::move(spans_); }
 
  private:
+  // Works out the next batch (ready_.size()).
+  void work_out_next();
+  double wall(size_t stage, uint64_t k) const;
+  double taken_or_ready(uint64_t k) const;
+
   std::vector<HostStage> stages_;
   uint32_t cpu_cores_;
   uint32_t prefetch_depth_;
   std::vector<double> effective_;
-  std::vector<double> done_;  // per stage: when it finished its last batch
+  std::vector<double> start_;  // per stage: when it started the last batch worked out
+  std::vector<double> left_;   // per stage: when that batch left it
   std::vector<double> busy_;
-  std::vector<std::vector<double>> history_;
-  std::vector<double> ready_;
+  std::vector<std::vector<double>> history_;  // pushed costs, CPU seconds
+  std::vector<double> ready_;                 // worked out
+  std::vector<double> taken_;                 // reported; NaN where not
   bool record_spans_ = false;
   std::vector<StageSpans> spans_;
 };

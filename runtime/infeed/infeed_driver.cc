@@ -55,45 +55,46 @@ absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
     }
     models.emplace_back(std::move(stages), cores, t.prefetch_depth);
   }
+  const uint32_t per_step =
+      options.deal_per_core_batches ? static_cast<uint32_t>(options.replicas / p) : 1;
+  auto timeline = std::make_shared<HostTimeline>(std::move(models), per_step);
   return std::unique_ptr<InfeedDriver>(new InfeedDriver(std::move(pipelines), std::move(options),
-                                                        std::move(feeds), std::move(models)));
+                                                        std::move(feeds), std::move(timeline)));
 }
 
 InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options,
-                           std::vector<Feed> feeds, std::vector<HostPipelineModel> models)
+                           std::vector<Feed> feeds, std::shared_ptr<HostTimeline> timeline)
     : pipelines_(std::move(pipelines)),
       options_(std::move(options)),
       feeds_(std::move(feeds)),
-      models_(std::move(models)),
+      timeline_(std::move(timeline)),
       last_cpu_(pipelines_.size()) {
   for (const InputPipeline& p : pipelines_) iterators_.push_back(p.dataset->make_iterator());
 }
 
 absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
-                                                              double loop_start_seconds) {
+                                                              double device_now_seconds) {
+  timeline_->start_at(device_now_seconds);
   std::vector<LoopStep> loop;
   loop.reserve(steps);
   for (uint32_t s = 0; s < steps; ++s) {
     LoopStep step;
     step.replicas.resize(options_.replicas);
-    double ready = 0;
     for (size_t p = 0; p < pipelines_.size(); ++p) {
-      auto at = pull(p, &step.replicas);
-      if (!at.ok()) return at.status();
-      ready = std::max(ready, *at);
+      if (absl::Status st = pull(p, &step.replicas); !st.ok()) return st;
     }
-    step.ready_seconds = std::max(0.0, ready - loop_start_seconds);
+    step.host = timeline_;
+    step.host_step = timeline_->add_step();
     loop.push_back(std::move(step));
     ++steps_taken_;
   }
   return loop;
 }
 
-absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
+absl::Status InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
   const size_t per_pipeline = options_.replicas / pipelines_.size();
   // Dealing: each batch is one replica's, and the pipeline's replicas take them in turn.
   const size_t pulls = options_.deal_per_core_batches ? per_pipeline : 1;
-  double ready = 0;
   for (size_t j = 0; j < pulls; ++j) {
     auto next = iterators_[p]->next();
     if (!next.ok()) {
@@ -124,15 +125,15 @@ absl::StatusOr<double> InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas
       }
       costs.push_back(static_cast<double>(data::thread_cpu_ns() - start_ns) * 1e-9);
     }
-    ready = models_[p].add_batch(costs);
+    host_models()[p].push(std::move(costs));
   }
-  return ready;
+  return absl::OkStatus();
 }
 
 absl::Status InfeedDriver::skip(uint64_t steps) {
   for (uint64_t s = 0; s < steps; ++s) {
     for (size_t p = 0; p < pipelines_.size(); ++p) {
-      if (auto at = pull(p, nullptr); !at.ok()) return at.status();
+      if (absl::Status st = pull(p, nullptr); !st.ok()) return st;
     }
     ++steps_taken_;
   }

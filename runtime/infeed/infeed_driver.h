@@ -1,9 +1,10 @@
 #pragma once
 // The infeed driver (ARCHITECTURE.md, step 4 of a training run): for each device loop it pulls
 // the loop's batches from the host input pipelines, splits each host batch over the cores it
-// feeds, turns the components into the graph's infeed tensors, and stamps each step with the time
-// the host model says its batches are ready at the host link. The backend then sends them over
-// the host link into each core's bounded infeed queue (the tpusim backend) or just computes.
+// feeds, turns the components into the graph's infeed tensors, and gives each step the host
+// timeline that says when its batches are ready. The backend then sends them over the host link
+// into each core's bounded infeed queue (the tpusim backend, which tells the timeline when each
+// step was taken: the host's prefetch buffer is bounded) or just computes.
 //
 // Pipelines and cores: with P pipelines and R replicas, pipeline p feeds replicas
 // p*R/P .. (p+1)*R/P - 1. Its batches are split evenly along dimension 0 over them (one pipeline
@@ -12,7 +13,8 @@
 // (PER_HOST_V2, where input_fn batches at the per-core size). One pipeline per replica is
 // per-core input.
 //
-// Host time: every pipeline starts at host time 0 and runs on its own share of the host's cores.
+// Host time: every pipeline starts at host time 0 (the device time of the first loop's start) and
+// runs on its own share of the host's cores.
 // A step is ready when the last of its pipelines has its batch. Deterministic mode charges each
 // stage a fixed cost per batch (from the host config); measured mode charges what the
 // pipeline's StageProfile measured since the previous batch, and the driver's own CPU time for
@@ -31,6 +33,7 @@
 #include "runtime/data/dataset.h"
 #include "runtime/data/stage_profile.h"
 #include "runtime/infeed/host_model.h"
+#include "runtime/infeed/host_timeline.h"
 
 namespace tpusim::runtime {
 
@@ -65,18 +68,19 @@ class InfeedDriver {
                                                               std::vector<InputPipeline> pipelines,
                                                               InfeedOptions options);
 
-  // The next `steps` steps, each ready `ready_seconds` after `loop_start_seconds` (host time when
-  // the device loop starts; batches the host finished earlier are ready at once). OutOfRange
-  // when a pipeline ends first, saying how many steps it gave; errors of a pipeline come with
-  // its index and the step.
-  absl::StatusOr<std::vector<LoopStep>> next_loop(uint32_t steps, double loop_start_seconds);
+  // The next `steps` steps, each with the host timeline to ask when it is ready.
+  // `device_now_seconds` is the backend's device time now; the first call's is when every input
+  // pipeline started. OutOfRange when a pipeline ends first, saying how many steps it gave;
+  // errors of a pipeline come with its index and the step.
+  absl::StatusOr<std::vector<LoopStep>> next_loop(uint32_t steps, double device_now_seconds);
   // Reads and drops `steps` steps' batches, charging the host model nothing: a resumed run
   // fast-forwards its (deterministic) input to where the checkpoint left it.
   absl::Status skip(uint64_t steps);
 
   // The host model of each pipeline (batches so far, stage busy time, what-if replays).
-  const std::vector<HostPipelineModel>& host_models() const { return models_; }
-  std::vector<HostPipelineModel>& host_models() { return models_; }
+  const std::vector<HostPipelineModel>& host_models() const { return timeline_->models(); }
+  std::vector<HostPipelineModel>& host_models() { return timeline_->models(); }
+  HostTimeline& host_timeline() { return *timeline_; }
   uint64_t steps_taken() const { return steps_taken_; }
 
  private:
@@ -86,10 +90,10 @@ class InfeedDriver {
     Shape shape;  // per replica
   };
   InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions options, std::vector<Feed> feeds,
-               std::vector<HostPipelineModel> models);
-  // One step's batches of `pipeline` into `replicas` (null: read and drop them); returns when
-  // they are ready.
-  absl::StatusOr<double> pull(size_t pipeline, std::vector<Feeds>* replicas);
+               std::shared_ptr<HostTimeline> timeline);
+  // One step's batches of `pipeline` into `replicas` (null: read and drop them, charging the
+  // host model nothing).
+  absl::Status pull(size_t pipeline, std::vector<Feeds>* replicas);
   // `batch` split along dimension 0 into replicas first_replica .. first_replica + k - 1.
   absl::Status split(const data::Element& batch, size_t first_replica, int64_t k,
                      std::vector<Feeds>& replicas) const;
@@ -98,7 +102,7 @@ class InfeedDriver {
   std::vector<std::unique_ptr<data::Iterator>> iterators_;
   InfeedOptions options_;
   std::vector<Feed> feeds_;
-  std::vector<HostPipelineModel> models_;
+  std::shared_ptr<HostTimeline> timeline_;
   std::vector<std::vector<double>> last_cpu_;  // measured mode: per pipeline, per stage
   uint64_t steps_taken_ = 0;
 };

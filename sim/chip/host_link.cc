@@ -48,9 +48,10 @@ uint64_t HostLink::transfer_cycles(uint64_t bytes, double bytes_per_s) const {
       .value;
 }
 
-void HostLink::send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle) {
+void HostLink::send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle,
+                    std::function<void()> on_delivered) {
   pending_.emplace(std::make_pair(ready_cycle, arrivals_++),
-                   Pending{core_on_chip, std::move(entry), ready_cycle});
+                   Pending{core_on_chip, std::move(entry), ready_cycle, std::move(on_delivered)});
   host_ready_.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -94,6 +95,7 @@ void HostLink::host_to_device() {
     h2d_bytes_ += batch.entry.bytes;
     batch.entry.enqueued_cycle = now_cycle();
     queue.push(std::move(batch.entry));
+    if (batch.on_delivered) batch.on_delivered();
   }
 }
 

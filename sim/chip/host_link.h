@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <systemc>
 #include <vector>
@@ -23,8 +24,10 @@ class HostLink : public sc_core::sc_module {
            const ClockDomain& clock, std::vector<Core*> cores, sc_core::sc_event& outfeed_pushed,
            StatGroup& stats);
 
-  // Queues a host batch for `core_on_chip`, ready to send at `ready_cycle`.
-  void send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle);
+  // Queues a host batch for `core_on_chip`, ready to send at `ready_cycle`; `on_delivered` (may
+  // be empty) runs when it is in the core's infeed queue.
+  void send(uint32_t core_on_chip, FeedEntry entry, uint64_t ready_cycle,
+            std::function<void()> on_delivered = {});
   // Entries that reached the host from `core_on_chip`, oldest first; the outbox empties.
   std::vector<FeedEntry> take_outbox(uint32_t core_on_chip);
   // Host batches not yet delivered to `core_on_chip`'s infeed queue.
@@ -35,6 +38,7 @@ class HostLink : public sc_core::sc_module {
     uint32_t core;
     FeedEntry entry;
     uint64_t ready_cycle;
+    std::function<void()> on_delivered;
   };
   void host_to_device();
   void device_to_host();

@@ -38,6 +38,39 @@ TEST(HostModel, WithoutPrefetchTheStagesRunOneAfterAnother) {
   EXPECT_DOUBLE_EQ(m.add_batch(cost), 12.0);
 }
 
+// Two 1 s stages and a prefetch buffer of 2, emptied by a device that takes a batch every 10 s
+// from 10 s on. Batch 2 is done at 4 s but waits in the last stage until batch 0 leaves the
+// buffer; then the first stage is held too: batch 5 starts at 10 s, not at 5 s.
+TEST(HostModel, AFullPrefetchBufferHoldsEveryStage) {
+  HostPipelineModel m({{"a", 1}, {"b", 1}}, 4, 2);
+  m.record_spans(true);
+  for (int k = 0; k < 6; ++k) m.push({1, 1});
+  EXPECT_DOUBLE_EQ(m.ready(0), 2.0);
+  EXPECT_DOUBLE_EQ(m.ready(1), 3.0);
+  for (uint64_t k = 2; k < 6; ++k) {
+    m.set_taken(k - 2, 10.0 * static_cast<double>(k - 1));
+    EXPECT_DOUBLE_EQ(m.ready(k), 10.0 * static_cast<double>(k - 1)) << k;
+  }
+  const auto spans = m.take_spans();
+  ASSERT_EQ(spans.size(), 6u);
+  EXPECT_EQ(spans[2][1], std::make_pair(3.0, 4.0));    // b works on batch 2 from 3 to 4 s
+  EXPECT_EQ(spans[3][1], std::make_pair(10.0, 11.0));  // and on batch 3 once 2 left it
+  EXPECT_EQ(spans[5][0], std::make_pair(10.0, 11.0));  // a starts batch 5 at 10 s
+  // The host alone (nobody reports a batch taken) runs on at one batch a second.
+  HostPipelineModel alone({{"a", 1}, {"b", 1}}, 4, 2);
+  for (int k = 0; k < 6; ++k) EXPECT_DOUBLE_EQ(alone.add_batch({1, 1}), 2.0 + k);
+}
+
+// Without prefetch the infeed asks for batch k once it took batch k-1.
+TEST(HostModel, WithoutPrefetchABatchStartsWhenTheLastWasTaken) {
+  HostPipelineModel m({{"a", 1}, {"b", 1}}, 4, 0);
+  m.push({1, 1});
+  m.push({1, 1});
+  EXPECT_DOUBLE_EQ(m.ready(0), 2.0);
+  m.set_taken(0, 10);
+  EXPECT_DOUBLE_EQ(m.ready(1), 12.0);
+}
+
 // 1 + 8 + 1 + 1 = 11 threads on 4 cores: each thread gets 4/11 of a core.
 TEST(HostModel, ThreadsBeyondTheCoresShareThem) {
   HostPipelineModel m(standard_stages(1, 8), 4, 2);

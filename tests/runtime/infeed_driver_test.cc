@@ -124,24 +124,45 @@ TEST(InfeedDriver, OnePipelinePerReplicaFeedsItsOwnCore) {
   EXPECT_EQ((*loop)[1].replicas[1].at("x").shape, (Shape{8, 3}));
 }
 
+double ready(const LoopStep& step) { return step.host->ready_seconds(step.host_step); }
+
 // Stages read 1, map 4, batch and enqueue 0.5 s, one thread each on 8 cores: the first batch is
-// ready at 6 s, then one every 4 s (the map sets the pace).
-TEST(InfeedDriver, StepsAreReadyWhenTheHostModelSaysRelativeToTheLoop) {
+// ready at 6 s, then one every 4 s (the map sets the pace). Host time 0 is the device time the
+// first loop began at, 100 s here; the second loop's steps go on from there.
+TEST(InfeedDriver, StepsAreReadyWhenTheHostTimelineSays) {
   auto driver = InfeedDriver::create(two_infeeds(8), {{host_batches(6), nullptr}},
                                      fixed_costs(1, {1, 4, 0.5, 0.5}));
   ASSERT_TRUE(driver.ok()) << driver.status();
-  auto first = (*driver)->next_loop(3, 0);
+  auto first = (*driver)->next_loop(3, 100);
   ASSERT_TRUE(first.ok());
-  EXPECT_DOUBLE_EQ((*first)[0].ready_seconds, 6.0);
-  EXPECT_DOUBLE_EQ((*first)[1].ready_seconds, 10.0);
-  EXPECT_DOUBLE_EQ((*first)[2].ready_seconds, 14.0);
-  // The second loop starts at host time 20: batch 3 (ready at 18) is there at once.
-  auto second = (*driver)->next_loop(3, 20);
+  EXPECT_DOUBLE_EQ(ready((*first)[0]), 106.0);
+  EXPECT_DOUBLE_EQ(ready((*first)[1]), 110.0);
+  EXPECT_DOUBLE_EQ(ready((*first)[2]), 114.0);
+  auto second = (*driver)->next_loop(3, 120);
   ASSERT_TRUE(second.ok());
-  EXPECT_DOUBLE_EQ((*second)[0].ready_seconds, 0.0);
-  EXPECT_DOUBLE_EQ((*second)[1].ready_seconds, 2.0);
-  EXPECT_DOUBLE_EQ((*second)[2].ready_seconds, 6.0);
+  EXPECT_EQ((*second)[0].host_step, 3u);
+  EXPECT_DOUBLE_EQ(ready((*second)[0]), 118.0);
+  EXPECT_DOUBLE_EQ(ready((*second)[1]), 122.0);
+  EXPECT_DOUBLE_EQ(ready((*second)[2]), 126.0);
   EXPECT_EQ((*driver)->host_models()[0].stages()[1].name, "map");
+}
+
+// A device that takes each step late holds the host up: with prefetch depth 2, batch k can
+// leave the enqueue stage only once step k-2 was taken.
+TEST(InfeedDriver, TakenStepsFreeTheHostsPrefetchBuffer) {
+  auto driver = InfeedDriver::create(two_infeeds(8), {{host_batches(4), nullptr}},
+                                     fixed_costs(1, {1, 1, 1, 1}));
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  auto loop = (*driver)->next_loop(4, 0);
+  ASSERT_TRUE(loop.ok());
+  HostSchedule& host = *(*loop)[0].host;
+  EXPECT_DOUBLE_EQ(host.ready_seconds(0), 4.0);
+  host.taken(0, 50);
+  EXPECT_DOUBLE_EQ(host.ready_seconds(1), 5.0);
+  host.taken(1, 60);
+  EXPECT_DOUBLE_EQ(host.ready_seconds(2), 50.0);  // done at 6, held until step 0 left
+  host.taken(2, 70);
+  EXPECT_DOUBLE_EQ(host.ready_seconds(3), 60.0);
 }
 
 TEST(InfeedDriver, MeasuredModeChargesEachStageItsCpuTime) {
@@ -169,9 +190,8 @@ TEST(InfeedDriver, MeasuredModeChargesEachStageItsCpuTime) {
   EXPECT_EQ(m.busiest_stage(), 1u);
   EXPECT_GE(m.busy_seconds()[1], 4 * 2e-3);
   // One decode thread: the last batch cannot be ready before four decodes' CPU time.
-  EXPECT_GE(loop->back().ready_seconds, 4 * 2e-3);
-  for (size_t s = 1; s < loop->size(); ++s)
-    EXPECT_GT((*loop)[s].ready_seconds, (*loop)[s - 1].ready_seconds);
+  EXPECT_GE(ready(loop->back()), 4 * 2e-3);
+  for (size_t s = 1; s < loop->size(); ++s) EXPECT_GT(ready((*loop)[s]), ready((*loop)[s - 1]));
 }
 
 TEST(InfeedDriver, RenamesComponentsAndLeavesUnusedOnesOnTheHost) {

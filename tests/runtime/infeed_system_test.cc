@@ -70,16 +70,24 @@ struct Loop {
   uint64_t max_wait = 0;
 };
 
-// `steps` steps whose host batches each cost the host `batch_seconds` (one stage, one thread).
-Loop run_fed(Backend& backend, Executable& exe, Variables& vars, int steps, double batch_seconds) {
+// A driver for `steps` host batches that each cost the host `batch_seconds` (one stage, one
+// thread).
+std::unique_ptr<InfeedDriver> fed_by(const Graph& g, int steps, double batch_seconds,
+                                     uint32_t prefetch_depth = 2) {
   InfeedOptions o;
+  o.timing.prefetch_depth = prefetch_depth;
   o.replicas = kReplicas;
   o.timing.cpu_cores = 96;
   o.timing.stages = {{"map", 1}};
   o.timing.stage_seconds = {batch_seconds};
-  auto driver = InfeedDriver::create(exe.graph(), {{host_batches(steps), nullptr}}, o);
+  auto driver = InfeedDriver::create(g, {{host_batches(steps), nullptr}}, o);
   EXPECT_TRUE(driver.ok()) << driver.status();
-  auto loop = (*driver)->next_loop(static_cast<uint32_t>(steps), 0);
+  return driver.ok() ? *std::move(driver) : nullptr;
+}
+
+// The driver's next `steps` steps as one device loop.
+Loop run_loop(Backend& backend, Executable& exe, Variables& vars, InfeedDriver& driver, int steps) {
+  auto loop = driver.next_loop(static_cast<uint32_t>(steps), backend.device_now_seconds());
   EXPECT_TRUE(loop.ok()) << loop.status();
   auto run = backend.run_loop(exe, vars, *loop, 0);
   EXPECT_TRUE(run.ok()) << run.status();
@@ -90,6 +98,12 @@ Loop run_fed(Backend& backend, Executable& exe, Variables& vars, int steps, doub
   }
   for (uint64_t w : out.result.timing.infeed_wait_cycles) out.max_wait = std::max(out.max_wait, w);
   return out;
+}
+
+// `steps` steps whose host batches each cost the host `batch_seconds`, as one loop.
+Loop run_fed(Backend& backend, Executable& exe, Variables& vars, int steps, double batch_seconds) {
+  auto driver = fed_by(exe.graph(), steps, batch_seconds);
+  return run_loop(backend, exe, vars, *driver, steps);
 }
 
 // The same three fed steps of `g` on tpusim and on cpu (mxu precision: the same bf16 products),
@@ -240,6 +254,51 @@ TEST(InfeedSystem, TheDeviceWaitsOnlyWhereTheHostIsSlower) {
   }
   EXPECT_EQ(slow.result.timing.cycles, 1435963u);
   EXPECT_EQ(slow.max_wait, 979696u);
+}
+
+// Between two loops the host's round trip leaves the device idle for 30 steps' time, in which a
+// host making a batch every 2 steps could make 15. Its buffers hold 3: the prefetch buffer's 2
+// and the batch its one stage finished and holds until there is room. So the second loop takes
+// those 3 at once, and then one batch every 2 steps: about 3 + 2 x 6 steps, where a prefetch
+// buffer of 100 lets the host bank all it can make and the loop takes 10 steps.
+TEST(InfeedSystem, BetweenLoopsTheHostBanksOnlyWhatItsBuffersHold) {
+  const Graph g = training_step();
+  auto tpu = make_backend("tpusim");
+  auto exe = (*tpu)->compile(g, {"fp32", kReplicas});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables vars = initial_variables(g);
+  const double hz = 940e6;
+  const Loop one = run_fed(**tpu, **exe, vars, 1, 0);
+  const Loop ten = run_fed(**tpu, **exe, vars, 10, 0);
+  const double step =
+      static_cast<double>(ten.result.timing.cycles - one.result.timing.cycles) / 9 / hz;
+
+  auto driver = fed_by(g, 20, 2 * step);
+  const Loop first = run_loop(**tpu, **exe, vars, *driver, 10);
+  ASSERT_TRUE((*tpu)->host_round_trip(30 * step).ok());
+  const Loop second = run_loop(**tpu, **exe, vars, *driver, 10);
+  auto roomy = fed_by(g, 20, 2 * step, 100);
+  const Loop roomy_first = run_loop(**tpu, **exe, vars, *roomy, 10);
+  ASSERT_TRUE((*tpu)->host_round_trip(30 * step).ok());
+  const Loop roomy_second = run_loop(**tpu, **exe, vars, *roomy, 10);
+  // Input-bound throughout the first loop: batch k is ready at 2(k+1) steps.
+  EXPECT_GT(first.result.timing.seconds, 20 * step);
+  EXPECT_LT(first.result.timing.seconds, 21.5 * step);
+  // The second: batches 10 and 11 wait in the prefetch buffer, 12 in the stage; 13 starts when
+  // 12 leaves, at the loop's start, and the last, 19, is ready 14 steps in.
+  EXPECT_GT(second.result.timing.seconds, 14 * step);
+  EXPECT_LT(second.result.timing.seconds, 15.5 * step);
+  EXPECT_GT(static_cast<double>(second.max_wait) / hz, 4 * step);
+  EXPECT_EQ(first.result.timing.cycles, 975995u);
+  EXPECT_EQ(second.result.timing.cycles, 700003u);  // 15.2 steps
+  EXPECT_EQ(second.max_wait, 240010u);
+  // With room for every batch, only the first of the second loop waits (to cross the link).
+  EXPECT_EQ(roomy_first.result.timing.cycles, first.result.timing.cycles);
+  EXPECT_EQ(roomy_second.max_wait, one.max_wait);
+  EXPECT_EQ(roomy_second.result.timing.cycles, ten.result.timing.cycles);  // 470010
+  // The host alone, as if the device took every batch at once, makes the 20 in 40 steps' time.
+  const HostPipelineModel& m = driver->host_models()[0];
+  EXPECT_NEAR(m.with_threads(0, 1).last_ready_seconds(), 40 * step, 1e-12);
 }
 
 }  // namespace

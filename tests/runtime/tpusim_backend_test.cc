@@ -112,7 +112,9 @@ TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {
   Variables vars = initial_variables(b.graph());
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {256, 512}}};
-  const std::vector<LoopStep> steps(2, LoopStep{{opcheck::make_feeds(c, 3)}, 0});
+  LoopStep fed;
+  fed.replicas = {opcheck::make_feeds(c, 3)};
+  const std::vector<LoopStep> steps(2, fed);
   auto loop = (*backend)->run_loop(**exe, vars, steps, 0);
   ASSERT_TRUE(loop.ok()) << loop.status();
   const DeviceTiming& t = loop->timing;

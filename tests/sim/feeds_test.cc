@@ -1,5 +1,7 @@
 // Infeed and outfeed through the host link, and the device loop.
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,6 +108,62 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   // the rest, which cross the link while the device works.
   EXPECT_LT(fast_wait, 4 * 1181u);
   EXPECT_LT(fast_wait * 10, slow_wait);
+}
+
+// A host whose answers depend on when the infeed thread took the previous step, as a bounded
+// prefetch buffer makes them: it records what it was asked and told, in order.
+class RecordingFeed final : public HostFeed {
+ public:
+  // Step 0 ready at `first`; each later one `gap` cycles after the previous was taken (0: at
+  // once).
+  RecordingFeed(uint64_t first, uint64_t gap) : first_(first), gap_(gap) {}
+  uint64_t ready_cycle(uint64_t step) override {
+    calls.push_back("ready " + std::to_string(step));
+    if (step == 0) return first_;
+    return gap_ == 0 ? 0 : taken_at.back() + gap_;
+  }
+  void taken(uint64_t step, uint64_t cycle) override {
+    calls.push_back("taken " + std::to_string(step));
+    taken_at.push_back(cycle);
+  }
+  std::vector<std::string> calls;
+  std::vector<uint64_t> taken_at;
+
+ private:
+  uint64_t first_, gap_;
+};
+
+InfeedStep step_of(std::shared_ptr<HostFeed> feed, uint64_t index) {
+  InfeedStep step;
+  FeedEntry e;
+  e.bytes = 4096;
+  step.entries.emplace_back(1, std::move(e));
+  step.feed = std::move(feed);
+  step.index = index;
+  return step;
+}
+
+// The infeed thread asks for step k only after it took step k-1, and takes it once the host has
+// it ready and step k-1 crossed the link (1181 cycles). A host 3000 cycles behind each take
+// paces the steps; one with every step ready paces them at the link's 1181 cycles.
+TEST(Feeds, TheInfeedThreadTakesStepsInOrderAndTellsTheHost) {
+  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto paced = std::make_shared<RecordingFeed>(10000, 3000);
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(system->queue_infeed_step(step_of(paced, k)).ok());
+  const uint64_t start = system->now_cycle();
+  auto run = system->run(doubling_loop(4));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(paced->calls, ::testing::ElementsAre("ready 0", "taken 0", "ready 1", "taken 1",
+                                                   "ready 2", "taken 2", "ready 3", "taken 3"));
+  EXPECT_THAT(paced->taken_at, ::testing::ElementsAre(10000, 13000, 16000, 19000));
+  EXPECT_EQ(start, 0u);
+
+  auto eager = std::make_shared<RecordingFeed>(0, 0);
+  const uint64_t now = system->now_cycle();
+  for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(system->queue_infeed_step(step_of(eager, k)).ok());
+  ASSERT_TRUE(system->run(doubling_loop(4)).ok());
+  ASSERT_EQ(eager->taken_at.size(), 4u);
+  for (uint64_t k = 0; k < 4; ++k) EXPECT_EQ(eager->taken_at[k], now + 1181 * k) << k;
 }
 
 TEST(Feeds, WrongSizedBatchIsAnError) {

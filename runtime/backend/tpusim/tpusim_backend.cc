@@ -109,8 +109,7 @@ absl::Status write_state(sim::System& system, const Graph& g, const CompiledStep
 }
 
 // A step's batch for one replica, cut into the entries its infeed dequeues take.
-absl::Status send_batch(sim::System& system, uint32_t core, const CompiledStep& step,
-                        const Feeds& feeds, uint64_t ready_cycle) {
+void add_batch(uint32_t core, const CompiledStep& step, const Feeds& feeds, sim::InfeedStep& into) {
   for (const Transfer& t : step.infeeds) {
     const std::vector<uint8_t> data = bytes_of(feeds.at(t.name));
     const uint64_t entry_bytes = t.rows_per_entry * uint64_t{t.cols} * 4;
@@ -119,11 +118,27 @@ absl::Status send_batch(sim::System& system, uint32_t core, const CompiledStep& 
       entry.bytes = std::min<uint64_t>(entry_bytes, data.size() - at);
       entry.data.assign(data.begin() + static_cast<long>(at),
                         data.begin() + static_cast<long>(at + entry.bytes));
-      if (auto st = system.send_infeed(core, std::move(entry), ready_cycle); !st.ok()) return st;
+      into.entries.emplace_back(core, std::move(entry));
     }
   }
-  return absl::OkStatus();
 }
+
+// A host schedule as the simulator's HostFeed: device seconds are cycles / clock frequency.
+class ScheduleFeed final : public sim::HostFeed {
+ public:
+  ScheduleFeed(std::shared_ptr<HostSchedule> schedule, const sim::ClockDomain& clock)
+      : schedule_(std::move(schedule)), clock_(clock) {}
+  uint64_t ready_cycle(uint64_t step) override {
+    return clock_.cycles_for_seconds(std::max(0.0, schedule_->ready_seconds(step))).value;
+  }
+  void taken(uint64_t step, uint64_t cycle) override {
+    schedule_->taken(step, static_cast<double>(cycle) / clock_.frequency_hz());
+  }
+
+ private:
+  std::shared_ptr<HostSchedule> schedule_;
+  const sim::ClockDomain& clock_;
+};
 
 // Outfeed entries come back in program order: step by step, output by output.
 absl::StatusOr<std::vector<Outputs>> receive_outputs(std::vector<sim::FeedEntry> entries,
@@ -193,15 +208,25 @@ class TpusimBackend final : public Backend {
       if (auto st = write_state(system, g, exe.step_for(r), r / per_chip, variables); !st.ok())
         return st;
     }
-    // Every step's batches go to the host link, each ready when the host model says.
+    // Every step's batches go to the host's infeed thread, which takes each when the host's
+    // schedule says it is ready and tells the schedule when it took it.
     const uint64_t start = system.now_cycle();
+    std::shared_ptr<sim::HostFeed> feed;
+    const HostSchedule* feed_of = nullptr;
     for (const LoopStep& step : steps) {
-      const uint64_t ready =
-          start + system.clock().cycles_for_seconds(std::max(0.0, step.ready_seconds)).value;
-      for (uint32_t r = 0; r < exe.replicas(); ++r) {
-        if (auto st = send_batch(system, r, exe.step_for(r), step.replicas[r], ready); !st.ok())
-          return st;
+      sim::InfeedStep in;
+      in.ready_cycle = start;
+      if (step.host != nullptr) {
+        if (step.host.get() != feed_of) {
+          feed = std::make_shared<ScheduleFeed>(step.host, system.clock());
+          feed_of = step.host.get();
+        }
+        in.feed = feed;
+        in.index = step.host_step;
       }
+      for (uint32_t r = 0; r < exe.replicas(); ++r)
+        add_batch(r, exe.step_for(r), step.replicas[r], in);
+      if (auto st = system.queue_infeed_step(std::move(in)); !st.ok()) return st;
     }
     isa::Program& program = exe.program();
     program.set_step_base(first_step);

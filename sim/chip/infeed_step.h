@@ -1,0 +1,32 @@
+#pragma once
+// What the host hands its infeed thread (sim/chip/host_infeed.h): one step's batches for the
+// cores, and who says when they are ready.
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "sim/units/feed_queue.h"
+
+namespace tpusim::sim {
+
+// When the host has each step's batches ready. Asked for step k only after step k-1 was taken.
+class HostFeed {
+ public:
+  virtual ~HostFeed() = default;
+  // The cycle (absolute) step `step` is ready on the host; earlier is "at once".
+  virtual uint64_t ready_cycle(uint64_t step) = 0;
+  // The infeed thread took step `step` at `cycle`.
+  virtual void taken(uint64_t step, uint64_t cycle) = 0;
+};
+
+struct InfeedStep {
+  // (global core, entry) in the order they cross their chips' links.
+  std::vector<std::pair<uint32_t, FeedEntry>> entries;
+  std::shared_ptr<HostFeed> feed;  // null: ready at `ready_cycle`
+  uint64_t index = 0;              // the step's number for `feed`
+  uint64_t ready_cycle = 0;
+};
+
+}  // namespace tpusim::sim
