@@ -30,10 +30,9 @@ void HostInfeed::run() {
     if (step.feed) step.feed->taken(step.index, taken);
     outstanding_ = step.entries.size();
     for (auto& [core, entry] : step.entries) {
-      links_[core / cores_per_chip_]->send(core % cores_per_chip_, std::move(entry), taken,
-                                           [this] {
-                                             if (--outstanding_ == 0) delivered_.notify();
-                                           });
+      links_[core / cores_per_chip_]->send(core % cores_per_chip_, std::move(entry), taken, [this] {
+        if (--outstanding_ == 0) delivered_.notify();
+      });
     }
     steps_.pop_front();
     while (outstanding_ > 0) wait(delivered_);
