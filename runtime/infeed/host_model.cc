@@ -26,7 +26,6 @@ uint64_t HostPipelineModel::push(std::vector<double> cpu_seconds) {
   const uint64_t k = history_.size();
   history_.push_back(std::move(cpu_seconds));
   for (size_t i = 0; i < stages_.size(); ++i) busy_[i] += wall(i, k);
-  if (taken_.size() < history_.size()) taken_.resize(history_.size(), std::nan(""));
   return k;
 }
 
@@ -53,8 +52,6 @@ void HostPipelineModel::work_out_next() {
     for (size_t i = 0; i < stages_.size(); ++i) {
       spans.emplace_back(ready, ready + wall(i, k));
       ready += wall(i, k);
-      start_[i] = spans.back().first;
-      left_[i] = ready;
     }
   } else {
     double upstream = 0;  // when batch k left the stage before

@@ -87,12 +87,14 @@ class HostPipelineModel {
   uint32_t cpu_cores_;
   uint32_t prefetch_depth_;
   std::vector<double> effective_;
-  std::vector<double> start_;  // per stage: when it started the last batch worked out
-  std::vector<double> left_;   // per stage: when that batch left it
+  // Per stage, with a prefetch depth of at least 1: when it started the last batch worked out,
+  // and when that batch left it.
+  std::vector<double> start_;
+  std::vector<double> left_;
   std::vector<double> busy_;
   std::vector<std::vector<double>> history_;  // pushed costs, CPU seconds
   std::vector<double> ready_;                 // worked out
-  std::vector<double> taken_;                 // reported; NaN where not
+  std::vector<double> taken_;                 // reported so far; NaN where not
   bool record_spans_ = false;
   std::vector<StageSpans> spans_;
 };

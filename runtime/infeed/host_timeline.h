@@ -21,7 +21,6 @@ class HostTimeline final : public HostSchedule {
   void start_at(double seconds);
   // Every model has been pushed the next step's batches; returns the step's number.
   uint64_t add_step() { return steps_++; }
-  uint64_t steps() const { return steps_; }
 
   double ready_seconds(uint64_t step) override;
   void taken(uint64_t step, double seconds) override;
