@@ -50,6 +50,7 @@ BENCHMARK(BM_PodAllReduce)
     ->Arg(isa::Collective::RING)
     ->Arg(isa::Collective::BIDIR_RING)
     ->Arg(isa::Collective::TORUS_2D)
+    ->Arg(isa::Collective::TORUS)
     ->Unit(benchmark::kSecond)
     ->Iterations(1);
 

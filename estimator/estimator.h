@@ -97,6 +97,9 @@ struct RunConfig {
   std::string backend = "tpusim";  // "tpusim" (use_tpu), "cpu" or "gpu"
   std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
   std::string precision = "fp32";  // the cpu and gpu backends': "fp32" or "mxu"
+  // How the tpusim backend all-reduces the gradients (CompileOptions::allreduce): "ring",
+  // "bidir_ring", "torus2d" or "torus" (the torus ones with one replica per core of the slice).
+  std::string allreduce = "ring";
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.

@@ -82,6 +82,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   if (!b.status().ok()) return b.status();
   runtime::CompileOptions options;
   options.precision = config_.precision;
+  options.allreduce = config_.allreduce;
   options.replicas = config_.tpu_config.num_shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

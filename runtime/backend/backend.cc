@@ -59,6 +59,10 @@ absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variab
   return outputs;
 }
 
+bool is_allreduce_algorithm(const std::string& name) {
+  return name == "ring" || name == "bidir_ring" || name == "torus2d" || name == "torus";
+}
+
 absl::Status check_compile_options(const std::string& backend, const CompileOptions& options) {
   if (options.precision != "fp32" && options.precision != "mxu") {
     return absl::InvalidArgumentError(
@@ -66,6 +70,10 @@ absl::Status check_compile_options(const std::string& backend, const CompileOpti
   }
   if (options.replicas == 0)
     return absl::InvalidArgumentError(str_cat(backend, " backend: replicas must be at least 1"));
+  if (!is_allreduce_algorithm(options.allreduce)) {
+    return absl::InvalidArgumentError(str_cat(backend, " backend: unknown allreduce '",
+                                              options.allreduce, "' (", kAllReduceAlgorithms, ")"));
+  }
   return absl::OkStatus();
 }
 

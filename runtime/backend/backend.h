@@ -27,7 +27,17 @@ struct CompileOptions {
   std::string precision = "fp32";
   // Copies of the step run side by side, one per core, each on its own batch.
   uint32_t replicas = 1;
+  // How the tpusim backend's cross_replica_sum moves the data over the interconnect (the ISA's
+  // Collective algorithms): "ring" (cores 0 .. replicas-1 in core order, the order the cpu and
+  // gpu backends add in), "bidir_ring" (half each way round that ring), "torus2d" or "torus"
+  // (over every core of the slice: replicas must be all of them). The others add in other
+  // orders, so their sums differ from the cpu backend's by rounding.
+  std::string allreduce = "ring";
 };
+
+// The names CompileOptions::allreduce takes.
+inline constexpr const char* kAllReduceAlgorithms = "ring, bidir_ring, torus2d or torus";
+bool is_allreduce_algorithm(const std::string& name);
 
 using Feeds = std::map<std::string, HostTensor>;      // infeed name -> one batch
 using Variables = std::map<std::string, HostTensor>;  // variable name -> value

@@ -83,6 +83,8 @@ const char* collective_algorithm_name(isa::Collective::Algorithm algorithm) {
       return "bidir_ring";
     case isa::Collective::TORUS_2D:
       return "torus2d";
+    case isa::Collective::TORUS:
+      return "torus";
     default:
       return "ring";
   }

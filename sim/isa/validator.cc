@@ -212,8 +212,9 @@ class CoreChecker {
     std::vector<uint32_t> members(c.group().begin(), c.group().end());
     if (members.empty()) {
       for (uint32_t k = 0; k < slice_.cores; ++k) members.push_back(k);
-    } else if (c.algorithm() == C::TORUS_2D) {
-      fail(index, "torus2d runs over every core of the slice: leave the group empty");
+    } else if (c.algorithm() == C::TORUS_2D || c.algorithm() == C::TORUS) {
+      fail(index, str_cat(collective_algorithm_name(c.algorithm()),
+                          " runs over every core of the slice: leave the group empty"));
     }
     std::set<uint32_t> unique;
     for (uint32_t m : members) {

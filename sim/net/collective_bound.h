@@ -6,8 +6,14 @@
 //   ring        T = 2(p-1) a + 2(p-1)/p * n/B
 //   bidir_ring  T = 2(p-1) a +  (p-1)/p * n/B    (half the data each way round)
 //   torus2d     T = 2(px-1) ax + 2(py-1) ay + 2(px-1)/px * n/Bx + 2(py-1)/py * (n/px)/By
-// over the core grid's rows (X) and columns (Y). The bandwidth terms are a floor no schedule can
-// beat; a pipelined schedule may hide part of the latency terms.
+// over the core grid's rows (X) and columns (Y), and
+//   torus       T = sum_d 2(p_d-1) a_d + max_d c_d sum_r 2(p_d-1)/p_d * n/2D / P(r, d) / B_d
+// over its D dimensions d of more than one core (X with the chips' cores, Y, Z): each way round,
+// D parts of n/2D go through the dimensions in the orders r, r+1, ..., and P(r, d) is the
+// product of the sizes of the dimensions before d in order r (what they divided the part by);
+// along Y and Z, c = cores per chip lines share each link, so their term is c times as big.
+// The bandwidth terms are a floor no schedule can beat; a pipelined schedule may hide part of
+// the latency terms.
 
 #include <cstdint>
 

@@ -351,6 +351,11 @@ void CollectiveEngine::process(const Event& e) {
   // A pass's first step sends the member's own data, streamed out of its HBM; later steps
   // forward what arrived, from on-chip buffers.
   if (e.step == 0 && !own_data_ready(e, offset, end)) return;
+  if (e.step == 0 && rs_steps == 0 && run.keeps_finals && run.after[e.member] >= 0) {
+    // An all-gather after an earlier phase never lands the member's own segment: it is final
+    // since that phase wrote it, and a later phase that needs it from this one finds it here.
+    made_final(run, e.member, offset, end, own_data_written(run, e.member, offset, end, nullptr));
+  }
   const uint32_t to = run.next[e.member];
   const uint32_t sender = run.cores[e.member], receiver = run.cores[to];
   double first_byte = e.time, last_byte = e.time;
@@ -368,7 +373,9 @@ void CollectiveEngine::process(const Event& e) {
                    hbm_access(sender, in.dst[run.slot[e.member]] + offset, bytes, e.time));
     }
   }
-  const TransferTimes sent = interconnect_.transfer(sender, receiver, first_byte, bytes, last_byte);
+  const TransferTimes sent =
+      interconnect_.transfer(sender, receiver, first_byte, bytes, last_byte,
+                             run.pass != nullptr ? run.pass->ties : TieBreak::kPositive);
   double arrival = sent.landed;
   members_[sender].work.ici_bytes += bytes;
   // The member reads its next chunk just in time to follow this one onto the link, so that its

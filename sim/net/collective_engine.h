@@ -17,10 +17,11 @@
 // been added). What it forwards comes from on-chip buffers. These requests go to the chip's HBM
 // channel arbiters like any DMA's, so collectives and DMAs on a chip share its bandwidth.
 //
-// Phases (torus2d: rows, columns, rows) run as dataflow: a member's own part in a later phase is
-// what an earlier one wrote to its dst, and a chunk that sends or adds to it waits until every
-// byte it covers has been written there, not for the whole earlier phase. So a member's columns
-// start on the first segment its row has reduced while the rows still move the rest.
+// Phases (torus2d: rows, columns, rows; torus: X, Y, Z, Y, X in each part) run as dataflow: a
+// member's own part in a later phase is what an earlier one wrote to its dst, and a chunk that
+// sends or adds to it waits until every byte it covers has been written there, not for the whole
+// earlier phase. So a member's columns start on the first segment its row has reduced while the
+// rows still move the rest.
 
 #include <cstdint>
 #include <deque>

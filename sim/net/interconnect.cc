@@ -13,16 +13,17 @@ Interconnect::Interconnect(const Topology& topology, const ClockDomain& clock)
   }
 }
 
-const std::vector<uint32_t>& Interconnect::route(uint32_t from, uint32_t to) {
+const std::vector<uint32_t>& Interconnect::route(uint32_t from, uint32_t to, TieBreak ties) {
   const uint64_t key = (uint64_t{from} << 32) | to;
-  auto it = routes_.find(key);
-  if (it == routes_.end()) it = routes_.emplace(key, topology_.route(from, to)).first;
+  auto& routes = routes_[ties == TieBreak::kPositive ? 0 : 1];
+  auto it = routes.find(key);
+  if (it == routes.end()) it = routes.emplace(key, topology_.route(from, to, ties)).first;
   return it->second;
 }
 
 TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, double bytes,
-                                     double last_ready) {
-  const std::vector<uint32_t>& hops = route(from, to);
+                                     double last_ready, TieBreak ties) {
+  const std::vector<uint32_t>& hops = route(from, to, ties);
   if (hops.empty()) return {std::max(ready, last_ready), std::max(ready, last_ready)};
   TransferTimes times;
   // The source is the stage before the first link, with no latency of its own.

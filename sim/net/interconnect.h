@@ -36,7 +36,7 @@ class Interconnect {
   // `last_ready` (a source that streams them, such as HBM: the first link cannot finish before
   // it).
   TransferTimes transfer(uint32_t from, uint32_t to, double ready, double bytes,
-                         double last_ready = 0);
+                         double last_ready = 0, TieBreak ties = TieBreak::kPositive);
 
   const Topology& topology() const { return topology_; }
   double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }
@@ -50,14 +50,14 @@ class Interconnect {
   void flush_trace_counters();
 
  private:
-  const std::vector<uint32_t>& route(uint32_t from, uint32_t to);
+  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties);
 
   const Topology& topology_;
   std::vector<BandwidthServer> links_;
   std::vector<double> latency_cycles_;
-  std::unordered_map<uint64_t, std::vector<uint32_t>> routes_;
-  std::vector<RateCounter> utilization_;  // per link, with a sink
-  const ClockDomain* clock_ = nullptr;    // with a sink
+  std::unordered_map<uint64_t, std::vector<uint32_t>> routes_[2];  // per TieBreak
+  std::vector<RateCounter> utilization_;                           // per link, with a sink
+  const ClockDomain* clock_ = nullptr;                             // with a sink
 };
 
 }  // namespace tpusim::sim

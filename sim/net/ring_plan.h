@@ -11,6 +11,7 @@
 // members through every step, so the two phases pipeline chunk by chunk.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "sim/isa/isa.pb.h"
@@ -24,6 +25,7 @@ struct RingPass {
   uint64_t elements = 0;
   bool reduce_scatter = true;
   bool all_gather = true;
+  TieBreak ties = TieBreak::kPositive;  // kNegative for a ring that goes round the negative way
 
   uint32_t size() const { return static_cast<uint32_t>(members.size()); }
   uint32_t steps() const {
@@ -41,6 +43,16 @@ struct RingPass {
 // the data a member's pass needs from an earlier phase gates it range by range (the timing
 // waits for each chunk's bytes, not for the whole phase), so the phases pipeline too.
 using CollectivePlan = std::vector<std::vector<RingPass>>;
+
+// An all-reduce of elements [offset, offset + elements) over a grid of sizes[0] x sizes[1] x ...
+// cores (core_of gives the core at a coordinate): the lines along each axis but the last reduce-
+// scatter, in axis order, each on the segment the earlier axes left it; the lines along the last
+// axis all-reduce theirs; then the lines all-gather back along the other axes in reverse order.
+// `reverse`: every ring goes the other way round (from the highest coordinate down). torus2d is
+// one such over the grid (X', Y'); torus is 2D of them over the dimensions (X', Y, Z).
+CollectivePlan hierarchical_all_reduce(
+    uint64_t offset, uint64_t elements, const std::vector<uint32_t>& sizes,
+    const std::function<uint32_t(const std::vector<uint32_t>&)>& core_of, bool reverse = false);
 
 // The members of `c` issued by core `core` in ring order (the group, or the slice's snake ring).
 std::vector<uint32_t> collective_members(const isa::Collective& c, const Topology& topology);

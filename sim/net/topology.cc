@@ -52,7 +52,7 @@ uint32_t Topology::link_chip(uint32_t id) const {
   return (id - ici_links_) / (cores_per_chip_ * cores_per_chip_);
 }
 
-std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to) const {
+std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to, TieBreak ties) const {
   std::vector<uint32_t> links;
   if (from == to) return links;
   const uint32_t a = from / cores_per_chip_, b = to / cores_per_chip_;
@@ -70,7 +70,7 @@ std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to) const {
     bool positive = goal[d] >= at[d];
     uint32_t hops = positive ? goal[d] - at[d] : at[d] - goal[d];
     if (torus_ && up > 0) {
-      positive = up <= n - up;
+      positive = ties == TieBreak::kPositive ? up <= n - up : up < n - up;
       hops = positive ? up : n - up;
     }
     for (uint32_t h = 0; h < hops; ++h) {
@@ -88,6 +88,10 @@ uint32_t Topology::core_at(uint32_t gx, uint32_t gy) const {
   const uint32_t x_chips = grid_x_ / cores_per_chip_;
   const uint32_t chip = gx / cores_per_chip_ + x_chips * gy;
   return chip * cores_per_chip_ + gx % cores_per_chip_;
+}
+
+std::array<uint32_t, 3> Topology::grid_3d() const {
+  return {grid_x_, shape_.size() > 1 ? shape_[1] : 1, shape_.size() > 2 ? shape_[2] : 1};
 }
 
 uint32_t Topology::snake_row(uint32_t r) const {

@@ -8,8 +8,9 @@
 //
 // The core grid lays every core out in two dimensions for rings and the 2D-torus algorithm: X'
 // runs over the cores of the chips along X (x * cores_per_chip + core on chip), Y' over the rest
-// of the chip coordinates (y + Y * z).
+// of the chip coordinates (y + Y * z). The 3D-torus algorithm keeps Y and Z apart.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -17,6 +18,11 @@
 #include "configs/slice_spec.h"
 
 namespace tpusim::sim {
+
+// Which way a route goes round a torus dimension where both ways are as short (a ring of 2
+// chips has a link each way to its one neighbour): rings that go round the negative way take
+// the negative links.
+enum class TieBreak : uint8_t { kPositive, kNegative };
 
 struct LinkSpec {
   double bytes_per_s = 0;
@@ -39,11 +45,15 @@ class Topology {
   std::vector<uint32_t> chip_coords(uint32_t chip) const;
 
   // The links a transfer from core `from` to core `to` crosses, in order (empty when equal).
-  std::vector<uint32_t> route(uint32_t from, uint32_t to) const;
+  std::vector<uint32_t> route(uint32_t from, uint32_t to,
+                              TieBreak ties = TieBreak::kPositive) const;
 
   uint32_t grid_x() const { return grid_x_; }
   uint32_t grid_y() const { return grid_y_; }
   uint32_t core_at(uint32_t gx, uint32_t gy) const;
+  // The core grid along the chips' three dimensions (the 3D-torus algorithm): X' as above, then
+  // the chips' Y and Z (1 where the topology has fewer); core (gx, y, z) is core_at(gx, y + Y z).
+  std::array<uint32_t, 3> grid_3d() const;
   // The r-th row of the grid in snake order over the chips' (y, z) plane, so that consecutive
   // rows are one hop apart in 3D too (the identity in 2D).
   uint32_t snake_row(uint32_t r) const;

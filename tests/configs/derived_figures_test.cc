@@ -82,9 +82,10 @@ TEST(DerivedFigures, EverySliceHasItsShape) {
     uint32_t chips, cores, hosts, links_needed;
     const char* chip;
   };
-  for (const Case& c : {Case{"v2-8", 4, 8, 1, 4, "tpu_v2"}, Case{"v3-8", 4, 8, 1, 4, "tpu_v3"},
-                        Case{"v3-32", 16, 32, 4, 4, "tpu_v3"}, Case{"v4-8", 4, 8, 1, 4, "tpu_v4"},
-                        Case{"v3-2048", 1024, 2048, 256, 4, "tpu_v3"}}) {
+  for (const Case& c :
+       {Case{"v2-8", 4, 8, 1, 4, "tpu_v2"}, Case{"v3-8", 4, 8, 1, 4, "tpu_v3"},
+        Case{"v3-32", 16, 32, 4, 4, "tpu_v3"}, Case{"v4-8", 4, 8, 1, 4, "tpu_v4"},
+        Case{"v4-128", 64, 128, 16, 6, "tpu_v4"}, Case{"v3-2048", 1024, 2048, 256, 4, "tpu_v3"}}) {
     SCOPED_TRACE(c.slice);
     auto s = slice(c.slice);
     ASSERT_NE(s, nullptr);

@@ -145,12 +145,12 @@ struct BothBackends {
   Variables on_tpu, on_cpu;
 };
 
-BothBackends run_on_both(const Graph& g) {
+BothBackends run_on_both(const Graph& g, const std::string& allreduce = "ring") {
   BothBackends out;
   out.on_tpu = out.on_cpu = initial_variables(g);
   auto tpu = make_backend("tpusim");
   auto cpu = make_backend("cpu");
-  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas});
+  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas, allreduce});
   auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
   EXPECT_TRUE(tpu_exe.ok()) << tpu_exe.status();
   EXPECT_TRUE(cpu_exe.ok()) << cpu_exe.status();
@@ -191,9 +191,12 @@ TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
 
 // CrossShardOptimizer on the 8 cores: the gradients' cross_replica_sum is an all-reduce over the
 // interconnect, every replica starts each step with bitwise the same weights, and they follow
-// the cpu backend's replicas (mxu precision).
-TEST(InfeedSystem, CrossShardTrainingKeepsEveryCoreInStep) {
-  const BothBackends both = run_on_both(training_step(/*cross_shard=*/true));
+// the cpu backend's replicas (mxu precision), whichever algorithm moves the gradients (the ones
+// other than the ring add in other orders: the same sums up to rounding).
+class CrossShardTraining : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CrossShardTraining, KeepsEveryCoreInStep) {
+  const BothBackends both = run_on_both(training_step(/*cross_shard=*/true), GetParam());
   const Loop& t = both.tpu;
   const Loop& c = both.cpu;
   for (size_t s = 1; s < 3; ++s) {
@@ -208,6 +211,25 @@ TEST(InfeedSystem, CrossShardTrainingKeepsEveryCoreInStep) {
     EXPECT_NEAR(t.result.outputs[2][r].at("loss").f[0], c.result.outputs[2][r].at("loss").f[0],
                 1e-5);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(InfeedSystem, CrossShardTraining,
+                         ::testing::Values("ring", "bidir_ring", "torus2d", "torus"));
+
+// The torus algorithms run over every core of the slice, so they need a replica on each; an
+// algorithm the interconnect does not have is named with the ones it does.
+TEST(InfeedSystem, AllReduceAlgorithmsTheStepCannotUseAreRefused) {
+  auto tpu = make_backend("tpusim");
+  auto exe = (*tpu)->compile(training_step(), {"fp32", 4, "torus"});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(std::string(exe.status().message()),
+              ::testing::HasSubstr("allreduce 'torus' runs over every core of v3-8 (8), but the "
+                                   "step has 4 replica(s): use ring or bidir_ring"));
+  exe = (*tpu)->compile(training_step(), {"fp32", kReplicas, "tree"});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(
+      std::string(exe.status().message()),
+      ::testing::HasSubstr("unknown allreduce 'tree' (ring, bidir_ring, torus2d or torus)"));
 }
 
 // With the same inputs the interconnect's sum and the cpu backend's are bitwise equal: both add

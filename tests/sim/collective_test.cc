@@ -119,18 +119,19 @@ TEST(Collective, AllReduceOnThirtyTwoCoresIsBitwiseTheSameEverywhere) {
   auto s = make_system("v3-32");
   const Topology t(s->slice());
   const uint64_t n = 4099;
-  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D}) {
+  std::vector<double> sum(n, 0.0);
+  for (uint32_t c = 0; c < 32; ++c) {
+    const std::vector<float> v = values_of(c, n);
+    for (uint64_t i = 0; i < n; ++i) sum[i] += v[i];
+  }
+  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D, C::TORUS}) {
     const auto r = run_collective(*s, C::ALL_REDUCE, a, n, {}, 1024);
     const std::vector<float>& first = r.dst.begin()->second;
     for (const auto& [core, d] : r.dst)
       EXPECT_EQ(d, first) << "core " << core << " algorithm " << a;
     if (a == C::RING) expect_all_equal(r, ring_all_reduce(t.snake_ring(), n));
     double worst = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      double sum = 0;
-      for (uint32_t c = 0; c < 32; ++c) sum += values_of(c, n)[i];
-      worst = std::max(worst, std::abs(sum - first[i]));
-    }
+    for (uint64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(sum[i] - first[i]));
     EXPECT_LT(worst, 1e-5) << "algorithm " << a;
   }
 }
@@ -160,12 +161,14 @@ TEST(Collective, LatencyAndBandwidthTermsFollowTheFormulas) {
 // Whatever the algorithm and size, no all-reduce finishes before its busiest link could carry
 // the bytes the plan puts on it, and big ones come within 1% of that floor: torus2d too, whose
 // rows carry both its first and its last phase, because its phases pipeline range by range (a
-// barrier between them left the rows idle while the columns ran, 7% above the floor).
+// barrier between them left the rows idle while the columns ran, 7% above the floor). The
+// every-dimension torus halves the links' load here, and HBM bounds it instead: each phase
+// writes what it made final and the next reads it back, 2 cores to a chip's 900 GB/s.
 TEST(Collective, NoScheduleBeatsTheLinks) {
   auto s = make_system("v3-8");
   s->set_timing_only(true);
   const Topology t(s->slice());
-  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D}) {
+  for (C::Algorithm a : {C::RING, C::BIDIR_RING, C::TORUS_2D, C::TORUS}) {
     for (uint64_t n : {256ull, 1ull << 18, 1ull << 22, 1ull << 26}) {
       const uint64_t cycles = run_collective(*s, C::ALL_REDUCE, a, n, {}, 1 << 20).run.cycles();
       isa::Collective c;
@@ -175,7 +178,7 @@ TEST(Collective, NoScheduleBeatsTheLinks) {
       const double floor = link_floor_seconds(t, plan_collective(c, t.snake_ring(), t)) * 940e6;
       EXPECT_GE(static_cast<double>(cycles), floor) << "algorithm " << a << " elements " << n;
       if (n == 1ull << 26) {
-        EXPECT_LT(static_cast<double>(cycles), floor * 1.01) << a;
+        EXPECT_LT(static_cast<double>(cycles), floor * (a == C::TORUS ? 1.25 : 1.01)) << a;
       }
     }
   }

@@ -172,6 +172,14 @@ const BadProgram kBad[] = {
            ->add_group(3);
      },
      "torus2d runs over every core of the slice: leave the group empty"},
+    {"EveryDimensionTorusWithAGroup",
+     [](CoreBuilder& c) {
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::TORUS, 0, 4096, 16)
+           .instruction()
+           .mutable_collective()
+           ->add_group(3);
+     },
+     "torus runs over every core of the slice: leave the group empty"},
     {"BidirReduceScatter",
      [](CoreBuilder& c) {
        c.collective(isa::Collective::REDUCE_SCATTER, isa::Collective::BIDIR_RING, 0, 4096, 16)

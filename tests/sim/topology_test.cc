@@ -109,5 +109,47 @@ TEST(CollectiveBound, FollowsTheFormulas) {
   EXPECT_DOUBLE_EQ(torus.seconds, torus.latency_seconds + torus.bandwidth_seconds);
 }
 
+// On a ring of 2 chips both ways round are one hop, each over its own link: a ring that goes
+// round the negative way takes the negative links, so the two ways never share one.
+TEST(Topology, TiesGoTheWayTheRingGoes) {
+  const Topology t(slice("v3-8"));  // 2 x 2 torus
+  EXPECT_EQ(names(t, t.route(0, 2)), (std::vector<std::string>{"chip 0 +x"}));
+  EXPECT_EQ(names(t, t.route(0, 2, TieBreak::kNegative)), (std::vector<std::string>{"chip 0 -x"}));
+  EXPECT_EQ(names(t, t.route(2, 0, TieBreak::kNegative)), (std::vector<std::string>{"chip 1 -x"}));
+  // Not a tie: the shorter way round, whatever the ring's.
+  const Topology v3_32(slice("v3-32"));  // 4 x 4
+  EXPECT_EQ(names(v3_32, v3_32.route(0, 2, TieBreak::kNegative)),
+            (std::vector<std::string>{"chip 0 +x"}));
+  EXPECT_EQ(names(v3_32, v3_32.route(0, 4, TieBreak::kNegative)),
+            (std::vector<std::string>{"chip 0 -x", "chip 3 -x"}));
+}
+
+// v4-128: a 4 x 4 x 4 cube of chips with 2 cores each, so the torus algorithm's dimensions are
+// X' (8 cores: 4 on-chip edges at 200 GB/s, 100 ns and 4 ICI hops at 45 GB/s, 1 us; a = 0.55 us),
+// Y and Z (4 chips, ICI only). Each way round, three parts of n/6 go X'YZ, YZX', ZX'Y. A Z link
+// carries 2(3/4) n/6 of the part that starts with Z, 1/4 of that for the one that starts with
+// X' (divided by X's 8 and Y's 4), 1/32 of it for the other, twice over (a chip's two cores'
+// lines share it): the busiest, and it is the plan's own link floor.
+TEST(CollectiveBound, TheTorusSharesEveryDimension) {
+  const Topology t(slice("v4-128"));
+  const double n = 64.0 * (1 << 20), B = 45e9;
+  const CollectiveBound torus = all_reduce_bound(t, isa::Collective::TORUS, n);
+  EXPECT_NEAR(torus.latency_seconds, 2 * 7 * 0.55e-6 + 2 * 3 * 1e-6 + 2 * 3 * 1e-6, 1e-12);
+  const double x = 2.0 * 7 / 8 * n / 6 * (1 + 1.0 / 16 + 1.0 / 4) / B;
+  const double y = 2 * (2.0 * 3 / 4 * n / 6 * (1.0 / 8 + 1 + 1.0 / 32)) / B;
+  const double z = 2 * (2.0 * 3 / 4 * n / 6 * (1.0 / 32 + 1.0 / 4 + 1)) / B;
+  EXPECT_GT(z, y);
+  EXPECT_GT(y, x);
+  EXPECT_NEAR(torus.bandwidth_seconds, z, 1e-12);
+  isa::Collective c;
+  c.set_kind(isa::Collective::ALL_REDUCE);
+  c.set_algorithm(isa::Collective::TORUS);
+  c.set_elements(static_cast<uint64_t>(n / 4));
+  EXPECT_NEAR(link_floor_seconds(t, plan_collective(c, t.snake_ring(), t)), z, 1e-9);
+  // torus2d on the same cube: rows of X' and columns of 16 chips snaking over Y and Z.
+  const CollectiveBound torus2d = all_reduce_bound(t, isa::Collective::TORUS_2D, n);
+  EXPECT_GT(torus2d.bandwidth_seconds, 3 * torus.bandwidth_seconds);
+}
+
 }  // namespace
 }  // namespace tpusim::sim

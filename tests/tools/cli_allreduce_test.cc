@@ -44,13 +44,31 @@ TEST(Cli, AllreduceOnV3_32ReachesItsBound) {
   EXPECT_FALSE(j.contains("bitwise_identical_on_every_core"));
 }
 
+// The every-dimension torus on a v4 board (2 x 2 x 1 chips, 2 cores each): the same sum on every
+// core, the links' floor respected, and half the time of torus2d, which sends every chunk one
+// way round (the two links between two chips of a ring of 2 each carry half the torus's parts).
+TEST(Cli, AllreduceTorusUsesBothWaysRound) {
+  auto run = [](const char* algorithm) {
+    const auto r = run_tpusim(
+        {"allreduce", "--config", "v4-8", "--bytes", "8MiB", "--algorithm", algorithm, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto torus = run("torus"), torus2d = run("torus2d");
+  EXPECT_EQ(torus["algorithm"], "torus");
+  EXPECT_TRUE(torus["bitwise_identical_on_every_core"].get<bool>());
+  EXPECT_GE(torus["seconds"].get<double>(), torus["link_floor_seconds"].get<double>());
+  EXPECT_LT(torus["seconds"].get<double>(), 0.55 * torus2d["seconds"].get<double>());
+}
+
 TEST(Cli, AllreduceRejectsBadSizesAndAlgorithms) {
   auto r = run_tpusim({"allreduce", "--bytes", "12 parsecs"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--bytes '12 parsecs': unknown unit ' parsecs'"));
   r = run_tpusim({"allreduce", "--bytes", "1MiB", "--algorithm", "tree"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--algorithm 'tree' is not one of ring, bidir_ring, torus2d"));
+  EXPECT_THAT(r.err,
+              HasSubstr("--algorithm 'tree' is not one of ring, bidir_ring, torus2d, torus"));
   r = run_tpusim({"allreduce", "--config", "v3-2048", "--bytes", "100MB"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("add --timing-only"));

@@ -63,8 +63,9 @@ absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& na
   if (name == "ring") return isa::Collective::RING;
   if (name == "bidir_ring") return isa::Collective::BIDIR_RING;
   if (name == "torus2d") return isa::Collective::TORUS_2D;
+  if (name == "torus") return isa::Collective::TORUS;
   return absl::InvalidArgumentError(
-      str_cat("--algorithm '", name, "' is not one of ring, bidir_ring, torus2d"));
+      str_cat("--algorithm '", name, "' is not one of ring, bidir_ring, torus2d, torus"));
 }
 
 }  // namespace
@@ -76,7 +77,8 @@ int run_allreduce(const std::vector<std::string>& args) {
                         "slice config file or built-in name")(
       "bytes", po::value<std::string>()->required(),
       "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
-      "algorithm", po::value<std::string>()->default_value("ring"), "ring | bidir_ring | torus2d")(
+      "algorithm", po::value<std::string>()->default_value("ring"),
+      "ring | bidir_ring | torus2d | torus")(
       "chunk-bytes", po::value<uint64_t>(&chunk)->default_value(1 << 20),
       "pipelining granule: data moves in chunks of this size")(
       "timing-only", po::bool_switch(), "time only: no values (needed for big slices)")(
@@ -84,8 +86,9 @@ int run_allreduce(const std::vector<std::string>& args) {
       "write a trace (.pftrace: Perfetto, .json: Chrome): each core's ici track and every "
       "link's utilization and HBM bandwidth counters")("json", po::bool_switch(), "print JSON");
   const std::string usage =
-      "usage: tpusim allreduce --bytes N [--config SLICE] [--algorithm ring|bidir_ring|torus2d]\n"
-      "                        [--chunk-bytes N] [--timing-only] [--trace FILE] [--json]\n\n"
+      "usage: tpusim allreduce --bytes N [--config SLICE]\n"
+      "                        [--algorithm ring|bidir_ring|torus2d|torus] [--chunk-bytes N]\n"
+      "                        [--timing-only] [--trace FILE] [--json]\n\n"
       "Sums N bytes of f32 from every core of the slice into every core over the simulated\n"
       "interconnect, and compares the time with the algorithm's bandwidth-optimal bound.\n"
       "Unless --timing-only, checks that every core ends with bitwise the same sum and how far\n"

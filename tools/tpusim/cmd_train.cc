@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/estimator.h"
+#include "runtime/backend/backend.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
@@ -49,6 +50,9 @@ int run_train(const std::vector<std::string>& args) {
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
       "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
+      "allreduce", po::value<std::string>()->default_value("ring"),
+      "how tpusim all-reduces the gradients: ring | bidir_ring | torus2d | torus (the torus ones "
+      "over every core of the slice)")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -81,6 +85,7 @@ int run_train(const std::vector<std::string>& args) {
   add_data_options(options);
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
+      "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -113,6 +118,15 @@ int run_train(const std::vector<std::string>& args) {
   config.backend = backend;
   config.slice = vm["config"].as<std::string>();
   config.precision = backend == "tpusim" ? "fp32" : "mxu";  // cpu and gpu: the MXU's bf16 products
+  config.allreduce = vm["allreduce"].as<std::string>();
+  if (!runtime::is_allreduce_algorithm(config.allreduce)) {
+    return usage_error(str_cat("--allreduce '", config.allreduce, "' is not one of ",
+                               runtime::kAllReduceAlgorithms),
+                       usage);
+  }
+  if (config.allreduce != "ring" && backend != "tpusim")
+    return usage_error("--allreduce needs the tpusim backend (cpu and gpu add in ring order)",
+                       usage);
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {

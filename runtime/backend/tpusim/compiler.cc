@@ -160,7 +160,8 @@ absl::Status lower_node(Lowering& l, int id) {
 
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
                                            uint32_t core, isa::Precision precision,
-                                           uint32_t replicas) {
+                                           uint32_t replicas,
+                                           isa::Collective::Algorithm allreduce) {
   CompiledStep out;
   // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
   // each buffer is read: the HBM plan follows the order fragments really run in.
@@ -210,7 +211,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   sim::CoreBuilder b(&out.program, core);
   FlagPool flags;
   Emitter emit(slice.chip.core, b, flags);
-  Lowering l{graph, out.plan, emit, hbm, precision, allocate_gemm_flags(flags), replicas};
+  Lowering l{graph,    out.plan, emit, hbm, precision, allocate_gemm_flags(flags),
+             replicas, allreduce};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",

@@ -46,9 +46,11 @@ struct CompiledStep {
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores
 // per chip). With `replicas` > 1 the step runs on cores 0 .. replicas-1 and cross_replica_sum is
-// an all-reduce over them (a ring in core order).
-absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
-                                           uint32_t core, isa::Precision precision = isa::DEFAULT,
-                                           uint32_t replicas = 1);
+// an all-reduce over them with `allreduce`: RING and BIDIR_RING over cores 0 .. replicas-1 in
+// core order, TORUS_2D and TORUS over every core of the slice (replicas must be all of them).
+absl::StatusOr<CompiledStep> compile_graph(
+    const Graph& graph, const config::SliceSpec& slice, uint32_t core,
+    isa::Precision precision = isa::DEFAULT, uint32_t replicas = 1,
+    isa::Collective::Algorithm allreduce = isa::Collective::RING);
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -47,6 +47,8 @@ struct Lowering {
   isa::Precision precision;
   std::array<uint32_t, 8> gemm_flags;
   uint32_t replicas = 1;  // cores 0 .. replicas-1 run the step
+  // cross_replica_sum's: a ring over the replicas in core order, or every core of the slice.
+  isa::Collective::Algorithm allreduce = isa::Collective::RING;
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }

@@ -168,6 +168,14 @@ absl::StatusOr<std::vector<Outputs>> receive_outputs(std::vector<sim::FeedEntry>
   return results;
 }
 
+// A CompileOptions::allreduce name check_compile_options accepted.
+isa::Collective::Algorithm allreduce_algorithm(const std::string& name) {
+  if (name == "bidir_ring") return isa::Collective::BIDIR_RING;
+  if (name == "torus2d") return isa::Collective::TORUS_2D;
+  if (name == "torus") return isa::Collective::TORUS;
+  return isa::Collective::RING;
+}
+
 class TpusimBackend final : public Backend {
  public:
   explicit TpusimBackend(std::string slice) : slice_(std::move(slice)) {}
@@ -184,9 +192,19 @@ class TpusimBackend final : public Backend {
                                                 " replicas on ", slice.name, ", which has ",
                                                 slice.cores, " cores (one replica per core)"));
     }
+    const isa::Collective::Algorithm allreduce = allreduce_algorithm(options.allreduce);
+    const bool whole_slice =
+        allreduce == isa::Collective::TORUS_2D || allreduce == isa::Collective::TORUS;
+    if (whole_slice && options.replicas != slice.cores) {
+      return absl::InvalidArgumentError(
+          str_cat("tpusim backend: allreduce '", options.allreduce, "' runs over every core of ",
+                  slice.name, " (", slice.cores, "), but the step has ", options.replicas,
+                  " replica(s): use ring or bidir_ring, or one replica per core"));
+    }
     std::vector<CompiledStep> per_position;
     for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
-      auto step = tpusim_backend::compile_graph(graph, slice, core, isa::DEFAULT, options.replicas);
+      auto step = tpusim_backend::compile_graph(graph, slice, core, isa::DEFAULT, options.replicas,
+                                                allreduce);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
     }
