@@ -37,13 +37,10 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
   b.members = t.cores();
   if (t.cores() < 2) return b;
   if (algorithm == isa::Collective::TORUS_2D) {
-    // The plan's rows and columns (each phase's first line; all of a phase's lines are alike).
-    isa::Collective c;
-    c.set_kind(isa::Collective::ALL_REDUCE);
-    c.set_algorithm(algorithm);
-    c.set_elements(1);
-    const CollectivePlan plan = plan_collective(c, t.snake_ring(), t);
-    const Ring rx = ring_of(t, plan[0].front().members), ry = ring_of(t, plan[1].front().members);
+    std::vector<uint32_t> row, column;
+    for (uint32_t x = 0; x < t.grid_x(); ++x) row.push_back(t.core_at(x, 0));
+    for (uint32_t y = 0; y < t.grid_y(); ++y) column.push_back(t.core_at(0, t.snake_row(y)));
+    const Ring rx = ring_of(t, row), ry = ring_of(t, column);
     b.latency_seconds = 2 * (rx.p - 1) * rx.latency_s + 2 * (ry.p - 1) * ry.latency_s;
     if (rx.p > 1) b.bandwidth_seconds += 2 * (rx.p - 1) / rx.p * n / rx.bytes_per_s;
     if (ry.p > 1) b.bandwidth_seconds += 2 * (ry.p - 1) / ry.p * (n / rx.p) / ry.bytes_per_s;

@@ -2,18 +2,23 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 namespace tpusim::sim {
 
-uint64_t RingPass::segment_begin(uint32_t s) const {
-  const uint64_t k = size(), base = elements / k, extra = elements % k;
-  return s * base + std::min<uint64_t>(s, extra);
+namespace {
+
+// Segment s of `elements` split into k, the first elements % k one longer: {begin, size}.
+std::pair<uint64_t, uint64_t> split(uint64_t elements, uint64_t k, uint64_t s) {
+  const uint64_t base = elements / k, extra = elements % k;
+  return {s * base + std::min(s, extra), base + (s < extra ? 1 : 0)};
 }
 
-uint64_t RingPass::segment_size(uint32_t s) const {
-  const uint64_t k = size();
-  return elements / k + (s < elements % k ? 1 : 0);
-}
+}  // namespace
+
+uint64_t RingPass::segment_begin(uint32_t s) const { return split(elements, size(), s).first; }
+
+uint64_t RingPass::segment_size(uint32_t s) const { return split(elements, size(), s).second; }
 
 uint32_t RingPass::segment_sent(uint32_t member, uint32_t step) const {
   const uint32_t k = size();
@@ -47,10 +52,10 @@ CollectivePlan hierarchical_all_reduce(
       pass.elements = elements;
       for (size_t j = 0; j < axis; ++j) {
         // The member at coordinate c is ring index c, or k-1-c round a reversed ring.
-        const uint64_t s = reverse ? sizes[j] - 1 - at[j] : at[j];
-        const uint64_t base = pass.elements / sizes[j], extra = pass.elements % sizes[j];
-        pass.offset += s * base + std::min<uint64_t>(s, extra);
-        pass.elements = base + (s < extra ? 1 : 0);
+        const auto [begin, size] =
+            split(pass.elements, sizes[j], reverse ? sizes[j] - 1 - at[j] : at[j]);
+        pass.offset += begin;
+        pass.elements = size;
       }
       for (uint32_t i = 0; i < sizes[axis]; ++i) {
         at[axis] = reverse ? sizes[axis] - 1 - i : i;
@@ -92,9 +97,9 @@ CollectivePlan every_dimension_plan(uint64_t n, const Topology& topology, const 
       order.push_back(dims[(first + i) % D]);
       sizes.push_back(grid[order.back()]);
     }
-    const uint64_t base = n / parts, extra = n % parts;
+    const auto [begin, size] = split(n, parts, part);
     const CollectivePlan one = hierarchical_all_reduce(
-        part * base + std::min<uint64_t>(part, extra), base + (part < extra ? 1 : 0), sizes,
+        begin, size, sizes,
         [&](const std::vector<uint32_t>& at) {
           std::array<uint32_t, 3> xyz = {0, 0, 0};
           for (size_t i = 0; i < D; ++i) xyz[order[i]] = at[i];

@@ -67,11 +67,11 @@ TEST(RingPlan, TheTorusAddsEveryMembersValueOnceIntoEveryElement) {
     size_t phases;
   };
   const std::vector<Case> cases = {
-      {slice("v3-8"), 3},              // 4 x 2 cores: X', Y
-      {slice("v3-32"), 3},             // 8 x 4
-      {slice("v4-128"), 5},            // 8 x 4 x 4: X', Y, Z
-      {slice("v4-8", {2, 1, 2}), 3},   // 4 x 1 x 2: Y left out
-      {slice("v3-8", {4}), 1},         // a line: one ring of 8 cores
+      {slice("v3-8"), 3},             // 4 x 2 cores: X', Y
+      {slice("v3-32"), 3},            // 8 x 4
+      {slice("v4-128"), 5},           // 8 x 4 x 4: X', Y, Z
+      {slice("v4-8", {2, 1, 2}), 3},  // 4 x 1 x 2: Y left out
+      {slice("v3-8", {4}), 1},        // a line: one ring of 8 cores
   };
   for (const Case& c : cases) {
     const Topology t(*c.spec);
@@ -113,8 +113,8 @@ TEST(RingPlan, TheTorusGivesEveryLinkAShare) {
     for (const auto& phase : plan_collective(all_reduce(a, 1 << 20), t.snake_ring(), t)) {
       for (const RingPass& pass : phase) {
         for (uint32_t i = 0; i < pass.size(); ++i) {
-          for (uint32_t l : t.route(pass.members[i], pass.members[(i + 1) % pass.size()],
-                                    pass.ties))
+          for (uint32_t l :
+               t.route(pass.members[i], pass.members[(i + 1) % pass.size()], pass.ties))
             links.insert(l);
         }
       }
