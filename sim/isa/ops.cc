@@ -90,6 +90,17 @@ const char* collective_algorithm_name(isa::Collective::Algorithm algorithm) {
   }
 }
 
+bool collective_algorithm_named(const std::string& name, isa::Collective::Algorithm* algorithm) {
+  for (auto a : {isa::Collective::RING, isa::Collective::BIDIR_RING, isa::Collective::TORUS_2D,
+                 isa::Collective::TORUS}) {
+    if (name == collective_algorithm_name(a)) {
+      *algorithm = a;
+      return true;
+    }
+  }
+  return false;
+}
+
 const char* vector_op_name(Vector::Op op) {
   switch (op) {
     case Vector::ADD:

@@ -2,6 +2,7 @@
 // Names and classes of ISA operations, shared by the validator, the dump, the units and traces.
 
 #include <cstdint>
+#include <string>
 
 #include "sim/isa/isa.pb.h"
 
@@ -22,6 +23,9 @@ const char* vector_op_name(isa::Vector::Op op);
 // "all_reduce", "ring", ...
 const char* collective_kind_name(isa::Collective::Kind kind);
 const char* collective_algorithm_name(isa::Collective::Algorithm algorithm);
+// The algorithm collective_algorithm_name calls `name` (ring, bidir_ring, torus2d, torus); false
+// for any other name.
+bool collective_algorithm_named(const std::string& name, isa::Collective::Algorithm* algorithm);
 
 enum class VectorOpClass {
   kBinary,

@@ -56,7 +56,7 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
       for (uint32_t i = 0; i < grid[d]; ++i) {
         std::array<uint32_t, 3> xyz = {0, 0, 0};
         xyz[d] = i;
-        line.push_back(t.core_at(xyz[0], xyz[1] + grid[1] * xyz[2]));
+        line.push_back(t.core_at_3d(xyz));
       }
       rings.push_back(ring_of(t, line));
     }

@@ -283,22 +283,22 @@ double CollectiveEngine::own_data_written(const PassRun& r, uint32_t member, uin
   return written;
 }
 
-bool CollectiveEngine::own_data_ready(const Event& e, uint64_t begin, uint64_t end) {
+double CollectiveEngine::own_data_ready(const Event& e, uint64_t begin, uint64_t end) {
   const PassRun& run = runs_[e.run];
   uint64_t missing = 0;
   const double written = own_data_written(run, e.member, begin, end, &missing);
   if (written < 0) {
     instances_[run.instance].finals[run.slot[e.member]][run.after[e.member]].waiting.emplace(
         missing, e);
-    return false;
+    return -1;
   }
   if (written > e.time) {
     Event later = e;
     later.time = written;
     push(later);
-    return false;
+    return -1;
   }
-  return true;
+  return written;
 }
 
 void CollectiveEngine::made_final(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end,
@@ -327,7 +327,7 @@ void CollectiveEngine::process(const Event& e) {
   // its dst after that.
   const std::vector<uint64_t>& own = run.after[e.member] >= 0 ? in.dst : in.src;
   if (e.add_waiting) {  // a chunk landed before the part it is added to was final
-    if (!own_data_ready(e, offset, end)) return;
+    if (own_data_ready(e, offset, end) < 0) return;
     const uint32_t core = run.cores[e.member];
     const double operand = hbm_access(core, own[run.slot[e.member]] + offset, bytes, e.time);
     members_[core].work.flops += bytes / 4;
@@ -350,11 +350,14 @@ void CollectiveEngine::process(const Event& e) {
   }
   // A pass's first step sends the member's own data, streamed out of its HBM; later steps
   // forward what arrived, from on-chip buffers.
-  if (e.step == 0 && !own_data_ready(e, offset, end)) return;
-  if (e.step == 0 && rs_steps == 0 && run.keeps_finals && run.after[e.member] >= 0) {
-    // An all-gather after an earlier phase never lands the member's own segment: it is final
-    // since that phase wrote it, and a later phase that needs it from this one finds it here.
-    made_final(run, e.member, offset, end, own_data_written(run, e.member, offset, end, nullptr));
+  if (e.step == 0) {
+    const double own_written = own_data_ready(e, offset, end);
+    if (own_written < 0) return;
+    if (rs_steps == 0 && run.keeps_finals && run.after[e.member] >= 0) {
+      // An all-gather after an earlier phase never lands the member's own segment: it is final
+      // since that phase wrote it, and a later phase that needs it from this one finds it here.
+      made_final(run, e.member, offset, end, own_written);
+    }
   }
   const uint32_t to = run.next[e.member];
   const uint32_t sender = run.cores[e.member], receiver = run.cores[to];

@@ -162,9 +162,9 @@ class CollectiveEngine : public sc_core::sc_module {
   // first phase, -1 when a byte is not yet (the first such in `*missing`).
   double own_data_written(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end,
                           uint64_t* missing) const;
-  // Whether the own data in [begin, end) of the member holding `e` is final in HBM by `e.time`.
-  // If not, `e` is queued again for when it is, and false returned.
-  bool own_data_ready(const Event& e, uint64_t begin, uint64_t end);
+  // When the own data in [begin, end) of the member holding `e` was final in HBM, if by `e.time`.
+  // If not, `e` is queued again for when it is, and -1 returned.
+  double own_data_ready(const Event& e, uint64_t begin, uint64_t end);
   // The member has written [begin, end) of its dst at `cycle`, final for the pass's phase.
   void made_final(const PassRun& r, uint32_t member, uint64_t begin, uint64_t end, double cycle);
   void member_finished_pass(size_t run, uint32_t member, double cycle);

@@ -103,7 +103,7 @@ CollectivePlan every_dimension_plan(uint64_t n, const Topology& topology, const 
         [&](const std::vector<uint32_t>& at) {
           std::array<uint32_t, 3> xyz = {0, 0, 0};
           for (size_t i = 0; i < D; ++i) xyz[order[i]] = at[i];
-          return topology.core_at(xyz[0], xyz[1] + grid[1] * xyz[2]);
+          return topology.core_at_3d(xyz);
         },
         part >= D);
     for (size_t j = 0; j < one.size(); ++j)

@@ -94,6 +94,10 @@ std::array<uint32_t, 3> Topology::grid_3d() const {
   return {grid_x_, shape_.size() > 1 ? shape_[1] : 1, shape_.size() > 2 ? shape_[2] : 1};
 }
 
+uint32_t Topology::core_at_3d(const std::array<uint32_t, 3>& xyz) const {
+  return core_at(xyz[0], xyz[1] + grid_3d()[1] * xyz[2]);
+}
+
 uint32_t Topology::snake_row(uint32_t r) const {
   if (shape_.size() < 3) return r;
   const uint32_t y_size = shape_[1];

@@ -54,6 +54,7 @@ class Topology {
   // The core grid along the chips' three dimensions (the 3D-torus algorithm): X' as above, then
   // the chips' Y and Z (1 where the topology has fewer); core (gx, y, z) is core_at(gx, y + Y z).
   std::array<uint32_t, 3> grid_3d() const;
+  uint32_t core_at_3d(const std::array<uint32_t, 3>& xyz) const;
   // The r-th row of the grid in snake order over the chips' (y, z) plane, so that consecutive
   // rows are one hop apart in 3D too (the identity in 2D).
   uint32_t snake_row(uint32_t r) const;

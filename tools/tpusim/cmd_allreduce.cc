@@ -60,10 +60,8 @@ absl::StatusOr<uint64_t> parse_bytes(const std::string& text) {
 }
 
 absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& name) {
-  if (name == "ring") return isa::Collective::RING;
-  if (name == "bidir_ring") return isa::Collective::BIDIR_RING;
-  if (name == "torus2d") return isa::Collective::TORUS_2D;
-  if (name == "torus") return isa::Collective::TORUS;
+  isa::Collective::Algorithm algorithm = isa::Collective::RING;
+  if (sim::collective_algorithm_named(name, &algorithm)) return algorithm;
   return absl::InvalidArgumentError(
       str_cat("--algorithm '", name, "' is not one of ring, bidir_ring, torus2d, torus"));
 }

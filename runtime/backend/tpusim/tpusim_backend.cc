@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
+#include "sim/isa/ops.h"
 #include "sim/system.h"
 #include "traces/analysis_events.h"
 
@@ -168,14 +169,6 @@ absl::StatusOr<std::vector<Outputs>> receive_outputs(std::vector<sim::FeedEntry>
   return results;
 }
 
-// A CompileOptions::allreduce name check_compile_options accepted.
-isa::Collective::Algorithm allreduce_algorithm(const std::string& name) {
-  if (name == "bidir_ring") return isa::Collective::BIDIR_RING;
-  if (name == "torus2d") return isa::Collective::TORUS_2D;
-  if (name == "torus") return isa::Collective::TORUS;
-  return isa::Collective::RING;
-}
-
 class TpusimBackend final : public Backend {
  public:
   explicit TpusimBackend(std::string slice) : slice_(std::move(slice)) {}
@@ -192,7 +185,8 @@ class TpusimBackend final : public Backend {
                                                 " replicas on ", slice.name, ", which has ",
                                                 slice.cores, " cores (one replica per core)"));
     }
-    const isa::Collective::Algorithm allreduce = allreduce_algorithm(options.allreduce);
+    isa::Collective::Algorithm allreduce = isa::Collective::RING;  // check_compile_options knew it
+    sim::collective_algorithm_named(options.allreduce, &allreduce);
     const bool whole_slice =
         allreduce == isa::Collective::TORUS_2D || allreduce == isa::Collective::TORUS;
     if (whole_slice && options.replicas != slice.cores) {
