@@ -14,10 +14,15 @@ inline constexpr std::string_view kHostLoopTrack = "loop";
 inline constexpr std::string_view kInfeedWait = "infeed.wait";
 inline constexpr std::string_view kOutfeedWait = "outfeed.wait";
 inline constexpr std::string_view kPeerWait = "ici.wait_for_peers";
+// Per core: runs of time its DMA engines, MXUs or vector unit had work in progress
+// (sim/stats/busy_track.h); a collective under them is hidden behind the core's work.
+inline constexpr std::string_view kBusyTrack = "busy";
+inline constexpr std::string_view kBusySlice = "busy";
 
 inline bool analyzer_reads(const TrackInfo& track, std::string_view slice_name) {
   return track.kind == TrackInfo::Kind::kHost || track.name == kStepsTrack ||
-         track.name == kIciTrack || slice_name == kInfeedWait || slice_name == kOutfeedWait;
+         track.name == kIciTrack || track.name == kBusyTrack || slice_name == kInfeedWait ||
+         slice_name == kOutfeedWait;
 }
 
 }  // namespace tpusim::traces

@@ -52,7 +52,7 @@ struct Spans {
   std::vector<Interval> v;
   std::vector<Interval> within(TimePs start, TimePs end) const {
     std::vector<Interval> out;
-    // Spans are short and never nest, so one that overlaps `start` begins after start - longest.
+    // One that overlaps `start` begins after start - longest.
     auto it =
         std::lower_bound(v.begin(), v.end(), Interval{start > longest ? start - longest : 0, 0});
     for (; it != v.end() && it->first < end; ++it) {
@@ -72,6 +72,7 @@ struct CoreTimeline {
   int chip = 0, core = 0;
   std::vector<std::pair<int64_t, Interval>> steps;  // (step, span), sorted by start
   Spans waits[kWaits];
+  Spans busy;  // the core's compute units had work in progress (kBusyTrack)
 };
 
 int64_t step_number(const std::string& name) {
@@ -119,7 +120,10 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     c.chip = info.chip;
     c.core = info.core;
     int wait = -1;
-    if (info.name == kStepsTrack) {
+    if (info.name == kBusyTrack) {
+      c.busy.v.emplace_back(s.start, s.end);
+      c.busy.longest = std::max(c.busy.longest, s.end - s.start);
+    } else if (info.name == kStepsTrack) {
       const int64_t n = step_number(s.name);
       if (n >= 0) c.steps.push_back({n, {s.start, s.end}});
     } else if (s.name == kInfeedWait) {
@@ -146,6 +150,7 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     std::sort(c.steps.begin(), c.steps.end(),
               [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
     for (Spans& w : c.waits) std::sort(w.v.begin(), w.v.end());
+    std::sort(c.busy.v.begin(), c.busy.v.end());
     for (size_t i = 0; i < c.steps.size(); ++i) {
       const auto& [n, span] = c.steps[i];
       // Idle: until the core's next step, or after its last one, to the end of the host round
@@ -165,16 +170,30 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       b.core = c.core;
       std::vector<Interval> covered;
       TimePs waits = 0;
+      TimePs collective = 0;  // the collectives' time outside input and output waits
+      TimePs exposed_collective = 0;
       for (int w = 0; w < kWaits; ++w) {
+        if (w == kAllReduceWait) {
+          // A collective that runs while the core computes is hidden behind that work.
+          std::vector<Interval> both = c.waits[kAllReduceWait].within(span.first, span.second);
+          for (const Interval& ar : c.waits[kAllReduce].within(span.first, span.second))
+            both.push_back(ar);
+          collective = measure_minus(merged(std::move(both)), covered);
+          std::vector<Interval> busy = c.busy.within(span.first, span.second);
+          busy.insert(busy.end(), covered.begin(), covered.end());
+          covered = merged(std::move(busy));
+        }
         const std::vector<Interval> mine = merged(c.waits[w].within(span.first, span.second));
         const TimePs exclusive = measure_minus(mine, covered);
         waits += exclusive;
         b.seconds_by[kWaitCategory[w]] = static_cast<double>(exclusive) / kPsPerSecond;
+        if (w == kAllReduceWait || w == kAllReduce) exposed_collective += exclusive;
         covered.insert(covered.end(), mine.begin(), mine.end());
         covered = merged(covered);
       }
       b.seconds_by["compute"] =
           static_cast<double>(span.second - span.first - waits) / kPsPerSecond;
+      b.all_reduce_hidden = static_cast<double>(collective - exposed_collective) / kPsPerSecond;
       b.seconds_by["idle"] = static_cast<double>(gap) / kPsPerSecond;
       b.seconds = static_cast<double>(span.second - span.first + gap) / kPsPerSecond;
       auto it = by_step.find(n);
@@ -189,11 +208,13 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   for (const char* c : kCategories) a.breakdown[c] = 0;
   for (auto& [n, b] : by_step) {
     a.step_seconds += b.seconds;
+    a.all_reduce_hidden += b.all_reduce_hidden;
     for (const auto& [cat, s] : b.seconds_by) a.breakdown[cat] += s;
     a.steps.push_back(b);
   }
   const auto count = static_cast<double>(a.steps.size());
   a.step_seconds /= count;
+  a.all_reduce_hidden /= count;
   for (auto& [cat, s] : a.breakdown) s /= count;
   a.input_fraction = a.step_seconds > 0 ? a.breakdown["input"] / a.step_seconds : 0;
   a.classification = classify_input(a.input_fraction);
@@ -272,6 +293,7 @@ nlohmann::ordered_json Analysis::to_json() const {
   j["step_seconds"] = step_seconds;
   j["step_breakdown"] = nlohmann::ordered_json::object();
   for (const char* c : kCategories) j["step_breakdown"][c] = breakdown.at(c);
+  j["all_reduce_hidden"] = all_reduce_hidden;
   j["input_fraction"] = input_fraction;
   j["classification"] = classification;
   if (slowest_stage >= 0) {
@@ -298,6 +320,7 @@ nlohmann::ordered_json Analysis::to_json() const {
     nlohmann::ordered_json row = {
         {"step", s.step}, {"seconds", s.seconds}, {"chip", s.chip}, {"core", s.core}};
     for (const char* c : kCategories) row[c] = s.seconds_by.at(c);
+    row["all_reduce_hidden"] = s.all_reduce_hidden;
     j["per_step"].push_back(row);
   }
   return j;
@@ -310,6 +333,10 @@ std::string Analysis::to_text() const {
     const double s = breakdown.at(c);
     out += fmt::format("  {:<16} {:>12}  {:>6}\n", c, ms(s),
                        pct(step_seconds > 0 ? s / step_seconds : 0));
+  }
+  if (all_reduce_hidden > 0) {
+    out += fmt::format("  ({} of all-reduce ran while the core computed: counted as compute)\n",
+                       ms(all_reduce_hidden));
   }
   out += str_cat("classification: ", classification, " (input ", pct(input_fraction), ")\n");
   if (slowest_stage >= 0) {

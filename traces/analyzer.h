@@ -9,9 +9,12 @@
 // slice per batch) and the host loop's round trips between device loops.
 //
 // Per core and step, time is split exclusively, the first that applies winning: input (infeed
-// wait), output (outfeed wait), all_reduce_wait, all_reduce, else compute; idle is the gap from
-// the step's end to the next step's start on that core (the host round trip after a device
-// loop). A step's time is the maximum over cores, and its breakdown is that core's, so the
+// wait), output (outfeed wait), compute where the core's busy track (analysis_events.h) says its
+// DMA engines, MXUs or vector unit had work in progress, all_reduce_wait, all_reduce, else
+// compute; so a collective that runs under the core's own work (tpusim's overlapped all-reduce)
+// counts only where it holds the core up, and the rest is reported as all_reduce_hidden. Idle is
+// the gap from the step's end to the next step's start on that core (the host round trip after a
+// device loop). A step's time is the maximum over cores, and its breakdown is that core's, so the
 // categories sum to the step time. Averages are over the steps in the trace.
 //
 // Host stages are a production line (runtime/infeed/host_model.h): at steady state a step takes
@@ -45,6 +48,7 @@ struct StepBreakdown {
   double seconds = 0;
   int chip = 0, core = 0;                    // the slowest core, whose breakdown this is
   std::map<std::string, double> seconds_by;  // category -> seconds (every kCategories entry)
+  double all_reduce_hidden = 0;              // collective seconds under compute (in "compute")
 };
 
 struct HostStageFigures {
@@ -65,6 +69,7 @@ struct Analysis {
   std::vector<StepBreakdown> steps;
   double step_seconds = 0;                  // averaged over steps
   std::map<std::string, double> breakdown;  // averaged; sums to step_seconds
+  double all_reduce_hidden = 0;             // averaged; part of breakdown["compute"]
   double input_fraction = 0;
   std::string classification;  // highly_input_bound, moderately_input_bound, not_input_bound
   std::vector<HostStageFigures> host_stages;

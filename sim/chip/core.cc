@@ -1,6 +1,7 @@
 #include "sim/chip/core.h"
 
 #include "common/strings.h"
+#include "traces/analysis_events.h"
 
 namespace tpusim::sim {
 
@@ -38,6 +39,10 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
     };
     infeed_.observe(ctx_.sink, counter("infeed_queue_depth", "entries"));
     ctx_.hbm_bandwidth = RateCounter(ctx_.sink, counter("hbm_bandwidth", "bytes/s"));
+    ctx_.busy = BusyTrack(
+        ctx_.sink, ctx_.sink->declare_track(
+                       {traces::TrackInfo::Kind::kUnit, static_cast<int>(o.chip),
+                        static_cast<int>(o.core_on_chip), std::string(traces::kBusyTrack), ""}));
   }
   sync_ = std::make_unique<SyncState>("sync", *settings.clock);
   ctx_.sync = sync_.get();

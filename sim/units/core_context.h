@@ -12,6 +12,7 @@
 #include "sim/clock.h"
 #include "sim/memory/block.h"
 #include "sim/memory/memory.h"
+#include "sim/stats/busy_track.h"
 #include "sim/stats/op_profile.h"
 #include "sim/stats/rate_counter.h"
 #include "sim/timing/bandwidth_server.h"
@@ -53,6 +54,7 @@ struct CoreContext {
   std::string mxu_policy;
   traces::Sink* sink = nullptr;  // may be null
   RateCounter hbm_bandwidth;     // the DMA engines' HBM traffic (a counter track with a sink)
+  BusyTrack busy;                // where the compute units had work in progress (with a sink)
   OpProfile ops;                 // FLOPs, HBM bytes and time per graph op (the run's program)
 
   Memory* vmem = nullptr;

@@ -28,7 +28,7 @@ void copy_block(const uint8_t* from, const isa::Block& src, uint8_t* to, const i
 }  // namespace
 
 DmaEngine::DmaEngine(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
-    : Unit(name, ctx, stats, "DMA engine: HBM <-> VMEM block copies") {
+    : Unit(name, ctx, stats, "DMA engine: HBM <-> VMEM block copies", /*core_work=*/true) {
   stats_.add("bytes", "bytes", "bytes copied", [this] { return static_cast<double>(bytes_); });
   stats_.on_reset([this] { bytes_ = 0; });
 }

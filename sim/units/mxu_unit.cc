@@ -36,7 +36,8 @@ constexpr Pass kHighest[] = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
 
 MxuUnit::MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
                  std::unique_ptr<MxuTimingPolicy> policy)
-    : Unit(name, ctx, stats, "matrix unit (systolic array)"), policy_(std::move(policy)) {
+    : Unit(name, ctx, stats, "matrix unit (systolic array)", /*core_work=*/true),
+      policy_(std::move(policy)) {
   stats_.add("macs", "MACs", "useful multiply-accumulates (M x K x N of each matmul)",
              [this] { return static_cast<double>(macs_); });
   stats_.add("stream_cycles", "cycles",

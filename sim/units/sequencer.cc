@@ -37,6 +37,7 @@ void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
 }
 
 void Sequencer::trace_step() {
+  ctx_.busy.flush();  // the units are idle: the step's last run is complete
   if (ctx_.sink == nullptr || !ctx_.sink->recording()) return;
   // Named like TensorFlow's global_step: the step that brings it to N (step counter N - 1).
   step_name_ = str_cat("step ", ctx_.step + 1);
@@ -144,6 +145,7 @@ void Sequencer::thread() {
     ctx_.sync->reset_flags();
     run_range(0, program_->instructions_size());
     drain();
+    ctx_.busy.flush();
     end_cycle_ = ctx_.now_cycle();
     running_ = false;
     program_ = nullptr;

@@ -6,8 +6,11 @@
 namespace tpusim::sim {
 
 Unit::Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
-           std::string description)
-    : sc_module(name), ctx_(ctx), stats_(stats.child(basename(), std::move(description))) {
+           std::string description, bool core_work)
+    : sc_module(name),
+      ctx_(ctx),
+      stats_(stats.child(basename(), std::move(description))),
+      core_work_(core_work) {
   SC_THREAD(thread);
   stats_.add("instructions", "instructions", "instructions this unit ran",
              [this] { return static_cast<double>(instructions_); });
@@ -58,6 +61,9 @@ void Unit::trace(const char* what, uint64_t start, uint64_t end) {
 void Unit::profile(uint64_t start, uint64_t end, const OpWork& work) {
   if (current_ == nullptr) return;
   ctx_.ops.record(current_->instr->origin(), ctx_.step, start, end, work);
+  if (core_work_ && ctx_.busy.recording()) {
+    ctx_.busy.add(ctx_.clock->time_of(Cycles(start)), ctx_.clock->time_of(Cycles(end)));
+  }
 }
 
 void Unit::thread() {

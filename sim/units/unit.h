@@ -17,8 +17,10 @@ namespace tpusim::sim {
 class Unit : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(Unit);
+  // A unit that does the core's own work (`core_work`: DMA engines, MXUs, the vector unit)
+  // reports each instruction's span to the core's busy track.
   Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
-       std::string description);
+       std::string description, bool core_work = false);
 
   bool full() const { return queue_.size() >= ctx_.slice->chip.core.unit_queue_depth; }
   void push(const IssuedInstruction& item);
@@ -36,13 +38,15 @@ class Unit : public sc_core::sc_module {
   void wait_until(uint64_t cycle);
   // Reports [start, end) to the trace sink (when there is one).
   void trace(const char* what, uint64_t start, uint64_t end);
-  // Adds the current instruction's work, busy over [start, end), to its graph op's profile.
+  // Adds the current instruction's work, in progress over [start, end) (until its results
+  // land), to its graph op's profile, and for a core_work unit to the core's busy track.
   void profile(uint64_t start, uint64_t end, const OpWork& work = {});
   // Sets what the unit is waiting for while it blocks inside execute() ("" when done).
   void set_blocked(std::string what) { blocked_ = std::move(what); }
 
   CoreContext& ctx_;
   StatGroup& stats_;
+  const bool core_work_;
   uint64_t busy_cycles_ = 0;
   uint64_t stall_cycles_ = 0;  // waiting for sync flags
   uint64_t instructions_ = 0;

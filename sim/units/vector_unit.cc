@@ -47,7 +47,7 @@ uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
 }
 
 VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
-    : Unit(name, ctx, stats, "vector unit (VPU)") {
+    : Unit(name, ctx, stats, "vector unit (VPU)", /*core_work=*/true) {
   stats_.add("elements", "elements", "elements processed",
              [this] { return static_cast<double>(elements_); });
   stats_.on_reset([this] { elements_ = 0; });

@@ -13,14 +13,14 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   traces::RecordingSink sink;
   auto system = testing::make_system("v3-8", {"tpu", true, &sink});
   // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
-  // and ici (collectives), the sequencer's steps, and counters of the infeed queue's depth and
-  // the HBM bandwidth the DMA engines draw; and per link of the interconnect a utilisation
-  // counter: on the 2x2 torus 4 chips x 2 dimensions x 2 directions, and 4 links between the 2
-  // cores of each chip.
+  // and ici (collectives), the sequencer's steps, the core's busy runs, and counters of the infeed
+  // queue's depth and the HBM bandwidth the DMA engines draw; and per link of the interconnect a
+  // utilisation counter: on the 2x2 torus 4 chips x 2 dimensions x 2 directions, and 4 links
+  // between the 2 cores of each chip.
   size_t links = 0;
   for (const auto& t : sink.tracks()) links += t.name.rfind("ici_link_utilization ", 0) == 0;
   EXPECT_EQ(links, 16u + 16u);
-  EXPECT_EQ(sink.tracks().size(), 8u * 13u + links);
+  EXPECT_EQ(sink.tracks().size(), 8u * 14u + links);
   isa::Program p;
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();
@@ -49,8 +49,14 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   EXPECT_EQ(vpu[0].name, "vpu.fill");
   EXPECT_EQ(vpu[0].start, clock.time_of(Cycles(638)));
   EXPECT_EQ(vpu[0].end, clock.time_of(Cycles(639)));
+  // The core had work in progress from the load's start until the fill's result landed, 8
+  // cycles (the vector pipeline) after it issued: one busy run, 0 .. 647.
+  const auto busy = sink.slices_on(1, 1, "busy");
+  ASSERT_EQ(busy.size(), 1u);
+  EXPECT_EQ(busy[0].start, clock.time_of(Cycles(0)));
+  EXPECT_EQ(busy[0].end, clock.time_of(Cycles(647)));
   // Nothing else ran anywhere.
-  EXPECT_EQ(sink.slices().size(), 3u);
+  EXPECT_EQ(sink.slices().size(), 4u);
 }
 
 // Every instruction carries the graph op it belongs to; the run's report has each op's FLOPs,

@@ -100,6 +100,49 @@ TEST(Analyzer, TheBreakdownSumsToTheStepTimeOfTheSlowestCore) {
   EXPECT_EQ(j["per_step"].size(), 2u);
 }
 
+// A collective that runs while the core's DMA engines, MXUs or vector unit have work in progress
+// (the core's busy track; tpusim's overlapped all-reduce) is hidden behind that work: it counts as
+// compute, and as all_reduce_hidden, except where input wins. Unit tracks' own slices do not
+// count: the busy track says where work was in progress.
+TEST(Analyzer, AnAllReduceUnderComputeIsHiddenNotAWait) {
+  RecordingSink t;
+  const Core c = add_core(t, 0);
+  const TrackId busy = t.declare_track({TrackInfo::Kind::kUnit, 0, 0, std::string(kBusyTrack), ""});
+  const TrackId vpu = t.declare_track({TrackInfo::Kind::kUnit, 0, 0, "vpu", ""});
+  t.slice(c.steps, "step 1", 0, 100 * kUs);
+  t.slice(busy, std::string(kBusySlice), 0, 40 * kUs);
+  t.slice(busy, std::string(kBusySlice), 30 * kUs, 60 * kUs);  // busy 0 .. 60 us
+  t.slice(vpu, "vpu.add", 60 * kUs, 90 * kUs);
+  t.slice(c.ici, std::string(kPeerWait), 50 * kUs, 55 * kUs);
+  t.slice(c.ici, "ici.all_reduce", 55 * kUs, 90 * kUs);
+  t.slice(c.infeed, std::string(kInfeedWait), 85 * kUs, 95 * kUs);
+  auto a = analyze(t);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->steps.size(), 1u);
+  const StepBreakdown& s = a->steps[0];
+  EXPECT_DOUBLE_EQ(s.seconds_by.at("input"), 10e-6);        // 85 .. 95
+  EXPECT_DOUBLE_EQ(s.seconds_by.at("all_reduce_wait"), 0);  // under the DMA
+  EXPECT_DOUBLE_EQ(s.seconds_by.at("all_reduce"), 25e-6);   // 60 .. 85
+  EXPECT_DOUBLE_EQ(s.seconds_by.at("compute"), 65e-6);      // the rest
+  EXPECT_DOUBLE_EQ(s.all_reduce_hidden, 10e-6);             // 50 .. 60
+  EXPECT_NEAR(sum_of(s.seconds_by), s.seconds, 1e-15);
+  EXPECT_DOUBLE_EQ(a->all_reduce_hidden, 10e-6);
+  EXPECT_DOUBLE_EQ(a->to_json()["all_reduce_hidden"].get<double>(), 10e-6);
+  EXPECT_THAT(a->to_text(), HasSubstr("(0.010 ms of all-reduce ran while the core computed"));
+  // Without the compute units' work the same collective is all wait.
+  RecordingSink bare;
+  const Core b = add_core(bare, 0);
+  bare.slice(b.steps, "step 1", 0, 100 * kUs);
+  bare.slice(b.ici, std::string(kPeerWait), 50 * kUs, 55 * kUs);
+  bare.slice(b.ici, "ici.all_reduce", 55 * kUs, 90 * kUs);
+  auto exposed = analyze(bare);
+  ASSERT_TRUE(exposed.ok()) << exposed.status();
+  EXPECT_DOUBLE_EQ(exposed->steps[0].seconds_by.at("all_reduce_wait"), 5e-6);
+  EXPECT_DOUBLE_EQ(exposed->steps[0].seconds_by.at("all_reduce"), 35e-6);
+  EXPECT_DOUBLE_EQ(exposed->all_reduce_hidden, 0);
+  EXPECT_THAT(exposed->to_text(), ::testing::Not(HasSubstr("ran while the core computed")));
+}
+
 // Host stages: the slowest names the fix, and the what-ifs scale its time per batch.
 TEST(Analyzer, NamesTheSlowestHostStageWithWhatIfs) {
   RecordingSink t = input_waits(60);  // 100 us steps, 60 us of which wait for input
