@@ -100,6 +100,9 @@ struct RunConfig {
   // How the tpusim backend all-reduces the gradients (CompileOptions::allreduce): "ring",
   // "bidir_ring", "torus2d" or "torus" (the torus ones with one replica per core of the slice).
   std::string allreduce = "ring";
+  // Whether those all-reduces run while the rest of the step computes
+  // (CompileOptions::overlap_allreduce).
+  bool overlap_allreduce = true;
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.

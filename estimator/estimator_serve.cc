@@ -83,6 +83,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   runtime::CompileOptions options;
   options.precision = config_.precision;
   options.allreduce = config_.allreduce;
+  options.overlap_allreduce = config_.overlap_allreduce;
   options.replicas = config_.tpu_config.num_shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

@@ -117,6 +117,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   runtime::CompileOptions options;
   options.precision = config_.precision;
   options.allreduce = config_.allreduce;
+  options.overlap_allreduce = config_.overlap_allreduce;
   options.replicas = shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

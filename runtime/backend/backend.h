@@ -33,6 +33,11 @@ struct CompileOptions {
   // (over every core of the slice: replicas must be all of them). The others add in other
   // orders, so their sums differ from the cpu backend's by rounding.
   std::string allreduce = "ring";
+  // Whether the tpusim backend's all-reduces run while the rest of the step computes, as XLA's
+  // asynchronous all-reduce does (each starts once the gradient it sums is written, and only what
+  // reads its result waits for it); off, each waits for all the step's earlier work and all later
+  // work waits for it. The values are the same either way.
+  bool overlap_allreduce = true;
 };
 
 // The names CompileOptions::allreduce takes.

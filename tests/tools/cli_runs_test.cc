@@ -73,6 +73,42 @@ TEST(Cli, TrainAllReduceChoosesHowTheGradientsMove) {
   std::filesystem::remove_all(tmp);
 }
 
+// --overlap-allreduce on (the default) runs each gradient's all-reduce behind the backward pass:
+// less of it holds the step up, and the report says how much ran hidden. Off, none does. Only
+// tpusim times the all-reduce.
+TEST(Cli, TrainOverlapAllReduceHidesItBehindTheBackwardPass) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-overlap-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::map<std::string, nlohmann::json> analysis;
+  for (const char* overlap : {"on", "off"}) {
+    const std::string report = (tmp / (std::string(overlap) + ".json")).string();
+    const auto r = run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(),
+                               "--model-dir", (tmp / overlap).string(), "--train-steps", "4",
+                               "--iterations-per-loop", "2", "--timing-only", "--host-timing",
+                               "config", "--overlap-allreduce", overlap, "--report", report});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(report);
+    analysis[overlap] = nlohmann::json::parse(in)["analysis"];
+  }
+  const auto exposed = [&](const char* overlap) {
+    return analysis[overlap]["step_breakdown"]["all_reduce"].get<double>() +
+           analysis[overlap]["step_breakdown"]["all_reduce_wait"].get<double>();
+  };
+  EXPECT_GT(analysis["on"]["all_reduce_hidden"].get<double>(), 0);
+  EXPECT_EQ(analysis["off"]["all_reduce_hidden"].get<double>(), 0);
+  EXPECT_LT(exposed("on"), exposed("off"));
+  EXPECT_LT(analysis["on"]["step_seconds"].get<double>(),
+            analysis["off"]["step_seconds"].get<double>());
+  auto r = run_tpusim({"train", "--backend", "cpu", "--overlap-allreduce", "off"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--overlap-allreduce needs the tpusim backend"));
+  r = run_tpusim({"train", "--overlap-allreduce", "sometimes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("overlap-allreduce"));
+  std::filesystem::remove_all(tmp);
+}
+
 // A sweep over a config field and a run option: a process per point, a CSV row per point
 // (failed points kept, with their exit code), each point's config written out, and plots when
 // gnuplot is installed (make deps installs it).

@@ -53,8 +53,11 @@ int run_train(const std::vector<std::string>& args) {
       "allreduce", po::value<std::string>()->default_value("ring"),
       "how tpusim all-reduces the gradients: ring | bidir_ring | torus2d | torus (the torus ones "
       "over every core of the slice)")(
-      "train-steps", po::value<int64_t>(&steps)->default_value(200),
-      "the global step to train to (like max_steps: resumes from model_dir)")(
+      "overlap-allreduce", po::value<bool>()->default_value(true, "on"),
+      "on: each gradient's all-reduce runs while the step computes the rest (as XLA's "
+      "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
+      "later work")("train-steps", po::value<int64_t>(&steps)->default_value(200),
+                    "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
       "device steps per host round trip")("batch-size",
                                           po::value<int64_t>(&batch)->default_value(1024),
@@ -86,6 +89,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
+      "                    [--overlap-allreduce on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -127,6 +131,12 @@ int run_train(const std::vector<std::string>& args) {
   if (config.allreduce != "ring" && backend != "tpusim")
     return usage_error("--allreduce needs the tpusim backend (cpu and gpu add in ring order)",
                        usage);
+  config.overlap_allreduce = vm["overlap-allreduce"].as<bool>();
+  if (!config.overlap_allreduce && backend != "tpusim")
+    return usage_error(
+        "--overlap-allreduce needs the tpusim backend (cpu and gpu do not time "
+        "the all-reduce)",
+        usage);
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {

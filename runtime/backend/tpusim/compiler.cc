@@ -1,10 +1,12 @@
 #include "runtime/backend/tpusim/compiler.h"
 
 #include <cstring>
+#include <optional>
 
 #include "common/strings.h"
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/lowering.h"
+#include "runtime/backend/tpusim/schedule.h"
 #include "runtime/lowering/gemm.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -159,16 +161,18 @@ absl::Status lower_node(Lowering& l, int id) {
 }  // namespace
 
 absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
-                                           uint32_t core, isa::Precision precision,
-                                           uint32_t replicas,
-                                           isa::Collective::Algorithm allreduce) {
+                                           uint32_t core, const StepOptions& options) {
   CompiledStep out;
+  const uint32_t replicas = options.replicas;
+  const bool overlapped = options.overlap_allreduce && replicas > 1;
   // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
   // each buffer is read: the HBM plan follows the order fragments really run in.
   const std::vector<bool> needed = needed_nodes(graph);
   const std::vector<int> group = fusion_groups(graph, needed);
   PlanRequest request;
   request.replicas = replicas;
+  request.order = emission_order(graph, overlapped);
+  request.overlapped_collectives = overlapped;
   request.materialized.assign(static_cast<size_t>(graph.size()), true);
   request.reads.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {
@@ -211,8 +215,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   sim::CoreBuilder b(&out.program, core);
   FlagPool flags;
   Emitter emit(slice.chip.core, b, flags);
-  Lowering l{graph,    out.plan, emit, hbm, precision, allocate_gemm_flags(flags),
-             replicas, allreduce};
+  Lowering l{graph,    out.plan,          emit,
+             hbm,      options.precision, allocate_gemm_flags(flags),
+             replicas, options.allreduce, overlapped};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
@@ -248,11 +253,31 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     }
     out.infeeds.push_back(t);
   }
-  for (int id = 0; id < graph.size(); ++id) {
+  // The HBM a node's fragment reads and writes, to see which overlapped collectives it must wait
+  // for. Folded scalars and fused intermediates have no buffer; temporaries are the compiler's
+  // own and no collective touches them.
+  auto range_of = [&](int id) -> std::optional<HbmRange> {
+    const int owner = out.plan.owner[static_cast<size_t>(id)];
+    if (!request.materialized[static_cast<size_t>(owner)]) return std::nullopt;
+    const uint64_t at = l.address(id);
+    return HbmRange{at, at + buffer_bytes(graph.node(owner))};
+  };
+  CollectivesInFlight in_flight;
+  for (int id : request.order) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const int root = group[static_cast<size_t>(id)];
     if (root >= 0 && root != id) continue;  // computed with its group's root
     hbm.next_node();
+    const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
+    std::vector<HbmRange> reads, writes;
+    for (int in : request.reads[static_cast<size_t>(id)]) {
+      if (auto r = range_of(in)) reads.push_back(*r);
+    }
+    if (auto w = range_of(id); w && out.plan.owner[static_cast<size_t>(id)] == id) {
+      writes.push_back(*w);
+    }
+    const uint64_t wait_for = in_flight.needed(reads, writes);
+    emit.wait_for_collectives(wait_for);
     const int before = b.size();
     absl::Status s;
     if (root == id) {
@@ -268,12 +293,27 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       s = lower_node(l, id);
     }
     out.instructions_per_op[op_name(graph.node(id).op)] += static_cast<uint64_t>(b.size() - before);
+    // Only a fragment that waited orders what follows it after the collectives (a reshape of a
+    // collective's result emits nothing, and its reader still has to wait).
+    if (wait_for > 0 && emit.collectives_waited()) in_flight.retire(wait_for);
+    if (collective && s.ok()) {
+      // Later fragments learn from these ranges whether to wait for it: a collective without
+      // them would be waited for by nothing.
+      if (reads.size() != 1 || writes.size() != 1) {
+        s = absl::InternalError("tpusim backend: an overlapped all-reduce without its buffers");
+      } else {
+        in_flight.started(flags.count(emit.collectives_done_flag()), reads[0], writes[0]);
+      }
+    }
     if (s.ok()) s = emit.status();
     if (!s.ok()) {
       return absl::Status(s.code(),
                           str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));
     }
   }
+  // The updates and outputs wait for every collective still in flight: they write variables and
+  // read results without the range checks above, and the step ends with them anyway.
+  emit.wait_for_collectives(in_flight.latest());
   for (const auto& u : graph.updates()) {
     const Node& v = graph.node(u.variable);
     set_origin(v.label, "assign");

@@ -1,9 +1,9 @@
 #pragma once
 // The tpusim compiler: lowers a graph to one core's ISA program. The program is a device loop
 // whose body is one step: infeed dequeues into the infeeds' HBM buffers, every node's fragment
-// in graph order, the variable updates, and outfeed enqueues of the outputs. Variables and
-// constants live in HBM across steps; the host writes them before a run and reads variables back
-// after it.
+// in emission order (schedule.h), the variable updates, and outfeed enqueues of the outputs.
+// Variables and constants live in HBM across steps; the host writes them before a run and reads
+// variables back after it.
 
 #include <map>
 #include <string>
@@ -44,13 +44,21 @@ struct CompiledStep {
   uint64_t fused_nodes = 0;  // elementwise nodes computed inside a multi-node fused fragment
 };
 
+struct StepOptions {
+  isa::Precision precision = isa::DEFAULT;
+  // With more than one, the step runs on cores 0 .. replicas-1 and cross_replica_sum is an
+  // all-reduce over them with `allreduce`: RING and BIDIR_RING over cores 0 .. replicas-1 in core
+  // order, TORUS_2D and TORUS over every core of the slice (replicas must be all of them).
+  uint32_t replicas = 1;
+  isa::Collective::Algorithm allreduce = isa::Collective::RING;
+  // The all-reduces run while later fragments compute (schedule.h); off, each waits for every
+  // earlier fragment and every later one waits for it.
+  bool overlap_allreduce = true;
+};
+
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores
-// per chip). With `replicas` > 1 the step runs on cores 0 .. replicas-1 and cross_replica_sum is
-// an all-reduce over them with `allreduce`: RING and BIDIR_RING over cores 0 .. replicas-1 in
-// core order, TORUS_2D and TORUS over every core of the slice (replicas must be all of them).
-absl::StatusOr<CompiledStep> compile_graph(
-    const Graph& graph, const config::SliceSpec& slice, uint32_t core,
-    isa::Precision precision = isa::DEFAULT, uint32_t replicas = 1,
-    isa::Collective::Algorithm allreduce = isa::Collective::RING);
+// per chip).
+absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
+                                           uint32_t core, const StepOptions& options = {});
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -63,6 +63,7 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
   }
   chain_ = flags_.allocate();
   once_ = flags_.allocate();
+  collectives_done_ = flags_.allocate();
   // Two slots of 3/8 of VMEM each; the last quarter holds operands loaded once per fragment.
   slot_bytes_ = core_.vmem_bytes / 8 * 3;
 }
@@ -81,9 +82,20 @@ bool Emitter::row_fits(uint64_t row_bytes) {
 
 void Emitter::ordered(InstrRef& ref) {
   if (fragment_base_ > 0) ref.wait(written_, fragment_base_);
+  if (collectives_needed_ > 0) {
+    ref.wait(collectives_done_, collectives_needed_);
+    collectives_waited_ = true;
+  }
 }
 
 void Emitter::wrote_hbm(InstrRef& ref) { flags_.signal(ref, written_); }
+
+void Emitter::overlapped_collective(InstrRef& ref) { flags_.signal(ref, collectives_done_); }
+
+void Emitter::wait_for_collectives(uint64_t count) {
+  collectives_needed_ = count;
+  collectives_waited_ = false;
+}
 
 void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
                       const std::vector<TileOperand>& inputs, uint32_t scratch,

@@ -7,6 +7,9 @@
 // operands into one VMEM slot while the vector unit computes on the other, then DMA the result
 // out. Vector ops of a tile are chained through a flag, so each waits for its predecessor's
 // result (the pipeline latency), as an in-order vector unit with interlocks would.
+//
+// Overlapped collectives (schedule.h) signal `collectives_done` instead of `written`; a node whose
+// fragments touch one's buffers also waits for that flag (wait_for_collectives).
 
 #include <cstdint>
 #include <functional>
@@ -79,6 +82,14 @@ class Emitter {
   void wrote_hbm(sim::InstrRef& ref);
   uint32_t written_flag() const { return written_; }
 
+  // Marks `ref` as an overlapped collective: later fragments do not wait for it unless told to.
+  void overlapped_collective(sim::InstrRef& ref);
+  // From now on ordered() also waits for the collectives-done flag to reach `count` (0: not).
+  void wait_for_collectives(uint64_t count);
+  // Whether ordered() has applied that wait to an instruction since.
+  bool collectives_waited() const { return collectives_waited_; }
+  uint32_t collectives_done_flag() const { return collectives_done_; }
+
   // out[rows, cols] (dtype out_dtype, in HBM) = body(tile) over row tiles. `scratch` f32
   // [rows, cols] buffers (or [rows, scratch_width]) are available per tile.
   void rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
@@ -108,6 +119,9 @@ class Emitter {
   uint32_t slot_free_[2];
   uint32_t chain_;
   uint32_t once_;
+  uint32_t collectives_done_;
+  uint64_t collectives_needed_ = 0;
+  bool collectives_waited_ = false;
   uint64_t fragment_base_ = 0;  // `written` count every instruction of the fragment waits for
   uint64_t slot_bytes_ = 0;
   uint32_t engine_ = 0;

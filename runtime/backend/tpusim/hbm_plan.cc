@@ -81,18 +81,34 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
             : i;
   }
   auto owner = [&](int id) { return plan.owner[static_cast<size_t>(id)]; };
-  // Last fragment that reads each owned buffer, through any alias.
+  std::vector<int> order = request->order;
+  if (order.empty()) {
+    for (int i = 0; i < n; ++i) order.push_back(i);
+  }
+  std::vector<int> position(static_cast<size_t>(n), 0);
+  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
+  // Position of the last fragment that reads each owned buffer, through any alias.
   std::vector<int> last(static_cast<size_t>(n), -1);
   for (int i = 0; i < n; ++i) {
+    const int at = position[static_cast<size_t>(i)];
     int& own = last[static_cast<size_t>(owner(i))];
-    own = std::max(own, i);
+    own = std::max(own, at);
     for (int in : request->reads[static_cast<size_t>(i)]) {
       int& slot = last[static_cast<size_t>(owner(in))];
-      slot = std::max(slot, i);
+      slot = std::max(slot, at);
     }
   }
   for (const auto& o : graph.outputs()) last[static_cast<size_t>(owner(o.node))] = n;
   for (const auto& u : graph.updates()) last[static_cast<size_t>(owner(u.value))] = n;
+  if (request->overlapped_collectives && request->replicas > 1) {
+    // Latest first, so that a collective reading another's result holds that one's input too.
+    for (int p = n - 1; p >= 0; --p) {
+      const int i = order[static_cast<size_t>(p)];
+      if (graph.node(i).op != Op::kCrossReplicaSum) continue;
+      int& src = last[static_cast<size_t>(owner(graph.node(i).inputs[0]))];
+      src = std::max(src, last[static_cast<size_t>(owner(i))]);
+    }
+  }
 
   auto persistent = [&](int i) {
     const Op op = graph.node(i).op;
@@ -112,7 +128,8 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     if (!own_buffer(i) || persistent(i)) continue;
     release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
-  for (int i = 0; i < n; ++i) {
+  for (int p = 0; p < n; ++p) {
+    const int i = order[static_cast<size_t>(p)];
     if (own_buffer(i) && !persistent(i)) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
     } else if (owner(i) != i) {
@@ -121,7 +138,7 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
     // A fragment's output is never released before it runs; a value no fragment reads is
     // released right after it.
-    for (int dead : release_after[static_cast<size_t>(i)]) {
+    for (int dead : release_after[static_cast<size_t>(p)]) {
       alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
     }
   }

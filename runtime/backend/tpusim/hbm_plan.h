@@ -3,7 +3,8 @@
 // the chip's HBM (4 bytes per element: floating values as f32, s32 as s32). Reshapes,
 // stop_gradient and a one-replica cross_replica_sum share their input's buffer. Variables and
 // constants live for the whole program; every other buffer is free again after its last use
-// (outputs and update values live to the end of the step) and is reused first-fit.
+// (outputs and update values live to the end of the step) and is reused first-fit. "Last use"
+// follows the order the fragments are emitted in (PlanRequest::order).
 
 #include <cstdint>
 #include <vector>
@@ -27,6 +28,11 @@ struct PlanRequest {
   std::vector<bool> materialized;
   std::vector<std::vector<int>> reads;
   uint32_t replicas = 1;  // with more than one, cross_replica_sum gets a buffer of its own
+  // The order fragments are emitted in (schedule.h); empty: graph order.
+  std::vector<int> order;
+  // cross_replica_sum runs while later fragments compute (schedule.h): what it reads stays
+  // allocated as long as its result does, so no later fragment writes over it while it runs.
+  bool overlapped_collectives = false;
 };
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);

@@ -22,7 +22,11 @@ absl::Status lower_cross_replica_sum(Lowering& l, int id) {
   }
   sum.instruction().set_note(str_cat("cross_replica_sum '", n.label, "'"));
   l.emit.ordered(sum);
-  l.emit.wrote_hbm(sum);
+  if (l.overlap_allreduce) {
+    l.emit.overlapped_collective(sum);
+  } else {
+    l.emit.wrote_hbm(sum);
+  }
   return absl::OkStatus();
 }
 

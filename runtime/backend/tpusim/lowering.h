@@ -49,6 +49,7 @@ struct Lowering {
   uint32_t replicas = 1;  // cores 0 .. replicas-1 run the step
   // cross_replica_sum's: a ring over the replicas in core order, or every core of the slice.
   isa::Collective::Algorithm allreduce = isa::Collective::RING;
+  bool overlap_allreduce = true;  // StepOptions::overlap_allreduce
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }
@@ -88,8 +89,9 @@ std::vector<int> operands_read(const Graph& graph, int id);
 absl::Status lower_matmul(Lowering& l, int id);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);
-// An all-reduce of the input over the replicas (a ring in core order); on one replica the node
-// shares its input's buffer and emits nothing.
+// An all-reduce of the input over the replicas (Lowering::allreduce); on one replica the node
+// shares its input's buffer and emits nothing. Overlapped, it signals the emitter's
+// collectives-done flag instead of `written`, and the compiler tracks it (schedule.h).
 absl::Status lower_cross_replica_sum(Lowering& l, int id);
 
 // Materialises `from` (shape `in`, buffer at `src`) broadcast to `out` with input dim i at

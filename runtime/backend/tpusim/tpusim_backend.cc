@@ -197,8 +197,11 @@ class TpusimBackend final : public Backend {
     }
     std::vector<CompiledStep> per_position;
     for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
-      auto step = tpusim_backend::compile_graph(graph, slice, core, isa::DEFAULT, options.replicas,
-                                                allreduce);
+      tpusim_backend::StepOptions step_options;
+      step_options.replicas = options.replicas;
+      step_options.allreduce = allreduce;
+      step_options.overlap_allreduce = options.overlap_allreduce;
+      auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
     }

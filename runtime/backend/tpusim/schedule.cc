@@ -1,0 +1,56 @@
+#include "runtime/backend/tpusim/schedule.h"
+
+#include <algorithm>
+
+namespace tpusim::runtime::tpusim_backend {
+
+std::vector<int> emission_order(const Graph& graph, bool hoist_collectives) {
+  const int n = graph.size();
+  std::vector<std::vector<int>> follows(static_cast<size_t>(n));  // node -> collectives after it
+  std::vector<bool> hoisted(static_cast<size_t>(n), false);
+  if (hoist_collectives) {
+    for (int id = 0; id < n; ++id) {
+      const Node& node = graph.node(id);
+      if (node.op != Op::kCrossReplicaSum) continue;
+      follows[static_cast<size_t>(node.inputs[0])].push_back(id);
+      hoisted[static_cast<size_t>(id)] = true;
+    }
+  }
+  std::vector<int> order;
+  order.reserve(static_cast<size_t>(n));
+  // A hoisted collective's input comes before it in graph order, and so does everything a
+  // collective that reads another collective's result waits for: appending each after its input
+  // keeps every node after what it reads.
+  auto place = [&](int id, auto&& self) -> void {
+    order.push_back(id);
+    for (int c : follows[static_cast<size_t>(id)]) self(c, self);
+  };
+  for (int id = 0; id < n; ++id) {
+    if (!hoisted[static_cast<size_t>(id)]) place(id, place);
+  }
+  return order;
+}
+
+void CollectivesInFlight::started(uint64_t count, HbmRange src, HbmRange dst) {
+  in_flight_.push_back({count, src, dst});
+}
+
+uint64_t CollectivesInFlight::needed(const std::vector<HbmRange>& reads,
+                                     const std::vector<HbmRange>& writes) const {
+  uint64_t count = 0;
+  for (const Collective& c : in_flight_) {
+    bool touches = false;
+    for (const HbmRange& r : reads) touches = touches || r.overlaps(c.dst);
+    for (const HbmRange& w : writes) touches = touches || w.overlaps(c.src) || w.overlaps(c.dst);
+    if (touches) count = std::max(count, c.count);
+  }
+  return count;
+}
+
+void CollectivesInFlight::retire(uint64_t count) {
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                  [&](const Collective& c) { return c.count <= count; }),
+                   in_flight_.end());
+}
+
+}  // namespace tpusim::runtime::tpusim_backend
