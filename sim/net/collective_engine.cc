@@ -236,18 +236,29 @@ void CollectiveEngine::link_runs(Instance& in, size_t first_run) {
 }
 
 void CollectiveEngine::compute_values(Instance& in) {
-  if (numerics_ != nullptr) numerics_->drain();
+  // Waits only for the numerics jobs that write what the collective reads or touch what it
+  // writes, so the members' other work goes on (an overlapped all-reduce starts while they still
+  // compute). While a memory's host storage may still move, everything queued runs first.
+  bool stable = true;
+  for (uint32_t core : in.cores) stable = stable && hbm_[core].memory->base_is_stable();
+  if (numerics_ != nullptr && !stable) numerics_->drain();
+  auto settle = [&](const HostRange* reads, size_t count, HostRange write) {
+    if (numerics_ != nullptr && stable) numerics_->before_shared_access(reads, count, write);
+  };
   const uint64_t n = in.c.elements();
   std::vector<std::vector<float>> src(in.cores.size(), std::vector<float>(n));
   for (size_t i = 0; i < in.cores.size(); ++i) {
-    uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.src[i] + n * 4);
-    std::memcpy(src[i].data(), base + in.src[i], n * 4);
+    const uint8_t* at = hbm_[in.cores[i]].memory->base_covering(in.src[i] + n * 4) + in.src[i];
+    const HostRange read{at, at + n * 4};
+    settle(&read, 1, {});
+    std::memcpy(src[i].data(), at, n * 4);
   }
   const auto dst = collective_results(in.c, in.cores, in.plan, src, in.peers);
   for (size_t i = 0; i < in.cores.size(); ++i) {
     const uint64_t bytes = dst[i].size() * 4;
-    uint8_t* base = hbm_[in.cores[i]].memory->base_covering(in.dst[i] + bytes);
-    std::memcpy(base + in.dst[i], dst[i].data(), bytes);
+    uint8_t* at = hbm_[in.cores[i]].memory->base_covering(in.dst[i] + bytes) + in.dst[i];
+    settle(nullptr, 0, {at, at + bytes});
+    std::memcpy(at, dst[i].data(), bytes);
   }
 }
 

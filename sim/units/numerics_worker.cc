@@ -141,9 +141,8 @@ void NumericsWorker::post(uint32_t lane, bool shared, HostRange read, HostRange 
   changed_.notify_all();
 }
 
-void NumericsWorker::before_access(uint32_t lane, const HostRange* reads, size_t count,
-                                   HostRange write) {
-  std::deque<Pending>& jobs = pending_[lane];
+void NumericsWorker::wait_before_access(std::deque<Pending>& jobs, const HostRange* reads,
+                                        size_t count, HostRange write) {
   prune(jobs, done_.get());
   wait_for_conflicts(jobs, [&](const Pending& p) {
     if (p.write.overlaps(write) || p.read.overlaps(write)) return true;
@@ -152,6 +151,16 @@ void NumericsWorker::before_access(uint32_t lane, const HostRange* reads, size_t
     }
     return false;
   });
+}
+
+void NumericsWorker::before_access(uint32_t lane, const HostRange* reads, size_t count,
+                                   HostRange write) {
+  wait_before_access(pending_[lane], reads, count, write);
+}
+
+void NumericsWorker::before_shared_access(const HostRange* reads, size_t count, HostRange write) {
+  if (unfinished_hint_ == 0) return;
+  wait_before_access(pending_shared_, reads, count, write);
 }
 
 void NumericsWorker::drain() {

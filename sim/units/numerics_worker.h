@@ -52,6 +52,9 @@ class NumericsWorker {
   // reads a byte of `write`: call it before reading `reads` and writing `write` (the lane's
   // memory only; see drain for the rest).
   void before_access(uint32_t lane, const HostRange* reads, size_t count, HostRange write);
+  // The same for the shared jobs of every lane: call it before the simulation thread reads
+  // `reads` and writes `write` in HBM itself (a collective's values).
+  void before_shared_access(const HostRange* reads, size_t count, HostRange write);
   // Returns once every posted job has run.
   void drain();
   // The first error a job threw since the last call, "" when none.
@@ -81,6 +84,9 @@ class NumericsWorker {
   template <typename Done>
   void help_until(uint32_t lane, Done done);
 
+  // Waits for the unfinished `jobs` that write a byte of `reads[0..count)` or touch `write`.
+  void wait_before_access(std::deque<Pending>& jobs, const HostRange* reads, size_t count,
+                          HostRange write);
   // Waits (helping) for the last of `jobs` (oldest first) that `conflicts` with.
   template <typename Conflicts>
   void wait_for_conflicts(const std::deque<Pending>& jobs, Conflicts conflicts);

@@ -86,6 +86,35 @@ TEST(NumericsWorkerTest, AWriteWaitsForTheJobsThatReadItsBytes) {
   opener.join();
 }
 
+// The simulation thread's own HBM access (a collective's values) waits for the shared jobs of
+// any lane that touch its bytes, and for nothing else: the other jobs keep running.
+TEST(NumericsWorkerTest, AnHbmAccessWaitsOnlyForTheSharedJobsWhoseBytesItShares) {
+  NumericsWorker worker(2, true);
+  if (!worker.threaded()) GTEST_SKIP() << "this host has one core: jobs run inline";
+  std::vector<uint8_t> hbm(1024), vmem(256);
+  std::promise<void> gate;
+  std::shared_future<void> open = gate.get_future().share();
+  std::atomic<int> wrote{0};
+  // Lane 1 writes HBM bytes [0, 512) once the gate opens; lane 0 has a VMEM job that also waits.
+  worker.post(1, true, {}, bytes(hbm, 0, 512), [open, &wrote] {
+    open.wait();
+    wrote = 1;
+  });
+  worker.post(0, false, {}, bytes(vmem, 0, 64), [open] { open.wait(); });
+  // Other HBM bytes, and the VMEM job's bytes (not shared), do not wait: were they to, the gate
+  // (still shut) would hang the test.
+  const HostRange elsewhere = bytes(hbm, 512, 600);
+  worker.before_shared_access(&elsewhere, 1, bytes(hbm, 700, 800));
+  const HostRange vmem_bytes = bytes(vmem, 0, 64);
+  worker.before_shared_access(&vmem_bytes, 1, {});
+  EXPECT_EQ(wrote.load(), 0);
+  std::thread opener([&gate] { gate.set_value(); });
+  worker.before_shared_access(nullptr, 0, bytes(hbm, 500, 520));  // writes what it writes
+  EXPECT_EQ(wrote.load(), 1);
+  opener.join();
+  worker.drain();
+}
+
 TEST(NumericsWorkerTest, ASharedJobWaitsForOtherLanesOverlappingJobs) {
   NumericsWorker worker(2, true);
   if (!worker.threaded()) GTEST_SKIP() << "this host has one core: jobs run inline";

@@ -41,6 +41,20 @@ TEST(Cli, TheNumericsThreadChangesNoValue) {
   std::filesystem::remove_all(tmp);
 }
 
+// The step analysis of 4 timing-only steps of mlp on v3-8 (2 per loop, the host config's costs),
+// with `option` set to `value`; model_dir and report under `tmp`, named by the value.
+nlohmann::json mlp_analysis(const std::filesystem::path& tmp, const std::string& option,
+                            const std::string& value) {
+  const std::string report = (tmp / (value + ".json")).string();
+  const auto r =
+      run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(), "--model-dir",
+                  (tmp / value).string(), "--train-steps", "4", "--iterations-per-loop", "2",
+                  "--timing-only", "--host-timing", "config", option, value, "--report", report});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  return r.exit_code == 0 ? nlohmann::json::parse(in)["analysis"] : nlohmann::json();
+}
+
 // --allreduce picks how the gradients cross the interconnect: on v3-8 the every-dimension torus
 // moves mlp's gradients (latency-bound, a few hundred KiB) in less all-reduce time per step than
 // the ring over cores 0..7 in core order, whose hops 3->4 and 7->0 cross two chips. A name the
@@ -51,15 +65,9 @@ TEST(Cli, TrainAllReduceChoosesHowTheGradientsMove) {
   std::filesystem::remove_all(tmp);
   std::map<std::string, double> all_reduce;
   for (const char* algorithm : {"ring", "torus"}) {
-    const std::string report = (tmp / (std::string(algorithm) + ".json")).string();
-    const auto r = run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(),
-                               "--model-dir", (tmp / algorithm).string(), "--train-steps", "4",
-                               "--iterations-per-loop", "2", "--timing-only", "--host-timing",
-                               "config", "--allreduce", algorithm, "--report", report});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    std::ifstream in(report);
-    all_reduce[algorithm] =
-        nlohmann::json::parse(in)["analysis"]["step_breakdown"]["all_reduce"].get<double>();
+    const nlohmann::json analysis = mlp_analysis(tmp, "--allreduce", algorithm);
+    ASSERT_FALSE(analysis.is_null()) << algorithm;
+    all_reduce[algorithm] = analysis["step_breakdown"]["all_reduce"].get<double>();
   }
   EXPECT_GT(all_reduce["torus"], 0);
   EXPECT_LT(all_reduce["torus"], all_reduce["ring"]);
@@ -82,14 +90,8 @@ TEST(Cli, TrainOverlapAllReduceHidesItBehindTheBackwardPass) {
   std::filesystem::remove_all(tmp);
   std::map<std::string, nlohmann::json> analysis;
   for (const char* overlap : {"on", "off"}) {
-    const std::string report = (tmp / (std::string(overlap) + ".json")).string();
-    const auto r = run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(),
-                               "--model-dir", (tmp / overlap).string(), "--train-steps", "4",
-                               "--iterations-per-loop", "2", "--timing-only", "--host-timing",
-                               "config", "--overlap-allreduce", overlap, "--report", report});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    std::ifstream in(report);
-    analysis[overlap] = nlohmann::json::parse(in)["analysis"];
+    analysis[overlap] = mlp_analysis(tmp, "--overlap-allreduce", overlap);
+    ASSERT_FALSE(analysis[overlap].is_null()) << overlap;
   }
   const auto exposed = [&](const char* overlap) {
     return analysis[overlap]["step_breakdown"]["all_reduce"].get<double>() +
