@@ -64,9 +64,8 @@ struct Spans {
   TimePs longest = 0;
 };
 
-// The categories that are waits, in priority order; compute is what is left of the step.
+// The spans a core waits in; compute is what is left of the step.
 enum Wait { kInput, kOutput, kAllReduceWait, kAllReduce, kWaits };
-const char* const kWaitCategory[kWaits] = {"input", "output", "all_reduce_wait", "all_reduce"};
 
 struct CoreTimeline {
   int chip = 0, core = 0;
@@ -168,34 +167,36 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       b.step = n;
       b.chip = c.chip;
       b.core = c.core;
+      // Each category in priority order takes the part of the step no earlier one took.
       std::vector<Interval> covered;
-      TimePs waits = 0;
-      TimePs collective = 0;  // the collectives' time outside input and output waits
-      TimePs exposed_collective = 0;
-      for (int w = 0; w < kWaits; ++w) {
-        if (w == kAllReduceWait) {
-          // A collective that runs while the core computes is hidden behind that work.
-          std::vector<Interval> both = c.waits[kAllReduceWait].within(span.first, span.second);
-          for (const Interval& ar : c.waits[kAllReduce].within(span.first, span.second))
-            both.push_back(ar);
-          collective = measure_minus(merged(std::move(both)), covered);
-          std::vector<Interval> busy = c.busy.within(span.first, span.second);
-          busy.insert(busy.end(), covered.begin(), covered.end());
-          covered = merged(std::move(busy));
-        }
-        const std::vector<Interval> mine = merged(c.waits[w].within(span.first, span.second));
-        const TimePs exclusive = measure_minus(mine, covered);
-        waits += exclusive;
-        b.seconds_by[kWaitCategory[w]] = static_cast<double>(exclusive) / kPsPerSecond;
-        if (w == kAllReduceWait || w == kAllReduce) exposed_collective += exclusive;
-        covered.insert(covered.end(), mine.begin(), mine.end());
-        covered = merged(covered);
-      }
-      b.seconds_by["compute"] =
-          static_cast<double>(span.second - span.first - waits) / kPsPerSecond;
-      b.all_reduce_hidden = static_cast<double>(collective - exposed_collective) / kPsPerSecond;
-      b.seconds_by["idle"] = static_cast<double>(gap) / kPsPerSecond;
-      b.seconds = static_cast<double>(span.second - span.first + gap) / kPsPerSecond;
+      auto in_step = [&](const Spans& spans) { return spans.within(span.first, span.second); };
+      auto take = [&](std::vector<Interval> spans) {
+        spans = merged(std::move(spans));
+        const TimePs exclusive = measure_minus(spans, covered);
+        covered.insert(covered.end(), spans.begin(), spans.end());
+        covered = merged(std::move(covered));
+        return exclusive;
+      };
+      const TimePs input = take(in_step(c.waits[kInput]));
+      const TimePs output = take(in_step(c.waits[kOutput]));
+      // The collectives' time outside input and output: what the core's own work covers of it
+      // is hidden behind that work.
+      std::vector<Interval> collectives = in_step(c.waits[kAllReduceWait]);
+      for (const Interval& ar : in_step(c.waits[kAllReduce])) collectives.push_back(ar);
+      const TimePs collective = measure_minus(merged(std::move(collectives)), covered);
+      take(in_step(c.busy));  // compute
+      const TimePs peer_wait = take(in_step(c.waits[kAllReduceWait]));
+      const TimePs all_reduce = take(in_step(c.waits[kAllReduce]));
+      const TimePs waits = input + output + peer_wait + all_reduce;
+      auto seconds = [](TimePs t) { return static_cast<double>(t) / kPsPerSecond; };
+      b.seconds_by["input"] = seconds(input);
+      b.seconds_by["output"] = seconds(output);
+      b.seconds_by["all_reduce_wait"] = seconds(peer_wait);
+      b.seconds_by["all_reduce"] = seconds(all_reduce);
+      b.seconds_by["compute"] = seconds(span.second - span.first - waits);
+      b.all_reduce_hidden = seconds(collective - peer_wait - all_reduce);
+      b.seconds_by["idle"] = seconds(gap);
+      b.seconds = seconds(span.second - span.first + gap);
       auto it = by_step.find(n);
       if (it == by_step.end() || b.seconds > it->second.seconds) by_step[n] = b;
     }
