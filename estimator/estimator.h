@@ -103,6 +103,8 @@ struct RunConfig {
   // Whether those all-reduces run while the rest of the step computes
   // (CompileOptions::overlap_allreduce).
   bool overlap_allreduce = true;
+  // Whether the tpusim backend fuses convolutions (CompileOptions::fuse_convolutions).
+  bool fuse_convolutions = true;
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.

@@ -118,6 +118,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   options.precision = config_.precision;
   options.allreduce = config_.allreduce;
   options.overlap_allreduce = config_.overlap_allreduce;
+  options.fuse_convolutions = config_.fuse_convolutions;
   options.replicas = shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

@@ -38,6 +38,11 @@ struct CompileOptions {
   // reads its result waits for it); off, each waits for all the step's earlier work and all later
   // work waits for it. The values are the same either way.
   bool overlap_allreduce = true;
+  // Whether the tpusim backend computes a convolution in one fragment with its patches (im2col)
+  // in VMEM only, as XLA's convolution emitter does; off, extract_patches, the matmul and
+  // patches_to_image are fragments of their own and the patches go through HBM. The values are
+  // the same either way.
+  bool fuse_convolutions = true;
 };
 
 // The names CompileOptions::allreduce takes.

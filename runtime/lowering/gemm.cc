@@ -5,6 +5,7 @@
 
 #include "common/strings.h"
 #include "sim/isa/builder.h"
+#include "sim/memory/block.h"
 
 namespace tpusim::runtime {
 
@@ -70,6 +71,49 @@ std::array<uint32_t, 8> allocate_gemm_flags(FlagPool& pool) {
   return ids;
 }
 
+uint32_t emit_mxu_product(const config::CoreSpec& core, CoreBuilder& b, const isa::Block& lhs,
+                          const isa::Block& weights, const isa::Block& out, bool accumulate,
+                          isa::Precision precision, std::vector<uint32_t>& next_slot,
+                          const std::function<void(sim::InstrRef&)>& on_load,
+                          const std::function<void(sim::InstrRef&, bool overwrites)>& on_matmul) {
+  const uint32_t R = core.mxu_rows, C = core.mxu_cols;
+  const uint32_t rows = lhs.rows(), depth = lhs.cols(), cols = weights.cols();
+  const uint64_t lhs_stride = sim::row_stride(lhs), w_stride = sim::row_stride(weights),
+                 out_stride = sim::row_stride(out);
+  const uint32_t lhs_bytes = bytes_of(lhs.dtype()), w_bytes = bytes_of(weights.dtype());
+  const uint32_t col_tiles = ceil_div(cols, C);
+  const uint32_t row_parts =
+      std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
+  uint32_t matmuls = 0;
+  for (uint32_t kk = 0; kk * R < depth; ++kk) {
+    const uint32_t kw = std::min(R, depth - kk * R);
+    for (uint32_t part = 0; part < row_parts; ++part) {
+      const uint32_t r0 = part * rows / row_parts, r1 = (part + 1) * rows / row_parts;
+      for (uint32_t nn = 0; nn < col_tiles; ++nn, ++matmuls) {
+        const uint32_t nw = std::min(C, cols - nn * C);
+        const uint32_t mxu = (part * col_tiles + nn) % core.mxu_count;
+        const uint32_t slot = next_slot[mxu];
+        next_slot[mxu] ^= 1;
+        sim::InstrRef load = b.load_weights(
+            mxu, slot,
+            block(weights.address() + uint64_t{kk} * R * w_stride + uint64_t{nn} * C * w_bytes,
+                  kw, nw, weights.dtype(), w_stride));
+        on_load(load);
+        const bool overwrites = !accumulate && kk == 0;
+        sim::InstrRef mm = b.matmul(
+            mxu, slot,
+            block(lhs.address() + uint64_t{r0} * lhs_stride + uint64_t{kk} * R * lhs_bytes,
+                  r1 - r0, kw, lhs.dtype(), lhs_stride),
+            block(out.address() + uint64_t{r0} * out_stride + uint64_t{nn} * C * 4, r1 - r0, nw,
+                  isa::F32, out_stride),
+            !overwrites, precision);
+        on_matmul(mm, overwrites);
+      }
+    }
+  }
+  return matmuls;
+}
+
 absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& ctx) {
@@ -78,7 +122,6 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape
   const GemmTiling t = *tiling;
   const isa::DType in = layout.input_dtype;
   const uint32_t in_bytes = bytes_of(in);
-  const uint32_t R = core.mxu_rows, C = core.mxu_cols;
   const uint32_t engines = core.dma_engines;
   CoreBuilder& b = *ctx.builder;
   FlagPool& pool = *ctx.flags;
@@ -117,7 +160,6 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape
     for (uint32_t ni = 0; ni < nt; ++ni, ++tile) {
       const uint32_t cols = std::min(t.tn, shape.n - ni * t.tn);
       const int cb = static_cast<int>(tile % 2);
-      const uint64_t c_stride = uint64_t{cols} * 4;
       for (uint32_t ki = 0; ki < kt; ++ki, ++step) {
         const uint32_t depth = std::min(t.tk, shape.k - ki * t.tk);
         const int sb = static_cast<int>(step % 2);
@@ -137,44 +179,16 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape
           if (ctx.before_read) ctx.before_read(*dma);
         }
         plan.dmas += 2;
-        // Every R x C sub-tile: weights in, A's rows through. Column sub-tiles go round the
-        // MXUs; when there are too few to give every MXU one, the tile's rows are split between
-        // them too (each MXU loads the same weights and streams its share of the rows).
-        const uint32_t a_stride = depth * in_bytes;
-        const uint32_t b_stride = cols * in_bytes;
-        const uint32_t col_tiles = ceil_div(cols, C);
-        const uint32_t row_parts =
-            std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
-        uint32_t sub = 0;
-        for (uint32_t kk = 0; kk * R < depth; ++kk) {
-          const uint32_t kw = std::min(R, depth - kk * R);
-          for (uint32_t part = 0; part < row_parts; ++part) {
-            const uint32_t r0 = part * rows / row_parts, r1 = (part + 1) * rows / row_parts;
-            for (uint32_t nn = 0; nn < col_tiles; ++nn, ++sub) {
-              const uint32_t nw = std::min(C, cols - nn * C);
-              const uint32_t mxu = (part * col_tiles + nn) % core.mxu_count;
-              const uint32_t slot = next_slot[mxu];
-              next_slot[mxu] ^= 1;
-              b.load_weights(
-                   mxu, slot,
-                   block(b_buf[sb] + (uint64_t{kk} * R * cols + uint64_t{nn} * C) * in_bytes, kw,
-                         nw, in, b_stride))
-                  .wait(loaded[sb], pool.count(loaded[sb]));
-              const bool first = ki == 0 && kk == 0;
-              auto mm =
-                  b.matmul(mxu, slot,
-                           block(a_buf[sb] + uint64_t{r0} * a_stride + uint64_t{kk} * R * in_bytes,
-                                 r1 - r0, kw, in, a_stride),
-                           block(c_buf[cb] + uint64_t{r0} * c_stride + uint64_t{nn} * C * 4,
-                                 r1 - r0, nw, isa::F32, c_stride),
-                           !first, precision);
+        const uint32_t sub = emit_mxu_product(
+            core, b, block(a_buf[sb], rows, depth, in), block(b_buf[sb], depth, cols, in),
+            block(c_buf[cb], rows, cols, isa::F32), ki > 0, precision, next_slot,
+            [&](sim::InstrRef& load) { load.wait(loaded[sb], pool.count(loaded[sb])); },
+            [&](sim::InstrRef& mm, bool overwrites) {
               pool.signal(mm, consumed[sb]);
               pool.signal(mm, written[cb]);
-              if (first && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
-              ++plan.matmuls;
-            }
-          }
-        }
+              if (overwrites && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
+            });
+        plan.matmuls += sub;
         consumed_n[sb] += sub;
       }
       // The finished tile back to HBM.

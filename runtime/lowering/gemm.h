@@ -20,11 +20,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
 #include "runtime/lowering/flag_pool.h"
+#include "sim/isa/builder.h"
 #include "sim/isa/isa.pb.h"
 
 namespace tpusim::runtime {
@@ -83,6 +85,22 @@ struct GemmContext {
 
 // Allocates the 8 flags a GEMM fragment uses.
 std::array<uint32_t, 8> allocate_gemm_flags(FlagPool& pool);
+
+// The MXU work of out (+)= lhs x weights with all three in VMEM (lhs rows x depth, weights
+// depth x cols, out rows x cols f32, each with its own row stride): for every R x C sub-tile of
+// the weights, load it into an MXU and stream lhs's rows through it. Column sub-tiles go round
+// the MXUs; when there are too few to give every MXU one, the rows are split between them too
+// (each MXU loads the same weights and streams its share of the rows). A given rows-and-columns
+// part always goes to the same MXU, which takes its depth chunks in order, so every sum runs in
+// one fixed order. Without `accumulate` the first depth chunk overwrites out. `next_slot` is each
+// MXU's next weight slot (they alternate); `on_load` sees each load_weights and `on_matmul` each
+// matmul (with whether it is the chunk that overwrites), to add their waits and signals.
+// Returns the matmuls emitted.
+uint32_t emit_mxu_product(const config::CoreSpec& core, sim::CoreBuilder& b, const isa::Block& lhs,
+                          const isa::Block& weights, const isa::Block& out, bool accumulate,
+                          isa::Precision precision, std::vector<uint32_t>& next_slot,
+                          const std::function<void(sim::InstrRef&)>& on_load,
+                          const std::function<void(sim::InstrRef&, bool overwrites)>& on_matmul);
 
 // Appends the GEMM's instructions (no halt) and returns what it emitted.
 absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,

@@ -1,5 +1,7 @@
 // The tpusim backend: every op case against the cpu reference, the bf16 agreement with cpu:mxu,
 // and multi-step runs with variable updates. One System per process (one test per process).
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -95,6 +97,71 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
     for (size_t i = 0; i < value.f.size(); ++i)
       EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
   }
+}
+
+// Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
+// patches_to_image compute as separate fragments. The forward outputs and the input gradients
+// are bit for bit the same (the MXUs sum the same depth chunks in the same order); a kernel
+// gradient sums its pixels tile by tile, so its f32 sums round differently. Three convolutions
+// over 20 images of 32x32x16, 8 to a VMEM tile (3 tiles): SAME at stride 1 (the flat im2col) and
+// VALID at stride 2 (one copy per image row).
+TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {20, 32, 32, 16});
+  const Value labels = b.infeed("labels", DType::kS32, {20});
+  using layers::Activation;
+  using layers::Padding;
+  Value h = layers::conv2d(b, x, 16, 3, 1, Padding::kSame, Activation::kRelu, 1);
+  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
+  h = layers::conv2d(b, h, 8, 3, 2, Padding::kValid, Activation::kRelu, 3);
+  const Value logits =
+      layers::dense(b, b.reshape(h, {20, 15 * 15 * 8}), 4, Activation::kNone, 4);
+  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
+  auto grads = gradients(b, loss, vars);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  b.output("loss", loss);
+  for (size_t i = 0; i < vars.size(); ++i)
+    b.output(b.graph().node(vars[i].id).attrs.name, (*grads)[i]);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {20, 32, 32, 16}}, {"labels", DType::kS32, {20}, 0, 4}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 3)};
+
+  auto backend = make_backend("tpusim");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto run = [&](bool fuse) {
+    CompileOptions options;
+    options.fuse_convolutions = fuse;
+    auto exe = (*backend)->compile(b.graph(), options);
+    EXPECT_TRUE(exe.ok()) << exe.status();
+    Variables v = initial_variables(b.graph());
+    auto out = (*backend)->run(**exe, v, feeds, 0);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->at(0) : Outputs{};
+  };
+  const Outputs fused = run(true), unfused = run(false);
+  ASSERT_EQ(fused.size(), 9u);  // the loss and 4 kernels' and 4 biases' gradients
+  EXPECT_EQ(fused.at("loss").f[0], unfused.at("loss").f[0]);
+  int rounded = 0;
+  for (const auto& [name, value] : unfused) {
+    const std::vector<float>& f = fused.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    const bool kernel = name.find("conv2d") != std::string::npos &&
+                        name.find("kernel") != std::string::npos;
+    float scale = 0;
+    for (float v : value.f) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (!kernel) {
+        ASSERT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
+      } else {
+        ASSERT_NEAR(f[i], value.f[i], 1e-5f * scale) << name << "[" << i << "]";
+        rounded += f[i] != value.f[i];
+      }
+    }
+  }
+  EXPECT_GT(rounded, 0);  // the kernel gradients really were summed another way
 }
 
 // The loop's per-op profile: a [256, 512] x [512, 256] matmul does exactly 2 M K N FLOPs a step,

@@ -137,6 +137,66 @@ TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
   EXPECT_EQ(transposed_elements(plain->program), 256u * 64);
 }
 
+// The instructions whose origin is of `kind` (the op or fused convolution they compute).
+int instructions_of(const isa::CoreProgram& core, const std::string& kind) {
+  int n = 0;
+  for (const isa::Instruction& in : core.instructions()) {
+    if (in.origin() > 0 && core.origins(static_cast<int>(in.origin() - 1)).op() == kind) ++n;
+  }
+  return n;
+}
+
+// mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
+// straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
+// tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im
+// (conv2d_1's input is the image, which needs no gradient): the patches never reach HBM. Only
+// the max pools keep extract_patches and patches_to_image fragments.
+TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
+  GraphBuilder b;
+  ASSERT_TRUE(models::build_training_step(b, "mnist_cnn", 16, 0.1f, 1).ok());
+  StepOptions unfused_options;
+  unfused_options.fuse_convolutions = false;
+  auto fused = compile_graph(b.graph(), v3_8(), 0);
+  auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_TRUE(sim::validate_program(fused->program, v3_8()).ok());
+  EXPECT_EQ(fused->fused_convolutions, 5u);
+  EXPECT_EQ(unfused->fused_convolutions, 0u);
+  const isa::CoreProgram& core = fused->program.cores(0);
+  EXPECT_GT(instructions_of(core, "conv2d"), 0);
+  EXPECT_GT(instructions_of(core, "conv2d_backprop_input"), 0);
+  EXPECT_GT(instructions_of(core, "conv2d_backprop_filter"), 0);
+  EXPECT_EQ(instructions_of(unfused->program.cores(0), "conv2d"), 0);
+  // The max pools' im2col and col2im are left, the convolutions' are gone.
+  for (const char* kind : {"extract_patches", "patches_to_image"}) {
+    ASSERT_EQ(fused->instructions_per_op.count(kind), 1u) << kind;
+    EXPECT_LT(fused->instructions_per_op.at(kind), unfused->instructions_per_op.at(kind)) << kind;
+  }
+  // No patches or patch gradients need a buffer: the step's tensors take less HBM at their peak.
+  EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
+}
+
+// Inference: the patches have no reader but their convolution, so they never get a buffer.
+TEST(Compiler, AnInferenceConvolutionsPatchesNeverReachHbm) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {8, 28, 28, 4});
+  const Value y = layers::conv2d(b, x, 16, 5, 1, layers::Padding::kSame,
+                                 layers::Activation::kNone, 1);
+  b.output("y", y);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  EXPECT_EQ(step->fused_convolutions, 1u);
+  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 0u);
+  // Image, kernel, bias, the conv's output and the output with its bias: 8x28x28x4,
+  // 5x5x4x16, 16 and 2 x 8x28x28x16 floats, each buffer 4 KiB aligned, and no 8x28x28x100
+  // patches (2.5 MB).
+  const uint64_t patches = 8u * 28 * 28 * 100 * 4;
+  EXPECT_LT(step->plan.peak_bytes, patches);
+}
+
 TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {1 << 14, 1 << 14});  // 1 GiB each

@@ -87,9 +87,14 @@ TEST_F(InfeedStudy, MoreMapThreadsFlipTheJpegPipelineFromHighlyToNotInputBound) 
   const nlohmann::json& a64 = many["analysis"];
   EXPECT_EQ(a64["classification"], "not_input_bound");
   EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.05);
-  // The device's own work is the same either way.
-  EXPECT_NEAR(a64["step_breakdown"]["compute"].get<double>(),
-              a1["step_breakdown"]["compute"].get<double>(), 1e-4);
+  // The device's own work is the same either way, but for HBM contention: fed in lockstep, a
+  // chip's two cores contend for its HBM in the same phases of the step; fed one after the other
+  // (one map thread), they contend less. With HBM a hundred times faster the two computes agree
+  // to 10 ns (docs/profiling.md, the infeed study).
+  const double c1 = a1["step_breakdown"]["compute"].get<double>(),
+               c64 = a64["step_breakdown"]["compute"].get<double>();
+  EXPECT_GE(c64, c1 - 1e-8);
+  EXPECT_LE(c64, c1 * 1.10);
 }
 
 TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape) {

@@ -27,9 +27,13 @@ int run_compile(const std::vector<std::string>& args) {
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name")("batch", po::value<int64_t>(&batch)->default_value(128),
                                             "examples per core")(
-      "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
+      "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
+      "on: a convolution and its gradients are fragments whose im2col patches stay in VMEM; "
+      "off: the patches go through HBM")("dump", po::bool_switch(), "print the ISA program")(
+      "json", po::bool_switch(), "print JSON");
   const std::string usage =
-      "usage: tpusim compile --model NAME [--config SLICE] [--batch N] [--dump] [--json]\n\n"
+      "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
+      "                      [--fuse-convolutions on|off] [--dump] [--json]\n\n"
       "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
       "loop around it) for one core and prints the program's static figures: instructions per "
       "unit,\n"
@@ -47,7 +51,9 @@ int run_compile(const std::vector<std::string>& args) {
       !s.ok()) {
     return failure(std::string(s.message()));
   }
-  auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0);
+  runtime::tpusim_backend::StepOptions step_options;
+  step_options.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
+  auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0, step_options);
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -69,6 +75,7 @@ int run_compile(const std::vector<std::string>& args) {
                                       {"instructions_per_unit", units},
                                       {"instructions_per_op", step->instructions_per_op},
                                       {"fused_nodes", step->fused_nodes},
+                                      {"fused_convolutions", step->fused_convolutions},
                                       {"hbm_footprint_bytes", step->hbm_bytes},
                                       {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
                                       {"hbm_persistent_bytes", step->plan.persistent_bytes},
@@ -82,7 +89,9 @@ int run_compile(const std::vector<std::string>& args) {
   std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch " << batch
             << " per core) for " << (*slice)->name << " core 0 in " << seconds << " s\n"
             << "  graph          " << b.graph().size() << " nodes (" << step->fused_nodes
-            << " elementwise ones fused into shared fragments), " << parameters << " parameters\n"
+            << " elementwise ones fused into shared fragments, " << step->fused_convolutions
+            << " convolution fragments with their patches in VMEM), " << parameters
+            << " parameters\n"
             << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
   std::vector<std::pair<uint64_t, std::string>> by_op;

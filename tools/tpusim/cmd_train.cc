@@ -56,7 +56,11 @@ int run_train(const std::vector<std::string>& args) {
       "overlap-allreduce", po::value<bool>()->default_value(true, "on"),
       "on: each gradient's all-reduce runs while the step computes the rest (as XLA's "
       "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
-      "later work")("train-steps", po::value<int64_t>(&steps)->default_value(200),
+      "later work")(
+      "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
+      "on: each convolution (and its input gradient) is one fragment whose im2col patches stay "
+      "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
+      "im2col, matmul and col2im fragments")("train-steps", po::value<int64_t>(&steps)->default_value(200),
                     "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
       "device steps per host round trip")("batch-size",
@@ -89,7 +93,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
-      "                    [--overlap-allreduce on|off]\n"
+      "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -137,6 +141,10 @@ int run_train(const std::vector<std::string>& args) {
         "--overlap-allreduce needs the tpusim backend (cpu and gpu do not time "
         "the all-reduce)",
         usage);
+  config.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
+  if (!config.fuse_convolutions && backend != "tpusim")
+    return usage_error("--fuse-convolutions needs the tpusim backend (cpu and gpu do not time it)",
+                       usage);
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {

@@ -55,16 +55,17 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
 
 bool folds_operands(Op op) { return is_elementwise(op); }
 
-// Nodes whose values some lowered fragment, output or update reads. Scalars that fold into
+// Nodes whose values some lowered fragment (fused convolutions as fragment_reads says),
+// output or update reads. Scalars that fold into
 // elementwise fragments as immediates are not read, so their producers need no code.
-std::vector<bool> needed_nodes(const Graph& g) {
+std::vector<bool> needed_nodes(const Graph& g, const ConvFusions& convs) {
   std::vector<bool> needed(static_cast<size_t>(g.size()), false);
   for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
   for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
   for (int id = g.size() - 1; id >= 0; --id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = g.node(id);
-    for (int in : operands_read(g, id)) {
+    for (int in : fragment_reads(g, convs, id)) {
       float ignored;
       if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
       needed[static_cast<size_t>(in)] = true;
@@ -73,16 +74,19 @@ std::vector<bool> needed_nodes(const Graph& g) {
   return needed;
 }
 
-// Groups of elementwise nodes to fuse: starting from each elementwise node read outside any
-// group (in reverse order), absorb elementwise producers of the same shape all of whose readers
+// Groups of elementwise nodes to fuse (a fused convolution reads the buffers fragment_reads
+// names): starting from each elementwise node read outside any group (in reverse order), absorb elementwise producers of the same shape all of whose readers
 // are in the group and which are no output or update value. Returns, per node, the root of its
 // group (-1 when it is not grouped).
-std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed) {
+std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
+                               const ConvFusions& convs) {
   const int n = g.size();
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
   for (int id = 0; id < n; ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
-    for (int in : g.node(id).inputs) readers[static_cast<size_t>(in)].push_back(id);
+    const std::vector<int> reads =
+        convs.count(id) > 0 ? fragment_reads(g, convs, id) : g.node(id).inputs;
+    for (int in : reads) readers[static_cast<size_t>(in)].push_back(id);
   }
   std::vector<bool> exported(static_cast<size_t>(n), false);
   for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
@@ -167,8 +171,20 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   const bool overlapped = options.overlap_allreduce && replicas > 1;
   // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
   // each buffer is read: the HBM plan follows the order fragments really run in.
-  const std::vector<bool> needed = needed_nodes(graph);
-  const std::vector<int> group = fusion_groups(graph, needed);
+  ConvFusions convs = options.fuse_convolutions
+                          ? find_conv_fusions(graph, needed_nodes(graph, {}), slice.chip.core)
+                          : ConvFusions{};
+  // The fused convolutions read images, gradients and kernels, not patches: patches that no
+  // other fragment reads are needed no more and live in VMEM alone. Those still needed are
+  // written by their forward convolution, not by a fragment of their own.
+  const std::vector<bool> needed = needed_nodes(graph, convs);
+  std::vector<bool> absorbed(static_cast<size_t>(graph.size()), false);
+  for (auto& [id, conv] : convs) {
+    if (conv.kind == ConvFusion::Kind::kFilterGrad) continue;
+    absorbed[static_cast<size_t>(conv.patches)] = true;
+    conv.patches_kept = needed[static_cast<size_t>(conv.patches)];
+  }
+  const std::vector<int> group = fusion_groups(graph, needed, convs);
   PlanRequest request;
   request.replicas = replicas;
   request.order = emission_order(graph, overlapped);
@@ -184,7 +200,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       request.materialized[static_cast<size_t>(id)] = false;
     if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
     if (!needed[static_cast<size_t>(id)]) continue;
-    for (int in : operands_read(graph, id)) {
+    std::vector<int> reads = fragment_reads(graph, convs, id);
+    if (const auto conv = convs.find(id); conv != convs.end() && conv->second.patches_kept)
+      reads.push_back(conv->second.patches);  // it writes them: they are live through it
+    for (int in : reads) {
       const int reader = root >= 0 ? root : id;
       if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
       request.reads[static_cast<size_t>(reader)].push_back(in);
@@ -264,9 +283,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   };
   CollectivesInFlight in_flight;
   for (int id : request.order) {
-    if (!needed[static_cast<size_t>(id)]) continue;
+    if (!needed[static_cast<size_t>(id)] || absorbed[static_cast<size_t>(id)]) continue;
     const int root = group[static_cast<size_t>(id)];
     if (root >= 0 && root != id) continue;  // computed with its group's root
+    const auto conv = convs.find(id);
     hbm.next_node();
     const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
     std::vector<HbmRange> reads, writes;
@@ -275,6 +295,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     }
     if (auto w = range_of(id); w && out.plan.owner[static_cast<size_t>(id)] == id) {
       writes.push_back(*w);
+    }
+    if (conv != convs.end() && conv->second.patches_kept) {
+      if (auto w = range_of(conv->second.patches)) writes.push_back(*w);
     }
     const uint64_t wait_for = in_flight.needed(reads, writes);
     emit.wait_for_collectives(wait_for);
@@ -288,11 +311,17 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
       s = lower_fused(l, members);
       out.fused_nodes += members.size() > 1 ? members.size() : 0;
+    } else if (conv != convs.end()) {
+      set_origin(graph.node(id).label, conv_kind_name(conv->second.kind));
+      s = lower_conv(l, id, conv->second);
+      ++out.fused_convolutions;
     } else {
       set_origin(graph.node(id).label, op_name(graph.node(id).op));
       s = lower_node(l, id);
     }
-    out.instructions_per_op[op_name(graph.node(id).op)] += static_cast<uint64_t>(b.size() - before);
+    const char* kind = conv != convs.end() ? conv_kind_name(conv->second.kind)
+                                           : op_name(graph.node(id).op);
+    out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);
     // Only a fragment that waited orders what follows it after the collectives (a reshape of a
     // collective's result emits nothing, and its reader still has to wait).
     if (wait_for > 0 && emit.collectives_waited()) in_flight.retire(wait_for);

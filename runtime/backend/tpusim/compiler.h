@@ -42,6 +42,7 @@ struct CompiledStep {
   std::map<std::string, uint64_t>
       instructions_per_op;   // graph op name -> instructions emitted for it
   uint64_t fused_nodes = 0;  // elementwise nodes computed inside a multi-node fused fragment
+  uint64_t fused_convolutions = 0;  // convolution fragments whose patches stay in VMEM
 };
 
 struct StepOptions {
@@ -54,6 +55,10 @@ struct StepOptions {
   // The all-reduces run while later fragments compute (schedule.h); off, each waits for every
   // earlier fragment and every later one waits for it.
   bool overlap_allreduce = true;
+  // Convolutions (im2col feeding a matmul, a matmul feeding col2im) run as one fragment with
+  // their patches in VMEM only (lowering.h, ConvFusion); off, each op is a fragment of its own
+  // and the patches go through HBM.
+  bool fuse_convolutions = true;
 };
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores

@@ -54,6 +54,26 @@ InstrRef Tile::chain(InstrRef ref) {
   return ref;
 }
 
+uint64_t Tile::chain_count() const { return e_->flags_.count(e_->chain_); }
+
+InstrRef Tile::fan_out(InstrRef ref, uint64_t after) {
+  FlagPool& pool = e_->flags_;
+  if (after > 0) ref.wait(e_->chain_, after);
+  e_->ordered(ref);
+  pool.signal(ref, e_->chain_);
+  return ref;
+}
+
+void Tile::after_loads(InstrRef& ref) const {
+  for (const auto& [flag, count] : first_waits_) ref.wait(flag, count);
+}
+
+InstrRef Tile::store(const isa::Block& vmem, const isa::Block& hbm, uint64_t after) {
+  InstrRef ref = fan_out(e_->b_.dma_to_hbm(vmem, hbm, e_->next_engine()), after);
+  e_->wrote_hbm(ref);
+  return ref;
+}
+
 Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags)
     : core_(core), b_(builder), flags_(flags) {
   written_ = flags_.allocate();
@@ -65,7 +85,7 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
   once_ = flags_.allocate();
   collectives_done_ = flags_.allocate();
   // Two slots of 3/8 of VMEM each; the last quarter holds operands loaded once per fragment.
-  slot_bytes_ = core_.vmem_bytes / 8 * 3;
+  slot_bytes_ = slot_bytes(core_);
 }
 
 void Emitter::begin_fragment() { fragment_base_ = flags_.count(written_); }
@@ -102,9 +122,32 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
                       uint32_t scratch_width, const std::function<void(Tile&)>& body) {
   begin_fragment();
   if (!row_fits(uint64_t{cols} * 4)) return;
+  tile_loop(TileLoop{out_hbm, cols, out_dtype, rows, scratch, scratch_width, 0}, inputs, body);
+}
+
+isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
+                                uint32_t scratch_width, uint32_t accumulator_elements,
+                                const std::function<void(Tile&)>& body) {
+  begin_fragment();
+  return tile_loop(TileLoop{0, 0, isa::F32, rows, 1, scratch_width, accumulator_elements}, inputs,
+                   body);
+}
+
+Tile Emitter::epilogue() {
+  Tile t;
+  t.e_ = this;
+  return t;
+}
+
+isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                              const std::function<void(Tile&)>& body) {
+  const uint64_t rows = loop.rows;
+  const uint32_t cols = loop.cols;
+  const bool stores = loop.accumulator_elements == 0;
   // Bytes one row of a tile takes in its slot.
-  uint64_t per_row =
-      uint64_t{cols} * 4 + uint64_t{scratch} * (scratch_width > 0 ? scratch_width : cols) * 4;
+  uint64_t per_row = uint64_t{cols} * 4 + uint64_t{loop.scratch} *
+                                               (loop.scratch_width > 0 ? loop.scratch_width : cols) *
+                                               4;
   for (const auto& in : inputs) {
     if (in.kind == TileOperand::Kind::kFull) per_row += uint64_t{in.cols > 0 ? in.cols : cols} * 4;
     if (in.kind == TileOperand::Kind::kColumn) per_row += 4;
@@ -113,7 +156,8 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
       std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
   if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
 
-  // Row operands: loaded once into the shared region above the two slots.
+  // Row operands: loaded once into the shared region above the two slots; the accumulator after
+  // them.
   uint64_t shared = 2 * slot_bytes_;
   std::vector<isa::Block> row_blocks(inputs.size());
   bool any_once = false;
@@ -128,20 +172,30 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     flags_.signal(dma, once_);
     any_once = true;
   }
+  const isa::Block accumulator = block(shared, 1, loop.accumulator_elements, isa::F32);
   const uint64_t once_count = flags_.count(once_);
 
+  // A tile that stores its output frees its slot with that store; one that stores nothing, once
+  // its chain is done.
   SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
+  std::array<uint64_t, 2> chain_done{};
+  auto slot_wait = [&](int s) -> std::pair<uint32_t, uint64_t> {
+    if (stores) return {slot_free_[s], slots.free_needed(s)};
+    return {chain_, chain_done[static_cast<size_t>(s)]};
+  };
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
     const int s = static_cast<int>(t % 2);
+    const auto [free_flag, free_needed] = slot_wait(s);
     Tile tile;
     tile.e_ = this;
     tile.rows_ = n;
     tile.cols_ = cols;
     tile.first_row_ = r0;
+    tile.accumulator_ = accumulator;
     uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
-    // Loads of this tile's operands into slot s, once the slot's previous tile is stored.
+    // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TileOperand& in = inputs[i];
       if (in.kind == TileOperand::Kind::kRow) {
@@ -155,43 +209,42 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
       auto dma =
           b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
       ordered(dma);
-      if (slots.free_needed(s) > 0) dma.wait(slot_free_[s], slots.free_needed(s));
+      if (free_needed > 0) dma.wait(free_flag, free_needed);
       flags_.signal(dma, loaded_[s]);
       tile.inputs_.push_back(vmem);
     }
-    tile.out_ = block(at, n, cols, out_dtype);
+    tile.out_ = block(at, n, cols, loop.out_dtype);
     at = align(at + uint64_t{n} * cols * 4);
     tile.scratch_base_ = at;
-    tile.scratch_stride_ = align(uint64_t{n} * (scratch_width > 0 ? scratch_width : cols) * 4);
-    tile.scratch_cols_ = scratch_width;
+    tile.scratch_stride_ =
+        align(uint64_t{n} * (loop.scratch_width > 0 ? loop.scratch_width : cols) * 4);
+    tile.scratch_cols_ = loop.scratch_width;
     // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
     // tile loads nothing, for the slot to be free.
     const uint64_t chain_before = flags_.count(chain_);
     const uint64_t loaded_now = flags_.count(loaded_[s]);
-    const uint64_t free_needed = slots.free_needed(s);
+    if (loaded_now > 0) tile.first_waits_.emplace_back(loaded_[s], loaded_now);
+    if (any_once) tile.first_waits_.emplace_back(once_, once_count);
+    if (free_needed > 0) tile.first_waits_.emplace_back(free_flag, free_needed);
     const int first_vpu = b_.size();
     body(tile);
     if (b_.size() > first_vpu) {
       isa::Instruction* first = b_.builder_instruction(first_vpu);
-      if (loaded_now > 0) {
+      for (const auto& [flag, count] : tile.first_waits_) {
         auto* w = first->add_wait();
-        w->set_flag(loaded_[s]);
-        w->set_value(loaded_now);
-      }
-      if (any_once) {
-        auto* w = first->add_wait();
-        w->set_flag(once_);
-        w->set_value(once_count);
-      }
-      if (free_needed > 0) {
-        auto* w = first->add_wait();
-        w->set_flag(slot_free_[s]);
-        w->set_value(free_needed);
+        w->set_flag(flag);
+        w->set_value(count);
       }
     }
+    if (!stores) {
+      chain_done[static_cast<size_t>(s)] = flags_.count(chain_);
+      continue;
+    }
     // Store the tile once its last vector op is done; that frees the slot.
-    auto store = b_.dma_to_hbm(
-        tile.out_, block(out_hbm + r0 * uint64_t{cols} * 4, n, cols, out_dtype), next_engine());
+    auto store =
+        b_.dma_to_hbm(tile.out_, block(loop.out_hbm + r0 * uint64_t{cols} * 4, n, cols,
+                                       loop.out_dtype),
+                      next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
     if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
@@ -199,6 +252,7 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
     wrote_hbm(store);
     slots.used(s);
   }
+  return accumulator;
 }
 
 void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride,

@@ -47,10 +47,24 @@ class Tile {
   uint64_t first_row() const { return first_row_; }
   isa::Block in(size_t i) const;
   isa::Block out() const;
+  // reduce_rows's accumulator: the same block in every tile of the fragment.
+  isa::Block accumulator() const { return accumulator_; }
   // Scratch j: [rows, cols] f32 (or [rows, `width`] when width > 0).
   isa::Block scratch(size_t j, uint32_t width = 0) const;
   // Appends a vector instruction to the tile's chain.
   sim::InstrRef chain(sim::InstrRef ref);
+  // The chain's count now: an instruction waiting for it waits for the tile's work so far.
+  uint64_t chain_count() const;
+  // Appends an instruction that runs beside the others of its batch instead of after its
+  // predecessor: it waits for the chain to reach `after` (a chain_count() taken earlier) and
+  // counts in the chain, so what is chained next, and the tile's store, wait for it.
+  sim::InstrRef fan_out(sim::InstrRef ref, uint64_t after);
+  // Adds the waits the tile's first instruction gets (its loads landed, the operands loaded
+  // once, its slot free) to an instruction that may run before that one, as on another unit.
+  void after_loads(sim::InstrRef& ref) const;
+  // Writes a block of the tile's VMEM to HBM once the chain reaches `after`, beside the tile's
+  // own store (the slot is not reused before it is done).
+  sim::InstrRef store(const isa::Block& vmem, const isa::Block& hbm, uint64_t after);
   // The builder, to make the instructions chain() takes.
   sim::CoreBuilder& e_builder();
 
@@ -61,8 +75,10 @@ class Tile {
   uint64_t first_row_ = 0;
   std::vector<isa::Block> inputs_;
   isa::Block out_;
+  isa::Block accumulator_;
   uint64_t scratch_base_ = 0;
   uint64_t scratch_stride_ = 0;
+  std::vector<std::pair<uint32_t, uint64_t>> first_waits_;  // flag, count (after_loads)
 };
 
 class Emitter {
@@ -73,6 +89,12 @@ class Emitter {
   FlagPool& flags() { return flags_; }
   const config::CoreSpec& core() const { return core_; }
   uint64_t tile_budget_bytes() const { return slot_bytes_; }
+  // The VMEM of each of the two tile slots, and of the region above them where rowwise keeps
+  // the operands it loads once per fragment.
+  static uint64_t slot_bytes(const config::CoreSpec& core) { return core.vmem_bytes / 8 * 3; }
+  static uint64_t once_bytes(const config::CoreSpec& core) {
+    return core.vmem_bytes - 2 * slot_bytes(core);
+  }
 
   // Starts a fragment: its instructions wait for every HBM write emitted so far.
   void begin_fragment();
@@ -95,6 +117,17 @@ class Emitter {
   void rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
                const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
                const std::function<void(Tile&)>& body);
+
+  // A fragment that reduces row tiles into an accumulator of its own instead of storing an
+  // output per tile: like rowwise, with one scratch of `scratch_width` per row and no output,
+  // and `accumulator_elements` f32 in the once-loaded region that stay the fragment's through all
+  // its tiles (returned, and Tile::accumulator). A tile's slot is free again once its chain is
+  // done. Finish with epilogue(): its chain follows every tile's work.
+  isa::Block reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
+                         uint32_t scratch_width, uint32_t accumulator_elements,
+                         const std::function<void(Tile&)>& body);
+  // A tile of no rows to chain a fragment's last instructions after all its tiles' work.
+  Tile epilogue();
 
   // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
   // its own row stride in bytes.
@@ -127,6 +160,16 @@ class Emitter {
   uint32_t engine_ = 0;
   absl::Status status_;
   bool row_fits(uint64_t row_bytes);
+  struct TileLoop {
+    uint64_t out_hbm;
+    uint32_t cols;  // of the output; 0 without one
+    isa::DType out_dtype;
+    uint64_t rows;
+    uint32_t scratch, scratch_width;
+    uint32_t accumulator_elements;  // > 0: no output, the tiles reduce into this
+  };
+  isa::Block tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                       const std::function<void(Tile&)>& body);
 };
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include <absl/status/status.h>
@@ -38,6 +39,43 @@ class CompilerHbm {
   uint64_t temp_base_ = 0, temp_top_ = 0, temp_peak_ = 0;
   std::vector<std::pair<uint64_t, std::vector<float>>> constants_;
 };
+
+struct Lowering;
+
+// A convolution the compiler computes in one fragment per tile of whole images, its patches
+// (im2col) living only in VMEM between the vector unit and the MXUs, as XLA's convolution
+// emitter never writes them to HBM:
+//   kForward    matmul(extract_patches(x), w), w [patch, filters]: the tile's patches are built
+//               from its images and streamed straight through the MXUs;
+//   kInputGrad  patches_to_image(matmul(g, w_t)), w_t [filters, patch]: the MXUs write the tile's
+//               patch gradients and the vector unit sums them into its images (col2im);
+//   kFilterGrad matmul(transpose(reshape(extract_patches(x))), reshape(g)), the kernel's
+//               gradient: the tile's patches are built again from its images and g^T x patches
+//               accumulates over the tiles in VMEM.
+// `patches` is the node whose value the fragment keeps in VMEM: the extract_patches (forward,
+// kernel gradient) or the matmul (input gradient). A forward convolution whose patches an
+// unfused fragment reads too also writes them to their buffer (`patches_kept`, set by the
+// compiler), and extract_patches gets no fragment of its own.
+struct ConvFusion {
+  enum class Kind { kForward, kInputGrad, kFilterGrad };
+  Kind kind = Kind::kForward;
+  int patches = -1;
+  bool patches_kept = false;
+};
+using ConvFusions = std::map<int, ConvFusion>;  // by the node whose fragment computes it
+
+// The convolutions among the nodes `needed` marks that fit a core's VMEM tiles (an image's
+// pixels, patches and result in one tile slot, the weights in the once-loaded region).
+ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
+                              const config::CoreSpec& core);
+// The buffers a node's fragment reads: operands_read, but a fused convolution reads the images
+// (or the output gradient) and the weights instead of the patches.
+std::vector<int> fragment_reads(const Graph& graph, const ConvFusions& convs, int id);
+// The fused fragment (the node is a key of the convolutions found).
+absl::Status lower_conv(Lowering& l, int id, const ConvFusion& conv);
+// The TensorFlow name of what a fused fragment computes ("conv2d", "conv2d_backprop_input",
+// "conv2d_backprop_filter").
+const char* conv_kind_name(ConvFusion::Kind kind);
 
 struct Lowering {
   const Graph& graph;

@@ -201,6 +201,7 @@ class TpusimBackend final : public Backend {
       step_options.replicas = options.replicas;
       step_options.allreduce = allreduce;
       step_options.overlap_allreduce = options.overlap_allreduce;
+      step_options.fuse_convolutions = options.fuse_convolutions;
       auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
