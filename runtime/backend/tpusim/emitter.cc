@@ -60,7 +60,13 @@ InstrRef Tile::fan_out(InstrRef ref, uint64_t after) {
   FlagPool& pool = e_->flags_;
   if (after > 0) ref.wait(e_->chain_, after);
   e_->ordered(ref);
-  pool.signal(ref, e_->chain_);
+  pool.signal(ref, e_->fanned_);
+  return ref;
+}
+
+InstrRef Tile::join(InstrRef ref) {
+  const uint64_t fanned = e_->flags_.count(e_->fanned_);
+  if (fanned > 0) ref.wait(e_->fanned_, fanned);
   return ref;
 }
 
@@ -84,6 +90,7 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
   chain_ = flags_.allocate();
   once_ = flags_.allocate();
   collectives_done_ = flags_.allocate();
+  fanned_ = flags_.allocate();
   // Two slots of 3/8 of VMEM each; the last quarter holds operands loaded once per fragment.
   slot_bytes_ = slot_bytes(core_);
 }
@@ -178,16 +185,21 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
   // A tile that stores its output frees its slot with that store; one that stores nothing, once
   // its chain is done.
   SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
-  std::array<uint64_t, 2> chain_done{};
-  auto slot_wait = [&](int s) -> std::pair<uint32_t, uint64_t> {
-    if (stores) return {slot_free_[s], slots.free_needed(s)};
-    return {chain_, chain_done[static_cast<size_t>(s)]};
+  // Per slot, the chain and fan-out counts its last tile's work reached (no store).
+  std::array<std::pair<uint64_t, uint64_t>, 2> work_done{};
+  auto slot_waits = [&](int s) {
+    std::vector<std::pair<uint32_t, uint64_t>> waits;
+    const auto [chain, fanned] = work_done[static_cast<size_t>(s)];
+    if (stores && slots.free_needed(s) > 0) waits.emplace_back(slot_free_[s], slots.free_needed(s));
+    if (!stores && chain > 0) waits.emplace_back(chain_, chain);
+    if (!stores && fanned > 0) waits.emplace_back(fanned_, fanned);
+    return waits;
   };
   uint64_t t = 0;
   for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
     const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
     const int s = static_cast<int>(t % 2);
-    const auto [free_flag, free_needed] = slot_wait(s);
+    const std::vector<std::pair<uint32_t, uint64_t>> free_waits = slot_waits(s);
     Tile tile;
     tile.e_ = this;
     tile.rows_ = n;
@@ -209,7 +221,7 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
       auto dma =
           b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
       ordered(dma);
-      if (free_needed > 0) dma.wait(free_flag, free_needed);
+      for (const auto& [flag, count] : free_waits) dma.wait(flag, count);
       flags_.signal(dma, loaded_[s]);
       tile.inputs_.push_back(vmem);
     }
@@ -221,11 +233,11 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
     tile.scratch_cols_ = loop.scratch_width;
     // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
     // tile loads nothing, for the slot to be free.
-    const uint64_t chain_before = flags_.count(chain_);
+    const uint64_t chain_before = flags_.count(chain_), fanned_before = flags_.count(fanned_);
     const uint64_t loaded_now = flags_.count(loaded_[s]);
     if (loaded_now > 0) tile.first_waits_.emplace_back(loaded_[s], loaded_now);
     if (any_once) tile.first_waits_.emplace_back(once_, once_count);
-    if (free_needed > 0) tile.first_waits_.emplace_back(free_flag, free_needed);
+    for (const auto& wait : free_waits) tile.first_waits_.push_back(wait);
     const int first_vpu = b_.size();
     body(tile);
     if (b_.size() > first_vpu) {
@@ -237,7 +249,7 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
       }
     }
     if (!stores) {
-      chain_done[static_cast<size_t>(s)] = flags_.count(chain_);
+      work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
       continue;
     }
     // Store the tile once its last vector op is done; that frees the slot.
@@ -247,6 +259,7 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
                       next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
+    if (flags_.count(fanned_) > fanned_before) store.wait(fanned_, flags_.count(fanned_));
     if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
     flags_.signal(store, slot_free_[s]);
     wrote_hbm(store);

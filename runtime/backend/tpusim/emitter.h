@@ -55,15 +55,20 @@ class Tile {
   sim::InstrRef chain(sim::InstrRef ref);
   // The chain's count now: an instruction waiting for it waits for the tile's work so far.
   uint64_t chain_count() const;
-  // Appends an instruction that runs beside the others of its batch instead of after its
-  // predecessor: it waits for the chain to reach `after` (a chain_count() taken earlier) and
-  // counts in the chain, so what is chained next, and the tile's store, wait for it.
+  // Appends an instruction off the chain, as work for another unit (the MXUs): it waits for the
+  // chain to reach `after` (a chain_count() taken earlier; 0: not at all) and counts as fanned
+  // out. The tile's store, and the next use of its slot, wait for every fanned-out instruction;
+  // chained instructions do not, unless join()ed: the vector unit goes on with the next tile
+  // while the MXUs work on this one.
   sim::InstrRef fan_out(sim::InstrRef ref, uint64_t after);
+  // Makes `ref` wait for every instruction fanned out so far (before chaining it, when it reads
+  // what they wrote).
+  sim::InstrRef join(sim::InstrRef ref);
   // Adds the waits the tile's first instruction gets (its loads landed, the operands loaded
   // once, its slot free) to an instruction that may run before that one, as on another unit.
   void after_loads(sim::InstrRef& ref) const;
-  // Writes a block of the tile's VMEM to HBM once the chain reaches `after`, beside the tile's
-  // own store (the slot is not reused before it is done).
+  // Writes a block of the tile's VMEM to HBM once the chain reaches `after`, fanned out beside
+  // the tile's own store (the slot is not reused before it is done).
   sim::InstrRef store(const isa::Block& vmem, const isa::Block& hbm, uint64_t after);
   // The builder, to make the instructions chain() takes.
   sim::CoreBuilder& e_builder();
@@ -126,7 +131,8 @@ class Emitter {
   isa::Block reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
                          uint32_t scratch_width, uint32_t accumulator_elements,
                          const std::function<void(Tile&)>& body);
-  // A tile of no rows to chain a fragment's last instructions after all its tiles' work.
+  // A tile of no rows to chain a fragment's last instructions after its tiles' work (join()
+  // them to wait for what the tiles fanned out too).
   Tile epilogue();
 
   // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
@@ -153,6 +159,7 @@ class Emitter {
   uint32_t chain_;
   uint32_t once_;
   uint32_t collectives_done_;
+  uint32_t fanned_;  // counts Tile::fan_out instructions
   uint64_t collectives_needed_ = 0;
   bool collectives_waited_ = false;
   uint64_t fragment_base_ = 0;  // `written` count every instruction of the fragment waits for

@@ -396,7 +396,8 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const ConvFusion& conv) 
               t.after_loads(mm);
               t.fan_out(mm, 0);
             });
-        t.chain(b.fill(t.out(), 0));
+        // col2im reads what the MXUs wrote: its first op waits for them all.
+        t.chain(t.join(b.fill(t.out(), 0)));
         if (g.flat) zero_wrapped(t, g, patches);
         for_each_window_run(g, t.out().address(), patches, t.rows(),
                             [&](const isa::Block& pixels_block, const isa::Block& windows) {
@@ -445,7 +446,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const ConvFusion& conv)
   Tile last = l.emit.epilogue();
   const isa::Block result = block(sums.address() + uint64_t{patch} * filters * 4, patch, filters,
                                   isa::F32);
-  last.chain(b.transpose(result, block(sums.address(), filters, patch, isa::F32)));
+  last.chain(last.join(b.transpose(result, block(sums.address(), filters, patch, isa::F32))));
   last.store(result, block(l.address(id), patch, filters, isa::F32), last.chain_count());
   return absl::OkStatus();
 }
