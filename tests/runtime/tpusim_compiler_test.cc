@@ -197,6 +197,23 @@ TEST(Compiler, AnInferenceConvolutionsPatchesNeverReachHbm) {
   EXPECT_LT(step->plan.peak_bytes, patches);
 }
 
+// A row whose operands, output and scratch together overrun a VMEM tile slot is refused with its
+// size, rather than spilling into the other slot: a + b of 600,000-element rows (2.4 MB each,
+// under the 6 MiB slot) takes 21.6 MB a row with the output and the elementwise fragment's
+// scratch.
+TEST(Compiler, ARowTooWideForAVmemTileIsRefused) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2, 600000});
+  const Value y = b.infeed("y", DType::kF32, {2, 600000});
+  b.output("z", x + y);
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(step.status().message()),
+              ::testing::HasSubstr("a row of 21600000 bytes (operands, output and scratch) does not "
+                                   "fit the VMEM tile budget of 6291456 bytes"));
+}
+
 TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {1 << 14, 1 << 14});  // 1 GiB each

@@ -152,16 +152,36 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
   const uint32_t cols = loop.cols;
   const bool stores = loop.accumulator_elements == 0;
   // Bytes one row of a tile takes in its slot.
-  uint64_t per_row = uint64_t{cols} * 4 + uint64_t{loop.scratch} *
-                                               (loop.scratch_width > 0 ? loop.scratch_width : cols) *
-                                               4;
+  // The widths of the blocks a tile takes in its slot, each aligned: inputs, output, scratch.
+  std::vector<uint64_t> widths;
   for (const auto& in : inputs) {
-    if (in.kind == TileOperand::Kind::kFull) per_row += uint64_t{in.cols > 0 ? in.cols : cols} * 4;
-    if (in.kind == TileOperand::Kind::kColumn) per_row += 4;
+    if (in.kind == TileOperand::Kind::kFull) widths.push_back(in.cols > 0 ? in.cols : cols);
+    if (in.kind == TileOperand::Kind::kColumn) widths.push_back(1);
   }
+  widths.push_back(cols);
+  for (uint32_t j = 0; j < loop.scratch; ++j)
+    widths.push_back(loop.scratch_width > 0 ? loop.scratch_width : cols);
+  uint64_t per_row = 0;
+  for (uint64_t w : widths) per_row += w * 4;
+  auto slot_use = [&](uint64_t n) {
+    uint64_t bytes = 0;
+    for (uint64_t w : widths) bytes += align(n * w * 4);
+    return bytes;
+  };
   uint64_t tile_rows =
       std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
   if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
+  // Alignment can take a few rows' worth more than per_row says when the tile is short.
+  while (tile_rows > 1 && slot_use(tile_rows) > slot_bytes_) --tile_rows;
+  if (slot_use(tile_rows) > slot_bytes_) {
+    if (status_.ok()) {
+      status_ = absl::UnimplementedError(str_cat("a row of ", per_row,
+                                                 " bytes (operands, output and scratch) does not "
+                                                 "fit the VMEM tile budget of ",
+                                                 slot_bytes_, " bytes"));
+    }
+    return {};
+  }
 
   // Row operands: loaded once into the shared region above the two slots; the accumulator after
   // them.
@@ -180,6 +200,16 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
     any_once = true;
   }
   const isa::Block accumulator = block(shared, 1, loop.accumulator_elements, isa::F32);
+  if (shared + uint64_t{loop.accumulator_elements} * 4 > core_.vmem_bytes) {
+    if (status_.ok()) {
+      status_ = absl::UnimplementedError(
+          str_cat("operands loaded once (and an accumulator) of ", shared - 2 * slot_bytes_ +
+                                                                      uint64_t{loop.accumulator_elements} * 4,
+                  " bytes do not fit the ", core_.vmem_bytes - 2 * slot_bytes_,
+                  " bytes of VMEM above the tile slots"));
+    }
+    return accumulator;
+  }
   const uint64_t once_count = flags_.count(once_);
 
   // A tile that stores its output frees its slot with that store; one that stores nothing, once
