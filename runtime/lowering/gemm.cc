@@ -82,8 +82,7 @@ uint32_t emit_mxu_product(const config::CoreSpec& core, CoreBuilder& b, const is
                  out_stride = sim::row_stride(out);
   const uint32_t lhs_bytes = bytes_of(lhs.dtype()), w_bytes = bytes_of(weights.dtype());
   const uint32_t col_tiles = ceil_div(cols, C);
-  const uint32_t row_parts =
-      std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
+  const uint32_t row_parts = std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
   uint32_t matmuls = 0;
   for (uint32_t kk = 0; kk * R < depth; ++kk) {
     const uint32_t kw = std::min(R, depth - kk * R);
@@ -96,17 +95,17 @@ uint32_t emit_mxu_product(const config::CoreSpec& core, CoreBuilder& b, const is
         next_slot[mxu] ^= 1;
         sim::InstrRef load = b.load_weights(
             mxu, slot,
-            block(weights.address() + uint64_t{kk} * R * w_stride + uint64_t{nn} * C * w_bytes,
-                  kw, nw, weights.dtype(), w_stride));
+            block(weights.address() + uint64_t{kk} * R * w_stride + uint64_t{nn} * C * w_bytes, kw,
+                  nw, weights.dtype(), w_stride));
         on_load(load);
         const bool overwrites = !accumulate && kk == 0;
-        sim::InstrRef mm = b.matmul(
-            mxu, slot,
-            block(lhs.address() + uint64_t{r0} * lhs_stride + uint64_t{kk} * R * lhs_bytes,
-                  r1 - r0, kw, lhs.dtype(), lhs_stride),
-            block(out.address() + uint64_t{r0} * out_stride + uint64_t{nn} * C * 4, r1 - r0, nw,
-                  isa::F32, out_stride),
-            !overwrites, precision);
+        sim::InstrRef mm =
+            b.matmul(mxu, slot,
+                     block(lhs.address() + uint64_t{r0} * lhs_stride + uint64_t{kk} * R * lhs_bytes,
+                           r1 - r0, kw, lhs.dtype(), lhs_stride),
+                     block(out.address() + uint64_t{r0} * out_stride + uint64_t{nn} * C * 4,
+                           r1 - r0, nw, isa::F32, out_stride),
+                     !overwrites, precision);
         on_matmul(mm, overwrites);
       }
     }

@@ -114,8 +114,7 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
   Value h = layers::conv2d(b, x, 16, 3, 1, Padding::kSame, Activation::kRelu, 1);
   h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
   h = layers::conv2d(b, h, 8, 3, 2, Padding::kValid, Activation::kRelu, 3);
-  const Value logits =
-      layers::dense(b, b.reshape(h, {20, 15 * 15 * 8}), 4, Activation::kNone, 4);
+  const Value logits = layers::dense(b, b.reshape(h, {20, 15 * 15 * 8}), 4, Activation::kNone, 4);
   const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
   std::vector<Value> vars;
   for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
@@ -148,8 +147,8 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
   for (const auto& [name, value] : unfused) {
     const std::vector<float>& f = fused.at(name).f;
     ASSERT_EQ(f.size(), value.f.size()) << name;
-    const bool kernel = name.find("conv2d") != std::string::npos &&
-                        name.find("kernel") != std::string::npos;
+    const bool kernel =
+        name.find("conv2d") != std::string::npos && name.find("kernel") != std::string::npos;
     float scale = 0;
     for (float v : value.f) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < f.size(); ++i) {

@@ -181,8 +181,8 @@ TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
 TEST(Compiler, AnInferenceConvolutionsPatchesNeverReachHbm) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {8, 28, 28, 4});
-  const Value y = layers::conv2d(b, x, 16, 5, 1, layers::Padding::kSame,
-                                 layers::Activation::kNone, 1);
+  const Value y =
+      layers::conv2d(b, x, 16, 5, 1, layers::Padding::kSame, layers::Activation::kNone, 1);
   b.output("y", y);
   ASSERT_TRUE(b.status().ok()) << b.status();
   auto step = compile_graph(b.graph(), v3_8(), 0);
@@ -209,9 +209,10 @@ TEST(Compiler, ARowTooWideForAVmemTileIsRefused) {
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_FALSE(step.ok());
   EXPECT_EQ(step.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(step.status().message()),
-              ::testing::HasSubstr("a row of 21600000 bytes (operands, output and scratch) does not "
-                                   "fit the VMEM tile budget of 6291456 bytes"));
+  EXPECT_THAT(
+      std::string(step.status().message()),
+      ::testing::HasSubstr("a row of 21600000 bytes (operands, output and scratch) does not "
+                           "fit the VMEM tile budget of 6291456 bytes"));
 }
 
 TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {

@@ -121,15 +121,31 @@ TEST(Cli, FusedConvolutionsKeepThePatchesOutOfHbm) {
   std::map<std::string, nlohmann::json> report, compiled;
   for (const char* fuse : {"on", "off"}) {
     const std::string file = (tmp / (std::string(fuse) + ".json")).string();
-    auto r = run_tpusim({"train", "--model", "mnist_cnn", "--data", (tmp / "data").string(),
-                         "--model-dir", (tmp / fuse).string(), "--batch-size", "64",
-                         "--train-steps", "2", "--iterations-per-loop", "2", "--timing-only",
-                         "--host-timing", "config", "--fuse-convolutions", fuse, "--report", file});
+    auto r = run_tpusim({"train",
+                         "--model",
+                         "mnist_cnn",
+                         "--data",
+                         (tmp / "data").string(),
+                         "--model-dir",
+                         (tmp / fuse).string(),
+                         "--batch-size",
+                         "64",
+                         "--train-steps",
+                         "2",
+                         "--iterations-per-loop",
+                         "2",
+                         "--timing-only",
+                         "--host-timing",
+                         "config",
+                         "--fuse-convolutions",
+                         fuse,
+                         "--report",
+                         file});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::ifstream in(file);
     report[fuse] = nlohmann::json::parse(in);
-    r = run_tpusim({"compile", "--model", "mnist_cnn", "--batch", "8", "--json",
-                    "--fuse-convolutions", fuse});
+    r = run_tpusim(
+        {"compile", "--model", "mnist_cnn", "--batch", "8", "--json", "--fuse-convolutions", fuse});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     compiled[fuse] = nlohmann::json::parse(r.out);
   }

@@ -58,10 +58,11 @@ int run_train(const std::vector<std::string>& args) {
       "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
       "later work")(
       "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
-      "on: each convolution (and its input gradient) is one fragment whose im2col patches stay "
+      "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
       "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
-      "im2col, matmul and col2im fragments")("train-steps", po::value<int64_t>(&steps)->default_value(200),
-                    "the global step to train to (like max_steps: resumes from model_dir)")(
+      "im2col, matmul and col2im fragments")(
+      "train-steps", po::value<int64_t>(&steps)->default_value(200),
+      "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
       "device steps per host round trip")("batch-size",
                                           po::value<int64_t>(&batch)->default_value(1024),

@@ -75,9 +75,9 @@ std::vector<bool> needed_nodes(const Graph& g, const ConvFusions& convs) {
 }
 
 // Groups of elementwise nodes to fuse (a fused convolution reads the buffers fragment_reads
-// names): starting from each elementwise node read outside any group (in reverse order), absorb elementwise producers of the same shape all of whose readers
-// are in the group and which are no output or update value. Returns, per node, the root of its
-// group (-1 when it is not grouped).
+// names): starting from each elementwise node read outside any group (in reverse order), absorb
+// elementwise producers of the same shape all of whose readers are in the group and which are no
+// output or update value. Returns, per node, the root of its group (-1 when it is not grouped).
 std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
                                const ConvFusions& convs) {
   const int n = g.size();
@@ -319,8 +319,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       set_origin(graph.node(id).label, op_name(graph.node(id).op));
       s = lower_node(l, id);
     }
-    const char* kind = conv != convs.end() ? conv_kind_name(conv->second.kind)
-                                           : op_name(graph.node(id).op);
+    const char* kind =
+        conv != convs.end() ? conv_kind_name(conv->second.kind) : op_name(graph.node(id).op);
     out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);
     // Only a fragment that waited orders what follows it after the collectives (a reshape of a
     // collective's result emits nothing, and its reader still has to wait).

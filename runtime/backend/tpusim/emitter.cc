@@ -203,8 +203,8 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
   if (shared + uint64_t{loop.accumulator_elements} * 4 > core_.vmem_bytes) {
     if (status_.ok()) {
       status_ = absl::UnimplementedError(
-          str_cat("operands loaded once (and an accumulator) of ", shared - 2 * slot_bytes_ +
-                                                                      uint64_t{loop.accumulator_elements} * 4,
+          str_cat("operands loaded once (and an accumulator) of ",
+                  shared - 2 * slot_bytes_ + uint64_t{loop.accumulator_elements} * 4,
                   " bytes do not fit the ", core_.vmem_bytes - 2 * slot_bytes_,
                   " bytes of VMEM above the tile slots"));
     }
@@ -283,10 +283,9 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
       continue;
     }
     // Store the tile once its last vector op is done; that frees the slot.
-    auto store =
-        b_.dma_to_hbm(tile.out_, block(loop.out_hbm + r0 * uint64_t{cols} * 4, n, cols,
-                                       loop.out_dtype),
-                      next_engine());
+    auto store = b_.dma_to_hbm(
+        tile.out_, block(loop.out_hbm + r0 * uint64_t{cols} * 4, n, cols, loop.out_dtype),
+        next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
     if (flags_.count(fanned_) > fanned_before) store.wait(fanned_, flags_.count(fanned_));

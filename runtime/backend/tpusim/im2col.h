@@ -1,0 +1,53 @@
+#pragma once
+// im2col geometry and the vector-unit code that builds a tile of whole images' patches in VMEM
+// (and sums patches back into images), shared by the extract_patches / patches_to_image
+// fragments and the fused convolutions (conv_fusion.cc).
+
+#include <cstdint>
+#include <functional>
+
+#include "runtime/backend/tpusim/emitter.h"
+#include "runtime/graph/graph.h"
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+// A convolution's im2col geometry: NHWC images of H x W x C, OH x OW windows of `patch` values.
+// In the flat view (stride 1, output as big as the input) consecutive windows (image, oy, ox)
+// read consecutive pixels, so one kernel offset is one strided block over a whole tile.
+struct Im2col {
+  Window w;
+  int64_t H, W, C, OH, OW, patch;
+  bool flat;
+  Im2col(const Window& window, const Shape& image, const Shape& patches)
+      : w(window),
+        H(image.dim(1)),
+        W(image.dim(2)),
+        C(image.dim(3)),
+        OH(patches.dim(1)),
+        OW(patches.dim(2)),
+        patch(window.kh * window.kw * image.dim(3)),
+        flat(window.sw == 1 && window.sh == 1 && OW == W && OH == H) {}
+  int64_t image_elements() const { return H * W * C; }        // per image
+  int64_t patch_elements() const { return OH * OW * patch; }  // per image
+  int64_t pixels() const { return OH * OW; }                  // windows per image
+};
+
+// In the flat view a copy or add for one kernel offset runs over every window of the tile's
+// images at once, so windows that fall outside their image wrap into neighbouring rows or
+// images. These fills zero those positions of the patches at `patches` (the tile's rows).
+void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches);
+
+// Calls fn(pixels, windows) for each run of windows one instruction covers: `pixels` is the
+// run's block of the tile's images (C-wide rows), `windows` its block of the tile's patches (the
+// columns of one kernel offset). In the flat view one run per kernel offset over the whole tile
+// of `count` images (from the first valid window to the last image's last), otherwise one per
+// offset, image and output row.
+void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int64_t count,
+                         const std::function<void(const isa::Block&, const isa::Block&)>& fn);
+
+// The patches of the tile's images (at `images`) built at `patches`, chained on the tile: zeroed
+// first unless flat, one copy per window run, the wrapped windows zeroed after when flat.
+void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches);
+
+}  // namespace tpusim::runtime::tpusim_backend
