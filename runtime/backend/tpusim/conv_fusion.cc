@@ -31,13 +31,13 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
   return reader;
 }
 
-// Whether a tile of one image (its pixel, patch and gradient or result rows, 4 bytes an element)
-// fits a tile slot, with room for the emitter's alignment of its (up to 4) blocks, and the
-// kernel (or the kernel gradient's sums) the once-loaded region.
-bool fits(const config::CoreSpec& core, int64_t per_image_elements, int64_t weight_elements) {
-  constexpr uint64_t kAlignmentSlack = 4 * 512 + 64;
-  return static_cast<uint64_t>(per_image_elements) * 4 + kAlignmentSlack <=
-             Emitter::slot_bytes(core) &&
+// Whether a tile of one image fits a tile slot as the emitter lays it out (`widths`: its
+// blocks' elements per image: operands, output, scratch), and the kernel (or the kernel
+// gradient's sums) the once-loaded region.
+bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths,
+          int64_t weight_elements) {
+  const std::vector<uint64_t> w(widths.begin(), widths.end());
+  return Emitter::tile_bytes(w, 1) <= Emitter::slot_bytes(core) &&
          static_cast<uint64_t>(weight_elements) * 4 <= Emitter::once_bytes(core);
 }
 
@@ -84,29 +84,31 @@ ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& neede
   for (int id = 0; id < graph.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = graph.node(id);
-    // Per image: its pixels, its patches, and the output (or output gradient) rows, which have
-    // `filters` values per window; the kernel gradient also holds the gradient transposed.
+    // Per image, the blocks of its tile as each lowering below lays them out.
     if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
       const Node& e = graph.node(n.inputs[0]);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
-      const int64_t per_image =
-          g.image_elements() + g.patch_elements() + g.pixels() * n.shape.dim(3);
-      if (fits(core, per_image, graph.node(n.inputs[1]).shape.elements()))
+      // The images in, the output rows, the patches.
+      if (fits(core, {g.image_elements(), g.pixels() * n.shape.dim(3), g.patch_elements()},
+               graph.node(n.inputs[1]).shape.elements()))
         found[id] = {ConvFusion::Kind::kForward, n.inputs[0], false};
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
-      const int64_t per_image =
-          g.image_elements() + g.patch_elements() + 2 * g.pixels() * n.shape.dim(1);
-      if (fits(core, per_image, 2 * n.shape.elements()))
+      const int64_t grad = g.pixels() * n.shape.dim(1);
+      // The images and the output gradient in, no output, the patches and the gradient
+      // transposed in one scratch.
+      if (fits(core, {g.image_elements(), grad, 0, g.patch_elements() + grad},
+               2 * n.shape.elements()))
         found[id] = {ConvFusion::Kind::kFilterGrad, patches, false};
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
                sole_reader(graph, needed, n.inputs[0]) == id) {
       const Node& d = graph.node(n.inputs[0]);
       const Im2col g(n.attrs.window, n.shape, d.shape);
       const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
-      const int64_t per_image = g.image_elements() + g.patch_elements() + g.pixels() * filters;
-      if (fits(core, per_image, graph.node(d.inputs[1]).shape.elements()))
+      // The output gradient in, the image gradient out, the patch gradients.
+      if (fits(core, {g.pixels() * filters, g.image_elements(), g.patch_elements()},
+               graph.node(d.inputs[1]).shape.elements()))
         found[id] = {ConvFusion::Kind::kInputGrad, n.inputs[0], false};
     }
   }
@@ -197,12 +199,10 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const ConvFusion& conv) 
                   isa::F32),
             block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
             next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-            [&](sim::InstrRef& mm, bool) {
-              // The products need only the tile's loads: the MXUs may work on this tile while
-              // the vector unit still sums the last one into its images.
-              t.after_loads(mm);
-              t.fan_out(mm, 0);
-            });
+            // The products need only the tile's loads, which each MXU's load_weights waits for
+            // (an MXU runs its instructions in order): the MXUs may work on this tile while the
+            // vector unit still sums the last one into its images.
+            [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
         // col2im reads what the MXUs wrote: its first op waits for them all.
         t.chain(t.join(b.fill(t.out(), 0)));
         if (g.flat) zero_wrapped(t, g, patches);

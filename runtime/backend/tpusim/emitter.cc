@@ -140,6 +140,12 @@ isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& i
                    body);
 }
 
+uint64_t Emitter::tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows) {
+  uint64_t bytes = 0;
+  for (uint64_t w : widths) bytes += align(rows * w * 4);
+  return bytes;
+}
+
 Tile Emitter::epilogue() {
   Tile t;
   t.e_ = this;
@@ -163,17 +169,12 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
     widths.push_back(loop.scratch_width > 0 ? loop.scratch_width : cols);
   uint64_t per_row = 0;
   for (uint64_t w : widths) per_row += w * 4;
-  auto slot_use = [&](uint64_t n) {
-    uint64_t bytes = 0;
-    for (uint64_t w : widths) bytes += align(n * w * 4);
-    return bytes;
-  };
   uint64_t tile_rows =
       std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (per_row + 64)));
   if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
   // Alignment can take a few rows' worth more than per_row says when the tile is short.
-  while (tile_rows > 1 && slot_use(tile_rows) > slot_bytes_) --tile_rows;
-  if (slot_use(tile_rows) > slot_bytes_) {
+  while (tile_rows > 1 && tile_bytes(widths, tile_rows) > slot_bytes_) --tile_rows;
+  if (tile_bytes(widths, tile_rows) > slot_bytes_) {
     if (status_.ok()) {
       status_ = absl::UnimplementedError(str_cat("a row of ", per_row,
                                                  " bytes (operands, output and scratch) does not "

@@ -100,6 +100,9 @@ class Emitter {
   static uint64_t once_bytes(const config::CoreSpec& core) {
     return core.vmem_bytes - 2 * slot_bytes(core);
   }
+  // The bytes a tile of `rows` rows takes in its slot: each block (of the given widths in f32
+  // elements: operands, output, scratch) aligned on its own.
+  static uint64_t tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows);
 
   // Starts a fragment: its instructions wait for every HBM write emitted so far.
   void begin_fragment();
