@@ -119,6 +119,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   options.allreduce = config_.allreduce;
   options.overlap_allreduce = config_.overlap_allreduce;
   options.fuse_convolutions = config_.fuse_convolutions;
+  options.fuse_pools = config_.fuse_pools;
   options.replicas = shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

@@ -43,6 +43,11 @@ struct CompileOptions {
   // patches_to_image are fragments of their own and the patches go through HBM. The values are
   // the same either way.
   bool fuse_convolutions = true;
+  // Whether the tpusim backend computes a max pool whose windows tile the image, and its
+  // gradient, in one vector-unit fragment each, as XLA's reduce-window and select-and-scatter;
+  // off, extract_patches, reduce_max and the gradient's masks go through HBM as fragments of
+  // their own. The values are the same either way.
+  bool fuse_pools = true;
 };
 
 // The names CompileOptions::allreduce takes.

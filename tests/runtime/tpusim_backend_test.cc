@@ -2,7 +2,9 @@
 // and multi-step runs with variable updates. One System per process (one test per process).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -161,6 +163,87 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
     }
   }
   EXPECT_GT(rounded, 0);  // the kernel gradients really were summed another way
+}
+
+// Fused max pools (reduce-window and its gradient on strided views in VMEM) compute bit for bit
+// what extract_patches, reduce_max, the gradient's masks and patches_to_image compute as separate
+// fragments, ties included, and a gradient of -0 (a window's other pixels, times a negative
+// gradient) becomes +0 as patches_to_image's sum into zeros makes it: a pool of small integers
+// (levels) has windows with two, three or four equal maxima, which share the gradient, and the
+// ReLUs leave windows of zeros. 24 images of 64x64x8, 11 to a gradient tile (3 tiles); a pool of
+// pooled values; and a 3x3 SAME pool at stride 2, which does not tile its images and stays unfused.
+TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {24, 64, 64, 8});
+  const Value labels = b.infeed("labels", DType::kS32, {24});
+  const Value levels = b.cast(b.infeed("levels", DType::kS32, {24, 16, 16, 8}), DType::kF32);
+  using layers::Activation;
+  using layers::Padding;
+  const Value features = layers::conv2d(b, x, 8, 3, 1, Padding::kSame, Activation::kRelu, 1);
+  const Value pooled = layers::max_pooling2d(b, features, 2, 2);
+  Value h = layers::conv2d(b, pooled, 8, 3, 1, Padding::kSame, Activation::kRelu, 2);
+  h = layers::max_pooling2d(b, layers::max_pooling2d(b, h, 2, 2), 2, 2);
+  h = layers::max_pooling2d(b, h, 3, 2, Padding::kSame);
+  const Value logits = layers::dense(b, b.reshape(h, {24, 4 * 4 * 8}), 4, Activation::kNone, 3);
+  const Value pooled_levels = layers::max_pooling2d(b, levels, 2, 2);
+  const Value loss =
+      layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0}) +
+      layers::reduce_mean(b.unary(Op::kSquare, pooled_levels), {0, 1, 2, 3});
+  std::vector<Value> wrt{levels, features};
+  for (int id : b.graph().variables()) wrt.push_back(Value{id, &b});
+  auto grads = gradients(b, loss, wrt);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  b.output("loss", loss);
+  b.output("pooled", pooled);
+  b.output("levels_grad", (*grads)[0]);
+  b.output("features_grad", (*grads)[1]);  // the first pool's gradient itself
+  for (size_t i = 2; i < wrt.size(); ++i)
+    b.output(b.graph().node(wrt[i].id).attrs.name, (*grads)[i]);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {24, 64, 64, 8}},
+              {"labels", DType::kS32, {24}, 0, 4},
+              {"levels", DType::kS32, {24, 16, 16, 8}, 0, 4}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
+
+  auto backend = make_backend("tpusim");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto run = [&](bool fuse) {
+    CompileOptions options;
+    options.fuse_pools = fuse;
+    auto exe = (*backend)->compile(b.graph(), options);
+    EXPECT_TRUE(exe.ok()) << exe.status();
+    Variables v = initial_variables(b.graph());
+    auto out = (*backend)->run(**exe, v, feeds, 0);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->at(0) : Outputs{};
+  };
+  const Outputs fused = run(true), unfused = run(false);
+  // The loss, the pooled values, two pools' gradients, 3 kernels' and 3 biases' gradients.
+  ASSERT_EQ(fused.size(), 10u);
+  int zeros = 0;
+  for (const auto& [name, value] : unfused) {
+    const std::vector<float>& f = fused.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    for (size_t i = 0; i < f.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&f[i], &value.f[i], 4), 0)
+          << name << "[" << i << "]: " << f[i] << " against " << value.f[i];
+    }
+    if (name == "pooled") zeros = static_cast<int>(std::count(f.begin(), f.end(), 0.0f));
+  }
+  EXPECT_GT(zeros, 0);  // windows of ReLU zeros
+  // Shared gradients: a tie of n maxima gives each 2 m / n / elements, m the window's maximum.
+  const std::vector<float>& levels_grad = fused.at("levels_grad").f;
+  const float unit = 2.0f / (24 * 8 * 8 * 8);
+  std::set<float> shares;
+  for (float v : levels_grad) {
+    if (v != 0) shares.insert(v / unit);
+  }
+  for (float share : {3.0f / 2, 3.0f / 3, 3.0f / 4, 2.0f / 2}) {
+    bool found = false;
+    for (float v : shares) found |= std::abs(v - share) < 1e-4f;
+    EXPECT_TRUE(found) << "no tie with the share " << share;
+  }
 }
 
 // The loop's per-op profile: a [256, 512] x [512, 256] matmul does exactly 2 M K N FLOPs a step,

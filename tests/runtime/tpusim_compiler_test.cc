@@ -149,14 +149,15 @@ int instructions_of(const isa::CoreProgram& core, const std::string& kind) {
 // mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
 // straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
 // tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im
-// (conv2d_1's input is the image, which needs no gradient): the patches never reach HBM. Only
-// the max pools keep extract_patches and patches_to_image fragments.
+// (conv2d_1's input is the image, which needs no gradient): the patches never reach HBM. With
+// the max pools unfused, only they keep extract_patches and patches_to_image fragments.
 TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
   GraphBuilder b;
   ASSERT_TRUE(models::build_training_step(b, "mnist_cnn", 16, 0.1f, 1).ok());
-  StepOptions unfused_options;
+  StepOptions fused_options, unfused_options;
+  fused_options.fuse_pools = unfused_options.fuse_pools = false;
   unfused_options.fuse_convolutions = false;
-  auto fused = compile_graph(b.graph(), v3_8(), 0);
+  auto fused = compile_graph(b.graph(), v3_8(), 0, fused_options);
   auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(unfused.ok()) << unfused.status();
@@ -175,6 +176,58 @@ TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
   }
   // No patches or patch gradients need a buffer: the step's tensors take less HBM at their peak.
   EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
+}
+
+// mnist_cnn's max pools (2x2, stride 2, on 28x28 and 14x14 images) and their gradients are one
+// vector-unit fragment each that reads the images and never builds a window: with the
+// convolutions fused too, no extract_patches, reduce_max, patches_to_image or gradient mask is
+// left, the pool fragments take a handful of instructions per tile of images instead of a few
+// per image row and window offset, and the windows and masks need no HBM.
+TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
+  GraphBuilder b;
+  ASSERT_TRUE(models::build_training_step(b, "mnist_cnn", 16, 0.1f, 1).ok());
+  StepOptions unfused_options;
+  unfused_options.fuse_pools = false;
+  auto fused = compile_graph(b.graph(), v3_8(), 0);
+  auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_TRUE(sim::validate_program(fused->program, v3_8()).ok());
+  EXPECT_EQ(fused->fused_pools, 4u);
+  EXPECT_EQ(unfused->fused_pools, 0u);
+  EXPECT_EQ(fused->fused_convolutions, 5u);
+  for (const char* kind : {"extract_patches", "patches_to_image", "equal"}) {
+    EXPECT_EQ(fused->instructions_per_op.count(kind), 0u) << kind;
+    EXPECT_EQ(unfused->instructions_per_op.count(kind), 1u) << kind;
+  }
+  const isa::CoreProgram& core = fused->program.cores(0);
+  // 16 images a core. The forwards take one tile each: a load, a max over the windows' columns,
+  // one over their rows, a store. The gradients take 12 vector ops (2x2 windows) and 4 DMAs a
+  // tile: 8 of max_pooling2d_1's 28x28x32 images (426 KB of VMEM each) fill a 6 MiB tile, all 16
+  // of max_pooling2d_2's 14x14x64 ones fit one.
+  EXPECT_EQ(instructions_of(core, "max_pool"), 2 * (2 + 2));
+  EXPECT_EQ(instructions_of(core, "max_pool_grad"), (2 + 1) * (12 + 4));
+  EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
+  EXPECT_LT(fused->program.cores(0).instructions_size(),
+            unfused->program.cores(0).instructions_size() / 2);
+}
+
+// A pool whose windows do not tile its images (7 rows in 3 windows of 2, or SAME padding at
+// stride 1) keeps the separate fragments, and what they compute.
+TEST(Compiler, APoolWhoseWindowsDoNotTileItsImagesIsNotFused) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {4, 7, 7, 8});
+  b.output("odd", layers::max_pooling2d(b, x, 2, 2));
+  b.output("same", layers::max_pooling2d(b, x, 3, 1, layers::Padding::kSame));
+  const Value y = b.infeed("y", DType::kF32, {4, 8, 8, 8});
+  b.output("tiled", layers::max_pooling2d(b, y, 2, 2));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->fused_pools, 1u);
+  EXPECT_EQ(step->instructions_per_op.count("max_pool"), 1u);
+  EXPECT_EQ(step->instructions_per_op.count("reduce_max"), 1u);
+  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 1u);
 }
 
 // Inference: the patches have no reader but their convolution, so they never get a buffer.

@@ -169,6 +169,30 @@ TEST(Cli, FusedConvolutionsKeepThePatchesOutOfHbm) {
   std::filesystem::remove_all(tmp);
 }
 
+// --fuse-pools on (the default) computes mnist_cnn's max pools and their gradients from the
+// images in VMEM: compile counts the fragments, the step needs fewer instructions and less HBM
+// at its peak. Only tpusim times it.
+TEST(Cli, FusedPoolsNeedNoWindowsInHbm) {
+  std::map<std::string, nlohmann::json> compiled;
+  for (const char* fuse : {"on", "off"}) {
+    auto r = run_tpusim(
+        {"compile", "--model", "mnist_cnn", "--batch", "8", "--json", "--fuse-pools", fuse});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    compiled[fuse] = nlohmann::json::parse(r.out);
+  }
+  EXPECT_EQ(compiled["on"]["fused_pools"], 4);
+  EXPECT_EQ(compiled["off"]["fused_pools"], 0);
+  EXPECT_EQ(compiled["on"]["instructions_per_op"].count("extract_patches"), 0u);
+  EXPECT_GT(compiled["off"]["instructions_per_op"]["extract_patches"].get<uint64_t>(), 0u);
+  EXPECT_LT(compiled["on"]["instructions"].get<uint64_t>(),
+            compiled["off"]["instructions"].get<uint64_t>());
+  EXPECT_LT(compiled["on"]["hbm_tensors_peak_bytes"].get<uint64_t>(),
+            compiled["off"]["hbm_tensors_peak_bytes"].get<uint64_t>());
+  auto r = run_tpusim({"train", "--backend", "cpu", "--fuse-pools", "off"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--fuse-pools needs the tpusim backend"));
+}
+
 // A sweep over a config field and a run option: a process per point, a CSV row per point
 // (failed points kept, with their exit code), each point's config written out, and plots when
 // gnuplot is installed (make deps installs it).

@@ -61,6 +61,10 @@ int run_train(const std::vector<std::string>& args) {
       "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
       "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
       "im2col, matmul and col2im fragments")(
+      "fuse-pools", po::value<bool>()->default_value(true, "on"),
+      "on: each max pool whose windows tile the image, and its gradient, is one vector-unit "
+      "fragment reading the images (XLA's reduce-window and select-and-scatter); off: the "
+      "windows and the gradient's masks go through HBM between separate fragments")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -95,6 +99,7 @@ int run_train(const std::vector<std::string>& args) {
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
       "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
+      "                    [--fuse-pools on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -146,6 +151,9 @@ int run_train(const std::vector<std::string>& args) {
   if (!config.fuse_convolutions && backend != "tpusim")
     return usage_error("--fuse-convolutions needs the tpusim backend (cpu and gpu do not time it)",
                        usage);
+  config.fuse_pools = vm["fuse-pools"].as<bool>();
+  if (!config.fuse_pools && backend != "tpusim")
+    return usage_error("--fuse-pools needs the tpusim backend (cpu and gpu do not time it)", usage);
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {

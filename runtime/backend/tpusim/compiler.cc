@@ -55,17 +55,17 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
 
 bool folds_operands(Op op) { return is_elementwise(op); }
 
-// Nodes whose values some lowered fragment (fused convolutions as fragment_reads says),
-// output or update reads. Scalars that fold into
-// elementwise fragments as immediates are not read, so their producers need no code.
-std::vector<bool> needed_nodes(const Graph& g, const ConvFusions& convs) {
+// Nodes whose values some lowered fragment (fusions as fragment_reads says), output or update
+// reads. Scalars that fold into elementwise fragments as immediates are not read, so their
+// producers need no code.
+std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   std::vector<bool> needed(static_cast<size_t>(g.size()), false);
   for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
   for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
   for (int id = g.size() - 1; id >= 0; --id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = g.node(id);
-    for (int in : fragment_reads(g, convs, id)) {
+    for (int in : fragment_reads(g, fusions, id)) {
       float ignored;
       if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
       needed[static_cast<size_t>(in)] = true;
@@ -74,18 +74,19 @@ std::vector<bool> needed_nodes(const Graph& g, const ConvFusions& convs) {
   return needed;
 }
 
-// Groups of elementwise nodes to fuse (a fused convolution reads the buffers fragment_reads
-// names): starting from each elementwise node read outside any group (in reverse order), absorb
-// elementwise producers of the same shape all of whose readers are in the group and which are no
-// output or update value. Returns, per node, the root of its group (-1 when it is not grouped).
+// Groups of elementwise nodes to fuse (a fused convolution or pool reads the buffers
+// fragment_reads names): starting from each elementwise node read outside any group (in reverse
+// order), absorb elementwise producers of the same shape all of whose readers are in the group and
+// which are no output or update value. Returns, per node, the root of its group (-1 when it is not
+// grouped).
 std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
-                               const ConvFusions& convs) {
+                               const Fusions& fusions) {
   const int n = g.size();
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
   for (int id = 0; id < n; ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const std::vector<int> reads =
-        convs.count(id) > 0 ? fragment_reads(g, convs, id) : g.node(id).inputs;
+        fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs;
     for (int in : reads) readers[static_cast<size_t>(in)].push_back(id);
   }
   std::vector<bool> exported(static_cast<size_t>(n), false);
@@ -171,20 +172,25 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   const bool overlapped = options.overlap_allreduce && replicas > 1;
   // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
   // each buffer is read: the HBM plan follows the order fragments really run in.
-  ConvFusions convs = options.fuse_convolutions
-                          ? find_conv_fusions(graph, needed_nodes(graph, {}), slice.chip.core)
-                          : ConvFusions{};
-  // The fused convolutions read images, gradients and kernels, not patches: patches that no
-  // other fragment reads are needed no more and live in VMEM alone. Those still needed are
-  // written by their forward convolution, not by a fragment of their own.
-  const std::vector<bool> needed = needed_nodes(graph, convs);
-  std::vector<bool> absorbed(static_cast<size_t>(graph.size()), false);
-  for (auto& [id, conv] : convs) {
-    if (conv.kind == ConvFusion::Kind::kFilterGrad) continue;
-    absorbed[static_cast<size_t>(conv.patches)] = true;
-    conv.patches_kept = needed[static_cast<size_t>(conv.patches)];
+  Fusions fusions;
+  {
+    const std::vector<bool> unfused = needed_nodes(graph, {});
+    if (options.fuse_convolutions) fusions = find_conv_fusions(graph, unfused, slice.chip.core);
+    if (options.fuse_pools) fusions.merge(find_pool_fusions(graph, unfused, slice.chip.core));
   }
-  const std::vector<int> group = fusion_groups(graph, needed, convs);
+  // The fused convolutions read images, gradients and kernels, not patches, and the fused pools
+  // images, pooled values and gradients: patches (and the pools' masks) that no other fragment
+  // reads are needed no more and live in VMEM alone, or nowhere. Convolution patches still
+  // needed are written by their forward convolution, not by a fragment of their own.
+  const std::vector<bool> needed = needed_nodes(graph, fusions);
+  std::vector<bool> absorbed(static_cast<size_t>(graph.size()), false);
+  for (auto& [id, fused] : fusions) {
+    if (fused.kind != Fusion::Kind::kConvForward && fused.kind != Fusion::Kind::kConvInputGrad)
+      continue;
+    absorbed[static_cast<size_t>(fused.patches)] = true;
+    fused.patches_kept = needed[static_cast<size_t>(fused.patches)];
+  }
+  const std::vector<int> group = fusion_groups(graph, needed, fusions);
   PlanRequest request;
   request.replicas = replicas;
   request.order = emission_order(graph, overlapped);
@@ -200,9 +206,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       request.materialized[static_cast<size_t>(id)] = false;
     if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
     if (!needed[static_cast<size_t>(id)]) continue;
-    std::vector<int> reads = fragment_reads(graph, convs, id);
-    if (const auto conv = convs.find(id); conv != convs.end() && conv->second.patches_kept)
-      reads.push_back(conv->second.patches);  // it writes them: they are live through it
+    std::vector<int> reads = fragment_reads(graph, fusions, id);
+    if (const auto fused = fusions.find(id); fused != fusions.end() && fused->second.patches_kept)
+      reads.push_back(fused->second.patches);  // it writes them: they are live through it
     for (int in : reads) {
       const int reader = root >= 0 ? root : id;
       if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
@@ -286,7 +292,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     if (!needed[static_cast<size_t>(id)] || absorbed[static_cast<size_t>(id)]) continue;
     const int root = group[static_cast<size_t>(id)];
     if (root >= 0 && root != id) continue;  // computed with its group's root
-    const auto conv = convs.find(id);
+    const auto fused = fusions.find(id);
     hbm.next_node();
     const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
     std::vector<HbmRange> reads, writes;
@@ -296,8 +302,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     if (auto w = range_of(id); w && out.plan.owner[static_cast<size_t>(id)] == id) {
       writes.push_back(*w);
     }
-    if (conv != convs.end() && conv->second.patches_kept) {
-      if (auto w = range_of(conv->second.patches)) writes.push_back(*w);
+    if (fused != fusions.end() && fused->second.patches_kept) {
+      if (auto w = range_of(fused->second.patches)) writes.push_back(*w);
     }
     const uint64_t wait_for = in_flight.needed(reads, writes);
     emit.wait_for_collectives(wait_for);
@@ -311,16 +317,21 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
       s = lower_fused(l, members);
       out.fused_nodes += members.size() > 1 ? members.size() : 0;
-    } else if (conv != convs.end()) {
-      set_origin(graph.node(id).label, conv_kind_name(conv->second.kind));
-      s = lower_conv(l, id, conv->second);
-      ++out.fused_convolutions;
+    } else if (fused != fusions.end()) {
+      set_origin(graph.node(id).label, fusion_kind_name(fused->second.kind));
+      if (is_convolution(fused->second.kind)) {
+        s = lower_conv(l, id, fused->second);
+        ++out.fused_convolutions;
+      } else {
+        s = lower_pool(l, id, fused->second);
+        ++out.fused_pools;
+      }
     } else {
       set_origin(graph.node(id).label, op_name(graph.node(id).op));
       s = lower_node(l, id);
     }
     const char* kind =
-        conv != convs.end() ? conv_kind_name(conv->second.kind) : op_name(graph.node(id).op);
+        fused != fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(graph.node(id).op);
     out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);
     // Only a fragment that waited orders what follows it after the collectives (a reshape of a
     // collective's result emits nothing, and its reader still has to wait).

@@ -40,9 +40,10 @@ struct CompiledStep {
   uint64_t hbm_base = 0;   // where the core's share of its chip's HBM starts
   uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
   std::map<std::string, uint64_t>
-      instructions_per_op;   // graph op name -> instructions emitted for it
-  uint64_t fused_nodes = 0;  // elementwise nodes computed inside a multi-node fused fragment
+      instructions_per_op;          // graph op name -> instructions emitted for it
+  uint64_t fused_nodes = 0;         // elementwise nodes computed inside a multi-node fused fragment
   uint64_t fused_convolutions = 0;  // convolution fragments whose patches stay in VMEM
+  uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
 };
 
 struct StepOptions {
@@ -56,9 +57,13 @@ struct StepOptions {
   // earlier fragment and every later one waits for it.
   bool overlap_allreduce = true;
   // Convolutions (im2col feeding a matmul, a matmul feeding col2im) run as one fragment with
-  // their patches in VMEM only (lowering.h, ConvFusion); off, each op is a fragment of its own
+  // their patches in VMEM only (lowering.h, Fusion); off, each op is a fragment of its own
   // and the patches go through HBM.
   bool fuse_convolutions = true;
+  // Max pools whose windows tile the image, and their gradients, run as one vector-unit fragment
+  // each (lowering.h, Fusion); off, extract_patches, reduce_max and the gradient's masks go
+  // through HBM as fragments of their own.
+  bool fuse_pools = true;
 };
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores

@@ -1,4 +1,4 @@
-// Fused convolutions (ConvFusion in lowering.h): which convolutions fuse, and their fragments.
+// Fused convolutions (Fusion in lowering.h): which convolutions fuse, and their fragments.
 #include <algorithm>
 
 #include "runtime/backend/tpusim/im2col.h"
@@ -66,21 +66,29 @@ int filter_grad_patches(const Graph& graph, int id) {
 
 }  // namespace
 
-const char* conv_kind_name(ConvFusion::Kind kind) {
+const char* fusion_kind_name(Fusion::Kind kind) {
   switch (kind) {
-    case ConvFusion::Kind::kForward:
+    case Fusion::Kind::kConvForward:
       return "conv2d";
-    case ConvFusion::Kind::kInputGrad:
+    case Fusion::Kind::kConvInputGrad:
       return "conv2d_backprop_input";
-    case ConvFusion::Kind::kFilterGrad:
+    case Fusion::Kind::kConvFilterGrad:
+      return "conv2d_backprop_filter";
+    case Fusion::Kind::kMaxPool:
+      return "max_pool";
+    case Fusion::Kind::kMaxPoolGrad:
       break;
   }
-  return "conv2d_backprop_filter";
+  return "max_pool_grad";
 }
 
-ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                              const config::CoreSpec& core) {
-  ConvFusions found;
+bool is_convolution(Fusion::Kind kind) {
+  return kind != Fusion::Kind::kMaxPool && kind != Fusion::Kind::kMaxPoolGrad;
+}
+
+Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
+                          const config::CoreSpec& core) {
+  Fusions found;
   for (int id = 0; id < graph.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = graph.node(id);
@@ -91,7 +99,7 @@ ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& neede
       // The images in, the output rows, the patches.
       if (fits(core, {g.image_elements(), g.pixels() * n.shape.dim(3), g.patch_elements()},
                graph.node(n.inputs[1]).shape.elements()))
-        found[id] = {ConvFusion::Kind::kForward, n.inputs[0], false};
+        found[id] = {Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]};
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
@@ -100,7 +108,7 @@ ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& neede
       // transposed in one scratch.
       if (fits(core, {g.image_elements(), grad, 0, g.patch_elements() + grad},
                2 * n.shape.elements()))
-        found[id] = {ConvFusion::Kind::kFilterGrad, patches, false};
+        found[id] = {Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches};
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
                sole_reader(graph, needed, n.inputs[0]) == id) {
       const Node& d = graph.node(n.inputs[0]);
@@ -109,21 +117,15 @@ ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& neede
       // The output gradient in, the image gradient out, the patch gradients.
       if (fits(core, {g.pixels() * filters, g.image_elements(), g.patch_elements()},
                graph.node(d.inputs[1]).shape.elements()))
-        found[id] = {ConvFusion::Kind::kInputGrad, n.inputs[0], false};
+        found[id] = {Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]};
     }
   }
   return found;
 }
 
-std::vector<int> fragment_reads(const Graph& graph, const ConvFusions& convs, int id) {
-  const auto it = convs.find(id);
-  if (it == convs.end()) return operands_read(graph, id);
-  const Node& patches = graph.node(it->second.patches);
-  // Forward: the images and the kernel; input gradient: the output gradient and the kernel
-  // transposed; kernel gradient: the images and the output gradient.
-  return {patches.inputs[0], it->second.kind == ConvFusion::Kind::kInputGrad
-                                 ? patches.inputs[1]
-                                 : graph.node(id).inputs[1]};
+std::vector<int> fragment_reads(const Graph& graph, const Fusions& fusions, int id) {
+  const auto it = fusions.find(id);
+  return it == fusions.end() ? operands_read(graph, id) : it->second.reads;
 }
 
 namespace {
@@ -131,7 +133,7 @@ namespace {
 // Forward: per tile of images, im2col into scratch (as lower_extract_patches does into its
 // output), optionally a copy of the patches to their buffer, then patches x w on the MXUs into
 // the tile's output rows ([images x OH x OW, filters] is the output's [images, OH*OW*filters]).
-absl::Status lower_conv_forward(Lowering& l, int id, const ConvFusion& conv) {
+absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
@@ -173,7 +175,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const ConvFusion& conv) {
 
 // Input gradient: per tile of images, g x w_t on the MXUs into scratch (the tile's patch
 // gradients), then col2im into the tile's images as lower_patches_to_image does.
-absl::Status lower_conv_input_grad(Lowering& l, int id, const ConvFusion& conv) {
+absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& d = l.node(conv.patches);
   const Im2col g(n.attrs.window, n.shape, d.shape);
@@ -219,7 +221,7 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const ConvFusion& conv) 
 // patches as weights, 128 pixels deep at a time) accumulates [filters, patch] over all the tiles
 // in the once-loaded region. After the last tile the sum is transposed to [patch, filters] and
 // written.
-absl::Status lower_conv_filter_grad(Lowering& l, int id, const ConvFusion& conv) {
+absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
@@ -260,16 +262,18 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const ConvFusion& conv)
 
 }  // namespace
 
-absl::Status lower_conv(Lowering& l, int id, const ConvFusion& conv) {
+absl::Status lower_conv(Lowering& l, int id, const Fusion& conv) {
   switch (conv.kind) {
-    case ConvFusion::Kind::kForward:
+    case Fusion::Kind::kConvForward:
       return lower_conv_forward(l, id, conv);
-    case ConvFusion::Kind::kInputGrad:
+    case Fusion::Kind::kConvInputGrad:
       return lower_conv_input_grad(l, id, conv);
-    case ConvFusion::Kind::kFilterGrad:
+    case Fusion::Kind::kConvFilterGrad:
+      return lower_conv_filter_grad(l, id, conv);
+    default:
       break;
   }
-  return lower_conv_filter_grad(l, id, conv);
+  return absl::InternalError("tpusim backend: lower_conv of a fusion that is no convolution");
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

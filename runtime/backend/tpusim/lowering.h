@@ -42,40 +42,56 @@ class CompilerHbm {
 
 struct Lowering;
 
-// A convolution the compiler computes in one fragment per tile of whole images, its patches
-// (im2col) living only in VMEM between the vector unit and the MXUs, as XLA's convolution
-// emitter never writes them to HBM:
-//   kForward    matmul(extract_patches(x), w), w [patch, filters]: the tile's patches are built
-//               from its images and streamed straight through the MXUs;
-//   kInputGrad  patches_to_image(matmul(g, w_t)), w_t [filters, patch]: the MXUs write the tile's
-//               patch gradients and the vector unit sums them into its images (col2im);
-//   kFilterGrad matmul(transpose(reshape(extract_patches(x))), reshape(g)), the kernel's
-//               gradient: the tile's patches are built again from its images and g^T x patches
-//               accumulates over the tiles in VMEM.
+// A fragment the compiler makes of several graph ops, whose intermediate values live only in
+// VMEM, as XLA's fusions and its convolution and reduce-window emitters keep them:
+//
+// Convolutions, in one fragment per tile of whole images, their patches (im2col) never in HBM:
+//   kConvForward    matmul(extract_patches(x), w), w [patch, filters]: the tile's patches are
+//                   built from its images and streamed straight through the MXUs;
+//   kConvInputGrad  patches_to_image(matmul(g, w_t)), w_t [filters, patch]: the MXUs write the
+//                   tile's patch gradients and the vector unit sums them into its images (col2im);
+//   kConvFilterGrad matmul(transpose(reshape(extract_patches(x))), reshape(g)), the kernel's
+//                   gradient: the tile's patches are built again from its images and g^T x patches
+//                   accumulates over the tiles in VMEM.
 // `patches` is the node whose value the fragment keeps in VMEM: the extract_patches (forward,
 // kernel gradient) or the matmul (input gradient). A forward convolution whose patches an
 // unfused fragment reads too also writes them to their buffer (`patches_kept`, set by the
 // compiler), and extract_patches gets no fragment of its own.
-struct ConvFusion {
-  enum class Kind { kForward, kInputGrad, kFilterGrad };
-  Kind kind = Kind::kForward;
-  int patches = -1;
+//
+// Max pools whose windows tile the image (pool_fusion.cc), on the vector unit, in one fragment
+// per tile of whole images that reads the images and writes the pooled values (XLA's
+// reduce-window), or reads the images, the pooled values and their gradients and writes the
+// images' gradients (select-and-scatter):
+//   kMaxPool      reduce_max(reshape(extract_patches(x)), {3}) as layers::max_pooling2d makes it;
+//   kMaxPoolGrad  its gradient as autodiff makes it: patches_to_image(reshape(hit * broadcast(
+//                 g / reduce_sum(hit, {3})))), hit = equal(view, broadcast(reduce_max(view))).
+// Neither builds the windows: they are strided views of the images in VMEM.
+struct Fusion {
+  enum class Kind { kConvForward, kConvInputGrad, kConvFilterGrad, kMaxPool, kMaxPoolGrad };
+  Kind kind = Kind::kConvForward;
+  std::vector<int> reads;  // the buffers the fragment reads
+  int patches = -1;        // convolutions only
   bool patches_kept = false;
 };
-using ConvFusions = std::map<int, ConvFusion>;  // by the node whose fragment computes it
+using Fusions = std::map<int, Fusion>;  // by the node whose fragment computes it
 
 // The convolutions among the nodes `needed` marks that fit a core's VMEM tiles (an image's
 // pixels, patches and result in one tile slot, the weights in the once-loaded region).
-ConvFusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                              const config::CoreSpec& core);
-// The buffers a node's fragment reads: operands_read, but a fused convolution reads the images
-// (or the output gradient) and the weights instead of the patches.
-std::vector<int> fragment_reads(const Graph& graph, const ConvFusions& convs, int id);
-// The fused fragment (the node is a key of the convolutions found).
-absl::Status lower_conv(Lowering& l, int id, const ConvFusion& conv);
+Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
+                          const config::CoreSpec& core);
+// The max pools and their gradients among the nodes `needed` marks whose windows tile the image
+// (no padding, pool = stride, the image a whole number of windows) and whose images fit a tile.
+Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
+                          const config::CoreSpec& core);
+// The buffers a node's fragment reads: operands_read, or a fusion's reads.
+std::vector<int> fragment_reads(const Graph& graph, const Fusions& fusions, int id);
+// The fused fragment (the node is a key of the fusions found).
+absl::Status lower_conv(Lowering& l, int id, const Fusion& conv);
+absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
 // The TensorFlow name of what a fused fragment computes ("conv2d", "conv2d_backprop_input",
-// "conv2d_backprop_filter").
-const char* conv_kind_name(ConvFusion::Kind kind);
+// "conv2d_backprop_filter", "max_pool", "max_pool_grad").
+const char* fusion_kind_name(Fusion::Kind kind);
+bool is_convolution(Fusion::Kind kind);
 
 struct Lowering {
   const Graph& graph;
