@@ -311,6 +311,25 @@ StatGroup& System::stats() { return *stats_; }
 
 void System::reset_stats() { stats_->reset(); }
 
+namespace {
+
+nlohmann::ordered_json op_figures_json(const std::vector<OpFigures>& figures) {
+  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
+  for (const OpFigures& f : figures) {
+    ops.push_back({{"label", f.label},
+                   {"op", f.op},
+                   {"flops", f.flops},
+                   {"mxu_flops", f.mxu_flops},
+                   {"hbm_bytes", f.hbm_bytes},
+                   {"ici_bytes", f.ici_bytes},
+                   {"cycles", f.cycles},
+                   {"instructions", f.instructions}});
+  }
+  return ops;
+}
+
+}  // namespace
+
 nlohmann::ordered_json System::report(const RunResult& run) {
   const uint32_t per_chip = slice_->chip.tensor_cores;
   const config::CoreSpec& spec = slice_->chip.core;
@@ -332,17 +351,7 @@ nlohmann::ordered_json System::report(const RunResult& run) {
     for (const MxuUnit* m : core.mxus()) macs += static_cast<double>(m->macs());
     const double peak_macs =
         static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
-    nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-    for (const OpFigures& f : core.context().ops.figures()) {
-      ops.push_back({{"label", f.label},
-                     {"op", f.op},
-                     {"flops", f.flops},
-                     {"mxu_flops", f.mxu_flops},
-                     {"hbm_bytes", f.hbm_bytes},
-                     {"ici_bytes", f.ici_bytes},
-                     {"cycles", f.cycles},
-                     {"instructions", f.instructions}});
-    }
+    const nlohmann::ordered_json ops = op_figures_json(core.context().ops.figures());
     cores.push_back({{"core", cr.core},
                      {"cycles", cr.cycles},
                      {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
@@ -357,10 +366,16 @@ nlohmann::ordered_json System::report(const RunResult& run) {
   for (uint32_t c = 0; c < slice_->chips; ++c) {
     const double bytes = model_->chips[c]->hbm_timing().bytes_served();
     if (bytes == 0) continue;
+    std::vector<std::vector<OpFigures>> chip_cores;
+    for (const CoreRun& cr : run.cores) {
+      if (cr.core / per_chip == c)
+        chip_cores.push_back(model_->core(cr.core, per_chip).context().ops.figures());
+    }
     chips.push_back({{"chip", c},
                      {"hbm_bytes", bytes},
                      {"hbm_achieved_bytes_per_s", seconds > 0 ? bytes / seconds : 0.0},
-                     {"hbm_peak_bytes_per_s", slice_->chip.hbm.bandwidth_bytes_per_s}});
+                     {"hbm_peak_bytes_per_s", slice_->chip.hbm.bandwidth_bytes_per_s},
+                     {"ops", op_figures_json(chip_figures(chip_cores))}});
   }
   return {{"cycles", run.cycles()}, {"seconds", seconds}, {"cores", cores}, {"chips", chips}};
 }

@@ -82,7 +82,8 @@ struct OpTiming {
   double mxu_flops = 0;  // the MXUs' part: an op with none is the vector unit's
   double hbm_bytes = 0;
   double ici_bytes = 0;  // sent over the interconnect (collectives): rated by no roof here
-  double seconds = 0;    // its span per step, summed over the loop's steps (the longest core's)
+  double seconds = 0;    // its span per step on chip 0 (first start on any core to last end on
+                         // any), summed over the loop's steps
   uint64_t instructions = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "sim/stats/op_profile.h"
 
 #include <algorithm>
+#include <map>
 
 namespace tpusim::sim {
 
@@ -19,16 +20,18 @@ void OpProfile::record(uint32_t origin, uint64_t step, uint64_t start, uint64_t 
   e.figures.hbm_bytes += work.hbm_bytes;
   e.figures.ici_bytes += work.ici_bytes;
   ++e.figures.instructions;
-  if (e.open && e.open_step == step) {
-    e.open_start = std::min(e.open_start, start);
-    e.open_end = std::max(e.open_end, end);
+  OpSpan& open = e.open_span;
+  if (e.open && open.step == step) {
+    open.start = std::min(open.start, start);
+    open.end = std::max(open.end, end);
     return;
   }
-  if (e.open) e.figures.cycles += e.open_end - e.open_start;
+  if (e.open) {
+    e.figures.cycles += open.end - open.start;
+    e.figures.spans.push_back(open);
+  }
   e.open = true;
-  e.open_step = step;
-  e.open_start = start;
-  e.open_end = std::max(start, end);
+  open = {step, start, std::max(start, end)};
 }
 
 std::vector<OpFigures> OpProfile::figures() const {
@@ -36,7 +39,42 @@ std::vector<OpFigures> OpProfile::figures() const {
   out.reserve(entries_.size());
   for (const Entry& e : entries_) {
     out.push_back(e.figures);
-    if (e.open) out.back().cycles += e.open_end - e.open_start;
+    if (e.open) {
+      out.back().cycles += e.open_span.end - e.open_span.start;
+      out.back().spans.push_back(e.open_span);
+    }
+  }
+  return out;
+}
+
+std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& cores) {
+  if (cores.empty()) return {};
+  size_t ops = cores[0].size();
+  for (const auto& core : cores) ops = std::min(ops, core.size());
+  std::vector<OpFigures> out(ops);
+  for (size_t i = 0; i < ops; ++i) {
+    OpFigures& chip = out[i];
+    chip.label = cores[0][i].label;
+    chip.op = cores[0][i].op;
+    std::map<uint64_t, OpSpan> by_step;
+    for (const auto& core : cores) {
+      const OpFigures& f = core[i];
+      chip.flops += f.flops;
+      chip.mxu_flops += f.mxu_flops;
+      chip.hbm_bytes += f.hbm_bytes;
+      chip.ici_bytes += f.ici_bytes;
+      chip.instructions += f.instructions;
+      for (const OpSpan& s : f.spans) {
+        auto [it, first] = by_step.emplace(s.step, s);
+        if (first) continue;
+        it->second.start = std::min(it->second.start, s.start);
+        it->second.end = std::max(it->second.end, s.end);
+      }
+    }
+    for (const auto& [step, span] : by_step) {
+      chip.cycles += span.end - span.start;
+      chip.spans.push_back(span);
+    }
   }
   return out;
 }

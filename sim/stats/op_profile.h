@@ -8,12 +8,23 @@
 // stalls inside it count). The sequencer drains the units between steps, so every instruction
 // runs in the step the core's step counter shows; the profile keeps one open span per op and
 // adds it to the op's time when the op's next step begins.
+//
+// On a chip (chip_figures) an op's time in a step runs from its first instruction's start on any
+// of the chip's cores to its last one's end on any: the chip's HBM serves every byte the op moves
+// on either core within that span, so its bytes over its time never exceed the chip's bandwidth,
+// however far apart the cores run it. (The longest core's span alone would credit a chip whose
+// cores take turns with both cores' bytes in one core's time.)
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace tpusim::sim {
+
+// An op's span in one step, in cycles.
+struct OpSpan {
+  uint64_t step = 0, start = 0, end = 0;
+};
 
 struct OpFigures {
   std::string label;     // the graph node: "dense_1/matmul"
@@ -24,7 +35,13 @@ struct OpFigures {
   double ici_bytes = 0;  // sent over the interconnect by its collectives
   uint64_t cycles = 0;   // the sum over steps of its span in the step
   uint64_t instructions = 0;
+  std::vector<OpSpan> spans{};  // per step it ran in, in step order
 };
+
+// One chip's figures from its cores' (the same programs' origins, so the same ops at the same
+// index): the work summed, and per step the span from the first start on any core to the last
+// end on any. Cores' tables of different lengths are merged up to the shortest.
+std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& cores);
 
 // What one instruction did for its graph op.
 struct OpWork {
@@ -46,7 +63,7 @@ class OpProfile {
  private:
   struct Entry {
     OpFigures figures;
-    uint64_t open_step = 0, open_start = 0, open_end = 0;
+    OpSpan open_span;
     bool open = false;
   };
   std::vector<Entry> entries_;

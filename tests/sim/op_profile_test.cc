@@ -1,6 +1,8 @@
 // The per-op profile's bookkeeping: figures summed per origin, time as the op's span per step.
 #include "sim/stats/op_profile.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
@@ -42,6 +44,36 @@ TEST(OpProfile, SumsWorkAndTakesEachStepsSpanOnce) {
   ASSERT_EQ(p.figures().size(), 1u);
   EXPECT_EQ(p.figures()[0].cycles, 0u);
   EXPECT_EQ(p.figures()[0].instructions, 0u);
+}
+
+// A chip's op runs from its first start on any core to its last end on any, step by step: two
+// cores that take turns at an op (core 1 starting as core 0 ends) give it both spans, so its
+// bytes over its time stay within what one chip's HBM can serve. Work is summed.
+TEST(OpProfile, AChipsOpSpansItsCoresFirstStartToTheirLastEnd) {
+  OpProfile core0, core1;
+  core0.reset({{"pool", "max_pool"}, {"add", "add"}});
+  core1.reset({{"pool", "max_pool"}, {"add", "add"}});
+  core0.record(1, 0, 100, 200, {10, 1000});
+  core1.record(1, 0, 200, 300, {10, 1000});  // takes its turn after core 0
+  core0.record(1, 1, 1000, 1100, {10, 1000});
+  core1.record(1, 1, 1050, 1120, {10, 1000});  // overlaps core 0
+  core1.record(1, 2, 2000, 2010, {10, 1000});  // a step only core 1 ran it in
+  core0.record(2, 0, 300, 301, {1, 4});
+  const auto chip = chip_figures({core0.figures(), core1.figures()});
+  ASSERT_EQ(chip.size(), 2u);
+  EXPECT_EQ(chip[0].label, "pool");
+  EXPECT_EQ(chip[0].op, "max_pool");
+  EXPECT_EQ(chip[0].flops, 50);
+  EXPECT_EQ(chip[0].hbm_bytes, 5000);
+  EXPECT_EQ(chip[0].instructions, 5u);
+  EXPECT_EQ(chip[0].cycles, 200u + 120u + 10u);
+  ASSERT_EQ(chip[0].spans.size(), 3u);
+  EXPECT_EQ(chip[0].spans[1].start, 1000u);
+  EXPECT_EQ(chip[0].spans[1].end, 1120u);
+  // The longest core alone would credit both cores' 5000 bytes to its 200 cycles.
+  EXPECT_EQ(std::max(core0.figures()[0].cycles, core1.figures()[0].cycles), 200u);
+  EXPECT_EQ(chip[1].cycles, 1u);
+  EXPECT_TRUE(chip_figures({}).empty());
 }
 
 }  // namespace
