@@ -101,6 +101,22 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   }
 }
 
+// One step of `graph` on the tpusim backend from its initial variables: the first replica's
+// outputs (none, with the failure reported, when it does not compile or run).
+Outputs run_once(const Graph& graph, const CompileOptions& options,
+                 const std::vector<Feeds>& feeds) {
+  auto backend = make_backend("tpusim");
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (!backend.ok()) return {};
+  auto exe = (*backend)->compile(graph, options);
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  if (!exe.ok()) return {};
+  Variables v = initial_variables(graph);
+  auto out = (*backend)->run(**exe, v, feeds, 0);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? out->at(0) : Outputs{};
+}
+
 // Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
 // patches_to_image compute as separate fragments. The forward outputs and the input gradients
 // are bit for bit the same (the MXUs sum the same depth chunks in the same order); a kernel
@@ -130,19 +146,10 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
   c.inputs = {{"x", DType::kF32, {20, 32, 32, 16}}, {"labels", DType::kS32, {20}, 0, 4}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 3)};
 
-  auto backend = make_backend("tpusim");
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto run = [&](bool fuse) {
-    CompileOptions options;
-    options.fuse_convolutions = fuse;
-    auto exe = (*backend)->compile(b.graph(), options);
-    EXPECT_TRUE(exe.ok()) << exe.status();
-    Variables v = initial_variables(b.graph());
-    auto out = (*backend)->run(**exe, v, feeds, 0);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? out->at(0) : Outputs{};
-  };
-  const Outputs fused = run(true), unfused = run(false);
+  CompileOptions fused_options, unfused_options;
+  unfused_options.fuse_convolutions = false;
+  const Outputs fused = run_once(b.graph(), fused_options, feeds);
+  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
   ASSERT_EQ(fused.size(), 9u);  // the loss and 4 kernels' and 4 biases' gradients
   EXPECT_EQ(fused.at("loss").f[0], unfused.at("loss").f[0]);
   int rounded = 0;
@@ -206,19 +213,10 @@ TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
               {"levels", DType::kS32, {24, 16, 16, 8}, 0, 4}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
 
-  auto backend = make_backend("tpusim");
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  auto run = [&](bool fuse) {
-    CompileOptions options;
-    options.fuse_pools = fuse;
-    auto exe = (*backend)->compile(b.graph(), options);
-    EXPECT_TRUE(exe.ok()) << exe.status();
-    Variables v = initial_variables(b.graph());
-    auto out = (*backend)->run(**exe, v, feeds, 0);
-    EXPECT_TRUE(out.ok()) << out.status();
-    return out.ok() ? out->at(0) : Outputs{};
-  };
-  const Outputs fused = run(true), unfused = run(false);
+  CompileOptions fused_options, unfused_options;
+  unfused_options.fuse_pools = false;
+  const Outputs fused = run_once(b.graph(), fused_options, feeds);
+  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
   // The loss, the pooled values, two pools' gradients, 3 kernels' and 3 biases' gradients.
   ASSERT_EQ(fused.size(), 10u);
   int zeros = 0;
