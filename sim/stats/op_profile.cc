@@ -47,6 +47,23 @@ std::vector<OpFigures> OpProfile::figures() const {
   return out;
 }
 
+namespace {
+
+// The cycles covered by at least one of `spans` (sorted here).
+uint64_t covered_cycles(std::vector<OpSpan>& spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const OpSpan& a, const OpSpan& b) { return a.start < b.start; });
+  uint64_t covered = 0, reached = 0;
+  for (const OpSpan& s : spans) {
+    const uint64_t from = std::max(s.start, reached);
+    if (s.end > from) covered += s.end - from;
+    reached = std::max(reached, s.end);
+  }
+  return covered;
+}
+
+}  // namespace
+
 std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& cores) {
   if (cores.empty()) return {};
   size_t ops = cores[0].size();
@@ -56,7 +73,7 @@ std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& c
     OpFigures& chip = out[i];
     chip.label = cores[0][i].label;
     chip.op = cores[0][i].op;
-    std::map<uint64_t, OpSpan> by_step;
+    std::map<uint64_t, std::vector<OpSpan>> by_step;
     for (const auto& core : cores) {
       const OpFigures& f = core[i];
       chip.flops += f.flops;
@@ -64,16 +81,13 @@ std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& c
       chip.hbm_bytes += f.hbm_bytes;
       chip.ici_bytes += f.ici_bytes;
       chip.instructions += f.instructions;
-      for (const OpSpan& s : f.spans) {
-        auto [it, first] = by_step.emplace(s.step, s);
-        if (first) continue;
-        it->second.start = std::min(it->second.start, s.start);
-        it->second.end = std::max(it->second.end, s.end);
-      }
+      for (const OpSpan& s : f.spans) by_step[s.step].push_back(s);
     }
-    for (const auto& [step, span] : by_step) {
-      chip.cycles += span.end - span.start;
-      chip.spans.push_back(span);
+    for (auto& [step, spans] : by_step) {
+      chip.cycles += covered_cycles(spans);
+      OpSpan hull = spans.front();
+      for (const OpSpan& s : spans) hull.end = std::max(hull.end, s.end);
+      chip.spans.push_back(hull);
     }
   }
   return out;

@@ -9,11 +9,13 @@
 // runs in the step the core's step counter shows; the profile keeps one open span per op and
 // adds it to the op's time when the op's next step begins.
 //
-// On a chip (chip_figures) an op's time in a step runs from its first instruction's start on any
-// of the chip's cores to its last one's end on any: the chip's HBM serves every byte the op moves
-// on either core within that span, so its bytes over its time never exceed the chip's bandwidth,
-// however far apart the cores run it. (The longest core's span alone would credit a chip whose
-// cores take turns with both cores' bytes in one core's time.)
+// On a chip (chip_figures) an op's time in a step is the time at least one of the chip's cores
+// was inside its span for the op: the union of the cores' spans. The chip's HBM serves every
+// byte the op moves on either core within that union, so its bytes over its time never exceed
+// the chip's bandwidth, however the cores interleave it, and neither do its FLOPs exceed the
+// chip's peaks. (The longest core's span alone would credit a chip whose cores take turns with
+// both cores' bytes in one core's time; the hull from the first start to the last end would
+// count the gap between two cores that drifted apart, when neither ran the op.)
 
 #include <cstdint>
 #include <string>
@@ -39,8 +41,9 @@ struct OpFigures {
 };
 
 // One chip's figures from its cores' (the same programs' origins, so the same ops at the same
-// index): the work summed, and per step the span from the first start on any core to the last
-// end on any. Cores' tables of different lengths are merged up to the shortest.
+// index): the work summed, cycles the union of the cores' spans step by step, and `spans` per
+// step the hull from the first start on any core to the last end on any. Cores' tables of
+// different lengths are merged up to the shortest.
 std::vector<OpFigures> chip_figures(const std::vector<std::vector<OpFigures>>& cores);
 
 // What one instruction did for its graph op.

@@ -46,10 +46,11 @@ TEST(OpProfile, SumsWorkAndTakesEachStepsSpanOnce) {
   EXPECT_EQ(p.figures()[0].instructions, 0u);
 }
 
-// A chip's op runs from its first start on any core to its last end on any, step by step: two
+// A chip's op takes, step by step, the time at least one core was inside its span for it: two
 // cores that take turns at an op (core 1 starting as core 0 ends) give it both spans, so its
-// bytes over its time stay within what one chip's HBM can serve. Work is summed.
-TEST(OpProfile, AChipsOpSpansItsCoresFirstStartToTheirLastEnd) {
+// bytes over its time stay within what one chip's HBM can serve; cores that drifted apart add
+// no time for the gap between their spans, when neither ran it. Work is summed.
+TEST(OpProfile, AChipsOpTakesTheTimeAnyOfItsCoresWasInsideIt) {
   OpProfile core0, core1;
   core0.reset({{"pool", "max_pool"}, {"add", "add"}});
   core1.reset({{"pool", "max_pool"}, {"add", "add"}});
@@ -58,22 +59,44 @@ TEST(OpProfile, AChipsOpSpansItsCoresFirstStartToTheirLastEnd) {
   core0.record(1, 1, 1000, 1100, {10, 1000});
   core1.record(1, 1, 1050, 1120, {10, 1000});  // overlaps core 0
   core1.record(1, 2, 2000, 2010, {10, 1000});  // a step only core 1 ran it in
+  core0.record(1, 3, 3000, 3040, {10, 1000});
+  core1.record(1, 3, 3500, 3530, {10, 1000});  // drifted 500 cycles behind core 0
+  core1.record(1, 3, 3010, 3020, {10, 1000});  // (recorded out of order within the step)
   core0.record(2, 0, 300, 301, {1, 4});
   const auto chip = chip_figures({core0.figures(), core1.figures()});
   ASSERT_EQ(chip.size(), 2u);
   EXPECT_EQ(chip[0].label, "pool");
   EXPECT_EQ(chip[0].op, "max_pool");
-  EXPECT_EQ(chip[0].flops, 50);
-  EXPECT_EQ(chip[0].hbm_bytes, 5000);
-  EXPECT_EQ(chip[0].instructions, 5u);
-  EXPECT_EQ(chip[0].cycles, 200u + 120u + 10u);
-  ASSERT_EQ(chip[0].spans.size(), 3u);
+  EXPECT_EQ(chip[0].flops, 80);
+  EXPECT_EQ(chip[0].hbm_bytes, 8000);
+  EXPECT_EQ(chip[0].instructions, 8u);
+  // Step 3: core 0 inside it over [3000, 3040), core 1 over [3010, 3530): the union is 530
+  // cycles; the two cores' spans alone add up to 560 and the hull is the same 530 here.
+  EXPECT_EQ(chip[0].cycles, 200u + 120u + 10u + 530u);
+  ASSERT_EQ(chip[0].spans.size(), 4u);
   EXPECT_EQ(chip[0].spans[1].start, 1000u);
   EXPECT_EQ(chip[0].spans[1].end, 1120u);
-  // The longest core alone would credit both cores' 5000 bytes to its 200 cycles.
-  EXPECT_EQ(std::max(core0.figures()[0].cycles, core1.figures()[0].cycles), 200u);
+  EXPECT_EQ(chip[0].spans[3].start, 3000u);
+  EXPECT_EQ(chip[0].spans[3].end, 3530u);
+  // The longest core alone would credit both cores' bytes to its time.
+  EXPECT_EQ(std::max(core0.figures()[0].cycles, core1.figures()[0].cycles), 700u);
   EXPECT_EQ(chip[1].cycles, 1u);
   EXPECT_TRUE(chip_figures({}).empty());
+}
+
+TEST(OpProfile, CoresThatDriftedApartAddNoTimeForTheGapBetweenThem) {
+  OpProfile core0, core1;
+  core0.reset({{"add", "add"}});
+  core1.reset({{"add", "add"}});
+  core0.record(1, 0, 100, 150, {1, 64});
+  core0.record(1, 0, 150, 200, {1, 64});
+  core1.record(1, 0, 900, 1000, {1, 64});  // 700 cycles after core 0 finished it
+  const auto chip = chip_figures({core0.figures(), core1.figures()});
+  ASSERT_EQ(chip.size(), 1u);
+  EXPECT_EQ(chip[0].cycles, 200u);  // 100 on each core, not the hull's 900
+  ASSERT_EQ(chip[0].spans.size(), 1u);
+  EXPECT_EQ(chip[0].spans[0].start, 100u);
+  EXPECT_EQ(chip[0].spans[0].end, 1000u);
 }
 
 }  // namespace
