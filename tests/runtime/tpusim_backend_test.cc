@@ -244,6 +244,96 @@ TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
   }
 }
 
+// Each input's own values, read back from the cpu backend's run of the same feeds: transposes
+// move data and round nothing, so tpusim's must be bit for bit the cpu's. The shapes take every
+// path: a block's rows along the batch, along a and along c of [batch, a, c, inner]; one vector
+// transpose per entry (inner 1) including a lone matrix; entries spread over several VMEM tiles;
+// a matrix too big for one tile (the tiled fallback); and a permutation done as two rotations.
+TEST(TpusimBackend, TransposesInVmemMoveEveryElementWhereTheCpuDoes) {
+  struct Case {
+    std::vector<int64_t> shape, perm;
+  };
+  const std::vector<Case> cases = {
+      {{128, 5, 3, 8}, {0, 2, 1, 3}},     // rows along the batch (128 entries in a tile)
+      {{6, 28, 4, 16}, {0, 2, 1, 3}},     // rows along a
+      {{2, 3, 40, 8}, {0, 2, 1, 3}},      // rows along c
+      {{64, 28, 16}, {0, 2, 1}},          // a vector transpose per entry
+      {{30, 50}, {1, 0}},                 // one entry
+      {{20, 50, 8, 256}, {0, 2, 1, 3}},   // 400 KiB entries: 7 to a tile, 3 tiles
+      {{1024, 1024}, {1, 0}},             // 4 MiB: no tile holds it
+      {{2, 3, 4, 5}, {3, 1, 0, 2}},       // not a rotation: two of them through a temporary
+  };
+  GraphBuilder b;
+  opcheck::OpCase c;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string name = "x" + std::to_string(i);
+    const Shape shape(cases[i].shape);
+    const Value x = b.infeed(name, DType::kF32, shape);
+    b.output("t" + std::to_string(i), b.transpose(x, cases[i].perm));
+    c.inputs.push_back({name, DType::kF32, shape});
+  }
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 11)};
+  const Outputs tpu = run_once(b.graph(), CompileOptions{}, feeds);
+  auto cpu_backend = make_backend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto exe = (*cpu_backend)->compile(b.graph(), CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables none;
+  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_EQ(tpu.size(), cases.size());
+  for (const auto& [name, value] : cpu->at(0)) {
+    const std::vector<float>& f = tpu.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+  }
+}
+
+// Batched GEMMs with no operand shared (attention's) run as one fragment over tiles of whole
+// entries; each entry's product is bit for bit the one a lone 2D matmul of that entry gives (the
+// same MXU sums, depth chunks in the same order: 16 deep, and 130 deep in two chunks).
+TEST(TpusimBackend, BatchedMatmulsInVmemMatchEachEntrysOwnMatmul) {
+  struct Case {
+    int64_t batch, m, k, n;
+  };
+  const std::vector<Case> cases = {{64, 28, 16, 28}, {3, 16, 130, 9}};
+  GraphBuilder b;
+  opcheck::OpCase c;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto [batch, m, k, n] = cases[i];
+    const std::string id = std::to_string(i);
+    const Value a = b.infeed("a" + id, DType::kF32, {batch, m, k});
+    const Value w = b.infeed("w" + id, DType::kF32, {batch, k, n});
+    b.output("batched" + id, b.matmul(a, w));
+    for (int64_t e : {int64_t{0}, batch - 1}) {
+      const Value ae = b.reshape(b.slice(a, {e, 0, 0}, {e + 1, m, k}), {m, k});
+      const Value we = b.reshape(b.slice(w, {e, 0, 0}, {e + 1, k, n}), {k, n});
+      b.output("entry" + id + "_" + std::to_string(e), b.matmul(ae, we));
+    }
+    c.inputs.push_back({"a" + id, DType::kF32, {batch, m, k}});
+    c.inputs.push_back({"w" + id, DType::kF32, {batch, k, n}});
+  }
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  for (const char* precision : {"fp32", "mxu"}) {
+    CompileOptions options;
+    options.precision = precision;
+    const Outputs out = run_once(b.graph(), options, {opcheck::make_feeds(c, 3)});
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto [batch, m, k, n] = cases[i];
+      const std::string id = std::to_string(i);
+      const std::vector<float>& batched = out.at("batched" + id).f;
+      ASSERT_EQ(batched.size(), static_cast<size_t>(batch * m * n));
+      for (int64_t e : {int64_t{0}, batch - 1}) {
+        const std::vector<float>& entry = out.at("entry" + id + "_" + std::to_string(e)).f;
+        ASSERT_EQ(entry.size(), static_cast<size_t>(m * n));
+        EXPECT_EQ(std::memcmp(entry.data(), batched.data() + e * m * n, entry.size() * 4), 0)
+            << precision << " case " << i << " entry " << e;
+      }
+    }
+  }
+}
+
 // The loop's per-op profile: a [256, 512] x [512, 256] matmul does exactly 2 M K N FLOPs a step,
 // the infeed lands every byte of its batch in HBM, and the ops' spans fit in the loop.
 TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {

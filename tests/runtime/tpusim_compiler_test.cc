@@ -146,6 +146,49 @@ int instructions_of(const isa::CoreProgram& core, const std::string& kind) {
   return n;
 }
 
+// The DMAs, vector ops and MXU instructions (load_weights and matmul) of `kind`'s fragments.
+struct UnitCounts {
+  int dma = 0, vector = 0, mxu = 0;
+};
+UnitCounts units_of(const isa::CoreProgram& core, const std::string& kind) {
+  UnitCounts n;
+  for (const isa::Instruction& in : core.instructions()) {
+    if (in.origin() == 0 || core.origins(static_cast<int>(in.origin() - 1)).op() != kind) continue;
+    n.dma += in.has_dma();
+    n.vector += in.has_vector();
+    n.mxu += in.has_load_weights() || in.has_matmul();
+  }
+  return n;
+}
+
+// Attention's reshapes: splitting [128, 28, 64] into 4 heads is a [128, 28, 4, 16] -> [128, 4,
+// 28, 16] transpose, one fragment: its 1.8 MiB in and out fit one VMEM tile, so one DMA in, one
+// vector copy per (head, token) moving the 16 values of all 128 entries, one DMA out (before, a
+// fragment of its own per entry and head: 1,024 DMAs, each waiting for the last). The scores'
+// batched matmul is one fragment too: each of the 512 entries, too narrow to give both MXUs a
+// column tile of its own, loads its weights into both and streams half its rows through each.
+TEST(Compiler, AttentionsTransposesAndBatchedMatmulsAreOneFragmentEach) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {128, 28, 4, 16});
+  b.output("heads", b.transpose(x, {0, 2, 1, 3}));
+  const Value q = b.infeed("q", DType::kF32, {512, 28, 16});
+  const Value k = b.infeed("k", DType::kF32, {512, 16, 28});
+  b.output("scores", b.matmul(q, k));
+  const Value m = b.infeed("m", DType::kF32, {64, 28, 16});
+  b.output("m_t", b.transpose(m, {0, 2, 1}));
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  const isa::CoreProgram& core = step->program.cores(0);
+  const UnitCounts transposes = units_of(core, "transpose");
+  EXPECT_EQ(transposes.dma, 2 + 2);         // in and out, for each transpose
+  EXPECT_EQ(transposes.vector, 4 * 28 + 64);  // copies for the heads, a transpose per matrix
+  const UnitCounts matmul = units_of(core, "matmul");
+  EXPECT_EQ(matmul.dma, 3);  // q and k in, the scores out
+  EXPECT_EQ(matmul.mxu, 512 * 2 * 2);  // a load_weights and a matmul on each MXU
+  EXPECT_EQ(matmul.vector, 0);
+}
+
 // mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
 // straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
 // tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im

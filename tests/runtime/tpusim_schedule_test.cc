@@ -146,6 +146,26 @@ TEST(Schedule, TheHbmPlanKeepsARunningAllReducesInput) {
   EXPECT_GT(checked, 0);
 }
 
+// The step lands every infeed before its first fragment, so an infeed that comes late in graph
+// order is placed first, and its buffer never takes the place of a value still to be read: here
+// x1 would otherwise take x0's buffer once x0's last reader is emitted, and land on it before
+// that reader has run.
+TEST(Schedule, InfeedsComeFirstAndTheirBuffersAreLiveFromTheStart) {
+  GraphBuilder b;
+  const Value x0 = b.infeed("x0", DType::kF32, {64, 64});
+  b.output("y0", b.unary(Op::kExp, x0));
+  const Value x1 = b.infeed("x1", DType::kF32, {64, 64});
+  b.output("y1", b.unary(Op::kExp, x1));
+  const Graph& g = b.graph();
+  const std::vector<int> order = emission_order(g, false);
+  ASSERT_EQ(order.size(), static_cast<size_t>(g.size()));
+  EXPECT_EQ(order[0], x0.id);
+  EXPECT_EQ(order[1], x1.id);
+  auto step = compile_graph(g, v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_FALSE(buffer_of(*step, g, x0.id).overlaps(buffer_of(*step, g, x1.id)));
+}
+
 // The k-th signal of a flag brings it to k: for each collective, its flag and that count.
 struct Signalled {
   int index;

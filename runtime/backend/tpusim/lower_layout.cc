@@ -1,5 +1,6 @@
 // Lowering of reductions, transposes, concat, slice, pad and matmul.
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <numeric>
 
@@ -118,9 +119,68 @@ absl::Status lower_reduce(Lowering& l, int id) {
 }
 
 // Transposes that rotate the dimensions between an unchanged prefix and an unchanged suffix:
-// a batch of [a, c] -> [c, a] transposes of blocks of `inner` contiguous elements. With no
-// suffix the vector unit transposes tiles; with one, strided copies move the blocks.
+// a batch of [a, c] -> [c, a] transposes of blocks of `inner` contiguous elements. When a whole
+// batch entry fits a VMEM tile, the transpose is one fragment over tiles of whole batch entries:
+// DMA in, rearranged by the vector unit, DMA out (transpose_in_vmem). Otherwise, with no suffix
+// the vector unit transposes tiles of rows and strided copies place them; with one, strided
+// copies move the blocks.
 namespace {
+
+// [batch, a, c, inner] at src -> [batch, c, a, inner] at dst as one fragment whose tiles hold
+// whole batch entries; false (nothing emitted) when one entry, in and out, does not fit a tile.
+bool transpose_in_vmem(Lowering& l, uint64_t src, uint64_t dst, int64_t batch, int64_t a,
+                       int64_t c, int64_t inner) {
+  const int64_t entry = a * c * inner;
+  if (entry > int64_t{UINT32_MAX} ||
+      Emitter::tile_bytes({static_cast<uint64_t>(entry), static_cast<uint64_t>(entry)}, 1) >
+          l.emit.tile_budget_bytes())
+    return false;
+  const auto cols = static_cast<uint32_t>(entry);
+  l.emit.rowwise(
+      dst, static_cast<uint64_t>(batch), cols, isa::F32,
+      {TileOperand{TileOperand::Kind::kFull, src, isa::F32, cols}}, 0, 0, [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        const uint64_t in = t.in(0).address(), out = t.out().address(),
+                       entry_bytes = uint64_t{cols} * 4;
+        const auto ua = static_cast<uint32_t>(a), uc = static_cast<uint32_t>(c);
+        if (inner == 1) {  // one vector transpose per entry
+          for (uint64_t e = 0; e < t.rows(); ++e) {
+            t.chain(b.transpose(block(out + e * entry_bytes, uc, ua, isa::F32),
+                                block(in + e * entry_bytes, ua, uc, isa::F32)));
+          }
+          return;
+        }
+        // Element (e, i, j, :) sits at in + ((e a + i) c + j) inner and goes to
+        // out + ((e c + j) a + i) inner: each of e, i and j steps both addresses by a constant.
+        // One vector copy per value of two of them moves a block whose rows step the third,
+        // the one with the most values.
+        struct Axis {
+          int64_t n;
+          uint64_t in_step, out_step;  // bytes
+        };
+        const uint64_t row = static_cast<uint64_t>(inner) * 4;
+        std::array<Axis, 3> axes = {Axis{t.rows(), entry_bytes, entry_bytes},
+                                    Axis{a, static_cast<uint64_t>(c) * row, row},
+                                    Axis{c, row, static_cast<uint64_t>(a) * row}};
+        std::sort(axes.begin(), axes.end(),
+                  [](const Axis& x, const Axis& y) { return x.n > y.n; });
+        const Axis& rows = axes[0];
+        for (int64_t p = 0; p < axes[1].n; ++p) {
+          for (int64_t q = 0; q < axes[2].n; ++q) {
+            const uint64_t from = in + static_cast<uint64_t>(p) * axes[1].in_step +
+                                  static_cast<uint64_t>(q) * axes[2].in_step;
+            const uint64_t to = out + static_cast<uint64_t>(p) * axes[1].out_step +
+                                static_cast<uint64_t>(q) * axes[2].out_step;
+            t.chain(b.unary(Vector::COPY,
+                            block(to, static_cast<uint32_t>(rows.n),
+                                  static_cast<uint32_t>(inner), isa::F32, rows.out_step),
+                            block(from, static_cast<uint32_t>(rows.n),
+                                  static_cast<uint32_t>(inner), isa::F32, rows.in_step)));
+          }
+        }
+      });
+  return true;
+}
 
 // Whether `perm` rotates the dims between an unchanged prefix and an unchanged suffix.
 bool transpose_rotation_fits(const std::vector<int64_t>& perm) {
@@ -164,6 +224,7 @@ absl::Status transpose_rotation(Lowering& l, uint64_t src_base, const Shape& in,
   }
   const int64_t batch = product(in, 0, prefix), a = product(in, prefix, static_cast<int>(split)),
                 c = product(in, static_cast<int>(split), suffix), inner = product(in, suffix, rank);
+  if (transpose_in_vmem(l, src_base, dst_base, batch, a, c, inner)) return absl::OkStatus();
   if (inner > 1) {
     for (int64_t bi = 0; bi < batch; ++bi) {
       const uint64_t src = src_base + static_cast<uint64_t>(bi * a * c * inner) * 4;
@@ -382,6 +443,37 @@ absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_
   return emit_transpose(l, product, Shape({cols, m}), {1, 0}, l.address(id));
 }
 
+// A batch of GEMMs with no operand shared ([batches, m, k] x [batches, k, cols], attention's
+// scores and their gradients) as one fragment over tiles of whole batch entries: per entry, an
+// MXU loads its weights and streams its rows, the entries going round the MXUs. False (nothing
+// emitted) when one entry's operands and product do not fit a tile.
+bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int64_t batches,
+                            uint32_t m, uint32_t k, uint32_t cols) {
+  const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols,
+                 c_cols = uint64_t{m} * cols;
+  if (std::max({a_cols, w_cols, c_cols}) > UINT32_MAX ||
+      Emitter::tile_bytes({a_cols, w_cols, c_cols}, 1) > l.emit.tile_budget_bytes())
+    return false;
+  std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
+  l.emit.rowwise(c, static_cast<uint64_t>(batches), static_cast<uint32_t>(c_cols), isa::F32,
+                 {TileOperand{TileOperand::Kind::kFull, a, isa::F32, static_cast<uint32_t>(a_cols)},
+                  TileOperand{TileOperand::Kind::kFull, w, isa::F32, static_cast<uint32_t>(w_cols)}},
+                 0, 0, [&](Tile& t) {
+                   for (uint64_t e = 0; e < t.rows(); ++e) {
+                     emit_mxu_product(
+                         l.emit.core(), t.e_builder(),
+                         block(t.in(0).address() + e * a_cols * 4, m, k, isa::F32),
+                         block(t.in(1).address() + e * w_cols * 4, k, cols, isa::F32),
+                         block(t.out().address() + e * c_cols * 4, m, cols, isa::F32), false,
+                         l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
+                         // Each MXU runs in order, so its load_weights waiting for the tile's
+                         // loads is enough; the tile's store waits for every product.
+                         [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
+                   }
+                 });
+  return true;
+}
+
 }  // namespace
 
 absl::Status lower_matmul(Lowering& l, int id) {
@@ -400,6 +492,10 @@ absl::Status lower_matmul(Lowering& l, int id) {
   const int64_t batches = a.elements() / (int64_t{m} * k);
   const int64_t gemms = shared ? 1 : batches;
   const uint32_t rows = shared ? static_cast<uint32_t>(batches * m) : m;
+  if (!shared && batches > 1 &&
+      batched_matmul_in_vmem(l, l.address(n.inputs[0]), l.address(n.inputs[1]), l.address(id),
+                             batches, m, k, cols))
+    return absl::OkStatus();
   for (int64_t bi = 0; bi < gemms; ++bi) {
     const auto at = static_cast<uint64_t>(bi);
     if (absl::Status s = emit_hbm_gemm(l, l.address(n.inputs[0]) + at * m * k * 4,

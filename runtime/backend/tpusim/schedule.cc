@@ -25,8 +25,16 @@ std::vector<int> emission_order(const Graph& graph, bool hoist_collectives) {
     order.push_back(id);
     for (int c : follows[static_cast<size_t>(id)]) self(c, self);
   };
+  // The infeeds come first: the step lands every one of them before its first fragment, so
+  // their buffers are live from the start (an infeed later in graph order must not take the
+  // buffer of a value that is still to be read).
+  std::vector<bool> infeed(static_cast<size_t>(n), false);
+  for (int id : graph.infeeds()) {
+    infeed[static_cast<size_t>(id)] = true;
+    place(id, place);
+  }
   for (int id = 0; id < n; ++id) {
-    if (!hoisted[static_cast<size_t>(id)]) place(id, place);
+    if (!hoisted[static_cast<size_t>(id)] && !infeed[static_cast<size_t>(id)]) place(id, place);
   }
   return order;
 }

@@ -18,8 +18,9 @@
 
 namespace tpusim::runtime::tpusim_backend {
 
-// Every node of `graph` in the order the compiler emits their fragments: graph order, except that
-// with `hoist_collectives` each cross_replica_sum follows right after the node it reads.
+// Every node of `graph` in the order the compiler emits their fragments: the infeeds first (the
+// step lands them all before anything else), then graph order, except that with
+// `hoist_collectives` each cross_replica_sum follows right after the node it reads.
 std::vector<int> emission_order(const Graph& graph, bool hoist_collectives);
 
 // [begin, end) in HBM, bytes.
