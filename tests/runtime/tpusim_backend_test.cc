@@ -290,6 +290,44 @@ TEST(TpusimBackend, TransposesInVmemMoveEveryElementWhereTheCpuDoes) {
   }
 }
 
+// Folded broadcasts (a row or column operand read in place) give what the cpu backend computes
+// from the materialised broadcast, bit for bit: rows of a per-channel vector over an image batch
+// (tiles of 2,048 of its 65,536 rows) and a column of per-row values, in fused groups and alone.
+TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {256, 16, 16, 16});
+  const Value mean = b.infeed("mean", DType::kF32, {16});
+  const Value scale = b.infeed("scale", DType::kF32, {16});
+  const Value rows = b.infeed("rows", DType::kF32, {300, 10});
+  const Value sums = b.infeed("sums", DType::kF32, {300});
+  const Value centred = x - b.broadcast(mean, x.shape(), {3});
+  b.output("normalised", centred * b.broadcast(scale, x.shape(), {3}) + 0.5f);
+  b.output("divided", rows / b.broadcast(sums, rows.shape(), {0}));
+  b.output("shifted", b.broadcast(sums, rows.shape(), {0}) - rows);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {256, 16, 16, 16}},
+              {"mean", DType::kF32, {16}},
+              {"scale", DType::kF32, {16}},
+              {"rows", DType::kF32, {300, 10}},
+              {"sums", DType::kF32, {300}, 1, 2}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
+  const Outputs tpu = run_once(b.graph(), CompileOptions{}, feeds);
+  auto cpu_backend = make_backend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto exe = (*cpu_backend)->compile(b.graph(), CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables none;
+  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_EQ(tpu.size(), 3u);
+  for (const auto& [name, value] : cpu->at(0)) {
+    const std::vector<float>& f = tpu.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+  }
+}
+
 // Batched GEMMs with no operand shared (attention's) run as one fragment over tiles of whole
 // entries; each entry's product is bit for bit the one a lone 2D matmul of that entry gives (the
 // same MXU sums, depth chunks in the same order: 16 deep, and 130 deep in two chunks).

@@ -189,6 +189,67 @@ TEST(Compiler, AttentionsTransposesAndBatchedMatmulsAreOneFragmentEach) {
   EXPECT_EQ(matmul.vector, 0);
 }
 
+// A per-channel vector stretched over an image batch (batch norm's mean) and a per-row value
+// stretched over its row (softmax's sum), read only by elementwise fragments of their own shape,
+// are folded into them as row and column operands: no fragment writes the broadcast and it has
+// no buffer. A broadcast that a matmul reads, one that is an output, and one that stretches a
+// middle dim are materialised as before.
+TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 8, 8, 16});
+  const Value mean = b.infeed("mean", DType::kF32, {16});
+  const Value rows = b.infeed("rows", DType::kF32, {64, 10});
+  const Value sums = b.infeed("sums", DType::kF32, {64});
+  const Value w = b.infeed("w", DType::kF32, {10, 10});
+  const Value mid = b.infeed("mid", DType::kF32, {8});
+  const Value centred = x - b.broadcast(mean, x.shape(), {3});
+  b.output("centred", b.unary(Op::kSquare, centred));
+  b.output("normalised", rows / b.broadcast(sums, rows.shape(), {0}));
+  b.output("product", b.matmul(b.broadcast(sums, rows.shape(), {0}), w));  // read by a matmul
+  b.output("exported", b.broadcast(mean, x.shape(), {3}));
+  b.output("middle", x * b.broadcast(mid, x.shape(), {2}));  // neither a row nor a column
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  const Graph& g = b.graph();
+  int row = 0, column = 0, none = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.node(id).op != Op::kBroadcast) continue;
+    const FoldedBroadcast f = broadcast_fold(g, id);
+    row += f == FoldedBroadcast::kRow;
+    column += f == FoldedBroadcast::kColumn;
+    none += f == FoldedBroadcast::kNone;
+  }
+  EXPECT_EQ(row, 2);     // both of mean's
+  EXPECT_EQ(column, 2);  // both of sums'
+  EXPECT_EQ(none, 1);    // mid's
+  auto step = compile_graph(g, v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  // Three broadcasts are written: the matmul's operand, the output and the middle one.
+  EXPECT_GT(units_of(step->program.cores(0), "broadcast").vector, 0);
+  int folded = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.node(id).op != Op::kBroadcast) continue;
+    const bool has_buffer = step->plan.owner[static_cast<size_t>(id)] == id &&
+                            step->plan.address[static_cast<size_t>(id)] != 0;
+    folded += !has_buffer;
+  }
+  EXPECT_EQ(folded, 2);
+
+  // With only the folded ones, no broadcast has an instruction.
+  GraphBuilder only;
+  const Value x2 = only.infeed("x", DType::kF32, {64, 8, 8, 16});
+  const Value rows2 = only.infeed("rows", DType::kF32, {64, 10});
+  only.output("centred", x2 - only.broadcast(only.infeed("mean", DType::kF32, {16}), x2.shape(),
+                                             {3}));
+  only.output("normalised",
+              rows2 / only.broadcast(only.infeed("sums", DType::kF32, {64}), rows2.shape(), {0}));
+  auto folded_step = compile_graph(only.graph(), v3_8(), 0);
+  ASSERT_TRUE(folded_step.ok()) << folded_step.status();
+  const UnitCounts none_left = units_of(folded_step->program.cores(0), "broadcast");
+  EXPECT_EQ(none_left.dma + none_left.vector + none_left.mxu, 0);
+  EXPECT_EQ(folded_step->instructions_per_op.count("broadcast"), 0u);
+}
+
 // mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
 // straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
 // tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im

@@ -120,6 +120,37 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
   return root;
 }
 
+// The broadcasts every reader of which is an elementwise fragment of the broadcast's own shape,
+// and which are a row or a column of that shape (broadcast_fold): those fragments read the
+// broadcast's input as a row or column operand, as XLA fuses a broadcast into its consumers, and
+// the broadcast is never written to HBM.
+std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& needed,
+                                    const std::vector<bool>& absorbed, const Fusions& fusions) {
+  const int n = g.size();
+  std::vector<bool> folded(static_cast<size_t>(n), false);
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  for (int id = 0; id < n; ++id) {
+    const Node& b = g.node(id);
+    folded[static_cast<size_t>(id)] = needed[static_cast<size_t>(id)] &&
+                                      !exported[static_cast<size_t>(id)] &&
+                                      broadcast_fold(g, id) != FoldedBroadcast::kNone &&
+                                      g.node(b.inputs[0]).dtype != DType::kS32;
+  }
+  for (int r = 0; r < n; ++r) {
+    if (!needed[static_cast<size_t>(r)]) continue;
+    const Node& reader = g.node(r);
+    const bool elementwise = is_elementwise(reader.op) && fusions.count(r) == 0 &&
+                             !absorbed[static_cast<size_t>(r)] && reader.dtype != DType::kS32;
+    for (int in : fusions.count(r) > 0 ? fragment_reads(g, fusions, r) : reader.inputs) {
+      if (!folded[static_cast<size_t>(in)]) continue;
+      if (!elementwise || reader.shape != g.node(in).shape) folded[static_cast<size_t>(in)] = false;
+    }
+  }
+  return folded;
+}
+
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
   if (is_elementwise(n.op)) return lower_elementwise(l, id);
@@ -191,6 +222,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     fused.patches_kept = needed[static_cast<size_t>(fused.patches)];
   }
   const std::vector<int> group = fusion_groups(graph, needed, fusions);
+  const std::vector<bool> folded = folded_broadcasts(graph, needed, absorbed, fusions);
+  for (int id = 0; id < graph.size(); ++id) {
+    if (folded[static_cast<size_t>(id)]) absorbed[static_cast<size_t>(id)] = true;
+  }
   PlanRequest request;
   request.replicas = replicas;
   request.order = emission_order(graph, overlapped);
@@ -205,8 +240,13 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     if (!needed[static_cast<size_t>(id)] && !source)
       request.materialized[static_cast<size_t>(id)] = false;
     if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
-    if (!needed[static_cast<size_t>(id)]) continue;
+    if (folded[static_cast<size_t>(id)]) request.materialized[static_cast<size_t>(id)] = false;
+    if (!needed[static_cast<size_t>(id)] || folded[static_cast<size_t>(id)]) continue;
     std::vector<int> reads = fragment_reads(graph, fusions, id);
+    // A folded broadcast's readers read its input.
+    for (int& in : reads) {
+      if (folded[static_cast<size_t>(in)]) in = graph.node(in).inputs[0];
+    }
     if (const auto fused = fusions.find(id); fused != fusions.end() && fused->second.patches_kept)
       reads.push_back(fused->second.patches);  // it writes them: they are live through it
     for (int in : reads) {
@@ -242,7 +282,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   Emitter emit(slice.chip.core, b, flags);
   Lowering l{graph,    out.plan,          emit,
              hbm,      options.precision, allocate_gemm_flags(flags),
-             replicas, options.allreduce, overlapped};
+             replicas, options.allreduce, overlapped, folded};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",

@@ -27,6 +27,29 @@ bool foldable_scalar(const Graph& graph, int id, float* value) {
   return false;
 }
 
+FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  if (n.op != Op::kBroadcast || n.dtype == DType::kS32 || n.shape.rank() < 2)
+    return FoldedBroadcast::kNone;
+  const Shape& in = graph.node(n.inputs[0]).shape;
+  const int rank = n.shape.rank();
+  // The input's size along each output dim (1 where it has none), its dims in order so that its
+  // memory order is the output's.
+  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
+  for (size_t i = 0; i < n.attrs.axes.size(); ++i) {
+    if (i > 0 && n.attrs.axes[i] <= n.attrs.axes[i - 1]) return FoldedBroadcast::kNone;
+    along[static_cast<size_t>(n.attrs.axes[i])] = in.dim(static_cast<int>(i));
+  }
+  bool row = along.back() == n.shape.dim(rank - 1), column = along.back() == 1;
+  for (int d = 0; d + 1 < rank; ++d) {
+    row = row && along[static_cast<size_t>(d)] == 1;
+    column = column && along[static_cast<size_t>(d)] == n.shape.dim(d);
+  }
+  if (row && !column) return FoldedBroadcast::kRow;
+  if (column && !row) return FoldedBroadcast::kColumn;
+  return FoldedBroadcast::kNone;  // neither, or a [1, 1] output (a scalar: no row or column)
+}
+
 namespace {
 
 uint32_t cols_of(const Shape& s) {
@@ -61,6 +84,14 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
   Operand op;
   if (foldable_scalar(l.graph, id, &op.value)) {
     op.immediate = true;
+    return op;
+  }
+  if (!l.folded.empty() && l.folded[static_cast<size_t>(id)]) {
+    // A folded broadcast (of floats, read by fragments of its own shape, as the compiler checks):
+    // its input, in place.
+    op.tile = {broadcast_fold(l.graph, id) == FoldedBroadcast::kRow ? TileOperand::Kind::kRow
+                                                                     : TileOperand::Kind::kColumn,
+               l.address(n.inputs[0]), isa::F32};
     return op;
   }
   uint64_t src = l.address(id);

@@ -104,6 +104,9 @@ struct Lowering {
   // cross_replica_sum's: a ring over the replicas in core order, or every core of the slice.
   isa::Collective::Algorithm allreduce = isa::Collective::RING;
   bool overlap_allreduce = true;  // StepOptions::overlap_allreduce
+  // Per node, whether it is a broadcast whose readers (elementwise fragments all) read its input
+  // as a row or column operand instead (broadcast_fold): it has no buffer and no fragment.
+  std::vector<bool> folded{};
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }
@@ -117,6 +120,13 @@ bool foldable_scalar(const Graph& graph, int id, float* value);
 isa::DType buffer_dtype(const Node& n);
 
 absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
+// How an elementwise fragment can read a broadcast node's input in place of the broadcast: as a
+// row repeated down the output's [rows, cols] view (a per-channel vector stretched over the
+// leading dims, as batch norm's mean), or a column repeated across it (a per-row value stretched
+// over the last dim, as softmax's sum). kNone: the broadcast must be materialised.
+enum class FoldedBroadcast { kNone, kRow, kColumn };
+FoldedBroadcast broadcast_fold(const Graph& graph, int id);
+
 // A fused group of elementwise nodes of one shape, in graph order; the last is the only one
 // read outside the group. One row-tiled fragment computes them all in VMEM.
 absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
