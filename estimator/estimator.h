@@ -107,6 +107,8 @@ struct RunConfig {
   bool fuse_convolutions = true;
   // Whether it fuses max pools (CompileOptions::fuse_pools).
   bool fuse_pools = true;
+  // Whether reductions take in their elementwise inputs (CompileOptions::fuse_reductions).
+  bool fuse_reductions = true;
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.

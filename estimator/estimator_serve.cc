@@ -86,6 +86,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   options.overlap_allreduce = config_.overlap_allreduce;
   options.fuse_convolutions = config_.fuse_convolutions;
   options.fuse_pools = config_.fuse_pools;
+  options.fuse_reductions = config_.fuse_reductions;
   options.replicas = config_.tpu_config.num_shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

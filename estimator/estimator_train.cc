@@ -120,6 +120,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   options.overlap_allreduce = config_.overlap_allreduce;
   options.fuse_convolutions = config_.fuse_convolutions;
   options.fuse_pools = config_.fuse_pools;
+  options.fuse_reductions = config_.fuse_reductions;
   options.replicas = shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

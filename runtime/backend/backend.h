@@ -48,6 +48,12 @@ struct CompileOptions {
   // off, extract_patches, reduce_max and the gradient's masks go through HBM as fragments of
   // their own. The values are the same either way.
   bool fuse_pools = true;
+  // Whether the tpusim backend computes a reduce_sum or reduce_max over the last axis (or over all
+  // but the last) together with the elementwise ops that produce its input, tile by tile in VMEM,
+  // as XLA's input fusion; off, those ops write their value to HBM for the reduction to read.
+  // Over the last axis the values are the same either way; down the rows the partial sums of
+  // VMEM tiles are added in order, so f32 sums can round differently.
+  bool fuse_reductions = true;
 };
 
 // The names CompileOptions::allreduce takes.

@@ -328,6 +328,47 @@ TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
   }
 }
 
+// Reductions that compute their elementwise inputs in VMEM (lower_fused_reduction) against the
+// same graph with those inputs written to HBM first: over the last axis bit for bit (the same
+// per-row reduce), and down the rows too when one tile holds them all (one reduce of them all) or
+// for a max (exact in any order); a sum over many tiles adds the tiles' partial rows in order, so
+// it rounds differently from the unfused partitions, within f32 rounding of the sum.
+TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {300, 40});
+  const Value y = b.infeed("y", DType::kF32, {16, 8, 8, 16});
+  const Value m = b.infeed("m", DType::kF32, {16});
+  const Value z = b.infeed("z", DType::kF32, {256, 32, 32, 16});
+  b.output("row_sums", b.reduce(Op::kReduceSum, b.unary(Op::kExp, x) * 0.5f + x, {1}));
+  b.output("row_maxima", b.reduce(Op::kReduceMax, x * x + -1.0f, {1}));
+  const Value centred = y - b.broadcast(m, y.shape(), {3});
+  b.output("variance", b.reduce(Op::kReduceSum, centred * centred, {0, 1, 2}));
+  b.output("squares", b.reduce(Op::kReduceSum, b.unary(Op::kSquare, z), {0, 1, 2}));
+  b.output("maxima", b.reduce(Op::kReduceMax, z * 2.0f, {0, 1, 2}));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {300, 40}},
+              {"y", DType::kF32, {16, 8, 8, 16}},
+              {"m", DType::kF32, {16}},
+              {"z", DType::kF32, {256, 32, 32, 16}}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
+  CompileOptions unfused_options;
+  unfused_options.fuse_reductions = false;
+  const Outputs fused = run_once(b.graph(), CompileOptions{}, feeds);
+  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
+  ASSERT_EQ(fused.size(), 5u);
+  for (const auto& [name, value] : unfused) {
+    const std::vector<float>& f = fused.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    if (name != "squares") {
+      EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+      continue;
+    }
+    for (size_t i = 0; i < f.size(); ++i)
+      EXPECT_NEAR(f[i], value.f[i], 1e-5f * std::abs(value.f[i])) << name << "[" << i << "]";
+  }
+}
+
 // Batched GEMMs with no operand shared (attention's) run as one fragment over tiles of whole
 // entries; each entry's product is bit for bit the one a lone 2D matmul of that entry gives (the
 // same MXU sums, depth chunks in the same order: 16 deep, and 130 deep in two chunks).

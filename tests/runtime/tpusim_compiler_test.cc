@@ -48,12 +48,25 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   const Value y =
       b.unary(Op::kTanh, b.unary(Op::kExp, x) * 0.5f + 1.0f);  // exp, mul, add, tanh: one fragment
   b.output("y", b.reduce(Op::kReduceSum, y, {1}));
+  StepOptions unfused_reduction;
+  unfused_reduction.fuse_reductions = false;
+  auto chain = compile_graph(b.graph(), v3_8(), 0, unfused_reduction);
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ(chain->fused_nodes, 4u);
+  EXPECT_EQ(chain->fused_reductions, 0u);
+  EXPECT_TRUE(sim::validate_program(chain->program, v3_8()).ok());
+  // The fused chain writes HBM once: the intermediates have no buffers.
+  // At the peak: the two scalar constants' buffers (4 KiB each), x and tanh's value (28 KiB each);
+  // the sums then take x's place.
+  EXPECT_EQ(chain->plan.peak_bytes, 2u * 4096 + 2 * 28672);
+  // By default the reduction takes the chain into its own fragment: tanh's value is summed in
+  // VMEM, tile by tile, and never has a buffer either.
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->fused_nodes, 4u);
+  EXPECT_EQ(step->fused_reductions, 1u);
   EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
-  // The fused chain writes HBM once: the intermediates have no buffers.
-  EXPECT_LT(step->plan.peak_bytes, 4u * 64 * 100 * 4);
+  EXPECT_EQ(step->plan.peak_bytes, 2u * 4096 + 28672 + 4096);  // the constants, x, the sums
 }
 
 // Every instruction of the step names the graph op it computes (the per-op profile groups by

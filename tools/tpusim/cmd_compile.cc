@@ -33,10 +33,14 @@ int run_compile(const std::vector<std::string>& args) {
       "fuse-pools", po::value<bool>()->default_value(true, "on"),
       "on: a max pool whose windows tile the image, and its gradient, are vector-unit fragments "
       "reading the images; off: the windows go through HBM")(
+      "fuse-reductions", po::value<bool>()->default_value(true, "on"),
+      "on: a reduction over the last axis or all but the last computes its elementwise input in "
+      "VMEM; off: that input goes through HBM")(
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
       "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
+      "                      [--fuse-reductions on|off]\n"
       "                      [--dump] [--json]\n\n"
       "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
       "loop around it) for one core and prints the program's static figures: instructions per "
@@ -58,6 +62,7 @@ int run_compile(const std::vector<std::string>& args) {
   runtime::tpusim_backend::StepOptions step_options;
   step_options.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
   step_options.fuse_pools = vm["fuse-pools"].as<bool>();
+  step_options.fuse_reductions = vm["fuse-reductions"].as<bool>();
   auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0, step_options);
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
@@ -82,6 +87,7 @@ int run_compile(const std::vector<std::string>& args) {
                                       {"fused_nodes", step->fused_nodes},
                                       {"fused_convolutions", step->fused_convolutions},
                                       {"fused_pools", step->fused_pools},
+                                      {"fused_reductions", step->fused_reductions},
                                       {"hbm_footprint_bytes", step->hbm_bytes},
                                       {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
                                       {"hbm_persistent_bytes", step->plan.persistent_bytes},
@@ -97,7 +103,9 @@ int run_compile(const std::vector<std::string>& args) {
             << "  graph          " << b.graph().size() << " nodes (" << step->fused_nodes
             << " elementwise ones fused into shared fragments, " << step->fused_convolutions
             << " convolution fragments with their patches in VMEM, " << step->fused_pools
-            << " max pool fragments without windows), " << parameters << " parameters\n"
+            << " max pool fragments without windows, " << step->fused_reductions
+            << " reductions of their elementwise inputs in VMEM), " << parameters
+            << " parameters\n"
             << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
   std::vector<std::pair<uint64_t, std::string>> by_op;

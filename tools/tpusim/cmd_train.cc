@@ -65,6 +65,10 @@ int run_train(const std::vector<std::string>& args) {
       "on: each max pool whose windows tile the image, and its gradient, is one vector-unit "
       "fragment reading the images (XLA's reduce-window and select-and-scatter); off: the "
       "windows and the gradient's masks go through HBM between separate fragments")(
+      "fuse-reductions", po::value<bool>()->default_value(true, "on"),
+      "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
+      "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
+      "off: their value goes through HBM")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -99,7 +103,7 @@ int run_train(const std::vector<std::string>& args) {
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
       "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
-      "                    [--fuse-pools on|off]\n"
+      "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -154,6 +158,10 @@ int run_train(const std::vector<std::string>& args) {
   config.fuse_pools = vm["fuse-pools"].as<bool>();
   if (!config.fuse_pools && backend != "tpusim")
     return usage_error("--fuse-pools needs the tpusim backend (cpu and gpu do not time it)", usage);
+  config.fuse_reductions = vm["fuse-reductions"].as<bool>();
+  if (!config.fuse_reductions && backend != "tpusim")
+    return usage_error("--fuse-reductions needs the tpusim backend (cpu and gpu do not time it)",
+                       usage);
   config.tpu_config.iterations_per_loop = ipl;
   config.tpu_config.num_shards = 8;
   if (backend == "tpusim") {

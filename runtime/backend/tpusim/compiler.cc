@@ -151,6 +151,38 @@ std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& nee
   return folded;
 }
 
+// Joins to its reduction (reduction_fusion) the elementwise group that computes a reduction's
+// input when nothing else reads that value: the reduction becomes the group's root. Returns how
+// many reductions took a group.
+uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
+                                const Fusions& fusions, std::vector<int>* group) {
+  const int n = g.size();
+  std::vector<int> readers(static_cast<size_t>(n), 0);
+  for (int id = 0; id < n; ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
+      ++readers[static_cast<size_t>(in)];
+  }
+  for (const auto& o : g.outputs()) ++readers[static_cast<size_t>(o.node)];
+  for (const auto& u : g.updates()) ++readers[static_cast<size_t>(u.value)];
+  uint64_t absorbed = 0;
+  for (int r = 0; r < n; ++r) {
+    if (!needed[static_cast<size_t>(r)] || fusions.count(r) > 0 ||
+        reduction_fusion(g, r) == ReductionFusion::kNone)
+      continue;
+    const int x = g.node(r).inputs[0];
+    if ((*group)[static_cast<size_t>(x)] != x || readers[static_cast<size_t>(x)] != 1 ||
+        g.node(x).dtype == DType::kS32)
+      continue;
+    for (int& root : *group) {
+      if (root == x) root = r;
+    }
+    (*group)[static_cast<size_t>(r)] = r;
+    ++absorbed;
+  }
+  return absorbed;
+}
+
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
   if (is_elementwise(n.op)) return lower_elementwise(l, id);
@@ -221,7 +253,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     absorbed[static_cast<size_t>(fused.patches)] = true;
     fused.patches_kept = needed[static_cast<size_t>(fused.patches)];
   }
-  const std::vector<int> group = fusion_groups(graph, needed, fusions);
+  std::vector<int> group = fusion_groups(graph, needed, fusions);
+  if (options.fuse_reductions)
+    out.fused_reductions = absorb_into_reductions(graph, needed, fusions, &group);
   const std::vector<bool> folded = folded_broadcasts(graph, needed, absorbed, fusions);
   for (int id = 0; id < graph.size(); ++id) {
     if (folded[static_cast<size_t>(id)]) absorbed[static_cast<size_t>(id)] = true;
@@ -356,7 +390,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
       }
       set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
       s = lower_fused(l, members);
-      out.fused_nodes += members.size() > 1 ? members.size() : 0;
+      // The elementwise members (a fused reduction is counted in fused_reductions).
+      const bool reduction = !is_elementwise(graph.node(id).op);
+      if (members.size() > 1) out.fused_nodes += members.size() - (reduction ? 1 : 0);
     } else if (fused != fusions.end()) {
       set_origin(graph.node(id).label, fusion_kind_name(fused->second.kind));
       if (is_convolution(fused->second.kind)) {

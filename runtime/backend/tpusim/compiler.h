@@ -44,6 +44,7 @@ struct CompiledStep {
   uint64_t fused_nodes = 0;         // elementwise nodes computed inside a multi-node fused fragment
   uint64_t fused_convolutions = 0;  // convolution fragments whose patches stay in VMEM
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
+  uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
 };
 
 struct StepOptions {
@@ -64,6 +65,10 @@ struct StepOptions {
   // each (lowering.h, Fusion); off, extract_patches, reduce_max and the gradient's masks go
   // through HBM as fragments of their own.
   bool fuse_pools = true;
+  // A reduce_sum or reduce_max over the last axis or over all but the last, whose input is an
+  // elementwise group nothing else reads, computes that group tile by tile in its own fragment
+  // (lower_fused_reduction); off, the group writes its value to HBM and the reduction reads it.
+  bool fuse_reductions = true;
 };
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores

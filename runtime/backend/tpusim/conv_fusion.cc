@@ -237,7 +237,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
       static_cast<uint64_t>(in.dim(0)),
       {TileOperand{TileOperand::Kind::kFull, l.address(e.inputs[0]), isa::F32, image_cols},
        TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[1]), isa::F32, grad_cols}},
-      patch_cols + grad_cols, 2 * patch * filters, [&](Tile& t) {
+      1, patch_cols + grad_cols, 2 * patch * filters, [&](Tile& t) {
         const uint64_t patches = t.scratch(0).address();
         const uint64_t grad_t = patches + uint64_t{t.rows()} * patch_cols * 4;
         const auto pixels = static_cast<uint32_t>(t.rows() * g.pixels());

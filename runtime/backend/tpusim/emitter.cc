@@ -133,11 +133,12 @@ void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType
 }
 
 isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
-                                uint32_t scratch_width, uint32_t accumulator_elements,
+                                uint32_t scratch, uint32_t scratch_width,
+                                uint32_t accumulator_elements,
                                 const std::function<void(Tile&)>& body) {
   begin_fragment();
-  return tile_loop(TileLoop{0, 0, isa::F32, rows, 1, scratch_width, accumulator_elements}, inputs,
-                   body);
+  return tile_loop(TileLoop{0, 0, isa::F32, rows, scratch, scratch_width, accumulator_elements},
+                   inputs, body);
 }
 
 uint64_t Emitter::tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows) {

@@ -127,11 +127,12 @@ class Emitter {
                const std::function<void(Tile&)>& body);
 
   // A fragment that reduces row tiles into an accumulator of its own instead of storing an
-  // output per tile: like rowwise, with one scratch of `scratch_width` per row and no output,
+  // output per tile: like rowwise, with `scratch` scratch blocks of `scratch_width` per row and no
+  // output,
   // and `accumulator_elements` f32 in the once-loaded region that stay the fragment's through all
   // its tiles (returned, and Tile::accumulator). A tile's slot is free again once its chain is
   // done. Finish with epilogue(): its chain follows every tile's work.
-  isa::Block reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
+  isa::Block reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs, uint32_t scratch,
                          uint32_t scratch_width, uint32_t accumulator_elements,
                          const std::function<void(Tile&)>& body);
   // A tile of no rows to chain a fragment's last instructions after its tiles' work (join()

@@ -165,101 +165,186 @@ Vector::Op vector_op(Op op) {
 
 absl::Status lower_elementwise(Lowering& l, int id) { return lower_fused(l, {id}); }
 
-absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
-  const int root = members.back();
-  const Node& root_node = l.node(root);
-  const Shape out = root_node.shape;
-  const uint64_t rows = rows_of(out);
-  const uint32_t cols = cols_of(out);
-  auto is_member = [&](int id) {
-    return std::find(members.begin(), members.end(), id) != members.end();
-  };
-  // Every distinct outside input, classified once against the group's shape.
+namespace {
+
+// The operands of a fused group of elementwise nodes (every distinct input from outside the
+// group, classified once against the group's shape) and the tile operands they load.
+struct GroupOperands {
   std::map<int, Operand> outside;
   std::vector<TileOperand> tiles;
   std::map<int, size_t> slot;
+};
+
+bool contains(const std::vector<int>& members, int id) {
+  return std::find(members.begin(), members.end(), id) != members.end();
+}
+
+GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out) {
+  GroupOperands g;
   for (int m : members) {
     for (int in : l.node(m).inputs) {
-      if (is_member(in) || outside.count(in) > 0) continue;
-      outside[in] = classify_operand(l, in, out);
-      if (!outside[in].immediate) {
-        slot[in] = tiles.size();
-        tiles.push_back(outside[in].tile);
+      if (contains(members, in) || g.outside.count(in) > 0) continue;
+      g.outside[in] = classify_operand(l, in, out);
+      if (!g.outside[in].immediate) {
+        g.slot[in] = g.tiles.size();
+        g.tiles.push_back(g.outside[in].tile);
       }
     }
   }
-  // Scratch: one per member (the root writes to out), one per operand that needs broadcasting
-  // or filling, and two for sigmoid's temporary and bf16 rounding.
-  const auto scratch_count = static_cast<uint32_t>(members.size() + 3 * members.size() + 2);
-  l.emit.rowwise(
-      l.address(root), rows, cols, buffer_dtype(root_node), tiles, scratch_count, 0, [&](Tile& t) {
-        sim::CoreBuilder& b = t.e_builder();
-        size_t next_scratch = members.size();
-        auto fresh = [&]() { return t.scratch(next_scratch++); };
-        std::map<int, isa::Block> value;  // member -> its block in this tile
-        // Input k of member m as a full [rows, cols] block.
-        auto full = [&](int m, size_t k) -> isa::Block {
-          const int in = l.node(m).inputs[k];
-          if (is_member(in)) return value.at(in);
-          const Operand& op = outside.at(in);
-          if (op.immediate) {
-            const isa::Block block = fresh();
-            t.chain(b.fill(block, op.value));
-            return block;
-          }
-          if (op.tile.kind == TileOperand::Kind::kFull) return t.in(slot.at(in));
-          const isa::Block block = fresh();
-          t.chain(b.broadcast(block, t.in(slot.at(in))));
-          return block;
-        };
-        for (size_t i = 0; i < members.size(); ++i) {
-          const int m = members[i];
-          const Node& n = l.node(m);
-          const bool is_root = m == root;
-          const isa::Block result = is_root && n.dtype != DType::kBF16 ? t.out() : t.scratch(i);
-          if (is_binary_elementwise(n.op)) {
-            const isa::Block a = full(m, 0);
-            const int rhs = n.inputs[1];
-            if (!is_member(rhs) && outside.at(rhs).immediate) {
-              t.chain(b.binary_scalar(vector_op(n.op), result, a, outside.at(rhs).value));
-            } else {
-              t.chain(b.binary(vector_op(n.op), result, a,
-                               is_member(rhs) ? value.at(rhs) : t.in(slot.at(rhs))));
-            }
-          } else {
-            switch (n.op) {
-              case Op::kSigmoid: {  // 1 / (1 + exp(-x))
-                const isa::Block x = full(m, 0);
-                const isa::Block tmp = fresh();
-                t.chain(b.unary(Vector::NEG, tmp, x));
-                t.chain(b.unary(Vector::EXP, tmp, tmp));
-                t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
-                t.chain(b.fill(result, 1.0f));
-                t.chain(b.binary(Vector::DIV, result, result, tmp));
-                break;
-              }
-              case Op::kSelect:
-                t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
-                break;
-              case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-                t.chain(n.dtype == DType::kS32 ? b.cast(t.out(), full(m, 0))
-                                               : b.unary(Vector::COPY, result, full(m, 0)));
-                break;
-              default:
-                t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
-                break;
-            }
-          }
-          if (n.dtype == DType::kBF16) {
-            // Round to bf16 values through a bf16 scratch.
-            isa::Block half = fresh();
-            half.set_dtype(isa::BF16);
-            t.chain(b.cast(half, result));
-            t.chain(b.cast(is_root ? t.out() : result, half));
-          }
-          value[m] = is_root ? t.out() : result;
+  return g;
+}
+
+// Scratch blocks compute_group takes: one per member, one per operand that needs broadcasting or
+// filling, and two for sigmoid's temporary and bf16 rounding.
+uint32_t group_scratch(const std::vector<int>& members) {
+  return static_cast<uint32_t>(members.size() + 3 * members.size() + 2);
+}
+
+// The group's values in tile `t`, the last member's into `root_out` (the other members' into
+// scratch 0 .. members - 1), chained on the vector unit.
+void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops, Tile& t,
+                   const isa::Block& root_out) {
+  const int root = members.back();
+  sim::CoreBuilder& b = t.e_builder();
+  size_t next_scratch = members.size();
+  auto fresh = [&]() { return t.scratch(next_scratch++); };
+  std::map<int, isa::Block> value;  // member -> its block in this tile
+  // Input k of member m as a full [rows, cols] block.
+  auto full = [&](int m, size_t k) -> isa::Block {
+    const int in = l.node(m).inputs[k];
+    if (contains(members, in)) return value.at(in);
+    const Operand& op = ops.outside.at(in);
+    if (op.immediate) {
+      const isa::Block block = fresh();
+      t.chain(b.fill(block, op.value));
+      return block;
+    }
+    if (op.tile.kind == TileOperand::Kind::kFull) return t.in(ops.slot.at(in));
+    const isa::Block block = fresh();
+    t.chain(b.broadcast(block, t.in(ops.slot.at(in))));
+    return block;
+  };
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int m = members[i];
+    const Node& n = l.node(m);
+    const bool is_root = m == root;
+    const isa::Block result = is_root && n.dtype != DType::kBF16 ? root_out : t.scratch(i);
+    if (is_binary_elementwise(n.op)) {
+      const isa::Block a = full(m, 0);
+      const int rhs = n.inputs[1];
+      if (!contains(members, rhs) && ops.outside.at(rhs).immediate) {
+        t.chain(b.binary_scalar(vector_op(n.op), result, a, ops.outside.at(rhs).value));
+      } else {
+        t.chain(b.binary(vector_op(n.op), result, a,
+                         contains(members, rhs) ? value.at(rhs) : t.in(ops.slot.at(rhs))));
+      }
+    } else {
+      switch (n.op) {
+        case Op::kSigmoid: {  // 1 / (1 + exp(-x))
+          const isa::Block x = full(m, 0);
+          const isa::Block tmp = fresh();
+          t.chain(b.unary(Vector::NEG, tmp, x));
+          t.chain(b.unary(Vector::EXP, tmp, tmp));
+          t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
+          t.chain(b.fill(result, 1.0f));
+          t.chain(b.binary(Vector::DIV, result, result, tmp));
+          break;
         }
+        case Op::kSelect:
+          t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
+          break;
+        case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
+          t.chain(n.dtype == DType::kS32 ? b.cast(root_out, full(m, 0))
+                                         : b.unary(Vector::COPY, result, full(m, 0)));
+          break;
+        default:
+          t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
+          break;
+      }
+    }
+    if (n.dtype == DType::kBF16) {
+      // Round to bf16 values through a bf16 scratch.
+      isa::Block half = fresh();
+      half.set_dtype(isa::BF16);
+      t.chain(b.cast(half, result));
+      t.chain(b.cast(is_root ? root_out : result, half));
+    }
+    value[m] = is_root ? root_out : result;
+  }
+}
+
+}  // namespace
+
+absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
+  const int root = members.back();
+  const Node& root_node = l.node(root);
+  if (root_node.op == Op::kReduceSum || root_node.op == Op::kReduceMax)
+    return lower_fused_reduction(l, members);
+  const Shape out = root_node.shape;
+  const GroupOperands ops = group_operands(l, members, out);
+  l.emit.rowwise(l.address(root), rows_of(out), cols_of(out), buffer_dtype(root_node), ops.tiles,
+                 group_scratch(members), 0,
+                 [&](Tile& t) { compute_group(l, members, ops, t, t.out()); });
+  return absl::OkStatus();
+}
+
+ReductionFusion reduction_fusion(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  if ((n.op != Op::kReduceSum && n.op != Op::kReduceMax) || n.dtype != DType::kF32)
+    return ReductionFusion::kNone;
+  const Shape& in = graph.node(n.inputs[0]).shape;
+  const int rank = in.rank();
+  std::vector<int64_t> axes = n.attrs.axes;
+  std::sort(axes.begin(), axes.end());
+  if (rank == 0 || axes.empty()) return ReductionFusion::kNone;
+  if (axes == std::vector<int64_t>{rank - 1}) return ReductionFusion::kLastAxis;
+  std::vector<int64_t> leading(static_cast<size_t>(rank - 1));
+  std::iota(leading.begin(), leading.end(), 0);
+  if (rank >= 2 && axes == leading) return ReductionFusion::kLeadingAxes;
+  return ReductionFusion::kNone;
+}
+
+// The group (its members but the reduction) computed tile by tile into scratch and reduced there:
+// the last axis per row into the tile's output rows; the leading axes down each tile's rows, the
+// tiles' partial rows combined in order in an accumulator that is written once at the end.
+absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members) {
+  const int reduce = members.back();
+  const Node& r = l.node(reduce);
+  const std::vector<int> group(members.begin(), members.end() - 1);
+  const Node& x = l.node(group.back());
+  const Shape& shape = x.shape;
+  const uint64_t rows = rows_of(shape);
+  const uint32_t cols = cols_of(shape);
+  const bool max = r.op == Op::kReduceMax;
+  const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  GroupOperands ops = group_operands(l, group, shape);
+  for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
+    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+  }
+  const uint32_t scratch = group_scratch(group) + 1;  // the last: the group's value
+  if (reduction_fusion(l.graph, reduce) == ReductionFusion::kLastAxis) {
+    l.emit.rowwise(l.address(reduce), rows, 1, isa::F32, ops.tiles, scratch, cols, [&](Tile& t) {
+      const isa::Block value = t.scratch(scratch - 1);
+      compute_group(l, group, ops, t, value);
+      t.chain(t.e_builder().reduce(vop, t.out(), value, 1));
+    });
+    return absl::OkStatus();
+  }
+  const isa::Block sum =
+      l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, cols, [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        const isa::Block value = t.scratch(scratch - 1);
+        compute_group(l, group, ops, t, value);
+        if (t.first_row() == 0) {
+          t.chain(b.reduce(vop, t.accumulator(), value, 0));
+          return;
+        }
+        const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
+        t.chain(b.reduce(vop, part, value, 0));
+        t.chain(b.binary(max ? Vector::MAX : Vector::ADD, t.accumulator(), t.accumulator(), part));
       });
+  Tile last = l.emit.epilogue();
+  last.store(sum, block(l.address(reduce), 1, cols, isa::F32), last.chain_count());
   return absl::OkStatus();
 }
 

@@ -129,7 +129,16 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id);
 
 // A fused group of elementwise nodes of one shape, in graph order; the last is the only one
 // read outside the group. One row-tiled fragment computes them all in VMEM.
+// A group whose last member is a reduce_sum or reduce_max (reduction_fusion says which) computes
+// the other members' values tile by tile in VMEM and reduces them there, as XLA's input fusion
+// of elementwise producers into a reduction: the reduced value never reaches HBM.
 absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
+// Which reductions can take their input's elementwise group into their fragment: over the last
+// axis (per row of the input's [rows, cols] view) or over every axis but the last (down the
+// rows); kNone for other axes and non-f32 results.
+enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes };
+ReductionFusion reduction_fusion(const Graph& graph, int id);
+absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members);
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);
 absl::Status lower_argmax(Lowering& l, int id);

@@ -203,6 +203,7 @@ class TpusimBackend final : public Backend {
       step_options.overlap_allreduce = options.overlap_allreduce;
       step_options.fuse_convolutions = options.fuse_convolutions;
       step_options.fuse_pools = options.fuse_pools;
+      step_options.fuse_reductions = options.fuse_reductions;
       auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
