@@ -244,6 +244,26 @@ TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
   }
 }
 
+// Runs `graph` (no variables) once on tpusim and on the cpu backend and expects its `outputs`
+// outputs bit for bit the same.
+void expect_the_cpus_bits(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs) {
+  const Outputs tpu = run_once(graph, CompileOptions{}, feeds);
+  auto cpu_backend = make_backend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto exe = (*cpu_backend)->compile(graph, CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables none;
+  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_EQ(tpu.size(), outputs);
+  ASSERT_EQ(cpu->at(0).size(), outputs);
+  for (const auto& [name, value] : cpu->at(0)) {
+    const std::vector<float>& f = tpu.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+  }
+}
+
 // Each input's own values, read back from the cpu backend's run of the same feeds: transposes
 // move data and round nothing, so tpusim's must be bit for bit the cpu's. The shapes take every
 // path: a block's rows along the batch, along a and along c of [batch, a, c, inner]; one vector
@@ -274,20 +294,7 @@ TEST(TpusimBackend, TransposesInVmemMoveEveryElementWhereTheCpuDoes) {
   }
   ASSERT_TRUE(b.status().ok()) << b.status();
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 11)};
-  const Outputs tpu = run_once(b.graph(), CompileOptions{}, feeds);
-  auto cpu_backend = make_backend("cpu");
-  ASSERT_TRUE(cpu_backend.ok());
-  auto exe = (*cpu_backend)->compile(b.graph(), CompileOptions{});
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  Variables none;
-  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_EQ(tpu.size(), cases.size());
-  for (const auto& [name, value] : cpu->at(0)) {
-    const std::vector<float>& f = tpu.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-  }
+  expect_the_cpus_bits(b.graph(), feeds, cases.size());
 }
 
 // Folded broadcasts (a row or column operand read in place) give what the cpu backend computes
@@ -312,20 +319,7 @@ TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
               {"rows", DType::kF32, {300, 10}},
               {"sums", DType::kF32, {300}, 1, 2}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
-  const Outputs tpu = run_once(b.graph(), CompileOptions{}, feeds);
-  auto cpu_backend = make_backend("cpu");
-  ASSERT_TRUE(cpu_backend.ok());
-  auto exe = (*cpu_backend)->compile(b.graph(), CompileOptions{});
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  Variables none;
-  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_EQ(tpu.size(), 3u);
-  for (const auto& [name, value] : cpu->at(0)) {
-    const std::vector<float>& f = tpu.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-  }
+  expect_the_cpus_bits(b.graph(), feeds, 3);
 }
 
 // Reductions that compute their elementwise inputs in VMEM (lower_fused_reduction) against the
