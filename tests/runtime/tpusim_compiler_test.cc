@@ -67,6 +67,17 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   EXPECT_EQ(step->fused_reductions, 1u);
   EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
   EXPECT_EQ(step->plan.peak_bytes, 2u * 4096 + 28672 + 4096);  // the constants, x, the sums
+
+  // A row too wide for the fused reduction's blocks in one VMEM tile slot (9 of 720 KB against
+  // 6 MiB, where the exp alone takes 8) keeps the reduction apart rather than failing.
+  for (const int64_t cols : {100000, 180000}) {
+    GraphBuilder wide;
+    const Value v = wide.infeed("v", DType::kF32, {2, cols});
+    wide.output("s", wide.reduce(Op::kReduceSum, wide.unary(Op::kExp, v), {1}));
+    auto compiled = compile_graph(wide.graph(), v3_8(), 0);
+    ASSERT_TRUE(compiled.ok()) << cols << ": " << compiled.status();
+    EXPECT_EQ(compiled->fused_reductions, cols == 100000 ? 1u : 0u) << cols;
+  }
 }
 
 // Every instruction of the step names the graph op it computes (the per-op profile groups by

@@ -155,7 +155,8 @@ std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& nee
 // input when nothing else reads that value: the reduction becomes the group's root. Returns how
 // many reductions took a group.
 uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
-                                const Fusions& fusions, std::vector<int>* group) {
+                                const Fusions& fusions, const config::CoreSpec& core,
+                                std::vector<int>* group) {
   const int n = g.size();
   std::vector<int> readers(static_cast<size_t>(n), 0);
   for (int id = 0; id < n; ++id) {
@@ -174,6 +175,11 @@ uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
     if ((*group)[static_cast<size_t>(x)] != x || readers[static_cast<size_t>(x)] != 1 ||
         g.node(x).dtype == DType::kS32)
       continue;
+    std::vector<int> members;
+    for (int m = 0; m <= x; ++m) {
+      if ((*group)[static_cast<size_t>(m)] == x) members.push_back(m);
+    }
+    if (!fused_reduction_fits(g, members, core)) continue;
     for (int& root : *group) {
       if (root == x) root = r;
     }
@@ -255,7 +261,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   }
   std::vector<int> group = fusion_groups(graph, needed, fusions);
   if (options.fuse_reductions)
-    out.fused_reductions = absorb_into_reductions(graph, needed, fusions, &group);
+    out.fused_reductions = absorb_into_reductions(graph, needed, fusions, slice.chip.core, &group);
   const std::vector<bool> folded = folded_broadcasts(graph, needed, absorbed, fusions);
   for (int id = 0; id < graph.size(); ++id) {
     if (folded[static_cast<size_t>(id)]) absorbed[static_cast<size_t>(id)] = true;

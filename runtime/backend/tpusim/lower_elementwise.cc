@@ -304,6 +304,15 @@ ReductionFusion reduction_fusion(const Graph& graph, int id) {
   return ReductionFusion::kNone;
 }
 
+bool fused_reduction_fits(const Graph& graph, const std::vector<int>& group,
+                          const config::CoreSpec& core) {
+  const Shape& shape = graph.node(group.back()).shape;
+  uint64_t blocks = group_scratch(group) + 2;  // the group's scratch, its value, a partial row
+  for (int m : group) blocks += graph.node(m).inputs.size();  // at most one operand each
+  const std::vector<uint64_t> widths(blocks, cols_of(shape));
+  return Emitter::tile_bytes(widths, 1) <= Emitter::slot_bytes(core);
+}
+
 // The group (its members but the reduction) computed tile by tile into scratch and reduced there:
 // the last axis per row into the tile's output rows; the leading axes down each tile's rows, the
 // tiles' partial rows combined in order in an accumulator that is written once at the end.
