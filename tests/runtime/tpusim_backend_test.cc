@@ -299,7 +299,7 @@ TEST(TpusimBackend, TransposesInVmemMoveEveryElementWhereTheCpuDoes) {
 
 // Folded broadcasts (a row or column operand read in place) give what the cpu backend computes
 // from the materialised broadcast, bit for bit: rows of a per-channel vector over an image batch
-// (tiles of 2,048 of its 65,536 rows) and a column of per-row values, in fused groups and alone.
+// (its 65,536 rows over many VMEM tiles) and a column of per-row values, in fused groups and alone.
 TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {256, 16, 16, 16});
