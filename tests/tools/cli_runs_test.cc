@@ -210,6 +210,27 @@ TEST(Cli, FusedPoolsNeedNoWindowsInHbm) {
   EXPECT_THAT(r.err, HasSubstr("--fuse-pools needs the tpusim backend"));
 }
 
+// resnet_small's batch norms: its reductions take their elementwise inputs into their own
+// fragments, whose values never get a buffer, and the option turns that off.
+TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
+  std::map<std::string, nlohmann::json> compiled;
+  for (const char* fuse : {"on", "off"}) {
+    auto r = run_tpusim({"compile", "--model", "resnet_small", "--batch", "8", "--json",
+                         "--fuse-reductions", fuse});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    compiled[fuse] = nlohmann::json::parse(r.out);
+  }
+  EXPECT_GT(compiled["on"]["fused_reductions"].get<uint64_t>(), 10u);
+  EXPECT_EQ(compiled["off"]["fused_reductions"], 0);
+  EXPECT_LT(compiled["on"]["hbm_tensors_peak_bytes"].get<uint64_t>(),
+            compiled["off"]["hbm_tensors_peak_bytes"].get<uint64_t>());
+  EXPECT_LT(compiled["on"]["instructions_per_unit"]["dma"].get<uint64_t>(),
+            compiled["off"]["instructions_per_unit"]["dma"].get<uint64_t>());
+  auto r = run_tpusim({"train", "--backend", "cpu", "--fuse-reductions", "off"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--fuse-reductions needs the tpusim backend"));
+}
+
 // A sweep over a config field and a run option: a process per point, a CSV row per point
 // (failed points kept, with their exit code), each point's config written out, and plots when
 // gnuplot is installed (make deps installs it).
