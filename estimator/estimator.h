@@ -109,6 +109,9 @@ struct RunConfig {
   bool fuse_pools = true;
   // Whether reductions take in their elementwise inputs (CompileOptions::fuse_reductions).
   bool fuse_reductions = true;
+  // Whether shared elementwise producers are recomputed in each reader's fragment
+  // (CompileOptions::recompute_shared_producers).
+  bool recompute_shared_producers = true;
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.

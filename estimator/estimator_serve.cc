@@ -87,6 +87,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   options.fuse_convolutions = config_.fuse_convolutions;
   options.fuse_pools = config_.fuse_pools;
   options.fuse_reductions = config_.fuse_reductions;
+  options.recompute_shared_producers = config_.recompute_shared_producers;
   options.replicas = config_.tpu_config.num_shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

@@ -121,6 +121,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   options.fuse_convolutions = config_.fuse_convolutions;
   options.fuse_pools = config_.fuse_pools;
   options.fuse_reductions = config_.fuse_reductions;
+  options.recompute_shared_producers = config_.recompute_shared_producers;
   options.replicas = shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();

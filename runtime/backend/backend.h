@@ -54,6 +54,11 @@ struct CompileOptions {
   // Over the last axis the values are the same either way; down the rows the partial sums of
   // VMEM tiles are added in order, so f32 sums can round differently.
   bool fuse_reductions = true;
+  // Whether the tpusim backend computes an elementwise value that several elementwise fragments
+  // of its shape read again inside each of them, as XLA duplicates cheap producers into their
+  // consumers' fusions; off, it is written to HBM and each reads it. The values are the same
+  // either way.
+  bool recompute_shared_producers = true;
 };
 
 // The names CompileOptions::allreduce takes.

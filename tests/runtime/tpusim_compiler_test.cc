@@ -274,6 +274,41 @@ TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
   EXPECT_EQ(folded_step->instructions_per_op.count("broadcast"), 0u);
 }
 
+// d = x - y read by two groups of its shape (two outputs) is computed again in each: it has no
+// buffer and no fragment. e = exp(x), read by one of them and by a matmul, stays a buffer of its
+// own, and so does an output.
+TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 64});
+  const Value y = b.infeed("y", DType::kF32, {64, 64});
+  const Value d = x - y;
+  const Value e = b.unary(Op::kExp, x);
+  b.output("squared", d * d + 1.0f);
+  b.output("scaled", d * 3.0f + e);
+  b.output("product", b.matmul(e, y));
+  b.output("sum", x + y);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  StepOptions kept;
+  kept.recompute_shared_producers = false;
+  auto recomputed = compile_graph(b.graph(), v3_8(), 0);
+  auto materialised = compile_graph(b.graph(), v3_8(), 0, kept);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+  ASSERT_TRUE(materialised.ok()) << materialised.status();
+  EXPECT_TRUE(sim::validate_program(recomputed->program, v3_8()).ok());
+  EXPECT_EQ(recomputed->recomputed_nodes, 1u);
+  EXPECT_EQ(materialised->recomputed_nodes, 0u);
+  auto has_buffer = [](const CompiledStep& step, int id) {
+    return step.plan.owner[static_cast<size_t>(id)] == id &&
+           step.plan.address[static_cast<size_t>(id)] != 0;
+  };
+  EXPECT_FALSE(has_buffer(*recomputed, d.id));
+  EXPECT_TRUE(has_buffer(*materialised, d.id));
+  EXPECT_TRUE(has_buffer(*recomputed, e.id));
+  // d's own fragment (a load of x and y and a store per tile) is gone; its readers load x and y.
+  EXPECT_EQ(recomputed->instructions_per_op.count("sub"), 0u);
+  EXPECT_GT(materialised->instructions_per_op.at("sub"), 0u);
+}
+
 // mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
 // straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
 // tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im

@@ -38,7 +38,7 @@ class InfeedStudy : public ::testing::Test {
   std::string data() const { return (tmp_ / "jpeg224").string(); }
 
   // 30 steps: the first step's wait while the pipeline fills (about 6.7 ms) is part of the
-  // average input time, and must stay well under 5% of the steps at 64 map threads.
+  // average input time at 64 map threads.
   nlohmann::json study(int map_threads) {
     const std::string report = (tmp_ / ("report" + std::to_string(map_threads))).string();
     auto r = run_tpusim({"train",
@@ -73,7 +73,10 @@ class InfeedStudy : public ::testing::Test {
   std::filesystem::path tmp_;
 };
 
-TEST_F(InfeedStudy, MoreMapThreadsFlipTheJpegPipelineFromHighlyToNotInputBound) {
+// One map thread: highly input-bound on the map. 64: the map is no longer the bottleneck; the
+// single-threaded batch and enqueue stages (4.9 ms a step each at the host config's costs) are,
+// just above the device's step (about 4.4 ms of compute), so a little input time remains.
+TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
   const nlohmann::json one = study(1);
   ASSERT_TRUE(one.contains("analysis")) << one.dump();
   const nlohmann::json& a1 = one["analysis"];
@@ -87,8 +90,11 @@ TEST_F(InfeedStudy, MoreMapThreadsFlipTheJpegPipelineFromHighlyToNotInputBound) 
 
   const nlohmann::json many = study(64);
   const nlohmann::json& a64 = many["analysis"];
-  EXPECT_EQ(a64["classification"], "not_input_bound");
-  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.05);
+  EXPECT_NE(a64["classification"], "highly_input_bound");
+  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.20);
+  EXPECT_LT(a64["step_seconds"].get<double>() * 20, a1["step_seconds"].get<double>());
+  const std::string slowest = a64["slowest_host_stage"]["name"].get<std::string>();
+  EXPECT_TRUE(slowest == "batch" || slowest == "enqueue") << slowest;
   // The device's own work is the same either way, but for HBM contention: fed in lockstep, a
   // chip's two cores contend for its HBM in the same phases of the step; fed one after the other
   // (one map thread), they contend less. With HBM a hundred times faster the two computes agree

@@ -36,11 +36,14 @@ int run_compile(const std::vector<std::string>& args) {
       "fuse-reductions", po::value<bool>()->default_value(true, "on"),
       "on: a reduction over the last axis or all but the last computes its elementwise input in "
       "VMEM; off: that input goes through HBM")(
+      "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
+      "on: an elementwise value read by several elementwise fragments is computed again in each; "
+      "off: it goes through HBM")(
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
       "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
-      "                      [--fuse-reductions on|off]\n"
+      "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
       "                      [--dump] [--json]\n\n"
       "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
       "loop around it) for one core and prints the program's static figures: instructions per "
@@ -63,6 +66,7 @@ int run_compile(const std::vector<std::string>& args) {
   step_options.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
   step_options.fuse_pools = vm["fuse-pools"].as<bool>();
   step_options.fuse_reductions = vm["fuse-reductions"].as<bool>();
+  step_options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
   auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0, step_options);
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
@@ -88,6 +92,7 @@ int run_compile(const std::vector<std::string>& args) {
                                       {"fused_convolutions", step->fused_convolutions},
                                       {"fused_pools", step->fused_pools},
                                       {"fused_reductions", step->fused_reductions},
+                                      {"recomputed_nodes", step->recomputed_nodes},
                                       {"hbm_footprint_bytes", step->hbm_bytes},
                                       {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
                                       {"hbm_persistent_bytes", step->plan.persistent_bytes},
@@ -104,7 +109,8 @@ int run_compile(const std::vector<std::string>& args) {
             << " elementwise ones fused into shared fragments, " << step->fused_convolutions
             << " convolution fragments with their patches in VMEM, " << step->fused_pools
             << " max pool fragments without windows, " << step->fused_reductions
-            << " reductions of their elementwise inputs in VMEM), " << parameters
+            << " reductions of their elementwise inputs in VMEM, " << step->recomputed_nodes
+            << " shared producers recomputed by their readers), " << parameters
             << " parameters\n"
             << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;

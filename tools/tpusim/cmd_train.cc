@@ -69,6 +69,9 @@ int run_train(const std::vector<std::string>& args) {
       "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
       "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
       "off: their value goes through HBM")(
+      "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
+      "on: an elementwise value that several elementwise fragments of its shape read is computed "
+      "again in each of them (XLA's producer duplication); off: it goes through HBM")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -104,6 +107,7 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
       "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
       "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
+      "                    [--recompute-shared-producers on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
@@ -158,6 +162,10 @@ int run_train(const std::vector<std::string>& args) {
   config.fuse_pools = vm["fuse-pools"].as<bool>();
   if (!config.fuse_pools && backend != "tpusim")
     return usage_error("--fuse-pools needs the tpusim backend (cpu and gpu do not time it)", usage);
+  config.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
+  if (!config.recompute_shared_producers && backend != "tpusim")
+    return usage_error(
+        "--recompute-shared-producers needs the tpusim backend (cpu and gpu do not time it)", usage);
   config.fuse_reductions = vm["fuse-reductions"].as<bool>();
   if (!config.fuse_reductions && backend != "tpusim")
     return usage_error("--fuse-reductions needs the tpusim backend (cpu and gpu do not time it)",

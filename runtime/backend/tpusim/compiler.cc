@@ -5,6 +5,7 @@
 
 #include "common/strings.h"
 #include "runtime/backend/tpusim/emitter.h"
+#include "runtime/backend/tpusim/fusion_plan.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/backend/tpusim/schedule.h"
 #include "runtime/lowering/gemm.h"
@@ -51,142 +52,6 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
   t.rows_per_entry =
       std::max<uint64_t>(1, std::min<uint64_t>(rows, entry_budget / (uint64_t{t.cols} * 4)));
   return t;
-}
-
-bool folds_operands(Op op) { return is_elementwise(op); }
-
-// Nodes whose values some lowered fragment (fusions as fragment_reads says), output or update
-// reads. Scalars that fold into elementwise fragments as immediates are not read, so their
-// producers need no code.
-std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
-  std::vector<bool> needed(static_cast<size_t>(g.size()), false);
-  for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
-  for (int id = g.size() - 1; id >= 0; --id) {
-    if (!needed[static_cast<size_t>(id)]) continue;
-    const Node& n = g.node(id);
-    for (int in : fragment_reads(g, fusions, id)) {
-      float ignored;
-      if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
-      needed[static_cast<size_t>(in)] = true;
-    }
-  }
-  return needed;
-}
-
-// Groups of elementwise nodes to fuse (a fused convolution or pool reads the buffers
-// fragment_reads names): starting from each elementwise node read outside any group (in reverse
-// order), absorb elementwise producers of the same shape all of whose readers are in the group and
-// which are no output or update value. Returns, per node, the root of its group (-1 when it is not
-// grouped).
-std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
-                               const Fusions& fusions) {
-  const int n = g.size();
-  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
-  for (int id = 0; id < n; ++id) {
-    if (!needed[static_cast<size_t>(id)]) continue;
-    const std::vector<int> reads =
-        fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs;
-    for (int in : reads) readers[static_cast<size_t>(in)].push_back(id);
-  }
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
-  auto fusible = [&](int id) {
-    const Node& node = g.node(id);
-    return folds_operands(node.op) && node.dtype != DType::kS32 && needed[static_cast<size_t>(id)];
-  };
-  std::vector<int> root(static_cast<size_t>(n), -1);
-  for (int id = n - 1; id >= 0; --id) {
-    if (!fusible(id) || root[static_cast<size_t>(id)] >= 0) continue;
-    root[static_cast<size_t>(id)] = id;
-    std::vector<int> frontier{id};
-    while (!frontier.empty()) {
-      const int m = frontier.back();
-      frontier.pop_back();
-      for (int in : g.node(m).inputs) {
-        if (!fusible(in) || root[static_cast<size_t>(in)] >= 0 || exported[static_cast<size_t>(in)])
-          continue;
-        if (g.node(in).shape != g.node(id).shape) continue;
-        bool all_inside = true;
-        for (int r : readers[static_cast<size_t>(in)])
-          all_inside &= root[static_cast<size_t>(r)] == id;
-        if (!all_inside) continue;
-        root[static_cast<size_t>(in)] = id;
-        frontier.push_back(in);
-      }
-    }
-  }
-  return root;
-}
-
-// The broadcasts every reader of which is an elementwise fragment of the broadcast's own shape,
-// and which are a row or a column of that shape (broadcast_fold): those fragments read the
-// broadcast's input as a row or column operand, as XLA fuses a broadcast into its consumers, and
-// the broadcast is never written to HBM.
-std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& needed,
-                                    const std::vector<bool>& absorbed, const Fusions& fusions) {
-  const int n = g.size();
-  std::vector<bool> folded(static_cast<size_t>(n), false);
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
-  for (int id = 0; id < n; ++id) {
-    const Node& b = g.node(id);
-    folded[static_cast<size_t>(id)] = needed[static_cast<size_t>(id)] &&
-                                      !exported[static_cast<size_t>(id)] &&
-                                      broadcast_fold(g, id) != FoldedBroadcast::kNone &&
-                                      g.node(b.inputs[0]).dtype != DType::kS32;
-  }
-  for (int r = 0; r < n; ++r) {
-    if (!needed[static_cast<size_t>(r)]) continue;
-    const Node& reader = g.node(r);
-    const bool elementwise = is_elementwise(reader.op) && fusions.count(r) == 0 &&
-                             !absorbed[static_cast<size_t>(r)] && reader.dtype != DType::kS32;
-    for (int in : fusions.count(r) > 0 ? fragment_reads(g, fusions, r) : reader.inputs) {
-      if (!folded[static_cast<size_t>(in)]) continue;
-      if (!elementwise || reader.shape != g.node(in).shape) folded[static_cast<size_t>(in)] = false;
-    }
-  }
-  return folded;
-}
-
-// Joins to its reduction (reduction_fusion) the elementwise group that computes a reduction's
-// input when nothing else reads that value: the reduction becomes the group's root. Returns how
-// many reductions took a group.
-uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
-                                const Fusions& fusions, const config::CoreSpec& core,
-                                std::vector<int>* group) {
-  const int n = g.size();
-  std::vector<int> readers(static_cast<size_t>(n), 0);
-  for (int id = 0; id < n; ++id) {
-    if (!needed[static_cast<size_t>(id)]) continue;
-    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
-      ++readers[static_cast<size_t>(in)];
-  }
-  for (const auto& o : g.outputs()) ++readers[static_cast<size_t>(o.node)];
-  for (const auto& u : g.updates()) ++readers[static_cast<size_t>(u.value)];
-  uint64_t absorbed = 0;
-  for (int r = 0; r < n; ++r) {
-    if (!needed[static_cast<size_t>(r)] || fusions.count(r) > 0 ||
-        reduction_fusion(g, r) == ReductionFusion::kNone)
-      continue;
-    const int x = g.node(r).inputs[0];
-    if ((*group)[static_cast<size_t>(x)] != x || readers[static_cast<size_t>(x)] != 1 ||
-        g.node(x).dtype == DType::kS32)
-      continue;
-    std::vector<int> members;
-    for (int m = 0; m <= x; ++m) {
-      if ((*group)[static_cast<size_t>(m)] == x) members.push_back(m);
-    }
-    if (!fused_reduction_fits(g, members, core)) continue;
-    for (int& root : *group) {
-      if (root == x) root = r;
-    }
-    (*group)[static_cast<size_t>(r)] = r;
-    ++absorbed;
-  }
-  return absorbed;
 }
 
 absl::Status lower_node(Lowering& l, int id) {
@@ -251,7 +116,14 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   // images, pooled values and gradients: patches (and the pools' masks) that no other fragment
   // reads are needed no more and live in VMEM alone, or nowhere. Convolution patches still
   // needed are written by their forward convolution, not by a fragment of their own.
-  const std::vector<bool> needed = needed_nodes(graph, fusions);
+  FusionOptions fusion_options;
+  fusion_options.fuse_reductions = options.fuse_reductions;
+  fusion_options.recompute = options.recompute_shared_producers;
+  const FusionPlan fp = plan_fusions(graph, fusions, slice.chip.core, fusion_options);
+  const std::vector<bool>& needed = fp.needed;
+  const std::vector<int>& group = fp.group;
+  out.fused_reductions = fp.fused_reductions;
+  out.recomputed_nodes = fp.recomputed_nodes;
   std::vector<bool> absorbed(static_cast<size_t>(graph.size()), false);
   for (auto& [id, fused] : fusions) {
     if (fused.kind != Fusion::Kind::kConvForward && fused.kind != Fusion::Kind::kConvInputGrad)
@@ -259,12 +131,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     absorbed[static_cast<size_t>(fused.patches)] = true;
     fused.patches_kept = needed[static_cast<size_t>(fused.patches)];
   }
-  std::vector<int> group = fusion_groups(graph, needed, fusions);
-  if (options.fuse_reductions)
-    out.fused_reductions = absorb_into_reductions(graph, needed, fusions, slice.chip.core, &group);
-  const std::vector<bool> folded = folded_broadcasts(graph, needed, absorbed, fusions);
   for (int id = 0; id < graph.size(); ++id) {
-    if (folded[static_cast<size_t>(id)]) absorbed[static_cast<size_t>(id)] = true;
+    if (fp.absorbed(id)) absorbed[static_cast<size_t>(id)] = true;
   }
   PlanRequest request;
   request.replicas = replicas;
@@ -280,12 +148,12 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     if (!needed[static_cast<size_t>(id)] && !source)
       request.materialized[static_cast<size_t>(id)] = false;
     if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
-    if (folded[static_cast<size_t>(id)]) request.materialized[static_cast<size_t>(id)] = false;
-    if (!needed[static_cast<size_t>(id)] || folded[static_cast<size_t>(id)]) continue;
-    std::vector<int> reads = fragment_reads(graph, fusions, id);
-    // A folded broadcast's readers read its input.
-    for (int& in : reads) {
-      if (folded[static_cast<size_t>(in)]) in = graph.node(in).inputs[0];
+    if (fp.absorbed(id)) request.materialized[static_cast<size_t>(id)] = false;
+    if (!needed[static_cast<size_t>(id)] || fp.absorbed(id)) continue;
+    // What the fragment really reads: folded broadcasts' inputs, recomputed nodes' inputs.
+    std::vector<int> reads;
+    for (int in : fragment_reads(graph, fusions, id)) {
+      for (int s : fp.sources(graph, in)) reads.push_back(s);
     }
     if (const auto fused = fusions.find(id); fused != fusions.end() && fused->second.patches_kept)
       reads.push_back(fused->second.patches);  // it writes them: they are live through it
@@ -322,7 +190,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   Emitter emit(slice.chip.core, b, flags);
   Lowering l{graph,    out.plan,          emit,
              hbm,      options.precision, allocate_gemm_flags(flags),
-             replicas, options.allreduce, overlapped, folded};
+             replicas, options.allreduce, overlapped, fp.folded};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
@@ -390,10 +258,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
     const int before = b.size();
     absl::Status s;
     if (root == id) {
-      std::vector<int> members;
-      for (int m = 0; m <= id; ++m) {
-        if (group[static_cast<size_t>(m)] == id) members.push_back(m);
-      }
+      const std::vector<int> members = fp.members(id);
       set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
       s = lower_fused(l, members);
       // The elementwise members (a fused reduction is counted in fused_reductions).

@@ -45,6 +45,7 @@ struct CompiledStep {
   uint64_t fused_convolutions = 0;  // convolution fragments whose patches stay in VMEM
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
+  uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
 };
 
 struct StepOptions {
@@ -69,6 +70,10 @@ struct StepOptions {
   // elementwise group nothing else reads, computes that group tile by tile in its own fragment
   // (lower_fused_reduction); off, the group writes its value to HBM and the reduction reads it.
   bool fuse_reductions = true;
+  // An elementwise node whose readers are all elementwise groups of its shape is computed again in
+  // each of them instead of written to HBM and read back by each (fusion_plan.h); off, it is a
+  // fragment of its own.
+  bool recompute_shared_producers = true;
 };
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores

@@ -304,11 +304,18 @@ ReductionFusion reduction_fusion(const Graph& graph, int id) {
   return ReductionFusion::kNone;
 }
 
-bool fused_reduction_fits(const Graph& graph, const std::vector<int>& group,
-                          const config::CoreSpec& core) {
-  const Shape& shape = graph.node(group.back()).shape;
-  uint64_t blocks = group_scratch(group) + 2;  // the group's scratch, its value, a partial row
-  for (int m : group) blocks += graph.node(m).inputs.size();  // at most one operand each
+bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
+                      const config::CoreSpec& core) {
+  std::vector<int> elementwise;
+  for (int m : members) {
+    if (is_elementwise(graph.node(m).op)) elementwise.push_back(m);
+  }
+  if (elementwise.empty()) return true;
+  const Shape& shape = graph.node(elementwise.back()).shape;
+  // The group's scratch, its value and a partial row (a reduction's), its output, and at most one
+  // operand per input.
+  uint64_t blocks = group_scratch(elementwise) + 3;
+  for (int m : elementwise) blocks += graph.node(m).inputs.size();
   const std::vector<uint64_t> widths(blocks, cols_of(shape));
   return Emitter::tile_bytes(widths, 1) <= Emitter::slot_bytes(core);
 }

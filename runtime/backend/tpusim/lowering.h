@@ -138,10 +138,11 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
 // rows); kNone for other axes and non-f32 results.
 enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes };
 ReductionFusion reduction_fusion(const Graph& graph, int id);
-// Whether one row of the group's view fits a VMEM tile slot with every block the fused reduction
-// takes (its operands, scratch, value and partial row), so that it can be emitted.
-bool fused_reduction_fits(const Graph& graph, const std::vector<int>& group,
-                          const config::CoreSpec& core);
+// Whether one row of a fused group's view fits a VMEM tile slot with every block its fragment
+// takes (operands, scratch, output; with a reduction last, its value and partial row too), so
+// that it can be emitted.
+bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
+                      const config::CoreSpec& core);
 absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members);
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);

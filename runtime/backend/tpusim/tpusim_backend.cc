@@ -204,6 +204,7 @@ class TpusimBackend final : public Backend {
       step_options.fuse_convolutions = options.fuse_convolutions;
       step_options.fuse_pools = options.fuse_pools;
       step_options.fuse_reductions = options.fuse_reductions;
+      step_options.recompute_shared_producers = options.recompute_shared_producers;
       auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));

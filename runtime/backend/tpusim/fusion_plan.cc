@@ -1,0 +1,232 @@
+#include "runtime/backend/tpusim/fusion_plan.h"
+
+#include <algorithm>
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+bool folds_operands(Op op) { return is_elementwise(op); }
+
+// Groups of elementwise nodes to fuse (a fused convolution or pool reads the buffers
+// fragment_reads names): starting from each elementwise node read outside any group (in reverse
+// order), absorb elementwise producers of the same shape all of whose readers are in the group and
+// which are no output or update value. Returns, per node, the root of its group (-1 when it is not
+// grouped).
+std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
+                               const Fusions& fusions) {
+  const int n = g.size();
+  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    const std::vector<int> reads =
+        fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs;
+    for (int in : reads) readers[static_cast<size_t>(in)].push_back(id);
+  }
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  auto fusible = [&](int id) {
+    const Node& node = g.node(id);
+    return folds_operands(node.op) && node.dtype != DType::kS32 && needed[static_cast<size_t>(id)];
+  };
+  std::vector<int> root(static_cast<size_t>(n), -1);
+  for (int id = n - 1; id >= 0; --id) {
+    if (!fusible(id) || root[static_cast<size_t>(id)] >= 0) continue;
+    root[static_cast<size_t>(id)] = id;
+    std::vector<int> frontier{id};
+    while (!frontier.empty()) {
+      const int m = frontier.back();
+      frontier.pop_back();
+      for (int in : g.node(m).inputs) {
+        if (!fusible(in) || root[static_cast<size_t>(in)] >= 0 || exported[static_cast<size_t>(in)])
+          continue;
+        if (g.node(in).shape != g.node(id).shape) continue;
+        bool all_inside = true;
+        for (int r : readers[static_cast<size_t>(in)])
+          all_inside &= root[static_cast<size_t>(r)] == id;
+        if (!all_inside) continue;
+        root[static_cast<size_t>(in)] = id;
+        frontier.push_back(in);
+      }
+    }
+  }
+  return root;
+}
+
+// The broadcasts every reader of which is an elementwise fragment of the broadcast's own shape,
+// and which are a row or a column of that shape (broadcast_fold): those fragments read the
+// broadcast's input as a row or column operand, as XLA fuses a broadcast into its consumers, and
+// the broadcast is never written to HBM.
+std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& needed,
+                                    const Fusions& fusions) {
+  const int n = g.size();
+  std::vector<bool> folded(static_cast<size_t>(n), false);
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  for (int id = 0; id < n; ++id) {
+    const Node& b = g.node(id);
+    folded[static_cast<size_t>(id)] = needed[static_cast<size_t>(id)] &&
+                                      !exported[static_cast<size_t>(id)] &&
+                                      broadcast_fold(g, id) != FoldedBroadcast::kNone &&
+                                      g.node(b.inputs[0]).dtype != DType::kS32;
+  }
+  for (int r = 0; r < n; ++r) {
+    if (!needed[static_cast<size_t>(r)]) continue;
+    const Node& reader = g.node(r);
+    const bool elementwise =
+        is_elementwise(reader.op) && fusions.count(r) == 0 && reader.dtype != DType::kS32;
+    for (int in : fusions.count(r) > 0 ? fragment_reads(g, fusions, r) : reader.inputs) {
+      if (!folded[static_cast<size_t>(in)]) continue;
+      if (!elementwise || reader.shape != g.node(in).shape) folded[static_cast<size_t>(in)] = false;
+    }
+  }
+  return folded;
+}
+
+// Joins to its reduction (reduction_fusion) the elementwise group that computes a reduction's
+// input when nothing else reads that value: the reduction becomes the group's root. Returns how
+// many reductions took a group.
+uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
+                                const Fusions& fusions, const config::CoreSpec& core,
+                                std::vector<int>* group) {
+  const int n = g.size();
+  std::vector<int> readers(static_cast<size_t>(n), 0);
+  for (int id = 0; id < n; ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
+      ++readers[static_cast<size_t>(in)];
+  }
+  for (const auto& o : g.outputs()) ++readers[static_cast<size_t>(o.node)];
+  for (const auto& u : g.updates()) ++readers[static_cast<size_t>(u.value)];
+  uint64_t absorbed = 0;
+  for (int r = 0; r < n; ++r) {
+    if (!needed[static_cast<size_t>(r)] || fusions.count(r) > 0 ||
+        reduction_fusion(g, r) == ReductionFusion::kNone)
+      continue;
+    const int x = g.node(r).inputs[0];
+    if ((*group)[static_cast<size_t>(x)] != x || readers[static_cast<size_t>(x)] != 1 ||
+        g.node(x).dtype == DType::kS32)
+      continue;
+    std::vector<int> members;
+    for (int m = 0; m <= x; ++m) {
+      if ((*group)[static_cast<size_t>(m)] == x) members.push_back(m);
+    }
+    if (!fused_group_fits(g, members, core)) continue;
+    for (int& root : *group) {
+      if (root == x) root = r;
+    }
+    (*group)[static_cast<size_t>(r)] = r;
+    ++absorbed;
+  }
+  return absorbed;
+}
+
+// Elementwise nodes no output or update reads, alone in their group, every reader of which is an
+// elementwise member of a group of the node's shape (and not recomputed itself): each of those
+// groups computes the node again, so it needs no buffer. Latest first, so that a producer of a
+// recomputed node stays materialised (its reader is recomputed, not a group member). A group
+// takes a node only while one row of it still fits a VMEM tile with the node added.
+void recompute_shared_producers(const Graph& g, const Fusions& fusions,
+                                const config::CoreSpec& core, FusionPlan* plan) {
+  const int n = g.size();
+  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  std::vector<int> group_size(static_cast<size_t>(n), 0);
+  for (int id = 0; id < n; ++id) {
+    if (!plan->needed[static_cast<size_t>(id)]) continue;
+    const int root = plan->group[static_cast<size_t>(id)];
+    if (root >= 0) ++group_size[static_cast<size_t>(root)];
+    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
+      readers[static_cast<size_t>(in)].push_back(id);
+  }
+  for (int id = n - 1; id >= 0; --id) {
+    const Node& node = g.node(id);
+    if (!plan->needed[static_cast<size_t>(id)] || exported[static_cast<size_t>(id)] ||
+        plan->group[static_cast<size_t>(id)] != id || group_size[static_cast<size_t>(id)] != 1 ||
+        node.dtype == DType::kS32 || plan->folded[static_cast<size_t>(id)] ||
+        readers[static_cast<size_t>(id)].size() < 2)
+      continue;
+    std::vector<int> roots;
+    bool all_grouped = true;
+    for (int r : readers[static_cast<size_t>(id)]) {
+      const int root = plan->group[static_cast<size_t>(r)];
+      all_grouped = all_grouped && root >= 0 && fusions.count(r) == 0 &&
+                    is_elementwise(g.node(r).op) && g.node(r).shape == node.shape &&
+                    !plan->recomputed[static_cast<size_t>(r)];
+      if (all_grouped && std::find(roots.begin(), roots.end(), root) == roots.end())
+        roots.push_back(root);
+    }
+    if (!all_grouped) continue;
+    bool fits = true;
+    for (int root : roots) {
+      std::vector<int> members = plan->members(root);
+      members.push_back(id);
+      std::sort(members.begin(), members.end());
+      fits = fits && fused_group_fits(g, members, core);
+    }
+    if (!fits) continue;
+    plan->recomputed[static_cast<size_t>(id)] = true;
+    for (int root : roots) plan->recomputed_in[static_cast<size_t>(root)].push_back(id);
+    ++plan->recomputed_nodes;
+  }
+}
+
+}  // namespace
+
+std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
+  std::vector<bool> needed(static_cast<size_t>(g.size()), false);
+  for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
+  for (int id = g.size() - 1; id >= 0; --id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    const Node& n = g.node(id);
+    for (int in : fragment_reads(g, fusions, id)) {
+      float ignored;
+      if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
+      needed[static_cast<size_t>(in)] = true;
+    }
+  }
+  return needed;
+}
+
+
+std::vector<int> FusionPlan::members(int root) const {
+  std::vector<int> out = recomputed_in[static_cast<size_t>(root)];
+  for (int m = 0; m <= root; ++m) {
+    if (group[static_cast<size_t>(m)] == root) out.push_back(m);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
+  if (folded[static_cast<size_t>(id)]) return {graph.node(id).inputs[0]};
+  if (!recomputed[static_cast<size_t>(id)]) return {id};
+  std::vector<int> out;
+  for (int in : graph.node(id).inputs) {
+    float ignored;
+    if (foldable_scalar(graph, in, &ignored)) continue;  // an immediate
+    for (int s : sources(graph, in)) out.push_back(s);
+  }
+  return out;
+}
+
+FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
+                        const FusionOptions& options) {
+  const auto n = static_cast<size_t>(graph.size());
+  FusionPlan plan;
+  plan.needed = needed_nodes(graph, fusions);
+  plan.group = fusion_groups(graph, plan.needed, fusions);
+  if (options.fuse_reductions)
+    plan.fused_reductions = absorb_into_reductions(graph, plan.needed, fusions, core, &plan.group);
+  plan.folded = folded_broadcasts(graph, plan.needed, fusions);
+  plan.recomputed.assign(n, false);
+  plan.recomputed_in.resize(n);
+  if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
+  return plan;
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

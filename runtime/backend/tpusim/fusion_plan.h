@@ -1,0 +1,59 @@
+#pragma once
+// Which graph nodes the tpusim compiler computes together, in VMEM, instead of each in a fragment
+// of its own through HBM, as XLA's fusion passes decide it for a TPU:
+//
+// - groups: elementwise nodes of one shape whose intermediates nothing else reads, computed by one
+//   row-tiled fragment (loop fusion); a reduction over the last axis or over all but the last
+//   takes in the group that computes its input (input fusion);
+// - folded broadcasts: a row or column broadcast read only by elementwise fragments of its own
+//   shape is read in place by them, never written;
+// - recomputed producers: an elementwise node whose readers are all in other groups of its shape
+//   is computed again inside each of them (XLA duplicates cheap producers into their consumers'
+//   fusions) rather than written to HBM and read back by each.
+//
+// The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
+// given here.
+
+#include <cstdint>
+#include <vector>
+
+#include "configs/slice_spec.h"
+#include "runtime/backend/tpusim/lowering.h"
+#include "runtime/graph/graph.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+struct FusionOptions {
+  bool fuse_reductions = true;  // StepOptions::fuse_reductions
+  bool recompute = true;        // StepOptions::recompute_shared_producers
+};
+
+struct FusionPlan {
+  std::vector<bool> needed;     // some lowered fragment, output or update reads the node
+  std::vector<int> group;       // per node, the root of the group computing it; -1: none
+  std::vector<bool> folded;     // broadcasts read in place
+  std::vector<bool> recomputed;  // computed again in each reader's group: no buffer of its own
+  std::vector<std::vector<int>> recomputed_in;  // per group root, the recomputed nodes it computes
+  uint64_t fused_reductions = 0;
+  uint64_t recomputed_nodes = 0;
+
+  // The nodes the group of `root` computes, in graph order (its root last).
+  std::vector<int> members(int root) const;
+  // Whether the node gets no fragment: folded or recomputed (fused members are skipped by root).
+  bool absorbed(int id) const {
+    return folded[static_cast<size_t>(id)] || recomputed[static_cast<size_t>(id)];
+  }
+  // The buffers a read of `id` really reads: a folded broadcast's input, a recomputed node's
+  // inputs (seen through the same way), else `id` itself.
+  std::vector<int> sources(const Graph& graph, int id) const;
+};
+
+// Nodes whose values some lowered fragment (fusions as fragment_reads says), output or update
+// reads. Scalars that fold into elementwise fragments as immediates are not read, so their
+// producers need no code.
+std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions);
+
+FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
+                        const FusionOptions& options);
+
+}  // namespace tpusim::runtime::tpusim_backend
