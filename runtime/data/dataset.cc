@@ -1,5 +1,5 @@
-// Sources and the sequential transformations of Dataset; the threaded ones (parallel map,
-// interleave, prefetch) are in dataset_parallel.cc.
+// Sources and the sequential transformations of Dataset; batch is in dataset_batch.cc and the
+// threaded ones (parallel map, interleave, prefetch) in dataset_parallel.cc.
 #include "runtime/data/dataset.h"
 
 #include <algorithm>
@@ -36,9 +36,6 @@ Value image_value(std::vector<float> pixels, int height, int width, int channels
 }
 
 namespace {
-
-using Next = absl::StatusOr<std::optional<Element>>;
-const Next kEnd = std::optional<Element>();
 
 // An iterator over a vector of elements it owns.
 class VectorIterator final : public Iterator {
@@ -345,126 +342,6 @@ class Enumerate final : public Dataset {
   int64_t start_;
 };
 
-// A value of the same type and shape with every entry zero (empty strings for bytes).
-Value zeros_like(const Value& v) {
-  Value z;
-  z.type = v.type;
-  z.shape = v.shape;
-  z.bytes.resize(v.bytes.size());
-  z.floats.resize(v.floats.size());
-  z.ints.resize(v.ints.size());
-  return z;
-}
-
-std::string shape_string(const std::vector<int64_t>& s) {
-  return str_cat("[", str_join(s, ", "), "]");
-}
-
-absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bool pad) {
-  const int64_t real = static_cast<int64_t>(rows.size());
-  Element out;
-  const Element& first = rows.front();
-  for (const auto& [name, v] : first) {
-    Value b;
-    b.type = v.type;
-    b.shape.push_back(pad ? batch_size : real);
-    b.shape.insert(b.shape.end(), v.shape.begin(), v.shape.end());
-    // One allocation per component: growing a multi-MiB batch by doubling costs copies and
-    // fresh pages each time.
-    const auto rows_out = static_cast<size_t>(pad ? batch_size : real);
-    b.bytes.reserve(v.bytes.size() * rows_out);
-    b.floats.reserve(v.floats.size() * rows_out);
-    b.ints.reserve(v.ints.size() * rows_out);
-    out.emplace(name, std::move(b));
-  }
-  for (int64_t r = 0; r < real; ++r) {
-    if (rows[r].size() != first.size()) {
-      return absl::InvalidArgumentError(str_cat("batch: element ", r, " has ", rows[r].size(),
-                                                " components, element 0 has ", first.size()));
-    }
-    for (auto& [name, v] : rows[r]) {
-      auto it = out.find(name);
-      const Value& f = first.at(name);
-      if (it == out.end() || v.type != f.type || v.shape != f.shape) {
-        return absl::InvalidArgumentError(
-            str_cat("batch: element ", r, "'s '", name, "' is ", feature_type_name(v.type),
-                    shape_string(v.shape), ", element 0's is ", feature_type_name(f.type),
-                    shape_string(f.shape), " (batch needs equal shapes)"));
-      }
-      Value& b = it->second;
-      b.bytes.insert(b.bytes.end(), std::make_move_iterator(v.bytes.begin()),
-                     std::make_move_iterator(v.bytes.end()));
-      b.floats.insert(b.floats.end(), v.floats.begin(), v.floats.end());
-      b.ints.insert(b.ints.end(), v.ints.begin(), v.ints.end());
-    }
-  }
-  if (pad) {
-    for (auto& [name, b] : out) {
-      const Value z = zeros_like(first.at(name));
-      for (int64_t r = real; r < batch_size; ++r) {
-        b.bytes.insert(b.bytes.end(), z.bytes.begin(), z.bytes.end());
-        b.floats.insert(b.floats.end(), z.floats.begin(), z.floats.end());
-        b.ints.insert(b.ints.end(), z.ints.begin(), z.ints.end());
-      }
-    }
-    Value mask;
-    mask.type = FeatureType::kFloat;
-    mask.shape = {batch_size};
-    mask.floats.assign(static_cast<size_t>(batch_size), 0.0F);
-    std::fill(mask.floats.begin(), mask.floats.begin() + real, 1.0F);
-    out["mask"] = std::move(mask);
-  }
-  return out;
-}
-
-class Batch final : public Dataset {
- public:
-  Batch(DatasetPtr input, int64_t size, bool drop, bool pad)
-      : input_(std::move(input)), size_(size), drop_(drop), pad_(pad) {}
-  std::unique_ptr<Iterator> make_iterator() const override {
-    class It final : public Iterator {
-     public:
-      It(std::unique_ptr<Iterator> in, int64_t size, bool drop, bool pad)
-          : in_(std::move(in)), size_(size), drop_(drop), pad_(pad) {}
-      Next next() override {
-        if (done_) return kEnd;
-        std::vector<Element> rows;
-        while (static_cast<int64_t>(rows.size()) < size_) {
-          auto e = in_->next();
-          if (!e.ok()) {
-            done_ = true;  // an error ends the iteration
-            return e.status();
-          }
-          if (!e->has_value()) {
-            done_ = true;
-            break;
-          }
-          rows.push_back(std::move(**e));
-        }
-        if (rows.empty() || (done_ && drop_ && static_cast<int64_t>(rows.size()) < size_))
-          return kEnd;
-        auto b = stack(rows, size_, pad_);
-        if (!b.ok()) {
-          done_ = true;
-          return b.status();
-        }
-        return std::optional<Element>(std::move(*b));
-      }
-
-     private:
-      std::unique_ptr<Iterator> in_;
-      int64_t size_;
-      bool drop_, pad_, done_ = false;
-    };
-    return std::make_unique<It>(input_->make_iterator(), size_, drop_, pad_);
-  }
-
- private:
-  DatasetPtr input_;
-  int64_t size_;
-  bool drop_, pad_;
-};
-
 }  // namespace
 
 std::unique_ptr<Iterator> error_iterator(absl::Status status) {
@@ -503,10 +380,6 @@ DatasetPtr Dataset::shuffle(int64_t buffer_size, uint64_t seed,
   return std::make_shared<Shuffle>(self(), buffer_size, seed, reshuffle_each_iteration);
 }
 DatasetPtr Dataset::repeat(int64_t count) const { return std::make_shared<Repeat>(self(), count); }
-DatasetPtr Dataset::batch(int64_t batch_size, bool drop_remainder, bool pad_to_full) const {
-  return std::make_shared<Batch>(self(), std::max<int64_t>(batch_size, 1), drop_remainder,
-                                 pad_to_full);
-}
 DatasetPtr Dataset::take(int64_t count) const {
   return std::make_shared<Select>(self(), Select::Kind::kTake, count, 0);
 }

@@ -10,8 +10,8 @@
 //   auto it = ds->make_iterator();
 //   while (auto e = it->next()) { if (!e->ok()) ...; if (!**e) break; use(***e); }
 //
-// Threads: map with num_parallel_calls > 1, a parallel interleave and prefetch run real worker
-// threads over bounded queues (a full queue blocks its producer: backpressure). An error in a
+// Threads: map and batch with num_parallel_calls > 1, a parallel interleave and prefetch run
+// real worker threads over bounded queues (a full queue blocks its producer: backpressure). An error in a
 // worker reaches the consumer, with its context, in the position where the element would have
 // been; after an error the iterator ends. Destroying an iterator early cancels and joins all of
 // its threads.
@@ -62,6 +62,22 @@ struct InterleaveOptions {
   int buffer = 16;            // parallel only: elements read ahead per input
 };
 
+struct BatchOptions {
+  bool drop_remainder = false;  // the last, short batch is dropped, else kept short
+  // The last, short batch is padded with zero elements to the batch size and every batch gets a
+  // "mask" component (float [B]: 1 real, 0 padding), the way TPUEstimator.predict runs a final
+  // partial batch.
+  bool pad_to_full = false;
+  // Batches assembled at once, each by a worker thread of its own (tf.data's
+  // batch(num_parallel_calls), map_and_batch's parallel copies); they come out in order. 1
+  // assembles on the consumer's thread; kAutotune: the machine's cores.
+  int num_parallel_calls = 1;
+  // When set, each batch's assembly (stacking its rows, padding) is charged to `stage` of
+  // `profile` (stage_profile.h), on whichever thread does it, with num_parallel_calls threads.
+  std::shared_ptr<StageProfile> profile;
+  std::string stage = "batch";
+};
+
 class Dataset : public std::enable_shared_from_this<Dataset> {
  public:
   virtual ~Dataset() = default;
@@ -91,10 +107,9 @@ class Dataset : public std::enable_shared_from_this<Dataset> {
   // fn on every element; num_parallel_calls > 1 (or kAutotune: the machine's cores) runs it on
   // that many threads. deterministic keeps input order; false yields results as they finish.
   DatasetPtr map(MapFn fn, int num_parallel_calls = 1, bool deterministic = true) const;
-  // Stacks `batch_size` elements: each component gets a leading batch dimension. The last,
-  // short batch is dropped with drop_remainder, else kept short; with pad_to_full it is padded
-  // with zero elements to batch_size and every batch gets a "mask" component (float [B]: 1 real,
-  // 0 padding), the way TPUEstimator.predict runs a final partial batch.
+  // Stacks `batch_size` elements: each component gets a leading batch dimension. Elements of
+  // different components, types or shapes are an error naming the element and component.
+  DatasetPtr batch(int64_t batch_size, BatchOptions options) const;
   DatasetPtr batch(int64_t batch_size, bool drop_remainder = false, bool pad_to_full = false) const;
   // A background thread keeps up to `buffer_size` elements ready (kAutotune: 2).
   DatasetPtr prefetch(int buffer_size) const;

@@ -1,7 +1,9 @@
 // The threaded transformations of Dataset: map (num_parallel_calls), interleave (parallel or
-// not) and prefetch. All of them bound what they hold and join their threads on destruction.
+// not) and prefetch, and the parallel jobs a parallel map or batch runs on. All of them bound
+// what they hold and join their threads on destruction.
 #include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -14,9 +16,6 @@
 namespace tpusim::runtime::data {
 namespace {
 
-using Next = absl::StatusOr<std::optional<Element>>;
-const Next kEnd = std::optional<Element>();
-
 absl::Status with_context(const absl::Status& s, int64_t index) {
   return absl::Status(s.code(), str_cat("map, element ", index, ": ", s.message()));
 }
@@ -27,7 +26,7 @@ class SequentialMap final : public Iterator {
   Next next() override {
     if (done_) return kEnd;
     auto e = in_->next();
-    if (!e.ok() || !e->has_value()) {
+    if (is_terminal(e)) {
       done_ = true;
       return e;
     }
@@ -47,21 +46,22 @@ class SequentialMap final : public Iterator {
   bool done_ = false;
 };
 
-// Workers take input elements in order (chunks of kChunk under the input lock, which numbers
-// them), apply fn with no lock held and file results by number. The consumer takes number
-// `next_out_` when deterministic, else the lowest-numbered finished result. At most `capacity_`
-// elements are taken and not yet consumed (backpressure). Two condition variables: workers wait
-// for space, the consumer for a result, so neither wakes the other needlessly.
-class ParallelMap final : public Iterator {
+// parallel_jobs (dataset_internal.h). Workers reserve a job (a place under max_jobs), draw its
+// inputs under the input lock (which numbers jobs and inputs), run the work with no lock held
+// and file the outputs by job number. Two condition variables: workers wait for space, the
+// consumer for a job, so neither wakes the other needlessly.
+class ParallelJobs final : public Iterator {
  public:
-  ParallelMap(std::unique_ptr<Iterator> in, MapFn fn, int threads, bool deterministic)
+  ParallelJobs(std::unique_ptr<Iterator> in, ParallelWork work, int threads, int64_t job_inputs,
+               int64_t max_jobs, bool deterministic)
       : in_(std::move(in)),
-        fn_(std::move(fn)),
-        deterministic_(deterministic),
-        capacity_(2 * kChunk * static_cast<int64_t>(threads)) {
-    for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+        work_(std::move(work)),
+        job_inputs_(std::max<int64_t>(job_inputs, 1)),
+        max_jobs_(std::max<int64_t>(max_jobs, 1)),
+        deterministic_(deterministic) {
+    for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { run_worker(); });
   }
-  ~ParallelMap() override {
+  ~ParallelJobs() override {
     {
       std::lock_guard<std::mutex> lock(m_);
       cancelled_ = true;
@@ -71,99 +71,126 @@ class ParallelMap final : public Iterator {
   }
 
   Next next() override {
-    std::unique_lock<std::mutex> lock(m_);
+    while (!finished_ && handing_out_.empty()) take_job();
     if (finished_) return kEnd;
+    Next item = std::move(handing_out_.front());
+    handing_out_.pop_front();
+    if (is_terminal(item)) finished_ = true;
+    return item;
+  }
+
+ private:
+  // Moves the next finished job's outputs into handing_out_, waiting for one.
+  void take_job() {
+    std::unique_lock<std::mutex> lock(m_);
     auto ready = results_.end();
     ready_cv_.wait(lock, [&] {
       if (deterministic_) {
-        ready = results_.find(next_out_);
+        ready = results_.find(jobs_taken_);
       } else {
         ready = results_.begin();
-        // The end marker comes out only once every element before it has.
-        if (ready != results_.end() && terminal_at_ && ready->first == *terminal_at_ &&
-            consumed_ != *terminal_at_) {
+        // The job that met the input's end comes out only once every job before it has.
+        if (ready != results_.end() && last_job_ && ready->first == *last_job_ &&
+            jobs_taken_ != *last_job_) {
           ready = results_.end();
         }
       }
       return ready != results_.end();
     });
-    Next item = std::move(ready->second);
+    for (Next& n : ready->second) handing_out_.push_back(std::move(n));
     results_.erase(ready);
-    ++consumed_;
+    ++jobs_taken_;
     --in_flight_;
-    if (deterministic_) ++next_out_;
-    if (!item.ok() || !item->has_value()) finished_ = true;
     lock.unlock();
     space_cv_.notify_one();
-    return item;
   }
 
- private:
-  void work() {
+  void run_worker() {
     std::vector<Next> items;
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(m_);
-        space_cv_.wait(
-            lock, [&] { return cancelled_ || input_done_ || in_flight_ + kChunk <= capacity_; });
+        space_cv_.wait(lock, [&] { return cancelled_ || input_done_ || in_flight_ < max_jobs_; });
         if (cancelled_ || input_done_) return;
-        in_flight_ += kChunk;  // reserved; what goes unused is given back below
+        ++in_flight_;  // reserved; given back below if the input has ended meanwhile
       }
-      // Take up to kChunk consecutive elements at once: one lock round and one wake-up per chunk
-      // instead of per element, which matters when fn is cheap.
+      // Draw the job's inputs at once: one lock round and one wake-up per job instead of per
+      // element, which matters when the work is cheap.
       items.clear();
-      int64_t first = 0;
+      int64_t job = 0, first = 0;
       bool terminal = false;
       {
         std::lock_guard<std::mutex> input_lock(input_m_);
-        first = taken_;
-        while (!input_ended_ && static_cast<int64_t>(items.size()) < kChunk) {
-          items.push_back(in_->next());
-          ++taken_;
-          terminal = input_ended_ = !items.back().ok() || !items.back()->has_value();
+        if (!input_ended_) {
+          job = jobs_drawn_++;
+          first = taken_;
+          while (!input_ended_ && static_cast<int64_t>(items.size()) < job_inputs_) {
+            items.push_back(in_->next());
+            ++taken_;
+            terminal = input_ended_ = is_terminal(items.back());
+          }
         }
       }
-      for (size_t k = 0; k < items.size(); ++k) {
-        Next& item = items[k];
-        if (!item.ok() || !item->has_value()) break;  // the terminal item, always last
-        auto out = fn_(std::move(**item));
-        item = out.ok() ? Next(std::optional<Element>(std::move(*out)))
-                        : Next(with_context(out.status(), first + static_cast<int64_t>(k)));
+      if (items.empty()) {  // another worker met the end first: no job
+        {
+          std::lock_guard<std::mutex> lock(m_);
+          --in_flight_;
+        }
+        space_cv_.notify_all();
+        return;
       }
+      std::vector<Next> outputs = work_(std::move(items), first);
       {
         std::lock_guard<std::mutex> lock(m_);
-        in_flight_ -= kChunk - static_cast<int64_t>(items.size());
-        for (size_t k = 0; k < items.size(); ++k)
-          results_.emplace(first + static_cast<int64_t>(k), std::move(items[k]));
+        results_.emplace(job, std::move(outputs));
         if (terminal) {
           input_done_ = true;
-          terminal_at_ = first + static_cast<int64_t>(items.size()) - 1;
+          last_job_ = job;
         }
       }
       ready_cv_.notify_one();
-      if (terminal || items.empty()) {
+      if (terminal) {
         space_cv_.notify_all();  // the other workers stop
         return;
       }
     }
   }
 
-  static constexpr int64_t kChunk = 8;
   std::unique_ptr<Iterator> in_;
-  MapFn fn_;
+  ParallelWork work_;
+  const int64_t job_inputs_;
+  const int64_t max_jobs_;
   const bool deterministic_;
-  const int64_t capacity_;
-  std::mutex input_m_;  // in_, taken_, input_ended_
-  int64_t taken_ = 0;
+  std::mutex input_m_;  // in_, taken_, jobs_drawn_, input_ended_
+  int64_t taken_ = 0, jobs_drawn_ = 0;
   bool input_ended_ = false;
-  std::mutex m_;  // everything below
+  std::mutex m_;  // everything below but the consumer's own
   std::condition_variable space_cv_, ready_cv_;
-  std::map<int64_t, Next> results_;
-  int64_t in_flight_ = 0, consumed_ = 0, next_out_ = 0;
-  std::optional<int64_t> terminal_at_;
-  bool input_done_ = false, cancelled_ = false, finished_ = false;
+  std::map<int64_t, std::vector<Next>> results_;  // finished jobs' outputs, by job number
+  int64_t in_flight_ = 0, jobs_taken_ = 0;
+  std::optional<int64_t> last_job_;
+  bool input_done_ = false, cancelled_ = false;
+  // The consumer's own: outputs of taken jobs still to hand out, and whether it has ended.
+  std::deque<Next> handing_out_;
+  bool finished_ = false;
   std::vector<std::thread> workers_;
 };
+
+// A parallel map's job: kMapChunk elements, each through fn.
+constexpr int64_t kMapChunk = 8;
+
+ParallelWork map_work(MapFn fn) {
+  return [fn = std::move(fn)](std::vector<Next> items, int64_t first) {
+    for (size_t k = 0; k < items.size(); ++k) {
+      Next& item = items[k];
+      if (is_terminal(item)) break;  // always the last
+      auto out = fn(std::move(**item));
+      item = out.ok() ? Next(std::optional<Element>(std::move(*out)))
+                      : Next(with_context(out.status(), first + static_cast<int64_t>(k)));
+    }
+    return items;
+  };
+}
 
 class MapDataset final : public Dataset {
  public:
@@ -171,7 +198,8 @@ class MapDataset final : public Dataset {
       : in_(std::move(in)), fn_(std::move(fn)), threads_(threads), deterministic_(deterministic) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     if (threads_ <= 1) return std::make_unique<SequentialMap>(in_->make_iterator(), fn_);
-    return std::make_unique<ParallelMap>(in_->make_iterator(), fn_, threads_, deterministic_);
+    return parallel_jobs(in_->make_iterator(), map_work(fn_), threads_, kMapChunk,
+                         2 * static_cast<int64_t>(threads_), deterministic_);
   }
 
  private:
@@ -312,9 +340,16 @@ class PrefetchDataset final : public Dataset {
   int buffer_;
 };
 
+}  // namespace
+
 int machine_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
-}  // namespace
+std::unique_ptr<Iterator> parallel_jobs(std::unique_ptr<Iterator> in, ParallelWork work,
+                                        int threads, int64_t job_inputs, int64_t max_jobs,
+                                        bool deterministic) {
+  return std::make_unique<ParallelJobs>(std::move(in), std::move(work), threads, job_inputs,
+                                        max_jobs, deterministic);
+}
 
 DatasetPtr Dataset::map(MapFn fn, int num_parallel_calls, bool deterministic) const {
   const int threads = num_parallel_calls == kAutotune ? machine_threads() : num_parallel_calls;

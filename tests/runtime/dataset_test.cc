@@ -104,6 +104,87 @@ TEST(Dataset, ParallelMapKeepsOrderWhenDeterministic) {
               ElementsAreArray(iota(0, 400, 10)));
 }
 
+BatchOptions parallel_batch(int threads, bool drop_remainder = false, bool pad_to_full = false) {
+  BatchOptions o;
+  o.num_parallel_calls = threads;
+  o.drop_remainder = drop_remainder;
+  o.pad_to_full = pad_to_full;
+  return o;
+}
+
+// Each batch's values, flattened, and its mask when it has one.
+std::vector<std::vector<int64_t>> batch_values(const absl::StatusOr<std::vector<Element>>& got) {
+  EXPECT_TRUE(got.ok()) << got.status();
+  std::vector<std::vector<int64_t>> out;
+  if (!got.ok()) return out;
+  for (const auto& b : *got) {
+    out.push_back(b.at("value").ints);
+    if (b.count("mask") > 0) {
+      for (float m : b.at("mask").floats) out.back().push_back(m == 1.0F ? -1 : -2);
+    }
+  }
+  return out;
+}
+
+// A parallel batch gives exactly the sequential batches, whichever worker assembles which: the
+// rows are drawn in order, and batches come out in order even when early ones finish last.
+TEST(Dataset, ParallelBatchGivesTheSequentialBatchesInOrder) {
+  MapFn slow_early = [](Element e) -> absl::StatusOr<Element> {
+    std::this_thread::sleep_for(std::chrono::microseconds(50 * (103 - e["value"].ints[0])));
+    return e;
+  };
+  for (bool drop : {false, true}) {
+    for (bool pad : {false, true}) {
+      const auto want = batch_values(collect(*Dataset::range(103)->batch(10, drop, pad)));
+      ASSERT_EQ(want.size(), drop ? 10u : 11u);
+      for (int threads : {2, 3, kAutotune}) {
+        EXPECT_EQ(batch_values(collect(*Dataset::range(103)->batch(
+                      10, parallel_batch(threads, drop, pad)))),
+                  want)
+            << "threads " << threads << " drop " << drop << " pad " << pad;
+      }
+      EXPECT_EQ(batch_values(collect(
+                    *Dataset::range(103)->map(slow_early)->batch(10, parallel_batch(4, drop, pad)))),
+                want);
+    }
+  }
+  // A batch as large as the input, and larger.
+  EXPECT_EQ(batch_values(collect(*Dataset::range(6)->batch(6, parallel_batch(3)))),
+            (std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5}}));
+  EXPECT_TRUE(collect(*Dataset::range(6)->batch(7, parallel_batch(3, true)))->empty());
+}
+
+TEST(Dataset, ParallelBatchErrorsReachTheConsumerInPlace) {
+  MapFn fails_at_25 = [](Element e) -> absl::StatusOr<Element> {
+    if (e["value"].ints[0] == 25) return absl::InvalidArgumentError("bad pixel count");
+    return e;
+  };
+  auto it = Dataset::range(100)->map(fails_at_25, 2)->batch(10, parallel_batch(3))->make_iterator();
+  for (int64_t b = 0; b < 2; ++b) {
+    auto e = it->next();
+    ASSERT_TRUE(e.ok() && e->has_value()) << e.status();
+    EXPECT_EQ((**e).at("value").ints.front(), 10 * b);
+  }
+  auto err = it->next();
+  ASSERT_FALSE(err.ok());
+  EXPECT_THAT(err.status().message(), HasSubstr("map, element 25: bad pixel count"));
+  auto after = it->next();
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->has_value());
+
+  Value a = scalar_int(1), b = a;
+  b.shape = {1};
+  auto ragged = collect(*Dataset::from_elements({{{"value", a}}, {{"value", a}}, {{"value", a}},
+                                                 {{"value", b}}})
+                             ->batch(2, parallel_batch(2)));
+  EXPECT_THAT(ragged.status().message(),
+              HasSubstr("batch: element 1's 'value' is int64[1], element 0's is int64[]"));
+  EXPECT_THAT(collect(*Dataset::range(4)->batch(0)).status().message(),
+              HasSubstr("batch: batch_size 0 and num_parallel_calls 1 must be at least 1"));
+  EXPECT_THAT(collect(*Dataset::range(4)->batch(2, parallel_batch(0))).status().message(),
+              HasSubstr("num_parallel_calls 0 must be at least 1"));
+}
+
 TEST(Dataset, AMapErrorReachesTheConsumerInPlaceWithItsContext) {
   MapFn fails_at_5 = [](Element e) -> absl::StatusOr<Element> {
     if (e["value"].ints[0] == 5) return absl::InvalidArgumentError("bad pixel count");
@@ -133,7 +214,8 @@ TEST(Dataset, AnErrorEndsTheIterationThroughEveryStage) {
   const auto failing = Dataset::range(10)->map(fails_at_2);
   for (const DatasetPtr& ds :
        {failing->repeat(), failing->batch(3), failing->shuffle(4, 1), failing->prefetch(2),
-        failing->take(8), failing->skip(1), failing->map(times_ten(), 2)}) {
+        failing->take(8), failing->skip(1), failing->map(times_ten(), 2),
+        failing->batch(3, parallel_batch(2))}) {
     auto it = ds->make_iterator();
     bool saw_error = false;
     for (int i = 0; i < 50; ++i) {
@@ -286,6 +368,7 @@ TEST(Dataset, StoppingEarlyJoinsEveryThread) {
             ->interleave([](const Element&) { return Dataset::range(1000000)->make_iterator(); }, o)
             ->repeat()
             ->map(times_ten(), 3)
+            ->batch(5, parallel_batch(3))
             ->prefetch(4);
     auto it = ds->make_iterator();
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(it->next().ok());

@@ -66,6 +66,36 @@ TEST(StageProfile, WorkOnMapThreadsIsCounted) {
   EXPECT_GE(s[0].cpu_seconds, 12e-3);
 }
 
+// A batch with a profile charges each batch's assembly to its stage, with its threads, on the
+// consumer's thread or on its workers: the stacking of 4 MB a batch is counted, the decode
+// under it is not.
+TEST(StageProfile, BatchAssemblyIsChargedToItsStageOnWhicheverThread) {
+  auto big = [](Element e) -> absl::StatusOr<Element> {
+    burn(1'000'000);
+    e["pixels"] = image_value(std::vector<float>(1 << 18, 1.0F), 512, 512, 1);
+    return e;
+  };
+  for (int threads : {1, 3}) {
+    auto profile = std::make_shared<StageProfile>();
+    BatchOptions o;
+    o.num_parallel_calls = threads;
+    o.profile = profile;
+    auto ds = Dataset::range(16)->map(profile->timed("decode", big))->batch(4, o);
+    auto all = collect(*ds);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->size(), 4u);
+    const auto s = profile->snapshot();
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[1].name, "batch");
+    EXPECT_EQ(s[1].threads, threads);
+    EXPECT_EQ(s[1].elements, 4u);
+    EXPECT_GT(s[1].cpu_seconds, 0.0);
+    EXPECT_EQ(stage(s, "decode").elements, 16u);
+    EXPECT_GE(stage(s, "decode").cpu_seconds, 16e-3);
+    EXPECT_LT(s[1].cpu_seconds, stage(s, "decode").cpu_seconds);
+  }
+}
+
 TEST(StageProfile, DeclaringAStageAgainKeepsIt) {
   StageProfile p;
   EXPECT_EQ(p.declare("read", 2), 0u);
