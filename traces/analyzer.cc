@@ -238,11 +238,17 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
     for (uint32_t factor : {2u, 4u}) {
       double host = 0;
+      std::string host_limit;
       for (size_t i = 0; i < a.host_stages.size(); ++i) {
         const double per = a.host_stages[i].seconds_per_step;
-        host = std::max(host, static_cast<int>(i) == a.slowest_stage ? per / factor : per);
+        const double then = static_cast<int>(i) == a.slowest_stage ? per / factor : per;
+        if (then > host) {
+          host = then;
+          host_limit = a.host_stages[i].name;
+        }
       }
-      a.what_if.push_back({slow.name, slow.threads * factor, std::max(device_only, host)});
+      a.what_if.push_back({slow.name, slow.threads * factor, std::max(device_only, host),
+                           host > device_only ? host_limit : "device"});
     }
   }
 
@@ -259,8 +265,10 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
           str_cat(" The slowest host stage is '", slow.name, "' at ", ms(slow.seconds_per_step),
                   " per step on ", slow.threads, " thread(s); give it more threads (");
       for (size_t i = 0; i < a.what_if.size(); ++i) {
-        advice += str_cat(i ? ", " : "", a.what_if[i].threads,
-                          " threads: ", ms(a.what_if[i].step_seconds), " per step");
+        const WhatIf& w = a.what_if[i];
+        advice += str_cat(i ? "; " : "", w.threads, " threads: ", ms(w.step_seconds), " per step");
+        if (w.limited_by != "device" && w.limited_by != w.stage)
+          advice += str_cat(", where '", w.limited_by, "' then sets the step");
       }
       advice += str_cat(", now ", ms(a.step_seconds), ").");
     }
@@ -312,8 +320,10 @@ nlohmann::ordered_json Analysis::to_json() const {
   }
   j["what_if"] = nlohmann::ordered_json::array();
   for (const auto& w : what_if) {
-    j["what_if"].push_back(
-        {{"stage", w.stage}, {"threads", w.threads}, {"step_seconds", w.step_seconds}});
+    j["what_if"].push_back({{"stage", w.stage},
+                            {"threads", w.threads},
+                            {"step_seconds", w.step_seconds},
+                            {"limited_by", w.limited_by}});
   }
   j["advice"] = advice;
   j["per_step"] = nlohmann::ordered_json::array();

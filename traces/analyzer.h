@@ -63,6 +63,9 @@ struct WhatIf {
   std::string stage;
   uint32_t threads = 0;
   double step_seconds = 0;
+  // What then sets the step: "device" (its own work) or the host stage that is then the slowest
+  // (another stage as slow as this one makes more threads here useless on their own).
+  std::string limited_by;
 };
 
 struct Analysis {

@@ -167,7 +167,35 @@ TEST(Analyzer, NamesTheSlowestHostStageWithWhatIfs) {
   // 4x: map 25 us, read 20 us, device 40 us: the device sets the step.
   EXPECT_NEAR(a->what_if[0].step_seconds, 50e-6, 1e-12);
   EXPECT_NEAR(a->what_if[1].step_seconds, 40e-6, 1e-12);
+  EXPECT_EQ(a->what_if[0].limited_by, "map");
+  EXPECT_EQ(a->what_if[1].limited_by, "device");
   EXPECT_THAT(a->advice[0], HasSubstr("'map'"));
+  EXPECT_THAT(a->advice[0], ::testing::Not(HasSubstr("then sets the step")));
+  EXPECT_EQ(a->to_json()["what_if"][1]["limited_by"], "device");
+}
+
+// Two stages as slow as each other: more threads on the one named gain nothing alone, and the
+// what-ifs say which stage then sets the step.
+TEST(Analyzer, WhatIfsNameTheStageThatThenSetsTheStep) {
+  RecordingSink t = input_waits(60);  // 100 us steps, 40 us of the device's own
+  TrackInfo batch{TrackInfo::Kind::kHost, -1, -1, "batch", ""};
+  TrackInfo enqueue{TrackInfo::Kind::kHost, -1, -1, "enqueue", ""};
+  batch.threads = enqueue.threads = 1;
+  const TrackId b = t.declare_track(batch), e = t.declare_track(enqueue);
+  for (int k = 0; k < 4; ++k) {
+    const TimePs at = static_cast<TimePs>(k) * 100 * kUs;
+    t.slice(b, "batch", at, at + 100 * kUs);
+    t.slice(e, "batch", at, at + 100 * kUs);
+  }
+  auto a = analyze(t);
+  ASSERT_TRUE(a.ok());
+  ASSERT_EQ(a->what_if.size(), 2u);
+  EXPECT_EQ(a->what_if[0].stage, "batch");
+  EXPECT_NEAR(a->what_if[0].step_seconds, 100e-6, 1e-12);
+  EXPECT_EQ(a->what_if[0].limited_by, "enqueue");
+  EXPECT_EQ(a->what_if[1].limited_by, "enqueue");
+  EXPECT_THAT(a->advice[0], HasSubstr("2 threads: 0.100 ms per step, where 'enqueue' then sets "
+                                      "the step; 4 threads"));
 }
 
 TEST(Analyzer, ATraceWithoutStepsIsRefusedWithTheReason) {
