@@ -155,8 +155,11 @@ runtime::HostTiming infeed_timing(const RunConfig& config, const HostSide& host,
   timing.cpu_cores = host.cpu_cores;
   timing.hosts = host.hosts;
   timing.prefetch_depth = 2;
+  timing.enqueue_threads = config.host_enqueue_threads;
   if (config.host_timing == RunConfig::HostTiming::kHostConfig) {
-    timing.stages = runtime::standard_stages(config.host_read_threads, config.host_map_threads);
+    timing.stages =
+        runtime::standard_stages(config.host_read_threads, config.host_map_threads,
+                                 config.host_batch_threads, config.host_enqueue_threads);
     timing.stage_seconds = runtime::standard_stage_seconds(host.costs, config.host_work,
                                                            static_cast<uint64_t>(per_shard_batch));
   }

@@ -124,8 +124,12 @@ struct RunConfig {
   enum class HostTiming { kMeasured, kHostConfig };
   HostTiming host_timing = HostTiming::kMeasured;
   runtime::ExampleWork host_work;  // kHostConfig: one example's work
-  uint32_t host_read_threads = 1;  // kHostConfig: the read and map stages' threads
+  uint32_t host_read_threads = 1;  // kHostConfig: the read, map and batch stages' threads
   uint32_t host_map_threads = 1;
+  uint32_t host_batch_threads = 1;
+  // Either mode: the threads that enqueue each step's batches for the cores (the infeed driver's
+  // conversion, TensorFlow's per-core infeed enqueue ops; HostTiming::enqueue_threads).
+  uint32_t host_enqueue_threads = 1;
   // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
   // within a device loop; on other backends, once per loop).
   std::function<void(int64_t, int64_t)> progress;

@@ -102,8 +102,12 @@ HostPipelineModel HostPipelineModel::with_threads(size_t stage, uint32_t threads
   return replay;
 }
 
-std::vector<HostStage> standard_stages(uint32_t read_threads, uint32_t map_threads) {
-  return {{"read", read_threads}, {"map", map_threads}, {"batch", 1}, {"enqueue", 1}};
+std::vector<HostStage> standard_stages(uint32_t read_threads, uint32_t map_threads,
+                                       uint32_t batch_threads, uint32_t enqueue_threads) {
+  return {{"read", read_threads},
+          {"map", map_threads},
+          {"batch", batch_threads},
+          {"enqueue", enqueue_threads}};
 }
 
 std::vector<double> standard_stage_seconds(const config::HostStageCostsSpec& costs,

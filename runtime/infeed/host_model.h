@@ -111,9 +111,10 @@ struct ExampleWork {
   uint64_t batch_bytes = 0;       // the example's bytes in the batch handed to the infeed
 };
 
-// The standard pipeline's stages: read (read_threads), map (map_threads), batch and enqueue
-// (one thread each).
-std::vector<HostStage> standard_stages(uint32_t read_threads, uint32_t map_threads);
+// The standard pipeline's stages: read, map, batch (a parallel batch's num_parallel_calls) and
+// enqueue (the infeed driver's threads), on so many threads each.
+std::vector<HostStage> standard_stages(uint32_t read_threads, uint32_t map_threads,
+                                       uint32_t batch_threads = 1, uint32_t enqueue_threads = 1);
 // Each standard stage's CPU seconds for a batch of `batch_size` such examples, from the host
 // config's stage costs.
 std::vector<double> standard_stage_seconds(const config::HostStageCostsSpec& costs,

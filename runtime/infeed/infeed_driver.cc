@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <thread>
 
 #include "common/strings.h"
 #include "sim/numerics/bf16.h"
@@ -51,7 +52,7 @@ absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
       }
       for (const auto& s : pipelines[i].profile->snapshot())
         stages.push_back({s.name, static_cast<uint32_t>(s.threads)});
-      stages.push_back({"enqueue", 1});
+      stages.push_back({"enqueue", t.enqueue_threads});
     }
     models.emplace_back(std::move(stages), cores, t.prefetch_depth);
   }
@@ -94,7 +95,11 @@ absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
 absl::Status InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
   const size_t per_pipeline = options_.replicas / pipelines_.size();
   // Dealing: each batch is one replica's, and the pipeline's replicas take them in turn.
-  const size_t pulls = options_.deal_per_core_batches ? per_pipeline : 1;
+  const bool deal = options_.deal_per_core_batches;
+  const size_t pulls = deal ? per_pipeline : 1;
+  const bool measured = options_.timing.stage_seconds.empty();
+  std::vector<data::Element> batches;
+  std::vector<std::vector<double>> costs;  // per batch, its stages' CPU seconds
   for (size_t j = 0; j < pulls; ++j) {
     auto next = iterators_[p]->next();
     if (!next.ok()) {
@@ -107,27 +112,77 @@ absl::Status InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
           str_cat("input pipeline ", p, " ended after ", steps_taken_, " steps"));
     }
     if (replicas == nullptr) continue;  // skipping
-    const uint64_t start_ns = data::thread_cpu_ns();
-    const size_t first = p * per_pipeline + j;
-    const size_t count = options_.deal_per_core_batches ? 1 : per_pipeline;
-    if (absl::Status st = split(**next, first, static_cast<int64_t>(count), *replicas); !st.ok()) {
-      return absl::Status(
-          st.code(), str_cat("input pipeline ", p, ", step ", steps_taken_, ": ", st.message()));
+    batches.push_back(std::move(**next));
+    if (!measured) {
+      costs.push_back(options_.timing.stage_seconds);
+      continue;
     }
-    std::vector<double> costs = options_.timing.stage_seconds;
-    if (costs.empty()) {  // measured: each stage's CPU time since the previous batch
-      const auto samples = pipelines_[p].profile->snapshot();
-      std::vector<double>& last = last_cpu_[p];
-      last.resize(samples.size(), 0.0);
-      for (size_t i = 0; i < samples.size(); ++i) {
-        costs.push_back(samples[i].cpu_seconds - last[i]);
-        last[i] = samples[i].cpu_seconds;
-      }
-      costs.push_back(static_cast<double>(data::thread_cpu_ns() - start_ns) * 1e-9);
+    // Measured: each profiled stage's CPU time since the previous batch.
+    const auto samples = pipelines_[p].profile->snapshot();
+    std::vector<double>& last = last_cpu_[p];
+    last.resize(samples.size(), 0.0);
+    std::vector<double>& batch_costs = costs.emplace_back();
+    for (size_t i = 0; i < samples.size(); ++i) {
+      batch_costs.push_back(samples[i].cpu_seconds - last[i]);
+      last[i] = samples[i].cpu_seconds;
     }
-    host_models()[p].push(std::move(costs));
+  }
+  if (replicas == nullptr) return absl::OkStatus();
+  auto enqueue_seconds = enqueue(p, batches, *replicas);
+  if (!enqueue_seconds.ok()) {
+    return absl::Status(enqueue_seconds.status().code(),
+                        str_cat("input pipeline ", p, ", step ", steps_taken_, ": ",
+                                enqueue_seconds.status().message()));
+  }
+  for (size_t b = 0; b < costs.size(); ++b) {
+    if (measured) costs[b].push_back((*enqueue_seconds)[b]);  // the driver's "enqueue" stage
+    host_models()[p].push(std::move(costs[b]));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> InfeedDriver::enqueue(size_t p,
+                                                          const std::vector<data::Element>& batches,
+                                                          std::vector<Feeds>& replicas) const {
+  const size_t per_pipeline = options_.replicas / pipelines_.size();
+  const bool deal = options_.deal_per_core_batches;
+  // A job is one replica's rows of its batch; each writes its own replica's feeds and its own
+  // CPU time, so the jobs run on any threads.
+  struct Job {
+    size_t batch = 0;
+    int64_t part = 0, parts = 1;  // the replica's rows: part `part` of `parts` parts of the batch
+    size_t replica = 0;
+    uint64_t cpu_ns = 0;
+    absl::Status status;
+  };
+  std::vector<Job> jobs(per_pipeline);
+  for (size_t j = 0; j < per_pipeline; ++j) {
+    jobs[j].batch = deal ? j : 0;
+    jobs[j].part = deal ? 0 : static_cast<int64_t>(j);
+    jobs[j].parts = deal ? 1 : static_cast<int64_t>(per_pipeline);
+    jobs[j].replica = p * per_pipeline + j;
+  }
+  auto run_jobs = [&](size_t first, size_t stride) {
+    for (size_t k = first; k < jobs.size(); k += stride) {
+      Job& job = jobs[k];
+      const uint64_t start_ns = data::thread_cpu_ns();
+      job.status = convert(batches[job.batch], job.part, job.parts, replicas[job.replica]);
+      job.cpu_ns = data::thread_cpu_ns() - start_ns;
+    }
+  };
+  const size_t threads =
+      std::min<size_t>(std::max<uint32_t>(options_.timing.enqueue_threads, 1), jobs.size());
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(run_jobs, t, threads);
+  run_jobs(0, threads);  // this thread is one of them
+  for (std::thread& h : helpers) h.join();
+
+  std::vector<double> seconds(batches.size(), 0.0);
+  for (const Job& job : jobs) {
+    if (!job.status.ok()) return job.status;  // the first replica's in order
+    seconds[job.batch] += static_cast<double>(job.cpu_ns) * 1e-9;
+  }
+  return seconds;
 }
 
 absl::Status InfeedDriver::skip(uint64_t steps) {
@@ -140,8 +195,8 @@ absl::Status InfeedDriver::skip(uint64_t steps) {
   return absl::OkStatus();
 }
 
-absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replica, int64_t k,
-                                 std::vector<Feeds>& replicas) const {
+absl::Status InfeedDriver::convert(const data::Element& batch, int64_t part, int64_t parts,
+                                   Feeds& feeds) const {
   for (const Feed& f : feeds_) {
     std::string component = f.infeed;
     for (const auto& [from, to] : options_.infeed_of) {
@@ -156,14 +211,14 @@ absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replic
                                                 str_join(names, ", ")));
     }
     const data::Value& v = it->second;
-    // The host batch is k replicas' batches stacked along dimension 0.
+    // The host batch is `parts` replicas' batches stacked along dimension 0.
     std::vector<int64_t> want = f.shape.dims();
-    if (!want.empty()) want[0] *= k;
+    if (!want.empty()) want[0] *= parts;
     if (v.shape != want) {
       return absl::InvalidArgumentError(str_cat(
           "component '", component, "' is ", data::feature_type_name(v.type), shape_str(v.shape),
-          "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype), f.shape.str(), " on each of ", k,
-          " replicas, so the host batch must be ", shape_str(want)));
+          "; infeed '", f.infeed, "' takes ", dtype_name(f.dtype), f.shape.str(), " on each of ",
+          parts, " replicas, so the host batch must be ", shape_str(want)));
     }
     const bool is_int = f.dtype == DType::kS32;
     if (v.type == data::FeatureType::kBytes || (is_int && v.type != data::FeatureType::kInt64)) {
@@ -173,31 +228,30 @@ absl::Status InfeedDriver::split(const data::Element& batch, size_t first_replic
                   v.type == data::FeatureType::kBytes ? " (decode it in the map function)" : ""));
     }
     const int64_t n = f.shape.elements();
-    for (int64_t r = 0; r < k; ++r) {
-      HostTensor t = HostTensor::zeros(f.dtype, f.shape);
-      if (f.dtype == DType::kF32 && v.type == data::FeatureType::kFloat) {  // a plain copy
-        std::copy_n(v.floats.begin() + r * n, n, t.f.begin());
-        replicas[first_replica + static_cast<size_t>(r)][f.infeed] = std::move(t);
-        continue;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t src = static_cast<size_t>(r * n + j);
-        if (is_int) {
-          const int64_t x = v.ints[src];
-          if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
-            return absl::OutOfRangeError(str_cat("component '", component, "' element ", src,
-                                                 " is ", x, ", outside infeed '", f.infeed,
-                                                 "''s s32"));
-          }
-          t.i[static_cast<size_t>(j)] = static_cast<int32_t>(x);
-        } else {
-          const float x =
-              v.type == data::FeatureType::kFloat ? v.floats[src] : static_cast<float>(v.ints[src]);
-          t.f[static_cast<size_t>(j)] = f.dtype == DType::kBF16 ? sim::round_to_bf16(x) : x;
-        }
-      }
-      replicas[first_replica + static_cast<size_t>(r)][f.infeed] = std::move(t);
+    const int64_t offset = part * n;
+    HostTensor t = HostTensor::zeros(f.dtype, f.shape);
+    if (f.dtype == DType::kF32 && v.type == data::FeatureType::kFloat) {  // a plain copy
+      std::copy_n(v.floats.begin() + offset, n, t.f.begin());
+      feeds[f.infeed] = std::move(t);
+      continue;
     }
+    for (int64_t j = 0; j < n; ++j) {
+      const auto src = static_cast<size_t>(offset + j);
+      if (is_int) {
+        const int64_t x = v.ints[src];
+        if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
+          return absl::OutOfRangeError(str_cat("component '", component, "' element ", src,
+                                               " is ", x, ", outside infeed '", f.infeed,
+                                               "''s s32"));
+        }
+        t.i[static_cast<size_t>(j)] = static_cast<int32_t>(x);
+      } else {
+        const float x =
+            v.type == data::FeatureType::kFloat ? v.floats[src] : static_cast<float>(v.ints[src]);
+        t.f[static_cast<size_t>(j)] = f.dtype == DType::kBF16 ? sim::round_to_bf16(x) : x;
+      }
+    }
+    feeds[f.infeed] = std::move(t);
   }
   return absl::OkStatus();
 }

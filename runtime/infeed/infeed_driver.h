@@ -18,7 +18,7 @@
 // A step is ready when the last of its pipelines has its batch. Deterministic mode charges each
 // stage a fixed cost per batch (from the host config); measured mode charges what the
 // pipeline's StageProfile measured since the previous batch, and the driver's own CPU time for
-// the split and conversion as the "enqueue" stage.
+// the split and conversion (on HostTiming::enqueue_threads threads) as the "enqueue" stage.
 
 #include <cstdint>
 #include <map>
@@ -47,6 +47,10 @@ struct HostTiming {
   uint32_t cpu_cores = 1;       // the host's cores, shared by the pipelines it runs
   uint32_t hosts = 1;           // pipelines are spread evenly over the hosts
   uint32_t prefetch_depth = 2;  // the dataset's final prefetch
+  // Threads that turn a step's batches into each replica's infeed tensors at once (TensorFlow
+  // runs a host's per-core infeed enqueue ops in parallel); measured mode's "enqueue" stage
+  // runs on this many.
+  uint32_t enqueue_threads = 1;
   // Deterministic mode: the stages and their CPU seconds per batch. Left empty, the driver
   // measures (every pipeline needs a profile) and adds an "enqueue" stage of its own.
   std::vector<HostStage> stages;
@@ -94,9 +98,16 @@ class InfeedDriver {
   // One step's batches of `pipeline` into `replicas` (null: read and drop them, charging the
   // host model nothing).
   absl::Status pull(size_t pipeline, std::vector<Feeds>* replicas);
-  // `batch` split along dimension 0 into replicas first_replica .. first_replica + k - 1.
-  absl::Status split(const data::Element& batch, size_t first_replica, int64_t k,
-                     std::vector<Feeds>& replicas) const;
+  // The enqueue of one step's `batches` of `pipeline`: each of its replicas' rows converted into
+  // that replica's feeds, on up to HostTiming::enqueue_threads threads at once (TensorFlow runs
+  // a host's per-core infeed enqueue ops in parallel). The CPU seconds it took per batch.
+  absl::StatusOr<std::vector<double>> enqueue(size_t pipeline,
+                                              const std::vector<data::Element>& batches,
+                                              std::vector<Feeds>& replicas) const;
+  // Part `part` of `parts` equal parts of `batch` along dimension 0 (one replica's rows) into
+  // that replica's `feeds`. Thread-safe for distinct feeds.
+  absl::Status convert(const data::Element& batch, int64_t part, int64_t parts,
+                       Feeds& feeds) const;
 
   std::vector<InputPipeline> pipelines_;
   std::vector<std::unique_ptr<data::Iterator>> iterators_;

@@ -22,6 +22,21 @@ TEST(HostModel, StagesOverlapLikeAProductionLine) {
   EXPECT_DOUBLE_EQ(m.busy_seconds()[0], 3.0);
 }
 
+// Batch and enqueue on 4 threads each: 0.5 s of CPU takes 0.125 s of wall time, so with read
+// 1 s and map 4 s on 2 threads the first batch needs 1 + 2 + 0.125 + 0.125 s.
+TEST(HostModel, TheStandardStagesTakeBatchAndEnqueueThreads) {
+  const std::vector<HostStage> stages = standard_stages(1, 2, 4, 4);
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_EQ(stages[2].name, "batch");
+  EXPECT_EQ(stages[2].threads, 4u);
+  EXPECT_EQ(stages[3].name, "enqueue");
+  EXPECT_EQ(stages[3].threads, 4u);
+  EXPECT_EQ(standard_stages(1, 2)[3].threads, 1u);
+  HostPipelineModel m(stages, 16, 2);
+  EXPECT_DOUBLE_EQ(m.add_batch({1, 4, 0.5, 0.5}), 3.25);
+  EXPECT_DOUBLE_EQ(m.busy_seconds()[2], 0.125);
+}
+
 // A slow first batch delays the next ones only where a stage is still busy with it.
 TEST(HostModel, ABatchWaitsForTheStageAheadAndForItsPredecessor) {
   HostPipelineModel m({{"a", 1}, {"b", 1}}, 4, 1);

@@ -165,6 +165,48 @@ TEST(InfeedDriver, TakenStepsFreeTheHostsPrefetchBuffer) {
   EXPECT_DOUBLE_EQ(host.ready_seconds(3), 60.0);
 }
 
+// Every replica's share converted on 3 enqueue threads is what one thread gives, split (8 rows
+// over 4 replicas) or dealt (a batch per replica), and a bad row fails the step with its place.
+TEST(InfeedDriver, EnqueueThreadsConvertTheReplicasSharesAtOnce) {
+  for (bool deal : {false, true}) {
+    auto feeds = [&](uint32_t threads) {
+      InfeedOptions o = fixed_costs(4, {0, 0, 0, 0});
+      o.deal_per_core_batches = deal;
+      o.timing.enqueue_threads = threads;
+      auto driver =
+          InfeedDriver::create(two_infeeds(deal ? 8 : 2), {{host_batches(12), nullptr}}, o);
+      EXPECT_TRUE(driver.ok()) << driver.status();
+      auto loop = (*driver)->next_loop(3, 0);
+      EXPECT_TRUE(loop.ok()) << loop.status();
+      std::vector<std::vector<float>> out;
+      for (const LoopStep& step : *loop) {
+        for (const Feeds& replica : step.replicas) {
+          out.push_back(replica.at("x").f);
+          for (int32_t label : replica.at("label").i) out.back().push_back(-1.0f - label);
+        }
+      }
+      return out;
+    };
+    const auto one = feeds(1);
+    ASSERT_EQ(one.size(), 12u);
+    EXPECT_EQ(one[1][0], deal ? 100.0f : 6.0f);
+    EXPECT_EQ(feeds(3), one) << (deal ? "dealt" : "split");
+    EXPECT_EQ(feeds(8), one) << (deal ? "dealt" : "split");
+  }
+  std::vector<data::Element> bad = {
+      {{"x", floats({8, 3}, 0)}, {"label", ints({0, 1, 2, 3, 4, 1ll << 40, 6, 1ll << 41})}}};
+  InfeedOptions o = fixed_costs(4, {0, 0, 0, 0});
+  o.timing.enqueue_threads = 4;
+  auto driver =
+      InfeedDriver::create(two_infeeds(2), {{data::Dataset::from_elements(bad), nullptr}}, o);
+  ASSERT_TRUE(driver.ok());
+  auto loop = (*driver)->next_loop(1, 0);
+  ASSERT_FALSE(loop.ok());
+  EXPECT_THAT(std::string(loop.status().message()),
+              HasSubstr("input pipeline 0, step 0: component 'label' element 5 is "
+                        "1099511627776, outside infeed 'label''s s32"));
+}
+
 TEST(InfeedDriver, MeasuredModeChargesEachStageItsCpuTime) {
   auto profile = std::make_shared<data::StageProfile>();
   // Each element burns 2 ms of CPU in "decode".
@@ -178,6 +220,7 @@ TEST(InfeedDriver, MeasuredModeChargesEachStageItsCpuTime) {
   InfeedOptions o;
   o.replicas = 1;
   o.timing.cpu_cores = 4;
+  o.timing.enqueue_threads = 2;
   auto driver = InfeedDriver::create(two_infeeds(8), {{ds, profile}}, o);
   ASSERT_TRUE(driver.ok()) << driver.status();
   auto loop = (*driver)->next_loop(4, 0);
@@ -187,6 +230,7 @@ TEST(InfeedDriver, MeasuredModeChargesEachStageItsCpuTime) {
   EXPECT_EQ(m.stages()[0].name, "read");
   EXPECT_EQ(m.stages()[1].name, "decode");
   EXPECT_EQ(m.stages()[2].name, "enqueue");
+  EXPECT_EQ(m.stages()[2].threads, 2u);
   EXPECT_EQ(m.busiest_stage(), 1u);
   EXPECT_GE(m.busy_seconds()[1], 4 * 2e-3);
   // One decode thread: the last batch cannot be ready before four decodes' CPU time.

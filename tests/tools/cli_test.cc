@@ -343,6 +343,11 @@ TEST(Cli, TrainRejectsBadOptions) {
   r = run_tpusim({"train", "--model", "mlp", "--batch-size", "100"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("train_batch_size 100 must be divisible by the 8 replicas"));
+  for (const char* flag : {"--map-threads", "--batch-threads", "--enqueue-threads"}) {
+    r = run_tpusim({"train", flag, "0"});
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_THAT(r.err, HasSubstr(std::string(flag) + " must be in [1, 1024] (got 0)"));
+  }
 }
 
 TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {

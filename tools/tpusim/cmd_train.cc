@@ -113,6 +113,7 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--model-dir DIR] [--report FILE.json]\n"
       "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n"
       "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
+      "                    [--batch-threads N] [--enqueue-threads N]\n"
       "                    [--host-timing measured|config]\n\n"
       "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
       "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
@@ -193,6 +194,7 @@ int run_train(const std::vector<std::string>& args) {
   };
   if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   config.timing_only = vm.count("timing-only") > 0;
+  use_input_threads(*data, &config);
   const std::string host_timing = vm["host-timing"].as<std::string>();
   if (host_timing != "config" && host_timing != "measured")
     return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
@@ -274,6 +276,8 @@ int run_train(const std::vector<std::string>& args) {
       {"input", data->jpeg ? "jpeg" : "raw"},
       {"image_size", data->image_size},
       {"map_threads", data->map_threads},
+      {"batch_threads", data->batch_threads},
+      {"enqueue_threads", data->enqueue_threads},
   };
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).

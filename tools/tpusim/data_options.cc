@@ -12,7 +12,12 @@ void add_data_options(po::options_description& options) {
       "raw: 28x28 pixels, parsed; jpeg: JPEG records, flowers-style (decode, resize, random "
       "crop, flip)")("image-size", po::value<int>()->default_value(28),
                      "jpeg: the side S of the images the model sees")(
-      "map-threads", po::value<int>()->default_value(2), "threads of the parse / decode map");
+      "map-threads", po::value<int>()->default_value(2), "threads of the parse / decode map")(
+      "batch-threads", po::value<int>()->default_value(1),
+      "batches assembled at once, each on a thread (tf.data's batch(num_parallel_calls))")(
+      "enqueue-threads", po::value<int>()->default_value(1),
+      "threads enqueueing each step's batches for the cores (TensorFlow runs the per-core "
+      "infeed enqueue ops at once)");
 }
 
 absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
@@ -23,6 +28,8 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
   d.jpeg = input == "jpeg";
   d.image_size = vm["image-size"].as<int>();
   d.map_threads = vm["map-threads"].as<int>();
+  d.batch_threads = vm["batch-threads"].as<int>();
+  d.enqueue_threads = vm["enqueue-threads"].as<int>();
   if (std::string problem = check_fashion_data(d); !problem.empty())
     return absl::InvalidArgumentError(problem);
   d.dir =

@@ -1,6 +1,7 @@
 #pragma once
 // The data flags of the Fashion-MNIST jobs (train, evaluate, predict, compare):
-//   --data DIR  --input raw|jpeg  --image-size S  --map-threads N
+//   --data DIR  --input raw|jpeg  --image-size S  --map-threads N  --batch-threads N
+//   --enqueue-threads N
 // and the FashionData they describe.
 
 #include <string>

@@ -56,8 +56,13 @@ std::string check_fashion_data(const FashionData& data) {
     return "--image-size needs --input jpeg (raw records are 28x28)";
   if (data.image_size < 8 || data.image_size > 1024)
     return str_cat("--image-size must be in [8, 1024] (got ", data.image_size, ")");
-  if (data.map_threads < 1 || data.map_threads > 1024)
-    return str_cat("--map-threads must be in [1, 1024] (got ", data.map_threads, ")");
+  const std::pair<const char*, int> thread_flags[] = {{"--map-threads", data.map_threads},
+                                                      {"--batch-threads", data.batch_threads},
+                                                      {"--enqueue-threads", data.enqueue_threads}};
+  for (const auto& [flag, threads] : thread_flags) {
+    if (threads < 1 || threads > 1024)
+      return str_cat(flag, " must be in [1, 1024] (got ", threads, ")");
+  }
   return "";
 }
 
@@ -144,7 +149,20 @@ absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
   return bytes / (*reader)->records();
 }
 
+// Whole batches only, assembled on data.batch_threads, profiled as "batch" when the run measures.
+data::BatchOptions batch_options(const FashionData& d, const estimator::Params& p) {
+  data::BatchOptions o;
+  o.drop_remainder = true;
+  o.num_parallel_calls = d.batch_threads;
+  o.profile = p.profile;
+  return o;
+}
+
 }  // namespace
+
+void use_input_threads(const FashionData& data, estimator::RunConfig* config) {
+  config->host_enqueue_threads = static_cast<uint32_t>(data.enqueue_threads);
+}
 
 estimator::InputFn fashion_train_input(const FashionData& d) {
   return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
@@ -160,9 +178,7 @@ estimator::InputFn fashion_train_input(const FashionData& d) {
                   ->shuffle(10000, /*seed=*/2)
                   ->repeat();
     if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
-    ds = ds->map(map, d.map_threads)->batch(p.batch_size, /*drop_remainder=*/true);
-    if (p.profile != nullptr) ds = ds->profiled(p.profile, "batch");
-    return ds->prefetch(2);
+    return ds->map(map, d.map_threads)->batch(p.batch_size, batch_options(d, p))->prefetch(2);
   };
 }
 
@@ -173,8 +189,7 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
     auto ds = data::Dataset::list_files(d.dir + "/t10k-*")
                   ->interleave_tfrecords({})
                   ->map(map, 2)
-                  ->batch(p.batch_size, /*drop_remainder=*/true);
-    if (p.profile != nullptr) ds = ds->profiled(p.profile, "batch");
+                  ->batch(p.batch_size, batch_options(d, p));
     return ds->prefetch(2);
   };
 }
@@ -183,6 +198,8 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
   config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
   config->host_read_threads = 4;
   config->host_map_threads = static_cast<uint32_t>(d.map_threads);
+  config->host_batch_threads = static_cast<uint32_t>(d.batch_threads);
+  use_input_threads(d, config);
   runtime::ExampleWork& w = config->host_work;
   w.parse_example = true;
   const auto side = static_cast<uint64_t>(d.image_size);

@@ -18,8 +18,13 @@ struct FashionData {
   std::string dir;      // the TFRecords: train-* and t10k-*
   bool jpeg = false;    // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
   int image_size = 28;  // the side of the images the model sees (JPEG: also the stored side)
-  int map_threads = 2;  // the parse / decode map's threads
+  int map_threads = 2;      // the parse / decode map's threads
+  int batch_threads = 1;    // batches assembled at once (the batch's num_parallel_calls)
+  int enqueue_threads = 1;  // threads enqueueing a step's batches for the cores
 };
+
+// The run's side of the input threads: the enqueue threads (RunConfig::host_enqueue_threads).
+void use_input_threads(const FashionData& data, estimator::RunConfig* config);
 
 // A usage problem with the data flags (raw records at a size other than 28, a side or thread
 // count out of range), or "" when they are fine.
@@ -42,8 +47,8 @@ estimator::InputFn fashion_train_input(const FashionData& data);
 // JPEGs get the eval preprocessing (resize, central crop).
 estimator::InputFn fashion_eval_input(const FashionData& data);
 // Charges the train input pipeline from the slice's host config instead of measuring it: the
-// fashion_train_input stages (4 interleaved readers, the map on data.map_threads, batch,
-// enqueue) with one example's work. Raw: an 840-byte tf.Example record, 784 raw pixels, 3,140
+// fashion_train_input stages (4 interleaved readers, the map on data.map_threads, batch on
+// data.batch_threads, enqueue on data.enqueue_threads) with one example's work. Raw: an 840-byte tf.Example record, 784 raw pixels, 3,140
 // bytes of f32 image and label in the batch. JPEG: the first train shard's mean record size,
 // an S x S decode, a resize to S*8/7, the crop and flip, S*S*4+4 bytes in the batch. Errors
 // name the shard that could not be read for its record size.
