@@ -229,12 +229,15 @@ absl::Status InfeedDriver::convert(const data::Element& batch, int64_t part, int
     }
     const int64_t n = f.shape.elements();
     const int64_t offset = part * n;
-    HostTensor t = HostTensor::zeros(f.dtype, f.shape);
     if (f.dtype == DType::kF32 && v.type == data::FeatureType::kFloat) {  // a plain copy
-      std::copy_n(v.floats.begin() + offset, n, t.f.begin());
+      HostTensor t;
+      t.dtype = f.dtype;
+      t.shape = f.shape;
+      t.f.assign(v.floats.begin() + offset, v.floats.begin() + offset + n);  // no zeroing first
       feeds[f.infeed] = std::move(t);
       continue;
     }
+    HostTensor t = HostTensor::zeros(f.dtype, f.shape);
     for (int64_t j = 0; j < n; ++j) {
       const auto src = static_cast<size_t>(offset + j);
       if (is_int) {
