@@ -71,8 +71,21 @@ bool trained(const std::string& variable) {
 
 // Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and
 // "mask", a predict batch's padding marker, neither).
-absl::Status build_infeeds(runtime::GraphBuilder& b, const data::Element& first, Features* features,
+absl::Status build_infeeds(runtime::GraphBuilder& b, const data::Element& first,
+                           const std::set<std::string>& bf16, Features* features,
                            std::optional<Value>* labels) {
+  for (const std::string& name : bf16) {
+    const auto it = first.find(name);
+    if (it == first.end() || name == "mask") {
+      return absl::InvalidArgumentError(str_cat(
+          "bf16_infeeds names '", name, "', which is not a component of the input's batches"));
+    }
+    if (it->second.type != data::FeatureType::kFloat) {
+      return absl::InvalidArgumentError(str_cat("bf16_infeeds names '", name, "', which holds ",
+                                                data::feature_type_name(it->second.type),
+                                                "; only float components go as bf16"));
+    }
+  }
   for (const auto& [name, value] : first) {
     if (name == "mask") continue;
     if (value.type == data::FeatureType::kBytes) {
@@ -80,7 +93,10 @@ absl::Status build_infeeds(runtime::GraphBuilder& b, const data::Element& first,
           str_cat("input component '", name, "' holds bytes; decode it in input_fn"));
     }
     const DType dtype = value.type == data::FeatureType::kInt64 ? DType::kS32 : DType::kF32;
-    const Value v = b.infeed(name, dtype, runtime::Shape(value.shape));
+    // A bf16 infeed carries the host's bfloat16 cast; the model sees its values as f32.
+    const bool half = bf16.count(name) > 0;
+    const Value fed = b.infeed(name, half ? DType::kBF16 : dtype, runtime::Shape(value.shape));
+    const Value v = half ? b.cast(fed, DType::kF32) : fed;
     if (name == "label") {
       *labels = v;
     } else {

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,10 @@ struct RunConfig {
   // Either mode: the threads that enqueue each step's batches for the cores (the infeed driver's
   // conversion, TensorFlow's per-core infeed enqueue ops; HostTiming::enqueue_threads).
   uint32_t host_enqueue_threads = 1;
+  // Float input components the host casts to bfloat16 for the infeed, as TPU input_fns cast
+  // images: half the bytes over the host link (the tpusim backend widens them to f32 as they
+  // land). The model_fn gets them as f32 holding bf16 values. Train, evaluate and predict.
+  std::set<std::string> bf16_infeeds;
   // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
   // within a device loop; on other backends, once per loop).
   std::function<void(int64_t, int64_t)> progress;

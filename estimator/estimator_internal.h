@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,12 @@ bool trained(const std::string& variable);
 bool optimizer_state(const std::string& variable);
 
 // Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and
-// "mask", a predict batch's padding marker, neither).
+// "mask", a predict batch's padding marker, neither). The float components named in `bf16` are
+// bf16 infeeds, widened to f32 for the model_fn (RunConfig::bf16_infeeds); a name the batch
+// lacks, or one of an int64 component, is an error naming it.
 absl::Status build_infeeds(runtime::GraphBuilder& b, const runtime::data::Element& first,
-                           Features* features, std::optional<runtime::Value>* labels);
+                           const std::set<std::string>& bf16, Features* features,
+                           std::optional<runtime::Value>* labels);
 
 // The checkpoint's value for every variable of `variables`; errors name the missing or
 // mismatched one.

@@ -54,7 +54,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   runtime::GraphBuilder& b = *c.builder;
   Features features;
   std::optional<Value> labels;
-  if (auto s = build_infeeds(b, first, &features, &labels); !s.ok()) return s;
+  if (auto s = build_infeeds(b, first, config_.bf16_infeeds, &features, &labels); !s.ok()) return s;
   Params params = params_;
   params.batch_size = per_shard_batch;
   params.num_shards = config_.tpu_config.num_shards;

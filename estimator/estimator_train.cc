@@ -89,7 +89,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   runtime::GraphBuilder b;
   Features features;
   std::optional<Value> labels;
-  if (auto s = build_infeeds(b, input.first, &features, &labels); !s.ok()) return s;
+  if (auto s = build_infeeds(b, input.first, config_.bf16_infeeds, &features, &labels); !s.ok())
+    return s;
   Params model_params = params_;
   model_params.batch_size = train_batch_size_ / shards;
   model_params.num_shards = shards;

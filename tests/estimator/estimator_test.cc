@@ -10,6 +10,7 @@
 
 #include "estimator/checkpoint.h"
 #include "estimator/saved_model.h"
+#include "sim/numerics/bf16.h"
 #include "tests/configs/config_test_util.h"
 #include "tests/estimator/estimator_test_util.h"
 
@@ -176,6 +177,58 @@ TEST(Estimator, ModelAndInputMistakesAreNamed) {
   const absl::Status ended = (*linear)->train(short_input, 5).status();
   EXPECT_EQ(ended.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(ended.message()), HasSubstr("input pipeline 0 ended after 1 steps"));
+}
+
+// RunConfig::bf16_infeeds: the host casts "x" to bfloat16 for the infeed and the model_fn sees
+// it as f32 holding those values, in training (other weights than f32 input gives) and predict;
+// naming a component the batches lack, or an int64 one, is an error that names it.
+TEST(Estimator, Bf16InfeedsFeedTheHostsBfloat16CastOfTheirComponents) {
+  TempDir f32_dir, bf16_dir;
+  RunConfig half = quiet_config(bf16_dir.path().string(), "cpu", 4);
+  half.bf16_infeeds = {"x"};
+  auto make = [](const ModelFn& model, const RunConfig& config) {
+    return TPUEstimator::create(model, config, {}, true, 32, 32, 32);
+  };
+  auto linear = linear_model(OptimizerSpec::Kind::kAdam);
+  auto full =
+      (*make(linear, quiet_config(f32_dir.path().string(), "cpu", 4)))->train(train_input(), 20);
+  auto rounded = (*make(linear, half))->train(train_input(), 20);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(rounded.ok()) << rounded.status();
+  EXPECT_LT(rounded->final_loss, rounded->losses.front() * 0.8f);
+  EXPECT_NE(rounded->weights_fingerprint, full->weights_fingerprint);
+  // The features the model sees: x as predicted, each the bf16 rounding of the example's value.
+  ModelFn echo = [](runtime::GraphBuilder&, const Features& f, std::optional<runtime::Value>, Mode,
+                    const Params&) -> absl::StatusOr<TPUEstimatorSpec> {
+    TPUEstimatorSpec spec;
+    EXPECT_EQ(f.at("x").dtype(), runtime::DType::kF32);
+    spec.predictions = {{"x", f.at("x")}};
+    return spec;
+  };
+  auto seen = (*make(echo, half))->predict(predict_input(40));
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  auto all = runtime::data::collect(*examples()->take(40));
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(seen->size(), 40u);
+  int changed = 0;
+  for (size_t i = 0; i < 40; ++i) {
+    for (size_t k = 0; k < 4; ++k) {
+      const float given = (*all)[i].at("x").floats[k];
+      EXPECT_EQ((*seen)[i].at("x").f[k], sim::round_to_bf16(given)) << i << " " << k;
+      changed += (*seen)[i].at("x").f[k] != given;
+    }
+  }
+  EXPECT_GT(changed, 100);
+  for (const char* wrong : {"label", "nope"}) {
+    TempDir fresh;
+    RunConfig bad = half;
+    bad.model_dir = fresh.path().string();
+    bad.bf16_infeeds = {wrong};
+    auto r = (*make(linear, bad))->train(train_input(), 5);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << wrong;
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr(str_cat("bf16_infeeds names '", wrong, "'")));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<TPUEstimator>> trained_estimator(const std::string& dir) {

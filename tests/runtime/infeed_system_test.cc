@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "runtime/backend/backend.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/cross_shard.h"
@@ -255,6 +256,54 @@ TEST(InfeedSystem, CrossReplicaSumIsBitwiseTheCpuBackends) {
     for (uint32_t r = 0; r < kReplicas; ++r) sums.push_back(out->outputs[0][r].at("s").f);
   }
   for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "result " << i;
+}
+
+// A bf16 infeed: the infeed driver rounds the host's f32 values to bf16 (the host's cast), the
+// host link carries 2 bytes an element instead of 4, and the device widens them to f32 as they
+// land, so tpusim computes on exactly the cpu backend's values. The first step waits for its
+// batch to cross the link, less by the time of the bytes saved. A matmul on the MXU rounds its
+// f32 input to bf16 anyway (DEFAULT precision), so its products are the same either way.
+TEST(InfeedSystem, ABf16InfeedCrossesTheLinkInHalfTheBytesWithTheSameValues) {
+  auto sums_of = [](DType dtype) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", dtype, {kRowsPerCore, 256});
+    const Value wide = dtype == DType::kF32 ? x : b.cast(x, DType::kF32);
+    b.output("s", wide * 2.0f + 1.0f);
+    b.output("p",
+             b.matmul(wide, b.constant(HostTensor::from({256, 8}, floats({256, 8}, 9).floats))));
+    return b.graph();
+  };
+  std::map<std::string, Loop> loops;
+  for (const char* name : {"tpusim", "cpu"}) {
+    auto backend = make_backend(name);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const Graph g = sums_of(dtype);
+      auto exe = (*backend)->compile(g, {"fp32", kReplicas});
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      Variables none;
+      loops[str_cat(name, " ", dtype_name(dtype))] = run_fed(**backend, **exe, none, 1, 0);
+    }
+  }
+  auto sums = [&](const std::string& run, const char* output = "s") {
+    std::vector<float> all;
+    for (const auto& replica : loops.at(run).result.outputs[0]) {
+      const auto& s = replica.at(output).f;
+      all.insert(all.end(), s.begin(), s.end());
+    }
+    return all;
+  };
+  EXPECT_EQ(sums("tpusim bf16"), sums("cpu bf16"));
+  EXPECT_EQ(sums("tpusim f32"), sums("cpu f32"));
+  EXPECT_NE(sums("tpusim bf16"), sums("tpusim f32"));  // the host did round
+  EXPECT_EQ(sums("tpusim bf16", "p"), sums("tpusim f32", "p"));
+  const uint64_t f32_wait = loops.at("tpusim f32").max_wait;
+  const uint64_t bf16_wait = loops.at("tpusim bf16").max_wait;
+  // Each chip's link carries its two cores' batches: 2 x 32 x 256 elements, 32 KiB fewer in bf16,
+  // which at the v3's 16 GB/s host link is 1,925 cycles of 940 MHz.
+  EXPECT_EQ(f32_wait, 5732u);
+  EXPECT_EQ(bf16_wait, 3806u);
+  EXPECT_NEAR(static_cast<double>(f32_wait - bf16_wait), 32768 / 16e9 * kHz, 2.0);
 }
 
 // Overlapped (the default), each gradient's all-reduce runs while the backward pass computes the

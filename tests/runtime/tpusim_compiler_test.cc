@@ -114,6 +114,52 @@ TEST(Compiler, TagsEveryInstructionWithItsGraphOp) {
   EXPECT_TRUE(std::all_of(used.begin(), used.end(), [](bool u) { return u; }));
 }
 
+// A bf16 infeed crosses the host link as bf16: its entries are half the bytes of an f32
+// infeed's, land in VMEM as bf16 and are widened there to the f32 its HBM buffer holds (one
+// CAST per entry), so every later fragment reads it as any f32 buffer.
+TEST(Compiler, ABf16InfeedLandsAsBf16AndIsWidenedInVmem) {
+  auto compiled = [](DType dtype) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", dtype, {256, 300});
+    const Value wide = dtype == DType::kF32 ? x : b.cast(x, DType::kF32);
+    b.output("y", b.reduce(Op::kReduceSum, wide, {1}));
+    auto step = compile_graph(b.graph(), v3_8(), 0);
+    EXPECT_TRUE(step.ok()) << step.status();
+    return *std::move(step);
+  };
+  const CompiledStep f32 = compiled(DType::kF32);
+  const CompiledStep bf16 = compiled(DType::kBF16);
+  ASSERT_EQ(bf16.infeeds.size(), 1u);
+  const Transfer& t = bf16.infeeds[0];
+  EXPECT_EQ(t.link_bytes, 2u);
+  EXPECT_EQ(f32.infeeds[0].link_bytes, 4u);
+  EXPECT_EQ(t.rows_per_entry, f32.infeeds[0].rows_per_entry);
+  EXPECT_EQ(t.entry_bytes(), t.rows_per_entry * 300 * 2);
+  EXPECT_TRUE(sim::validate_program(bf16.program, v3_8()).ok());
+  // Each entry: a bf16 dequeue and a CAST into an f32 block of its shape, outside the f32
+  // staging block it then copies to HBM; the f32 infeed has no CAST.
+  auto infeed_instructions = [](const CompiledStep& step, isa::Vector::Op op) {
+    std::vector<isa::Instruction> found;
+    for (const isa::Instruction& in : step.program.cores(0).instructions()) {
+      if (in.has_infeed() || (in.has_vector() && in.vector().op() == op)) found.push_back(in);
+    }
+    return found;
+  };
+  const uint64_t entries = (256 + t.rows_per_entry - 1) / t.rows_per_entry;
+  const auto widened = infeed_instructions(bf16, isa::Vector::CAST);
+  ASSERT_EQ(widened.size(), 2 * entries);
+  for (size_t e = 0; e < entries; ++e) {
+    const isa::Block& landed = widened[2 * e].infeed().dst();
+    const isa::Vector& cast = widened[2 * e + 1].vector();
+    EXPECT_EQ(landed.dtype(), isa::BF16);
+    EXPECT_EQ(cast.a().address(), landed.address());
+    EXPECT_EQ(cast.dst().dtype(), isa::F32);
+    EXPECT_EQ(cast.dst().rows(), landed.rows());
+    EXPECT_GE(landed.address(), uint64_t{cast.dst().rows()} * 300 * 4);  // no overlap
+  }
+  EXPECT_EQ(infeed_instructions(f32, isa::Vector::CAST).size(), entries);
+}
+
 TEST(Compiler, EveryZooModelCompiles) {
   for (const auto& m : models::model_infos()) {
     GraphBuilder b;
@@ -205,10 +251,10 @@ TEST(Compiler, AttentionsTransposesAndBatchedMatmulsAreOneFragmentEach) {
   EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
   const isa::CoreProgram& core = step->program.cores(0);
   const UnitCounts transposes = units_of(core, "transpose");
-  EXPECT_EQ(transposes.dma, 2 + 2);         // in and out, for each transpose
+  EXPECT_EQ(transposes.dma, 2 + 2);           // in and out, for each transpose
   EXPECT_EQ(transposes.vector, 4 * 28 + 64);  // copies for the heads, a transpose per matrix
   const UnitCounts matmul = units_of(core, "matmul");
-  EXPECT_EQ(matmul.dma, 3);  // q and k in, the scores out
+  EXPECT_EQ(matmul.dma, 3);            // q and k in, the scores out
   EXPECT_EQ(matmul.mxu, 512 * 2 * 2);  // a load_weights and a matmul on each MXU
   EXPECT_EQ(matmul.vector, 0);
 }
@@ -263,8 +309,8 @@ TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
   GraphBuilder only;
   const Value x2 = only.infeed("x", DType::kF32, {64, 8, 8, 16});
   const Value rows2 = only.infeed("rows", DType::kF32, {64, 10});
-  only.output("centred", x2 - only.broadcast(only.infeed("mean", DType::kF32, {16}), x2.shape(),
-                                             {3}));
+  only.output("centred",
+              x2 - only.broadcast(only.infeed("mean", DType::kF32, {16}), x2.shape(), {3}));
   only.output("normalised",
               rows2 / only.broadcast(only.infeed("sums", DType::kF32, {64}), rows2.shape(), {0}));
   auto folded_step = compile_graph(only.graph(), v3_8(), 0);

@@ -40,9 +40,10 @@ class InfeedStudy : public ::testing::Test {
 
   // 30 steps: the first step's wait while the pipeline fills (about 6.7 ms) is part of the
   // average input time at 64 map threads.
-  nlohmann::json study(int map_threads, int batch_threads = 1, int enqueue_threads = 1) {
+  nlohmann::json study(int map_threads, int batch_threads = 1, int enqueue_threads = 1,
+                       const std::string& infeed_dtype = "f32") {
     const std::string name = std::to_string(map_threads) + "-" + std::to_string(batch_threads) +
-                             "-" + std::to_string(enqueue_threads);
+                             "-" + std::to_string(enqueue_threads) + "-" + infeed_dtype;
     const std::string report = (tmp_ / ("report" + name)).string();
     auto r = run_tpusim({"train",
                          "--model",
@@ -57,6 +58,8 @@ class InfeedStudy : public ::testing::Test {
                          std::to_string(batch_threads),
                          "--enqueue-threads",
                          std::to_string(enqueue_threads),
+                         "--infeed-dtype",
+                         infeed_dtype,
                          "--data",
                          data(),
                          "--batch-size",
@@ -139,6 +142,30 @@ TEST_F(InfeedStudy, ParallelBatchAndEnqueueKeepUpWithTheDevice) {
   EXPECT_LT(p["step_breakdown"]["input"].get<double>(),
             a["step_breakdown"]["input"].get<double>() / 2);
   EXPECT_LT(p["step_seconds"].get<double>(), a["step_seconds"].get<double>());
+}
+
+// Images cast to bfloat16 on the host (--infeed-dtype bf16, as TPU input_fns do): the batch and
+// enqueue stages move half the bytes (2.45 ms a step each on one thread) and so does the host
+// link, so at 64 map threads the map is the slowest stage and the run is not input-bound, as with
+// two batch and enqueue threads in f32, and the first step waits less for its batch.
+TEST_F(InfeedStudy, Bf16ImagesHalveTheBatchEnqueueAndHostLinkBytes) {
+  const nlohmann::json f32 = study(64);
+  const nlohmann::json bf16 = study(64, 1, 1, "bf16");
+  EXPECT_EQ(f32["infeed_dtype"], "f32");
+  EXPECT_EQ(bf16["infeed_dtype"], "bf16");
+  const nlohmann::json& a = f32["analysis"];
+  const nlohmann::json& h = bf16["analysis"];
+  EXPECT_EQ(h["slowest_host_stage"]["name"], "map");
+  for (const auto& stage : h["host_stages"]) {
+    if (stage["name"] == "batch" || stage["name"] == "enqueue") {
+      EXPECT_EQ(stage["threads"], 1);
+      EXPECT_NEAR(stage["seconds_per_step"].get<double>(), 2.45e-3, 0.01e-3) << stage.dump();
+    }
+  }
+  EXPECT_EQ(h["classification"], "not_input_bound");
+  EXPECT_LT(h["step_seconds"].get<double>(), a["step_seconds"].get<double>());
+  EXPECT_LT(h["step_breakdown"]["input"].get<double>(),
+            a["step_breakdown"]["input"].get<double>() / 2);
 }
 
 TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape) {

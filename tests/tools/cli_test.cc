@@ -348,6 +348,9 @@ TEST(Cli, TrainRejectsBadOptions) {
     EXPECT_EQ(r.exit_code, 2) << flag;
     EXPECT_THAT(r.err, HasSubstr(std::string(flag) + " must be in [1, 1024] (got 0)"));
   }
+  r = run_tpusim({"train", "--infeed-dtype", "f16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--infeed-dtype is f32 or bf16 (got 'f16')"));
 }
 
 TEST(Cli, MatmulJsonHasTheFiguresAndErrorsAgainstEigen) {

@@ -103,6 +103,7 @@ int run_compare(const std::vector<std::string>& args) {
     config.tpu_config.iterations_per_loop = static_cast<uint32_t>(steps);
     config.save_checkpoints_steps = steps;
     config.log = [](const std::string&) {};
+    use_data_options(*data, &config);
     auto est = estimator::TPUEstimator::create(zoo_model_fn(model, sgd), config, {}, true, batch,
                                                batch, batch);
     if (!est.ok()) return failure(std::string(est.status().message()));

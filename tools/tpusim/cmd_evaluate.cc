@@ -57,7 +57,7 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
     config.tpu_config.num_shards = (*slice)->cores;
   }
   config.log = [](const std::string&) {};
-  use_input_threads(job.data, &config);
+  use_data_options(job.data, &config);
   const int64_t batch = vm["batch-size"].as<int64_t>();
   auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}), config, {}, true, batch,
                                              batch, batch);

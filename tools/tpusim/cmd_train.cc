@@ -113,7 +113,7 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--model-dir DIR] [--report FILE.json]\n"
       "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n"
       "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
-      "                    [--batch-threads N] [--enqueue-threads N]\n"
+      "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
       "                    [--host-timing measured|config]\n\n"
       "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
       "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
@@ -166,7 +166,8 @@ int run_train(const std::vector<std::string>& args) {
   config.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
   if (!config.recompute_shared_producers && backend != "tpusim")
     return usage_error(
-        "--recompute-shared-producers needs the tpusim backend (cpu and gpu do not time it)", usage);
+        "--recompute-shared-producers needs the tpusim backend (cpu and gpu do not time it)",
+        usage);
   config.fuse_reductions = vm["fuse-reductions"].as<bool>();
   if (!config.fuse_reductions && backend != "tpusim")
     return usage_error("--fuse-reductions needs the tpusim backend (cpu and gpu do not time it)",
@@ -194,7 +195,7 @@ int run_train(const std::vector<std::string>& args) {
   };
   if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   config.timing_only = vm.count("timing-only") > 0;
-  use_input_threads(*data, &config);
+  use_data_options(*data, &config);
   const std::string host_timing = vm["host-timing"].as<std::string>();
   if (host_timing != "config" && host_timing != "measured")
     return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
@@ -278,6 +279,7 @@ int run_train(const std::vector<std::string>& args) {
       {"map_threads", data->map_threads},
       {"batch_threads", data->batch_threads},
       {"enqueue_threads", data->enqueue_threads},
+      {"infeed_dtype", data->bf16_images ? "bf16" : "f32"},
   };
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).

@@ -17,7 +17,10 @@ void add_data_options(po::options_description& options) {
       "batches assembled at once, each on a thread (tf.data's batch(num_parallel_calls))")(
       "enqueue-threads", po::value<int>()->default_value(1),
       "threads enqueueing each step's batches for the cores (TensorFlow runs the per-core "
-      "infeed enqueue ops at once)");
+      "infeed enqueue ops at once)")(
+      "infeed-dtype", po::value<std::string>()->default_value("f32"),
+      "f32 | bf16: the images' dtype on the host link (bf16: the host casts them to bfloat16, "
+      "half the bytes; the model sees them widened to f32)");
 }
 
 absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
@@ -30,6 +33,10 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
   d.map_threads = vm["map-threads"].as<int>();
   d.batch_threads = vm["batch-threads"].as<int>();
   d.enqueue_threads = vm["enqueue-threads"].as<int>();
+  const std::string infeed_dtype = vm["infeed-dtype"].as<std::string>();
+  if (infeed_dtype != "f32" && infeed_dtype != "bf16")
+    return absl::InvalidArgumentError("--infeed-dtype is f32 or bf16 (got '" + infeed_dtype + "')");
+  d.bf16_images = infeed_dtype == "bf16";
   if (std::string problem = check_fashion_data(d); !problem.empty())
     return absl::InvalidArgumentError(problem);
   d.dir =

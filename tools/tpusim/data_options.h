@@ -1,7 +1,7 @@
 #pragma once
 // The data flags of the Fashion-MNIST jobs (train, evaluate, predict, compare):
 //   --data DIR  --input raw|jpeg  --image-size S  --map-threads N  --batch-threads N
-//   --enqueue-threads N
+//   --enqueue-threads N  --infeed-dtype f32|bf16
 // and the FashionData they describe.
 
 #include <string>

@@ -160,8 +160,10 @@ data::BatchOptions batch_options(const FashionData& d, const estimator::Params& 
 
 }  // namespace
 
-void use_input_threads(const FashionData& data, estimator::RunConfig* config) {
+void use_data_options(const FashionData& data, estimator::RunConfig* config) {
   config->host_enqueue_threads = static_cast<uint32_t>(data.enqueue_threads);
+  config->bf16_infeeds.clear();
+  if (data.bf16_images) config->bf16_infeeds.insert("image");
 }
 
 estimator::InputFn fashion_train_input(const FashionData& d) {
@@ -199,11 +201,11 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
   config->host_read_threads = 4;
   config->host_map_threads = static_cast<uint32_t>(d.map_threads);
   config->host_batch_threads = static_cast<uint32_t>(d.batch_threads);
-  use_input_threads(d, config);
+  use_data_options(d, config);
   runtime::ExampleWork& w = config->host_work;
   w.parse_example = true;
   const auto side = static_cast<uint64_t>(d.image_size);
-  w.batch_bytes = side * side * 4 + 4;
+  w.batch_bytes = side * side * (d.bf16_images ? 2 : 4) + 4;
   if (!d.jpeg) {
     w.record_bytes = 840;
     w.raw_bytes = 28 * 28;

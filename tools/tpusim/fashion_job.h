@@ -15,16 +15,18 @@ namespace tpusim::cli {
 
 // Which records the job reads and how its input_fn turns them into images.
 struct FashionData {
-  std::string dir;      // the TFRecords: train-* and t10k-*
-  bool jpeg = false;    // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
-  int image_size = 28;  // the side of the images the model sees (JPEG: also the stored side)
-  int map_threads = 2;      // the parse / decode map's threads
-  int batch_threads = 1;    // batches assembled at once (the batch's num_parallel_calls)
-  int enqueue_threads = 1;  // threads enqueueing a step's batches for the cores
+  std::string dir;           // the TFRecords: train-* and t10k-*
+  bool jpeg = false;         // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
+  int image_size = 28;       // the side of the images the model sees (JPEG: also the stored side)
+  int map_threads = 2;       // the parse / decode map's threads
+  int batch_threads = 1;     // batches assembled at once (the batch's num_parallel_calls)
+  int enqueue_threads = 1;   // threads enqueueing a step's batches for the cores
+  bool bf16_images = false;  // the host casts the images to bfloat16 for the infeed
 };
 
-// The run's side of the input threads: the enqueue threads (RunConfig::host_enqueue_threads).
-void use_input_threads(const FashionData& data, estimator::RunConfig* config);
+// The run's side of the data options: the enqueue threads (RunConfig::host_enqueue_threads)
+// and the images' infeed dtype (RunConfig::bf16_infeeds).
+void use_data_options(const FashionData& data, estimator::RunConfig* config);
 
 // A usage problem with the data flags (raw records at a size other than 28, a side or thread
 // count out of range), or "" when they are fine.
@@ -48,10 +50,11 @@ estimator::InputFn fashion_train_input(const FashionData& data);
 estimator::InputFn fashion_eval_input(const FashionData& data);
 // Charges the train input pipeline from the slice's host config instead of measuring it: the
 // fashion_train_input stages (4 interleaved readers, the map on data.map_threads, batch on
-// data.batch_threads, enqueue on data.enqueue_threads) with one example's work. Raw: an 840-byte tf.Example record, 784 raw pixels, 3,140
-// bytes of f32 image and label in the batch. JPEG: the first train shard's mean record size,
-// an S x S decode, a resize to S*8/7, the crop and flip, S*S*4+4 bytes in the batch. Errors
-// name the shard that could not be read for its record size.
+// data.batch_threads, enqueue on data.enqueue_threads) with one example's work. Raw: an 840-byte
+// tf.Example record, 784 raw pixels, 3,140 bytes of f32 image and label in the batch. JPEG: the
+// first train shard's mean record size, an S x S decode, a resize to S*8/7, the crop and flip,
+// S*S*4+4 bytes in the batch. With bf16_images the batch holds 2 bytes a pixel (the cast done in
+// the map, as TPU input_fns do). Errors name the shard that could not be read for its record size.
 absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
 
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer);

@@ -49,6 +49,7 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
   t.shape = n.shape;
   t.cols = cols_of(n.shape);
   const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+  // Rows of f32 (the VMEM an entry is widened into, or sent from).
   t.rows_per_entry =
       std::max<uint64_t>(1, std::min<uint64_t>(rows, entry_budget / (uint64_t{t.cols} * 4)));
   return t;
@@ -190,7 +191,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   Emitter emit(slice.chip.core, b, flags);
   Lowering l{graph,    out.plan,          emit,
              hbm,      options.precision, allocate_gemm_flags(flags),
-             replicas, options.allreduce, overlapped, fp.folded};
+             replicas, options.allreduce, overlapped,
+             fp.folded};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
@@ -203,24 +205,36 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   out.loop_instruction = b.size();
   sim::InstrRef loop = b.loop(1, [&] {});
   const int body_start = b.size();
-  // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer.
+  // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer. A bf16 infeed's
+  // entries land as bf16 (half the host-link bytes) and are widened in VMEM to the f32 its
+  // buffer holds, as XLA fuses the convert of a bf16 infeed into its first reader.
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);
     set_origin(n.attrs.name, "infeed");
     Transfer t = transfer_for(n, id, l.address(id), entry_budget);
+    const bool widen = n.dtype == DType::kBF16;
+    if (widen) t.link_bytes = 2;
     const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
     const isa::DType dt = buffer_dtype(n);
     emit.begin_fragment();
     const uint32_t landed = flags.allocate();
+    const uint32_t widened = widen ? flags.allocate() : landed;
+    const uint64_t widened_bytes = (t.rows_per_entry * t.cols * 4 + 4095) / 4096 * 4096;
     for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
       const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
       const isa::Block vmem = sim::block(0, count, t.cols, dt);
-      auto in = b.infeed(vmem);
+      const isa::Block arrival = widen ? sim::block(widened_bytes, count, t.cols, isa::BF16) : vmem;
+      auto in = b.infeed(arrival);
       emit.ordered(in);
       flags.signal(in, landed);
+      if (widen) {
+        auto cast = b.cast(vmem, arrival);
+        cast.wait(landed, flags.count(landed));
+        flags.signal(cast, widened);
+      }
       auto store = b.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt),
                                 emit.next_engine());
-      store.wait(landed, flags.count(landed));
+      store.wait(widened, flags.count(widened));
       emit.wrote_hbm(store);
       emit.begin_fragment();  // the next entry reuses the VMEM
     }

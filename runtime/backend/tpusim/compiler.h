@@ -27,6 +27,10 @@ struct Transfer {
   Shape shape;
   uint64_t rows_per_entry = 0;  // rows of the [rows, cols] view per infeed/outfeed entry
   uint32_t cols = 1;
+  // Bytes per element on the host link: a bf16 infeed travels as bf16 (2) and is widened to the
+  // f32 its HBM buffer holds as it lands in VMEM; everything else as 4-byte f32 or s32.
+  uint32_t link_bytes = 4;
+  uint64_t entry_bytes() const { return rows_per_entry * cols * link_bytes; }
 };
 
 struct CompiledStep {

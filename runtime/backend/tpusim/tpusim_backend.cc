@@ -9,6 +9,7 @@
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "sim/isa/ops.h"
+#include "sim/numerics/bf16.h"
 #include "sim/system.h"
 #include "traces/analysis_events.h"
 
@@ -109,11 +110,23 @@ absl::Status write_state(sim::System& system, const Graph& g, const CompiledStep
   return absl::OkStatus();
 }
 
+// What the host link carries for an infeed: 4-byte f32 or s32, or bf16 (the values rounded to
+// nearest even, as a host cast to bfloat16 does) for a 2-byte transfer.
+std::vector<uint8_t> link_bytes_of(const Transfer& t, const HostTensor& value) {
+  if (t.link_bytes == 4) return bytes_of(value);
+  std::vector<uint8_t> out(value.f.size() * 2);
+  for (size_t i = 0; i < value.f.size(); ++i) {
+    const uint16_t bits = sim::f32_to_bf16_bits(value.f[i]);
+    std::memcpy(out.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
 // A step's batch for one replica, cut into the entries its infeed dequeues take.
 void add_batch(uint32_t core, const CompiledStep& step, const Feeds& feeds, sim::InfeedStep& into) {
   for (const Transfer& t : step.infeeds) {
-    const std::vector<uint8_t> data = bytes_of(feeds.at(t.name));
-    const uint64_t entry_bytes = t.rows_per_entry * uint64_t{t.cols} * 4;
+    const std::vector<uint8_t> data = link_bytes_of(t, feeds.at(t.name));
+    const uint64_t entry_bytes = t.entry_bytes();
     for (uint64_t at = 0; at < data.size(); at += entry_bytes) {
       sim::FeedEntry entry;
       entry.bytes = std::min<uint64_t>(entry_bytes, data.size() - at);
