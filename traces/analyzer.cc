@@ -95,6 +95,7 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   std::map<std::pair<int, int>, CoreTimeline> cores;
   std::vector<Interval> round_trips;        // the host loop's, sorted
   std::map<size_t, size_t> stage_of_track;  // host stage track -> index in host_stages
+  std::map<int, TimePs> link_busy;          // chip -> its host link's transfer time
   Analysis a;
   for (size_t t = 0; t < trace.tracks().size(); ++t) {
     const TrackInfo& info = trace.tracks()[t];
@@ -112,6 +113,10 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       HostStageFigures& f = a.host_stages[stage->second];
       ++f.batches;
       f.seconds_per_batch += static_cast<double>(s.end - s.start) / kPsPerSecond;
+      continue;
+    }
+    if (info.kind == TrackInfo::Kind::kUnit && info.name == kHostLinkTrack) {
+      link_busy[info.chip] += s.end - s.start;
       continue;
     }
     if (info.kind != TrackInfo::Kind::kUnit || info.core < 0) continue;
@@ -227,6 +232,13 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     // A step takes a batch per core from a per-core pipeline (PER_HOST_V2 deals them).
     f.seconds_per_step = f.seconds_per_batch * static_cast<double>(f.batches) / count;
   }
+  for (const auto& [chip, busy] : link_busy) {
+    const double per_step = static_cast<double>(busy) / kPsPerSecond / count;
+    if (per_step > a.host_link_seconds_per_step) {
+      a.host_link_seconds_per_step = per_step;
+      a.host_link_chip = chip;
+    }
+  }
   for (size_t i = 0; i < a.host_stages.size(); ++i) {
     if (a.slowest_stage < 0 ||
         a.host_stages[i].seconds_per_step >
@@ -237,8 +249,9 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   if (a.slowest_stage >= 0) {
     const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
     for (uint32_t factor : {2u, 4u}) {
-      double host = 0;
-      std::string host_limit;
+      // The link takes each step's batches after the stages: it bounds the step as they do.
+      double host = a.host_link_seconds_per_step;
+      std::string host_limit = std::string(kHostLinkTrack);
       for (size_t i = 0; i < a.host_stages.size(); ++i) {
         const double per = a.host_stages[i].seconds_per_step;
         const double then = static_cast<int>(i) == a.slowest_stage ? per / factor : per;
@@ -259,7 +272,14 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
     std::string advice = str_cat(a.classification == "highly_input_bound" ? "Highly" : "Moderately",
                                  " input-bound: the device waits for infeed ",
                                  pct(a.input_fraction), " of each step.");
-    if (a.slowest_stage >= 0) {
+    if (a.host_link_slowest()) {
+      advice += str_cat(
+          " The host link is the bottleneck: each step's infeeds keep chip ", a.host_link_chip,
+          "'s link busy ", ms(a.host_link_seconds_per_step),
+          ", longer than any host stage takes; more threads will not help, fewer bytes will "
+          "(cast float inputs to bfloat16 on the host: RunConfig::bf16_infeeds, tpusim train "
+          "--infeed-dtype bf16).");
+    } else if (a.slowest_stage >= 0) {
       const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
       advice +=
           str_cat(" The slowest host stage is '", slow.name, "' at ", ms(slow.seconds_per_step),
@@ -296,6 +316,12 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   return a;
 }
 
+bool Analysis::host_link_slowest() const {
+  if (host_link_seconds_per_step <= 0) return false;
+  return slowest_stage < 0 || host_link_seconds_per_step >
+                                  host_stages[static_cast<size_t>(slowest_stage)].seconds_per_step;
+}
+
 nlohmann::ordered_json Analysis::to_json() const {
   nlohmann::ordered_json j;
   j["steps"] = steps.size();
@@ -318,6 +344,9 @@ nlohmann::ordered_json Analysis::to_json() const {
                                 {"seconds_per_batch", s.seconds_per_batch},
                                 {"seconds_per_step", s.seconds_per_step}});
   }
+  j["host_link"] = {{"chip", host_link_chip},
+                    {"seconds_per_step", host_link_seconds_per_step},
+                    {"slowest", host_link_slowest()}};
   j["what_if"] = nlohmann::ordered_json::array();
   for (const auto& w : what_if) {
     j["what_if"].push_back({{"stage", w.stage},
@@ -350,14 +379,19 @@ std::string Analysis::to_text() const {
                        ms(all_reduce_hidden));
   }
   out += str_cat("classification: ", classification, " (input ", pct(input_fraction), ")\n");
+  const bool link_slowest = host_link_slowest();
+  if (slowest_stage >= 0 || host_link_chip >= 0) out += "host stages (wall time per step):\n";
   if (slowest_stage >= 0) {
-    out += "host stages (wall time per step):\n";
     for (size_t i = 0; i < host_stages.size(); ++i) {
       const auto& s = host_stages[i];
-      out += fmt::format("  {:<10} {:>3} thread(s) {:>12}{}\n", s.name, s.threads,
-                         ms(s.seconds_per_step),
-                         static_cast<int>(i) == slowest_stage ? "  <- slowest" : "");
+      out += fmt::format(
+          "  {:<10} {:>3} thread(s) {:>12}{}\n", s.name, s.threads, ms(s.seconds_per_step),
+          !link_slowest && static_cast<int>(i) == slowest_stage ? "  <- slowest" : "");
     }
+  }
+  if (host_link_chip >= 0) {
+    out += fmt::format("  {:<10} chip {:<6}   {:>12}{}\n", "host link", host_link_chip,
+                       ms(host_link_seconds_per_step), link_slowest ? "  <- slowest" : "");
   }
   for (const auto& line : advice) out += str_cat("advice: ", line, "\n");
   return out;

@@ -20,7 +20,9 @@
 // Host stages are a production line (runtime/infeed/host_model.h): at steady state a step takes
 // as long as the device's own work or the slowest stage's time for the step's batches, whichever
 // is longer; the what-ifs apply that with the slowest stage's time divided by 2 and 4 (more
-// threads, assuming the host has the cores for them).
+// threads, assuming the host has the cores for them). Each chip's host link ("h2d" slices on its
+// "host_link" track) is the line's last station: the busiest link's transfer time per step bounds
+// the step too, and more threads do not shorten it; fewer bytes (bf16 infeeds) do.
 
 #include <map>
 #include <string>
@@ -78,6 +80,11 @@ struct Analysis {
   std::vector<HostStageFigures> host_stages;
   int slowest_stage = -1;       // index into host_stages, -1 without host stage tracks
   std::vector<WhatIf> what_if;  // the slowest stage at 2x and 4x its threads
+  // The busiest chip's host link: its transfers' seconds per step (0 without host_link tracks).
+  double host_link_seconds_per_step = 0;
+  int host_link_chip = -1;
+  // Whether the link, not a host stage, is the host side's bottleneck (slower than every stage).
+  bool host_link_slowest() const;
   std::vector<std::string> advice;
 
   nlohmann::ordered_json to_json() const;

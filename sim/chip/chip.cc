@@ -33,8 +33,9 @@ Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, u
     cores_.push_back(std::make_unique<Core>(str_cat("core", c).c_str(), co, stats_));
     cores.push_back(cores_.back().get());
   }
-  host_link_ = std::make_unique<HostLink>("host_link", slice.chip, *settings.clock,
-                                          std::move(cores), outfeed_pushed_, stats_);
+  host_link_ =
+      std::make_unique<HostLink>("host_link", slice.chip, *settings.clock, std::move(cores),
+                                 outfeed_pushed_, stats_, settings.sink, static_cast<int>(chip));
   StatGroup& hbm = stats_.child("hbm", "high-bandwidth memory shared by the chip's cores");
   hbm.add("bytes", "bytes", "bytes moved by DMA to and from HBM",
           [this] { return hbm_timing_.bytes_served(); });

@@ -2,17 +2,25 @@
 
 #include <cmath>
 
+#include "traces/analysis_events.h"
+
 namespace tpusim::sim {
 
 HostLink::HostLink(const sc_core::sc_module_name& name, const config::ChipSpec& chip,
                    const ClockDomain& clock, std::vector<Core*> cores,
-                   sc_core::sc_event& outfeed_pushed, StatGroup& stats)
+                   sc_core::sc_event& outfeed_pushed, StatGroup& stats, traces::Sink* sink,
+                   int chip_index)
     : sc_module(name),
       chip_(chip),
       clock_(clock),
       cores_(std::move(cores)),
       outfeed_pushed_(outfeed_pushed),
-      outbox_(cores_.size()) {
+      outbox_(cores_.size()),
+      sink_(sink) {
+  if (sink_ != nullptr) {
+    track_ = sink_->declare_track(
+        {traces::TrackInfo::Kind::kUnit, chip_index, -1, std::string(traces::kHostLinkTrack), ""});
+  }
   SC_THREAD(host_to_device);
   SC_THREAD(device_to_host);
   StatGroup& s = stats.child(basename(), "PCIe link between the host and this chip");
@@ -90,7 +98,12 @@ void HostLink::host_to_device() {
     }
     const uint64_t cycles =
         transfer_cycles(batch.entry.bytes, chip_.host_link.host_to_device_bytes_per_s);
-    wait_until(now_cycle() + cycles);
+    const uint64_t start = now_cycle();
+    wait_until(start + cycles);
+    if (sink_ != nullptr && sink_->recording()) {
+      sink_->slice(track_, traces::kHostToDevice, clock_.time_of(Cycles(start)),
+                   clock_.time_of(Cycles(start + cycles)));
+    }
     h2d_busy_ += cycles;
     h2d_bytes_ += batch.entry.bytes;
     batch.entry.enqueued_cycle = now_cycle();

@@ -14,15 +14,18 @@
 
 #include "sim/chip/core.h"
 #include "sim/stats/stat_group.h"
+#include "traces/sink.h"
 
 namespace tpusim::sim {
 
 class HostLink : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HostLink);
+  // With a sink, each host-to-device transfer is an "h2d" slice on the chip's "host_link" track
+  // (traces/analysis_events.h): what the step analyzer charges the link per step.
   HostLink(const sc_core::sc_module_name& name, const config::ChipSpec& chip,
            const ClockDomain& clock, std::vector<Core*> cores, sc_core::sc_event& outfeed_pushed,
-           StatGroup& stats);
+           StatGroup& stats, traces::Sink* sink = nullptr, int chip_index = 0);
 
   // Queues a host batch for `core_on_chip`, ready to send at `ready_cycle`; `on_delivered` (may
   // be empty) runs when it is in the core's infeed queue.
@@ -56,6 +59,8 @@ class HostLink : public sc_core::sc_module {
   std::vector<std::deque<FeedEntry>> outbox_;
   uint64_t h2d_bytes_ = 0, d2h_bytes_ = 0;
   uint64_t h2d_busy_ = 0, d2h_busy_ = 0, h2d_blocked_ = 0;
+  traces::Sink* sink_ = nullptr;
+  traces::TrackId track_{};
 };
 
 }  // namespace tpusim::sim

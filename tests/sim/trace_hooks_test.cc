@@ -14,13 +14,17 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   auto system = testing::make_system("v3-8", {"tpu", true, &sink});
   // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
   // and ici (collectives), the sequencer's steps, the core's busy runs, and counters of the infeed
-  // queue's depth and the HBM bandwidth the DMA engines draw; and per link of the interconnect a
-  // utilisation counter: on the 2x2 torus 4 chips x 2 dimensions x 2 directions, and 4 links
-  // between the 2 cores of each chip.
-  size_t links = 0;
-  for (const auto& t : sink.tracks()) links += t.name.rfind("ici_link_utilization ", 0) == 0;
+  // queue's depth and the HBM bandwidth the DMA engines draw; per chip its host link's
+  // transfers; and per link of the interconnect a utilisation counter: on the 2x2 torus 4 chips x
+  // 2 dimensions x 2 directions, and 4 links between the 2 cores of each chip.
+  size_t links = 0, host_links = 0;
+  for (const auto& t : sink.tracks()) {
+    links += t.name.rfind("ici_link_utilization ", 0) == 0;
+    host_links += t.name == "host_link" && t.core == -1;
+  }
   EXPECT_EQ(links, 16u + 16u);
-  EXPECT_EQ(sink.tracks().size(), 8u * 14u + links);
+  EXPECT_EQ(host_links, 4u);
+  EXPECT_EQ(sink.tracks().size(), 8u * 14u + 4u + links);
   isa::Program p;
   CoreBuilder c(&p, 3);
   const uint32_t f = c.new_flag();

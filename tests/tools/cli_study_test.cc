@@ -168,6 +168,67 @@ TEST_F(InfeedStudy, Bf16ImagesHalveTheBatchEnqueueAndHostLinkBytes) {
             a["step_breakdown"]["input"].get<double>() / 2);
 }
 
+// What if PCIe were 2 GB/s? Each chip's link then needs 6.43 ms a step for its two cores' f32
+// images (2 x 32 x 224 x 224 x 4 bytes, plus 1 us of latency per entry), more than the device or
+// any host stage: the analyzer names the link, and says bf16 infeeds rather than threads. In
+// bf16 the link's time halves and so does most of what it cost the step.
+TEST_F(InfeedStudy, ASlowHostLinkIsNamedAndBf16InfeedsHalveIt) {
+  const std::string out = (tmp_ / "sweep_link").string();
+  auto r = run_tpusim({"sweep",
+                       "--set",
+                       "chip.host_link.host_to_device_gb_per_s=2",
+                       "--set",
+                       "infeed_dtype=f32,bf16",
+                       "--out",
+                       out,
+                       "-j",
+                       "2",
+                       "--",
+                       "train",
+                       "--model",
+                       "image_cnn",
+                       "--input",
+                       "jpeg",
+                       "--image-size",
+                       "224",
+                       "--data",
+                       data(),
+                       "--map-threads",
+                       "64",
+                       "--batch-threads",
+                       "2",
+                       "--enqueue-threads",
+                       "2",
+                       "--batch-size",
+                       "256",
+                       "--train-steps",
+                       "30",
+                       "--iterations-per-loop",
+                       "10",
+                       "--timing-only",
+                       "--host-timing",
+                       "config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = [&](const char* point) {
+    std::ifstream in(out + "/reports/" + point + ".json");
+    return nlohmann::json::parse(in, nullptr, false);
+  };
+  const nlohmann::json f32 = report("p000"), bf16 = report("p001");
+  ASSERT_EQ(f32["infeed_dtype"], "f32");
+  ASSERT_EQ(bf16["infeed_dtype"], "bf16");
+  const nlohmann::json& a = f32["analysis"];
+  const nlohmann::json& h = bf16["analysis"];
+  const double image_bytes = 2.0 * 32 * 224 * 224 * 4, latency = 8 * 1e-6;
+  EXPECT_NEAR(a["host_link"]["seconds_per_step"].get<double>(), image_bytes / 2e9 + latency, 1e-6);
+  EXPECT_NEAR(h["host_link"]["seconds_per_step"].get<double>(), image_bytes / 4e9 + latency, 1e-6);
+  EXPECT_EQ(a["host_link"]["slowest"], true);
+  EXPECT_NE(a["classification"], "not_input_bound");
+  EXPECT_THAT(a["advice"][0].get<std::string>(), HasSubstr("The host link is the bottleneck"));
+  EXPECT_THAT(a["advice"][0].get<std::string>(), HasSubstr("--infeed-dtype bf16"));
+  EXPECT_GT(a["step_seconds"].get<double>(), a["host_link"]["seconds_per_step"].get<double>());
+  EXPECT_LT(h["step_seconds"].get<double>() + 1.5e-3, a["step_seconds"].get<double>());
+}
+
 TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape) {
   auto raw = run_tpusim({"train", "--image-size", "224", "--timing-only"});
   EXPECT_EQ(raw.exit_code, 2);

@@ -198,6 +198,54 @@ TEST(Analyzer, WhatIfsNameTheStageThatThenSetsTheStep) {
                                       "the step; 4 threads"));
 }
 
+// Each chip's host link carries the steps' batches after the host stages: its transfer time per
+// step (the busiest chip's) bounds the step as a stage does, and when it is slower than every
+// stage the advice names the link and bf16 infeeds, not threads.
+TEST(Analyzer, TheHostLinkIsALimitThreadsDoNotLift) {
+  RecordingSink t = input_waits(60);  // 100 us steps, 40 us of the device's own
+  TrackInfo map{TrackInfo::Kind::kHost, -1, -1, "map", ""};
+  map.threads = 1;
+  const TrackId m = t.declare_track(map);
+  const TrackId link0 =
+      t.declare_track({TrackInfo::Kind::kUnit, 0, -1, std::string(kHostLinkTrack), ""});
+  const TrackId link1 =
+      t.declare_track({TrackInfo::Kind::kUnit, 1, -1, std::string(kHostLinkTrack), ""});
+  auto with_stage = [&](TimePs map_us) {
+    RecordingSink r = t;
+    for (int k = 0; k < 4; ++k) {
+      const TimePs at = static_cast<TimePs>(k) * 100 * kUs;
+      r.slice(m, "batch", at, at + map_us * kUs);
+      // Two entries a step on chip 1's link (90 us in all), one of 30 us on chip 0's.
+      r.slice(link1, std::string(kHostToDevice), at, at + 45 * kUs);
+      r.slice(link1, std::string(kHostToDevice), at + 45 * kUs, at + 90 * kUs);
+      r.slice(link0, std::string(kHostToDevice), at, at + 30 * kUs);
+    }
+    return r;
+  };
+  // The map at 60 us a step: the link (90 us) is the slowest.
+  auto linked = analyze(with_stage(60));
+  ASSERT_TRUE(linked.ok());
+  EXPECT_NEAR(linked->host_link_seconds_per_step, 90e-6, 1e-12);
+  EXPECT_EQ(linked->host_link_chip, 1);
+  EXPECT_TRUE(linked->host_link_slowest());
+  ASSERT_EQ(linked->what_if.size(), 2u);
+  EXPECT_NEAR(linked->what_if[0].step_seconds, 90e-6, 1e-12);
+  EXPECT_EQ(linked->what_if[0].limited_by, "host_link");
+  EXPECT_THAT(linked->advice[0], HasSubstr("The host link is the bottleneck"));
+  EXPECT_THAT(linked->advice[0], HasSubstr("chip 1's link busy 0.090 ms"));
+  EXPECT_THAT(linked->advice[0], HasSubstr("--infeed-dtype bf16"));
+  EXPECT_THAT(linked->to_text(), HasSubstr("<- slowest"));
+  EXPECT_EQ(linked->to_json()["host_link"]["slowest"], true);
+  // The map at 120 us: the map is named; twice its threads leave the link in charge at 90 us.
+  auto staged = analyze(with_stage(120));
+  ASSERT_TRUE(staged.ok());
+  EXPECT_FALSE(staged->host_link_slowest());
+  EXPECT_THAT(staged->advice[0], HasSubstr("'map'"));
+  EXPECT_NEAR(staged->what_if[0].step_seconds, 90e-6, 1e-12);
+  EXPECT_EQ(staged->what_if[0].limited_by, "host_link");
+  EXPECT_THAT(staged->advice[0], HasSubstr("where 'host_link' then sets the step"));
+}
+
 TEST(Analyzer, ATraceWithoutStepsIsRefusedWithTheReason) {
   RecordingSink t;
   t.declare_track({TrackInfo::Kind::kUnit, 0, 0, "mxu0", ""});
