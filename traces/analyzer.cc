@@ -150,6 +150,7 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
 
   std::sort(round_trips.begin(), round_trips.end());
   std::map<int64_t, StepBreakdown> by_step;
+  std::map<int64_t, std::vector<std::pair<std::pair<int, int>, double>>> inputs;  // per step
   for (auto& [key, c] : cores) {
     std::sort(c.steps.begin(), c.steps.end(),
               [](const auto& x, const auto& y) { return x.second.first < y.second.first; });
@@ -202,6 +203,7 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       b.all_reduce_hidden = seconds(collective - peer_wait - all_reduce);
       b.seconds_by["idle"] = seconds(gap);
       b.seconds = seconds(span.second - span.first + gap);
+      inputs[n].push_back({key, b.seconds_by["input"]});
       auto it = by_step.find(n);
       if (it == by_step.end() || b.seconds > it->second.seconds) by_step[n] = b;
     }
@@ -213,14 +215,19 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   }
   for (const char* c : kCategories) a.breakdown[c] = 0;
   for (auto& [n, b] : by_step) {
+    for (const auto& [core, input] : inputs[n]) {
+      if (core != std::make_pair(b.chip, b.core)) b.peers_input = std::max(b.peers_input, input);
+    }
     a.step_seconds += b.seconds;
     a.all_reduce_hidden += b.all_reduce_hidden;
+    a.peers_input += b.peers_input;
     for (const auto& [cat, s] : b.seconds_by) a.breakdown[cat] += s;
     a.steps.push_back(b);
   }
   const auto count = static_cast<double>(a.steps.size());
   a.step_seconds /= count;
   a.all_reduce_hidden /= count;
+  a.peers_input /= count;
   for (auto& [cat, s] : a.breakdown) s /= count;
   a.input_fraction = a.step_seconds > 0 ? a.breakdown["input"] / a.step_seconds : 0;
   a.classification = classify_input(a.input_fraction);
@@ -299,7 +306,15 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
                                " of each step between device loops; a larger iterations_per_loop "
                                "spreads the host round trip over more steps."));
   }
-  if (frac("all_reduce") + frac("all_reduce_wait") >= kAllReduceNote) {
+  const double peers_input = a.step_seconds > 0 ? a.peers_input / a.step_seconds : 0;
+  if (frac("all_reduce_wait") >= kAllReduceNote && peers_input >= frac("all_reduce_wait") / 2) {
+    // The peers were late because their infeed was: the all-reduce only passes the wait on.
+    a.advice.push_back(str_cat(
+        "Waiting for peers takes ", pct(frac("all_reduce_wait")),
+        " of each step while other cores wait for infeed up to ", pct(peers_input),
+        ": they reach the all-reduce late because their input is late (a chip's host link, say, "
+        "feeds its cores one after the other), so count this wait as input too."));
+  } else if (frac("all_reduce") + frac("all_reduce_wait") >= kAllReduceNote) {
     a.advice.push_back(str_cat("All-reduce takes ", pct(frac("all_reduce")), " of each step and ",
                                "waiting for peers ", pct(frac("all_reduce_wait")),
                                "; larger per-core batches amortise the gradient exchange."));
@@ -329,6 +344,7 @@ nlohmann::ordered_json Analysis::to_json() const {
   j["step_breakdown"] = nlohmann::ordered_json::object();
   for (const char* c : kCategories) j["step_breakdown"][c] = breakdown.at(c);
   j["all_reduce_hidden"] = all_reduce_hidden;
+  j["peers_input"] = peers_input;
   j["input_fraction"] = input_fraction;
   j["classification"] = classification;
   if (slowest_stage >= 0) {
@@ -361,6 +377,7 @@ nlohmann::ordered_json Analysis::to_json() const {
         {"step", s.step}, {"seconds", s.seconds}, {"chip", s.chip}, {"core", s.core}};
     for (const char* c : kCategories) row[c] = s.seconds_by.at(c);
     row["all_reduce_hidden"] = s.all_reduce_hidden;
+    row["peers_input"] = s.peers_input;
     j["per_step"].push_back(row);
   }
   return j;

@@ -51,6 +51,9 @@ struct StepBreakdown {
   int chip = 0, core = 0;                    // the slowest core, whose breakdown this is
   std::map<std::string, double> seconds_by;  // category -> seconds (every kCategories entry)
   double all_reduce_hidden = 0;              // collective seconds under compute (in "compute")
+  // The longest infeed wait of any other core in this step: a peer fed late reaches the
+  // all-reduce late, and this core's wait for it is input time in disguise.
+  double peers_input = 0;
 };
 
 struct HostStageFigures {
@@ -75,6 +78,7 @@ struct Analysis {
   double step_seconds = 0;                  // averaged over steps
   std::map<std::string, double> breakdown;  // averaged; sums to step_seconds
   double all_reduce_hidden = 0;             // averaged; part of breakdown["compute"]
+  double peers_input = 0;                   // averaged StepBreakdown::peers_input
   double input_fraction = 0;
   std::string classification;  // highly_input_bound, moderately_input_bound, not_input_bound
   std::vector<HostStageFigures> host_stages;

@@ -226,6 +226,9 @@ TEST_F(InfeedStudy, ASlowHostLinkIsNamedAndBf16InfeedsHalveIt) {
   EXPECT_THAT(a["advice"][0].get<std::string>(), HasSubstr("The host link is the bottleneck"));
   EXPECT_THAT(a["advice"][0].get<std::string>(), HasSubstr("--infeed-dtype bf16"));
   EXPECT_GT(a["step_seconds"].get<double>(), a["host_link"]["seconds_per_step"].get<double>());
+  // The core fed first waits for its peer at the all-reduce while the peer waits for input.
+  EXPECT_GT(a["peers_input"].get<double>(), a["step_breakdown"]["all_reduce_wait"].get<double>());
+  EXPECT_THAT(a["advice"][1].get<std::string>(), HasSubstr("count this wait as input too"));
   EXPECT_LT(h["step_seconds"].get<double>() + 1.5e-3, a["step_seconds"].get<double>());
 }
 

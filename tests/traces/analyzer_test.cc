@@ -246,6 +246,38 @@ TEST(Analyzer, TheHostLinkIsALimitThreadsDoNotLift) {
   EXPECT_THAT(staged->advice[0], HasSubstr("where 'host_link' then sets the step"));
 }
 
+// Core 0 waits 30 us of each 100 us step for its peer at the all-reduce while core 1, its peer,
+// waits 30 us for infeed: the wait is the peer's late input, and the advice says so instead of
+// blaming the gradient exchange. Without the peer's infeed wait it is the exchange's.
+TEST(Analyzer, APeerWaitBehindAPeersInfeedWaitIsCalledInput) {
+  auto steps = [](bool peer_fed_late) {
+    RecordingSink t;
+    const Core c0 = add_core(t, 0), c1 = add_core(t, 1);
+    for (int s = 0; s < 4; ++s) {
+      const TimePs at = static_cast<TimePs>(s) * 100 * kUs;
+      t.slice(c0.steps, "step " + std::to_string(s), at, at + 100 * kUs);
+      t.slice(c1.steps, "step " + std::to_string(s), at, at + 100 * kUs);
+      t.slice(c0.ici, std::string(kPeerWait), at + 50 * kUs, at + 80 * kUs);
+      if (peer_fed_late) t.slice(c1.infeed, std::string(kInfeedWait), at, at + 30 * kUs);
+    }
+    return t;
+  };
+  auto late = analyze(steps(true));
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->steps[0].core, 0);
+  EXPECT_NEAR(late->breakdown.at("all_reduce_wait"), 30e-6, 1e-12);
+  EXPECT_NEAR(late->peers_input, 30e-6, 1e-12);
+  EXPECT_NEAR(late->steps[0].peers_input, 30e-6, 1e-12);
+  ASSERT_FALSE(late->advice.empty());
+  EXPECT_THAT(late->advice[0], HasSubstr("other cores wait for infeed up to 30.0%"));
+  EXPECT_THAT(late->advice[0], HasSubstr("count this wait as input too"));
+  EXPECT_NEAR(late->to_json()["peers_input"].get<double>(), 30e-6, 1e-12);
+  auto exchange = analyze(steps(false));
+  ASSERT_TRUE(exchange.ok());
+  EXPECT_EQ(exchange->peers_input, 0);
+  EXPECT_THAT(exchange->advice[0], HasSubstr("amortise the gradient exchange"));
+}
+
 TEST(Analyzer, ATraceWithoutStepsIsRefusedWithTheReason) {
   RecordingSink t;
   t.declare_track({TrackInfo::Kind::kUnit, 0, 0, "mxu0", ""});
