@@ -104,7 +104,7 @@ void BM_Compile(benchmark::State& state, const char* model) {
       state.SkipWithError("build failed");
     auto step = tpusim_backend::compile_graph(b.graph(), **slice, 0);
     if (!step.ok()) state.SkipWithError("compile failed");
-    instructions = static_cast<uint64_t>(step->program.cores(0).instructions_size());
+    instructions = static_cast<uint64_t>(step->program->cores(0).instructions_size());
   }
   state.counters["instructions"] = static_cast<double>(instructions);
 }

@@ -54,7 +54,7 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   ASSERT_TRUE(chain.ok()) << chain.status();
   EXPECT_EQ(chain->fused_nodes, 4u);
   EXPECT_EQ(chain->fused_reductions, 0u);
-  EXPECT_TRUE(sim::validate_program(chain->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*chain->program, v3_8()).ok());
   // The fused chain writes HBM once: the intermediates have no buffers.
   // At the peak: the two scalar constants' buffers (4 KiB each), x and tanh's value (28 KiB each);
   // the sums then take x's place.
@@ -65,7 +65,7 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->fused_nodes, 4u);
   EXPECT_EQ(step->fused_reductions, 1u);
-  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
   EXPECT_EQ(step->plan.peak_bytes, 2u * 4096 + 28672 + 4096);  // the constants, x, the sums
 
   // A row too wide for the fused reduction's blocks in one VMEM tile slot (9 of 720 KB against
@@ -87,7 +87,7 @@ TEST(Compiler, TagsEveryInstructionWithItsGraphOp) {
   ASSERT_TRUE(models::build_training_step(b, "mlp", 16, 0.1f, 1).ok());
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  const isa::CoreProgram& core = step->program.cores(0);
+  const isa::CoreProgram& core = step->program->cores(0);
   std::set<std::string> labels;
   std::set<std::string> kinds;
   for (const isa::Origin& o : core.origins()) {
@@ -135,12 +135,12 @@ TEST(Compiler, ABf16InfeedLandsAsBf16AndIsWidenedInVmem) {
   EXPECT_EQ(f32.infeeds[0].link_bytes, 4u);
   EXPECT_EQ(t.rows_per_entry, f32.infeeds[0].rows_per_entry);
   EXPECT_EQ(t.entry_bytes(), t.rows_per_entry * 300 * 2);
-  EXPECT_TRUE(sim::validate_program(bf16.program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*bf16.program, v3_8()).ok());
   // Each entry: a bf16 dequeue and a CAST into an f32 block of its shape, outside the f32
   // staging block it then copies to HBM; the f32 infeed has no CAST.
   auto infeed_instructions = [](const CompiledStep& step, isa::Vector::Op op) {
     std::vector<isa::Instruction> found;
-    for (const isa::Instruction& in : step.program.cores(0).instructions()) {
+    for (const isa::Instruction& in : step.program->cores(0).instructions()) {
       if (in.has_infeed() || (in.has_vector() && in.vector().op() == op)) found.push_back(in);
     }
     return found;
@@ -166,7 +166,7 @@ TEST(Compiler, EveryZooModelCompiles) {
     ASSERT_TRUE(models::build_training_step(b, m.name, 16, 0.1f, 1).ok()) << m.name;
     auto step = compile_graph(b.graph(), v3_8(), 0);
     ASSERT_TRUE(step.ok()) << m.name << ": " << step.status();
-    EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok()) << m.name;
+    EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok()) << m.name;
     EXPECT_EQ(step->infeeds.size(), 2u) << m.name;
     EXPECT_EQ(step->outputs.size(), 1u) << m.name;
   }
@@ -193,8 +193,8 @@ TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
   EXPECT_EQ(transposed_lhs_source(b.graph(), b.graph().size() - 1), a.id);
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
-  EXPECT_EQ(transposed_elements(step->program), 2048u * 16 + 16u * 512);
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  EXPECT_EQ(transposed_elements(*step->program), 2048u * 16 + 16u * 512);
 
   // With W as wide as A, transposing A is no worse: the matmul is lowered as written.
   GraphBuilder wide;
@@ -204,7 +204,7 @@ TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
   EXPECT_EQ(transposed_lhs_source(wide.graph(), wide.graph().size() - 1), -1);
   auto plain = compile_graph(wide.graph(), v3_8(), 0);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ(transposed_elements(plain->program), 256u * 64);
+  EXPECT_EQ(transposed_elements(*plain->program), 256u * 64);
 }
 
 // The instructions whose origin is of `kind` (the op or fused convolution they compute).
@@ -248,8 +248,8 @@ TEST(Compiler, AttentionsTransposesAndBatchedMatmulsAreOneFragmentEach) {
   b.output("m_t", b.transpose(m, {0, 2, 1}));
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
-  const isa::CoreProgram& core = step->program.cores(0);
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  const isa::CoreProgram& core = step->program->cores(0);
   const UnitCounts transposes = units_of(core, "transpose");
   EXPECT_EQ(transposes.dma, 2 + 2);           // in and out, for each transpose
   EXPECT_EQ(transposes.vector, 4 * 28 + 64);  // copies for the heads, a transpose per matrix
@@ -293,9 +293,9 @@ TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
   EXPECT_EQ(none, 1);    // mid's
   auto step = compile_graph(g, v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
   // Three broadcasts are written: the matmul's operand, the output and the middle one.
-  EXPECT_GT(units_of(step->program.cores(0), "broadcast").vector, 0);
+  EXPECT_GT(units_of(step->program->cores(0), "broadcast").vector, 0);
   int folded = 0;
   for (int id = 0; id < g.size(); ++id) {
     if (g.node(id).op != Op::kBroadcast) continue;
@@ -315,7 +315,7 @@ TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
               rows2 / only.broadcast(only.infeed("sums", DType::kF32, {64}), rows2.shape(), {0}));
   auto folded_step = compile_graph(only.graph(), v3_8(), 0);
   ASSERT_TRUE(folded_step.ok()) << folded_step.status();
-  const UnitCounts none_left = units_of(folded_step->program.cores(0), "broadcast");
+  const UnitCounts none_left = units_of(folded_step->program->cores(0), "broadcast");
   EXPECT_EQ(none_left.dma + none_left.vector + none_left.mxu, 0);
   EXPECT_EQ(folded_step->instructions_per_op.count("broadcast"), 0u);
 }
@@ -340,7 +340,7 @@ TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
   auto materialised = compile_graph(b.graph(), v3_8(), 0, kept);
   ASSERT_TRUE(recomputed.ok()) << recomputed.status();
   ASSERT_TRUE(materialised.ok()) << materialised.status();
-  EXPECT_TRUE(sim::validate_program(recomputed->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*recomputed->program, v3_8()).ok());
   EXPECT_EQ(recomputed->recomputed_nodes, 1u);
   EXPECT_EQ(materialised->recomputed_nodes, 0u);
   auto has_buffer = [](const CompiledStep& step, int id) {
@@ -370,14 +370,14 @@ TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
   auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(unfused.ok()) << unfused.status();
-  EXPECT_TRUE(sim::validate_program(fused->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*fused->program, v3_8()).ok());
   EXPECT_EQ(fused->fused_convolutions, 5u);
   EXPECT_EQ(unfused->fused_convolutions, 0u);
-  const isa::CoreProgram& core = fused->program.cores(0);
+  const isa::CoreProgram& core = fused->program->cores(0);
   EXPECT_GT(instructions_of(core, "conv2d"), 0);
   EXPECT_GT(instructions_of(core, "conv2d_backprop_input"), 0);
   EXPECT_GT(instructions_of(core, "conv2d_backprop_filter"), 0);
-  EXPECT_EQ(instructions_of(unfused->program.cores(0), "conv2d"), 0);
+  EXPECT_EQ(instructions_of(unfused->program->cores(0), "conv2d"), 0);
   // The max pools' im2col and col2im are left, the convolutions' are gone.
   for (const char* kind : {"extract_patches", "patches_to_image"}) {
     ASSERT_EQ(fused->instructions_per_op.count(kind), 1u) << kind;
@@ -401,7 +401,7 @@ TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
   auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(unfused.ok()) << unfused.status();
-  EXPECT_TRUE(sim::validate_program(fused->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*fused->program, v3_8()).ok());
   EXPECT_EQ(fused->fused_pools, 4u);
   EXPECT_EQ(unfused->fused_pools, 0u);
   EXPECT_EQ(fused->fused_convolutions, 5u);
@@ -409,7 +409,7 @@ TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
     EXPECT_EQ(fused->instructions_per_op.count(kind), 0u) << kind;
     EXPECT_EQ(unfused->instructions_per_op.count(kind), 1u) << kind;
   }
-  const isa::CoreProgram& core = fused->program.cores(0);
+  const isa::CoreProgram& core = fused->program->cores(0);
   // 16 images a core. The forwards take one tile each: a load, a max over the windows' columns,
   // one over their rows, a store. The gradients take 12 vector ops (2x2 windows) and 4 DMAs a
   // tile: 8 of max_pooling2d_1's 28x28x32 images (426 KB of VMEM each) fill a 6 MiB tile, all 16
@@ -417,8 +417,8 @@ TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
   EXPECT_EQ(instructions_of(core, "max_pool"), 2 * (2 + 2));
   EXPECT_EQ(instructions_of(core, "max_pool_grad"), (2 + 1) * (12 + 4));
   EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
-  EXPECT_LT(fused->program.cores(0).instructions_size(),
-            unfused->program.cores(0).instructions_size() / 2);
+  EXPECT_LT(fused->program->cores(0).instructions_size(),
+            unfused->program->cores(0).instructions_size() / 2);
 }
 
 // A pool whose windows do not tile its images (7 rows in 3 windows of 2, or SAME padding at
@@ -449,7 +449,7 @@ TEST(Compiler, AnInferenceConvolutionsPatchesNeverReachHbm) {
   ASSERT_TRUE(b.status().ok()) << b.status();
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_TRUE(sim::validate_program(step->program, v3_8()).ok());
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
   EXPECT_EQ(step->fused_convolutions, 1u);
   EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 0u);
   // Image, kernel, bias, the conv's output and the output with its bias: 8x28x28x4,

@@ -213,7 +213,7 @@ isa::Program whole_step(const Graph& g, bool overlap) {
     auto step = compile_graph(g, v3_8(), core, replicated(overlap));
     EXPECT_TRUE(step.ok()) << step.status();
     if (!step.ok()) return program;
-    *program.add_cores() = step->program.cores(0);
+    *program.add_cores() = step->program->cores(0);
   }
   return program;
 }

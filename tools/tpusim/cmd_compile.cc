@@ -72,10 +72,10 @@ int run_compile(const std::vector<std::string>& args) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (vm["dump"].as<bool>()) {
-    std::cout << sim::dump_program(step->program);
+    std::cout << sim::dump_program(*step->program);
     return kOk;
   }
-  const sim::ProgramStats stats = sim::program_stats(step->program);
+  const sim::ProgramStats stats = sim::program_stats(*step->program);
   int64_t parameters = 0;
   for (int id : b.graph().variables()) parameters += b.graph().node(id).shape.elements();
   nlohmann::ordered_json units = nlohmann::ordered_json::object();

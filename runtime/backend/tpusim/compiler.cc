@@ -186,7 +186,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   CompilerHbm hbm(constants_base, constants_base + kConstantsRegion);
   hbm.set_temporaries_base(constants_base + kConstantsRegion);
 
-  sim::CoreBuilder b(&out.program, core);
+  sim::CoreBuilder b(out.program.get(), core);
   FlagPool flags;
   Emitter emit(slice.chip.core, b, flags);
   Lowering l{graph,    out.plan,          emit,
@@ -371,7 +371,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
         str_cat("tpusim backend: the step needs ", out.hbm_bytes, " bytes of HBM; a core has ",
                 share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
   }
-  out.program.set_name("step");
+  out.program->set_name("step");
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "configs/slice_spec.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
 #include "runtime/graph/graph.h"
+#include "sim/isa/arena_program.h"
 #include "sim/isa/isa.pb.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -34,7 +35,7 @@ struct Transfer {
 };
 
 struct CompiledStep {
-  isa::Program program;  // loop count and step base are set per run
+  isa::ArenaProgram program;  // loop count and step base are set per run
   int loop_instruction = 0;
   HbmPlan plan;
   std::vector<Transfer> infeeds;

@@ -52,10 +52,10 @@ class TpusimExecutable final : public Executable {
  public:
   TpusimExecutable(Graph graph, std::vector<CompiledStep> per_position, uint32_t replicas)
       : graph_(std::move(graph)), per_position_(std::move(per_position)), replicas_(replicas) {
-    program_.set_name("step");
+    program_->set_name("step");
     for (uint32_t r = 0; r < replicas_; ++r) {
-      isa::CoreProgram* core = program_.add_cores();
-      *core = step_for(r).program.cores(0);
+      isa::CoreProgram* core = program_->add_cores();
+      *core = step_for(r).program->cores(0);
       core->set_core(r);
     }
   }
@@ -65,13 +65,13 @@ class TpusimExecutable final : public Executable {
   const CompiledStep& step_for(uint32_t replica) const {
     return per_position_[replica % per_position_.size()];
   }
-  isa::Program& program() { return program_; }
+  isa::Program& program() { return *program_; }
 
  private:
   Graph graph_;
   std::vector<CompiledStep> per_position_;
   uint32_t replicas_;
-  isa::Program program_;
+  isa::ArenaProgram program_;  // every replica's copy of its position's program
 };
 
 std::vector<uint8_t> bytes_of(const HostTensor& t) {
