@@ -5,6 +5,8 @@
 // threads on each of those make it not input-bound.
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -40,41 +42,48 @@ class InfeedStudy : public ::testing::Test {
 
   // 30 steps: the first step's wait while the pipeline fills (about 6.7 ms) is part of the
   // average input time at 64 map threads.
+  // The study's train options: image_cnn on the 224x224 JPEG shards, v3-8 at global batch 256,
+  // 30 steps of 10 per loop, timing only, the host charged from its config.
+  std::vector<std::string> study_options(int map_threads, int batch_threads,
+                                         int enqueue_threads) const {
+    return {"--model",
+            "image_cnn",
+            "--input",
+            "jpeg",
+            "--image-size",
+            "224",
+            "--data",
+            data(),
+            "--map-threads",
+            std::to_string(map_threads),
+            "--batch-threads",
+            std::to_string(batch_threads),
+            "--enqueue-threads",
+            std::to_string(enqueue_threads),
+            "--batch-size",
+            "256",
+            "--train-steps",
+            "30",
+            "--iterations-per-loop",
+            "10",
+            "--timing-only",
+            "--host-timing",
+            "config"};
+  }
+
   nlohmann::json study(int map_threads, int batch_threads = 1, int enqueue_threads = 1,
                        const std::string& infeed_dtype = "f32") {
     const std::string name = std::to_string(map_threads) + "-" + std::to_string(batch_threads) +
                              "-" + std::to_string(enqueue_threads) + "-" + infeed_dtype;
     const std::string report = (tmp_ / ("report" + name)).string();
-    auto r = run_tpusim({"train",
-                         "--model",
-                         "image_cnn",
-                         "--input",
-                         "jpeg",
-                         "--image-size",
-                         "224",
-                         "--map-threads",
-                         std::to_string(map_threads),
-                         "--batch-threads",
-                         std::to_string(batch_threads),
-                         "--enqueue-threads",
-                         std::to_string(enqueue_threads),
-                         "--infeed-dtype",
-                         infeed_dtype,
-                         "--data",
-                         data(),
-                         "--batch-size",
-                         "256",
-                         "--train-steps",
-                         "30",
-                         "--iterations-per-loop",
-                         "10",
-                         "--timing-only",
-                         "--host-timing",
-                         "config",
-                         "--model-dir",
-                         (tmp_ / ("model" + name)).string(),
-                         "--report",
-                         report});
+    std::vector<std::string> args = {"train"};
+    for (std::string& o : study_options(map_threads, batch_threads, enqueue_threads))
+      args.push_back(std::move(o));
+    for (const std::string& o :
+         {std::string("--infeed-dtype"), infeed_dtype, std::string("--model-dir"),
+          (tmp_ / ("model" + name)).string(), std::string("--report"), report})
+      args.push_back(o);
+    auto r = run_tpusim(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::ifstream in(report);
     return nlohmann::json::parse(in, nullptr, false);
@@ -175,40 +184,19 @@ TEST_F(InfeedStudy, Bf16ImagesHalveTheBatchEnqueueAndHostLinkBytes) {
 // bf16 the link's time halves and so does most of what it cost the step.
 TEST_F(InfeedStudy, ASlowHostLinkIsNamedAndBf16InfeedsHalveIt) {
   const std::string out = (tmp_ / "sweep_link").string();
-  auto r = run_tpusim({"sweep",
-                       "--set",
-                       "chip.host_link.host_to_device_gb_per_s=2",
-                       "--set",
-                       "infeed_dtype=f32,bf16",
-                       "--out",
-                       out,
-                       "-j",
-                       "2",
-                       "--",
-                       "train",
-                       "--model",
-                       "image_cnn",
-                       "--input",
-                       "jpeg",
-                       "--image-size",
-                       "224",
-                       "--data",
-                       data(),
-                       "--map-threads",
-                       "64",
-                       "--batch-threads",
-                       "2",
-                       "--enqueue-threads",
-                       "2",
-                       "--batch-size",
-                       "256",
-                       "--train-steps",
-                       "30",
-                       "--iterations-per-loop",
-                       "10",
-                       "--timing-only",
-                       "--host-timing",
-                       "config"});
+  std::vector<std::string> args = {"sweep",
+                                   "--set",
+                                   "chip.host_link.host_to_device_gb_per_s=2",
+                                   "--set",
+                                   "infeed_dtype=f32,bf16",
+                                   "--out",
+                                   out,
+                                   "-j",
+                                   "2",
+                                   "--",
+                                   "train"};
+  for (std::string& o : study_options(64, 2, 2)) args.push_back(std::move(o));
+  auto r = run_tpusim(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto report = [&](const char* point) {
     std::ifstream in(out + "/reports/" + point + ".json");
