@@ -75,8 +75,12 @@ absl::Status build_infeeds(runtime::GraphBuilder& b, const data::Element& first,
                            const std::set<std::string>& bf16, Features* features,
                            std::optional<Value>* labels) {
   for (const std::string& name : bf16) {
+    if (name == "mask") {
+      return absl::InvalidArgumentError(
+          "bf16_infeeds names 'mask', a predict batch's padding marker, which stays on the host");
+    }
     const auto it = first.find(name);
-    if (it == first.end() || name == "mask") {
+    if (it == first.end()) {
       return absl::InvalidArgumentError(str_cat(
           "bf16_infeeds names '", name, "', which is not a component of the input's batches"));
     }

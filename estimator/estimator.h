@@ -134,6 +134,7 @@ struct RunConfig {
   // Float input components the host casts to bfloat16 for the infeed, as TPU input_fns cast
   // images: half the bytes over the host link (the tpusim backend widens them to f32 as they
   // land). The model_fn gets them as f32 holding bf16 values. Train, evaluate and predict.
+  // With kHostConfig timing, halving host_work.batch_bytes to match is the caller's part.
   std::set<std::string> bf16_infeeds;
   // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
   // within a device loop; on other backends, once per loop).

@@ -283,7 +283,8 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
       advice += str_cat(
           " The host link is the bottleneck: each step's infeeds keep chip ", a.host_link_chip,
           "'s link busy ", ms(a.host_link_seconds_per_step),
-          ", longer than any host stage takes; more threads will not help, fewer bytes will "
+          a.slowest_stage >= 0 ? ", longer than any host stage takes" : "",
+          "; more threads will not help, fewer bytes will "
           "(cast float inputs to bfloat16 on the host: RunConfig::bf16_infeeds, tpusim train "
           "--infeed-dtype bf16).");
     } else if (a.slowest_stage >= 0) {
@@ -307,14 +308,18 @@ absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
                                "spreads the host round trip over more steps."));
   }
   const double peers_input = a.step_seconds > 0 ? a.peers_input / a.step_seconds : 0;
-  if (frac("all_reduce_wait") >= kAllReduceNote && peers_input >= frac("all_reduce_wait") / 2) {
+  const bool peers_fed_late =
+      frac("all_reduce_wait") >= kAllReduceNote && peers_input >= frac("all_reduce_wait") / 2;
+  if (peers_fed_late) {
     // The peers were late because their infeed was: the all-reduce only passes the wait on.
     a.advice.push_back(str_cat(
         "Waiting for peers takes ", pct(frac("all_reduce_wait")),
         " of each step while other cores wait for infeed up to ", pct(peers_input),
         ": they reach the all-reduce late because their input is late (a chip's host link, say, "
         "feeds its cores one after the other), so count this wait as input too."));
-  } else if (frac("all_reduce") + frac("all_reduce_wait") >= kAllReduceNote) {
+  }
+  // The exchange's own share: its wait for peers only where their input does not explain it.
+  if (frac("all_reduce") + (peers_fed_late ? 0 : frac("all_reduce_wait")) >= kAllReduceNote) {
     a.advice.push_back(str_cat("All-reduce takes ", pct(frac("all_reduce")), " of each step and ",
                                "waiting for peers ", pct(frac("all_reduce_wait")),
                                "; larger per-core batches amortise the gradient exchange."));

@@ -4,6 +4,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/gpu/gpu_backend.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
+#include "sim/numerics/bf16.h"
 
 namespace tpusim::runtime {
 
@@ -105,6 +106,14 @@ absl::Status check_loop(const Executable& executable, const Variables& variables
     }
   }
   return absl::OkStatus();
+}
+
+HostTensor infeed_value(const Node& infeed, const HostTensor& batch) {
+  HostTensor t = batch;
+  if (infeed.dtype != DType::kBF16) return t;
+  t.dtype = DType::kBF16;
+  for (float& x : t.f) x = sim::round_to_bf16(x);
+  return t;
 }
 
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds) {

@@ -14,6 +14,7 @@
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
 #include "runtime/infeed/infeed_driver.h"
+#include "sim/numerics/bf16.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -304,6 +305,26 @@ TEST(InfeedSystem, ABf16InfeedCrossesTheLinkInHalfTheBytesWithTheSameValues) {
   EXPECT_EQ(f32_wait, 5732u);
   EXPECT_EQ(bf16_wait, 3806u);
   EXPECT_NEAR(static_cast<double>(f32_wait - bf16_wait), 32768 / 16e9 * kHz, 2.0);
+
+  // A caller feeding unrounded f32 batches to a bf16 infeed directly, without the driver: every
+  // backend rounds them as the host link does (infeed_value), so tpusim and cpu still agree.
+  LoopStep raw;
+  for (uint32_t r = 0; r < kReplicas; ++r) {
+    raw.replicas.push_back(
+        {{"x", HostTensor::from({kRowsPerCore, 256}, floats({kRowsPerCore, 256}, 50 + r).floats)}});
+  }
+  std::vector<std::vector<float>> direct;
+  for (const char* name : {"tpusim", "cpu"}) {
+    auto backend = make_backend(name);
+    auto exe = (*backend)->compile(sums_of(DType::kBF16), {"fp32", kReplicas});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Variables none;
+    auto out = (*backend)->run_loop(**exe, none, {raw}, 0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    direct.push_back(out->outputs[0][3].at("s").f);
+  }
+  EXPECT_EQ(direct[0], direct[1]);
+  EXPECT_EQ(direct[1][0], sim::round_to_bf16(raw.replicas[3].at("x").f[0]) * 2.0f + 1.0f);
 }
 
 // Overlapped (the default), each gradient's all-reduce runs while the backward pass computes the

@@ -148,6 +148,25 @@ TEST(Compiler, ABf16InfeedLandsAsBf16AndIsWidenedInVmem) {
   const uint64_t entries = (256 + t.rows_per_entry - 1) / t.rows_per_entry;
   const auto widened = infeed_instructions(bf16, isa::Vector::CAST);
   ASSERT_EQ(widened.size(), 2 * entries);
+  // The CAST waits for its entry to land (the dequeue's signal, counted so far), and the store
+  // to HBM for the CAST.
+  auto waits_for = [](const isa::Instruction& waiter, const isa::Instruction& signaller,
+                      uint64_t count) {
+    for (const isa::Wait& w : waiter.wait()) {
+      for (uint32_t flag : signaller.signal()) {
+        if (w.flag() == flag && w.value() == count) return true;
+      }
+    }
+    return false;
+  };
+  const auto& code = bf16.program->cores(0).instructions();
+  for (int i = 0, e = 0; i < code.size(); ++i) {
+    if (!code[i].has_infeed()) continue;
+    ++e;
+    ASSERT_LT(i + 2, code.size());
+    EXPECT_TRUE(code[i + 1].has_vector() && waits_for(code[i + 1], code[i], e)) << "entry " << e;
+    EXPECT_TRUE(code[i + 2].has_dma() && waits_for(code[i + 2], code[i + 1], e)) << "entry " << e;
+  }
   for (size_t e = 0; e < entries; ++e) {
     const isa::Block& landed = widened[2 * e].infeed().dst();
     const isa::Vector& cast = widened[2 * e + 1].vector();

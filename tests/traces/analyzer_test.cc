@@ -234,7 +234,8 @@ TEST(Analyzer, TheHostLinkIsALimitThreadsDoNotLift) {
   EXPECT_THAT(linked->advice[0], HasSubstr("The host link is the bottleneck"));
   EXPECT_THAT(linked->advice[0], HasSubstr("chip 1's link busy 0.090 ms"));
   EXPECT_THAT(linked->advice[0], HasSubstr("--infeed-dtype bf16"));
-  EXPECT_THAT(linked->to_text(), HasSubstr("<- slowest"));
+  EXPECT_THAT(linked->to_text(), HasSubstr("host link  chip 1            0.090 ms  <- slowest\n"));
+  EXPECT_THAT(linked->to_text(), HasSubstr("map          1 thread(s)     0.060 ms\n"));
   EXPECT_EQ(linked->to_json()["host_link"]["slowest"], true);
   // The map at 120 us: the map is named; twice its threads leave the link in charge at 90 us.
   auto staged = analyze(with_stage(120));
@@ -244,13 +245,16 @@ TEST(Analyzer, TheHostLinkIsALimitThreadsDoNotLift) {
   EXPECT_NEAR(staged->what_if[0].step_seconds, 90e-6, 1e-12);
   EXPECT_EQ(staged->what_if[0].limited_by, "host_link");
   EXPECT_THAT(staged->advice[0], HasSubstr("where 'host_link' then sets the step"));
+  EXPECT_THAT(staged->to_text(), HasSubstr("map          1 thread(s)     0.120 ms  <- slowest\n"));
+  EXPECT_THAT(staged->to_text(), HasSubstr("host link  chip 1            0.090 ms\n"));
 }
 
 // Core 0 waits 30 us of each 100 us step for its peer at the all-reduce while core 1, its peer,
 // waits 30 us for infeed: the wait is the peer's late input, and the advice says so instead of
-// blaming the gradient exchange. Without the peer's infeed wait it is the exchange's.
+// blaming the gradient exchange. Without the peer's infeed wait it is the exchange's; an exchange
+// slow in itself (10 us of all-reduce) is called out either way.
 TEST(Analyzer, APeerWaitBehindAPeersInfeedWaitIsCalledInput) {
-  auto steps = [](bool peer_fed_late) {
+  auto steps = [](bool peer_fed_late, TimePs exchange_us = 0) {
     RecordingSink t;
     const Core c0 = add_core(t, 0), c1 = add_core(t, 1);
     for (int s = 0; s < 4; ++s) {
@@ -258,6 +262,8 @@ TEST(Analyzer, APeerWaitBehindAPeersInfeedWaitIsCalledInput) {
       t.slice(c0.steps, "step " + std::to_string(s), at, at + 100 * kUs);
       t.slice(c1.steps, "step " + std::to_string(s), at, at + 100 * kUs);
       t.slice(c0.ici, std::string(kPeerWait), at + 50 * kUs, at + 80 * kUs);
+      if (exchange_us > 0)
+        t.slice(c0.ici, "ici.all_reduce", at + 80 * kUs, at + (80 + exchange_us) * kUs);
       if (peer_fed_late) t.slice(c1.infeed, std::string(kInfeedWait), at, at + 30 * kUs);
     }
     return t;
@@ -272,6 +278,12 @@ TEST(Analyzer, APeerWaitBehindAPeersInfeedWaitIsCalledInput) {
   EXPECT_THAT(late->advice[0], HasSubstr("other cores wait for infeed up to 30.0%"));
   EXPECT_THAT(late->advice[0], HasSubstr("count this wait as input too"));
   EXPECT_NEAR(late->to_json()["peers_input"].get<double>(), 30e-6, 1e-12);
+  EXPECT_EQ(late->advice.size(), 1u);  // the exchange itself takes nothing
+  auto both = analyze(steps(true, 10));
+  ASSERT_TRUE(both.ok());
+  ASSERT_EQ(both->advice.size(), 2u);
+  EXPECT_THAT(both->advice[0], HasSubstr("count this wait as input too"));
+  EXPECT_THAT(both->advice[1], HasSubstr("All-reduce takes 10.0% of each step"));
   auto exchange = analyze(steps(false));
   ASSERT_TRUE(exchange.ok());
   EXPECT_EQ(exchange->peers_input, 0);

@@ -123,7 +123,7 @@ class CpuBackend final : public Backend {
           if (n.op == Op::kVariable) {
             values[r][at] = vars[r]->at(n.attrs.name);
           } else if (n.op == Op::kInfeed) {
-            values[r][at] = feeds[r].at(n.attrs.name);
+            values[r][at] = infeed_value(n, feeds[r].at(n.attrs.name));
           } else {
             cpu::Inputs in;
             for (int id : n.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);

@@ -207,7 +207,8 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   const int body_start = b.size();
   // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer. A bf16 infeed's
   // entries land as bf16 (half the host-link bytes) and are widened in VMEM to the f32 its
-  // buffer holds, as XLA fuses the convert of a bf16 infeed into its first reader.
+  // buffer holds, standing in for the convert XLA fuses into the infeed's first reader (the
+  // graph's own Cast to f32 is still a fragment of its own: docs/infeed.md).
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);
     set_origin(n.attrs.name, "infeed");
