@@ -116,7 +116,8 @@ TEST(Compiler, TagsEveryInstructionWithItsGraphOp) {
 
 // A bf16 infeed crosses the host link as bf16: its entries are half the bytes of an f32
 // infeed's, land in VMEM as bf16 and are widened there to the f32 its HBM buffer holds (one
-// CAST per entry), so every later fragment reads it as any f32 buffer.
+// CAST per entry), so every later fragment reads it as any f32 buffer, the graph's Cast to f32
+// included.
 TEST(Compiler, ABf16InfeedLandsAsBf16AndIsWidenedInVmem) {
   auto compiled = [](DType dtype) {
     GraphBuilder b;
@@ -177,6 +178,11 @@ TEST(Compiler, ABf16InfeedLandsAsBf16AndIsWidenedInVmem) {
     EXPECT_GE(landed.address(), uint64_t{cast.dst().rows()} * 300 * 4);  // no overlap
   }
   EXPECT_EQ(infeed_instructions(f32, isa::Vector::CAST).size(), entries);
+  // The graph's Cast to f32 changes no bit of the widened buffer: it aliases it and emits
+  // nothing, so the bf16 step is the f32 one plus a CAST per entry.
+  EXPECT_EQ(bf16.program->cores(0).instructions_size(),
+            f32.program->cores(0).instructions_size() + static_cast<int>(entries));
+  for (const isa::Origin& o : bf16.program->cores(0).origins()) EXPECT_NE(o.op(), "cast");
 }
 
 TEST(Compiler, EveryZooModelCompiles) {

@@ -1,6 +1,7 @@
 #include "runtime/backend/tpusim/compiler.h"
 
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "common/strings.h"
@@ -98,10 +99,30 @@ absl::Status lower_node(Lowering& l, int id) {
   return absl::UnimplementedError(str_cat("tpusim backend: no lowering for ", op_name(n.op)));
 }
 
+// Buffers hold bf16 values as f32, so a cast from bf16 to f32 changes no bit: compiled as a
+// reshape to its own shape it aliases its input's buffer and emits nothing (and a convolution
+// reading it reads the bf16 infeed directly), as XLA fuses the convert into the reader. Null
+// when the graph has no such cast.
+std::unique_ptr<Graph> widening_casts_as_aliases(const Graph& graph) {
+  std::unique_ptr<Graph> out;
+  for (int id = 0; id < graph.size(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op != Op::kCast || n.dtype != DType::kF32 ||
+        graph.node(n.inputs[0]).dtype != DType::kBF16) {
+      continue;
+    }
+    if (out == nullptr) out = std::make_unique<Graph>(graph);
+    out->mutable_node(id).op = Op::kReshape;
+  }
+  return out;
+}
+
 }  // namespace
 
-absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::SliceSpec& slice,
+absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::SliceSpec& slice,
                                            uint32_t core, const StepOptions& options) {
+  const std::unique_ptr<Graph> aliased = widening_casts_as_aliases(given);
+  const Graph& graph = aliased != nullptr ? *aliased : given;
   CompiledStep out;
   const uint32_t replicas = options.replicas;
   const bool overlapped = options.overlap_allreduce && replicas > 1;
@@ -208,7 +229,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& graph, const config::Sli
   // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer. A bf16 infeed's
   // entries land as bf16 (half the host-link bytes) and are widened in VMEM to the f32 its
   // buffer holds, standing in for the convert XLA fuses into the infeed's first reader (the
-  // graph's own Cast to f32 is still a fragment of its own: docs/infeed.md).
+  // graph's own Cast to f32 then aliases that buffer: widening_casts_as_aliases).
   for (int id : graph.infeeds()) {
     const Node& n = graph.node(id);
     set_origin(n.attrs.name, "infeed");
