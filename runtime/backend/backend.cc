@@ -108,12 +108,12 @@ absl::Status check_loop(const Executable& executable, const Variables& variables
   return absl::OkStatus();
 }
 
-HostTensor infeed_value(const Node& infeed, const HostTensor& batch) {
-  HostTensor t = batch;
-  if (infeed.dtype != DType::kBF16) return t;
-  t.dtype = DType::kBF16;
-  for (float& x : t.f) x = sim::round_to_bf16(x);
-  return t;
+const HostTensor& infeed_value(const Node& infeed, const HostTensor& batch, HostTensor& rounded) {
+  if (infeed.dtype != DType::kBF16) return batch;
+  rounded = batch;
+  rounded.dtype = DType::kBF16;
+  for (float& x : rounded.f) x = sim::round_to_bf16(x);
+  return rounded;
 }
 
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds) {

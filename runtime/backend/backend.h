@@ -197,10 +197,10 @@ std::vector<int> last_uses(const Graph& graph);
 // `variables` every variable; errors name the infeed or variable and both shapes.
 absl::Status check_inputs(const Graph& graph, const Variables& variables, const Feeds& feeds);
 // The values `infeed` takes from a host batch: a bf16 infeed's rounded to bf16 (to nearest even),
-// as the host's cast and the tpusim backend's host link do; any other infeed's as they are. Every
-// backend feeds through it, so a caller's unrounded f32 batch gives the same values everywhere
-// (the infeed driver's batches are rounded already).
-HostTensor infeed_value(const Node& infeed, const HostTensor& batch);
+// as the host's cast and the tpusim backend's host link do, written to `rounded` and returned;
+// any other infeed's `batch` itself, uncopied. Every backend feeds through it, so a caller's
+// unrounded f32 batch gives the same values everywhere (the infeed driver's are rounded already).
+const HostTensor& infeed_value(const Node& infeed, const HostTensor& batch, HostTensor& rounded);
 // check_inputs for every step and replica of a loop; errors name the step and replica.
 absl::Status check_loop(const Executable& executable, const Variables& variables,
                         const std::vector<LoopStep>& steps, uint64_t first_step);

@@ -123,7 +123,8 @@ class CpuBackend final : public Backend {
           if (n.op == Op::kVariable) {
             values[r][at] = vars[r]->at(n.attrs.name);
           } else if (n.op == Op::kInfeed) {
-            values[r][at] = infeed_value(n, feeds[r].at(n.attrs.name));
+            HostTensor rounded;
+            values[r][at] = infeed_value(n, feeds[r].at(n.attrs.name), rounded);
           } else {
             cpu::Inputs in;
             for (int id : n.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);

@@ -203,7 +203,8 @@ class GpuBackend final : public Backend {
           } else if (n.op == Op::kVariable) {
             values[r][at] = vars[r].at(n.attrs.name);
           } else {
-            auto buffer = upload(infeed_value(n, feeds[r].at(n.attrs.name)),
+            HostTensor rounded;
+            auto buffer = upload(infeed_value(n, feeds[r].at(n.attrs.name), rounded),
                                  str_cat("infeed '", n.attrs.name, "'"));
             if (!buffer.ok()) return buffer.status();
             values[r][at] = *std::move(buffer);
