@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
+#include <vector>
 
 #include "common/strings.h"
 #include "sim/isa/builder.h"
@@ -36,23 +38,53 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, Gemm
     return absl::InvalidArgumentError(
         str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
   }
-  GemmTiling t;
-  t.tk = std::min(shape.k, 4 * core.mxu_rows);
-  t.tn = std::min(shape.n, 4 * core.mxu_cols);
   const uint64_t budget = core.vmem_bytes / 4 * 3;
   const uint32_t in_bytes = bytes_of(input_dtype);
-  uint32_t tm = 1024;
-  while (tm > shape.m && tm > 1) tm /= 2;
-  if (tm < shape.m && tm < 1024) tm *= 2;  // cover small M in one tile
-  tm = std::min(tm, shape.m);
-  while (tm > 8 && footprint(tm, t.tk, t.tn, in_bytes) > budget) tm /= 2;
-  if (footprint(tm, t.tk, t.tn, in_bytes) > budget) {
-    return absl::InvalidArgumentError(str_cat("GEMM tiles ", tm, "x", t.tk, "x", t.tn, " need ",
-                                              footprint(tm, t.tk, t.tn, in_bytes),
-                                              " bytes of VMEM; the core has ", core.vmem_bytes));
+  uint32_t tm_max = 1024;
+  while (tm_max > shape.m && tm_max > 1) tm_max /= 2;
+  if (tm_max < shape.m && tm_max < 1024) tm_max *= 2;  // cover small M in one tile
+  tm_max = std::min(tm_max, shape.m);
+  // The largest tm down to `floor` that fits with tk x tn slices, or 0.
+  auto largest_tm = [&](uint32_t tk, uint32_t tn, uint32_t floor) -> uint32_t {
+    uint32_t tm = tm_max;
+    while (tm > floor && footprint(tm, tk, tn, in_bytes) > budget) tm /= 2;
+    return footprint(tm, tk, tn, in_bytes) <= budget ? tm : 0;
+  };
+  // Slices of depth tk and width tn, from 4 array tiles each down to one: depth first (it only
+  // makes the DMAs smaller), then width (each narrower tile streams A once more).
+  using Slices = std::vector<std::pair<uint32_t, uint32_t>>;
+  Slices array_slices;
+  for (uint32_t tn_tiles : {4u, 2u, 1u}) {
+    for (uint32_t tk_tiles : {4u, 2u, 1u}) {
+      if (tn_tiles < 4 && tk_tiles > 1) continue;
+      const std::pair<uint32_t, uint32_t> s{std::min(shape.k, tk_tiles * core.mxu_rows),
+                                            std::min(shape.n, tn_tiles * core.mxu_cols)};
+      if (array_slices.empty() || array_slices.back() != s) array_slices.push_back(s);
+    }
   }
-  t.tm = tm;
-  return t;
+  // Below one array tile, for VMEMs too small for R x C slices: both halved, down to 8.
+  Slices sub_slices;
+  for (auto [tk, tn] = array_slices.back(); tk > 8 || tn > 8;) {
+    tk = tk > 8 ? std::max(8u, tk / 2) : tk;
+    tn = tn > 8 ? std::max(8u, tn / 2) : tn;
+    sub_slices.emplace_back(tk, tn);
+  }
+  // First the widest array slices that leave tm at least one array tile's rows (R, or all of M
+  // when it is smaller): fewer rows reload the MXU's weights for too little work. Then the
+  // widest array slices with tm down to 8 rows, then slices narrower than the array.
+  const uint32_t row_floor = std::min(tm_max, core.mxu_rows), min_rows = std::min(tm_max, 8u);
+  const std::pair<const Slices*, uint32_t> passes[] = {
+      {&array_slices, row_floor}, {&array_slices, min_rows}, {&sub_slices, min_rows}};
+  for (const auto& [slices, floor] : passes) {
+    for (const auto& [tk, tn] : *slices) {
+      if (const uint32_t tm = largest_tm(tk, tn, floor); tm >= floor) return GemmTiling{tm, tk, tn};
+    }
+  }
+  const auto [tk, tn] = sub_slices.empty() ? array_slices.back() : sub_slices.back();
+  return absl::InvalidArgumentError(str_cat(
+      "GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", min_rows, "x", tk, "x", tn,
+      " need ", footprint(min_rows, tk, tn, in_bytes), " bytes of VMEM; the core has ",
+      core.vmem_bytes, " (GEMMs use 3/4 of it)"));
 }
 
 uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
