@@ -127,9 +127,17 @@ void Emitter::wait_for_collectives(uint64_t count) {
 void Emitter::rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
                       const std::vector<TileOperand>& inputs, uint32_t scratch,
                       uint32_t scratch_width, const std::function<void(Tile&)>& body) {
+  rowwise(TileOperand{TileOperand::Kind::kFull, out_hbm, out_dtype, cols}, rows, inputs, scratch,
+          scratch_width, body);
+}
+
+void Emitter::rowwise(const TileOperand& out, uint64_t rows, const std::vector<TileOperand>& inputs,
+                      uint32_t scratch, uint32_t scratch_width,
+                      const std::function<void(Tile&)>& body) {
   begin_fragment();
-  if (!row_fits(uint64_t{cols} * 4)) return;
-  tile_loop(TileLoop{out_hbm, cols, out_dtype, rows, scratch, scratch_width, 0}, inputs, body);
+  if (!row_fits(uint64_t{out.cols} * 4)) return;
+  tile_loop(TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0},
+            inputs, body);
 }
 
 isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
@@ -137,7 +145,7 @@ isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& i
                                 uint32_t accumulator_elements,
                                 const std::function<void(Tile&)>& body) {
   begin_fragment();
-  return tile_loop(TileLoop{0, 0, isa::F32, rows, scratch, scratch_width, accumulator_elements},
+  return tile_loop(TileLoop{0, 0, 0, isa::F32, rows, scratch, scratch_width, accumulator_elements},
                    inputs, body);
 }
 
@@ -250,8 +258,9 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
           in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
       const isa::Block vmem = block(at, n, width, in.dtype);
       at = align(at + uint64_t{n} * width * 4);
-      auto dma =
-          b_.dma_to_vmem(block(in.hbm + r0 * width * 4, n, width, in.dtype), vmem, next_engine());
+      const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{width} * 4;
+      auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, width, in.dtype, in.stride), vmem,
+                                next_engine());
       ordered(dma);
       for (const auto& [flag, count] : free_waits) dma.wait(flag, count);
       flags_.signal(dma, loaded_[s]);
@@ -285,8 +294,10 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
       continue;
     }
     // Store the tile once its last vector op is done; that frees the slot.
+    const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
     auto store = b_.dma_to_hbm(
-        tile.out_, block(loop.out_hbm + r0 * uint64_t{cols} * 4, n, cols, loop.out_dtype),
+        tile.out_,
+        block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
         next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));

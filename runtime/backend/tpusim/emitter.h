@@ -34,6 +34,9 @@ struct TileOperand {
   uint64_t hbm = 0;
   isa::DType dtype = isa::F32;
   uint32_t cols = 0;  // width of a kFull or kRow operand when it differs from the output's
+  // kFull and kColumn: bytes from one row's start in HBM to the next's; 0: the rows are dense.
+  // A stride wider than the row reads a band of each row (a band of rows of each image).
+  uint64_t stride = 0;
 };
 
 class Emitter;
@@ -125,6 +128,10 @@ class Emitter {
   void rowwise(uint64_t out_hbm, uint64_t rows, uint32_t cols, isa::DType out_dtype,
                const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
                const std::function<void(Tile&)>& body);
+  // The same with the output described as an operand (kFull: its hbm, cols, dtype and stride),
+  // to write a band of each of its rows.
+  void rowwise(const TileOperand& out, uint64_t rows, const std::vector<TileOperand>& inputs,
+               uint32_t scratch, uint32_t scratch_width, const std::function<void(Tile&)>& body);
 
   // A fragment that reduces row tiles into an accumulator of its own instead of storing an
   // output per tile: like rowwise, with `scratch` scratch blocks of `scratch_width` per row and no
@@ -174,6 +181,7 @@ class Emitter {
   struct TileLoop {
     uint64_t out_hbm;
     uint32_t cols;  // of the output; 0 without one
+    uint64_t out_stride;  // bytes between the output's rows in HBM; 0: dense
     isa::DType out_dtype;
     uint64_t rows;
     uint32_t scratch, scratch_width;

@@ -1,4 +1,9 @@
 // Lowering of image patches: im2col (extract_patches) and its adjoint (patches_to_image).
+#include <algorithm>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
 #include "common/strings.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
@@ -7,22 +12,109 @@ namespace tpusim::runtime::tpusim_backend {
 
 using isa::Vector;
 
+namespace {
+
+// A band of rows of every image: window rows [oy0, oy0 + g.OH) and the image rows
+// [y0, y0 + g.H) they read, with `g` the geometry of im2col over the band as an image of its own
+// (the window's top padding shifted so that its rows line up). One band of all the rows is the
+// whole image.
+struct Band {
+  Im2col g;
+  int64_t oy0, y0;
+};
+
+Band make_band(const Im2col& full, int64_t oy0, int64_t oy1, int64_t y0, int64_t y1) {
+  Window w = full.w;
+  w.pad_top = full.w.pad_top - oy0 * full.w.sh + y0;
+  return Band{Im2col(w, Shape({1, y1 - y0, full.W, full.C}), Shape({1, oy1 - oy0, full.OW, 1})),
+              oy0, y0};
+}
+
+// The image rows windows [oy0, oy1) read, clipped to the image.
+Band band_of_windows(const Im2col& g, int64_t oy0, int64_t oy1) {
+  const int64_t y0 = std::clamp(oy0 * g.w.sh - g.w.pad_top, int64_t{0}, g.H - 1);
+  const int64_t y1 = std::clamp((oy1 - 1) * g.w.sh - g.w.pad_top + g.w.kh, y0 + 1, g.H);
+  return make_band(g, oy0, oy1, y0, y1);
+}
+
+// The windows that add into image rows [y0, y1) (at least one, which may add nothing there when
+// the stride skips those rows).
+Band band_of_rows(const Im2col& g, int64_t y0, int64_t y1) {
+  const int64_t first = y0 + g.w.pad_top - g.w.kh + 1;  // the first window row reaching y0 ...
+  int64_t oy0 = first <= 0 ? 0 : (first + g.w.sh - 1) / g.w.sh;  // ... rounded up to a stride
+  int64_t oy1 = std::min(g.OH, (y1 - 1 + g.w.pad_top) / g.w.sh + 1);
+  oy0 = std::min(oy0, g.OH - 1);
+  oy1 = std::max(oy1, oy0 + 1);
+  return make_band(g, oy0, oy1, y0, y1);
+}
+
+// The bands a fragment works in: the whole image when one image's pixels and patches fit a
+// VMEM tile, else bands as tall as fit, cut along window rows (`by_windows`, each band reading
+// the image rows it needs) or along image rows (each band adding the windows that reach it).
+absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, bool by_windows) {
+  auto fits = [&](const Band& b) {
+    return Emitter::tile_bytes({static_cast<uint64_t>(b.g.image_elements()),
+                                static_cast<uint64_t>(b.g.patch_elements())},
+                               1) <= l.emit.tile_budget_bytes();
+  };
+  // The whole image, as the same geometry, when it fits.
+  if (const Band whole = make_band(g, 0, g.OH, 0, g.H); fits(whole)) return std::vector{whole};
+  const int64_t rows = by_windows ? g.OH : g.H;
+  auto band = [&](int64_t r0, int64_t r1) {
+    return by_windows ? band_of_windows(g, r0, r1) : band_of_rows(g, r0, r1);
+  };
+  std::vector<Band> out;
+  for (int64_t r0 = 0; r0 < rows;) {
+    int64_t r1 = rows;
+    while (r1 > r0 + 1 && !fits(band(r0, r1))) --r1;
+    const Band b = band(r0, r1);
+    if (!fits(b)) {
+      return absl::UnimplementedError(str_cat(
+          "tpusim backend: ", by_windows ? "one row of windows" : "one image row and its windows",
+          " (", g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ", g.patch,
+          " values) need ", b.g.image_elements() * 4 + b.g.patch_elements() * 4,
+          " bytes of VMEM; the tile budget is ", l.emit.tile_budget_bytes()));
+    }
+    out.push_back(b);
+    r0 = r1;
+  }
+  return out;
+}
+
+// The band's operand (or output) in an HBM tensor of whole images `cols` wide: rows of
+// `band_elements` from `first_element` of each image.
+TileOperand band_rows(uint64_t hbm, int64_t first_element, int64_t band_elements, int64_t cols) {
+  TileOperand op{TileOperand::Kind::kFull, hbm + static_cast<uint64_t>(first_element) * 4,
+                 isa::F32, static_cast<uint32_t>(band_elements)};
+  if (band_elements < cols) op.stride = static_cast<uint64_t>(cols) * 4;
+  return op;
+}
+
+}  // namespace
+
 // im2col in VMEM, a tile of whole images at a time: one DMA brings the images in, the patch rows
 // are assembled by vector copies, one DMA takes them out. At stride 1 with the output as big as
 // the input (SAME convolutions) consecutive windows (image, oy, ox) read consecutive pixels, so
 // each kernel offset (ky, kx) is one strided copy for the whole tile (the flat view), and the
 // windows that wrap round a row or image edge (the padding) are zeroed afterwards. Otherwise
-// the patches start zeroed and each offset is one copy per image and output row.
+// the patches start zeroed and each offset is one copy per image and output row. When one
+// image's pixels and patches do not fit a tile (a small VMEM), one fragment per band of window
+// rows does the same over the image rows that band reads.
 absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
   const Im2col g(n.attrs.window, in, n.shape);
-  const auto image_cols = static_cast<uint32_t>(g.H * g.W * g.C);
-  const auto out_cols = static_cast<uint32_t>(g.OH * g.OW * g.patch);
-  l.emit.rowwise(
-      l.address(id), static_cast<uint64_t>(in.dim(0)), out_cols, isa::F32,
-      {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32, image_cols}}, 0, 0,
-      [&](Tile& t) { build_patches(t, g, t.in(0).address(), t.out().address()); });
+  auto parts = bands(l, g, /*by_windows=*/true);
+  if (!parts.ok()) return parts.status();
+  for (const Band& band : *parts) {
+    const Im2col& bg = band.g;
+    l.emit.rowwise(
+        band_rows(l.address(id), band.oy0 * g.OW * g.patch, bg.patch_elements(), g.patch_elements()),
+        static_cast<uint64_t>(in.dim(0)),
+        {band_rows(l.address(n.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
+                   g.image_elements())},
+        0, 0, [&](Tile& t) { build_patches(t, bg, t.in(0).address(), t.out().address()); });
+  }
   return absl::OkStatus();
 }
 
@@ -31,32 +123,32 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
 // view (see lower_extract_patches) each offset is one vector add over the whole tile, and
 // otherwise one per image and output row; offsets go in (ky, kx) order, so every pixel sums its
 // contributions in a fixed order. In the flat view the wrapped windows of the patches are zeroed
-// first, so that adding them changes nothing.
+// first, so that adding them changes nothing. When one image does not fit a tile, one fragment
+// per band of image rows adds the windows that reach it (every pixel in one band, its
+// contributions in the same order).
 absl::Status lower_patches_to_image(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Im2col g(n.attrs.window, n.shape, l.node(n.inputs[0]).shape);
-  const uint64_t image_bytes = static_cast<uint64_t>(g.H * g.W * g.C) * 4,
-                 patch_bytes = static_cast<uint64_t>(g.OH * g.OW * g.patch) * 4;
-  if (image_bytes + patch_bytes > l.emit.tile_budget_bytes()) {
-    return absl::UnimplementedError(
-        str_cat("tpusim backend: patches_to_image of a ", g.H, "x", g.W, "x", g.C, " image with ",
-                g.OH, "x", g.OW, " windows needs ", image_bytes + patch_bytes,
-                " bytes of VMEM per image; the tile budget is ", l.emit.tile_budget_bytes()));
+  auto parts = bands(l, g, /*by_windows=*/false);
+  if (!parts.ok()) return parts.status();
+  for (const Band& band : *parts) {
+    const Im2col& bg = band.g;
+    l.emit.rowwise(
+        band_rows(l.address(id), band.y0 * g.W * g.C, bg.image_elements(), g.image_elements()),
+        static_cast<uint64_t>(n.shape.dim(0)),
+        {band_rows(l.address(n.inputs[0]), band.oy0 * g.OW * g.patch, bg.patch_elements(),
+                   g.patch_elements())},
+        0, 0, [&](Tile& t) {
+          sim::CoreBuilder& cb = t.e_builder();
+          const uint64_t patches = t.in(0).address();
+          t.chain(cb.fill(t.out(), 0));
+          if (bg.flat) zero_wrapped(t, bg, patches);
+          for_each_window_run(bg, t.out().address(), patches, t.rows(),
+                              [&](const isa::Block& pixels, const isa::Block& windows) {
+                                t.chain(cb.binary(Vector::ADD, pixels, pixels, windows));
+                              });
+        });
   }
-  l.emit.rowwise(l.address(id), static_cast<uint64_t>(n.shape.dim(0)),
-                 static_cast<uint32_t>(image_bytes / 4), isa::F32,
-                 {TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[0]), isa::F32,
-                              static_cast<uint32_t>(patch_bytes / 4)}},
-                 0, 0, [&](Tile& t) {
-                   sim::CoreBuilder& b = t.e_builder();
-                   const uint64_t patches = t.in(0).address();
-                   t.chain(b.fill(t.out(), 0));
-                   if (g.flat) zero_wrapped(t, g, patches);
-                   for_each_window_run(g, t.out().address(), patches, t.rows(),
-                                       [&](const isa::Block& pixels, const isa::Block& windows) {
-                                         t.chain(b.binary(Vector::ADD, pixels, pixels, windows));
-                                       });
-                 });
   return absl::OkStatus();
 }
 
