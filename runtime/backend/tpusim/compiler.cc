@@ -366,6 +366,12 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     }
     out.outputs.push_back(t);
   }
+  // The updates and outputs are fragments like the nodes': one that could not be emitted fails
+  // the compile rather than leaving a variable unchanged.
+  if (!emit.status().ok()) {
+    return absl::Status(emit.status().code(),
+                        str_cat(emit.status().message(), " (the step's updates and outputs)"));
+  }
   loop.instruction().mutable_loop()->set_body_length(static_cast<uint32_t>(b.size() - body_start));
   b.set_origin("", "");
   b.halt();

@@ -314,26 +314,43 @@ void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst
                    uint64_t rows, uint32_t cols, isa::DType dtype) {
   begin_fragment();
   const uint64_t row_bytes = uint64_t{cols} * 4;
-  if (!row_fits(row_bytes)) return;
-  uint64_t tile_rows = std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / row_bytes));
+  const uint64_t src_step = src_stride > 0 ? src_stride : row_bytes,
+                 dst_step = dst_stride > 0 ? dst_stride : row_bytes;
+  // A row wider than a tile slot (a variable's whole update, one row of a flat copy) goes in
+  // chunks of columns, each a strided block of every row, the widest whole vector rows that fit.
+  uint32_t chunk = cols;
+  if (row_bytes > slot_bytes_) {
+    const uint64_t fit = slot_bytes_ / 4;
+    chunk = static_cast<uint32_t>(std::max<uint64_t>(1, fit >= 128 ? fit / 128 * 128 : fit));
+  }
+  const uint64_t tile_rows =
+      std::max<uint64_t>(1, std::min<uint64_t>(rows, slot_bytes_ / (uint64_t{chunk} * 4)));
   SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
   uint64_t t = 0;
-  for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
-    const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
-    const int s = static_cast<int>(t % 2);
-    const isa::Block vmem = block(static_cast<uint64_t>(s) * slot_bytes_, n, cols, dtype);
-    auto load = b_.dma_to_vmem(block(src + r0 * src_stride, n, cols, dtype, src_stride), vmem,
-                               next_engine());
-    ordered(load);
-    if (slots.free_needed(s) > 0) load.wait(slot_free_[s], slots.free_needed(s));
-    flags_.signal(load, loaded_[s]);
-    auto store = b_.dma_to_hbm(vmem, block(dst + r0 * dst_stride, n, cols, dtype, dst_stride),
-                               next_engine());
-    ordered(store);
-    store.wait(loaded_[s], flags_.count(loaded_[s]));
-    flags_.signal(store, slot_free_[s]);
-    wrote_hbm(store);
-    slots.used(s);
+  for (uint32_t c0 = 0; c0 < cols; c0 += chunk) {
+    const uint32_t width = std::min(chunk, cols - c0);
+    // Whole rows keep the caller's strides (0: dense); a chunk steps over the rest of each row.
+    const uint64_t src_block_stride = width < cols ? src_step : src_stride,
+                   dst_block_stride = width < cols ? dst_step : dst_stride;
+    for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
+      const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
+      const int s = static_cast<int>(t % 2);
+      const isa::Block vmem = block(static_cast<uint64_t>(s) * slot_bytes_, n, width, dtype);
+      auto load = b_.dma_to_vmem(
+          block(src + r0 * src_step + uint64_t{c0} * 4, n, width, dtype, src_block_stride), vmem,
+          next_engine());
+      ordered(load);
+      if (slots.free_needed(s) > 0) load.wait(slot_free_[s], slots.free_needed(s));
+      flags_.signal(load, loaded_[s]);
+      auto store = b_.dma_to_hbm(
+          vmem, block(dst + r0 * dst_step + uint64_t{c0} * 4, n, width, dtype, dst_block_stride),
+          next_engine());
+      ordered(store);
+      store.wait(loaded_[s], flags_.count(loaded_[s]));
+      flags_.signal(store, slot_free_[s]);
+      wrote_hbm(store);
+      slots.used(s);
+    }
   }
 }
 

@@ -147,7 +147,7 @@ class Emitter {
   Tile epilogue();
 
   // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
-  // its own row stride in bytes.
+  // its own row stride in bytes (0: dense). Rows wider than a tile slot go in column chunks.
   void copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride, uint64_t rows,
             uint32_t cols, isa::DType dtype);
 

@@ -17,10 +17,11 @@ namespace {
 // A band of rows of every image: window rows [oy0, oy0 + g.OH) and the image rows
 // [y0, y0 + g.H) they read, with `g` the geometry of im2col over the band as an image of its own
 // (the window's top padding shifted so that its rows line up). One band of all the rows is the
-// whole image.
+// whole image. `carried`: image rows at the band's top that an earlier band added into too.
 struct Band {
   Im2col g;
   int64_t oy0, y0;
+  int64_t carried = 0;
 };
 
 Band make_band(const Im2col& full, int64_t oy0, int64_t oy1, int64_t y0, int64_t y1) {
@@ -48,20 +49,40 @@ Band band_of_rows(const Im2col& g, int64_t y0, int64_t y1) {
   return make_band(g, oy0, oy1, y0, y1);
 }
 
+// How a fragment too big for a VMEM tile is cut into bands.
+enum class Cut {
+  kWindowRows,  // extract_patches: each band reads the image rows its windows need
+  kImageRows,   // patches_to_image: each band adds the windows that reach its image rows
+  // patches_to_image where one image row and its windows do not fit: bands of window rows, each
+  // adding into the image rows from where the previous band's end (so that every row is written,
+  // those no window reaches with zeros) to where its windows reach (the last band to the
+  // image's end), the rows the previous band added into too carried: loaded and added onto.
+  kCarriedWindowRows,
+};
+
 // The bands a fragment works in: the whole image when one image's pixels and patches fit a
-// VMEM tile, else bands as tall as fit, cut along window rows (`by_windows`, each band reading
-// the image rows it needs) or along image rows (each band adding the windows that reach it).
-absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, bool by_windows) {
+// VMEM tile, else bands as tall as fit, cut as `cut` says; an error naming the bytes one row
+// needs when not even that fits.
+absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, Cut cut) {
   auto fits = [&](const Band& b) {
-    return Emitter::tile_bytes({static_cast<uint64_t>(b.g.image_elements()),
-                                static_cast<uint64_t>(b.g.patch_elements())},
-                               1) <= l.emit.tile_budget_bytes();
+    std::vector<uint64_t> widths{static_cast<uint64_t>(b.g.image_elements()),
+                                 static_cast<uint64_t>(b.g.patch_elements())};
+    if (b.carried > 0) widths.push_back(static_cast<uint64_t>(b.carried * g.W * g.C));
+    return Emitter::tile_bytes(widths, 1) <= l.emit.tile_budget_bytes();
   };
   // The whole image, as the same geometry, when it fits.
   if (const Band whole = make_band(g, 0, g.OH, 0, g.H); fits(whole)) return std::vector{whole};
-  const int64_t rows = by_windows ? g.OH : g.H;
+  const int64_t rows = cut == Cut::kImageRows ? g.H : g.OH;
+  int64_t written = 0;  // image rows the bands so far add into (kCarriedWindowRows)
   auto band = [&](int64_t r0, int64_t r1) {
-    return by_windows ? band_of_windows(g, r0, r1) : band_of_rows(g, r0, r1);
+    if (cut == Cut::kImageRows) return band_of_rows(g, r0, r1);
+    Band b = band_of_windows(g, r0, r1);
+    if (cut == Cut::kWindowRows) return b;
+    const int64_t y0 = std::min(b.y0, written);
+    const int64_t y1 = r1 == g.OH ? g.H : std::max(b.y0 + b.g.H, y0 + 1);
+    b = make_band(g, r0, r1, y0, y1);
+    b.carried = std::max<int64_t>(0, written - y0);
+    return b;
   };
   std::vector<Band> out;
   for (int64_t r0 = 0; r0 < rows;) {
@@ -70,12 +91,13 @@ absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, bool
     const Band b = band(r0, r1);
     if (!fits(b)) {
       return absl::UnimplementedError(str_cat(
-          "tpusim backend: ", by_windows ? "one row of windows" : "one image row and its windows",
+          "tpusim backend: ", cut == Cut::kImageRows ? "one image row and its windows" : "one row of windows",
           " (", g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ", g.patch,
           " values) need ", b.g.image_elements() * 4 + b.g.patch_elements() * 4,
           " bytes of VMEM; the tile budget is ", l.emit.tile_budget_bytes()));
     }
     out.push_back(b);
+    written = b.y0 + b.g.H;
     r0 = r1;
   }
   return out;
@@ -104,7 +126,7 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;
   const Im2col g(n.attrs.window, in, n.shape);
-  auto parts = bands(l, g, /*by_windows=*/true);
+  auto parts = bands(l, g, Cut::kWindowRows);
   if (!parts.ok()) return parts.status();
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
@@ -125,23 +147,37 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
 // contributions in a fixed order. In the flat view the wrapped windows of the patches are zeroed
 // first, so that adding them changes nothing. When one image does not fit a tile, one fragment
 // per band of image rows adds the windows that reach it (every pixel in one band, its
-// contributions in the same order).
+// contributions in the same order); when not even one image row and its windows fit, one per
+// band of window rows, each carrying on from the partial sums of the rows it shares with the
+// band before (those pixels then add the later band's windows after the earlier band's, a
+// different order).
 absl::Status lower_patches_to_image(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Im2col g(n.attrs.window, n.shape, l.node(n.inputs[0]).shape);
-  auto parts = bands(l, g, /*by_windows=*/false);
+  auto parts = bands(l, g, Cut::kImageRows);
+  if (!parts.ok()) parts = bands(l, g, Cut::kCarriedWindowRows);
   if (!parts.ok()) return parts.status();
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
+    std::vector<TileOperand> inputs{band_rows(l.address(n.inputs[0]), band.oy0 * g.OW * g.patch,
+                                              bg.patch_elements(), g.patch_elements())};
+    const int64_t carried = band.carried * g.W * g.C;
+    if (carried > 0) {
+      inputs.push_back(
+          band_rows(l.address(id), band.y0 * g.W * g.C, carried, g.image_elements()));
+    }
     l.emit.rowwise(
         band_rows(l.address(id), band.y0 * g.W * g.C, bg.image_elements(), g.image_elements()),
-        static_cast<uint64_t>(n.shape.dim(0)),
-        {band_rows(l.address(n.inputs[0]), band.oy0 * g.OW * g.patch, bg.patch_elements(),
-                   g.patch_elements())},
-        0, 0, [&](Tile& t) {
+        static_cast<uint64_t>(n.shape.dim(0)), inputs, 0, 0, [&](Tile& t) {
           sim::CoreBuilder& cb = t.e_builder();
           const uint64_t patches = t.in(0).address();
           t.chain(cb.fill(t.out(), 0));
+          if (carried > 0) {
+            t.chain(cb.unary(Vector::COPY,
+                             sim::block(t.out().address(), t.rows(), static_cast<uint32_t>(carried),
+                                   isa::F32, static_cast<uint64_t>(bg.image_elements()) * 4),
+                             t.in(1)));
+          }
           if (bg.flat) zero_wrapped(t, bg, patches);
           for_each_window_run(bg, t.out().address(), patches, t.rows(),
                               [&](const isa::Block& pixels, const isa::Block& windows) {
