@@ -141,7 +141,7 @@ std::string describe(const ChipSpec& chip) {
                  "  peak bf16      {:.1f} TFLOPS per chip ({:.2f} per core)\n",
                  chip.peak_bf16_flops / 1e12, c.peak_bf16_flops / 1e12);
   fmt::format_to(std::back_inserter(out),
-                 "  vector unit    {} lanes x {} sublanes; VMEM {:.0f} MiB per core\n",
+                 "  vector unit    {} lanes x {} sublanes; VMEM {:g} MiB per core\n",
                  c.vector_lanes, c.vector_sublanes, c.vmem_bytes / (1024.0 * 1024.0));
   fmt::format_to(std::back_inserter(out),
                  "  HBM            {:.0f} GiB, {:.0f} GB/s over {} channels, {:.0f} ns latency\n",

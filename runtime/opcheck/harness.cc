@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/strings.h"
+#include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "sim/numerics/random.h"
@@ -133,7 +134,9 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
   if (!graph.ok()) return graph.status();
   const Feeds feeds = make_feeds(c, seed);
   auto run_on = [&](const BackendSpec& s) -> absl::StatusOr<Outputs> {
-    auto backend = make_backend(s.name);
+    absl::StatusOr<std::unique_ptr<Backend>> backend =
+        s.name == "tpusim" ? absl::StatusOr<std::unique_ptr<Backend>>(make_tpusim_backend(s.slice))
+                           : make_backend(s.name);
     if (!backend.ok()) return backend.status();
     auto exe = (*backend)->compile(*graph, CompileOptions{s.precision});
     if (!exe.ok()) return exe.status();

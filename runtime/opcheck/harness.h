@@ -19,6 +19,7 @@ namespace tpusim::runtime::opcheck {
 struct BackendSpec {
   std::string name;
   std::string precision = "fp32";
+  std::string slice = "v3-8";  // the slice config file or built-in name tpusim simulates
   std::string label() const { return precision == "fp32" ? name : name + ":" + precision; }
 };
 absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text);

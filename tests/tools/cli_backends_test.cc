@@ -1,5 +1,7 @@
 // The CLI's backend commands, run as a subprocess: `tpusim backends` (what is built and why a
 // backend cannot run here) and `tpusim opcheck` (every op case on the named backends).
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -87,6 +89,34 @@ TEST(Cli, OpcheckFiltersOpsAndRejectsBadBackends) {
   EXPECT_THAT(r.err, HasSubstr("no backend named 'warp-drive'"));
   r = run_tpusim({"opcheck", "--ops", "("});
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// --config is the slice tpusim simulates: a v3-8 with 256 KiB of VMEM (a slice file whose chip
+// is inline) runs the matmul and conv2d cases in small tiles and still passes; a missing file
+// is named.
+TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
+  std::ifstream v3(std::string(TPUSIM_SOURCE_DIR) + "/configs/tpu_v3.pbtxt");
+  std::string chip((std::istreambuf_iterator<char>(v3)), std::istreambuf_iterator<char>());
+  const size_t at = chip.find("vmem_mib: 16");
+  ASSERT_NE(at, std::string::npos);
+  chip.replace(at, 12, "vmem_mib: 0.25");
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/tpu_v3_small_vmem.pbtxt") << chip;
+  const std::string path = dir + "/opcheck-small-vmem.pbtxt";
+  std::ofstream(path) << "name: \"small-vmem\"\nchip_file: \"tpu_v3_small_vmem.pbtxt\"\n"
+                         "topology { shape: 2 shape: 2 kind: TORUS }\nchips_per_host: 4\n"
+                         "host_file: \"host_96.pbtxt\"\n";
+  auto shown = run_tpusim({"config", "show", path});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("VMEM 0.25 MiB per core"));
+  auto r = run_tpusim({"opcheck", "--backends", "tpusim", "--ops", "^(matmul|conv2d)$", "--config",
+                       path});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("(2 ops)"));
+  r = run_tpusim({"opcheck", "--backends", "tpusim", "--ops", "^add$", "--config",
+                  "/nonexistent/slice.pbtxt"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/slice.pbtxt"));
 }
 
 }  // namespace

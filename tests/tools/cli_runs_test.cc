@@ -377,5 +377,39 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   std::filesystem::remove_all(tmp);
 }
 
+// A first axis whose values span a factor of 16 or more is drawn on a log2 axis (VMEM 1 and 16
+// MiB); a sweep whose every point fails writes its table, says how many failed and draws no
+// metric plot, rather than reporting gnuplot's complaint about empty data.
+TEST(Cli, SweepDrawsGeometricValuesOnALogAxisAndNoPlotOfNothing) {
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "gnuplot is not installed";
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-log-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::vector<std::string> job = {"--",        "train", "--model", "mlp", "--data",
+                                        (tmp / "data").string(), "--train-steps", "1",
+                                        "--iterations-per-loop", "1", "--timing-only",
+                                        "--host-timing", "config"};
+  auto sweep = [&](const std::string& set, const std::string& out) {
+    std::vector<std::string> args = {"sweep", "--set", set, "--out", (tmp / out).string()};
+    args.insert(args.end(), job.begin(), job.end());
+    return run_tpusim(args);
+  };
+  auto r = sweep("chip.core.vmem_mib=1,16", "vmem");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream gp(tmp / "vmem" / "plots" / "metric.gp");
+  std::stringstream script;
+  script << gp.rdbuf();
+  EXPECT_THAT(script.str(), HasSubstr("set logscale x 2"));
+  // 10 MiB of HBM holds none of mlp's steps.
+  r = sweep("chip.hbm.capacity_gib=0.01", "full");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("1 point(s) failed"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("gnuplot")));
+  EXPECT_THAT(r.out, HasSubstr("plots: none (no point reported a figure to draw)"));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "full" / "sweep.csv"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "full" / "plots" / "metric.png"));
+  std::filesystem::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace tpusim::cli

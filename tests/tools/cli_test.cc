@@ -327,6 +327,7 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER"));
+  EXPECT_THAT(r.out, HasSubstr(" > 0)"));  // the weights' difference, over its tolerance of 0
   r = run_tpusim({"compare", "--backends", "cpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--backends needs at least two backends"));

@@ -159,9 +159,10 @@ int run_compare(const std::vector<std::string>& args) {
                                  it.value()["max_rel"].get<double>());
       }
       std::cout << fmt::format(
-          "  verdict: {} (max loss difference {:.2e} <= {}, max relative weight difference "
-          "{:.2e} <= {})\n",
-          pass ? "agree" : "DIFFER", worst_loss, loss_tol, worst_rel, weight_tol);
+          "  verdict: {} (max loss difference {:.2e} {} {}, max relative weight difference "
+          "{:.2e} {} {})\n",
+          pass ? "agree" : "DIFFER", worst_loss, worst_loss <= loss_tol ? "<=" : ">", loss_tol,
+          worst_rel, worst_rel <= weight_tol ? "<=" : ">", weight_tol);
     }
   }
   if (vm["json"].as<bool>()) std::cout << out.dump(2) << "\n";

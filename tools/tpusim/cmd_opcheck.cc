@@ -24,10 +24,12 @@ int run_opcheck(const std::vector<std::string>& args) {
       "reference", po::value<std::string>()->default_value("cpu"),
       "the backend compared against: NAME[:PRECISION]")(
       "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")(
+      "config", po::value<std::string>()->default_value("v3-8"),
+      "the slice the tpusim backend simulates (config file or built-in name)")(
       "json", po::bool_switch(), "print JSON");
   const std::string usage =
       "usage: tpusim opcheck [--backends tpusim,cpu:mxu] [--ops PATTERN] [--reference cpu] "
-      "[--json]\n\n"
+      "[--config SLICE] [--json]\n\n"
       "Runs every op case (one per op and representative shape) on each backend, forward and\n"
       "backward, and compares it with the reference (the cpu backend in fp32 by default). A case "
       "passes when its largest "
@@ -42,11 +44,13 @@ int run_opcheck(const std::vector<std::string>& args) {
     const size_t comma = std::min(list.find(',', start), list.size());
     auto spec = runtime::opcheck::parse_backend_spec(list.substr(start, comma - start));
     if (!spec.ok()) return usage_error(std::string(spec.status().message()), usage);
+    spec->slice = vm["config"].as<std::string>();
     backends.push_back(*spec);
     start = comma + 1;
   }
   auto reference = runtime::opcheck::parse_backend_spec(vm["reference"].as<std::string>());
   if (!reference.ok()) return usage_error(std::string(reference.status().message()), usage);
+  reference->slice = vm["config"].as<std::string>();
   std::regex pattern;
   try {
     pattern = std::regex(vm["ops"].as<std::string>());

@@ -219,7 +219,10 @@ int run_sweep(const std::vector<std::string>& args) {
       std::cerr << "tpusim sweep: " << drawn.status().message() << "\n";
       rc = kFailed;
     } else {
-      std::cout << "plots: " << str_join(*drawn, " ") << "\n";
+      std::cout << "plots: "
+                << (drawn->empty() ? "none (no point reported a figure to draw)"
+                                   : str_join(*drawn, " "))
+                << "\n";
     }
   }
   if (failed > 0) std::cerr << "tpusim sweep: " << failed << " point(s) failed\n";

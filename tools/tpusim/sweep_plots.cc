@@ -200,6 +200,7 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
     series[key].push_back(&row);
   }
   std::vector<std::string> plot_parts;
+  bool any_metric = false;
   for (size_t s = 0; s < order.size(); ++s) {
     const std::string file = fmt::format("metric_{}.dat", s);
     std::ofstream out(plots / file);
@@ -208,24 +209,42 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
     for (const SweepRow* row : series[order[s]]) {
       const double y = row_number(*row, metric);
       const std::string& x = row->point.values[0];
-      if (!std::isnan(y))
+      if (!std::isnan(y)) {
         out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y << "\n";
+        any_metric = true;
+      }
       ++position;
     }
     plot_parts.push_back(fmt::format("'{}' using {}:3{} with linespoints lw 2 pt 7 title {}",
                                      (plots / file).string(), numeric_x ? "2" : "1",
                                      numeric_x ? "" : ":xtic(2)", gp_string(order[s])));
   }
+  // Values that span a factor of 16 or more (VMEM 0.25 .. 32 MiB, bandwidth 225 .. 3600) are
+  // drawn on a log2 axis, where doublings are evenly spaced.
+  bool log_x = numeric_x;
+  double x_min = 0, x_max = 0;
+  for (const std::string& v : axes[0].values) {
+    if (!log_x) break;
+    const double x = std::strtod(v.c_str(), nullptr);
+    log_x = x > 0;
+    x_min = x_min == 0 ? x : std::min(x_min, x);
+    x_max = std::max(x_max, x);
+  }
+  log_x = log_x && x_max >= 16 * x_min;
   const std::string metric_settings = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset grid\nset key outside right top\n"
-      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05",
-      gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric));
-  if (absl::Status s = run_gnuplot(gnuplot, plots, "metric",
-                                   both_formats(plots, "metric", metric_settings,
-                                                "plot " + str_join(plot_parts, ", \\\n     ")),
-                                   &drawn);
-      !s.ok()) {
-    return s;
+      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05{}",
+      gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric),
+      log_x ? "\nset logscale x 2" : "");
+  // With no point reporting the metric (every point failed) gnuplot would fail on empty data.
+  if (any_metric) {
+    if (absl::Status s = run_gnuplot(gnuplot, plots, "metric",
+                                     both_formats(plots, "metric", metric_settings,
+                                                  "plot " + str_join(plot_parts, ", \\\n     ")),
+                                     &drawn);
+        !s.ok()) {
+      return s;
+    }
   }
 
   // 2. The step-time breakdown per point, stacked (milliseconds per step).
