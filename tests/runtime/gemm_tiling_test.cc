@@ -1,3 +1,5 @@
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -40,42 +42,31 @@ config::CoreSpec core_with_vmem(uint64_t bytes) {
   return core;
 }
 
+// The tiling of an 8192-cube f32 GEMM on a v3 core with `vmem_bytes` of VMEM, as tm x tk x tn.
+std::string cube_tiling(uint64_t vmem_bytes) {
+  auto t = choose_gemm_tiling(core_with_vmem(vmem_bytes), {8192, 8192, 8192}, isa::F32);
+  if (!t.ok()) return std::string(t.status().message());
+  return std::to_string(t->tm) + "x" + std::to_string(t->tk) + "x" + std::to_string(t->tn);
+}
+
 // 1 MiB of VMEM (768 KiB for the GEMM): 512-wide B slices alone take 1 MiB (2 x 512 x 512 x 4)
 // or 512 KiB at tk 128; at 128 x 256 the buffers of 128 rows take 2 x 64 KiB (A) + 2 x 128 KiB
 // (B) + 2 x 128 KiB (C) = 640 KiB, and 256 rows would take 1 MiB.
 TEST(GemmTiling, SmallVmemShrinksTheSlicesBeforeTheRows) {
-  auto t = choose_gemm_tiling(core_with_vmem(1 << 20), {8192, 8192, 8192}, isa::F32);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->tm, 128u);
-  EXPECT_EQ(t->tk, 128u);
-  EXPECT_EQ(t->tn, 256u);
+  EXPECT_EQ(cube_tiling(1 << 20), "128x128x256");
   // Depth goes first: 2 MiB (1.5 MiB for the GEMM) keeps the 512-wide output tiles, 128 deep:
   // 2 x 64 KiB + 2 x 256 KiB + 2 x 256 KiB = 1.125 MiB (256 deep would take 1.75 MiB).
-  t = choose_gemm_tiling(core_with_vmem(2 << 20), {8192, 8192, 8192}, isa::F32);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->tm, 128u);
-  EXPECT_EQ(t->tk, 128u);
-  EXPECT_EQ(t->tn, 512u);
+  EXPECT_EQ(cube_tiling(2 << 20), "128x128x512");
   // 4 MiB still fits the widest slices with 128 rows, exactly: 3 MiB.
-  t = choose_gemm_tiling(core_with_vmem(4 << 20), {8192, 8192, 8192}, isa::F32);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->tm, 128u);
-  EXPECT_EQ(t->tk, 512u);
-  EXPECT_EQ(t->tn, 512u);
+  EXPECT_EQ(cube_tiling(4 << 20), "128x512x512");
 }
 
 // 64 KiB (48 KiB for the GEMM) holds no 128 x 128 slice twice over; 64 x 64 slices with 16 rows
-// take exactly 2 x 4 KiB (A) + 2 x 16 KiB (B) + 2 x 4 KiB (C).
+// take exactly 2 x 4 KiB (A) + 2 x 16 KiB (B) + 2 x 4 KiB (C). 16 KiB cannot hold the 3 x 2
+// aligned 4 KiB buffers of the smallest tiles.
 TEST(GemmTiling, TinyVmemGoesBelowTheArrayTile) {
-  auto t = choose_gemm_tiling(core_with_vmem(64 << 10), {8192, 8192, 8192}, isa::F32);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->tm, 16u);
-  EXPECT_EQ(t->tk, 64u);
-  EXPECT_EQ(t->tn, 64u);
-  // 16 KiB cannot hold the 3 x 2 aligned 4 KiB buffers of the smallest tiles.
-  auto none = choose_gemm_tiling(core_with_vmem(16 << 10), {8192, 8192, 8192}, isa::F32);
-  ASSERT_FALSE(none.ok());
-  EXPECT_THAT(std::string(none.status().message()),
+  EXPECT_EQ(cube_tiling(64 << 10), "16x64x64");
+  EXPECT_THAT(cube_tiling(16 << 10),
               testing::HasSubstr("GEMM 8192x8192x8192: even tiles of 8x8x8 need 24576 bytes"));
 }
 
