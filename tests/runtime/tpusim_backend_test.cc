@@ -3,19 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/strings.h"
 #include "configs/loader.h"
-#include "configs/overrides.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/tpusim/compiler.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
@@ -176,126 +172,6 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
     }
   }
   EXPECT_GT(rounded, 0);  // the kernel gradients really were summed another way
-}
-
-// With 256 KiB of VMEM (96 KiB tile slots) no whole image's patches fit a tile, so
-// extract_patches runs one fragment per band of window rows (each reading the image rows its
-// windows need) and patches_to_image one per band of image rows (each adding the windows that
-// reach them). Small integers make every sum exact in any order, so the values must be the
-// cpu's bit for bit. 20x20x8 images: a 5x5 SAME window at stride 1 (banded: 320 KiB of patches
-// an image: 4 bands of window rows, 9 of image rows), 3x3 VALID at stride 2 (whole images).
-// 64x64x8 images (128 KiB each, banded whatever the window): 1x1 at stride 2, whose windows skip
-// every other image row (rows no window reaches stay zero; 2 bands each way), and 2x2 at stride 2
-// (3 bands each way). 16x16x32 images with 5x5 SAME windows: one image row and the 5 window rows
-// of 50 KiB that reach it do not fit, so patches_to_image adds one window row at a time (16
-// bands), each carrying the 4 image rows it shares with the band before. 16x80x32 images with
-// 3x3 VALID windows at stride 2: an image row reached by two window rows of 44 KiB does not fit
-// with them, so one window row at a time again, carrying one image row; the last image row lies
-// outside every window, and the last band writes it as zeros.
-TEST(TpusimBackend, SmallVmemBandsTheImagesAndComputesWhatTheCpuDoes) {
-  GraphBuilder b;
-  Feeds feeds;
-  auto small_ints = [](const Shape& shape, int seed) {
-    std::vector<float> v(static_cast<size_t>(shape.elements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7 + seed * 13) % 9) - 4;
-    return HostTensor::from(shape, v);
-  };
-  const Shape small_images{3, 20, 20, 8}, large_images{2, 64, 64, 8}, deep_images{2, 16, 16, 32},
-      wide_images{2, 16, 80, 32};
-  const Value x = b.infeed("x", DType::kF32, small_images);
-  const Value y = b.infeed("y", DType::kF32, large_images);
-  const Value z = b.infeed("z", DType::kF32, deep_images);
-  const Value u = b.infeed("u", DType::kF32, wide_images);
-  feeds["x"] = small_ints(small_images, 0);
-  feeds["y"] = small_ints(large_images, 1);
-  feeds["z"] = small_ints(deep_images, 2);
-  feeds["u"] = small_ints(wide_images, 3);
-  const struct {
-    Value images;
-    int64_t kernel, stride;
-    bool same;
-  } cases[] = {{x, 5, 1, true},  {x, 3, 2, false}, {y, 1, 2, false},
-               {y, 2, 2, false}, {z, 5, 1, true},  {u, 3, 2, false}};
-  int k = 0;
-  for (const auto& c : cases) {
-    Window w;
-    w.kh = w.kw = c.kernel;
-    w.sh = w.sw = c.stride;
-    w.same = c.same;
-    const Value patches = b.extract_patches(c.images, w);
-    const std::string name = str_cat("w", ++k);
-    b.output(name + "_patches", patches);
-    const Shape shape = b.graph().node(patches.id).shape;  // copies: infeed() adds a node
-    const Window derived = b.graph().node(patches.id).attrs.window;
-    const Value grads = b.infeed(name + "_grads", DType::kF32, shape);
-    feeds[name + "_grads"] = small_ints(shape, k + 1);
-    b.output(name + "_image", b.patches_to_image(grads, derived));
-  }
-  ASSERT_TRUE(b.status().ok()) << b.status();
-
-  auto small = config::with_overrides(**config::load_slice("v3-8"),
-                                      {{"chip.core.vmem_mib", "0.25"}}, "v3-8 with 256 KiB");
-  ASSERT_TRUE(small.ok()) << small.status();
-  const std::string path = testing::TempDir() + "/v3-8-small-vmem.pbtxt";
-  std::ofstream(path) << config::to_config_text(**small);
-  std::unique_ptr<Backend> tpusim = make_tpusim_backend(path);
-  auto cpu = make_backend("cpu");
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  std::map<std::string, Outputs> outputs;
-  for (Backend* backend : {tpusim.get(), cpu->get()}) {
-    auto exe = backend->compile(b.graph(), CompileOptions{"mxu"});
-    ASSERT_TRUE(exe.ok()) << exe.status();
-    Variables v;
-    auto out = backend->run(**exe, v, {feeds}, 0);
-    ASSERT_TRUE(out.ok()) << out.status();
-    outputs[backend == tpusim.get() ? "tpusim" : "cpu"] = out->at(0);
-  }
-  ASSERT_EQ(outputs["tpusim"].size(), 12u);
-  int nonzero = 0;
-  for (const auto& [name, value] : outputs["cpu"]) {
-    const std::vector<float>& f = outputs["tpusim"].at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    for (size_t i = 0; i < f.size(); ++i) {
-      ASSERT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
-      nonzero += f[i] != 0;
-    }
-  }
-  EXPECT_GT(nonzero, 100000);
-}
-
-// A variable of 8 MiB (2048 x 1024 f32) is wider, as the one row its update copies, than a v3's
-// 6 MiB VMEM tile slot: the copy goes in column chunks. (It used to be refused inside the
-// emitter without failing the compile, so the variable silently kept its value: mlp trained
-// wrongly on a 2 MiB VMEM, whose slot its 784 x 256 kernel outgrows.) And a variable updated
-// from itself and a batch gets exactly the cpu's values.
-TEST(TpusimBackend, AVariableWiderThanAVmemTileIsUpdated) {
-  GraphBuilder b;
-  const Shape shape{2048, 1024};
-  const Value w = b.variable("w", DType::kF32, shape, {InitKind::kTruncatedNormal, 0, 0.1f, 7});
-  const Value g = b.infeed("g", DType::kF32, shape);
-  b.update(w, w - g * 0.5f);
-  b.output("corner", b.slice(g, {0, 0}, {1, 1}));
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  opcheck::OpCase c;
-  c.inputs = {{"g", DType::kF32, shape}};
-  const Feeds feeds = opcheck::make_feeds(c, 5);
-  std::map<std::string, Variables> after;
-  for (const std::string name : {"tpusim", "cpu"}) {
-    auto backend = make_backend(name);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    auto exe = (*backend)->compile(b.graph(), CompileOptions{});
-    ASSERT_TRUE(exe.ok()) << exe.status();
-    after[name] = initial_variables(b.graph());
-    auto out = (*backend)->run(**exe, after[name], {feeds}, 0);
-    ASSERT_TRUE(out.ok()) << out.status();
-  }
-  const Variables before = initial_variables(b.graph());
-  const std::vector<float>&tpusim = after["tpusim"].at("w").f, &cpu = after["cpu"].at("w").f;
-  ASSERT_EQ(tpusim.size(), cpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    ASSERT_EQ(tpusim[i], cpu[i]) << "w[" << i << "]";
-    ASSERT_NE(tpusim[i], before.at("w").f[i]) << "w[" << i << "] kept its value";
-  }
 }
 
 // Fused max pools (reduce-window and its gradient on strided views in VMEM) compute bit for bit
