@@ -1,11 +1,13 @@
 // The tpusim backend where a tensor outgrows a VMEM tile slot: images whose im2col patches do
-// not fit go in bands of rows, and a variable whose one-row update does not fit goes in column
-// chunks; the values are the cpu's. One System per process (one test per process).
+// not fit go in bands of rows, a variable whose one-row update does not fit and reductions of
+// rows that do not fit go in column chunks; the values are the cpu's. An infeed row wider than
+// VMEM is refused by name. One System per process (one test per process).
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/strings.h"
@@ -138,6 +140,53 @@ TEST(TpusimBackend, AVariableWiderThanAVmemTileIsUpdated) {
     ASSERT_EQ(tpusim[i], cpu[i]) << "w[" << i << "]";
     ASSERT_NE(tpusim[i], before.at("w").f[i]) << "w[" << i << "] kept its value";
   }
+}
+
+// Reductions whose rows are wider than a v3's 6 MiB tile slot (a weight decay's sum over a
+// whole 8 MiB variable; rows of 2M values) reduce column chunks into partial results first. Small
+// integers keep every sum exact in any order, so the values are the cpu's bit for bit: the sum of
+// squares of a [2048, 1024] tensor of -1, 0 and 1, per-row sums and the overall max of 3 rows of
+// 2M values (the largest in the last row's last, partial, chunk). An infeed row wider than all of VMEM is refused at
+// compile time, naming the infeed.
+TEST(TpusimBackend, ReductionsOfRowsWiderThanATileGoInChunks) {
+  GraphBuilder b;
+  const Shape square{2048, 1024}, wide{3, 2000000};
+  const Value w = b.infeed("w", DType::kF32, square);
+  const Value x = b.infeed("x", DType::kF32, wide);
+  b.output("sum_of_squares", b.reduce(Op::kReduceSum, w * w, {0, 1}));
+  b.output("row_sums", b.reduce(Op::kReduceSum, x, {1}));
+  b.output("max", b.reduce(Op::kReduceMax, x, {0, 1}));
+  Feeds feeds;
+  std::vector<float> ones(static_cast<size_t>(square.elements())), ints(static_cast<size_t>(wide.elements()));
+  for (size_t i = 0; i < ones.size(); ++i) ones[i] = static_cast<float>(i * 7 % 3) - 1;
+  for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<float>((i * 5 + i / 7) % 9) - 4;
+  ints.back() = 5;  // the largest value, in the last row's last (partial) chunk
+  feeds["w"] = HostTensor::from(square, ones);
+  feeds["x"] = HostTensor::from(wide, ints);
+  std::map<std::string, Outputs> outputs;
+  for (const std::string name : {"tpusim", "cpu"}) {
+    auto backend = make_backend(name);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto exe = (*backend)->compile(b.graph(), CompileOptions{});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Variables v;
+    auto out = (*backend)->run(**exe, v, {feeds}, 0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    outputs[name] = out->at(0);
+  }
+  for (const auto& [name, value] : outputs["cpu"]) {
+    ASSERT_EQ(outputs["tpusim"].at(name).f, value.f) << name;
+  }
+  EXPECT_EQ(outputs["tpusim"].at("max").f[0], 5.0f);
+
+  GraphBuilder too_wide;
+  too_wide.output("y", too_wide.infeed("huge", DType::kF32, {2, 5000000}));
+  auto backend = make_backend("tpusim");
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto exe = (*backend)->compile(too_wide.graph(), CompileOptions{});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(std::string(exe.status().message()),
+              testing::HasSubstr("infeed 'huge' (f32[2, 5000000]): one row of 20000000 bytes"));
 }
 
 }  // namespace

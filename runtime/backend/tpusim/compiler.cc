@@ -56,6 +56,19 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
   return t;
 }
 
+// An infeed or output moves through VMEM whole rows at a time (from offset 0; a bf16 infeed's
+// row lands above the f32 one it is widened into): one row must fit the core's VMEM.
+absl::Status check_row_fits_vmem(const Transfer& t, const char* kind, uint64_t vmem_bytes) {
+  const uint64_t f32_row = uint64_t{t.cols} * 4;
+  const uint64_t row = t.link_bytes == 2 ? (f32_row + 4095) / 4096 * 4096 + uint64_t{t.cols} * 2
+                                         : f32_row;
+  if (row <= vmem_bytes) return absl::OkStatus();
+  return absl::UnimplementedError(str_cat(
+      "tpusim backend: ", kind, " '", t.name, "' (", dtype_name(t.dtype), t.shape.str(),
+      "): one row of ", f32_row, " bytes does not fit the core's ", vmem_bytes,
+      " bytes of VMEM, which the host link moves it through a row or more at a time"));
+}
+
 absl::Status lower_node(Lowering& l, int id) {
   const Node& n = l.node(id);
   if (is_elementwise(n.op)) return lower_elementwise(l, id);
@@ -236,6 +249,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     Transfer t = transfer_for(n, id, l.address(id), entry_budget);
     const bool widen = n.dtype == DType::kBF16;
     if (widen) t.link_bytes = 2;
+    if (absl::Status s = check_row_fits_vmem(t, "infeed", emit.vmem_capacity()); !s.ok()) return s;
     const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
     const isa::DType dt = buffer_dtype(n);
     emit.begin_fragment();
@@ -349,6 +363,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     set_origin(o.name, "outfeed");
     Transfer t = transfer_for(n, o.node, l.address(o.node), entry_budget);
     t.name = o.name;
+    if (absl::Status s = check_row_fits_vmem(t, "output", emit.vmem_capacity()); !s.ok()) return s;
     const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
     const isa::DType dt = buffer_dtype(n);
     const uint32_t staged = flags.allocate();

@@ -22,14 +22,38 @@ int64_t product(const Shape& s, int from, int to) {
 }
 
 // Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
-// [outer, k, inner]. Trailing axes (inner == 1) reduce each row; otherwise the k slices of each
-// row are combined one by one (strided blocks), which keeps the order fixed.
+// [outer, k, inner]. Trailing axes (inner == 1) reduce each row (a row wider than a tile in
+// column chunks, then their partial results); otherwise the k slices of each row are combined
+// one by one (strided blocks), which keeps the order fixed.
 void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
                   uint64_t dst) {
   const int64_t outer = product(in, 0, first), k = product(in, first, last),
                 inner = product(in, last, in.rank());
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
+  if (inner == 1 &&
+      Emitter::tile_bytes({static_cast<uint64_t>(k), 1}, 1) > l.emit.tile_budget_bytes()) {
+    // Rows wider than a tile (a whole large variable's sum): each row's column chunks reduce
+    // into partial results, [outer, parts], which a second pass reduces; each chunk is one
+    // fragment over strided rows, writing one column of the partials.
+    const int64_t chunk = std::max<int64_t>(
+        1024, static_cast<int64_t>(l.emit.tile_budget_bytes() / 4 - 1024) / 1024 * 1024);
+    const int64_t parts = (k + chunk - 1) / chunk;
+    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
+    for (int64_t p = 0; p < parts; ++p) {
+      TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4,
+                         isa::F32, 1};
+      column.stride = static_cast<uint64_t>(parts) * 4;
+      TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
+                       isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
+      rows.stride = static_cast<uint64_t>(k) * 4;
+      l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0, [&](Tile& t) {
+        t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1));
+      });
+    }
+    reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
+    return;
+  }
   if (inner == 1) {
     l.emit.rowwise(dst, static_cast<uint64_t>(outer), 1, isa::F32,
                    {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}},
