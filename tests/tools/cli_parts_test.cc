@@ -1,7 +1,9 @@
 // The CLI's pure parts, linked straight into the test: the progress bar's text, the sweep's
-// grid and its CSV.
+// grid and its CSV, compare's weight agreement.
 
+#include <limits>
 #include <sstream>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/sweep_table.h"
+#include "tools/tpusim/weight_agreement.h"
 
 namespace tpusim::cli {
 namespace {
@@ -90,6 +93,29 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
   EXPECT_DOUBLE_EQ(row_number(rows[0], "analysis.step_breakdown.compute"), 0.4);
   EXPECT_TRUE(std::isnan(row_number(rows[1], "sim_seconds_per_step")));
   EXPECT_TRUE(std::isnan(row_number(rows[0], "model")));
+}
+
+// compare's rule: max |a - ref| <= atol + rtol x the reference's largest |value|.
+TEST(WeightDifference, ScalesByTheLargestValueWithAnAbsoluteFloor) {
+  // A kernel: 0.002 apart where the largest value is 0.5, 0.4% of it.
+  const std::vector<float> kernel{0.5f, -0.25f, 0.001f}, kernel_b{0.5f, -0.248f, 0.001f};
+  WeightDifference w = weight_difference(kernel_b, kernel, 1e-2, 1e-6);
+  EXPECT_NEAR(w.max_abs, 0.002, 1e-7);
+  EXPECT_NEAR(w.max_rel, 0.004, 1e-6);
+  EXPECT_TRUE(w.agree);
+  EXPECT_FALSE(weight_difference(kernel_b, kernel, 1e-3, 1e-6).agree);  // 0.004 > 0.001
+  // A bias ahead of a batch norm: rounding noise on both sides, relatively far apart but within
+  // the absolute floor; with no floor it differs.
+  const std::vector<float> bias{2e-8f, -1e-8f}, bias_b{-1e-8f, 2e-8f};
+  w = weight_difference(bias_b, bias, 1e-2, 1e-6);
+  EXPECT_NEAR(w.max_rel, 1.5, 1e-6);
+  EXPECT_TRUE(w.agree);
+  EXPECT_FALSE(weight_difference(bias_b, bias, 1e-2, 0).agree);
+  // All zeros on both: equal. A NaN on either side differs whatever the tolerance.
+  EXPECT_TRUE(weight_difference({0.f, 0.f}, {0.f, 0.f}, 0, 0).agree);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(weight_difference({0.5f, nan}, kernel, 1e9, 1e9).agree);
+  EXPECT_FALSE(weight_difference(kernel, {nan, 0.5f, 0.f}, 1e9, 1e9).agree);
 }
 
 }  // namespace

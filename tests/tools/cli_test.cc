@@ -312,7 +312,8 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
 }
 
 // The same 3 steps on tpusim and cpu:mxu agree within the default tolerances, and fail a
-// tolerance of zero (their f32 sums are added in different orders).
+// tolerance of zero (their f32 sums are added in different orders) unless an absolute floor
+// covers the differences.
 TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   const auto data =
       std::filesystem::temp_directory_path() / ("tpusim-cli-compare-" + std::to_string(::getpid()));
@@ -324,10 +325,18 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_EQ(cpu["verdict"], "agree");
   EXPECT_EQ(cpu["losses"].size(), 3u);
   EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
-  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0"});
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0",
+                  "--weight-atol", "0"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER"));
-  EXPECT_THAT(r.out, HasSubstr(" > 0)"));  // the weights' difference, over its tolerance of 0
+  EXPECT_THAT(r.out, HasSubstr("variables over 0 + 0 x their largest value)"));
+  EXPECT_THAT(r.out, HasSubstr("  over tolerance\n"));
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0",
+                  "--weight-atol", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["against"]["cpu"]["verdict"], "agree");
+  EXPECT_TRUE(j["against"]["cpu"]["variables_over_tolerance"].empty());
   r = run_tpusim({"compare", "--backends", "cpu"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--backends needs at least two backends"));

@@ -8,6 +8,9 @@
 #
 # Every library ldd resolves is copied, glibc and the dynamic loader included, and OUT/run starts
 # the binary through the bundled loader, so the device's own glibc version does not matter. The
+# Fashion-MNIST idx files (Debian's dataset-fashion-mnist, 30 MB) go in OUT/fashion-mnist and
+# OUT/run points TPUSIM_FASHION_MNIST_IDX there, so tpusim train and compare convert them on the
+# device as they do here. The
 # CUDA libraries are not copied (cuBLAS alone is over 500 MB): the driver (libcuda) and cuBLAS
 # come from the device, found through the loader's cache and the CUDA toolkit's lib64 (cuBLAS is
 # opened when a gpu backend is made: runtime/backend/gpu/cublas_library.h).
@@ -31,6 +34,11 @@ for b in "${binaries[@]}"; do
     cp -Ln "$lib" "$out/lib/"
   done
 done
+idx=/usr/share/datasets/fashion-mnist
+[ -f "$idx/train-images-idx3-ubyte.gz" ] ||
+  { echo "bundle.sh: no Fashion-MNIST in $idx (make deps installs dataset-fashion-mnist)" >&2; exit 1; }
+mkdir -p "$out/fashion-mnist"
+cp "$idx"/*-idx[13]-ubyte.gz "$out/fashion-mnist/"
 loader=$(cd "$out/lib" && ls ld-linux-*.so.* | head -1)
 cat > "$out/run" <<RUN
 #!/usr/bin/env bash
@@ -38,7 +46,9 @@ cat > "$out/run" <<RUN
 here=\$(cd "\$(dirname "\$0")" && pwd)
 name=\$1; shift
 cuda=\${CUDA_HOME:-/usr/local/cuda}
+export TPUSIM_FASHION_MNIST_IDX=\${TPUSIM_FASHION_MNIST_IDX:-\$here/fashion-mnist}
 exec "\$here/lib/$loader" --library-path "\$here/lib:\$cuda/lib64:\$cuda/lib" "\$here/bin/\$name" "\$@"
 RUN
 chmod +x "$out/run"
-echo "bundle.sh: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries, $(du -sh "$out" | cut -f1) in $out"
+echo "bundle.sh: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries," \
+  "Fashion-MNIST, $(du -sh "$out" | cut -f1) in $out"

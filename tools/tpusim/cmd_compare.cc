@@ -1,6 +1,7 @@
 // tpusim compare: the same training run on several backends, from the same initial weights and
 // the same batches, and how far apart they end: per-step loss differences and per-variable max
 // absolute and relative differences, with a verdict against tolerances.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
+#include "tools/tpusim/weight_agreement.h"
 
 namespace tpusim::cli {
 namespace {
@@ -30,23 +32,12 @@ struct Run {
   runtime::Variables variables;
 };
 
-// Max |a - b| over a variable's elements, and that relative to the variable's largest |b| (so
-// that elements near zero do not blow the ratio up).
-std::pair<double, double> differences(const runtime::HostTensor& a, const runtime::HostTensor& b) {
-  double abs_diff = 0, scale = 0;
-  for (size_t i = 0; i < a.f.size(); ++i) {
-    abs_diff = std::max(abs_diff, std::abs(static_cast<double>(a.f[i]) - b.f[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b.f[i])));
-  }
-  return {abs_diff, scale > 0 ? abs_diff / scale : abs_diff};
-}
-
 }  // namespace
 
 int run_compare(const std::vector<std::string>& args) {
   po::options_description options("options");
   int64_t steps = 0, batch = 0;
-  double loss_tol = 0, weight_tol = 0;
+  double loss_tol = 0, weight_tol = 0, weight_atol = 0;
   options.add_options()("model", po::value<std::string>()->default_value("mlp"), "zoo model")(
       "backends", po::value<std::string>()->default_value("tpusim,cpu"),
       "comma-separated: tpusim, cpu, gpu (cpu and gpu in mxu precision: bf16 products)")(
@@ -57,15 +48,19 @@ int run_compare(const std::vector<std::string>& args) {
       "largest acceptable |loss difference| at any step")(
       "weight-tolerance", po::value<double>(&weight_tol)->default_value(1e-2),
       "largest acceptable weight difference at the end, relative to the variable's largest value")(
+      "weight-atol", po::value<double>(&weight_atol)->default_value(1e-6),
+      "absolute weight difference always accepted (a variable agrees when its max difference is "
+      "<= weight-atol + weight-tolerance x its largest value): variables that stay near zero")(
       "json", po::bool_switch(), "print JSON");
   add_data_options(options);
   const std::string usage =
       "usage: tpusim compare [--model NAME] [--backends tpusim,cpu] [--steps N] [--batch-size N]\n"
-      "                      [--loss-tolerance X] [--weight-tolerance X] [--json]\n\n"
+      "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X] [--json]\n\n"
       "Trains N steps on each backend from the same initial weights and batches (SGD), then\n"
       "prints the per-step loss differences against the first backend, each variable's max\n"
-      "absolute and relative difference, and a verdict against the tolerances. Exit status 1\n"
-      "when a difference exceeds its tolerance.\n";
+      "absolute and relative difference, and a verdict against the tolerances. A variable\n"
+      "agrees when its max |difference| <= weight-atol + weight-tolerance x its largest |value|.\n"
+      "Exit status 1 when a difference exceeds its tolerance.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   std::vector<std::string> backends;
@@ -122,26 +117,38 @@ int run_compare(const std::vector<std::string>& args) {
     const Run& ref = runs[0];
     nlohmann::ordered_json losses = nlohmann::ordered_json::array();
     double worst_loss = 0;
-    for (size_t s = 0; s < a.result.losses.size(); ++s) {
+    const size_t common_steps = std::min(a.result.losses.size(), ref.result.losses.size());
+    for (size_t s = 0; s < common_steps; ++s) {
       const double d = std::abs(static_cast<double>(a.result.losses[s]) - ref.result.losses[s]);
-      worst_loss = std::max(worst_loss, d);
+      if (std::isnan(d) || d > worst_loss) worst_loss = d;  // a NaN loss stays the worst
       losses.push_back({{"step", s + 1},
                         {"loss", a.result.losses[s]},
                         {"reference_loss", ref.result.losses[s]},
                         {"difference", d}});
     }
     nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+    nlohmann::ordered_json over = nlohmann::ordered_json::array();
     double worst_rel = 0;
     for (const auto& [name, value] : ref.variables) {
       if (value.dtype == runtime::DType::kS32) continue;
-      const auto [abs_diff, rel_diff] = differences(a.variables.at(name), value);
-      worst_rel = std::max(worst_rel, rel_diff);
-      vars[name] = {{"max_abs", abs_diff}, {"max_rel", rel_diff}};
+      auto it = a.variables.find(name);
+      if (it == a.variables.end() || it->second.f.size() != value.f.size()) {
+        return failure(str_cat(a.backend, ": variable '", name, "' is ",
+                               it == a.variables.end() ? "missing" : "of another size",
+                               " in its checkpoint (", ref.backend, " has ", value.f.size(),
+                               " values)"));
+      }
+      const WeightDifference w = weight_difference(it->second.f, value.f, weight_tol, weight_atol);
+      if (std::isnan(w.max_rel) || w.max_rel > worst_rel) worst_rel = w.max_rel;
+      vars[name] = {{"max_abs", w.max_abs}, {"max_rel", w.max_rel}, {"agree", w.agree}};
+      if (!w.agree) over.push_back(name);
     }
-    const bool pass = worst_loss <= loss_tol && worst_rel <= weight_tol;
+    const bool loss_ok = worst_loss <= loss_tol;  // false for NaN
+    const bool pass = loss_ok && over.empty();
     ok = ok && pass;
     out["against"][a.backend] = {{"max_loss_difference", worst_loss},
                                  {"max_relative_weight_difference", worst_rel},
+                                 {"variables_over_tolerance", over},
                                  {"verdict", pass ? "agree" : "differ"},
                                  {"losses", losses},
                                  {"variables", vars}};
@@ -154,15 +161,19 @@ int run_compare(const std::vector<std::string>& args) {
                                  l["reference_loss"].get<double>(), l["difference"].get<double>());
       }
       for (auto it = vars.begin(); it != vars.end(); ++it) {
-        std::cout << fmt::format("  {:40} max abs {:.2e}  max rel {:.2e}\n", it.key(),
+        std::cout << fmt::format("  {:40} max abs {:.2e}  max rel {:.2e}{}\n", it.key(),
                                  it.value()["max_abs"].get<double>(),
-                                 it.value()["max_rel"].get<double>());
+                                 it.value()["max_rel"].get<double>(),
+                                 it.value()["agree"].get<bool>() ? "" : "  over tolerance");
       }
-      std::cout << fmt::format(
-          "  verdict: {} (max loss difference {:.2e} {} {}, max relative weight difference "
-          "{:.2e} {} {})\n",
-          pass ? "agree" : "DIFFER", worst_loss, worst_loss <= loss_tol ? "<=" : ">", loss_tol,
-          worst_rel, worst_rel <= weight_tol ? "<=" : ">", weight_tol);
+      const std::string weights =
+          over.empty() ? fmt::format("every variable within {:g} + {:g} x its largest value",
+                                     weight_atol, weight_tol)
+                       : fmt::format("{} of {} variables over {:g} + {:g} x their largest value",
+                                     over.size(), vars.size(), weight_atol, weight_tol);
+      std::cout << fmt::format("  verdict: {} (max loss difference {:.2e} {} {:g}; {})\n",
+                               pass ? "agree" : "DIFFER", worst_loss, loss_ok ? "<=" : ">",
+                               loss_tol, weights);
     }
   }
   if (vm["json"].as<bool>()) std::cout << out.dump(2) << "\n";

@@ -24,7 +24,14 @@ namespace {
 
 namespace data = runtime::data;
 namespace fs = std::filesystem;
-constexpr char kIdxDir[] = "/usr/share/datasets/fashion-mnist";
+
+// Where the Fashion-MNIST idx files are: TPUSIM_FASHION_MNIST_IDX, else Debian's
+// dataset-fashion-mnist (a machine without our packages, such as a lent GPU machine, gets them
+// from tools/device/bundle.sh, whose run script sets the variable).
+std::string idx_dir() {
+  const char* dir = std::getenv("TPUSIM_FASHION_MNIST_IDX");
+  return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
+}
 
 bool has_shards(const std::string& dir, const std::string& prefix) {
   std::error_code ec;
@@ -103,12 +110,13 @@ absl::Status convert_missing(const FashionData& data) {
   const std::string& dir = data.dir;
   for (const char* prefix : {"train", "t10k"}) {
     if (has_shards(dir, prefix)) continue;
-    const std::string images = str_cat(kIdxDir, "/", prefix, "-images-idx3-ubyte.gz");
-    const std::string labels = str_cat(kIdxDir, "/", prefix, "-labels-idx1-ubyte.gz");
+    const std::string images = str_cat(idx_dir(), "/", prefix, "-images-idx3-ubyte.gz");
+    const std::string labels = str_cat(idx_dir(), "/", prefix, "-labels-idx1-ubyte.gz");
     if (!fs::exists(images)) {
       return absl::NotFoundError(str_cat("no ", prefix, "-*.tfrecord in ", dir, " and no ", images,
                                          " to make them from (make deps installs "
-                                         "dataset-fashion-mnist)"));
+                                         "dataset-fashion-mnist; TPUSIM_FASHION_MNIST_IDX names "
+                                         "another folder of the idx files)"));
     }
     std::cerr << "converting " << images << " to "
               << (data.jpeg ? str_cat(data.image_size, "x", data.image_size, " JPEG ") : "")

@@ -1,0 +1,21 @@
+// tpusim compare's rule for whether one backend's trained variable agrees with the reference's.
+#pragma once
+
+#include <vector>
+
+namespace tpusim::cli {
+
+struct WeightDifference {
+  double max_abs = 0;  // max |a - ref| over the elements
+  double max_rel = 0;  // max_abs over the reference's largest |value| (max_abs where that is 0)
+  bool agree = true;   // max_abs <= atol + rtol * (the reference's largest |value|)
+};
+
+// numpy.allclose's rule with the variable's largest magnitude as the scale, so that elements
+// near zero do not blow the ratio up, and atol as the floor for variables that stay near zero
+// (a convolution's bias ahead of a batch norm: its gradient is zero but for rounding, so both
+// backends hold noise of 1e-8 whose relative difference is about 1). Sizes must match.
+WeightDifference weight_difference(const std::vector<float>& a, const std::vector<float>& ref,
+                                   double rtol, double atol);
+
+}  // namespace tpusim::cli
