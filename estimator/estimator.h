@@ -75,6 +75,10 @@ struct TPUEstimatorSpec {
   // step (their transfer is part of the simulated step).
   HostCallFn host_call_fn;
   std::map<std::string, runtime::Value> host_call_tensors;
+  // Scaffold's init_fn (TPUEstimatorSpec.scaffold_fn), train only: runs on the freshly
+  // initialized variables (after any warm start) when model_dir has no checkpoint to restore,
+  // to load or adjust weights; a resumed run restores instead. Its error stops the training.
+  std::function<absl::Status(runtime::Variables* variables)> init_fn;
 };
 
 using ModelFn = std::function<absl::StatusOr<TPUEstimatorSpec>(

@@ -131,8 +131,14 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (restored->has_value()) {
     if (auto s = restore(**restored, &variables); !s.ok()) return s;
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
-  } else if (!config_.warm_start_from.empty()) {
-    if (auto s = warm_start(config_.warm_start_from, &variables); !s.ok()) return s;
+  } else {
+    if (!config_.warm_start_from.empty()) {
+      if (auto s = warm_start(config_.warm_start_from, &variables); !s.ok()) return s;
+    }
+    if (spec->init_fn) {
+      if (auto s = spec->init_fn(&variables); !s.ok())
+        return absl::Status(s.code(), str_cat("model_fn's init_fn: ", s.message()));
+    }
   }
 
   runtime::InfeedOptions infeed;

@@ -137,6 +137,57 @@ TEST(Estimator, WarmStartTakesTheModelVariables) {
   EXPECT_NE(got.at("beta1_power").f[0], (*source)->variables.at("beta1_power").f[0]);
 }
 
+// The spec's init_fn (Scaffold.init_fn) adjusts the fresh variables of a new model_dir, after its
+// warm start; a resumed run restores its checkpoint without calling it; its error stops training.
+TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
+  TempDir trained, fresh;
+  ASSERT_TRUE(train(trained.path().string(), 10).ok());
+  auto source = load_latest_checkpoint(trained.path().string());
+  ASSERT_TRUE(source.ok() && source->has_value());
+  const std::vector<float> warm = (*source)->variables.at("dense_1/kernel").f;
+  int calls = 0;
+  absl::Status init_status = absl::OkStatus();
+  ModelFn doubled = [&](runtime::GraphBuilder& b, const Features& f,
+                        std::optional<runtime::Value> labels, Mode mode,
+                        const Params& p) -> absl::StatusOr<TPUEstimatorSpec> {
+    auto spec = linear_model(OptimizerSpec::Kind::kSgd)(b, f, labels, mode, p);
+    if (!spec.ok()) return spec;
+    spec->train_op->learning_rate.initial = 0;  // the weights stay as init_fn leaves them
+    spec->init_fn = [&](runtime::Variables* v) {
+      ++calls;
+      for (float& x : v->at("dense_1/kernel").f) x *= 2;
+      return init_status;
+    };
+    return spec;
+  };
+  RunConfig c = quiet_config(fresh.path().string(), "cpu", 4);
+  c.warm_start_from = trained.path().string();
+  auto est = TPUEstimator::create(doubled, c, {}, true, 32, 32, 32);
+  ASSERT_TRUE(est.ok());
+  ASSERT_TRUE((*est)->train(train_input(), 1).ok());
+  EXPECT_EQ(calls, 1);
+  auto after = load_latest_checkpoint(fresh.path().string());
+  ASSERT_TRUE(after.ok() && after->has_value());
+  const std::vector<float>& got = (*after)->variables.at("dense_1/kernel").f;
+  ASSERT_EQ(got.size(), warm.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 2 * warm[i]) << i;
+  // Resumed: restored from step 1, not doubled again.
+  ASSERT_TRUE((*est)->train(train_input(), 2).ok());
+  EXPECT_EQ(calls, 1);
+  auto resumed = load_latest_checkpoint(fresh.path().string());
+  ASSERT_TRUE(resumed.ok() && resumed->has_value());
+  EXPECT_EQ((*resumed)->variables.at("dense_1/kernel").f, got);
+  // A failing init_fn stops a new run, naming itself.
+  TempDir third;
+  init_status = absl::InvalidArgumentError("no pretrained weights");
+  auto failing = TPUEstimator::create(doubled, quiet_config(third.path().string(), "cpu", 4), {},
+                                      true, 32, 32, 32);
+  ASSERT_TRUE(failing.ok());
+  auto r = (*failing)->train(train_input(), 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "model_fn's init_fn: no pretrained weights");
+}
+
 TEST(Estimator, BatchSizesMustDivideByTheReplicas) {
   TempDir dir;
   auto est =

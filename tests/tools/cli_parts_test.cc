@@ -1,6 +1,7 @@
 // The CLI's pure parts, linked straight into the test: the progress bar's text, the sweep's
 // grid and its CSV, compare's weight agreement.
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -11,7 +12,7 @@
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/sweep_table.h"
-#include "tools/tpusim/weight_agreement.h"
+#include "tools/tpusim/compare_numerics.h"
 
 namespace tpusim::cli {
 namespace {
@@ -116,6 +117,40 @@ TEST(WeightDifference, ScalesByTheLargestValueWithAnAbsoluteFloor) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(weight_difference({0.5f, nan}, kernel, 1e9, 1e9).agree);
   EXPECT_FALSE(weight_difference(kernel, {nan, 0.5f, 0.f}, 1e9, 1e9).agree);
+}
+
+// The rounding baseline's nudge: every nonzero finite element exactly one ulp away, up for some
+// and down for others, the same pattern for the same name; zeros and non-finite values kept.
+TEST(RoundingBaseline, NudgesEachElementOneUlp) {
+  std::vector<float> v(64, 0.75f);
+  v[3] = 0;
+  v[5] = std::numeric_limits<float>::infinity();
+  std::vector<float> nudged = v, again = v, other = v;
+  nudge_one_ulp("dense_1/kernel", &nudged);
+  nudge_one_ulp("dense_1/kernel", &again);
+  nudge_one_ulp("dense_1/bias", &other);
+  EXPECT_EQ(nudged, again);
+  EXPECT_NE(nudged, other);
+  int up = 0, down = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i == 3 || i == 5) {
+      EXPECT_EQ(nudged[i], v[i]) << i;
+      continue;
+    }
+    const float above = std::nextafter(v[i], 2.f), below = std::nextafter(v[i], 0.f);
+    ASSERT_TRUE(nudged[i] == above || nudged[i] == below) << i;
+    (nudged[i] == above ? up : down)++;
+  }
+  EXPECT_GT(up, 10);
+  EXPECT_GT(down, 10);
+}
+
+TEST(RoundingBaseline, RunningMaxKeepsTheDriftSoFar) {
+  EXPECT_EQ(running_max({1e-6, 3e-6, 2e-6, 5e-6}), (std::vector<double>{1e-6, 3e-6, 3e-6, 5e-6}));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> r = running_max({1e-6, nan, 2e-6});
+  EXPECT_EQ(r[0], 1e-6);
+  EXPECT_TRUE(std::isnan(r[1]) && std::isnan(r[2]));
 }
 
 }  // namespace

@@ -311,9 +311,11 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   std::filesystem::remove_all(tmp);
 }
 
-// The same 3 steps on tpusim and cpu:mxu agree within the default tolerances, and fail a
-// tolerance of zero (their f32 sums are added in different orders) unless an absolute floor
-// covers the differences.
+// The same 3 steps on tpusim and cpu:mxu agree: their differences are within 5x of the rounding
+// baseline's (the cpu against itself from initial weights one ulp apart). cpu:fp32 against tpusim
+// (a device that forgot the MXU's bf16 rounding) differs by 50x that at step 2. Both verdicts
+// rest on the baseline: at --noise-factor 0 the first differs at step 3 (2.55e-05 > 1e-05), at
+// 100 the second's losses pass. With the baseline off, the tolerances alone decide.
 TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   const auto data =
       std::filesystem::temp_directory_path() / ("tpusim-cli-compare-" + std::to_string(::getpid()));
@@ -321,25 +323,53 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["reference"], "tpusim");
+  EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu");
+  EXPECT_EQ(j["baseline"]["loss_differences"].size(), 3u);
+  EXPECT_GT(j["baseline"]["loss_differences"][2].get<double>(), 0);
   const auto& cpu = j["against"]["cpu"];
   EXPECT_EQ(cpu["verdict"], "agree");
-  EXPECT_EQ(cpu["losses"].size(), 3u);
+  ASSERT_EQ(cpu["losses"].size(), 3u);
   EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
-  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0",
-                  "--weight-atol", "0"});
+  EXPECT_TRUE(cpu["variables"]["dense_1/kernel"].contains("baseline_max_abs"));
+
+  r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--backends",
+                  "tpusim,cpu:fp32"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rounding baseline: cpu:mxu from initial weights one ulp apart"));
+  EXPECT_THAT(r.out, HasSubstr("cpu:fp32 vs tpusim over 2 steps"));
+  EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER (1 of 2 steps' losses over 1e-05 or 5 x the "
+                               "baseline's, the first step 2 by"));
+
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--baseline", "off",
+                  "--weight-tolerance", "0", "--weight-atol", "0", "--loss-tolerance", "1"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER"));
+  EXPECT_THAT(r.out, Not(HasSubstr("rounding baseline")));
+  EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER (every step's loss within 1; "));
   EXPECT_THAT(r.out, HasSubstr("variables over 0 + 0 x their largest value)"));
   EXPECT_THAT(r.out, HasSubstr("  over tolerance\n"));
-  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--weight-tolerance", "0",
-                  "--weight-atol", "1", "--json"});
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--baseline", "off",
+                  "--weight-tolerance", "0", "--weight-atol", "1", "--loss-tolerance", "1",
+                  "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.contains("baseline"));
   EXPECT_EQ(j["against"]["cpu"]["verdict"], "agree");
   EXPECT_TRUE(j["against"]["cpu"]["variables_over_tolerance"].empty());
-  r = run_tpusim({"compare", "--backends", "cpu"});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--backends needs at least two backends"));
+
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"--backends", "cpu"}, "--backends needs at least two backends"},
+      {{"--backends", "tpusim:fp32,cpu"}, "'tpusim:fp32': tpusim's precision is its MXU's"},
+      {{"--backends", "tpusim,cpu:fp16"}, "unknown precision 'fp16' in 'cpu:fp16'"},
+      {{"--backends", "tpusim,tpu"}, "unknown backend 'tpu'"},
+      {{"--baseline", "maybe"}, "--baseline is on or off (got 'maybe')"},
+      {{"--noise-factor", "-1"}, "--noise-factor must be >= 0"}};
+  for (const auto& [flags, message] : bad) {
+    std::vector<std::string> args{"compare"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    r = run_tpusim(args);
+    EXPECT_EQ(r.exit_code, 2) << flags[1];
+    EXPECT_THAT(r.err, HasSubstr(message));
+  }
   std::filesystem::remove_all(data);
 }
 

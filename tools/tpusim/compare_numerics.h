@@ -1,6 +1,9 @@
-// tpusim compare's rule for whether one backend's trained variable agrees with the reference's.
+// tpusim compare's numerics: whether one backend's trained variable agrees with the reference's,
+// and the rounding baseline (how far a run drifts from initial weights one ulp apart).
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tpusim::cli {
@@ -17,5 +20,12 @@ struct WeightDifference {
 // backends hold noise of 1e-8 whose relative difference is about 1). Sizes must match.
 WeightDifference weight_difference(const std::vector<float>& a, const std::vector<float>& ref,
                                    double rtol, double atol);
+
+// Moves every nonzero, finite element one ulp up or down (a fixed pseudo-random choice per
+// element, seeded by `name`), zeros left as they are: a rounding's worth of difference.
+void nudge_one_ulp(const std::string& name, std::vector<float>* values);
+
+// Element s: the largest of values[0..s] (NaN once any is NaN): the baseline's drift so far.
+std::vector<double> running_max(const std::vector<double>& values);
 
 }  // namespace tpusim::cli

@@ -1,0 +1,51 @@
+#include "tools/tpusim/compare_numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tpusim::cli {
+
+WeightDifference weight_difference(const std::vector<float>& a, const std::vector<float>& ref,
+                                   double rtol, double atol) {
+  double abs_diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
+    // NaN in either differs from everything: a diverged run must not read as agreeing.
+    const double d = std::abs(static_cast<double>(a[i]) - ref[i]);
+    abs_diff = std::isnan(d) ? d : std::max(abs_diff, d);
+    if (std::isnan(abs_diff)) break;
+    scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
+  }
+  WeightDifference w;
+  w.max_abs = abs_diff;
+  w.max_rel = scale > 0 ? abs_diff / scale : abs_diff;
+  w.agree = !std::isnan(abs_diff) && abs_diff <= atol + rtol * scale;
+  return w;
+}
+
+void nudge_one_ulp(const std::string& name, std::vector<float>* values) {
+  uint64_t seed = 1469598103934665603ull;  // FNV-1a of the name: the same pattern every run
+  for (const char c : name) seed = (seed ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  for (size_t i = 0; i < values->size(); ++i) {
+    float& x = (*values)[i];
+    if (x == 0 || !std::isfinite(x)) continue;
+    uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;  // splitmix64's mix
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    x = std::nextafter(x, (z & 1) != 0 ? std::numeric_limits<float>::infinity()
+                                       : -std::numeric_limits<float>::infinity());
+  }
+}
+
+std::vector<double> running_max(const std::vector<double>& values) {
+  std::vector<double> out(values.size());
+  double so_far = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isnan(so_far) && (std::isnan(values[i]) || values[i] > so_far)) so_far = values[i];
+    out[i] = so_far;
+  }
+  return out;
+}
+
+}  // namespace tpusim::cli
