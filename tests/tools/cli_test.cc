@@ -362,7 +362,10 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
       {{"--backends", "tpusim,cpu:fp16"}, "unknown precision 'fp16' in 'cpu:fp16'"},
       {{"--backends", "tpusim,tpu"}, "unknown backend 'tpu'"},
       {{"--baseline", "maybe"}, "--baseline is on or off (got 'maybe')"},
-      {{"--noise-factor", "-1"}, "--noise-factor must be >= 0"}};
+      {{"--noise-factor", "-1"}, "--noise-factor must be >= 0 (got -1)"},
+      {{"--loss-tolerance", "nan"}, "--loss-tolerance must be >= 0 (got nan)"},
+      {{"--steps", "0"}, "--steps must be >= 1 (got 0)"},
+      {{"--batch-size", "-8"}, "--batch-size must be >= 1 (got -8)"}};
   for (const auto& [flags, message] : bad) {
     std::vector<std::string> args{"compare"};
     args.insert(args.end(), flags.begin(), flags.end());

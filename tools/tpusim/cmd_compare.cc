@@ -190,7 +190,16 @@ int run_compare(const std::vector<std::string>& args) {
   if (baseline_flag != "on" && baseline_flag != "off")
     return usage_error(str_cat("--baseline is on or off (got '", baseline_flag, "')"), usage);
   const bool with_baseline = baseline_flag == "on";
-  if (!(factor >= 0)) return usage_error("--noise-factor must be >= 0", usage);
+  if (job.steps < 1) return usage_error(str_cat("--steps must be >= 1 (got ", job.steps, ")"), usage);
+  if (job.batch < 1)
+    return usage_error(str_cat("--batch-size must be >= 1 (got ", job.batch, ")"), usage);
+  const std::pair<const char*, double> nonnegative[] = {{"--loss-tolerance", loss_tol},
+                                                        {"--weight-tolerance", weight_tol},
+                                                        {"--weight-atol", weight_atol},
+                                                        {"--noise-factor", factor}};
+  for (const auto& [flag, value] : nonnegative) {
+    if (!(value >= 0)) return usage_error(str_cat(flag, " must be >= 0 (got ", value, ")"), usage);
+  }
   for (const auto& b : backends) {
     if (b.name == "gpu") {  // without a usable GPU, say so before training on the others
       auto gpu = runtime::make_backend(b.name);
@@ -216,7 +225,8 @@ int run_compare(const std::vector<std::string>& args) {
   std::vector<Run> runs;
   for (size_t k = 0; k < backends.size(); ++k) {
     auto run = train_on(job, backends[k], str_cat(k, "-", backends[k].name), false);
-    if (!run.ok()) return failure(str_cat(backends[k].label, ": ", run.status().message()));
+    if (!run.ok())
+      return failure(str_cat("training on ", backends[k].label, ": ", run.status().message()));
     runs.push_back(*std::move(run));
   }
   // The rounding baseline: the cpu against itself from initial weights one ulp apart, in the
@@ -232,12 +242,13 @@ int run_compare(const std::vector<std::string>& args) {
     std::optional<Run> plain;
     if (cpu == nullptr) {
       auto run = train_on(job, baseline_cpu, "baseline-cpu", false);
-      if (!run.ok()) return failure(str_cat("baseline cpu: ", run.status().message()));
+      if (!run.ok()) return failure(str_cat("the baseline's cpu run: ", run.status().message()));
       plain = *std::move(run);
       cpu = &*plain;
     }
     auto nudged = train_on(job, baseline_cpu, "baseline-cpu-nudged", true);
-    if (!nudged.ok()) return failure(str_cat("baseline cpu: ", nudged.status().message()));
+    if (!nudged.ok())
+      return failure(str_cat("the baseline's nudged cpu run: ", nudged.status().message()));
     auto d = differences(*nudged, *cpu, weight_tol, weight_atol);
     if (!d.ok()) return failure(std::string(d.status().message()));
     baseline = *std::move(d);
