@@ -180,8 +180,13 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
   if (v.has_c()) load_block(vmem, v.c(), &c);
   const Eigen::Index rows = dst.rows();
   const Eigen::Index cols = dst.cols();
-  auto operand_b = [&]() -> MatrixF {
-    return v.has_b() ? broadcast_to(b, rows, cols) : MatrixF::Constant(rows, cols, v.scalar());
+  // b and c as dst's shape: a row, a column or a 1 x 1 broadcast once, a full block as loaded
+  // (no copy); without b, binary ops take the scalar immediate.
+  if (v.has_b() && (b.rows() != rows || b.cols() != cols)) b = broadcast_to(b, rows, cols);
+  if (v.has_c() && (c.rows() != rows || c.cols() != cols)) c = broadcast_to(c, rows, cols);
+  auto operand_b = [&]() -> const MatrixF& {
+    if (!v.has_b()) b = MatrixF::Constant(rows, cols, v.scalar());
+    return b;
   };
   switch (v.op()) {
     case Vector::ADD:
@@ -239,7 +244,7 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
       out = a.array().square();
       break;
     case Vector::SELECT:
-      out = (a.array() != 0.0f).select(broadcast_to(b, rows, cols), broadcast_to(c, rows, cols));
+      out = (a.array() != 0.0f).select(b, c);
       break;
     case Vector::CAST:
       out = a;
