@@ -62,6 +62,7 @@ TEST(Cli, OpcheckJsonListsEveryCaseWithItsFigures) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_GE(j["ops"].get<int>(), 30);
   EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["reference"], "cpu");
   std::set<std::string> modes, backends;
   for (const auto& c : j["cases"]) {
     for (const char* key : {"op", "backend", "mode", "shape", "max_abs_error", "max_rel_error",

@@ -95,7 +95,8 @@ int run_opcheck(const std::vector<std::string>& args) {
     }
   }
   if (json) {
-    std::cout << nlohmann::ordered_json{{"cases", cases},
+    std::cout << nlohmann::ordered_json{{"reference", reference->label()},
+                                        {"cases", cases},
                                         {"ops", ops.size()},
                                         {"passed", total - failed},
                                         {"failed", failed}}
