@@ -120,5 +120,36 @@ TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/slice.pbtxt"));
 }
 
+// A case a backend cannot run is an ERROR naming the reason, and the rest still run: at 4 KiB of
+// VMEM not even a row of add's [4, 9] operands fits tpusim's tile budget; cpu:mxu's cases pass.
+TEST(Cli, OpcheckListsACaseABackendCannotRunAndGoesOn) {
+  std::ifstream v3(std::string(TPUSIM_SOURCE_DIR) + "/configs/tpu_v3.pbtxt");
+  std::string chip((std::istreambuf_iterator<char>(v3)), std::istreambuf_iterator<char>());
+  chip.replace(chip.find("vmem_mib: 16"), 12, "vmem_mib: 0.004");
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/tpu_v3_4k_vmem.pbtxt") << chip;
+  const std::string path = dir + "/opcheck-4k-vmem.pbtxt";
+  std::ofstream(path) << "name: \"4k-vmem\"\nchip_file: \"tpu_v3_4k_vmem.pbtxt\"\n"
+                         "topology { shape: 2 shape: 2 kind: TORUS }\nchips_per_host: 4\n"
+                         "host_file: \"host_96.pbtxt\"\n";
+  auto r = run_tpusim({"opcheck", "--backends", "tpusim,cpu:mxu", "--ops", "^(add|sub)$",
+                       "--config", path});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("ERROR add                          tpusim   [4, 9] [4, 9]: a row of "
+                               "324 bytes (operands, output and scratch) does not fit the VMEM "
+                               "tile budget of 1572 bytes"));
+  EXPECT_THAT(r.out, HasSubstr("ERROR sub "));
+  EXPECT_THAT(r.out, HasSubstr("ok   sub                           cpu:mxu"));
+  EXPECT_THAT(r.out, HasSubstr("9 passed, 3 failed (2 ops)"));  // add has 2 cases, sub 1
+  r = run_tpusim({"opcheck", "--backends", "tpusim", "--ops", "^add$", "--config", path, "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["cases"].size(), 2u);
+  for (const auto& c : j["cases"]) {
+    EXPECT_EQ(c["passed"], false);
+    EXPECT_THAT(c["error"].get<std::string>(), HasSubstr("does not fit the VMEM"));
+  }
+}
+
 }  // namespace
 }  // namespace tpusim::cli

@@ -73,9 +73,14 @@ def opcheck(results):
     backends = list(dict.fromkeys(c["backend"] for c in cases))
     ops = list(dict.fromkeys(c["op"] for c in cases))
     worst = {}  # (op, backend) -> (max rel error, tolerance, any failed)
+    errors = []  # cases a backend could not run: (op, backend, shape, why)
     for c in cases:
         key = (c["op"], c["backend"])
-        rel, tol, failed = worst.get(key, (0.0, 0.0, False))
+        if "error" in c:
+            errors.append((c["op"], c["backend"], c["shape"], c["error"]))
+            worst.setdefault(key, None)  # an op with no case run shows as ERROR
+            continue
+        rel, tol, failed = worst.get(key) or (0.0, 0.0, False)
         worst[key] = (max(rel, c["max_rel_error"]), max(tol, c["tolerance"]),
                       failed or not c["passed"])
     passed = sum(c["passed"] for c in cases)
@@ -90,9 +95,16 @@ def opcheck(results):
             if (op, b) not in worst:
                 cells.append("")
                 continue
+            if worst[(op, b)] is None:
+                cells.append("**ERROR**")
+                continue
             rel, tol, failed = worst[(op, b)]
+            failed = failed or any(e[0] == op and e[1] == b for e in errors)
             cells.append(f"{'**FAILED** ' if failed else ''}{rel:.3g} ({tol:.3g})")
         out.append(f"| {op} | " + " | ".join(cells) + " |")
+    if errors:
+        out += ["", "Cases a backend could not run:"]
+        out += [f"- {op} {shape} on {backend}: {error}" for op, backend, shape, error in errors]
     return out
 
 

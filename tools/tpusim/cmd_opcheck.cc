@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "configs/loader.h"
+#include "runtime/backend/backend.h"
 #include "runtime/opcheck/harness.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -35,7 +37,8 @@ int run_opcheck(const std::vector<std::string>& args) {
       "passes when its largest "
       "error\n"
       "relative to the reference's largest magnitude is within the op's tolerance (from bf16's or\n"
-      "f32's epsilon and the reduction length). Exits 1 when any case fails.\n";
+      "f32's epsilon and the reduction length). A case a backend cannot run is listed as an\n"
+      "ERROR with the reason, and the others still run. Exits 1 when any case fails.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   std::vector<runtime::opcheck::BackendSpec> backends;
@@ -58,6 +61,16 @@ int run_opcheck(const std::vector<std::string>& args) {
     return usage_error(str_cat("--ops is not a regular expression: ", e.what()), usage);
   }
 
+  // A backend that cannot be made at all (no GPU, a slice file missing) stops the run at once;
+  // one that fails a case is recorded as that case's error and the run goes on.
+  std::vector<runtime::opcheck::BackendSpec> every = backends;
+  every.push_back(*reference);
+  for (const auto& spec : every) {
+    const absl::Status usable = spec.name == "tpusim" ? config::load_slice(spec.slice).status()
+                                                      : runtime::make_backend(spec.name).status();
+    if (!usable.ok()) return failure(str_cat(spec.label(), ": ", usable.message()));
+  }
+
   nlohmann::ordered_json cases = nlohmann::ordered_json::array();
   int failed = 0, total = 0;
   std::set<std::string> ops;
@@ -66,9 +79,22 @@ int run_opcheck(const std::vector<std::string>& args) {
     if (!std::regex_search(c.op, pattern)) continue;
     for (const auto& backend : backends) {
       auto results = runtime::opcheck::run_case(c, backend, vm["seed"].as<uint32_t>(), *reference);
-      if (!results.ok())
-        return failure(
-            str_cat(c.op, " ", c.shape, " on ", backend.label(), ": ", results.status().message()));
+      if (!results.ok()) {
+        ++total;
+        ++failed;
+        ops.insert(c.op);
+        const std::string error(results.status().message());
+        cases.push_back({{"op", c.op},
+                         {"backend", backend.label()},
+                         {"shape", c.shape},
+                         {"passed", false},
+                         {"error", error}});
+        if (!json) {
+          std::cout << "ERROR " << std::left << std::setw(29) << c.op << std::setw(9)
+                    << backend.label() << c.shape << ": " << error << "\n";
+        }
+        continue;
+      }
       for (const auto& r : *results) {
         ++total;
         failed += r.passed ? 0 : 1;
