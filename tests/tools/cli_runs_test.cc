@@ -411,5 +411,40 @@ TEST(Cli, SweepDrawsGeometricValuesOnALogAxisAndNoPlotOfNothing) {
   std::filesystem::remove_all(tmp);
 }
 
+// sweep runs compare at each point: the table and CSV carry each point's verdict and its
+// max_loss_difference (the default metric). One step of mlp agrees exactly; three steps differ
+// by 2.55e-05 in loss, over 1e-05 with the baseline's share turned off (--noise-factor 0): that
+// point keeps its figures, counts as differing, not failed, and the sweep exits 1.
+TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-cmp-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string out = (tmp / "out").string();
+  auto r = run_tpusim({"sweep", "--set", "steps=1,3", "--out", out, "--", "compare", "--model",
+                       "mlp", "--noise-factor", "0", "--data", (tmp / "data").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("p000 steps=1: done, agree"));
+  EXPECT_THAT(r.err, HasSubstr("p001 steps=3: done, DIFFER"));
+  EXPECT_THAT(r.err, HasSubstr("at 1 point(s) the backends differ"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("failed")));
+  EXPECT_THAT(r.out, HasSubstr("max_loss_difference  verdict"));
+  EXPECT_THAT(r.out, ::testing::MatchesRegex(
+                         "(.|\n)*p000   steps=1 +0  agree\n(.|\n)*"
+                         "p001   steps=3 +2\\.5[0-9]*e-05  differ\n(.|\n)*"));
+  std::ifstream csv(out + "/sweep.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("point,steps,exit_code,model,steps,reference,verdict,max_loss_difference,",
+                         0),
+            0u)
+      << header;
+  EXPECT_TRUE(std::filesystem::exists(out + "/reports/p001.json"));
+  // compare's --model-dir must be new: it trains every backend from the start.
+  r = run_tpusim({"compare", "--model-dir", out, "--steps", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("is not empty (compare trains every backend from the start)"));
+  std::filesystem::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace tpusim::cli

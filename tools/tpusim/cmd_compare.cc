@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -162,12 +163,16 @@ int run_compare(const std::vector<std::string>& args) {
       "within --noise-factor times the drift that causes")(
       "noise-factor", po::value<double>(&factor)->default_value(5),
       "how many times the rounding baseline's drift a difference may be")(
+      "report", po::value<std::string>(), "also write the JSON report to this file")(
+      "model-dir", po::value<std::string>(),
+      "a new folder to keep the runs in (default: a temporary one, removed)")(
       "json", po::bool_switch(), "print JSON");
   add_data_options(options);
   const std::string usage =
       "usage: tpusim compare [--model NAME] [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
-      "                      [--baseline on|off] [--noise-factor X] [--json]\n\n"
+      "                      [--baseline on|off] [--noise-factor X] [--json] [--report FILE]\n"
+      "                      [--model-dir DIR]\n\n"
       "Trains N steps on each backend from the same initial weights and batches (SGD), then\n"
       "prints the per-step loss differences against the first backend, each variable's max\n"
       "absolute and relative difference, and a verdict. A step's loss agrees within\n"
@@ -213,14 +218,25 @@ int run_compare(const std::vector<std::string>& args) {
   auto slice = config::load_slice(job.slice);
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   job.replicas = (*slice)->cores;
-  job.root = fs::temp_directory_path() / str_cat("tpusim-compare-", ::getpid());
+  const bool keep_runs = vm.count("model-dir") > 0;
+  if (keep_runs) {
+    job.root = vm["model-dir"].as<std::string>();
+    std::error_code ec;
+    if (fs::exists(job.root, ec) && !fs::is_empty(job.root, ec)) {
+      return usage_error(str_cat("--model-dir ", job.root.string(),
+                                 " is not empty (compare trains every backend from the start)"),
+                         usage);
+    }
+  } else {
+    job.root = fs::temp_directory_path() / str_cat("tpusim-compare-", ::getpid());
+  }
   struct RemoveRoot {
     fs::path root;
     ~RemoveRoot() {
       std::error_code ec;
-      fs::remove_all(root, ec);
+      if (!root.empty()) fs::remove_all(root, ec);
     }
-  } remove_root{job.root};
+  } remove_root{keep_runs ? fs::path() : job.root};
 
   std::vector<Run> runs;
   for (size_t k = 0; k < backends.size(); ++k) {
@@ -257,8 +273,13 @@ int run_compare(const std::vector<std::string>& args) {
       baseline ? running_max(baseline->losses) : std::vector<double>(job.steps, 0.0);
 
   const bool json = vm["json"].as<bool>();
-  nlohmann::ordered_json out = {
-      {"model", job.model}, {"steps", job.steps}, {"reference", backends[0].label}};
+  // verdict and max_loss_difference: over every backend against the reference (set below).
+  nlohmann::ordered_json out = {{"model", job.model},
+                                {"steps", job.steps},
+                                {"reference", backends[0].label},
+                                {"verdict", ""},
+                                {"max_loss_difference", 0.0}};
+  double max_loss = 0;
   if (baseline) {
     nlohmann::ordered_json vars = nlohmann::ordered_json::object();
     for (const auto& [name, w] : baseline->variables)
@@ -315,6 +336,8 @@ int run_compare(const std::vector<std::string>& args) {
     }
     const bool pass = steps_over == 0 && over.empty();
     ok = ok && pass;
+    if (!std::isnan(max_loss) && (std::isnan(worst_loss) || worst_loss > max_loss))
+      max_loss = worst_loss;
     out["against"][a.backend] = {{"max_loss_difference", worst_loss},
                                  {"max_relative_weight_difference", worst_rel},
                                  {"steps_over_tolerance", steps_over},
@@ -359,7 +382,15 @@ int run_compare(const std::vector<std::string>& args) {
     std::cout << fmt::format("  verdict: {} ({}; {})\n", pass ? "agree" : "DIFFER", loss_part,
                              weight_part);
   }
+  out["verdict"] = ok ? "agree" : "differ";
+  out["max_loss_difference"] = max_loss;
   if (json) std::cout << out.dump(2) << "\n";
+  if (vm.count("report") > 0) {
+    const std::string path = vm["report"].as<std::string>();
+    std::ofstream file(path);
+    file << out.dump(2) << "\n";
+    if (!file) return failure(str_cat("cannot write the report to ", path));
+  }
   return ok ? kOk : kFailed;
 }
 

@@ -1,6 +1,7 @@
-// tpusim sweep: runs `tpusim train` at every point of a parameter grid, each point in a process
-// of its own (-j at a time), and collects the reports into DIR: sweep.csv (a row per point),
-// sweep.json, each run's config, log and report, and plots drawn with gnuplot.
+// tpusim sweep: runs `tpusim train` (or `tpusim compare`) at every point of a parameter grid,
+// each point in a process of its own (-j at a time), and collects the reports into DIR:
+// sweep.csv (a row per point), sweep.json, each run's config, log and report, and plots drawn
+// with gnuplot.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,15 +30,17 @@ namespace fs = std::filesystem;
 
 const char* const kSweepUsage =
     "usage: tpusim sweep --set FIELD=v1,v2,... [--set ...] --out DIR [-j N] [--metric NAME]\n"
-    "                    -- train [train options]\n\n"
-    "Runs `tpusim train` at every combination of the --set values, each in its own process (N\n"
-    "at a time, default 1). FIELD is a slice config field by its dotted path\n"
+    "                    -- train|compare [its options]\n\n"
+    "Runs `tpusim train` (or `tpusim compare`) at every combination of the --set values, each in\n"
+    "its own process (N at a time, default 1). FIELD is a slice config field by its dotted path\n"
     "(chip.core.mxu_count, chip.hbm.bandwidth_gb_per_s, chip.ici.link_bandwidth_gb_per_s,\n"
-    "topology.shape=2x2; a unique prefix of the last name will do) or a train option by name\n"
-    "(iterations_per_loop, batch_size, ...). DIR gets sweep.csv (one row per point: the values,\n"
-    "the exit code and every figure of the run's report), sweep.json, configs/, logs/,\n"
-    "reports/, and plots/ drawn by gnuplot as PNG and SVG: NAME (default sim_seconds_per_step,\n"
-    "any column of the CSV) against the first FIELD, and the step-time breakdown per point.\n";
+    "topology.shape=2x2; a unique prefix of the last name will do) or the job's option by name\n"
+    "(iterations_per_loop, batch_size, steps, ...). DIR gets sweep.csv (one row per point: the\n"
+    "values, the exit code and every figure of the run's report), sweep.json, configs/, logs/,\n"
+    "reports/, and plots/ drawn by gnuplot as PNG and SVG: NAME (default sim_seconds_per_step\n"
+    "for train, max_loss_difference for compare; any column of the CSV) against the first\n"
+    "FIELD, and for train the step-time breakdown per point. A compare point whose backends\n"
+    "differ keeps its figures and counts as differing.\n";
 
 // Takes `flag VALUE` out of `args`; returns VALUE ("" when absent).
 std::string take_option(std::vector<std::string>* args, const std::string& flag) {
@@ -69,7 +72,7 @@ struct Job {
 
 int run_sweep(const std::vector<std::string>& args) {
   std::vector<SweepAxis> axes;
-  std::string out_dir, metric = "sim_seconds_per_step";
+  std::string out_dir, metric;
   int parallel = 1;
   std::vector<std::string> sub;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -103,15 +106,18 @@ int run_sweep(const std::vector<std::string>& args) {
     } else if (a == "--metric") {
       if (!value(&metric)) return usage_error("--metric needs a report column", kSweepUsage);
     } else {
-      return usage_error("unknown sweep option '" + a + "' (train's options go after --)",
+      return usage_error("unknown sweep option '" + a + "' (the job's options go after --)",
                          kSweepUsage);
     }
   }
   if (axes.empty()) return usage_error("give at least one --set FIELD=v1,v2,...", kSweepUsage);
   if (out_dir.empty()) return usage_error("--out DIR is required", kSweepUsage);
-  if (sub.empty() || sub[0] != "train") {
-    return usage_error("after -- comes the job to sweep: train [train options]", kSweepUsage);
+  if (sub.empty() || (sub[0] != "train" && sub[0] != "compare")) {
+    return usage_error("after -- comes the job to sweep: train or compare, with its options",
+                       kSweepUsage);
   }
+  const bool comparing = sub[0] == "compare";
+  if (metric.empty()) metric = comparing ? "max_loss_difference" : "sim_seconds_per_step";
   for (const char* chosen : {"--report", "--model-dir", "--trace"}) {
     if (has_flag(sub, chosen))
       return usage_error(std::string(chosen) + " is chosen by sweep for each point", kSweepUsage);
@@ -165,7 +171,7 @@ int run_sweep(const std::vector<std::string>& args) {
   std::cerr << fmt::format("sweep: {} point(s), {} at a time, into {}\n", points.size(), parallel,
                            dir.string());
   std::map<int, Job> running;
-  size_t next = 0, failed = 0;
+  size_t next = 0, failed = 0, differ = 0;
   while (next < jobs.size() || !running.empty()) {
     while (next < jobs.size() && static_cast<int>(running.size()) < parallel) {
       Job& job = jobs[next++];
@@ -187,11 +193,20 @@ int run_sweep(const std::vector<std::string>& args) {
     std::ifstream in(dir / "reports" / (row.point.id + ".json"));
     auto report = nlohmann::ordered_json::parse(in, nullptr, false);
     set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
-    if (row.exit_code != 0) ++failed;
-    std::cerr << fmt::format(
-        "sweep: {} {}: {} ({:.1f} s)\n", row.point.id, describe_point(axes, row.point),
-        row.exit_code == 0 ? "done" : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
-        seconds);
+    // A compare whose backends differ exits 1 with its report written: a verdict, not a failure.
+    const bool differs = row.exit_code != 0 && row.flat.contains("verdict") &&
+                         row.flat["verdict"] == "differ";
+    if (differs) {
+      ++differ;
+    } else if (row.exit_code != 0) {
+      ++failed;
+    }
+    std::cerr << fmt::format("sweep: {} {}: {} ({:.1f} s)\n", row.point.id,
+                             describe_point(axes, row.point),
+                             row.exit_code == 0 ? (comparing ? "done, agree" : "done")
+                             : differs          ? "done, DIFFER"
+                                       : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
+                             seconds);
     running.erase(it);
   }
 
@@ -199,18 +214,21 @@ int run_sweep(const std::vector<std::string>& args) {
   std::ofstream(dir / "sweep.json") << sweep_json(axes, rows, metric).dump(2) << "\n";
   size_t width = 6;
   for (const SweepRow& row : rows) width = std::max(width, describe_point(axes, row.point).size());
-  std::cout << fmt::format("{:<6} {:<{}} {:>14}\n", "point", "values", width, metric);
+  std::cout << fmt::format("{:<6} {:<{}} {:>14}{}\n", "point", "values", width, metric,
+                           comparing ? "  verdict" : "");
   for (const SweepRow& row : rows) {
     const double v = row_number(row, metric);
-    std::cout << fmt::format("{:<6} {:<{}} {:>14}\n", row.point.id, describe_point(axes, row.point),
-                             width,
-                             row.exit_code != 0 ? "failed"
-                             : std::isnan(v)    ? "-"
-                                                : fmt::format("{:.6g}", v));
+    const bool reported = row.flat.contains("verdict");
+    std::cout << fmt::format(
+        "{:<6} {:<{}} {:>14}{}\n", row.point.id, describe_point(axes, row.point), width,
+        row.exit_code != 0 && !reported ? "failed"
+        : std::isnan(v)                 ? "-"
+                                        : fmt::format("{:.6g}", v),
+        comparing && reported ? "  " + row.flat["verdict"].get<std::string>() : "");
   }
   std::cout << "table: " << (dir / "sweep.csv").string() << "\n";
   const std::string gnuplot = find_in_path("gnuplot");
-  int rc = failed > 0 ? kFailed : kOk;
+  int rc = failed > 0 || differ > 0 ? kFailed : kOk;
   if (gnuplot.empty()) {
     std::cout << "plots: none (no gnuplot on PATH; make deps installs gnuplot-nox)\n";
   } else {
@@ -226,6 +244,7 @@ int run_sweep(const std::vector<std::string>& args) {
     }
   }
   if (failed > 0) std::cerr << "tpusim sweep: " << failed << " point(s) failed\n";
+  if (differ > 0) std::cerr << "tpusim sweep: at " << differ << " point(s) the backends differ\n";
   return rc;
 }
 
