@@ -309,7 +309,7 @@ int run_compare(const std::vector<std::string>& args) {
       const double diff = d->losses[s];
       const double limit = std::max(loss_tol, s < drift.size() ? factor * drift[s] : 0.0);
       const bool within = diff <= limit;  // false for NaN
-      if (!std::isnan(worst_loss) && (std::isnan(diff) || diff > worst_loss)) worst_loss = diff;
+      worst_loss = max_or_nan(worst_loss, diff);
       if (!within) {
         ++steps_over;
         if (!first_over) first_over = s;
@@ -320,7 +320,8 @@ int run_compare(const std::vector<std::string>& args) {
                                      {"difference", diff},
                                      {"limit", limit},
                                      {"agree", within}};
-      if (baseline) step["baseline_difference"] = baseline->losses[s];
+      if (baseline && s < baseline->losses.size())
+        step["baseline_difference"] = baseline->losses[s];
       losses.push_back(step);
     }
     nlohmann::ordered_json vars = nlohmann::ordered_json::object();
@@ -329,15 +330,14 @@ int run_compare(const std::vector<std::string>& args) {
     for (const auto& [name, w] : d->variables) {
       const double noise = baseline ? baseline->variables.at(name).max_abs : 0;
       const bool agree = w.agree || (baseline && w.max_abs <= factor * noise);
-      if (std::isnan(w.max_rel) || w.max_rel > worst_rel) worst_rel = w.max_rel;
+      worst_rel = max_or_nan(worst_rel, w.max_rel);
       vars[name] = {{"max_abs", w.max_abs}, {"max_rel", w.max_rel}, {"agree", agree}};
       if (baseline) vars[name]["baseline_max_abs"] = noise;
       if (!agree) over.push_back(name);
     }
     const bool pass = steps_over == 0 && over.empty();
     ok = ok && pass;
-    if (!std::isnan(max_loss) && (std::isnan(worst_loss) || worst_loss > max_loss))
-      max_loss = worst_loss;
+    max_loss = max_or_nan(max_loss, worst_loss);
     out["against"][a.backend] = {{"max_loss_difference", worst_loss},
                                  {"max_relative_weight_difference", worst_rel},
                                  {"steps_over_tolerance", steps_over},
@@ -352,9 +352,10 @@ int run_compare(const std::vector<std::string>& args) {
       std::cout << fmt::format("  step {:4}  loss {:.6f} vs {:.6f}  diff {:.2e}{}{}\n",
                                l["step"].get<int>(), l["loss"].get<double>(),
                                l["reference_loss"].get<double>(), l["difference"].get<double>(),
-                               baseline ? fmt::format("  baseline {:.2e}",
-                                                      l["baseline_difference"].get<double>())
-                                        : "",
+                               l.contains("baseline_difference")
+                                   ? fmt::format("  baseline {:.2e}",
+                                                 l["baseline_difference"].get<double>())
+                                   : "",
                                l["agree"].get<bool>() ? "" : "  over tolerance");
     }
     for (auto it = vars.begin(); it != vars.end(); ++it) {

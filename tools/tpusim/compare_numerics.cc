@@ -6,13 +6,17 @@
 
 namespace tpusim::cli {
 
+double max_or_nan(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
+}
+
 WeightDifference weight_difference(const std::vector<float>& a, const std::vector<float>& ref,
                                    double rtol, double atol) {
   double abs_diff = 0, scale = 0;
   for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
     // NaN in either differs from everything: a diverged run must not read as agreeing.
     const double d = std::abs(static_cast<double>(a[i]) - ref[i]);
-    abs_diff = std::isnan(d) ? d : std::max(abs_diff, d);
+    abs_diff = max_or_nan(abs_diff, d);
     if (std::isnan(abs_diff)) break;
     scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
   }
@@ -42,7 +46,7 @@ std::vector<double> running_max(const std::vector<double>& values) {
   std::vector<double> out(values.size());
   double so_far = 0;
   for (size_t i = 0; i < values.size(); ++i) {
-    if (!std::isnan(so_far) && (std::isnan(values[i]) || values[i] > so_far)) so_far = values[i];
+    so_far = max_or_nan(so_far, values[i]);
     out[i] = so_far;
   }
   return out;

@@ -25,6 +25,9 @@ WeightDifference weight_difference(const std::vector<float>& a, const std::vecto
 // element, seeded by `name`), zeros left as they are: a rounding's worth of difference.
 void nudge_one_ulp(const std::string& name, std::vector<float>* values);
 
+// The larger of two differences, NaN when either is: a diverged run stays the worst.
+double max_or_nan(double a, double b);
+
 // Element s: the largest of values[0..s] (NaN once any is NaN): the baseline's drift so far.
 std::vector<double> running_max(const std::vector<double>& values);
 
