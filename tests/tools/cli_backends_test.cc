@@ -92,21 +92,27 @@ TEST(Cli, OpcheckFiltersOpsAndRejectsBadBackends) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// A v3-8 slice file whose chip (tpu_v3.pbtxt, copied) has `mib` MiB of VMEM per core; its path.
+std::string v3_8_slice_with_vmem(const std::string& mib, const std::string& name) {
+  std::ifstream v3(std::string(TPUSIM_SOURCE_DIR) + "/configs/tpu_v3.pbtxt");
+  std::string chip((std::istreambuf_iterator<char>(v3)), std::istreambuf_iterator<char>());
+  const size_t at = chip.find("vmem_mib: 16");
+  EXPECT_NE(at, std::string::npos);
+  if (at != std::string::npos) chip.replace(at, 12, "vmem_mib: " + mib);
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/tpu_v3_" + name + ".pbtxt") << chip;
+  const std::string path = dir + "/slice-" + name + ".pbtxt";
+  std::ofstream(path) << "name: \"" << name << "\"\nchip_file: \"tpu_v3_" << name
+                      << ".pbtxt\"\ntopology { shape: 2 shape: 2 kind: TORUS }\n"
+                         "chips_per_host: 4\nhost_file: \"host_96.pbtxt\"\n";
+  return path;
+}
+
 // --config is the slice tpusim simulates: a v3-8 with 256 KiB of VMEM (a slice file whose chip
 // is inline) runs the matmul and conv2d cases in small tiles and still passes; a missing file
 // is named.
 TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
-  std::ifstream v3(std::string(TPUSIM_SOURCE_DIR) + "/configs/tpu_v3.pbtxt");
-  std::string chip((std::istreambuf_iterator<char>(v3)), std::istreambuf_iterator<char>());
-  const size_t at = chip.find("vmem_mib: 16");
-  ASSERT_NE(at, std::string::npos);
-  chip.replace(at, 12, "vmem_mib: 0.25");
-  const std::string dir = ::testing::TempDir();
-  std::ofstream(dir + "/tpu_v3_small_vmem.pbtxt") << chip;
-  const std::string path = dir + "/opcheck-small-vmem.pbtxt";
-  std::ofstream(path) << "name: \"small-vmem\"\nchip_file: \"tpu_v3_small_vmem.pbtxt\"\n"
-                         "topology { shape: 2 shape: 2 kind: TORUS }\nchips_per_host: 4\n"
-                         "host_file: \"host_96.pbtxt\"\n";
+  const std::string path = v3_8_slice_with_vmem("0.25", "small-vmem");
   auto shown = run_tpusim({"config", "show", path});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("VMEM 0.25 MiB per core"));
@@ -123,15 +129,7 @@ TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
 // A case a backend cannot run is an ERROR naming the reason, and the rest still run: at 4 KiB of
 // VMEM not even a row of add's [4, 9] operands fits tpusim's tile budget; cpu:mxu's cases pass.
 TEST(Cli, OpcheckListsACaseABackendCannotRunAndGoesOn) {
-  std::ifstream v3(std::string(TPUSIM_SOURCE_DIR) + "/configs/tpu_v3.pbtxt");
-  std::string chip((std::istreambuf_iterator<char>(v3)), std::istreambuf_iterator<char>());
-  chip.replace(chip.find("vmem_mib: 16"), 12, "vmem_mib: 0.004");
-  const std::string dir = ::testing::TempDir();
-  std::ofstream(dir + "/tpu_v3_4k_vmem.pbtxt") << chip;
-  const std::string path = dir + "/opcheck-4k-vmem.pbtxt";
-  std::ofstream(path) << "name: \"4k-vmem\"\nchip_file: \"tpu_v3_4k_vmem.pbtxt\"\n"
-                         "topology { shape: 2 shape: 2 kind: TORUS }\nchips_per_host: 4\n"
-                         "host_file: \"host_96.pbtxt\"\n";
+  const std::string path = v3_8_slice_with_vmem("0.004", "4k-vmem");
   auto r = run_tpusim({"opcheck", "--backends", "tpusim,cpu:mxu", "--ops", "^(add|sub)$",
                        "--config", path});
   EXPECT_EQ(r.exit_code, 1);
