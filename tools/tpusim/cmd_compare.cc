@@ -3,6 +3,7 @@
 // absolute and relative differences, with a verdict against tolerances and against the rounding
 // baseline (how far the cpu drifts from itself when its initial weights are one ulp apart).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -94,8 +95,8 @@ absl::StatusOr<Backend> parse_backend(const std::string& text) {
   return Backend{spec->name, given ? spec->precision : "mxu", text};
 }
 
-absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
-                             bool nudged) {
+absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std::string& dir,
+                               bool nudged) {
   estimator::RunConfig config;
   config.model_dir = (job.root / dir).string();
   config.backend = backend.name;
@@ -115,6 +116,20 @@ absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::
   if (!ckpt.ok()) return ckpt.status();
   if (!ckpt->has_value()) return absl::NotFoundError(str_cat("no checkpoint in ", config.model_dir));
   return Run{backend.label, *trained, (*ckpt)->variables};
+}
+
+// Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
+absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
+                             bool nudged) {
+  const auto start = std::chrono::steady_clock::now();
+  std::cerr << fmt::format("compare: {} steps of {} on {}{}...", job.steps, job.model,
+                           backend.label, nudged ? " (initial weights nudged one ulp)" : "")
+            << std::flush;
+  absl::StatusOr<Run> run = train_once(job, backend, dir, nudged);
+  std::cerr << fmt::format(
+      " {} in {:.1f} s\n", run.ok() ? "done" : "failed",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return run;
 }
 
 absl::StatusOr<Differences> differences(const Run& a, const Run& ref, double rtol, double atol) {
