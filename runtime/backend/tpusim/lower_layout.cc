@@ -304,7 +304,6 @@ absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
   std::iota(order.begin(), order.end(), 0);  // order[i]: the input dim now at position i
   Shape shape = in;
   uint64_t from = src;
-  std::vector<std::pair<size_t, Shape>> swaps;
   for (size_t target = 0; target < perm.size(); ++target) {
     size_t at =
         static_cast<size_t>(std::find(order.begin(), order.end(), perm[target]) - order.begin());
