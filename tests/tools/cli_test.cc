@@ -356,6 +356,12 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_EQ(j["against"]["cpu"]["verdict"], "agree");
   EXPECT_TRUE(j["against"]["cpu"]["variables_over_tolerance"].empty());
 
+  // Adam (whose per-element scaling amplifies rounding most) agrees on mlp too.
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--optimizer", "adam",
+                  "--learning-rate", "0.002", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "agree");
+
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--backends", "cpu"}, "--backends needs at least two backends"},
       {{"--backends", "tpusim:fp32,cpu"}, "'tpusim:fp32': tpusim's precision is its MXU's"},
@@ -365,7 +371,9 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
       {{"--noise-factor", "-1"}, "--noise-factor must be >= 0 (got -1)"},
       {{"--loss-tolerance", "nan"}, "--loss-tolerance must be >= 0 (got nan)"},
       {{"--steps", "0"}, "--steps must be >= 1 (got 0)"},
-      {{"--batch-size", "-8"}, "--batch-size must be >= 1 (got -8)"}};
+      {{"--batch-size", "-8"}, "--batch-size must be >= 1 (got -8)"},
+      {{"--optimizer", "adagrad"}, "unknown optimizer 'adagrad'"},
+      {{"--learning-rate", "0"}, "--learning-rate must be > 0 (got 0)"}};
   for (const auto& [flags, message] : bad) {
     std::vector<std::string> args{"compare"};
     args.insert(args.end(), flags.begin(), flags.end());

@@ -47,6 +47,7 @@ struct Run {
 // What every run shares: the model, the data, the replicas, the steps.
 struct Job {
   std::string model;
+  runtime::OptimizerSpec optimizer;
   FashionData data;
   std::string slice;
   uint32_t replicas = 0;
@@ -62,9 +63,7 @@ struct Differences {
 
 // The zoo model, its initial weights nudged one ulp each when `nudged` (the rounding baseline).
 estimator::ModelFn model_fn(const Job& job, bool nudged) {
-  runtime::OptimizerSpec sgd;
-  sgd.learning_rate.initial = 0.05f;
-  estimator::ModelFn zoo = zoo_model_fn(job.model, sgd);
+  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer);
   if (!nudged) return zoo;
   return [zoo](runtime::GraphBuilder& b, const estimator::Features& f,
                std::optional<runtime::Value> labels, estimator::Mode mode,
@@ -163,6 +162,9 @@ int run_compare(const std::vector<std::string>& args) {
       "comma-separated, the first the reference: tpusim, cpu, gpu; cpu and gpu in mxu precision "
       "(bf16 products, like the MXU's) unless named cpu:fp32, gpu:fp32")(
       "steps", po::value<int64_t>(&job.steps)->default_value(20), "training steps on each")(
+      "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam")(
+      "learning-rate", po::value<float>(&job.optimizer.learning_rate.initial)->default_value(0.05f),
+      "the optimizer's rate")(
       "batch-size", po::value<int64_t>(&job.batch)->default_value(256), "global batch size")(
       "config", po::value<std::string>(&job.slice)->default_value("v3-8"),
       "the tpusim backend's slice")(
@@ -185,10 +187,11 @@ int run_compare(const std::vector<std::string>& args) {
   add_data_options(options);
   const std::string usage =
       "usage: tpusim compare [--model NAME] [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
+      "                      [--optimizer sgd|momentum|adam] [--learning-rate R]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
       "                      [--baseline on|off] [--noise-factor X] [--json] [--report FILE]\n"
       "                      [--model-dir DIR]\n\n"
-      "Trains N steps on each backend from the same initial weights and batches (SGD), then\n"
+      "Trains N steps on each backend from the same initial weights and batches, then\n"
       "prints the per-step loss differences against the first backend, each variable's max\n"
       "absolute and relative difference, and a verdict. A step's loss agrees within\n"
       "loss-tolerance, a variable when its max |difference| <= weight-atol + weight-tolerance x\n"
@@ -210,6 +213,14 @@ int run_compare(const std::vector<std::string>& args) {
   if (baseline_flag != "on" && baseline_flag != "off")
     return usage_error(str_cat("--baseline is on or off (got '", baseline_flag, "')"), usage);
   const bool with_baseline = baseline_flag == "on";
+  auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
+  if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
+  job.optimizer.kind = *kind;
+  if (!(job.optimizer.learning_rate.initial > 0)) {
+    return usage_error(
+        str_cat("--learning-rate must be > 0 (got ", job.optimizer.learning_rate.initial, ")"),
+        usage);
+  }
   if (job.steps < 1) return usage_error(str_cat("--steps must be >= 1 (got ", job.steps, ")"), usage);
   if (job.batch < 1)
     return usage_error(str_cat("--batch-size must be >= 1 (got ", job.batch, ")"), usage);
