@@ -2,6 +2,8 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <tuple>
 
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
@@ -31,6 +33,40 @@ struct Input {
   std::vector<runtime::InputPipeline> pipelines;
   data::Element first;  // pipeline 0's first batch
 };
+
+// Each variable's dtype, shape and payload sizes: what init_fn may not change.
+using Layout = std::map<std::string, std::tuple<DType, runtime::Shape, size_t, size_t>>;
+
+Layout layout_of(const runtime::Variables& variables) {
+  Layout layout;
+  for (const auto& [name, v] : variables) layout[name] = {v.dtype, v.shape, v.f.size(), v.i.size()};
+  return layout;
+}
+
+// init_fn changes values, not the variables: a variable added, dropped or reshaped is an error
+// naming it (the compiled step expects the graph's layout).
+absl::Status check_init_fn_kept(const Layout& before, const runtime::Variables& after) {
+  const Layout now = layout_of(after);
+  for (const auto& [name, was] : before) {
+    auto it = now.find(name);
+    if (it == now.end())
+      return absl::InvalidArgumentError(str_cat("model_fn's init_fn removed variable '", name, "'"));
+    if (it->second != was) {
+      return absl::InvalidArgumentError(
+          str_cat("model_fn's init_fn changed variable '", name, "' from ",
+                  runtime::dtype_name(std::get<0>(was)), std::get<1>(was).str(), " (",
+                  std::get<2>(was) + std::get<3>(was), " values) to ",
+                  runtime::dtype_name(std::get<0>(it->second)), std::get<1>(it->second).str(),
+                  " (", std::get<2>(it->second) + std::get<3>(it->second), " values)"));
+    }
+  }
+  for (const auto& [name, unused] : now) {
+    if (before.count(name) == 0)
+      return absl::InvalidArgumentError(str_cat("model_fn's init_fn added variable '", name,
+                                                "', which the model does not have"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -136,8 +172,10 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
       if (auto s = warm_start(config_.warm_start_from, &variables); !s.ok()) return s;
     }
     if (spec->init_fn) {
+      const Layout before = layout_of(variables);
       if (auto s = spec->init_fn(&variables); !s.ok())
         return absl::Status(s.code(), str_cat("model_fn's init_fn: ", s.message()));
+      if (auto s = check_init_fn_kept(before, variables); !s.ok()) return s;
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/strings.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
@@ -37,6 +38,27 @@ std::vector<float> as_floats(const HostTensor& t) {
 }
 
 }  // namespace
+
+TensorError tensor_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  TensorError t;
+  for (size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    const float a = got[i], e = ref[i];
+    double diff = 0;
+    if (a == e || (std::isnan(a) && std::isnan(e))) {
+      diff = 0;
+    } else if (!std::isfinite(a) || !std::isfinite(e)) {
+      diff = std::numeric_limits<double>::infinity();
+    } else {
+      diff = std::abs(static_cast<double>(a) - e);
+    }
+    if (t.worst < 0 || diff > t.max_abs) {
+      t.max_abs = diff;
+      t.worst = static_cast<int64_t>(i);
+    }
+    t.ulp = std::max(t.ulp, ulp_distance(a, e));
+  }
+  return t;
+}
 
 absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text) {
   BackendSpec spec;
@@ -166,17 +188,10 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
     const std::vector<float> e = as_floats(ref_tensor);
     double scale = 0;
     for (float v : e) scale = std::max(scale, static_cast<double>(std::abs(v)));
-    int64_t worst = -1;
-    for (size_t i = 0; i < e.size() && i < a.size(); ++i) {
-      const double diff = std::abs(static_cast<double>(a[i]) - e[i]);
-      if (std::isnan(a[i]) != std::isnan(e[i]) || diff > r.max_abs_error || worst < 0) {
-        if (worst < 0 || diff > r.max_abs_error) {
-          r.max_abs_error = diff;
-          worst = static_cast<int64_t>(i);
-        }
-      }
-      r.ulp = std::max(r.ulp, ulp_distance(a[i], e[i]));
-    }
+    const TensorError error = tensor_error(a, e);
+    const int64_t worst = error.worst;
+    r.max_abs_error = error.max_abs;
+    r.ulp = error.ulp;
     r.max_rel_error = scale > 0 ? r.max_abs_error / scale : r.max_abs_error;
     r.passed =
         a.size() == e.size() && r.max_rel_error <= r.tolerance && !std::isnan(r.max_abs_error);

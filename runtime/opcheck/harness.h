@@ -24,6 +24,17 @@ struct BackendSpec {
 };
 absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text);
 
+// How far `got` is from `ref`, element by element: the largest |got - ref| and where (-1 when
+// empty), and the largest distance in ulps. Equal values (infinities included) and NaN against
+// NaN count as 0; a NaN or infinity against anything else as an infinite difference, so it
+// always fails, wherever it is.
+struct TensorError {
+  double max_abs = 0;
+  int64_t worst = -1;
+  int64_t ulp = 0;
+};
+TensorError tensor_error(const std::vector<float>& got, const std::vector<float>& ref);
+
 struct CaseResult {
   std::string op;
   std::string backend;

@@ -186,6 +186,28 @@ TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
   auto r = (*failing)->train(train_input(), 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "model_fn's init_fn: no pretrained weights");
+  // It may change values, not the variables: a reshaped one is named.
+  TempDir fourth;
+  ModelFn reshaping = [](runtime::GraphBuilder& b, const Features& f,
+                         std::optional<runtime::Value> labels, Mode mode,
+                         const Params& p) -> absl::StatusOr<TPUEstimatorSpec> {
+    auto spec = linear_model(OptimizerSpec::Kind::kSgd)(b, f, labels, mode, p);
+    if (spec.ok()) {
+      spec->init_fn = [](runtime::Variables* v) {
+        v->at("dense_1/kernel") = runtime::HostTensor::zeros(runtime::DType::kF32, {3, 3});
+        return absl::OkStatus();
+      };
+    }
+    return spec;
+  };
+  auto reshaped = TPUEstimator::create(reshaping, quiet_config(fourth.path().string(), "cpu", 4),
+                                       {}, true, 32, 32, 32);
+  ASSERT_TRUE(reshaped.ok());
+  r = (*reshaped)->train(train_input(), 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("model_fn's init_fn changed variable 'dense_1/kernel' from f32["));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(" to f32[3, 3] (9 values)"));
 }
 
 TEST(Estimator, BatchSizesMustDivideByTheReplicas) {

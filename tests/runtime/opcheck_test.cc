@@ -1,4 +1,6 @@
 // The numerics harness in ctest: every case on cpu (fp32, the reference itself) and cpu:mxu.
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "runtime/opcheck/harness.h"
@@ -43,6 +45,23 @@ TEST(OpCheck, MxuPrecisionShowsBf16ErrorsOnlyWhereMatmulsAre) {
       }
     }
   }
+}
+
+// A NaN or infinity where the reference has a finite value fails wherever it is (a NaN after
+// the first element used to go unnoticed); matching NaNs and infinities agree.
+TEST(OpCheck, TensorErrorCountsNanAndInfinityAnywhere) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  TensorError t = tensor_error({1, 2.5f, nan}, {1, 2, 3});
+  EXPECT_EQ(t.max_abs, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(t.worst, 2);
+  t = tensor_error({1, inf, 3}, {1, 2, 3});
+  EXPECT_EQ(t.max_abs, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(t.worst, 1);
+  t = tensor_error({nan, inf, 3.5f}, {nan, inf, 3});
+  EXPECT_EQ(t.max_abs, 0.5);
+  EXPECT_EQ(t.worst, 2);
+  EXPECT_EQ(tensor_error({}, {}).worst, -1);
 }
 
 TEST(OpCheck, BackendSpecs) {

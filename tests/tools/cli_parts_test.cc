@@ -117,6 +117,10 @@ TEST(WeightDifference, ScalesByTheLargestValueWithAnAbsoluteFloor) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(weight_difference({0.5f, nan}, kernel, 1e9, 1e9).agree);
   EXPECT_FALSE(weight_difference(kernel, {nan, 0.5f, 0.f}, 1e9, 1e9).agree);
+  // So does an infinity, even in the reference alone (its scale would accept anything).
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(weight_difference(kernel, {inf, -0.25f, 0.001f}, 1e-2, 1e-6).agree);
+  EXPECT_FALSE(weight_difference({inf, -0.25f, 0.001f}, kernel, 1e9, 1e9).agree);
 }
 
 // The rounding baseline's nudge: every nonzero finite element exactly one ulp away, up for some

@@ -6,7 +6,7 @@
 # BUNDLE is tools/device/bundle.sh's folder carried to the machine (out/device); RESULTS is where
 # the files go ($OUT on the device machine). STEPs, in this order by default:
 #   backends  tpusim backends --json                        -> backends.json
-#   tests     tpusim_runtime_tests --gtest_filter='Gpu*'      -> gpu_tests.json, gpu_tests.log
+#   tests     tpusim_runtime_tests --gtest_filter='Gpu*'      -> gpu_tests.json, tests.log
 #   opcheck   tpusim opcheck --backends $OPCHECK_BACKENDS     -> opcheck.json
 #   compare   tpusim compare --model mnist_cnn --steps $STEPS -> compare.json
 #   bench     tpusim_gpu_bench (the backend's GEMMs and bare cuBLAS) -> gemm_bench.json

@@ -9,8 +9,19 @@ rounding baseline, and the GEMM throughput of the gpu backend next to bare cuBLA
 shapes. A missing or failed step is said as such, with its log's last line. Standard library only.
 """
 import json
+import math
 import os
 import sys
+
+
+def num(x):
+    """A JSON number; NaN for null (nlohmann writes NaN and infinities as null)."""
+    return float("nan") if x is None else float(x)
+
+
+def worse(a, b):
+    """The larger of two errors, NaN when either is (a NaN error is the worst there is)."""
+    return float("nan") if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def load(results, name):
@@ -81,7 +92,7 @@ def opcheck(results):
             worst.setdefault(key, None)  # an op with no case run shows as ERROR
             continue
         rel, tol, failed = worst.get(key) or (0.0, 0.0, False)
-        worst[key] = (max(rel, c["max_rel_error"]), max(tol, c["tolerance"]),
+        worst[key] = (worse(rel, num(c["max_rel_error"])), max(tol, num(c["tolerance"])),
                       failed or not c["passed"])
     passed = sum(c["passed"] for c in cases)
     out = [f"opcheck (`tpusim opcheck --backends {','.join(backends)} --json`, reference "
@@ -116,16 +127,19 @@ def compare(results):
            f"reference {j['reference']}:", ""]
     base = j.get("baseline")
     if base:
-        drift = max(base["loss_differences"] or [0])
+        drift = 0.0
+        for d in base["loss_differences"]:
+            drift = worse(drift, num(d))
         out.append(f"- rounding baseline ({base['backend']} from initial weights one ulp apart): "
                    f"loss up to {drift:.2e} from its own run, noise factor {base['noise_factor']:g}")
     for name, a in j["against"].items():
         final = a["losses"][-1] if a["losses"] else None
         out.append(
-            f"- {name}: {a['verdict']}; max loss difference {a['max_loss_difference']:.2e}, "
+            f"- {name}: {a['verdict']}; max loss difference {num(a['max_loss_difference']):.2e}, "
             f"{a['steps_over_tolerance']} steps and {len(a['variables_over_tolerance'])} "
             f"variables over tolerance"
-            + (f"; final loss {final['loss']:.6f} vs {final['reference_loss']:.6f}" if final else ""))
+            + (f"; final loss {num(final['loss']):.6f} vs {num(final['reference_loss']):.6f}"
+               if final else ""))
     return out
 
 
@@ -137,7 +151,7 @@ def gemm(results):
     for b in j.get("benchmarks", []):
         family, n, bf16 = b["name"].split("/")[:3]
         which = "backend" if family == "BM_GpuBackendGemm" else "cublas"
-        value = b["error_message"] if b.get("error_occurred") else b.get("TFLOPS")
+        value = b["error_message"] if b.get("error_occurred") else num(b.get("TFLOPS"))
         rows.setdefault((int(n), bf16 == "1"), {})[which] = value
     out = ["GEMM throughput (`tpusim_gpu_bench`, N x N x N, TFLOPS = 2 N^3 / time):", "",
            "| N | inputs | gpu backend | cuBLAS | backend / cuBLAS |", "|---|---|---|---|---|"]

@@ -3,7 +3,10 @@
 // absolute and relative differences, with a verdict against tolerances and against the rounding
 // baseline (how far the cpu drifts from itself when its initial weights are one ulp apart).
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +15,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "common/strings.h"
 #include "configs/loader.h"
@@ -254,7 +256,12 @@ int run_compare(const std::vector<std::string>& args) {
                          usage);
     }
   } else {
-    job.root = fs::temp_directory_path() / str_cat("tpusim-compare-", ::getpid());
+    // A folder of its own (mkdtemp): a leftover of a killed run with the same pid would
+    // otherwise be resumed from.
+    std::string pattern = (fs::temp_directory_path() / "tpusim-compare-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      return failure(str_cat("cannot make a temporary folder ", pattern, ": ", std::strerror(errno)));
+    job.root = pattern;
   }
   struct RemoveRoot {
     fs::path root;
@@ -354,7 +361,10 @@ int run_compare(const std::vector<std::string>& args) {
     nlohmann::ordered_json over = nlohmann::ordered_json::array();
     double worst_rel = 0;
     for (const auto& [name, w] : d->variables) {
-      const double noise = baseline ? baseline->variables.at(name).max_abs : 0;
+      auto in_baseline = baseline ? baseline->variables.find(name)
+                                  : std::map<std::string, WeightDifference>::const_iterator();
+      const double noise =
+          baseline && in_baseline != baseline->variables.end() ? in_baseline->second.max_abs : 0;
       const bool agree = w.agree || (baseline && w.max_abs <= factor * noise);
       worst_rel = max_or_nan(worst_rel, w.max_rel);
       vars[name] = {{"max_abs", w.max_abs}, {"max_rel", w.max_rel}, {"agree", agree}};

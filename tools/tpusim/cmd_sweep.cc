@@ -176,6 +176,9 @@ int run_sweep(const std::vector<std::string>& args) {
     while (next < jobs.size() && static_cast<int>(running.size()) < parallel) {
       Job& job = jobs[next++];
       fs::remove(rows[job.row].log);
+      // A sweep run again into DIR redoes each point: no report or run left from before.
+      fs::remove(dir / "reports" / (rows[job.row].point.id + ".json"));
+      fs::remove_all(dir / "runs" / rows[job.row].point.id);
       auto pid = spawn_self(job.args, rows[job.row].log);
       if (!pid.ok()) return failure(std::string(pid.status().message()));
       job.started = std::chrono::steady_clock::now();
@@ -194,7 +197,7 @@ int run_sweep(const std::vector<std::string>& args) {
     auto report = nlohmann::ordered_json::parse(in, nullptr, false);
     set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
     // A compare whose backends differ exits 1 with its report written: a verdict, not a failure.
-    const bool differs = row.exit_code != 0 && row.flat.contains("verdict") &&
+    const bool differs = row.exit_code == 1 && row.flat.contains("verdict") &&
                          row.flat["verdict"] == "differ";
     if (differs) {
       ++differ;

@@ -23,7 +23,9 @@ WeightDifference weight_difference(const std::vector<float>& a, const std::vecto
   WeightDifference w;
   w.max_abs = abs_diff;
   w.max_rel = scale > 0 ? abs_diff / scale : abs_diff;
-  w.agree = !std::isnan(abs_diff) && abs_diff <= atol + rtol * scale;
+  // A NaN or infinity on either side differs whatever the tolerances (an infinite reference
+  // would otherwise make its scale, and so every difference, acceptable).
+  w.agree = std::isfinite(abs_diff) && std::isfinite(scale) && abs_diff <= atol + rtol * scale;
   return w;
 }
 

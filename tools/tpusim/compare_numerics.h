@@ -11,7 +11,7 @@ namespace tpusim::cli {
 struct WeightDifference {
   double max_abs = 0;  // max |a - ref| over the elements
   double max_rel = 0;  // max_abs over the reference's largest |value| (max_abs where that is 0)
-  bool agree = true;   // max_abs <= atol + rtol * (the reference's largest |value|)
+  bool agree = true;   // max_abs <= atol + rtol * (the reference's largest |value|), all finite
 };
 
 // numpy.allclose's rule with the variable's largest magnitude as the scale, so that elements

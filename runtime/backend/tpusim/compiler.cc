@@ -65,7 +65,7 @@ absl::Status check_row_fits_vmem(const Transfer& t, const char* kind, uint64_t v
   if (row <= vmem_bytes) return absl::OkStatus();
   return absl::UnimplementedError(str_cat(
       "tpusim backend: ", kind, " '", t.name, "' (", dtype_name(t.dtype), t.shape.str(),
-      "): one row of ", f32_row, " bytes does not fit the core's ", vmem_bytes,
+      "): one row of ", row, " bytes does not fit the core's ", vmem_bytes,
       " bytes of VMEM, which the host link moves it through a row or more at a time"));
 }
 

@@ -36,8 +36,10 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
     // Rows wider than a tile (a whole large variable's sum): each row's column chunks reduce
     // into partial results, [outer, parts], which a second pass reduces; each chunk is one
     // fragment over strided rows, writing one column of the partials.
+    // The widest whole vector rows (128 lanes) that leave room for the tile's other blocks.
+    const uint64_t budget = l.emit.tile_budget_bytes();
     const int64_t chunk = std::max<int64_t>(
-        1024, static_cast<int64_t>(l.emit.tile_budget_bytes() / 4 - 1024) / 1024 * 1024);
+        128, static_cast<int64_t>(budget > 1024 ? (budget - 1024) / 4 / 128 * 128 : 0));
     const int64_t parts = (k + chunk - 1) / chunk;
     const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
     for (int64_t p = 0; p < parts; ++p) {
