@@ -439,6 +439,15 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
             0u)
       << header;
   EXPECT_TRUE(std::filesystem::exists(out + "/reports/p001.json"));
+  // Run again into the same DIR: each point is redone (its old runs and report removed first).
+  const std::string first_out = r.out;
+  r = run_tpusim({"sweep", "--set", "steps=1,3", "--out", out, "--", "compare", "--model", "mlp",
+                  "--noise-factor", "0", "--data", (tmp / "data").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("p000 steps=1: done, agree"));
+  EXPECT_THAT(r.err, HasSubstr("p001 steps=3: done, DIFFER"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("FAILED")));
+  EXPECT_EQ(r.out, first_out);
   // compare's --model-dir must be new: it trains every backend from the start.
   r = run_tpusim({"compare", "--model-dir", out, "--steps", "1"});
   EXPECT_EQ(r.exit_code, 2);
