@@ -102,6 +102,8 @@ struct RunConfig {
   std::string backend = "tpusim";  // "tpusim" (use_tpu), "cpu" or "gpu"
   std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
   std::string precision = "fp32";  // the cpu and gpu backends': "fp32" or "mxu"
+  // The cpu backend's reduce_sum in f32 instead of double (CompileOptions::f32_reductions).
+  bool f32_reductions = false;
   // How the tpusim backend all-reduces the gradients (CompileOptions::allreduce): "ring",
   // "bidir_ring", "torus2d" or "torus" (the torus ones with one replica per core of the slice).
   std::string allreduce = "ring";

@@ -82,6 +82,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   if (!b.status().ok()) return b.status();
   runtime::CompileOptions options;
   options.precision = config_.precision;
+  options.f32_reductions = config_.f32_reductions;
   options.allreduce = config_.allreduce;
   options.overlap_allreduce = config_.overlap_allreduce;
   options.fuse_convolutions = config_.fuse_convolutions;

@@ -153,6 +153,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
 
   runtime::CompileOptions options;
   options.precision = config_.precision;
+  options.f32_reductions = config_.f32_reductions;
   options.allreduce = config_.allreduce;
   options.overlap_allreduce = config_.overlap_allreduce;
   options.fuse_convolutions = config_.fuse_convolutions;

@@ -59,6 +59,11 @@ struct CompileOptions {
   // consumers' fusions; off, it is written to HBM and each reads it. The values are the same
   // either way.
   bool recompute_shared_producers = true;
+  // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
+  // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
+  // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The
+  // other backends ignore it (tpusim always sums in f32; gpu sums as the cpu does by default).
+  bool f32_reductions = false;
 };
 
 // The names CompileOptions::allreduce takes.

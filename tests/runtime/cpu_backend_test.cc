@@ -33,6 +33,29 @@ Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars,
 
 // cast to s32 truncates, saturates and takes NaN to 0, as XLA does (x86's plain conversion would
 // give INT32_MIN for NaN and every out-of-range value).
+// reduce_sum accumulates in double by default and in f32 with f32_reductions, in the same order:
+// 2^24 + 1 + 1 + ... is exact in double and loses every 1 in f32. reduce_max is unaffected.
+TEST(CpuBackend, F32ReductionsSumInF32) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {1, 5});
+  b.output("sum", b.reduce(Op::kReduceSum, x, {1}));
+  b.output("max", b.reduce(Op::kReduceMax, x, {1}));
+  Feeds feeds{{"x", HostTensor::from({1, 5}, {16777216.f, 1, 1, 1, 1})}};
+  auto backend = make_backend("cpu");
+  ASSERT_TRUE(backend.ok());
+  for (const bool f32 : {false, true}) {
+    CompileOptions options;
+    options.f32_reductions = f32;
+    auto exe = (*backend)->compile(b.graph(), options);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Variables vars;
+    auto out = (*backend)->run(**exe, vars, {feeds}, 0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->at(0).at("sum").f[0], f32 ? 16777216.f : 16777220.f) << f32;
+    EXPECT_EQ(out->at(0).at("max").f[0], 16777216.f);
+  }
+}
+
 TEST(CpuBackend, CastToS32IsXlasConversion) {
   const auto& cases = sim::testing::kF32ToS32Cases;
   const int64_t count = static_cast<int64_t>(std::size(cases));

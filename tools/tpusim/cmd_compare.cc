@@ -103,6 +103,9 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   config.backend = backend.name;
   config.slice = job.slice;
   config.precision = backend.name == "tpusim" ? "fp32" : backend.precision;
+  // The baseline's nudged run also sums in f32, as tpusim does: the cpu's own reductions are in
+  // double, and the baseline should drift by what f32 sums add too.
+  config.f32_reductions = nudged;
   config.tpu_config.num_shards = job.replicas;  // the same replicas everywhere
   config.tpu_config.iterations_per_loop = static_cast<uint32_t>(job.steps);
   config.save_checkpoints_steps = job.steps;
@@ -124,7 +127,8 @@ absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::
                              bool nudged) {
   const auto start = std::chrono::steady_clock::now();
   std::cerr << fmt::format("compare: {} steps of {} on {}{}...", job.steps, job.model,
-                           backend.label, nudged ? " (initial weights nudged one ulp)" : "")
+                           backend.label,
+                           nudged ? " (initial weights nudged one ulp, sums in f32)" : "")
             << std::flush;
   absl::StatusOr<Run> run = train_once(job, backend, dir, nudged);
   std::cerr << fmt::format(
@@ -198,8 +202,9 @@ int run_compare(const std::vector<std::string>& args) {
       "absolute and relative difference, and a verdict. A step's loss agrees within\n"
       "loss-tolerance, a variable when its max |difference| <= weight-atol + weight-tolerance x\n"
       "its largest |value|; either also agrees within noise-factor x the rounding baseline's\n"
-      "difference (the cpu trained from initial weights one ulp apart: how far rounding alone\n"
-      "carries this model by then). Exit status 1 when a difference exceeds its tolerance.\n";
+      "difference (the cpu trained from initial weights one ulp apart and summing in f32 as\n"
+      "TPUs do: how far rounding alone carries this model by then). Exit status 1 when a\n"
+      "difference exceeds its tolerance.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   std::vector<Backend> backends;
@@ -323,8 +328,8 @@ int run_compare(const std::vector<std::string>& args) {
                        {"variables", vars}};
     if (!json) {
       std::cout << fmt::format(
-          "rounding baseline: {} from initial weights one ulp apart, {} steps: its loss up to "
-          "{:.2e} from its own\n",
+          "rounding baseline: {} from initial weights one ulp apart, summing in f32, {} steps: its "
+          "loss up to {:.2e} from its own\n",
           baseline_cpu.label, job.steps, drift.empty() ? 0.0 : drift.back());
     }
   }

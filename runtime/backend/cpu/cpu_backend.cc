@@ -8,17 +8,23 @@ namespace {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(Graph graph, bool mxu, uint32_t replicas)
-      : graph_(std::move(graph)), mxu_(mxu), replicas_(replicas), last_use_(last_uses(graph_)) {}
+  CpuExecutable(Graph graph, bool mxu, bool f32_reductions, uint32_t replicas)
+      : graph_(std::move(graph)),
+        mxu_(mxu),
+        f32_reductions_(f32_reductions),
+        replicas_(replicas),
+        last_use_(last_uses(graph_)) {}
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   bool mxu() const { return mxu_; }
+  bool f32_reductions() const { return f32_reductions_; }
   // After its last use a value is dropped, so a step holds only the live tensors.
   const std::vector<int>& last_use() const { return last_use_; }
 
  private:
   Graph graph_;
   bool mxu_;
+  bool f32_reductions_;
   uint32_t replicas_;
   std::vector<int> last_use_;
 };
@@ -35,7 +41,7 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
       return cpu::cast(n, in);
     case Op::kReduceSum:
     case Op::kReduceMax:
-      return cpu::reduce(n, in);
+      return cpu::reduce(n, in, ctx);
     case Op::kArgMax:
       return cpu::argmax(n, in);
     case Op::kReshape: {
@@ -81,7 +87,8 @@ class CpuBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
     if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
-    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu", options.replicas);
+    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu",
+                                           options.f32_reductions, options.replicas);
   }
 
   // The replicas run in lockstep, node by node, each on its own copy of the variables (replica 0
@@ -106,7 +113,7 @@ class CpuBackend final : public Backend {
                                    const std::vector<Feeds>& feeds, uint64_t step_number) {
     const Graph& g = exe.graph();
     const size_t replicas = vars.size();
-    cpu::KernelContext ctx{exe.mxu(), step_number};
+    cpu::KernelContext ctx{exe.mxu(), step_number, exe.f32_reductions()};
     std::vector<std::vector<HostTensor>> values(
         replicas, std::vector<HostTensor>(static_cast<size_t>(g.size())));
     for (int i = 0; i < g.size(); ++i) {

@@ -13,6 +13,7 @@ namespace tpusim::runtime::cpu {
 struct KernelContext {
   bool mxu_precision = false;  // round matmul inputs to bf16 (CompileOptions::precision "mxu")
   uint64_t step = 0;           // for counter-based random ops
+  bool f32_reductions = false;  // reduce_sum accumulates in f32 (CompileOptions::f32_reductions)
 };
 
 using Inputs = std::vector<const HostTensor*>;
@@ -21,7 +22,7 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in);
 HostTensor elementwise_unary(const Node& n, const Inputs& in);
 HostTensor select(const Node& n, const Inputs& in);
 HostTensor cast(const Node& n, const Inputs& in);
-HostTensor reduce(const Node& n, const Inputs& in);
+HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx);
 HostTensor argmax(const Node& n, const Inputs& in);
 HostTensor transpose(const Node& n, const Inputs& in);
 HostTensor broadcast(const Node& n, const Inputs& in);

@@ -59,7 +59,7 @@ int64_t start_offset(const std::vector<int64_t>& begin, const std::vector<int64_
 
 }  // namespace
 
-HostTensor reduce(const Node& n, const Inputs& in) {
+HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
   const HostTensor& a = *in[0];
   const Shape& s = a.shape;
   // Strides that map an input index to its output index (0 along reduced axes).
@@ -71,13 +71,22 @@ HostTensor reduce(const Node& n, const Inputs& in) {
     }
   }
   const bool is_max = n.op == Op::kReduceMax;
+  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  if (ctx.f32_reductions && !is_max) {  // in f32, in the same order
+    std::vector<float> acc(static_cast<size_t>(n.shape.elements()), 0.0f);
+    walk(s, to_out, 0, [&](int64_t i, int64_t o) {
+      acc[static_cast<size_t>(o)] += a.f[static_cast<size_t>(i)];
+    });
+    std::copy(acc.begin(), acc.end(), out.f.begin());
+    return out;
+  }
+  // In double, term by term as the gpu kernels sum (element::reduce_step).
   std::vector<double> acc(static_cast<size_t>(n.shape.elements()),
                           is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   walk(s, to_out, 0, [&](int64_t i, int64_t o) {
     double& slot = acc[static_cast<size_t>(o)];
     slot = element::reduce_step(is_max, slot, a.f[static_cast<size_t>(i)]);
   });
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
   for (size_t i = 0; i < acc.size(); ++i) out.f[i] = static_cast<float>(acc[i]);
   return out;
 }
