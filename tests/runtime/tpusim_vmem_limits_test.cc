@@ -22,6 +22,18 @@
 namespace tpusim::runtime {
 namespace {
 
+// Compiles `graph` on the named backend and runs one step on `variables` (updated in place).
+absl::StatusOr<Outputs> run_step(const std::string& backend_name, const Graph& graph,
+                                 Variables& variables, const Feeds& feeds) {
+  auto backend = make_backend(backend_name);
+  if (!backend.ok()) return backend.status();
+  auto exe = (*backend)->compile(graph, CompileOptions{});
+  if (!exe.ok()) return exe.status();
+  auto out = (*backend)->run(**exe, variables, {feeds}, 0);
+  if (!out.ok()) return out.status();
+  return out->at(0);
+}
+
 // With 256 KiB of VMEM (96 KiB tile slots) no whole image's patches fit a tile, so
 // extract_patches runs one fragment per band of window rows (each reading the image rows its
 // windows need) and patches_to_image one per band of image rows (each adding the windows that
@@ -125,13 +137,9 @@ TEST(TpusimBackend, AVariableWiderThanAVmemTileIsUpdated) {
   const Feeds feeds = opcheck::make_feeds(c, 5);
   std::map<std::string, Variables> after;
   for (const std::string name : {"tpusim", "cpu"}) {
-    auto backend = make_backend(name);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    auto exe = (*backend)->compile(b.graph(), CompileOptions{});
-    ASSERT_TRUE(exe.ok()) << exe.status();
     after[name] = initial_variables(b.graph());
-    auto out = (*backend)->run(**exe, after[name], {feeds}, 0);
-    ASSERT_TRUE(out.ok()) << out.status();
+    auto out = run_step(name, b.graph(), after[name], feeds);
+    ASSERT_TRUE(out.ok()) << name << ": " << out.status();
   }
   const Variables before = initial_variables(b.graph());
   const std::vector<float>&tpusim = after["tpusim"].at("w").f, &cpu = after["cpu"].at("w").f;
@@ -146,8 +154,8 @@ TEST(TpusimBackend, AVariableWiderThanAVmemTileIsUpdated) {
 // whole 8 MiB variable; rows of 2M values) reduce column chunks into partial results first. Small
 // integers keep every sum exact in any order, so the values are the cpu's bit for bit: the sum of
 // squares of a [2048, 1024] tensor of -1, 0 and 1, per-row sums and the overall max of 3 rows of
-// 2M values (the largest in the last row's last, partial, chunk). An infeed row wider than all of VMEM is refused at
-// compile time, naming the infeed.
+// 2M values (the largest in the last row's last, partial, chunk). An infeed row wider than all
+// of VMEM is refused at compile time, naming the infeed.
 TEST(TpusimBackend, ReductionsOfRowsWiderThanATileGoInChunks) {
   GraphBuilder b;
   const Shape square{2048, 1024}, wide{3, 2000000};
@@ -165,14 +173,10 @@ TEST(TpusimBackend, ReductionsOfRowsWiderThanATileGoInChunks) {
   feeds["x"] = HostTensor::from(wide, ints);
   std::map<std::string, Outputs> outputs;
   for (const std::string name : {"tpusim", "cpu"}) {
-    auto backend = make_backend(name);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    auto exe = (*backend)->compile(b.graph(), CompileOptions{});
-    ASSERT_TRUE(exe.ok()) << exe.status();
-    Variables v;
-    auto out = (*backend)->run(**exe, v, {feeds}, 0);
-    ASSERT_TRUE(out.ok()) << out.status();
-    outputs[name] = out->at(0);
+    Variables none;
+    auto out = run_step(name, b.graph(), none, feeds);
+    ASSERT_TRUE(out.ok()) << name << ": " << out.status();
+    outputs[name] = *std::move(out);
   }
   for (const auto& [name, value] : outputs["cpu"]) {
     ASSERT_EQ(outputs["tpusim"].at(name).f, value.f) << name;
