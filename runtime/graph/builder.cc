@@ -113,6 +113,8 @@ Value GraphBuilder::variable(const std::string& name, DType dtype, const Shape& 
   Attrs attrs;
   attrs.name = name;
   attrs.initializer = init;
+  if (dtype == DType::kBF16 && in_bfloat16_scope())
+    return cast(add(Op::kVariable, {}, DType::kF32, shape, std::move(attrs)), DType::kBF16);
   return add(Op::kVariable, {}, dtype, shape, std::move(attrs));
 }
 
@@ -144,7 +146,10 @@ Value GraphBuilder::binary(Op op, Value a, Value b) {
   if (!broadcast_shapes(a.shape(), b.shape(), &out)) {
     return fail(op, str_cat("shapes do not broadcast: ", shapes_of({a, b})));
   }
-  return add(op, {a, b}, comparison ? DType::kF32 : a.dtype(), out);
+  // A comparison of floats gives 1 or 0 in their type (exact in bf16 too), so a mask multiplies
+  // the values it compares without a cast; of integers, f32.
+  const DType dtype = comparison && !is_floating(a.dtype()) ? DType::kF32 : a.dtype();
+  return add(op, {a, b}, dtype, out);
 }
 
 Value GraphBuilder::unary(Op op, Value a) {
@@ -420,6 +425,11 @@ Value GraphBuilder::one_hot(Value labels, int64_t depth) {
 
 Value GraphBuilder::cross_replica_sum(Value a) {
   if (!usable({a})) return {};
+  if (a.dtype() != DType::kF32) {
+    // The backends sum replicas in f32 in ring order; a bf16 sum would round at every hop.
+    return fail(Op::kCrossReplicaSum,
+                str_cat("sums f32 values only (cast to f32 first), got ", shapes_of({a})));
+  }
   return add(Op::kCrossReplicaSum, {a}, a.dtype(), a.shape());
 }
 

@@ -52,6 +52,21 @@ class GraphBuilder {
    private:
     GraphBuilder& b_;
   };
+  // TensorFlow's tf.compat.v1.tpu.bfloat16_scope: while one is open, variable() asked for a bf16
+  // variable makes an f32 one (what the optimizer updates and checkpoints hold, so they keep
+  // full precision) and returns its value cast to bf16, as the scope's custom getter does.
+  class BFloat16Scope {
+   public:
+    explicit BFloat16Scope(GraphBuilder& b) : b_(b) { ++b_.bfloat16_scopes_; }
+    ~BFloat16Scope() { --b_.bfloat16_scopes_; }
+    BFloat16Scope(const BFloat16Scope&) = delete;
+    BFloat16Scope& operator=(const BFloat16Scope&) = delete;
+
+   private:
+    GraphBuilder& b_;
+  };
+  bool in_bfloat16_scope() const { return bfloat16_scopes_ > 0; }
+
   // "dense" -> "dense_1", "dense_2", ...: a fresh scope name per call.
   std::string unique_name(const std::string& base);
 
@@ -99,6 +114,7 @@ class GraphBuilder {
   absl::Status status_;
   std::vector<std::string> scopes_;
   std::vector<std::pair<std::string, int>> name_counts_;
+  int bfloat16_scopes_ = 0;
 };
 
 // Derives a window's padding and output size for an NHWC image; false (with `error`) when the

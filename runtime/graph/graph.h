@@ -27,7 +27,7 @@ enum class Op {
   kMax,
   kMin,
   kEqual,
-  kGreater,  // 1.0 where true, 0.0 where false (f32)
+  kGreater,  // 1.0 where true, 0.0 where false (in the operands' float type; f32 for s32)
   kSelect,   // inputs (condition, a, b): a where condition != 0, else b
   // Elementwise unary.
   kNeg,

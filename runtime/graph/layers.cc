@@ -34,7 +34,18 @@ Value window_view(GraphBuilder& b, Value patches, int64_t window, int64_t channe
   return b.reshape(patches, {s.dim(0), s.dim(1), s.dim(2), window, channels});
 }
 
+// `v` as `dtype` (a cast only when it differs): a mask or count of f32 ones meets bf16 values.
+Value as_dtype(GraphBuilder& b, Value v, DType dtype) {
+  return v.valid() && v.dtype() != dtype ? b.cast(v, dtype) : v;
+}
+
 }  // namespace
+
+Value in_f32(Value x, const std::function<Value(Value)>& f) {
+  if (!x.valid() || x.dtype() != DType::kBF16) return f(x);
+  GraphBuilder& b = *x.builder;
+  return as_dtype(b, f(b.cast(x, DType::kF32)), DType::kBF16);
+}
 
 Value activate(Value x, Activation activation) {
   if (!x.valid()) return x;
@@ -76,6 +87,7 @@ Value log_softmax(Value logits) {
 
 Value softmax(Value logits) {
   if (!logits.valid()) return logits;
+  if (logits.dtype() == DType::kBF16) return in_f32(logits, softmax);
   GraphBuilder& b = *logits.builder;
   const int last = logits.shape().rank() - 1;
   const Value e = b.unary(
@@ -142,7 +154,7 @@ Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padd
   Value view = window_view(b, patches, pool * pool, channels);
   if (padding == Padding::kSame) {
     // Padded positions must never win: push them far below any value.
-    const Value ones = b.broadcast(b.scalar(1.0f), x.shape(), {});
+    const Value ones = as_dtype(b, b.broadcast(b.scalar(1.0f), x.shape(), {}), x.dtype());
     const Value inside = window_view(b, b.extract_patches(ones, w), pool * pool, channels);
     view = view + (1.0f - inside) * -3.0e38f;
   }
@@ -158,7 +170,7 @@ Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, 
   const int64_t channels = x.shape().dim(3);
   const Value sums = b.reduce(Op::kReduceSum, window_view(b, patches, pool * pool, channels), {3});
   // Divide by the window elements inside the image (TensorFlow's SAME semantics).
-  const Value ones = b.broadcast(b.scalar(1.0f), x.shape(), {});
+  const Value ones = as_dtype(b, b.broadcast(b.scalar(1.0f), x.shape(), {}), x.dtype());
   const Value counts = b.reduce(
       Op::kReduceSum, window_view(b, b.extract_patches(ones, w), pool * pool, channels), {3});
   return sums / counts;
@@ -170,11 +182,16 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
   if (rate >= 1) return b.fail(Op::kRngUniform, str_cat("dropout rate ", rate, " must be below 1"));
   const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed),
                               b.broadcast(b.scalar(rate), x.shape(), {}));
-  return x * keep * (1.0f / (1.0f - rate));
+  return x * as_dtype(b, keep, x.dtype()) * (1.0f / (1.0f - rate));
 }
 
 Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum, float epsilon) {
   if (!x.valid()) return x;
+  if (x.dtype() == DType::kBF16) {
+    return in_f32(x, [&](Value x32) {
+      return batch_normalization(b, x32, training, momentum, epsilon);
+    });
+  }
   const std::string name = b.unique_name("batch_normalization");
   GraphBuilder::Scope scope(b, name);
   const int64_t c = x.shape().dim(x.shape().rank() - 1);

@@ -4,6 +4,7 @@
 // scope ("dense_1/kernel", "dense_1/bias"), seeded from `seed` so initial weights are the same
 // everywhere.
 
+#include <functional>
 #include <string>
 
 #include "runtime/graph/builder.h"
@@ -14,8 +15,11 @@ enum class Activation { kNone, kRelu, kTanh, kSigmoid };
 enum class Padding { kValid, kSame };
 
 Value activate(Value x, Activation activation);
+// f(x) computed in f32 for a bf16 x (cast in, result cast back to bf16); f(x) otherwise. What
+// mixed precision does for numerically sensitive layers: softmax, batch and layer norm.
+Value in_f32(Value x, const std::function<Value(Value)>& f);
 Value reduce_mean(Value x, std::vector<int64_t> axes);
-Value softmax(Value logits);      // over the last axis
+Value softmax(Value logits);      // over the last axis; in f32 for bf16 logits (in_f32)
 Value log_softmax(Value logits);  // over the last axis
 // Per-example loss -log softmax(logits)[label]: labels s32 [N], logits f32 [N, classes].
 Value sparse_softmax_cross_entropy(Value labels, Value logits);
@@ -35,6 +39,7 @@ Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
 Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed);
 // Batch normalisation over every axis but the last. Training normalises with the batch's
 // statistics and updates the moving averages (momentum); inference uses the moving averages.
+// A bf16 x is normalised in f32 with f32 variables, as TF's fused batch norm does.
 Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum = 0.99f,
                           float epsilon = 1e-3f);
 

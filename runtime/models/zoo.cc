@@ -1,5 +1,7 @@
 #include "runtime/models/zoo.h"
 
+#include <optional>
+
 #include "common/strings.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/layers.h"
@@ -70,6 +72,8 @@ Value image_cnn(GraphBuilder& b, Value images, uint64_t seed) {
 }
 
 Value layer_norm(GraphBuilder& b, Value x, float epsilon = 1e-6f) {
+  if (x.dtype() == DType::kBF16)
+    return layers::in_f32(x, [&](Value x32) { return layer_norm(b, x32, epsilon); });
   const int last = x.shape().rank() - 1;
   std::vector<int64_t> keep(static_cast<size_t>(last));
   for (int i = 0; i < last; ++i) keep[static_cast<size_t>(i)] = i;
@@ -123,8 +127,25 @@ const std::vector<ModelInfo>& model_infos() {
   return kModels;
 }
 
+const char* dtype_policy_name(DTypePolicy policy) {
+  return policy == DTypePolicy::kMixedBFloat16 ? "mixed_bfloat16" : "float32";
+}
+
+absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name) {
+  if (name == "float32") return DTypePolicy::kFloat32;
+  if (name == "mixed_bfloat16") return DTypePolicy::kMixedBFloat16;
+  return absl::InvalidArgumentError(
+      str_cat("unknown dtype policy '", name, "' (float32 or mixed_bfloat16)"));
+}
+
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
-                                  bool training, uint64_t seed) {
+                                  bool training, uint64_t seed, DTypePolicy policy) {
+  const bool mixed = policy == DTypePolicy::kMixedBFloat16;
+  std::optional<GraphBuilder::BFloat16Scope> bf16_scope;
+  if (mixed) {
+    bf16_scope.emplace(b);
+    images = b.cast(images, DType::kBF16);
+  }
   Value logits;
   if (name == "mlp")
     logits = mlp(b, images, seed);
@@ -147,15 +168,16 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
     return absl::NotFoundError(
         str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
   }
+  if (mixed) logits = b.cast(logits, DType::kF32);
   if (!b.status().ok()) return b.status();
   return logits;
 }
 
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
-                                 float learning_rate, uint64_t seed) {
+                                 float learning_rate, uint64_t seed, DTypePolicy policy) {
   const Value images = b.infeed("image", DType::kF32, {batch, 28, 28, 1});
   const Value labels = b.infeed("label", DType::kS32, {batch});
-  auto logits = build_model(b, name, images, /*training=*/true, seed);
+  auto logits = build_model(b, name, images, /*training=*/true, seed, policy);
   if (!logits.ok()) return logits.status();
   const Value loss =
       layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});

@@ -30,15 +30,27 @@ struct ModelInfo {
 };
 const std::vector<ModelInfo>& model_infos();
 
-// Logits [batch, 10] of `name` for images [batch, H, W, C] (28x28x1 for the transformer);
-// NotFound lists the models.
+// Keras's dtype policies. float32: everything in f32. mixed_bfloat16, the TPU recipe
+// (tf.compat.v1.tpu.bfloat16_scope): the images cast to bf16 on entry, activations, their
+// gradients and the MXU's operands in bf16; variables (updated and checkpointed) in f32 and read
+// through casts; batch norm, layer norm and softmax computed in f32; the logits cast back to f32,
+// so the loss is f32.
+enum class DTypePolicy { kFloat32, kMixedBFloat16 };
+const char* dtype_policy_name(DTypePolicy policy);
+// "float32" or "mixed_bfloat16"; InvalidArgument names the accepted ones.
+absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name);
+
+// Logits [batch, 10] (f32) of `name` for f32 images [batch, H, W, C] (28x28x1 for the
+// transformer); NotFound lists the models.
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
-                                  bool training, uint64_t seed);
+                                  bool training, uint64_t seed,
+                                  DTypePolicy policy = DTypePolicy::kFloat32);
 
 // One training step of `name` at `batch`: infeeds "image" f32 [batch, 28, 28, 1] and "label"
 // s32 [batch]; mean cross-entropy loss; gradients of every variable; plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
-                                 float learning_rate, uint64_t seed);
+                                 float learning_rate, uint64_t seed,
+                                 DTypePolicy policy = DTypePolicy::kFloat32);
 
 }  // namespace tpusim::runtime::models

@@ -272,6 +272,7 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return layers::dropout(b, in[0], 0.4f, true, 11);
                    }});
+  for (OpCase& c : bf16_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

@@ -31,8 +31,14 @@ struct OpCase {
   int64_t reduction_length = 1;
   // The op goes through a bf16 matmul on MXU-like backends (tolerance of bf16, not f32).
   bool uses_matmul = false;
+  // The case computes in bf16 (a mixed_bfloat16 model's way): its output holds bf16 values, and
+  // two backends may round a sum to neighbouring bf16 values.
+  bool bf16 = false;
 };
 
+// Every case: the f32 ones, then bf16_cases().
 std::vector<OpCase> all_cases();
+// Layers computed in bf16 (cases_bf16.cc).
+std::vector<OpCase> bf16_cases();
 
 }  // namespace tpusim::runtime::opcheck

@@ -67,10 +67,11 @@ TEST_P(FiniteDifferences, GradientsMatch) {
   }
 }
 
+// The f32 cases: a finite difference of a bf16 computation is mostly its rounding steps.
 std::vector<OpCase> differentiable_cases() {
   std::vector<OpCase> out;
   for (auto& c : opcheck::all_cases()) {
-    if (c.differentiable) out.push_back(c);
+    if (c.differentiable && !c.bf16) out.push_back(c);
   }
   return out;
 }

@@ -113,6 +113,10 @@ const BadGraph kBad[] = {
      "a 3x3 VALID window does not fit the 2x2 image"},
     {"OneHotNeedsInts", [](GraphBuilder& b) { b.one_hot(in(b, "l", {4}), 10); },
      "needs s32 labels, got f32[4]"},
+    {"CrossReplicaSumOfBf16",
+     [](GraphBuilder& b) { b.cross_replica_sum(in(b, "g", {4}, DType::kBF16)); },
+     "cross_replica_sum 'cross_replica_sum': sums f32 values only (cast to f32 first), got "
+     "bf16[4]"},
     {"XentShapes",
      [](GraphBuilder& b) {
        layers::sparse_softmax_cross_entropy(in(b, "l", {4}, DType::kS32), in(b, "x", {5, 10}));
@@ -154,6 +158,34 @@ TEST(GraphBuilder, LabelsCarryScopes) {
   for (const Node& n : b.graph().nodes()) found |= n.label == "dense_1/matmul";
   EXPECT_TRUE(found) << b.graph().dump();
   EXPECT_THAT(b.graph().dump(), HasSubstr("= matmul(%0, %1) : f32[2, 4]  # dense_1/matmul"));
+}
+
+// tf.tpu.bfloat16_scope: inside, a bf16 variable is stored in f32 and read through a cast to bf16;
+// outside, a bf16 variable is one. Comparisons of floats keep their type, so a mask multiplies
+// bf16 values with no cast.
+TEST(GraphBuilder, Bfloat16ScopeStoresVariablesInF32AndReadsThemAsBf16) {
+  GraphBuilder b;
+  Value read;
+  {
+    GraphBuilder::BFloat16Scope scope(b);
+    EXPECT_TRUE(b.in_bfloat16_scope());
+    read = b.variable("w", DType::kBF16, {3, 4}, {});
+  }
+  EXPECT_FALSE(b.in_bfloat16_scope());
+  EXPECT_EQ(read.dtype(), DType::kBF16);
+  EXPECT_EQ(b.node(read).op, Op::kCast);
+  const Node& stored = b.graph().node(b.node(read).inputs[0]);
+  EXPECT_EQ(stored.op, Op::kVariable);
+  EXPECT_EQ(stored.dtype, DType::kF32);
+  EXPECT_EQ(b.graph().node(b.graph().find_variable("w")).dtype, DType::kF32);
+  const Value plain = b.variable("v", DType::kBF16, {3, 4}, {});
+  EXPECT_EQ(b.node(plain).op, Op::kVariable);
+  EXPECT_EQ(plain.dtype(), DType::kBF16);
+
+  EXPECT_EQ(b.binary(Op::kGreater, read, plain).dtype(), DType::kBF16);
+  const Value i = b.infeed("i", DType::kS32, {3});
+  EXPECT_EQ(b.binary(Op::kEqual, i, i).dtype(), DType::kF32);
+  EXPECT_TRUE(b.status().ok()) << b.status();
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ TEST(TpusimBackend, EveryOpCaseMatchesTheCpuReference) {
 // magnitude less than either differs from fp32.
 TEST(TpusimBackend, AgreesWithCpuMxuFarMoreTightlyThanWithFp32) {
   for (const auto& c : opcheck::all_cases()) {
-    if (!c.uses_matmul) continue;
+    if (!c.uses_matmul || c.bf16) continue;  // a bf16 case's matmuls take bf16 values everywhere
     auto vs_fp32 = opcheck::run_case(c, *parse_backend_spec("tpusim"));
     auto vs_mxu =
         opcheck::run_case(c, *parse_backend_spec("tpusim"), 1, *parse_backend_spec("cpu:mxu"));

@@ -9,10 +9,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tools/tpusim/compare_numerics.h"
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/sweep_table.h"
-#include "tools/tpusim/compare_numerics.h"
 
 namespace tpusim::cli {
 namespace {

@@ -434,7 +434,8 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   std::ifstream csv(out + "/sweep.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header.rfind("point,steps,exit_code,model,steps,reference,verdict,max_loss_difference,",
+  EXPECT_EQ(header.rfind("point,steps,exit_code,model,dtype_policy,steps,reference,verdict,"
+                         "max_loss_difference,",
                          0),
             0u)
       << header;

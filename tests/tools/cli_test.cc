@@ -362,8 +362,20 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "agree");
 
+  // Under mixed_bfloat16 (activations in bf16) tpusim and the cpu agree as well; the baseline is
+  // still the f32 ulp's.
+  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--dtype-policy",
+                  "mixed_bfloat16", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dtype_policy"], "mixed_bfloat16");
+  EXPECT_EQ(j["verdict"], "agree");
+  EXPECT_THAT(r.err, HasSubstr("3 steps of mlp (mixed_bfloat16) on tpusim"));
+
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--backends", "cpu"}, "--backends needs at least two backends"},
+      {{"--dtype-policy", "mixed_float16"},
+       "--dtype-policy: unknown dtype policy 'mixed_float16' (float32 or mixed_bfloat16)"},
       {{"--backends", "tpusim:fp32,cpu"}, "'tpusim:fp32': tpusim's precision is its MXU's"},
       {{"--backends", "tpusim,cpu:fp16"}, "unknown precision 'fp16' in 'cpu:fp16'"},
       {{"--backends", "tpusim,tpu"}, "unknown backend 'tpu'"},

@@ -27,6 +27,7 @@
 #include "tools/tpusim/compare_numerics.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
+#include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 namespace {
@@ -49,6 +50,7 @@ struct Run {
 // What every run shares: the model, the data, the replicas, the steps.
 struct Job {
   std::string model;
+  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   runtime::OptimizerSpec optimizer;
   FashionData data;
   std::string slice;
@@ -65,7 +67,7 @@ struct Differences {
 
 // The zoo model, its initial weights nudged one ulp each when `nudged` (the rounding baseline).
 estimator::ModelFn model_fn(const Job& job, bool nudged) {
-  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer);
+  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, job.policy);
   if (!nudged) return zoo;
   return [zoo](runtime::GraphBuilder& b, const estimator::Features& f,
                std::optional<runtime::Value> labels, estimator::Mode mode,
@@ -122,12 +124,19 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   return Run{backend.label, *trained, (*ckpt)->variables};
 }
 
+// " (mixed_bfloat16)" when the model runs under that policy, to name what was compared.
+std::string policy_suffix(const Job& job) {
+  return job.policy == runtime::models::DTypePolicy::kFloat32
+             ? ""
+             : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")");
+}
+
 // Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
 absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
                              bool nudged) {
   const auto start = std::chrono::steady_clock::now();
-  std::cerr << fmt::format("compare: {} steps of {} on {}{}...", job.steps, job.model,
-                           backend.label,
+  std::cerr << fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
+                           policy_suffix(job), backend.label,
                            nudged ? " (initial weights nudged one ulp, sums in f32)" : "")
             << std::flush;
   absl::StatusOr<Run> run = train_once(job, backend, dir, nudged);
@@ -190,9 +199,11 @@ int run_compare(const std::vector<std::string>& args) {
       "model-dir", po::value<std::string>(),
       "a new folder to keep the runs in (default: a temporary one, removed)")(
       "json", po::bool_switch(), "print JSON");
+  add_dtype_policy_option(options);
   add_data_options(options);
   const std::string usage =
-      "usage: tpusim compare [--model NAME] [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
+      "usage: tpusim compare [--model NAME] [--dtype-policy float32|mixed_bfloat16]\n"
+      "                      [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
       "                      [--optimizer sgd|momentum|adam] [--learning-rate R]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
       "                      [--baseline on|off] [--noise-factor X] [--json] [--report FILE]\n"
@@ -223,6 +234,9 @@ int run_compare(const std::vector<std::string>& args) {
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   job.optimizer.kind = *kind;
+  auto policy = dtype_policy_from(vm);
+  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
+  job.policy = *policy;
   if (!(job.optimizer.learning_rate.initial > 0)) {
     return usage_error(
         str_cat("--learning-rate must be > 0 (got ", job.optimizer.learning_rate.initial, ")"),
@@ -313,6 +327,7 @@ int run_compare(const std::vector<std::string>& args) {
   const bool json = vm["json"].as<bool>();
   // verdict and max_loss_difference: over every backend against the reference (set below).
   nlohmann::ordered_json out = {{"model", job.model},
+                                {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
                                 {"steps", job.steps},
                                 {"reference", backends[0].label},
                                 {"verdict", ""},
@@ -387,8 +402,8 @@ int run_compare(const std::vector<std::string>& args) {
                                  {"losses", losses},
                                  {"variables", vars}};
     if (json) continue;
-    std::cout << fmt::format("{} vs {} over {} steps of {} (batch {}):\n", a.backend, ref.backend,
-                             job.steps, job.model, job.batch);
+    std::cout << fmt::format("{} vs {} over {} steps of {}{} (batch {}):\n", a.backend,
+                             ref.backend, job.steps, job.model, policy_suffix(job), job.batch);
     for (const auto& l : losses) {
       std::cout << fmt::format("  step {:4}  loss {:.6f} vs {:.6f}  diff {:.2e}{}{}\n",
                                l["step"].get<int>(), l["loss"].get<double>(),

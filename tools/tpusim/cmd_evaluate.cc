@@ -14,6 +14,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
+#include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 namespace {
@@ -34,6 +35,7 @@ void add_common(po::options_description& options) {
       "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
+  add_dtype_policy_option(options);
   add_data_options(options);
 }
 
@@ -44,6 +46,8 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   auto data = fashion_data_from(vm);
   if (!data.ok()) return data.status();
   job.data = *data;
+  auto policy = dtype_policy_from(vm);
+  if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
   config.model_dir = vm["model-dir"].as<std::string>();
   config.backend = vm["backend"].as<std::string>();
@@ -59,8 +63,8 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
   const int64_t batch = vm["batch-size"].as<int64_t>();
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}), config, {}, true, batch,
-                                             batch, batch);
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}, *policy), config, {},
+                                             true, batch, batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
   if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return s;

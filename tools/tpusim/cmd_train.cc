@@ -101,9 +101,11 @@ int run_train(const std::vector<std::string>& args) {
       "A:B: trace only the device loops holding global steps A..B (default: all)")(
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
+  add_dtype_policy_option(options);
   add_data_options(options);
   const std::string usage =
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
+      "                    [--dtype-policy float32|mixed_bfloat16]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
       "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
       "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
@@ -130,6 +132,8 @@ int run_train(const std::vector<std::string>& args) {
     return usage_error("--backend must be tpusim, cpu or gpu", usage);
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
+  auto policy = dtype_policy_from(vm);
+  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
   if (steps < 1 || batch < 1 || ipl < 1)
     return usage_error("--train-steps, --batch-size and --iterations-per-loop must be >= 1", usage);
   auto data = fashion_data_from(vm);
@@ -234,14 +238,24 @@ int run_train(const std::vector<std::string>& args) {
     if (auto s = use_host_config_timing(*data, &config); !s.ok())
       return failure(std::string(s.message()));
   }
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer), config, {}, true,
-                                             batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer, *policy), config,
+                                             {}, true, batch, batch, batch);
   if (!est.ok()) return failure(std::string(est.status().message()));
   std::cout << fmt::format(
-      "training {} on {} ({} cores), global batch {}, {} steps per loop, {} "
+      "training {}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
-      model, backend == "tpusim" ? config.slice : str_cat("the ", backend, " backend"),
+      model,
+      *policy == runtime::models::DTypePolicy::kFloat32
+          ? ""
+          : str_cat(" (", runtime::models::dtype_policy_name(*policy), ")"),
+      backend == "tpusim" ? config.slice : str_cat("the ", backend, " backend"),
       config.tpu_config.num_shards, batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
+  if (backend == "tpusim" && *policy == runtime::models::DTypePolicy::kMixedBFloat16) {
+    std::cout << "note: the tpusim backend holds bf16 values in 4-byte HBM buffers, so this step "
+                 "moves the float32 step's HBM bytes and more (a pass rounding each matmul's "
+                 "result); a TPU's mixed_bfloat16 step moves about half: the numerics are the "
+                 "TPU's, the step time is not yet\n";
+  }
   auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();
   if (!trained.ok()) return failure(std::string(trained.status().message()));
@@ -259,6 +273,7 @@ int run_train(const std::vector<std::string>& args) {
   const double idle = r.host_overhead_seconds / steps_run;
   nlohmann::ordered_json report = {
       {"model", model},
+      {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
       {"backend", backend},
       {"config", backend == "tpusim" ? config.slice : backend},
       {"model_dir", model_dir},

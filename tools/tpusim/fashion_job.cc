@@ -229,13 +229,14 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
   return absl::OkStatus();
 }
 
-estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer) {
-  return [model, optimizer](
+estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer,
+                                runtime::models::DTypePolicy policy) {
+  return [model, optimizer, policy](
              runtime::GraphBuilder& b, const estimator::Features& f,
              std::optional<runtime::Value> labels, estimator::Mode mode,
              const estimator::Params&) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
-    auto logits =
-        runtime::models::build_model(b, model, f.at("image"), mode == estimator::Mode::kTrain, 1);
+    auto logits = runtime::models::build_model(b, model, f.at("image"),
+                                               mode == estimator::Mode::kTrain, 1, policy);
     if (!logits.ok()) return logits.status();
     estimator::TPUEstimatorSpec spec;
     const runtime::Value classes = b.argmax(*logits, 1);

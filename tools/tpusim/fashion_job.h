@@ -10,6 +10,7 @@
 #include <absl/status/statusor.h>
 
 #include "estimator/estimator.h"
+#include "runtime/models/zoo.h"
 
 namespace tpusim::cli {
 
@@ -57,6 +58,10 @@ estimator::InputFn fashion_eval_input(const FashionData& data);
 // the map, as TPU input_fns do). Errors name the shard that could not be read for its record size.
 absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
 
-estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer);
+// The zoo model as a model_fn: cross-entropy loss and `optimizer` in training, accuracy in
+// evaluation, class and probabilities in prediction; built under `policy`.
+estimator::ModelFn zoo_model_fn(
+    const std::string& model, runtime::OptimizerSpec optimizer,
+    runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32);
 
 }  // namespace tpusim::cli

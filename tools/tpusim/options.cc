@@ -26,4 +26,19 @@ std::string zoo_model_names(const std::string& separator) {
   return str_join(names, separator);
 }
 
+void add_dtype_policy_option(boost::program_options::options_description& options) {
+  options.add_options()(
+      "dtype-policy", boost::program_options::value<std::string>()->default_value("float32"),
+      "float32 | mixed_bfloat16: activations, their gradients and the MXU's operands in bf16, "
+      "variables and the loss in f32 (TPU mixed precision, tf.tpu.bfloat16_scope)");
+}
+
+absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
+    const boost::program_options::variables_map& vm) {
+  auto policy = runtime::models::parse_dtype_policy(vm["dtype-policy"].as<std::string>());
+  if (!policy.ok())
+    return absl::InvalidArgumentError(str_cat("--dtype-policy: ", policy.status().message()));
+  return policy;
+}
+
 }  // namespace tpusim::cli

@@ -4,6 +4,9 @@
 #include <string>
 
 #include <absl/status/statusor.h>
+#include <boost/program_options.hpp>
+
+#include "runtime/models/zoo.h"
 
 #include "sim/isa/isa.pb.h"
 
@@ -15,5 +18,12 @@ absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
 absl::Status check_mxu_policy(const std::string& name);
 // The zoo's model names joined by `separator`, for help texts: "mlp | mnist_cnn | ...".
 std::string zoo_model_names(const std::string& separator);
+
+// --dtype-policy float32|mixed_bfloat16 (the zoo model's Keras-style dtype policy), for the jobs
+// that build a zoo model: train, evaluate, predict, compare.
+void add_dtype_policy_option(boost::program_options::options_description& options);
+// InvalidArgument (a usage error) names the flag and the accepted values.
+absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
+    const boost::program_options::variables_map& vm);
 
 }  // namespace tpusim::cli

@@ -18,6 +18,10 @@ struct KernelContext {
 
 using Inputs = std::vector<const HostTensor*>;
 
+// Rounds every value to bf16 (round to nearest even): each kernel's last step for a DType::kBF16
+// node, whose values are bf16's held as f32, as the gpu kernels round each element.
+void round_all_to_bf16(std::vector<float>& values);
+
 HostTensor elementwise_binary(const Node& n, const Inputs& in);
 HostTensor elementwise_unary(const Node& n, const Inputs& in);
 HostTensor select(const Node& n, const Inputs& in);

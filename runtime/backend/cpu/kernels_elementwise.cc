@@ -49,12 +49,11 @@ void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa,
   }
 }
 
-// Rounds every value to bf16 (a DType::kBF16 result), as the gpu kernels round each element.
+}  // namespace
+
 void round_all_to_bf16(std::vector<float>& values) {
   for (float& v : values) v = element::round_to_bf16(v);
 }
-
-}  // namespace
 
 HostTensor elementwise_binary(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];

@@ -78,6 +78,7 @@ HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
       acc[static_cast<size_t>(o)] += a.f[static_cast<size_t>(i)];
     });
     std::copy(acc.begin(), acc.end(), out.f.begin());
+    if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
     return out;
   }
   // In double, term by term as the gpu kernels sum (element::reduce_step).
@@ -88,6 +89,7 @@ HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
     slot = element::reduce_step(is_max, slot, a.f[static_cast<size_t>(i)]);
   });
   for (size_t i = 0; i < acc.size(); ++i) out.f[i] = static_cast<float>(acc[i]);
+  if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 
@@ -216,6 +218,7 @@ HostTensor patches_to_image(const Node& n, const Inputs& in) {
       }
     }
   }
+  if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 

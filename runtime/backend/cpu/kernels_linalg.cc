@@ -43,9 +43,7 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx) {
           MatrixMap(pa + i * M * K, M, K) * MatrixMap(pb + i * K * N, K, N);
     }
   }
-  if (n.dtype == DType::kBF16) {
-    for (float& v : out.f) v = element::round_to_bf16(v);
-  }
+  if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 

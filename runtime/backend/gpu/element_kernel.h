@@ -171,7 +171,7 @@ TPUSIM_HOST_DEVICE inline void eval_element(const ElementPlan& p, const void* a,
       }
       break;
     case ElementKind::kReduce:
-      out_f[e] = detail::reduce_element(p, a_f, e);
+      out_f[e] = detail::finish(p, detail::reduce_element(p, a_f, e));
       break;
     case ElementKind::kArgMax:
       out_i[e] = detail::argmax_element(p, a_f, e);
@@ -186,7 +186,7 @@ TPUSIM_HOST_DEVICE inline void eval_element(const ElementPlan& p, const void* a,
       out_f[e] = detail::patch_element(p.patches, a_f, e);
       break;
     case ElementKind::kPatchesToImage:
-      out_f[e] = detail::image_element(p.patches, a_f, e);
+      out_f[e] = detail::finish(p, detail::image_element(p.patches, a_f, e));
       break;
     case ElementKind::kOneHot: {
       const int32_t label = static_cast<const int32_t*>(a)[e / p.inner];

@@ -66,8 +66,8 @@ PatchGeometry geometry(const Shape& image, const Shape& patches, const Window& w
 // reduce_sum / reduce_max: map_a takes an output element to its first input element (the kept
 // dims' input strides), map_b walks the reduced dims in row-major input order.
 ElementLaunch reduce_launch(const Node& n, const Shape& in) {
+  // The double sum stored as f32, then rounded to bf16 for a bf16 result, as the cpu kernel does.
   ElementLaunch l = launch(ElementKind::kReduce, n, n.shape.elements(), {0});
-  l.plan.round_output = false;  // the cpu kernel stores the double sum as f32, unrounded
   const auto strides = in.strides();
   std::vector<int64_t> kept_dims, kept_strides, reduced_dims, reduced_strides;
   for (int d = 0; d < in.rank(); ++d) {
@@ -240,8 +240,7 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
     }
     case Op::kPatchesToImage: {
       ElementLaunch l = launch(ElementKind::kPatchesToImage, n, count, {0});
-      l.plan.patches = geometry(n.shape, input(0).shape, n.attrs.window);
-      l.plan.round_output = false;
+      l.plan.patches = geometry(n.shape, input(0).shape, n.attrs.window);  // bf16: sums rounded
       plan.launches.push_back(l);
       break;
     }

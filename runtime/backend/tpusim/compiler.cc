@@ -37,9 +37,6 @@ namespace {
 
 constexpr uint64_t kConstantsRegion = 64ull << 20;  // room for the compiler's own constants
 
-uint32_t cols_of(const Shape& s) {
-  return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
-}
 
 Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget) {
   Transfer t;
@@ -327,6 +324,9 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
       set_origin(graph.node(id).label, op_name(graph.node(id).op));
       s = lower_node(l, id);
     }
+    // A bf16 value summed in f32 (a matmul, a reduction) is rounded before anything reads it.
+    if (s.ok() && leaves_f32_sums(graph.node(id)) && out.plan.owner[static_cast<size_t>(id)] == id)
+      round_to_bf16_in_place(l, id);
     const char* kind =
         fused != fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(graph.node(id).op);
     out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);

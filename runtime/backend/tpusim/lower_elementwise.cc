@@ -52,10 +52,6 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
 
 namespace {
 
-uint32_t cols_of(const Shape& s) {
-  return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
-}
-uint64_t rows_of(const Shape& s) { return static_cast<uint64_t>(s.elements()) / cols_of(s); }
 
 std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
   std::vector<int64_t> map(static_cast<size_t>(in.rank()));

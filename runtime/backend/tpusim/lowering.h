@@ -119,6 +119,25 @@ bool foldable_scalar(const Graph& graph, int id, float* value);
 // The ISA dtype a node's buffer holds (f32 for every floating type, s32 for integers).
 isa::DType buffer_dtype(const Node& n);
 
+// A tensor as the [rows, cols] view fragments tile: its last dim the columns (1 for a scalar),
+// every leading dim folded into the rows.
+inline uint32_t cols_of(const Shape& s) {
+  return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
+}
+inline uint64_t rows_of(const Shape& s) {
+  return static_cast<uint64_t>(s.elements()) / cols_of(s);
+}
+
+// Whether a node's fragment leaves f32 sums in its buffer where its type is bf16: a matmul, a
+// reduce_sum or patches_to_image of bf16 values (the MXU and the vector unit's reductions sum in
+// f32). Elementwise fragments round their bf16 results themselves; the other ops only move bf16
+// values (cross_replica_sum takes f32 only).
+bool leaves_f32_sums(const Node& n);
+// Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of two
+// vector casts per tile: the convert XLA fuses into a bf16 op's output. It costs a read and a
+// write of the buffer here, which the fused convert does not.
+void round_to_bf16_in_place(Lowering& l, int id);
+
 absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
 // How an elementwise fragment can read a broadcast node's input in place of the broadcast: as a
 // row repeated down the output's [rows, cols] view (a per-channel vector stretched over the
