@@ -28,8 +28,9 @@ std::string operands(const Instruction& in) {
     case Instruction::kDma: {
       const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
       return fmt::format(
-          "{} -> {} engine {}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
-          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine());
+          "{} -> {} engine {}{}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
+          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine(),
+          in.dma().packed_bf16() ? " packed_bf16" : "");
     }
     case Instruction::kLoadWeights:
       return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),

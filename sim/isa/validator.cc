@@ -109,6 +109,8 @@ class CoreChecker {
                               d.dst().cols(), " ", dtype_name(d.dst().dtype()),
                               " differ; a DMA copies bytes and converts nothing"));
         }
+        if (d.packed_bf16() && (d.src().dtype() != isa::F32 || d.dst().dtype() != isa::F32))
+          fail(index, "packed_bf16 moves bf16 values held as f32 words: both blocks must be f32");
         if (d.engine() >= core.dma_engines) {
           fail(index, str_cat("uses DMA engine ", d.engine(), "; the core has ", core.dma_engines));
         }

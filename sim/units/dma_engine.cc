@@ -38,7 +38,9 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   const bool to_vmem = dma.direction() == isa::Dma::HBM_TO_VMEM;
   const isa::Block& hbm_block = to_vmem ? dma.src() : dma.dst();
   const isa::Block& vmem_block = to_vmem ? dma.dst() : dma.src();
-  const uint64_t bytes = payload_bytes(hbm_block);
+  // Packed bf16 values are charged at 2 bytes an element (a TPU's bf16 buffer); their f32
+  // words still move whole below.
+  const uint64_t bytes = payload_bytes(hbm_block) / (dma.packed_bf16() ? 2 : 1);
   ctx_.touch_vmem(end_address(vmem_block));
   const uint64_t start = ctx_.now_cycle();
 

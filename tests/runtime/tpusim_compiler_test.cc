@@ -12,6 +12,7 @@
 #include "runtime/graph/layers.h"
 #include "runtime/models/zoo.h"
 #include "sim/isa/validator.h"
+#include "sim/memory/block.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
@@ -78,6 +79,38 @@ TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
     ASSERT_TRUE(compiled.ok()) << cols << ": " << compiled.status();
     EXPECT_EQ(compiled->fused_reductions, cols == 100000 ? 1u : 0u) << cols;
   }
+}
+
+// Under mixed_bfloat16 the DMAs of bf16 buffers (activations, their gradients) are charged as a
+// TPU's packed bf16; those of f32 ones (the variables, the infeeds, the updates) are not, and a
+// float32 step has none.
+TEST(Compiler, ChargesTheTransfersOfBf16BuffersAsPackedBf16) {
+  auto packed_dmas = [](models::DTypePolicy policy, int* of_variables) {
+    GraphBuilder b;
+    EXPECT_TRUE(models::build_training_step(b, "mnist_cnn", 8, 0.1f, 1, policy).ok());
+    auto step = compile_graph(b.graph(), v3_8(), 0);
+    EXPECT_TRUE(step.ok()) << step.status();
+    std::vector<std::pair<uint64_t, uint64_t>> variables;
+    for (int id : b.graph().variables()) {
+      const uint64_t at = step->plan.address[static_cast<size_t>(id)];
+      variables.emplace_back(at, at + 4 * static_cast<uint64_t>(b.graph().node(id).shape.elements()));
+    }
+    int packed = 0;
+    *of_variables = 0;
+    for (const isa::Instruction& in : step->program->cores(0).instructions()) {
+      if (!in.has_dma() || !in.dma().packed_bf16()) continue;
+      ++packed;
+      const isa::Block& hbm =
+          in.dma().direction() == isa::Dma::HBM_TO_VMEM ? in.dma().src() : in.dma().dst();
+      for (const auto& [lo, hi] : variables)
+        *of_variables += hbm.address() < hi && lo < sim::end_address(hbm);
+    }
+    return packed;
+  };
+  int of_variables = 0;
+  EXPECT_EQ(packed_dmas(models::DTypePolicy::kFloat32, &of_variables), 0);
+  EXPECT_GT(packed_dmas(models::DTypePolicy::kMixedBFloat16, &of_variables), 50);
+  EXPECT_EQ(of_variables, 0);
 }
 
 // Every instruction of the step names the graph op it computes (the per-op profile groups by

@@ -51,6 +51,60 @@ TEST(MemorySystem, BandwidthBoundCopyReachesButNeverExceedsHbmBandwidth) {
   EXPECT_NEAR(report["chips"][0]["hbm_achieved_bytes_per_s"].get<double>(), achieved, 1);
 }
 
+// A packed_bf16 DMA moves bf16 values the compiler holds as f32 words: HBM and VMEM are charged
+// 2 bytes an element (half the words' bytes, half the time when HBM is the bottleneck), and the
+// words arrive whole.
+TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
+  auto system = make_system();  // with numerics: the values are checked below
+  const uint64_t chunk = 4ull << 20;
+  auto copy = [&](bool packed) {
+    isa::Program p;
+    CoreBuilder c(&p, 0);
+    for (uint32_t i = 0; i < 8; ++i) {
+      c.dma_to_vmem(block(i * chunk, 1024, 1024, isa::F32),
+                    block((i % 2) * chunk, 1024, 1024, isa::F32), i % 4)
+          .instruction()
+          .mutable_dma()
+          ->set_packed_bf16(packed);
+    }
+    c.halt();
+    auto run = system->run(p);
+    EXPECT_TRUE(run.ok()) << run.status();
+    return std::make_pair(run->cycles(),
+                          system->report(*run)["chips"][0]["hbm_bytes"].get<double>());
+  };
+  const auto [whole_cycles, whole_bytes] = copy(false);
+  const auto [packed_cycles, packed_bytes] = copy(true);
+  EXPECT_DOUBLE_EQ(whole_bytes, 8.0 * chunk);
+  EXPECT_DOUBLE_EQ(packed_bytes, 4.0 * chunk);
+  const double ratio = static_cast<double>(packed_cycles) / static_cast<double>(whole_cycles);
+  EXPECT_GT(ratio, 0.48);
+  EXPECT_LT(ratio, 0.52);
+
+  // The values: bf16 numbers in f32 words come back bit for bit.
+  MatrixF values = testing::random_matrix(8, 64, 3);
+  for (float& v : values.reshaped()) v = round_to_bf16(v);
+  ASSERT_TRUE(system->write_hbm(0, 0, values.data(), sizeof(float) * values.size()).ok());
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.dma_to_vmem(block(0, 8, 64, isa::F32), block(0, 8, 64, isa::F32))
+      .signal(f)
+      .instruction()
+      .mutable_dma()
+      ->set_packed_bf16(true);
+  c.dma_to_hbm(block(0, 8, 64, isa::F32), block(1 << 20, 8, 64, isa::F32), 1)
+      .wait(f, 1)
+      .instruction()
+      .mutable_dma()
+      ->set_packed_bf16(true);
+  c.halt();
+  ASSERT_TRUE(system->run(p).ok());
+  MatrixF back(8, 64);
+  ASSERT_TRUE(system->read_hbm(0, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
+  EXPECT_EQ(back, values);
+}
+
 // Two cores of one chip share its HBM: copying 16 MiB each takes about twice as long as one
 // core copying alone.
 TEST(MemorySystem, CoresOfAChipContendForHbm) {

@@ -65,6 +65,15 @@ const BadProgram kBad[] = {
     {"DmaShapesDiffer",
      [](CoreBuilder& c) { c.dma_to_vmem(block(0, 8, 128, isa::F32), block(0, 8, 64, isa::F32)); },
      "core 3 instruction 0 (dma.hbm_to_vmem): src 8x128 f32 and dst 8x64 f32 differ"},
+    {"PackedBf16OfBf16Blocks",
+     [](CoreBuilder& c) {
+       c.dma_to_vmem(block(0, 8, 128, isa::BF16), block(0, 8, 128, isa::BF16))
+           .instruction()
+           .mutable_dma()
+           ->set_packed_bf16(true);
+     },
+     "core 3 instruction 0 (dma.hbm_to_vmem): packed_bf16 moves bf16 values held as f32 words: "
+     "both blocks must be f32"},
     {"DmaEngineMissing", [](CoreBuilder& c) { c.dma_to_vmem(kV, kV, 9); },
      "uses DMA engine 9; the core has 4"},
     {"VmemOverflow",

@@ -20,6 +20,26 @@ using testing::run_tpusim;
 // The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
 // TPUSIM_NUMERICS_THREAD=0 they run inline. A few mnist_cnn steps (DMAs, im2col on the vector
 // unit, matmuls, all-reduces, infeed and outfeed) end with bitwise the same weights.
+// compile builds the step under either dtype policy: mixed_bfloat16 adds the casts of the
+// variables to bf16 (an op of its own) and the roundings of bf16 results on the vector unit.
+TEST(Cli, CompileBuildsEitherDtypePolicy) {
+  std::map<std::string, nlohmann::json> compiled;
+  for (const char* policy : {"float32", "mixed_bfloat16"}) {
+    auto r = run_tpusim({"compile", "--model", "mlp", "--batch", "8", "--json", "--dtype-policy",
+                         policy});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    compiled[policy] = nlohmann::json::parse(r.out);
+    EXPECT_EQ(compiled[policy]["dtype_policy"], policy);
+  }
+  EXPECT_FALSE(compiled["float32"]["instructions_per_op"].contains("cast"));
+  EXPECT_TRUE(compiled["mixed_bfloat16"]["instructions_per_op"].contains("cast"));
+  EXPECT_GT(compiled["mixed_bfloat16"]["instructions_per_unit"]["vpu"].get<int>(),
+            compiled["float32"]["instructions_per_unit"]["vpu"].get<int>());
+  auto r = run_tpusim({"compile", "--model", "mlp", "--dtype-policy", "bf16"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--dtype-policy: unknown dtype policy 'bf16'"));
+}
+
 TEST(Cli, TheNumericsThreadChangesNoValue) {
   const auto tmp =
       std::filesystem::temp_directory_path() / ("tpusim-cli-threads-" + std::to_string(::getpid()));

@@ -371,11 +371,23 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_EQ(j["dtype_policy"], "mixed_bfloat16");
   EXPECT_EQ(j["verdict"], "agree");
   EXPECT_THAT(r.err, HasSubstr("3 steps of mlp (mixed_bfloat16) on tpusim"));
+  // A policy per backend compares the policies: the runs are labelled with theirs, and mixed
+  // precision moves mlp's loss beyond what rounding alone does (2.25e-04 at step 1).
+  r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--backends", "cpu,cpu",
+                  "--dtype-policy", "float32,mixed_bfloat16", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["reference"], "cpu@float32");
+  EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu@float32");
+  EXPECT_EQ(j["against"]["cpu@mixed_bfloat16"]["verdict"], "differ");
+  EXPECT_GT(j["against"]["cpu@mixed_bfloat16"]["losses"][0]["difference"].get<double>(), 1e-4);
 
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--backends", "cpu"}, "--backends needs at least two backends"},
       {{"--dtype-policy", "mixed_float16"},
        "--dtype-policy: unknown dtype policy 'mixed_float16' (float32 or mixed_bfloat16)"},
+      {{"--dtype-policy", "float32,float32,mixed_bfloat16"},
+       "--dtype-policy takes one policy or one per backend (2 backends, 3 policies)"},
       {{"--backends", "tpusim:fp32,cpu"}, "'tpusim:fp32': tpusim's precision is its MXU's"},
       {{"--backends", "tpusim,cpu:fp16"}, "unknown precision 'fp16' in 'cpu:fp16'"},
       {{"--backends", "tpusim,tpu"}, "unknown backend 'tpu'"},

@@ -38,7 +38,8 @@ namespace fs = std::filesystem;
 // A backend as --backends names it: "cpu" (mxu precision, the MXU's bf16 products), "cpu:fp32".
 struct Backend {
   std::string name, precision;
-  std::string label;  // as given
+  std::string label;  // as given, with "@POLICY" added when the runs' dtype policies differ
+  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
 };
 
 struct Run {
@@ -50,7 +51,7 @@ struct Run {
 // What every run shares: the model, the data, the replicas, the steps.
 struct Job {
   std::string model;
-  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
+  std::string policy_note;  // " (mixed_bfloat16)" when every run uses that policy, else ""
   runtime::OptimizerSpec optimizer;
   FashionData data;
   std::string slice;
@@ -65,9 +66,10 @@ struct Differences {
   std::map<std::string, WeightDifference> variables;
 };
 
-// The zoo model, its initial weights nudged one ulp each when `nudged` (the rounding baseline).
-estimator::ModelFn model_fn(const Job& job, bool nudged) {
-  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, job.policy);
+// The zoo model under `policy`, its initial weights nudged one ulp each when `nudged` (the
+// rounding baseline).
+estimator::ModelFn model_fn(const Job& job, runtime::models::DTypePolicy policy, bool nudged) {
+  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, policy);
   if (!nudged) return zoo;
   return [zoo](runtime::GraphBuilder& b, const estimator::Features& f,
                std::optional<runtime::Value> labels, estimator::Mode mode,
@@ -98,6 +100,42 @@ absl::StatusOr<Backend> parse_backend(const std::string& text) {
   return Backend{spec->name, given ? spec->precision : "mxu", text};
 }
 
+// --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
+// cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
+// Returns the note the messages add after the model's name.
+absl::StatusOr<std::string> assign_policies(const std::string& text,
+                                            std::vector<Backend>* backends) {
+  std::vector<runtime::models::DTypePolicy> policies;
+  for (std::string rest = text;;) {
+    const size_t comma = rest.find(',');
+    auto policy = runtime::models::parse_dtype_policy(rest.substr(0, comma));
+    if (!policy.ok())
+      return absl::InvalidArgumentError(str_cat("--dtype-policy: ", policy.status().message()));
+    policies.push_back(*policy);
+    if (comma == std::string::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  if (policies.size() != 1 && policies.size() != backends->size()) {
+    return absl::InvalidArgumentError(str_cat("--dtype-policy takes one policy or one per backend (",
+                                              backends->size(), " backends, ", policies.size(),
+                                              " policies)"));
+  }
+  bool uniform = true;
+  for (size_t k = 0; k < backends->size(); ++k) {
+    (*backends)[k].policy = policies[policies.size() == 1 ? 0 : k];
+    uniform = uniform && (*backends)[k].policy == (*backends)[0].policy;
+  }
+  if (!uniform) {
+    for (Backend& b : *backends)
+      b.label += str_cat("@", runtime::models::dtype_policy_name(b.policy));
+    return std::string();
+  }
+  const runtime::models::DTypePolicy policy = (*backends)[0].policy;
+  return policy == runtime::models::DTypePolicy::kFloat32
+             ? std::string()
+             : str_cat(" (", runtime::models::dtype_policy_name(policy), ")");
+}
+
 absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std::string& dir,
                                bool nudged) {
   estimator::RunConfig config;
@@ -113,7 +151,8 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   config.save_checkpoints_steps = job.steps;
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
-  auto est = estimator::TPUEstimator::create(model_fn(job, nudged), config, {}, true, job.batch,
+  auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudged), config, {},
+                                             true, job.batch,
                                              job.batch, job.batch);
   if (!est.ok()) return est.status();
   auto trained = (*est)->train(fashion_train_input(job.data), job.steps);
@@ -124,19 +163,12 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   return Run{backend.label, *trained, (*ckpt)->variables};
 }
 
-// " (mixed_bfloat16)" when the model runs under that policy, to name what was compared.
-std::string policy_suffix(const Job& job) {
-  return job.policy == runtime::models::DTypePolicy::kFloat32
-             ? ""
-             : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")");
-}
-
 // Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
 absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
                              bool nudged) {
   const auto start = std::chrono::steady_clock::now();
   std::cerr << fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
-                           policy_suffix(job), backend.label,
+                           job.policy_note, backend.label,
                            nudged ? " (initial weights nudged one ulp, sums in f32)" : "")
             << std::flush;
   absl::StatusOr<Run> run = train_once(job, backend, dir, nudged);
@@ -199,10 +231,14 @@ int run_compare(const std::vector<std::string>& args) {
       "model-dir", po::value<std::string>(),
       "a new folder to keep the runs in (default: a temporary one, removed)")(
       "json", po::bool_switch(), "print JSON");
-  add_dtype_policy_option(options);
+  options.add_options()(
+      "dtype-policy", po::value<std::string>()->default_value("float32"),
+      "float32 | mixed_bfloat16 (bf16 activations and MXU operands, f32 variables and loss) for "
+      "every run, or one per backend to compare the policies (--backends cpu,cpu "
+      "--dtype-policy float32,mixed_bfloat16)");
   add_data_options(options);
   const std::string usage =
-      "usage: tpusim compare [--model NAME] [--dtype-policy float32|mixed_bfloat16]\n"
+      "usage: tpusim compare [--model NAME] [--dtype-policy P[,P...]]\n"
       "                      [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
       "                      [--optimizer sgd|momentum|adam] [--learning-rate R]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
@@ -215,7 +251,9 @@ int run_compare(const std::vector<std::string>& args) {
       "its largest |value|; either also agrees within noise-factor x the rounding baseline's\n"
       "difference (the cpu trained from initial weights one ulp apart and summing in f32 as\n"
       "TPUs do: how far rounding alone carries this model by then). Exit status 1 when a\n"
-      "difference exceeds its tolerance.\n";
+      "difference exceeds its tolerance. With a dtype policy per backend (cpu,cpu and\n"
+      "float32,mixed_bfloat16) it tells how far mixed precision moves training against how\n"
+      "far rounding alone does.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   std::vector<Backend> backends;
@@ -234,9 +272,9 @@ int run_compare(const std::vector<std::string>& args) {
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   job.optimizer.kind = *kind;
-  auto policy = dtype_policy_from(vm);
-  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
-  job.policy = *policy;
+  auto note = assign_policies(vm["dtype-policy"].as<std::string>(), &backends);
+  if (!note.ok()) return usage_error(std::string(note.status().message()), usage);
+  job.policy_note = *note;
   if (!(job.optimizer.learning_rate.initial > 0)) {
     return usage_error(
         str_cat("--learning-rate must be > 0 (got ", job.optimizer.learning_rate.initial, ")"),
@@ -298,13 +336,20 @@ int run_compare(const std::vector<std::string>& args) {
     runs.push_back(*std::move(run));
   }
   // The rounding baseline: the cpu against itself from initial weights one ulp apart, in the
-  // reference's precision (tpusim's is mxu).
+  // reference's precision (tpusim's is mxu) and dtype policy.
   std::optional<Differences> baseline;
-  const Backend baseline_cpu{"cpu", backends[0].precision, "cpu:" + backends[0].precision};
+  Backend baseline_cpu{"cpu", backends[0].precision, "cpu:" + backends[0].precision,
+                       backends[0].policy};
+  const bool policies_differ =
+      std::any_of(backends.begin(), backends.end(),
+                  [&](const Backend& b) { return b.policy != backends[0].policy; });
+  if (policies_differ)
+    baseline_cpu.label += str_cat("@", runtime::models::dtype_policy_name(baseline_cpu.policy));
   if (with_baseline) {
     const Run* cpu = nullptr;
     for (size_t k = 0; k < backends.size() && cpu == nullptr; ++k) {
-      if (backends[k].name == "cpu" && backends[k].precision == baseline_cpu.precision)
+      if (backends[k].name == "cpu" && backends[k].precision == baseline_cpu.precision &&
+          backends[k].policy == baseline_cpu.policy)
         cpu = &runs[k];
     }
     std::optional<Run> plain;
@@ -327,7 +372,8 @@ int run_compare(const std::vector<std::string>& args) {
   const bool json = vm["json"].as<bool>();
   // verdict and max_loss_difference: over every backend against the reference (set below).
   nlohmann::ordered_json out = {{"model", job.model},
-                                {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
+                                {"dtype_policy",
+                                 runtime::models::dtype_policy_name(backends[0].policy)},
                                 {"steps", job.steps},
                                 {"reference", backends[0].label},
                                 {"verdict", ""},
@@ -403,7 +449,7 @@ int run_compare(const std::vector<std::string>& args) {
                                  {"variables", vars}};
     if (json) continue;
     std::cout << fmt::format("{} vs {} over {} steps of {}{} (batch {}):\n", a.backend,
-                             ref.backend, job.steps, job.model, policy_suffix(job), job.batch);
+                             ref.backend, job.steps, job.model, job.policy_note, job.batch);
     for (const auto& l : losses) {
       std::cout << fmt::format("  step {:4}  loss {:.6f} vs {:.6f}  diff {:.2e}{}{}\n",
                                l["step"].get<int>(), l["loss"].get<double>(),

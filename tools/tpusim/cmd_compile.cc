@@ -40,8 +40,10 @@ int run_compile(const std::vector<std::string>& args) {
       "on: an elementwise value read by several elementwise fragments is computed again in each; "
       "off: it goes through HBM")(
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
+  add_dtype_policy_option(options);
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
+      "                      [--dtype-policy float32|mixed_bfloat16]\n"
       "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
       "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
       "                      [--dump] [--json]\n\n"
@@ -52,13 +54,15 @@ int run_compile(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   if (batch < 1 || batch > (1 << 20)) return usage_error("--batch must be in [1, 2^20]", usage);
+  auto policy = dtype_policy_from(vm);
+  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
-  if (auto s =
-          runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch, 0.01f, 1);
+  if (auto s = runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch,
+                                                    0.01f, 1, *policy);
       !s.ok()) {
     return failure(std::string(s.message()));
   }
@@ -81,6 +85,7 @@ int run_compile(const std::vector<std::string>& args) {
   nlohmann::ordered_json units = nlohmann::ordered_json::object();
   for (const auto& [unit, count] : stats.per_unit) units[unit] = count;
   const nlohmann::ordered_json out = {{"model", vm["model"].as<std::string>()},
+                                      {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
                                       {"config", (*slice)->name},
                                       {"batch_per_core", batch},
                                       {"graph_nodes", b.graph().size()},

@@ -251,10 +251,10 @@ int run_train(const std::vector<std::string>& args) {
       backend == "tpusim" ? config.slice : str_cat("the ", backend, " backend"),
       config.tpu_config.num_shards, batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
   if (backend == "tpusim" && *policy == runtime::models::DTypePolicy::kMixedBFloat16) {
-    std::cout << "note: the tpusim backend holds bf16 values in 4-byte HBM buffers, so this step "
-                 "moves the float32 step's HBM bytes and more (a pass rounding each matmul's "
-                 "result); a TPU's mixed_bfloat16 step moves about half: the numerics are the "
-                 "TPU's, the step time is not yet\n";
+    std::cout << "note: tpusim charges bf16 transfers at 2 bytes an element, as a TPU's, but "
+                 "rounds each matmul's and reduction's result to bf16 in a pass of its own, "
+                 "which a TPU fuses into the op: its mixed_bfloat16 step time is a little "
+                 "pessimistic (docs/estimator.md, mixed precision)\n";
   }
   auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();

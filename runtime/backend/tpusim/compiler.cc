@@ -327,6 +327,16 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     // A bf16 value summed in f32 (a matmul, a reduction) is rounded before anything reads it.
     if (s.ok() && leaves_f32_sums(graph.node(id)) && out.plan.owner[static_cast<size_t>(id)] == id)
       round_to_bf16_in_place(l, id);
+    // The fragment's transfers of bf16 buffers cost what a TPU's packed bf16 ones do.
+    std::vector<HbmRange> bf16_buffers;
+    for (int in : request.reads[static_cast<size_t>(id)]) {
+      if (graph.node(in).dtype != DType::kBF16) continue;
+      if (auto r = range_of(in)) bf16_buffers.push_back(*r);
+    }
+    if (graph.node(id).dtype == DType::kBF16) {
+      if (auto r = range_of(id)) bf16_buffers.push_back(*r);
+    }
+    if (!bf16_buffers.empty()) mark_packed_bf16(b, before, b.size(), bf16_buffers);
     const char* kind =
         fused != fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(graph.node(id).op);
     out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);

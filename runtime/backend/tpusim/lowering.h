@@ -12,6 +12,7 @@
 
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
+#include "runtime/backend/tpusim/schedule.h"
 #include "runtime/graph/graph.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -137,6 +138,12 @@ bool leaves_f32_sums(const Node& n);
 // vector casts per tile: the convert XLA fuses into a bf16 op's output. It costs a read and a
 // write of the buffer here, which the fused convert does not.
 void round_to_bf16_in_place(Lowering& l, int id);
+// Marks packed_bf16 every DMA among instructions [begin, end) of the core's program (a node's
+// fragment) whose HBM block lies inside one of `bf16_buffers` (the bf16 buffers it reads or
+// writes): a TPU holds those values in 2 bytes, so that is what their transfers cost, though
+// the compiler keeps them as f32 words.
+void mark_packed_bf16(sim::CoreBuilder& b, int begin, int end,
+                      const std::vector<HbmRange>& bf16_buffers);
 
 absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
 // How an elementwise fragment can read a broadcast node's input in place of the broadcast: as a

@@ -1,6 +1,9 @@
-// bf16 values out of fragments that sum in f32 (lowering.h: leaves_f32_sums,
-// round_to_bf16_in_place).
+// bf16 values in the f32 buffers of the tpusim compiler: rounding what fragments sum in f32, and
+// charging their transfers as a TPU's packed bf16 (lowering.h: leaves_f32_sums,
+// round_to_bf16_in_place, mark_packed_bf16).
 #include "runtime/backend/tpusim/lowering.h"
+
+#include "sim/memory/block.h"
 
 namespace tpusim::runtime::tpusim_backend {
 
@@ -28,6 +31,24 @@ void round_to_bf16_in_place(Lowering& l, int id) {
                    t.chain(b.cast(half, t.in(0)));
                    t.chain(b.cast(t.out(), half));
                  });
+}
+
+void mark_packed_bf16(sim::CoreBuilder& b, int begin, int end,
+                      const std::vector<HbmRange>& bf16_buffers) {
+  for (int i = begin; i < end; ++i) {
+    isa::Instruction* in = b.builder_instruction(i);
+    if (in->op_case() != isa::Instruction::kDma) continue;
+    isa::Dma* dma = in->mutable_dma();
+    const isa::Block& hbm = dma->direction() == isa::Dma::HBM_TO_VMEM ? dma->src() : dma->dst();
+    if (hbm.dtype() != isa::F32) continue;
+    const HbmRange touched{hbm.address(), sim::end_address(hbm)};
+    for (const HbmRange& r : bf16_buffers) {
+      if (touched.begin >= r.begin && touched.end <= r.end) {
+        dma->set_packed_bf16(true);
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace tpusim::runtime::tpusim_backend
