@@ -225,6 +225,13 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape
       // The finished tile back to HBM.
       const uint64_t c_dst =
           layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
+      if (ctx.round_to_bf16) {
+        // Signals `written` too, so that the store below waits for the rounding.
+        const isa::Block finished = block(c_buf[cb], rows, cols, isa::F32);
+        auto round = b.unary(isa::Vector::ROUND_BF16, finished, finished);
+        round.wait(written[cb], pool.count(written[cb]));
+        pool.signal(round, written[cb]);
+      }
       auto store =
           b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32),
                        block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4), 2 % engines);

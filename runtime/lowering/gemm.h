@@ -84,6 +84,9 @@ struct GemmContext {
   uint64_t vmem_base = 0;
   std::function<void(sim::InstrRef&)> before_read;
   std::function<void(sim::InstrRef&)> after_write;
+  // C holds bf16 values: each finished tile is rounded in VMEM (one vector ROUND_BF16) before
+  // it goes back to HBM.
+  bool round_to_bf16 = false;
 };
 
 // Allocates the 8 flags a GEMM fragment uses.

@@ -1,5 +1,6 @@
-#include "runtime/graph/layers.h"
 #include "runtime/opcheck/cases.h"
+
+#include "runtime/graph/layers.h"
 
 namespace tpusim::runtime::opcheck {
 namespace {

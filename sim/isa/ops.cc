@@ -139,6 +139,8 @@ const char* vector_op_name(Vector::Op op) {
       return "vpu.rsqrt";
     case Vector::SQUARE:
       return "vpu.square";
+    case Vector::ROUND_BF16:
+      return "vpu.round_bf16";
     case Vector::SELECT:
       return "vpu.select";
     case Vector::CAST:
@@ -181,6 +183,7 @@ VectorOpClass classify(Vector::Op op) {
     case Vector::TANH:
     case Vector::RSQRT:
     case Vector::SQUARE:
+    case Vector::ROUND_BF16:
       return VectorOpClass::kUnary;
     case Vector::SELECT:
       return VectorOpClass::kSelect;

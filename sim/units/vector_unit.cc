@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "sim/isa/ops.h"
+#include "sim/numerics/bf16.h"
 #include "sim/numerics/random.h"
 
 namespace tpusim::sim {
@@ -242,6 +243,9 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
       break;
     case Vector::SQUARE:
       out = a.array().square();
+      break;
+    case Vector::ROUND_BF16:
+      out = a.unaryExpr([](float x) { return round_to_bf16(x); });
       break;
     case Vector::SELECT:
       out = (a.array() != 0.0f).select(b, c);

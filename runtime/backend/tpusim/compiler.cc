@@ -325,8 +325,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
       s = lower_node(l, id);
     }
     // A bf16 value summed in f32 (a matmul, a reduction) is rounded before anything reads it.
-    if (s.ok() && leaves_f32_sums(graph.node(id)) && out.plan.owner[static_cast<size_t>(id)] == id)
+    if (s.ok() && leaves_f32_sums(graph.node(id)) && !l.output_rounded &&
+        out.plan.owner[static_cast<size_t>(id)] == id)
       round_to_bf16_in_place(l, id);
+    l.output_rounded = false;
     // The fragment's transfers of bf16 buffers cost what a TPU's packed bf16 ones do.
     std::vector<HbmRange> bf16_buffers;
     for (int in : request.reads[static_cast<size_t>(id)]) {

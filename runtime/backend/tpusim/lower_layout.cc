@@ -436,15 +436,17 @@ std::vector<int> operands_read(const Graph& graph, int id) {
 
 namespace {
 
-// One GEMM c = a b of row-major matrices in HBM, a being rows x k and b k x cols.
+// One GEMM c = a b of row-major matrices in HBM, a being rows x k and b k x cols; c's tiles
+// rounded to bf16 values on their way out when `round_bf16`.
 absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint32_t rows,
-                           uint32_t k, uint32_t cols) {
+                           uint32_t k, uint32_t cols, bool round_bf16) {
   GemmContext ctx;
   ctx.builder = &l.emit.builder();
   ctx.flags = &l.emit.flags();
   ctx.flag_ids = l.gemm_flags;
   ctx.before_read = [&](sim::InstrRef& r) { l.emit.ordered(r); };
   ctx.after_write = [&](sim::InstrRef& r) { l.emit.wrote_hbm(r); };
+  ctx.round_to_bf16 = round_bf16;
   l.emit.begin_fragment();
   GemmLayout layout;
   layout.a_address = a;
@@ -456,12 +458,12 @@ absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint
 
 // A^T W as (W^T A)^T (see transposed_lhs_source), A at `a` (k x m), W at `w` (k x cols).
 absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_t k, int64_t m,
-                                         uint64_t w, int64_t cols) {
+                                         uint64_t w, int64_t cols, bool round_bf16) {
   const uint64_t w_t = l.hbm.temporary(static_cast<uint64_t>(cols * k) * 4);
   const uint64_t product = l.hbm.temporary(static_cast<uint64_t>(cols * m) * 4);
   if (absl::Status s = emit_transpose(l, w, Shape({k, cols}), {1, 0}, w_t); !s.ok()) return s;
   if (absl::Status s = emit_hbm_gemm(l, w_t, a, product, static_cast<uint32_t>(cols),
-                                     static_cast<uint32_t>(k), static_cast<uint32_t>(m));
+                                     static_cast<uint32_t>(k), static_cast<uint32_t>(m), round_bf16);
       !s.ok()) {
     return s;
   }
@@ -473,7 +475,7 @@ absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_
 // MXU loads its weights and streams its rows, the entries going round the MXUs. False (nothing
 // emitted) when one entry's operands and product do not fit a tile.
 bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int64_t batches,
-                            uint32_t m, uint32_t k, uint32_t cols) {
+                            uint32_t m, uint32_t k, uint32_t cols, bool round_bf16) {
   const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols,
                  c_cols = uint64_t{m} * cols;
   if (std::max({a_cols, w_cols, c_cols}) > UINT32_MAX ||
@@ -495,6 +497,10 @@ bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int
                          // loads is enough; the tile's store waits for every product.
                          [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
                    }
+                   if (round_bf16) {  // after every product: the store waits for the chain
+                     t.chain(t.join(t.e_builder().unary(isa::Vector::ROUND_BF16, t.out(),
+                                                        t.out())));
+                   }
                  });
   return true;
 }
@@ -503,10 +509,14 @@ bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int
 
 absl::Status lower_matmul(Lowering& l, int id) {
   const Node& n = l.node(id);
+  // A bf16 product is rounded in VMEM before it leaves, on every path below.
+  const bool round_bf16 = n.dtype == DType::kBF16;
+  l.output_rounded = round_bf16;
   if (const int source = transposed_lhs_source(l.graph, id); source >= 0) {
     const Shape& a = l.node(source).shape;
     return lower_transposed_lhs_matmul(l, id, l.address(source), a.dim(0), a.dim(1),
-                                       l.address(n.inputs[1]), l.node(n.inputs[1]).shape.dim(1));
+                                       l.address(n.inputs[1]), l.node(n.inputs[1]).shape.dim(1),
+                                       round_bf16);
   }
   const Shape& a = l.node(n.inputs[0]).shape;
   const Shape& w = l.node(n.inputs[1]).shape;
@@ -519,13 +529,14 @@ absl::Status lower_matmul(Lowering& l, int id) {
   const uint32_t rows = shared ? static_cast<uint32_t>(batches * m) : m;
   if (!shared && batches > 1 &&
       batched_matmul_in_vmem(l, l.address(n.inputs[0]), l.address(n.inputs[1]), l.address(id),
-                             batches, m, k, cols))
+                             batches, m, k, cols, round_bf16))
     return absl::OkStatus();
   for (int64_t bi = 0; bi < gemms; ++bi) {
     const auto at = static_cast<uint64_t>(bi);
     if (absl::Status s = emit_hbm_gemm(l, l.address(n.inputs[0]) + at * m * k * 4,
                                        l.address(n.inputs[1]) + at * k * cols * 4,
-                                       l.address(id) + at * m * cols * 4, rows, k, cols);
+                                       l.address(id) + at * m * cols * 4, rows, k, cols,
+                                       round_bf16);
         !s.ok()) {
       return s;
     }

@@ -108,6 +108,10 @@ struct Lowering {
   // Per node, whether it is a broadcast whose readers (elementwise fragments all) read its input
   // as a row or column operand instead (broadcast_fold): it has no buffer and no fragment.
   std::vector<bool> folded{};
+  // Set by a lowering that left its bf16 node's value rounded to bf16 values (a matmul rounds its
+  // tiles in VMEM): the compiler then adds no rounding pass (round_to_bf16_in_place). The
+  // compiler clears it before each node.
+  bool output_rounded = false;
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }
@@ -134,9 +138,10 @@ inline uint64_t rows_of(const Shape& s) {
 // f32). Elementwise fragments round their bf16 results themselves; the other ops only move bf16
 // values (cross_replica_sum takes f32 only).
 bool leaves_f32_sums(const Node& n);
-// Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of two
-// vector casts per tile: the convert XLA fuses into a bf16 op's output. It costs a read and a
-// write of the buffer here, which the fused convert does not.
+// Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of one
+// vector ROUND_BF16 per tile, for the ops whose lowering does not round on its own (reductions,
+// patches_to_image, fused convolutions): the convert XLA fuses into a bf16 op's output. It costs
+// a read and a write of the buffer here, which the fused convert does not.
 void round_to_bf16_in_place(Lowering& l, int id);
 // Marks packed_bf16 every DMA among instructions [begin, end) of the core's program (a node's
 // fragment) whose HBM block lies inside one of `bf16_buffers` (the bf16 buffers it reads or

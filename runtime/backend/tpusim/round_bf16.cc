@@ -23,13 +23,8 @@ void round_to_bf16_in_place(Lowering& l, int id) {
   const Shape& s = l.node(id).shape;
   const uint64_t at = l.address(id);
   l.emit.rowwise(at, rows_of(s), cols_of(s), isa::F32,
-                 {TileOperand{TileOperand::Kind::kFull, at, isa::F32}}, 1, 0, [](Tile& t) {
-                   // The bf16 block takes the f32 scratch's place (half of it).
-                   isa::Block half = t.scratch(0);
-                   half.set_dtype(isa::BF16);
-                   sim::CoreBuilder& b = t.e_builder();
-                   t.chain(b.cast(half, t.in(0)));
-                   t.chain(b.cast(t.out(), half));
+                 {TileOperand{TileOperand::Kind::kFull, at, isa::F32}}, 0, 0, [](Tile& t) {
+                   t.chain(t.e_builder().unary(isa::Vector::ROUND_BF16, t.out(), t.in(0)));
                  });
 }
 
