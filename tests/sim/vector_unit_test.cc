@@ -109,6 +109,19 @@ TEST_F(VectorOps, CastRoundsToBf16AndBack) {
   EXPECT_EQ(got, testing::round_bf16(a_));
 }
 
+// ROUND_BF16 is the two casts in one op, in place too: nearest even, ties included (1 + 2^-8 lies
+// halfway between 1 and 1 + 2^-7 and goes to the even 1).
+TEST_F(VectorOps, RoundBf16IsTheCastsThereAndBackInOneOp) {
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::ROUND_BF16, kD, kA); }, kD),
+            testing::round_bf16(a_));
+  MatrixF ties = MatrixF::Constant(kR, kC, 1.0f + 1.0f / 256);
+  ties(0, 1) = 1.0f + 3.0f / 256;  // halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6
+  testing::put_f32(*system_, 0, kB.address(), ties);
+  const MatrixF got = run([](CoreBuilder& c) { c.unary(isa::Vector::ROUND_BF16, kB, kB); }, kB);
+  EXPECT_EQ(got(0, 0), 1.0f);
+  EXPECT_EQ(got(0, 1), 1.0f + 1.0f / 64);
+}
+
 TEST_F(VectorOps, CastToS32IsXlasConversion) {
   const auto& cases = testing::kF32ToS32Cases;
   const auto count = static_cast<uint32_t>(std::size(cases));
