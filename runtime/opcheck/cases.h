@@ -34,6 +34,8 @@ struct OpCase {
   // The case computes in bf16 (a mixed_bfloat16 model's way): its output holds bf16 values, and
   // two backends may round a sum to neighbouring bf16 values.
   bool bf16 = false;
+  // A bf16 case whose variables are f32 inside (batch norm's): their gradients are f32 values.
+  bool f32_variables = false;
 };
 
 // Every case: the f32 ones, then bf16_cases().

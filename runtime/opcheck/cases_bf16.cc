@@ -51,7 +51,20 @@ std::vector<OpCase> bf16_cases() {
         return layers::reduce_mean(x, {1, 2});
       },
       36, false));
-  // Bare ops, so that each one's own rounding shows (in a layer the next op's would hide it).
+  // Bare ops, so that each one's own rounding shows (in a layer the next op's would hide it). A
+  // bare convolution (im2col and a matmul, no bias): the tpusim compiler fuses it, and its input
+  // and kernel gradients, into convolution fragments.
+  cases.push_back(bf16_case(
+      "conv2d_bare", "[2, 9, 9, 3] k3 s1 SAME f5", {2, 9, 9, 3},
+      [](GraphBuilder& b, Value x) {
+        Window w;
+        w.kh = w.kw = 3;
+        w.same = true;
+        const Value kernel = b.variable("kernel", DType::kBF16, {27, 5},
+                                        Initializer{InitKind::kGlorotUniform, 0, 1, 9});
+        return b.matmul(b.extract_patches(x, w), kernel);
+      },
+      27, true));
   cases.push_back(bf16_case(
       "matmul", "[12, 40] x [40, 9]", {12, 40},
       [](GraphBuilder& b, Value x) {
@@ -87,6 +100,7 @@ std::vector<OpCase> bf16_cases() {
   cases.push_back(bf16_case(
       "batch_norm", "[8, 5] training (in f32)", {8, 5},
       [](GraphBuilder& b, Value x) { return layers::batch_normalization(b, x, true); }, 8, false));
+  cases.back().f32_variables = true;
   return cases;
 }
 

@@ -212,9 +212,13 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
     r.ulp = error.ulp;
     r.max_rel_error = scale > 0 ? r.max_abs_error / scale : r.max_abs_error;
     r.passed = a.size() == e.size() && r.max_rel_error <= r.tolerance;  // false for infinity
-    // A bf16 output holds bf16 values: a backend that skipped a rounding fails even when the
-    // value is close (an unrounded sum is within half a bf16 ulp, inside the tolerance).
-    const int64_t unrounded = c.bf16 && name == "output" ? first_non_bf16(a) : -1;
+    // A bf16 output holds bf16 values, and so do the gradients of the f32 input the case casts to
+    // bf16 on entry and of the variables it reads as bf16 (each cast's gradient casts a bf16
+    // gradient back): a backend that skipped a rounding fails even when the value is close (an
+    // unrounded sum is within half a bf16 ulp, inside the tolerance).
+    const bool bf16_valued =
+        c.bf16 && (name == "output" || name == "grad(x)" || !c.f32_variables);
+    const int64_t unrounded = bf16_valued ? first_non_bf16(a) : -1;
     if (unrounded >= 0) {
       r.passed = false;
       r.worst = str_cat(name, index_of(ref_tensor.shape, unrounded), ": got ",

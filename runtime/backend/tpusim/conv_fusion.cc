@@ -169,6 +169,9 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
             block(t.out().address(), pixels, static_cast<uint32_t>(filters), isa::F32), false,
             l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
+        // A bf16 output: rounded once the MXUs are done with it (the store waits for the chain).
+        if (n.dtype == DType::kBF16)
+          t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
       });
   return absl::OkStatus();
 }
@@ -212,6 +215,7 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
                             [&](const isa::Block& pixels_block, const isa::Block& windows) {
                               t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
                             });
+        if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
       });
   return absl::OkStatus();
 }
@@ -256,6 +260,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const isa::Block result =
       block(sums.address() + uint64_t{patch} * filters * 4, patch, filters, isa::F32);
   last.chain(last.join(b.transpose(result, block(sums.address(), filters, patch, isa::F32))));
+  if (n.dtype == DType::kBF16) last.chain(b.unary(Vector::ROUND_BF16, result, result));
   last.store(result, block(l.address(id), patch, filters, isa::F32), last.chain_count());
   return absl::OkStatus();
 }
@@ -263,6 +268,8 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
 }  // namespace
 
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv) {
+  // Each kind rounds a bf16 result in VMEM before storing it.
+  l.output_rounded = l.node(id).dtype == DType::kBF16;
   switch (conv.kind) {
     case Fusion::Kind::kConvForward:
       return lower_conv_forward(l, id, conv);

@@ -140,8 +140,8 @@ inline uint64_t rows_of(const Shape& s) {
 bool leaves_f32_sums(const Node& n);
 // Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of one
 // vector ROUND_BF16 per tile, for the ops whose lowering does not round on its own (reductions,
-// patches_to_image, fused convolutions): the convert XLA fuses into a bf16 op's output. It costs
-// a read and a write of the buffer here, which the fused convert does not.
+// unfused patches_to_image): the convert XLA fuses into a bf16 op's output. It costs a read and
+// a write of the buffer here, which the fused convert does not.
 void round_to_bf16_in_place(Lowering& l, int id);
 // Marks packed_bf16 every DMA among instructions [begin, end) of the core's program (a node's
 // fragment) whose HBM block lies inside one of `bf16_buffers` (the bf16 buffers it reads or
