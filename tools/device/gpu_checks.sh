@@ -9,6 +9,7 @@
 #   tests     tpusim_runtime_tests --gtest_filter='Gpu*'      -> gpu_tests.json, tests.log
 #   opcheck   tpusim opcheck --backends $OPCHECK_BACKENDS     -> opcheck.json
 #   compare   tpusim compare --model mnist_cnn --steps $STEPS -> compare.json
+#   compare_mixed  the same under --dtype-policy mixed_bfloat16 -> compare_mixed.json
 #   bench     tpusim_gpu_bench (the backend's GEMMs and bare cuBLAS) -> gemm_bench.json
 # Each step's stderr goes to RESULTS/STEP.log and its exit status to RESULTS/STEP.rc; a failing
 # step does not stop the others. tools/device/gpu_report.py RESULTS turns the files into the
@@ -19,7 +20,7 @@ bundle=${1:?usage: gpu_checks.sh BUNDLE RESULTS [STEP ...]}
 results=${2:?usage: gpu_checks.sh BUNDLE RESULTS [STEP ...]}
 shift 2
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(backends tests opcheck compare bench)
+[ ${#steps[@]} -gt 0 ] || steps=(backends tests opcheck compare compare_mixed bench)
 opcheck_backends=${OPCHECK_BACKENDS:-gpu,gpu:mxu,tpusim}
 compare_backends=${COMPARE_BACKENDS:-gpu,cpu,tpusim}
 compare_steps=${STEPS:-200}
@@ -40,9 +41,14 @@ for step in "${steps[@]}"; do
     compare) "$run" tpusim compare --model mnist_cnn --steps "$compare_steps" \
                --backends "$compare_backends" --data "$data/fashion-mnist" --json \
                >"$results/compare.json" 2>"$results/compare.log" ;;
+    compare_mixed) "$run" tpusim compare --model mnist_cnn --steps "$compare_steps" \
+               --backends "$compare_backends" --dtype-policy mixed_bfloat16 \
+               --data "$data/fashion-mnist" --json \
+               >"$results/compare_mixed.json" 2>"$results/compare_mixed.log" ;;
     bench) "$run" tpusim_gpu_bench --benchmark_format=json \
              >"$results/gemm_bench.json" 2>"$results/bench.log" ;;
-    *) echo "gpu_checks.sh: unknown step '$step' (backends tests opcheck compare bench)" >&2
+    *) echo "gpu_checks.sh: unknown step '$step' (backends tests opcheck compare compare_mixed" \
+            "bench)" >&2
        exit 2 ;;
   esac
   rc=$?

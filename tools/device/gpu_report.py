@@ -119,12 +119,13 @@ def opcheck(results):
     return out
 
 
-def compare(results):
-    j, err = load(results, "compare.json")
+def compare(results, step="compare"):
+    j, err = load(results, f"{step}.json")
     if j is None:
-        return [f"compare: no result ({err}; {why(results, 'compare')})"]
-    out = [f"compare (`tpusim compare --model {j['model']} --steps {j['steps']} --json`), "
-           f"reference {j['reference']}:", ""]
+        return [f"{step}: no result ({err}; {why(results, step)})"]
+    policy = j.get("dtype_policy", "float32")
+    out = [f"compare (`tpusim compare --model {j['model']} --steps {j['steps']} "
+           f"--dtype-policy {policy} --json`), reference {j['reference']}:", ""]
     base = j.get("baseline")
     if base:
         drift = 0.0
@@ -174,7 +175,7 @@ def main():
         print(f"gpu_report.py: no folder {results}", file=sys.stderr)
         return 2
     sections = [[f"Device: {device(results)}"], tests(results), opcheck(results),
-                compare(results), gemm(results)]
+                compare(results), compare(results, "compare_mixed"), gemm(results)]
     print("\n\n".join("\n".join(s) for s in sections))
     return 0
 
