@@ -250,6 +250,8 @@ absl::Status lower_max_pool_grad(Lowering& l, int id, const Fusion& pool) {
               b.binary(Vector::MUL, v.column(out, kx), v.column(hits, kx), v.half_pixels(half)));
         }
         t.chain(b.binary_scalar(Vector::ADD, t.out(), t.out(), 0.0f));
+        // A bf16 gradient (patches_to_image's sums): rounded before it leaves.
+        if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
       });
   return absl::OkStatus();
 }
@@ -261,6 +263,7 @@ absl::Status lower_pool(Lowering& l, int id, const Fusion& pool) {
     case Fusion::Kind::kMaxPool:
       return lower_max_pool(l, id);
     case Fusion::Kind::kMaxPoolGrad:
+      l.output_rounded = l.node(id).dtype == DType::kBF16;  // it rounds in VMEM
       return lower_max_pool_grad(l, id, pool);
     default:
       break;
