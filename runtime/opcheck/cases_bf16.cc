@@ -1,5 +1,7 @@
 #include "runtime/opcheck/cases.h"
 
+#include <utility>
+
 #include "runtime/graph/layers.h"
 
 namespace tpusim::runtime::opcheck {
@@ -24,6 +26,15 @@ OpCase bf16_case(const std::string& op, const std::string& shape, Shape in_shape
   c.uses_matmul = uses_matmul;
   c.bf16 = true;
   return c;
+}
+
+// A 3 x 3 window at stride 1 with SAME padding (over `image`, for patches_to_image).
+Window same_3x3(Shape image = {}) {
+  Window w;
+  w.kh = w.kw = 3;
+  w.same = true;
+  w.image = std::move(image);
+  return w;
 }
 
 }  // namespace
@@ -57,12 +68,9 @@ std::vector<OpCase> bf16_cases() {
   cases.push_back(bf16_case(
       "conv2d_bare", "[2, 9, 9, 3] k3 s1 SAME f5", {2, 9, 9, 3},
       [](GraphBuilder& b, Value x) {
-        Window w;
-        w.kh = w.kw = 3;
-        w.same = true;
         const Value kernel = b.variable("kernel", DType::kBF16, {27, 5},
                                         Initializer{InitKind::kGlorotUniform, 0, 1, 9});
-        return b.matmul(b.extract_patches(x, w), kernel);
+        return b.matmul(b.extract_patches(x, same_3x3()), kernel);
       },
       27, true));
   cases.push_back(bf16_case(
@@ -80,13 +88,7 @@ std::vector<OpCase> bf16_cases() {
       35, false));
   cases.push_back(bf16_case(
       "patches_to_image", "[2, 7, 7, 3] k3 s1 SAME", {2, 7, 7, 27},
-      [](GraphBuilder& b, Value x) {
-        Window w;
-        w.kh = w.kw = 3;
-        w.same = true;
-        w.image = Shape{2, 7, 7, 3};
-        return b.patches_to_image(x, w);
-      },
+      [](GraphBuilder& b, Value x) { return b.patches_to_image(x, same_3x3({2, 7, 7, 3})); },
       9, false));
   cases.push_back(bf16_case(
       "batch_matmul", "[3, 5, 8] x [3, 8, 5]^T", {3, 5, 8},
