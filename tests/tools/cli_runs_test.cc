@@ -40,6 +40,22 @@ TEST(Cli, CompileBuildsEitherDtypePolicy) {
   EXPECT_THAT(r.err, HasSubstr("--dtype-policy: unknown dtype policy 'bf16'"));
 }
 
+// train under mixed_bfloat16: the report names the policy, and on tpusim the run says what its
+// step time does not model yet.
+TEST(Cli, TrainReportsItsDtypePolicy) {
+  const std::string dir = ::testing::TempDir() + "tpusim-mixed-train";
+  std::filesystem::remove_all(dir);
+  auto r = run_tpusim({"train", "--model", "mlp", "--train-steps", "2", "--iterations-per-loop",
+                       "1", "--timing-only", "--host-timing", "config", "--dtype-policy",
+                       "mixed_bfloat16", "--model-dir", dir, "--report", dir + "/report.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("training mlp (mixed_bfloat16) on v3-8"));
+  EXPECT_THAT(r.out, HasSubstr("note: tpusim charges bf16 transfers at 2 bytes an element"));
+  std::ifstream in(dir + "/report.json");
+  EXPECT_EQ(nlohmann::json::parse(in)["dtype_policy"], "mixed_bfloat16");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, TheNumericsThreadChangesNoValue) {
   const auto tmp =
       std::filesystem::temp_directory_path() / ("tpusim-cli-threads-" + std::to_string(::getpid()));

@@ -252,9 +252,9 @@ int run_train(const std::vector<std::string>& args) {
       config.tpu_config.num_shards, batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
   if (backend == "tpusim" && *policy == runtime::models::DTypePolicy::kMixedBFloat16) {
     std::cout << "note: tpusim charges bf16 transfers at 2 bytes an element, as a TPU's, but "
-                 "rounds each matmul's and reduction's result to bf16 in a pass of its own, "
-                 "which a TPU fuses into the op: its mixed_bfloat16 step time is a little "
-                 "pessimistic (docs/estimator.md, mixed precision)\n";
+                 "rounds each reduction's (and unfused patches_to_image's) result to bf16 in a "
+                 "pass of its own, which a TPU fuses into the op, and counts 4 bytes a bf16 "
+                 "element in the HBM footprint (docs/estimator.md, mixed precision)\n";
   }
   auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();
