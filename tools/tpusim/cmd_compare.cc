@@ -13,6 +13,7 @@
 #include <iostream>
 #include <map>
 
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -102,18 +103,14 @@ absl::StatusOr<Backend> parse_backend(const std::string& text) {
 
 // --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
 // cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
-// Returns the note the messages add after the model's name.
-absl::StatusOr<std::string> assign_policies(const std::string& text,
-                                            std::vector<Backend>* backends) {
+// Returns whether they differ.
+absl::StatusOr<bool> assign_policies(const std::string& text, std::vector<Backend>* backends) {
   std::vector<runtime::models::DTypePolicy> policies;
-  for (std::string rest = text;;) {
-    const size_t comma = rest.find(',');
-    auto policy = runtime::models::parse_dtype_policy(rest.substr(0, comma));
+  for (const absl::string_view name : absl::StrSplit(text, ',')) {
+    auto policy = runtime::models::parse_dtype_policy(std::string(name));
     if (!policy.ok())
       return absl::InvalidArgumentError(str_cat("--dtype-policy: ", policy.status().message()));
     policies.push_back(*policy);
-    if (comma == std::string::npos) break;
-    rest = rest.substr(comma + 1);
   }
   if (policies.size() != 1 && policies.size() != backends->size()) {
     return absl::InvalidArgumentError(str_cat("--dtype-policy takes one policy or one per backend (",
@@ -128,12 +125,8 @@ absl::StatusOr<std::string> assign_policies(const std::string& text,
   if (!uniform) {
     for (Backend& b : *backends)
       b.label += str_cat("@", runtime::models::dtype_policy_name(b.policy));
-    return std::string();
   }
-  const runtime::models::DTypePolicy policy = (*backends)[0].policy;
-  return policy == runtime::models::DTypePolicy::kFloat32
-             ? std::string()
-             : str_cat(" (", runtime::models::dtype_policy_name(policy), ")");
+  return !uniform;
 }
 
 absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std::string& dir,
@@ -152,8 +145,7 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
   auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudged), config, {},
-                                             true, job.batch,
-                                             job.batch, job.batch);
+                                             true, job.batch, job.batch, job.batch);
   if (!est.ok()) return est.status();
   auto trained = (*est)->train(fashion_train_input(job.data), job.steps);
   if (!trained.ok()) return trained.status();
@@ -257,12 +249,10 @@ int run_compare(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   std::vector<Backend> backends;
-  for (std::string rest = vm["backends"].as<std::string>(); !rest.empty();) {
-    const size_t comma = rest.find(',');
-    auto backend = parse_backend(rest.substr(0, comma));
+  for (const absl::string_view name : absl::StrSplit(vm["backends"].as<std::string>(), ',')) {
+    auto backend = parse_backend(std::string(name));
     if (!backend.ok()) return usage_error(std::string(backend.status().message()), usage);
     backends.push_back(*backend);
-    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
   }
   if (backends.size() < 2) return usage_error("--backends needs at least two backends", usage);
   const std::string baseline_flag = vm["baseline"].as<std::string>();
@@ -272,9 +262,11 @@ int run_compare(const std::vector<std::string>& args) {
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   job.optimizer.kind = *kind;
-  auto note = assign_policies(vm["dtype-policy"].as<std::string>(), &backends);
-  if (!note.ok()) return usage_error(std::string(note.status().message()), usage);
-  job.policy_note = *note;
+  auto policies_differ = assign_policies(vm["dtype-policy"].as<std::string>(), &backends);
+  if (!policies_differ.ok())
+    return usage_error(std::string(policies_differ.status().message()), usage);
+  if (!*policies_differ && backends[0].policy != runtime::models::DTypePolicy::kFloat32)
+    job.policy_note = str_cat(" (", runtime::models::dtype_policy_name(backends[0].policy), ")");
   if (!(job.optimizer.learning_rate.initial > 0)) {
     return usage_error(
         str_cat("--learning-rate must be > 0 (got ", job.optimizer.learning_rate.initial, ")"),
@@ -340,10 +332,7 @@ int run_compare(const std::vector<std::string>& args) {
   std::optional<Differences> baseline;
   Backend baseline_cpu{"cpu", backends[0].precision, "cpu:" + backends[0].precision,
                        backends[0].policy};
-  const bool policies_differ =
-      std::any_of(backends.begin(), backends.end(),
-                  [&](const Backend& b) { return b.policy != backends[0].policy; });
-  if (policies_differ)
+  if (*policies_differ)
     baseline_cpu.label += str_cat("@", runtime::models::dtype_policy_name(baseline_cpu.policy));
   if (with_baseline) {
     const Run* cpu = nullptr;
