@@ -33,12 +33,15 @@ std::string idx_dir() {
   return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
 }
 
-bool has_shards(const std::string& dir, const std::string& prefix) {
+// The files of `dir` named PREFIX-*, sorted (none when the folder is missing).
+std::vector<std::string> shard_files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> files;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) return true;
+    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) files.push_back(e.path());
   }
-  return false;
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 absl::Status convert_missing(const FashionData& data);
@@ -109,7 +112,7 @@ namespace {
 absl::Status convert_missing(const FashionData& data) {
   const std::string& dir = data.dir;
   for (const char* prefix : {"train", "t10k"}) {
-    if (has_shards(dir, prefix)) continue;
+    if (!shard_files(dir, prefix).empty()) continue;
     const std::string images = str_cat(idx_dir(), "/", prefix, "-images-idx3-ubyte.gz");
     const std::string labels = str_cat(idx_dir(), "/", prefix, "-labels-idx1-ubyte.gz");
     if (!fs::exists(images)) {
@@ -136,13 +139,8 @@ absl::Status convert_missing(const FashionData& data) {
 }
 
 absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
-  std::vector<std::string> shards;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind("train-", 0) == 0) shards.push_back(e.path());
-  }
+  const std::vector<std::string> shards = shard_files(dir, "train");
   if (shards.empty()) return absl::NotFoundError(str_cat("no train-* shards in ", dir));
-  std::sort(shards.begin(), shards.end());
   auto reader = data::TFRecordReader::open(shards[0]);
   if (!reader.ok()) return reader.status();
   std::string record;
@@ -182,11 +180,16 @@ estimator::InputFn fashion_train_input(const FashionData& d) {
     const char* stage = d.jpeg ? "decode" : "parse";
     auto map = fashion_map_fn(d, /*training=*/true);
     if (p.profile != nullptr) map = p.profile->timed(stage, map, d.map_threads);
-    auto ds = data::Dataset::list_files(d.dir + "/train-*", /*shuffle=*/true, /*seed=*/1)
-                  ->shard(p.num_shards, p.shard_index)
-                  ->interleave_tfrecords(files)
-                  ->shuffle(10000, /*seed=*/2)
-                  ->repeat();
+    // Hosts shard the files, or, with fewer files than hosts (a pod reading the 10 shards),
+    // every host reads them all and keeps its share of the examples: tf.data's AUTO sharding.
+    const auto file_count = static_cast<int64_t>(shard_files(d.dir, "train").size());
+    auto ds = data::Dataset::list_files(d.dir + "/train-*", /*shuffle=*/true, /*seed=*/1);
+    if (file_count >= p.num_shards) {
+      ds = ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files);
+    } else {
+      ds = ds->interleave_tfrecords(files)->shard(p.num_shards, p.shard_index);
+    }
+    ds = ds->shuffle(10000, /*seed=*/2)->repeat();
     if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
     return ds->map(map, d.map_threads)->batch(p.batch_size, batch_options(d, p))->prefetch(2);
   };
