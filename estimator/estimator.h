@@ -153,6 +153,11 @@ struct RunConfig {
   // Simulate time only: the device's numerics are skipped (losses read 0, the weights stay as
   // they start) while the input pipeline runs for real. The tpusim backend only.
   bool timing_only = false;
+  // train, timing only: replica folding (ARCHITECTURE.md, "Scale"; CompileOptions::
+  // simulated_replicas). Only the first host's replicas run their steps cycle-level, fed by its
+  // input pipeline; every other replica only joins the collectives, so a pod's interconnect is
+  // simulated in full at the cost of one host's cores. A slice with one host has nothing to fold.
+  bool fold_replicas = false;
   int64_t trace_first_step = 0;
   int64_t trace_last_step = INT64_MAX;
 };

@@ -68,6 +68,26 @@ absl::Status check_init_fn_kept(const Layout& before, const runtime::Variables& 
   return absl::OkStatus();
 }
 
+// Replica folding (RunConfig::fold_replicas): how many of the `pipelines` input pipelines run
+// (those of the first of the hosts they are spread over) and how many of the `shards` replicas
+// they feed are simulated. Unfolded, or with one host, all of them.
+absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const RunConfig& config, uint32_t shards,
+                                                   uint32_t pipelines, uint32_t hosts) {
+  if (!config.fold_replicas) return std::pair{pipelines, shards};
+  if (!config.timing_only) {
+    return absl::InvalidArgumentError(
+        "fold_replicas runs timing-only (timing_only): the folded replicas compute no values");
+  }
+  const uint32_t hosts_used = std::min(hosts, pipelines);
+  if (pipelines % hosts_used != 0) {
+    return absl::InvalidArgumentError(str_cat("fold_replicas: ", pipelines,
+                                              " input pipelines do not split evenly over ",
+                                              hosts_used, " hosts"));
+  }
+  const uint32_t first_host = pipelines / hosts_used;
+  return std::pair{first_host, first_host * (shards / pipelines)};
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t max_steps) {
@@ -98,9 +118,18 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
                                               pipelines, " hosts' input pipelines"));
   }
 
-  // input_fn once per host (per replica without per-host input), at the per-shard batch size.
+  auto folded = fold(config_, shards, pipelines, host.hosts);
+  if (!folded.ok()) return folded.status();
+  const auto [fed_pipelines, simulated] = *folded;
+  if (simulated < shards) {
+    log(str_cat("replica folding: replicas 0..", simulated - 1, " (the first host's) simulated, ",
+                shards - simulated, " only join the collectives"));
+  }
+
+  // input_fn once per host (per replica without per-host input), at the per-shard batch size;
+  // folded, only for the first host's pipelines.
   Input input;
-  for (uint32_t p = 0; p < pipelines; ++p) {
+  for (uint32_t p = 0; p < fed_pipelines; ++p) {
     Params params = params_;
     params.batch_size = train_batch_size_ / shards;
     params.shard_index = p;
@@ -161,6 +190,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   options.fuse_reductions = config_.fuse_reductions;
   options.recompute_shared_producers = config_.recompute_shared_producers;
   options.replicas = shards;
+  options.simulated_replicas = simulated;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();
 
@@ -181,9 +211,10 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   }
 
   runtime::InfeedOptions infeed;
-  infeed.replicas = shards;
+  infeed.replicas = simulated;
   infeed.deal_per_core_batches = true;
   infeed.timing = internal::infeed_timing(config_, host, train_batch_size_ / shards);
+  if (simulated < shards) infeed.timing.hosts = 1;  // the first host's pipelines only
   auto driver = runtime::InfeedDriver::create(b.graph(), std::move(input.pipelines), infeed);
   if (!driver.ok()) return driver.status();
   if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {

@@ -151,7 +151,16 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   model_->collectives->begin_run();
   const uint32_t per_chip = slice_->chip.tensor_cores;
   const uint64_t start = now_cycle();
-  for (uint32_t c = 0; c < slice_->cores; ++c) model_->core(c, per_chip).context().ops.reset({});
+  for (uint32_t c = 0; c < slice_->cores; ++c) {
+    model_->core(c, per_chip).context().ops.reset({});
+    model_->core(c, per_chip).context().hbm_mirrors.clear();
+  }
+  for (const auto& stream : program_->cores()) {
+    if (!stream.shadow()) continue;
+    model_->core(stream.stands_for(), per_chip)
+        .context()
+        .hbm_mirrors.push_back(&model_->chips[stream.core() / per_chip]->hbm_timing());
+  }
   for (const auto& stream : program_->cores()) {
     std::vector<OpFigures> origins;
     for (const isa::Origin& o : stream.origins()) origins.push_back({o.label(), o.op()});
@@ -199,7 +208,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
       failure_ = "deadlock";
       return absl::DeadlineExceededError(deadlock_diagnosis(*program_));
     }
-    result.cores.push_back(CoreRun{stream.core(), seq.end_cycle() - start});
+    result.cores.push_back(CoreRun{stream.core(), seq.end_cycle() - start, stream.shadow()});
     result.end_cycle = std::max(result.end_cycle, seq.end_cycle());
   }
   return result;
@@ -353,6 +362,7 @@ nlohmann::ordered_json System::report(const RunResult& run) {
         static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
     const nlohmann::ordered_json ops = op_figures_json(core.context().ops.figures());
     cores.push_back({{"core", cr.core},
+                     {"shadow", cr.shadow},
                      {"cycles", cr.cycles},
                      {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
                      {"infeed_wait_cycles", core.infeed_unit().wait_cycles()},

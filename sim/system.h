@@ -43,6 +43,7 @@ struct SystemOptions {
 struct CoreRun {
   uint32_t core = 0;
   uint64_t cycles = 0;  // from the run's start to this core's halt
+  bool shadow = false;  // ran a folded replica's collectives only (isa CoreProgram.shadow)
 };
 
 struct RunResult {

@@ -75,6 +75,17 @@ absl::Status check_compile_options(const std::string& backend, const CompileOpti
     return absl::InvalidArgumentError(str_cat(backend, " backend: unknown allreduce '",
                                               options.allreduce, "' (", kAllReduceAlgorithms, ")"));
   }
+  if (options.simulated_replicas > options.replicas) {
+    return absl::InvalidArgumentError(str_cat(backend, " backend: ", options.simulated_replicas,
+                                              " simulated replicas of ", options.replicas));
+  }
+  if (options.simulated_replicas != 0 && options.simulated_replicas < options.replicas &&
+      backend != "tpusim") {
+    return absl::InvalidArgumentError(
+        str_cat(backend, " backend: replica folding (", options.simulated_replicas, " of ",
+                options.replicas, " replicas simulated) needs the tpusim backend, whose "
+                "folded replicas only join the collectives; this one computes every replica"));
+  }
   return absl::OkStatus();
 }
 
@@ -91,10 +102,10 @@ std::vector<int> last_uses(const Graph& graph) {
 absl::Status check_loop(const Executable& executable, const Variables& variables,
                         const std::vector<LoopStep>& steps, uint64_t first_step) {
   for (size_t s = 0; s < steps.size(); ++s) {
-    if (steps[s].replicas.size() != executable.replicas()) {
+    if (steps[s].replicas.size() != executable.simulated_replicas()) {
       return absl::InvalidArgumentError(str_cat("step ", first_step + s, ": ",
                                                 steps[s].replicas.size(), " batches for ",
-                                                executable.replicas(), " replicas"));
+                                                executable.simulated_replicas(), " replicas"));
     }
     for (size_t r = 0; r < steps[s].replicas.size(); ++r) {
       if (absl::Status st = check_inputs(executable.graph(), variables, steps[s].replicas[r]);

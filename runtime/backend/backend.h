@@ -64,6 +64,13 @@ struct CompileOptions {
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The
   // other backends ignore it (tpusim always sums in f32; gpu sums as the cpu does by default).
   bool f32_reductions = false;
+  // Replica folding (ARCHITECTURE.md, "Scale"; the tpusim backend, timing-only runs): only
+  // replicas 0 .. simulated_replicas-1 run the step cycle-level, take batches and give outputs;
+  // every other replica's core is a shadow that runs only the step's collectives, joining each
+  // when the simulated replicas do (they are symmetric), so the interconnect and every chip's
+  // share of the collectives' HBM traffic are simulated in full while the slice's other cores
+  // cost no compute. 0 (or `replicas`): every replica simulated.
+  uint32_t simulated_replicas = 0;
 };
 
 // The names CompileOptions::allreduce takes.
@@ -79,11 +86,15 @@ class Executable {
   virtual ~Executable() = default;
   virtual const Graph& graph() const = 0;
   virtual uint32_t replicas() const = 0;
+  // The replicas that take batches and give outputs (CompileOptions::simulated_replicas): all
+  // of them unless folded.
+  virtual uint32_t simulated_replicas() const { return replicas(); }
 };
 
-// One step of a device loop: a batch for every replica, and when the host has them ready.
+// One step of a device loop: a batch for every simulated replica, and when the host has them
+// ready.
 struct LoopStep {
-  std::vector<Feeds> replicas;  // one per replica
+  std::vector<Feeds> replicas;  // one per simulated replica
   // Step `host_step` of `host` says when they are ready; none: at once.
   std::shared_ptr<HostSchedule> host;
   uint64_t host_step = 0;
@@ -130,8 +141,8 @@ struct DeviceTiming {
   bool simulated = false;
   uint64_t cycles = 0;  // the loop's start to the last replica's halt
   double seconds = 0;
-  // Per replica: cycles its infeed dequeues waited on an empty infeed queue, and the MXUs' share
-  // of peak over the loop.
+  // Per simulated replica: cycles its infeed dequeues waited on an empty infeed queue, and the
+  // MXUs' share of peak over the loop.
   std::vector<uint64_t> infeed_wait_cycles;
   std::vector<double> mxu_utilization;
   // Per graph op on chip 0 (the cores of it that ran, their FLOPs and bytes summed), in program
@@ -141,7 +152,7 @@ struct DeviceTiming {
 };
 
 struct LoopResult {
-  std::vector<std::vector<Outputs>> outputs;  // [step][replica]
+  std::vector<std::vector<Outputs>> outputs;  // [step][simulated replica]
   DeviceTiming timing;
 };
 
@@ -190,8 +201,9 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name);
 // adds (host pipeline stages). Nothing is recorded until a trace writer is attached.
 traces::TraceRouter& device_trace_router();
 
-// The options every backend accepts: precision "fp32" or "mxu", at least one replica. Errors
-// start with "<backend> backend: ".
+// The options every backend accepts: precision "fp32" or "mxu", at least one replica, a known
+// allreduce, no more simulated replicas than replicas and folding only on tpusim. Errors start
+// with "<backend> backend: ".
 absl::Status check_compile_options(const std::string& backend, const CompileOptions& options);
 
 // Per node of `graph`, the id of the last node that reads it (graph.size() for outputs and

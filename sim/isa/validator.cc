@@ -91,6 +91,16 @@ class CoreChecker {
       if (w.flag() >= kNumFlags)
         fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
     }
+    if (core_.shadow()) {
+      const auto op = in.op_case();
+      if (op != Instruction::kLoop && op != Instruction::kCollective && op != Instruction::kHalt) {
+        fail(index, str_cat("is a ", op_name(in),
+                            " in a shadow core's stream, which runs only loops, collectives "
+                            "and halts"));
+      }
+      if (in.wait_size() > 0 || in.signal_size() > 0)
+        fail(index, "waits or signals in a shadow core's stream, whose collectives run in order");
+    }
     const auto& core = slice_.chip.core;
     switch (in.op_case()) {
       case Instruction::kDma: {
@@ -436,6 +446,19 @@ absl::Status validate_program(const isa::Program& program, const config::SliceSp
       continue;
     }
     CoreChecker(slice, core, program_cores, &errors).run();
+  }
+  std::map<uint32_t, bool> shadow_of_core;
+  for (const auto& core : program.cores()) shadow_of_core[core.core()] = core.shadow();
+  for (const auto& core : program.cores()) {
+    if (!core.shadow()) continue;
+    auto it = shadow_of_core.find(core.stands_for());
+    if (it == shadow_of_core.end() || it->second) {
+      errors.push_back(str_cat("core ", core.core(), ": a shadow standing for core ",
+                               core.stands_for(), ", which ",
+                               it == shadow_of_core.end() ? "the program does not run"
+                                                          : "is a shadow too",
+                               "; it must stand for a simulated core"));
+    }
   }
   if (errors.empty()) return absl::OkStatus();
   const size_t total = errors.size();

@@ -17,6 +17,8 @@
 // - vector: a known op with operands of the shapes and dtypes the op needs (isa.proto);
 // - loop: count >= 1, a body of >= 1 instructions that ends inside the stream (and inside any
 //   enclosing loop's body);
+// - shadow cores (replica folding): only loop, collective and halt, with no waits or signals,
+//   standing for a core of the program that is not a shadow;
 // - sync flags: indices below kNumFlags; every wait can be met by the signals of its segment
 //   (flags reset at each loop boundary, so a segment is a run of instructions between them).
 

@@ -62,6 +62,9 @@ struct CoreContext {
   BandwidthServer* vmem_ports = nullptr;
   Memory* hbm = nullptr;            // the chip's
   HbmTiming* hbm_timing = nullptr;  // the chip's
+  // Replica folding: the chips of the shadow cores that stand for this one (isa CoreProgram.
+  // stands_for), whose HBM takes each of this core's DMA requests too. Set per run.
+  std::vector<HbmTiming*> hbm_mirrors;
   SyncState* sync = nullptr;
   FeedQueue* infeed = nullptr;
   FeedQueue* outfeed = nullptr;

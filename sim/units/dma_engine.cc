@@ -46,6 +46,8 @@ void DmaEngine::execute(const IssuedInstruction& item) {
 
   const double hbm_end =
       ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(), bytes);
+  for (HbmTiming* mirror : ctx_.hbm_mirrors)
+    mirror->transfer(static_cast<double>(start), hbm_block.address(), bytes);
   const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), bytes).end;
   const auto done = ceil_cycle(std::max(hbm_end, vmem_end));
 

@@ -286,5 +286,36 @@ TEST(ProgramValidator, AScatterThatDoesNotSplitIsRejected) {
                         "does not split evenly over 2 members"));
 }
 
+// Replica folding: a shadow core runs its collectives alone, in order, and stands for a core of
+// the program that is simulated.
+TEST(ProgramValidator, ShadowCoresRunOnlyCollectivesAndStandForASimulatedCore) {
+  isa::Program p;
+  CoreBuilder(&p, 0).halt();
+  CoreBuilder shadow(&p, 1);
+  shadow.dma_to_vmem(block(0, 8, 128, isa::F32), kV);
+  const uint32_t f = shadow.new_flag();
+  auto* k = shadow.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+                .signal(f)
+                .instruction()
+                .mutable_collective();
+  k->add_group(1);
+  shadow.halt();
+  CoreBuilder(&p, 2).halt();
+  CoreBuilder(&p, 3).halt();
+  for (int i : {1, 2, 3}) p.mutable_cores(i)->set_shadow(true);
+  p.mutable_cores(1)->set_stands_for(0);
+  p.mutable_cores(2)->set_stands_for(1);
+  p.mutable_cores(3)->set_stands_for(7);
+  const std::string msg(validate_program(p, v3_8()).message());
+  EXPECT_THAT(msg, HasSubstr("core 1 instruction 0 (dma.hbm_to_vmem): is a dma.hbm_to_vmem in a shadow "
+                             "core's stream, which runs only loops, collectives and halts"));
+  EXPECT_THAT(msg, HasSubstr("core 1 instruction 1 (ici.all_reduce): waits or signals in a "
+                             "shadow core's stream"));
+  EXPECT_THAT(msg, HasSubstr("core 2: a shadow standing for core 1, which is a shadow too"));
+  EXPECT_THAT(msg, HasSubstr("core 3: a shadow standing for core 7, which the program does not "
+                             "run; it must stand for a simulated core"));
+  EXPECT_THAT(msg, HasSubstr("(4 problems)"));
+}
+
 }  // namespace
 }  // namespace tpusim::sim

@@ -95,6 +95,10 @@ int run_train(const std::vector<std::string>& args) {
       "timing-only",
       "simulate time only: skip the device's numerics (no accuracy; the input pipeline still "
       "runs for real)")(
+      "fold-replicas", po::value<bool>()->default_value(false, "off"),
+      "with --timing-only on a slice of several hosts: simulate only the first host's replicas "
+      "cycle-level; every other core only joins the collectives, so the interconnect is "
+      "simulated in full (replica folding: pods in the memory and time of one host)")(
       "trace", po::value<std::string>(),
       "write the device timeline to FILE: .pftrace (Perfetto) or .json (Chrome trace)")(
       "trace-steps", po::value<std::string>(),
@@ -113,7 +117,8 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
-      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]] [--timing-only]\n"
+      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]]\n"
+      "                    [--timing-only [--fold-replicas on|off]]\n"
       "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
       "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
       "                    [--host-timing measured|config]\n\n"
@@ -205,6 +210,10 @@ int run_train(const std::vector<std::string>& args) {
     return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
   if (config.timing_only && backend != "tpusim")
     return usage_error("--timing-only needs the tpusim backend", usage);
+  config.fold_replicas = vm["fold-replicas"].as<bool>();
+  if (config.fold_replicas && !config.timing_only)
+    return usage_error("--fold-replicas needs --timing-only (folded replicas compute no values)",
+                       usage);
   if (vm.count("trace") > 0) {
     if (backend != "tpusim")
       return usage_error("--trace needs the tpusim backend (the cpu backend has no timeline)",
@@ -289,6 +298,7 @@ int run_train(const std::vector<std::string>& args) {
       {"step_breakdown", {{"compute", compute}, {"input", input}, {"idle", idle}}},
       {"weights_fingerprint", r.weights_fingerprint},
       {"timing_only", config.timing_only},
+      {"fold_replicas", config.fold_replicas},
       {"input", data->jpeg ? "jpeg" : "raw"},
       {"image_size", data->image_size},
       {"map_threads", data->map_threads},

@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
+#include "runtime/backend/tpusim/shadow_program.h"
 #include "sim/isa/ops.h"
 #include "sim/numerics/bf16.h"
 #include "sim/system.h"
@@ -17,6 +18,7 @@ namespace tpusim::runtime {
 namespace {
 
 using tpusim_backend::CompiledStep;
+using tpusim_backend::ShadowProgram;
 using tpusim_backend::Transfer;
 
 // The process's System (SystemC elaborates once).
@@ -47,30 +49,49 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
 }
 
 // The step compiled for each core position of a chip (their HBM shares differ), and the program
-// that runs one replica per core.
+// that runs one replica per core: the step on the simulated replicas' cores, its shadow
+// (shadow_program.h) on the folded replicas'.
 class TpusimExecutable final : public Executable {
  public:
-  TpusimExecutable(Graph graph, std::vector<CompiledStep> per_position, uint32_t replicas)
-      : graph_(std::move(graph)), per_position_(std::move(per_position)), replicas_(replicas) {
+  TpusimExecutable(Graph graph, std::vector<CompiledStep> per_position,
+                   std::vector<ShadowProgram> shadows, uint32_t replicas, uint32_t simulated)
+      : graph_(std::move(graph)),
+        per_position_(std::move(per_position)),
+        shadows_(std::move(shadows)),
+        replicas_(replicas),
+        simulated_(simulated) {
     program_->set_name("step");
     for (uint32_t r = 0; r < replicas_; ++r) {
       isa::CoreProgram* core = program_->add_cores();
-      *core = step_for(r).program->cores(0);
+      *core = r < simulated_ ? step_for(r).program->cores(0) : shadow_for(r).program;
       core->set_core(r);
+      if (r >= simulated_) core->set_stands_for(r % simulated_);
     }
   }
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
+  uint32_t simulated_replicas() const override { return simulated_; }
   // Replica r runs on core r.
   const CompiledStep& step_for(uint32_t replica) const {
     return per_position_[replica % per_position_.size()];
   }
+  // The device loop of replica r's program (-1: a shadow without one).
+  int loop_instruction(uint32_t replica) const {
+    return replica < simulated_ ? step_for(replica).loop_instruction
+                                : shadow_for(replica).loop_instruction;
+  }
   isa::Program& program() { return *program_; }
 
  private:
+  const ShadowProgram& shadow_for(uint32_t replica) const {
+    return shadows_[replica % shadows_.size()];
+  }
+
   Graph graph_;
   std::vector<CompiledStep> per_position_;
+  std::vector<ShadowProgram> shadows_;  // per position; empty unless folded
   uint32_t replicas_;
+  uint32_t simulated_;
   isa::ArenaProgram program_;  // every replica's copy of its position's program
 };
 
@@ -222,7 +243,17 @@ class TpusimBackend final : public Backend {
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
     }
-    return std::make_unique<TpusimExecutable>(graph, std::move(per_position), options.replicas);
+    const uint32_t simulated =
+        options.simulated_replicas == 0 ? options.replicas : options.simulated_replicas;
+    std::vector<ShadowProgram> shadows;
+    for (const CompiledStep& step : per_position) {
+      if (simulated == options.replicas) break;  // nothing folded
+      auto shadow = tpusim_backend::shadow_program(step.program->cores(0), step.loop_instruction);
+      if (!shadow.ok()) return shadow.status();
+      shadows.push_back(*std::move(shadow));
+    }
+    return std::make_unique<TpusimExecutable>(graph, std::move(per_position), std::move(shadows),
+                                              options.replicas, simulated);
   }
 
   absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
@@ -235,8 +266,14 @@ class TpusimBackend final : public Backend {
     sim::System& system = **system_or;
     if (steps.empty()) return LoopResult{};
     if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
+    const uint32_t simulated = exe.simulated_replicas();
+    if (simulated < exe.replicas() && !timing_only_) {
+      return absl::FailedPreconditionError(
+          str_cat("tpusim backend: replica folding (", simulated, " of ", exe.replicas(),
+                  " replicas simulated) runs timing-only: the folded replicas compute no values"));
+    }
     const uint32_t per_chip = system.slice().chip.tensor_cores;
-    for (uint32_t r = 0; r < exe.replicas(); ++r) {
+    for (uint32_t r = 0; r < simulated; ++r) {
       if (auto st = write_state(system, g, exe.step_for(r), r / per_chip, variables); !st.ok())
         return st;
     }
@@ -256,15 +293,16 @@ class TpusimBackend final : public Backend {
         in.feed = feed;
         in.index = step.host_step;
       }
-      for (uint32_t r = 0; r < exe.replicas(); ++r)
-        add_batch(r, exe.step_for(r), step.replicas[r], in);
+      for (uint32_t r = 0; r < simulated; ++r) add_batch(r, exe.step_for(r), step.replicas[r], in);
       if (auto st = system.queue_infeed_step(std::move(in)); !st.ok()) return st;
     }
     isa::Program& program = exe.program();
     program.set_step_base(first_step);
     for (uint32_t r = 0; r < exe.replicas(); ++r) {
+      const int loop = exe.loop_instruction(r);
+      if (loop < 0) continue;
       program.mutable_cores(static_cast<int>(r))
-          ->mutable_instructions(exe.step_for(r).loop_instruction)
+          ->mutable_instructions(loop)
           ->mutable_loop()
           ->set_count(static_cast<uint32_t>(steps.size()));
     }
@@ -273,7 +311,7 @@ class TpusimBackend final : public Backend {
     if (!run.ok()) return run.status();
     LoopResult result;
     result.outputs.resize(steps.size());
-    for (uint32_t r = 0; r < exe.replicas(); ++r) {
+    for (uint32_t r = 0; r < simulated; ++r) {
       auto outputs = receive_outputs(system.take_outfeed(r), exe.step_for(r), steps.size());
       if (!outputs.ok()) return outputs.status();
       for (size_t s = 0; s < steps.size(); ++s) result.outputs[s].push_back((*outputs)[s]);
@@ -333,6 +371,7 @@ class TpusimBackend final : public Backend {
     const config::SliceSpec& slice = system.slice();
     const double hz = system.clock().frequency_hz();
     for (const auto& core : report["cores"]) {
+      if (core["shadow"].get<bool>()) continue;
       t.infeed_wait_cycles.push_back(core["infeed_wait_cycles"].get<uint64_t>());
       t.mxu_utilization.push_back(core["mxu_utilization"].get<double>());
     }

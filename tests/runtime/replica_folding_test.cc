@@ -1,0 +1,120 @@
+// Replica folding on the tpusim backend (CompileOptions::simulated_replicas): a v3-8 training
+// step with CrossShardOptimizer, its 8 replicas simulated, or 2 of them with the other 6 folded
+// into shadows that only join the all-reduces. One System per process (one test per process).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/graph/cross_shard.h"
+#include "runtime/graph/initializers.h"
+#include "runtime/graph/layers.h"
+
+namespace tpusim::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
+constexpr int64_t kRows = 32;
+
+Graph training_step() {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {kRows, 256});
+  const Value target = b.infeed("target", DType::kF32, {kRows, 128});
+  const Value h = layers::dense(b, x, 512, layers::Activation::kRelu, 1);
+  const Value y = layers::dense(b, h, 128, layers::Activation::kNone, 2);
+  const Value err = y - target;
+  const Value loss = layers::reduce_mean(err * err, {0, 1});
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
+  auto grads = cross_shard_gradients(b, loss, vars, kReplicas, ShardReduction::kMean);
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
+  b.output("loss", loss);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  return b.graph();
+}
+
+// `steps` steps, every batch ready at once, for `replicas` replicas.
+std::vector<LoopStep> steps_for(uint32_t replicas, int steps) {
+  Feeds feeds = {{"x", HostTensor::zeros(DType::kF32, Shape{kRows, 256})},
+                 {"target", HostTensor::zeros(DType::kF32, Shape{kRows, 128})}};
+  std::vector<LoopStep> loop(static_cast<size_t>(steps));
+  for (LoopStep& s : loop) s.replicas.assign(replicas, feeds);
+  return loop;
+}
+
+CompileOptions folded_to(uint32_t simulated) {
+  CompileOptions o;
+  o.replicas = kReplicas;
+  o.simulated_replicas = simulated;
+  return o;
+}
+
+TEST(ReplicaFolding, TwoSimulatedReplicasTakeTheStepTimeOfEight) {
+  auto tpu = make_backend("tpusim");
+  ASSERT_TRUE(tpu.ok()) << tpu.status();
+  ASSERT_TRUE((*tpu)->set_timing_only(true).ok());
+  const Graph g = training_step();
+  Variables vars = initial_variables(g);
+  auto full = (*tpu)->compile(g, folded_to(0));
+  auto folded = (*tpu)->compile(g, folded_to(2));
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  EXPECT_EQ((*full)->simulated_replicas(), kReplicas);
+  EXPECT_EQ((*folded)->replicas(), kReplicas);
+  EXPECT_EQ((*folded)->simulated_replicas(), 2u);
+
+  auto full_run = (*tpu)->run_loop(**full, vars, steps_for(kReplicas, 3), 0);
+  ASSERT_TRUE(full_run.ok()) << full_run.status();
+  auto folded_run = (*tpu)->run_loop(**folded, vars, steps_for(2, 3), 0);
+  ASSERT_TRUE(folded_run.ok()) << folded_run.status();
+  // Batches, outputs and per-core figures are the simulated replicas'.
+  ASSERT_EQ(folded_run->outputs.size(), 3u);
+  EXPECT_EQ(folded_run->outputs[0].size(), 2u);
+  EXPECT_EQ(folded_run->timing.infeed_wait_cycles.size(), 2u);
+  EXPECT_EQ(folded_run->timing.mxu_utilization.size(), 2u);
+  // The six shadows join each gradient's all-reduce when chip 0's cores reach it, and their
+  // chips' HBM is as busy as chip 0's. Chip 0's own ops take what they took unfolded; the
+  // all-reduces nearly so (unfolded, the ring's hops 3->4 and 7->0 cross two chips, so its
+  // members are not quite symmetric): the loop is 0.3% longer folded.
+  const auto full_cycles = static_cast<double>(full_run->timing.cycles);
+  EXPECT_NEAR(static_cast<double>(folded_run->timing.cycles), full_cycles, 0.005 * full_cycles);
+  EXPECT_EQ(full_run->timing.cycles, 269867u);
+  EXPECT_EQ(folded_run->timing.cycles, 270677u);
+  ASSERT_EQ(folded_run->timing.ops.size(), full_run->timing.ops.size());
+  for (size_t i = 0; i < full_run->timing.ops.size(); ++i) {
+    const OpTiming& op = full_run->timing.ops[i];
+    const double tolerance = op.op == "cross_replica_sum" ? 0.02 * op.seconds : 0.0;
+    EXPECT_NEAR(folded_run->timing.ops[i].seconds, op.seconds, tolerance) << op.label;
+  }
+
+  // A loop needs a batch per simulated replica, and folded replicas compute no values.
+  auto eight = (*tpu)->run_loop(**folded, vars, steps_for(kReplicas, 1), 0);
+  ASSERT_FALSE(eight.ok());
+  EXPECT_THAT(std::string(eight.status().message()), HasSubstr("step 0: 8 batches for 2 replicas"));
+  ASSERT_TRUE((*tpu)->set_timing_only(false).ok());
+  auto valued = (*tpu)->run_loop(**folded, vars, steps_for(2, 1), 0);
+  ASSERT_FALSE(valued.ok());
+  EXPECT_THAT(std::string(valued.status().message()),
+              HasSubstr("tpusim backend: replica folding (2 of 8 replicas simulated) runs "
+                        "timing-only: the folded replicas compute no values"));
+}
+
+TEST(ReplicaFolding, OnlyTheTpusimBackendFolds) {
+  auto cpu = make_backend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto exe = (*cpu)->compile(training_step(), folded_to(2));
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(std::string(exe.status().message()),
+              HasSubstr("cpu backend: replica folding (2 of 8 replicas simulated) needs the "
+                        "tpusim backend"));
+  auto tpu = make_backend("tpusim");
+  auto more = (*tpu)->compile(training_step(), folded_to(9));
+  ASSERT_FALSE(more.ok());
+  EXPECT_THAT(std::string(more.status().message()),
+              HasSubstr("tpusim backend: 9 simulated replicas of 8"));
+}
+
+}  // namespace
+}  // namespace tpusim::runtime
