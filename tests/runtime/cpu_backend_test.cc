@@ -1,5 +1,9 @@
 // cpu kernels against independent references (naive loops), and the backend's step semantics.
 #include <cmath>
+#include <cstring>
+
+#include <Eigen/Core>
+#include <omp.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -183,6 +187,35 @@ TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {
   // 1.0040... rounds to the bf16 1.0078125 (nearest of 1.0 and 1.0078125): 3.0234375.
   EXPECT_FLOAT_EQ(mxu.at("y").f[0], 1.0078125f * 3.0f);
   EXPECT_EQ(mxu.at("z").f, fp32.at("z").f);
+}
+
+// The cpu backend is a numerics reference: its matmuls round the same on every host, whatever
+// its CPU's caches and threads (fix_gemm_blocking). A product 1000 deep, whose sums Eigen cuts
+// into partial sums, gives bitwise the same on 1, 2 and 3 threads after Eigen was told another
+// CPU's cache sizes, and its bits are pinned: a host that cut the sums otherwise fails here.
+TEST(CpuBackend, MatmulsRoundTheSameOnAnyHost) {
+  Eigen::setCpuCacheSizes(48 << 10, 2 << 20, 105 << 20);  // an Intel Xeon's, not this host's
+  GraphBuilder b;
+  const Value a = b.infeed("a", DType::kF32, {300, 1000});
+  const Value w = b.infeed("w", DType::kF32, {1000, 200});
+  b.output("y", b.matmul(a, w));
+  Variables vars;
+  const Feeds feeds{{"a", random_tensor(Shape{300, 1000}, 1)},
+                    {"w", random_tensor(Shape{1000, 200}, 2)}};
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    const std::vector<float> y = run_once(b, feeds, &vars).at("y").f;
+    if (first.empty()) first = y;
+    EXPECT_EQ(y, first) << threads << " threads";
+  }
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the result's bits
+  for (float v : first) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, 4);
+    hash = (hash ^ bits) * 1099511628211ull;
+  }
+  EXPECT_EQ(hash, 2374342951631363060ull);
 }
 
 TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {

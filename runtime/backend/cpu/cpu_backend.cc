@@ -82,6 +82,7 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend() { cpu::fix_gemm_blocking(); }
   std::string name() const override { return "cpu"; }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,

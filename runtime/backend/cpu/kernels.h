@@ -34,6 +34,11 @@ HostTensor concat(const Node& n, const Inputs& in);
 HostTensor slice(const Node& n, const Inputs& in);
 HostTensor pad(const Node& n, const Inputs& in);
 HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx);
+// Makes matmul's sums independent of the host (once per process; the cpu backend calls it): a
+// numerics reference must round the same on every machine. Eigen would otherwise block its
+// GEMMs by the host CPU's cache sizes and thread count, and the cpu backend's losses differed
+// between an AMD EPYC and an Intel Xeon, and with OMP_NUM_THREADS, from mlp's second step on.
+void fix_gemm_blocking();
 HostTensor extract_patches(const Node& n, const Inputs& in);
 HostTensor patches_to_image(const Node& n, const Inputs& in);
 HostTensor one_hot(const Node& n, const Inputs& in);

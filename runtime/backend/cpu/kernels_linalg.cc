@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <mutex>
+
 #include <Eigen/Core>
 
 #include "runtime/backend/cpu/kernels.h"
@@ -17,7 +20,36 @@ const float* maybe_rounded(const HostTensor& t, bool round, std::vector<float>* 
   for (size_t i = 0; i < t.f.size(); ++i) (*scratch)[i] = element::round_to_bf16(t.f[i]);
   return scratch->data();
 }
+
+// Rows of A per GEMM task. Fixed, so that how a product is cut never depends on the host's
+// threads; 64 rows of A reuse each packed panel of B enough to keep the packing cheap.
+constexpr int64_t kRowsPerTask = 64;
+
+// out[rows, N] = a[rows, K] x b[K, N], in tasks of kRowsPerTask rows on the host's threads. Each
+// task is a single-threaded Eigen GEMM blocked by fixed cache sizes (fix_gemm_blocking), so every
+// element's sum is cut into the same partial sums on any machine.
+void gemm(const float* a, const float* b, float* out, int64_t rows, int64_t K, int64_t N) {
+  const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+#pragma omp parallel for schedule(static) if (tasks > 1 && rows * K * N > (int64_t{1} << 18))
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t first = t * kRowsPerTask;
+    const int64_t count = std::min(kRowsPerTask, rows - first);
+    MutableMap(out + first * N, count, N).noalias() =
+        MatrixMap(a + first * K, count, K) * MatrixMap(b, K, N);
+  }
+}
 }  // namespace
+
+void fix_gemm_blocking() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Eigen's depth blocking (where a long dot product's partial sums are added) follows the
+    // L1 size it reads from the host CPU, and a multi-threaded GEMM blocks by another rule than
+    // a single-threaded one; the cpu backend's products must round the same everywhere.
+    Eigen::setCpuCacheSizes(32 << 10, 1 << 20, 32 << 20);
+    Eigen::setNbThreads(1);
+  });
+}
 
 // [..., M, K] x [..., K, N] (or x [K, N]): one Eigen GEMM per batch element. With the mxu
 // policy the inputs are rounded to bf16 first; products of bf16 values are exact in f32 and
@@ -35,13 +67,10 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx) {
   HostTensor out = HostTensor::zeros(n.dtype, n.shape);
   if (shared_rhs) {
     // All batches share the rhs: one GEMM over (batches x M) rows.
-    MutableMap(out.f.data(), batches * M, N).noalias() =
-        MatrixMap(pa, batches * M, K) * MatrixMap(pb, K, N);
+    gemm(pa, pb, out.f.data(), batches * M, K, N);
   } else {
-    for (int64_t i = 0; i < batches; ++i) {
-      MutableMap(out.f.data() + i * M * N, M, N).noalias() =
-          MatrixMap(pa + i * M * K, M, K) * MatrixMap(pb + i * K * N, K, N);
-    }
+    for (int64_t i = 0; i < batches; ++i)
+      gemm(pa + i * M * K, pb + i * K * N, out.f.data() + i * M * N, M, K, N);
   }
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
