@@ -220,32 +220,36 @@ class CoreChecker {
     if (c.elements() == 0) fail(index, "moves 0 elements");
     if (c.chunk_bytes() % 4 != 0)
       fail(index, str_cat("chunk_bytes ", c.chunk_bytes(), " is not a whole number of f32"));
-    // The members: the group, or every core of the slice.
-    std::vector<uint32_t> members(c.group().begin(), c.group().end());
-    if (members.empty()) {
-      for (uint32_t k = 0; k < slice_.cores; ++k) members.push_back(k);
-    } else if (c.algorithm() == C::TORUS_2D || c.algorithm() == C::TORUS) {
+    // The members: the group, or every core of the slice (without building that list: a pod's
+    // program has thousands of streams, each with collectives over all of them).
+    const bool whole_slice = c.group().empty();
+    if (!whole_slice && (c.algorithm() == C::TORUS_2D || c.algorithm() == C::TORUS)) {
       fail(index, str_cat(collective_algorithm_name(c.algorithm()),
                           " runs over every core of the slice: leave the group empty"));
     }
-    std::set<uint32_t> unique;
-    for (uint32_t m : members) {
+    std::vector<bool> in_group(whole_slice ? 0 : slice_.cores, false);
+    for (uint32_t m : c.group()) {
       if (m >= slice_.cores) {
         fail(index, str_cat("group member ", m, " is not a core of ", slice_.name, " (0..",
                             slice_.cores - 1, ")"));
         return;
       }
-      if (!unique.insert(m).second) fail(index, str_cat("group names core ", m, " twice"));
-      if (program_cores_.count(m) == 0) {
+      if (in_group[m]) fail(index, str_cat("group names core ", m, " twice"));
+      in_group[m] = true;
+    }
+    auto is_member = [&](uint32_t m) { return whole_slice ? m < slice_.cores : in_group[m]; };
+    // Every member needs a stream: the first without one.
+    for (uint32_t m = 0; m < slice_.cores && program_cores_.size() < slice_.cores; ++m) {
+      if (is_member(m) && program_cores_.count(m) == 0) {
         fail(index, str_cat("group member core ", m,
                             " has no instruction stream in this program: the collective could "
                             "never start"));
         return;
       }
     }
-    if (unique.count(core_.core()) == 0)
+    if (!is_member(core_.core()))
       fail(index, str_cat("core ", core_.core(), " is not in its own collective's group"));
-    const uint64_t k = members.size();
+    const uint64_t k = whole_slice ? slice_.cores : static_cast<uint64_t>(c.group_size());
     const uint64_t n = c.elements();
     if (ring_only && n % k != 0) {
       fail(index, str_cat(collective_kind_name(c.kind()), " of ", n,
@@ -253,7 +257,7 @@ class CoreChecker {
       return;
     }
     if (c.kind() == C::PERMUTE &&
-        (c.peer() >= slice_.cores || unique.count(c.peer()) == 0 || c.peer() == core_.core())) {
+        (c.peer() >= slice_.cores || !is_member(c.peer()) || c.peer() == core_.core())) {
       fail(index, str_cat("peer ", c.peer(), " must be another member of the group"));
     }
     check_hbm_buffer(index, "src", c.src(), n);

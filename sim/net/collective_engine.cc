@@ -82,7 +82,7 @@ void CollectiveEngine::begin_run() {
 }
 
 void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle,
-                              bool functional, std::function<void(const std::string&)> on_blocked) {
+                              bool functional) {
   Member& me = members_[core];
   const std::vector<uint32_t> cores = collective_members(c, topology_);
   const auto key = std::make_pair(me.issued++, cores);
@@ -113,7 +113,6 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
   me.instance = id;
   me.start = me.finish = static_cast<double>(cycle);
   me.work = MemberWork{};
-  me.on_blocked = std::move(on_blocked);
   in.arrived.push_back(core);
   const auto pos =
       static_cast<size_t>(std::find(in.cores.begin(), in.cores.end(), core) - in.cores.begin());
@@ -124,29 +123,30 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
   in.src[pos] = c.src();
   in.dst[pos] = c.dst();
   in.functional = in.functional && functional;
-  if (in.arrived.size() < in.cores.size()) {
-    std::vector<uint32_t> missing;
-    for (uint32_t m : in.cores) {
-      if (std::find(in.arrived.begin(), in.arrived.end(), m) == in.arrived.end())
-        missing.push_back(m);
-    }
-    const std::string what =
-        str_cat("waits for core(s) ", core_list(missing), " to issue collective #", in.number, " (",
-                op_name_of(c), " over ", in.cores.size(), " cores)");
-    for (uint32_t m : in.arrived) members_[m].on_blocked(what);
-    return;
-  }
+  if (in.arrived.size() < in.cores.size()) return;
   open_.erase(it);
   start(id, static_cast<double>(cycle));
+}
+
+std::string CollectiveEngine::waiting_for(uint32_t core) const {
+  const Member& me = members_[core];
+  if (me.done || me.instance >= instances_.size()) return "";
+  const Instance& in = instances_[me.instance];
+  if (in.arrived.size() == in.cores.size()) return "";  // started
+  std::vector<uint32_t> arrived = in.arrived;
+  std::sort(arrived.begin(), arrived.end());
+  std::vector<uint32_t> missing;
+  for (uint32_t m : in.cores) {
+    if (!std::binary_search(arrived.begin(), arrived.end(), m)) missing.push_back(m);
+  }
+  return str_cat("waits for core(s) ", core_list(missing), " to issue collective #", in.number,
+                 " (", op_name_of(in.c), " over ", in.cores.size(), " cores)");
 }
 
 void CollectiveEngine::start(size_t id, double cycle) {
   Instance& in = instances_[id];
   ++collectives_;
-  for (uint32_t m : in.cores) {
-    members_[m].on_blocked("");
-    members_[m].start = cycle;
-  }
+  for (uint32_t m : in.cores) members_[m].start = cycle;
   if (in.c.kind() == isa::Collective::PERMUTE) {
     std::vector<uint32_t> sorted = in.peers;
     std::sort(sorted.begin(), sorted.end());

@@ -76,10 +76,12 @@ class CollectiveEngine : public sc_core::sc_module {
   // Every core's count of collectives back to 0: a new run.
   void begin_run();
 
-  // Core `core` issues `c` (instruction `index` of its stream) at `cycle`. `on_blocked` is told
-  // what the member waits for, and "" once its collective has started.
-  void arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle, bool functional,
-              std::function<void(const std::string&)> on_blocked);
+  // Core `core` issues `c` (instruction `index` of its stream) at `cycle`.
+  void arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle, bool functional);
+  // What the member waits for while the rest of its group has not issued its collective ("" once
+  // it started), for deadlock messages: formatted only when asked, since a pod's collective has
+  // thousands of members arriving one by one.
+  std::string waiting_for(uint32_t core) const;
   bool done(uint32_t core) const { return members_[core].done; }
   const sc_core::sc_event& done_event(uint32_t core) const { return *members_[core].done_event; }
   // When the member's collective started (its last peer arrived) and when its part was done.
@@ -134,7 +136,6 @@ class CollectiveEngine : public sc_core::sc_module {
     size_t instance = 0;
     uint32_t passes_left = 0;
     std::unique_ptr<sc_core::sc_event> done_event;
-    std::function<void(const std::string&)> on_blocked;
     MemberWork work;
   };
   struct Instance {

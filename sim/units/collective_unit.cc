@@ -23,10 +23,8 @@ CollectiveUnit::CollectiveUnit(const sc_core::sc_module_name& name, CoreContext&
 
 void CollectiveUnit::execute(const IssuedInstruction& item) {
   const uint64_t issued = ctx_.now_cycle();
-  engine_.arrive(ctx_.core, item.instr->collective(), item.index, issued, !ctx_.timing_only,
-                 [this](const std::string& what) { set_blocked(what); });
+  engine_.arrive(ctx_.core, item.instr->collective(), item.index, issued, !ctx_.timing_only);
   while (!engine_.done(ctx_.core)) wait(engine_.done_event(ctx_.core));
-  set_blocked("");
   const auto start = ceil_cycle(engine_.start_cycle(ctx_.core));
   const auto done = std::max<uint64_t>(start + 1, ceil_cycle(engine_.finish_cycle(ctx_.core)));
   wait_until(done);

@@ -37,7 +37,8 @@ void Unit::push(const IssuedInstruction& item) {
 std::string Unit::blocked_on() const {
   if (current_ == nullptr) return "";
   std::string what =
-      waiting_for_flags_ ? str_cat("waits for ", ctx_.sync->unmet(*current_->instr)) : blocked_;
+      waiting_for_flags_ ? str_cat("waits for ", ctx_.sync->unmet(*current_->instr))
+                         : blocked_detail();
   if (what.empty() && sleeping_until_ != 0) what = str_cat("busy until cycle ", sleeping_until_);
   return str_cat(name(), " at instruction ", current_->index, " (", op_name(*current_->instr),
                  "): ", what);

@@ -43,6 +43,9 @@ class Unit : public sc_core::sc_module {
   void profile(uint64_t start, uint64_t end, const OpWork& work = {});
   // Sets what the unit is waiting for while it blocks inside execute() ("" when done).
   void set_blocked(std::string what) { blocked_ = std::move(what); }
+  // What it waits for inside execute(), for blocked_on(): what set_blocked() set, unless a unit
+  // formats it only when asked.
+  virtual std::string blocked_detail() const { return blocked_; }
 
   CoreContext& ctx_;
   StatGroup& stats_;
