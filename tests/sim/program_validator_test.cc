@@ -230,6 +230,15 @@ const BadProgram kBad[] = {
        k->set_peer(3);
      },
      "peer 3 must be another member of the group"},
+    {"GroupNamesACoreTwice",
+     [](CoreBuilder& c) {
+       auto* k = c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+                     .instruction()
+                     .mutable_collective();
+       k->add_group(3);
+       k->add_group(3);
+     },
+     "group names core 3 twice"},
     {"CollectiveBeyondHbm",
      [](CoreBuilder& c) {
        c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 34359738368ull, 16)
@@ -284,6 +293,21 @@ TEST(ProgramValidator, AScatterThatDoesNotSplitIsRejected) {
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("core 0 instruction 0 (ici.reduce_scatter): reduce_scatter of 15 elements "
                         "does not split evenly over 2 members"));
+}
+
+// A core's collective must count the core among its members.
+TEST(ProgramValidator, ACollectiveWithoutItsOwnCoreIsRejected) {
+  isa::Program p;
+  for (uint32_t core : {0u, 1u}) {
+    CoreBuilder b(&p, core);
+    b.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+        .instruction()
+        .mutable_collective()
+        ->add_group(1);
+  }
+  EXPECT_THAT(std::string(validate_program(p, v3_8()).message()),
+              HasSubstr("core 0 instruction 0 (ici.all_reduce): core 0 is not in its own "
+                        "collective's group"));
 }
 
 // Replica folding: a shadow core runs its collectives alone, in order, and stands for a core of
