@@ -4,6 +4,7 @@
 
 #include "common/strings.h"
 #include "runtime/graph/autodiff.h"
+#include "runtime/graph/cross_shard.h"
 #include "runtime/graph/layers.h"
 
 namespace tpusim::runtime::models {
@@ -174,7 +175,8 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
 }
 
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
-                                 float learning_rate, uint64_t seed, DTypePolicy policy) {
+                                 float learning_rate, uint64_t seed, DTypePolicy policy,
+                                 uint32_t replicas) {
   const Value images = b.infeed("image", DType::kF32, {batch, 28, 28, 1});
   const Value labels = b.infeed("label", DType::kS32, {batch});
   auto logits = build_model(b, name, images, /*training=*/true, seed, policy);
@@ -187,7 +189,9 @@ absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64
     if (var.find("moving_") == std::string::npos)
       vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
   }
-  auto grads = gradients(b, loss, vars);
+  auto grads = replicas > 1
+                   ? cross_shard_gradients(b, loss, vars, replicas, ShardReduction::kMean)
+                   : gradients(b, loss, vars);
   if (!grads.ok()) return grads.status();
   for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * learning_rate);
   b.output("loss", loss);

@@ -47,10 +47,12 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
                                   DTypePolicy policy = DTypePolicy::kFloat32);
 
 // One training step of `name` at `batch`: infeeds "image" f32 [batch, 28, 28, 1] and "label"
-// s32 [batch]; mean cross-entropy loss; gradients of every variable; plain SGD updates at
+// s32 [batch]; mean cross-entropy loss; gradients of every variable (with `replicas` > 1,
+// CrossShardOptimizer's: the mean over the replicas, by cross_replica_sum); plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed,
-                                 DTypePolicy policy = DTypePolicy::kFloat32);
+                                 DTypePolicy policy = DTypePolicy::kFloat32,
+                                 uint32_t replicas = 1);
 
 }  // namespace tpusim::runtime::models
