@@ -252,6 +252,21 @@ TEST(Estimator, ModelAndInputMistakesAreNamed) {
   EXPECT_THAT(std::string(ended.message()), HasSubstr("input pipeline 0 ended after 1 steps"));
 }
 
+// RunConfig::fold_replicas: the folded replicas compute no values, so it needs timing_only.
+TEST(Estimator, ReplicaFoldingNeedsATimingOnlyRun) {
+  TempDir dir;
+  RunConfig config = quiet_config(dir.path().string(), "cpu", 2);
+  config.fold_replicas = true;
+  auto est =
+      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), config, {}, true, 8, 8, 8);
+  ASSERT_TRUE(est.ok()) << est.status();
+  const absl::Status s = (*est)->train(train_input(), 2).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("fold_replicas runs timing-only (timing_only): the folded replicas "
+                        "compute no values"));
+}
+
 // RunConfig::bf16_infeeds: the host casts "x" to bfloat16 for the infeed and the model_fn sees
 // it as f32 holding those values, in training (other weights than f32 input gives) and predict;
 // naming a component the batches lack, or an int64 one, is an error that names it.
