@@ -110,6 +110,11 @@ TEST(ReplicaFolding, OnlyTheTpusimBackendFolds) {
               HasSubstr("cpu backend: replica folding (2 of 8 replicas simulated) needs the "
                         "tpusim backend"));
   auto tpu = make_backend("tpusim");
+  auto part = (*tpu)->compile(training_step(), folded_to(3));
+  ASSERT_FALSE(part.ok());
+  EXPECT_THAT(std::string(part.status().message()),
+              HasSubstr("tpusim backend: 3 simulated replicas of 8 do not fill whole chips of 2 "
+                        "cores"));
   auto more = (*tpu)->compile(training_step(), folded_to(9));
   ASSERT_FALSE(more.ok());
   EXPECT_THAT(std::string(more.status().message()),

@@ -245,6 +245,13 @@ class TpusimBackend final : public Backend {
     }
     const uint32_t simulated =
         options.simulated_replicas == 0 ? options.replicas : options.simulated_replicas;
+    // A shadow stands for the simulated replica at its own core position (r mod simulated), so
+    // the simulated replicas fill whole chips.
+    if (simulated < options.replicas && simulated % slice.chip.tensor_cores != 0) {
+      return absl::InvalidArgumentError(
+          str_cat("tpusim backend: ", simulated, " simulated replicas of ", options.replicas,
+                  " do not fill whole chips of ", slice.chip.tensor_cores, " cores"));
+    }
     std::vector<ShadowProgram> shadows;
     for (const CompiledStep& step : per_position) {
       if (simulated == options.replicas) break;  // nothing folded
