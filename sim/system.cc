@@ -146,7 +146,7 @@ absl::Status System::idle(uint64_t cycles) {
 absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   if (absl::Status s = check_usable(); !s.ok()) return s;
   if (absl::Status s = validate_program(program, *slice_); !s.ok()) return s;
-  program_ = std::make_unique<isa::Program>(program);
+  program_ = &program;
   stats_->reset();
   model_->collectives->begin_run();
   const uint32_t per_chip = slice_->chip.tensor_cores;

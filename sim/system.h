@@ -77,7 +77,8 @@ class System {
   absl::Status idle(uint64_t cycles);
 
   // Validates `program` against the slice and runs it. Statistics start afresh with each run,
-  // so stats() and report() describe the last run.
+  // so stats() and report() describe the last run. `program` is read in place while run() runs
+  // (not copied: a pod's program is hundreds of MB) and not kept after.
   absl::StatusOr<RunResult> run(const isa::Program& program);
 
   absl::Status write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size);
@@ -114,7 +115,9 @@ class System {
   ClockDomain clock_;
   std::unique_ptr<StatGroup> stats_;
   std::unique_ptr<SliceModel> model_;
-  std::unique_ptr<isa::Program> program_;  // the program being run (units point into it)
+  // The program being run (units point into it): the caller's, alive for the whole of run(),
+  // which does not copy it (a pod's program is hundreds of MB).
+  const isa::Program* program_ = nullptr;
   std::string failure_;                    // set when a run failed and the System is unusable
   std::string run_error_;                  // set by a unit during a run
 };
