@@ -157,5 +157,14 @@ TEST(RoundingBaseline, RunningMaxKeepsTheDriftSoFar) {
   EXPECT_TRUE(std::isnan(r[1]) && std::isnan(r[2]));
 }
 
+// A loss more than 10x the first step's, or not finite, marks where training diverges.
+TEST(DivergingStep, IsTheFirstLossTenTimesTheFirstStepsOrNotFinite) {
+  EXPECT_EQ(first_diverging_step({2.30f, 2.29f, 22.9f, 2.2f}), -1);
+  EXPECT_EQ(first_diverging_step({2.30f, 408.6f, 14.7f}), 1);
+  EXPECT_EQ(first_diverging_step({2.30f, 2.0f, std::nanf("")}), 2);
+  EXPECT_EQ(first_diverging_step({2.30f, 2.0f, 30.0f}, 20), -1);
+  EXPECT_EQ(first_diverging_step({}), -1);
+}
+
 }  // namespace
 }  // namespace tpusim::cli

@@ -314,7 +314,7 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
 // The same 3 steps on tpusim and cpu:mxu agree: their differences are within 5x of the rounding
 // baseline's (the cpu against itself from initial weights one ulp apart). cpu:fp32 against tpusim
 // (a device that forgot the MXU's bf16 rounding) differs by 50x that at step 2. Both verdicts
-// rest on the baseline: at --noise-factor 0 the first differs at step 3 (2.55e-05 > 1e-05), at
+// rest on the baseline: at --noise-factor 0 the first differs at step 3 (1.93e-05 > 1e-05), at
 // 100 the second's losses pass. With the baseline off, the tolerances alone decide.
 TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   const auto data =
@@ -355,6 +355,14 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_FALSE(j.contains("baseline"));
   EXPECT_EQ(j["against"]["cpu"]["verdict"], "agree");
   EXPECT_TRUE(j["against"]["cpu"]["variables_over_tolerance"].empty());
+
+  // Adam at a rate of 1 blows mlp's loss up at step 2: compare says the training diverges.
+  r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--optimizer", "adam",
+                  "--learning-rate", "1", "--baseline", "off", "--loss-tolerance", "1e9",
+                  "--weight-tolerance", "1e9"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("note: tpusim's loss goes from 2.391 at step 1 to "));
+  EXPECT_THAT(r.out, HasSubstr("at step 2: the training diverges"));
 
   // Adam (whose per-element scaling amplifies rounding most) agrees on mlp too.
   r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--optimizer", "adam",

@@ -474,6 +474,17 @@ int run_compare(const std::vector<std::string>& args) {
     std::cout << fmt::format("  verdict: {} ({}; {})\n", pass ? "agree" : "DIFFER", loss_part,
                              weight_part);
   }
+  const std::vector<float>& ref_losses = runs[0].result.losses;
+  if (const int64_t s = first_diverging_step(ref_losses); s >= 0) {
+    out["diverges_at_step"] = s + 1;
+    if (!json) {
+      std::cout << fmt::format(
+          "note: {}'s loss goes from {:.4g} at step 1 to {:.4g} at step {}: the training "
+          "diverges, which magnifies any rounding until the backends part; a smaller "
+          "--learning-rate keeps the runs comparable (compare's default, 0.05, is an SGD rate)\n",
+          runs[0].backend, ref_losses[0], ref_losses[static_cast<size_t>(s)], s + 1);
+    }
+  }
   out["verdict"] = ok ? "agree" : "differ";
   out["max_loss_difference"] = max_loss;
   if (json) std::cout << out.dump(2) << "\n";

@@ -54,4 +54,12 @@ std::vector<double> running_max(const std::vector<double>& values) {
   return out;
 }
 
+int64_t first_diverging_step(const std::vector<float>& losses, double factor) {
+  for (size_t s = 0; s < losses.size(); ++s) {
+    if (!std::isfinite(losses[s]) || (s > 0 && losses[s] > factor * std::fabs(losses[0])))
+      return static_cast<int64_t>(s);
+  }
+  return -1;
+}
+
 }  // namespace tpusim::cli

@@ -31,4 +31,9 @@ double max_or_nan(double a, double b);
 // Element s: the largest of values[0..s] (NaN once any is NaN): the baseline's drift so far.
 std::vector<double> running_max(const std::vector<double>& values);
 
+// The first step (0-based) whose loss is over `factor` times the first step's, or not finite:
+// the training diverges there, and a diverging run amplifies any rounding difference until
+// backends part whatever their numerics. -1 when none does.
+int64_t first_diverging_step(const std::vector<float>& losses, double factor = 10);
+
 }  // namespace tpusim::cli
