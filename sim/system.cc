@@ -31,7 +31,7 @@ class SliceModel : public sc_core::sc_module {
       chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
       for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
         CoreContext& ctx = chips.back()->core(k).context();
-        hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth});
+        hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth, &ctx.shadow});
       }
     }
     collectives->set_hbm(std::move(hbm));
@@ -154,8 +154,10 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   for (uint32_t c = 0; c < slice_->cores; ++c) {
     model_->core(c, per_chip).context().ops.reset({});
     model_->core(c, per_chip).context().hbm_mirrors.clear();
+    model_->core(c, per_chip).context().shadow = false;
   }
   for (const auto& stream : program_->cores()) {
+    model_->core(stream.core(), per_chip).context().shadow = stream.shadow();
     if (!stream.shadow()) continue;
     model_->core(stream.stands_for(), per_chip)
         .context()

@@ -427,7 +427,7 @@ double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double byte
   const double end = h.timing->transfer(cycle, address, static_cast<uint64_t>(bytes));
   members_[core].work.hbm_bytes += bytes;
   hbm_bytes_ += bytes;
-  if (h.bandwidth != nullptr)
+  if (h.bandwidth != nullptr && (h.shadow == nullptr || !*h.shadow))
     h.bandwidth->add_bytes(clock_.time_at(cycle), clock_.time_at(end), bytes);
   return end;
 }

@@ -59,6 +59,7 @@ class CollectiveEngine : public sc_core::sc_module {
     Memory* memory = nullptr;
     HbmTiming* timing = nullptr;
     RateCounter* bandwidth = nullptr;
+    const bool* shadow = nullptr;  // the core runs a shadow this run: its counter stays quiet
   };
   // What a member's part of its latest collective moved and computed.
   struct MemberWork {

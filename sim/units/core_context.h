@@ -65,6 +65,10 @@ struct CoreContext {
   // Replica folding: the chips of the shadow cores that stand for this one (isa CoreProgram.
   // stands_for), whose HBM takes each of this core's DMA requests too. Set per run.
   std::vector<HbmTiming*> hbm_mirrors;
+  // Replica folding: this run's stream is a shadow (isa CoreProgram.shadow). It traces nothing of
+  // its own (no steps, spans or HBM counter: a pod's thousands of shadows would fill the trace);
+  // the links it drives still count on their utilisation tracks.
+  bool shadow = false;
   SyncState* sync = nullptr;
   FeedQueue* infeed = nullptr;
   FeedQueue* outfeed = nullptr;

@@ -54,7 +54,7 @@ void Unit::wait_until(uint64_t cycle) {
 }
 
 void Unit::trace(const char* what, uint64_t start, uint64_t end) {
-  if (ctx_.sink == nullptr || !ctx_.sink->recording()) return;
+  if (ctx_.sink == nullptr || !ctx_.sink->recording() || ctx_.shadow) return;
   ctx_.sink->slice(track_, what, ctx_.clock->time_of(Cycles(start)),
                    ctx_.clock->time_of(Cycles(end)));
 }

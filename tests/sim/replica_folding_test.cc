@@ -53,6 +53,7 @@ TEST(ReplicaFolding, ShadowsTakeTheCyclesOfTheReplicasTheyStandFor) {
   ASSERT_TRUE(full.ok()) << full.status();
   const double full_chip3_bytes = s->stats().value("chip3.hbm.bytes");
   const uint64_t full_steps = sink.slices_on(3, 1, "steps").size();
+  const uint64_t full_ici = sink.slices_on(3, 1, "ici").size();
   // Chip 0's two cores simulated, the other three chips' six cores folded onto them.
   auto folded = s->run(program(*s, 2));
   ASSERT_TRUE(folded.ok()) << folded.status();
@@ -65,9 +66,12 @@ TEST(ReplicaFolding, ShadowsTakeTheCyclesOfTheReplicasTheyStandFor) {
   }
   EXPECT_EQ(folded->cycles(), 268323u);
   EXPECT_EQ(s->stats().value("chip3.hbm.bytes"), full_chip3_bytes);
-  // Only simulated cores trace steps: chip 3's core 1 did unfolded, and does not folded.
+  // Only simulated cores trace steps and spans: chip 3's core 1 did unfolded, and does not
+  // folded.
   EXPECT_EQ(full_steps, 2u);
+  EXPECT_EQ(full_ici, 2u);
   EXPECT_EQ(sink.slices_on(3, 1, "steps").size(), 2u);
+  EXPECT_EQ(sink.slices_on(3, 1, "ici").size(), 2u);
   EXPECT_EQ(sink.slices_on(0, 1, "steps").size(), 4u);
 }
 
