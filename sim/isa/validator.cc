@@ -238,13 +238,16 @@ class CoreChecker {
       in_group[m] = true;
     }
     auto is_member = [&](uint32_t m) { return whole_slice ? m < slice_.cores : in_group[m]; };
-    // Every member needs a stream: the first without one.
-    for (uint32_t m = 0; m < slice_.cores && program_cores_.size() < slice_.cores; ++m) {
-      if (is_member(m) && program_cores_.count(m) == 0) {
-        fail(index, str_cat("group member core ", m,
-                            " has no instruction stream in this program: the collective could "
-                            "never start"));
-        return;
+    // Every member needs a stream: the first without one (none lacks one when every core of
+    // the slice has a stream, as in a pod's program).
+    if (program_cores_.size() < slice_.cores) {
+      for (uint32_t m = 0; m < slice_.cores; ++m) {
+        if (is_member(m) && program_cores_.count(m) == 0) {
+          fail(index, str_cat("group member core ", m,
+                              " has no instruction stream in this program: the collective could "
+                              "never start"));
+          return;
+        }
       }
     }
     if (!is_member(core_.core()))

@@ -38,7 +38,8 @@ void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
 
 void Sequencer::trace_step() {
   ctx_.busy.flush();  // the units are idle: the step's last run is complete
-  // A shadow core's iterations are its collectives alone, not the step it stands for.
+  // A shadow core's iterations are its collectives alone, not the step it stands for (and it
+  // traces nothing of its own: CoreContext::shadow).
   if (ctx_.sink == nullptr || !ctx_.sink->recording() || ctx_.shadow) return;
   // Named like TensorFlow's global_step: the step that brings it to N (step counter N - 1).
   step_name_ = str_cat("step ", ctx_.step + 1);
