@@ -193,6 +193,21 @@ InstrRef CoreBuilder::collective(isa::Collective::Kind kind, isa::Collective::Al
   return r;
 }
 
+InstrRef CoreBuilder::combined_all_reduce(isa::Collective::Algorithm algorithm,
+                                          const std::vector<isa::CollectivePart>& parts) {
+  InstrRef r = append();
+  isa::Collective* c = r.instruction().mutable_collective();
+  c->set_kind(isa::Collective::ALL_REDUCE);
+  c->set_algorithm(algorithm);
+  uint64_t elements = 0;
+  for (const isa::CollectivePart& p : parts) {
+    *c->add_parts() = p;
+    elements += p.elements();
+  }
+  c->set_elements(elements);
+  return r;
+}
+
 InstrRef CoreBuilder::loop(uint32_t count, const std::function<void()>& body) {
   InstrRef r = append();
   const int first = size();

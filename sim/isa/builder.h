@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sim/isa/isa.pb.h"
 
@@ -75,6 +76,10 @@ class CoreBuilder {
   // A collective over f32 buffers in HBM; set group, chunk_bytes or peer on the result.
   InstrRef collective(isa::Collective::Kind kind, isa::Collective::Algorithm algorithm,
                       uint64_t hbm_src, uint64_t hbm_dst, uint64_t elements);
+  // A combined all-reduce over `parts` (Collective.parts), each summed into its own dst; set
+  // group or chunk_bytes on the result.
+  InstrRef combined_all_reduce(isa::Collective::Algorithm algorithm,
+                               const std::vector<isa::CollectivePart>& parts);
   // Appends a loop whose body is what `body` appends.
   InstrRef loop(uint32_t count, const std::function<void()>& body);
   InstrRef halt();

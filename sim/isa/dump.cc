@@ -27,10 +27,10 @@ std::string operands(const Instruction& in) {
   switch (in.op_case()) {
     case Instruction::kDma: {
       const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
-      return fmt::format(
-          "{} -> {} engine {}{}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
-          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine(),
-          in.dma().packed_bf16() ? " packed_bf16" : "");
+      return fmt::format("{} -> {} engine {}{}",
+                         describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
+                         describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()),
+                         in.dma().engine(), in.dma().packed_bf16() ? " packed_bf16" : "");
     }
     case Instruction::kLoadWeights:
       return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),
@@ -60,8 +60,17 @@ std::string operands(const Instruction& in) {
       return describe_block("vmem", in.outfeed().src());
     case Instruction::kCollective: {
       const auto& c = in.collective();
-      std::string out = fmt::format("{} f32 hbm[{:#x}] -> hbm[{:#x}] {}", c.elements(), c.src(),
-                                    c.dst(), collective_algorithm_name(c.algorithm()));
+      std::string out;
+      if (c.parts().empty()) {
+        out = fmt::format("{} f32 hbm[{:#x}] -> hbm[{:#x}] {}", c.elements(), c.src(), c.dst(),
+                          collective_algorithm_name(c.algorithm()));
+      } else {
+        out = fmt::format("{} f32 in {} parts {}:", c.elements(), c.parts_size(),
+                          collective_algorithm_name(c.algorithm()));
+        for (const isa::CollectivePart& p : c.parts())
+          out += fmt::format(" {} hbm[{:#x}] -> hbm[{:#x}];", p.elements(), p.src(), p.dst());
+        out.pop_back();
+      }
       if (c.kind() == isa::Collective::PERMUTE) out += fmt::format(" to core {}", c.peer());
       if (c.group_size() > 0) {
         out += " group";

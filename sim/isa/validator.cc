@@ -263,11 +263,38 @@ class CoreChecker {
         (c.peer() >= slice_.cores || !is_member(c.peer()) || c.peer() == core_.core())) {
       fail(index, str_cat("peer ", c.peer(), " must be another member of the group"));
     }
+    if (!c.parts().empty()) {
+      check_parts(index, c);
+      return;
+    }
     check_hbm_buffer(index, "src", c.src(), n);
     const uint64_t dst = c.kind() == C::REDUCE_SCATTER ? n / k
                          : c.kind() == C::ALL_GATHER   ? n * k
                                                        : n;
     check_hbm_buffer(index, "dst", c.dst(), dst);
+  }
+
+  // A combined all-reduce: its parts are its buffers, end to end.
+  void check_parts(int index, const isa::Collective& c) {
+    if (c.kind() != isa::Collective::ALL_REDUCE) {
+      fail(index, str_cat(collective_kind_name(c.kind()),
+                          " has parts: only an all_reduce combines buffers"));
+      return;
+    }
+    if (c.src() != 0 || c.dst() != 0)
+      fail(index, "has parts and a src or dst: a combined all_reduce's buffers are its parts");
+    uint64_t total = 0;
+    for (int i = 0; i < c.parts_size(); ++i) {
+      const isa::CollectivePart& p = c.parts(i);
+      if (p.elements() == 0) fail(index, str_cat("part ", i, " moves 0 elements"));
+      check_hbm_buffer(index, str_cat("part ", i, " src").c_str(), p.src(), p.elements());
+      check_hbm_buffer(index, str_cat("part ", i, " dst").c_str(), p.dst(), p.elements());
+      total += p.elements();
+    }
+    if (total != c.elements()) {
+      fail(index,
+           str_cat("elements ", c.elements(), " is not the sum of its parts' (", total, ")"));
+    }
   }
 
   bool check_mxu_slot(int index, uint32_t mxu, uint32_t slot) {
@@ -460,11 +487,10 @@ absl::Status validate_program(const isa::Program& program, const config::SliceSp
     if (!core.shadow()) continue;
     auto it = shadow_of_core.find(core.stands_for());
     if (it == shadow_of_core.end() || it->second) {
-      errors.push_back(str_cat("core ", core.core(), ": a shadow standing for core ",
-                               core.stands_for(), ", which ",
-                               it == shadow_of_core.end() ? "the program does not run"
-                                                          : "is a shadow too",
-                               "; it must stand for a simulated core"));
+      errors.push_back(str_cat(
+          "core ", core.core(), ": a shadow standing for core ", core.stands_for(), ", which ",
+          it == shadow_of_core.end() ? "the program does not run" : "is a shadow too",
+          "; it must stand for a simulated core"));
     }
   }
   if (errors.empty()) return absl::OkStatus();

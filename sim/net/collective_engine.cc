@@ -120,8 +120,8 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
   in.src.resize(in.cores.size());
   in.dst.resize(in.cores.size());
   in.peers[pos] = c.peer();
-  in.src[pos] = c.src();
-  in.dst[pos] = c.dst();
+  in.src[pos] = MemberBuffer::of(c, false);
+  in.dst[pos] = MemberBuffer::of(c, true);
   in.functional = in.functional && functional;
   if (in.arrived.size() < in.cores.size()) return;
   open_.erase(it);
@@ -248,17 +248,26 @@ void CollectiveEngine::compute_values(Instance& in) {
   const uint64_t n = in.c.elements();
   std::vector<std::vector<float>> src(in.cores.size(), std::vector<float>(n));
   for (size_t i = 0; i < in.cores.size(); ++i) {
-    const uint8_t* at = hbm_[in.cores[i]].memory->base_covering(in.src[i] + n * 4) + in.src[i];
-    const HostRange read{at, at + n * 4};
-    settle(&read, 1, {});
-    std::memcpy(src[i].data(), at, n * 4);
+    Memory& memory = *hbm_[in.cores[i]].memory;
+    uint8_t* to = reinterpret_cast<uint8_t*>(src[i].data());
+    in.src[i].for_each(0, n * 4, [&](uint64_t address, uint64_t bytes) {
+      const uint8_t* at = memory.base_covering(address + bytes) + address;
+      const HostRange read{at, at + bytes};
+      settle(&read, 1, {});
+      std::memcpy(to, at, bytes);
+      to += bytes;
+    });
   }
   const auto dst = collective_results(in.c, in.cores, in.plan, src, in.peers);
   for (size_t i = 0; i < in.cores.size(); ++i) {
-    const uint64_t bytes = dst[i].size() * 4;
-    uint8_t* at = hbm_[in.cores[i]].memory->base_covering(in.dst[i] + bytes) + in.dst[i];
-    settle(nullptr, 0, {at, at + bytes});
-    std::memcpy(at, dst[i].data(), bytes);
+    Memory& memory = *hbm_[in.cores[i]].memory;
+    const uint8_t* from = reinterpret_cast<const uint8_t*>(dst[i].data());
+    in.dst[i].for_each(0, dst[i].size() * 4, [&](uint64_t address, uint64_t bytes) {
+      uint8_t* at = memory.base_covering(address + bytes) + address;
+      settle(nullptr, 0, {at, at + bytes});
+      std::memcpy(at, from, bytes);
+      from += bytes;
+    });
   }
 }
 
@@ -336,11 +345,11 @@ void CollectiveEngine::process(const Event& e) {
       run.pass != nullptr && run.pass->reduce_scatter ? run.pass->size() - 1 : 0;
   // The member's own data: its src in a collective's first phase, what an earlier phase left in
   // its dst after that.
-  const std::vector<uint64_t>& own = run.after[e.member] >= 0 ? in.dst : in.src;
+  const std::vector<MemberBuffer>& own = run.after[e.member] >= 0 ? in.dst : in.src;
   if (e.add_waiting) {  // a chunk landed before the part it is added to was final
     if (own_data_ready(e, offset, end) < 0) return;
     const uint32_t core = run.cores[e.member];
-    const double operand = hbm_access(core, own[run.slot[e.member]] + offset, bytes, e.time);
+    const double operand = hbm_access(core, own[run.slot[e.member]], offset, bytes, e.time);
     members_[core].work.flops += bytes / 4;
     Event added = e;
     added.add_waiting = false;
@@ -350,7 +359,7 @@ void CollectiveEngine::process(const Event& e) {
   }
   if (e.step > 0 && e.step >= rs_steps) {  // a final value has landed: the member writes it
     const double written =
-        hbm_access(run.cores[e.member], in.dst[run.slot[e.member]] + offset, bytes, e.time);
+        hbm_access(run.cores[e.member], in.dst[run.slot[e.member]], offset, bytes, e.time);
     run.written[e.member] = std::max(run.written[e.member], written);
     if (run.keeps_finals) made_final(run, e.member, offset, end, written);
   }
@@ -376,15 +385,14 @@ void CollectiveEngine::process(const Event& e) {
   if (e.step == 0) {
     const bool gather_only = in.c.kind() == isa::Collective::ALL_GATHER;
     // An all-gather member's src is its own segment alone.
-    const uint64_t src =
-        own[run.slot[e.member]] + (gather_only ? e.chunk * chunk_size(run) : offset);
-    last_byte = hbm_access(sender, src, bytes, e.time);
+    const uint64_t src_offset = gather_only ? e.chunk * chunk_size(run) : offset;
+    last_byte = hbm_access(sender, own[run.slot[e.member]], src_offset, bytes, e.time);
     first_byte = e.time + hbm_[sender].timing->latency_cycles();
     // An all-gather's member also copies its own part into its result.
     if (gather_only) {
       run.written[e.member] =
           std::max(run.written[e.member],
-                   hbm_access(sender, in.dst[run.slot[e.member]] + offset, bytes, e.time));
+                   hbm_access(sender, in.dst[run.slot[e.member]], offset, bytes, e.time));
     }
   }
   const TransferTimes sent =
@@ -414,7 +422,7 @@ void CollectiveEngine::process(const Event& e) {
       // The receiver knows what is coming: it asks for its part one HBM latency before the chunk
       // is sent (not before the part is there), so an uncontended read never holds up the add.
       const double asked = std::max(written, e.time - hbm_[receiver].timing->latency_cycles());
-      const double operand = hbm_access(receiver, own[run.slot[to]] + offset, bytes, asked);
+      const double operand = hbm_access(receiver, own[run.slot[to]], offset, bytes, asked);
       next.time = std::max(arrival, operand) + bytes / 4 / vector_elements_per_cycle_;
       members_[receiver].work.flops += bytes / 4;
     }
@@ -422,9 +430,13 @@ void CollectiveEngine::process(const Event& e) {
   push(next);
 }
 
-double CollectiveEngine::hbm_access(uint32_t core, uint64_t address, double bytes, double cycle) {
+double CollectiveEngine::hbm_access(uint32_t core, const MemberBuffer& buffer, uint64_t offset,
+                                    double bytes, double cycle) {
   const CoreHbm& h = hbm_[core];
-  const double end = h.timing->transfer(cycle, address, static_cast<uint64_t>(bytes));
+  double end = cycle;
+  buffer.for_each(offset, static_cast<uint64_t>(bytes), [&](uint64_t address, uint64_t n) {
+    end = std::max(end, h.timing->transfer(cycle, address, n));
+  });
   members_[core].work.hbm_bytes += bytes;
   hbm_bytes_ += bytes;
   if (h.bandwidth != nullptr && (h.shadow == nullptr || !*h.shadow))

@@ -37,6 +37,7 @@
 #include "sim/clock.h"
 #include "sim/memory/memory.h"
 #include "sim/net/interconnect.h"
+#include "sim/net/member_buffer.h"
 #include "sim/net/ring_plan.h"
 #include "sim/net/topology.h"
 #include "sim/stats/rate_counter.h"
@@ -141,9 +142,9 @@ class CollectiveEngine : public sc_core::sc_module {
   };
   struct Instance {
     isa::Collective c;
-    std::vector<uint32_t> cores;     // members in ring order
-    std::vector<uint32_t> peers;     // PERMUTE: per member
-    std::vector<uint64_t> src, dst;  // per member: its own HBM addresses
+    std::vector<uint32_t> cores;         // members in ring order
+    std::vector<uint32_t> peers;         // PERMUTE: per member
+    std::vector<MemberBuffer> src, dst;  // per member: its own buffers in its HBM
     std::vector<uint32_t> arrived;
     uint64_t number = 0;  // the members' collective count
     bool functional = true;
@@ -176,9 +177,10 @@ class CollectiveEngine : public sc_core::sc_module {
   // Where the chunk starts in a member's buffer, in bytes.
   uint64_t chunk_offset(const PassRun& r, uint32_t segment, uint32_t chunk) const;
   uint64_t chunk_size(const PassRun& r) const;
-  // Core `core` moves `bytes` at `address` of its HBM, asked at `cycle`; returns the cycle the
-  // last byte has moved.
-  double hbm_access(uint32_t core, uint64_t address, double bytes, double cycle);
+  // Core `core` moves `bytes` at `offset` of its `buffer`, asked at `cycle`; returns the cycle
+  // the last byte has moved.
+  double hbm_access(uint32_t core, const MemberBuffer& buffer, uint64_t offset, double bytes,
+                    double cycle);
   uint64_t segment_elements(const PassRun& r, uint32_t segment) const;
   void thread();
 

@@ -19,36 +19,11 @@ using testing::kDst;
 using testing::kSrc;
 using testing::make_system;
 using testing::Result;
+using testing::ring_all_reduce;
+using testing::ring_sum;
 using testing::run_collective;
 using testing::values_of;
 using C = isa::Collective;
-
-// The host's sum of segment s of k over a ring, in the ring's order from member s+1 to s.
-std::vector<float> ring_sum(const std::vector<uint32_t>& ring, uint64_t n, uint64_t begin,
-                            uint64_t size, uint32_t s) {
-  const size_t k = ring.size();
-  std::vector<float> acc(size);
-  for (size_t r = 1; r <= k; ++r) {
-    const std::vector<float> v = values_of(ring[(s + r) % k], n);
-    for (uint64_t i = 0; i < size; ++i) acc[i] = r == 1 ? v[begin + i] : acc[i] + v[begin + i];
-  }
-  return acc;
-}
-
-// An all-reduce over a ring, by the host: every segment summed in ring order.
-std::vector<float> ring_all_reduce(const std::vector<uint32_t>& ring, uint64_t n,
-                                   uint64_t offset = 0, uint64_t count = 0) {
-  if (count == 0) count = n;
-  const uint64_t k = ring.size();
-  std::vector<float> out(count);
-  for (uint32_t s = 0; s < k; ++s) {
-    const uint64_t begin = s * (count / k) + std::min<uint64_t>(s, count % k);
-    const uint64_t size = count / k + (s < count % k ? 1 : 0);
-    const auto seg = ring_sum(ring, n, offset + begin, size, s);
-    std::copy(seg.begin(), seg.end(), out.begin() + static_cast<long>(begin));
-  }
-  return out;
-}
 
 void expect_all_equal(const Result& r, const std::vector<float>& want) {
   for (const auto& [core, d] : r.dst) {

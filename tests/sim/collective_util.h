@@ -2,6 +2,7 @@
 // Runs one collective on a System for the collective tests: every member's src filled with
 // values of its own (unless timing only), its dst read back.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -27,6 +28,33 @@ inline std::vector<float> values_of(uint32_t core, uint64_t n) {
   std::vector<float> v(n);
   for (uint64_t i = 0; i < n; ++i) v[i] = counter_uniform(3, core, i) * 2 - 1;
   return v;
+}
+
+// The host's sum of segment s of k over a ring, in the ring's order from member s+1 to s.
+inline std::vector<float> ring_sum(const std::vector<uint32_t>& ring, uint64_t n, uint64_t begin,
+                                   uint64_t size, uint32_t s) {
+  const size_t k = ring.size();
+  std::vector<float> acc(size);
+  for (size_t r = 1; r <= k; ++r) {
+    const std::vector<float> v = values_of(ring[(s + r) % k], n);
+    for (uint64_t i = 0; i < size; ++i) acc[i] = r == 1 ? v[begin + i] : acc[i] + v[begin + i];
+  }
+  return acc;
+}
+
+// An all-reduce over a ring, by the host: every segment summed in ring order.
+inline std::vector<float> ring_all_reduce(const std::vector<uint32_t>& ring, uint64_t n,
+                                          uint64_t offset = 0, uint64_t count = 0) {
+  if (count == 0) count = n;
+  const uint64_t k = ring.size();
+  std::vector<float> out(count);
+  for (uint32_t s = 0; s < k; ++s) {
+    const uint64_t begin = s * (count / k) + std::min<uint64_t>(s, count % k);
+    const uint64_t size = count / k + (s < count % k ? 1 : 0);
+    const auto seg = ring_sum(ring, n, offset + begin, size, s);
+    std::copy(seg.begin(), seg.end(), out.begin() + static_cast<long>(begin));
+  }
+  return out;
 }
 
 struct Result {

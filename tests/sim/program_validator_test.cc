@@ -239,6 +239,44 @@ const BadProgram kBad[] = {
        k->add_group(3);
      },
      "group names core 3 twice"},
+    {"PartsOnAReduceScatter",
+     [](CoreBuilder& c) {
+       isa::CollectivePart part;
+       part.set_src(0);
+       part.set_dst(4096);
+       part.set_elements(16);
+       auto* k =
+           c.combined_all_reduce(isa::Collective::RING, {part}).instruction().mutable_collective();
+       k->set_kind(isa::Collective::REDUCE_SCATTER);
+       k->add_group(3);
+     },
+     "reduce_scatter has parts: only an all_reduce combines buffers"},
+    {"PartsThatDoNotAddUp",
+     [](CoreBuilder& c) {
+       isa::CollectivePart a, b;
+       a.set_dst(4096);
+       a.set_elements(16);
+       b.set_src(8192);
+       b.set_dst(34359738368ull - 32);
+       b.set_elements(16);
+       auto* k =
+           c.combined_all_reduce(isa::Collective::RING, {a, b}).instruction().mutable_collective();
+       k->add_group(3);
+       k->set_elements(40);
+     },
+     "part 1 dst [34359738336, 34359738400) overflows HBM of 34359738368 bytes\n"
+     "  core 3 instruction 0 (ici.all_reduce): elements 40 is not the sum of its parts' (32)"},
+    {"PartsAndASrc",
+     [](CoreBuilder& c) {
+       isa::CollectivePart part;
+       part.set_dst(4096);
+       part.set_elements(16);
+       auto* k =
+           c.combined_all_reduce(isa::Collective::RING, {part}).instruction().mutable_collective();
+       k->set_src(64);
+       k->add_group(3);
+     },
+     "has parts and a src or dst: a combined all_reduce's buffers are its parts"},
     {"CollectiveBeyondHbm",
      [](CoreBuilder& c) {
        c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 34359738368ull, 16)
@@ -331,8 +369,9 @@ TEST(ProgramValidator, ShadowCoresRunOnlyCollectivesAndStandForASimulatedCore) {
   p.mutable_cores(2)->set_stands_for(1);
   p.mutable_cores(3)->set_stands_for(7);
   const std::string msg(validate_program(p, v3_8()).message());
-  EXPECT_THAT(msg, HasSubstr("core 1 instruction 0 (dma.hbm_to_vmem): is a dma.hbm_to_vmem in a shadow "
-                             "core's stream, which runs only loops, collectives and halts"));
+  EXPECT_THAT(msg,
+              HasSubstr("core 1 instruction 0 (dma.hbm_to_vmem): is a dma.hbm_to_vmem in a shadow "
+                        "core's stream, which runs only loops, collectives and halts"));
   EXPECT_THAT(msg, HasSubstr("core 1 instruction 1 (ici.all_reduce): waits or signals in a "
                              "shadow core's stream"));
   EXPECT_THAT(msg, HasSubstr("core 2: a shadow standing for core 1, which is a shadow too"));
