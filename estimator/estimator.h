@@ -110,6 +110,9 @@ struct RunConfig {
   // Whether those all-reduces run while the rest of the step computes
   // (CompileOptions::overlap_allreduce).
   bool overlap_allreduce = true;
+  // Their combining into fewer, bigger all-reduces (CompileOptions::allreduce_combine_bytes;
+  // 0: none).
+  uint64_t allreduce_combine_bytes = 0;
   // Whether the tpusim backend fuses convolutions (CompileOptions::fuse_convolutions).
   bool fuse_convolutions = true;
   // Whether it fuses max pools (CompileOptions::fuse_pools).

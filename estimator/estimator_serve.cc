@@ -85,6 +85,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   options.f32_reductions = config_.f32_reductions;
   options.allreduce = config_.allreduce;
   options.overlap_allreduce = config_.overlap_allreduce;
+  options.allreduce_combine_bytes = config_.allreduce_combine_bytes;
   options.fuse_convolutions = config_.fuse_convolutions;
   options.fuse_pools = config_.fuse_pools;
   options.fuse_reductions = config_.fuse_reductions;

@@ -38,6 +38,13 @@ struct CompileOptions {
   // reads its result waits for it); off, each waits for all the step's earlier work and all later
   // work waits for it. The values are the same either way.
   bool overlap_allreduce = true;
+  // XLA's all-reduce combining on the tpusim backend: the step's cross_replica_sums grouped, in
+  // the order they run, into combined all-reduces of up to this many f32 bytes each, every group
+  // one collective that pays one latency (tpusim_backend/allreduce_combiner.h). A group runs where
+  // its last member would have, so a big threshold saves latencies and loses overlap. 0: every
+  // sum its own all-reduce. A combined buffer's ring segments differ from its tensors' own, so
+  // its sums add in another order than the cpu backend's and differ from them by rounding.
+  uint64_t allreduce_combine_bytes = 0;
   // Whether the tpusim backend computes a convolution in one fragment with its patches (im2col)
   // in VMEM only, as XLA's convolution emitter does; off, extract_patches, the matmul and
   // patches_to_image are fragments of their own and the patches go through HBM. The values are

@@ -9,38 +9,18 @@
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/backend/tpusim/schedule.h"
-#include "runtime/graph/cross_shard.h"
-#include "runtime/graph/layers.h"
 #include "sim/isa/validator.h"
+#include "tests/runtime/three_layer_step.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
 
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
+using testing::three_layer_step;
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
   return *spec;
-}
-
-// A CrossShardOptimizer step of three dense layers: six gradients, each all-reduced, and SGD
-// updates that read the sums.
-Graph three_layer_step() {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {32, 256});
-  const Value target = b.infeed("target", DType::kF32, {32, 128});
-  Value h = layers::dense(b, x, 512, layers::Activation::kRelu, 1);
-  h = layers::dense(b, h, 256, layers::Activation::kRelu, 2);
-  const Value err = layers::dense(b, h, 128, layers::Activation::kNone, 3) - target;
-  const Value loss = layers::reduce_mean(err * err, {0, 1});
-  std::vector<Value> vars;
-  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
-  auto grads = cross_shard_gradients(b, loss, vars, kReplicas, ShardReduction::kMean);
-  EXPECT_TRUE(grads.ok()) << grads.status();
-  for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
-  b.output("loss", loss);
-  EXPECT_TRUE(b.status().ok()) << b.status();
-  return b.graph();
 }
 
 std::vector<int> positions(const std::vector<int>& order) {
@@ -86,8 +66,8 @@ TEST(Schedule, AFragmentWaitsOnlyForTheCollectivesWhoseBuffersItTouches) {
   CollectivesInFlight in_flight;
   EXPECT_EQ(in_flight.latest(), 0u);
   // Collective 1 sums [0, 100) into [100, 200); collective 2 sums [200, 300) into [300, 400).
-  in_flight.started(1, {0, 100}, {100, 200});
-  in_flight.started(2, {200, 300}, {300, 400});
+  in_flight.started(1, {{0, 100}}, {{100, 200}});
+  in_flight.started(2, {{200, 300}}, {{300, 400}});
   EXPECT_EQ(in_flight.latest(), 2u);
   EXPECT_EQ(in_flight.needed({{400, 500}}, {{500, 600}}), 0u);  // touches neither
   EXPECT_EQ(in_flight.needed({{0, 100}}, {}), 0u);              // reading what a collective reads

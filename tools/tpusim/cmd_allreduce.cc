@@ -19,45 +19,13 @@
 #include "sim/system.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/options.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
 namespace {
 
 namespace po = boost::program_options;
-
-// Bytes from "268435456", "256MiB", "1GiB", "64KiB" or "100MB".
-absl::StatusOr<uint64_t> parse_bytes(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (...) {
-    return absl::InvalidArgumentError(str_cat("--bytes '", text, "' is not a size"));
-  }
-  const std::string unit = text.substr(used);
-  double scale = 1;
-  if (unit == "KiB")
-    scale = 1024.0;
-  else if (unit == "MiB")
-    scale = 1024.0 * 1024;
-  else if (unit == "GiB")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "KB")
-    scale = 1e3;
-  else if (unit == "MB")
-    scale = 1e6;
-  else if (unit == "GB")
-    scale = 1e9;
-  else if (!unit.empty() && unit != "B")
-    return absl::InvalidArgumentError(
-        str_cat("--bytes '", text, "': unknown unit '", unit, "' (B, KiB, MiB, GiB, KB, MB, GB)"));
-  const double bytes = value * scale;
-  if (!(bytes >= 4) || bytes > 64.0 * (1ull << 30)) {
-    return absl::InvalidArgumentError(str_cat("--bytes ", text, " must be in [4 B, 64 GiB]"));
-  }
-  return static_cast<uint64_t>(bytes) / 4 * 4;
-}
 
 absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& name) {
   isa::Collective::Algorithm algorithm = isa::Collective::RING;
@@ -93,7 +61,7 @@ int run_allreduce(const std::vector<std::string>& args) {
       "it is from a float64 sum.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  auto bytes = parse_bytes(vm["bytes"].as<std::string>());
+  auto bytes = parse_bytes("--bytes", vm["bytes"].as<std::string>(), 4);
   if (!bytes.ok()) return usage_error(std::string(bytes.status().message()), usage);
   auto algorithm = parse_algorithm(vm["algorithm"].as<std::string>());
   if (!algorithm.ok()) return usage_error(std::string(algorithm.status().message()), usage);

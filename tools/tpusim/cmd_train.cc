@@ -57,6 +57,10 @@ int run_train(const std::vector<std::string>& args) {
       "on: each gradient's all-reduce runs while the step computes the rest (as XLA's "
       "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
       "later work")(
+      "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
+      "combine the gradients' all-reduces, in the order they run, into all-reduces of up to this "
+      "many bytes each (4MiB, 32MiB, ...), each paying one latency, as XLA's AllReduceCombiner; "
+      "0: every gradient its own all-reduce")(
       "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
       "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
       "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
@@ -111,7 +115,8 @@ int run_train(const std::vector<std::string>& args) {
       "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
       "                    [--dtype-policy float32|mixed_bfloat16]\n"
       "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
-      "                    [--overlap-allreduce on|off] [--fuse-convolutions on|off]\n"
+      "                    [--overlap-allreduce on|off] [--allreduce-combine-threshold BYTES]\n"
+      "                    [--fuse-convolutions on|off]\n"
       "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
       "                    [--recompute-shared-producers on|off]\n"
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
@@ -165,6 +170,17 @@ int run_train(const std::vector<std::string>& args) {
         "--overlap-allreduce needs the tpusim backend (cpu and gpu do not time "
         "the all-reduce)",
         usage);
+  if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
+    auto bytes = parse_bytes("--allreduce-combine-threshold", t, 0);
+    if (!bytes.ok()) return usage_error(std::string(bytes.status().message()), usage);
+    if (*bytes > 0 && backend != "tpusim") {
+      return usage_error(
+          "--allreduce-combine-threshold needs the tpusim backend (cpu and gpu do not time the "
+          "all-reduce)",
+          usage);
+    }
+    config.allreduce_combine_bytes = *bytes;
+  }
   config.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
   if (!config.fuse_convolutions && backend != "tpusim")
     return usage_error("--fuse-convolutions needs the tpusim backend (cpu and gpu do not time it)",
@@ -247,8 +263,8 @@ int run_train(const std::vector<std::string>& args) {
     if (auto s = use_host_config_timing(*data, &config); !s.ok())
       return failure(std::string(s.message()));
   }
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer, *policy), config,
-                                             {}, true, batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer, *policy), config, {},
+                                             true, batch, batch, batch);
   if (!est.ok()) return failure(std::string(est.status().message()));
   std::cout << fmt::format(
       "training {}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
@@ -299,6 +315,7 @@ int run_train(const std::vector<std::string>& args) {
       {"weights_fingerprint", r.weights_fingerprint},
       {"timing_only", config.timing_only},
       {"fold_replicas", config.fold_replicas},
+      {"allreduce_combine_bytes", config.allreduce_combine_bytes},
       {"input", data->jpeg ? "jpeg" : "raw"},
       {"image_size", data->image_size},
       {"map_threads", data->map_threads},

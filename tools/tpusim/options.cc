@@ -6,6 +6,40 @@
 
 namespace tpusim::cli {
 
+absl::StatusOr<uint64_t> parse_bytes(const std::string& flag, const std::string& text,
+                                     uint64_t min) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    return absl::InvalidArgumentError(str_cat(flag, " '", text, "' is not a size"));
+  }
+  const std::string unit = text.substr(used);
+  double scale = 1;
+  if (unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
+  else if (!unit.empty() && unit != "B")
+    return absl::InvalidArgumentError(
+        str_cat(flag, " '", text, "': unknown unit '", unit, "' (B, KiB, MiB, GiB, KB, MB, GB)"));
+  const double bytes = value * scale;
+  if (!(bytes >= static_cast<double>(min)) || bytes > 64.0 * (1ull << 30)) {
+    return absl::InvalidArgumentError(
+        str_cat(flag, " ", text, " must be in [", min, " B, 64 GiB]"));
+  }
+  return static_cast<uint64_t>(bytes) / 4 * 4;
+}
+
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {
   if (name == "default") return isa::DEFAULT;
   if (name == "high") return isa::HIGH;

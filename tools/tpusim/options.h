@@ -1,17 +1,21 @@
 #pragma once
 // Option values several subcommands share, parsed with messages that list what is accepted.
 
+#include <cstdint>
 #include <string>
 
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
 #include "runtime/models/zoo.h"
-
 #include "sim/isa/isa.pb.h"
 
 namespace tpusim::cli {
 
+// Bytes from "268435456", "256MiB", "1GiB", "64KiB" or "100MB", a whole number of f32 (rounded
+// down to a multiple of 4), in [min, 64 GiB]; errors name `flag`.
+absl::StatusOr<uint64_t> parse_bytes(const std::string& flag, const std::string& text,
+                                     uint64_t min);
 // "default" | "high" | "highest".
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
 // OK when `name` is a registered MXU timing policy.

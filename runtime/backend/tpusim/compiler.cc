@@ -37,7 +37,6 @@ namespace {
 
 constexpr uint64_t kConstantsRegion = 64ull << 20;  // room for the compiler's own constants
 
-
 Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget) {
   Transfer t;
   t.name = n.attrs.name;
@@ -57,13 +56,13 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
 // row lands above the f32 one it is widened into): one row must fit the core's VMEM.
 absl::Status check_row_fits_vmem(const Transfer& t, const char* kind, uint64_t vmem_bytes) {
   const uint64_t f32_row = uint64_t{t.cols} * 4;
-  const uint64_t row = t.link_bytes == 2 ? (f32_row + 4095) / 4096 * 4096 + uint64_t{t.cols} * 2
-                                         : f32_row;
+  const uint64_t row =
+      t.link_bytes == 2 ? (f32_row + 4095) / 4096 * 4096 + uint64_t{t.cols} * 2 : f32_row;
   if (row <= vmem_bytes) return absl::OkStatus();
-  return absl::UnimplementedError(str_cat(
-      "tpusim backend: ", kind, " '", t.name, "' (", dtype_name(t.dtype), t.shape.str(),
-      "): one row of ", row, " bytes does not fit the core's ", vmem_bytes,
-      " bytes of VMEM, which the host link moves it through a row or more at a time"));
+  return absl::UnimplementedError(
+      str_cat("tpusim backend: ", kind, " '", t.name, "' (", dtype_name(t.dtype), t.shape.str(),
+              "): one row of ", row, " bytes does not fit the core's ", vmem_bytes,
+              " bytes of VMEM, which the host link moves it through a row or more at a time"));
 }
 
 absl::Status lower_node(Lowering& l, int id) {
@@ -166,9 +165,16 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
   for (int id = 0; id < graph.size(); ++id) {
     if (fp.absorbed(id)) absorbed[static_cast<size_t>(id)] = true;
   }
+  // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
+  // runs.
+  const CombinedAllReduces combined =
+      replicas > 1 ? CombinedAllReduces(graph, needed, overlapped, options.combine)
+                   : CombinedAllReduces();
+  out.combined_allreduces = combined.groups();
+  out.combined_sums = combined.sums();
   PlanRequest request;
   request.replicas = replicas;
-  request.order = emission_order(graph, overlapped);
+  request.order = emission_order(graph, overlapped, &combined);
   request.overlapped_collectives = overlapped;
   request.materialized.assign(static_cast<size_t>(graph.size()), true);
   request.reads.resize(static_cast<size_t>(graph.size()));
@@ -189,8 +195,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     }
     if (const auto fused = fusions.find(id); fused != fusions.end() && fused->second.patches_kept)
       reads.push_back(fused->second.patches);  // it writes them: they are live through it
+    // A combined all-reduce's fragment, its root's, reads every member's input.
+    const int combined_root = combined.root(id);
     for (int in : reads) {
-      const int reader = root >= 0 ? root : id;
+      const int reader = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
       if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
       request.reads[static_cast<size_t>(reader)].push_back(in);
     }
@@ -220,10 +228,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
   sim::CoreBuilder b(out.program.get(), core);
   FlagPool flags;
   Emitter emit(slice.chip.core, b, flags);
-  Lowering l{graph,    out.plan,          emit,
-             hbm,      options.precision, allocate_gemm_flags(flags),
-             replicas, options.allreduce, overlapped,
-             fp.folded};
+  Lowering l{graph,     out.plan,          emit,
+             hbm,       options.precision, allocate_gemm_flags(flags),
+             replicas,  options.allreduce, overlapped,
+             fp.folded, &combined};
   const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
 
   // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
@@ -287,6 +295,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     if (!needed[static_cast<size_t>(id)] || absorbed[static_cast<size_t>(id)]) continue;
     const int root = group[static_cast<size_t>(id)];
     if (root >= 0 && root != id) continue;  // computed with its group's root
+    if (combined.root(id) >= 0 && combined.root(id) != id) continue;  // summed with its root's
     const auto fused = fusions.find(id);
     hbm.next_node();
     const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
@@ -294,8 +303,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     for (int in : request.reads[static_cast<size_t>(id)]) {
       if (auto r = range_of(in)) reads.push_back(*r);
     }
-    if (auto w = range_of(id); w && out.plan.owner[static_cast<size_t>(id)] == id) {
-      writes.push_back(*w);
+    for (int m : combined.members(id)) {  // a combined all-reduce writes every member's result
+      if (auto w = range_of(m); w && out.plan.owner[static_cast<size_t>(m)] == m) {
+        writes.push_back(*w);
+      }
     }
     if (fused != fusions.end() && fused->second.patches_kept) {
       if (auto w = range_of(fused->second.patches)) writes.push_back(*w);
@@ -348,10 +359,11 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     if (collective && s.ok()) {
       // Later fragments learn from these ranges whether to wait for it: a collective without
       // them would be waited for by nothing.
-      if (reads.size() != 1 || writes.size() != 1) {
+      const size_t parts = combined.members(id).size();
+      if (reads.size() != parts || writes.size() != parts) {
         s = absl::InternalError("tpusim backend: an overlapped all-reduce without its buffers");
       } else {
-        in_flight.started(flags.count(emit.collectives_done_flag()), reads[0], writes[0]);
+        in_flight.started(flags.count(emit.collectives_done_flag()), reads, writes);
       }
     }
     if (s.ok()) s = emit.status();

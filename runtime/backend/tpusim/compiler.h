@@ -12,6 +12,7 @@
 #include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
+#include "runtime/backend/tpusim/allreduce_combiner.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
 #include "runtime/graph/graph.h"
 #include "sim/isa/arena_program.h"
@@ -51,6 +52,8 @@ struct CompiledStep {
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
+  uint64_t combined_allreduces = 0;  // combined all-reduces (StepOptions::combine)
+  uint64_t combined_sums = 0;        // the cross_replica_sums they stand for
 };
 
 struct StepOptions {
@@ -63,6 +66,9 @@ struct StepOptions {
   // The all-reduces run while later fragments compute (schedule.h); off, each waits for every
   // earlier fragment and every later one waits for it.
   bool overlap_allreduce = true;
+  // XLA's all-reduce combining (allreduce_combiner.h): cross_replica_sums grouped into combined
+  // all-reduces of up to combine.threshold_bytes each; 0 bytes: each sum its own all-reduce.
+  CombineLimits combine;
   // Convolutions (im2col feeding a matmul, a matmul feeding col2im) run as one fragment with
   // their patches in VMEM only (lowering.h, Fusion); off, each op is a fragment of its own
   // and the patches go through HBM.

@@ -170,8 +170,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
             l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
         // A bf16 output: rounded once the MXUs are done with it (the store waits for the chain).
-        if (n.dtype == DType::kBF16)
-          t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+        if (n.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
       });
   return absl::OkStatus();
 }

@@ -296,8 +296,7 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
     // Store the tile once its last vector op is done; that frees the slot.
     const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
     auto store = b_.dma_to_hbm(
-        tile.out_,
-        block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
+        tile.out_, block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
         next_engine());
     ordered(store);
     if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));

@@ -180,7 +180,7 @@ class Emitter {
   bool row_fits(uint64_t row_bytes);
   struct TileLoop {
     uint64_t out_hbm;
-    uint32_t cols;  // of the output; 0 without one
+    uint32_t cols;        // of the output; 0 without one
     uint64_t out_stride;  // bytes between the output's rows in HBM; 0: dense
     isa::DType out_dtype;
     uint64_t rows;

@@ -66,10 +66,9 @@ std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& nee
   for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
   for (int id = 0; id < n; ++id) {
     const Node& b = g.node(id);
-    folded[static_cast<size_t>(id)] = needed[static_cast<size_t>(id)] &&
-                                      !exported[static_cast<size_t>(id)] &&
-                                      broadcast_fold(g, id) != FoldedBroadcast::kNone &&
-                                      g.node(b.inputs[0]).dtype != DType::kS32;
+    folded[static_cast<size_t>(id)] =
+        needed[static_cast<size_t>(id)] && !exported[static_cast<size_t>(id)] &&
+        broadcast_fold(g, id) != FoldedBroadcast::kNone && g.node(b.inputs[0]).dtype != DType::kS32;
   }
   for (int r = 0; r < n; ++r) {
     if (!needed[static_cast<size_t>(r)]) continue;
@@ -191,7 +190,6 @@ std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   }
   return needed;
 }
-
 
 std::vector<int> FusionPlan::members(int root) const {
   std::vector<int> out = recomputed_in[static_cast<size_t>(root)];

@@ -29,9 +29,9 @@ struct FusionOptions {
 };
 
 struct FusionPlan {
-  std::vector<bool> needed;     // some lowered fragment, output or update reads the node
-  std::vector<int> group;       // per node, the root of the group computing it; -1: none
-  std::vector<bool> folded;     // broadcasts read in place
+  std::vector<bool> needed;      // some lowered fragment, output or update reads the node
+  std::vector<int> group;        // per node, the root of the group computing it; -1: none
+  std::vector<bool> folded;      // broadcasts read in place
   std::vector<bool> recomputed;  // computed again in each reader's group: no buffer of its own
   std::vector<std::vector<int>> recomputed_in;  // per group root, the recomputed nodes it computes
   uint64_t fused_reductions = 0;

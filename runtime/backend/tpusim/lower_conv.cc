@@ -90,11 +90,12 @@ absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, Cut 
     while (r1 > r0 + 1 && !fits(band(r0, r1))) --r1;
     const Band b = band(r0, r1);
     if (!fits(b)) {
-      return absl::UnimplementedError(str_cat(
-          "tpusim backend: ", cut == Cut::kImageRows ? "one image row and its windows" : "one row of windows",
-          " (", g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ", g.patch,
-          " values) need ", b.g.image_elements() * 4 + b.g.patch_elements() * 4,
-          " bytes of VMEM; the tile budget is ", l.emit.tile_budget_bytes()));
+      return absl::UnimplementedError(
+          str_cat("tpusim backend: ",
+                  cut == Cut::kImageRows ? "one image row and its windows" : "one row of windows",
+                  " (", g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ",
+                  g.patch, " values) need ", b.g.image_elements() * 4 + b.g.patch_elements() * 4,
+                  " bytes of VMEM; the tile budget is ", l.emit.tile_budget_bytes()));
     }
     out.push_back(b);
     written = b.y0 + b.g.H;
@@ -106,8 +107,8 @@ absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, Cut 
 // The band's operand (or output) in an HBM tensor of whole images `cols` wide: rows of
 // `band_elements` from `first_element` of each image.
 TileOperand band_rows(uint64_t hbm, int64_t first_element, int64_t band_elements, int64_t cols) {
-  TileOperand op{TileOperand::Kind::kFull, hbm + static_cast<uint64_t>(first_element) * 4,
-                 isa::F32, static_cast<uint32_t>(band_elements)};
+  TileOperand op{TileOperand::Kind::kFull, hbm + static_cast<uint64_t>(first_element) * 4, isa::F32,
+                 static_cast<uint32_t>(band_elements)};
   if (band_elements < cols) op.stride = static_cast<uint64_t>(cols) * 4;
   return op;
 }
@@ -130,12 +131,13 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
   if (!parts.ok()) return parts.status();
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
-    l.emit.rowwise(
-        band_rows(l.address(id), band.oy0 * g.OW * g.patch, bg.patch_elements(), g.patch_elements()),
-        static_cast<uint64_t>(in.dim(0)),
-        {band_rows(l.address(n.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
-                   g.image_elements())},
-        0, 0, [&](Tile& t) { build_patches(t, bg, t.in(0).address(), t.out().address()); });
+    l.emit.rowwise(band_rows(l.address(id), band.oy0 * g.OW * g.patch, bg.patch_elements(),
+                             g.patch_elements()),
+                   static_cast<uint64_t>(in.dim(0)),
+                   {band_rows(l.address(n.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
+                              g.image_elements())},
+                   0, 0,
+                   [&](Tile& t) { build_patches(t, bg, t.in(0).address(), t.out().address()); });
   }
   return absl::OkStatus();
 }
@@ -163,8 +165,7 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
                                               bg.patch_elements(), g.patch_elements())};
     const int64_t carried = band.carried * g.W * g.C;
     if (carried > 0) {
-      inputs.push_back(
-          band_rows(l.address(id), band.y0 * g.W * g.C, carried, g.image_elements()));
+      inputs.push_back(band_rows(l.address(id), band.y0 * g.W * g.C, carried, g.image_elements()));
     }
     l.emit.rowwise(
         band_rows(l.address(id), band.y0 * g.W * g.C, bg.image_elements(), g.image_elements()),
@@ -175,7 +176,7 @@ absl::Status lower_patches_to_image(Lowering& l, int id) {
           if (carried > 0) {
             t.chain(cb.unary(Vector::COPY,
                              sim::block(t.out().address(), t.rows(), static_cast<uint32_t>(carried),
-                                   isa::F32, static_cast<uint64_t>(bg.image_elements()) * 4),
+                                        isa::F32, static_cast<uint64_t>(bg.image_elements()) * 4),
                              t.in(1)));
           }
           if (bg.flat) zero_wrapped(t, bg, patches);

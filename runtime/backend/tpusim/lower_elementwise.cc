@@ -52,7 +52,6 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
 
 namespace {
 
-
 std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
   std::vector<int64_t> map(static_cast<size_t>(in.rank()));
   std::iota(map.begin(), map.end(), out.rank() - in.rank());
@@ -86,7 +85,7 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
     // A folded broadcast (of floats, read by fragments of its own shape, as the compiler checks):
     // its input, in place.
     op.tile = {broadcast_fold(l.graph, id) == FoldedBroadcast::kRow ? TileOperand::Kind::kRow
-                                                                     : TileOperand::Kind::kColumn,
+                                                                    : TileOperand::Kind::kColumn,
                l.address(n.inputs[0]), isa::F32};
     return op;
   }
@@ -337,19 +336,18 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
     });
     return absl::OkStatus();
   }
-  const isa::Block sum =
-      l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, cols, [&](Tile& t) {
-        sim::CoreBuilder& b = t.e_builder();
-        const isa::Block value = t.scratch(scratch - 1);
-        compute_group(l, group, ops, t, value);
-        if (t.first_row() == 0) {
-          t.chain(b.reduce(vop, t.accumulator(), value, 0));
-          return;
-        }
-        const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
-        t.chain(b.reduce(vop, part, value, 0));
-        t.chain(b.binary(max ? Vector::MAX : Vector::ADD, t.accumulator(), t.accumulator(), part));
-      });
+  const isa::Block sum = l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, cols, [&](Tile& t) {
+    sim::CoreBuilder& b = t.e_builder();
+    const isa::Block value = t.scratch(scratch - 1);
+    compute_group(l, group, ops, t, value);
+    if (t.first_row() == 0) {
+      t.chain(b.reduce(vop, t.accumulator(), value, 0));
+      return;
+    }
+    const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
+    t.chain(b.reduce(vop, part, value, 0));
+    t.chain(b.binary(max ? Vector::MAX : Vector::ADD, t.accumulator(), t.accumulator(), part));
+  });
   Tile last = l.emit.epilogue();
   last.store(sum, block(l.address(reduce), 1, cols, isa::F32), last.chain_count());
   return absl::OkStatus();

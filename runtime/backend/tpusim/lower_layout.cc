@@ -43,15 +43,14 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
     const int64_t parts = (k + chunk - 1) / chunk;
     const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
     for (int64_t p = 0; p < parts; ++p) {
-      TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4,
-                         isa::F32, 1};
+      TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4, isa::F32,
+                         1};
       column.stride = static_cast<uint64_t>(parts) * 4;
       TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
                        isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
       rows.stride = static_cast<uint64_t>(k) * 4;
-      l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0, [&](Tile& t) {
-        t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1));
-      });
+      l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
+                     [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
     }
     reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
     return;
@@ -154,8 +153,8 @@ namespace {
 
 // [batch, a, c, inner] at src -> [batch, c, a, inner] at dst as one fragment whose tiles hold
 // whole batch entries; false (nothing emitted) when one entry, in and out, does not fit a tile.
-bool transpose_in_vmem(Lowering& l, uint64_t src, uint64_t dst, int64_t batch, int64_t a,
-                       int64_t c, int64_t inner) {
+bool transpose_in_vmem(Lowering& l, uint64_t src, uint64_t dst, int64_t batch, int64_t a, int64_t c,
+                       int64_t inner) {
   const int64_t entry = a * c * inner;
   if (entry > int64_t{UINT32_MAX} ||
       Emitter::tile_bytes({static_cast<uint64_t>(entry), static_cast<uint64_t>(entry)}, 1) >
@@ -188,8 +187,7 @@ bool transpose_in_vmem(Lowering& l, uint64_t src, uint64_t dst, int64_t batch, i
         std::array<Axis, 3> axes = {Axis{t.rows(), entry_bytes, entry_bytes},
                                     Axis{a, static_cast<uint64_t>(c) * row, row},
                                     Axis{c, row, static_cast<uint64_t>(a) * row}};
-        std::sort(axes.begin(), axes.end(),
-                  [](const Axis& x, const Axis& y) { return x.n > y.n; });
+        std::sort(axes.begin(), axes.end(), [](const Axis& x, const Axis& y) { return x.n > y.n; });
         const Axis& rows = axes[0];
         for (int64_t p = 0; p < axes[1].n; ++p) {
           for (int64_t q = 0; q < axes[2].n; ++q) {
@@ -198,10 +196,10 @@ bool transpose_in_vmem(Lowering& l, uint64_t src, uint64_t dst, int64_t batch, i
             const uint64_t to = out + static_cast<uint64_t>(p) * axes[1].out_step +
                                 static_cast<uint64_t>(q) * axes[2].out_step;
             t.chain(b.unary(Vector::COPY,
-                            block(to, static_cast<uint32_t>(rows.n),
-                                  static_cast<uint32_t>(inner), isa::F32, rows.out_step),
-                            block(from, static_cast<uint32_t>(rows.n),
-                                  static_cast<uint32_t>(inner), isa::F32, rows.in_step)));
+                            block(to, static_cast<uint32_t>(rows.n), static_cast<uint32_t>(inner),
+                                  isa::F32, rows.out_step),
+                            block(from, static_cast<uint32_t>(rows.n), static_cast<uint32_t>(inner),
+                                  isa::F32, rows.in_step)));
           }
         }
       });
@@ -462,8 +460,9 @@ absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_
   const uint64_t w_t = l.hbm.temporary(static_cast<uint64_t>(cols * k) * 4);
   const uint64_t product = l.hbm.temporary(static_cast<uint64_t>(cols * m) * 4);
   if (absl::Status s = emit_transpose(l, w, Shape({k, cols}), {1, 0}, w_t); !s.ok()) return s;
-  if (absl::Status s = emit_hbm_gemm(l, w_t, a, product, static_cast<uint32_t>(cols),
-                                     static_cast<uint32_t>(k), static_cast<uint32_t>(m), round_bf16);
+  if (absl::Status s =
+          emit_hbm_gemm(l, w_t, a, product, static_cast<uint32_t>(cols), static_cast<uint32_t>(k),
+                        static_cast<uint32_t>(m), round_bf16);
       !s.ok()) {
     return s;
   }
@@ -476,32 +475,31 @@ absl::Status lower_transposed_lhs_matmul(Lowering& l, int id, uint64_t a, int64_
 // emitted) when one entry's operands and product do not fit a tile.
 bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int64_t batches,
                             uint32_t m, uint32_t k, uint32_t cols, bool round_bf16) {
-  const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols,
-                 c_cols = uint64_t{m} * cols;
+  const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols, c_cols = uint64_t{m} * cols;
   if (std::max({a_cols, w_cols, c_cols}) > UINT32_MAX ||
       Emitter::tile_bytes({a_cols, w_cols, c_cols}, 1) > l.emit.tile_budget_bytes())
     return false;
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise(c, static_cast<uint64_t>(batches), static_cast<uint32_t>(c_cols), isa::F32,
-                 {TileOperand{TileOperand::Kind::kFull, a, isa::F32, static_cast<uint32_t>(a_cols)},
-                  TileOperand{TileOperand::Kind::kFull, w, isa::F32, static_cast<uint32_t>(w_cols)}},
-                 0, 0, [&](Tile& t) {
-                   for (uint64_t e = 0; e < t.rows(); ++e) {
-                     emit_mxu_product(
-                         l.emit.core(), t.e_builder(),
-                         block(t.in(0).address() + e * a_cols * 4, m, k, isa::F32),
-                         block(t.in(1).address() + e * w_cols * 4, k, cols, isa::F32),
-                         block(t.out().address() + e * c_cols * 4, m, cols, isa::F32), false,
-                         l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-                         // Each MXU runs in order, so its load_weights waiting for the tile's
-                         // loads is enough; the tile's store waits for every product.
-                         [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
-                   }
-                   if (round_bf16) {  // after every product: the store waits for the chain
-                     t.chain(t.join(t.e_builder().unary(isa::Vector::ROUND_BF16, t.out(),
-                                                        t.out())));
-                   }
-                 });
+  l.emit.rowwise(
+      c, static_cast<uint64_t>(batches), static_cast<uint32_t>(c_cols), isa::F32,
+      {TileOperand{TileOperand::Kind::kFull, a, isa::F32, static_cast<uint32_t>(a_cols)},
+       TileOperand{TileOperand::Kind::kFull, w, isa::F32, static_cast<uint32_t>(w_cols)}},
+      0, 0, [&](Tile& t) {
+        for (uint64_t e = 0; e < t.rows(); ++e) {
+          emit_mxu_product(
+              l.emit.core(), t.e_builder(),
+              block(t.in(0).address() + e * a_cols * 4, m, k, isa::F32),
+              block(t.in(1).address() + e * w_cols * 4, k, cols, isa::F32),
+              block(t.out().address() + e * c_cols * 4, m, cols, isa::F32), false, l.precision,
+              next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
+              // Each MXU runs in order, so its load_weights waiting for the tile's
+              // loads is enough; the tile's store waits for every product.
+              [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
+        }
+        if (round_bf16) {  // after every product: the store waits for the chain
+          t.chain(t.join(t.e_builder().unary(isa::Vector::ROUND_BF16, t.out(), t.out())));
+        }
+      });
   return true;
 }
 
@@ -533,10 +531,9 @@ absl::Status lower_matmul(Lowering& l, int id) {
     return absl::OkStatus();
   for (int64_t bi = 0; bi < gemms; ++bi) {
     const auto at = static_cast<uint64_t>(bi);
-    if (absl::Status s = emit_hbm_gemm(l, l.address(n.inputs[0]) + at * m * k * 4,
-                                       l.address(n.inputs[1]) + at * k * cols * 4,
-                                       l.address(id) + at * m * cols * 4, rows, k, cols,
-                                       round_bf16);
+    if (absl::Status s = emit_hbm_gemm(
+            l, l.address(n.inputs[0]) + at * m * k * 4, l.address(n.inputs[1]) + at * k * cols * 4,
+            l.address(id) + at * m * cols * 4, rows, k, cols, round_bf16);
         !s.ok()) {
       return s;
     }

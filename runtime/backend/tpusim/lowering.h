@@ -10,6 +10,7 @@
 
 #include <absl/status/status.h>
 
+#include "runtime/backend/tpusim/allreduce_combiner.h"
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
 #include "runtime/backend/tpusim/schedule.h"
@@ -108,6 +109,8 @@ struct Lowering {
   // Per node, whether it is a broadcast whose readers (elementwise fragments all) read its input
   // as a row or column operand instead (broadcast_fold): it has no buffer and no fragment.
   std::vector<bool> folded{};
+  // The cross_replica_sums combined into one all-reduce (null: none).
+  const CombinedAllReduces* combined = nullptr;
   // Set by a lowering that left its bf16 node's value rounded to bf16 values (a matmul rounds its
   // tiles in VMEM): the compiler then adds no rounding pass (round_to_bf16_in_place). The
   // compiler clears it before each node.
@@ -129,9 +132,7 @@ isa::DType buffer_dtype(const Node& n);
 inline uint32_t cols_of(const Shape& s) {
   return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
 }
-inline uint64_t rows_of(const Shape& s) {
-  return static_cast<uint64_t>(s.elements()) / cols_of(s);
-}
+inline uint64_t rows_of(const Shape& s) { return static_cast<uint64_t>(s.elements()) / cols_of(s); }
 
 // Whether a node's fragment leaves f32 sums in its buffer where its type is bf16: a matmul, a
 // reduce_sum or patches_to_image of bf16 values (the MXU and the vector unit's reductions sum in

@@ -2,7 +2,6 @@
 // charging their transfers as a TPU's packed bf16 (lowering.h: leaves_f32_sums,
 // round_to_bf16_in_place, mark_packed_bf16).
 #include "runtime/backend/tpusim/lowering.h"
-
 #include "sim/memory/block.h"
 
 namespace tpusim::runtime::tpusim_backend {

@@ -4,7 +4,8 @@
 
 namespace tpusim::runtime::tpusim_backend {
 
-std::vector<int> emission_order(const Graph& graph, bool hoist_collectives) {
+std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
+                                const CombinedAllReduces* combined) {
   const int n = graph.size();
   std::vector<std::vector<int>> follows(static_cast<size_t>(n));  // node -> collectives after it
   std::vector<bool> hoisted(static_cast<size_t>(n), false);
@@ -22,8 +23,19 @@ std::vector<int> emission_order(const Graph& graph, bool hoist_collectives) {
   // collective that reads another collective's result waits for: appending each after its input
   // keeps every node after what it reads.
   auto place = [&](int id, auto&& self) -> void {
-    order.push_back(id);
-    for (int c : follows[static_cast<size_t>(id)]) self(c, self);
+    const int root = combined != nullptr ? combined->root(id) : -1;
+    if (root < 0) {
+      order.push_back(id);
+      for (int c : follows[static_cast<size_t>(id)]) self(c, self);
+      return;
+    }
+    if (root != id) return;  // placed with its root
+    // The combiner keeps every member's input before the root's and every reader after it.
+    const std::vector<int> members = combined->members(root);
+    for (int m : members) order.push_back(m);
+    for (int m : members) {
+      for (int c : follows[static_cast<size_t>(m)]) self(c, self);
+    }
   };
   // The infeeds come first: the step lands every one of them before its first fragment, so
   // their buffers are live from the start (an infeed later in graph order must not take the
@@ -39,17 +51,23 @@ std::vector<int> emission_order(const Graph& graph, bool hoist_collectives) {
   return order;
 }
 
-void CollectivesInFlight::started(uint64_t count, HbmRange src, HbmRange dst) {
-  in_flight_.push_back({count, src, dst});
+void CollectivesInFlight::started(uint64_t count, std::vector<HbmRange> src,
+                                  std::vector<HbmRange> dst) {
+  in_flight_.push_back({count, std::move(src), std::move(dst)});
 }
 
 uint64_t CollectivesInFlight::needed(const std::vector<HbmRange>& reads,
                                      const std::vector<HbmRange>& writes) const {
   uint64_t count = 0;
   for (const Collective& c : in_flight_) {
+    auto overlaps_any = [](const HbmRange& r, const std::vector<HbmRange>& ranges) {
+      return std::any_of(ranges.begin(), ranges.end(),
+                         [&](const HbmRange& o) { return r.overlaps(o); });
+    };
     bool touches = false;
-    for (const HbmRange& r : reads) touches = touches || r.overlaps(c.dst);
-    for (const HbmRange& w : writes) touches = touches || w.overlaps(c.src) || w.overlaps(c.dst);
+    for (const HbmRange& r : reads) touches = touches || overlaps_any(r, c.dst);
+    for (const HbmRange& w : writes)
+      touches = touches || overlaps_any(w, c.src) || overlaps_any(w, c.dst);
     if (touches) count = std::max(count, c.count);
   }
   return count;

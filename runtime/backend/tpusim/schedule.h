@@ -14,14 +14,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/backend/tpusim/allreduce_combiner.h"
 #include "runtime/graph/graph.h"
 
 namespace tpusim::runtime::tpusim_backend {
 
 // Every node of `graph` in the order the compiler emits their fragments: the infeeds first (the
 // step lands them all before anything else), then graph order, except that with
-// `hoist_collectives` each cross_replica_sum follows right after the node it reads.
-std::vector<int> emission_order(const Graph& graph, bool hoist_collectives);
+// `hoist_collectives` each cross_replica_sum follows right after the node it reads. The members
+// of a combined all-reduce (`combined`, when given) all come right before its root, where it runs.
+std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
+                                const CombinedAllReduces* combined = nullptr);
 
 // [begin, end) in HBM, bytes.
 struct HbmRange {
@@ -32,8 +35,9 @@ struct HbmRange {
 // The overlapped collectives a core's later fragments may have to wait for.
 class CollectivesInFlight {
  public:
-  // The collective that brings the collectives-done flag to `count` reads `src` and writes `dst`.
-  void started(uint64_t count, HbmRange src, HbmRange dst);
+  // The collective that brings the collectives-done flag to `count` reads `src` and writes `dst`
+  // (a combined all-reduce: every part's).
+  void started(uint64_t count, std::vector<HbmRange> src, std::vector<HbmRange> dst);
   // The count a fragment that reads `reads` and writes `writes` must wait for; 0 when it touches
   // nothing in flight.
   uint64_t needed(const std::vector<HbmRange>& reads, const std::vector<HbmRange>& writes) const;
@@ -47,7 +51,7 @@ class CollectivesInFlight {
  private:
   struct Collective {
     uint64_t count;
-    HbmRange src, dst;
+    std::vector<HbmRange> src, dst;
   };
   std::vector<Collective> in_flight_;  // by count
 };

@@ -50,8 +50,9 @@ absl::StatusOr<ShadowProgram> shadow_program(const isa::CoreProgram& step, int l
     list->erase(list->begin() + shadow.loop_instruction);
     shadow.loop_instruction = -1;
   } else {
-    shadow.program.mutable_instructions(shadow.loop_instruction)->mutable_loop()->set_body_length(
-        body);
+    shadow.program.mutable_instructions(shadow.loop_instruction)
+        ->mutable_loop()
+        ->set_body_length(body);
   }
   shadow.program.add_instructions()->mutable_halt();
   return shadow;

@@ -12,7 +12,7 @@
 namespace tpusim::runtime::tpusim_backend {
 
 struct ShadowProgram {
-  isa::CoreProgram program;  // core and loop count are the caller's to set
+  isa::CoreProgram program;   // core and loop count are the caller's to set
   int loop_instruction = -1;  // the device loop, or -1 where the step has no collective
 };
 

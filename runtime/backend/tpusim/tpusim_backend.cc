@@ -150,7 +150,8 @@ void add_batch(uint32_t core, const CompiledStep& step, const Feeds& feeds, bool
                sim::InfeedStep& into) {
   for (const Transfer& t : step.infeeds) {
     const HostTensor& value = feeds.at(t.name);
-    const std::vector<uint8_t> data = timing_only ? std::vector<uint8_t>{} : link_bytes_of(t, value);
+    const std::vector<uint8_t> data =
+        timing_only ? std::vector<uint8_t>{} : link_bytes_of(t, value);
     const uint64_t total = static_cast<uint64_t>(value.elements()) * t.link_bytes;
     const uint64_t entry_bytes = t.entry_bytes();
     for (uint64_t at = 0; at < total; at += entry_bytes) {
@@ -242,6 +243,7 @@ class TpusimBackend final : public Backend {
       step_options.replicas = options.replicas;
       step_options.allreduce = allreduce;
       step_options.overlap_allreduce = options.overlap_allreduce;
+      step_options.combine.threshold_bytes = options.allreduce_combine_bytes;
       step_options.fuse_convolutions = options.fuse_convolutions;
       step_options.fuse_pools = options.fuse_pools;
       step_options.fuse_reductions = options.fuse_reductions;
