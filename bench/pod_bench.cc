@@ -1,6 +1,7 @@
 // A training step on a slice of many hosts, simulated in full or with replica folding
-// (CompileOptions::simulated_replicas): host time per step, the simulated step, and the process's
-// peak resident memory after each. Its own binary: the tpusim backend owns the process's System
+// (CompileOptions::simulated_replicas), its gradients' all-reduces apart or combined
+// (CompileOptions::allreduce_combine_bytes): host time per step, the simulated step, and the
+// process's peak resident memory after each. Its own binary: the tpusim backend owns the process's System
 // (a v4-128, 128 cores on 16 hosts). Folded runs first, since peak memory only grows.
 #include <sys/resource.h>
 
@@ -26,9 +27,10 @@ double peak_rss_mb() {
 }
 
 // mnist_cnn with CrossShardOptimizer over 128 replicas, timing-only, `simulated` of them
-// cycle-level (0: all).
+// cycle-level (0: all), its all-reduces combined up to `combine_mib` MiB (0: apart).
 void BM_PodTrainingLoop(benchmark::State& state) {
   const auto simulated = static_cast<uint32_t>(state.range(0));
+  const auto combine_mib = static_cast<uint64_t>(state.range(1));
   GraphBuilder b;
   if (!models::build_training_step(b, "mnist_cnn", kBatch, 0.01f, 1,
                                    models::DTypePolicy::kFloat32, kReplicas)
@@ -40,6 +42,7 @@ void BM_PodTrainingLoop(benchmark::State& state) {
   CompileOptions options;
   options.replicas = kReplicas;
   options.simulated_replicas = simulated;
+  options.allreduce_combine_bytes = combine_mib << 20;
   auto exe = backend->compile(b.graph(), options);
   if (!exe.ok() || !backend->set_timing_only(true).ok()) {
     state.SkipWithError("compile failed");
@@ -66,9 +69,10 @@ void BM_PodTrainingLoop(benchmark::State& state) {
   state.counters["peak_rss_mb"] = peak_rss_mb();
 }
 BENCHMARK(BM_PodTrainingLoop)
-    ->ArgName("simulated")
-    ->Arg(8)
-    ->Arg(0)
+    ->ArgNames({"simulated", "combine_mib"})
+    ->Args({8, 0})
+    ->Args({8, 4})
+    ->Args({0, 0})
     ->Unit(benchmark::kSecond)
     ->Iterations(1);
 

@@ -11,6 +11,7 @@
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/backend/tpusim/schedule.h"
+#include "sim/isa/dump.h"
 #include "sim/isa/validator.h"
 #include "tests/runtime/three_layer_step.h"
 
@@ -201,6 +202,8 @@ TEST(AllReduceCombiner, TheStepEmitsOneAllReduceOverEveryGradient) {
     }
     const absl::Status valid = sim::validate_program(program, v3_8());
     EXPECT_TRUE(valid.ok()) << valid;
+    // The dump lists the parts: "<total> f32 in 6 parts ring: <n> hbm[src] -> hbm[dst]; ...".
+    EXPECT_NE(sim::dump_program(program).find("f32 in 6 parts ring: "), std::string::npos);
   }
 }
 
