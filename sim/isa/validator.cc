@@ -1,5 +1,6 @@
 #include "sim/isa/validator.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <set>
@@ -294,6 +295,39 @@ class CoreChecker {
     if (total != c.elements()) {
       fail(index,
            str_cat("elements ", c.elements(), " is not the sum of its parts' (", total, ")"));
+    }
+    check_parts_apart(index, c);
+  }
+
+  // A part's dst may be its own src (in place) but may not overlap another part's src or dst:
+  // the ring writes a part's sums while it still reads the other parts.
+  void check_parts_apart(int index, const isa::Collective& c) {
+    struct Range {
+      uint64_t begin, end;
+      int part;
+      bool dst;
+    };
+    std::vector<Range> ranges;
+    for (int i = 0; i < c.parts_size(); ++i) {
+      const isa::CollectivePart& p = c.parts(i);
+      const uint64_t bytes = p.elements() * 4;
+      ranges.push_back({p.src(), p.src() + bytes, i, false});
+      ranges.push_back({p.dst(), p.dst() + bytes, i, true});
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    for (size_t a = 0; a < ranges.size(); ++a) {
+      for (size_t b = a + 1; b < ranges.size() && ranges[b].begin < ranges[a].end; ++b) {
+        const Range& x = ranges[a];
+        const Range& y = ranges[b];
+        if (x.part == y.part || (!x.dst && !y.dst)) continue;  // in place, or two reads
+        const Range& dst = x.dst ? x : y;
+        const Range& other = x.dst ? y : x;
+        fail(index, str_cat("part ", dst.part, " dst [", dst.begin, ", ", dst.end,
+                            ") overlaps part ", other.part, (other.dst ? " dst [" : " src ["),
+                            other.begin, ", ", other.end, ")"));
+        return;
+      }
     }
   }
 

@@ -120,8 +120,8 @@ void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index
   in.src.resize(in.cores.size());
   in.dst.resize(in.cores.size());
   in.peers[pos] = c.peer();
-  in.src[pos] = MemberBuffer::of(c, false);
-  in.dst[pos] = MemberBuffer::of(c, true);
+  in.src[pos] = MemberBuffer::of(c, MemberBuffer::Side::kSrc);
+  in.dst[pos] = MemberBuffer::of(c, MemberBuffer::Side::kDst);
   in.functional = in.functional && functional;
   if (in.arrived.size() < in.cores.size()) return;
   open_.erase(it);

@@ -1,7 +1,7 @@
 #pragma once
-// A member's src or dst as a collective sees it: bytes [0, size) of one buffer, laid over one or
-// more ranges of its chip's HBM. A plain collective's buffer is one range at its src or dst; a
-// combined all-reduce's (Collective.parts) is its parts' buffers end to end, so the collective
+// A member's src or dst as a collective sees it: the bytes of one buffer, from offset 0, laid over
+// one or more ranges of its chip's HBM. A plain collective's buffer is one range at its src or dst;
+// a combined all-reduce's (Collective.parts) is its parts' buffers end to end, so the collective
 // moves and sums it as one buffer and only its HBM accesses split at the parts' edges.
 
 #include <algorithm>
@@ -17,8 +17,11 @@ class MemberBuffer {
  public:
   MemberBuffer() = default;
 
-  // The member's src (`dst` false) or dst of `c`.
-  static MemberBuffer of(const isa::Collective& c, bool dst) {
+  enum class Side { kSrc, kDst };
+
+  // The member's src or dst of `c`.
+  static MemberBuffer of(const isa::Collective& c, Side side) {
+    const bool dst = side == Side::kDst;
     MemberBuffer b;
     if (c.parts().empty()) {
       const uint64_t address = dst ? c.dst() : c.src();
@@ -36,7 +39,7 @@ class MemberBuffer {
   }
 
   // Calls `f(address, bytes)` for each HBM range of buffer bytes [offset, offset + bytes), in
-  // order.
+  // order. Bytes past the buffer's end (which the validator rules out) are left out.
   template <typename F>
   void for_each(uint64_t offset, uint64_t bytes, F&& f) const {
     auto it = std::upper_bound(pieces_.begin(), pieces_.end(), offset,

@@ -277,6 +277,21 @@ const BadProgram kBad[] = {
        k->add_group(3);
      },
      "has parts and a src or dst: a combined all_reduce's buffers are its parts"},
+    {"PartsThatOverlap",
+     [](CoreBuilder& c) {
+       isa::CollectivePart a, b;
+       a.set_src(0);
+       a.set_dst(0);  // in place: fine
+       a.set_elements(16);
+       b.set_src(4096);
+       b.set_dst(32);  // inside part 0
+       b.set_elements(16);
+       c.combined_all_reduce(isa::Collective::RING, {a, b})
+           .instruction()
+           .mutable_collective()
+           ->add_group(3);
+     },
+     "part 1 dst [32, 96) overlaps part 0 src [0, 64)"},
     {"CollectiveBeyondHbm",
      [](CoreBuilder& c) {
        c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 34359738368ull, 16)

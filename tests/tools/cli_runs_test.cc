@@ -25,8 +25,8 @@ using testing::run_tpusim;
 TEST(Cli, CompileBuildsEitherDtypePolicy) {
   std::map<std::string, nlohmann::json> compiled;
   for (const char* policy : {"float32", "mixed_bfloat16"}) {
-    auto r = run_tpusim({"compile", "--model", "mlp", "--batch", "8", "--json", "--dtype-policy",
-                         policy});
+    auto r = run_tpusim(
+        {"compile", "--model", "mlp", "--batch", "8", "--json", "--dtype-policy", policy});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     compiled[policy] = nlohmann::json::parse(r.out);
     EXPECT_EQ(compiled[policy]["dtype_policy"], policy);
@@ -62,10 +62,26 @@ TEST(Cli, TrainReportsItsDtypePolicy) {
 TEST(Cli, TrainFoldsAPodOntoItsFirstHost) {
   const std::string dir = ::testing::TempDir() + "tpusim-fold-train";
   std::filesystem::remove_all(dir);
-  auto r = run_tpusim({"train", "--model", "mlp", "--config", "v4-128", "--batch-size", "1024",
-                       "--train-steps", "2", "--iterations-per-loop", "1", "--timing-only",
-                       "--host-timing", "config", "--fold-replicas", "on", "--model-dir", dir,
-                       "--report", dir + "/report.json"});
+  auto r = run_tpusim({"train",
+                       "--model",
+                       "mlp",
+                       "--config",
+                       "v4-128",
+                       "--batch-size",
+                       "1024",
+                       "--train-steps",
+                       "2",
+                       "--iterations-per-loop",
+                       "1",
+                       "--timing-only",
+                       "--host-timing",
+                       "config",
+                       "--fold-replicas",
+                       "on",
+                       "--model-dir",
+                       dir,
+                       "--report",
+                       dir + "/report.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("replica folding: replicas 0..7 (the first host's) simulated, "
                                "120 only join the collectives"));
@@ -181,11 +197,11 @@ TEST(Cli, TrainCombinesTheGradientsAllReduces) {
   std::map<std::string, nlohmann::json> report;
   for (const char* threshold : {"0", "4MiB"}) {
     const std::string path = (tmp / (std::string(threshold) + ".json")).string();
-    const auto r = run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(),
-                               "--model-dir", (tmp / threshold).string(), "--train-steps", "4",
-                               "--iterations-per-loop", "2", "--timing-only", "--host-timing",
-                               "config", "--allreduce-combine-threshold", threshold, "--report",
-                               path});
+    const auto r =
+        run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(), "--model-dir",
+                    (tmp / threshold).string(), "--train-steps", "4", "--iterations-per-loop", "2",
+                    "--timing-only", "--host-timing", "config", "--allreduce-combine-threshold",
+                    threshold, "--report", path});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::ifstream in(path);
     report[threshold] = nlohmann::json::parse(in);
@@ -205,6 +221,10 @@ TEST(Cli, TrainCombinesTheGradientsAllReduces) {
   auto r = run_tpusim({"train", "--allreduce-combine-threshold", "4 parsecs"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--allreduce-combine-threshold '4 parsecs': unknown unit"));
+  r = run_tpusim({"train", "--allreduce-combine-threshold", "3B"});  // rounds to no f32 at all
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--allreduce-combine-threshold 3B must be in [4 B, 64 GiB] (or 0: "
+                               "no combining)"));
   r = run_tpusim({"train", "--backend", "cpu", "--allreduce-combine-threshold", "1MiB"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--allreduce-combine-threshold needs the tpusim backend"));
@@ -482,13 +502,22 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
 // metric plot, rather than reporting gnuplot's complaint about empty data.
 TEST(Cli, SweepDrawsGeometricValuesOnALogAxisAndNoPlotOfNothing) {
   if (!std::filesystem::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "gnuplot is not installed";
-  const auto tmp =
-      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-log-" + std::to_string(::getpid()));
+  const auto tmp = std::filesystem::temp_directory_path() /
+                   ("tpusim-cli-sweep-log-" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
-  const std::vector<std::string> job = {"--",        "train", "--model", "mlp", "--data",
-                                        (tmp / "data").string(), "--train-steps", "1",
-                                        "--iterations-per-loop", "1", "--timing-only",
-                                        "--host-timing", "config"};
+  const std::vector<std::string> job = {"--",
+                                        "train",
+                                        "--model",
+                                        "mlp",
+                                        "--data",
+                                        (tmp / "data").string(),
+                                        "--train-steps",
+                                        "1",
+                                        "--iterations-per-loop",
+                                        "1",
+                                        "--timing-only",
+                                        "--host-timing",
+                                        "config"};
   auto sweep = [&](const std::string& set, const std::string& out) {
     std::vector<std::string> args = {"sweep", "--set", set, "--out", (tmp / out).string()};
     args.insert(args.end(), job.begin(), job.end());
@@ -518,8 +547,8 @@ TEST(Cli, SweepDrawsGeometricValuesOnALogAxisAndNoPlotOfNothing) {
 // backend's sums are cut the same on every host since fix_gemm_blocking; before, this step's
 // difference was 2.55e-05 on one machine and 0 on another.)
 TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
-  const auto tmp =
-      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-cmp-" + std::to_string(::getpid()));
+  const auto tmp = std::filesystem::temp_directory_path() /
+                   ("tpusim-cli-sweep-cmp-" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp);
   const std::string out = (tmp / "out").string();
   auto r = run_tpusim({"sweep", "--set", "steps=1,3", "--out", out, "--", "compare", "--model",
@@ -530,9 +559,8 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   EXPECT_THAT(r.err, HasSubstr("at 1 point(s) the backends differ"));
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("failed")));
   EXPECT_THAT(r.out, HasSubstr("max_loss_difference  verdict"));
-  EXPECT_THAT(r.out, ::testing::MatchesRegex(
-                         "(.|\n)*p000   steps=1 +0  agree\n(.|\n)*"
-                         "p001   steps=3 +1\\.93[0-9]*e-05  differ\n(.|\n)*"));
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("(.|\n)*p000   steps=1 +0  agree\n(.|\n)*"
+                                             "p001   steps=3 +1\\.93[0-9]*e-05  differ\n(.|\n)*"));
   std::ifstream csv(out + "/sweep.csv");
   std::string header;
   std::getline(csv, header);

@@ -59,8 +59,8 @@ int run_train(const std::vector<std::string>& args) {
       "later work")(
       "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
       "combine the gradients' all-reduces, in the order they run, into all-reduces of up to this "
-      "many bytes each (4MiB, 32MiB, ...), each paying one latency, as XLA's AllReduceCombiner; "
-      "0: every gradient its own all-reduce")(
+      "many bytes (and 256 tensors) each (4MiB, 32MiB, ...), each paying one latency, as XLA's "
+      "AllReduceCombiner; 0: every gradient its own all-reduce")(
       "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
       "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
       "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
@@ -171,8 +171,9 @@ int run_train(const std::vector<std::string>& args) {
         "the all-reduce)",
         usage);
   if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
-    auto bytes = parse_bytes("--allreduce-combine-threshold", t, 0);
-    if (!bytes.ok()) return usage_error(std::string(bytes.status().message()), usage);
+    auto bytes = parse_bytes("--allreduce-combine-threshold", t, 4);
+    if (!bytes.ok())
+      return usage_error(str_cat(bytes.status().message(), " (or 0: no combining)"), usage);
     if (*bytes > 0 && backend != "tpusim") {
       return usage_error(
           "--allreduce-combine-threshold needs the tpusim backend (cpu and gpu do not time the "

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "runtime/backend/tpusim/schedule.h"
+
 namespace tpusim::runtime::tpusim_backend {
 
 CombinedAllReduces::CombinedAllReduces(const Graph& graph, const std::vector<bool>& needed,
@@ -12,13 +14,20 @@ CombinedAllReduces::CombinedAllReduces(const Graph& graph, const std::vector<boo
   members_.resize(static_cast<size_t>(n));
   if (limits.threshold_bytes == 0 || limits.max_count < 2) return;
   auto is_sum = [&](int id) { return graph.node(id).op == Op::kCrossReplicaSum; };
-  // Per node: the first node in graph order that reads it.
+  // Where each node would be emitted uncombined (the infeeds first, then graph order, each sum
+  // right after its input when hoisted): a group is emitted where its last member would be.
+  std::vector<int> position(static_cast<size_t>(n), 0);
+  {
+    const std::vector<int> order = emission_order(graph, hoisted);
+    for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
+  }
+  // Per node: the earliest emitted node that reads it.
   std::vector<int> first_reader(static_cast<size_t>(n), std::numeric_limits<int>::max());
   std::vector<bool> read_by_sum(static_cast<size_t>(n), false);
   for (int id = 0; id < n; ++id) {
     for (int in : graph.node(id).inputs) {
       int& first = first_reader[static_cast<size_t>(in)];
-      first = std::min(first, id);
+      first = std::min(first, position[static_cast<size_t>(id)]);
       if (is_sum(id)) read_by_sum[static_cast<size_t>(in)] = true;
     }
   }
@@ -34,8 +43,11 @@ CombinedAllReduces::CombinedAllReduces(const Graph& graph, const std::vector<boo
     }
     sums.push_back(id);
   }
-  // Where each would be emitted: right after its input, or at its own place in graph order.
-  auto key = [&](int id) { return hoisted ? graph.node(id).inputs[0] : id; };
+  // Where each would be emitted: right after its input, or at its own place.
+  auto key = [&](int id) {
+    return hoisted ? position[static_cast<size_t>(graph.node(id).inputs[0])]
+                   : position[static_cast<size_t>(id)];
+  };
   std::stable_sort(sums.begin(), sums.end(), [&](int a, int b) { return key(a) < key(b); });
 
   std::vector<int> group;

@@ -4,14 +4,15 @@
 // tensors share one collective's latency instead of each paying its own, as XLA combines the
 // all-reduces CrossShardOptimizer emits before it schedules them.
 //
-// The sums are taken in the order the compiler would emit them (StepOptions::overlap_allreduce
-// on: the order their inputs are computed in, the backward pass's; off: graph order), and each
+// The sums are taken in the order the compiler would emit them (schedule.h; with
+// StepOptions::overlap_allreduce, the order their inputs are computed in, the backward pass's;
+// without, their own place, the infeeds' before anything else either way), and each
 // joins the group before it while the group's f32 bytes stay within the threshold and its count
 // within the count limit. A group's combined all-reduce runs where its last member would have:
 // after its last input is computed, so a big threshold trades the latencies it saves for the
 // overlap it loses (the earlier members wait for the later ones). A sum joins no group whose
 // member's result is read, directly or not, before the sum would run: the combined collective
-// could never start.
+// could never start. Nor does a sum of another sum's result, or a sum another sum reads.
 
 #include <cstdint>
 #include <vector>

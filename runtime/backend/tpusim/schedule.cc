@@ -33,6 +33,7 @@ std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
     // The combiner keeps every member's input before the root's and every reader after it.
     const std::vector<int> members = combined->members(root);
     for (int m : members) order.push_back(m);
+    // (None follows a member today: the combiner leaves a sum that another sum reads alone.)
     for (int m : members) {
       for (int c : follows[static_cast<size_t>(m)]) self(c, self);
     }
