@@ -163,6 +163,10 @@ struct RunConfig {
   bool fold_replicas = false;
   int64_t trace_first_step = 0;
   int64_t trace_last_step = INT64_MAX;
+  // train: rate counters in the trace file (link utilisation, HBM bandwidth) averaged over
+  // windows of this many nanoseconds, one sample per window at most
+  // (traces/counter_binning_sink.h); 0: every change, exactly.
+  uint64_t trace_counter_window_ns = 0;
 };
 
 struct TrainResult {

@@ -50,20 +50,21 @@ absl::Status check_init_fn_kept(const Layout& before, const runtime::Variables& 
   for (const auto& [name, was] : before) {
     auto it = now.find(name);
     if (it == now.end())
-      return absl::InvalidArgumentError(str_cat("model_fn's init_fn removed variable '", name, "'"));
+      return absl::InvalidArgumentError(
+          str_cat("model_fn's init_fn removed variable '", name, "'"));
     if (it->second != was) {
       return absl::InvalidArgumentError(
           str_cat("model_fn's init_fn changed variable '", name, "' from ",
                   runtime::dtype_name(std::get<0>(was)), std::get<1>(was).str(), " (",
                   std::get<2>(was) + std::get<3>(was), " values) to ",
-                  runtime::dtype_name(std::get<0>(it->second)), std::get<1>(it->second).str(),
-                  " (", std::get<2>(it->second) + std::get<3>(it->second), " values)"));
+                  runtime::dtype_name(std::get<0>(it->second)), std::get<1>(it->second).str(), " (",
+                  std::get<2>(it->second) + std::get<3>(it->second), " values)"));
     }
   }
   for (const auto& [name, unused] : now) {
     if (before.count(name) == 0)
-      return absl::InvalidArgumentError(str_cat("model_fn's init_fn added variable '", name,
-                                                "', which the model does not have"));
+      return absl::InvalidArgumentError(
+          str_cat("model_fn's init_fn added variable '", name, "', which the model does not have"));
   }
   return absl::OkStatus();
 }
@@ -228,8 +229,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (config_.progress) {
     on_step = [this, max_steps](int64_t g) { config_.progress(g, max_steps); };
   }
-  auto trace = TrainTrace::start(
-      {config_.trace_path, config_.trace_first_step, config_.trace_last_step}, **driver, on_step);
+  auto trace = TrainTrace::start({config_.trace_path, config_.trace_first_step,
+                                  config_.trace_last_step, config_.trace_counter_window_ns * 1000},
+                                 **driver, on_step);
   if (!trace.ok()) return trace.status();
 
   int64_t step = start_step;

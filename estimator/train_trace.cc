@@ -19,7 +19,12 @@ absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(
     auto writer = traces::open_trace_writer(request.path);
     if (!writer.ok()) return writer.status();
     t->writer_ = *std::move(writer);
-    t->file_output_ = t->tee_.add(t->writer_.get());
+    traces::Sink* file = t->writer_.get();
+    if (request.counter_window > 0) {
+      t->binning_ = std::make_unique<traces::CounterBinningSink>(file, request.counter_window);
+      file = t->binning_.get();
+    }
+    t->file_output_ = t->tee_.add(file);
     t->tee_.set_enabled(t->file_output_, false);
   }
   traces::TraceRouter& router = runtime::device_trace_router();
@@ -73,6 +78,7 @@ absl::StatusOr<std::optional<traces::Analysis>> TrainTrace::finish() {
     attached_ = false;
   }
   if (writer_ != nullptr) {
+    if (binning_ != nullptr) binning_->flush();
     if (auto s = writer_->close(); !s.ok()) return s;
   }
   auto analysis = traces::analyze(analysis_);

@@ -17,6 +17,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/infeed/infeed_driver.h"
 #include "traces/analyzer.h"
+#include "traces/counter_binning_sink.h"
 #include "traces/recording_sink.h"
 #include "traces/step_watch_sink.h"
 #include "traces/tee_sink.h"
@@ -28,6 +29,7 @@ struct TraceRequest {
   std::string path;  // "" for no file
   int64_t first_step = 0;
   int64_t last_step = INT64_MAX;
+  traces::TimePs counter_window = 0;  // the file's rate counters averaged over it; 0: exact
 };
 
 class TrainTrace {
@@ -56,6 +58,7 @@ class TrainTrace {
   traces::RecordingSink analysis_;
   std::unique_ptr<traces::StepWatchSink> step_watch_;
   std::unique_ptr<traces::TraceWriter> writer_;
+  std::unique_ptr<traces::CounterBinningSink> binning_;  // between the tee and the writer
   traces::TeeSink tee_;
   size_t file_output_ = 0;
   TraceRequest request_;

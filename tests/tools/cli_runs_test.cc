@@ -2,6 +2,7 @@
 // numerics, and `tpusim sweep`.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -228,6 +229,38 @@ TEST(Cli, TrainCombinesTheGradientsAllReduces) {
   r = run_tpusim({"train", "--backend", "cpu", "--allreduce-combine-threshold", "1MiB"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--allreduce-combine-threshold needs the tpusim backend"));
+  std::filesystem::remove_all(tmp);
+}
+
+// --trace-counter-window-ns averages the trace's rate counters (link utilisation, HBM
+// bandwidth) over windows: far fewer counter samples, and the same step analysis, which reads
+// the steps and collectives, not the counters.
+TEST(Cli, TrainTraceCounterWindowShrinksTheTraceNotItsAnalysis) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-window-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::map<std::string, size_t> samples;
+  std::map<std::string, double> step;
+  for (const char* window : {"0", "2000"}) {
+    const std::string trace = (tmp / (std::string(window) + ".json")).string();
+    const auto r = run_tpusim({"train", "--model", "mlp", "--data", (tmp / "data").string(),
+                               "--model-dir", (tmp / window).string(), "--train-steps", "4",
+                               "--iterations-per-loop", "2", "--timing-only", "--host-timing",
+                               "config", "--trace", trace, "--trace-counter-window-ns", window});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(trace);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (size_t at = text.find("\"ph\":\"C\""); at != std::string::npos;
+         at = text.find("\"ph\":\"C\"", at + 1)) {
+      ++samples[window];
+    }
+    const auto a = run_tpusim({"analyze", trace, "--json"});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    step[window] = nlohmann::json::parse(a.out)["step_seconds"].get<double>();
+  }
+  EXPECT_GT(samples["2000"], 0u);
+  EXPECT_LT(samples["2000"] * 2, samples["0"]);
+  EXPECT_EQ(step["2000"], step["0"]);
   std::filesystem::remove_all(tmp);
 }
 

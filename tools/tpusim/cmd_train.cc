@@ -107,6 +107,9 @@ int run_train(const std::vector<std::string>& args) {
       "write the device timeline to FILE: .pftrace (Perfetto) or .json (Chrome trace)")(
       "trace-steps", po::value<std::string>(),
       "A:B: trace only the device loops holding global steps A..B (default: all)")(
+      "trace-counter-window-ns", po::value<uint64_t>()->default_value(0),
+      "average the trace's rate counters (link utilisation, HBM bandwidth) over windows of N ns, "
+      "one sample a window at most: a pod's trace shrinks many times (0: every change)")(
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
   add_dtype_policy_option(options);
@@ -122,7 +125,8 @@ int run_train(const std::vector<std::string>& args) {
       "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
       "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
       "                    [--model-dir DIR] [--report FILE.json]\n"
-      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]]\n"
+      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
+      "                     [--trace-counter-window-ns N]]\n"
       "                    [--timing-only [--fold-replicas on|off]]\n"
       "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
       "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
@@ -249,6 +253,7 @@ int run_train(const std::vector<std::string>& args) {
     config.trace_first_step = a;
     config.trace_last_step = b;
   }
+  config.trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
   runtime::OptimizerSpec optimizer;
   optimizer.kind = *kind;
   optimizer.learning_rate.initial = lr;
