@@ -38,8 +38,11 @@ class SliceModel : public sc_core::sc_module {
     collectives->set_numerics(numerics.get());
     std::vector<HostLink*> links;
     for (auto& chip : chips) links.push_back(&chip->host_link());
-    infeed = std::make_unique<HostInfeed>("host_infeed", clock, std::move(links),
-                                          slice.chip.tensor_cores);
+    for (uint32_t h = 0; h < std::max<uint32_t>(slice.hosts, 1); ++h) {
+      infeeds.push_back(std::make_unique<HostInfeed>(
+          (h == 0 ? std::string("host_infeed") : str_cat("host", h, "_infeed")).c_str(), clock,
+          links, slice.chip.tensor_cores));
+    }
   }
   // The worker's jobs use the chips' units: finish them first.
   ~SliceModel() override { numerics->drain(); }
@@ -49,7 +52,7 @@ class SliceModel : public sc_core::sc_module {
   std::unique_ptr<NumericsWorker> numerics;
   std::unique_ptr<CollectiveEngine> collectives;
   std::vector<std::unique_ptr<Chip>> chips;
-  std::unique_ptr<HostInfeed> infeed;
+  std::vector<std::unique_ptr<HostInfeed>> infeeds;  // one per host
 };
 
 namespace {
@@ -246,10 +249,12 @@ std::vector<std::string> System::blocked_lines(const isa::Program& program) {
                               " infeed batch(es) pending for it"));
     }
   }
-  if (model_->infeed->steps_pending() > 0 || model_->infeed->delivering()) {
-    lines.push_back(str_cat("host infeed thread: ", model_->infeed->steps_pending(),
-                            " step(s) not yet taken",
-                            model_->infeed->delivering() ? "; one step still crossing" : ""));
+  for (size_t h = 0; h < model_->infeeds.size(); ++h) {
+    const HostInfeed& infeed = *model_->infeeds[h];
+    if (infeed.steps_pending() == 0 && !infeed.delivering()) continue;
+    lines.push_back(str_cat(model_->infeeds.size() == 1 ? std::string("host") : str_cat("host ", h),
+                            " infeed thread: ", infeed.steps_pending(), " step(s) not yet taken",
+                            infeed.delivering() ? "; one step still crossing" : ""));
   }
   return lines;
 }
@@ -308,7 +313,12 @@ absl::Status System::queue_infeed_step(InfeedStep step) {
                                            slice_->name, " has ", slice_->cores, ")"));
     }
   }
-  model_->infeed->queue(std::move(step));
+  if (step.host >= model_->infeeds.size()) {
+    return absl::OutOfRangeError(str_cat("infeed step ", step.index, ": no host ", step.host, " (",
+                                         slice_->name, " has ", model_->infeeds.size(), ")"));
+  }
+  const uint32_t host = step.host;
+  model_->infeeds[host]->queue(std::move(step));
   return absl::OkStatus();
 }
 

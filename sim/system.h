@@ -89,9 +89,9 @@ class System {
   // A host batch for `core`'s infeed queue, ready to cross the host link at `ready_cycle`
   // (absolute; now_cycle() or later). `entry.data` may be empty in timing-only runs.
   absl::Status send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_cycle);
-  // A step's host batches for the host's infeed thread (sim/chip/host_infeed.h), which takes
-  // steps in order, each when the host has it ready and the previous one is in its cores'
-  // infeed queues, and tells `step.feed` when.
+  // A step's host batches for the infeed thread of host `step.host` (sim/chip/host_infeed.h;
+  // each host has one), which takes its steps in order, each when the host has it ready and the
+  // previous one is in its cores' infeed queues, and tells `step.feed` when.
   absl::Status queue_infeed_step(InfeedStep step);
   // Outfeed entries that reached the host from `core`, oldest first.
   std::vector<FeedEntry> take_outfeed(uint32_t core);

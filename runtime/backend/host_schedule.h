@@ -16,6 +16,18 @@ class HostSchedule {
   virtual double ready_seconds(uint64_t step) = 0;
   // The device side took step `step`'s batches from the host at `seconds`.
   virtual void taken(uint64_t step, double seconds) = 0;
+
+  // Hosts whose parts of each step are their own: each host's pipelines feed its own chips, and
+  // its infeed thread takes its part when that part is ready, whatever the other hosts' state
+  // (TPUEstimator's per-host input). 1: every step is one part, taken whole.
+  virtual uint32_t hosts() const { return 1; }
+  // ready_seconds and taken for host `host`'s part of step `step`.
+  virtual double host_ready_seconds(uint64_t step, uint32_t /*host*/) {
+    return ready_seconds(step);
+  }
+  virtual void host_taken(uint64_t step, uint32_t /*host*/, double seconds) {
+    taken(step, seconds);
+  }
 };
 
 }  // namespace tpusim::runtime

@@ -4,8 +4,11 @@
 
 namespace tpusim::runtime {
 
-HostTimeline::HostTimeline(std::vector<HostPipelineModel> models, uint32_t batches_per_step)
-    : models_(std::move(models)), batches_per_step_(std::max<uint32_t>(batches_per_step, 1)) {}
+HostTimeline::HostTimeline(std::vector<HostPipelineModel> models, uint32_t batches_per_step,
+                           uint32_t hosts)
+    : models_(std::move(models)), batches_per_step_(std::max<uint32_t>(batches_per_step, 1)) {
+  if (hosts > 1 && models_.size() >= hosts && models_.size() % hosts == 0) hosts_ = hosts;
+}
 
 void HostTimeline::start_at(double seconds) {
   if (started_) return;
@@ -26,6 +29,24 @@ void HostTimeline::taken(uint64_t step, double seconds) {
   for (HostPipelineModel& m : models_) {
     for (uint32_t j = 0; j < batches_per_step_; ++j)
       m.set_taken(step * batches_per_step_ + j, seconds - origin_);
+  }
+}
+
+double HostTimeline::host_ready_seconds(uint64_t step, uint32_t host) {
+  const size_t per_host = models_.size() / hosts_;
+  double ready = 0;
+  for (size_t p = host * per_host; p < (host + 1) * per_host && p < models_.size(); ++p) {
+    for (uint32_t j = 0; j < batches_per_step_; ++j)
+      ready = std::max(ready, models_[p].ready(step * batches_per_step_ + j));
+  }
+  return origin_ + ready;
+}
+
+void HostTimeline::host_taken(uint64_t step, uint32_t host, double seconds) {
+  const size_t per_host = models_.size() / hosts_;
+  for (size_t p = host * per_host; p < (host + 1) * per_host && p < models_.size(); ++p) {
+    for (uint32_t j = 0; j < batches_per_step_; ++j)
+      models_[p].set_taken(step * batches_per_step_ + j, seconds - origin_);
   }
 }
 

@@ -2,8 +2,10 @@
 // The host side of an infeed driver's loops as a HostSchedule: one HostPipelineModel per input
 // pipeline, each step made of `batches_per_step` batches of every pipeline (one, or one per
 // replica the pipeline deals to). A step is ready when the last of its batches is, and taking a
-// step takes all of them. Host time 0, every pipeline's start, is the device time the first loop
-// began at.
+// step takes all of them. With the pipelines spread evenly over several hosts (a whole number
+// each, in order), each host's part of a step is its pipelines' batches, ready when the last of
+// them is and taken on its own. Host time 0, every pipeline's start, is the device time the
+// first loop began at.
 
 #include <cstdint>
 #include <vector>
@@ -15,7 +17,8 @@ namespace tpusim::runtime {
 
 class HostTimeline final : public HostSchedule {
  public:
-  HostTimeline(std::vector<HostPipelineModel> models, uint32_t batches_per_step);
+  HostTimeline(std::vector<HostPipelineModel> models, uint32_t batches_per_step,
+               uint32_t hosts = 1);
 
   // Anchors host time 0 at device time `seconds`; only the first call counts.
   void start_at(double seconds);
@@ -24,6 +27,10 @@ class HostTimeline final : public HostSchedule {
 
   double ready_seconds(uint64_t step) override;
   void taken(uint64_t step, double seconds) override;
+  // The hosts the pipelines split over evenly; 1 when they do not (fewer pipelines than hosts).
+  uint32_t hosts() const override { return hosts_; }
+  double host_ready_seconds(uint64_t step, uint32_t host) override;
+  void host_taken(uint64_t step, uint32_t host, double seconds) override;
   // Works out every step's times (what a backend that does not simulate time leaves undone).
   void settle();
 
@@ -34,6 +41,7 @@ class HostTimeline final : public HostSchedule {
  private:
   std::vector<HostPipelineModel> models_;
   uint32_t batches_per_step_;
+  uint32_t hosts_ = 1;
   uint64_t steps_ = 0;
   double origin_ = 0;
   bool started_ = false;

@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
   }
   const uint32_t per_step =
       options.deal_per_core_batches ? static_cast<uint32_t>(options.replicas / p) : 1;
-  auto timeline = std::make_shared<HostTimeline>(std::move(models), per_step);
+  auto timeline = std::make_shared<HostTimeline>(std::move(models), per_step, t.hosts);
   return std::unique_ptr<InfeedDriver>(new InfeedDriver(std::move(pipelines), std::move(options),
                                                         std::move(feeds), std::move(timeline)));
 }

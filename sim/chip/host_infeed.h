@@ -6,8 +6,10 @@
 // taking a batch frees a slot of the host's bounded prefetch buffer, and that decides when later
 // batches can be ready: a host can run ahead of the device only as far as its buffers allow.
 //
-// One thread serves the slice, and a step is the batches of every core it feeds (the runtime
-// calls a step ready when the last of its input pipelines has its batch).
+// Each host of the slice has one (System), and a step is the batches of every core it feeds
+// (the runtime calls a step ready when the last of the host's input pipelines has its batch):
+// hosts take their steps independently, and a late host holds up only its own chips' infeed
+// (and through them, the collectives its replicas join).
 
 #include <cstdint>
 #include <deque>
@@ -23,8 +25,8 @@ namespace tpusim::sim {
 class HostInfeed : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HostInfeed);
-  // `links`: each chip's host link; global core c is core c % cores_per_chip of chip
-  // c / cores_per_chip.
+  // `links`: each chip's host link (every chip of the slice); global core c is core
+  // c % cores_per_chip of chip c / cores_per_chip.
   HostInfeed(const sc_core::sc_module_name& name, const ClockDomain& clock,
              std::vector<HostLink*> links, uint32_t cores_per_chip);
 

@@ -27,6 +27,11 @@ struct InfeedStep {
   std::shared_ptr<HostFeed> feed;  // null: ready at `ready_cycle`
   uint64_t index = 0;              // the step's number for `feed`
   uint64_t ready_cycle = 0;
+  // The host whose infeed thread takes the step: each host of the slice has its own and takes
+  // its steps on its own, as TPUEstimator's per-host enqueue threads do. Its entries are for
+  // that host's chips when the host's input is its own; a step of input shared by every host
+  // goes whole to host 0's thread (the links still carry each entry to its own chip).
+  uint32_t host = 0;
 };
 
 }  // namespace tpusim::sim

@@ -1,10 +1,12 @@
 // The host model: the production-line recurrence, prefetch depth 0, cores shared by threads,
-// what-if replays, and the standard stages' costs from a host config.
+// what-if replays, the standard stages' costs from a host config, and the host timeline's
+// per-host parts of a step.
 #include "runtime/infeed/host_model.h"
 
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
+#include "runtime/infeed/host_timeline.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -125,6 +127,39 @@ TEST(HostModel, StandardStageCostsComeFromTheHostConfig) {
   EXPECT_NEAR(s[1], 256 * (5e-6 + 224 * 224 * (10000 + 3000 + 1000) * 1e-12), 1e-12);
   EXPECT_NEAR(s[2], 256 * 224 * 224 * 3 * 4 * 100e-6 / (1 << 20), 1e-12);
   EXPECT_DOUBLE_EQ(s[3], s[2]);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime
+
+namespace tpusim::runtime {
+namespace {
+
+// Four pipelines on two hosts (pipelines 0-1 on host 0, 2-3 on host 1), one stage each, the
+// last pipeline of each host the slowest: each host's part of a step is ready when its own
+// pipelines' batches are, and taking it frees only its own pipelines' buffers. Pipelines that do
+// not split evenly over the hosts make one part.
+TEST(HostTimeline, EachHostsPartOfAStepIsItsOwnPipelines) {
+  std::vector<HostPipelineModel> models;
+  for (double cost : {1.0, 2.0, 3.0, 5.0}) {
+    models.emplace_back(std::vector<HostStage>{{"map", 1}}, 1, 1);
+    for (int k = 0; k < 3; ++k) models.back().push({cost});
+  }
+  HostTimeline timeline(models, 1, 2);
+  EXPECT_EQ(timeline.hosts(), 2u);
+  timeline.start_at(10);
+  EXPECT_DOUBLE_EQ(timeline.host_ready_seconds(0, 0), 12);
+  EXPECT_DOUBLE_EQ(timeline.host_ready_seconds(0, 1), 15);
+  EXPECT_DOUBLE_EQ(timeline.ready_seconds(0), 15);
+  // (Device seconds; host time 0 is device time 10.) Host 0 takes step 0 at once, and its next
+  // batches are ready at 14. Host 1's buffer (one batch deep) stays full until it takes its part
+  // at 30: pipeline 3's second batch, done at 20, is ready only then.
+  timeline.host_taken(0, 0, 12);
+  EXPECT_DOUBLE_EQ(timeline.host_ready_seconds(1, 0), 14);
+  timeline.host_taken(0, 1, 30);
+  EXPECT_DOUBLE_EQ(timeline.host_ready_seconds(1, 1), 30);
+  EXPECT_EQ(HostTimeline(models, 1, 3).hosts(), 1u);
+  EXPECT_EQ(HostTimeline(models, 1, 8).hosts(), 1u);
 }
 
 }  // namespace

@@ -166,6 +166,44 @@ TEST(Feeds, TheInfeedThreadTakesStepsInOrderAndTellsTheHost) {
   for (uint64_t k = 0; k < 4; ++k) EXPECT_EQ(eager->taken_at[k], now + 1181 * k) << k;
 }
 
+// Each host of a slice has its own infeed thread (TPUEstimator's per-host enqueue): on v3-32's
+// 4 hosts, core 1 (host 0) gets its 4 batches at the link's pace while host 1 has nothing ready
+// for core 9 until cycle 100000, and host 1's thread then takes its steps on its own.
+TEST(Feeds, EachHostsInfeedThreadTakesItsOwnSteps) {
+  auto system = make_system("v3-32", {"tpu", true, nullptr});
+  isa::Program p;
+  for (uint32_t core : {1u, 9u}) {
+    CoreBuilder c(&p, core);
+    const uint32_t in = c.new_flag();
+    const uint32_t done = c.new_flag();
+    c.loop(4, [&] {
+      c.infeed(kIn).signal(in);
+      c.binary_scalar(isa::Vector::MUL, kOut, kIn, 2.0f).wait(in, 1).signal(done);
+      c.outfeed(kOut).wait(done, 1);
+    });
+    c.halt();
+  }
+  auto eager = std::make_shared<RecordingFeed>(0, 0);
+  auto late = std::make_shared<RecordingFeed>(100000, 0);
+  for (uint64_t k = 0; k < 4; ++k) {
+    InfeedStep mine = step_of(eager, k);
+    InfeedStep theirs = step_of(late, k);
+    theirs.entries[0].first = 9;
+    theirs.host = 1;
+    ASSERT_TRUE(system->queue_infeed_step(std::move(mine)).ok());
+    ASSERT_TRUE(system->queue_infeed_step(std::move(theirs)).ok());
+  }
+  auto run = system->run(p);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(eager->taken_at, ::testing::ElementsAre(0, 1181, 2362, 3543));
+  EXPECT_THAT(late->taken_at, ::testing::ElementsAre(100000, 101181, 102362, 103543));
+  InfeedStep nowhere = step_of(eager, 4);
+  nowhere.host = 4;
+  const absl::Status bad = system->queue_infeed_step(std::move(nowhere));
+  EXPECT_THAT(std::string(bad.message()),
+              ::testing::HasSubstr("infeed step 4: no host 4 (v3-32 has 4)"));
+}
+
 TEST(Feeds, WrongSizedBatchIsAnError) {
   auto system = make_system();
   FeedEntry e;

@@ -166,20 +166,29 @@ void add_batch(uint32_t core, const CompiledStep& step, const Feeds& feeds, bool
   }
 }
 
-// A host schedule as the simulator's HostFeed: device seconds are cycles / clock frequency.
+// A host schedule (or, `host` >= 0, one host's part of it) as the simulator's HostFeed: device
+// seconds are cycles / clock frequency.
 class ScheduleFeed final : public sim::HostFeed {
  public:
-  ScheduleFeed(std::shared_ptr<HostSchedule> schedule, const sim::ClockDomain& clock)
-      : schedule_(std::move(schedule)), clock_(clock) {}
+  ScheduleFeed(std::shared_ptr<HostSchedule> schedule, int host, const sim::ClockDomain& clock)
+      : schedule_(std::move(schedule)), host_(host), clock_(clock) {}
   uint64_t ready_cycle(uint64_t step) override {
-    return clock_.cycles_for_seconds(std::max(0.0, schedule_->ready_seconds(step))).value;
+    const double s = host_ < 0 ? schedule_->ready_seconds(step)
+                               : schedule_->host_ready_seconds(step, static_cast<uint32_t>(host_));
+    return clock_.cycles_for_seconds(std::max(0.0, s)).value;
   }
   void taken(uint64_t step, uint64_t cycle) override {
-    schedule_->taken(step, static_cast<double>(cycle) / clock_.frequency_hz());
+    const double s = static_cast<double>(cycle) / clock_.frequency_hz();
+    if (host_ < 0) {
+      schedule_->taken(step, s);
+    } else {
+      schedule_->host_taken(step, static_cast<uint32_t>(host_), s);
+    }
   }
 
  private:
   std::shared_ptr<HostSchedule> schedule_;
+  int host_;
   const sim::ClockDomain& clock_;
 };
 
@@ -293,25 +302,42 @@ class TpusimBackend final : public Backend {
       if (auto st = write_state(system, g, exe.step_for(r), r / per_chip, variables); !st.ok())
         return st;
     }
-    // Every step's batches go to the host's infeed thread, which takes each when the host's
-    // schedule says it is ready and tells the schedule when it took it.
+    // Every step's batches go to the hosts' infeed threads, which take each when the host's
+    // schedule says it is ready and tell the schedule when they took it. A schedule split by
+    // host (each host's pipelines feed its own chips) gives each host's thread its own part.
     const uint64_t start = system.now_cycle();
-    std::shared_ptr<sim::HostFeed> feed;
-    const HostSchedule* feed_of = nullptr;
+    const uint32_t chips_per_host = std::max<uint32_t>(system.slice().chips_per_host, 1);
+    const uint32_t replica_hosts = (simulated - 1) / per_chip / chips_per_host + 1;
+    std::vector<std::shared_ptr<sim::HostFeed>> feeds;
+    const HostSchedule* feeds_of = nullptr;
     for (const LoopStep& step : steps) {
-      sim::InfeedStep in;
-      in.ready_cycle = start;
-      if (step.host != nullptr) {
-        if (step.host.get() != feed_of) {
-          feed = std::make_shared<ScheduleFeed>(step.host, system.clock());
-          feed_of = step.host.get();
+      const bool by_host =
+          step.host != nullptr && step.host->hosts() > 1 && step.host->hosts() == replica_hosts;
+      const uint32_t parts = by_host ? replica_hosts : 1;
+      if (step.host != nullptr && (step.host.get() != feeds_of || feeds.size() != parts)) {
+        feeds.clear();
+        for (uint32_t h = 0; h < parts; ++h) {
+          feeds.push_back(std::make_shared<ScheduleFeed>(
+              step.host, by_host ? static_cast<int>(h) : -1, system.clock()));
         }
-        in.feed = feed;
-        in.index = step.host_step;
+        feeds_of = step.host.get();
       }
-      for (uint32_t r = 0; r < simulated; ++r)
-        add_batch(r, exe.step_for(r), step.replicas[r], timing_only_, in);
-      if (auto st = system.queue_infeed_step(std::move(in)); !st.ok()) return st;
+      std::vector<sim::InfeedStep> in(parts);
+      for (uint32_t h = 0; h < parts; ++h) {
+        in[h].ready_cycle = start;
+        in[h].host = h;
+        if (step.host != nullptr) {
+          in[h].feed = feeds[h];
+          in[h].index = step.host_step;
+        }
+      }
+      for (uint32_t r = 0; r < simulated; ++r) {
+        const uint32_t h = by_host ? r / per_chip / chips_per_host : 0;
+        add_batch(r, exe.step_for(r), step.replicas[r], timing_only_, in[h]);
+      }
+      for (sim::InfeedStep& part : in) {
+        if (auto st = system.queue_infeed_step(std::move(part)); !st.ok()) return st;
+      }
     }
     isa::Program& program = exe.program();
     program.set_step_base(first_step);
