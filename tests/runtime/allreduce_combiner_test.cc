@@ -13,7 +13,7 @@
 #include "runtime/backend/tpusim/schedule.h"
 #include "sim/isa/dump.h"
 #include "sim/isa/validator.h"
-#include "tests/runtime/three_layer_step.h"
+#include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {

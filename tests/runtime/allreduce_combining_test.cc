@@ -7,8 +7,8 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/graph/initializers.h"
-#include "runtime/models/zoo.h"
 #include "sim/numerics/random.h"
+#include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -16,13 +16,8 @@ namespace {
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
 constexpr int64_t kRows = 32;
 
-Graph training_step() {
-  GraphBuilder b;
-  EXPECT_TRUE(models::build_training_step(b, "mlp", kRows, 0.05f, 1,
-                                          models::DTypePolicy::kFloat32, kReplicas)
-                  .ok());
-  return b.graph();
-}
+// mlp with CrossShardOptimizer over the 8 replicas.
+Graph training_step() { return testing::mlp_step(kReplicas, kRows, 0.05f); }
 
 // `steps` steps of `replicas` batches, each replica's images its own.
 std::vector<LoopStep> steps_for(uint32_t replicas, int steps) {

@@ -9,7 +9,7 @@
 #include "runtime/backend/host_schedule.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/initializers.h"
-#include "runtime/models/zoo.h"
+#include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -46,13 +46,10 @@ class OneLateHost final : public HostSchedule {
 TEST(MultiHostInfeed, ALateHostHoldsUpOnlyItsOwnChipsInfeed) {
   auto tpu = make_tpusim_backend("v3-32");
   ASSERT_TRUE(tpu->set_timing_only(true).ok());
-  GraphBuilder b;
-  ASSERT_TRUE(models::build_training_step(b, "mlp", kRows, 0.01f, 1, models::DTypePolicy::kFloat32,
-                                          kReplicas)
-                  .ok());
+  const Graph g = testing::mlp_step(kReplicas, kRows, 0.01f);
   CompileOptions options;
   options.replicas = kReplicas;
-  auto exe = tpu->compile(b.graph(), options);
+  auto exe = tpu->compile(g, options);
   ASSERT_TRUE(exe.ok()) << exe.status();
   const Feeds feeds = {{"image", HostTensor::zeros(DType::kF32, Shape{kRows, 28, 28, 1})},
                        {"label", HostTensor::zeros(DType::kS32, Shape{kRows})}};
@@ -63,7 +60,7 @@ TEST(MultiHostInfeed, ALateHostHoldsUpOnlyItsOwnChipsInfeed) {
     loop[s].host = host;
     loop[s].host_step = s;
   }
-  Variables vars = initial_variables(b.graph());
+  Variables vars = initial_variables(g);
   const double start = tpu->device_now_seconds();
   auto run = tpu->run_loop(**exe, vars, loop, 0);
   ASSERT_TRUE(run.ok()) << run.status();

@@ -7,7 +7,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/graph/initializers.h"
-#include "runtime/models/zoo.h"
+#include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -18,13 +18,7 @@ constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
 constexpr int64_t kRows = 32;
 
 // mlp with CrossShardOptimizer over the 8 replicas.
-Graph training_step() {
-  GraphBuilder b;
-  EXPECT_TRUE(models::build_training_step(b, "mlp", kRows, 0.01f, 1,
-                                          models::DTypePolicy::kFloat32, kReplicas)
-                  .ok());
-  return b.graph();
-}
+Graph training_step() { return testing::mlp_step(kReplicas, kRows, 0.01f); }
 
 // `steps` steps, every batch ready at once, for `replicas` replicas.
 std::vector<LoopStep> steps_for(uint32_t replicas, int steps) {

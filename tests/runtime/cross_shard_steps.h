@@ -1,6 +1,6 @@
 #pragma once
-// A CrossShardOptimizer step of three dense layers over 8 replicas, for the tests of the tpusim
-// compiler's all-reduces: six gradients, each all-reduced, and SGD updates that read the sums.
+// CrossShardOptimizer training steps for the tests of replicated runs: three dense layers with
+// six gradients, each all-reduced, and SGD updates that read the sums; and the zoo's mlp.
 
 #include <vector>
 
@@ -8,6 +8,7 @@
 
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/layers.h"
+#include "runtime/models/zoo.h"
 
 namespace tpusim::runtime::testing {
 
@@ -26,6 +27,16 @@ inline Graph three_layer_step(uint32_t replicas = 8) {
   for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * 0.01f);
   b.output("loss", loss);
   EXPECT_TRUE(b.status().ok()) << b.status();
+  return b.graph();
+}
+
+// The zoo's mlp (six gradients, 0.9 MiB) on `rows` examples a replica, SGD at `learning_rate`,
+// its gradients summed over `replicas`.
+inline Graph mlp_step(uint32_t replicas, int64_t rows, float learning_rate) {
+  GraphBuilder b;
+  EXPECT_TRUE(models::build_training_step(b, "mlp", rows, learning_rate, 1,
+                                          models::DTypePolicy::kFloat32, replicas)
+                  .ok());
   return b.graph();
 }
 
