@@ -232,6 +232,26 @@ TEST(Cli, TrainCombinesTheGradientsAllReduces) {
   std::filesystem::remove_all(tmp);
 }
 
+// compile --replicas shows the all-reduces a replicated step emits: mnist_cnn's 8 gradient sums
+// apart, or within 256 KiB in 3 (the first dense layer's 1.6 MB kernel alone, the rest in 2).
+TEST(Cli, CompileShowsTheCombinedAllReduces) {
+  std::map<std::string, nlohmann::json> out;
+  for (const char* threshold : {"0", "256KiB"}) {
+    const auto r = run_tpusim({"compile", "--model", "mnist_cnn", "--replicas", "8",
+                               "--allreduce-combine-threshold", threshold, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    out[threshold] = nlohmann::json::parse(r.out);
+  }
+  EXPECT_EQ(out["0"]["all_reduces"], 8);
+  EXPECT_EQ(out["0"]["combined_allreduces"], 0);
+  EXPECT_EQ(out["256KiB"]["all_reduces"], 3);
+  EXPECT_EQ(out["256KiB"]["combined_allreduces"], 2);
+  EXPECT_EQ(out["256KiB"]["combined_sums"], 7);
+  const auto r = run_tpusim({"compile", "--model", "mlp", "--replicas", "9"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--replicas must be in [1, 8] (the cores of v3-8)"));
+}
+
 // --trace-counter-window-ns averages the trace's rate counters (link utilisation, HBM
 // bandwidth) over windows: far fewer counter samples, and the same step analysis, which reads
 // the steps and collectives, not the counters.

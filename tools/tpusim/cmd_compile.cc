@@ -6,10 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "configs/loader.h"
+#include "runtime/backend/backend.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/models/zoo.h"
 #include "sim/isa/dump.h"
+#include "sim/isa/ops.h"
 #include "sim/isa/program_stats.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -22,11 +25,20 @@ namespace po = boost::program_options;
 int run_compile(const std::vector<std::string>& args) {
   po::options_description options("options");
   int64_t batch = 0;
+  uint32_t replicas = 1;
   options.add_options()("model", po::value<std::string>()->required(),
                         ("zoo model: " + zoo_model_names(", ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name")("batch", po::value<int64_t>(&batch)->default_value(128),
                                             "examples per core")(
+      "replicas", po::value<uint32_t>(&replicas)->default_value(1),
+      "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them")(
+      "allreduce", po::value<std::string>()->default_value("ring"),
+      "with replicas: ring | bidir_ring | torus2d | torus (the torus ones need a replica on every "
+      "core)")(
+      "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
+      "with replicas: combine the gradients' all-reduces into all-reduces of up to this many "
+      "bytes each (XLA's AllReduceCombiner; 0: none)")(
       "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
       "on: a convolution and its gradients are fragments whose im2col patches stay in VMEM; "
       "off: the patches go through HBM")(
@@ -38,15 +50,16 @@ int run_compile(const std::vector<std::string>& args) {
       "VMEM; off: that input goes through HBM")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value read by several elementwise fragments is computed again in each; "
-      "off: it goes through HBM")(
-      "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
+      "off: it goes through HBM")("dump", po::bool_switch(), "print the ISA program")(
+      "json", po::bool_switch(), "print JSON");
   add_dtype_policy_option(options);
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
       "                      [--dtype-policy float32|mixed_bfloat16]\n"
       "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
       "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
-      "                      [--dump] [--json]\n\n"
+      "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
+      "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
       "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
       "loop around it) for one core and prints the program's static figures: instructions per "
       "unit,\n"
@@ -58,11 +71,29 @@ int run_compile(const std::vector<std::string>& args) {
   if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
+  if (replicas < 1 || replicas > (*slice)->cores) {
+    return usage_error(str_cat("--replicas must be in [1, ", (*slice)->cores, "] (the cores of ",
+                               (*slice)->name, ")"),
+                       usage);
+  }
+  isa::Collective::Algorithm algorithm = isa::Collective::RING;
+  if (!sim::collective_algorithm_named(vm["allreduce"].as<std::string>(), &algorithm)) {
+    return usage_error(str_cat("--allreduce '", vm["allreduce"].as<std::string>(),
+                               "' is not one of ", runtime::kAllReduceAlgorithms),
+                       usage);
+  }
+  uint64_t combine_bytes = 0;
+  if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
+    auto parsed = parse_bytes("--allreduce-combine-threshold", t, 4);
+    if (!parsed.ok())
+      return usage_error(str_cat(parsed.status().message(), " (or 0: no combining)"), usage);
+    combine_bytes = *parsed;
+  }
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
-  if (auto s = runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch,
-                                                    0.01f, 1, *policy);
+  if (auto s = runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch, 0.01f,
+                                                    1, *policy, replicas);
       !s.ok()) {
     return failure(std::string(s.message()));
   }
@@ -71,6 +102,9 @@ int run_compile(const std::vector<std::string>& args) {
   step_options.fuse_pools = vm["fuse-pools"].as<bool>();
   step_options.fuse_reductions = vm["fuse-reductions"].as<bool>();
   step_options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
+  step_options.replicas = replicas;
+  step_options.allreduce = algorithm;
+  step_options.combine.threshold_bytes = combine_bytes;
   auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0, step_options);
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
@@ -84,6 +118,9 @@ int run_compile(const std::vector<std::string>& args) {
   for (int id : b.graph().variables()) parameters += b.graph().node(id).shape.elements();
   nlohmann::ordered_json units = nlohmann::ordered_json::object();
   for (const auto& [unit, count] : stats.per_unit) units[unit] = count;
+  uint64_t all_reduces = 0;
+  for (const isa::Instruction& in : step->program->cores(0).instructions())
+    all_reduces += in.has_collective() ? 1 : 0;
   const nlohmann::ordered_json out = {{"model", vm["model"].as<std::string>()},
                                       {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
                                       {"config", (*slice)->name},
@@ -98,6 +135,10 @@ int run_compile(const std::vector<std::string>& args) {
                                       {"fused_pools", step->fused_pools},
                                       {"fused_reductions", step->fused_reductions},
                                       {"recomputed_nodes", step->recomputed_nodes},
+                                      {"replicas", replicas},
+                                      {"all_reduces", all_reduces},
+                                      {"combined_allreduces", step->combined_allreduces},
+                                      {"combined_sums", step->combined_sums},
                                       {"hbm_footprint_bytes", step->hbm_bytes},
                                       {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
                                       {"hbm_persistent_bytes", step->plan.persistent_bytes},
@@ -115,9 +156,13 @@ int run_compile(const std::vector<std::string>& args) {
             << " convolution fragments with their patches in VMEM, " << step->fused_pools
             << " max pool fragments without windows, " << step->fused_reductions
             << " reductions of their elementwise inputs in VMEM, " << step->recomputed_nodes
-            << " shared producers recomputed by their readers), " << parameters
-            << " parameters\n"
-            << "  instructions   " << stats.instructions << ":";
+            << " shared producers recomputed by their readers), " << parameters << " parameters\n";
+  if (replicas > 1) {
+    std::cout << "  all-reduces    " << all_reduces << " a step over " << replicas << " replicas ("
+              << step->combined_allreduces << " combined from " << step->combined_sums
+              << " gradient sums)\n";
+  }
+  std::cout << "  instructions   " << stats.instructions << ":";
   for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
   std::vector<std::pair<uint64_t, std::string>> by_op;
   for (const auto& [op, count] : step->instructions_per_op) by_op.emplace_back(count, op);
