@@ -395,9 +395,13 @@ void CollectiveEngine::process(const Event& e) {
                    hbm_access(sender, in.dst[run.slot[e.member]], offset, bytes, e.time));
     }
   }
-  const TransferTimes sent =
-      interconnect_.transfer(sender, receiver, first_byte, bytes, last_byte,
-                             run.pass != nullptr ? run.pass->ties : TieBreak::kPositive);
+  if (run.routes.empty()) run.routes.assign(run.cores.size(), nullptr);
+  const std::vector<uint32_t>*& route = run.routes[e.member];
+  if (route == nullptr) {
+    route = &interconnect_.route(sender, receiver,
+                                 run.pass != nullptr ? run.pass->ties : TieBreak::kPositive);
+  }
+  const TransferTimes sent = interconnect_.transfer_along(*route, first_byte, bytes, last_byte);
   double arrival = sent.landed;
   members_[sender].work.ici_bytes += bytes;
   // The member reads its next chunk just in time to follow this one onto the link, so that its

@@ -124,6 +124,8 @@ class CollectiveEngine : public sc_core::sc_module {
     std::vector<uint64_t> due;    // per ring index: chunks still to land in the final step
     std::vector<double> landed;   // per ring index: when the last of them landed
     std::vector<double> written;  // per ring index: when its last HBM write of the pass ends
+    // Per ring index: the route to the member it sends to, looked up at its first chunk.
+    std::vector<const std::vector<uint32_t>*> routes;
   };
   // The byte ranges of a member's buffer a phase has made final (written to its dst), and the
   // events of later phases that wait for a range not yet final, keyed by its first missing byte.

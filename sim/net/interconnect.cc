@@ -23,7 +23,11 @@ const std::vector<uint32_t>& Interconnect::route(uint32_t from, uint32_t to, Tie
 
 TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, double bytes,
                                      double last_ready, TieBreak ties) {
-  const std::vector<uint32_t>& hops = route(from, to, ties);
+  return transfer_along(route(from, to, ties), ready, bytes, last_ready);
+}
+
+TransferTimes Interconnect::transfer_along(const std::vector<uint32_t>& hops, double ready,
+                                           double bytes, double last_ready) {
   if (hops.empty()) return {std::max(ready, last_ready), std::max(ready, last_ready)};
   TransferTimes times;
   // The source is the stage before the first link, with no latency of its own.

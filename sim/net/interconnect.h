@@ -37,6 +37,13 @@ class Interconnect {
   // it).
   TransferTimes transfer(uint32_t from, uint32_t to, double ready, double bytes,
                          double last_ready = 0, TieBreak ties = TieBreak::kPositive);
+  // The same along `hops`, a route() the caller kept (a collective sends many chunks between the
+  // same two members).
+  TransferTimes transfer_along(const std::vector<uint32_t>& hops, double ready, double bytes,
+                               double last_ready = 0);
+  // The links from core `from` to core `to`, in order; the reference stays valid for the
+  // Interconnect's life.
+  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties);
 
   const Topology& topology() const { return topology_; }
   double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }
@@ -50,8 +57,6 @@ class Interconnect {
   void flush_trace_counters();
 
  private:
-  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties);
-
   const Topology& topology_;
   std::vector<BandwidthServer> links_;
   std::vector<double> latency_cycles_;
