@@ -39,6 +39,10 @@ class HostTimeline final : public HostSchedule {
   double origin_seconds() const { return origin_; }
 
  private:
+  // ready_seconds and taken over pipelines [first, last).
+  double ready_over(uint64_t step, size_t first, size_t last);
+  void taken_over(uint64_t step, size_t first, size_t last, double seconds);
+
   std::vector<HostPipelineModel> models_;
   uint32_t batches_per_step_;
   uint32_t hosts_ = 1;

@@ -299,11 +299,14 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     const auto fused = fusions.find(id);
     hbm.next_node();
     const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
+    // The sums a combined all-reduce's root writes (just the node itself otherwise).
+    const std::vector<int> summed =
+        graph.node(id).op == Op::kCrossReplicaSum ? combined.members(id) : std::vector<int>{id};
     std::vector<HbmRange> reads, writes;
     for (int in : request.reads[static_cast<size_t>(id)]) {
       if (auto r = range_of(in)) reads.push_back(*r);
     }
-    for (int m : combined.members(id)) {  // a combined all-reduce writes every member's result
+    for (int m : summed) {  // a combined all-reduce writes every member's result
       if (auto w = range_of(m); w && out.plan.owner[static_cast<size_t>(m)] == m) {
         writes.push_back(*w);
       }
@@ -359,8 +362,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     if (collective && s.ok()) {
       // Later fragments learn from these ranges whether to wait for it: a collective without
       // them would be waited for by nothing.
-      const size_t parts = combined.members(id).size();
-      if (reads.size() != parts || writes.size() != parts) {
+      if (reads.size() != summed.size() || writes.size() != summed.size()) {
         s = absl::InternalError("tpusim backend: an overlapped all-reduce without its buffers");
       } else {
         in_flight.started(flags.count(emit.collectives_done_flag()), reads, writes);

@@ -59,12 +59,12 @@ void CollectivesInFlight::started(uint64_t count, std::vector<HbmRange> src,
 
 uint64_t CollectivesInFlight::needed(const std::vector<HbmRange>& reads,
                                      const std::vector<HbmRange>& writes) const {
+  auto overlaps_any = [](const HbmRange& r, const std::vector<HbmRange>& ranges) {
+    return std::any_of(ranges.begin(), ranges.end(),
+                       [&](const HbmRange& o) { return r.overlaps(o); });
+  };
   uint64_t count = 0;
   for (const Collective& c : in_flight_) {
-    auto overlaps_any = [](const HbmRange& r, const std::vector<HbmRange>& ranges) {
-      return std::any_of(ranges.begin(), ranges.end(),
-                         [&](const HbmRange& o) { return r.overlaps(o); });
-    };
     bool touches = false;
     for (const HbmRange& r : reads) touches = touches || overlaps_any(r, c.dst);
     for (const HbmRange& w : writes)
