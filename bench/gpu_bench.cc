@@ -4,6 +4,12 @@
 // input type, nothing else. Square N x N x N; TFLOPS = 2 N^3 / time, timed with CUDA events
 // around each call (manual time). Without a usable GPU every benchmark reports the probe's reason
 // and stops.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -57,9 +63,33 @@ void time_gemm(benchmark::State& state, int64_t n, Call call) {
       benchmark::Counter(flops * 1e-12 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
+// A device buffer of `elements` values uniform in [-1, 1), f32 (element_bytes 4) or bf16 (2):
+// random data, since a GEMM on zeros or on one repeated value draws less power and can run faster
+// than on real data. One host block of 2^20 values (a fixed seed) is copied over the buffer.
 Buffer filled(int64_t elements, size_t element_bytes) {
+  constexpr size_t kBlock = size_t{1} << 20;
+  static const std::vector<float> f32 = [] {
+    std::mt19937 rng(2026);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> v(kBlock);
+    for (float& x : v) x = uniform(rng);
+    return v;
+  }();
+  static const std::vector<uint16_t> bf16 = [] {
+    std::vector<uint16_t> v(kBlock);
+    for (size_t i = 0; i < kBlock; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &f32[i], 4);
+      v[i] = static_cast<uint16_t>(bits >> 16);  // truncated: any bf16 values will do
+    }
+    return v;
+  }();
+  const void* host = element_bytes == 2 ? static_cast<const void*>(bf16.data()) : f32.data();
   Buffer b = *DeviceBuffer::allocate(static_cast<size_t>(elements) * element_bytes);
-  cudaMemsetAsync(b->data(), 0x3c, b->bytes(), nullptr);  // small finite values either way
+  auto* dst = static_cast<char*>(b->data());
+  for (size_t done = 0; done < b->bytes(); done += kBlock * element_bytes)
+    cudaMemcpy(dst + done, host, std::min(kBlock * element_bytes, b->bytes() - done),
+               cudaMemcpyHostToDevice);
   return b;
 }
 

@@ -34,6 +34,13 @@ for b in "${binaries[@]}"; do
     cp -Ln "$lib" "$out/lib/"
   done
 done
+# glibc's other libraries, from beside the bundled libc: the driver (libcuda) and cuBLAS, which come
+# from the device, load libdl, libpthread and librt, and the device's own copies belong to
+# another glibc than the bundled libc and loader.
+libc_dir=$(dirname "$(ldd "${binaries[0]}" | awk '$1 == "libc.so.6" {print $3}')")
+for lib in libdl.so.2 libpthread.so.0 librt.so.1 libresolv.so.2 libutil.so.1; do
+  [ -e "$libc_dir/$lib" ] && cp -Ln "$libc_dir/$lib" "$out/lib/"
+done
 idx=/usr/share/datasets/fashion-mnist
 [ -f "$idx/train-images-idx3-ubyte.gz" ] ||
   { echo "bundle.sh: no Fashion-MNIST in $idx (make deps installs dataset-fashion-mnist)" >&2; exit 1; }
@@ -47,7 +54,12 @@ here=\$(cd "\$(dirname "\$0")" && pwd)
 name=\$1; shift
 cuda=\${CUDA_HOME:-/usr/local/cuda}
 export TPUSIM_FASHION_MNIST_IDX=\${TPUSIM_FASHION_MNIST_IDX:-\$here/fashion-mnist}
-exec "\$here/lib/$loader" --library-path "\$here/lib:\$cuda/lib64:\$cuda/lib" "\$here/bin/\$name" "\$@"
+# --library-path replaces LD_LIBRARY_PATH, so the device's own is appended, after the CUDA
+# toolkit's folders and any TPUSIM_LIBRARY_PATH (where tools/device/device_call.sh found cuBLAS and
+# the driver); the loader's cache comes last.
+path=\$here/lib:\$cuda/lib64:\$cuda/lib\${TPUSIM_LIBRARY_PATH:+:\$TPUSIM_LIBRARY_PATH}
+path=\$path\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+exec "\$here/lib/$loader" --library-path "\$path" "\$here/bin/\$name" "\$@"
 RUN
 chmod +x "$out/run"
 echo "bundle.sh: $(ls "$out/bin" | wc -l) binaries, $(ls "$out/lib" | wc -l) libraries," \

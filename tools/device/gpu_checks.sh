@@ -8,7 +8,7 @@
 #   backends  tpusim backends --json                        -> backends.json
 #   tests     tpusim_runtime_tests --gtest_filter='Gpu*'      -> gpu_tests.json, tests.log
 #   opcheck   tpusim opcheck --backends $OPCHECK_BACKENDS     -> opcheck.json
-#   compare   tpusim compare --model mnist_cnn --steps $STEPS -> compare.json
+#   compare   tpusim compare --model mnist_cnn --steps $STEPS --batch-size $BATCH -> compare.json
 #   compare_mixed  the same under --dtype-policy mixed_bfloat16 -> compare_mixed.json
 #   bench     tpusim_gpu_bench (the backend's GEMMs and bare cuBLAS) -> gemm_bench.json
 # Each step's stderr goes to RESULTS/STEP.log and its exit status to RESULTS/STEP.rc; a failing
@@ -24,6 +24,7 @@ steps=("$@")
 opcheck_backends=${OPCHECK_BACKENDS:-gpu,gpu:mxu,tpusim}
 compare_backends=${COMPARE_BACKENDS:-gpu,cpu,tpusim}
 compare_steps=${STEPS:-200}
+compare_batch=${BATCH:-256}
 [ -x "$bundle/run" ] || { echo "gpu_checks.sh: no $bundle/run (tools/device/bundle.sh makes it)" >&2; exit 2; }
 mkdir -p "$results"
 run=$(cd "$bundle" && pwd)/run
@@ -39,11 +40,12 @@ for step in "${steps[@]}"; do
     opcheck) "$run" tpusim opcheck --backends "$opcheck_backends" --json \
                >"$results/opcheck.json" 2>"$results/opcheck.log" ;;
     compare) "$run" tpusim compare --model mnist_cnn --steps "$compare_steps" \
-               --backends "$compare_backends" --data "$data/fashion-mnist" --json \
+               --batch-size "$compare_batch" --backends "$compare_backends" \
+               --data "$data/fashion-mnist" --json \
                >"$results/compare.json" 2>"$results/compare.log" ;;
     compare_mixed) "$run" tpusim compare --model mnist_cnn --steps "$compare_steps" \
-               --backends "$compare_backends" --dtype-policy mixed_bfloat16 \
-               --data "$data/fashion-mnist" --json \
+               --batch-size "$compare_batch" --backends "$compare_backends" \
+               --dtype-policy mixed_bfloat16 --data "$data/fashion-mnist" --json \
                >"$results/compare_mixed.json" 2>"$results/compare_mixed.log" ;;
     bench) "$run" tpusim_gpu_bench --benchmark_format=json \
              >"$results/gemm_bench.json" 2>"$results/bench.log" ;;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Issue 9's checks in one device call, fitted to the lease: a lent GPU machine gives a session
+# 15 minutes, and returns at most 8 files from $OUT.
+#
+#   bash tools/device/device_call.sh BUNDLE OUT [DEADLINE_S]   (default 470)
+#
+# 1. probe: the machine (nvidia-smi, CPUs, glibc) and where cuBLAS and the driver's libcuda lie,
+#    passed to BUNDLE/run as TPUSIM_LIBRARY_PATH (the bundle carries neither);
+# 2. backends, tests and bench (gpu_checks.sh's steps) one after another on an idle machine, so
+#    the GEMM timings have the GPU and the CPUs to themselves;
+# 3. in parallel: opcheck, the 200-step compares of mnist_cnn at batch 256 (float32 and
+#    mixed_bfloat16) and, as a fallback should those outlast the deadline, the same 200 steps at
+#    batch 64 in RESULTS/short. The cpu backend runs on one thread, so the processes share the
+#    machine's cores without slowing each other much.
+# Each step past the deadline is killed (its .rc file then says 124). Everything is packed into
+# OUT/results.tar.gz and tools/device/gpu_report.py's tables are printed last, so the call's
+# output holds them even if the archive does not come back.
+set -uo pipefail
+bundle=${1:?usage: device_call.sh BUNDLE OUT [DEADLINE_S]}
+out=${2:?usage: device_call.sh BUNDLE OUT [DEADLINE_S]}
+deadline=${3:-470}
+here=$(cd "$(dirname "$0")" && pwd)
+start=$(date +%s)
+left() { echo $((deadline - ($(date +%s) - start))); }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+results=$work/results
+mkdir -p "$results/short" "$out"
+
+# The first folder under the given roots that holds NAME, or nothing.
+folder_of() {
+  local name=$1
+  shift
+  find "$@" -name "$name" \( -type f -o -type l \) -print -quit 2>/dev/null | xargs -r dirname
+}
+
+{
+  echo "== nvidia-smi"
+  nvidia-smi 2>&1
+  echo "== CPU"
+  echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "== glibc"
+  ldd --version 2>&1 | head -1
+  echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  echo "== libcuda.so.1, libcublas.so.13"
+  ldconfig -p 2>/dev/null | grep -E 'libcuda\.so\.1|libcublas' || echo "(not in the loader's cache)"
+} >"$results/machine.txt"
+cublas=$(folder_of 'libcublas.so.13' /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local \
+  /usr/lib /opt)
+cuda_driver=$(folder_of 'libcuda.so.1' /usr/local/nvidia /usr/lib/x86_64-linux-gnu /usr/lib64 \
+  /usr/lib)
+export TPUSIM_LIBRARY_PATH=${cublas}${cublas:+${cuda_driver:+:}}${cuda_driver}
+echo "== TPUSIM_LIBRARY_PATH=$TPUSIM_LIBRARY_PATH" >>"$results/machine.txt"
+echo "device_call.sh: cuBLAS in '${cublas}', libcuda in '${cuda_driver}'"
+
+# One gpu_checks.sh run, killed at the deadline.
+checks() {
+  local dir=$1
+  shift
+  local s
+  s=$(left)
+  [ "$s" -gt 5 ] || { echo "device_call.sh: no time left for $*"; return; }
+  timeout -k 5 "$s" bash "$here/gpu_checks.sh" "$bundle" "$dir" "$@"
+  local rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "device_call.sh: $* passed the ${deadline} s deadline" | tee -a "$dir/deadline.log"
+    for step in "$@"; do [ -e "$dir/$step.rc" ] || echo 124 >"$dir/$step.rc"; done
+  fi
+}
+
+checks "$results" backends tests bench
+# The loader's account of a backend that found no GPU, to tell a missing library from no device.
+if ! grep -q '"available": *true' "$results/backends.json" 2>/dev/null; then
+  LD_DEBUG=libs "$bundle/run" tpusim backends >"$results/ld_debug.log" 2>&1
+fi
+checks "$results" opcheck &
+checks "$results" compare &
+checks "$results" compare_mixed &
+BATCH=64 checks "$results/short" compare &
+BATCH=64 checks "$results/short" compare_mixed &
+wait
+
+tar -C "$work" -czf "$out/results.tar.gz" results
+echo "device_call.sh: $(($(date +%s) - start)) s; $(du -h "$out/results.tar.gz" | cut -f1) of results"
+python3 "$here/gpu_report.py" "$results"
+echo "== the batch-64 fallback"
+python3 "$here/gpu_report.py" "$results/short" | sed -n '/ompare/,$p'
