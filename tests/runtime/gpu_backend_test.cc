@@ -188,13 +188,12 @@ TEST(GpuBackend, ReplicasSumInRingOrder) {
   GPU_OR_SKIP(gpu);
   GraphBuilder b;
   b.output("s", b.cross_replica_sum(b.infeed("x", DType::kF32, {1000})));
-  b.output("n", b.cross_replica_sum(b.infeed("k", DType::kS32, {5})));
+  ASSERT_TRUE(b.status().ok()) << b.status();
   LoopStep step;
   for (uint32_t r = 0; r < 3; ++r) {
     HostTensor x = uniform({1000}, 30 + r);
     for (float& v : x.f) v *= 1e8f * static_cast<float>(r + 1);  // large terms: order shows
-    step.replicas.push_back(
-        {{"x", x}, {"k", HostTensor::from_ints({5}, {1, 2, 3, 4, static_cast<int32_t>(r)})}});
+    step.replicas.push_back({{"x", x}});
   }
   auto cpu = make_backend("cpu");
   auto run = [&](Backend& backend) {
@@ -206,10 +205,10 @@ TEST(GpuBackend, ReplicasSumInRingOrder) {
     return out.ok() ? *std::move(out) : LoopResult{};
   };
   const LoopResult want = run(**cpu), got = run(gpu);
-  for (uint32_t r = 0; r < 3; ++r) {
+  ASSERT_EQ(got.outputs.size(), 1u);
+  ASSERT_EQ(got.outputs[0].size(), 3u);
+  for (uint32_t r = 0; r < 3; ++r)
     EXPECT_EQ(got.outputs[0][r].at("s").f, want.outputs[0][r].at("s").f) << "replica " << r;
-    EXPECT_EQ(got.outputs[0][r].at("n").i, (std::vector<int32_t>{3, 6, 9, 12, 3}));
-  }
 }
 
 TEST(GpuBackend, CrossShardStepKeepsReplicasEqual) {

@@ -6,15 +6,18 @@
 #
 # 1. probe: the machine (nvidia-smi, CPUs, glibc) and where cuBLAS and the driver's libcuda lie,
 #    passed to BUNDLE/run as TPUSIM_LIBRARY_PATH (the bundle carries neither);
-# 2. backends, tests and bench (gpu_checks.sh's steps) one after another on an idle machine, so
-#    the GEMM timings have the GPU and the CPUs to themselves;
-# 3. in parallel: opcheck, the 200-step compares of mnist_cnn at batch 256 (float32 and
-#    mixed_bfloat16) and, as a fallback should those outlast the deadline, the same 200 steps at
-#    batch 64 in RESULTS/short. The cpu backend runs on one thread, so the processes share the
-#    machine's cores without slowing each other much.
+# 2. $SOLO (default: backends tests bench, gpu_checks.sh's steps) one after another on an idle
+#    machine, so the GEMM timings have the GPU and the CPUs to themselves;
+# 3. $PARALLEL's steps side by side (default: opcheck, the 200-step compares of mnist_cnn at
+#    batch 256, float32 and mixed_bfloat16, and the same at batch 64 as a fallback should those
+#    outlast the deadline); a step written short:STEP runs at batch 64 into RESULTS/short. The cpu
+#    backend and the simulator's GEMMs run on OpenMP threads, so each compare gets an equal share
+#    of the cores (OMP_NUM_THREADS): on the first H200 call, four compares at 16 threads each
+#    oversubscribed the 16 cores and none finished its cpu run in 390 s.
 # Each step past the deadline is killed (its .rc file then says 124). Everything is packed into
 # OUT/results.tar.gz and tools/device/gpu_report.py's tables are printed last, so the call's
 # output holds them even if the archive does not come back.
+#   SOLO="backends tests" PARALLEL="compare short:compare short:compare_mixed" bash ... 240
 set -uo pipefail
 bundle=${1:?usage: device_call.sh BUNDLE OUT [DEADLINE_S]}
 out=${2:?usage: device_call.sh BUNDLE OUT [DEADLINE_S]}
@@ -68,16 +71,23 @@ checks() {
   fi
 }
 
-checks "$results" backends tests bench
+read -r -a solo <<<"${SOLO:-backends tests bench}"
+read -r -a parallel <<<"${PARALLEL:-opcheck compare compare_mixed short:compare short:compare_mixed}"
+[ ${#solo[@]} -eq 0 ] || checks "$results" "${solo[@]}"
 # The loader's account of a backend that found no GPU, to tell a missing library from no device.
 if ! grep -q '"available": *true' "$results/backends.json" 2>/dev/null; then
   LD_DEBUG=libs "$bundle/run" tpusim backends >"$results/ld_debug.log" 2>&1
 fi
-checks "$results" opcheck &
-checks "$results" compare &
-checks "$results" compare_mixed &
-BATCH=64 checks "$results/short" compare &
-BATCH=64 checks "$results/short" compare_mixed &
+compares=$(printf '%s\n' "${parallel[@]}" | grep -c compare)
+threads=$(($(nproc) / (compares > 0 ? compares : 1)))
+export OMP_NUM_THREADS=$((threads > 0 ? threads : 1))
+echo "device_call.sh: ${compares} compares side by side, ${OMP_NUM_THREADS} OpenMP threads each"
+for step in "${parallel[@]}"; do
+  case "$step" in
+    short:*) BATCH=64 checks "$results/short" "${step#short:}" & ;;
+    *) checks "$results" "$step" & ;;
+  esac
+done
 wait
 
 tar -C "$work" -czf "$out/results.tar.gz" results
