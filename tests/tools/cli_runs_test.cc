@@ -450,10 +450,11 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   std::ifstream csv(out + "/sweep.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header.rfind("point,steps,exit_code,model,dtype_policy,steps,reference,verdict,"
-                         "max_loss_difference,",
-                         0),
-            0u)
+  EXPECT_EQ(
+      header.rfind("point,steps,exit_code,model,dtype_policy,steps,batch_size,reference,verdict,"
+                   "max_loss_difference,",
+                   0),
+      0u)
       << header;
   EXPECT_TRUE(std::filesystem::exists(out + "/reports/p001.json"));
   // Run again into the same DIR: each point is redone (its old runs and report removed first).

@@ -124,7 +124,8 @@ def compare(results, step="compare"):
     if j is None:
         return [f"{step}: no result ({err}; {why(results, step)})"]
     policy = j.get("dtype_policy", "float32")
-    out = [f"compare (`tpusim compare --model {j['model']} --steps {j['steps']} "
+    batch = f"--batch-size {j['batch_size']} " if "batch_size" in j else ""
+    out = [f"compare (`tpusim compare --model {j['model']} --steps {j['steps']} {batch}"
            f"--dtype-policy {policy} --json`), reference {j['reference']}:", ""]
     base = j.get("baseline")
     if base:

@@ -364,6 +364,7 @@ int run_compare(const std::vector<std::string>& args) {
                                 {"dtype_policy",
                                  runtime::models::dtype_policy_name(backends[0].policy)},
                                 {"steps", job.steps},
+                                {"batch_size", job.batch},
                                 {"reference", backends[0].label},
                                 {"verdict", ""},
                                 {"max_loss_difference", 0.0}};

@@ -4,9 +4,14 @@
 // stop_gradient shares its input's buffer and the memory goes back when the last holder drops
 // it (after the value's last use, as the cpu backend drops host tensors). Allocation and release
 // are stream-ordered (cudaMallocAsync / cudaFreeAsync on the legacy default stream, which every
-// kernel, copy and GEMM of the backend uses), so freeing never waits for the device.
+// kernel, copy and GEMM of the backend uses), so freeing never waits for the device. The device's
+// default pool keeps what is freed (its release threshold raised to the maximum on the first
+// allocation): at the default threshold of 0 the pool hands its memory back to the driver at
+// every synchronisation (each step's read-back of its outputs, each timed GEMM), and the next
+// step maps all of it again.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include <absl/status/statusor.h>
@@ -21,6 +26,8 @@ class DeviceBuffer {
  public:
   // `bytes` of uninitialised device memory (none for 0 bytes: data() is null).
   static absl::StatusOr<std::shared_ptr<DeviceBuffer>> allocate(size_t bytes) {
+    static const absl::Status pool = keep_freed_memory();
+    if (!pool.ok()) return pool;
     void* ptr = nullptr;
     if (bytes > 0) {
       if (absl::Status st = cuda_status(cudaMallocAsync(&ptr, bytes, nullptr),
@@ -41,6 +48,21 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  // Raises the current device's default memory pool's release threshold to the maximum.
+  static absl::Status keep_freed_memory() {
+    int device = 0;
+    if (absl::Status st = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !st.ok()) return st;
+    cudaMemPool_t pool = nullptr;
+    if (absl::Status st =
+            cuda_status(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+        !st.ok()) {
+      return st;
+    }
+    uint64_t keep_all = UINT64_MAX;
+    return cuda_status(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+                       "setting the memory pool's release threshold");
+  }
+
   DeviceBuffer(void* ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
   void* ptr_;
   size_t bytes_;
