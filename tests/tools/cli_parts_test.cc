@@ -147,6 +147,20 @@ TEST(RoundingBaseline, NudgesEachElementOneUlp) {
   }
   EXPECT_GT(up, 10);
   EXPECT_GT(down, 10);
+
+  // Pattern 0 is the default; another pattern draws other signs, still one ulp each.
+  std::vector<float> zero = v, one = v;
+  nudge_one_ulp("dense_1/kernel", &zero, 0);
+  nudge_one_ulp("dense_1/kernel", &one, 1);
+  EXPECT_EQ(zero, nudged);
+  int flipped = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i == 3 || i == 5) continue;
+    EXPECT_TRUE(one[i] == std::nextafter(v[i], 2.f) || one[i] == std::nextafter(v[i], 0.f)) << i;
+    flipped += one[i] != zero[i];
+  }
+  EXPECT_GT(flipped, 10);
+  EXPECT_LT(flipped, 52);
 }
 
 TEST(RoundingBaseline, RunningMaxKeepsTheDriftSoFar) {

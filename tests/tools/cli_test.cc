@@ -324,6 +324,7 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["reference"], "tpusim");
   EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu");
+  EXPECT_EQ(j["baseline"]["runs"], 1);
   EXPECT_EQ(j["baseline"]["loss_differences"].size(), 3u);
   EXPECT_GT(j["baseline"]["loss_differences"][2].get<double>(), 0);
   const auto& cpu = j["against"]["cpu"];
@@ -332,10 +333,35 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
   EXPECT_TRUE(cpu["variables"]["dense_1/kernel"].contains("baseline_max_abs"));
 
-  r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--backends",
-                  "tpusim,cpu:fp32"});
+  // Three nudges: the baseline is their largest drift, at least the first pattern's alone at
+  // every step and in every variable, and larger somewhere.
+  r = run_tpusim(
+      {"compare", "--steps", "3", "--data", data.string(), "--baseline-runs", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto three = nlohmann::json::parse(r.out)["baseline"];
+  EXPECT_EQ(three["runs"], 3);
+  EXPECT_THAT(r.err, HasSubstr("(initial weights nudged one ulp, pattern 2, sums in f32)"));
+  bool larger = false;
+  for (size_t s = 0; s < 3; ++s) {
+    const double one = j["baseline"]["loss_differences"][s], most = three["loss_differences"][s];
+    EXPECT_GE(most, one) << "step " << s + 1;
+    larger = larger || most > one;
+  }
+  for (const auto& [name, w] : j["baseline"]["variables"].items()) {
+    EXPECT_GE(three["variables"][name]["max_abs"].get<double>(), w["max_abs"].get<double>())
+        << name;
+    larger = larger || three["variables"][name]["max_abs"] > w["max_abs"];
+  }
+  EXPECT_TRUE(larger);
+
+  // A difference over one nudge's drift is judged again against three (--baseline-runs auto):
+  // cpu:fp32 still differs.
+  r = run_tpusim(
+      {"compare", "--steps", "2", "--data", data.string(), "--backends", "tpusim,cpu:fp32"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("rounding baseline: cpu:mxu from initial weights one ulp apart"));
+  EXPECT_THAT(r.out, HasSubstr("rounding baseline: cpu:mxu from initial weights one ulp apart "
+                               "(the largest drift of 3 nudges)"));
+  EXPECT_THAT(r.err, HasSubstr("(initial weights nudged one ulp, pattern 2, sums in f32)"));
   EXPECT_THAT(r.out, HasSubstr("cpu:fp32 vs tpusim over 2 steps"));
   EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER (1 of 2 steps' losses over 1e-05 or 5 x the "
                                "baseline's, the first step 2 by"));
@@ -400,6 +426,9 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
       {{"--backends", "tpusim,cpu:fp16"}, "unknown precision 'fp16' in 'cpu:fp16'"},
       {{"--backends", "tpusim,tpu"}, "unknown backend 'tpu'"},
       {{"--baseline", "maybe"}, "--baseline is on or off (got 'maybe')"},
+      {{"--baseline-runs", "0"}, "--baseline-runs is a count from 1 to 64 or auto (got '0')"},
+      {{"--baseline-runs", "65"}, "--baseline-runs is a count from 1 to 64 or auto (got '65')"},
+      {{"--baseline-runs", "some"}, "--baseline-runs is a count from 1 to 64 or auto (got 'some')"},
       {{"--noise-factor", "-1"}, "--noise-factor must be >= 0 (got -1)"},
       {{"--loss-tolerance", "nan"}, "--loss-tolerance must be >= 0 (got nan)"},
       {{"--steps", "0"}, "--steps must be >= 1 (got 0)"},

@@ -5,14 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 
+#include <absl/strings/numbers.h>
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/compare_numerics.h"
+#include "tools/tpusim/compare_verdict.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/fashion_job.h"
 #include "tools/tpusim/options.h"
@@ -61,25 +63,23 @@ struct Job {
   fs::path root;  // a model_dir per run under it
 };
 
-// One run's differences from the reference: per step, and per (non-integer) variable.
-struct Differences {
-  std::vector<double> losses;
-  std::map<std::string, WeightDifference> variables;
-};
+// Which initial weights a run starts from: the model's own, or nudged one ulp each in a pattern
+// of signs (the rounding baseline's runs).
+using Nudge = std::optional<uint32_t>;
 
-// The zoo model under `policy`, its initial weights nudged one ulp each when `nudged` (the
-// rounding baseline).
-estimator::ModelFn model_fn(const Job& job, runtime::models::DTypePolicy policy, bool nudged) {
+// The zoo model under `policy`, its initial weights nudged when `nudge` is set.
+estimator::ModelFn model_fn(const Job& job, runtime::models::DTypePolicy policy, Nudge nudge) {
   estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, policy);
-  if (!nudged) return zoo;
-  return [zoo](runtime::GraphBuilder& b, const estimator::Features& f,
-               std::optional<runtime::Value> labels, estimator::Mode mode,
-               const estimator::Params& p) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
+  if (!nudge) return zoo;
+  return [zoo, pattern = *nudge](
+             runtime::GraphBuilder& b, const estimator::Features& f,
+             std::optional<runtime::Value> labels, estimator::Mode mode,
+             const estimator::Params& p) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
     auto spec = zoo(b, f, labels, mode, p);
     if (spec.ok()) {
-      spec->init_fn = [](runtime::Variables* variables) {
+      spec->init_fn = [pattern](runtime::Variables* variables) {
         for (auto& [name, value] : *variables) {
-          if (value.dtype == runtime::DType::kF32) nudge_one_ulp(name, &value.f);
+          if (value.dtype == runtime::DType::kF32) nudge_one_ulp(name, &value.f, pattern);
         }
         return absl::OkStatus();
       };
@@ -92,7 +92,8 @@ absl::StatusOr<Backend> parse_backend(const std::string& text) {
   auto spec = runtime::opcheck::parse_backend_spec(text);
   if (!spec.ok()) return spec.status();
   if (spec->name != "tpusim" && spec->name != "cpu" && spec->name != "gpu")
-    return absl::InvalidArgumentError(str_cat("unknown backend '", spec->name, "' (tpusim, cpu, gpu)"));
+    return absl::InvalidArgumentError(
+        str_cat("unknown backend '", spec->name, "' (tpusim, cpu, gpu)"));
   const bool given = text.find(':') != std::string::npos;
   if (spec->name == "tpusim" && given) {
     return absl::InvalidArgumentError(
@@ -113,9 +114,9 @@ absl::StatusOr<bool> assign_policies(const std::string& text, std::vector<Backen
     policies.push_back(*policy);
   }
   if (policies.size() != 1 && policies.size() != backends->size()) {
-    return absl::InvalidArgumentError(str_cat("--dtype-policy takes one policy or one per backend (",
-                                              backends->size(), " backends, ", policies.size(),
-                                              " policies)"));
+    return absl::InvalidArgumentError(
+        str_cat("--dtype-policy takes one policy or one per backend (", backends->size(),
+                " backends, ", policies.size(), " policies)"));
   }
   bool uniform = true;
   for (size_t k = 0; k < backends->size(); ++k) {
@@ -130,7 +131,7 @@ absl::StatusOr<bool> assign_policies(const std::string& text, std::vector<Backen
 }
 
 absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std::string& dir,
-                               bool nudged) {
+                               Nudge nudge) {
   estimator::RunConfig config;
   config.model_dir = (job.root / dir).string();
   config.backend = backend.name;
@@ -138,32 +139,36 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   config.precision = backend.name == "tpusim" ? "fp32" : backend.precision;
   // The baseline's nudged run also sums in f32, as tpusim does: the cpu's own reductions are in
   // double, and the baseline should drift by what f32 sums add too.
-  config.f32_reductions = nudged;
+  config.f32_reductions = nudge.has_value();
   config.tpu_config.num_shards = job.replicas;  // the same replicas everywhere
   config.tpu_config.iterations_per_loop = static_cast<uint32_t>(job.steps);
   config.save_checkpoints_steps = job.steps;
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
-  auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudged), config, {},
-                                             true, job.batch, job.batch, job.batch);
+  auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudge), config, {}, true,
+                                             job.batch, job.batch, job.batch);
   if (!est.ok()) return est.status();
   auto trained = (*est)->train(fashion_train_input(job.data), job.steps);
   if (!trained.ok()) return trained.status();
   auto ckpt = estimator::load_latest_checkpoint(config.model_dir);
   if (!ckpt.ok()) return ckpt.status();
-  if (!ckpt->has_value()) return absl::NotFoundError(str_cat("no checkpoint in ", config.model_dir));
+  if (!ckpt->has_value())
+    return absl::NotFoundError(str_cat("no checkpoint in ", config.model_dir));
   return Run{backend.label, *trained, (*ckpt)->variables};
 }
 
 // Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
 absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
-                             bool nudged) {
+                             Nudge nudge) {
   const auto start = std::chrono::steady_clock::now();
   std::cerr << fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
                            job.policy_note, backend.label,
-                           nudged ? " (initial weights nudged one ulp, sums in f32)" : "")
+                           nudge ? fmt::format(" (initial weights nudged one ulp, pattern {}, "
+                                               "sums in f32)",
+                                               *nudge)
+                                 : "")
             << std::flush;
-  absl::StatusOr<Run> run = train_once(job, backend, dir, nudged);
+  absl::StatusOr<Run> run = train_once(job, backend, dir, nudge);
   std::cerr << fmt::format(
       " {} in {:.1f} s\n", run.ok() ? "done" : "failed",
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -179,14 +184,58 @@ absl::StatusOr<Differences> differences(const Run& a, const Run& ref, double rto
     if (value.dtype == runtime::DType::kS32) continue;
     auto it = a.variables.find(name);
     if (it == a.variables.end() || it->second.f.size() != value.f.size()) {
-      return absl::InternalError(str_cat(
-          a.backend, ": variable '", name, "' is ",
-          it == a.variables.end() ? "missing" : "of another size", " in its checkpoint (",
-          ref.backend, " has ", value.f.size(), " values)"));
+      return absl::InternalError(str_cat(a.backend, ": variable '", name, "' is ",
+                                         it == a.variables.end() ? "missing" : "of another size",
+                                         " in its checkpoint (", ref.backend, " has ",
+                                         value.f.size(), " values)"));
     }
     d.variables[name] = weight_difference(it->second.f, value.f, rtol, atol);
   }
   return d;
+}
+
+// --baseline-runs auto's second look: how many nudges judge a difference over the first.
+constexpr uint32_t kAutoBaselineRuns = 3;
+
+// --baseline-runs: a count from 1 to 64, or nullopt for "auto".
+absl::StatusOr<std::optional<uint32_t>> parse_baseline_runs(const std::string& text) {
+  if (text == "auto") return std::optional<uint32_t>();
+  uint32_t runs = 0;
+  if (!absl::SimpleAtoi(text, &runs) || runs < 1 || runs > 64) {
+    return absl::InvalidArgumentError(
+        str_cat("--baseline-runs is a count from 1 to 64 or auto (got '", text, "')"));
+  }
+  return std::optional<uint32_t>(runs);
+}
+
+// Adds the nudged runs of patterns `from` .. `to`-1 to the rounding baseline `drift` (empty
+// before pattern 0): trainings of `cpu` from initial weights nudged one ulp each against `plain`,
+// its run from the model's own. One draw of the nudges' signs drifts anywhere within a factor of
+// 20 of another at a given step, so the baseline is the largest drift of them all, step by step
+// and variable by variable.
+absl::Status add_to_baseline(const Job& job, const Backend& cpu, const Run& plain, uint32_t from,
+                             uint32_t to, double rtol, double atol, Differences* drift) {
+  for (uint32_t pattern = from; pattern < to; ++pattern) {
+    auto nudged = train_on(job, cpu, str_cat("baseline-cpu-nudged-", pattern), pattern);
+    if (!nudged.ok()) {
+      return absl::Status(nudged.status().code(), str_cat("the baseline's nudged cpu run ", pattern,
+                                                          ": ", nudged.status().message()));
+    }
+    auto d = differences(*nudged, plain, rtol, atol);
+    if (!d.ok()) return d.status();
+    if (pattern == 0) {
+      *drift = *std::move(d);
+      continue;
+    }
+    for (size_t s = 0; s < drift->losses.size() && s < d->losses.size(); ++s)
+      drift->losses[s] = max_or_nan(drift->losses[s], d->losses[s]);
+    for (auto& [name, w] : drift->variables) {
+      const WeightDifference& other = d->variables.at(name);
+      w.max_abs = max_or_nan(w.max_abs, other.max_abs);
+      w.max_rel = max_or_nan(w.max_rel, other.max_rel);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -195,6 +244,7 @@ int run_compare(const std::vector<std::string>& args) {
   po::options_description options("options");
   Job job;
   double loss_tol = 0, weight_tol = 0, weight_atol = 0, factor = 0;
+
   options.add_options()("model", po::value<std::string>(&job.model)->default_value("mlp"),
                         "zoo model")(
       "backends", po::value<std::string>()->default_value("tpusim,cpu"),
@@ -203,12 +253,12 @@ int run_compare(const std::vector<std::string>& args) {
       "steps", po::value<int64_t>(&job.steps)->default_value(20), "training steps on each")(
       "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam")(
       "learning-rate", po::value<float>(&job.optimizer.learning_rate.initial)->default_value(0.05f),
-      "the optimizer's rate")(
-      "batch-size", po::value<int64_t>(&job.batch)->default_value(256), "global batch size")(
+      "the optimizer's rate")("batch-size", po::value<int64_t>(&job.batch)->default_value(256),
+                              "global batch size")(
       "config", po::value<std::string>(&job.slice)->default_value("v3-8"),
-      "the tpusim backend's slice")(
-      "loss-tolerance", po::value<double>(&loss_tol)->default_value(1e-5),
-      "|loss difference| accepted at any step")(
+      "the tpusim backend's slice")("loss-tolerance",
+                                    po::value<double>(&loss_tol)->default_value(1e-5),
+                                    "|loss difference| accepted at any step")(
       "weight-tolerance", po::value<double>(&weight_tol)->default_value(1e-3),
       "largest acceptable weight difference at the end, relative to the variable's largest value")(
       "weight-atol", po::value<double>(&weight_atol)->default_value(1e-6),
@@ -219,6 +269,9 @@ int run_compare(const std::vector<std::string>& args) {
       "within --noise-factor times the drift that causes")(
       "noise-factor", po::value<double>(&factor)->default_value(5),
       "how many times the rounding baseline's drift a difference may be")(
+      "baseline-runs", po::value<std::string>()->default_value("auto"),
+      "N | auto: nudged runs in the baseline, each with its own pattern of ulp signs, the "
+      "baseline their largest drift; auto: one, and three when a backend differs by one")(
       "report", po::value<std::string>(), "also write the JSON report to this file")(
       "model-dir", po::value<std::string>(),
       "a new folder to keep the runs in (default: a temporary one, removed)")(
@@ -234,7 +287,8 @@ int run_compare(const std::vector<std::string>& args) {
       "                      [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
       "                      [--optimizer sgd|momentum|adam] [--learning-rate R]\n"
       "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
-      "                      [--baseline on|off] [--noise-factor X] [--json] [--report FILE]\n"
+      "                      [--baseline on|off] [--baseline-runs N] [--noise-factor X]\n"
+      "                      [--json] [--report FILE]\n"
       "                      [--model-dir DIR]\n\n"
       "Trains N steps on each backend from the same initial weights and batches, then\n"
       "prints the per-step loss differences against the first backend, each variable's max\n"
@@ -259,6 +313,8 @@ int run_compare(const std::vector<std::string>& args) {
   if (baseline_flag != "on" && baseline_flag != "off")
     return usage_error(str_cat("--baseline is on or off (got '", baseline_flag, "')"), usage);
   const bool with_baseline = baseline_flag == "on";
+  auto baseline_runs = parse_baseline_runs(vm["baseline-runs"].as<std::string>());
+  if (!baseline_runs.ok()) return usage_error(std::string(baseline_runs.status().message()), usage);
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   job.optimizer.kind = *kind;
@@ -272,7 +328,8 @@ int run_compare(const std::vector<std::string>& args) {
         str_cat("--learning-rate must be > 0 (got ", job.optimizer.learning_rate.initial, ")"),
         usage);
   }
-  if (job.steps < 1) return usage_error(str_cat("--steps must be >= 1 (got ", job.steps, ")"), usage);
+  if (job.steps < 1)
+    return usage_error(str_cat("--steps must be >= 1 (got ", job.steps, ")"), usage);
   if (job.batch < 1)
     return usage_error(str_cat("--batch-size must be >= 1 (got ", job.batch, ")"), usage);
   const std::pair<const char*, double> nonnegative[] = {{"--loss-tolerance", loss_tol},
@@ -309,7 +366,8 @@ int run_compare(const std::vector<std::string>& args) {
     // otherwise be resumed from.
     std::string pattern = (fs::temp_directory_path() / "tpusim-compare-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr)
-      return failure(str_cat("cannot make a temporary folder ", pattern, ": ", std::strerror(errno)));
+      return failure(
+          str_cat("cannot make a temporary folder ", pattern, ": ", std::strerror(errno)));
     job.root = pattern;
   }
   struct RemoveRoot {
@@ -322,7 +380,7 @@ int run_compare(const std::vector<std::string>& args) {
 
   std::vector<Run> runs;
   for (size_t k = 0; k < backends.size(); ++k) {
-    auto run = train_on(job, backends[k], str_cat(k, "-", backends[k].name), false);
+    auto run = train_on(job, backends[k], str_cat(k, "-", backends[k].name), std::nullopt);
     if (!run.ok())
       return failure(str_cat("training on ", backends[k].label, ": ", run.status().message()));
     runs.push_back(*std::move(run));
@@ -330,150 +388,105 @@ int run_compare(const std::vector<std::string>& args) {
   // The rounding baseline: the cpu against itself from initial weights one ulp apart, in the
   // reference's precision (tpusim's is mxu) and dtype policy.
   std::optional<Differences> baseline;
+  uint32_t nudges = 0;  // the baseline's nudged runs so far
   Backend baseline_cpu{"cpu", backends[0].precision, "cpu:" + backends[0].precision,
                        backends[0].policy};
   if (*policies_differ)
     baseline_cpu.label += str_cat("@", runtime::models::dtype_policy_name(baseline_cpu.policy));
+  const Run* cpu = nullptr;  // the baseline's run from the model's own weights
+  std::optional<Run> plain;
   if (with_baseline) {
-    const Run* cpu = nullptr;
     for (size_t k = 0; k < backends.size() && cpu == nullptr; ++k) {
       if (backends[k].name == "cpu" && backends[k].precision == baseline_cpu.precision &&
           backends[k].policy == baseline_cpu.policy)
         cpu = &runs[k];
     }
-    std::optional<Run> plain;
     if (cpu == nullptr) {
-      auto run = train_on(job, baseline_cpu, "baseline-cpu", false);
+      auto run = train_on(job, baseline_cpu, "baseline-cpu", std::nullopt);
       if (!run.ok()) return failure(str_cat("the baseline's cpu run: ", run.status().message()));
       plain = *std::move(run);
       cpu = &*plain;
     }
-    auto nudged = train_on(job, baseline_cpu, "baseline-cpu-nudged", true);
-    if (!nudged.ok())
-      return failure(str_cat("the baseline's nudged cpu run: ", nudged.status().message()));
-    auto d = differences(*nudged, *cpu, weight_tol, weight_atol);
-    if (!d.ok()) return failure(std::string(d.status().message()));
-    baseline = *std::move(d);
+    baseline.emplace();
   }
-  const std::vector<double> drift =
-      baseline ? running_max(baseline->losses) : std::vector<double>(job.steps, 0.0);
+  // Takes the baseline to `count` nudges.
+  auto nudge_to = [&](uint32_t count) -> absl::Status {
+    absl::Status st = add_to_baseline(job, baseline_cpu, *cpu, nudges, count, weight_tol,
+                                      weight_atol, &*baseline);
+    nudges = count;
+    return st;
+  };
+  if (baseline) {
+    if (absl::Status st = nudge_to(baseline_runs->value_or(1)); !st.ok())
+      return failure(std::string(st.message()));
+  }
+
+  std::vector<Differences> diffs;
+  for (size_t k = 1; k < runs.size(); ++k) {
+    auto d = differences(runs[k], runs[0], weight_tol, weight_atol);
+    if (!d.ok()) return failure(std::string(d.status().message()));
+    diffs.push_back(*std::move(d));
+  }
+  const Tolerances tol{loss_tol, weight_tol, weight_atol, factor};
+  nlohmann::ordered_json against;
+  auto judge_all = [&] {
+    bool all = true;
+    for (size_t k = 1; k < runs.size(); ++k) {
+      against[runs[k].backend] = judge(runs[k].result.losses, runs[0].result.losses, diffs[k - 1],
+                                       baseline ? &*baseline : nullptr, tol);
+      all = all && against[runs[k].backend]["verdict"] == "agree";
+    }
+    return all;
+  };
+  bool ok = judge_all();
+  // --baseline-runs auto: a difference over one draw of the baseline is judged again against
+  // the largest drift of three. The limits only grow, so what agreed still agrees.
+  if (!ok && baseline && !*baseline_runs) {
+    if (absl::Status st = nudge_to(kAutoBaselineRuns); !st.ok())
+      return failure(std::string(st.message()));
+    ok = judge_all();
+  }
 
   const bool json = vm["json"].as<bool>();
-  // verdict and max_loss_difference: over every backend against the reference (set below).
-  nlohmann::ordered_json out = {{"model", job.model},
-                                {"dtype_policy",
-                                 runtime::models::dtype_policy_name(backends[0].policy)},
-                                {"steps", job.steps},
-                                {"batch_size", job.batch},
-                                {"reference", backends[0].label},
-                                {"verdict", ""},
-                                {"max_loss_difference", 0.0}};
   double max_loss = 0;
+  for (const auto& [label, entry] : against.items())
+    max_loss = max_or_nan(max_loss, entry["max_loss_difference"].get<double>());
+  nlohmann::ordered_json out = {
+      {"model", job.model},
+      {"dtype_policy", runtime::models::dtype_policy_name(backends[0].policy)},
+      {"steps", job.steps},
+      {"batch_size", job.batch},
+      {"reference", backends[0].label},
+      {"verdict", ok ? "agree" : "differ"},
+      {"max_loss_difference", max_loss}};
   if (baseline) {
     nlohmann::ordered_json vars = nlohmann::ordered_json::object();
     for (const auto& [name, w] : baseline->variables)
       vars[name] = {{"max_abs", w.max_abs}, {"max_rel", w.max_rel}};
     out["baseline"] = {{"backend", baseline_cpu.label},
+                       {"runs", nudges},
                        {"noise_factor", factor},
                        {"loss_differences", baseline->losses},
                        {"variables", vars}};
     if (!json) {
+      const std::vector<double> drift = running_max(baseline->losses);
       std::cout << fmt::format(
-          "rounding baseline: {} from initial weights one ulp apart, summing in f32, {} steps: its "
-          "loss up to {:.2e} from its own\n",
-          baseline_cpu.label, job.steps, drift.empty() ? 0.0 : drift.back());
+          "rounding baseline: {} from initial weights one ulp apart{}, summing in f32, {} steps: "
+          "its loss up to {:.2e} from its own\n",
+          baseline_cpu.label,
+          nudges > 1 ? fmt::format(" (the largest drift of {} nudges)", nudges) : "", job.steps,
+          drift.empty() ? 0.0 : drift.back());
     }
   }
-  bool ok = true;
-  for (size_t k = 1; k < runs.size(); ++k) {
-    const Run& a = runs[k];
-    const Run& ref = runs[0];
-    auto d = differences(a, ref, weight_tol, weight_atol);
-    if (!d.ok()) return failure(std::string(d.status().message()));
-    nlohmann::ordered_json losses = nlohmann::ordered_json::array();
-    double worst_loss = 0;
-    int steps_over = 0;
-    std::optional<size_t> first_over;
-    for (size_t s = 0; s < d->losses.size(); ++s) {
-      const double diff = d->losses[s];
-      const double limit = std::max(loss_tol, s < drift.size() ? factor * drift[s] : 0.0);
-      const bool within = diff <= limit;  // false for NaN
-      worst_loss = max_or_nan(worst_loss, diff);
-      if (!within) {
-        ++steps_over;
-        if (!first_over) first_over = s;
-      }
-      nlohmann::ordered_json step = {{"step", s + 1},
-                                     {"loss", a.result.losses[s]},
-                                     {"reference_loss", ref.result.losses[s]},
-                                     {"difference", diff},
-                                     {"limit", limit},
-                                     {"agree", within}};
-      if (baseline && s < baseline->losses.size())
-        step["baseline_difference"] = baseline->losses[s];
-      losses.push_back(step);
+  out["against"] = against;
+  if (!json) {
+    for (size_t k = 1; k < runs.size(); ++k) {
+      print_judgement(
+          against[runs[k].backend],
+          fmt::format("{} vs {} over {} steps of {}{} (batch {})", runs[k].backend, runs[0].backend,
+                      job.steps, job.model, job.policy_note, job.batch),
+          tol, baseline.has_value());
     }
-    nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-    nlohmann::ordered_json over = nlohmann::ordered_json::array();
-    double worst_rel = 0;
-    for (const auto& [name, w] : d->variables) {
-      auto in_baseline = baseline ? baseline->variables.find(name)
-                                  : std::map<std::string, WeightDifference>::const_iterator();
-      const double noise =
-          baseline && in_baseline != baseline->variables.end() ? in_baseline->second.max_abs : 0;
-      const bool agree = w.agree || (baseline && w.max_abs <= factor * noise);
-      worst_rel = max_or_nan(worst_rel, w.max_rel);
-      vars[name] = {{"max_abs", w.max_abs}, {"max_rel", w.max_rel}, {"agree", agree}};
-      if (baseline) vars[name]["baseline_max_abs"] = noise;
-      if (!agree) over.push_back(name);
-    }
-    const bool pass = steps_over == 0 && over.empty();
-    ok = ok && pass;
-    max_loss = max_or_nan(max_loss, worst_loss);
-    out["against"][a.backend] = {{"max_loss_difference", worst_loss},
-                                 {"max_relative_weight_difference", worst_rel},
-                                 {"steps_over_tolerance", steps_over},
-                                 {"variables_over_tolerance", over},
-                                 {"verdict", pass ? "agree" : "differ"},
-                                 {"losses", losses},
-                                 {"variables", vars}};
-    if (json) continue;
-    std::cout << fmt::format("{} vs {} over {} steps of {}{} (batch {}):\n", a.backend,
-                             ref.backend, job.steps, job.model, job.policy_note, job.batch);
-    for (const auto& l : losses) {
-      std::cout << fmt::format("  step {:4}  loss {:.6f} vs {:.6f}  diff {:.2e}{}{}\n",
-                               l["step"].get<int>(), l["loss"].get<double>(),
-                               l["reference_loss"].get<double>(), l["difference"].get<double>(),
-                               l.contains("baseline_difference")
-                                   ? fmt::format("  baseline {:.2e}",
-                                                 l["baseline_difference"].get<double>())
-                                   : "",
-                               l["agree"].get<bool>() ? "" : "  over tolerance");
-    }
-    for (auto it = vars.begin(); it != vars.end(); ++it) {
-      std::cout << fmt::format("  {:40} max abs {:.2e}  max rel {:.2e}{}{}\n", it.key(),
-                               it.value()["max_abs"].get<double>(),
-                               it.value()["max_rel"].get<double>(),
-                               baseline ? fmt::format("  baseline {:.2e}",
-                                                      it.value()["baseline_max_abs"].get<double>())
-                                        : "",
-                               it.value()["agree"].get<bool>() ? "" : "  over tolerance");
-    }
-    const std::string noise = baseline ? fmt::format(" or {:g} x the baseline's", factor) : "";
-    const std::string loss_part =
-        steps_over == 0
-            ? fmt::format("every step's loss within {:g}{}", loss_tol, noise)
-            : fmt::format("{} of {} steps' losses over {:g}{}, the first step {} by {:.2e}",
-                          steps_over, losses.size(), loss_tol, noise, *first_over + 1,
-                          d->losses[*first_over]);
-    const std::string weight_part =
-        over.empty()
-            ? fmt::format("every variable within {:g} + {:g} x its largest value{}", weight_atol,
-                          weight_tol, noise)
-            : fmt::format("{} of {} variables over {:g} + {:g} x their largest value{}",
-                          over.size(), vars.size(), weight_atol, weight_tol, noise);
-    std::cout << fmt::format("  verdict: {} ({}; {})\n", pass ? "agree" : "DIFFER", loss_part,
-                             weight_part);
   }
   const std::vector<float>& ref_losses = runs[0].result.losses;
   if (const int64_t s = first_diverging_step(ref_losses); s >= 0) {
@@ -486,8 +499,6 @@ int run_compare(const std::vector<std::string>& args) {
           runs[0].backend, ref_losses[0], ref_losses[static_cast<size_t>(s)], s + 1);
     }
   }
-  out["verdict"] = ok ? "agree" : "differ";
-  out["max_loss_difference"] = max_loss;
   if (json) std::cout << out.dump(2) << "\n";
   if (vm.count("report") > 0) {
     const std::string path = vm["report"].as<std::string>();

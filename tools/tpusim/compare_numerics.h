@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@ struct WeightDifference {
   bool agree = true;   // max_abs <= atol + rtol * (the reference's largest |value|), all finite
 };
 
+// One run's differences from another: per step's loss, and per (non-integer) variable.
+struct Differences {
+  std::vector<double> losses;
+  std::map<std::string, WeightDifference> variables;
+};
+
 // numpy.allclose's rule with the variable's largest magnitude as the scale, so that elements
 // near zero do not blow the ratio up, and atol as the floor for variables that stay near zero
 // (a convolution's bias ahead of a batch norm: its gradient is zero but for rounding, so both
@@ -22,8 +29,9 @@ WeightDifference weight_difference(const std::vector<float>& a, const std::vecto
                                    double rtol, double atol);
 
 // Moves every nonzero, finite element one ulp up or down (a fixed pseudo-random choice per
-// element, seeded by `name`), zeros left as they are: a rounding's worth of difference.
-void nudge_one_ulp(const std::string& name, std::vector<float>* values);
+// element, seeded by `name` and `pattern`), zeros left as they are: a rounding's worth of
+// difference. Each pattern is an independent draw of the signs.
+void nudge_one_ulp(const std::string& name, std::vector<float>* values, uint32_t pattern = 0);
 
 // The larger of two differences, NaN when either is: a diverged run stays the worst.
 double max_or_nan(double a, double b);
