@@ -11,7 +11,7 @@
 #include "estimator/checkpoint.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/infeed/infeed_driver.h"
@@ -156,7 +156,9 @@ runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) 
 
 absl::StatusOr<HostSide> host_side(const RunConfig& config) {
   HostSide host;
-  if (config.backend != "tpusim") {
+  auto backend = runtime::find_backend(config.backend);
+  if (!backend.ok()) return backend.status();
+  if (!(*backend)->supports.runs_a_slice) {
     host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
     return host;
   }
@@ -235,13 +237,16 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
   std::unique_ptr<TPUEstimator> est(new TPUEstimator(std::move(model_fn), std::move(config),
                                                      std::move(params), train_batch_size,
                                                      eval_batch_size, predict_batch_size));
-  if (est->config_.backend == "tpusim") {
-    est->backend_ = runtime::make_tpusim_backend(est->config_.slice);
-  } else {
-    auto backend = runtime::make_backend(est->config_.backend);
-    if (!backend.ok()) return backend.status();
-    est->backend_ = *std::move(backend);
-  }
+  const RunConfig& c = est->config_;
+  runtime::RunFeatures features;
+  features.timing_only = c.timing_only;
+  features.trace = !c.trace_path.empty();
+  if (auto s = runtime::check_registered_options(c.backend, c.compile, features); !s.ok()) return s;
+  runtime::BackendArgs args;
+  args.slice = c.slice;
+  auto backend = runtime::make_backend(c.backend, args);
+  if (!backend.ok()) return backend.status();
+  est->backend_ = *std::move(backend);
   if (auto s = est->backend_->set_timing_only(est->config_.timing_only); !s.ok()) return s;
   return est;
 }

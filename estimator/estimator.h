@@ -1,5 +1,5 @@
 #pragma once
-// TPUEstimator in C++ (ARCHITECTURE.md, "The estimator"; ../shared/REFERENCES.md, "TPUEstimator
+// TPUEstimator in C++ (docs/architecture.md, "The estimator"; docs/references.md, "TPUEstimator
 // semantics users rely on"), so the seeds' programs read almost line for line:
 //
 //   RunConfig config;
@@ -99,29 +99,15 @@ struct RunConfig {
   int64_t log_step_count_steps = 100;
   int keep_checkpoint_max = 5;
   TPUConfig tpu_config;
-  std::string backend = "tpusim";  // "tpusim" (use_tpu), "cpu" or "gpu"
-  std::string slice = "v3-8";      // the tpusim backend's slice; its host config times the input
-  std::string precision = "fp32";  // the cpu and gpu backends': "fp32" or "mxu"
-  // The cpu backend's reduce_sum in f32 instead of double (CompileOptions::f32_reductions).
-  bool f32_reductions = false;
-  // How the tpusim backend all-reduces the gradients (CompileOptions::allreduce): "ring",
-  // "bidir_ring", "torus2d" or "torus" (the torus ones with one replica per core of the slice).
-  std::string allreduce = "ring";
-  // Whether those all-reduces run while the rest of the step computes
-  // (CompileOptions::overlap_allreduce).
-  bool overlap_allreduce = true;
-  // Their combining into fewer, bigger all-reduces (CompileOptions::allreduce_combine_bytes;
-  // 0: none).
-  uint64_t allreduce_combine_bytes = 0;
-  // Whether the tpusim backend fuses convolutions (CompileOptions::fuse_convolutions).
-  bool fuse_convolutions = true;
-  // Whether it fuses max pools (CompileOptions::fuse_pools).
-  bool fuse_pools = true;
-  // Whether reductions take in their elementwise inputs (CompileOptions::fuse_reductions).
-  bool fuse_reductions = true;
-  // Whether shared elementwise producers are recomputed in each reader's fragment
-  // (CompileOptions::recompute_shared_producers).
-  bool recompute_shared_producers = true;
+  // The backend by its registry name (runtime/backend/registry.h): "tpusim" (use_tpu), "cpu",
+  // "gpu". A backend that runs a slice runs `slice`, whose host config times the input.
+  std::string backend = "tpusim";
+  std::string slice = "v3-8";
+  // How the step is compiled (runtime/backend/compile_options.h): precision, the all-reduces,
+  // fusion. The estimator sets `replicas` (num_shards) and `simulated_replicas` (fold_replicas)
+  // itself; an option the backend does not support is refused by create(), naming the backends
+  // that do (runtime/backend/registry.h).
+  runtime::CompileOptions compile;
   // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
   // newest): every model variable it has with the same shape. Optimizer slots and the global
   // step start afresh, as with TensorFlow's warm start.
@@ -156,7 +142,7 @@ struct RunConfig {
   // Simulate time only: the device's numerics are skipped (losses read 0, the weights stay as
   // they start) while the input pipeline runs for real. The tpusim backend only.
   bool timing_only = false;
-  // train, timing only: replica folding (ARCHITECTURE.md, "Scale"; CompileOptions::
+  // train, timing only: replica folding (docs/architecture.md, "Scale"; CompileOptions::
   // simulated_replicas). Only the first host's replicas run their steps cycle-level, fed by its
   // input pipeline; every other replica only joins the collectives, so a pod's interconnect is
   // simulated in full at the cost of one host's cores. A slice with one host has nothing to fold.

@@ -11,7 +11,6 @@
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
 #include "estimator/train_trace.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/infeed/infeed_driver.h"
@@ -181,16 +180,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   for (const auto& [name, v] : spec->host_call_tensors) b.output("host_call/" + name, v);
   if (!b.status().ok()) return b.status();
 
-  runtime::CompileOptions options;
-  options.precision = config_.precision;
-  options.f32_reductions = config_.f32_reductions;
-  options.allreduce = config_.allreduce;
-  options.overlap_allreduce = config_.overlap_allreduce;
-  options.allreduce_combine_bytes = config_.allreduce_combine_bytes;
-  options.fuse_convolutions = config_.fuse_convolutions;
-  options.fuse_pools = config_.fuse_pools;
-  options.fuse_reductions = config_.fuse_reductions;
-  options.recompute_shared_producers = config_.recompute_shared_producers;
+  runtime::CompileOptions options = config_.compile;
   options.replicas = shards;
   options.simulated_replicas = simulated;
   auto exe = backend_->compile(b.graph(), options);

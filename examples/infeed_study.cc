@@ -14,7 +14,7 @@
 #include <string>
 
 #include "configs/loader.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/mnist_records.h"
 #include "runtime/data/stage_profile.h"

@@ -1,18 +1,16 @@
 #include "runtime/backend/backend.h"
 
 #include "common/strings.h"
-#include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/backend/gpu/gpu_backend.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
 #include "sim/numerics/bf16.h"
 
 namespace tpusim::runtime {
 
-absl::StatusOr<std::unique_ptr<Backend>> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
-  if (name == "tpusim") return make_tpusim_backend();
-  if (name == "gpu") return make_gpu_backend();  // Unavailable, with the reason, without a GPU
-  return absl::NotFoundError(str_cat("no backend named '", name, "' (known: cpu, gpu, tpusim)"));
+const std::string& Backend::name() const { return declaration().name; }
+
+absl::Status Backend::set_timing_only(bool timing_only) {
+  RunFeatures run;
+  run.timing_only = timing_only;
+  return check_backend_options(declaration(), CompileOptions{}, run);
 }
 
 void add_op_timings(const std::vector<OpTiming>& loop, std::vector<OpTiming>* total) {
@@ -58,35 +56,6 @@ absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variab
   outputs.reserve(loop->outputs.size());
   for (auto& step : loop->outputs) outputs.push_back(std::move(step.front()));
   return outputs;
-}
-
-bool is_allreduce_algorithm(const std::string& name) {
-  return name == "ring" || name == "bidir_ring" || name == "torus2d" || name == "torus";
-}
-
-absl::Status check_compile_options(const std::string& backend, const CompileOptions& options) {
-  if (options.precision != "fp32" && options.precision != "mxu") {
-    return absl::InvalidArgumentError(
-        str_cat(backend, " backend: unknown precision '", options.precision, "' (fp32 or mxu)"));
-  }
-  if (options.replicas == 0)
-    return absl::InvalidArgumentError(str_cat(backend, " backend: replicas must be at least 1"));
-  if (!is_allreduce_algorithm(options.allreduce)) {
-    return absl::InvalidArgumentError(str_cat(backend, " backend: unknown allreduce '",
-                                              options.allreduce, "' (", kAllReduceAlgorithms, ")"));
-  }
-  if (options.simulated_replicas > options.replicas) {
-    return absl::InvalidArgumentError(str_cat(backend, " backend: ", options.simulated_replicas,
-                                              " simulated replicas of ", options.replicas));
-  }
-  if (options.simulated_replicas != 0 && options.simulated_replicas < options.replicas &&
-      backend != "tpusim") {
-    return absl::InvalidArgumentError(
-        str_cat(backend, " backend: replica folding (", options.simulated_replicas, " of ",
-                options.replicas, " replicas simulated) needs the tpusim backend, whose "
-                "folded replicas only join the collectives; this one computes every replica"));
-  }
-  return absl::OkStatus();
 }
 
 std::vector<int> last_uses(const Graph& graph) {

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/strings.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "sim/numerics/bf16.h"
@@ -148,7 +148,13 @@ absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with
 }
 
 namespace {
-bool rounds_to_bf16(const BackendSpec& b) { return b.precision == "mxu" || b.name == "tpusim"; }
+// Whether `b` rounds matmul inputs to bf16: asked for mxu, or a backend that always does (tpusim).
+bool rounds_to_bf16(const BackendSpec& b) {
+  auto declared = find_backend(b.name);
+  const std::string precision =
+      declared.ok() ? effective_precision(**declared, b.precision) : b.precision;
+  return precision == "mxu";
+}
 }  // namespace
 
 double tolerance_for(const OpCase& c, const BackendSpec& backend, const BackendSpec& reference) {
@@ -174,9 +180,9 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
   if (!graph.ok()) return graph.status();
   const Feeds feeds = make_feeds(c, seed);
   auto run_on = [&](const BackendSpec& s) -> absl::StatusOr<Outputs> {
-    absl::StatusOr<std::unique_ptr<Backend>> backend =
-        s.name == "tpusim" ? absl::StatusOr<std::unique_ptr<Backend>>(make_tpusim_backend(s.slice))
-                           : make_backend(s.name);
+    BackendArgs args;
+    args.slice = s.slice;
+    absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(s.name, args);
     if (!backend.ok()) return backend.status();
     auto exe = (*backend)->compile(*graph, CompileOptions{s.precision});
     if (!exe.ok()) return exe.status();

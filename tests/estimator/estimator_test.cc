@@ -10,6 +10,7 @@
 
 #include "estimator/checkpoint.h"
 #include "estimator/saved_model.h"
+#include "runtime/backend/registry.h"
 #include "sim/numerics/bf16.h"
 #include "tests/configs/config_test_util.h"
 #include "tests/estimator/estimator_test_util.h"

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"

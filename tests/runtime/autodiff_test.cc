@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/opcheck/harness.h"
 

@@ -7,7 +7,7 @@
 
 #include "common/strings.h"
 #include "runtime/backend/backend.h"
-#include "runtime/backend_registry.h"
+#include "runtime/backend/registry.h"
 #include "runtime/gpu/cuda_probe.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/cross_shard.h"
@@ -30,21 +30,15 @@ namespace {
   if (!backend##_made.ok()) GTEST_SKIP() << backend##_made.status().message(); \
   Backend& backend = **backend##_made
 
-BackendInfo gpu_row() {
-  for (const BackendInfo& b : list_backends()) {
-    if (b.name == "gpu") return b;
-  }
-  ADD_FAILURE() << "no gpu row in list_backends()";
-  return {};
-}
-
 TEST(GpuBackend, RegistryRowSaysWhetherItIsBuiltAndWhyItCannotRun) {
-  const auto rows = list_backends();
+  const auto& rows = registered_backends();
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].name, "tpusim");
   EXPECT_EQ(rows[1].name, "cpu");
-  EXPECT_TRUE(rows[0].available && rows[1].available);
-  const BackendInfo gpu = gpu_row();
+  EXPECT_TRUE(rows[0].availability().available && rows[1].availability().available);
+  auto declared = find_backend("gpu");
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  const BackendAvailability gpu = (*declared)->availability();
   EXPECT_EQ(gpu.built, kCudaBuilt);
   const gpu::CudaProbe probe = gpu::probe_cuda();
   EXPECT_EQ(gpu.available, probe.reason.empty() && !probe.devices.empty());

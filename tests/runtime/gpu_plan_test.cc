@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/backend/backend.h"
 #include "runtime/backend/gpu/gemm_call.h"
 #include "runtime/backend/gpu/node_plan.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/opcheck/harness.h"
 

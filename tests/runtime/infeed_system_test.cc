@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/strings.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"

@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "tests/runtime/cross_shard_steps.h"
 
@@ -90,8 +90,12 @@ TEST(ReplicaFolding, OnlyTheTpusimBackendFolds) {
   auto exe = (*cpu)->compile(training_step(), folded_to(2));
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(std::string(exe.status().message()),
+              HasSubstr("cpu backend: replica folding (2 of 8 replicas simulated) is not "
+                        "supported (cpu: every replica computed)"));
+  // Asked through the registry, the error names the backend that folds.
+  EXPECT_THAT(std::string(check_registered_options("cpu", folded_to(2)).message()),
               HasSubstr("cpu backend: replica folding (2 of 8 replicas simulated) needs the "
-                        "tpusim backend"));
+                        "tpusim backend (cpu and gpu: every replica computed)"));
   auto tpu = make_backend("tpusim");
   auto part = (*tpu)->compile(training_step(), folded_to(3));
   ASSERT_FALSE(part.ok());

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"

@@ -13,7 +13,7 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "configs/overrides.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/backend/tpusim/tpusim_backend.h"
 #include "runtime/graph/builder.h"
 #include "runtime/graph/initializers.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/models/zoo.h"
 #include "runtime/opcheck/harness.h"

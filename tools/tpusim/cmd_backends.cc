@@ -1,9 +1,11 @@
-// tpusim backends [--json]: the backends this binary has and whether they can run here.
+// tpusim backends [--json]: the registry's backends (runtime/backend/registry.h), what each
+// supports, whether this binary has it and whether it can run here.
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/backend_registry.h"
+#include "common/strings.h"
+#include "runtime/backend/registry.h"
 #include "runtime/gpu/cuda_probe.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -12,25 +14,64 @@ namespace tpusim::cli {
 
 namespace po = boost::program_options;
 
+namespace {
+
+nlohmann::ordered_json supports_json(const runtime::BackendSupport& s) {
+  return {{"precisions", s.precisions},
+          {"dtype_policies", s.dtype_policies},
+          {"runs_a_slice", s.runs_a_slice},
+          {"simulated_time", s.simulated_time},
+          {"timing_only", s.timing_only},
+          {"traces", s.traces},
+          {"folding", s.folding},
+          {"fusion_options", s.fusion_options},
+          {"allreduce_algorithms", s.allreduce_algorithms},
+          {"collective_timing", s.collective_timing}};
+}
+
+// "precisions fp32|mxu; dtype policies float32|mixed_bfloat16; ...; timing-only; traces".
+std::string supports_text(const runtime::BackendSupport& s) {
+  std::vector<std::string> parts = {str_cat("precision ", str_join(s.precisions, "|")),
+                                    str_cat("dtype policy ", str_join(s.dtype_policies, "|")),
+                                    str_cat("allreduce ", str_join(s.allreduce_algorithms, "|"))};
+  const std::pair<bool, const char*> flags[] = {
+      {s.runs_a_slice, "a slice (--config)"},
+      {s.simulated_time, "simulated time"},
+      {s.timing_only, "--timing-only"},
+      {s.traces, "--trace"},
+      {s.folding, "--fold-replicas"},
+      {s.fusion_options, "--fuse-* and --recompute-shared-producers"},
+      {s.collective_timing, "--overlap-allreduce and --allreduce-combine-threshold"}};
+  for (const auto& [on, what] : flags) {
+    if (on) parts.push_back(what);
+  }
+  return str_join(parts, "; ");
+}
+
+}  // namespace
+
 int run_backends(const std::vector<std::string>& args) {
   po::options_description options("options");
   options.add_options()("json", po::bool_switch(), "print JSON instead of text");
   po::variables_map vm;
   const std::string usage =
       "usage: tpusim backends [--json]\n\n"
-      "Lists the backends built into tpusim (name, built, available, reason) and what the CUDA\n"
-      "runtime sees on this machine.\n";
+      "Lists the backends tpusim knows (name, built, available, reason), what each supports\n"
+      "(precisions, dtype policies, timing-only, folding, traces, fusion options, all-reduce\n"
+      "algorithms and their timing) and what the CUDA runtime sees on this machine.\n";
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
 
-  const auto backends = runtime::list_backends();
+  const auto& backends = runtime::registered_backends();
   const auto cuda = runtime::gpu::probe_cuda();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const auto& b : backends) {
+    const runtime::BackendAvailability a = b.availability();
     rows.push_back({{"name", b.name},
                     {"description", b.description},
-                    {"built", b.built},
-                    {"available", b.available},
-                    {"reason", b.reason}});
+                    {"built", a.built},
+                    {"available", a.available},
+                    {"reason", a.reason},
+                    {"supports", supports_json(b.supports)}});
   }
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const auto& d : cuda.devices) {
@@ -53,8 +94,11 @@ int run_backends(const std::vector<std::string>& args) {
     return kOk;
   }
   for (const auto& b : backends) {
-    std::cout << b.name << "\t" << (b.built ? "built" : "not built") << "\t"
-              << (b.available ? "available" : "unavailable: " + b.reason) << "\n";
+    const runtime::BackendAvailability a = b.availability();
+    std::cout << b.name << "\t" << (a.built ? "built" : "not built") << "\t"
+              << (a.available ? "available" : "unavailable: " + a.reason) << "\n"
+              << "  " << b.description << "\n"
+              << "  supports: " << supports_text(b.supports) << "\n";
   }
   std::cout << "cuda\t"
             << (cuda.built ? "built (runtime " + std::to_string(cuda.runtime_version) + ")"

@@ -22,8 +22,9 @@
 #include "configs/loader.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/opcheck/harness.h"
+#include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/compare_numerics.h"
@@ -91,15 +92,16 @@ estimator::ModelFn model_fn(const Job& job, runtime::models::DTypePolicy policy,
 absl::StatusOr<Backend> parse_backend(const std::string& text) {
   auto spec = runtime::opcheck::parse_backend_spec(text);
   if (!spec.ok()) return spec.status();
-  if (spec->name != "tpusim" && spec->name != "cpu" && spec->name != "gpu")
+  auto declared = runtime::find_backend(spec->name);
+  if (!declared.ok()) {
     return absl::InvalidArgumentError(
-        str_cat("unknown backend '", spec->name, "' (tpusim, cpu, gpu)"));
-  const bool given = text.find(':') != std::string::npos;
-  if (spec->name == "tpusim" && given) {
-    return absl::InvalidArgumentError(
-        str_cat("'", text, "': tpusim's precision is its MXU's (bf16 products), not an option"));
+        str_cat("unknown backend '", spec->name, "' (", runtime::backend_names(", "), ")"));
   }
-  return Backend{spec->name, given ? spec->precision : "mxu", text};
+  const bool given = text.find(':') != std::string::npos;
+  if (given) {
+    if (absl::Status s = runtime::precision_choice_error(**declared, text); !s.ok()) return s;
+  }
+  return Backend{spec->name, given ? spec->precision : kCliPrecision, text};
 }
 
 // --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
@@ -136,10 +138,10 @@ absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std
   config.model_dir = (job.root / dir).string();
   config.backend = backend.name;
   config.slice = job.slice;
-  config.precision = backend.name == "tpusim" ? "fp32" : backend.precision;
+  config.compile.precision = backend.precision;
   // The baseline's nudged run also sums in f32, as tpusim does: the cpu's own reductions are in
   // double, and the baseline should drift by what f32 sums add too.
-  config.f32_reductions = nudge.has_value();
+  config.compile.f32_reductions = nudge.has_value();
   config.tpu_config.num_shards = job.replicas;  // the same replicas everywhere
   config.tpu_config.iterations_per_loop = static_cast<uint32_t>(job.steps);
   config.save_checkpoints_steps = job.steps;
@@ -248,9 +250,11 @@ int run_compare(const std::vector<std::string>& args) {
   options.add_options()("model", po::value<std::string>(&job.model)->default_value("mlp"),
                         "zoo model")(
       "backends", po::value<std::string>()->default_value("tpusim,cpu"),
-      "comma-separated, the first the reference: tpusim, cpu, gpu; cpu and gpu in mxu precision "
-      "(bf16 products, like the MXU's) unless named cpu:fp32, gpu:fp32")(
-      "steps", po::value<int64_t>(&job.steps)->default_value(20), "training steps on each")(
+      str_cat("comma-separated, the first the reference: ", runtime::backend_names(", "),
+              "; each in mxu precision (bf16 products, like the MXU's) unless named NAME:fp32 "
+              "(`tpusim backends` lists each one's precisions)")
+          .c_str())("steps", po::value<int64_t>(&job.steps)->default_value(20),
+                    "training steps on each")(
       "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam")(
       "learning-rate", po::value<float>(&job.optimizer.learning_rate.initial)->default_value(0.05f),
       "the optimizer's rate")("batch-size", po::value<int64_t>(&job.batch)->default_value(256),
@@ -339,11 +343,9 @@ int run_compare(const std::vector<std::string>& args) {
   for (const auto& [flag, value] : nonnegative) {
     if (!(value >= 0)) return usage_error(str_cat(flag, " must be >= 0 (got ", value, ")"), usage);
   }
-  for (const auto& b : backends) {
-    if (b.name == "gpu") {  // without a usable GPU, say so before training on the others
-      auto gpu = runtime::make_backend(b.name);
-      if (!gpu.ok()) return failure(std::string(gpu.status().message()));
-    }
+  for (const auto& b : backends) {  // a backend that cannot run here (no GPU) says so first
+    auto made = runtime::make_backend(b.name);
+    if (!made.ok()) return failure(std::string(made.status().message()));
   }
   auto data = fashion_data_from(vm);
   if (!data.ok()) return usage_error(std::string(data.status().message()), usage);
@@ -389,7 +391,8 @@ int run_compare(const std::vector<std::string>& args) {
   // reference's precision (tpusim's is mxu) and dtype policy.
   std::optional<Differences> baseline;
   uint32_t nudges = 0;  // the baseline's nudged runs so far
-  Backend baseline_cpu{"cpu", backends[0].precision, "cpu:" + backends[0].precision,
+  const std::string& reference = runtime::reference_backend().name;
+  Backend baseline_cpu{reference, backends[0].precision, reference + ":" + backends[0].precision,
                        backends[0].policy};
   if (*policies_differ)
     baseline_cpu.label += str_cat("@", runtime::models::dtype_policy_name(baseline_cpu.policy));
@@ -397,7 +400,7 @@ int run_compare(const std::vector<std::string>& args) {
   std::optional<Run> plain;
   if (with_baseline) {
     for (size_t k = 0; k < backends.size() && cpu == nullptr; ++k) {
-      if (backends[k].name == "cpu" && backends[k].precision == baseline_cpu.precision &&
+      if (backends[k].name == reference && backends[k].precision == baseline_cpu.precision &&
           backends[k].policy == baseline_cpu.policy)
         cpu = &runs[k];
     }

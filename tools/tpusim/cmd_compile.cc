@@ -14,6 +14,7 @@
 #include "sim/isa/dump.h"
 #include "sim/isa/ops.h"
 #include "sim/isa/program_stats.h"
+#include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
@@ -33,25 +34,8 @@ int run_compile(const std::vector<std::string>& args) {
                                             "examples per core")(
       "replicas", po::value<uint32_t>(&replicas)->default_value(1),
       "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them")(
-      "allreduce", po::value<std::string>()->default_value("ring"),
-      "with replicas: ring | bidir_ring | torus2d | torus (the torus ones need a replica on every "
-      "core)")(
-      "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
-      "with replicas: combine the gradients' all-reduces into all-reduces of up to this many "
-      "bytes each (XLA's AllReduceCombiner; 0: none)")(
-      "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
-      "on: a convolution and its gradients are fragments whose im2col patches stay in VMEM; "
-      "off: the patches go through HBM")(
-      "fuse-pools", po::value<bool>()->default_value(true, "on"),
-      "on: a max pool whose windows tile the image, and its gradient, are vector-unit fragments "
-      "reading the images; off: the windows go through HBM")(
-      "fuse-reductions", po::value<bool>()->default_value(true, "on"),
-      "on: a reduction over the last axis or all but the last computes its elementwise input in "
-      "VMEM; off: that input goes through HBM")(
-      "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
-      "on: an elementwise value read by several elementwise fragments is computed again in each; "
-      "off: it goes through HBM")("dump", po::bool_switch(), "print the ISA program")(
-      "json", po::bool_switch(), "print JSON");
+      "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
+  add_compile_flags(options);
   add_dtype_policy_option(options);
   const std::string usage =
       "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
@@ -76,19 +60,9 @@ int run_compile(const std::vector<std::string>& args) {
                                (*slice)->name, ")"),
                        usage);
   }
-  isa::Collective::Algorithm algorithm = isa::Collective::RING;
-  if (!sim::collective_algorithm_named(vm["allreduce"].as<std::string>(), &algorithm)) {
-    return usage_error(str_cat("--allreduce '", vm["allreduce"].as<std::string>(),
-                               "' is not one of ", runtime::kAllReduceAlgorithms),
-                       usage);
-  }
-  uint64_t combine_bytes = 0;
-  if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
-    auto parsed = parse_bytes("--allreduce-combine-threshold", t, 4);
-    if (!parsed.ok())
-      return usage_error(str_cat(parsed.status().message(), " (or 0: no combining)"), usage);
-    combine_bytes = *parsed;
-  }
+  auto compile = compile_options_from(vm);
+  if (!compile.ok()) return usage_error(std::string(compile.status().message()), usage);
+  compile->replicas = replicas;
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
@@ -97,15 +71,8 @@ int run_compile(const std::vector<std::string>& args) {
       !s.ok()) {
     return failure(std::string(s.message()));
   }
-  runtime::tpusim_backend::StepOptions step_options;
-  step_options.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
-  step_options.fuse_pools = vm["fuse-pools"].as<bool>();
-  step_options.fuse_reductions = vm["fuse-reductions"].as<bool>();
-  step_options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
-  step_options.replicas = replicas;
-  step_options.allreduce = algorithm;
-  step_options.combine.threshold_bytes = combine_bytes;
-  auto step = runtime::tpusim_backend::compile_graph(b.graph(), **slice, 0, step_options);
+  auto step = runtime::tpusim_backend::compile_graph(
+      b.graph(), **slice, 0, runtime::tpusim_backend::step_options_from(*compile));
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

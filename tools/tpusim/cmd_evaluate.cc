@@ -8,7 +8,8 @@
 #include "configs/loader.h"
 #include "estimator/estimator.h"
 #include "estimator/saved_model.h"
-#include "runtime/backend/tpusim/tpusim_backend.h"
+#include "runtime/backend/registry.h"
+#include "tools/tpusim/backend_options.h"
 #include "runtime/data/dataset.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -32,9 +33,9 @@ void add_common(po::options_description& options) {
                         "the zoo model the checkpoint belongs to")(
       "model-dir", po::value<std::string>(), "where train wrote its checkpoints")(
       "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
-      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
+  add_backend_flag(options);
   add_dtype_policy_option(options);
   add_data_options(options);
 }
@@ -50,15 +51,15 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
   config.model_dir = vm["model-dir"].as<std::string>();
-  config.backend = vm["backend"].as<std::string>();
-  if (config.backend != "tpusim" && config.backend != "cpu" && config.backend != "gpu")
-    return absl::InvalidArgumentError("--backend must be tpusim, cpu or gpu");
+  auto backend = backend_from(vm);
+  if (!backend.ok()) return backend.status();
+  config.backend = (*backend)->name;
   config.slice = vm["config"].as<std::string>();
-  config.precision = config.backend == "tpusim" ? "fp32" : "mxu";
-  if (config.backend == "tpusim") {
-    auto slice = config::load_slice(config.slice);
-    if (!slice.ok()) return slice.status();
-    config.tpu_config.num_shards = (*slice)->cores;
+  config.compile.precision = kCliPrecision;
+  if ((*backend)->supports.runs_a_slice) {
+    auto replicas = run_replicas(**backend, config.slice);
+    if (!replicas.ok()) return replicas.status();
+    config.tpu_config.num_shards = *replicas;
   }
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
@@ -112,16 +113,14 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   if (!data.ok()) return failure(std::string(data.status().message()));
   auto images = test_images(*data, count);
   if (!images.ok()) return failure(std::string(images.status().message()));
-  const std::string backend_name = vm["backend"].as<std::string>();
-  std::unique_ptr<runtime::Backend> backend;
-  if (backend_name == "tpusim") {
-    backend = runtime::make_tpusim_backend(vm["config"].as<std::string>());
-  } else {
-    auto made = runtime::make_backend(backend_name);
-    if (!made.ok()) return failure(std::string(made.status().message()));
-    backend = *std::move(made);
-  }
-  auto exe = backend->compile(model->graph, {backend_name == "tpusim" ? "fp32" : "mxu", 1});
+  runtime::BackendArgs backend_args;
+  backend_args.slice = vm["config"].as<std::string>();
+  auto made = runtime::make_backend(vm["backend"].as<std::string>(), backend_args);
+  if (!made.ok()) return failure(std::string(made.status().message()));
+  std::unique_ptr<runtime::Backend> backend = *std::move(made);
+  runtime::CompileOptions compile;
+  compile.precision = kCliPrecision;
+  auto exe = backend->compile(model->graph, compile);
   if (!exe.ok()) return failure(std::string(exe.status().message()));
   const int64_t batch = model->batch_size;
   const runtime::Shape& shape = model->inputs[0].shape;

@@ -8,7 +8,7 @@
 
 #include "common/strings.h"
 #include "configs/loader.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
 #include "runtime/opcheck/harness.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
@@ -23,7 +23,7 @@ int run_opcheck(const std::vector<std::string>& args) {
                         "comma-separated backends, each NAME or NAME:PRECISION (fp32 | mxu)")(
       "ops", po::value<std::string>()->default_value(".*"),
       "regular expression the op names must match")(
-      "reference", po::value<std::string>()->default_value("cpu"),
+      "reference", po::value<std::string>()->default_value(runtime::reference_backend().name),
       "the backend compared against: NAME[:PRECISION]")(
       "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")(
       "config", po::value<std::string>()->default_value("v3-8"),
@@ -66,8 +66,11 @@ int run_opcheck(const std::vector<std::string>& args) {
   std::vector<runtime::opcheck::BackendSpec> every = backends;
   every.push_back(*reference);
   for (const auto& spec : every) {
-    const absl::Status usable = spec.name == "tpusim" ? config::load_slice(spec.slice).status()
-                                                      : runtime::make_backend(spec.name).status();
+    auto declared = runtime::find_backend(spec.name);
+    const absl::Status usable = !declared.ok() ? declared.status()
+                                : (*declared)->supports.runs_a_slice
+                                    ? config::load_slice(spec.slice).status()
+                                    : runtime::make_backend(spec.name).status();
     if (!usable.ok()) return failure(str_cat(spec.label(), ": ", usable.message()));
   }
 

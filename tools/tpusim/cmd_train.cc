@@ -16,7 +16,8 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/estimator.h"
-#include "runtime/backend/backend.h"
+#include "runtime/backend/registry.h"
+#include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
@@ -49,33 +50,6 @@ int run_train(const std::vector<std::string>& args) {
                         ("zoo model: " + zoo_model_names(" | ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
-      "backend", po::value<std::string>()->default_value("tpusim"), "tpusim | cpu | gpu")(
-      "allreduce", po::value<std::string>()->default_value("ring"),
-      "how tpusim all-reduces the gradients: ring | bidir_ring | torus2d | torus (the torus ones "
-      "over every core of the slice)")(
-      "overlap-allreduce", po::value<bool>()->default_value(true, "on"),
-      "on: each gradient's all-reduce runs while the step computes the rest (as XLA's "
-      "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
-      "later work")(
-      "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
-      "combine the gradients' all-reduces, in the order they run, into all-reduces of up to this "
-      "many bytes (and 256 tensors) each (4MiB, 32MiB, ...), each paying one latency, as XLA's "
-      "AllReduceCombiner; 0: every gradient its own all-reduce")(
-      "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
-      "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
-      "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
-      "im2col, matmul and col2im fragments")(
-      "fuse-pools", po::value<bool>()->default_value(true, "on"),
-      "on: each max pool whose windows tile the image, and its gradient, is one vector-unit "
-      "fragment reading the images (XLA's reduce-window and select-and-scatter); off: the "
-      "windows and the gradient's masks go through HBM between separate fragments")(
-      "fuse-reductions", po::value<bool>()->default_value(true, "on"),
-      "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
-      "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
-      "off: their value goes through HBM")(
-      "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
-      "on: an elementwise value that several elementwise fragments of its shape read is computed "
-      "again in each of them (XLA's producer duplication); off: it goes through HBM")(
       "train-steps", po::value<int64_t>(&steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
@@ -112,6 +86,8 @@ int run_train(const std::vector<std::string>& args) {
       "one sample a window at most: a pod's trace shrinks many times (0: every change)")(
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
+  add_backend_flag(options);
+  add_compile_flags(options);
   add_dtype_policy_option(options);
   add_data_options(options);
   const std::string usage =
@@ -141,13 +117,15 @@ int run_train(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const std::string model = vm["model"].as<std::string>();
-  const std::string backend = vm["backend"].as<std::string>();
-  if (backend != "tpusim" && backend != "cpu" && backend != "gpu")
-    return usage_error("--backend must be tpusim, cpu or gpu", usage);
+  auto backend = backend_from(vm);
+  if (!backend.ok()) return usage_error(std::string(backend.status().message()), usage);
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
+  if (auto s = runtime::check_dtype_policy(**backend, runtime::models::dtype_policy_name(*policy));
+      !s.ok())
+    return usage_error(std::string(s.message()), usage);
   if (steps < 1 || batch < 1 || ipl < 1)
     return usage_error("--train-steps, --batch-size and --iterations-per-loop must be >= 1", usage);
   auto data = fashion_data_from(vm);
@@ -156,59 +134,15 @@ int run_train(const std::vector<std::string>& args) {
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(model);
   estimator::RunConfig config;
   config.model_dir = model_dir;
-  config.backend = backend;
+  config.backend = (*backend)->name;
   config.slice = vm["config"].as<std::string>();
-  config.precision = backend == "tpusim" ? "fp32" : "mxu";  // cpu and gpu: the MXU's bf16 products
-  config.allreduce = vm["allreduce"].as<std::string>();
-  if (!runtime::is_allreduce_algorithm(config.allreduce)) {
-    return usage_error(str_cat("--allreduce '", config.allreduce, "' is not one of ",
-                               runtime::kAllReduceAlgorithms),
-                       usage);
-  }
-  if (config.allreduce != "ring" && backend != "tpusim")
-    return usage_error("--allreduce needs the tpusim backend (cpu and gpu add in ring order)",
-                       usage);
-  config.overlap_allreduce = vm["overlap-allreduce"].as<bool>();
-  if (!config.overlap_allreduce && backend != "tpusim")
-    return usage_error(
-        "--overlap-allreduce needs the tpusim backend (cpu and gpu do not time "
-        "the all-reduce)",
-        usage);
-  if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
-    auto bytes = parse_bytes("--allreduce-combine-threshold", t, 4);
-    if (!bytes.ok())
-      return usage_error(str_cat(bytes.status().message(), " (or 0: no combining)"), usage);
-    if (*bytes > 0 && backend != "tpusim") {
-      return usage_error(
-          "--allreduce-combine-threshold needs the tpusim backend (cpu and gpu do not time the "
-          "all-reduce)",
-          usage);
-    }
-    config.allreduce_combine_bytes = *bytes;
-  }
-  config.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
-  if (!config.fuse_convolutions && backend != "tpusim")
-    return usage_error("--fuse-convolutions needs the tpusim backend (cpu and gpu do not time it)",
-                       usage);
-  config.fuse_pools = vm["fuse-pools"].as<bool>();
-  if (!config.fuse_pools && backend != "tpusim")
-    return usage_error("--fuse-pools needs the tpusim backend (cpu and gpu do not time it)", usage);
-  config.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
-  if (!config.recompute_shared_producers && backend != "tpusim")
-    return usage_error(
-        "--recompute-shared-producers needs the tpusim backend (cpu and gpu do not time it)",
-        usage);
-  config.fuse_reductions = vm["fuse-reductions"].as<bool>();
-  if (!config.fuse_reductions && backend != "tpusim")
-    return usage_error("--fuse-reductions needs the tpusim backend (cpu and gpu do not time it)",
-                       usage);
+  auto compile = compile_options_from(vm);
+  if (!compile.ok()) return usage_error(std::string(compile.status().message()), usage);
+  config.compile = *compile;
   config.tpu_config.iterations_per_loop = ipl;
-  config.tpu_config.num_shards = 8;
-  if (backend == "tpusim") {
-    auto slice = config::load_slice(config.slice);
-    if (!slice.ok()) return failure(std::string(slice.status().message()));
-    config.tpu_config.num_shards = (*slice)->cores;
-  }
+  auto replicas = run_replicas(**backend, config.slice);
+  if (!replicas.ok()) return failure(std::string(replicas.status().message()));
+  config.tpu_config.num_shards = *replicas;
   config.log_step_count_steps = log_every;
   config.save_summary_steps = std::max<int64_t>(ipl, 10);
   config.save_checkpoints_steps = std::max<int64_t>(steps / 4, ipl);
@@ -229,16 +163,11 @@ int run_train(const std::vector<std::string>& args) {
   const std::string host_timing = vm["host-timing"].as<std::string>();
   if (host_timing != "config" && host_timing != "measured")
     return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
-  if (config.timing_only && backend != "tpusim")
-    return usage_error("--timing-only needs the tpusim backend", usage);
   config.fold_replicas = vm["fold-replicas"].as<bool>();
   if (config.fold_replicas && !config.timing_only)
     return usage_error("--fold-replicas needs --timing-only (folded replicas compute no values)",
                        usage);
   if (vm.count("trace") > 0) {
-    if (backend != "tpusim")
-      return usage_error("--trace needs the tpusim backend (the cpu backend has no timeline)",
-                         usage);
     config.trace_path = vm["trace"].as<std::string>();
     if (auto format = traces::trace_format_of(config.trace_path); !format.ok())
       return usage_error(std::string(format.status().message()), usage);
@@ -254,6 +183,14 @@ int run_train(const std::vector<std::string>& args) {
     config.trace_last_step = b;
   }
   config.trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
+  runtime::RunFeatures features;
+  features.timing_only = config.timing_only;
+  features.trace = !config.trace_path.empty();
+  if (auto s = runtime::check_registered_options(config.backend, config.compile, features,
+                                                 runtime::OptionNames::kFlags);
+      !s.ok()) {
+    return usage_error(std::string(s.message()), usage);
+  }
   runtime::OptimizerSpec optimizer;
   optimizer.kind = *kind;
   optimizer.learning_rate.initial = lr;
@@ -279,13 +216,11 @@ int run_train(const std::vector<std::string>& args) {
       *policy == runtime::models::DTypePolicy::kFloat32
           ? ""
           : str_cat(" (", runtime::models::dtype_policy_name(*policy), ")"),
-      backend == "tpusim" ? config.slice : str_cat("the ", backend, " backend"),
-      config.tpu_config.num_shards, batch, ipl, runtime::optimizer_name(*kind), lr, model_dir);
-  if (backend == "tpusim" && *policy == runtime::models::DTypePolicy::kMixedBFloat16) {
-    std::cout << "note: tpusim charges bf16 transfers at 2 bytes an element, as a TPU's, but "
-                 "rounds each reduction's (and unfused patches_to_image's) result to bf16 in a "
-                 "pass of its own, which a TPU fuses into the op, and counts 4 bytes a bf16 "
-                 "element in the HBM footprint (docs/estimator.md, mixed precision)\n";
+      run_target(**backend, config.slice), config.tpu_config.num_shards, batch, ipl,
+      runtime::optimizer_name(*kind), lr, model_dir);
+  if (*policy == runtime::models::DTypePolicy::kMixedBFloat16 &&
+      !(*backend)->mixed_bfloat16_note.empty()) {
+    std::cout << "note: " << (*backend)->mixed_bfloat16_note << "\n";
   }
   auto trained = (*est)->train(fashion_train_input(*data), steps);
   bar.finish();
@@ -305,8 +240,8 @@ int run_train(const std::vector<std::string>& args) {
   nlohmann::ordered_json report = {
       {"model", model},
       {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
-      {"backend", backend},
-      {"config", backend == "tpusim" ? config.slice : backend},
+      {"backend", config.backend},
+      {"config", (*backend)->supports.runs_a_slice ? config.slice : config.backend},
       {"model_dir", model_dir},
       {"global_step", r.global_step},
       {"steps_run", r.steps_run},
@@ -321,7 +256,7 @@ int run_train(const std::vector<std::string>& args) {
       {"weights_fingerprint", r.weights_fingerprint},
       {"timing_only", config.timing_only},
       {"fold_replicas", config.fold_replicas},
-      {"allreduce_combine_bytes", config.allreduce_combine_bytes},
+      {"allreduce_combine_bytes", config.compile.allreduce_combine_bytes},
       {"input", data->jpeg ? "jpeg" : "raw"},
       {"image_size", data->image_size},
       {"map_threads", data->map_threads},

@@ -83,11 +83,11 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
 class CpuBackend final : public Backend {
  public:
   CpuBackend() { cpu::fix_gemm_blocking(); }
-  std::string name() const override { return "cpu"; }
+  const BackendDeclaration& declaration() const override { return cpu_backend_declaration(); }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
+    if (absl::Status st = check_backend_options(declaration(), options); !st.ok()) return st;
     return std::make_unique<CpuExecutable>(graph, options.precision == "mxu",
                                            options.f32_reductions, options.replicas);
   }
@@ -158,5 +158,23 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+const BackendDeclaration& cpu_backend_declaration() {
+  static const BackendDeclaration declaration = [] {
+    BackendDeclaration d;
+    d.name = "cpu";
+    d.description = "Eigen on the host: the numerics reference (fp32, or mxu: bf16 matmul inputs)";
+    d.supports.precisions = {"fp32", "mxu"};
+    d.supports.dtype_policies = {"float32", "mixed_bfloat16"};
+    d.supports.allreduce_algorithms = {"ring"};  // replica 0's value plus each other's, in order
+    d.numerics_reference = true;
+    d.availability = [] { return BackendAvailability{true, true, ""}; };
+    d.make = [](const BackendArgs&) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      return make_cpu_backend();
+    };
+    return d;
+  }();
+  return declaration;
+}
 
 }  // namespace tpusim::runtime

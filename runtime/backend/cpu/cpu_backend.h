@@ -9,5 +9,7 @@
 namespace tpusim::runtime {
 
 std::unique_ptr<Backend> make_cpu_backend();
+// Its registry entry (registry.h).
+const BackendDeclaration& cpu_backend_declaration();
 
 }  // namespace tpusim::runtime

@@ -91,11 +91,11 @@ absl::Status failed_at(const std::string& where, const absl::Status& st) {
 class GpuBackend final : public Backend {
  public:
   explicit GpuBackend(std::unique_ptr<gpu::Cublas> cublas) : cublas_(std::move(cublas)) {}
-  std::string name() const override { return "gpu"; }
+  const BackendDeclaration& declaration() const override { return gpu_backend_declaration(); }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
+    if (absl::Status st = check_backend_options(declaration(), options); !st.ok()) return st;
     std::vector<gpu::NodePlan> plans;
     std::vector<Buffer> constants(static_cast<size_t>(graph.size()));
     for (int i = 0; i < graph.size(); ++i) {

@@ -18,5 +18,8 @@ namespace tpusim::runtime {
 // The gpu backend on CUDA device 0. Unavailable ("gpu backend unavailable: <why>") when this
 // binary was built without CUDA or the CUDA runtime finds no usable device (gpu::probe_cuda()).
 absl::StatusOr<std::unique_ptr<Backend>> make_gpu_backend();
+// Its registry entry (registry.h), built with or without CUDA: unavailable, with the probe's
+// reason, where the CUDA runtime sees no device.
+const BackendDeclaration& gpu_backend_declaration();
 
 }  // namespace tpusim::runtime

@@ -12,6 +12,7 @@
 #include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
+#include "runtime/backend/compile_options.h"
 #include "runtime/backend/tpusim/allreduce_combiner.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
 #include "runtime/graph/graph.h"
@@ -86,6 +87,11 @@ struct StepOptions {
   // fragment of its own.
   bool recompute_shared_producers = true;
 };
+
+// The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the
+// MXU's one bf16 pass, whatever CompileOptions::precision says). The all-reduce algorithm must be
+// one check_backend_options accepts.
+StepOptions step_options_from(const CompileOptions& options);
 
 // `core` is a global core index; its buffers go in its share of the chip's HBM (capacity / cores
 // per chip).

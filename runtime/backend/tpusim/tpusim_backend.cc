@@ -223,11 +223,11 @@ absl::StatusOr<std::vector<Outputs>> receive_outputs(std::vector<sim::FeedEntry>
 class TpusimBackend final : public Backend {
  public:
   explicit TpusimBackend(std::string slice) : slice_(std::move(slice)) {}
-  std::string name() const override { return "tpusim"; }
+  const BackendDeclaration& declaration() const override { return tpusim_backend_declaration(); }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
-    if (absl::Status st = check_compile_options(name(), options); !st.ok()) return st;
+    if (absl::Status st = check_backend_options(declaration(), options); !st.ok()) return st;
     auto system = shared_system(slice_);
     if (!system.ok()) return system.status();
     const config::SliceSpec& slice = (*system)->slice();
@@ -236,10 +236,9 @@ class TpusimBackend final : public Backend {
                                                 " replicas on ", slice.name, ", which has ",
                                                 slice.cores, " cores (one replica per core)"));
     }
-    isa::Collective::Algorithm allreduce = isa::Collective::RING;  // check_compile_options knew it
-    sim::collective_algorithm_named(options.allreduce, &allreduce);
-    const bool whole_slice =
-        allreduce == isa::Collective::TORUS_2D || allreduce == isa::Collective::TORUS;
+    const tpusim_backend::StepOptions step_options = tpusim_backend::step_options_from(options);
+    const bool whole_slice = step_options.allreduce == isa::Collective::TORUS_2D ||
+                             step_options.allreduce == isa::Collective::TORUS;
     if (whole_slice && options.replicas != slice.cores) {
       return absl::InvalidArgumentError(
           str_cat("tpusim backend: allreduce '", options.allreduce, "' runs over every core of ",
@@ -248,15 +247,6 @@ class TpusimBackend final : public Backend {
     }
     std::vector<CompiledStep> per_position;
     for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
-      tpusim_backend::StepOptions step_options;
-      step_options.replicas = options.replicas;
-      step_options.allreduce = allreduce;
-      step_options.overlap_allreduce = options.overlap_allreduce;
-      step_options.combine.threshold_bytes = options.allreduce_combine_bytes;
-      step_options.fuse_convolutions = options.fuse_convolutions;
-      step_options.fuse_pools = options.fuse_pools;
-      step_options.fuse_reductions = options.fuse_reductions;
-      step_options.recompute_shared_producers = options.recompute_shared_producers;
       auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
@@ -449,6 +439,35 @@ class TpusimBackend final : public Backend {
 
 std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice) {
   return std::make_unique<TpusimBackend>(slice);
+}
+
+const BackendDeclaration& tpusim_backend_declaration() {
+  static const BackendDeclaration declaration = [] {
+    BackendDeclaration d;
+    d.name = "tpusim";
+    d.description = "the compiler and the SystemC model of a TPU slice (simulated time)";
+    d.supports.precisions = {"mxu"};  // the MXU's bf16 products, whatever is asked
+    d.supports.dtype_policies = {"float32", "mixed_bfloat16"};
+    d.supports.runs_a_slice = true;
+    d.supports.simulated_time = true;
+    d.supports.timing_only = true;
+    d.supports.traces = true;
+    d.supports.folding = true;
+    d.supports.fusion_options = true;
+    d.supports.allreduce_algorithms = {"ring", "bidir_ring", "torus2d", "torus"};
+    d.supports.collective_timing = true;
+    d.mixed_bfloat16_note =
+        "tpusim charges bf16 transfers at 2 bytes an element, as a TPU's, but rounds each "
+        "reduction's (and unfused patches_to_image's) result to bf16 in a pass of its own, which a "
+        "TPU fuses into the op, and counts 4 bytes a bf16 element in the HBM footprint "
+        "(docs/estimator.md, mixed precision)";
+    d.availability = [] { return BackendAvailability{true, true, ""}; };
+    d.make = [](const BackendArgs& args) -> absl::StatusOr<std::unique_ptr<Backend>> {
+      return make_tpusim_backend(args.slice);
+    };
+    return d;
+  }();
+  return declaration;
 }
 
 }  // namespace tpusim::runtime

@@ -14,5 +14,7 @@ namespace tpusim::runtime {
 
 // `slice`: a slice config file or built-in name ("v3-8").
 std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice = "v3-8");
+// Its registry entry (registry.h).
+const BackendDeclaration& tpusim_backend_declaration();
 
 }  // namespace tpusim::runtime

@@ -1,0 +1,73 @@
+#pragma once
+// The options a graph is compiled with (Backend::compile). Which backend honours which is
+// declared by each backend (declaration.h) and checked in one place, check_backend_options.
+
+#include <cstdint>
+#include <string>
+
+namespace tpusim::runtime {
+
+struct CompileOptions {
+  // "fp32": matmuls and convolutions in f32; "mxu": their inputs rounded to bf16 and products
+  // accumulated in f32, as the TPU's MXU does at DEFAULT precision.
+  std::string precision = "fp32";
+  // Copies of the step run side by side, one per core, each on its own batch.
+  uint32_t replicas = 1;
+  // How the tpusim backend's cross_replica_sum moves the data over the interconnect (the ISA's
+  // Collective algorithms): "ring" (cores 0 .. replicas-1 in core order, the order the cpu and
+  // gpu backends add in), "bidir_ring" (half each way round that ring), "torus2d" or "torus"
+  // (over every core of the slice: replicas must be all of them). The others add in other
+  // orders, so their sums differ from the cpu backend's by rounding.
+  std::string allreduce = "ring";
+  // Whether the tpusim backend's all-reduces run while the rest of the step computes, as XLA's
+  // asynchronous all-reduce does (each starts once the gradient it sums is written, and only what
+  // reads its result waits for it); off, each waits for all the step's earlier work and all later
+  // work waits for it. The values are the same either way.
+  bool overlap_allreduce = true;
+  // XLA's all-reduce combining on the tpusim backend: the step's cross_replica_sums grouped, in
+  // the order they run, into combined all-reduces of up to this many f32 bytes each, every group
+  // one collective that pays one latency (tpusim_backend/allreduce_combiner.h). A group runs where
+  // its last member would have, so a big threshold saves latencies and loses overlap. 0: every
+  // sum its own all-reduce. A combined buffer's ring segments differ from its tensors' own, so
+  // its sums add in another order than the cpu backend's and differ from them by rounding.
+  uint64_t allreduce_combine_bytes = 0;
+  // Whether the tpusim backend computes a convolution in one fragment with its patches (im2col)
+  // in VMEM only, as XLA's convolution emitter does; off, extract_patches, the matmul and
+  // patches_to_image are fragments of their own and the patches go through HBM. The values are
+  // the same either way.
+  bool fuse_convolutions = true;
+  // Whether the tpusim backend computes a max pool whose windows tile the image, and its
+  // gradient, in one vector-unit fragment each, as XLA's reduce-window and select-and-scatter;
+  // off, extract_patches, reduce_max and the gradient's masks go through HBM as fragments of
+  // their own. The values are the same either way.
+  bool fuse_pools = true;
+  // Whether the tpusim backend computes a reduce_sum or reduce_max over the last axis (or over all
+  // but the last) together with the elementwise ops that produce its input, tile by tile in VMEM,
+  // as XLA's input fusion; off, those ops write their value to HBM for the reduction to read.
+  // Over the last axis the values are the same either way; down the rows the partial sums of
+  // VMEM tiles are added in order, so f32 sums can round differently.
+  bool fuse_reductions = true;
+  // Whether the tpusim backend computes an elementwise value that several elementwise fragments
+  // of its shape read again inside each of them, as XLA duplicates cheap producers into their
+  // consumers' fusions; off, it is written to HBM and each reads it. The values are the same
+  // either way.
+  bool recompute_shared_producers = true;
+  // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
+  // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
+  // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The
+  // other backends ignore it (tpusim always sums in f32; gpu sums as the cpu does by default).
+  bool f32_reductions = false;
+  // Replica folding (docs/architecture.md, "Scale"; the tpusim backend, timing-only runs): only
+  // replicas 0 .. simulated_replicas-1 run the step cycle-level, take batches and give outputs;
+  // every other replica's core is a shadow that runs only the step's collectives, joining each
+  // when the simulated replicas do (they are symmetric), so the interconnect and every chip's
+  // share of the collectives' HBM traffic are simulated in full while the slice's other cores
+  // cost no compute. 0 (or `replicas`): every replica simulated.
+  uint32_t simulated_replicas = 0;
+};
+
+// The names CompileOptions::allreduce takes.
+inline constexpr const char* kAllReduceAlgorithms = "ring, bidir_ring, torus2d or torus";
+bool is_allreduce_algorithm(const std::string& name);
+
+}  // namespace tpusim::runtime

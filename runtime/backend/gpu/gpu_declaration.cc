@@ -1,0 +1,32 @@
+// The gpu backend's registry entry, the same with and without CUDA: what it supports is the cpu
+// backend's, and whether it runs here is what the CUDA probe finds.
+#include "runtime/backend/gpu/gpu_backend.h"
+#include "runtime/gpu/cuda_probe.h"
+
+namespace tpusim::runtime {
+
+const BackendDeclaration& gpu_backend_declaration() {
+  static const BackendDeclaration declaration = [] {
+    BackendDeclaration d;
+    d.name = "gpu";
+    d.description = "CUDA kernels and cuBLAS on an NVIDIA GPU (fp32, or mxu: bf16 matmul inputs)";
+    d.supports.precisions = {"fp32", "mxu"};
+    d.supports.dtype_policies = {"float32", "mixed_bfloat16"};
+    d.supports.allreduce_algorithms = {"ring"};  // the cpu backend's order
+    d.availability = [] {
+      // Built when nvcc was found at configure time; runs where the CUDA runtime sees a device.
+      const gpu::CudaProbe cuda = gpu::probe_cuda();
+      BackendAvailability a;
+      a.built = cuda.built;
+      a.available = cuda.built && cuda.reason.empty() && !cuda.devices.empty();
+      if (!a.available)
+        a.reason = cuda.reason.empty() ? "the CUDA runtime reports no device" : cuda.reason;
+      return a;
+    };
+    d.make = [](const BackendArgs&) { return make_gpu_backend(); };
+    return d;
+  }();
+  return declaration;
+}
+
+}  // namespace tpusim::runtime

@@ -1,0 +1,96 @@
+#include "tools/tpusim/backend_options.h"
+
+#include "common/strings.h"
+#include "configs/loader.h"
+#include "runtime/backend/registry.h"
+#include "tools/tpusim/options.h"
+
+namespace tpusim::cli {
+
+namespace po = boost::program_options;
+
+void add_backend_flag(po::options_description& options) {
+  options.add_options()("backend", po::value<std::string>()->default_value("tpusim"),
+                        runtime::backend_names(" | ").c_str());
+}
+
+void add_compile_flags(po::options_description& options) {
+  options.add_options()(
+      "allreduce", po::value<std::string>()->default_value("ring"),
+      "how tpusim all-reduces the gradients: ring | bidir_ring | torus2d | torus (the torus ones "
+      "over every core of the slice)")(
+      "overlap-allreduce", po::value<bool>()->default_value(true, "on"),
+      "on: each gradient's all-reduce runs while the step computes the rest (as XLA's "
+      "asynchronous all-reduce); off: it waits for all the step's earlier work and holds up all "
+      "later work")(
+      "allreduce-combine-threshold", po::value<std::string>()->default_value("0"),
+      "combine the gradients' all-reduces, in the order they run, into all-reduces of up to this "
+      "many bytes (and 256 tensors) each (4MiB, 32MiB, ...), each paying one latency, as XLA's "
+      "AllReduceCombiner; 0: every gradient its own all-reduce")(
+      "fuse-convolutions", po::value<bool>()->default_value(true, "on"),
+      "on: each convolution and each of its gradients is one fragment whose im2col patches stay "
+      "in VMEM, as XLA's convolutions; off: the patches go through HBM between separate "
+      "im2col, matmul and col2im fragments")(
+      "fuse-pools", po::value<bool>()->default_value(true, "on"),
+      "on: each max pool whose windows tile the image, and its gradient, is one vector-unit "
+      "fragment reading the images (XLA's reduce-window and select-and-scatter); off: the "
+      "windows and the gradient's masks go through HBM between separate fragments")(
+      "fuse-reductions", po::value<bool>()->default_value(true, "on"),
+      "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
+      "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
+      "off: their value goes through HBM")(
+      "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
+      "on: an elementwise value that several elementwise fragments of its shape read is computed "
+      "again in each of them (XLA's producer duplication); off: it goes through HBM");
+}
+
+absl::StatusOr<const runtime::BackendDeclaration*> backend_from(const po::variables_map& vm) {
+  const std::string name = vm["backend"].as<std::string>();
+  auto backend = runtime::find_backend(name);
+  if (!backend.ok()) {
+    std::vector<std::string> names;
+    for (const auto& b : runtime::registered_backends()) names.push_back(b.name);
+    const std::string last = names.back();
+    names.pop_back();
+    return absl::InvalidArgumentError(
+        str_cat("--backend must be ", str_join(names, ", "), " or ", last, " (got '", name, "')"));
+  }
+  return backend;
+}
+
+absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables_map& vm) {
+  runtime::CompileOptions options;
+  options.precision = kCliPrecision;
+  options.allreduce = vm["allreduce"].as<std::string>();
+  if (!runtime::is_allreduce_algorithm(options.allreduce)) {
+    return absl::InvalidArgumentError(str_cat("--allreduce '", options.allreduce,
+                                              "' is not one of ", runtime::kAllReduceAlgorithms));
+  }
+  options.overlap_allreduce = vm["overlap-allreduce"].as<bool>();
+  if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
+    auto bytes = parse_bytes("--allreduce-combine-threshold", t, 4);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(str_cat(bytes.status().message(), " (or 0: no combining)"));
+    }
+    options.allreduce_combine_bytes = *bytes;
+  }
+  options.fuse_convolutions = vm["fuse-convolutions"].as<bool>();
+  options.fuse_pools = vm["fuse-pools"].as<bool>();
+  options.fuse_reductions = vm["fuse-reductions"].as<bool>();
+  options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
+  return options;
+}
+
+std::string run_target(const runtime::BackendDeclaration& backend, const std::string& slice) {
+  return backend.supports.runs_a_slice ? slice : str_cat("the ", backend.name, " backend");
+}
+
+absl::StatusOr<uint32_t> run_replicas(const runtime::BackendDeclaration& backend,
+                                      const std::string& slice) {
+  if (!backend.supports.runs_a_slice) return kHostReplicas;
+  auto spec = config::load_slice(slice);
+  if (!spec.ok()) return spec.status();
+  return (*spec)->cores;
+}
+
+}  // namespace tpusim::cli
