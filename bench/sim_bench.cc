@@ -125,7 +125,7 @@ void BM_LayersResnet50(benchmark::State& state) {
       std::string(TPUSIM_SOURCE_DIR) +
       "/tests/runtime/data/scalesim_topologies/resnet50_mlperf.csv");
   if (!layers.ok()) {
-    state.SkipWithError("shared/workloads/scalesim/resnet50_mlperf.csv not found beside the repo");
+    state.SkipWithError(std::string(layers.status().message()).c_str());
     return;
   }
   uint64_t total = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// TensorBoard event files (../shared/REFERENCES.md, "File formats"): TFRecord framing of Event
+// TensorBoard event files (docs/references.md, "File formats"): TFRecord framing of Event
 // protos in `events.out.tfevents.<10-digit unix seconds>.<hostname>`, the first record
 // Event{wall_time, file_version: "brain.Event:2"}, then scalar summaries (simple_value), which
 // TensorBoard's scalars dashboard shows. Every event is flushed as written, so a TensorBoard

@@ -1,5 +1,5 @@
 #pragma once
-// The step-time analysis of a trace (ARCHITECTURE.md, "Profiling"): where each training step's
+// The step-time analysis of a trace (docs/architecture.md, "Profiling"): where each training step's
 // time went, in the TPU profiler's categories, and what to change.
 //
 // It reads the tracks the simulator and the estimator write: per core a "steps" track with one
@@ -35,7 +35,7 @@
 
 namespace tpusim::traces {
 
-// The TPU profiler's thresholds (REFERENCES.md, "What TPU profilers report").
+// The TPU profiler's thresholds (docs/references.md, "What TPU profilers report").
 inline constexpr double kHighlyInputBound = 0.20;
 inline constexpr double kModeratelyInputBound = 0.05;
 inline constexpr double kHostOverheadNote = 0.03;

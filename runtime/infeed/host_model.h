@@ -1,6 +1,6 @@
 #pragma once
-// A model of the host that runs an input pipeline (ARCHITECTURE.md, "Host timing"): it turns what
-// each stage of the pipeline costs per batch, in CPU seconds of one core, into the time each
+// A model of the host that runs an input pipeline (docs/architecture.md, "Host timing"): it turns
+// what each stage of the pipeline costs per batch, in CPU seconds of one core, into the time each
 // batch is ready in the pipeline's prefetch buffer, on the target host's cores.
 //
 // Each stage runs on `threads` threads; when the pipeline's threads outnumber the cores given to

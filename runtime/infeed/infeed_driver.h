@@ -1,5 +1,5 @@
 #pragma once
-// The infeed driver (ARCHITECTURE.md, step 4 of a training run): for each device loop it pulls
+// The infeed driver (docs/architecture.md, "The walk of a training run", step 4): for each device loop it pulls
 // the loop's batches from the host input pipelines, splits each host batch over the cores it
 // feeds, turns the components into the graph's infeed tensors, and gives each step the host
 // timeline that says when its batches are ready. The backend then sends them over the host link

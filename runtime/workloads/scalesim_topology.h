@@ -1,8 +1,8 @@
 #pragma once
-// SCALE-Sim v2 topology files (shared/workloads/scalesim/README.md): one layer per line, either
-// the conv format (name, IFMAP H, IFMAP W, filter H, filter W, channels, filters, stride) or the
-// GEMM format (name, M, N, K). Fields are comma separated with optional whitespace, a trailing
-// comma and blank lines; the first line is a header.
+// SCALE-Sim v2 topology files (docs/references.md, "SCALE-Sim v2 topology files"): one layer per
+// line, either the conv format (name, IFMAP H, IFMAP W, filter H, filter W, channels, filters,
+// stride) or the GEMM format (name, M, N, K). Fields are comma separated with optional whitespace,
+// a trailing comma and blank lines; the first line is a header.
 
 #include <cstdint>
 #include <string>

@@ -1,8 +1,9 @@
 #pragma once
 // The bandwidth-optimal time of an all-reduce of n bytes with each algorithm on a topology
-// (../shared/REFERENCES.md): for a ring of p members whose slowest edge has one-way bandwidth B
-// and whose edges take a on average (each edge's route latencies added; a ring through a chip's
-// two cores mixes the on-chip link with ICI hops, and a chunk crosses 2(p-1) consecutive edges),
+// (docs/references.md, "Collective lower bounds"): for a ring of p members whose slowest edge has
+// one-way bandwidth B and whose edges take a on average (each edge's route latencies added; a ring
+// through a chip's two cores mixes the on-chip link with ICI hops, and a chunk crosses 2(p-1)
+// consecutive edges),
 //   ring        T = 2(p-1) a + 2(p-1)/p * n/B
 //   bidir_ring  T = 2(p-1) a +  (p-1)/p * n/B    (half the data each way round)
 //   torus2d     T = 2(px-1) ax + 2(py-1) ay + 2(px-1)/px * n/Bx + 2(py-1)/py * (n/px)/By

@@ -1,6 +1,6 @@
 #pragma once
-// The slice's interconnect as directed links (ARCHITECTURE.md, "The hardware model"): each chip
-// has an ICI link to its neighbour in each direction of each dimension of the topology (with
+// The slice's interconnect as directed links (docs/architecture.md, "The hardware model"): each
+// chip has an ICI link to its neighbour in each direction of each dimension of the topology (with
 // wraparound on a torus; on a ring of 2 both go to the same neighbour, as on the 4-chip boards),
 // and a link each way between every two of its cores. Chips are numbered x-major: chip =
 // x + X * (y + Y * z). Transfers between chips follow dimension-order routes (X, then Y, then Z),

@@ -1,4 +1,5 @@
-// Derived figures per generation against the published numbers in shared/REFERENCES.md.
+// Derived figures per generation against the published numbers in docs/references.md, "TPU
+// generations".
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
