@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/align.h"
 #include "common/strings.h"
 #include "sim/isa/builder.h"
 
@@ -15,8 +16,8 @@ absl::StatusOr<LayerProgram> lower_weight_stationary_layer(const config::SliceSp
   const uint64_t lhs_bytes = layer.t * R * 2;
   const uint64_t out_bytes = layer.t * C * 4;
   const uint64_t weight_bytes = R * C * 2;
-  const uint64_t out_at = (lhs_bytes + 4095) / 4096 * 4096;
-  const uint64_t w_at = (out_at + out_bytes + 4095) / 4096 * 4096;
+  const uint64_t out_at = align_up(lhs_bytes);
+  const uint64_t w_at = align_up(out_at + out_bytes);
   if (w_at + 2 * weight_bytes > spec.vmem_bytes || layer.t > 0xffffffffull) {
     return absl::InvalidArgumentError(str_cat("layer ", layer.name, ": streaming ", layer.t,
                                               " rows needs ", w_at + 2 * weight_bytes,

@@ -4,11 +4,12 @@
 #include <memory>
 #include <optional>
 
+#include "common/align.h"
 #include "common/strings.h"
 #include "runtime/backend/tpusim/emitter.h"
-#include "runtime/backend/tpusim/fusion_plan.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/backend/tpusim/schedule.h"
+#include "runtime/backend/tpusim/step_plan.h"
 #include "runtime/lowering/gemm.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -21,21 +22,19 @@ uint64_t CompilerHbm::constant(const std::vector<float>& values) {
     if (v == values) return at;
   }
   const uint64_t at = const_top_;
-  const_top_ += (values.size() * 4 + 4095) / 4096 * 4096;
+  const_top_ += align_up(values.size() * 4);
   constants_.emplace_back(at, values);
   return at;
 }
 
 uint64_t CompilerHbm::temporary(uint64_t bytes) {
   const uint64_t at = temp_base_ + temp_top_;
-  temp_top_ += (bytes + 4095) / 4096 * 4096;
+  temp_top_ += align_up(bytes);
   temp_peak_ = std::max(temp_peak_, temp_top_);
   return at;
 }
 
 namespace {
-
-constexpr uint64_t kConstantsRegion = 64ull << 20;  // room for the compiler's own constants
 
 Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget) {
   Transfer t;
@@ -56,56 +55,12 @@ Transfer transfer_for(const Node& n, int id, uint64_t hbm, uint64_t entry_budget
 // row lands above the f32 one it is widened into): one row must fit the core's VMEM.
 absl::Status check_row_fits_vmem(const Transfer& t, const char* kind, uint64_t vmem_bytes) {
   const uint64_t f32_row = uint64_t{t.cols} * 4;
-  const uint64_t row =
-      t.link_bytes == 2 ? (f32_row + 4095) / 4096 * 4096 + uint64_t{t.cols} * 2 : f32_row;
+  const uint64_t row = t.link_bytes == 2 ? align_up(f32_row) + uint64_t{t.cols} * 2 : f32_row;
   if (row <= vmem_bytes) return absl::OkStatus();
   return absl::UnimplementedError(
       str_cat("tpusim backend: ", kind, " '", t.name, "' (", dtype_name(t.dtype), t.shape.str(),
               "): one row of ", row, " bytes does not fit the core's ", vmem_bytes,
               " bytes of VMEM, which the host link moves it through a row or more at a time"));
-}
-
-absl::Status lower_node(Lowering& l, int id) {
-  const Node& n = l.node(id);
-  if (is_elementwise(n.op)) return lower_elementwise(l, id);
-  switch (n.op) {
-    case Op::kConstant:
-    case Op::kVariable:
-    case Op::kInfeed:  // in HBM already
-    case Op::kReshape:
-    case Op::kStopGradient:  // share their input's buffer
-      return absl::OkStatus();
-    case Op::kCrossReplicaSum:
-      return lower_cross_replica_sum(l, id);
-    case Op::kBroadcast:
-      return lower_broadcast(l, id);
-    case Op::kReduceSum:
-    case Op::kReduceMax:
-      return lower_reduce(l, id);
-    case Op::kArgMax:
-      return lower_argmax(l, id);
-    case Op::kOneHot:
-      return lower_one_hot(l, id);
-    case Op::kRngUniform:
-      return lower_rng(l, id);
-    case Op::kTranspose:
-      return lower_transpose(l, id);
-    case Op::kConcat:
-      return lower_concat(l, id);
-    case Op::kSlice:
-      return lower_slice(l, id);
-    case Op::kPad:
-      return lower_pad(l, id);
-    case Op::kMatMul:
-      return lower_matmul(l, id);
-    case Op::kExtractPatches:
-      return lower_extract_patches(l, id);
-    case Op::kPatchesToImage:
-      return lower_patches_to_image(l, id);
-    default:  // the elementwise ops, handled above
-      break;
-  }
-  return absl::UnimplementedError(str_cat("tpusim backend: no lowering for ", op_name(n.op)));
 }
 
 // Buffers hold bf16 values as f32, so a cast from bf16 to f32 changes no bit: compiled as a
@@ -128,319 +83,335 @@ std::unique_ptr<Graph> widening_casts_as_aliases(const Graph& graph) {
 
 }  // namespace
 
+namespace {
+
+// Writes a planned step's program for one core: the infeeds, every fragment in emission order,
+// the variable updates and the outputs, inside a device loop. One instance per compile.
+class StepEmission {
+ public:
+  StepEmission(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
+               const StepOptions& options, const StepPlan& plan, CompiledStep& out)
+      : graph_(graph),
+        plan_(plan),
+        out_(out),
+        chip_hbm_bytes_(slice.chip.hbm.capacity_bytes),
+        constants_base_(plan.hbm_base + align_up(out.plan.peak_bytes)),
+        hbm_(constants_base_, constants_base_ + kConstantsRegion),
+        b_(out.program.get(), core),
+        emit_(slice.chip.core, b_, flags_),
+        l_{graph,
+           out.plan,
+           emit_,
+           hbm_,
+           options.precision,
+           allocate_gemm_flags(flags_),
+           options.replicas,
+           options.allreduce,
+           plan.overlapped,
+           plan.fusion.folded,
+           &plan.combined},
+        entry_budget_(emit_.tile_budget_bytes() / 2) {
+    hbm_.set_temporaries_base(constants_base_ + kConstantsRegion);
+  }
+
+  absl::Status emit() {
+    out_.loop_instruction = b_.size();
+    sim::InstrRef loop = b_.loop(1, [&] {});
+    const int body_start = b_.size();
+    if (absl::Status s = emit_infeeds(); !s.ok()) return s;
+    for (int id : plan_.order) {
+      if (!plan_.emits(id)) continue;
+      if (absl::Status s = emit_fragment(id); !s.ok()) {
+        return absl::Status(
+            s.code(), str_cat(s.message(), " (node %", id, " '", graph_.node(id).label, "')"));
+      }
+    }
+    if (absl::Status s = emit_updates_and_outputs(); !s.ok()) return s;
+    loop.instruction().mutable_loop()->set_body_length(
+        static_cast<uint32_t>(b_.size() - body_start));
+    b_.set_origin("", "");
+    b_.halt();
+    return finish();
+  }
+
+ private:
+  // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
+  // ... as TensorFlow numbers repeated op names.
+  void set_origin(const std::string& label, const std::string& op) {
+    const int n = label_uses_[label]++;
+    b_.set_origin(n == 0 ? label : str_cat(label, "_", n), op);
+  }
+
+  // The HBM a node's fragment reads or writes as `id`, to see which overlapped collectives it
+  // must wait for. Folded scalars and fused intermediates have no buffer; temporaries are the
+  // compiler's own and no collective touches them.
+  std::optional<HbmRange> range_of(int id) const {
+    const int owner = out_.plan.owner[static_cast<size_t>(id)];
+    if (!plan_.node(owner).materialized) return std::nullopt;
+    const uint64_t at = l_.address(id);
+    return HbmRange{at, at + buffer_bytes(graph_.node(owner))};
+  }
+
+  absl::Status emit_infeeds();
+  void emit_infeed_entry(const Transfer& t, uint64_t r0, uint64_t rows, bool widen, uint32_t landed,
+                         uint32_t widened);
+  absl::Status emit_fragment(int id);
+  absl::Status lower(int id);
+  void mark_bf16_transfers(int id, int begin);
+  absl::Status track_collective(const std::vector<HbmRange>& reads,
+                                const std::vector<HbmRange>& writes, size_t summed);
+  absl::Status emit_updates_and_outputs();
+  absl::Status finish();
+
+  const Graph& graph_;
+  const StepPlan& plan_;
+  CompiledStep& out_;
+  const uint64_t chip_hbm_bytes_;
+  const uint64_t constants_base_;  // the compiler's constants region, above the planned tensors
+  CompilerHbm hbm_;
+  sim::CoreBuilder b_;
+  FlagPool flags_;
+  Emitter emit_;
+  Lowering l_;
+  const uint64_t entry_budget_;  // VMEM bytes an infeed or output entry may take
+  std::map<std::string, int> label_uses_;
+  CollectivesInFlight in_flight_;
+};
+
+// Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer. A bf16 infeed's entries
+// land as bf16 (half the host-link bytes) and are widened in VMEM to the f32 its buffer holds,
+// standing in for the convert XLA fuses into the infeed's first reader (the graph's own Cast to
+// f32 then aliases that buffer: widening_casts_as_aliases).
+absl::Status StepEmission::emit_infeeds() {
+  for (int id : graph_.infeeds()) {
+    const Node& n = graph_.node(id);
+    set_origin(n.attrs.name, "infeed");
+    Transfer t = transfer_for(n, id, l_.address(id), entry_budget_);
+    const bool widen = n.dtype == DType::kBF16;
+    if (widen) t.link_bytes = 2;
+    if (absl::Status s = check_row_fits_vmem(t, "infeed", emit_.vmem_capacity()); !s.ok()) return s;
+    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+    emit_.begin_fragment();
+    const uint32_t landed = flags_.allocate();
+    const uint32_t widened = widen ? flags_.allocate() : landed;
+    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry)
+      emit_infeed_entry(t, r0, rows, widen, landed, widened);
+    out_.infeeds.push_back(t);
+  }
+  return absl::OkStatus();
+}
+
+// Rows [r0, r0 + t.rows_per_entry) of an infeed: dequeue, widen when bf16, store to HBM.
+void StepEmission::emit_infeed_entry(const Transfer& t, uint64_t r0, uint64_t rows, bool widen,
+                                     uint32_t landed, uint32_t widened) {
+  const isa::DType dt = buffer_dtype(graph_.node(t.node));
+  const uint64_t widened_bytes = align_up(t.rows_per_entry * t.cols * 4);
+  const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
+  const isa::Block vmem = sim::block(0, count, t.cols, dt);
+  const isa::Block arrival = widen ? sim::block(widened_bytes, count, t.cols, isa::BF16) : vmem;
+  auto in = b_.infeed(arrival);
+  emit_.ordered(in);
+  flags_.signal(in, landed);
+  if (widen) {
+    auto cast = b_.cast(vmem, arrival);
+    cast.wait(landed, flags_.count(landed));
+    flags_.signal(cast, widened);
+  }
+  auto store = b_.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt),
+                             emit_.next_engine());
+  store.wait(widened, flags_.count(widened));
+  emit_.wrote_hbm(store);
+  emit_.begin_fragment();  // the next entry reuses the VMEM
+}
+
+// One node's fragment: it first waits for the overlapped collectives whose buffers it touches,
+// then is lowered, its bf16 result rounded when its lowering leaves f32 sums, its bf16
+// transfers charged as packed, and, when it is an overlapped all-reduce, tracked in flight.
+absl::Status StepEmission::emit_fragment(int id) {
+  const Node& node = graph_.node(id);
+  const auto fused = plan_.fusions.find(id);
+  hbm_.next_node();
+  // The sums a combined all-reduce's root writes (just the node itself otherwise).
+  const std::vector<int> summed =
+      node.op == Op::kCrossReplicaSum ? plan_.combined.members(id) : std::vector<int>{id};
+  std::vector<HbmRange> reads, writes;
+  for (int in : plan_.node(id).reads) {
+    if (auto r = range_of(in)) reads.push_back(*r);
+  }
+  for (int m : summed) {  // a combined all-reduce writes every member's result
+    if (auto w = range_of(m); w && out_.plan.owner[static_cast<size_t>(m)] == m)
+      writes.push_back(*w);
+  }
+  if (fused != plan_.fusions.end() && fused->second.patches_kept) {
+    if (auto w = range_of(fused->second.patches)) writes.push_back(*w);
+  }
+  const uint64_t wait_for = in_flight_.needed(reads, writes);
+  emit_.wait_for_collectives(wait_for);
+  const int before = b_.size();
+  absl::Status s = lower(id);
+  mark_bf16_transfers(id, before);
+  const char* kind =
+      fused != plan_.fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(node.op);
+  out_.instructions_per_op[kind] += static_cast<uint64_t>(b_.size() - before);
+  // Only a fragment that waited orders what follows it after the collectives (a reshape of a
+  // collective's result emits nothing, and its reader still has to wait).
+  if (wait_for > 0 && emit_.collectives_waited()) in_flight_.retire(wait_for);
+  if (s.ok() && plan_.overlapped && node.op == Op::kCrossReplicaSum)
+    s = track_collective(reads, writes, summed.size());
+  return s.ok() ? emit_.status() : s;
+}
+
+// Lowers node `id` as its plan says: an elementwise group from its root, a fused convolution or
+// pool, or the op's own lowering (lowering_rule); then rounds a bf16 result its fragment left as
+// f32 sums.
+absl::Status StepEmission::lower(int id) {
+  const Node& node = graph_.node(id);
+  const auto fused = plan_.fusions.find(id);
+  absl::Status s;
+  bool rounded = false;
+  if (plan_.node(id).group == id) {
+    const std::vector<int> members = plan_.fusion.members(id);
+    set_origin(node.label, members.size() > 1 ? "fused" : op_name(node.op));
+    s = lower_fused(l_, members);
+    // The elementwise members (a fused reduction is counted in fused_reductions).
+    const bool reduction = !is_elementwise(node.op);
+    if (members.size() > 1) out_.fused_nodes += members.size() - (reduction ? 1 : 0);
+  } else if (fused != plan_.fusions.end()) {
+    set_origin(node.label, fusion_kind_name(fused->second.kind));
+    rounded = fusion_rounds_output(fused->second.kind);
+    if (is_convolution(fused->second.kind)) {
+      s = lower_conv(l_, id, fused->second);
+      ++out_.fused_convolutions;
+    } else {
+      s = lower_pool(l_, id, fused->second);
+      ++out_.fused_pools;
+    }
+  } else {
+    set_origin(node.label, op_name(node.op));
+    const LoweringRule* rule = lowering_rule(node.op);
+    if (rule == nullptr)
+      return absl::UnimplementedError(
+          str_cat("tpusim backend: no lowering for ", op_name(node.op)));
+    s = rule->lower(l_, id);
+    rounded = rule->rounds_bf16_output;
+  }
+  // A bf16 value summed in f32 (a matmul, a reduction) is rounded before anything reads it.
+  if (s.ok() && leaves_f32_sums(node) && !rounded && out_.plan.owner[static_cast<size_t>(id)] == id)
+    round_to_bf16_in_place(l_, id);
+  return s;
+}
+
+// The fragment's transfers of bf16 buffers (instructions from `begin` on) cost what a TPU's
+// packed bf16 ones do.
+void StepEmission::mark_bf16_transfers(int id, int begin) {
+  std::vector<HbmRange> bf16_buffers;
+  for (int in : plan_.node(id).reads) {
+    if (graph_.node(in).dtype != DType::kBF16) continue;
+    if (auto r = range_of(in)) bf16_buffers.push_back(*r);
+  }
+  if (graph_.node(id).dtype == DType::kBF16) {
+    if (auto r = range_of(id)) bf16_buffers.push_back(*r);
+  }
+  if (!bf16_buffers.empty()) mark_packed_bf16(b_, begin, b_.size(), bf16_buffers);
+}
+
+// Later fragments learn from an overlapped all-reduce's ranges whether to wait for it: a
+// collective without them would be waited for by nothing.
+absl::Status StepEmission::track_collective(const std::vector<HbmRange>& reads,
+                                            const std::vector<HbmRange>& writes, size_t summed) {
+  if (reads.size() != summed || writes.size() != summed)
+    return absl::InternalError("tpusim backend: an overlapped all-reduce without its buffers");
+  in_flight_.started(flags_.count(emit_.collectives_done_flag()), reads, writes);
+  return absl::OkStatus();
+}
+
+// The updates and outputs wait for every collective still in flight: they write variables and
+// read results without the range checks of emit_fragment, and the step ends with them anyway.
+// Outputs go HBM -> VMEM -> outfeed, entry by entry.
+absl::Status StepEmission::emit_updates_and_outputs() {
+  emit_.wait_for_collectives(in_flight_.latest());
+  for (const auto& u : graph_.updates()) {
+    const Node& v = graph_.node(u.variable);
+    set_origin(v.label, "assign");
+    emit_.copy(l_.address(u.value), 0, l_.address(u.variable), 0, 1,
+               static_cast<uint32_t>(v.shape.elements()), buffer_dtype(v));
+  }
+  for (const auto& o : graph_.outputs()) {
+    const Node& n = graph_.node(o.node);
+    set_origin(o.name, "outfeed");
+    Transfer t = transfer_for(n, o.node, l_.address(o.node), entry_budget_);
+    t.name = o.name;
+    if (absl::Status s = check_row_fits_vmem(t, "output", emit_.vmem_capacity()); !s.ok()) return s;
+    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
+    const isa::DType dt = buffer_dtype(n);
+    const uint32_t staged = flags_.allocate();
+    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
+      emit_.begin_fragment();
+      const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
+      const isa::Block vmem = sim::block(0, count, t.cols, dt);
+      auto load = b_.dma_to_vmem(sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), vmem,
+                                 emit_.next_engine());
+      emit_.ordered(load);
+      flags_.signal(load, staged);
+      auto send = b_.outfeed(vmem);
+      send.wait(staged, flags_.count(staged));
+      emit_.wrote_hbm(send);  // the next entry reuses the VMEM
+    }
+    out_.outputs.push_back(t);
+  }
+  // The updates and outputs are fragments like the nodes': one that could not be emitted fails
+  // the compile rather than leaving a variable unchanged.
+  if (emit_.status().ok()) return absl::OkStatus();
+  return absl::Status(emit_.status().code(),
+                      str_cat(emit_.status().message(), " (the step's updates and outputs)"));
+}
+
+// The sync flags used, the constants the host writes before the run (the graph's, s32 ones as
+// their bit patterns, and the compiler's own) and the core's HBM footprint.
+absl::Status StepEmission::finish() {
+  if (flags_.allocated() > sim::kNumFlags) {
+    return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ",
+                                                flags_.allocated(), " sync flags; a core has ",
+                                                sim::kNumFlags));
+  }
+  for (int id = 0; id < graph_.size(); ++id) {
+    const Node& n = graph_.node(id);
+    if (n.op != Op::kConstant) continue;
+    std::vector<float> values = n.attrs.value.f;
+    if (n.dtype == DType::kS32) {
+      values.resize(n.attrs.value.i.size());
+      std::memcpy(values.data(), n.attrs.value.i.data(), values.size() * 4);
+    }
+    out_.constants.emplace_back(l_.address(id), std::move(values));
+  }
+  for (const auto& c : hbm_.constants()) out_.constants.push_back(c);
+  out_.hbm_bytes = constants_base_ - plan_.hbm_base + kConstantsRegion + hbm_.temporaries_peak();
+  if (out_.hbm_bytes > plan_.hbm_share) {
+    return absl::ResourceExhaustedError(
+        str_cat("tpusim backend: the step needs ", out_.hbm_bytes, " bytes of HBM; a core has ",
+                plan_.hbm_share, " (its share of the chip's ", chip_hbm_bytes_, ")"));
+  }
+  out_.program->set_name("step");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::SliceSpec& slice,
                                            uint32_t core, const StepOptions& options) {
   const std::unique_ptr<Graph> aliased = widening_casts_as_aliases(given);
   const Graph& graph = aliased != nullptr ? *aliased : given;
+  auto plan = plan_step(graph, slice, core, options);
+  if (!plan.ok()) return plan.status();
   CompiledStep out;
-  const uint32_t replicas = options.replicas;
-  const bool overlapped = options.overlap_allreduce && replicas > 1;
-  // Which nodes get fragments (dead ones and folded scalars do not), which fuse, and so where
-  // each buffer is read: the HBM plan follows the order fragments really run in.
-  Fusions fusions;
-  {
-    const std::vector<bool> unfused = needed_nodes(graph, {});
-    if (options.fuse_convolutions) fusions = find_conv_fusions(graph, unfused, slice.chip.core);
-    if (options.fuse_pools) fusions.merge(find_pool_fusions(graph, unfused, slice.chip.core));
-  }
-  // The fused convolutions read images, gradients and kernels, not patches, and the fused pools
-  // images, pooled values and gradients: patches (and the pools' masks) that no other fragment
-  // reads are needed no more and live in VMEM alone, or nowhere. Convolution patches still
-  // needed are written by their forward convolution, not by a fragment of their own.
-  FusionOptions fusion_options;
-  fusion_options.fuse_reductions = options.fuse_reductions;
-  fusion_options.recompute = options.recompute_shared_producers;
-  const FusionPlan fp = plan_fusions(graph, fusions, slice.chip.core, fusion_options);
-  const std::vector<bool>& needed = fp.needed;
-  const std::vector<int>& group = fp.group;
-  out.fused_reductions = fp.fused_reductions;
-  out.recomputed_nodes = fp.recomputed_nodes;
-  std::vector<bool> absorbed(static_cast<size_t>(graph.size()), false);
-  for (auto& [id, fused] : fusions) {
-    if (fused.kind != Fusion::Kind::kConvForward && fused.kind != Fusion::Kind::kConvInputGrad)
-      continue;
-    absorbed[static_cast<size_t>(fused.patches)] = true;
-    fused.patches_kept = needed[static_cast<size_t>(fused.patches)];
-  }
-  for (int id = 0; id < graph.size(); ++id) {
-    if (fp.absorbed(id)) absorbed[static_cast<size_t>(id)] = true;
-  }
-  // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
-  // runs.
-  const CombinedAllReduces combined =
-      replicas > 1 ? CombinedAllReduces(graph, needed, overlapped, options.combine)
-                   : CombinedAllReduces();
-  out.combined_allreduces = combined.groups();
-  out.combined_sums = combined.sums();
-  PlanRequest request;
-  request.replicas = replicas;
-  request.order = emission_order(graph, overlapped, &combined);
-  request.overlapped_collectives = overlapped;
-  request.materialized.assign(static_cast<size_t>(graph.size()), true);
-  request.reads.resize(static_cast<size_t>(graph.size()));
-  for (int id = 0; id < graph.size(); ++id) {
-    const Node& node = graph.node(id);
-    const int root = group[static_cast<size_t>(id)];
-    const bool source =
-        node.op == Op::kVariable || node.op == Op::kConstant || node.op == Op::kInfeed;
-    if (!needed[static_cast<size_t>(id)] && !source)
-      request.materialized[static_cast<size_t>(id)] = false;
-    if (root >= 0 && root != id) request.materialized[static_cast<size_t>(id)] = false;
-    if (fp.absorbed(id)) request.materialized[static_cast<size_t>(id)] = false;
-    if (!needed[static_cast<size_t>(id)] || fp.absorbed(id)) continue;
-    // What the fragment really reads: folded broadcasts' inputs, recomputed nodes' inputs.
-    std::vector<int> reads;
-    for (int in : fragment_reads(graph, fusions, id)) {
-      for (int s : fp.sources(graph, in)) reads.push_back(s);
-    }
-    if (const auto fused = fusions.find(id); fused != fusions.end() && fused->second.patches_kept)
-      reads.push_back(fused->second.patches);  // it writes them: they are live through it
-    // A combined all-reduce's fragment, its root's, reads every member's input.
-    const int combined_root = combined.root(id);
-    for (int in : reads) {
-      const int reader = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
-      if (root >= 0 && group[static_cast<size_t>(in)] == root) continue;  // inside the group
-      request.reads[static_cast<size_t>(reader)].push_back(in);
-    }
-  }
-  // Each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its chip's
-  // 32 GiB; the core's buffers live in its share.
-  const uint64_t share = slice.chip.hbm.capacity_bytes / slice.chip.tensor_cores;
-  const uint64_t base = (core % slice.chip.tensor_cores) * share;
-  out.hbm_base = base;
-  out.plan = plan_hbm(graph, base, &request);
-  if (out.plan.peak_bytes + kConstantsRegion > share) {
-    int largest = 0;
-    for (int id = 0; id < graph.size(); ++id) {
-      if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
-    }
-    const Node& big = graph.node(largest);
-    return absl::ResourceExhaustedError(str_cat(
-        "tpusim backend: the step's tensors need ", out.plan.peak_bytes,
-        " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
-        dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big), " bytes); a core has ",
-        share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
-  }
-  const uint64_t constants_base = base + (out.plan.peak_bytes + 4095) / 4096 * 4096;
-  CompilerHbm hbm(constants_base, constants_base + kConstantsRegion);
-  hbm.set_temporaries_base(constants_base + kConstantsRegion);
-
-  sim::CoreBuilder b(out.program.get(), core);
-  FlagPool flags;
-  Emitter emit(slice.chip.core, b, flags);
-  Lowering l{graph,     out.plan,          emit,
-             hbm,       options.precision, allocate_gemm_flags(flags),
-             replicas,  options.allreduce, overlapped,
-             fp.folded, &combined};
-  const uint64_t entry_budget = emit.tile_budget_bytes() / 2;
-
-  // Every node gets its own origin, named by its label; a label seen before gets "_1", "_2",
-  // ... as TensorFlow numbers repeated op names.
-  std::map<std::string, int> label_uses;
-  auto set_origin = [&](const std::string& label, const std::string& op) {
-    const int n = label_uses[label]++;
-    b.set_origin(n == 0 ? label : str_cat(label, "_", n), op);
-  };
-  out.loop_instruction = b.size();
-  sim::InstrRef loop = b.loop(1, [&] {});
-  const int body_start = b.size();
-  // Infeeds: each entry lands in VMEM, then goes to the infeed's HBM buffer. A bf16 infeed's
-  // entries land as bf16 (half the host-link bytes) and are widened in VMEM to the f32 its
-  // buffer holds, standing in for the convert XLA fuses into the infeed's first reader (the
-  // graph's own Cast to f32 then aliases that buffer: widening_casts_as_aliases).
-  for (int id : graph.infeeds()) {
-    const Node& n = graph.node(id);
-    set_origin(n.attrs.name, "infeed");
-    Transfer t = transfer_for(n, id, l.address(id), entry_budget);
-    const bool widen = n.dtype == DType::kBF16;
-    if (widen) t.link_bytes = 2;
-    if (absl::Status s = check_row_fits_vmem(t, "infeed", emit.vmem_capacity()); !s.ok()) return s;
-    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
-    const isa::DType dt = buffer_dtype(n);
-    emit.begin_fragment();
-    const uint32_t landed = flags.allocate();
-    const uint32_t widened = widen ? flags.allocate() : landed;
-    const uint64_t widened_bytes = (t.rows_per_entry * t.cols * 4 + 4095) / 4096 * 4096;
-    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
-      const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
-      const isa::Block vmem = sim::block(0, count, t.cols, dt);
-      const isa::Block arrival = widen ? sim::block(widened_bytes, count, t.cols, isa::BF16) : vmem;
-      auto in = b.infeed(arrival);
-      emit.ordered(in);
-      flags.signal(in, landed);
-      if (widen) {
-        auto cast = b.cast(vmem, arrival);
-        cast.wait(landed, flags.count(landed));
-        flags.signal(cast, widened);
-      }
-      auto store = b.dma_to_hbm(vmem, sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt),
-                                emit.next_engine());
-      store.wait(widened, flags.count(widened));
-      emit.wrote_hbm(store);
-      emit.begin_fragment();  // the next entry reuses the VMEM
-    }
-    out.infeeds.push_back(t);
-  }
-  // The HBM a node's fragment reads and writes, to see which overlapped collectives it must wait
-  // for. Folded scalars and fused intermediates have no buffer; temporaries are the compiler's
-  // own and no collective touches them.
-  auto range_of = [&](int id) -> std::optional<HbmRange> {
-    const int owner = out.plan.owner[static_cast<size_t>(id)];
-    if (!request.materialized[static_cast<size_t>(owner)]) return std::nullopt;
-    const uint64_t at = l.address(id);
-    return HbmRange{at, at + buffer_bytes(graph.node(owner))};
-  };
-  CollectivesInFlight in_flight;
-  for (int id : request.order) {
-    if (!needed[static_cast<size_t>(id)] || absorbed[static_cast<size_t>(id)]) continue;
-    const int root = group[static_cast<size_t>(id)];
-    if (root >= 0 && root != id) continue;  // computed with its group's root
-    if (combined.root(id) >= 0 && combined.root(id) != id) continue;  // summed with its root's
-    const auto fused = fusions.find(id);
-    hbm.next_node();
-    const bool collective = overlapped && graph.node(id).op == Op::kCrossReplicaSum;
-    // The sums a combined all-reduce's root writes (just the node itself otherwise).
-    const std::vector<int> summed =
-        graph.node(id).op == Op::kCrossReplicaSum ? combined.members(id) : std::vector<int>{id};
-    std::vector<HbmRange> reads, writes;
-    for (int in : request.reads[static_cast<size_t>(id)]) {
-      if (auto r = range_of(in)) reads.push_back(*r);
-    }
-    for (int m : summed) {  // a combined all-reduce writes every member's result
-      if (auto w = range_of(m); w && out.plan.owner[static_cast<size_t>(m)] == m) {
-        writes.push_back(*w);
-      }
-    }
-    if (fused != fusions.end() && fused->second.patches_kept) {
-      if (auto w = range_of(fused->second.patches)) writes.push_back(*w);
-    }
-    const uint64_t wait_for = in_flight.needed(reads, writes);
-    emit.wait_for_collectives(wait_for);
-    const int before = b.size();
-    absl::Status s;
-    if (root == id) {
-      const std::vector<int> members = fp.members(id);
-      set_origin(graph.node(id).label, members.size() > 1 ? "fused" : op_name(graph.node(id).op));
-      s = lower_fused(l, members);
-      // The elementwise members (a fused reduction is counted in fused_reductions).
-      const bool reduction = !is_elementwise(graph.node(id).op);
-      if (members.size() > 1) out.fused_nodes += members.size() - (reduction ? 1 : 0);
-    } else if (fused != fusions.end()) {
-      set_origin(graph.node(id).label, fusion_kind_name(fused->second.kind));
-      if (is_convolution(fused->second.kind)) {
-        s = lower_conv(l, id, fused->second);
-        ++out.fused_convolutions;
-      } else {
-        s = lower_pool(l, id, fused->second);
-        ++out.fused_pools;
-      }
-    } else {
-      set_origin(graph.node(id).label, op_name(graph.node(id).op));
-      s = lower_node(l, id);
-    }
-    // A bf16 value summed in f32 (a matmul, a reduction) is rounded before anything reads it.
-    if (s.ok() && leaves_f32_sums(graph.node(id)) && !l.output_rounded &&
-        out.plan.owner[static_cast<size_t>(id)] == id)
-      round_to_bf16_in_place(l, id);
-    l.output_rounded = false;
-    // The fragment's transfers of bf16 buffers cost what a TPU's packed bf16 ones do.
-    std::vector<HbmRange> bf16_buffers;
-    for (int in : request.reads[static_cast<size_t>(id)]) {
-      if (graph.node(in).dtype != DType::kBF16) continue;
-      if (auto r = range_of(in)) bf16_buffers.push_back(*r);
-    }
-    if (graph.node(id).dtype == DType::kBF16) {
-      if (auto r = range_of(id)) bf16_buffers.push_back(*r);
-    }
-    if (!bf16_buffers.empty()) mark_packed_bf16(b, before, b.size(), bf16_buffers);
-    const char* kind =
-        fused != fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(graph.node(id).op);
-    out.instructions_per_op[kind] += static_cast<uint64_t>(b.size() - before);
-    // Only a fragment that waited orders what follows it after the collectives (a reshape of a
-    // collective's result emits nothing, and its reader still has to wait).
-    if (wait_for > 0 && emit.collectives_waited()) in_flight.retire(wait_for);
-    if (collective && s.ok()) {
-      // Later fragments learn from these ranges whether to wait for it: a collective without
-      // them would be waited for by nothing.
-      if (reads.size() != summed.size() || writes.size() != summed.size()) {
-        s = absl::InternalError("tpusim backend: an overlapped all-reduce without its buffers");
-      } else {
-        in_flight.started(flags.count(emit.collectives_done_flag()), reads, writes);
-      }
-    }
-    if (s.ok()) s = emit.status();
-    if (!s.ok()) {
-      return absl::Status(s.code(),
-                          str_cat(s.message(), " (node %", id, " '", graph.node(id).label, "')"));
-    }
-  }
-  // The updates and outputs wait for every collective still in flight: they write variables and
-  // read results without the range checks above, and the step ends with them anyway.
-  emit.wait_for_collectives(in_flight.latest());
-  for (const auto& u : graph.updates()) {
-    const Node& v = graph.node(u.variable);
-    set_origin(v.label, "assign");
-    emit.copy(l.address(u.value), 0, l.address(u.variable), 0, 1,
-              static_cast<uint32_t>(v.shape.elements()), buffer_dtype(v));
-  }
-  // Outputs: HBM -> VMEM -> outfeed, entry by entry.
-  for (const auto& o : graph.outputs()) {
-    const Node& n = graph.node(o.node);
-    set_origin(o.name, "outfeed");
-    Transfer t = transfer_for(n, o.node, l.address(o.node), entry_budget);
-    t.name = o.name;
-    if (absl::Status s = check_row_fits_vmem(t, "output", emit.vmem_capacity()); !s.ok()) return s;
-    const uint64_t rows = static_cast<uint64_t>(n.shape.elements()) / t.cols;
-    const isa::DType dt = buffer_dtype(n);
-    const uint32_t staged = flags.allocate();
-    for (uint64_t r0 = 0; r0 < rows; r0 += t.rows_per_entry) {
-      emit.begin_fragment();
-      const auto count = static_cast<uint32_t>(std::min(t.rows_per_entry, rows - r0));
-      const isa::Block vmem = sim::block(0, count, t.cols, dt);
-      auto load = b.dma_to_vmem(sim::block(t.hbm + r0 * t.cols * 4, count, t.cols, dt), vmem,
-                                emit.next_engine());
-      emit.ordered(load);
-      flags.signal(load, staged);
-      auto send = b.outfeed(vmem);
-      send.wait(staged, flags.count(staged));
-      emit.wrote_hbm(send);  // the next entry reuses the VMEM
-    }
-    out.outputs.push_back(t);
-  }
-  // The updates and outputs are fragments like the nodes': one that could not be emitted fails
-  // the compile rather than leaving a variable unchanged.
-  if (!emit.status().ok()) {
-    return absl::Status(emit.status().code(),
-                        str_cat(emit.status().message(), " (the step's updates and outputs)"));
-  }
-  loop.instruction().mutable_loop()->set_body_length(static_cast<uint32_t>(b.size() - body_start));
-  b.set_origin("", "");
-  b.halt();
-  if (flags.allocated() > sim::kNumFlags) {
-    return absl::ResourceExhaustedError(str_cat("tpusim backend: the program needs ",
-                                                flags.allocated(), " sync flags; a core has ",
-                                                sim::kNumFlags));
-  }
-  for (int id = 0; id < graph.size(); ++id) {
-    const Node& n = graph.node(id);
-    if (n.op == Op::kConstant) {
-      std::vector<float> values = n.attrs.value.f;
-      if (n.dtype == DType::kS32) {
-        // s32 constants keep their bit patterns: the host writes them as raw 32-bit words.
-        values.resize(n.attrs.value.i.size());
-        std::memcpy(values.data(), n.attrs.value.i.data(), values.size() * 4);
-      }
-      out.constants.emplace_back(l.address(id), std::move(values));
-    }
-  }
-  for (const auto& c : hbm.constants()) out.constants.push_back(c);
-  out.hbm_bytes = constants_base - base + kConstantsRegion + hbm.temporaries_peak();
-  if (out.hbm_bytes > share) {
-    return absl::ResourceExhaustedError(
-        str_cat("tpusim backend: the step needs ", out.hbm_bytes, " bytes of HBM; a core has ",
-                share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
-  }
-  out.program->set_name("step");
+  out.fused_reductions = plan->fusion.fused_reductions;
+  out.recomputed_nodes = plan->fusion.recomputed_nodes;
+  out.combined_allreduces = plan->combined.groups();
+  out.combined_sums = plan->combined.sums();
+  out.hbm_base = plan->hbm_base;
+  out.plan = std::move(plan->hbm);
+  StepEmission emission(graph, slice, core, options, *plan, out);
+  if (absl::Status s = emission.emit(); !s.ok()) return s;
   return out;
 }
 

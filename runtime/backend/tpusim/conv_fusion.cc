@@ -267,8 +267,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
 }  // namespace
 
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv) {
-  // Each kind rounds a bf16 result in VMEM before storing it.
-  l.output_rounded = l.node(id).dtype == DType::kBF16;
+  // Each kind rounds a bf16 result in VMEM before storing it (fusion_rounds_output).
   switch (conv.kind) {
     case Fusion::Kind::kConvForward:
       return lower_conv_forward(l, id, conv);

@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "common/align.h"
+
 namespace tpusim::runtime::tpusim_backend {
 namespace {
-
-constexpr uint64_t kAlign = 4096;
-
-uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 bool aliases_input(Op op, uint32_t replicas) {
   return op == Op::kReshape || op == Op::kStopGradient ||
@@ -58,7 +56,7 @@ class Allocator {
 }  // namespace
 
 uint64_t buffer_bytes(const Node& node) {
-  return align(static_cast<uint64_t>(node.shape.elements()) * 4);
+  return align_up(static_cast<uint64_t>(node.shape.elements()) * 4);
 }
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) {

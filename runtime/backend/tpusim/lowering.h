@@ -111,14 +111,23 @@ struct Lowering {
   std::vector<bool> folded{};
   // The cross_replica_sums combined into one all-reduce (null: none).
   const CombinedAllReduces* combined = nullptr;
-  // Set by a lowering that left its bf16 node's value rounded to bf16 values (a matmul rounds its
-  // tiles in VMEM): the compiler then adds no rounding pass (round_to_bf16_in_place). The
-  // compiler clears it before each node.
-  bool output_rounded = false;
 
   uint64_t address(int node) const { return plan.address[static_cast<size_t>(node)]; }
   const Node& node(int id) const { return graph.node(id); }
 };
+
+// How the compiler lowers one op (lowering_rules.cc, a row per op): the function that emits a
+// node's fragment, and whether that fragment leaves a bf16 result rounded to bf16 values (a
+// matmul rounds its tiles in VMEM). Where it does not and the op leaves f32 sums
+// (leaves_f32_sums), the compiler adds a rounding pass (round_to_bf16_in_place).
+struct LoweringRule {
+  absl::Status (*lower)(Lowering& l, int id) = nullptr;
+  bool rounds_bf16_output = false;
+};
+// The rule for `op`; null when the tpusim backend has no lowering for it.
+const LoweringRule* lowering_rule(Op op);
+// Whether a fused fragment of `kind` leaves its bf16 result rounded (LoweringRule's sense).
+bool fusion_rounds_output(Fusion::Kind kind);
 
 // A floating scalar known at compile time: a one-element constant, or a broadcast or reshape of
 // one. Elementwise fragments take it as an immediate operand, so it needs no buffer.
@@ -133,6 +142,12 @@ inline uint32_t cols_of(const Shape& s) {
   return s.rank() == 0 ? 1 : static_cast<uint32_t>(s.dim(s.rank() - 1));
 }
 inline uint64_t rows_of(const Shape& s) { return static_cast<uint64_t>(s.elements()) / cols_of(s); }
+// The product of dims [from, to) of `s` (1 when empty).
+inline int64_t dims_product(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int dim = from; dim < to; ++dim) p *= s.dim(dim);
+  return p;
+}
 
 // Whether a node's fragment leaves f32 sums in its buffer where its type is bf16: a matmul, a
 // reduce_sum or patches_to_image of bf16 values (the MXU and the vector unit's reductions sum in

@@ -263,7 +263,6 @@ absl::Status lower_pool(Lowering& l, int id, const Fusion& pool) {
     case Fusion::Kind::kMaxPool:
       return lower_max_pool(l, id);
     case Fusion::Kind::kMaxPoolGrad:
-      l.output_rounded = l.node(id).dtype == DType::kBF16;  // it rounds in VMEM
       return lower_max_pool_grad(l, id, pool);
     default:
       break;

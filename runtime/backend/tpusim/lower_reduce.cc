@@ -1,0 +1,140 @@
+// Lowering of reduce_sum and reduce_max (over any axes, in a fixed order).
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <numeric>
+
+#include "common/strings.h"
+#include "runtime/backend/tpusim/lowering.h"
+#include "runtime/lowering/gemm.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+using isa::Vector;
+using sim::block;
+
+namespace {
+
+// Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
+// [outer, k, inner]. Trailing axes (inner == 1) reduce each row (a row wider than a tile in
+// column chunks, then their partial results); otherwise the k slices of each row are combined
+// one by one (strided blocks), which keeps the order fixed.
+void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
+                  uint64_t dst) {
+  const int64_t outer = dims_product(in, 0, first), k = dims_product(in, first, last),
+                inner = dims_product(in, last, in.rank());
+  const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
+  if (inner == 1 &&
+      Emitter::tile_bytes({static_cast<uint64_t>(k), 1}, 1) > l.emit.tile_budget_bytes()) {
+    // Rows wider than a tile (a whole large variable's sum): each row's column chunks reduce
+    // into partial results, [outer, parts], which a second pass reduces; each chunk is one
+    // fragment over strided rows, writing one column of the partials.
+    // The widest whole vector rows (128 lanes) that leave room for the tile's other blocks.
+    const uint64_t budget = l.emit.tile_budget_bytes();
+    const int64_t chunk = std::max<int64_t>(
+        128, static_cast<int64_t>(budget > 1024 ? (budget - 1024) / 4 / 128 * 128 : 0));
+    const int64_t parts = (k + chunk - 1) / chunk;
+    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
+    for (int64_t p = 0; p < parts; ++p) {
+      TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4, isa::F32,
+                         1};
+      column.stride = static_cast<uint64_t>(parts) * 4;
+      TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
+                       isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
+      rows.stride = static_cast<uint64_t>(k) * 4;
+      l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
+                     [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+    }
+    reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
+    return;
+  }
+  if (inner == 1) {
+    l.emit.rowwise(dst, static_cast<uint64_t>(outer), 1, isa::F32,
+                   {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}},
+                   0, 0, [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+    return;
+  }
+  if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
+    // Leading axes over a long input: reduce row tiles of [k, inner] down columns into partial
+    // rows, then combine the partials (a second pass over a much shorter input).
+    const int64_t tile_rows =
+        std::max<int64_t>(1, static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4));
+    const int64_t parts = (k + tile_rows - 1) / tile_rows;
+    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(parts * inner) * 4);
+    for (int64_t p = 0; p < parts; ++p) {
+      const int64_t rows = std::min(tile_rows, k - p * tile_rows);
+      reduce_range(l, op, src + static_cast<uint64_t>(p * tile_rows * inner) * 4,
+                   Shape{rows, inner}, 0, 1, partial + static_cast<uint64_t>(p * inner) * 4);
+    }
+    reduce_range(l, op, partial, Shape{parts, inner}, 0, 1, dst);
+    return;
+  }
+  if (outer == 1) {
+    // Leading axes that fit a tile: one reduction down the columns.
+    l.emit.rowwise(
+        dst, 1, static_cast<uint32_t>(inner), isa::F32,
+        {TileOperand{TileOperand::Kind::kRow, src, isa::F32, static_cast<uint32_t>(k * inner)}}, 0,
+        0, [&](Tile& t) {
+          t.chain(t.e_builder().reduce(vop, t.out(),
+                                       block(t.in(0).address(), static_cast<uint32_t>(k),
+                                             static_cast<uint32_t>(inner), isa::F32),
+                                       0));
+        });
+    return;
+  }
+  // Each output row o: combine the k slices [inner] of input row o.
+  const auto width = static_cast<uint32_t>(k * inner);
+  l.emit.rowwise(dst, static_cast<uint64_t>(outer), static_cast<uint32_t>(inner), isa::F32,
+                 {TileOperand{TileOperand::Kind::kFull, src, isa::F32, width}}, 0, 0, [&](Tile& t) {
+                   sim::CoreBuilder& b = t.e_builder();
+                   const isa::Block row = t.in(0);
+                   auto slice = [&](int64_t j) {
+                     return block(row.address() + static_cast<uint64_t>(j * inner) * 4, t.rows(),
+                                  static_cast<uint32_t>(inner), isa::F32,
+                                  static_cast<uint64_t>(width) * 4);
+                   };
+                   t.chain(b.unary(Vector::COPY, t.out(), slice(0)));
+                   for (int64_t j = 1; j < k; ++j)
+                     t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
+                 });
+}
+
+}  // namespace
+
+absl::Status lower_reduce(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  Shape shape = l.node(n.inputs[0]).shape;
+  uint64_t src = l.address(n.inputs[0]);
+  std::vector<int64_t> axes = n.attrs.axes;
+  if (axes.empty()) {  // nothing to reduce: a copy
+    l.emit.copy(src, 0, l.address(id), 0, 1, static_cast<uint32_t>(shape.elements()), isa::F32);
+    return absl::OkStatus();
+  }
+  // Reduce contiguous runs of axes, the last run first (earlier axes keep their positions),
+  // through temporaries.
+  std::sort(axes.begin(), axes.end());
+  while (!axes.empty()) {
+    const int64_t end = axes.back() + 1;
+    int64_t first = axes.back();
+    axes.pop_back();
+    while (!axes.empty() && axes.back() == first - 1) {
+      first = axes.back();
+      axes.pop_back();
+    }
+    std::vector<int64_t> dims;
+    for (int d = 0; d < shape.rank(); ++d) {
+      if (d < first || d >= end) dims.push_back(shape.dim(d));
+    }
+    const Shape reduced(dims);
+    const uint64_t dst = axes.empty()
+                             ? l.address(id)
+                             : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
+    reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst);
+    src = dst;
+    shape = reduced;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

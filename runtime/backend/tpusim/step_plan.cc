@@ -1,0 +1,140 @@
+#include "runtime/backend/tpusim/step_plan.h"
+
+#include "common/align.h"
+#include "common/strings.h"
+#include "runtime/backend/tpusim/schedule.h"
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+// Pass 1: the convolutions and max pools that fuse, then the elementwise groups, folded
+// broadcasts and recomputed producers around them. The fused convolutions read images,
+// gradients and kernels, not patches, and the fused pools images, pooled values and gradients:
+// patches (and the pools' masks) that no other fragment reads are needed no more and live in
+// VMEM alone, or nowhere.
+void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOptions& options,
+                 StepPlan& plan) {
+  const std::vector<bool> unfused = needed_nodes(graph, {});
+  if (options.fuse_convolutions) plan.fusions = find_conv_fusions(graph, unfused, core);
+  if (options.fuse_pools) plan.fusions.merge(find_pool_fusions(graph, unfused, core));
+  FusionOptions fusion_options;
+  fusion_options.fuse_reductions = options.fuse_reductions;
+  fusion_options.recompute = options.recompute_shared_producers;
+  plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
+  plan.nodes.resize(static_cast<size_t>(graph.size()));
+  for (int id = 0; id < graph.size(); ++id) {
+    NodePlan& n = plan.nodes[static_cast<size_t>(id)];
+    n.needed = plan.fusion.needed[static_cast<size_t>(id)];
+    n.group = plan.fusion.group[static_cast<size_t>(id)];
+  }
+}
+
+// Pass 2: a fused convolution's patches are computed in its fragment (and still written by its
+// forward convolution when an unfused fragment reads them: patches_kept); folded broadcasts and
+// recomputed producers are computed by their readers.
+void mark_absorbed(StepPlan& plan) {
+  for (auto& [id, fused] : plan.fusions) {
+    if (fused.kind != Fusion::Kind::kConvForward && fused.kind != Fusion::Kind::kConvInputGrad)
+      continue;
+    NodePlan& patches = plan.nodes[static_cast<size_t>(fused.patches)];
+    patches.absorbed = true;
+    fused.patches_kept = patches.needed;
+  }
+  for (size_t id = 0; id < plan.nodes.size(); ++id) {
+    if (plan.fusion.absorbed(static_cast<int>(id))) plan.nodes[id].absorbed = true;
+  }
+}
+
+// Pass 5, for one node: whether its value has a buffer. Variables, constants and infeeds always
+// do; a dead node, a group member other than its root and a node computed by its readers do not.
+bool materialized(const Graph& graph, const StepPlan& plan, int id) {
+  const Op op = graph.node(id).op;
+  const NodePlan& n = plan.node(id);
+  const bool source = op == Op::kVariable || op == Op::kConstant || op == Op::kInfeed;
+  if (!n.needed && !source) return false;
+  if (n.group >= 0 && n.group != id) return false;
+  return !plan.fusion.absorbed(id);
+}
+
+// Pass 5, for one needed node: the buffers it reads, added to the reads of the node that emits
+// its fragment (its group's root, or its combined all-reduce's root). Folded broadcasts and
+// recomputed nodes are seen through to the buffers they are computed from.
+void add_reads(const Graph& graph, StepPlan& plan, int id) {
+  const int root = plan.node(id).group;
+  std::vector<int> reads;
+  for (int in : fragment_reads(graph, plan.fusions, id)) {
+    for (int s : plan.fusion.sources(graph, in)) reads.push_back(s);
+  }
+  if (const auto fused = plan.fusions.find(id);
+      fused != plan.fusions.end() && fused->second.patches_kept)
+    reads.push_back(fused->second.patches);  // it writes them: they are live through it
+  const int combined_root = plan.combined.root(id);
+  const int reader = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
+  for (int in : reads) {
+    if (root >= 0 && plan.node(in).group == root) continue;  // inside the group
+    plan.nodes[static_cast<size_t>(reader)].reads.push_back(in);
+  }
+}
+
+// Pass 5: buffers and reads for every node.
+void plan_buffers(const Graph& graph, StepPlan& plan) {
+  for (int id = 0; id < graph.size(); ++id) {
+    plan.nodes[static_cast<size_t>(id)].materialized = materialized(graph, plan, id);
+    if (plan.node(id).needed && !plan.fusion.absorbed(id)) add_reads(graph, plan, id);
+  }
+}
+
+// Pass 6: each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its
+// chip's 32 GiB; the core's buffers live in its share, below the compiler's constants.
+absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
+                         uint32_t replicas, StepPlan& plan) {
+  plan.hbm_share = slice.chip.hbm.capacity_bytes / slice.chip.tensor_cores;
+  plan.hbm_base = (core % slice.chip.tensor_cores) * plan.hbm_share;
+  PlanRequest request;
+  request.replicas = replicas;
+  request.order = plan.order;
+  request.overlapped_collectives = plan.overlapped;
+  for (const NodePlan& n : plan.nodes) {
+    request.materialized.push_back(n.materialized);
+    request.reads.push_back(n.reads);
+  }
+  plan.hbm = plan_hbm(graph, plan.hbm_base, &request);
+  if (plan.hbm.peak_bytes + kConstantsRegion <= plan.hbm_share) return absl::OkStatus();
+  int largest = 0;
+  for (int id = 0; id < graph.size(); ++id) {
+    if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
+  }
+  const Node& big = graph.node(largest);
+  return absl::ResourceExhaustedError(str_cat(
+      "tpusim backend: the step's tensors need ", plan.hbm.peak_bytes,
+      " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
+      dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big), " bytes); a core has ",
+      plan.hbm_share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
+}
+
+}  // namespace
+
+bool StepPlan::emits(int id) const {
+  const NodePlan& n = node(id);
+  if (!n.needed || n.absorbed) return false;
+  if (n.group >= 0 && n.group != id) return false;          // computed with its group's root
+  return combined.root(id) < 0 || combined.root(id) == id;  // else summed with its root's
+}
+
+absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& slice,
+                                   uint32_t core, const StepOptions& options) {
+  StepPlan plan;
+  plan.overlapped = options.overlap_allreduce && options.replicas > 1;
+  plan_fusion(graph, slice.chip.core, options, plan);
+  mark_absorbed(plan);
+  // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
+  // runs.
+  if (options.replicas > 1)
+    plan.combined = CombinedAllReduces(graph, plan.fusion.needed, plan.overlapped, options.combine);
+  plan.order = emission_order(graph, plan.overlapped, &plan.combined);
+  plan_buffers(graph, plan);
+  if (absl::Status s = plan_memory(graph, slice, core, options.replicas, plan); !s.ok()) return s;
+  return plan;
+}
+
+}  // namespace tpusim::runtime::tpusim_backend
