@@ -81,10 +81,10 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, Gemm
     }
   }
   const auto [tk, tn] = sub_slices.empty() ? array_slices.back() : sub_slices.back();
-  return absl::InvalidArgumentError(str_cat(
-      "GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", min_rows, "x", tk, "x", tn,
-      " need ", footprint(min_rows, tk, tn, in_bytes), " bytes of VMEM; the core has ",
-      core.vmem_bytes, " (GEMMs use 3/4 of it)"));
+  return absl::InvalidArgumentError(
+      str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", min_rows, "x", tk,
+              "x", tn, " need ", footprint(min_rows, tk, tn, in_bytes),
+              " bytes of VMEM; the core has ", core.vmem_bytes, " (GEMMs use 3/4 of it)"));
 }
 
 uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
@@ -145,104 +145,148 @@ uint32_t emit_mxu_product(const config::CoreSpec& core, CoreBuilder& b, const is
   return matmuls;
 }
 
+namespace {
+
+// One GEMM fragment as emit_gemm (gemm.h) describes it: the C tiles in row-major order, each the
+// sum over its K slices, the slices double-buffered and the accumulators too.
+class GemmEmission {
+ public:
+  GemmEmission(const config::CoreSpec& core, GemmShape shape, isa::Precision precision,
+               const GemmLayout& layout, GemmContext& ctx, const GemmTiling& t)
+      : core_(core),
+        shape_(shape),
+        precision_(precision),
+        layout_(layout),
+        ctx_(ctx),
+        t_(t),
+        in_(layout.input_dtype),
+        in_bytes_(bytes_of(layout.input_dtype)),
+        b_(*ctx.builder),
+        pool_(*ctx.flags),
+        next_slot_(core.mxu_count, 0) {
+    // VMEM: two A slices, two B slices, two accumulators.
+    uint64_t at = ctx.vmem_base;
+    for (int i = 0; i < 2; ++i)
+      a_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes_, kAlign));
+    for (int i = 0; i < 2; ++i)
+      b_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes_, kAlign));
+    for (int i = 0; i < 2; ++i)
+      c_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
+    plan_.tiling = t;
+    plan_.vmem_bytes = at - ctx.vmem_base;
+    // Counts before this fragment: waits name counts above them.
+    for (int i = 0; i < 2; ++i) {
+      consumed_n_[i] = pool_.count(consumed(i));
+      freed_n_[i] = pool_.count(freed(i));
+    }
+    consumed_start_ = consumed_n_;
+    freed_start_ = freed_n_;
+  }
+
+  GemmPlan emit() {
+    const uint32_t mt = ceil_div(shape_.m, t_.tm), nt = ceil_div(shape_.n, t_.tn),
+                   kt = ceil_div(shape_.k, t_.tk);
+    uint64_t step = 0, tile = 0;
+    for (uint32_t mi = 0; mi < mt; ++mi) {
+      const uint32_t rows = std::min(t_.tm, shape_.m - mi * t_.tm);
+      for (uint32_t ni = 0; ni < nt; ++ni, ++tile) {
+        const uint32_t cols = std::min(t_.tn, shape_.n - ni * t_.tn);
+        const int cb = static_cast<int>(tile % 2);
+        for (uint32_t ki = 0; ki < kt; ++ki, ++step)
+          multiply_slice(mi, ni, ki, rows, cols, cb, step);
+        store_tile(mi, ni, rows, cols, cb);
+      }
+    }
+    return plan_;
+  }
+
+ private:
+  uint32_t loaded(int i) const { return ctx_.flag_ids[static_cast<size_t>(i)]; }
+  uint32_t consumed(int i) const { return ctx_.flag_ids[static_cast<size_t>(2 + i)]; }
+  uint32_t written(int i) const { return ctx_.flag_ids[static_cast<size_t>(4 + i)]; }
+  uint32_t freed(int i) const { return ctx_.flag_ids[static_cast<size_t>(6 + i)]; }
+
+  // Slices ki of A's row tile mi and B's column tile ni into buffer step % 2 (once the matmuls
+  // that last read it are done), multiplied into accumulator cb.
+  void multiply_slice(uint32_t mi, uint32_t ni, uint32_t ki, uint32_t rows, uint32_t cols, int cb,
+                      uint64_t step) {
+    const uint32_t engines = core_.dma_engines;
+    const uint32_t depth = std::min(t_.tk, shape_.k - ki * t_.tk);
+    const int sb = static_cast<int>(step % 2);
+    const uint64_t a_src =
+        layout_.a_address + (uint64_t{mi} * t_.tm * shape_.k + uint64_t{ki} * t_.tk) * in_bytes_;
+    const uint64_t b_src =
+        layout_.b_address + (uint64_t{ki} * t_.tk * shape_.n + uint64_t{ni} * t_.tn) * in_bytes_;
+    auto dma_a = b_.dma_to_vmem(block(a_src, rows, depth, in_, uint64_t{shape_.k} * in_bytes_),
+                                block(a_buf_[sb], rows, depth, in_), 0 % engines);
+    auto dma_b = b_.dma_to_vmem(block(b_src, depth, cols, in_, uint64_t{shape_.n} * in_bytes_),
+                                block(b_buf_[sb], depth, cols, in_), 1 % engines);
+    for (auto* dma : {&dma_a, &dma_b}) {
+      pool_.signal(*dma, loaded(sb));
+      if (consumed_n_[sb] > consumed_start_[sb] || step >= 2)
+        dma->wait(consumed(sb), consumed_n_[sb]);
+      if (ctx_.before_read) ctx_.before_read(*dma);
+    }
+    plan_.dmas += 2;
+    const uint32_t sub = emit_mxu_product(
+        core_, b_, block(a_buf_[sb], rows, depth, in_), block(b_buf_[sb], depth, cols, in_),
+        block(c_buf_[cb], rows, cols, isa::F32), ki > 0, precision_, next_slot_,
+        [&](sim::InstrRef& load) { load.wait(loaded(sb), pool_.count(loaded(sb))); },
+        [&](sim::InstrRef& mm, bool overwrites) {
+          pool_.signal(mm, consumed(sb));
+          pool_.signal(mm, written(cb));
+          if (overwrites && freed_n_[cb] > freed_start_[cb]) mm.wait(freed(cb), freed_n_[cb]);
+        });
+    plan_.matmuls += sub;
+    consumed_n_[sb] += sub;
+  }
+
+  // The finished tile (rounded to bf16 values first when asked) back to HBM.
+  void store_tile(uint32_t mi, uint32_t ni, uint32_t rows, uint32_t cols, int cb) {
+    const uint64_t c_dst =
+        layout_.c_address + (uint64_t{mi} * t_.tm * shape_.n + uint64_t{ni} * t_.tn) * 4;
+    if (ctx_.round_to_bf16) {
+      // Signals `written` too, so that the store below waits for the rounding.
+      const isa::Block finished = block(c_buf_[cb], rows, cols, isa::F32);
+      auto round = b_.unary(isa::Vector::ROUND_BF16, finished, finished);
+      round.wait(written(cb), pool_.count(written(cb)));
+      pool_.signal(round, written(cb));
+    }
+    auto store = b_.dma_to_hbm(block(c_buf_[cb], rows, cols, isa::F32),
+                               block(c_dst, rows, cols, isa::F32, uint64_t{shape_.n} * 4),
+                               2 % core_.dma_engines);
+    store.wait(written(cb), pool_.count(written(cb)));
+    pool_.signal(store, freed(cb));
+    if (ctx_.after_write) ctx_.after_write(store);
+    ++freed_n_[cb];
+    ++plan_.dmas;
+  }
+
+  const config::CoreSpec& core_;
+  const GemmShape shape_;
+  const isa::Precision precision_;
+  const GemmLayout& layout_;
+  GemmContext& ctx_;
+  const GemmTiling t_;
+  const isa::DType in_;
+  const uint32_t in_bytes_;
+  CoreBuilder& b_;
+  FlagPool& pool_;
+  std::vector<uint32_t> next_slot_;  // each MXU's next weight slot
+  std::array<uint64_t, 2> a_buf_{}, b_buf_{}, c_buf_{};
+  std::array<uint64_t, 2> consumed_n_{}, freed_n_{};
+  std::array<uint64_t, 2> consumed_start_{}, freed_start_{};
+  GemmPlan plan_;
+};
+
+}  // namespace
+
 absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& ctx) {
   auto tiling = choose_gemm_tiling(core, shape, layout.input_dtype);
   if (!tiling.ok()) return tiling.status();
-  const GemmTiling t = *tiling;
-  const isa::DType in = layout.input_dtype;
-  const uint32_t in_bytes = bytes_of(in);
-  const uint32_t engines = core.dma_engines;
-  CoreBuilder& b = *ctx.builder;
-  FlagPool& pool = *ctx.flags;
-
-  // VMEM: two A slices, two B slices, two accumulators.
-  std::array<uint64_t, 2> a_buf{}, b_buf{}, c_buf{};
-  uint64_t at = ctx.vmem_base;
-  for (int i = 0; i < 2; ++i)
-    a_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes, kAlign));
-  for (int i = 0; i < 2; ++i)
-    b_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes, kAlign));
-  for (int i = 0; i < 2; ++i)
-    c_buf[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
-
-  GemmPlan plan;
-  plan.tiling = t;
-  plan.vmem_bytes = at - ctx.vmem_base;
-  const std::array<uint32_t, 2> loaded{ctx.flag_ids[0], ctx.flag_ids[1]};
-  const std::array<uint32_t, 2> consumed{ctx.flag_ids[2], ctx.flag_ids[3]};
-  const std::array<uint32_t, 2> written{ctx.flag_ids[4], ctx.flag_ids[5]};
-  const std::array<uint32_t, 2> freed{ctx.flag_ids[6], ctx.flag_ids[7]};
-  // Counts before this fragment: waits name counts above them.
-  std::array<uint64_t, 2> consumed_n{}, freed_n{};
-  for (int i = 0; i < 2; ++i) {
-    consumed_n[i] = pool.count(consumed[i]);
-    freed_n[i] = pool.count(freed[i]);
-  }
-  const std::array<uint64_t, 2> consumed_start = consumed_n, freed_start = freed_n;
-  std::vector<uint32_t> next_slot(core.mxu_count, 0);
-
-  const uint32_t mt = ceil_div(shape.m, t.tm), nt = ceil_div(shape.n, t.tn),
-                 kt = ceil_div(shape.k, t.tk);
-  uint64_t step = 0, tile = 0;
-  for (uint32_t mi = 0; mi < mt; ++mi) {
-    const uint32_t rows = std::min(t.tm, shape.m - mi * t.tm);
-    for (uint32_t ni = 0; ni < nt; ++ni, ++tile) {
-      const uint32_t cols = std::min(t.tn, shape.n - ni * t.tn);
-      const int cb = static_cast<int>(tile % 2);
-      for (uint32_t ki = 0; ki < kt; ++ki, ++step) {
-        const uint32_t depth = std::min(t.tk, shape.k - ki * t.tk);
-        const int sb = static_cast<int>(step % 2);
-        // Slices of A and B into buffer sb, once the matmuls that last read it are done.
-        const uint64_t a_src =
-            layout.a_address + (uint64_t{mi} * t.tm * shape.k + uint64_t{ki} * t.tk) * in_bytes;
-        const uint64_t b_src =
-            layout.b_address + (uint64_t{ki} * t.tk * shape.n + uint64_t{ni} * t.tn) * in_bytes;
-        auto dma_a = b.dma_to_vmem(block(a_src, rows, depth, in, uint64_t{shape.k} * in_bytes),
-                                   block(a_buf[sb], rows, depth, in), 0 % engines);
-        auto dma_b = b.dma_to_vmem(block(b_src, depth, cols, in, uint64_t{shape.n} * in_bytes),
-                                   block(b_buf[sb], depth, cols, in), 1 % engines);
-        for (auto* dma : {&dma_a, &dma_b}) {
-          pool.signal(*dma, loaded[sb]);
-          if (consumed_n[sb] > consumed_start[sb] || step >= 2)
-            dma->wait(consumed[sb], consumed_n[sb]);
-          if (ctx.before_read) ctx.before_read(*dma);
-        }
-        plan.dmas += 2;
-        const uint32_t sub = emit_mxu_product(
-            core, b, block(a_buf[sb], rows, depth, in), block(b_buf[sb], depth, cols, in),
-            block(c_buf[cb], rows, cols, isa::F32), ki > 0, precision, next_slot,
-            [&](sim::InstrRef& load) { load.wait(loaded[sb], pool.count(loaded[sb])); },
-            [&](sim::InstrRef& mm, bool overwrites) {
-              pool.signal(mm, consumed[sb]);
-              pool.signal(mm, written[cb]);
-              if (overwrites && freed_n[cb] > freed_start[cb]) mm.wait(freed[cb], freed_n[cb]);
-            });
-        plan.matmuls += sub;
-        consumed_n[sb] += sub;
-      }
-      // The finished tile back to HBM.
-      const uint64_t c_dst =
-          layout.c_address + (uint64_t{mi} * t.tm * shape.n + uint64_t{ni} * t.tn) * 4;
-      if (ctx.round_to_bf16) {
-        // Signals `written` too, so that the store below waits for the rounding.
-        const isa::Block finished = block(c_buf[cb], rows, cols, isa::F32);
-        auto round = b.unary(isa::Vector::ROUND_BF16, finished, finished);
-        round.wait(written[cb], pool.count(written[cb]));
-        pool.signal(round, written[cb]);
-      }
-      auto store =
-          b.dma_to_hbm(block(c_buf[cb], rows, cols, isa::F32),
-                       block(c_dst, rows, cols, isa::F32, uint64_t{shape.n} * 4), 2 % engines);
-      store.wait(written[cb], pool.count(written[cb]));
-      pool.signal(store, freed[cb]);
-      if (ctx.after_write) ctx.after_write(store);
-      ++freed_n[cb];
-      ++plan.dmas;
-    }
-  }
-  return plan;
+  return GemmEmission(core, shape, precision, layout, ctx, *tiling).emit();
 }
 
 absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index,

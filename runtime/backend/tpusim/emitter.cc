@@ -13,10 +13,14 @@ using sim::InstrRef;
 
 namespace {
 
+constexpr uint64_t kAlign = 512;
+uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
 // The two VMEM slots that tiles take in turn. A tile reusing a slot waits until the slot's
 // previous store has signalled `slot_free`: the flag's count when the fragment began plus the
 // slot's uses since.
-class SlotTurns {
+class Emitter::SlotTurns {
  public:
   SlotTurns(uint64_t free_count_0, uint64_t free_count_1)
       : free_start_{free_count_0, free_count_1} {}
@@ -32,9 +36,12 @@ class SlotTurns {
   std::array<uint64_t, 2> uses_{};
 };
 
-constexpr uint64_t kAlign = 512;
-uint64_t align(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-}  // namespace
+// The slots' turns over a tile loop, and per slot the chain and fan-out counts its last tile's
+// work reached (a loop whose tiles store nothing).
+struct Emitter::TileTurns {
+  SlotTurns slots;
+  std::array<std::pair<uint64_t, uint64_t>, 2> work_done{};
+};
 
 isa::Block Tile::in(size_t i) const { return inputs_[i]; }
 isa::Block Tile::out() const { return out_; }
@@ -161,21 +168,20 @@ Tile Emitter::epilogue() {
   return t;
 }
 
-isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
-                              const std::function<void(Tile&)>& body) {
-  const uint64_t rows = loop.rows;
-  const uint32_t cols = loop.cols;
-  const bool stores = loop.accumulator_elements == 0;
-  // Bytes one row of a tile takes in its slot.
-  // The widths of the blocks a tile takes in its slot, each aligned: inputs, output, scratch.
+std::vector<uint64_t> Emitter::slot_widths(const TileLoop& loop,
+                                           const std::vector<TileOperand>& inputs) {
   std::vector<uint64_t> widths;
   for (const auto& in : inputs) {
-    if (in.kind == TileOperand::Kind::kFull) widths.push_back(in.cols > 0 ? in.cols : cols);
+    if (in.kind == TileOperand::Kind::kFull) widths.push_back(in.cols > 0 ? in.cols : loop.cols);
     if (in.kind == TileOperand::Kind::kColumn) widths.push_back(1);
   }
-  widths.push_back(cols);
+  widths.push_back(loop.cols);
   for (uint32_t j = 0; j < loop.scratch; ++j)
-    widths.push_back(loop.scratch_width > 0 ? loop.scratch_width : cols);
+    widths.push_back(loop.scratch_width > 0 ? loop.scratch_width : loop.cols);
+  return widths;
+}
+
+uint64_t Emitter::rows_per_tile(const std::vector<uint64_t>& widths, uint64_t rows) {
   uint64_t per_row = 0;
   for (uint64_t w : widths) per_row += w * 4;
   uint64_t tile_rows =
@@ -183,130 +189,148 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
   if (tile_rows > 8) tile_rows = tile_rows / 8 * 8;  // whole sublane groups
   // Alignment can take a few rows' worth more than per_row says when the tile is short.
   while (tile_rows > 1 && tile_bytes(widths, tile_rows) > slot_bytes_) --tile_rows;
-  if (tile_bytes(widths, tile_rows) > slot_bytes_) {
-    if (status_.ok()) {
-      status_ = absl::UnimplementedError(str_cat("a row of ", per_row,
-                                                 " bytes (operands, output and scratch) does not "
-                                                 "fit the VMEM tile budget of ",
-                                                 slot_bytes_, " bytes"));
-    }
-    return {};
+  if (tile_bytes(widths, tile_rows) <= slot_bytes_) return tile_rows;
+  if (status_.ok()) {
+    status_ = absl::UnimplementedError(str_cat("a row of ", per_row,
+                                               " bytes (operands, output and scratch) does not "
+                                               "fit the VMEM tile budget of ",
+                                               slot_bytes_, " bytes"));
   }
+  return 0;
+}
 
-  // Row operands: loaded once into the shared region above the two slots; the accumulator after
-  // them.
+Emitter::OnceLoaded Emitter::load_row_operands(const TileLoop& loop,
+                                               const std::vector<TileOperand>& inputs) {
+  OnceLoaded once;
   uint64_t shared = 2 * slot_bytes_;
-  std::vector<isa::Block> row_blocks(inputs.size());
-  bool any_once = false;
+  once.row_blocks.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].kind != TileOperand::Kind::kRow) continue;
-    const uint32_t width = inputs[i].cols > 0 ? inputs[i].cols : cols;
-    row_blocks[i] = block(shared, 1, width, inputs[i].dtype);
+    const uint32_t width = inputs[i].cols > 0 ? inputs[i].cols : loop.cols;
+    once.row_blocks[i] = block(shared, 1, width, inputs[i].dtype);
     shared = align(shared + uint64_t{width} * 4);
-    auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), row_blocks[i],
+    auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), once.row_blocks[i],
                               next_engine());
     ordered(dma);
     flags_.signal(dma, once_);
-    any_once = true;
+    once.any = true;
   }
-  const isa::Block accumulator = block(shared, 1, loop.accumulator_elements, isa::F32);
-  if (shared + uint64_t{loop.accumulator_elements} * 4 > core_.vmem_bytes) {
+  once.accumulator = block(shared, 1, loop.accumulator_elements, isa::F32);
+  once.end = shared + uint64_t{loop.accumulator_elements} * 4;
+  once.count = flags_.count(once_);
+  return once;
+}
+
+isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                              const std::function<void(Tile&)>& body) {
+  const std::vector<uint64_t> widths = slot_widths(loop, inputs);
+  const uint64_t tile_rows = rows_per_tile(widths, loop.rows);
+  if (tile_rows == 0) return {};
+  // Row operands: loaded once into the shared region above the two slots; the accumulator after
+  // them.
+  const OnceLoaded once = load_row_operands(loop, inputs);
+  if (once.end > core_.vmem_bytes) {
     if (status_.ok()) {
       status_ = absl::UnimplementedError(
-          str_cat("operands loaded once (and an accumulator) of ",
-                  shared - 2 * slot_bytes_ + uint64_t{loop.accumulator_elements} * 4,
+          str_cat("operands loaded once (and an accumulator) of ", once.end - 2 * slot_bytes_,
                   " bytes do not fit the ", core_.vmem_bytes - 2 * slot_bytes_,
                   " bytes of VMEM above the tile slots"));
     }
-    return accumulator;
+    return once.accumulator;
   }
-  const uint64_t once_count = flags_.count(once_);
-
   // A tile that stores its output frees its slot with that store; one that stores nothing, once
   // its chain is done.
-  SlotTurns slots(flags_.count(slot_free_[0]), flags_.count(slot_free_[1]));
-  // Per slot, the chain and fan-out counts its last tile's work reached (no store).
-  std::array<std::pair<uint64_t, uint64_t>, 2> work_done{};
-  auto slot_waits = [&](int s) {
-    std::vector<std::pair<uint32_t, uint64_t>> waits;
-    const auto [chain, fanned] = work_done[static_cast<size_t>(s)];
-    if (stores && slots.free_needed(s) > 0) waits.emplace_back(slot_free_[s], slots.free_needed(s));
-    if (!stores && chain > 0) waits.emplace_back(chain_, chain);
-    if (!stores && fanned > 0) waits.emplace_back(fanned_, fanned);
-    return waits;
-  };
+  TileTurns turns{SlotTurns(flags_.count(slot_free_[0]), flags_.count(slot_free_[1])), {}};
   uint64_t t = 0;
-  for (uint64_t r0 = 0; r0 < rows; r0 += tile_rows, ++t) {
-    const auto n = static_cast<uint32_t>(std::min(tile_rows, rows - r0));
-    const int s = static_cast<int>(t % 2);
-    const std::vector<std::pair<uint32_t, uint64_t>> free_waits = slot_waits(s);
-    Tile tile;
-    tile.e_ = this;
-    tile.rows_ = n;
-    tile.cols_ = cols;
-    tile.first_row_ = r0;
-    tile.accumulator_ = accumulator;
-    uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
-    // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const TileOperand& in = inputs[i];
-      if (in.kind == TileOperand::Kind::kRow) {
-        tile.inputs_.push_back(row_blocks[i]);
-        continue;
-      }
-      const uint32_t width =
-          in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
-      const isa::Block vmem = block(at, n, width, in.dtype);
-      at = align(at + uint64_t{n} * width * 4);
-      const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{width} * 4;
-      auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, width, in.dtype, in.stride), vmem,
-                                next_engine());
-      ordered(dma);
-      for (const auto& [flag, count] : free_waits) dma.wait(flag, count);
-      flags_.signal(dma, loaded_[s]);
-      tile.inputs_.push_back(vmem);
-    }
-    tile.out_ = block(at, n, cols, loop.out_dtype);
-    at = align(at + uint64_t{n} * cols * 4);
-    tile.scratch_base_ = at;
-    tile.scratch_stride_ =
-        align(uint64_t{n} * (loop.scratch_width > 0 ? loop.scratch_width : cols) * 4);
-    tile.scratch_cols_ = loop.scratch_width;
-    // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
-    // tile loads nothing, for the slot to be free.
-    const uint64_t chain_before = flags_.count(chain_), fanned_before = flags_.count(fanned_);
-    const uint64_t loaded_now = flags_.count(loaded_[s]);
-    if (loaded_now > 0) tile.first_waits_.emplace_back(loaded_[s], loaded_now);
-    if (any_once) tile.first_waits_.emplace_back(once_, once_count);
-    for (const auto& wait : free_waits) tile.first_waits_.push_back(wait);
-    const int first_vpu = b_.size();
-    body(tile);
-    if (b_.size() > first_vpu) {
-      isa::Instruction* first = b_.builder_instruction(first_vpu);
-      for (const auto& [flag, count] : tile.first_waits_) {
-        auto* w = first->add_wait();
-        w->set_flag(flag);
-        w->set_value(count);
-      }
-    }
-    if (!stores) {
-      work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
+  for (uint64_t r0 = 0; r0 < loop.rows; r0 += tile_rows, ++t) {
+    const auto n = static_cast<uint32_t>(std::min(tile_rows, loop.rows - r0));
+    emit_tile(loop, inputs, once, r0, n, static_cast<int>(t % 2), turns, body);
+  }
+  return once.accumulator;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Emitter::slot_waits(const TileLoop& loop,
+                                                               const TileTurns& turns,
+                                                               int s) const {
+  const bool stores = loop.accumulator_elements == 0;
+  std::vector<std::pair<uint32_t, uint64_t>> waits;
+  const auto [chain, fanned] = turns.work_done[static_cast<size_t>(s)];
+  if (stores && turns.slots.free_needed(s) > 0)
+    waits.emplace_back(slot_free_[s], turns.slots.free_needed(s));
+  if (!stores && chain > 0) waits.emplace_back(chain_, chain);
+  if (!stores && fanned > 0) waits.emplace_back(fanned_, fanned);
+  return waits;
+}
+
+void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                        const OnceLoaded& once, uint64_t r0, uint32_t n, int s, TileTurns& turns,
+                        const std::function<void(Tile&)>& body) {
+  const uint32_t cols = loop.cols;
+  const std::vector<std::pair<uint32_t, uint64_t>> free_waits = slot_waits(loop, turns, s);
+  Tile tile;
+  tile.e_ = this;
+  tile.rows_ = n;
+  tile.cols_ = cols;
+  tile.first_row_ = r0;
+  tile.accumulator_ = once.accumulator;
+  uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
+  // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TileOperand& in = inputs[i];
+    if (in.kind == TileOperand::Kind::kRow) {
+      tile.inputs_.push_back(once.row_blocks[i]);
       continue;
     }
-    // Store the tile once its last vector op is done; that frees the slot.
-    const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
-    auto store = b_.dma_to_hbm(
-        tile.out_, block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
-        next_engine());
-    ordered(store);
-    if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
-    if (flags_.count(fanned_) > fanned_before) store.wait(fanned_, flags_.count(fanned_));
-    if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
-    flags_.signal(store, slot_free_[s]);
-    wrote_hbm(store);
-    slots.used(s);
+    const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
+    const isa::Block vmem = block(at, n, width, in.dtype);
+    at = align(at + uint64_t{n} * width * 4);
+    const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{width} * 4;
+    auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, width, in.dtype, in.stride), vmem,
+                              next_engine());
+    ordered(dma);
+    for (const auto& [flag, count] : free_waits) dma.wait(flag, count);
+    flags_.signal(dma, loaded_[s]);
+    tile.inputs_.push_back(vmem);
   }
-  return accumulator;
+  tile.out_ = block(at, n, cols, loop.out_dtype);
+  at = align(at + uint64_t{n} * cols * 4);
+  tile.scratch_base_ = at;
+  tile.scratch_stride_ =
+      align(uint64_t{n} * (loop.scratch_width > 0 ? loop.scratch_width : cols) * 4);
+  tile.scratch_cols_ = loop.scratch_width;
+  // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
+  // tile loads nothing, for the slot to be free.
+  const uint64_t chain_before = flags_.count(chain_), fanned_before = flags_.count(fanned_);
+  const uint64_t loaded_now = flags_.count(loaded_[s]);
+  if (loaded_now > 0) tile.first_waits_.emplace_back(loaded_[s], loaded_now);
+  if (once.any) tile.first_waits_.emplace_back(once_, once.count);
+  for (const auto& wait : free_waits) tile.first_waits_.push_back(wait);
+  const int first_vpu = b_.size();
+  body(tile);
+  if (b_.size() > first_vpu) {
+    isa::Instruction* first = b_.builder_instruction(first_vpu);
+    for (const auto& [flag, count] : tile.first_waits_) {
+      auto* w = first->add_wait();
+      w->set_flag(flag);
+      w->set_value(count);
+    }
+  }
+  if (loop.accumulator_elements != 0) {  // nothing to store
+    turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
+    return;
+  }
+  // Store the tile once its last vector op is done; that frees the slot.
+  const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
+  auto store = b_.dma_to_hbm(
+      tile.out_, block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
+      next_engine());
+  ordered(store);
+  if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
+  if (flags_.count(fanned_) > fanned_before) store.wait(fanned_, flags_.count(fanned_));
+  if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
+  flags_.signal(store, slot_free_[s]);
+  wrote_hbm(store);
+  turns.slots.used(s);
 }
 
 void Emitter::copy(uint64_t src, uint64_t src_stride, uint64_t dst, uint64_t dst_stride,

@@ -189,6 +189,31 @@ class Emitter {
   };
   isa::Block tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                        const std::function<void(Tile&)>& body);
+  // The widths (elements) of the blocks a tile takes in its slot, each aligned: its full and
+  // column inputs, its output, its scratch.
+  static std::vector<uint64_t> slot_widths(const TileLoop& loop,
+                                           const std::vector<TileOperand>& inputs);
+  // Rows per tile: as many whole sublane groups as fit a slot; 0 (status_ set) when one row does
+  // not.
+  uint64_t rows_per_tile(const std::vector<uint64_t>& widths, uint64_t rows);
+  // The row operands loaded once above the two slots, and the accumulator after them.
+  struct OnceLoaded {
+    std::vector<isa::Block> row_blocks;  // per input; set for row operands only
+    isa::Block accumulator;
+    uint64_t end = 0;    // the VMEM byte after the accumulator
+    uint64_t count = 0;  // `once_`'s count after their loads
+    bool any = false;    // some row operand was loaded
+  };
+  OnceLoaded load_row_operands(const TileLoop& loop, const std::vector<TileOperand>& inputs);
+  // Which tile each slot last held: what the next tile in it waits for.
+  class SlotTurns;
+  struct TileTurns;
+  std::vector<std::pair<uint32_t, uint64_t>> slot_waits(const TileLoop& loop,
+                                                        const TileTurns& turns, int s) const;
+  // One tile of `n` rows from row `r0` in slot `s`: its loads, `body`, and its store.
+  void emit_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                 const OnceLoaded& once, uint64_t r0, uint32_t n, int s, TileTurns& turns,
+                 const std::function<void(Tile&)>& body);
 };
 
 }  // namespace tpusim::runtime::tpusim_backend

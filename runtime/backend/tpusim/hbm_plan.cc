@@ -59,6 +59,56 @@ uint64_t buffer_bytes(const Node& node) {
   return align_up(static_cast<uint64_t>(node.shape.elements()) * 4);
 }
 
+namespace {
+
+// The node whose buffer each node uses: itself, or its input's owner for an alias.
+std::vector<int> buffer_owners(const Graph& graph, uint32_t replicas) {
+  std::vector<int> owner(static_cast<size_t>(graph.size()));
+  for (int i = 0; i < graph.size(); ++i) {
+    const Node& node = graph.node(i);
+    owner[static_cast<size_t>(i)] =
+        aliases_input(node.op, replicas) ? owner[static_cast<size_t>(node.inputs[0])] : i;
+  }
+  return owner;
+}
+
+// Per owned buffer, the position in `order` of the last fragment that reads it through any alias
+// (graph.size() for outputs and update values, which live to the end of the step). An overlapped
+// collective's input lives as long as its result.
+std::vector<int> last_reads(const Graph& graph, const std::vector<int>& owner,
+                            const std::vector<int>& order, const PlanRequest& request) {
+  const int n = graph.size();
+  auto own = [&](int id) { return owner[static_cast<size_t>(id)]; };
+  std::vector<int> position(static_cast<size_t>(n), 0);
+  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
+  std::vector<int> last(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    const int at = position[static_cast<size_t>(i)];
+    int& mine = last[static_cast<size_t>(own(i))];
+    mine = std::max(mine, at);
+    for (int in : request.reads[static_cast<size_t>(i)]) {
+      int& slot = last[static_cast<size_t>(own(in))];
+      slot = std::max(slot, at);
+    }
+  }
+  for (const auto& o : graph.outputs()) last[static_cast<size_t>(own(o.node))] = n;
+  for (const auto& u : graph.updates()) last[static_cast<size_t>(own(u.value))] = n;
+  if (request.overlapped_collectives && request.replicas > 1) {
+    // Latest first, so that a collective reading another's result holds that one's input too.
+    for (int p = n - 1; p >= 0; --p) {
+      const int i = order[static_cast<size_t>(p)];
+      if (graph.node(i).op != Op::kCrossReplicaSum) continue;
+      int& src = last[static_cast<size_t>(own(graph.node(i).inputs[0]))];
+      src = std::max(src, last[static_cast<size_t>(own(i))]);
+    }
+  }
+  return last;
+}
+
+bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
+
+}  // namespace
+
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) {
   const int n = graph.size();
   PlanRequest defaults;
@@ -70,68 +120,33 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   }
   HbmPlan plan;
   plan.address.assign(static_cast<size_t>(n), 0);
-  plan.owner.resize(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const Node& node = graph.node(i);
-    plan.owner[static_cast<size_t>(i)] =
-        aliases_input(node.op, request != nullptr ? request->replicas : 1)
-            ? plan.owner[static_cast<size_t>(node.inputs[0])]
-            : i;
-  }
-  auto owner = [&](int id) { return plan.owner[static_cast<size_t>(id)]; };
+  plan.owner = buffer_owners(graph, request->replicas);
   std::vector<int> order = request->order;
   if (order.empty()) {
     for (int i = 0; i < n; ++i) order.push_back(i);
   }
-  std::vector<int> position(static_cast<size_t>(n), 0);
-  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
-  // Position of the last fragment that reads each owned buffer, through any alias.
-  std::vector<int> last(static_cast<size_t>(n), -1);
-  for (int i = 0; i < n; ++i) {
-    const int at = position[static_cast<size_t>(i)];
-    int& own = last[static_cast<size_t>(owner(i))];
-    own = std::max(own, at);
-    for (int in : request->reads[static_cast<size_t>(i)]) {
-      int& slot = last[static_cast<size_t>(owner(in))];
-      slot = std::max(slot, at);
-    }
-  }
-  for (const auto& o : graph.outputs()) last[static_cast<size_t>(owner(o.node))] = n;
-  for (const auto& u : graph.updates()) last[static_cast<size_t>(owner(u.value))] = n;
-  if (request->overlapped_collectives && request->replicas > 1) {
-    // Latest first, so that a collective reading another's result holds that one's input too.
-    for (int p = n - 1; p >= 0; --p) {
-      const int i = order[static_cast<size_t>(p)];
-      if (graph.node(i).op != Op::kCrossReplicaSum) continue;
-      int& src = last[static_cast<size_t>(owner(graph.node(i).inputs[0]))];
-      src = std::max(src, last[static_cast<size_t>(owner(i))]);
-    }
-  }
-
-  auto persistent = [&](int i) {
-    const Op op = graph.node(i).op;
-    return op == Op::kVariable || op == Op::kConstant;
-  };
+  const std::vector<int> last = last_reads(graph, plan.owner, order, *request);
   auto own_buffer = [&](int i) {
-    return owner(i) == i && request->materialized[static_cast<size_t>(i)];
+    return plan.owner[static_cast<size_t>(i)] == i && request->materialized[static_cast<size_t>(i)];
   };
   Allocator alloc(base);
   for (int i = 0; i < n; ++i) {
-    if (persistent(i))
+    if (persistent(graph.node(i)))
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
   }
   plan.persistent_bytes = alloc.top() - base;
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
-    if (!own_buffer(i) || persistent(i)) continue;
+    if (!own_buffer(i) || persistent(graph.node(i))) continue;
     release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
   for (int p = 0; p < n; ++p) {
     const int i = order[static_cast<size_t>(p)];
-    if (own_buffer(i) && !persistent(i)) {
+    const int owner = plan.owner[static_cast<size_t>(i)];
+    if (own_buffer(i) && !persistent(graph.node(i))) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
-    } else if (owner(i) != i) {
-      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner(i))];
+    } else if (owner != i) {
+      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
     // A fragment's output is never released before it runs; a value no fragment reads is
