@@ -1,0 +1,27 @@
+# cmake -DBINARY=FILE -DFORBIDDEN=NAME -DFORBIDDEN_SYMBOL=PREFIX -P TpusimCheckNotLinked.cmake:
+# fails when the executable FILE links a shared library whose name contains NAME (readelf's
+# NEEDED entries) or holds a symbol containing PREFIX (nm, demangled), so a library that must
+# build without a dependency is checked on its real test binary.
+execute_process(COMMAND readelf -d ${BINARY} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "readelf -d ${BINARY} failed (${rc})")
+endif()
+string(REGEX MATCHALL "NEEDED[^\n]*" needed "${dynamic}")
+foreach(line ${needed})
+  string(TOLOWER "${line}" lower)
+  if(lower MATCHES "${FORBIDDEN}")
+    message(FATAL_ERROR "${BINARY} links ${line}")
+  endif()
+endforeach()
+execute_process(COMMAND nm -C ${BINARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm -C ${BINARY} failed (${rc})")
+endif()
+string(FIND "${symbols}" "${FORBIDDEN_SYMBOL}" at)
+if(NOT at EQUAL -1)
+  string(SUBSTRING "${symbols}" ${at} 120 found)
+endif()
+if(found)
+  message(FATAL_ERROR "${BINARY} holds a symbol of ${FORBIDDEN_SYMBOL}: ${found}")
+endif()
+message(STATUS "${BINARY}: no ${FORBIDDEN} among ${needed}")
