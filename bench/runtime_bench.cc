@@ -61,7 +61,7 @@ void BM_TrainingStep(benchmark::State& state, const char* model) {
 // copy of the element included).
 void BM_InfeedSplit(benchmark::State& state) {
   const int64_t batch = 1024;
-  tpusim::runtime::data::Value images, labels;
+  tpusim::runtime::data::FeatureValue images, labels;
   images.shape = {batch, 28, 28, 1};
   images.floats.assign(static_cast<size_t>(batch * 784), 0.5f);
   labels.type = tpusim::runtime::data::FeatureType::kInt64;

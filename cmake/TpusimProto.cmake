@@ -21,6 +21,7 @@ function(tpusim_proto_library target)
     list(APPEND hdrs ${h})
   endforeach()
   add_library(${target} STATIC ${srcs} ${hdrs})
-  target_include_directories(${target} PUBLIC ${TPUSIM_GEN_DIR})
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${TPUSIM_GEN_DIR}>
+    $<INSTALL_INTERFACE:include>)
   target_link_libraries(${target} PUBLIC protobuf::libprotobuf)
 endfunction()

@@ -7,10 +7,13 @@ file(MAKE_DIRECTORY ${TPUSIM_GEN_DIR})
 function(tpusim_target_defaults target)
   get_target_property(type ${target} TYPE)
   if(type STREQUAL "INTERFACE_LIBRARY")
-    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR} ${TPUSIM_GEN_DIR})
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+      $<BUILD_INTERFACE:${TPUSIM_GEN_DIR}> $<INSTALL_INTERFACE:include>)
     return()
   endif()
-  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${TPUSIM_GEN_DIR})
+  # Installed, the headers (and the generated ones) are under <prefix>/include.
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${TPUSIM_GEN_DIR}> $<INSTALL_INTERFACE:include>)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
       -Woverloaded-virtual -Wimplicit-fallthrough -Wcast-qual -Wformat=2>)

@@ -209,7 +209,7 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
       }
     }
     if (e.count("mask") == 0) {  // every row real
-      data::Value mask;
+      data::FeatureValue mask;
       mask.shape = {per_shard};
       mask.floats.assign(static_cast<size_t>(per_shard), 1.0f);
       e["mask"] = mask;

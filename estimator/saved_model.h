@@ -19,7 +19,9 @@ namespace tpusim::estimator {
 struct TensorSpec {
   std::string name;
   runtime::DType dtype = runtime::DType::kF32;
-  runtime::Shape shape;  // with the batch first
+  // export_saved_model's features: one example's shape. A LoadedModel's inputs: the whole batch's,
+  // batch first (LoadedModel::batch_size examples).
+  runtime::Shape shape;
 };
 
 struct LoadedModel {

@@ -13,22 +13,22 @@
 
 namespace tpusim::runtime::data {
 
-Value scalar_bytes(std::string b) {
-  Value v;
+FeatureValue scalar_bytes(std::string b) {
+  FeatureValue v;
   v.type = FeatureType::kBytes;
   v.bytes.push_back(std::move(b));
   return v;
 }
 
-Value scalar_int(int64_t x) {
-  Value v;
+FeatureValue scalar_int(int64_t x) {
+  FeatureValue v;
   v.type = FeatureType::kInt64;
   v.ints.push_back(x);
   return v;
 }
 
-Value image_value(std::vector<float> pixels, int height, int width, int channels) {
-  Value v;
+FeatureValue image_value(std::vector<float> pixels, int height, int width, int channels) {
+  FeatureValue v;
   v.type = FeatureType::kFloat;
   v.shape = {height, width, channels};
   v.floats = std::move(pixels);

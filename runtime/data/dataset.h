@@ -11,10 +11,10 @@
 //   while (auto e = it->next()) { if (!e->ok()) ...; if (!**e) break; use(***e); }
 //
 // Threads: map and batch with num_parallel_calls > 1, a parallel interleave and prefetch run
-// real worker threads over bounded queues (a full queue blocks its producer: backpressure). An error in a
-// worker reaches the consumer, with its context, in the position where the element would have
-// been; after an error the iterator ends. Destroying an iterator early cancels and joins all of
-// its threads.
+// real worker threads over bounded queues (a full queue blocks its producer: backpressure). An
+// error in a worker reaches the consumer, with its context, in the position where the element would
+// have been; after an error the iterator ends. Destroying an iterator early cancels and joins all
+// of its threads.
 
 #include <cstdint>
 #include <functional>
@@ -31,13 +31,12 @@
 
 namespace tpusim::runtime::data {
 
-using Value = FeatureValue;
-using Element = std::map<std::string, Value>;
+using Element = std::map<std::string, FeatureValue>;
 
-Value scalar_bytes(std::string b);
-Value scalar_int(int64_t v);
+FeatureValue scalar_bytes(std::string b);
+FeatureValue scalar_int(int64_t v);
 // An image's float pixels as a [height, width, channels] value.
-Value image_value(std::vector<float> pixels, int height, int width, int channels);
+FeatureValue image_value(std::vector<float> pixels, int height, int width, int channels);
 
 class Iterator {
  public:

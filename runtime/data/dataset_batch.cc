@@ -11,8 +11,8 @@ namespace tpusim::runtime::data {
 namespace {
 
 // A value of the same type and shape with every entry zero (empty strings for bytes).
-Value zeros_like(const Value& v) {
-  Value z;
+FeatureValue zeros_like(const FeatureValue& v) {
+  FeatureValue z;
   z.type = v.type;
   z.shape = v.shape;
   z.bytes.resize(v.bytes.size());
@@ -30,7 +30,7 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
   Element out;
   const Element& first = rows.front();
   for (const auto& [name, v] : first) {
-    Value b;
+    FeatureValue b;
     b.type = v.type;
     b.shape.push_back(pad ? batch_size : real);
     b.shape.insert(b.shape.end(), v.shape.begin(), v.shape.end());
@@ -49,14 +49,14 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
     }
     for (auto& [name, v] : rows[r]) {
       auto it = out.find(name);
-      const Value& f = first.at(name);
+      const FeatureValue& f = first.at(name);
       if (it == out.end() || v.type != f.type || v.shape != f.shape) {
         return absl::InvalidArgumentError(
             str_cat("batch: element ", r, "'s '", name, "' is ", feature_type_name(v.type),
                     shape_string(v.shape), ", element 0's is ", feature_type_name(f.type),
                     shape_string(f.shape), " (batch needs equal shapes)"));
       }
-      Value& b = it->second;
+      FeatureValue& b = it->second;
       b.bytes.insert(b.bytes.end(), std::make_move_iterator(v.bytes.begin()),
                      std::make_move_iterator(v.bytes.end()));
       b.floats.insert(b.floats.end(), v.floats.begin(), v.floats.end());
@@ -65,14 +65,14 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
   }
   if (pad) {
     for (auto& [name, b] : out) {
-      const Value z = zeros_like(first.at(name));
+      const FeatureValue z = zeros_like(first.at(name));
       for (int64_t r = real; r < batch_size; ++r) {
         b.bytes.insert(b.bytes.end(), z.bytes.begin(), z.bytes.end());
         b.floats.insert(b.floats.end(), z.floats.begin(), z.floats.end());
         b.ints.insert(b.ints.end(), z.ints.begin(), z.ints.end());
       }
     }
-    Value mask;
+    FeatureValue mask;
     mask.type = FeatureType::kFloat;
     mask.shape = {batch_size};
     mask.floats.assign(static_cast<size_t>(batch_size), 0.0F);
@@ -182,10 +182,10 @@ class Batch final : public Dataset {
 DatasetPtr Dataset::batch(int64_t batch_size, BatchOptions options) const {
   if (options.num_parallel_calls == kAutotune) options.num_parallel_calls = machine_threads();
   if (batch_size < 1 || options.num_parallel_calls < 1) {
-    return std::make_shared<FailingDataset>(absl::InvalidArgumentError(
-        str_cat("batch: batch_size ", batch_size, " and num_parallel_calls ",
-                options.num_parallel_calls, " must be at least 1 (num_parallel_calls may also be "
-                "kAutotune)")));
+    return std::make_shared<FailingDataset>(absl::InvalidArgumentError(str_cat(
+        "batch: batch_size ", batch_size, " and num_parallel_calls ", options.num_parallel_calls,
+        " must be at least 1 (num_parallel_calls may also be "
+        "kAutotune)")));
   }
   const size_t stage = options.profile != nullptr
                            ? options.profile->declare(options.stage, options.num_parallel_calls)

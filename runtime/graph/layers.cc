@@ -111,6 +111,11 @@ Value sparse_softmax_cross_entropy(Value labels, Value logits) {
   return -b.reduce(Op::kReduceSum, picked, {1});
 }
 
+Value flatten(GraphBuilder& b, Value x) {
+  const Shape s = x.shape();
+  return b.reshape(x, {s.dim(0), s.elements() / s.dim(0)});
+}
+
 Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint64_t seed,
             bool use_bias) {
   if (!x.valid()) return x;
@@ -188,9 +193,8 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
 Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum, float epsilon) {
   if (!x.valid()) return x;
   if (x.dtype() == DType::kBF16) {
-    return in_f32(x, [&](Value x32) {
-      return batch_normalization(b, x32, training, momentum, epsilon);
-    });
+    return in_f32(
+        x, [&](Value x32) { return batch_normalization(b, x32, training, momentum, epsilon); });
   }
   const std::string name = b.unique_name("batch_normalization");
   GraphBuilder::Scope scope(b, name);

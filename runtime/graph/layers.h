@@ -24,6 +24,8 @@ Value log_softmax(Value logits);  // over the last axis
 // Per-example loss -log softmax(logits)[label]: labels s32 [N], logits f32 [N, classes].
 Value sparse_softmax_cross_entropy(Value labels, Value logits);
 
+// [batch, d1, d2, ...] -> [batch, d1 * d2 * ...], as Keras' Flatten.
+Value flatten(GraphBuilder& b, Value x);
 Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation = Activation::kNone,
             uint64_t seed = 0, bool use_bias = true);
 // NHWC input, [kh, kw, in, filters] kernel; lowered as im2col patches times the kernel.

@@ -210,7 +210,7 @@ absl::Status InfeedDriver::convert(const data::Element& batch, int64_t part, int
                                                 f.infeed, "'; the batch has ",
                                                 str_join(names, ", ")));
     }
-    const data::Value& v = it->second;
+    const data::FeatureValue& v = it->second;
     // The host batch is `parts` replicas' batches stacked along dimension 0.
     std::vector<int64_t> want = f.shape.dims();
     if (!want.empty()) want[0] *= parts;

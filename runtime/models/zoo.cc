@@ -11,12 +11,8 @@ namespace tpusim::runtime::models {
 namespace {
 
 using layers::Activation;
+using layers::flatten;
 using layers::Padding;
-
-Value flatten(GraphBuilder& b, Value x) {
-  const Shape s = x.shape();
-  return b.reshape(x, {s.dim(0), s.elements() / s.dim(0)});
-}
 
 Value mlp(GraphBuilder& b, Value images, uint64_t seed) {
   Value h = layers::dense(b, flatten(b, images), 256, Activation::kRelu, seed);

@@ -16,7 +16,7 @@ namespace tpusim::estimator::testing {
 inline runtime::data::DatasetPtr examples() {
   std::vector<runtime::data::Element> all;
   for (int i = 0; i < 256; ++i) {
-    runtime::data::Value x;
+    runtime::data::FeatureValue x;
     x.type = runtime::data::FeatureType::kFloat;
     x.shape = {4};
     for (int k = 0; k < 4; ++k) x.floats.push_back(std::sin(1.7f * i + 2.3f * k));

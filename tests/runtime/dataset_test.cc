@@ -138,14 +138,15 @@ TEST(Dataset, ParallelBatchGivesTheSequentialBatchesInOrder) {
       const auto want = batch_values(collect(*Dataset::range(103)->batch(10, drop, pad)));
       ASSERT_EQ(want.size(), drop ? 10u : 11u);
       for (int threads : {2, 3, kAutotune}) {
-        EXPECT_EQ(batch_values(collect(*Dataset::range(103)->batch(
-                      10, parallel_batch(threads, drop, pad)))),
+        EXPECT_EQ(batch_values(
+                      collect(*Dataset::range(103)->batch(10, parallel_batch(threads, drop, pad)))),
                   want)
             << "threads " << threads << " drop " << drop << " pad " << pad;
       }
-      EXPECT_EQ(batch_values(collect(
-                    *Dataset::range(103)->map(slow_early)->batch(10, parallel_batch(4, drop, pad)))),
-                want);
+      EXPECT_EQ(
+          batch_values(collect(
+              *Dataset::range(103)->map(slow_early)->batch(10, parallel_batch(4, drop, pad)))),
+          want);
     }
   }
   // A batch as large as the input, and larger.
@@ -172,11 +173,11 @@ TEST(Dataset, ParallelBatchErrorsReachTheConsumerInPlace) {
   ASSERT_TRUE(after.ok());
   EXPECT_FALSE(after->has_value());
 
-  Value a = scalar_int(1), b = a;
+  FeatureValue a = scalar_int(1), b = a;
   b.shape = {1};
-  auto ragged = collect(*Dataset::from_elements({{{"value", a}}, {{"value", a}}, {{"value", a}},
-                                                 {{"value", b}}})
-                             ->batch(2, parallel_batch(2)));
+  auto ragged = collect(
+      *Dataset::from_elements({{{"value", a}}, {{"value", a}}, {{"value", a}}, {{"value", b}}})
+           ->batch(2, parallel_batch(2)));
   EXPECT_THAT(ragged.status().message(),
               HasSubstr("batch: element 1's 'value' is int64[1], element 0's is int64[]"));
   EXPECT_THAT(collect(*Dataset::range(4)->batch(0)).status().message(),
@@ -252,11 +253,11 @@ TEST(Dataset, BatchDropsKeepsOrPadsTheRemainder) {
 }
 
 TEST(Dataset, BatchStacksShapesAndRefusesRaggedElements) {
-  Value img;
+  FeatureValue img;
   img.type = FeatureType::kFloat;
   img.shape = {2, 2};
   img.floats = {1, 2, 3, 4};
-  Value other = img;
+  FeatureValue other = img;
   other.shape = {4};
   auto b = collect(*Dataset::from_elements({{{"image", img}}, {{"image", img}}})->batch(2));
   ASSERT_TRUE(b.ok());

@@ -13,8 +13,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-data::Value floats(std::vector<int64_t> shape, float first) {
-  data::Value v;
+data::FeatureValue floats(std::vector<int64_t> shape, float first) {
+  data::FeatureValue v;
   v.type = data::FeatureType::kFloat;
   v.shape = std::move(shape);
   int64_t n = 1;
@@ -23,8 +23,8 @@ data::Value floats(std::vector<int64_t> shape, float first) {
   return v;
 }
 
-data::Value ints(std::vector<int64_t> values) {
-  data::Value v;
+data::FeatureValue ints(std::vector<int64_t> values) {
+  data::FeatureValue v;
   v.type = data::FeatureType::kInt64;
   v.shape = {static_cast<int64_t>(values.size())};
   v.ints = std::move(values);
@@ -255,7 +255,7 @@ TEST(InfeedDriver, RenamesComponentsAndLeavesUnusedOnesOnTheHost) {
 TEST(InfeedDriver, Bf16InfeedsGetRoundedValues) {
   GraphBuilder b;
   b.output("y", b.infeed("x", DType::kBF16, {1, 3}));
-  data::Value v = floats({1, 3}, 0);
+  data::FeatureValue v = floats({1, 3}, 0);
   v.floats = {1.0f + 1.0f / 512, 3.14159f, -2.0f};
   auto driver =
       InfeedDriver::create(b.graph(), {{data::Dataset::from_elements({{{"x", v}}}), nullptr}},
@@ -287,7 +287,7 @@ TEST(InfeedDriver, BadBatchesAreNamed) {
                 "f32[4, 3] on each of 2 replicas, so the host batch must be [8, 3]"));
   EXPECT_THAT(std::string(first_loop_error(g, {{{"x", floats({4, 3}, 0)}}}).message()),
               HasSubstr("no component 'label' for infeed 'label'; the batch has x"));
-  data::Value bytes;
+  data::FeatureValue bytes;
   bytes.type = data::FeatureType::kBytes;
   bytes.shape = {4, 3};
   bytes.bytes.assign(12, "b");

@@ -46,8 +46,8 @@ Graph training_step(bool cross_shard = false) {
   return b.graph();
 }
 
-data::Value floats(std::vector<int64_t> shape, uint64_t seed) {
-  data::Value v;
+data::FeatureValue floats(std::vector<int64_t> shape, uint64_t seed) {
+  data::FeatureValue v;
   v.shape = std::move(shape);
   int64_t n = 1;
   for (int64_t d : v.shape) n *= d;
@@ -243,7 +243,7 @@ TEST(InfeedSystem, CrossReplicaSumIsBitwiseTheCpuBackends) {
   b.output("s", b.cross_replica_sum(b.infeed("x", DType::kF32, {1000, 3})));
   LoopStep step;
   for (uint32_t r = 0; r < kReplicas; ++r) {
-    const data::Value v = floats({1000, 3}, 100 + r);
+    const data::FeatureValue v = floats({1000, 3}, 100 + r);
     step.replicas.push_back({{"x", HostTensor::from({1000, 3}, v.floats)}});
   }
   std::vector<std::vector<float>> sums;

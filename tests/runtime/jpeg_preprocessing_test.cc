@@ -25,10 +25,10 @@ Element ramp_record(int64_t index, int64_t label = 7) {
   EXPECT_TRUE(jpeg.ok());
   const std::string record =
       ExampleBuilder().bytes("image_raw", {*jpeg}).ints("label", {label}).serialize();
-  Value r;
+  FeatureValue r;
   r.type = FeatureType::kBytes;
   r.bytes = {record};
-  Value i;
+  FeatureValue i;
   i.type = FeatureType::kInt64;
   i.ints = {index};
   return {{"record", r}, {"index", i}};
@@ -53,7 +53,7 @@ TEST(JpegPreprocessing, TrainingGivesAnSxSImageTheSameForTheSameIndex) {
   auto b = fn(ramp_record(3));
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok());
-  const Value& image = a->at("image");
+  const FeatureValue& image = a->at("image");
   EXPECT_EQ(image.shape, (std::vector<int64_t>{24, 24, 1}));
   EXPECT_EQ(image.floats.size(), 24u * 24u);
   EXPECT_EQ(image.floats, b->at("image").floats);
