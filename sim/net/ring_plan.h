@@ -1,6 +1,6 @@
 #pragma once
 // How a collective is carried out: which rings of members pass which region of the buffer in
-// which phase. Shared by the timing (collective_engine.h) and the numerics
+// which phase. Shared by the timing (chunk_schedule.h) and the numerics
 // (collective_numerics.h), so that both follow the same order.
 //
 // A ring pass over members m_0 .. m_{k-1} splits its region into k segments (the first
