@@ -13,6 +13,7 @@
 #include "runtime/models/zoo.h"
 #include "sim/isa/validator.h"
 #include "sim/memory/block.h"
+#include "tests/runtime/program_counts.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
@@ -93,7 +94,8 @@ TEST(Compiler, ChargesTheTransfersOfBf16BuffersAsPackedBf16) {
     std::vector<std::pair<uint64_t, uint64_t>> variables;
     for (int id : b.graph().variables()) {
       const uint64_t at = step->plan.address[static_cast<size_t>(id)];
-      variables.emplace_back(at, at + 4 * static_cast<uint64_t>(b.graph().node(id).shape.elements()));
+      variables.emplace_back(at,
+                             at + 4 * static_cast<uint64_t>(b.graph().node(id).shape.elements()));
     }
     int packed = 0;
     *of_variables = 0;
@@ -265,30 +267,6 @@ TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
   EXPECT_EQ(transposed_elements(*plain->program), 256u * 64);
 }
 
-// The instructions whose origin is of `kind` (the op or fused convolution they compute).
-int instructions_of(const isa::CoreProgram& core, const std::string& kind) {
-  int n = 0;
-  for (const isa::Instruction& in : core.instructions()) {
-    if (in.origin() > 0 && core.origins(static_cast<int>(in.origin() - 1)).op() == kind) ++n;
-  }
-  return n;
-}
-
-// The DMAs, vector ops and MXU instructions (load_weights and matmul) of `kind`'s fragments.
-struct UnitCounts {
-  int dma = 0, vector = 0, mxu = 0;
-};
-UnitCounts units_of(const isa::CoreProgram& core, const std::string& kind) {
-  UnitCounts n;
-  for (const isa::Instruction& in : core.instructions()) {
-    if (in.origin() == 0 || core.origins(static_cast<int>(in.origin() - 1)).op() != kind) continue;
-    n.dma += in.has_dma();
-    n.vector += in.has_vector();
-    n.mxu += in.has_load_weights() || in.has_matmul();
-  }
-  return n;
-}
-
 // Attention's reshapes: splitting [128, 28, 64] into 4 heads is a [128, 28, 4, 16] -> [128, 4,
 // 28, 16] transpose, one fragment: its 1.8 MiB in and out fit one VMEM tile, so one DMA in, one
 // vector copy per (head, token) moving the 16 values of all 128 entries, one DMA out (before, a
@@ -411,142 +389,6 @@ TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
   // d's own fragment (a load of x and y and a store per tile) is gone; its readers load x and y.
   EXPECT_EQ(recomputed->instructions_per_op.count("sub"), 0u);
   EXPECT_GT(materialised->instructions_per_op.at("sub"), 0u);
-}
-
-// mnist_cnn's training step: both convolutions run with their patches built in VMEM and fed
-// straight to the MXUs, both kernel gradients build them again tile by tile and sum over the
-// tiles in VMEM, and conv2d_2's input gradient goes from the MXUs straight into col2im
-// (conv2d_1's input is the image, which needs no gradient): the patches never reach HBM. With
-// the max pools unfused, only they keep extract_patches and patches_to_image fragments.
-TEST(Compiler, FusesConvolutionsKeepingTheirPatchesInVmem) {
-  GraphBuilder b;
-  ASSERT_TRUE(models::build_training_step(b, "mnist_cnn", 16, 0.1f, 1).ok());
-  StepOptions fused_options, unfused_options;
-  fused_options.fuse_pools = unfused_options.fuse_pools = false;
-  unfused_options.fuse_convolutions = false;
-  auto fused = compile_graph(b.graph(), v3_8(), 0, fused_options);
-  auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_TRUE(unfused.ok()) << unfused.status();
-  EXPECT_TRUE(sim::validate_program(*fused->program, v3_8()).ok());
-  EXPECT_EQ(fused->fused_convolutions, 5u);
-  EXPECT_EQ(unfused->fused_convolutions, 0u);
-  const isa::CoreProgram& core = fused->program->cores(0);
-  EXPECT_GT(instructions_of(core, "conv2d"), 0);
-  EXPECT_GT(instructions_of(core, "conv2d_backprop_input"), 0);
-  EXPECT_GT(instructions_of(core, "conv2d_backprop_filter"), 0);
-  EXPECT_EQ(instructions_of(unfused->program->cores(0), "conv2d"), 0);
-  // The max pools' im2col and col2im are left, the convolutions' are gone.
-  for (const char* kind : {"extract_patches", "patches_to_image"}) {
-    ASSERT_EQ(fused->instructions_per_op.count(kind), 1u) << kind;
-    EXPECT_LT(fused->instructions_per_op.at(kind), unfused->instructions_per_op.at(kind)) << kind;
-  }
-  // No patches or patch gradients need a buffer: the step's tensors take less HBM at their peak.
-  EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
-}
-
-// mnist_cnn's max pools (2x2, stride 2, on 28x28 and 14x14 images) and their gradients are one
-// vector-unit fragment each that reads the images and never builds a window: with the
-// convolutions fused too, no extract_patches, reduce_max, patches_to_image or gradient mask is
-// left, the pool fragments take a handful of instructions per tile of images instead of a few
-// per image row and window offset, and the windows and masks need no HBM.
-TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
-  GraphBuilder b;
-  ASSERT_TRUE(models::build_training_step(b, "mnist_cnn", 16, 0.1f, 1).ok());
-  StepOptions unfused_options;
-  unfused_options.fuse_pools = false;
-  auto fused = compile_graph(b.graph(), v3_8(), 0);
-  auto unfused = compile_graph(b.graph(), v3_8(), 0, unfused_options);
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  ASSERT_TRUE(unfused.ok()) << unfused.status();
-  EXPECT_TRUE(sim::validate_program(*fused->program, v3_8()).ok());
-  EXPECT_EQ(fused->fused_pools, 4u);
-  EXPECT_EQ(unfused->fused_pools, 0u);
-  EXPECT_EQ(fused->fused_convolutions, 5u);
-  for (const char* kind : {"extract_patches", "patches_to_image", "equal"}) {
-    EXPECT_EQ(fused->instructions_per_op.count(kind), 0u) << kind;
-    EXPECT_EQ(unfused->instructions_per_op.count(kind), 1u) << kind;
-  }
-  const isa::CoreProgram& core = fused->program->cores(0);
-  // 16 images a core. The forwards take one tile each: a load, a max over the windows' columns,
-  // one over their rows, a store. The gradients take 12 vector ops (2x2 windows) and 4 DMAs a
-  // tile: 8 of max_pooling2d_1's 28x28x32 images (426 KB of VMEM each) fill a 6 MiB tile, all 16
-  // of max_pooling2d_2's 14x14x64 ones fit one.
-  EXPECT_EQ(instructions_of(core, "max_pool"), 2 * (2 + 2));
-  EXPECT_EQ(instructions_of(core, "max_pool_grad"), (2 + 1) * (12 + 4));
-  EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
-  EXPECT_LT(fused->program->cores(0).instructions_size(),
-            unfused->program->cores(0).instructions_size() / 2);
-}
-
-// A pool whose windows do not tile its images (7 rows in 3 windows of 2, or SAME padding at
-// stride 1) keeps the separate fragments, and what they compute.
-TEST(Compiler, APoolWhoseWindowsDoNotTileItsImagesIsNotFused) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {4, 7, 7, 8});
-  b.output("odd", layers::max_pooling2d(b, x, 2, 2));
-  b.output("same", layers::max_pooling2d(b, x, 3, 1, layers::Padding::kSame));
-  const Value y = b.infeed("y", DType::kF32, {4, 8, 8, 8});
-  b.output("tiled", layers::max_pooling2d(b, y, 2, 2));
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  auto step = compile_graph(b.graph(), v3_8(), 0);
-  ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->fused_pools, 1u);
-  EXPECT_EQ(step->instructions_per_op.count("max_pool"), 1u);
-  EXPECT_EQ(step->instructions_per_op.count("reduce_max"), 1u);
-  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 1u);
-}
-
-// Inference: the patches have no reader but their convolution, so they never get a buffer.
-TEST(Compiler, AnInferenceConvolutionsPatchesNeverReachHbm) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {8, 28, 28, 4});
-  const Value y =
-      layers::conv2d(b, x, 16, 5, 1, layers::Padding::kSame, layers::Activation::kNone, 1);
-  b.output("y", y);
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  auto step = compile_graph(b.graph(), v3_8(), 0);
-  ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
-  EXPECT_EQ(step->fused_convolutions, 1u);
-  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 0u);
-  // Image, kernel, bias, the conv's output and the output with its bias: 8x28x28x4,
-  // 5x5x4x16, 16 and 2 x 8x28x28x16 floats, each buffer 4 KiB aligned, and no 8x28x28x100
-  // patches (2.5 MB).
-  const uint64_t patches = 8u * 28 * 28 * 100 * 4;
-  EXPECT_LT(step->plan.peak_bytes, patches);
-}
-
-// A row whose operands, output and scratch together overrun a VMEM tile slot is refused with its
-// size, rather than spilling into the other slot: a + b of 600,000-element rows (2.4 MB each,
-// under the 6 MiB slot) takes 21.6 MB a row with the output and the elementwise fragment's
-// scratch.
-TEST(Compiler, ARowTooWideForAVmemTileIsRefused) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {2, 600000});
-  const Value y = b.infeed("y", DType::kF32, {2, 600000});
-  b.output("z", x + y);
-  auto step = compile_graph(b.graph(), v3_8(), 0);
-  ASSERT_FALSE(step.ok());
-  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(
-      std::string(step.status().message()),
-      ::testing::HasSubstr("a row of 21600000 bytes (operands, output and scratch) does not "
-                           "fit the VMEM tile budget of 6291456 bytes"));
-}
-
-TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {1 << 14, 1 << 14});  // 1 GiB each
-  Value h = x;
-  for (int i = 0; i < 40; ++i) h = b.concat({h, x}, 0);  // the last is 41 x 2^14 rows: 44 GB
-  b.output("y", h);
-  auto step = compile_graph(b.graph(), v3_8(), 0);
-  ASSERT_FALSE(step.ok());
-  EXPECT_EQ(step.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(step.status().message()),
-              ::testing::HasSubstr("(the largest: concat 'concat' f32[671744, 16384], 44023414784 "
-                                   "bytes); a core has 17179869184"));
 }
 
 }  // namespace

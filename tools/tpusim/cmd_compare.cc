@@ -27,6 +27,7 @@
 #include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/compare_job.h"
 #include "tools/tpusim/compare_numerics.h"
 #include "tools/tpusim/compare_verdict.h"
 #include "tools/tpusim/data_options.h"
@@ -39,212 +40,11 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-// A backend as --backends names it: "cpu" (mxu precision, the MXU's bf16 products), "cpu:fp32".
-struct Backend {
-  std::string name, precision;
-  std::string label;  // as given, with "@POLICY" added when the runs' dtype policies differ
-  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
-};
-
-struct Run {
-  std::string backend;  // its label
-  estimator::TrainResult result;
-  runtime::Variables variables;
-};
-
-// What every run shares: the model, the data, the replicas, the steps.
-struct Job {
-  std::string model;
-  std::string policy_note;  // " (mixed_bfloat16)" when every run uses that policy, else ""
-  runtime::OptimizerSpec optimizer;
-  FashionData data;
-  std::string slice;
-  uint32_t replicas = 0;
-  int64_t steps = 0, batch = 0;
-  fs::path root;  // a model_dir per run under it
-};
-
-// Which initial weights a run starts from: the model's own, or nudged one ulp each in a pattern
-// of signs (the rounding baseline's runs).
-using Nudge = std::optional<uint32_t>;
-
-// The zoo model under `policy`, its initial weights nudged when `nudge` is set.
-estimator::ModelFn model_fn(const Job& job, runtime::models::DTypePolicy policy, Nudge nudge) {
-  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, policy);
-  if (!nudge) return zoo;
-  return [zoo, pattern = *nudge](
-             runtime::GraphBuilder& b, const estimator::Features& f,
-             std::optional<runtime::Value> labels, estimator::Mode mode,
-             const estimator::Params& p) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
-    auto spec = zoo(b, f, labels, mode, p);
-    if (spec.ok()) {
-      spec->init_fn = [pattern](runtime::Variables* variables) {
-        for (auto& [name, value] : *variables) {
-          if (value.dtype == runtime::DType::kF32) nudge_one_ulp(name, &value.f, pattern);
-        }
-        return absl::OkStatus();
-      };
-    }
-    return spec;
-  };
-}
-
-absl::StatusOr<Backend> parse_backend(const std::string& text) {
-  auto spec = runtime::opcheck::parse_backend_spec(text);
-  if (!spec.ok()) return spec.status();
-  auto declared = runtime::find_backend(spec->name);
-  if (!declared.ok()) {
-    return absl::InvalidArgumentError(
-        str_cat("unknown backend '", spec->name, "' (", runtime::backend_names(", "), ")"));
-  }
-  const bool given = text.find(':') != std::string::npos;
-  if (given) {
-    if (absl::Status s = runtime::precision_choice_error(**declared, text); !s.ok()) return s;
-  }
-  return Backend{spec->name, given ? spec->precision : kCliPrecision, text};
-}
-
-// --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
-// cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
-// Returns whether they differ.
-absl::StatusOr<bool> assign_policies(const std::string& text, std::vector<Backend>* backends) {
-  std::vector<runtime::models::DTypePolicy> policies;
-  for (const absl::string_view name : absl::StrSplit(text, ',')) {
-    auto policy = runtime::models::parse_dtype_policy(std::string(name));
-    if (!policy.ok())
-      return absl::InvalidArgumentError(str_cat("--dtype-policy: ", policy.status().message()));
-    policies.push_back(*policy);
-  }
-  if (policies.size() != 1 && policies.size() != backends->size()) {
-    return absl::InvalidArgumentError(
-        str_cat("--dtype-policy takes one policy or one per backend (", backends->size(),
-                " backends, ", policies.size(), " policies)"));
-  }
-  bool uniform = true;
-  for (size_t k = 0; k < backends->size(); ++k) {
-    (*backends)[k].policy = policies[policies.size() == 1 ? 0 : k];
-    uniform = uniform && (*backends)[k].policy == (*backends)[0].policy;
-  }
-  if (!uniform) {
-    for (Backend& b : *backends)
-      b.label += str_cat("@", runtime::models::dtype_policy_name(b.policy));
-  }
-  return !uniform;
-}
-
-absl::StatusOr<Run> train_once(const Job& job, const Backend& backend, const std::string& dir,
-                               Nudge nudge) {
-  estimator::RunConfig config;
-  config.model_dir = (job.root / dir).string();
-  config.backend = backend.name;
-  config.slice = job.slice;
-  config.compile.precision = backend.precision;
-  // The baseline's nudged run also sums in f32, as tpusim does: the cpu's own reductions are in
-  // double, and the baseline should drift by what f32 sums add too.
-  config.compile.f32_reductions = nudge.has_value();
-  config.tpu_config.num_shards = job.replicas;  // the same replicas everywhere
-  config.tpu_config.iterations_per_loop = static_cast<uint32_t>(job.steps);
-  config.save_checkpoints_steps = job.steps;
-  config.log = [](const std::string&) {};
-  use_data_options(job.data, &config);
-  auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudge), config, {}, true,
-                                             job.batch, job.batch, job.batch);
-  if (!est.ok()) return est.status();
-  auto trained = (*est)->train(fashion_train_input(job.data), job.steps);
-  if (!trained.ok()) return trained.status();
-  auto ckpt = estimator::load_latest_checkpoint(config.model_dir);
-  if (!ckpt.ok()) return ckpt.status();
-  if (!ckpt->has_value())
-    return absl::NotFoundError(str_cat("no checkpoint in ", config.model_dir));
-  return Run{backend.label, *trained, (*ckpt)->variables};
-}
-
-// Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
-absl::StatusOr<Run> train_on(const Job& job, const Backend& backend, const std::string& dir,
-                             Nudge nudge) {
-  const auto start = std::chrono::steady_clock::now();
-  std::cerr << fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
-                           job.policy_note, backend.label,
-                           nudge ? fmt::format(" (initial weights nudged one ulp, pattern {}, "
-                                               "sums in f32)",
-                                               *nudge)
-                                 : "")
-            << std::flush;
-  absl::StatusOr<Run> run = train_once(job, backend, dir, nudge);
-  std::cerr << fmt::format(
-      " {} in {:.1f} s\n", run.ok() ? "done" : "failed",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return run;
-}
-
-absl::StatusOr<Differences> differences(const Run& a, const Run& ref, double rtol, double atol) {
-  Differences d;
-  const size_t steps = std::min(a.result.losses.size(), ref.result.losses.size());
-  for (size_t s = 0; s < steps; ++s)
-    d.losses.push_back(std::abs(static_cast<double>(a.result.losses[s]) - ref.result.losses[s]));
-  for (const auto& [name, value] : ref.variables) {
-    if (value.dtype == runtime::DType::kS32) continue;
-    auto it = a.variables.find(name);
-    if (it == a.variables.end() || it->second.f.size() != value.f.size()) {
-      return absl::InternalError(str_cat(a.backend, ": variable '", name, "' is ",
-                                         it == a.variables.end() ? "missing" : "of another size",
-                                         " in its checkpoint (", ref.backend, " has ",
-                                         value.f.size(), " values)"));
-    }
-    d.variables[name] = weight_difference(it->second.f, value.f, rtol, atol);
-  }
-  return d;
-}
-
-// --baseline-runs auto's second look: how many nudges judge a difference over the first.
-constexpr uint32_t kAutoBaselineRuns = 3;
-
-// --baseline-runs: a count from 1 to 64, or nullopt for "auto".
-absl::StatusOr<std::optional<uint32_t>> parse_baseline_runs(const std::string& text) {
-  if (text == "auto") return std::optional<uint32_t>();
-  uint32_t runs = 0;
-  if (!absl::SimpleAtoi(text, &runs) || runs < 1 || runs > 64) {
-    return absl::InvalidArgumentError(
-        str_cat("--baseline-runs is a count from 1 to 64 or auto (got '", text, "')"));
-  }
-  return std::optional<uint32_t>(runs);
-}
-
-// Adds the nudged runs of patterns `from` .. `to`-1 to the rounding baseline `drift` (empty
-// before pattern 0): trainings of `cpu` from initial weights nudged one ulp each against `plain`,
-// its run from the model's own. One draw of the nudges' signs drifts anywhere within a factor of
-// 20 of another at a given step, so the baseline is the largest drift of them all, step by step
-// and variable by variable.
-absl::Status add_to_baseline(const Job& job, const Backend& cpu, const Run& plain, uint32_t from,
-                             uint32_t to, double rtol, double atol, Differences* drift) {
-  for (uint32_t pattern = from; pattern < to; ++pattern) {
-    auto nudged = train_on(job, cpu, str_cat("baseline-cpu-nudged-", pattern), pattern);
-    if (!nudged.ok()) {
-      return absl::Status(nudged.status().code(), str_cat("the baseline's nudged cpu run ", pattern,
-                                                          ": ", nudged.status().message()));
-    }
-    auto d = differences(*nudged, plain, rtol, atol);
-    if (!d.ok()) return d.status();
-    if (pattern == 0) {
-      *drift = *std::move(d);
-      continue;
-    }
-    for (size_t s = 0; s < drift->losses.size() && s < d->losses.size(); ++s)
-      drift->losses[s] = max_or_nan(drift->losses[s], d->losses[s]);
-    for (auto& [name, w] : drift->variables) {
-      const WeightDifference& other = d->variables.at(name);
-      w.max_abs = max_or_nan(w.max_abs, other.max_abs);
-      w.max_rel = max_or_nan(w.max_rel, other.max_rel);
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 int run_compare(const std::vector<std::string>& args) {
   po::options_description options("options");
-  Job job;
+  CompareJob job;
   double loss_tol = 0, weight_tol = 0, weight_atol = 0, factor = 0;
 
   options.add_options()("model", po::value<std::string>(&job.model)->default_value("mlp"),
@@ -306,7 +106,7 @@ int run_compare(const std::vector<std::string>& args) {
       "far rounding alone does.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  std::vector<Backend> backends;
+  std::vector<CompareBackend> backends;
   for (const absl::string_view name : absl::StrSplit(vm["backends"].as<std::string>(), ',')) {
     auto backend = parse_backend(std::string(name));
     if (!backend.ok()) return usage_error(std::string(backend.status().message()), usage);
@@ -380,7 +180,7 @@ int run_compare(const std::vector<std::string>& args) {
     }
   } remove_root{keep_runs ? fs::path() : job.root};
 
-  std::vector<Run> runs;
+  std::vector<CompareRun> runs;
   for (size_t k = 0; k < backends.size(); ++k) {
     auto run = train_on(job, backends[k], str_cat(k, "-", backends[k].name), std::nullopt);
     if (!run.ok())
@@ -392,12 +192,12 @@ int run_compare(const std::vector<std::string>& args) {
   std::optional<Differences> baseline;
   uint32_t nudges = 0;  // the baseline's nudged runs so far
   const std::string& reference = runtime::reference_backend().name;
-  Backend baseline_cpu{reference, backends[0].precision, reference + ":" + backends[0].precision,
-                       backends[0].policy};
+  CompareBackend baseline_cpu{reference, backends[0].precision,
+                              reference + ":" + backends[0].precision, backends[0].policy};
   if (*policies_differ)
     baseline_cpu.label += str_cat("@", runtime::models::dtype_policy_name(baseline_cpu.policy));
-  const Run* cpu = nullptr;  // the baseline's run from the model's own weights
-  std::optional<Run> plain;
+  const CompareRun* cpu = nullptr;  // the baseline's run from the model's own weights
+  std::optional<CompareRun> plain;
   if (with_baseline) {
     for (size_t k = 0; k < backends.size() && cpu == nullptr; ++k) {
       if (backends[k].name == reference && backends[k].precision == baseline_cpu.precision &&
