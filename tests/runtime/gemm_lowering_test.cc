@@ -34,14 +34,14 @@ TEST(GemmLowering, EdgeShapesMatchEigen) {
     pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
     const MatrixF a = sim::random_uniform(s.m, s.k, seed++);
     const MatrixF b = sim::random_uniform(s.k, s.n, seed++);
-    ASSERT_TRUE(system->write_hbm(1, layout.a_address, a.data(), 4 * a.size()).ok());
-    ASSERT_TRUE(system->write_hbm(1, layout.b_address, b.data(), 4 * b.size()).ok());
+    ASSERT_TRUE(system->write_hbm(sim::ChipId{1}, layout.a_address, a.data(), 4 * a.size()).ok());
+    ASSERT_TRUE(system->write_hbm(sim::ChipId{1}, layout.b_address, b.data(), 4 * b.size()).ok());
     auto plan = lower_gemm(system->slice(), 2, s, isa::DEFAULT, layout);  // core 2 is on chip 1
     ASSERT_TRUE(plan.ok()) << plan.status();
     auto run = system->run(plan->program);
     ASSERT_TRUE(run.ok()) << run.status();
     MatrixF c(s.m, s.n);
-    ASSERT_TRUE(system->read_hbm(1, layout.c_address, c.data(), 4 * c.size()).ok());
+    ASSERT_TRUE(system->read_hbm(sim::ChipId{1}, layout.c_address, c.data(), 4 * c.size()).ok());
     EXPECT_LT(sim::max_rel_error(c, sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b)), 2e-6);
   }
 }
@@ -57,8 +57,8 @@ TEST(GemmLowering, TinyVmemTilesMatchEigen) {
   pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
   const MatrixF a = sim::random_uniform(s.m, s.k, 11);
   const MatrixF b = sim::random_uniform(s.k, s.n, 12);
-  ASSERT_TRUE(system->write_hbm(0, layout.a_address, a.data(), 4 * a.size()).ok());
-  ASSERT_TRUE(system->write_hbm(0, layout.b_address, b.data(), 4 * b.size()).ok());
+  ASSERT_TRUE(system->write_hbm(sim::ChipId{0}, layout.a_address, a.data(), 4 * a.size()).ok());
+  ASSERT_TRUE(system->write_hbm(sim::ChipId{0}, layout.b_address, b.data(), 4 * b.size()).ok());
   auto plan = lower_gemm(small, 0, s, isa::DEFAULT, layout);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->tiling.tk, 64u);
@@ -66,7 +66,7 @@ TEST(GemmLowering, TinyVmemTilesMatchEigen) {
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok()) << run.status();
   MatrixF c(s.m, s.n);
-  ASSERT_TRUE(system->read_hbm(0, layout.c_address, c.data(), 4 * c.size()).ok());
+  ASSERT_TRUE(system->read_hbm(sim::ChipId{0}, layout.c_address, c.data(), 4 * c.size()).ok());
   EXPECT_LT(sim::max_rel_error(c, sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b)), 2e-6);
 }
 

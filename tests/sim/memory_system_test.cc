@@ -13,7 +13,7 @@ TEST(MemorySystem, StridedDmaCopiesTheBlockBothWays) {
   auto system = make_system();
   // A 16 x 32 f32 block inside a 16 x 100 row-major HBM matrix (row stride 400 bytes).
   MatrixF big = testing::random_matrix(16, 100, 1);
-  ASSERT_TRUE(system->write_hbm(0, 4096, big.data(), sizeof(float) * big.size()).ok());
+  ASSERT_TRUE(system->write_hbm(ChipId{0}, 4096, big.data(), sizeof(float) * big.size()).ok());
   isa::Program p;
   CoreBuilder c(&p, 1);
   const uint32_t f = c.new_flag();
@@ -23,7 +23,7 @@ TEST(MemorySystem, StridedDmaCopiesTheBlockBothWays) {
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
   MatrixF back(16, 32);
-  ASSERT_TRUE(system->read_hbm(0, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
+  ASSERT_TRUE(system->read_hbm(ChipId{0}, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
   EXPECT_EQ(back, big.block(0, 10, 16, 32));
 }
 
@@ -84,7 +84,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
   // The values: bf16 numbers in f32 words come back bit for bit.
   MatrixF values = testing::random_matrix(8, 64, 3);
   for (float& v : values.reshaped()) v = round_to_bf16(v);
-  ASSERT_TRUE(system->write_hbm(0, 0, values.data(), sizeof(float) * values.size()).ok());
+  ASSERT_TRUE(system->write_hbm(ChipId{0}, 0, values.data(), sizeof(float) * values.size()).ok());
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint32_t f = c.new_flag();
@@ -101,7 +101,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
   c.halt();
   ASSERT_TRUE(system->run(p).ok());
   MatrixF back(8, 64);
-  ASSERT_TRUE(system->read_hbm(0, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
+  ASSERT_TRUE(system->read_hbm(ChipId{0}, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
   EXPECT_EQ(back, values);
 }
 

@@ -152,7 +152,7 @@ TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
     FeedEntry e;
     e.bytes = 4096;
     e.data.assign(4096, 0);
-    ASSERT_TRUE(system->send_infeed(1, std::move(e), ready).ok());
+    ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), ready).ok());
   }
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();

@@ -23,7 +23,7 @@ namespace {
 namespace po = boost::program_options;
 using Matrix = sim::MatrixF;
 
-absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, const Matrix& m,
+absl::Status write_matrix(sim::System& system, sim::ChipId chip, uint64_t address, const Matrix& m,
                           isa::DType dtype) {
   if (dtype == isa::F32) return system.write_hbm(chip, address, m.data(), sizeof(float) * m.size());
   std::vector<uint16_t> half(static_cast<size_t>(m.size()));
@@ -86,7 +86,7 @@ int run_matmul(const std::vector<std::string>& args) {
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   if (core >= (*slice)->cores)
     return usage_error("--core " + std::to_string(core) + " is not a core of the slice", usage);
-  const uint32_t chip = core / (*slice)->chip.tensor_cores;
+  const sim::ChipId chip = sim::CoreMap(**slice).chip_of(sim::CoreId{core});
   runtime::GemmLayout layout;
   const uint64_t footprint = runtime::pack_gemm_layout({m, k, n}, dtype, 0, &layout);
   if (footprint > (*slice)->chip.hbm.capacity_bytes) {
