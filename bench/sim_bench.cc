@@ -50,7 +50,7 @@ void BM_GemmTimingOnly(benchmark::State& state) {
     auto run = system.run(plan.program);
     if (!run.ok()) state.SkipWithError("run failed");
     cycles += run->cycles();
-    utilization = system.report(*run)["cores"][0]["mxu_utilization"].get<double>();
+    utilization = system.report(*run).cores.at(0).mxu_utilization;
   }
   state.counters["sim_cycles_per_host_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);

@@ -30,6 +30,7 @@
 #include "sim/core_map.h"
 #include "sim/ids.h"
 #include "sim/isa/isa.pb.h"
+#include "sim/run_report.h"
 #include "sim/stats/stat_group.h"
 #include "sim/units/feed_queue.h"
 #include "traces/sink.h"
@@ -107,9 +108,10 @@ class System {
 
   StatGroup& stats();
   void reset_stats();
-  // Per-core figures of a run: cycles, unit utilisation, MXU utilisation, infeed and outfeed
-  // waits, HBM bytes and achieved bandwidth, VMEM high-water mark.
-  nlohmann::ordered_json report(const RunResult& run);
+  // The figures of `run`, the last run (sim/run_report.h): per core its cycles, unit and MXU
+  // utilisation, feed waits, VMEM high-water mark and per-op profile; per chip its HBM bytes and
+  // achieved bandwidth and its ops. report(run).to_json() for a dump.
+  RunReport report(const RunResult& run);
 
  private:
   System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);

@@ -98,7 +98,7 @@ TEST(GemmLowering, LargeGemmKeepsTheMxusBusy) {
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok());
   // Ideal: 2048^3 MACs / (2 MXUs x 128 x 128 per cycle) = 262,144 cycles.
-  EXPECT_GT(system->report(*run)["cores"][0]["mxu_utilization"].get<double>(), 0.97);
+  EXPECT_GT(system->report(*run).cores.at(0).mxu_utilization, 0.97);
   EXPECT_LT(run->cycles(), 262144u * 103 / 100);
 }
 
@@ -120,10 +120,10 @@ TEST(GemmLowering, NarrowGemmSplitsRowsOverTheMxus) {
   EXPECT_EQ(rows_per_mxu[1], 8u * 4 * 512);
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok());
-  const nlohmann::ordered_json report = system->report(*run);
+  const sim::RunReport report = system->report(*run);
   // Measured: 0.33 of the 2 x 128 x 128 peak (the array is half used at 64 columns, and A
   // streams from HBM at 16 MACs per byte); with the rows on one MXU it was 0.22.
-  EXPECT_GT(report["cores"][0]["mxu_utilization"].get<double>(), 0.3);
+  EXPECT_GT(report.cores.at(0).mxu_utilization, 0.3);
 }
 
 }  // namespace

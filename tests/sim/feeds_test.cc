@@ -71,8 +71,7 @@ TEST(Feeds, LateHostBatchIsCountedAsInfeedWait) {
   ASSERT_TRUE(system->send_infeed(CoreId{1}, entry_of(batch), 20000).ok());
   auto run = system->run(doubling_loop(1));
   ASSERT_TRUE(run.ok()) << run.status();
-  const auto report = system->report(*run);
-  const uint64_t waited = report["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t waited = system->report(*run).cores.at(0).infeed_wait_cycles;
   // The dequeue issues at cycle 0 (the loop itself takes no issue slot) and the batch lands at
   // 20000 + 1181 = 21181.
   EXPECT_EQ(waited, 21181u);
@@ -90,8 +89,7 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   }
   auto slow = system->run(doubling_loop(4));
   ASSERT_TRUE(slow.ok()) << slow.status();
-  const uint64_t slow_wait =
-      system->report(*slow)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t slow_wait = system->report(*slow).cores.at(0).infeed_wait_cycles;
   EXPECT_GT(slow_wait, 3 * 45000u);
 
   const uint64_t now = system->now_cycle();
@@ -102,8 +100,7 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   }
   auto fast = system->run(doubling_loop(4));
   ASSERT_TRUE(fast.ok()) << fast.status();
-  const uint64_t fast_wait =
-      system->report(*fast)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t fast_wait = system->report(*fast).cores.at(0).infeed_wait_cycles;
   // Only the first batch's transfer (1181 cycles) is waited for in full; the queue of 4 holds
   // the rest, which cross the link while the device works.
   EXPECT_LT(fast_wait, 4 * 1181u);

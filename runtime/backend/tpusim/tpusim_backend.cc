@@ -407,28 +407,27 @@ class TpusimBackend final : public Backend {
     t.simulated = true;
     t.cycles = run.cycles();
     t.seconds = static_cast<double>(t.cycles) / system.clock().frequency_hz();
-    const auto report = system.report(run);
+    const sim::RunReport report = system.report(run);
     const config::SliceSpec& slice = system.slice();
     const double hz = system.clock().frequency_hz();
-    for (const auto& core : report["cores"]) {
-      if (core["shadow"].get<bool>()) continue;
-      t.infeed_wait_cycles.push_back(core["infeed_wait_cycles"].get<uint64_t>());
-      t.mxu_utilization.push_back(core["mxu_utilization"].get<double>());
+    for (const sim::CoreReport& core : report.cores) {
+      if (core.shadow) continue;
+      t.infeed_wait_cycles.push_back(core.infeed_wait_cycles);
+      t.mxu_utilization.push_back(core.mxu_utilization);
     }
-    // Chip 0's ops: its cores' work, each op's time from its first start on either core to its
-    // last end on either (sim/stats/op_profile.h).
-    for (const auto& chip : report["chips"]) {
-      if (chip["chip"].get<uint32_t>() != 0) continue;
-      for (const auto& op : chip["ops"]) {
+    // Chip 0's ops: its cores' work, each op's time the union of its spans on the chip's cores
+    // (sim/stats/op_profile.h). None when chip 0's HBM moved nothing.
+    if (const sim::ChipReport* chip = report.chip(sim::ChipId{0}); chip != nullptr) {
+      for (const sim::OpFigures& op : chip->ops) {
         OpTiming& o = t.ops.emplace_back();
-        o.label = op["label"].get<std::string>();
-        o.op = op["op"].get<std::string>();
-        o.flops = op["flops"].get<double>();
-        o.mxu_flops = op["mxu_flops"].get<double>();
-        o.hbm_bytes = op["hbm_bytes"].get<double>();
-        o.ici_bytes = op["ici_bytes"].get<double>();
-        o.seconds = static_cast<double>(op["cycles"].get<uint64_t>()) / hz;
-        o.instructions = op["instructions"].get<uint64_t>();
+        o.label = op.label;
+        o.op = op.op;
+        o.flops = op.flops;
+        o.mxu_flops = op.mxu_flops;
+        o.hbm_bytes = op.hbm_bytes;
+        o.ici_bytes = op.ici_bytes;
+        o.seconds = static_cast<double>(op.cycles) / hz;
+        o.instructions = op.instructions;
       }
     }
     t.roofs.peak_flops = slice.chip.peak_bf16_flops;
