@@ -19,6 +19,7 @@ namespace {
 
 using tpusim::runtime::GemmLayout;
 using tpusim::runtime::GemmShape;
+using tpusim::sim::ChipId;
 using Matrix = tpusim::sim::MatrixF;
 
 tpusim::sim::System& shared_system() {
@@ -49,7 +50,7 @@ void BM_GemmTimingOnly(benchmark::State& state) {
     auto run = system.run(plan.program);
     if (!run.ok()) state.SkipWithError("run failed");
     cycles += run->cycles();
-    utilization = system.report(*run)["cores"][0]["mxu_utilization"].get<double>();
+    utilization = system.report(*run).cores.at(0).mxu_utilization;
   }
   state.counters["sim_cycles_per_host_s"] =
       benchmark::Counter(static_cast<double>(cycles), benchmark::Counter::kIsRate);
@@ -75,12 +76,12 @@ void BM_GemmNumerics(benchmark::State& state) {
     b = tpusim::sim::rounded_to_bf16(b);
     std::vector<uint16_t> half(static_cast<size_t>(a.size()));
     for (size_t i = 0; i < half.size(); ++i) half[i] = tpusim::sim::f32_to_bf16_bits(a.data()[i]);
-    (void)system.write_hbm(0, layout.a_address, half.data(), 2 * half.size());
+    (void)system.write_hbm(ChipId{0}, layout.a_address, half.data(), 2 * half.size());
     for (size_t i = 0; i < half.size(); ++i) half[i] = tpusim::sim::f32_to_bf16_bits(b.data()[i]);
-    (void)system.write_hbm(0, layout.b_address, half.data(), 2 * half.size());
+    (void)system.write_hbm(ChipId{0}, layout.b_address, half.data(), 2 * half.size());
   } else {
-    (void)system.write_hbm(0, layout.a_address, a.data(), 4 * a.size());
-    (void)system.write_hbm(0, layout.b_address, b.data(), 4 * b.size());
+    (void)system.write_hbm(ChipId{0}, layout.a_address, a.data(), 4 * a.size());
+    (void)system.write_hbm(ChipId{0}, layout.b_address, b.data(), 4 * b.size());
   }
   // Steady state: one untimed run of each first (the model allocates its memories, Eigen its
   // packing buffers), and Eigen writes into a preallocated result as the model does.

@@ -5,62 +5,21 @@
 #include <systemc>
 
 #include "common/strings.h"
-#include "sim/chip/chip.h"
-#include "sim/chip/host_infeed.h"
 #include "sim/isa/validator.h"
-#include "sim/net/collective_engine.h"
+#include "sim/slice_model.h"
 #include "sim/timing/mxu_policy.h"
 
 namespace tpusim::sim {
-
-// The top-level SystemC module: the chips of the slice.
-class SliceModel : public sc_core::sc_module {
- public:
-  SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
-             const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
-             std::function<void(const std::string&)> fail)
-      : sc_module(name) {
-    numerics = std::make_unique<NumericsWorker>(slice.cores, options.numerics_thread);
-    collectives = std::make_unique<CollectiveEngine>("collectives", slice, clock, stats, fail);
-    if (options.sink != nullptr) collectives->observe(options.sink);
-    const ModelSettings settings{
-        &slice,       &clock,          options.timing_only, options.mxu_policy,
-        options.sink, std::move(fail), collectives.get(),   numerics.get()};
-    std::vector<CollectiveEngine::CoreHbm> hbm;
-    for (uint32_t c = 0; c < slice.chips; ++c) {
-      chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
-      for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
-        CoreContext& ctx = chips.back()->core(k).context();
-        hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth, &ctx.shadow});
-      }
-    }
-    collectives->set_hbm(std::move(hbm));
-    collectives->set_numerics(numerics.get());
-    std::vector<HostLink*> links;
-    for (auto& chip : chips) links.push_back(&chip->host_link());
-    for (uint32_t h = 0; h < std::max<uint32_t>(slice.hosts, 1); ++h) {
-      infeeds.push_back(std::make_unique<HostInfeed>(
-          (h == 0 ? std::string("host_infeed") : str_cat("host", h, "_infeed")).c_str(), clock,
-          links, slice.chip.tensor_cores));
-    }
-  }
-  // The worker's jobs use the chips' units: finish them first.
-  ~SliceModel() override { numerics->drain(); }
-  Core& core(uint32_t global, uint32_t cores_per_chip) {
-    return chips[global / cores_per_chip]->core(global % cores_per_chip);
-  }
-  std::unique_ptr<NumericsWorker> numerics;
-  std::unique_ptr<CollectiveEngine> collectives;
-  std::vector<std::unique_ptr<Chip>> chips;
-  std::vector<std::unique_ptr<HostInfeed>> infeeds;  // one per host
-};
 
 namespace {
 bool g_elaborated = false;  // SystemC elaborates once per process
 }
 
 System::System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options)
-    : slice_(std::move(slice)), options_(std::move(options)), clock_(slice_->chip.core.clock_hz) {}
+    : slice_(std::move(slice)),
+      options_(std::move(options)),
+      core_map_(*slice_),
+      clock_(slice_->chip.core.clock_hz) {}
 
 System::~System() = default;
 
@@ -152,25 +111,27 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   program_ = &program;
   stats_->reset();
   model_->collectives->begin_run();
-  const uint32_t per_chip = slice_->chip.tensor_cores;
   const uint64_t start = now_cycle();
-  for (uint32_t c = 0; c < slice_->cores; ++c) {
-    model_->core(c, per_chip).context().ops.reset({});
-    model_->core(c, per_chip).context().hbm_mirrors.clear();
-    model_->core(c, per_chip).context().shadow = false;
+  for (uint32_t c = 0; c < core_map_.cores(); ++c) {
+    CoreContext& ctx = model_->core(CoreId{c}).context();
+    ctx.ops.reset({});
+    ctx.hbm_mirrors.clear();
+    ctx.shadow = false;
   }
   for (const auto& stream : program_->cores()) {
-    model_->core(stream.core(), per_chip).context().shadow = stream.shadow();
+    const CoreId core{stream.core()};
+    model_->core(core).context().shadow = stream.shadow();
     if (!stream.shadow()) continue;
-    model_->core(stream.stands_for(), per_chip)
+    model_->core(CoreId{stream.stands_for()})
         .context()
-        .hbm_mirrors.push_back(&model_->chips[stream.core() / per_chip]->hbm_timing());
+        .hbm_mirrors.push_back(&model_->chip(core_map_.chip_of(core)).hbm_timing());
   }
   for (const auto& stream : program_->cores()) {
     std::vector<OpFigures> origins;
     for (const isa::Origin& o : stream.origins()) origins.push_back({o.label(), o.op()});
-    model_->core(stream.core(), per_chip).context().ops.reset(std::move(origins));
-    Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
+    Core& core = model_->core(CoreId{stream.core()});
+    core.context().ops.reset(std::move(origins));
+    Sequencer& seq = core.sequencer();
     seq.load(&stream, program_->step_base());
     seq.start();
   }
@@ -196,14 +157,14 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     failure_ = run_error_;
     return absl::FailedPreconditionError(run_error_);
   }
-  for (uint32_t core = 0; core < slice_->cores; ++core)
-    model_->core(core, per_chip).flush_trace_counters();
+  for (uint32_t core = 0; core < core_map_.cores(); ++core)
+    model_->core(CoreId{core}).flush_trace_counters();
   model_->collectives->flush_trace_counters();
   RunResult result;
   result.start_cycle = start;
   result.end_cycle = start;
   for (const auto& stream : program_->cores()) {
-    Sequencer& seq = model_->core(stream.core(), per_chip).sequencer();
+    Sequencer& seq = model_->core(CoreId{stream.core()}).sequencer();
     // Events are left, but none before the horizon: the run would go past it.
     if (seq.running() && sc_core::sc_pending_activity()) {
       failure_ = "time horizon";
@@ -213,7 +174,8 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
       failure_ = "deadlock";
       return absl::DeadlineExceededError(deadlock_diagnosis(*program_));
     }
-    result.cores.push_back(CoreRun{stream.core(), seq.end_cycle() - start, stream.shadow()});
+    result.cores.push_back(
+        CoreRun{CoreId{stream.core()}, seq.end_cycle() - start, stream.shadow()});
     result.end_cycle = std::max(result.end_cycle, seq.end_cycle());
   }
   return result;
@@ -235,15 +197,14 @@ std::string System::deadlock_diagnosis(const isa::Program& program) {
 }
 
 std::vector<std::string> System::blocked_lines(const isa::Program& program) {
-  const uint32_t per_chip = slice_->chip.tensor_cores;
   std::vector<std::string> lines;
   for (const auto& stream : program.cores()) {
-    Core& core = model_->core(stream.core(), per_chip);
+    const CoreId id{stream.core()};
+    Core& core = model_->core(id);
     if (!core.sequencer().running()) continue;
     for (const std::string& b : core.blocked())
       lines.push_back(str_cat("core ", stream.core(), ": ", b));
-    const size_t pending =
-        model_->chips[stream.core() / per_chip]->host_link().pending_for(stream.core() % per_chip);
+    const size_t pending = model_->host_link_of(id).pending_for(core_map_.core_on_chip(id));
     if (core.infeed_unit().blocked_on().size() > 0) {
       lines.push_back(str_cat("core ", stream.core(), ": the host has ", pending,
                               " infeed batch(es) pending for it"));
@@ -266,51 +227,50 @@ absl::Status range_error(const char* what, uint64_t address, uint64_t size, uint
 }
 }  // namespace
 
-absl::Status System::write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size) {
-  if (chip >= slice_->chips) return absl::OutOfRangeError(str_cat("no chip ", chip));
-  Memory& hbm = model_->chips[chip]->hbm();
+absl::Status System::write_hbm(ChipId chip, uint64_t address, const void* data, uint64_t size) {
+  if (!core_map_.contains(chip)) return absl::OutOfRangeError(str_cat("no chip ", index(chip)));
+  Memory& hbm = model_->chip(chip).hbm();
   if (address + size > hbm.capacity()) return range_error("HBM", address, size, hbm.capacity());
   hbm.write(address, data, size);
   return absl::OkStatus();
 }
 
-absl::Status System::read_hbm(uint32_t chip, uint64_t address, void* data, uint64_t size) {
-  if (chip >= slice_->chips) return absl::OutOfRangeError(str_cat("no chip ", chip));
-  Memory& hbm = model_->chips[chip]->hbm();
+absl::Status System::read_hbm(ChipId chip, uint64_t address, void* data, uint64_t size) {
+  if (!core_map_.contains(chip)) return absl::OutOfRangeError(str_cat("no chip ", index(chip)));
+  Memory& hbm = model_->chip(chip).hbm();
   if (address + size > hbm.capacity()) return range_error("HBM", address, size, hbm.capacity());
   hbm.read(address, data, size);
   return absl::OkStatus();
 }
 
-absl::Status System::write_vmem(uint32_t core, uint64_t address, const void* data, uint64_t size) {
-  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
-  Memory& vmem = model_->core(core, slice_->chip.tensor_cores).vmem();
+absl::Status System::write_vmem(CoreId core, uint64_t address, const void* data, uint64_t size) {
+  if (!core_map_.contains(core)) return absl::OutOfRangeError(str_cat("no core ", index(core)));
+  Memory& vmem = model_->core(core).vmem();
   if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
   vmem.write(address, data, size);
-  model_->core(core, slice_->chip.tensor_cores).context().note_vmem_write(address, address + size);
+  model_->core(core).context().note_vmem_write(address, address + size);
   return absl::OkStatus();
 }
 
-absl::Status System::read_vmem(uint32_t core, uint64_t address, void* data, uint64_t size) {
-  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
-  Memory& vmem = model_->core(core, slice_->chip.tensor_cores).vmem();
+absl::Status System::read_vmem(CoreId core, uint64_t address, void* data, uint64_t size) {
+  if (!core_map_.contains(core)) return absl::OutOfRangeError(str_cat("no core ", index(core)));
+  Memory& vmem = model_->core(core).vmem();
   if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
   vmem.read(address, data, size);
   return absl::OkStatus();
 }
 
-absl::Status System::send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_cycle) {
-  if (core >= slice_->cores) return absl::OutOfRangeError(str_cat("no core ", core));
-  const uint32_t per_chip = slice_->chip.tensor_cores;
-  model_->chips[core / per_chip]->host_link().send(core % per_chip, std::move(entry), ready_cycle);
+absl::Status System::send_infeed(CoreId core, FeedEntry entry, uint64_t ready_cycle) {
+  if (!core_map_.contains(core)) return absl::OutOfRangeError(str_cat("no core ", index(core)));
+  model_->host_link_of(core).send(core_map_.core_on_chip(core), std::move(entry), ready_cycle);
   return absl::OkStatus();
 }
 
 absl::Status System::queue_infeed_step(InfeedStep step) {
   for (const auto& [core, entry] : step.entries) {
-    if (core >= slice_->cores) {
-      return absl::OutOfRangeError(str_cat("infeed step ", step.index, ": no core ", core, " (",
-                                           slice_->name, " has ", slice_->cores, ")"));
+    if (!core_map_.contains(core)) {
+      return absl::OutOfRangeError(str_cat("infeed step ", step.index, ": no core ", index(core),
+                                           " (", slice_->name, " has ", slice_->cores, ")"));
     }
   }
   if (step.host >= model_->infeeds.size()) {
@@ -322,85 +282,14 @@ absl::Status System::queue_infeed_step(InfeedStep step) {
   return absl::OkStatus();
 }
 
-std::vector<FeedEntry> System::take_outfeed(uint32_t core) {
-  if (core >= slice_->cores) return {};
-  const uint32_t per_chip = slice_->chip.tensor_cores;
-  return model_->chips[core / per_chip]->host_link().take_outbox(core % per_chip);
+std::vector<FeedEntry> System::take_outfeed(CoreId core) {
+  if (!core_map_.contains(core)) return {};
+  return model_->host_link_of(core).take_outbox(core_map_.core_on_chip(core));
 }
 
 StatGroup& System::stats() { return *stats_; }
 
 void System::reset_stats() { stats_->reset(); }
-
-namespace {
-
-nlohmann::ordered_json op_figures_json(const std::vector<OpFigures>& figures) {
-  nlohmann::ordered_json ops = nlohmann::ordered_json::array();
-  for (const OpFigures& f : figures) {
-    ops.push_back({{"label", f.label},
-                   {"op", f.op},
-                   {"flops", f.flops},
-                   {"mxu_flops", f.mxu_flops},
-                   {"hbm_bytes", f.hbm_bytes},
-                   {"ici_bytes", f.ici_bytes},
-                   {"cycles", f.cycles},
-                   {"instructions", f.instructions}});
-  }
-  return ops;
-}
-
-}  // namespace
-
-nlohmann::ordered_json System::report(const RunResult& run) {
-  const uint32_t per_chip = slice_->chip.tensor_cores;
-  const config::CoreSpec& spec = slice_->chip.core;
-  const double cycles = static_cast<double>(run.cycles());
-  nlohmann::ordered_json cores = nlohmann::ordered_json::array();
-  for (const CoreRun& cr : run.cores) {
-    Core& core = model_->core(cr.core, per_chip);
-    const double core_cycles = static_cast<double>(cr.cycles);
-    double macs = 0;
-    nlohmann::ordered_json units = nlohmann::ordered_json::object();
-    const auto group = core.stats().to_json();
-    for (auto it = group.begin(); it != group.end(); ++it) {
-      if (!it.value().contains("busy_cycles")) continue;
-      const double busy = it.value()["busy_cycles"].get<double>();
-      units[it.key()] = {{"busy_cycles", busy},
-                         {"stall_cycles", it.value()["stall_cycles"]},
-                         {"utilization", core_cycles > 0 ? busy / core_cycles : 0.0}};
-    }
-    for (const MxuUnit* m : core.mxus()) macs += static_cast<double>(m->macs());
-    const double peak_macs =
-        static_cast<double>(spec.mxu_count) * spec.mxu_rows * spec.mxu_cols * core_cycles;
-    const nlohmann::ordered_json ops = op_figures_json(core.context().ops.figures());
-    cores.push_back({{"core", cr.core},
-                     {"shadow", cr.shadow},
-                     {"cycles", cr.cycles},
-                     {"mxu_utilization", peak_macs > 0 ? macs / peak_macs : 0.0},
-                     {"infeed_wait_cycles", core.infeed_unit().wait_cycles()},
-                     {"outfeed_wait_cycles", core.outfeed_unit().wait_cycles()},
-                     {"vmem_high_water_bytes", core.context().vmem_high_water},
-                     {"units", units},
-                     {"ops", ops}});
-  }
-  nlohmann::ordered_json chips = nlohmann::ordered_json::array();
-  const double seconds = cycles / clock_.frequency_hz();
-  for (uint32_t c = 0; c < slice_->chips; ++c) {
-    const double bytes = model_->chips[c]->hbm_timing().bytes_served();
-    if (bytes == 0) continue;
-    std::vector<std::vector<OpFigures>> chip_cores;
-    for (const CoreRun& cr : run.cores) {
-      if (cr.core / per_chip == c)
-        chip_cores.push_back(model_->core(cr.core, per_chip).context().ops.figures());
-    }
-    chips.push_back({{"chip", c},
-                     {"hbm_bytes", bytes},
-                     {"hbm_achieved_bytes_per_s", seconds > 0 ? bytes / seconds : 0.0},
-                     {"hbm_peak_bytes_per_s", slice_->chip.hbm.bandwidth_bytes_per_s},
-                     {"ops", op_figures_json(chip_figures(chip_cores))}});
-  }
-  return {{"cycles", run.cycles()}, {"seconds", seconds}, {"cores", cores}, {"chips", chips}};
-}
 
 }  // namespace tpusim::sim
 

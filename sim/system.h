@@ -4,9 +4,12 @@
 // need another config run in their own process (gtest_discover_tests does this).
 //
 //   auto system = System::create(slice, {.mxu_policy = "tpu"});
-//   (*system)->write_hbm(0, a_address, a.data(), a_bytes);
+//   (*system)->write_hbm(ChipId{0}, a_address, a.data(), a_bytes);
 //   auto result = (*system)->run(program);   // validated first; cycles per core
-//   (*system)->read_hbm(0, c_address, c.data(), c_bytes);
+//   (*system)->read_hbm(ChipId{0}, c_address, c.data(), c_bytes);
+//
+// Chips and cores are named by their strong ids (sim/ids.h); core_map() says which chip a core
+// is on.
 //
 // A run ends when every core the program names has halted and every unit is idle. If the
 // simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
@@ -24,7 +27,10 @@
 #include "configs/slice_spec.h"
 #include "sim/chip/infeed_step.h"
 #include "sim/clock.h"
+#include "sim/core_map.h"
+#include "sim/ids.h"
 #include "sim/isa/isa.pb.h"
+#include "sim/run_report.h"
 #include "sim/stats/stat_group.h"
 #include "sim/units/feed_queue.h"
 #include "traces/sink.h"
@@ -41,7 +47,7 @@ struct SystemOptions {
 };
 
 struct CoreRun {
-  uint32_t core = 0;
+  CoreId core{};
   uint64_t cycles = 0;  // from the run's start to this core's halt
   bool shadow = false;  // ran a folded replica's collectives only (isa CoreProgram.shadow)
 };
@@ -66,6 +72,8 @@ class System {
   const config::SliceSpec& slice() const { return *slice_; }
   const SystemOptions& options() const { return options_; }
   const ClockDomain& clock() const { return clock_; }
+  // Which chip each core is on (the slice's numbering).
+  const CoreMap& core_map() const { return core_map_; }
   uint64_t now_cycle() const;
 
   // Between runs: switch numerics off or on, or the MXU timing policy (a name from
@@ -81,26 +89,29 @@ class System {
   // (not copied: a pod's program is hundreds of MB) and not kept after.
   absl::StatusOr<RunResult> run(const isa::Program& program);
 
-  absl::Status write_hbm(uint32_t chip, uint64_t address, const void* data, uint64_t size);
-  absl::Status read_hbm(uint32_t chip, uint64_t address, void* data, uint64_t size);
-  absl::Status write_vmem(uint32_t core, uint64_t address, const void* data, uint64_t size);
-  absl::Status read_vmem(uint32_t core, uint64_t address, void* data, uint64_t size);
+  // Between runs: bytes [address, address + size) of a chip's HBM or a core's VMEM. OutOfRange
+  // when the chip or core is not the slice's or the range passes the memory's capacity.
+  absl::Status write_hbm(ChipId chip, uint64_t address, const void* data, uint64_t size);
+  absl::Status read_hbm(ChipId chip, uint64_t address, void* data, uint64_t size);
+  absl::Status write_vmem(CoreId core, uint64_t address, const void* data, uint64_t size);
+  absl::Status read_vmem(CoreId core, uint64_t address, void* data, uint64_t size);
 
   // A host batch for `core`'s infeed queue, ready to cross the host link at `ready_cycle`
   // (absolute; now_cycle() or later). `entry.data` may be empty in timing-only runs.
-  absl::Status send_infeed(uint32_t core, FeedEntry entry, uint64_t ready_cycle);
+  absl::Status send_infeed(CoreId core, FeedEntry entry, uint64_t ready_cycle);
   // A step's host batches for the infeed thread of host `step.host` (sim/chip/host_infeed.h;
   // each host has one), which takes its steps in order, each when the host has it ready and the
   // previous one is in its cores' infeed queues, and tells `step.feed` when.
   absl::Status queue_infeed_step(InfeedStep step);
   // Outfeed entries that reached the host from `core`, oldest first.
-  std::vector<FeedEntry> take_outfeed(uint32_t core);
+  std::vector<FeedEntry> take_outfeed(CoreId core);
 
   StatGroup& stats();
   void reset_stats();
-  // Per-core figures of a run: cycles, unit utilisation, MXU utilisation, infeed and outfeed
-  // waits, HBM bytes and achieved bandwidth, VMEM high-water mark.
-  nlohmann::ordered_json report(const RunResult& run);
+  // The figures of `run`, the last run (sim/run_report.h): per core its cycles, unit and MXU
+  // utilisation, feed waits, VMEM high-water mark and per-op profile; per chip its HBM bytes and
+  // achieved bandwidth and its ops. report(run).to_json() for a dump.
+  RunReport report(const RunResult& run);
 
  private:
   System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
@@ -112,14 +123,15 @@ class System {
 
   std::shared_ptr<const config::SliceSpec> slice_;
   SystemOptions options_;
+  CoreMap core_map_;
   ClockDomain clock_;
   std::unique_ptr<StatGroup> stats_;
   std::unique_ptr<SliceModel> model_;
   // The program being run (units point into it): the caller's, alive for the whole of run(),
   // which does not copy it (a pod's program is hundreds of MB).
   const isa::Program* program_ = nullptr;
-  std::string failure_;                    // set when a run failed and the System is unusable
-  std::string run_error_;                  // set by a unit during a run
+  std::string failure_;    // set when a run failed and the System is unusable
+  std::string run_error_;  // set by a unit during a run
 };
 
 }  // namespace tpusim::sim

@@ -1,6 +1,7 @@
 #include "sim/chip/chip.h"
 
 #include "common/strings.h"
+#include "sim/core_map.h"
 
 namespace tpusim::sim {
 
@@ -20,11 +21,12 @@ Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, u
                   settings.slice->chip.hbm.interleave_bytes,
                   settings.slice->chip.hbm.latency_s * settings.clock->frequency_hz()) {
   const config::SliceSpec& slice = *settings.slice;
+  const CoreMap map(slice);
   std::vector<Core*> cores;
   for (uint32_t c = 0; c < slice.chip.tensor_cores; ++c) {
     CoreOptions co;
     co.settings = settings;
-    co.core = chip * slice.chip.tensor_cores + c;
+    co.core = index(map.core(ChipId{chip}, c));
     co.chip = chip;
     co.core_on_chip = c;
     co.hbm = &hbm_;

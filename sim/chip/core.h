@@ -28,6 +28,9 @@ class Core : public sc_core::sc_module {
   Memory& vmem() { return vmem_; }
   FeedQueue& infeed() { return infeed_; }
   FeedQueue& outfeed() { return outfeed_; }
+  // Every unit of the core, in the order they were built: DMA engines, MXUs, the vector unit,
+  // infeed, outfeed, the collective unit (not the sequencer).
+  const std::vector<std::unique_ptr<Unit>>& units() const { return units_; }
   const std::vector<MxuUnit*>& mxus() const { return mxus_; }
   InfeedUnit& infeed_unit() { return *infeed_unit_; }
   OutfeedUnit& outfeed_unit() { return *outfeed_unit_; }

@@ -3,8 +3,8 @@
 namespace tpusim::sim {
 
 HostInfeed::HostInfeed(const sc_core::sc_module_name& name, const ClockDomain& clock,
-                       std::vector<HostLink*> links, uint32_t cores_per_chip)
-    : sc_module(name), clock_(clock), links_(std::move(links)), cores_per_chip_(cores_per_chip) {
+                       std::vector<HostLink*> links, const CoreMap& map)
+    : sc_module(name), clock_(clock), links_(std::move(links)), map_(map) {
   SC_THREAD(run);
 }
 
@@ -30,7 +30,8 @@ void HostInfeed::run() {
     if (step.feed) step.feed->taken(step.index, taken);
     outstanding_ = step.entries.size();
     for (auto& [core, entry] : step.entries) {
-      links_[core / cores_per_chip_]->send(core % cores_per_chip_, std::move(entry), taken, [this] {
+      HostLink& link = *links_[index(map_.chip_of(core))];
+      link.send(map_.core_on_chip(core), std::move(entry), taken, [this] {
         if (--outstanding_ == 0) delivered_.notify();
       });
     }

@@ -19,16 +19,17 @@
 #include "sim/chip/host_link.h"
 #include "sim/chip/infeed_step.h"
 #include "sim/clock.h"
+#include "sim/core_map.h"
 
 namespace tpusim::sim {
 
 class HostInfeed : public sc_core::sc_module {
  public:
   SC_HAS_PROCESS(HostInfeed);
-  // `links`: each chip's host link (every chip of the slice); global core c is core
-  // c % cores_per_chip of chip c / cores_per_chip.
+  // `links`: each chip's host link (every chip of the slice), indexed by chip; `map` says which
+  // chip's link carries a core's entries.
   HostInfeed(const sc_core::sc_module_name& name, const ClockDomain& clock,
-             std::vector<HostLink*> links, uint32_t cores_per_chip);
+             std::vector<HostLink*> links, const CoreMap& map);
 
   void queue(InfeedStep step);
   // Steps not yet taken, and whether the thread is waiting for a taken step's transfers.
@@ -41,7 +42,7 @@ class HostInfeed : public sc_core::sc_module {
 
   const ClockDomain& clock_;
   std::vector<HostLink*> links_;
-  uint32_t cores_per_chip_;
+  CoreMap map_;
   std::deque<InfeedStep> steps_;
   sc_core::sc_event queued_;
   size_t outstanding_ = 0;  // entries of the taken step not yet in their infeed queues

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/ids.h"
 #include "sim/units/feed_queue.h"
 
 namespace tpusim::sim {
@@ -22,8 +23,8 @@ class HostFeed {
 };
 
 struct InfeedStep {
-  // (global core, entry) in the order they cross their chips' links.
-  std::vector<std::pair<uint32_t, FeedEntry>> entries;
+  // (core, entry) in the order they cross their chips' links.
+  std::vector<std::pair<CoreId, FeedEntry>> entries;
   std::shared_ptr<HostFeed> feed;  // null: ready at `ready_cycle`
   uint64_t index = 0;              // the step's number for `feed`
   uint64_t ready_cycle = 0;

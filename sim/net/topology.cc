@@ -5,16 +5,14 @@
 namespace tpusim::sim {
 
 Topology::Topology(const config::SliceSpec& slice)
-    : shape_(slice.topology.shape),
-      torus_(slice.topology.torus),
-      chips_(slice.chips),
-      cores_per_chip_(slice.chip.tensor_cores) {
+    : shape_(slice.topology.shape), torus_(slice.topology.torus), map_(slice) {
   const LinkSpec ici{slice.chip.ici.link_bandwidth_bytes_per_s, slice.chip.ici.hop_latency_s};
   const LinkSpec core{slice.chip.ici.core_link_bytes_per_s, slice.chip.ici.core_link_latency_s};
-  ici_links_ = chips_ * static_cast<uint32_t>(shape_.size()) * 2;
+  const uint32_t per_chip = map_.cores_per_chip();
+  ici_links_ = chips() * static_cast<uint32_t>(shape_.size()) * 2;
   links_.assign(ici_links_, ici);
-  links_.resize(ici_links_ + chips_ * cores_per_chip_ * cores_per_chip_, core);
-  grid_x_ = (shape_.empty() ? 1 : shape_[0]) * cores_per_chip_;
+  links_.resize(ici_links_ + chips() * per_chip * per_chip, core);
+  grid_x_ = (shape_.empty() ? 1 : shape_[0]) * per_chip;
   grid_y_ = cores() / grid_x_;
 }
 
@@ -32,7 +30,8 @@ uint32_t Topology::ici_link(uint32_t chip, uint32_t dim, bool positive) const {
 }
 
 uint32_t Topology::core_link(uint32_t chip, uint32_t from_core, uint32_t to_core) const {
-  return ici_links_ + (chip * cores_per_chip_ + from_core) * cores_per_chip_ + to_core;
+  const uint32_t per_chip = map_.cores_per_chip();
+  return ici_links_ + (chip * per_chip + from_core) * per_chip + to_core;
 }
 
 std::string Topology::link_name(uint32_t id) const {
@@ -42,22 +41,22 @@ std::string Topology::link_name(uint32_t id) const {
     return str_cat("chip ", id / (dims * 2), " ", (id % 2 == 0) ? "+" : "-",
                    kDims[(id / 2) % dims]);
   }
-  const uint32_t rest = id - ici_links_;
-  return str_cat("chip ", rest / (cores_per_chip_ * cores_per_chip_), " core ",
-                 (rest / cores_per_chip_) % cores_per_chip_, "->", rest % cores_per_chip_);
+  const uint32_t rest = id - ici_links_, per_chip = map_.cores_per_chip();
+  return str_cat("chip ", rest / (per_chip * per_chip), " core ", (rest / per_chip) % per_chip,
+                 "->", rest % per_chip);
 }
 
 uint32_t Topology::link_chip(uint32_t id) const {
   if (id < ici_links_) return id / (static_cast<uint32_t>(shape_.size()) * 2);
-  return (id - ici_links_) / (cores_per_chip_ * cores_per_chip_);
+  return (id - ici_links_) / (map_.cores_per_chip() * map_.cores_per_chip());
 }
 
 std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to, TieBreak ties) const {
   std::vector<uint32_t> links;
   if (from == to) return links;
-  const uint32_t a = from / cores_per_chip_, b = to / cores_per_chip_;
+  const uint32_t a = index(map_.chip_of(CoreId{from})), b = index(map_.chip_of(CoreId{to}));
   if (a == b) {
-    links.push_back(core_link(a, from % cores_per_chip_, to % cores_per_chip_));
+    links.push_back(core_link(a, map_.core_on_chip(CoreId{from}), map_.core_on_chip(CoreId{to})));
     return links;
   }
   std::vector<uint32_t> at = chip_coords(a);
@@ -85,9 +84,11 @@ std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to, TieBreak ties)
 }
 
 uint32_t Topology::core_at(uint32_t gx, uint32_t gy) const {
-  const uint32_t x_chips = grid_x_ / cores_per_chip_;
-  const uint32_t chip = gx / cores_per_chip_ + x_chips * gy;
-  return chip * cores_per_chip_ + gx % cores_per_chip_;
+  // Column gx of the grid is core gx % cores_per_chip of the (gx / cores_per_chip)-th chip along X.
+  const uint32_t per_chip = map_.cores_per_chip();
+  const uint32_t x_chips = grid_x_ / per_chip;
+  const ChipId chip{gx / per_chip + x_chips * gy};
+  return index(map_.core(chip, gx % per_chip));
 }
 
 std::array<uint32_t, 3> Topology::grid_3d() const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "configs/slice_spec.h"
+#include "sim/core_map.h"
 
 namespace tpusim::sim {
 
@@ -33,9 +34,9 @@ class Topology {
  public:
   explicit Topology(const config::SliceSpec& slice);
 
-  uint32_t chips() const { return chips_; }
-  uint32_t cores() const { return chips_ * cores_per_chip_; }
-  uint32_t cores_per_chip() const { return cores_per_chip_; }
+  uint32_t chips() const { return map_.chips(); }
+  uint32_t cores() const { return map_.cores(); }
+  uint32_t cores_per_chip() const { return map_.cores_per_chip(); }
   uint32_t link_count() const { return static_cast<uint32_t>(links_.size()); }
   const LinkSpec& link(uint32_t id) const { return links_[id]; }
   // "chip 3 +x", "chip 0 core 1->0".
@@ -68,8 +69,7 @@ class Topology {
 
   std::vector<uint32_t> shape_;
   bool torus_ = false;
-  uint32_t chips_ = 0;
-  uint32_t cores_per_chip_ = 1;
+  CoreMap map_;
   uint32_t ici_links_ = 0;  // ids below this are ICI links, the rest core links
   std::vector<LinkSpec> links_;
   uint32_t grid_x_ = 1, grid_y_ = 1;

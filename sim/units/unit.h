@@ -29,6 +29,7 @@ class Unit : public sc_core::sc_module {
   std::string blocked_on() const;
 
   uint64_t busy_cycles() const { return busy_cycles_; }
+  uint64_t stall_cycles() const { return stall_cycles_; }
 
  protected:
   // Runs one instruction. On return the unit takes the next one; the instruction's completion

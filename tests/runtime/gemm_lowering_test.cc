@@ -34,14 +34,14 @@ TEST(GemmLowering, EdgeShapesMatchEigen) {
     pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
     const MatrixF a = sim::random_uniform(s.m, s.k, seed++);
     const MatrixF b = sim::random_uniform(s.k, s.n, seed++);
-    ASSERT_TRUE(system->write_hbm(1, layout.a_address, a.data(), 4 * a.size()).ok());
-    ASSERT_TRUE(system->write_hbm(1, layout.b_address, b.data(), 4 * b.size()).ok());
+    ASSERT_TRUE(system->write_hbm(sim::ChipId{1}, layout.a_address, a.data(), 4 * a.size()).ok());
+    ASSERT_TRUE(system->write_hbm(sim::ChipId{1}, layout.b_address, b.data(), 4 * b.size()).ok());
     auto plan = lower_gemm(system->slice(), 2, s, isa::DEFAULT, layout);  // core 2 is on chip 1
     ASSERT_TRUE(plan.ok()) << plan.status();
     auto run = system->run(plan->program);
     ASSERT_TRUE(run.ok()) << run.status();
     MatrixF c(s.m, s.n);
-    ASSERT_TRUE(system->read_hbm(1, layout.c_address, c.data(), 4 * c.size()).ok());
+    ASSERT_TRUE(system->read_hbm(sim::ChipId{1}, layout.c_address, c.data(), 4 * c.size()).ok());
     EXPECT_LT(sim::max_rel_error(c, sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b)), 2e-6);
   }
 }
@@ -57,8 +57,8 @@ TEST(GemmLowering, TinyVmemTilesMatchEigen) {
   pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
   const MatrixF a = sim::random_uniform(s.m, s.k, 11);
   const MatrixF b = sim::random_uniform(s.k, s.n, 12);
-  ASSERT_TRUE(system->write_hbm(0, layout.a_address, a.data(), 4 * a.size()).ok());
-  ASSERT_TRUE(system->write_hbm(0, layout.b_address, b.data(), 4 * b.size()).ok());
+  ASSERT_TRUE(system->write_hbm(sim::ChipId{0}, layout.a_address, a.data(), 4 * a.size()).ok());
+  ASSERT_TRUE(system->write_hbm(sim::ChipId{0}, layout.b_address, b.data(), 4 * b.size()).ok());
   auto plan = lower_gemm(small, 0, s, isa::DEFAULT, layout);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->tiling.tk, 64u);
@@ -66,7 +66,7 @@ TEST(GemmLowering, TinyVmemTilesMatchEigen) {
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok()) << run.status();
   MatrixF c(s.m, s.n);
-  ASSERT_TRUE(system->read_hbm(0, layout.c_address, c.data(), 4 * c.size()).ok());
+  ASSERT_TRUE(system->read_hbm(sim::ChipId{0}, layout.c_address, c.data(), 4 * c.size()).ok());
   EXPECT_LT(sim::max_rel_error(c, sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b)), 2e-6);
 }
 
@@ -98,7 +98,7 @@ TEST(GemmLowering, LargeGemmKeepsTheMxusBusy) {
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok());
   // Ideal: 2048^3 MACs / (2 MXUs x 128 x 128 per cycle) = 262,144 cycles.
-  EXPECT_GT(system->report(*run)["cores"][0]["mxu_utilization"].get<double>(), 0.97);
+  EXPECT_GT(system->report(*run).cores.at(0).mxu_utilization, 0.97);
   EXPECT_LT(run->cycles(), 262144u * 103 / 100);
 }
 
@@ -120,10 +120,10 @@ TEST(GemmLowering, NarrowGemmSplitsRowsOverTheMxus) {
   EXPECT_EQ(rows_per_mxu[1], 8u * 4 * 512);
   auto run = system->run(plan->program);
   ASSERT_TRUE(run.ok());
-  const nlohmann::ordered_json report = system->report(*run);
+  const sim::RunReport report = system->report(*run);
   // Measured: 0.33 of the 2 x 128 x 128 peak (the array is half used at 64 columns, and A
   // streams from HBM at 16 MACs per byte); with the rows on one MXU it was 0.22.
-  EXPECT_GT(report["cores"][0]["mxu_utilization"].get<double>(), 0.3);
+  EXPECT_GT(report.cores.at(0).mxu_utilization, 0.3);
 }
 
 }  // namespace

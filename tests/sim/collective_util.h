@@ -18,10 +18,14 @@ namespace tpusim::sim::testing {
 inline constexpr uint64_t kSrc = 0x1000;
 inline constexpr uint64_t kDst = 0x100000;
 
+// The chip whose HBM holds core `core`'s buffers.
+inline ChipId chip_of(const System& s, uint32_t core) { return s.core_map().chip_of(CoreId{core}); }
+
 // Where core `core`'s buffers live in its chip's HBM: each core of a chip has its own half.
 inline uint64_t base_of(const System& s, uint32_t core) {
-  const uint32_t per_chip = s.slice().chip.tensor_cores;
-  return (core % per_chip) * (s.slice().chip.hbm.capacity_bytes / per_chip);
+  const CoreMap& map = s.core_map();
+  return map.core_on_chip(CoreId{core}) *
+         (s.slice().chip.hbm.capacity_bytes / map.cores_per_chip());
 }
 
 inline std::vector<float> values_of(uint32_t core, uint64_t n) {
@@ -73,12 +77,11 @@ inline Result run_collective(System& s, isa::Collective::Kind kind,
   if (members.empty()) {
     for (uint32_t c = 0; c < s.slice().cores; ++c) members.push_back(c);
   }
-  const uint32_t per_chip = s.slice().chip.tensor_cores;
   const bool values = !s.options().timing_only;
   for (uint32_t core : members) {
     if (values) {
       const std::vector<float> v = values_of(core, n);
-      EXPECT_TRUE(s.write_hbm(core / per_chip, base_of(s, core) + kSrc, v.data(), n * 4).ok());
+      EXPECT_TRUE(s.write_hbm(chip_of(s, core), base_of(s, core) + kSrc, v.data(), n * 4).ok());
     }
     CoreBuilder b(&p, core);
     isa::Collective* c =
@@ -98,7 +101,7 @@ inline Result run_collective(System& s, isa::Collective::Kind kind,
   for (uint32_t core : members) {
     if (!values) break;
     std::vector<float> d(out);
-    EXPECT_TRUE(s.read_hbm(core / per_chip, base_of(s, core) + kDst, d.data(), out * 4).ok());
+    EXPECT_TRUE(s.read_hbm(chip_of(s, core), base_of(s, core) + kDst, d.data(), out * 4).ok());
     r.dst[core] = std::move(d);
   }
   return r;

@@ -12,6 +12,7 @@ namespace tpusim::sim {
 namespace {
 
 using testing::base_of;
+using testing::chip_of;
 using testing::kDst;
 using testing::kSrc;
 using testing::make_system;
@@ -36,7 +37,7 @@ std::vector<isa::CollectivePart> parts_of(System& s, uint32_t core,
     p.set_dst(base_of(s, core) + kDst + i * 0x10000);
     p.set_elements(sizes[i]);
     if (!s.options().timing_only) {
-      EXPECT_TRUE(s.write_hbm(core / 2, p.src(), values.data() + at, sizes[i] * 4).ok());
+      EXPECT_TRUE(s.write_hbm(chip_of(s, core), p.src(), values.data() + at, sizes[i] * 4).ok());
     }
     at += sizes[i];
     parts.push_back(p);
@@ -69,7 +70,7 @@ TEST(CombinedCollective, SumsItsPartsAsOneBufferIntoEachDst) {
   for (uint32_t core : kRing) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       const uint64_t after = base_of(*s, core) + kDst + i * 0x10000 + sizes[i] * 4;
-      ASSERT_TRUE(s->write_hbm(core / 2, after, sentinel.data(), 64).ok());
+      ASSERT_TRUE(s->write_hbm(chip_of(*s, core), after, sentinel.data(), 64).ok());
     }
   }
   auto run = run_combined(*s, sizes);
@@ -80,10 +81,10 @@ TEST(CombinedCollective, SumsItsPartsAsOneBufferIntoEachDst) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       std::vector<float> got(sizes[i]), after(16);
       const uint64_t dst = base_of(*s, core) + kDst + i * 0x10000;
-      ASSERT_TRUE(s->read_hbm(core / 2, dst, got.data(), sizes[i] * 4).ok());
+      ASSERT_TRUE(s->read_hbm(chip_of(*s, core), dst, got.data(), sizes[i] * 4).ok());
       EXPECT_EQ(std::memcmp(got.data(), want.data() + at, sizes[i] * 4), 0)
           << "core " << core << " part " << i;
-      ASSERT_TRUE(s->read_hbm(core / 2, dst + sizes[i] * 4, after.data(), 64).ok());
+      ASSERT_TRUE(s->read_hbm(chip_of(*s, core), dst + sizes[i] * 4, after.data(), 64).ok());
       EXPECT_EQ(after, sentinel) << "core " << core << " after part " << i;
       at += sizes[i];
     }

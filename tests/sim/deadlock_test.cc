@@ -62,7 +62,7 @@ TEST(Deadlock, OutfeedThatNobodyDrainsIsNotADeadlock) {
   c.halt();
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(system->take_outfeed(0).size(), 5u);
+  EXPECT_EQ(system->take_outfeed(CoreId{0}).size(), 5u);
 }
 
 }  // namespace

@@ -51,11 +51,11 @@ TEST(Feeds, DeviceLoopProcessesEveryBatchInOrder) {
   std::vector<MatrixF> batches;
   for (uint32_t i = 0; i < 6; ++i) {
     batches.push_back(testing::random_matrix(8, 128, 10 + i));
-    ASSERT_TRUE(system->send_infeed(1, entry_of(batches.back()), 0).ok());
+    ASSERT_TRUE(system->send_infeed(CoreId{1}, entry_of(batches.back()), 0).ok());
   }
   auto run = system->run(doubling_loop(6));
   ASSERT_TRUE(run.ok()) << run.status();
-  const auto out = system->take_outfeed(1);
+  const auto out = system->take_outfeed(CoreId{1});
   ASSERT_EQ(out.size(), 6u);
   for (size_t i = 0; i < out.size(); ++i) {
     EXPECT_EQ(matrix_of(out[i], 8, 128), batches[i] * 2.0f) << "batch " << i;
@@ -68,11 +68,10 @@ TEST(Feeds, DeviceLoopProcessesEveryBatchInOrder) {
 TEST(Feeds, LateHostBatchIsCountedAsInfeedWait) {
   auto system = make_system();
   const MatrixF batch = testing::random_matrix(8, 128, 3);
-  ASSERT_TRUE(system->send_infeed(1, entry_of(batch), 20000).ok());
+  ASSERT_TRUE(system->send_infeed(CoreId{1}, entry_of(batch), 20000).ok());
   auto run = system->run(doubling_loop(1));
   ASSERT_TRUE(run.ok()) << run.status();
-  const auto report = system->report(*run);
-  const uint64_t waited = report["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t waited = system->report(*run).cores.at(0).infeed_wait_cycles;
   // The dequeue issues at cycle 0 (the loop itself takes no issue slot) and the batch lands at
   // 20000 + 1181 = 21181.
   EXPECT_EQ(waited, 21181u);
@@ -86,24 +85,22 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   for (uint32_t i = 0; i < 4; ++i) {
     FeedEntry e;
     e.bytes = 4096;
-    ASSERT_TRUE(system->send_infeed(1, std::move(e), 50000ull * i).ok());
+    ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), 50000ull * i).ok());
   }
   auto slow = system->run(doubling_loop(4));
   ASSERT_TRUE(slow.ok()) << slow.status();
-  const uint64_t slow_wait =
-      system->report(*slow)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t slow_wait = system->report(*slow).cores.at(0).infeed_wait_cycles;
   EXPECT_GT(slow_wait, 3 * 45000u);
 
   const uint64_t now = system->now_cycle();
   for (uint32_t i = 0; i < 4; ++i) {
     FeedEntry e;
     e.bytes = 4096;
-    ASSERT_TRUE(system->send_infeed(1, std::move(e), now).ok());
+    ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), now).ok());
   }
   auto fast = system->run(doubling_loop(4));
   ASSERT_TRUE(fast.ok()) << fast.status();
-  const uint64_t fast_wait =
-      system->report(*fast)["cores"][0]["infeed_wait_cycles"].get<uint64_t>();
+  const uint64_t fast_wait = system->report(*fast).cores.at(0).infeed_wait_cycles;
   // Only the first batch's transfer (1181 cycles) is waited for in full; the queue of 4 holds
   // the rest, which cross the link while the device works.
   EXPECT_LT(fast_wait, 4 * 1181u);
@@ -137,7 +134,7 @@ InfeedStep step_of(std::shared_ptr<HostFeed> feed, uint64_t index) {
   InfeedStep step;
   FeedEntry e;
   e.bytes = 4096;
-  step.entries.emplace_back(1, std::move(e));
+  step.entries.emplace_back(CoreId{1}, std::move(e));
   step.feed = std::move(feed);
   step.index = index;
   return step;
@@ -188,7 +185,7 @@ TEST(Feeds, EachHostsInfeedThreadTakesItsOwnSteps) {
   for (uint64_t k = 0; k < 4; ++k) {
     InfeedStep mine = step_of(eager, k);
     InfeedStep theirs = step_of(late, k);
-    theirs.entries[0].first = 9;
+    theirs.entries[0].first = CoreId{9};
     theirs.host = 1;
     ASSERT_TRUE(system->queue_infeed_step(std::move(mine)).ok());
     ASSERT_TRUE(system->queue_infeed_step(std::move(theirs)).ok());
@@ -209,7 +206,7 @@ TEST(Feeds, WrongSizedBatchIsAnError) {
   FeedEntry e;
   e.bytes = 100;
   e.data.resize(100);
-  ASSERT_TRUE(system->send_infeed(1, std::move(e), 0).ok());
+  ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), 0).ok());
   auto run = system->run(doubling_loop(1));
   ASSERT_FALSE(run.ok());
   EXPECT_THAT(std::string(run.status().message()),

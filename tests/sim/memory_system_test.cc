@@ -13,7 +13,7 @@ TEST(MemorySystem, StridedDmaCopiesTheBlockBothWays) {
   auto system = make_system();
   // A 16 x 32 f32 block inside a 16 x 100 row-major HBM matrix (row stride 400 bytes).
   MatrixF big = testing::random_matrix(16, 100, 1);
-  ASSERT_TRUE(system->write_hbm(0, 4096, big.data(), sizeof(float) * big.size()).ok());
+  ASSERT_TRUE(system->write_hbm(ChipId{0}, 4096, big.data(), sizeof(float) * big.size()).ok());
   isa::Program p;
   CoreBuilder c(&p, 1);
   const uint32_t f = c.new_flag();
@@ -23,7 +23,7 @@ TEST(MemorySystem, StridedDmaCopiesTheBlockBothWays) {
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
   MatrixF back(16, 32);
-  ASSERT_TRUE(system->read_hbm(0, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
+  ASSERT_TRUE(system->read_hbm(ChipId{0}, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
   EXPECT_EQ(back, big.block(0, 10, 16, 32));
 }
 
@@ -46,9 +46,9 @@ TEST(MemorySystem, BandwidthBoundCopyReachesButNeverExceedsHbmBandwidth) {
   const double achieved = 16.0 * chunk / seconds;
   EXPECT_LE(achieved, 900e9);
   EXPECT_GE(achieved, 0.95 * 900e9);
-  const auto report = system->report(*run);
-  EXPECT_DOUBLE_EQ(report["chips"][0]["hbm_bytes"].get<double>(), 16.0 * chunk);
-  EXPECT_NEAR(report["chips"][0]["hbm_achieved_bytes_per_s"].get<double>(), achieved, 1);
+  const RunReport report = system->report(*run);
+  EXPECT_DOUBLE_EQ(report.chips.at(0).hbm_bytes, 16.0 * chunk);
+  EXPECT_NEAR(report.chips.at(0).hbm_achieved_bytes_per_s, achieved, 1);
 }
 
 // A packed_bf16 DMA moves bf16 values the compiler holds as f32 words: HBM and VMEM are charged
@@ -70,8 +70,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
     c.halt();
     auto run = system->run(p);
     EXPECT_TRUE(run.ok()) << run.status();
-    return std::make_pair(run->cycles(),
-                          system->report(*run)["chips"][0]["hbm_bytes"].get<double>());
+    return std::make_pair(run->cycles(), system->report(*run).chips.at(0).hbm_bytes);
   };
   const auto [whole_cycles, whole_bytes] = copy(false);
   const auto [packed_cycles, packed_bytes] = copy(true);
@@ -84,7 +83,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
   // The values: bf16 numbers in f32 words come back bit for bit.
   MatrixF values = testing::random_matrix(8, 64, 3);
   for (float& v : values.reshaped()) v = round_to_bf16(v);
-  ASSERT_TRUE(system->write_hbm(0, 0, values.data(), sizeof(float) * values.size()).ok());
+  ASSERT_TRUE(system->write_hbm(ChipId{0}, 0, values.data(), sizeof(float) * values.size()).ok());
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint32_t f = c.new_flag();
@@ -101,7 +100,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
   c.halt();
   ASSERT_TRUE(system->run(p).ok());
   MatrixF back(8, 64);
-  ASSERT_TRUE(system->read_hbm(0, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
+  ASSERT_TRUE(system->read_hbm(ChipId{0}, 1 << 20, back.data(), sizeof(float) * back.size()).ok());
   EXPECT_EQ(back, values);
 }
 
@@ -167,10 +166,14 @@ TEST(MemorySystem, DmaOverlapsMxuWork) {
   c.halt();
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
-  const auto units = system->report(*run)["cores"][0]["units"];
-  const double dma =
-      units["dma0"]["busy_cycles"].get<double>() + units["dma1"]["busy_cycles"].get<double>();
-  const double mxu = units["mxu0"]["busy_cycles"].get<double>();
+  const RunReport report = system->report(*run);
+  const CoreReport& core = report.cores.at(0);
+  auto busy = [&core](const char* unit) {
+    EXPECT_NE(core.unit(unit), nullptr) << unit;
+    return core.unit(unit) != nullptr ? static_cast<double>(core.unit(unit)->busy_cycles) : 0.0;
+  };
+  const double dma = busy("dma0") + busy("dma1");
+  const double mxu = busy("mxu0");
   EXPECT_GT(dma, 0);
   EXPECT_GT(mxu, tiles * m - 1);
   EXPECT_LT(static_cast<double>(run->cycles()), dma + mxu);

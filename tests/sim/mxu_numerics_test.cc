@@ -15,9 +15,9 @@ const isa::Block kOut = block(0x200000, kM, kN, isa::F32);
 
 MatrixF run_matmul(System& system, const MatrixF& a, const MatrixF& w, isa::Precision precision,
                    bool accumulate, const MatrixF* initial = nullptr) {
-  testing::put_f32(system, 0, kLhs.address(), a);
-  testing::put_f32(system, 0, kW.address(), w);
-  if (initial != nullptr) testing::put_f32(system, 0, kOut.address(), *initial);
+  testing::put_f32(system, CoreId{0}, kLhs.address(), a);
+  testing::put_f32(system, CoreId{0}, kW.address(), w);
+  if (initial != nullptr) testing::put_f32(system, CoreId{0}, kOut.address(), *initial);
   isa::Program p;
   CoreBuilder c(&p, 0);
   c.load_weights(1, 1, kW);
@@ -25,7 +25,7 @@ MatrixF run_matmul(System& system, const MatrixF& a, const MatrixF& w, isa::Prec
   c.halt();
   auto run = system.run(p);
   EXPECT_TRUE(run.ok()) << run.status();
-  return testing::get_f32(system, 0, kOut.address(), kM, kN);
+  return testing::get_f32(system, CoreId{0}, kOut.address(), kM, kN);
 }
 
 TEST(MxuNumerics, EveryPrecisionAgainstEigen) {
@@ -62,15 +62,15 @@ TEST(MxuNumerics, BfloatInputsInVmemAreUsedAsTheyAre) {
   std::vector<uint16_t> a16(a.size()), w16(w.size());
   for (Eigen::Index i = 0; i < a.size(); ++i) a16[i] = f32_to_bf16_bits(a.data()[i]);
   for (Eigen::Index i = 0; i < w.size(); ++i) w16[i] = f32_to_bf16_bits(w.data()[i]);
-  ASSERT_TRUE(system->write_vmem(0, 0, a16.data(), 2 * a16.size()).ok());
-  ASSERT_TRUE(system->write_vmem(0, 0x100000, w16.data(), 2 * w16.size()).ok());
+  ASSERT_TRUE(system->write_vmem(CoreId{0}, 0, a16.data(), 2 * a16.size()).ok());
+  ASSERT_TRUE(system->write_vmem(CoreId{0}, 0x100000, w16.data(), 2 * w16.size()).ok());
   isa::Program p;
   CoreBuilder c(&p, 0);
   c.load_weights(0, 0, block(0x100000, kK, kN, isa::BF16));
   c.matmul(0, 0, block(0, kM, kK, isa::BF16), kOut, false);
   c.halt();
   ASSERT_TRUE(system->run(p).ok());
-  const MatrixF got = testing::get_f32(*system, 0, kOut.address(), kM, kN);
+  const MatrixF got = testing::get_f32(*system, CoreId{0}, kOut.address(), kM, kN);
   EXPECT_LT(testing::max_rel_error(got, testing::round_bf16(a) * testing::round_bf16(w)), 1e-6f);
 }
 

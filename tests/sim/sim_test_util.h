@@ -29,11 +29,11 @@ inline MatrixF random_matrix(int rows, int cols, uint32_t seed, float scale = 1.
   return random_uniform(rows, cols, seed, scale);
 }
 
-inline void put_f32(System& s, uint32_t core, uint64_t address, const MatrixF& m) {
+inline void put_f32(System& s, CoreId core, uint64_t address, const MatrixF& m) {
   ASSERT_TRUE(s.write_vmem(core, address, m.data(), sizeof(float) * m.size()).ok());
 }
 
-inline MatrixF get_f32(System& s, uint32_t core, uint64_t address, int rows, int cols) {
+inline MatrixF get_f32(System& s, CoreId core, uint64_t address, int rows, int cols) {
   MatrixF m(rows, cols);
   EXPECT_TRUE(s.read_vmem(core, address, m.data(), sizeof(float) * m.size()).ok());
   return m;

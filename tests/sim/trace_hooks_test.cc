@@ -87,27 +87,27 @@ TEST(TraceHooks, ReportProfilesEveryOpFromItsInstructions) {
   EXPECT_EQ(p.cores(0).instructions(4).origin(), 0u);  // the halt
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();
-  const auto report = system->report(*run);
-  const auto& ops = report["cores"][0]["ops"];
+  const RunReport report = system->report(*run);
+  const std::vector<OpFigures>& ops = report.cores.at(0).ops;
   ASSERT_EQ(ops.size(), 3u);
   // load_weights 0..128, the matmul streams 128..384 and its results are out at 638.
-  EXPECT_EQ(ops[0]["label"], "dense/matmul");
-  EXPECT_EQ(ops[0]["op"], "matmul");
-  EXPECT_EQ(ops[0]["flops"].get<double>(), 2.0 * 256 * 128 * 128);
-  EXPECT_EQ(ops[0]["mxu_flops"].get<double>(), 2.0 * 256 * 128 * 128);
-  EXPECT_EQ(ops[0]["hbm_bytes"].get<double>(), 0);
-  EXPECT_EQ(ops[0]["cycles"].get<uint64_t>(), 638u);
-  EXPECT_EQ(ops[0]["instructions"].get<uint64_t>(), 2u);
+  EXPECT_EQ(ops[0].label, "dense/matmul");
+  EXPECT_EQ(ops[0].op, "matmul");
+  EXPECT_EQ(ops[0].flops, 2.0 * 256 * 128 * 128);
+  EXPECT_EQ(ops[0].mxu_flops, 2.0 * 256 * 128 * 128);
+  EXPECT_EQ(ops[0].hbm_bytes, 0);
+  EXPECT_EQ(ops[0].cycles, 638u);
+  EXPECT_EQ(ops[0].instructions, 2u);
   // The relu: one vreg from 638 to 639, its result 8 cycles later (the vector latency).
-  EXPECT_EQ(ops[1]["flops"].get<double>(), 8.0 * 128);
-  EXPECT_EQ(ops[1]["mxu_flops"].get<double>(), 0);  // the vector unit's
-  EXPECT_EQ(ops[1]["cycles"].get<uint64_t>(), 1u + 8u);
+  EXPECT_EQ(ops[1].flops, 8.0 * 128);
+  EXPECT_EQ(ops[1].mxu_flops, 0);  // the vector unit's
+  EXPECT_EQ(ops[1].cycles, 1u + 8u);
   // The DMA: every byte from HBM, no FLOPs.
-  EXPECT_EQ(ops[2]["hbm_bytes"].get<double>(), 16.0 * 1024 * 4);
-  EXPECT_EQ(ops[2]["flops"].get<double>(), 0);
-  EXPECT_GT(ops[2]["cycles"].get<uint64_t>(), 0u);
+  EXPECT_EQ(ops[2].hbm_bytes, 16.0 * 1024 * 4);
+  EXPECT_EQ(ops[2].flops, 0);
+  EXPECT_GT(ops[2].cycles, 0u);
   // Core 1 ran nothing: no ops.
-  EXPECT_TRUE(report["cores"].size() == 1 || report["cores"][1]["ops"].empty());
+  EXPECT_TRUE(report.cores.size() == 1 || report.cores[1].ops.empty());
 }
 
 TEST(TraceHooks, StatsTreeHasUnitsAndDescriptions) {
@@ -152,7 +152,7 @@ TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
     FeedEntry e;
     e.bytes = 4096;
     e.data.assign(4096, 0);
-    ASSERT_TRUE(system->send_infeed(1, std::move(e), ready).ok());
+    ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), ready).ok());
   }
   auto run = system->run(p);
   ASSERT_TRUE(run.ok()) << run.status();

@@ -29,10 +29,10 @@ class VectorOps : public ::testing::Test {
     b_ = testing::random_matrix(kR, kC, 2, 2.0f);
     row_ = testing::random_matrix(1, kC, 3);
     col_ = testing::random_matrix(kR, 1, 4);
-    testing::put_f32(*system_, 0, kA.address(), a_);
-    testing::put_f32(*system_, 0, kB.address(), b_);
-    testing::put_f32(*system_, 0, kRow.address(), row_);
-    testing::put_f32(*system_, 0, kCol.address(), col_);
+    testing::put_f32(*system_, CoreId{0}, kA.address(), a_);
+    testing::put_f32(*system_, CoreId{0}, kB.address(), b_);
+    testing::put_f32(*system_, CoreId{0}, kRow.address(), row_);
+    testing::put_f32(*system_, CoreId{0}, kCol.address(), col_);
   }
   MatrixF run(const std::function<void(CoreBuilder&)>& body, const isa::Block& out) {
     isa::Program p;
@@ -41,7 +41,7 @@ class VectorOps : public ::testing::Test {
     c.halt();
     auto r = system_->run(p);
     EXPECT_TRUE(r.ok()) << r.status();
-    return testing::get_f32(*system_, 0, out.address(), static_cast<int>(out.rows()),
+    return testing::get_f32(*system_, CoreId{0}, out.address(), static_cast<int>(out.rows()),
                             static_cast<int>(out.cols()));
   }
   std::unique_ptr<System> system_;
@@ -71,7 +71,7 @@ TEST_F(VectorOps, UnaryAndTranscendentals) {
   EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::TANH, kD, kA); }, kD),
             MatrixF(a_.array().tanh()));
   const MatrixF pos = a_.array().abs() + 0.1f;
-  testing::put_f32(*system_, 0, kB.address(), pos);
+  testing::put_f32(*system_, CoreId{0}, kB.address(), pos);
   EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::LOG, kD, kB); }, kD),
             MatrixF(pos.array().log()));
   EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RSQRT, kD, kB); }, kD),
@@ -80,7 +80,7 @@ TEST_F(VectorOps, UnaryAndTranscendentals) {
 
 TEST_F(VectorOps, SelectReduceTransposeBroadcastFill) {
   const MatrixF mask = (a_.array() > 0).cast<float>();
-  testing::put_f32(*system_, 0, 0x50000, mask);
+  testing::put_f32(*system_, CoreId{0}, 0x50000, mask);
   const isa::Block m = block(0x50000, kR, kC, isa::F32);
   EXPECT_EQ(run([&](CoreBuilder& c) { c.select(kD, m, kA, kB); }, kD),
             MatrixF((mask.array() != 0).select(a_, b_)));
@@ -116,7 +116,7 @@ TEST_F(VectorOps, RoundBf16IsTheCastsThereAndBackInOneOp) {
             testing::round_bf16(a_));
   MatrixF ties = MatrixF::Constant(kR, kC, 1.0f + 1.0f / 256);
   ties(0, 1) = 1.0f + 3.0f / 256;  // halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6
-  testing::put_f32(*system_, 0, kB.address(), ties);
+  testing::put_f32(*system_, CoreId{0}, kB.address(), ties);
   const MatrixF got = run([](CoreBuilder& c) { c.unary(isa::Vector::ROUND_BF16, kB, kB); }, kB);
   EXPECT_EQ(got(0, 0), 1.0f);
   EXPECT_EQ(got(0, 1), 1.0f + 1.0f / 64);
@@ -129,10 +129,11 @@ TEST_F(VectorOps, CastToS32IsXlasConversion) {
   const isa::Block out = block(0x98000, 1, count, isa::S32);
   MatrixF values(1, count);
   for (uint32_t i = 0; i < count; ++i) values(0, i) = cases[i].in;
-  testing::put_f32(*system_, 0, in.address(), values);
+  testing::put_f32(*system_, CoreId{0}, in.address(), values);
   run([&](CoreBuilder& c) { c.cast(out, in); }, kD);
   std::vector<int32_t> got(count);
-  ASSERT_TRUE(system_->read_vmem(0, out.address(), got.data(), sizeof(int32_t) * count).ok());
+  ASSERT_TRUE(
+      system_->read_vmem(CoreId{0}, out.address(), got.data(), sizeof(int32_t) * count).ok());
   for (uint32_t i = 0; i < count; ++i) EXPECT_EQ(got[i], cases[i].out) << cases[i].in;
 }
 
@@ -150,7 +151,7 @@ TEST_F(VectorOps, RngUniformFollowsTheStepCounter) {
   });
   c.halt();
   ASSERT_TRUE(system_->run(p).ok());
-  const auto out = system_->take_outfeed(0);
+  const auto out = system_->take_outfeed(CoreId{0});
   ASSERT_EQ(out.size(), 2u);
   for (uint64_t step = 0; step < 2; ++step) {
     const float* values = reinterpret_cast<const float*>(out[step].data.data());
@@ -207,7 +208,7 @@ namespace {
 TEST(VectorBroadcast, OneByOneFillsRowsAndColumns) {
   auto system = testing::make_system();
   const float v = 2.5f;
-  ASSERT_TRUE(system->write_vmem(0, 0, &v, 4).ok());
+  ASSERT_TRUE(system->write_vmem(CoreId{0}, 0, &v, 4).ok());
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint32_t f = c.new_flag();
@@ -216,8 +217,8 @@ TEST(VectorBroadcast, OneByOneFillsRowsAndColumns) {
   c.fill(block(0x3000, 1, 1, isa::F32), 0).wait(f, 2);
   c.halt();
   ASSERT_TRUE(system->run(p).ok());
-  EXPECT_EQ(testing::get_f32(*system, 0, 0x1000, 1, 7), MatrixF::Constant(1, 7, v));
-  EXPECT_EQ(testing::get_f32(*system, 0, 0x2000, 5, 1), MatrixF::Constant(5, 1, v));
+  EXPECT_EQ(testing::get_f32(*system, CoreId{0}, 0x1000, 1, 7), MatrixF::Constant(1, 7, v));
+  EXPECT_EQ(testing::get_f32(*system, CoreId{0}, 0x2000, 5, 1), MatrixF::Constant(5, 1, v));
 }
 
 }  // namespace

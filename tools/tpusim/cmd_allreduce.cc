@@ -72,8 +72,10 @@ int run_allreduce(const std::vector<std::string>& args) {
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   const config::SliceSpec& s = **slice;
-  const uint32_t per_chip = s.chip.tensor_cores;
-  const uint64_t share = s.chip.hbm.capacity_bytes / per_chip;
+  // Each core owns an equal share of its chip's HBM; its buffers start at the share's base.
+  const sim::CoreMap cores(s);
+  const uint64_t share = s.chip.hbm.capacity_bytes / cores.cores_per_chip();
+  auto base_of = [&](uint32_t core) { return cores.core_on_chip(sim::CoreId{core}) * share; };
   if (2 * *bytes > share) {
     return failure(fmt::format("{} bytes in and out need {} bytes of a core's HBM share of {}",
                                *bytes, 2 * *bytes, share));
@@ -90,7 +92,7 @@ int run_allreduce(const std::vector<std::string>& args) {
   program.set_name("allreduce");
   for (uint32_t core = 0; core < s.cores; ++core) {
     sim::CoreBuilder b(&program, core);
-    const uint64_t base = (core % per_chip) * share;
+    const uint64_t base = base_of(core);
     b.collective(isa::Collective::ALL_REDUCE, *algorithm, base, base + *bytes, elements)
         .instruction()
         .mutable_collective()
@@ -114,8 +116,8 @@ int run_allreduce(const std::vector<std::string>& args) {
         values[i] = sim::counter_uniform(7, core, i) - 0.5f;
         expected[i] += values[i];
       }
-      const uint64_t base = (core % per_chip) * share;
-      if (auto st = (*system)->write_hbm(core / per_chip, base, values.data(), *bytes); !st.ok())
+      const sim::ChipId chip = cores.chip_of(sim::CoreId{core});
+      if (auto st = (*system)->write_hbm(chip, base_of(core), values.data(), *bytes); !st.ok())
         return failure(std::string(st.message()));
     }
   }
@@ -165,8 +167,7 @@ int run_allreduce(const std::vector<std::string>& args) {
     bool identical = true;
     double max_error = 0;
     for (uint32_t core = 0; core < s.cores; ++core) {
-      const uint64_t base = (core % per_chip) * share;
-      auto st = (*system)->read_hbm(core / per_chip, base + *bytes,
+      auto st = (*system)->read_hbm(cores.chip_of(sim::CoreId{core}), base_of(core) + *bytes,
                                     core == 0 ? first.data() : other.data(), *bytes);
       if (!st.ok()) return failure(std::string(st.message()));
       if (core > 0 && std::memcmp(first.data(), other.data(), *bytes) != 0) identical = false;

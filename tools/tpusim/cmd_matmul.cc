@@ -23,7 +23,7 @@ namespace {
 namespace po = boost::program_options;
 using Matrix = sim::MatrixF;
 
-absl::Status write_matrix(sim::System& system, uint32_t chip, uint64_t address, const Matrix& m,
+absl::Status write_matrix(sim::System& system, sim::ChipId chip, uint64_t address, const Matrix& m,
                           isa::DType dtype) {
   if (dtype == isa::F32) return system.write_hbm(chip, address, m.data(), sizeof(float) * m.size());
   std::vector<uint16_t> half(static_cast<size_t>(m.size()));
@@ -86,7 +86,7 @@ int run_matmul(const std::vector<std::string>& args) {
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   if (core >= (*slice)->cores)
     return usage_error("--core " + std::to_string(core) + " is not a core of the slice", usage);
-  const uint32_t chip = core / (*slice)->chip.tensor_cores;
+  const sim::ChipId chip = sim::CoreMap(**slice).chip_of(sim::CoreId{core});
   runtime::GemmLayout layout;
   const uint64_t footprint = runtime::pack_gemm_layout({m, k, n}, dtype, 0, &layout);
   if (footprint > (*slice)->chip.hbm.capacity_bytes) {
@@ -118,13 +118,15 @@ int run_matmul(const std::vector<std::string>& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
   if (!run.ok()) return failure(std::string(run.status().message()));
 
-  const auto report = (*system)->report(*run);
+  const sim::RunReport report = (*system)->report(*run);
   if (vm.count("stats") > 0) {
     std::ofstream stats_file(vm["stats"].as<std::string>());
     stats_file << (*system)->stats().to_json(/*describe=*/true).dump(2) << "\n";
     if (!stats_file) return failure("cannot write statistics to " + vm["stats"].as<std::string>());
   }
-  const double seconds = report["seconds"].get<double>();
+  const double seconds = report.seconds;
+  // The HBM figures are the first chip's that moved bytes (the GEMM's chip), 0 when none did.
+  const sim::ChipReport* chip_report = report.chips.empty() ? nullptr : &report.chips.front();
   const double flops = 2.0 * m * k * n;
   nlohmann::ordered_json out = {
       {"config", (*slice)->name},
@@ -142,12 +144,11 @@ int run_matmul(const std::vector<std::string>& args) {
       {"seconds", seconds},
       {"tflops", flops / seconds / 1e12},
       {"peak_tflops_per_core", (*slice)->chip.core.peak_bf16_flops / 1e12},
-      {"mxu_utilization", report["cores"][0]["mxu_utilization"]},
-      {"hbm_bytes", report["chips"].empty() ? 0.0 : report["chips"][0]["hbm_bytes"].get<double>()},
+      {"mxu_utilization", report.cores.at(0).mxu_utilization},
+      {"hbm_bytes", chip_report != nullptr ? chip_report->hbm_bytes : 0.0},
       {"hbm_achieved_bytes_per_s",
-       report["chips"].empty() ? 0.0
-                               : report["chips"][0]["hbm_achieved_bytes_per_s"].get<double>()},
-      {"vmem_high_water_bytes", report["cores"][0]["vmem_high_water_bytes"]},
+       chip_report != nullptr ? chip_report->hbm_achieved_bytes_per_s : 0.0},
+      {"vmem_high_water_bytes", report.cores.at(0).vmem_high_water_bytes},
       {"host_seconds", host_seconds},
   };
   if (!timing_only) {

@@ -3,6 +3,7 @@
 #include "common/align.h"
 #include "common/strings.h"
 #include "runtime/backend/tpusim/schedule.h"
+#include "sim/core_map.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
@@ -88,8 +89,9 @@ void plan_buffers(const Graph& graph, StepPlan& plan) {
 // chip's 32 GiB; the core's buffers live in its share, below the compiler's constants.
 absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
                          uint32_t replicas, StepPlan& plan) {
-  plan.hbm_share = slice.chip.hbm.capacity_bytes / slice.chip.tensor_cores;
-  plan.hbm_base = (core % slice.chip.tensor_cores) * plan.hbm_share;
+  const sim::CoreMap cores(slice);
+  plan.hbm_share = slice.chip.hbm.capacity_bytes / cores.cores_per_chip();
+  plan.hbm_base = cores.core_on_chip(sim::CoreId{core}) * plan.hbm_share;
   PlanRequest request;
   request.replicas = replicas;
   request.order = plan.order;

@@ -115,7 +115,7 @@ void copy_into(HostTensor& t, const std::vector<uint8_t>& data) {
 
 // Persistent state of one replica into its core's HBM share: constants, then variables.
 absl::Status write_state(sim::System& system, const Graph& g, const CompiledStep& step,
-                         uint32_t chip, const Variables& variables) {
+                         sim::ChipId chip, const Variables& variables) {
   for (const auto& [address, values] : step.constants) {
     if (auto st = system.write_hbm(chip, address, values.data(), values.size() * 4); !st.ok())
       return st;
@@ -146,7 +146,7 @@ std::vector<uint8_t> link_bytes_of(const Transfer& t, const HostTensor& value) {
 // A step's batch for one replica, cut into the entries its infeed dequeues take. Timing only,
 // the entries carry their sizes and no data: nothing reads it (v4-128's 128 replicas of 128
 // images held 250 MB of copies of it).
-void add_batch(uint32_t core, const CompiledStep& step, const Feeds& feeds, bool timing_only,
+void add_batch(sim::CoreId core, const CompiledStep& step, const Feeds& feeds, bool timing_only,
                sim::InfeedStep& into) {
   for (const Transfer& t : step.infeeds) {
     const HostTensor& value = feeds.at(t.name);
@@ -245,8 +245,11 @@ class TpusimBackend final : public Backend {
                   slice.name, " (", slice.cores, "), but the step has ", options.replicas,
                   " replica(s): use ring or bidir_ring, or one replica per core"));
     }
+    // One compiled step per core position on a chip: replica r runs core r's, and every core at
+    // the same position has the same HBM share.
+    const sim::CoreMap cores(slice);
     std::vector<CompiledStep> per_position;
-    for (uint32_t core = 0; core < std::min(options.replicas, slice.chip.tensor_cores); ++core) {
+    for (uint32_t core = 0; core < std::min(options.replicas, cores.cores_per_chip()); ++core) {
       auto step = tpusim_backend::compile_graph(graph, slice, core, step_options);
       if (!step.ok()) return step.status();
       per_position.push_back(*std::move(step));
@@ -255,10 +258,10 @@ class TpusimBackend final : public Backend {
         options.simulated_replicas == 0 ? options.replicas : options.simulated_replicas;
     // A shadow stands for the simulated replica at its own core position (r mod simulated), so
     // the simulated replicas fill whole chips.
-    if (simulated < options.replicas && simulated % slice.chip.tensor_cores != 0) {
+    if (simulated < options.replicas && cores.core_on_chip(sim::CoreId{simulated}) != 0) {
       return absl::InvalidArgumentError(
           str_cat("tpusim backend: ", simulated, " simulated replicas of ", options.replicas,
-                  " do not fill whole chips of ", slice.chip.tensor_cores, " cores"));
+                  " do not fill whole chips of ", cores.cores_per_chip(), " cores"));
     }
     std::vector<ShadowProgram> shadows;
     for (const CompiledStep& step : per_position) {
@@ -287,17 +290,20 @@ class TpusimBackend final : public Backend {
           str_cat("tpusim backend: replica folding (", simulated, " of ", exe.replicas(),
                   " replicas simulated) runs timing-only: the folded replicas compute no values"));
     }
-    const uint32_t per_chip = system.slice().chip.tensor_cores;
+    // Replica r runs on core r.
+    const sim::CoreMap& cores = system.core_map();
     for (uint32_t r = 0; r < simulated; ++r) {
-      if (auto st = write_state(system, g, exe.step_for(r), r / per_chip, variables); !st.ok())
-        return st;
+      const sim::ChipId chip = cores.chip_of(sim::CoreId{r});
+      if (auto st = write_state(system, g, exe.step_for(r), chip, variables); !st.ok()) return st;
     }
     // Every step's batches go to the hosts' infeed threads, which take each when the host's
     // schedule says it is ready and tell the schedule when they took it. A schedule split by
     // host (each host's pipelines feed its own chips) gives each host's thread its own part.
     const uint64_t start = system.now_cycle();
-    const uint32_t chips_per_host = std::max<uint32_t>(system.slice().chips_per_host, 1);
-    const uint32_t replica_hosts = (simulated - 1) / per_chip / chips_per_host + 1;
+    auto host_of_replica = [&cores](uint32_t r) {
+      return cores.host_of(cores.chip_of(sim::CoreId{r}));
+    };
+    const uint32_t replica_hosts = host_of_replica(simulated - 1) + 1;
     std::vector<std::shared_ptr<sim::HostFeed>> feeds;
     const HostSchedule* feeds_of = nullptr;
     for (const LoopStep& step : steps) {
@@ -322,8 +328,8 @@ class TpusimBackend final : public Backend {
         }
       }
       for (uint32_t r = 0; r < simulated; ++r) {
-        const uint32_t h = by_host ? r / per_chip / chips_per_host : 0;
-        add_batch(r, exe.step_for(r), step.replicas[r], timing_only_, in[h]);
+        const uint32_t h = by_host ? host_of_replica(r) : 0;
+        add_batch(sim::CoreId{r}, exe.step_for(r), step.replicas[r], timing_only_, in[h]);
       }
       for (sim::InfeedStep& part : in) {
         if (auto st = system.queue_infeed_step(std::move(part)); !st.ok()) return st;
@@ -345,7 +351,8 @@ class TpusimBackend final : public Backend {
     LoopResult result;
     result.outputs.resize(steps.size());
     for (uint32_t r = 0; r < simulated; ++r) {
-      auto outputs = receive_outputs(system.take_outfeed(r), exe.step_for(r), steps.size());
+      auto outputs =
+          receive_outputs(system.take_outfeed(sim::CoreId{r}), exe.step_for(r), steps.size());
       if (!outputs.ok()) return outputs.status();
       for (size_t s = 0; s < steps.size(); ++s) result.outputs[s].push_back((*outputs)[s]);
     }
@@ -354,8 +361,8 @@ class TpusimBackend final : public Backend {
     for (int id : timing_only_ ? std::vector<int>{} : g.variables()) {
       HostTensor& v = variables[g.node(id).attrs.name];
       std::vector<uint8_t> data(static_cast<size_t>(v.elements()) * 4);
-      if (auto st = system.read_hbm(0, first.plan.address[static_cast<size_t>(id)], data.data(),
-                                    data.size());
+      if (auto st = system.read_hbm(sim::ChipId{0}, first.plan.address[static_cast<size_t>(id)],
+                                    data.data(), data.size());
           !st.ok()) {
         return st;
       }
@@ -400,28 +407,27 @@ class TpusimBackend final : public Backend {
     t.simulated = true;
     t.cycles = run.cycles();
     t.seconds = static_cast<double>(t.cycles) / system.clock().frequency_hz();
-    const auto report = system.report(run);
+    const sim::RunReport report = system.report(run);
     const config::SliceSpec& slice = system.slice();
     const double hz = system.clock().frequency_hz();
-    for (const auto& core : report["cores"]) {
-      if (core["shadow"].get<bool>()) continue;
-      t.infeed_wait_cycles.push_back(core["infeed_wait_cycles"].get<uint64_t>());
-      t.mxu_utilization.push_back(core["mxu_utilization"].get<double>());
+    for (const sim::CoreReport& core : report.cores) {
+      if (core.shadow) continue;
+      t.infeed_wait_cycles.push_back(core.infeed_wait_cycles);
+      t.mxu_utilization.push_back(core.mxu_utilization);
     }
-    // Chip 0's ops: its cores' work, each op's time from its first start on either core to its
-    // last end on either (sim/stats/op_profile.h).
-    for (const auto& chip : report["chips"]) {
-      if (chip["chip"].get<uint32_t>() != 0) continue;
-      for (const auto& op : chip["ops"]) {
+    // Chip 0's ops: its cores' work, each op's time the union of its spans on the chip's cores
+    // (sim/stats/op_profile.h). None when chip 0's HBM moved nothing.
+    if (const sim::ChipReport* chip = report.chip(sim::ChipId{0}); chip != nullptr) {
+      for (const sim::OpFigures& op : chip->ops) {
         OpTiming& o = t.ops.emplace_back();
-        o.label = op["label"].get<std::string>();
-        o.op = op["op"].get<std::string>();
-        o.flops = op["flops"].get<double>();
-        o.mxu_flops = op["mxu_flops"].get<double>();
-        o.hbm_bytes = op["hbm_bytes"].get<double>();
-        o.ici_bytes = op["ici_bytes"].get<double>();
-        o.seconds = static_cast<double>(op["cycles"].get<uint64_t>()) / hz;
-        o.instructions = op["instructions"].get<uint64_t>();
+        o.label = op.label;
+        o.op = op.op;
+        o.flops = op.flops;
+        o.mxu_flops = op.mxu_flops;
+        o.hbm_bytes = op.hbm_bytes;
+        o.ici_bytes = op.ici_bytes;
+        o.seconds = static_cast<double>(op.cycles) / hz;
+        o.instructions = op.instructions;
       }
     }
     t.roofs.peak_flops = slice.chip.peak_bf16_flops;

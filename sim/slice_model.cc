@@ -1,0 +1,38 @@
+#include "sim/slice_model.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace tpusim::sim {
+
+SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
+                       const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
+                       std::function<void(const std::string&)> fail)
+    : sc_module(name), map_(slice) {
+  numerics = std::make_unique<NumericsWorker>(slice.cores, options.numerics_thread);
+  collectives = std::make_unique<CollectiveEngine>("collectives", slice, clock, stats, fail);
+  if (options.sink != nullptr) collectives->observe(options.sink);
+  const ModelSettings settings{
+      &slice,       &clock,          options.timing_only, options.mxu_policy,
+      options.sink, std::move(fail), collectives.get(),   numerics.get()};
+  std::vector<CollectiveEngine::CoreHbm> hbm;
+  for (uint32_t c = 0; c < slice.chips; ++c) {
+    chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
+    for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
+      CoreContext& ctx = chips.back()->core(k).context();
+      hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth, &ctx.shadow});
+    }
+  }
+  collectives->set_hbm(std::move(hbm));
+  collectives->set_numerics(numerics.get());
+  std::vector<HostLink*> links;
+  for (auto& chip : chips) links.push_back(&chip->host_link());
+  for (uint32_t h = 0; h < std::max<uint32_t>(slice.hosts, 1); ++h) {
+    infeeds.push_back(std::make_unique<HostInfeed>(
+        (h == 0 ? std::string("host_infeed") : str_cat("host", h, "_infeed")).c_str(), clock, links,
+        map_));
+  }
+}
+
+}  // namespace tpusim::sim
