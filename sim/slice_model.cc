@@ -21,7 +21,7 @@ SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceS
     chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
     for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
       CoreContext& ctx = chips.back()->core(k).context();
-      hbm.push_back({ctx.hbm, ctx.hbm_timing, &ctx.hbm_bandwidth, &ctx.shadow});
+      hbm.push_back({&ctx.hbm(), &ctx.hbm_timing(), &ctx.hbm_bandwidth(), &ctx.shadow_flag()});
     }
   }
   collectives->set_hbm(std::move(hbm));

@@ -112,26 +112,9 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   stats_->reset();
   model_->collectives->begin_run();
   const uint64_t start = now_cycle();
-  for (uint32_t c = 0; c < core_map_.cores(); ++c) {
-    CoreContext& ctx = model_->core(CoreId{c}).context();
-    ctx.ops.reset({});
-    ctx.hbm_mirrors.clear();
-    ctx.shadow = false;
-  }
+  begin_cores(program);
   for (const auto& stream : program_->cores()) {
-    const CoreId core{stream.core()};
-    model_->core(core).context().shadow = stream.shadow();
-    if (!stream.shadow()) continue;
-    model_->core(CoreId{stream.stands_for()})
-        .context()
-        .hbm_mirrors.push_back(&model_->chip(core_map_.chip_of(core)).hbm_timing());
-  }
-  for (const auto& stream : program_->cores()) {
-    std::vector<OpFigures> origins;
-    for (const isa::Origin& o : stream.origins()) origins.push_back({o.label(), o.op()});
-    Core& core = model_->core(CoreId{stream.core()});
-    core.context().ops.reset(std::move(origins));
-    Sequencer& seq = core.sequencer();
+    Sequencer& seq = model_->core(CoreId{stream.core()}).sequencer();
     seq.load(&stream, program_->step_base());
     seq.start();
   }
@@ -179,6 +162,22 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     result.end_cycle = std::max(result.end_cycle, seq.end_cycle());
   }
   return result;
+}
+
+void System::begin_cores(const isa::Program& program) {
+  // Every core starts the run afresh; a core without a stream has no ops and folds nothing.
+  std::vector<CoreRunSetup> setups(core_map_.cores());
+  for (const auto& stream : program.cores()) {
+    CoreRunSetup& setup = setups[stream.core()];
+    setup.shadow = stream.shadow();
+    for (const isa::Origin& o : stream.origins()) setup.origins.push_back({o.label(), o.op()});
+    if (!stream.shadow()) continue;
+    // The shadow's chip's HBM takes each DMA request of the core it stands for.
+    setups[stream.stands_for()].hbm_mirrors.push_back(
+        &model_->chip(core_map_.chip_of(CoreId{stream.core()})).hbm_timing());
+  }
+  for (uint32_t c = 0; c < core_map_.cores(); ++c)
+    model_->core(CoreId{c}).context().begin_run(std::move(setups[c]));
 }
 
 std::string System::horizon_diagnosis(const isa::Program& program) {

@@ -1,7 +1,6 @@
 #include "sim/chip/core.h"
 
 #include "common/strings.h"
-#include "traces/analysis_events.h"
 
 namespace tpusim::sim {
 
@@ -12,40 +11,14 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
       vmem_ports_(static_cast<double>(o.settings.slice->chip.core.vmem_ports) *
                   o.settings.slice->chip.core.vmem_port_bytes_per_cycle),
       infeed_(o.settings.slice->chip.infeed_queue_depth),
-      outfeed_(o.settings.slice->chip.outfeed_queue_depth) {
+      outfeed_(o.settings.slice->chip.outfeed_queue_depth),
+      sync_(std::make_unique<SyncState>("sync", *o.settings.clock)),
+      ctx_(CoreWiring{o.core, o.chip, o.core_on_chip, *o.settings.slice, *o.settings.clock,
+                      o.settings.sink, vmem_, vmem_ports_, *o.settings.numerics, *o.hbm,
+                      *o.hbm_timing, *sync_, infeed_, outfeed_, *o.outfeed_pushed, o.settings.fail},
+           o.settings.timing_only) {
   const ModelSettings& settings = o.settings;
   const config::CoreSpec& spec = settings.slice->chip.core;
-  ctx_.core = o.core;
-  ctx_.chip = o.chip;
-  ctx_.core_on_chip = o.core_on_chip;
-  ctx_.slice = settings.slice;
-  ctx_.clock = settings.clock;
-  ctx_.timing_only = settings.timing_only;
-  ctx_.mxu_policy = settings.mxu_policy;
-  ctx_.sink = settings.sink;
-  ctx_.vmem = &vmem_;
-  ctx_.numerics = settings.numerics;
-  ctx_.vmem_ports = &vmem_ports_;
-  ctx_.hbm = o.hbm;
-  ctx_.hbm_timing = o.hbm_timing;
-  ctx_.infeed = &infeed_;
-  ctx_.outfeed = &outfeed_;
-  ctx_.outfeed_pushed = o.outfeed_pushed;
-  ctx_.fail = settings.fail;
-  if (ctx_.sink != nullptr) {
-    auto counter = [&](const char* track, const char* unit) {
-      return ctx_.sink->declare_track({traces::TrackInfo::Kind::kCounter, static_cast<int>(o.chip),
-                                       static_cast<int>(o.core_on_chip), track, unit});
-    };
-    infeed_.observe(ctx_.sink, counter("infeed_queue_depth", "entries"));
-    ctx_.hbm_bandwidth = RateCounter(ctx_.sink, counter("hbm_bandwidth", "bytes/s"));
-    ctx_.busy = BusyTrack(
-        ctx_.sink, ctx_.sink->declare_track(
-                       {traces::TrackInfo::Kind::kUnit, static_cast<int>(o.chip),
-                        static_cast<int>(o.core_on_chip), std::string(traces::kBusyTrack), ""}));
-  }
-  sync_ = std::make_unique<SyncState>("sync", *settings.clock);
-  ctx_.sync = sync_.get();
 
   CoreUnits wiring;
   for (uint32_t e = 0; e < spec.dma_engines; ++e) {
@@ -80,12 +53,12 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
   vmem_stats.add("port_busy_cycles", "cycles", "cycles the VMEM ports were moving data",
                  [this] { return vmem_ports_.busy_cycles(); });
   vmem_stats.add("high_water_bytes", "bytes", "highest VMEM byte any instruction touched, plus one",
-                 [this] { return static_cast<double>(ctx_.vmem_high_water); });
+                 [this] { return static_cast<double>(ctx_.vmem_high_water()); });
   vmem_stats.add("allocated_bytes", "bytes", "host memory backing this VMEM (functional runs)",
                  [this] { return static_cast<double>(vmem_.allocated()); });
   vmem_stats.on_reset([this] {
     vmem_ports_.reset_stats();
-    ctx_.vmem_high_water = 0;
+    ctx_.reset_vmem_high_water();
   });
   StatGroup& feeds = stats_.child("feeds", "infeed and outfeed queues");
   feeds.add("infeed_high_water", "entries", "most entries the infeed queue held",
@@ -99,8 +72,7 @@ Core::Core(const sc_core::sc_module_name& name, const CoreOptions& o, StatGroup&
 }
 
 void Core::set_mxu_policy(const std::string& name) {
-  ctx_.mxu_policy = name;
-  const config::CoreSpec& spec = ctx_.slice->chip.core;
+  const config::CoreSpec& spec = ctx_.slice().chip.core;
   for (MxuUnit* m : mxus_) m->set_policy(make_mxu_policy(name, spec.mxu_rows, spec.mxu_cols));
 }
 

@@ -24,7 +24,7 @@ class Core : public sc_core::sc_module {
   CoreContext& context() { return ctx_; }
   Sequencer& sequencer() { return *sequencer_; }
   // At the end of a run: counter tracks drop to what is left (nothing is in flight then).
-  void flush_trace_counters() { ctx_.hbm_bandwidth.retire_until(UINT64_MAX); }
+  void flush_trace_counters() { ctx_.hbm_bandwidth().retire_until(UINT64_MAX); }
   Memory& vmem() { return vmem_; }
   FeedQueue& infeed() { return infeed_; }
   FeedQueue& outfeed() { return outfeed_; }
@@ -38,17 +38,18 @@ class Core : public sc_core::sc_module {
   std::vector<std::string> blocked() const;
   StatGroup& stats() { return stats_; }
   // Between runs only.
-  void set_timing_only(bool timing_only) { ctx_.timing_only = timing_only; }
+  void set_timing_only(bool timing_only) { ctx_.set_timing_only(timing_only); }
   void set_mxu_policy(const std::string& name);
 
  private:
   StatGroup& stats_;
-  CoreContext ctx_;
+  // What ctx_ wires the units to: built before it.
   Memory vmem_;
   BandwidthServer vmem_ports_;
   FeedQueue infeed_;
   FeedQueue outfeed_;
   std::unique_ptr<SyncState> sync_;
+  CoreContext ctx_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<MxuUnit*> mxus_;
   InfeedUnit* infeed_unit_ = nullptr;

@@ -23,10 +23,10 @@ CollectiveUnit::CollectiveUnit(const sc_core::sc_module_name& name, CoreContext&
 
 void CollectiveUnit::execute(const IssuedInstruction& item) {
   const uint64_t issued = ctx_.now_cycle();
-  engine_.arrive(ctx_.core, item.instr->collective(), item.index, issued, !ctx_.timing_only);
-  while (!engine_.done(ctx_.core)) wait(engine_.done_event(ctx_.core));
-  const auto start = ceil_cycle(engine_.start_cycle(ctx_.core));
-  const auto done = std::max<uint64_t>(start + 1, ceil_cycle(engine_.finish_cycle(ctx_.core)));
+  engine_.arrive(ctx_.core(), item.instr->collective(), item.index, issued, !ctx_.timing_only());
+  while (!engine_.done(ctx_.core())) wait(engine_.done_event(ctx_.core()));
+  const auto start = ceil_cycle(engine_.start_cycle(ctx_.core()));
+  const auto done = std::max<uint64_t>(start + 1, ceil_cycle(engine_.finish_cycle(ctx_.core())));
   wait_until(done);
   peer_wait_cycles_ += start - issued;
   collective_cycles_ += done - start;
@@ -35,9 +35,9 @@ void CollectiveUnit::execute(const IssuedInstruction& item) {
   if (start > issued) trace(traces::kPeerWait.data(), issued, start);
   trace(op_name(*item.instr), start, done);
   // The op's time includes waiting for its peers.
-  const CollectiveEngine::MemberWork& work = engine_.work(ctx_.core);
+  const CollectiveEngine::MemberWork& work = engine_.work(ctx_.core());
   profile(issued, done, {work.flops, work.hbm_bytes, false, work.ici_bytes});
-  ctx_.sync->complete_at(done, item.instr->signal());
+  ctx_.sync().complete_at(done, item.instr->signal());
 }
 
 }  // namespace tpusim::sim

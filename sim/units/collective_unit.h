@@ -18,7 +18,7 @@ class CollectiveUnit final : public Unit {
 
  private:
   void execute(const IssuedInstruction& item) override;
-  std::string blocked_detail() const override { return engine_.waiting_for(ctx_.core); }
+  std::string blocked_detail() const override { return engine_.waiting_for(ctx_.core()); }
   CollectiveEngine& engine_;
   uint64_t peer_wait_cycles_ = 0;
   uint64_t collective_cycles_ = 0;

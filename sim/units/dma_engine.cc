@@ -45,30 +45,30 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   const uint64_t start = ctx_.now_cycle();
 
   const double hbm_end =
-      ctx_.hbm_timing->transfer(static_cast<double>(start), hbm_block.address(), bytes);
-  for (HbmTiming* mirror : ctx_.hbm_mirrors)
+      ctx_.hbm_timing().transfer(static_cast<double>(start), hbm_block.address(), bytes);
+  for (HbmTiming* mirror : ctx_.hbm_mirrors())
     mirror->transfer(static_cast<double>(start), hbm_block.address(), bytes);
-  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(start), bytes).end;
+  const double vmem_end = ctx_.vmem_ports().reserve(static_cast<double>(start), bytes).end;
   const auto done = ceil_cycle(std::max(hbm_end, vmem_end));
 
-  if (!ctx_.timing_only) {
+  if (!ctx_.timing_only()) {
     const isa::Block& src = dma.src();
     const isa::Block& dst = dma.dst();
-    Memory* src_mem = to_vmem ? ctx_.hbm : ctx_.vmem;
-    Memory* dst_mem = to_vmem ? ctx_.vmem : ctx_.hbm;
-    const uint8_t* from = src_mem->base_covering(end_address(src));
-    uint8_t* to = dst_mem->base_covering(end_address(dst));
+    Memory& src_mem = to_vmem ? ctx_.hbm() : ctx_.vmem();
+    Memory& dst_mem = to_vmem ? ctx_.vmem() : ctx_.hbm();
+    const uint8_t* from = src_mem.base_covering(end_address(src));
+    uint8_t* to = dst_mem.base_covering(end_address(dst));
     if (to_vmem) ctx_.note_vmem_write(dst.address(), end_address(dst));
     ctx_.post_numerics(true, host_range(from, src), host_range(to, dst),
                        [from, to, &src, &dst] { copy_block(from, src, to, dst); });
   }
   bytes_ += bytes;
-  ctx_.hbm_bandwidth.add_bytes(ctx_.clock->time_of(Cycles(start)),
-                               ctx_.clock->time_of(Cycles(done)), static_cast<double>(bytes));
+  ctx_.hbm_bandwidth().add_bytes(ctx_.clock().time_of(Cycles(start)),
+                                 ctx_.clock().time_of(Cycles(done)), static_cast<double>(bytes));
   busy_cycles_ += done - start;
   trace(op_name(*item.instr), start, done);
   profile(start, done, {0, static_cast<double>(bytes)});
-  ctx_.sync->complete_at(done, item.instr->signal());
+  ctx_.sync().complete_at(done, item.instr->signal());
   wait_until(done);
 }
 

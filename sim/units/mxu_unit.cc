@@ -65,16 +65,16 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   ctx_.touch_vmem(end_address(lw.weights()));
   const WeightLoadTiming t = policy_->load_weights(ctx_.now_cycle(), lw.slot());
   const double vmem_end =
-      ctx_.vmem_ports
-          ->reserve(static_cast<double>(t.start), static_cast<double>(payload_bytes(lw.weights())))
+      ctx_.vmem_ports()
+          .reserve(static_cast<double>(t.start), static_cast<double>(payload_bytes(lw.weights())))
           .end;
   const uint64_t ready = std::max(t.ready, ceil_cycle(vmem_end));
   wait_until(t.start);
-  if (!ctx_.timing_only) {
+  if (!ctx_.timing_only()) {
     // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
     const isa::Block* weights = &lw.weights();
     const uint32_t slot = lw.slot();
-    const uint8_t* vmem = ctx_.vmem->base_covering(end_address(*weights));
+    const uint8_t* vmem = ctx_.vmem().base_covering(end_address(*weights));
     ctx_.post_numerics(false, host_range(vmem, *weights), HostRange{}, [this, vmem, weights, slot] {
       load_block(vmem, *weights, &weight_source_[slot]);
       weight_terms_[slot] = 0;
@@ -84,7 +84,7 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
   busy_cycles_ += ready - t.start;
   trace("mxu.load_weights", t.start, ready);
   profile(t.start, ready);
-  ctx_.sync->complete_at(ready, item.instr->signal());
+  ctx_.sync().complete_at(ready, item.instr->signal());
 }
 
 void MxuUnit::matmul(const IssuedInstruction& item) {
@@ -96,7 +96,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   const uint64_t out_bytes = payload_bytes(mm.out());
   const double vmem_bytes =
       static_cast<double>(payload_bytes(mm.lhs()) + out_bytes + (mm.accumulate() ? out_bytes : 0));
-  const double vmem_end = ctx_.vmem_ports->reserve(static_cast<double>(t.start), vmem_bytes).end;
+  const double vmem_end = ctx_.vmem_ports().reserve(static_cast<double>(t.start), vmem_bytes).end;
   uint64_t done = t.done;
   uint64_t stream_end = t.stream_end;
   if (vmem_end > static_cast<double>(t.stream_end)) {
@@ -104,14 +104,14 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
     done = policy_->stall_last_stream(stream_end);
   }
   wait_until(t.start);
-  if (!ctx_.timing_only) post_compute(mm);
+  if (!ctx_.timing_only()) post_compute(mm);
   macs_ += m * mm.lhs().cols() * mm.out().cols();
   stream_cycles_ += stream_end - t.start;
   busy_cycles_ += stream_end - t.start;
   trace("mxu.matmul", t.start, stream_end);
   const double flops = 2.0 * static_cast<double>(m * mm.lhs().cols() * mm.out().cols());
   profile(t.start, done, {flops, 0, /*on_mxu=*/true});
-  ctx_.sync->complete_at(done, item.instr->signal());
+  ctx_.sync().complete_at(done, item.instr->signal());
 }
 
 namespace {
@@ -128,7 +128,7 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
   const isa::Block& lhs = mm.lhs();
   const isa::Block& out = mm.out();
-  LhsCache& cache = ctx_.lhs_cache;
+  LhsCache& cache = ctx_.lhs_cache();
   const bool refill = !(cache.valid && cache.terms >= terms && same_block(cache.block, lhs));
   if (refill) {
     cache.valid = true;
@@ -139,13 +139,13 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   }
   // The output overlapping the block invalidates it for the next matmul, as any write does.
   ctx_.note_vmem_write(out.address(), end_address(out));
-  uint8_t* vmem = ctx_.vmem->base_covering(std::max(end_address(lhs), end_address(out)));
+  uint8_t* vmem = ctx_.vmem().base_covering(std::max(end_address(lhs), end_address(out)));
   ctx_.post_numerics(false, host_range(vmem, lhs), host_range(vmem, out),
                      [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
 }
 
 void MxuUnit::split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms) {
-  std::array<MatrixF, 3>& parts = ctx_.lhs_cache.parts;
+  std::array<MatrixF, 3>& parts = ctx_.lhs_cache().parts;
   if (lhs.dtype() == isa::BF16 && terms == 1) {
     load_block(vmem, lhs, &parts[0]);  // bf16 values are their own single term
     return;
@@ -182,7 +182,7 @@ const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
 void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms) {
   const int p = passes(mm.precision());
   if (refill_lhs) split_lhs(vmem, mm.lhs(), terms);
-  const auto& a = ctx_.lhs_cache.parts;
+  const auto& a = ctx_.lhs_cache().parts;
   const auto& w = weight_terms(mm.slot(), terms);
   const isa::Block& out = mm.out();
   StridedMap result(

@@ -19,10 +19,10 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, Core
              [this] { return static_cast<double>(issue_stall_cycles_); });
   stats_.add("loop_iterations", "iterations", "device loop iterations run",
              [this] { return static_cast<double>(loop_iterations_); });
-  if (ctx_.sink != nullptr) {
-    steps_track_ = ctx_.sink->declare_track(
-        {traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip),
-         static_cast<int>(ctx_.core_on_chip), std::string(traces::kStepsTrack), ""});
+  if (ctx_.sink() != nullptr) {
+    steps_track_ = ctx_.sink()->declare_track(
+        {traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip()),
+         static_cast<int>(ctx_.core_on_chip()), std::string(traces::kStepsTrack), ""});
   }
   stats_.on_reset([this] {
     issued_ = 0;
@@ -37,19 +37,19 @@ void Sequencer::load(const isa::CoreProgram* program, uint64_t step_base) {
 }
 
 void Sequencer::trace_step() {
-  ctx_.busy.flush();  // the units are idle: the step's last run is complete
+  ctx_.busy().flush();  // the units are idle: the step's last run is complete
   // A shadow core's iterations are its collectives alone, not the step it stands for (and it
   // traces nothing of its own: CoreContext::shadow).
-  if (ctx_.sink == nullptr || !ctx_.sink->recording() || ctx_.shadow) return;
+  if (ctx_.sink() == nullptr || !ctx_.sink()->recording() || ctx_.shadow()) return;
   // Named like TensorFlow's global_step: the step that brings it to N (step counter N - 1).
-  step_name_ = str_cat("step ", ctx_.step + 1);
-  ctx_.sink->slice(steps_track_, step_name_, ctx_.clock->time_of(Cycles(step_start_)),
-                   ctx_.clock->time_of(Cycles(ctx_.now_cycle())));
+  step_name_ = str_cat("step ", ctx_.step() + 1);
+  ctx_.sink()->slice(steps_track_, step_name_, ctx_.clock().time_of(Cycles(step_start_)),
+                     ctx_.clock().time_of(Cycles(ctx_.now_cycle())));
 }
 
 std::string Sequencer::blocked_on() const {
   if (draining_) {
-    return str_cat(name(), ": waits for ", ctx_.sync->outstanding(),
+    return str_cat(name(), ": waits for ", ctx_.sync().outstanding(),
                    " issued instruction(s) to complete");
   }
   if (blocked_issue_ != nullptr) {
@@ -81,7 +81,7 @@ Unit* Sequencer::unit_for(const isa::Instruction& instr) {
 
 void Sequencer::drain() {
   draining_ = true;
-  while (ctx_.sync->outstanding() > 0) wait(ctx_.sync->drained());
+  while (ctx_.sync().outstanding() > 0) wait(ctx_.sync().drained());
   draining_ = false;
   issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());
 }
@@ -97,10 +97,10 @@ bool Sequencer::run_range(int begin, int end) {
       ++loop_depth_;
       for (uint32_t it = 0; it < instr.loop().count(); ++it) {
         drain();
-        ctx_.sync->reset_flags();
+        ctx_.sync().reset_flags();
         if (outermost) {
           if (it > 0) trace_step();
-          ctx_.step = step_base_ + it;
+          ctx_.set_step(step_base_ + it);
           step_start_ = ctx_.now_cycle();
         }
         ++loop_iterations_;
@@ -111,7 +111,7 @@ bool Sequencer::run_range(int begin, int end) {
       }
       --loop_depth_;
       drain();
-      ctx_.sync->reset_flags();
+      ctx_.sync().reset_flags();
       if (outermost && instr.loop().count() > 0) trace_step();
       i = body_end - 1;
       continue;
@@ -127,7 +127,7 @@ bool Sequencer::run_range(int begin, int end) {
       issue_stall_cycles_ += ctx_.now_cycle() - from;
     }
     issue_cycle_ = std::max(issue_cycle_, ctx_.now_cycle());
-    ctx_.sync->issued();
+    ctx_.sync().issued();
     unit->push(IssuedInstruction{&instr, i, issue_cycle_});
     ++issue_cycle_;  // one instruction issues per cycle
     ++issued_;
@@ -142,12 +142,12 @@ void Sequencer::thread() {
     running_ = true;
     start_cycle_ = ctx_.now_cycle();
     issue_cycle_ = start_cycle_;
-    ctx_.step = step_base_;
+    ctx_.set_step(step_base_);
     loop_depth_ = 0;
-    ctx_.sync->reset_flags();
+    ctx_.sync().reset_flags();
     run_range(0, program_->instructions_size());
     drain();
-    ctx_.busy.flush();
+    ctx_.busy().flush();
     end_cycle_ = ctx_.now_cycle();
     running_ = false;
     program_ = nullptr;

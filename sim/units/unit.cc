@@ -23,9 +23,10 @@ Unit::Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& sta
     stall_cycles_ = 0;
     instructions_ = 0;
   });
-  if (ctx_.sink != nullptr) {
-    track_ = ctx_.sink->declare_track({traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip),
-                                       static_cast<int>(ctx_.core_on_chip), basename(), ""});
+  if (ctx_.sink() != nullptr) {
+    track_ =
+        ctx_.sink()->declare_track({traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip()),
+                                    static_cast<int>(ctx_.core_on_chip()), basename(), ""});
   }
 }
 
@@ -36,16 +37,15 @@ void Unit::push(const IssuedInstruction& item) {
 
 std::string Unit::blocked_on() const {
   if (current_ == nullptr) return "";
-  std::string what =
-      waiting_for_flags_ ? str_cat("waits for ", ctx_.sync->unmet(*current_->instr))
-                         : blocked_detail();
+  std::string what = waiting_for_flags_ ? str_cat("waits for ", ctx_.sync().unmet(*current_->instr))
+                                        : blocked_detail();
   if (what.empty() && sleeping_until_ != 0) what = str_cat("busy until cycle ", sleeping_until_);
   return str_cat(name(), " at instruction ", current_->index, " (", op_name(*current_->instr),
                  "): ", what);
 }
 
 void Unit::wait_until(uint64_t cycle) {
-  const uint64_t target = ctx_.clock->time_of(Cycles(cycle));
+  const uint64_t target = ctx_.clock().time_of(Cycles(cycle));
   const uint64_t now = sc_core::sc_time_stamp().value();
   if (target <= now) return;
   sleeping_until_ = cycle;
@@ -54,16 +54,16 @@ void Unit::wait_until(uint64_t cycle) {
 }
 
 void Unit::trace(const char* what, uint64_t start, uint64_t end) {
-  if (ctx_.sink == nullptr || !ctx_.sink->recording() || ctx_.shadow) return;
-  ctx_.sink->slice(track_, what, ctx_.clock->time_of(Cycles(start)),
-                   ctx_.clock->time_of(Cycles(end)));
+  if (ctx_.sink() == nullptr || !ctx_.sink()->recording() || ctx_.shadow()) return;
+  ctx_.sink()->slice(track_, what, ctx_.clock().time_of(Cycles(start)),
+                     ctx_.clock().time_of(Cycles(end)));
 }
 
 void Unit::profile(uint64_t start, uint64_t end, const OpWork& work) {
   if (current_ == nullptr) return;
-  ctx_.ops.record(current_->instr->origin(), ctx_.step, start, end, work);
-  if (core_work_ && ctx_.busy.recording()) {
-    ctx_.busy.add(ctx_.clock->time_of(Cycles(start)), ctx_.clock->time_of(Cycles(end)));
+  ctx_.ops().record(current_->instr->origin(), ctx_.step(), start, end, work);
+  if (core_work_ && ctx_.busy().recording()) {
+    ctx_.busy().add(ctx_.clock().time_of(Cycles(start)), ctx_.clock().time_of(Cycles(end)));
   }
 }
 
@@ -73,10 +73,10 @@ void Unit::thread() {
     const IssuedInstruction item = queue_.front();
     current_ = &queue_.front();
     wait_until(item.issue_cycle);
-    if (!ctx_.sync->satisfied(*item.instr)) {
+    if (!ctx_.sync().satisfied(*item.instr)) {
       const uint64_t from = ctx_.now_cycle();
       waiting_for_flags_ = true;
-      while (!ctx_.sync->satisfied(*item.instr)) wait(ctx_.sync->changed());
+      while (!ctx_.sync().satisfied(*item.instr)) wait(ctx_.sync().changed());
       waiting_for_flags_ = false;
       stall_cycles_ += ctx_.now_cycle() - from;
     }

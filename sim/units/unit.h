@@ -22,7 +22,7 @@ class Unit : public sc_core::sc_module {
   Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
        std::string description, bool core_work = false);
 
-  bool full() const { return queue_.size() >= ctx_.slice->chip.core.unit_queue_depth; }
+  bool full() const { return queue_.size() >= ctx_.slice().chip.core.unit_queue_depth; }
   void push(const IssuedInstruction& item);
   const sc_core::sc_event& space_freed() const { return space_freed_; }
   // Empty when idle or busy; otherwise what it is blocked on, for deadlock messages.
@@ -33,7 +33,7 @@ class Unit : public sc_core::sc_module {
 
  protected:
   // Runs one instruction. On return the unit takes the next one; the instruction's completion
-  // must have been registered with ctx_.sync->complete_at().
+  // must have been registered with ctx_.sync().complete_at().
   virtual void execute(const IssuedInstruction& item) = 0;
 
   void wait_until(uint64_t cycle);

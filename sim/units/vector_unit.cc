@@ -56,7 +56,7 @@ VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, St
 
 void VectorUnit::execute(const IssuedInstruction& item) {
   const Vector& v = item.instr->vector();
-  const config::CoreSpec& core = ctx_.slice->chip.core;
+  const config::CoreSpec& core = ctx_.slice().chip.core;
   ctx_.touch_vmem(end_address(v.dst()));
   if (v.has_a()) ctx_.touch_vmem(end_address(v.a()));
   if (v.has_b()) ctx_.touch_vmem(end_address(v.b()));
@@ -64,17 +64,17 @@ void VectorUnit::execute(const IssuedInstruction& item) {
   const uint64_t start = ctx_.now_cycle();
   const uint64_t issue = vector_issue_cycles(v, core);
   const double vmem_end =
-      ctx_.vmem_ports->reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
+      ctx_.vmem_ports().reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
   const uint64_t end = std::max(start + issue, ceil_cycle(vmem_end));
   const uint64_t latency = core.vector_latency_cycles +
                            (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
-  if (!ctx_.timing_only) post_compute(v);
+  if (!ctx_.timing_only()) post_compute(v);
   elements_ += work_elements(v);
   busy_cycles_ += end - start;
   trace(vector_op_name(v.op()), start, end);
   profile(start, end + latency,
           {is_arithmetic(v.op()) ? static_cast<double>(work_elements(v)) : 0});
-  ctx_.sync->complete_at(end + latency, item.instr->signal());
+  ctx_.sync().complete_at(end + latency, item.instr->signal());
   wait_until(end);
 }
 
@@ -156,7 +156,7 @@ bool compute_in_place(uint8_t* vmem, const Vector& v) {
 }  // namespace
 
 void VectorUnit::post_compute(const Vector& v) {
-  uint8_t* vmem = ctx_.vmem->base_covering(ctx_.slice->chip.core.vmem_bytes);
+  uint8_t* vmem = ctx_.vmem().base_covering(ctx_.slice().chip.core.vmem_bytes);
   const isa::Block& dst = v.dst();
   // What the op reads: the hull of its operands.
   HostRange read;
@@ -167,7 +167,7 @@ void VectorUnit::post_compute(const Vector& v) {
     read = read.lo == nullptr ? r : HostRange{std::min(read.lo, r.lo), std::max(read.hi, r.hi)};
   }
   ctx_.note_vmem_write(dst.address(), end_address(dst));
-  const uint64_t step = ctx_.step;
+  const uint64_t step = ctx_.step();
   ctx_.post_numerics(false, read, host_range(vmem, dst),
                      [vmem, &v, step] { compute(vmem, v, step); });
 }
