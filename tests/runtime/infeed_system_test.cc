@@ -96,7 +96,7 @@ Loop run_loop(Backend& backend, Executable& exe, Variables& vars, InfeedDriver& 
   auto run = backend.run_loop(exe, vars, *loop, 0);
   EXPECT_TRUE(run.ok()) << run.status();
   Loop out{*std::move(run)};
-  EXPECT_EQ(out.result.timing.simulated, backend.name() == "tpusim");
+  EXPECT_EQ(out.result.timing.simulated, backend.declaration().supports.simulated_time);
   if (out.result.timing.simulated) {
     EXPECT_EQ(out.result.timing.infeed_wait_cycles.size(), kReplicas);
   }
