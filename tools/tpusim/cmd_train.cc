@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -38,37 +39,40 @@ std::string fresh_model_dir(const std::string& model) {
                  std::chrono::duration_cast<std::chrono::milliseconds>(now).count());
 }
 
-}  // namespace
-
-int run_train(const std::vector<std::string>& args) {
-  po::options_description options("options");
+// The flags train binds to numbers.
+struct TrainFlags {
   int64_t steps = 0, batch = 0, eval_steps = 0, log_every = 0;
   uint32_t ipl = 0;
   float lr = 0, decay_rate = 1;
   int64_t decay_steps = 1;
+};
+
+// train's options, the numbers bound to `f`.
+po::options_description train_options(TrainFlags* f) {
+  po::options_description options("options");
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         ("zoo model: " + zoo_model_names(" | ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name (the tpusim backend)")(
-      "train-steps", po::value<int64_t>(&steps)->default_value(200),
+      "train-steps", po::value<int64_t>(&f->steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
-      "iterations-per-loop", po::value<uint32_t>(&ipl)->default_value(50),
+      "iterations-per-loop", po::value<uint32_t>(&f->ipl)->default_value(50),
       "device steps per host round trip")("batch-size",
-                                          po::value<int64_t>(&batch)->default_value(1024),
+                                          po::value<int64_t>(&f->batch)->default_value(1024),
                                           "global batch size, over every core of the slice")(
       "optimizer", po::value<std::string>()->default_value("adam"), "sgd | momentum | adam")(
-      "learning-rate", po::value<float>(&lr)->default_value(2e-3f), "the optimizer's rate")(
-      "lr-decay-rate", po::value<float>(&decay_rate)->default_value(1.0f),
+      "learning-rate", po::value<float>(&f->lr)->default_value(2e-3f), "the optimizer's rate")(
+      "lr-decay-rate", po::value<float>(&f->decay_rate)->default_value(1.0f),
       "exponential decay: the rate is multiplied by this every --lr-decay-steps (1: constant)")(
       "host-timing", po::value<std::string>()->default_value("measured"),
       "measured: the input pipeline's real stage times on this machine (vary run to run); "
       "config: the host config's stage costs (the same every run)")(
-      "lr-decay-steps", po::value<int64_t>(&decay_steps)->default_value(1),
+      "lr-decay-steps", po::value<int64_t>(&f->decay_steps)->default_value(1),
       "steps over which the rate decays by --lr-decay-rate (continuously)")(
-      "eval-steps", po::value<int64_t>(&eval_steps)->default_value(0),
+      "eval-steps", po::value<int64_t>(&f->eval_steps)->default_value(0),
       "test batches to evaluate (0: as many whole batches as the 10,000 test images fill)")(
       "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
-      "log-every", po::value<int64_t>(&log_every)->default_value(50), "steps between log lines")(
+      "log-every", po::value<int64_t>(&f->log_every)->default_value(50), "steps between log lines")(
       "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
       "timing-only",
       "simulate time only: skip the device's numerics (no accuracy; the input pipeline still "
@@ -90,159 +94,164 @@ int run_train(const std::vector<std::string>& args) {
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_data_options(options);
-  const std::string usage =
-      "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
-      "                    [--dtype-policy float32|mixed_bfloat16]\n"
-      "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
-      "                    [--overlap-allreduce on|off] [--allreduce-combine-threshold BYTES]\n"
-      "                    [--fuse-convolutions on|off]\n"
-      "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
-      "                    [--recompute-shared-producers on|off]\n"
-      "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
-      "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
-      "                    [--model-dir DIR] [--report FILE.json]\n"
-      "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
-      "                     [--trace-counter-window-ns N]]\n"
-      "                    [--timing-only [--fold-replicas on|off]]\n"
-      "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
-      "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
-      "                    [--host-timing measured|config]\n\n"
-      "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
-      "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
-      "(CrossShardOptimizer), and iterations_per_loop steps run per host loop. Then evaluates\n"
-      "on the test set and prints accuracy, the simulated step time and its breakdown.\n"
-      "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n"
-      "The infeed study: --input jpeg --image-size 224 --map-threads N --timing-only reads\n"
-      "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n";
-  po::variables_map vm;
-  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  const std::string model = vm["model"].as<std::string>();
-  auto backend = backend_from(vm);
-  if (!backend.ok()) return usage_error(std::string(backend.status().message()), usage);
-  auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
-  if (!kind.ok()) return usage_error(std::string(kind.status().message()), usage);
-  auto policy = dtype_policy_from(vm);
-  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
-  if (auto s = runtime::check_dtype_policy(**backend, runtime::models::dtype_policy_name(*policy));
-      !s.ok())
-    return usage_error(std::string(s.message()), usage);
-  if (steps < 1 || batch < 1 || ipl < 1)
-    return usage_error("--train-steps, --batch-size and --iterations-per-loop must be >= 1", usage);
-  auto data = fashion_data_from(vm);
-  if (!data.ok()) return usage_error(std::string(data.status().message()), usage);
-  const std::string model_dir =
-      vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(model);
-  estimator::RunConfig config;
-  config.model_dir = model_dir;
-  config.backend = (*backend)->name;
-  config.slice = vm["config"].as<std::string>();
-  auto compile = compile_options_from(vm);
-  if (!compile.ok()) return usage_error(std::string(compile.status().message()), usage);
-  config.compile = *compile;
-  config.tpu_config.iterations_per_loop = ipl;
-  auto replicas = run_replicas(**backend, config.slice);
-  if (!replicas.ok()) return failure(std::string(replicas.status().message()));
-  config.tpu_config.num_shards = *replicas;
-  config.log_step_count_steps = log_every;
-  config.save_summary_steps = std::max<int64_t>(ipl, 10);
-  config.save_checkpoints_steps = std::max<int64_t>(steps / 4, ipl);
-  // On a terminal a progress bar moves as the device finishes steps, log lines above it;
-  // otherwise the log lines alone.
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  ProgressBar bar(std::cerr);
-  config.log = [tty, &bar](const std::string& line) {
-    if (tty) {
-      bar.line(line);
-    } else {
-      std::cerr << line << "\n" << std::flush;
-    }
-  };
-  if (tty) config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
-  config.timing_only = vm.count("timing-only") > 0;
-  use_data_options(*data, &config);
-  const std::string host_timing = vm["host-timing"].as<std::string>();
-  if (host_timing != "config" && host_timing != "measured")
-    return usage_error("--host-timing is measured or config (got '" + host_timing + "')", usage);
-  config.fold_replicas = vm["fold-replicas"].as<bool>();
-  if (config.fold_replicas && !config.timing_only)
-    return usage_error("--fold-replicas needs --timing-only (folded replicas compute no values)",
-                       usage);
+  return options;
+}
+
+constexpr char kTrainUsage[] =
+    "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
+    "                    [--dtype-policy float32|mixed_bfloat16]\n"
+    "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
+    "                    [--overlap-allreduce on|off] [--allreduce-combine-threshold BYTES]\n"
+    "                    [--fuse-convolutions on|off]\n"
+    "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
+    "                    [--recompute-shared-producers on|off]\n"
+    "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
+    "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
+    "                    [--model-dir DIR] [--report FILE.json]\n"
+    "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
+    "                     [--trace-counter-window-ns N]]\n"
+    "                    [--timing-only [--fold-replicas on|off]]\n"
+    "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
+    "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
+    "                    [--host-timing measured|config]\n\n"
+    "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
+    "host threads, the infeed driver feeds every core, the gradients are all-reduced\n"
+    "(CrossShardOptimizer), and iterations_per_loop steps run per host loop. Then evaluates\n"
+    "on the test set and prints accuracy, the simulated step time and its breakdown.\n"
+    "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n"
+    "The infeed study: --input jpeg --image-size 224 --map-threads N --timing-only reads\n"
+    "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n";
+
+// Why train stops before running: a usage problem (exit 2, with the usage) or a failure (exit 1).
+struct Refusal {
+  bool usage = true;
+  std::string message;
+};
+using Refused = std::optional<Refusal>;
+
+Refused usage_problem(const absl::Status& s) { return Refusal{true, std::string(s.message())}; }
+
+// --trace, --trace-steps and --trace-counter-window-ns into `config`.
+Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
   if (vm.count("trace") > 0) {
-    config.trace_path = vm["trace"].as<std::string>();
-    if (auto format = traces::trace_format_of(config.trace_path); !format.ok())
-      return usage_error(std::string(format.status().message()), usage);
+    config->trace_path = vm["trace"].as<std::string>();
+    if (auto format = traces::trace_format_of(config->trace_path); !format.ok())
+      return usage_problem(format.status());
   }
   if (vm.count("trace-steps") > 0) {
     const std::string range = vm["trace-steps"].as<std::string>();
     long long a = 0, b = 0;
     char end = 0;
-    if (std::sscanf(range.c_str(), "%lld:%lld%c", &a, &b, &end) != 2 || a < 0 || b < a)
-      return usage_error(
-          "--trace-steps takes A:B, global steps with 0 <= A <= B (got '" + range + "')", usage);
-    config.trace_first_step = a;
-    config.trace_last_step = b;
+    if (std::sscanf(range.c_str(), "%lld:%lld%c", &a, &b, &end) != 2 || a < 0 || b < a) {
+      return Refusal{
+          true, "--trace-steps takes A:B, global steps with 0 <= A <= B (got '" + range + "')"};
+    }
+    config->trace_first_step = a;
+    config->trace_last_step = b;
   }
-  config.trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
+  config->trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
+  return std::nullopt;
+}
+
+// --timing-only, --fold-replicas and the trace flags, then the registry's check of every flag
+// only some backends take.
+Refused run_mode_flags(const po::variables_map& vm, estimator::RunConfig* config) {
+  config->timing_only = vm.count("timing-only") > 0;
+  config->fold_replicas = vm["fold-replicas"].as<bool>();
+  if (config->fold_replicas && !config->timing_only)
+    return Refusal{true, "--fold-replicas needs --timing-only (folded replicas compute no values)"};
+  if (Refused r = trace_flags(vm, config)) return r;
   runtime::RunFeatures features;
-  features.timing_only = config.timing_only;
-  features.trace = !config.trace_path.empty();
-  if (auto s = runtime::check_registered_options(config.backend, config.compile, features,
+  features.timing_only = config->timing_only;
+  features.trace = !config->trace_path.empty();
+  if (auto s = runtime::check_registered_options(config->backend, config->compile, features,
                                                  runtime::OptionNames::kFlags);
-      !s.ok()) {
-    return usage_error(std::string(s.message()), usage);
-  }
+      !s.ok())
+    return usage_problem(s);
+  return std::nullopt;
+}
+
+// The RunConfig the flags ask for (its log and progress callbacks aside).
+Refused run_config_from(const po::variables_map& vm, const TrainFlags& f,
+                        const runtime::BackendDeclaration& backend, const FashionData& data,
+                        const std::string& model_dir, estimator::RunConfig* config) {
+  config->model_dir = model_dir;
+  config->backend = backend.name;
+  config->slice = vm["config"].as<std::string>();
+  auto compile = compile_options_from(vm);
+  if (!compile.ok()) return usage_problem(compile.status());
+  config->compile = *compile;
+  config->tpu_config.iterations_per_loop = f.ipl;
+  auto replicas = run_replicas(backend, config->slice);
+  if (!replicas.ok()) return Refusal{false, std::string(replicas.status().message())};
+  config->tpu_config.num_shards = *replicas;
+  config->log_step_count_steps = f.log_every;
+  config->save_summary_steps = std::max<int64_t>(f.ipl, 10);
+  config->save_checkpoints_steps = std::max<int64_t>(f.steps / 4, f.ipl);
+  use_data_options(data, config);
+  const std::string host_timing = vm["host-timing"].as<std::string>();
+  if (host_timing != "config" && host_timing != "measured")
+    return Refusal{true, "--host-timing is measured or config (got '" + host_timing + "')"};
+  return run_mode_flags(vm, config);
+}
+
+// --optimizer, --learning-rate and the decay flags.
+absl::StatusOr<runtime::OptimizerSpec> optimizer_from(const po::variables_map& vm,
+                                                      const TrainFlags& f) {
+  auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
+  if (!kind.ok()) return kind.status();
   runtime::OptimizerSpec optimizer;
   optimizer.kind = *kind;
-  optimizer.learning_rate.initial = lr;
-  if (decay_rate != 1.0f) {
-    if (decay_rate <= 0 || decay_steps < 1)
-      return usage_error("--lr-decay-rate must be > 0 and --lr-decay-steps >= 1", usage);
+  optimizer.learning_rate.initial = f.lr;
+  if (f.decay_rate != 1.0f) {
+    if (f.decay_rate <= 0 || f.decay_steps < 1)
+      return absl::InvalidArgumentError("--lr-decay-rate must be > 0 and --lr-decay-steps >= 1");
     optimizer.learning_rate.kind = runtime::LearningRate::Kind::kExponentialDecay;
-    optimizer.learning_rate.decay_rate = decay_rate;
-    optimizer.learning_rate.decay_steps = decay_steps;
+    optimizer.learning_rate.decay_rate = f.decay_rate;
+    optimizer.learning_rate.decay_steps = f.decay_steps;
   }
-  if (auto s = ensure_fashion_mnist(*data); !s.ok()) return failure(std::string(s.message()));
-  if (host_timing == "config") {
-    if (auto s = use_host_config_timing(*data, &config); !s.ok())
-      return failure(std::string(s.message()));
-  }
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(model, optimizer, *policy), config, {},
-                                             true, batch, batch, batch);
-  if (!est.ok()) return failure(std::string(est.status().message()));
+  return optimizer;
+}
+
+// What a run is, for the report and the summary.
+struct TrainJob {
+  std::string model;
+  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
+  const runtime::BackendDeclaration* backend = nullptr;
+  FashionData data;
+  estimator::RunConfig config;
+  TrainFlags flags;
+  runtime::OptimizerSpec optimizer;
+};
+
+void print_start(const TrainJob& job) {
+  const auto& c = job.config;
   std::cout << fmt::format(
       "training {}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
-      model,
-      *policy == runtime::models::DTypePolicy::kFloat32
+      job.model,
+      job.policy == runtime::models::DTypePolicy::kFloat32
           ? ""
-          : str_cat(" (", runtime::models::dtype_policy_name(*policy), ")"),
-      run_target(**backend, config.slice), config.tpu_config.num_shards, batch, ipl,
-      runtime::optimizer_name(*kind), lr, model_dir);
-  if (*policy == runtime::models::DTypePolicy::kMixedBFloat16 &&
-      !(*backend)->mixed_bfloat16_note.empty()) {
-    std::cout << "note: " << (*backend)->mixed_bfloat16_note << "\n";
+          : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")"),
+      run_target(*job.backend, c.slice), c.tpu_config.num_shards, job.flags.batch, job.flags.ipl,
+      runtime::optimizer_name(job.optimizer.kind), job.flags.lr, c.model_dir);
+  if (job.policy == runtime::models::DTypePolicy::kMixedBFloat16 &&
+      !job.backend->mixed_bfloat16_note.empty()) {
+    std::cout << "note: " << job.backend->mixed_bfloat16_note << "\n";
   }
-  auto trained = (*est)->train(fashion_train_input(*data), steps);
-  bar.finish();
-  if (!trained.ok()) return failure(std::string(trained.status().message()));
-  const int64_t per_eval = config.timing_only ? 0 : eval_steps > 0 ? eval_steps : 10000 / batch;
-  std::map<std::string, double> eval;
-  if (per_eval > 0) {
-    auto evaluated = (*est)->evaluate(fashion_eval_input(*data), per_eval);
-    if (!evaluated.ok()) return failure(std::string(evaluated.status().message()));
-    eval = *evaluated;
-  }
-  const estimator::TrainResult& r = *trained;
+}
+
+// The run's figures as `--report` writes them.
+nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainResult& r,
+                                    const std::map<std::string, double>& eval) {
+  const auto& c = job.config;
   const double steps_run = std::max<double>(1, static_cast<double>(r.steps_run));
-  const double compute = (r.device_seconds - r.input_seconds) / steps_run;
-  const double input = r.input_seconds / steps_run;
-  const double idle = r.host_overhead_seconds / steps_run;
   nlohmann::ordered_json report = {
-      {"model", model},
-      {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
-      {"backend", config.backend},
-      {"config", (*backend)->supports.runs_a_slice ? config.slice : config.backend},
-      {"model_dir", model_dir},
+      {"model", job.model},
+      {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
+      {"backend", c.backend},
+      {"config", job.backend->supports.runs_a_slice ? c.slice : c.backend},
+      {"model_dir", c.model_dir},
       {"global_step", r.global_step},
       {"steps_run", r.steps_run},
       {"final_loss", r.final_loss},
@@ -252,56 +261,145 @@ int run_train(const std::vector<std::string>& args) {
       {"host_seconds", r.host_seconds},
       {"infeed_wait_fraction", r.infeed_wait_fraction},
       {"mxu_utilization", r.mxu_utilization},
-      {"step_breakdown", {{"compute", compute}, {"input", input}, {"idle", idle}}},
+      {"step_breakdown",
+       {{"compute", (r.device_seconds - r.input_seconds) / steps_run},
+        {"input", r.input_seconds / steps_run},
+        {"idle", r.host_overhead_seconds / steps_run}}},
       {"weights_fingerprint", r.weights_fingerprint},
-      {"timing_only", config.timing_only},
-      {"fold_replicas", config.fold_replicas},
-      {"allreduce_combine_bytes", config.compile.allreduce_combine_bytes},
-      {"input", data->jpeg ? "jpeg" : "raw"},
-      {"image_size", data->image_size},
-      {"map_threads", data->map_threads},
-      {"batch_threads", data->batch_threads},
-      {"enqueue_threads", data->enqueue_threads},
-      {"infeed_dtype", data->bf16_images ? "bf16" : "f32"},
+      {"timing_only", c.timing_only},
+      {"fold_replicas", c.fold_replicas},
+      {"allreduce_combine_bytes", c.compile.allreduce_combine_bytes},
+      {"input", job.data.jpeg ? "jpeg" : "raw"},
+      {"image_size", job.data.image_size},
+      {"map_threads", job.data.map_threads},
+      {"batch_threads", job.data.batch_threads},
+      {"enqueue_threads", job.data.enqueue_threads},
+      {"infeed_dtype", job.data.bf16_images ? "bf16" : "f32"},
   };
   // The analyzer's breakdown has every profiler category and sums to its step time, the
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).
   if (r.analysis.has_value()) report["analysis"] = r.analysis->to_json();
   add_op_profile(r.ops, r.roofs, &report);
-  if (!config.trace_path.empty()) {
-    report["trace"] = config.trace_path;
+  if (!c.trace_path.empty()) {
+    report["trace"] = c.trace_path;
     report["trace_bytes"] = r.trace_bytes;
   }
+  return report;
+}
+
+void print_summary(const TrainJob& job, const estimator::TrainResult& r,
+                   const nlohmann::ordered_json& report) {
+  const auto& breakdown = report["step_breakdown"];
   std::cout << fmt::format(
       "global step {}: final loss {:.4f}, test accuracy {:.4f}\n"
       "simulated step {:.3f} ms = compute {:.3f} + input {:.3f} + host round trips {:.3f} "
       "(infeed wait {:.1f}%, MXU {:.1f}%); {:.1f} s on this host\n"
       "TensorBoard: tensorboard --logdir {}\n",
       r.global_step, r.final_loss, report["eval_accuracy"].get<double>(),
-      r.sim_seconds_per_step * 1e3, compute * 1e3, input * 1e3, idle * 1e3,
-      100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, model_dir);
+      r.sim_seconds_per_step * 1e3, breakdown["compute"].get<double>() * 1e3,
+      breakdown["input"].get<double>() * 1e3, breakdown["idle"].get<double>() * 1e3,
+      100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, job.config.model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
   if (!r.ops.empty()) std::cout << "\n" << op_profile_text(r.ops, r.roofs, 8);
-  if (!config.trace_path.empty()) {
-    std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", config.trace_path,
-                             static_cast<double>(r.trace_bytes) / 1e6, config.trace_path);
+  if (!job.config.trace_path.empty()) {
+    std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.config.trace_path,
+                             static_cast<double>(r.trace_bytes) / 1e6, job.config.trace_path);
   }
+}
+
+// The job from the flags, or why not.
+Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJob* job) {
+  job->model = vm["model"].as<std::string>();
+  job->flags = f;
+  auto backend = backend_from(vm);
+  if (!backend.ok()) return usage_problem(backend.status());
+  job->backend = *backend;
+  auto optimizer = optimizer_from(vm, f);
+  if (!optimizer.ok()) return usage_problem(optimizer.status());
+  job->optimizer = *optimizer;
+  auto policy = dtype_policy_from(vm);
+  if (!policy.ok()) return usage_problem(policy.status());
+  job->policy = *policy;
+  if (auto s = runtime::check_dtype_policy(**backend, runtime::models::dtype_policy_name(*policy));
+      !s.ok())
+    return usage_problem(s);
+  if (f.steps < 1 || f.batch < 1 || f.ipl < 1)
+    return Refusal{true, "--train-steps, --batch-size and --iterations-per-loop must be >= 1"};
+  auto data = fashion_data_from(vm);
+  if (!data.ok()) return usage_problem(data.status());
+  job->data = *data;
+  const std::string model_dir =
+      vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
+  return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
+}
+
+// Trains, evaluates (unless timing-only) and exports when asked.
+absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map& vm, TrainJob& job,
+                                                        ProgressBar& bar) {
+  if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return s;
+  if (vm["host-timing"].as<std::string>() == "config") {
+    if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
+  }
+  const int64_t batch = job.flags.batch;
+  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, job.optimizer, job.policy),
+                                             job.config, {}, true, batch, batch, batch);
+  if (!est.ok()) return est.status();
+  print_start(job);
+  auto trained = (*est)->train(fashion_train_input(job.data), job.flags.steps);
+  bar.finish();
+  if (!trained.ok()) return trained.status();
+  const int64_t per_eval = job.config.timing_only     ? 0
+                           : job.flags.eval_steps > 0 ? job.flags.eval_steps
+                                                      : 10000 / batch;
+  std::map<std::string, double> eval;
+  if (per_eval > 0) {
+    auto evaluated = (*est)->evaluate(fashion_eval_input(job.data), per_eval);
+    if (!evaluated.ok()) return evaluated.status();
+    eval = *evaluated;
+  }
+  const nlohmann::ordered_json report = train_report(job, *trained, eval);
+  print_summary(job, *trained, report);
   if (vm.count("export-dir") > 0) {
     const std::string dir = vm["export-dir"].as<std::string>();
-    const int64_t per_shard = batch / config.tpu_config.num_shards;
-    if (auto s =
-            (*est)->export_saved_model(dir,
-                                       {{"image", runtime::DType::kF32,
-                                         runtime::Shape{data->image_size, data->image_size, 1}}},
-                                       per_shard);
+    const int64_t per_shard = batch / job.config.tpu_config.num_shards;
+    const int64_t side = job.data.image_size;
+    if (auto s = (*est)->export_saved_model(
+            dir, {{"image", runtime::DType::kF32, runtime::Shape{side, side, 1}}}, per_shard);
         !s.ok()) {
-      return failure(std::string(s.message()));
+      return s;
     }
     std::cout << "saved model: " << dir << "\n";
   }
+  return report;
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  TrainFlags flags;
+  po::options_description options = train_options(&flags);
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kTrainUsage, &vm); rc >= 0) return rc;
+  TrainJob job;
+  if (Refused r = train_job_from(vm, flags, &job))
+    return r->usage ? usage_error(r->message, kTrainUsage) : failure(r->message);
+  // On a terminal a progress bar moves as the device finishes steps, log lines above it;
+  // otherwise the log lines alone.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  ProgressBar bar(std::cerr);
+  job.config.log = [tty, &bar](const std::string& line) {
+    if (tty) {
+      bar.line(line);
+    } else {
+      std::cerr << line << "\n" << std::flush;
+    }
+  };
+  if (tty) job.config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
+  auto report = train_and_report(vm, job, bar);
+  if (!report.ok()) return failure(std::string(report.status().message()));
   if (vm.count("report") > 0) {
     std::ofstream out(vm["report"].as<std::string>());
-    out << report.dump(2) << "\n";
+    out << report->dump(2) << "\n";
     if (!out) return failure("cannot write the report to " + vm["report"].as<std::string>());
     std::cout << "report: " << vm["report"].as<std::string>() << "\n";
   }
