@@ -24,12 +24,10 @@ void BM_PodAllReduce(benchmark::State& state) {
   const uint64_t bytes = 100'000'000;
   sim::System& system = pod();
   const config::SliceSpec& s = system.slice();
-  const sim::CoreMap cores(s);
-  const uint64_t share = s.chip.hbm.capacity_bytes / cores.cores_per_chip();
   isa::Program program;
   for (uint32_t core = 0; core < s.cores; ++core) {
     sim::CoreBuilder b(&program, core);
-    const uint64_t base = cores.core_on_chip(sim::CoreId{core}) * share;
+    const uint64_t base = sim::hbm_share(s, sim::CoreId{core}).base;
     b.collective(isa::Collective::ALL_REDUCE, algorithm, base, base + bytes, bytes / 4);
     b.halt();
   }

@@ -44,4 +44,17 @@ class CoreMap {
   uint32_t chips_per_host_;
 };
 
+// Each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its chip's
+// 32 GiB: `bytes` from `base` (bytes into the chip's HBM). Compilers and program builders put a
+// core's buffers there.
+struct HbmShare {
+  uint64_t base = 0;
+  uint64_t bytes = 0;
+};
+inline HbmShare hbm_share(const config::SliceSpec& slice, CoreId core) {
+  const CoreMap map(slice);
+  const uint64_t bytes = slice.chip.hbm.capacity_bytes / map.cores_per_chip();
+  return {map.core_on_chip(core) * bytes, bytes};
+}
+
 }  // namespace tpusim::sim

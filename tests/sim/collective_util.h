@@ -23,9 +23,7 @@ inline ChipId chip_of(const System& s, uint32_t core) { return s.core_map().chip
 
 // Where core `core`'s buffers live in its chip's HBM: each core of a chip has its own half.
 inline uint64_t base_of(const System& s, uint32_t core) {
-  const CoreMap& map = s.core_map();
-  return map.core_on_chip(CoreId{core}) *
-         (s.slice().chip.hbm.capacity_bytes / map.cores_per_chip());
+  return hbm_share(s.slice(), CoreId{core}).base;
 }
 
 inline std::vector<float> values_of(uint32_t core, uint64_t n) {

@@ -74,8 +74,8 @@ int run_allreduce(const std::vector<std::string>& args) {
   const config::SliceSpec& s = **slice;
   // Each core owns an equal share of its chip's HBM; its buffers start at the share's base.
   const sim::CoreMap cores(s);
-  const uint64_t share = s.chip.hbm.capacity_bytes / cores.cores_per_chip();
-  auto base_of = [&](uint32_t core) { return cores.core_on_chip(sim::CoreId{core}) * share; };
+  const uint64_t share = sim::hbm_share(s, sim::CoreId{0}).bytes;
+  auto base_of = [&](uint32_t core) { return sim::hbm_share(s, sim::CoreId{core}).base; };
   if (2 * *bytes > share) {
     return failure(fmt::format("{} bytes in and out need {} bytes of a core's HBM share of {}",
                                *bytes, 2 * *bytes, share));

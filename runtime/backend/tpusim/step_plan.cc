@@ -89,9 +89,9 @@ void plan_buffers(const Graph& graph, StepPlan& plan) {
 // chip's 32 GiB; the core's buffers live in its share, below the compiler's constants.
 absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
                          uint32_t replicas, StepPlan& plan) {
-  const sim::CoreMap cores(slice);
-  plan.hbm_share = slice.chip.hbm.capacity_bytes / cores.cores_per_chip();
-  plan.hbm_base = cores.core_on_chip(sim::CoreId{core}) * plan.hbm_share;
+  const sim::HbmShare share = sim::hbm_share(slice, sim::CoreId{core});
+  plan.hbm_share = share.bytes;
+  plan.hbm_base = share.base;
   PlanRequest request;
   request.replicas = replicas;
   request.order = plan.order;
