@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "configs/loader.h"
-#include "sim/isa/builder.h"
+#include "sim/all_reduce_run.h"
 #include "sim/system.h"
 
 namespace {
@@ -24,13 +24,11 @@ void BM_PodAllReduce(benchmark::State& state) {
   const uint64_t bytes = 100'000'000;
   sim::System& system = pod();
   const config::SliceSpec& s = system.slice();
-  isa::Program program;
-  for (uint32_t core = 0; core < s.cores; ++core) {
-    sim::CoreBuilder b(&program, core);
-    const uint64_t base = sim::hbm_share(s, sim::CoreId{core}).base;
-    b.collective(isa::Collective::ALL_REDUCE, algorithm, base, base + bytes, bytes / 4);
-    b.halt();
-  }
+  sim::AllReduceRequest request;
+  request.bytes = bytes;
+  request.algorithm = algorithm;
+  request.timing_only = true;
+  const isa::Program program = sim::all_reduce_program(s, request);
   double seconds = 0, transfers = 0;
   for (auto _ : state) {
     auto run = system.run(program);

@@ -27,14 +27,31 @@
 #include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
-#include "tools/tpusim/compare_job.h"
-#include "tools/tpusim/compare_numerics.h"
-#include "tools/tpusim/compare_verdict.h"
+#include "estimator/jobs/compare_job.h"
+#include "estimator/jobs/compare_numerics.h"
+#include "estimator/jobs/compare_verdict.h"
+#include "tools/tpusim/compare_options.h"
+#include "tools/tpusim/compare_report.h"
 #include "tools/tpusim/data_options.h"
-#include "tools/tpusim/fashion_job.h"
+#include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
+
+using jobs::CompareBackend;
+using jobs::CompareJob;
+using jobs::CompareRun;
+using jobs::Differences;
+using jobs::Tolerances;
+using jobs::add_to_baseline;
+using jobs::differences;
+using jobs::ensure_fashion_mnist;
+using jobs::first_diverging_step;
+using jobs::judge;
+using jobs::kAutoBaselineRuns;
+using jobs::max_or_nan;
+using jobs::running_max;
+using jobs::train_on;
 namespace {
 
 namespace po = boost::program_options;
@@ -45,6 +62,7 @@ namespace fs = std::filesystem;
 int run_compare(const std::vector<std::string>& args) {
   po::options_description options("options");
   CompareJob job;
+  job.log = log_to_stderr;
   double loss_tol = 0, weight_tol = 0, weight_atol = 0, factor = 0;
 
   options.add_options()("model", po::value<std::string>(&job.model)->default_value("mlp"),
@@ -150,7 +168,7 @@ int run_compare(const std::vector<std::string>& args) {
   auto data = fashion_data_from(vm);
   if (!data.ok()) return usage_error(std::string(data.status().message()), usage);
   job.data = *data;
-  if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return failure(std::string(s.message()));
+  if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return failure(std::string(s.message()));
   auto slice = config::load_slice(job.slice);
   if (!slice.ok()) return failure(std::string(slice.status().message()));
   job.replicas = (*slice)->cores;

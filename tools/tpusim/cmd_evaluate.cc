@@ -14,10 +14,16 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
-#include "tools/tpusim/fashion_job.h"
+#include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
+
+using jobs::FashionData;
+using jobs::ensure_fashion_mnist;
+using jobs::fashion_eval_input;
+using jobs::use_data_options;
+using jobs::zoo_model_fn;
 namespace {
 
 namespace po = boost::program_options;
@@ -68,14 +74,14 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
                                              true, batch, batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
-  if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return s;
+  if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
   return job;
 }
 
 // The first `count` test images, one example each, with their labels.
 absl::StatusOr<std::vector<runtime::data::Element>> test_images(const FashionData& data,
                                                                 int64_t count) {
-  if (auto s = ensure_fashion_mnist(data); !s.ok()) return s;
+  if (auto s = ensure_fashion_mnist(data, log_to_stderr); !s.ok()) return s;
   estimator::Params one;
   one.batch_size = 1;
   auto ds = fashion_eval_input(data)(one);

@@ -22,13 +22,21 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
-#include "tools/tpusim/fashion_job.h"
+#include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/op_report.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/progress_bar.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
+
+using jobs::FashionData;
+using jobs::ensure_fashion_mnist;
+using jobs::fashion_eval_input;
+using jobs::fashion_train_input;
+using jobs::use_data_options;
+using jobs::use_host_config_timing;
+using jobs::zoo_model_fn;
 namespace {
 
 namespace po = boost::program_options;
@@ -336,7 +344,7 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
 // Trains, evaluates (unless timing-only) and exports when asked.
 absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map& vm, TrainJob& job,
                                                         ProgressBar& bar) {
-  if (auto s = ensure_fashion_mnist(job.data); !s.ok()) return s;
+  if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
   if (vm["host-timing"].as<std::string>() == "config") {
     if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
   }

@@ -36,4 +36,6 @@ int parse_args(const std::vector<std::string>& args, const po::options_descripti
   return -1;
 }
 
+void log_to_stderr(const std::string& text) { std::cerr << text << std::flush; }
+
 }  // namespace tpusim::cli

@@ -38,4 +38,7 @@ int usage_error(const std::string& message, const std::string& usage);
 // Prints "tpusim: <message>" to stderr; returns kFailed.
 int failure(const std::string& message);
 
+// Writes `text` to stderr as it is and flushes: the libraries' progress (a job's log callback).
+void log_to_stderr(const std::string& text);
+
 }  // namespace tpusim::cli

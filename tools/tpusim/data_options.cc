@@ -2,6 +2,10 @@
 
 namespace tpusim::cli {
 
+using jobs::FashionData;
+using jobs::check_fashion_data;
+using jobs::default_data_dir;
+
 namespace po = boost::program_options;
 
 void add_data_options(po::options_description& options) {

@@ -9,13 +9,13 @@
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
-#include "tools/tpusim/fashion_job.h"
+#include "estimator/jobs/fashion_job.h"
 
 namespace tpusim::cli {
 
 void add_data_options(boost::program_options::options_description& options);
 
 // InvalidArgument (a usage error) names the flag; --data defaults by --input and --image-size.
-absl::StatusOr<FashionData> fashion_data_from(const boost::program_options::variables_map& vm);
+absl::StatusOr<jobs::FashionData> fashion_data_from(const boost::program_options::variables_map& vm);
 
 }  // namespace tpusim::cli

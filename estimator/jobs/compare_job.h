@@ -1,10 +1,11 @@
 #pragma once
-// The runs tpusim compare makes (cmd_compare.cc): the same training on several backends from the
+// The runs `tpusim compare` makes: the same training on several backends from the
 // same initial weights and batches, and the rounding baseline's runs of the cpu from weights
 // nudged one ulp; their differences step by step and variable by variable.
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,13 +13,13 @@
 #include <absl/status/statusor.h>
 
 #include "estimator/estimator.h"
+#include "estimator/jobs/compare_numerics.h"
+#include "estimator/jobs/fashion_job.h"
 #include "runtime/models/zoo.h"
-#include "tools/tpusim/compare_numerics.h"
-#include "tools/tpusim/fashion_job.h"
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
-// A backend as --backends names it: "cpu" (mxu precision, the MXU's bf16 products), "cpu:fp32".
+// One run's backend: its name and precision ("cpu" with "mxu": the MXU's bf16 products; "fp32").
 struct CompareBackend {
   std::string name, precision;
   std::string label;  // as given, with "@POLICY" added when the runs' dtype policies differ
@@ -41,6 +42,8 @@ struct CompareJob {
   uint32_t replicas = 0;
   int64_t steps = 0, batch = 0;
   std::filesystem::path root;  // a model_dir per run under it
+  // Receives train_on's progress text (pieces, each line ending in a newline); may be empty.
+  std::function<void(const std::string&)> log;
 };
 
 // Which initial weights a run starts from: the model's own, or nudged one ulp each in a pattern
@@ -54,26 +57,16 @@ inline constexpr uint32_t kAutoBaselineRuns = 3;
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge);
 
-absl::StatusOr<CompareBackend> parse_backend(const std::string& text);
-
-// --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
-// cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
-// Returns whether they differ.
-absl::StatusOr<bool> assign_policies(const std::string& text,
-                                     std::vector<CompareBackend>* backends);
-
 absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBackend& backend,
                                       const std::string& dir, Nudge nudge);
 
-// Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
+// train_once, saying on job.log which run it is and how long it took (a tpusim run of many steps
+// takes minutes).
 absl::StatusOr<CompareRun> train_on(const CompareJob& job, const CompareBackend& backend,
                                     const std::string& dir, Nudge nudge);
 
 absl::StatusOr<Differences> differences(const CompareRun& a, const CompareRun& ref, double rtol,
                                         double atol);
-
-// --baseline-runs: a count from 1 to 64, or nullopt for "auto".
-absl::StatusOr<std::optional<uint32_t>> parse_baseline_runs(const std::string& text);
 
 // Adds the nudged runs of patterns `from` .. `to`-1 to the rounding baseline `drift` (empty
 // before pattern 0): trainings of `cpu` from initial weights nudged one ulp each against `plain`,
@@ -84,4 +77,4 @@ absl::Status add_to_baseline(const CompareJob& job, const CompareBackend& cpu,
                              const CompareRun& plain, uint32_t from, uint32_t to, double rtol,
                              double atol, Differences* drift);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

@@ -1,10 +1,10 @@
-#include "tools/tpusim/compare_numerics.h"
+#include "estimator/jobs/compare_numerics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
 double max_or_nan(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, b);
@@ -63,4 +63,4 @@ int64_t first_diverging_step(const std::vector<float>& losses, double factor) {
   return -1;
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

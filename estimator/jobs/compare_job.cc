@@ -1,22 +1,16 @@
-#include "tools/tpusim/compare_job.h"
+#include "estimator/jobs/compare_job.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iostream>
 
-#include <absl/strings/numbers.h>
-#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
-#include "runtime/backend/registry.h"
-#include "runtime/opcheck/harness.h"
-#include "tools/tpusim/backend_options.h"
-#include "tools/tpusim/compare_verdict.h"
+#include "estimator/jobs/compare_verdict.h"
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
 // The zoo model under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
@@ -38,50 +32,6 @@ estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy 
     }
     return spec;
   };
-}
-
-absl::StatusOr<CompareBackend> parse_backend(const std::string& text) {
-  auto spec = runtime::opcheck::parse_backend_spec(text);
-  if (!spec.ok()) return spec.status();
-  auto declared = runtime::find_backend(spec->name);
-  if (!declared.ok()) {
-    return absl::InvalidArgumentError(
-        str_cat("unknown backend '", spec->name, "' (", runtime::backend_names(", "), ")"));
-  }
-  const bool given = text.find(':') != std::string::npos;
-  if (given) {
-    if (absl::Status s = runtime::precision_choice_error(**declared, text); !s.ok()) return s;
-  }
-  return CompareBackend{spec->name, given ? spec->precision : kCliPrecision, text};
-}
-
-// --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
-// cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
-// Returns whether they differ.
-absl::StatusOr<bool> assign_policies(const std::string& text,
-                                     std::vector<CompareBackend>* backends) {
-  std::vector<runtime::models::DTypePolicy> policies;
-  for (const absl::string_view name : absl::StrSplit(text, ',')) {
-    auto policy = runtime::models::parse_dtype_policy(std::string(name));
-    if (!policy.ok())
-      return absl::InvalidArgumentError(str_cat("--dtype-policy: ", policy.status().message()));
-    policies.push_back(*policy);
-  }
-  if (policies.size() != 1 && policies.size() != backends->size()) {
-    return absl::InvalidArgumentError(
-        str_cat("--dtype-policy takes one policy or one per backend (", backends->size(),
-                " backends, ", policies.size(), " policies)"));
-  }
-  bool uniform = true;
-  for (size_t k = 0; k < backends->size(); ++k) {
-    (*backends)[k].policy = policies[policies.size() == 1 ? 0 : k];
-    uniform = uniform && (*backends)[k].policy == (*backends)[0].policy;
-  }
-  if (!uniform) {
-    for (CompareBackend& b : *backends)
-      b.label += str_cat("@", runtime::models::dtype_policy_name(b.policy));
-  }
-  return !uniform;
 }
 
 absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBackend& backend,
@@ -111,21 +61,23 @@ absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBacken
   return CompareRun{backend.label, *trained, (*ckpt)->variables};
 }
 
-// Says on stderr which run it is and how long it took (a tpusim run of many steps takes minutes).
 absl::StatusOr<CompareRun> train_on(const CompareJob& job, const CompareBackend& backend,
                                     const std::string& dir, Nudge nudge) {
   const auto start = std::chrono::steady_clock::now();
-  std::cerr << fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
-                           job.policy_note, backend.label,
-                           nudge ? fmt::format(" (initial weights nudged one ulp, pattern {}, "
-                                               "sums in f32)",
-                                               *nudge)
-                                 : "")
-            << std::flush;
+  if (job.log) {
+    job.log(fmt::format("compare: {} steps of {}{} on {}{}...", job.steps, job.model,
+                        job.policy_note, backend.label,
+                        nudge ? fmt::format(" (initial weights nudged one ulp, pattern {}, "
+                                            "sums in f32)",
+                                            *nudge)
+                              : ""));
+  }
   absl::StatusOr<CompareRun> run = train_once(job, backend, dir, nudge);
-  std::cerr << fmt::format(
-      " {} in {:.1f} s\n", run.ok() ? "done" : "failed",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (job.log) {
+    job.log(fmt::format(
+        " {} in {:.1f} s\n", run.ok() ? "done" : "failed",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()));
+  }
   return run;
 }
 
@@ -147,17 +99,6 @@ absl::StatusOr<Differences> differences(const CompareRun& a, const CompareRun& r
     d.variables[name] = weight_difference(it->second.f, value.f, rtol, atol);
   }
   return d;
-}
-
-// --baseline-runs: a count from 1 to 64, or nullopt for "auto".
-absl::StatusOr<std::optional<uint32_t>> parse_baseline_runs(const std::string& text) {
-  if (text == "auto") return std::optional<uint32_t>();
-  uint32_t runs = 0;
-  if (!absl::SimpleAtoi(text, &runs) || runs < 1 || runs > 64) {
-    return absl::InvalidArgumentError(
-        str_cat("--baseline-runs is a count from 1 to 64 or auto (got '", text, "')"));
-  }
-  return std::optional<uint32_t>(runs);
 }
 
 // Adds the nudged runs of patterns `from` .. `to`-1 to the rounding baseline `drift` (empty
@@ -191,4 +132,4 @@ absl::Status add_to_baseline(const CompareJob& job, const CompareBackend& cpu,
   return absl::OkStatus();
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

@@ -5,6 +5,7 @@
 // (decode, resize, random crop, flip: runtime/data/jpeg_preprocessing.h) at a chosen image size:
 // the infeed study.
 
+#include <functional>
 #include <string>
 
 #include <absl/status/statusor.h>
@@ -12,7 +13,7 @@
 #include "estimator/estimator.h"
 #include "runtime/models/zoo.h"
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
 // Which records the job reads and how its input_fn turns them into images.
 struct FashionData {
@@ -34,10 +35,11 @@ void use_data_options(const FashionData& data, estimator::RunConfig* config);
 std::string check_fashion_data(const FashionData& data);
 
 // When data.dir has no train-* or t10k-* shards, converts the Fashion-MNIST IDX files (Debian's
-// dataset-fashion-mnist) into it first, saying so on stderr: raw pixels, or JPEGs upscaled to
-// the image size. Processes that call it at once (tpusim sweep -j) convert once: a lock on the
-// folder orders them.
-absl::Status ensure_fashion_mnist(const FashionData& data);
+// dataset-fashion-mnist) into it first, saying so on `log` (a line for each conversion; may be
+// empty): raw pixels, or JPEGs upscaled to the image size. Processes that call it at once
+// (tpusim sweep -j) convert once: a lock on the folder orders them.
+absl::Status ensure_fashion_mnist(const FashionData& data,
+                                  const std::function<void(const std::string&)>& log);
 
 // The default data folder: $XDG_CACHE_HOME/tpusim/fashion-mnist or ~/.cache/tpusim/fashion-mnist,
 // with "-jpeg<S>" added for JPEG records of side S.
@@ -64,4 +66,4 @@ estimator::ModelFn zoo_model_fn(
     const std::string& model, runtime::OptimizerSpec optimizer,
     runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

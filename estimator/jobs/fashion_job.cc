@@ -1,11 +1,10 @@
-#include "tools/tpusim/fashion_job.h"
+#include "estimator/jobs/fashion_job.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -19,7 +18,7 @@
 #include "runtime/graph/layers.h"
 #include "runtime/models/zoo.h"
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 namespace {
 
 namespace data = runtime::data;
@@ -44,7 +43,8 @@ std::vector<std::string> shard_files(const std::string& dir, const std::string& 
   return files;
 }
 
-absl::Status convert_missing(const FashionData& data);
+absl::Status convert_missing(const FashionData& data,
+                             const std::function<void(const std::string&)>& log);
 
 // The first train shard's mean record size in bytes (the host model's read cost per example).
 absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
@@ -84,7 +84,8 @@ std::string default_data_dir(bool jpeg, int image_size) {
   return str_cat(home != nullptr ? home : "/tmp", "/.cache/tpusim/fashion-mnist", suffix);
 }
 
-absl::Status ensure_fashion_mnist(const FashionData& data) {
+absl::Status ensure_fashion_mnist(const FashionData& data,
+                                  const std::function<void(const std::string&)>& log) {
   const std::string& dir = data.dir;
   // Runs started together (tpusim sweep -j) convert once: the first holds the folder's lock
   // while it writes, the others wait and then find the shards complete.
@@ -102,14 +103,15 @@ absl::Status ensure_fashion_mnist(const FashionData& data) {
       return absl::InternalError(str_cat("cannot lock ", lock_path, ": ", std::strerror(errno)));
     }
   }
-  absl::Status status = convert_missing(data);
+  absl::Status status = convert_missing(data, log);
   ::close(lock);  // releases the lock
   return status;
 }
 
 namespace {
 
-absl::Status convert_missing(const FashionData& data) {
+absl::Status convert_missing(const FashionData& data,
+                             const std::function<void(const std::string&)>& log) {
   const std::string& dir = data.dir;
   for (const char* prefix : {"train", "t10k"}) {
     if (!shard_files(dir, prefix).empty()) continue;
@@ -121,9 +123,11 @@ absl::Status convert_missing(const FashionData& data) {
                                          "dataset-fashion-mnist; TPUSIM_FASHION_MNIST_IDX names "
                                          "another folder of the idx files)"));
     }
-    std::cerr << "converting " << images << " to "
-              << (data.jpeg ? str_cat(data.image_size, "x", data.image_size, " JPEG ") : "")
-              << "TFRecords in " << dir << "\n";
+    if (log) {
+      log(str_cat("converting ", images, " to ",
+                  data.jpeg ? str_cat(data.image_size, "x", data.image_size, " JPEG ") : "",
+                  "TFRecords in ", dir, "\n"));
+    }
     data::IdxConversion job;
     job.images = images;
     job.labels = labels;
@@ -261,4 +265,4 @@ estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec
   };
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
 struct WeightDifference {
   double max_abs = 0;  // max |a - ref| over the elements
@@ -44,4 +44,4 @@ std::vector<double> running_max(const std::vector<double>& values);
 // backends part whatever their numerics. -1 when none does.
 int64_t first_diverging_step(const std::vector<float>& losses, double factor = 10);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

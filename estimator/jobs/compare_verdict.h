@@ -1,5 +1,5 @@
 // tpusim compare's verdicts: one backend's run judged against the reference, with or without the
-// rounding baseline, as the report's "against" entry and as text.
+// rounding baseline, as the report's "against" entry (the CLI prints it).
 #pragma once
 
 #include <string>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/tpusim/compare_numerics.h"
+#include "estimator/jobs/compare_numerics.h"
 
-namespace tpusim::cli {
+namespace tpusim::jobs {
 
 struct Tolerances {
   double loss = 0;          // |loss difference| accepted at any step
@@ -28,8 +28,4 @@ nlohmann::ordered_json judge(const std::vector<float>& losses_of_run,
                              const std::vector<float>& reference_losses, const Differences& d,
                              const Differences* baseline, const Tolerances& tol);
 
-// Prints judge()'s entry under `heading`: each step, each variable and the verdict's reasons.
-void print_judgement(const nlohmann::ordered_json& entry, const std::string& heading,
-                     const Tolerances& tol, bool with_baseline);
-
-}  // namespace tpusim::cli
+}  // namespace tpusim::jobs

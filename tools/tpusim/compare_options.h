@@ -1,0 +1,27 @@
+#pragma once
+// tpusim compare's options that name runs: --backends entries, --dtype-policy, --baseline-runs.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "estimator/jobs/compare_job.h"
+
+namespace tpusim::cli {
+
+// A --backends entry: "cpu" (the CLI's precision, mxu), "cpu:fp32"; errors name the backend.
+absl::StatusOr<jobs::CompareBackend> parse_backend(const std::string& text);
+
+// --dtype-policy: one policy for every run, or one per backend, in order (to compare policies:
+// cpu,cpu with float32,mixed_bfloat16). Runs whose policies differ are labelled cpu@POLICY.
+// Returns whether they differ.
+absl::StatusOr<bool> assign_policies(const std::string& text,
+                                     std::vector<jobs::CompareBackend>* backends);
+
+// --baseline-runs: a count from 1 to 64, or nullopt for "auto".
+absl::StatusOr<std::optional<uint32_t>> parse_baseline_runs(const std::string& text);
+
+}  // namespace tpusim::cli
