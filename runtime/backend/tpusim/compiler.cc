@@ -15,7 +15,7 @@
 namespace tpusim::runtime::tpusim_backend {
 
 CompilerHbm::CompilerHbm(uint64_t constants_base, uint64_t constants_limit)
-    : const_top_(constants_base), const_limit_(constants_limit) {}
+    : const_base_(constants_base), const_top_(constants_base), const_limit_(constants_limit) {}
 
 uint64_t CompilerHbm::constant(const std::vector<float>& values) {
   for (const auto& [at, v] : constants_) {
@@ -98,6 +98,7 @@ class StepEmission {
         constants_base_(plan.hbm_base + align_up(out.plan.peak_bytes)),
         hbm_(constants_base_, constants_base_ + kConstantsRegion),
         b_(out.program.get(), core),
+        core_(&out.program->cores(out.program->cores_size() - 1)),
         emit_(slice.chip.core, b_, flags_),
         l_{graph,
            out.plan,
@@ -157,6 +158,9 @@ class StepEmission {
                          uint32_t widened);
   absl::Status emit_fragment(int id);
   absl::Status lower(int id);
+  absl::Status check_declared_hbm(int id, const char* kind, int begin,
+                                  const std::vector<HbmRange>& reads,
+                                  const std::vector<HbmRange>& writes) const;
   void mark_bf16_transfers(int id, int begin);
   absl::Status track_collective(const std::vector<HbmRange>& reads,
                                 const std::vector<HbmRange>& writes, size_t summed);
@@ -170,6 +174,7 @@ class StepEmission {
   const uint64_t constants_base_;  // the compiler's constants region, above the planned tensors
   CompilerHbm hbm_;
   sim::CoreBuilder b_;
+  const isa::CoreProgram* core_;  // the stream b_ appends to
   FlagPool flags_;
   Emitter emit_;
   Lowering l_;
@@ -225,39 +230,37 @@ void StepEmission::emit_infeed_entry(const Transfer& t, uint64_t r0, uint64_t ro
 }
 
 // One node's fragment: it first waits for the overlapped collectives whose buffers it touches,
-// then is lowered, its bf16 result rounded when its lowering leaves f32 sums, its bf16
-// transfers charged as packed, and, when it is an overlapped all-reduce, tracked in flight.
+// then is lowered, its bf16 result rounded when its lowering leaves f32 sums, its HBM accesses
+// checked against the buffers it declared, its bf16 transfers charged as packed, and, when it is
+// an overlapped all-reduce, tracked in flight.
 absl::Status StepEmission::emit_fragment(int id) {
   const Node& node = graph_.node(id);
+  const NodePlan& plan = plan_.node(id);
   const auto fused = plan_.fusions.find(id);
   hbm_.next_node();
-  // The sums a combined all-reduce's root writes (just the node itself otherwise).
-  const std::vector<int> summed =
-      node.op == Op::kCrossReplicaSum ? plan_.combined.members(id) : std::vector<int>{id};
   std::vector<HbmRange> reads, writes;
-  for (int in : plan_.node(id).reads) {
+  for (int in : plan.reads) {
     if (auto r = range_of(in)) reads.push_back(*r);
   }
-  for (int m : summed) {  // a combined all-reduce writes every member's result
-    if (auto w = range_of(m); w && out_.plan.owner[static_cast<size_t>(m)] == m)
-      writes.push_back(*w);
-  }
-  if (fused != plan_.fusions.end() && fused->second.patches_kept) {
-    if (auto w = range_of(fused->second.patches)) writes.push_back(*w);
+  for (int w : plan.writes) {  // a write through an alias writes no buffer of its own
+    if (auto r = range_of(w); r && out_.plan.owner[static_cast<size_t>(w)] == w)
+      writes.push_back(*r);
   }
   const uint64_t wait_for = in_flight_.needed(reads, writes);
   emit_.wait_for_collectives(wait_for);
   const int before = b_.size();
   absl::Status s = lower(id);
-  mark_bf16_transfers(id, before);
   const char* kind =
       fused != plan_.fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(node.op);
+  if (s.ok() && emit_.status().ok()) s = check_declared_hbm(id, kind, before, reads, writes);
+  mark_bf16_transfers(id, before);
   out_.instructions_per_op[kind] += static_cast<uint64_t>(b_.size() - before);
   // Only a fragment that waited orders what follows it after the collectives (a reshape of a
   // collective's result emits nothing, and its reader still has to wait).
   if (wait_for > 0 && emit_.collectives_waited()) in_flight_.retire(wait_for);
+  // A combined all-reduce's root writes every member's sum.
   if (s.ok() && plan_.overlapped && node.op == Op::kCrossReplicaSum)
-    s = track_collective(reads, writes, summed.size());
+    s = track_collective(reads, writes, plan_.combined.members(id).size());
   return s.ok() ? emit_.status() : s;
 }
 
@@ -301,16 +304,27 @@ absl::Status StepEmission::lower(int id) {
   return s;
 }
 
+// The fragment (instructions from `begin` on) touches only the HBM it may: the buffers its
+// lowering declared (`reads`, `writes`), the compiler's constants and its node's temporaries.
+absl::Status StepEmission::check_declared_hbm(int id, const char* kind, int begin,
+                                              const std::vector<HbmRange>& reads,
+                                              const std::vector<HbmRange>& writes) const {
+  FragmentHbm allowed{reads, writes};
+  allowed.writable.push_back(hbm_.node_temporaries());
+  allowed.readable.insert(allowed.readable.end(), allowed.writable.begin(), allowed.writable.end());
+  allowed.readable.push_back(hbm_.constants_range());
+  return check_fragment_hbm(*core_, begin, b_.size(), allowed, id, kind);
+}
+
 // The fragment's transfers of bf16 buffers (instructions from `begin` on) cost what a TPU's
 // packed bf16 ones do.
 void StepEmission::mark_bf16_transfers(int id, int begin) {
   std::vector<HbmRange> bf16_buffers;
-  for (int in : plan_.node(id).reads) {
-    if (graph_.node(in).dtype != DType::kBF16) continue;
-    if (auto r = range_of(in)) bf16_buffers.push_back(*r);
-  }
-  if (graph_.node(id).dtype == DType::kBF16) {
-    if (auto r = range_of(id)) bf16_buffers.push_back(*r);
+  for (const std::vector<int>* uses : {&plan_.node(id).reads, &plan_.node(id).writes}) {
+    for (int u : *uses) {
+      if (graph_.node(u).dtype != DType::kBF16) continue;
+      if (auto r = range_of(u)) bf16_buffers.push_back(*r);
+    }
   }
   if (!bf16_buffers.empty()) mark_packed_bf16(b_, begin, b_.size(), bf16_buffers);
 }

@@ -22,7 +22,7 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
   int reader = -1;
   for (int r = 0; r < graph.size(); ++r) {
     if (!needed[static_cast<size_t>(r)]) continue;
-    for (int in : operands_read(graph, r)) {
+    for (int in : lowering_uses(graph, r).needs()) {
       if (in != id) continue;
       if (reader >= 0 && reader != r) return -1;
       reader = r;
@@ -121,11 +121,6 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
     }
   }
   return found;
-}
-
-std::vector<int> fragment_reads(const Graph& graph, const Fusions& fusions, int id) {
-  const auto it = fusions.find(id);
-  return it == fusions.end() ? operands_read(graph, id) : it->second.reads;
 }
 
 namespace {

@@ -7,8 +7,8 @@ namespace {
 
 bool folds_operands(Op op) { return is_elementwise(op); }
 
-// Groups of elementwise nodes to fuse (a fused convolution or pool reads the buffers
-// fragment_reads names): starting from each elementwise node read outside any group (in reverse
+// Groups of elementwise nodes to fuse (every node reads what its fragment declares it needs:
+// fragment_uses): starting from each elementwise node read outside any group (in reverse
 // order), absorb elementwise producers of the same shape all of whose readers are in the group and
 // which are no output or update value. Returns, per node, the root of its group (-1 when it is not
 // grouped).
@@ -18,9 +18,8 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
   for (int id = 0; id < n; ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
-    const std::vector<int> reads =
-        fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs;
-    for (int in : reads) readers[static_cast<size_t>(in)].push_back(id);
+    for (int in : fragment_uses(g, fusions, id).needs())
+      readers[static_cast<size_t>(in)].push_back(id);
   }
   std::vector<bool> exported(static_cast<size_t>(n), false);
   for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
@@ -75,7 +74,7 @@ std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& nee
     const Node& reader = g.node(r);
     const bool elementwise =
         is_elementwise(reader.op) && fusions.count(r) == 0 && reader.dtype != DType::kS32;
-    for (int in : fusions.count(r) > 0 ? fragment_reads(g, fusions, r) : reader.inputs) {
+    for (int in : fragment_uses(g, fusions, r).needs()) {
       if (!folded[static_cast<size_t>(in)]) continue;
       if (!elementwise || reader.shape != g.node(in).shape) folded[static_cast<size_t>(in)] = false;
     }
@@ -93,8 +92,7 @@ uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
   std::vector<int> readers(static_cast<size_t>(n), 0);
   for (int id = 0; id < n; ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
-    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
-      ++readers[static_cast<size_t>(in)];
+    for (int in : fragment_uses(g, fusions, id).needs()) ++readers[static_cast<size_t>(in)];
   }
   for (const auto& o : g.outputs()) ++readers[static_cast<size_t>(o.node)];
   for (const auto& u : g.updates()) ++readers[static_cast<size_t>(u.value)];
@@ -138,7 +136,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
     if (!plan->needed[static_cast<size_t>(id)]) continue;
     const int root = plan->group[static_cast<size_t>(id)];
     if (root >= 0) ++group_size[static_cast<size_t>(root)];
-    for (int in : fusions.count(id) > 0 ? fragment_reads(g, fusions, id) : g.node(id).inputs)
+    for (int in : fragment_uses(g, fusions, id).needs())
       readers[static_cast<size_t>(in)].push_back(id);
   }
   for (int id = n - 1; id >= 0; --id) {
@@ -182,7 +180,7 @@ std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   for (int id = g.size() - 1; id >= 0; --id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = g.node(id);
-    for (int in : fragment_reads(g, fusions, id)) {
+    for (int in : fragment_uses(g, fusions, id).needs()) {
       float ignored;
       if (folds_operands(n.op) && foldable_scalar(g, in, &ignored)) continue;
       needed[static_cast<size_t>(in)] = true;

@@ -48,9 +48,9 @@ struct FusionPlan {
   std::vector<int> sources(const Graph& graph, int id) const;
 };
 
-// Nodes whose values some lowered fragment (fusions as fragment_reads says), output or update
-// reads. Scalars that fold into elementwise fragments as immediates are not read, so their
-// producers need no code.
+// Nodes whose values some lowered fragment (as its rule or fusion declares: fragment_uses),
+// output or update reads, or an alias of such a node shares. Scalars that fold into elementwise
+// fragments as immediates are not read, so their producers need no code.
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions);
 
 FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,

@@ -21,9 +21,9 @@ struct HbmPlan {
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused
-// intermediates and dead nodes do not) and which buffers its fragment reads (a fused group's
-// root reads the outside inputs of all its members). Without it every node has a buffer and
-// reads its inputs.
+// intermediates and dead nodes do not) and which buffers its fragment reads or writes (a fused
+// group's root reads the outside inputs of all its members; step_plan.h): each lives at least
+// until the fragment runs. Without it every node has a buffer and reads its inputs.
 struct PlanRequest {
   std::vector<bool> materialized;
   std::vector<std::vector<int>> reads;

@@ -24,11 +24,11 @@ int transposed_lhs_source(const Graph& graph, int id) {
   return k * cols + m * cols < k * m ? lhs.inputs[0] : -1;
 }
 
-std::vector<int> operands_read(const Graph& graph, int id) {
+BufferUses matmul_uses(const Graph& graph, int id) {
   const Node& n = graph.node(id);
   const int source = transposed_lhs_source(graph, id);
-  if (source < 0) return n.inputs;
-  return {source, n.inputs[1]};
+  if (source < 0) return reads_inputs_writes_self(graph, id);
+  return {{source, n.inputs[1]}, {id}};
 }
 
 namespace {

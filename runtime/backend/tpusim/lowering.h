@@ -1,7 +1,10 @@
 #pragma once
 // Lowering of graph ops to ISA fragments for the tpusim backend (compiler.h drives it). Each
 // function emits one node's fragment(s); shapes are viewed as [rows, cols] with cols the last
-// dimension unless stated otherwise.
+// dimension unless stated otherwise. Every op is registered once, in lowering_rules.cc
+// (LoweringRule): its lowering, the buffers its fragment reads and writes (buffer_uses.h) and
+// whether it rounds a bf16 result. Adding an op is its lowering function and one row there; the
+// planning passes and the emission ask the rule, and need no edit.
 
 #include <array>
 #include <cstdint>
@@ -11,6 +14,7 @@
 #include <absl/status/status.h>
 
 #include "runtime/backend/tpusim/allreduce_combiner.h"
+#include "runtime/backend/tpusim/buffer_uses.h"
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
 #include "runtime/backend/tpusim/schedule.h"
@@ -34,8 +38,13 @@ class CompilerHbm {
   const std::vector<std::pair<uint64_t, std::vector<float>>>& constants() const {
     return constants_;
   }
+  // The constants made so far, and the temporaries of the node being lowered: HBM its fragment
+  // may touch beside its declared buffers (check_fragment_hbm).
+  HbmRange constants_range() const { return {const_base_, const_top_}; }
+  HbmRange node_temporaries() const { return {temp_base_, temp_base_ + temp_top_}; }
 
  private:
+  uint64_t const_base_;
   uint64_t const_top_;
   uint64_t const_limit_;
   uint64_t temp_base_ = 0, temp_top_ = 0, temp_peak_ = 0;
@@ -74,6 +83,10 @@ struct Fusion {
   std::vector<int> reads;  // the buffers the fragment reads
   int patches = -1;        // convolutions only
   bool patches_kept = false;
+
+  // What the fragment of node `id` uses: it reads `reads` and writes the node's buffer, and the
+  // patches' when it keeps them.
+  BufferUses uses(int id) const;
 };
 using Fusions = std::map<int, Fusion>;  // by the node whose fragment computes it
 
@@ -85,8 +98,6 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
 // (no padding, pool = stride, the image a whole number of windows) and whose images fit a tile.
 Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
                           const config::CoreSpec& core);
-// The buffers a node's fragment reads: operands_read, or a fusion's reads.
-std::vector<int> fragment_reads(const Graph& graph, const Fusions& fusions, int id);
 // The fused fragment (the node is a key of the fusions found).
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv);
 absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
@@ -117,15 +128,24 @@ struct Lowering {
 };
 
 // How the compiler lowers one op (lowering_rules.cc, a row per op): the function that emits a
-// node's fragment, and whether that fragment leaves a bf16 result rounded to bf16 values (a
-// matmul rounds its tiles in VMEM). Where it does not and the op leaves f32 sums
-// (leaves_f32_sums), the compiler adds a rounding pass (round_to_bf16_in_place).
+// node's fragment; whether that fragment leaves a bf16 result rounded to bf16 values (a matmul
+// rounds its tiles in VMEM; where it does not and the op leaves f32 sums, leaves_f32_sums, the
+// compiler adds a rounding pass, round_to_bf16_in_place); and the buffers the fragment reads and
+// writes, which the planning passes take their edges from and check_fragment_hbm holds it to.
 struct LoweringRule {
   absl::Status (*lower)(Lowering& l, int id) = nullptr;
   bool rounds_bf16_output = false;
+  BufferUses (*uses)(const Graph& graph, int id) = reads_inputs_writes_self;
 };
 // The rule for `op`; null when the tpusim backend has no lowering for it.
 const LoweringRule* lowering_rule(Op op);
+// The buffers node `id`'s own fragment uses, as its op's rule declares them (an op without a
+// rule: its inputs read, itself written; compiling it fails later, with no lowering).
+BufferUses lowering_uses(const Graph& graph, int id);
+// The buffers the fragment computing node `id` uses: the fusion's when the node is a key of
+// `fusions`, else its rule's. A fused elementwise group's fragment uses what its members
+// declare, outside the group (step_plan.h).
+BufferUses fragment_uses(const Graph& graph, const Fusions& fusions, int id);
 // Whether a fused fragment of `kind` leaves its bf16 result rounded (LoweringRule's sense).
 bool fusion_rounds_output(Fusion::Kind kind);
 
@@ -209,8 +229,9 @@ absl::Status lower_pad(Lowering& l, int id);
 // in HBM, and only W and the small result are transposed. Returns A's node then (the transpose
 // itself is not read), else -1.
 int transposed_lhs_source(const Graph& graph, int id);
-// The nodes a node's fragment reads: its inputs, except as transposed_lhs_source says.
-std::vector<int> operands_read(const Graph& graph, int id);
+// A matmul's rule's uses: it reads its inputs, except as transposed_lhs_source says, and
+// writes itself (its temporaries are the compiler's).
+BufferUses matmul_uses(const Graph& graph, int id);
 absl::Status lower_matmul(Lowering& l, int id);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);

@@ -57,31 +57,34 @@ bool materialized(const Graph& graph, const StepPlan& plan, int id) {
   return !plan.fusion.absorbed(id);
 }
 
-// Pass 5, for one needed node: the buffers it reads, added to the reads of the node that emits
-// its fragment (its group's root, or its combined all-reduce's root). Folded broadcasts and
-// recomputed nodes are seen through to the buffers they are computed from.
-void add_reads(const Graph& graph, StepPlan& plan, int id) {
+// Pass 5, for one needed node: the buffers its fragment declares it uses (fragment_uses), added
+// to those of the node that emits its fragment (its group's root, or its combined all-reduce's
+// root). Reads of folded broadcasts and recomputed nodes are seen through to the buffers they
+// are computed from, and reads inside the group dropped; so are writes of nodes without a
+// buffer (a group's members other than its root), whose values stay in the fragment's VMEM.
+void add_uses(const Graph& graph, StepPlan& plan, int id) {
   const int root = plan.node(id).group;
-  std::vector<int> reads;
-  for (int in : fragment_reads(graph, plan.fusions, id)) {
-    for (int s : plan.fusion.sources(graph, in)) reads.push_back(s);
-  }
-  if (const auto fused = plan.fusions.find(id);
-      fused != plan.fusions.end() && fused->second.patches_kept)
-    reads.push_back(fused->second.patches);  // it writes them: they are live through it
+  const BufferUses uses = fragment_uses(graph, plan.fusions, id);
   const int combined_root = plan.combined.root(id);
-  const int reader = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
-  for (int in : reads) {
-    if (root >= 0 && plan.node(in).group == root) continue;  // inside the group
-    plan.nodes[static_cast<size_t>(reader)].reads.push_back(in);
+  const int emitter = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
+  NodePlan& e = plan.nodes[static_cast<size_t>(emitter)];
+  for (int in : uses.reads) {
+    for (int s : plan.fusion.sources(graph, in)) {
+      if (root >= 0 && plan.node(s).group == root) continue;  // inside the group
+      e.reads.push_back(s);
+    }
+  }
+  for (int w : uses.writes) {
+    if (plan.node(w).materialized) e.writes.push_back(w);
   }
 }
 
-// Pass 5: buffers and reads for every node.
+// Pass 5: buffers, then the uses of every fragment.
 void plan_buffers(const Graph& graph, StepPlan& plan) {
-  for (int id = 0; id < graph.size(); ++id) {
+  for (int id = 0; id < graph.size(); ++id)
     plan.nodes[static_cast<size_t>(id)].materialized = materialized(graph, plan, id);
-    if (plan.node(id).needed && !plan.fusion.absorbed(id)) add_reads(graph, plan, id);
+  for (int id = 0; id < graph.size(); ++id) {
+    if (plan.node(id).needed && !plan.fusion.absorbed(id)) add_uses(graph, plan, id);
   }
 }
 
@@ -98,7 +101,9 @@ absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uin
   request.overlapped_collectives = plan.overlapped;
   for (const NodePlan& n : plan.nodes) {
     request.materialized.push_back(n.materialized);
-    request.reads.push_back(n.reads);
+    // What a fragment writes is live when it runs, as what it reads is.
+    std::vector<int>& uses = request.reads.emplace_back(n.reads);
+    uses.insert(uses.end(), n.writes.begin(), n.writes.end());
   }
   plan.hbm = plan_hbm(graph, plan.hbm_base, &request);
   if (plan.hbm.peak_bytes + kConstantsRegion <= plan.hbm_share) return absl::OkStatus();

@@ -8,7 +8,8 @@
 //   2. absorbed   the nodes computed inside another node's fragment;
 //   3. combining  the cross_replica_sums XLA would combine (allreduce_combiner.h);
 //   4. order      the order fragments are emitted in (schedule.h);
-//   5. buffers    which nodes have an HBM buffer and which buffers each fragment reads;
+//   5. buffers    which nodes have an HBM buffer and which buffers each fragment reads and
+//                 writes, as the lowerings declare them (buffer_uses.h);
 //   6. memory     the liveness-based HBM plan in the core's share of its chip (hbm_plan.h).
 //
 // Each pass reads only what the ones before it decided, so a fusion decision can be tested on a
@@ -40,6 +41,9 @@ struct NodePlan {
   // The buffers the fragment this node emits reads: a group's root reads its members' outside
   // inputs, a combined all-reduce's root every member's input. Empty for nodes emitting nothing.
   std::vector<int> reads;
+  // The buffers it writes: its own, a fused convolution's kept patches, a combined all-reduce
+  // root's every member's result. A group's other members have none: they stay in VMEM.
+  std::vector<int> writes;
 };
 
 struct StepPlan {
