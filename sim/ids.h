@@ -6,6 +6,7 @@
 // integer by accident: CoreId{3} makes one, index(id) reads it. sim/core_map.h maps between them.
 
 #include <cstdint>
+#include <ostream>
 
 namespace tpusim::sim {
 
@@ -14,5 +15,13 @@ enum class ChipId : uint32_t {};
 
 constexpr uint32_t index(CoreId core) { return static_cast<uint32_t>(core); }
 constexpr uint32_t index(ChipId chip) { return static_cast<uint32_t>(chip); }
+
+// "core 3", "chip 1": for streams (a test's failure message).
+inline std::ostream& operator<<(std::ostream& os, CoreId core) {
+  return os << "core " << index(core);
+}
+inline std::ostream& operator<<(std::ostream& os, ChipId chip) {
+  return os << "chip " << index(chip);
+}
 
 }  // namespace tpusim::sim

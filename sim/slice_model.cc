@@ -16,13 +16,12 @@ SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceS
   const ModelSettings settings{
       &slice,       &clock,          options.timing_only, options.mxu_policy,
       options.sink, std::move(fail), collectives.get(),   numerics.get()};
-  std::vector<CollectiveEngine::CoreHbm> hbm;
-  for (uint32_t c = 0; c < slice.chips; ++c) {
-    chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, c, stats));
-    for (uint32_t k = 0; k < slice.chip.tensor_cores; ++k) {
-      CoreContext& ctx = chips.back()->core(k).context();
-      hbm.push_back({&ctx.hbm(), &ctx.hbm_timing(), &ctx.hbm_bandwidth(), &ctx.shadow_flag()});
-    }
+  for (uint32_t c = 0; c < slice.chips; ++c)
+    chips.push_back(std::make_unique<Chip>(str_cat("chip", c).c_str(), settings, ChipId{c}, stats));
+  std::vector<CollectiveEngine::MemberHbm> hbm;  // by core
+  for (uint32_t c = 0; c < map_.cores(); ++c) {
+    Core& member = core(CoreId{c});
+    hbm.push_back({&member.hbm(), &member.context().shadow_flag()});
   }
   collectives->set_hbm(std::move(hbm));
   collectives->set_numerics(numerics.get());

@@ -177,7 +177,7 @@ void System::begin_cores(const isa::Program& program) {
         &model_->chip(core_map_.chip_of(CoreId{stream.core()})).hbm_timing());
   }
   for (uint32_t c = 0; c < core_map_.cores(); ++c)
-    model_->core(CoreId{c}).context().begin_run(std::move(setups[c]));
+    model_->core(CoreId{c}).begin_run(std::move(setups[c]));
 }
 
 std::string System::horizon_diagnosis(const isa::Program& program) {
@@ -244,16 +244,17 @@ absl::Status System::read_hbm(ChipId chip, uint64_t address, void* data, uint64_
 
 absl::Status System::write_vmem(CoreId core, uint64_t address, const void* data, uint64_t size) {
   if (!core_map_.contains(core)) return absl::OutOfRangeError(str_cat("no core ", index(core)));
-  Memory& vmem = model_->core(core).vmem();
-  if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
-  vmem.write(address, data, size);
-  model_->core(core).context().note_vmem_write(address, address + size);
+  CoreVmem& vmem = model_->core(core).vmem();
+  if (address + size > vmem.memory().capacity())
+    return range_error("VMEM", address, size, vmem.memory().capacity());
+  vmem.memory().write(address, data, size);
+  vmem.note_write(address, address + size);
   return absl::OkStatus();
 }
 
 absl::Status System::read_vmem(CoreId core, uint64_t address, void* data, uint64_t size) {
   if (!core_map_.contains(core)) return absl::OutOfRangeError(str_cat("no core ", index(core)));
-  Memory& vmem = model_->core(core).vmem();
+  Memory& vmem = model_->core(core).vmem().memory();
   if (address + size > vmem.capacity()) return range_error("VMEM", address, size, vmem.capacity());
   vmem.read(address, data, size);
   return absl::OkStatus();

@@ -25,7 +25,7 @@ CoreReport core_report(Core& core, const CoreRun& run, const config::CoreSpec& s
   report.mxu_utilization = peak_macs > 0 ? macs / peak_macs : 0.0;
   report.infeed_wait_cycles = core.infeed_unit().wait_cycles();
   report.outfeed_wait_cycles = core.outfeed_unit().wait_cycles();
-  report.vmem_high_water_bytes = core.context().vmem_high_water();
+  report.vmem_high_water_bytes = core.vmem().high_water();
   report.ops = core.context().ops().figures();
   return report;
 }

@@ -11,10 +11,11 @@ double bytes_per_cycle(double bytes_per_s, const ClockDomain& clock) {
 }
 }  // namespace
 
-Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, uint32_t chip,
+Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, ChipId chip,
            StatGroup& stats)
     : sc_module(name),
-      stats_(stats.child(basename(), str_cat("chip ", chip, " (", settings.slice->chip.name, ")"))),
+      stats_(stats.child(basename(),
+                         str_cat("chip ", index(chip), " (", settings.slice->chip.name, ")"))),
       hbm_(str_cat(basename(), ".hbm"), settings.slice->chip.hbm.capacity_bytes),
       hbm_timing_(settings.slice->chip.hbm.channels,
                   bytes_per_cycle(settings.slice->chip.hbm.bandwidth_bytes_per_s, *settings.clock),
@@ -26,18 +27,16 @@ Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, u
   for (uint32_t c = 0; c < slice.chip.tensor_cores; ++c) {
     CoreOptions co;
     co.settings = settings;
-    co.core = index(map.core(ChipId{chip}, c));
-    co.chip = chip;
-    co.core_on_chip = c;
+    co.core = map.core(chip, c);
     co.hbm = &hbm_;
     co.hbm_timing = &hbm_timing_;
     co.outfeed_pushed = &outfeed_pushed_;
     cores_.push_back(std::make_unique<Core>(str_cat("core", c).c_str(), co, stats_));
     cores.push_back(cores_.back().get());
   }
-  host_link_ =
-      std::make_unique<HostLink>("host_link", slice.chip, *settings.clock, std::move(cores),
-                                 outfeed_pushed_, stats_, settings.sink, static_cast<int>(chip));
+  host_link_ = std::make_unique<HostLink>("host_link", slice.chip, *settings.clock,
+                                          std::move(cores), outfeed_pushed_, stats_, settings.sink,
+                                          static_cast<int>(index(chip)));
   StatGroup& hbm = stats_.child("hbm", "high-bandwidth memory shared by the chip's cores");
   hbm.add("bytes", "bytes", "bytes moved by DMA to and from HBM",
           [this] { return hbm_timing_.bytes_served(); });

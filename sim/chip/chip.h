@@ -13,7 +13,7 @@ namespace tpusim::sim {
 
 class Chip : public sc_core::sc_module {
  public:
-  Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, uint32_t chip,
+  Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, ChipId chip,
        StatGroup& stats);
 
   Core& core(uint32_t core_on_chip) { return *cores_[core_on_chip]; }

@@ -1,6 +1,8 @@
 #pragma once
-// One TensorCore: its VMEM (with the ports every unit shares), sync state, feed queues, units
-// and sequencer, wired in the constructor.
+// One TensorCore: its VMEM (with the ports every unit shares), its path to the chip's HBM, its
+// lane of the numerics worker, sync state, feed queues, units and sequencer. The constructor
+// wires each unit to what it uses (sim/units/core_memory.h, each unit's wiring struct) and all of
+// them to the core's CoreContext.
 
 #include <memory>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "sim/chip/core_options.h"
 #include "sim/units/collective_unit.h"
+#include "sim/units/core_memory.h"
 #include "sim/units/dma_engine.h"
 #include "sim/units/feed_units.h"
 #include "sim/units/mxu_unit.h"
@@ -17,15 +20,33 @@
 
 namespace tpusim::sim {
 
+// What a run asks of one core, set before its stream starts (System::run).
+struct CoreRunSetup {
+  // Replica folding: this run's stream is a shadow (isa CoreProgram.shadow). It traces nothing
+  // of its own (no steps, spans or HBM counter: a pod's thousands of shadows would fill the
+  // trace); the links it drives still count on their utilisation tracks.
+  bool shadow = false;
+  // Replica folding: the HBM timing of the chips of the shadow cores that stand for this one
+  // (isa CoreProgram.stands_for), which takes each of this core's DMA requests too.
+  std::vector<HbmTiming*> hbm_mirrors;
+  // The stream's origin table (isa CoreProgram.origins) for the op profile; empty when the
+  // program has no stream for the core.
+  std::vector<OpFigures> origins;
+};
+
 class Core : public sc_core::sc_module {
  public:
   Core(const sc_core::sc_module_name& name, const CoreOptions& options, StatGroup& stats);
 
-  CoreContext& context() { return ctx_; }
+  const CoreContext& context() const { return ctx_; }
+  CoreVmem& vmem() { return vmem_; }
+  const CoreVmem& vmem() const { return vmem_; }
+  CoreHbm& hbm() { return hbm_; }
   Sequencer& sequencer() { return *sequencer_; }
+  // Before the core's stream starts: the run's replica folding and op table.
+  void begin_run(CoreRunSetup setup);
   // At the end of a run: counter tracks drop to what is left (nothing is in flight then).
-  void flush_trace_counters() { ctx_.hbm_bandwidth().retire_until(UINT64_MAX); }
-  Memory& vmem() { return vmem_; }
+  void flush_trace_counters() { hbm_.bandwidth().retire_until(UINT64_MAX); }
   FeedQueue& infeed() { return infeed_; }
   FeedQueue& outfeed() { return outfeed_; }
   // Every unit of the core, in the order they were built: DMA engines, MXUs, the vector unit,
@@ -42,13 +63,23 @@ class Core : public sc_core::sc_module {
   void set_mxu_policy(const std::string& name);
 
  private:
+  // With a sink: the core's counter tracks (infeed queue depth, HBM bandwidth) and its busy
+  // track, in that order, before the units declare theirs.
+  void declare_tracks();
+  // The units and the sequencer, each wired to what it uses.
+  void build_units(const ModelSettings& settings);
+  void add_stats();
+
   StatGroup& stats_;
-  // What ctx_ wires the units to: built before it.
-  Memory vmem_;
-  BandwidthServer vmem_ports_;
+  const config::CoreSpec& spec_;
+  // What the units are wired to: built before them.
+  CoreVmem vmem_;
   FeedQueue infeed_;
   FeedQueue outfeed_;
   std::unique_ptr<SyncState> sync_;
+  CoreHbm hbm_;
+  sc_core::sc_event& outfeed_pushed_;  // the chip's
+  CoreNumerics numerics_;
   CoreContext ctx_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<MxuUnit*> mxus_;

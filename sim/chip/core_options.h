@@ -9,6 +9,7 @@
 
 #include "configs/slice_spec.h"
 #include "sim/clock.h"
+#include "sim/ids.h"
 #include "sim/memory/memory.h"
 #include "sim/timing/hbm_timing.h"
 #include "traces/sink.h"
@@ -32,9 +33,7 @@ struct ModelSettings {
 
 struct CoreOptions {
   ModelSettings settings;
-  uint32_t core = 0;  // global index
-  uint32_t chip = 0;
-  uint32_t core_on_chip = 0;
+  CoreId core{};  // its chip and place on it: CoreMap
   Memory* hbm = nullptr;
   HbmTiming* hbm_timing = nullptr;
   sc_core::sc_event* outfeed_pushed = nullptr;

@@ -25,8 +25,8 @@ void ChunkSchedule::begin_run() {
   queue_ = {};
 }
 
-void ChunkSchedule::issued(uint32_t core, double cycle) {
-  Member& me = members_[core];
+void ChunkSchedule::issued(CoreId core, double cycle) {
+  Member& me = state(core);
   me.done = false;
   me.passes_left = 0;
   me.start = me.finish = cycle;
@@ -39,7 +39,7 @@ void ChunkSchedule::reset_stats() {
 }
 
 const CollectivePlan& ChunkSchedule::start(const CollectiveGroup& group, double cycle) {
-  for (uint32_t m : group.cores) members_[m].start = cycle;
+  for (CoreId m : group.cores) state(m).start = cycle;
   Instance& in = instances_.emplace_back();
   in.group = &group;
   in.started = cycle;
@@ -63,7 +63,7 @@ void ChunkSchedule::add_runs(size_t id) {
   if (g.c.kind() == isa::Collective::PERMUTE) {
     PassRun run = common;
     run.cores = g.cores;
-    for (uint32_t peer : g.peers) {
+    for (CoreId peer : g.peers) {
       run.next.push_back(
           static_cast<uint32_t>(std::find(g.cores.begin(), g.cores.end(), peer) - g.cores.begin()));
     }
@@ -87,8 +87,8 @@ void ChunkSchedule::add_runs(size_t id) {
 }
 
 void ChunkSchedule::link_runs(Instance& in, size_t first_run) {
-  const std::vector<uint32_t>& cores = in.group->cores;
-  std::unordered_map<uint32_t, uint32_t> position;  // core -> its index in cores
+  const std::vector<CoreId>& cores = in.group->cores;
+  std::unordered_map<CoreId, uint32_t> position;  // core -> its index in cores
   for (uint32_t i = 0; i < cores.size(); ++i) position[cores[i]] = i;
   // Per member: the latest phase that moved its data, of those so far and of those before the
   // current run's (-1: none).
@@ -105,12 +105,12 @@ void ChunkSchedule::link_runs(Instance& in, size_t first_run) {
     run.due.assign(k, 0);
     run.landed.assign(k, 0.0);
     run.written.assign(k, 0.0);
-    for (uint32_t core : run.cores) {
+    for (CoreId core : run.cores) {
       const uint32_t slot = position.at(core);
       run.slot.push_back(slot);
       run.after.push_back(moved_before[slot]);
       if (moved_before[slot] >= 0) waited_for[moved_before[slot]] = true;
-      ++members_[core].passes_left;
+      ++state(core).passes_left;
     }
     // Each member's chain ends at the member `steps` hops on; it is due the chain's chunks.
     for (uint32_t i = 0; i < k; ++i) {
@@ -171,9 +171,9 @@ void ChunkSchedule::process(const ChunkEvent& e) {
 void ChunkSchedule::add_when_ready(const ChunkEvent& e, uint64_t offset, double bytes) {
   const PassRun& run = runs_[e.run];
   if (own_data_ready(e, offset, offset + static_cast<uint64_t>(bytes)) < 0) return;
-  const uint32_t core = run.cores[e.member];
+  const CoreId core = run.cores[e.member];
   const double operand = hbm(core, own_buffer(run, e.member), offset, bytes, e.time);
-  members_[core].work.flops += bytes / 4;
+  state(core).work.flops += bytes / 4;
   ChunkEvent added = e;
   added.add_waiting = false;
   added.time = std::max(e.time, operand) + bytes / 4 / vector_elements_per_cycle_;
@@ -190,7 +190,7 @@ void ChunkSchedule::write_final(PassRun& run, const ChunkEvent& e, uint64_t offs
 
 void ChunkSchedule::send(PassRun& run, const ChunkEvent& e, uint64_t offset, double bytes) {
   const uint32_t to = run.next[e.member];
-  const uint32_t sender = run.cores[e.member], receiver = run.cores[to];
+  const CoreId sender = run.cores[e.member], receiver = run.cores[to];
   double first_byte = e.time, last_byte = e.time;
   if (e.step == 0) {
     // An all-gather member's src is its own segment alone.
@@ -211,7 +211,7 @@ void ChunkSchedule::send(PassRun& run, const ChunkEvent& e, uint64_t offset, dou
                               run.pass != nullptr ? run.pass->ties : TieBreak::kPositive);
   }
   const TransferTimes sent = resources_.transfer(*route, first_byte, bytes, last_byte);
-  members_[sender].work.ici_bytes += bytes;
+  state(sender).work.ici_bytes += bytes;
   // The member reads its next chunk just in time to follow this one onto the link, so that its
   // HBM reads keep pace with the link instead of all queueing at once.
   if (e.step == 0 && e.chunk + 1 < run.chunks(e.segment)) {
@@ -240,11 +240,11 @@ ChunkEvent ChunkSchedule::receive(PassRun& run, const ChunkEvent& e, uint32_t to
   }
   // The receiver knows what is coming: it asks for its part one HBM latency before the chunk is
   // sent (not before the part is there), so an uncontended read never holds up the add.
-  const uint32_t receiver = run.cores[to];
+  const CoreId receiver = run.cores[to];
   const double asked = std::max(written, e.time - resources_.hbm_latency(receiver));
   const double operand = hbm(receiver, own_buffer(run, to), offset, bytes, asked);
   next.time = std::max(arrival, operand) + bytes / 4 / vector_elements_per_cycle_;
-  members_[receiver].work.flops += bytes / 4;
+  state(receiver).work.flops += bytes / 4;
   return next;
 }
 
@@ -285,18 +285,18 @@ void ChunkSchedule::made_final(const PassRun& r, uint32_t member, uint64_t begin
 }
 
 void ChunkSchedule::member_finished_pass(size_t run, uint32_t member, double cycle) {
-  const uint32_t core = runs_[run].cores[member];
-  Member& me = members_[core];
+  const CoreId core = runs_[run].cores[member];
+  Member& me = state(core);
   me.finish = std::max({me.finish, cycle, runs_[run].written[member]});
   if (--me.passes_left > 0) return;
   me.done = true;
   resources_.finished(core, me.finish);
 }
 
-double ChunkSchedule::hbm(uint32_t core, const MemberBuffer& buffer, uint64_t offset, double bytes,
+double ChunkSchedule::hbm(CoreId core, const MemberBuffer& buffer, uint64_t offset, double bytes,
                           double cycle) {
   const double end = resources_.hbm_transfer(core, buffer, offset, bytes, cycle);
-  members_[core].work.hbm_bytes += bytes;
+  state(core).work.hbm_bytes += bytes;
   hbm_bytes_ += bytes;
   return end;
 }

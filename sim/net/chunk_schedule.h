@@ -48,18 +48,18 @@ class ChunkSchedule {
     virtual ~Resources() = default;
     // Core `core` moves `bytes` at byte `offset` of `buffer` (read or written: the arbiters do
     // not tell them apart), asked at `cycle`; returns the cycle the last byte has moved.
-    virtual double hbm_transfer(uint32_t core, const MemberBuffer& buffer, uint64_t offset,
+    virtual double hbm_transfer(CoreId core, const MemberBuffer& buffer, uint64_t offset,
                                 double bytes, double cycle) = 0;
-    virtual double hbm_latency(uint32_t core) const = 0;          // cycles
-    virtual double hbm_bytes_per_cycle(uint32_t core) const = 0;  // the chip's, all channels
+    virtual double hbm_latency(CoreId core) const = 0;          // cycles
+    virtual double hbm_bytes_per_cycle(CoreId core) const = 0;  // the chip's, all channels
     // The links from core `from` to `to`; the reference stays valid for the Resources' life.
-    virtual const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties) = 0;
+    virtual const std::vector<uint32_t>& route(CoreId from, CoreId to, TieBreak ties) = 0;
     // Sends `bytes` along `route`, the first byte ready at `first_byte` and the last at
     // `last_byte` (Interconnect::transfer_along).
     virtual TransferTimes transfer(const std::vector<uint32_t>& route, double first_byte,
                                    double bytes, double last_byte) = 0;
     // Core `core`'s part of its latest collective ended at `cycle`.
-    virtual void finished(uint32_t core, double cycle) = 0;
+    virtual void finished(CoreId core, double cycle) = 0;
   };
 
   // What a member's part of its latest collective moved and computed.
@@ -76,7 +76,7 @@ class ChunkSchedule {
   // Forgets every collective and queued event: a new run.
   void begin_run();
   // Core `core` issued a collective at `cycle`: its part is not done until that one has run.
-  void issued(uint32_t core, double cycle);
+  void issued(CoreId core, double cycle);
   // Starts `group` (every member has issued it, collective_rendezvous.h) at `cycle`: plans it,
   // queues each member's first chunks, and finishes members with nothing to receive. Returns the
   // plan (empty for a PERMUTE), valid until begin_run; `group` must stay valid as long.
@@ -94,11 +94,11 @@ class ChunkSchedule {
     }
   }
 
-  bool done(uint32_t core) const { return members_[core].done; }
+  bool done(CoreId core) const { return state(core).done; }
   // When the member's collective started (its last peer arrived) and when its part was done.
-  double start_cycle(uint32_t core) const { return members_[core].start; }
-  double finish_cycle(uint32_t core) const { return members_[core].finish; }
-  const MemberWork& work(uint32_t core) const { return members_[core].work; }
+  double start_cycle(CoreId core) const { return state(core).start; }
+  double finish_cycle(CoreId core) const { return state(core).finish; }
+  const MemberWork& work(CoreId core) const { return state(core).work; }
 
   // Statistics since the last reset_stats (every collective, every core).
   double chunk_transfers() const { return static_cast<double>(chunk_transfers_); }
@@ -119,6 +119,8 @@ class ChunkSchedule {
     std::vector<std::vector<FinalRanges>> finals;  // [member][phase], when a later phase needs
   };
 
+  Member& state(CoreId core) { return members_[index(core)]; }
+  const Member& state(CoreId core) const { return members_[index(core)]; }
   void add_runs(size_t instance);
   // Fills in the instance's pass runs from `first_run` on: member slots, what each member is
   // due, which earlier phase each member's part comes from, and which passes keep their finals.
@@ -150,8 +152,7 @@ class ChunkSchedule {
   void member_finished_pass(size_t run, uint32_t member, double cycle);
   // Core `core` moves `bytes` at `offset` of its `buffer`, asked at `cycle`, counted in its
   // work; returns the cycle the last byte has moved.
-  double hbm(uint32_t core, const MemberBuffer& buffer, uint64_t offset, double bytes,
-             double cycle);
+  double hbm(CoreId core, const MemberBuffer& buffer, uint64_t offset, double bytes, double cycle);
   void push(ChunkEvent e) {
     e.order = order_++;
     queue_.push(e);
@@ -160,7 +161,7 @@ class ChunkSchedule {
   const Topology& topology_;
   Resources& resources_;
   double vector_elements_per_cycle_;
-  std::vector<Member> members_;
+  std::vector<Member> members_;     // by core
   std::deque<Instance> instances_;  // a deque: passes point into their plans
   std::deque<PassRun> runs_;
   std::priority_queue<ChunkEvent, std::vector<ChunkEvent>, std::greater<ChunkEvent>> queue_;

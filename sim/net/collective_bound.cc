@@ -14,7 +14,7 @@ struct Ring {
   double bytes_per_s = std::numeric_limits<double>::infinity();  // the slowest edge's
 };
 
-Ring ring_of(const Topology& t, const std::vector<uint32_t>& members) {
+Ring ring_of(const Topology& t, const std::vector<CoreId>& members) {
   Ring r;
   r.p = static_cast<double>(members.size());
   if (members.size() < 2) return r;
@@ -37,7 +37,7 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
   b.members = t.cores();
   if (t.cores() < 2) return b;
   if (algorithm == isa::Collective::TORUS_2D) {
-    std::vector<uint32_t> row, column;
+    std::vector<CoreId> row, column;
     for (uint32_t x = 0; x < t.grid_x(); ++x) row.push_back(t.core_at(x, 0));
     for (uint32_t y = 0; y < t.grid_y(); ++y) column.push_back(t.core_at(0, t.snake_row(y)));
     const Ring rx = ring_of(t, row), ry = ring_of(t, column);
@@ -52,7 +52,7 @@ CollectiveBound all_reduce_bound(const Topology& t, isa::Collective::Algorithm a
     for (uint32_t d = 0; d < 3; ++d) {
       if (grid[d] < 2) continue;
       sharing.push_back(d == 0 ? 1.0 : t.cores_per_chip());
-      std::vector<uint32_t> line;
+      std::vector<CoreId> line;
       for (uint32_t i = 0; i < grid[d]; ++i) {
         std::array<uint32_t, 3> xyz = {0, 0, 0};
         xyz[d] = i;

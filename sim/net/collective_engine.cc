@@ -68,7 +68,7 @@ void CollectiveEngine::begin_run() {
   rendezvous_.begin_run();
 }
 
-void CollectiveEngine::arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle,
+void CollectiveEngine::arrive(CoreId core, const isa::Collective& c, int index, uint64_t cycle,
                               bool functional) {
   std::string error;
   const CollectiveGroup* group = rendezvous_.arrive(core, c, index, functional, &error);
@@ -89,25 +89,27 @@ void CollectiveEngine::start(const CollectiveGroup& group, double cycle) {
   const CollectivePlan& plan = schedule_.start(group, cycle);
   if (group.functional) {
     write_collective_results(
-        group, plan, [this](uint32_t core) -> Memory& { return *hbm_[core].memory; }, numerics_);
+        group, plan, [this](CoreId core) -> Memory& { return hbm_[index(core)].hbm->memory(); },
+        numerics_);
   }
   work_.notify(sc_core::SC_ZERO_TIME);
 }
 
-double CollectiveEngine::hbm_transfer(uint32_t core, const MemberBuffer& buffer, uint64_t offset,
+double CollectiveEngine::hbm_transfer(CoreId core, const MemberBuffer& buffer, uint64_t offset,
                                       double bytes, double cycle) {
-  const CoreHbm& h = hbm_[core];
+  const MemberHbm& h = hbm_[index(core)];
+  HbmTiming& timing = h.hbm->timing();
   double end = cycle;
   buffer.for_each(offset, static_cast<uint64_t>(bytes), [&](uint64_t address, uint64_t n) {
-    end = std::max(end, h.timing->transfer(cycle, address, n));
+    end = std::max(end, timing.transfer(cycle, address, n));
   });
-  if (h.bandwidth != nullptr && (h.shadow == nullptr || !*h.shadow))
-    h.bandwidth->add_bytes(clock_.time_at(cycle), clock_.time_at(end), bytes);
+  if (h.shadow == nullptr || !*h.shadow)
+    h.hbm->bandwidth().add_bytes(clock_.time_at(cycle), clock_.time_at(end), bytes);
   return end;
 }
 
-void CollectiveEngine::finished(uint32_t core, double cycle) {
-  done_events_[core]->notify(until(clock_, cycle));
+void CollectiveEngine::finished(CoreId core, double cycle) {
+  done_events_[index(core)]->notify(until(clock_, cycle));
 }
 
 void CollectiveEngine::thread() {

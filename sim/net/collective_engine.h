@@ -30,6 +30,7 @@
 #include "sim/stats/rate_counter.h"
 #include "sim/stats/stat_group.h"
 #include "sim/timing/hbm_timing.h"
+#include "sim/units/core_memory.h"
 #include "sim/units/numerics_worker.h"
 
 namespace tpusim::sim {
@@ -42,17 +43,16 @@ class CollectiveEngine : public sc_core::sc_module, private ChunkSchedule::Resou
                    std::function<void(const std::string&)> fail);
 
   // One core's HBM as the collectives see it: its chip's memory (for the values) and channel
-  // arbiters (for the timing), and the core's HBM bandwidth counter track.
-  struct CoreHbm {
-    Memory* memory = nullptr;
-    HbmTiming* timing = nullptr;
-    RateCounter* bandwidth = nullptr;
-    const bool* shadow = nullptr;  // the core runs a shadow this run: its counter stays quiet
+  // arbiters (for the timing), and the core's HBM bandwidth counter track (CoreHbm; not its DMA
+  // mirrors), quiet while the core runs a shadow.
+  struct MemberHbm {
+    CoreHbm* hbm = nullptr;
+    const bool* shadow = nullptr;  // CoreContext::shadow_flag
   };
   // What a member's part of its latest collective moved and computed.
   using MemberWork = ChunkSchedule::MemberWork;
-  // Every core's HBM (index: global core).
-  void set_hbm(std::vector<CoreHbm> per_core) { hbm_ = std::move(per_core); }
+  // Every core's HBM, by core.
+  void set_hbm(std::vector<MemberHbm> per_core) { hbm_ = std::move(per_core); }
   // The slice's NumericsWorker: the DMAs that wrote what a collective reads may still be queued.
   void set_numerics(NumericsWorker* numerics) { numerics_ = numerics; }
   // Link utilisation counter tracks on `sink` (interconnect.h).
@@ -62,16 +62,16 @@ class CollectiveEngine : public sc_core::sc_module, private ChunkSchedule::Resou
   void begin_run();
 
   // Core `core` issues `c` (instruction `index` of its stream) at `cycle`.
-  void arrive(uint32_t core, const isa::Collective& c, int index, uint64_t cycle, bool functional);
+  void arrive(CoreId core, const isa::Collective& c, int index, uint64_t cycle, bool functional);
   // What the member waits for while the rest of its group has not issued its collective ("" once
   // it started), for deadlock messages.
-  std::string waiting_for(uint32_t core) const { return rendezvous_.waiting_for(core); }
-  bool done(uint32_t core) const { return schedule_.done(core); }
-  const sc_core::sc_event& done_event(uint32_t core) const { return *done_events_[core]; }
+  std::string waiting_for(CoreId core) const { return rendezvous_.waiting_for(core); }
+  bool done(CoreId core) const { return schedule_.done(core); }
+  const sc_core::sc_event& done_event(CoreId core) const { return *done_events_[index(core)]; }
   // When the member's collective started (its last peer arrived) and when its part was done.
-  double start_cycle(uint32_t core) const { return schedule_.start_cycle(core); }
-  double finish_cycle(uint32_t core) const { return schedule_.finish_cycle(core); }
-  const MemberWork& work(uint32_t core) const { return schedule_.work(core); }
+  double start_cycle(CoreId core) const { return schedule_.start_cycle(core); }
+  double finish_cycle(CoreId core) const { return schedule_.finish_cycle(core); }
+  const MemberWork& work(CoreId core) const { return schedule_.work(core); }
 
   const Topology& topology() const { return topology_; }
   const Interconnect& interconnect() const { return interconnect_; }
@@ -82,20 +82,22 @@ class CollectiveEngine : public sc_core::sc_module, private ChunkSchedule::Resou
   void thread();
 
   // ChunkSchedule::Resources: the chips' HBM arbiters and bandwidth counters, the links.
-  double hbm_transfer(uint32_t core, const MemberBuffer& buffer, uint64_t offset, double bytes,
+  double hbm_transfer(CoreId core, const MemberBuffer& buffer, uint64_t offset, double bytes,
                       double cycle) override;
-  double hbm_latency(uint32_t core) const override { return hbm_[core].timing->latency_cycles(); }
-  double hbm_bytes_per_cycle(uint32_t core) const override {
-    return hbm_[core].timing->bytes_per_cycle();
+  double hbm_latency(CoreId core) const override {
+    return hbm_[index(core)].hbm->timing().latency_cycles();
   }
-  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties) override {
+  double hbm_bytes_per_cycle(CoreId core) const override {
+    return hbm_[index(core)].hbm->timing().bytes_per_cycle();
+  }
+  const std::vector<uint32_t>& route(CoreId from, CoreId to, TieBreak ties) override {
     return interconnect_.route(from, to, ties);
   }
   TransferTimes transfer(const std::vector<uint32_t>& route, double first_byte, double bytes,
                          double last_byte) override {
     return interconnect_.transfer_along(route, first_byte, bytes, last_byte);
   }
-  void finished(uint32_t core, double cycle) override;
+  void finished(CoreId core, double cycle) override;
 
   const ClockDomain& clock_;
   std::function<void(const std::string&)> fail_;
@@ -103,7 +105,7 @@ class CollectiveEngine : public sc_core::sc_module, private ChunkSchedule::Resou
   Interconnect interconnect_;
   CollectiveRendezvous rendezvous_;
   ChunkSchedule schedule_;
-  std::vector<CoreHbm> hbm_;
+  std::vector<MemberHbm> hbm_;
   NumericsWorker* numerics_ = nullptr;
   std::vector<std::unique_ptr<sc_core::sc_event>> done_events_;  // per core
   sc_core::sc_event work_;                                       // the schedule has new events

@@ -38,17 +38,17 @@ void run_pass(const RingPass& pass, std::vector<std::vector<float>*>& work) {
 }  // namespace
 
 std::vector<std::vector<float>> collective_results(const isa::Collective& c,
-                                                   const std::vector<uint32_t>& members,
+                                                   const std::vector<CoreId>& members,
                                                    const CollectivePlan& plan,
                                                    const std::vector<std::vector<float>>& src,
-                                                   const std::vector<uint32_t>& peers) {
+                                                   const std::vector<CoreId>& peers) {
   const size_t k = members.size();
   const uint64_t n = c.elements();
-  std::unordered_map<uint32_t, size_t> index;
-  for (size_t i = 0; i < k; ++i) index[members[i]] = i;
+  std::unordered_map<CoreId, size_t> position;  // core -> its index in members
+  for (size_t i = 0; i < k; ++i) position[members[i]] = i;
   if (c.kind() == isa::Collective::PERMUTE) {
     std::vector<std::vector<float>> dst(k, std::vector<float>(n, 0.0f));
-    for (size_t i = 0; i < k; ++i) dst[index.at(peers[i])] = src[i];
+    for (size_t i = 0; i < k; ++i) dst[position.at(peers[i])] = src[i];
     return dst;
   }
   std::vector<std::vector<float>> work(k);
@@ -63,7 +63,7 @@ std::vector<std::vector<float>> collective_results(const isa::Collective& c,
   for (const auto& phase : plan) {
     for (const RingPass& pass : phase) {
       std::vector<std::vector<float>*> ring;
-      for (uint32_t core : pass.members) ring.push_back(&work[index.at(core)]);
+      for (CoreId core : pass.members) ring.push_back(&work[position.at(core)]);
       run_pass(pass, ring);
     }
   }

@@ -14,9 +14,9 @@ namespace tpusim::sim {
 // `src[i]`: the src buffer (c.elements() floats) of members[i]; returns each member's dst.
 // PERMUTE: `peers[i]` is members[i]'s peer; a member no one sends to gets zeros.
 std::vector<std::vector<float>> collective_results(const isa::Collective& c,
-                                                   const std::vector<uint32_t>& members,
+                                                   const std::vector<CoreId>& members,
                                                    const CollectivePlan& plan,
                                                    const std::vector<std::vector<float>>& src,
-                                                   const std::vector<uint32_t>& peers = {});
+                                                   const std::vector<CoreId>& peers = {});
 
 }  // namespace tpusim::sim

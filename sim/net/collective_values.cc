@@ -8,14 +8,14 @@
 namespace tpusim::sim {
 
 void write_collective_results(const CollectiveGroup& group, const CollectivePlan& plan,
-                              const std::function<Memory&(uint32_t core)>& memory_of,
+                              const std::function<Memory&(CoreId core)>& memory_of,
                               NumericsWorker* numerics) {
   // Waits only for the numerics jobs that write what the collective reads or touch what it
   // writes, so the members' other work goes on (an overlapped all-reduce starts while they still
   // compute). While a memory's host storage may still move, everything queued runs first.
-  const std::vector<uint32_t>& cores = group.cores;
+  const std::vector<CoreId>& cores = group.cores;
   bool stable = true;
-  for (uint32_t core : cores) stable = stable && memory_of(core).base_is_stable();
+  for (CoreId core : cores) stable = stable && memory_of(core).base_is_stable();
   if (numerics != nullptr && !stable) numerics->drain();
   auto settle = [&](const HostRange* reads, size_t count, HostRange write) {
     if (numerics != nullptr && stable) numerics->before_shared_access(reads, count, write);

@@ -17,7 +17,7 @@ namespace tpusim::sim {
 // queued DMAs may still write what the collective reads or touch what it writes; only those are
 // waited for, so the members' other work goes on.
 void write_collective_results(const CollectiveGroup& group, const CollectivePlan& plan,
-                              const std::function<Memory&(uint32_t core)>& memory_of,
+                              const std::function<Memory&(CoreId core)>& memory_of,
                               NumericsWorker* numerics);
 
 }  // namespace tpusim::sim

@@ -13,15 +13,15 @@ Interconnect::Interconnect(const Topology& topology, const ClockDomain& clock)
   }
 }
 
-const std::vector<uint32_t>& Interconnect::route(uint32_t from, uint32_t to, TieBreak ties) {
-  const uint64_t key = (uint64_t{from} << 32) | to;
+const std::vector<uint32_t>& Interconnect::route(CoreId from, CoreId to, TieBreak ties) {
+  const uint64_t key = (uint64_t{index(from)} << 32) | index(to);
   auto& routes = routes_[ties == TieBreak::kPositive ? 0 : 1];
   auto it = routes.find(key);
   if (it == routes.end()) it = routes.emplace(key, topology_.route(from, to, ties)).first;
   return it->second;
 }
 
-TransferTimes Interconnect::transfer(uint32_t from, uint32_t to, double ready, double bytes,
+TransferTimes Interconnect::transfer(CoreId from, CoreId to, double ready, double bytes,
                                      double last_ready, TieBreak ties) {
   return transfer_along(route(from, to, ties), ready, bytes, last_ready);
 }
@@ -57,7 +57,7 @@ void Interconnect::observe(traces::Sink* sink, const ClockDomain& clock) {
     const std::string name = topology_.link_name(l);
     const size_t after_chip = name.find(' ', name.find(' ') + 1) + 1;
     const traces::TrackId track = sink->declare_track(
-        {traces::TrackInfo::Kind::kCounter, static_cast<int>(topology_.link_chip(l)), -1,
+        {traces::TrackInfo::Kind::kCounter, static_cast<int>(index(topology_.link_chip(l))), -1,
          "ici_link_utilization " + name.substr(after_chip), "fraction"});
     utilization_.emplace_back(sink, track);
   }

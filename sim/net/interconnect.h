@@ -35,15 +35,15 @@ class Interconnect {
   // Sends `bytes` from core `from` to core `to`, the first byte ready at `ready` and the last at
   // `last_ready` (a source that streams them, such as HBM: the first link cannot finish before
   // it).
-  TransferTimes transfer(uint32_t from, uint32_t to, double ready, double bytes,
-                         double last_ready = 0, TieBreak ties = TieBreak::kPositive);
+  TransferTimes transfer(CoreId from, CoreId to, double ready, double bytes, double last_ready = 0,
+                         TieBreak ties = TieBreak::kPositive);
   // The same along `hops`, a route() the caller kept (a collective sends many chunks between the
   // same two members).
   TransferTimes transfer_along(const std::vector<uint32_t>& hops, double ready, double bytes,
                                double last_ready = 0);
   // The links from core `from` to core `to`, in order; the reference stays valid for the
   // Interconnect's life.
-  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak ties);
+  const std::vector<uint32_t>& route(CoreId from, CoreId to, TieBreak ties);
 
   const Topology& topology() const { return topology_; }
   double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }

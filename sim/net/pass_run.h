@@ -33,7 +33,7 @@ struct ChunkEvent {
 struct PassRun {
   size_t instance = 0;
   const RingPass* pass = nullptr;  // null for a PERMUTE
-  std::vector<uint32_t> cores;     // ring order (PERMUTE: the members)
+  std::vector<CoreId> cores;       // ring order (PERMUTE: the members)
   std::vector<uint32_t> next;      // ring index each member sends to
   std::vector<uint32_t> slot;      // ring index -> the member's index in the collective's cores
   uint32_t steps = 0;

@@ -30,7 +30,7 @@ uint32_t RingPass::segment_sent(uint32_t member, uint32_t step) const {
 
 CollectivePlan hierarchical_all_reduce(
     uint64_t offset, uint64_t elements, const std::vector<uint32_t>& sizes,
-    const std::function<uint32_t(const std::vector<uint32_t>&)>& core_of, bool reverse) {
+    const std::function<CoreId(const std::vector<uint32_t>&)>& core_of, bool reverse) {
   const size_t axes = sizes.size();
   // The passes along `axis`: one per line of the grid, over the region the earlier axes' reduce-
   // scatters left the line (axis j's split of it, the segment of the line's member there, for
@@ -114,12 +114,15 @@ CollectivePlan every_dimension_plan(uint64_t n, const Topology& topology, const 
 
 }  // namespace
 
-std::vector<uint32_t> collective_members(const isa::Collective& c, const Topology& topology) {
-  if (c.group_size() > 0) return {c.group().begin(), c.group().end()};
-  return topology.snake_ring();
+std::vector<CoreId> collective_members(const isa::Collective& c, const Topology& topology) {
+  if (c.group_size() == 0) return topology.snake_ring();
+  std::vector<CoreId> members;
+  members.reserve(static_cast<size_t>(c.group_size()));
+  for (uint32_t core : c.group()) members.push_back(CoreId{core});
+  return members;
 }
 
-CollectivePlan plan_collective(const isa::Collective& c, const std::vector<uint32_t>& members,
+CollectivePlan plan_collective(const isa::Collective& c, const std::vector<CoreId>& members,
                                const Topology& topology) {
   const uint64_t n = c.elements();
   RingPass whole;

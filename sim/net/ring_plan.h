@@ -20,8 +20,8 @@
 namespace tpusim::sim {
 
 struct RingPass {
-  std::vector<uint32_t> members;  // cores, in ring order
-  uint64_t offset = 0;            // the region: elements [offset, offset + elements) of a buffer
+  std::vector<CoreId> members;  // cores, in ring order
+  uint64_t offset = 0;          // the region: elements [offset, offset + elements) of a buffer
   uint64_t elements = 0;
   bool reduce_scatter = true;
   bool all_gather = true;
@@ -52,13 +52,13 @@ using CollectivePlan = std::vector<std::vector<RingPass>>;
 // one such over the grid (X', Y'); torus is 2D of them over the dimensions (X', Y, Z).
 CollectivePlan hierarchical_all_reduce(
     uint64_t offset, uint64_t elements, const std::vector<uint32_t>& sizes,
-    const std::function<uint32_t(const std::vector<uint32_t>&)>& core_of, bool reverse = false);
+    const std::function<CoreId(const std::vector<uint32_t>&)>& core_of, bool reverse = false);
 
 // The members of `c` issued by core `core` in ring order (the group, or the slice's snake ring).
-std::vector<uint32_t> collective_members(const isa::Collective& c, const Topology& topology);
+std::vector<CoreId> collective_members(const isa::Collective& c, const Topology& topology);
 
 // The plan of an ALL_REDUCE, REDUCE_SCATTER or ALL_GATHER over `members` (not PERMUTE).
-CollectivePlan plan_collective(const isa::Collective& c, const std::vector<uint32_t>& members,
+CollectivePlan plan_collective(const isa::Collective& c, const std::vector<CoreId>& members,
                                const Topology& topology);
 
 }  // namespace tpusim::sim

@@ -16,11 +16,12 @@ Topology::Topology(const config::SliceSpec& slice)
   grid_y_ = cores() / grid_x_;
 }
 
-std::vector<uint32_t> Topology::chip_coords(uint32_t chip) const {
+std::vector<uint32_t> Topology::chip_coords(ChipId chip) const {
   std::vector<uint32_t> c;
+  uint32_t rest = index(chip);
   for (uint32_t n : shape_) {
-    c.push_back(chip % n);
-    chip /= n;
+    c.push_back(rest % n);
+    rest /= n;
   }
   return c;
 }
@@ -46,23 +47,23 @@ std::string Topology::link_name(uint32_t id) const {
                  "->", rest % per_chip);
 }
 
-uint32_t Topology::link_chip(uint32_t id) const {
-  if (id < ici_links_) return id / (static_cast<uint32_t>(shape_.size()) * 2);
-  return (id - ici_links_) / (map_.cores_per_chip() * map_.cores_per_chip());
+ChipId Topology::link_chip(uint32_t id) const {
+  if (id < ici_links_) return ChipId{id / (static_cast<uint32_t>(shape_.size()) * 2)};
+  return ChipId{(id - ici_links_) / (map_.cores_per_chip() * map_.cores_per_chip())};
 }
 
-std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to, TieBreak ties) const {
+std::vector<uint32_t> Topology::route(CoreId from, CoreId to, TieBreak ties) const {
   std::vector<uint32_t> links;
   if (from == to) return links;
-  const uint32_t a = index(map_.chip_of(CoreId{from})), b = index(map_.chip_of(CoreId{to}));
+  const ChipId a = map_.chip_of(from), b = map_.chip_of(to);
   if (a == b) {
-    links.push_back(core_link(a, map_.core_on_chip(CoreId{from}), map_.core_on_chip(CoreId{to})));
+    links.push_back(core_link(index(a), map_.core_on_chip(from), map_.core_on_chip(to)));
     return links;
   }
   std::vector<uint32_t> at = chip_coords(a);
   const std::vector<uint32_t> goal = chip_coords(b);
   uint32_t stride = 1;
-  uint32_t chip = a;
+  uint32_t chip = index(a);  // where the route has got to
   for (uint32_t d = 0; d < shape_.size(); ++d) {
     const uint32_t n = shape_[d];
     const uint32_t up = (goal[d] + n - at[d]) % n;  // hops the positive way round
@@ -83,19 +84,19 @@ std::vector<uint32_t> Topology::route(uint32_t from, uint32_t to, TieBreak ties)
   return links;
 }
 
-uint32_t Topology::core_at(uint32_t gx, uint32_t gy) const {
+CoreId Topology::core_at(uint32_t gx, uint32_t gy) const {
   // Column gx of the grid is core gx % cores_per_chip of the (gx / cores_per_chip)-th chip along X.
   const uint32_t per_chip = map_.cores_per_chip();
   const uint32_t x_chips = grid_x_ / per_chip;
   const ChipId chip{gx / per_chip + x_chips * gy};
-  return index(map_.core(chip, gx % per_chip));
+  return map_.core(chip, gx % per_chip);
 }
 
 std::array<uint32_t, 3> Topology::grid_3d() const {
   return {grid_x_, shape_.size() > 1 ? shape_[1] : 1, shape_.size() > 2 ? shape_[2] : 1};
 }
 
-uint32_t Topology::core_at_3d(const std::array<uint32_t, 3>& xyz) const {
+CoreId Topology::core_at_3d(const std::array<uint32_t, 3>& xyz) const {
   return core_at(xyz[0], xyz[1] + grid_3d()[1] * xyz[2]);
 }
 
@@ -106,8 +107,8 @@ uint32_t Topology::snake_row(uint32_t r) const {
   return (z % 2 == 0 ? y : y_size - 1 - y) + y_size * z;
 }
 
-std::vector<uint32_t> Topology::snake_ring() const {
-  std::vector<uint32_t> ring;
+std::vector<CoreId> Topology::snake_ring() const {
+  std::vector<CoreId> ring;
   for (uint32_t r = 0; r < grid_y_; ++r) {
     for (uint32_t i = 0; i < grid_x_; ++i) {
       ring.push_back(core_at(r % 2 == 0 ? i : grid_x_ - 1 - i, snake_row(r)));

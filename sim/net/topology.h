@@ -42,26 +42,25 @@ class Topology {
   // "chip 3 +x", "chip 0 core 1->0".
   std::string link_name(uint32_t id) const;
   // The chip the link leaves from.
-  uint32_t link_chip(uint32_t id) const;
-  std::vector<uint32_t> chip_coords(uint32_t chip) const;
+  ChipId link_chip(uint32_t id) const;
+  std::vector<uint32_t> chip_coords(ChipId chip) const;
 
   // The links a transfer from core `from` to core `to` crosses, in order (empty when equal).
-  std::vector<uint32_t> route(uint32_t from, uint32_t to,
-                              TieBreak ties = TieBreak::kPositive) const;
+  std::vector<uint32_t> route(CoreId from, CoreId to, TieBreak ties = TieBreak::kPositive) const;
 
   uint32_t grid_x() const { return grid_x_; }
   uint32_t grid_y() const { return grid_y_; }
-  uint32_t core_at(uint32_t gx, uint32_t gy) const;
+  CoreId core_at(uint32_t gx, uint32_t gy) const;
   // The core grid along the chips' three dimensions (the 3D-torus algorithm): X' as above, then
   // the chips' Y and Z (1 where the topology has fewer); core (gx, y, z) is core_at(gx, y + Y z).
   std::array<uint32_t, 3> grid_3d() const;
-  uint32_t core_at_3d(const std::array<uint32_t, 3>& xyz) const;
+  CoreId core_at_3d(const std::array<uint32_t, 3>& xyz) const;
   // The r-th row of the grid in snake order over the chips' (y, z) plane, so that consecutive
   // rows are one hop apart in 3D too (the identity in 2D).
   uint32_t snake_row(uint32_t r) const;
   // Every core in snake order over the core grid: row 0 left to right, row 1 right to left, ...
   // Neighbours are one hop apart, and on a torus with an even number of rows so are the ends.
-  std::vector<uint32_t> snake_ring() const;
+  std::vector<CoreId> snake_ring() const;
 
  private:
   uint32_t ici_link(uint32_t chip, uint32_t dim, bool positive) const;

@@ -4,16 +4,28 @@
 // ports (shared with the core's other units), whichever finishes later; the engine runs one
 // transfer at a time.
 
+#include "sim/units/core_memory.h"
 #include "sim/units/unit.h"
 
 namespace tpusim::sim {
 
+// What a DMA engine moves bytes between, and where its work goes.
+struct DmaWiring {
+  CoreVmem& vmem;          // the core's VMEM and its ports
+  CoreHbm& hbm;            // the chip's HBM and channels, the run's mirrors, the bandwidth track
+  CoreNumerics& numerics;  // copies the bytes (functional runs)
+};
+
 class DmaEngine final : public Unit {
  public:
-  DmaEngine(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats);
+  DmaEngine(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+            DmaWiring wiring);
 
  private:
   void execute(const IssuedInstruction& item) override;
+  CoreVmem& vmem_;
+  CoreHbm& hbm_;
+  CoreNumerics& numerics_;
   uint64_t bytes_ = 0;
 };
 

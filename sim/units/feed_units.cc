@@ -11,8 +11,12 @@
 
 namespace tpusim::sim {
 
-InfeedUnit::InfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
-    : Unit(name, ctx, stats, "infeed: host batches into VMEM") {
+InfeedUnit::InfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+                       InfeedWiring wiring)
+    : Unit(name, ctx, stats, "infeed: host batches into VMEM"),
+      feed_(wiring.queue),
+      vmem_(wiring.vmem),
+      numerics_(wiring.numerics) {
   stats_.add("wait_cycles", "cycles", "cycles an infeed dequeue waited for the host (queue empty)",
              [this] { return static_cast<double>(wait_cycles_); });
   stats_.add("bytes", "bytes", "bytes dequeued into VMEM",
@@ -25,8 +29,8 @@ InfeedUnit::InfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, St
 
 void InfeedUnit::execute(const IssuedInstruction& item) {
   const isa::Block& dst = item.instr->infeed().dst();
-  ctx_.touch_vmem(end_address(dst));
-  FeedQueue& queue = ctx_.infeed();
+  vmem_.touch(end_address(dst));
+  FeedQueue& queue = feed_;
   if (queue.empty()) {
     const uint64_t from = ctx_.now_cycle();
     set_blocked(
@@ -40,20 +44,20 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   FeedEntry entry = queue.pop();
   const uint64_t bytes = payload_bytes(dst);
   if (entry.bytes != bytes) {
-    ctx_.fail(str_cat("core ", ctx_.core(), " instruction ", item.index,
+    ctx_.fail(str_cat("core ", index(ctx_.core()), " instruction ", item.index,
                       " (infeed.dequeue): the infeed entry holds ", entry.bytes,
                       " bytes but the destination block takes ", bytes));
     return;
   }
   const uint64_t start = ctx_.now_cycle();
   const double vmem_end =
-      ctx_.vmem_ports().reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+      vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
   const auto done = std::max(start + 1, ceil_cycle(vmem_end));
   if (!ctx_.timing_only() && !entry.data.empty()) {
-    uint8_t* vmem = ctx_.vmem().base_covering(end_address(dst));
-    ctx_.note_vmem_write(dst.address(), end_address(dst));
+    uint8_t* vmem = vmem_.memory().base_covering(end_address(dst));
+    vmem_.note_write(dst.address(), end_address(dst));
     auto data = std::make_shared<std::vector<uint8_t>>(std::move(entry.data));
-    ctx_.post_numerics(false, HostRange{}, host_range(vmem, dst), [vmem, &dst, data] {
+    numerics_.post(false, HostRange{}, host_range(vmem, dst), [vmem, &dst, data] {
       const uint64_t row_bytes = static_cast<uint64_t>(dst.cols()) * dtype_bytes(dst.dtype());
       for (uint32_t r = 0; r < dst.rows(); ++r) {
         std::memcpy(vmem + dst.address() + r * row_stride(dst), data->data() + r * row_bytes,
@@ -69,8 +73,13 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
   wait_until(done);
 }
 
-OutfeedUnit::OutfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
-    : Unit(name, ctx, stats, "outfeed: VMEM blocks to the host") {
+OutfeedUnit::OutfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+                         OutfeedWiring wiring)
+    : Unit(name, ctx, stats, "outfeed: VMEM blocks to the host"),
+      feed_(wiring.queue),
+      pushed_(wiring.pushed),
+      vmem_(wiring.vmem),
+      numerics_(wiring.numerics) {
   stats_.add("wait_cycles", "cycles", "cycles an outfeed enqueue waited for room (queue full)",
              [this] { return static_cast<double>(wait_cycles_); });
   stats_.add("bytes", "bytes", "bytes enqueued for the host",
@@ -83,8 +92,8 @@ OutfeedUnit::OutfeedUnit(const sc_core::sc_module_name& name, CoreContext& ctx, 
 
 void OutfeedUnit::execute(const IssuedInstruction& item) {
   const isa::Block& src = item.instr->outfeed().src();
-  ctx_.touch_vmem(end_address(src));
-  FeedQueue& queue = ctx_.outfeed();
+  vmem_.touch(end_address(src));
+  FeedQueue& queue = feed_;
   if (queue.full()) {
     const uint64_t from = ctx_.now_cycle();
     set_blocked("waits for room in the outfeed queue: the host link has not drained it");
@@ -96,14 +105,14 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   const uint64_t bytes = payload_bytes(src);
   const uint64_t start = ctx_.now_cycle();
   const double vmem_end =
-      ctx_.vmem_ports().reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
+      vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
   const auto done = std::max(start + 1, ceil_cycle(vmem_end));
   FeedEntry entry;
   entry.bytes = bytes;
   if (!ctx_.timing_only()) {
     entry.data.resize(bytes);
-    ctx_.before_vmem_access(&src, nullptr);
-    const uint8_t* vmem = ctx_.vmem().base_covering(end_address(src));
+    numerics_.before_vmem_access(&src, nullptr);
+    const uint8_t* vmem = vmem_.memory().base_covering(end_address(src));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     for (uint32_t r = 0; r < src.rows(); ++r) {
       std::memcpy(entry.data.data() + r * row_bytes, vmem + src.address() + r * row_stride(src),
@@ -117,7 +126,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   wait_until(done);
   entry.enqueued_cycle = done;
   queue.push(std::move(entry));
-  ctx_.outfeed_pushed().notify(sc_core::SC_ZERO_TIME);
+  pushed_.notify(sc_core::SC_ZERO_TIME);
   ctx_.sync().complete_at(done, item.instr->signal());
 }
 

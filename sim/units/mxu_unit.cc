@@ -35,8 +35,10 @@ constexpr Pass kHighest[] = {{2, 0}, {1, 1}, {0, 2}, {1, 0}, {0, 1}, {0, 0}};
 }  // namespace
 
 MxuUnit::MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
-                 std::unique_ptr<MxuTimingPolicy> policy)
+                 MxuWiring wiring, std::unique_ptr<MxuTimingPolicy> policy)
     : Unit(name, ctx, stats, "matrix unit (systolic array)", /*core_work=*/true),
+      vmem_(wiring.vmem),
+      numerics_(wiring.numerics),
       policy_(std::move(policy)) {
   stats_.add("macs", "MACs", "useful multiply-accumulates (M x K x N of each matmul)",
              [this] { return static_cast<double>(macs_); });
@@ -62,10 +64,10 @@ void MxuUnit::execute(const IssuedInstruction& item) {
 
 void MxuUnit::load_weights(const IssuedInstruction& item) {
   const isa::LoadWeights& lw = item.instr->load_weights();
-  ctx_.touch_vmem(end_address(lw.weights()));
+  vmem_.touch(end_address(lw.weights()));
   const WeightLoadTiming t = policy_->load_weights(ctx_.now_cycle(), lw.slot());
   const double vmem_end =
-      ctx_.vmem_ports()
+      vmem_.ports()
           .reserve(static_cast<double>(t.start), static_cast<double>(payload_bytes(lw.weights())))
           .end;
   const uint64_t ready = std::max(t.ready, ceil_cycle(vmem_end));
@@ -74,8 +76,8 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
     // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
     const isa::Block* weights = &lw.weights();
     const uint32_t slot = lw.slot();
-    const uint8_t* vmem = ctx_.vmem().base_covering(end_address(*weights));
-    ctx_.post_numerics(false, host_range(vmem, *weights), HostRange{}, [this, vmem, weights, slot] {
+    const uint8_t* vmem = vmem_.memory().base_covering(end_address(*weights));
+    numerics_.post(false, host_range(vmem, *weights), HostRange{}, [this, vmem, weights, slot] {
       load_block(vmem, *weights, &weight_source_[slot]);
       weight_terms_[slot] = 0;
     });
@@ -90,13 +92,13 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
 void MxuUnit::matmul(const IssuedInstruction& item) {
   const isa::Matmul& mm = item.instr->matmul();
   const uint64_t m = mm.lhs().rows();
-  ctx_.touch_vmem(std::max(end_address(mm.lhs()), end_address(mm.out())));
+  vmem_.touch(std::max(end_address(mm.lhs()), end_address(mm.out())));
   const uint64_t stream = static_cast<uint64_t>(passes(mm.precision())) * m;
   const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
   const uint64_t out_bytes = payload_bytes(mm.out());
   const double vmem_bytes =
       static_cast<double>(payload_bytes(mm.lhs()) + out_bytes + (mm.accumulate() ? out_bytes : 0));
-  const double vmem_end = ctx_.vmem_ports().reserve(static_cast<double>(t.start), vmem_bytes).end;
+  const double vmem_end = vmem_.ports().reserve(static_cast<double>(t.start), vmem_bytes).end;
   uint64_t done = t.done;
   uint64_t stream_end = t.stream_end;
   if (vmem_end > static_cast<double>(t.stream_end)) {
@@ -128,7 +130,7 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
   const isa::Block& lhs = mm.lhs();
   const isa::Block& out = mm.out();
-  LhsCache& cache = ctx_.lhs_cache();
+  LhsCache& cache = vmem_.lhs_cache();
   const bool refill = !(cache.valid && cache.terms >= terms && same_block(cache.block, lhs));
   if (refill) {
     cache.valid = true;
@@ -138,14 +140,14 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
     cache.hi = end_address(lhs);
   }
   // The output overlapping the block invalidates it for the next matmul, as any write does.
-  ctx_.note_vmem_write(out.address(), end_address(out));
-  uint8_t* vmem = ctx_.vmem().base_covering(std::max(end_address(lhs), end_address(out)));
-  ctx_.post_numerics(false, host_range(vmem, lhs), host_range(vmem, out),
-                     [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
+  vmem_.note_write(out.address(), end_address(out));
+  uint8_t* vmem = vmem_.memory().base_covering(std::max(end_address(lhs), end_address(out)));
+  numerics_.post(false, host_range(vmem, lhs), host_range(vmem, out),
+                 [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
 }
 
 void MxuUnit::split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms) {
-  std::array<MatrixF, 3>& parts = ctx_.lhs_cache().parts;
+  std::array<MatrixF, 3>& parts = vmem_.lhs_cache().parts;
   if (lhs.dtype() == isa::BF16 && terms == 1) {
     load_block(vmem, lhs, &parts[0]);  // bf16 values are their own single term
     return;
@@ -182,7 +184,7 @@ const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
 void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms) {
   const int p = passes(mm.precision());
   if (refill_lhs) split_lhs(vmem, mm.lhs(), terms);
-  const auto& a = ctx_.lhs_cache().parts;
+  const auto& a = vmem_.lhs_cache().parts;
   const auto& w = weight_terms(mm.slot(), terms);
   const isa::Block& out = mm.out();
   StridedMap result(

@@ -9,13 +9,20 @@
 
 #include "sim/memory/block.h"
 #include "sim/timing/mxu_policy.h"
+#include "sim/units/core_memory.h"
 #include "sim/units/unit.h"
 
 namespace tpusim::sim {
 
+// What an MXU reads and writes.
+struct MxuWiring {
+  CoreVmem& vmem;          // the core's VMEM, its ports and the LHS cache the MXUs share
+  CoreNumerics& numerics;  // computes the products (functional runs)
+};
+
 class MxuUnit final : public Unit {
  public:
-  MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+  MxuUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats, MxuWiring wiring,
           std::unique_ptr<MxuTimingPolicy> policy);
 
   uint64_t macs() const { return macs_; }
@@ -34,6 +41,8 @@ class MxuUnit final : public Unit {
   void compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms);
   void split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms);
 
+  CoreVmem& vmem_;
+  CoreNumerics& numerics_;
   std::unique_ptr<MxuTimingPolicy> policy_;
   // The weights' bf16 terms in `slot`, rounded from the loaded f32 values on first use.
   const std::array<MatrixF, 3>& weight_terms(uint32_t slot, int terms);

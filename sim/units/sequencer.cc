@@ -21,7 +21,7 @@ Sequencer::Sequencer(const sc_core::sc_module_name& name, CoreContext& ctx, Core
              [this] { return static_cast<double>(loop_iterations_); });
   if (ctx_.sink() != nullptr) {
     steps_track_ = ctx_.sink()->declare_track(
-        {traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip()),
+        {traces::TrackInfo::Kind::kUnit, static_cast<int>(index(ctx_.chip())),
          static_cast<int>(ctx_.core_on_chip()), std::string(traces::kStepsTrack), ""});
   }
   stats_.on_reset([this] {

@@ -24,9 +24,9 @@ Unit::Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& sta
     instructions_ = 0;
   });
   if (ctx_.sink() != nullptr) {
-    track_ =
-        ctx_.sink()->declare_track({traces::TrackInfo::Kind::kUnit, static_cast<int>(ctx_.chip()),
-                                    static_cast<int>(ctx_.core_on_chip()), basename(), ""});
+    track_ = ctx_.sink()->declare_track({traces::TrackInfo::Kind::kUnit,
+                                         static_cast<int>(index(ctx_.chip())),
+                                         static_cast<int>(ctx_.core_on_chip()), basename(), ""});
   }
 }
 

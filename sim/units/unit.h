@@ -3,6 +3,8 @@
 // sc_module with one thread serving a bounded in-order queue. For each instruction the thread
 // waits until it was issued and its sync flags hold (counted as stall cycles), then hands it to
 // execute(), which computes the timing analytically, does the functional work and waits once.
+// Every unit is built with the core's CoreContext (who the core is, its clock, sync flags, trace
+// sink and run state); what else it touches each unit's constructor says.
 
 #include <cstdint>
 #include <deque>
@@ -22,7 +24,7 @@ class Unit : public sc_core::sc_module {
   Unit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
        std::string description, bool core_work = false);
 
-  bool full() const { return queue_.size() >= ctx_.slice().chip.core.unit_queue_depth; }
+  bool full() const { return queue_.size() >= ctx_.unit_queue_depth(); }
   void push(const IssuedInstruction& item);
   const sc_core::sc_event& space_freed() const { return space_freed_; }
   // Empty when idle or busy; otherwise what it is blocked on, for deadlock messages.

@@ -47,8 +47,12 @@ uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
   return ceil_cycle(static_cast<double>(vregs) * per_vreg);
 }
 
-VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats)
-    : Unit(name, ctx, stats, "vector unit (VPU)", /*core_work=*/true) {
+VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
+                       VectorWiring wiring)
+    : Unit(name, ctx, stats, "vector unit (VPU)", /*core_work=*/true),
+      spec_(wiring.spec),
+      vmem_(wiring.vmem),
+      numerics_(wiring.numerics) {
   stats_.add("elements", "elements", "elements processed",
              [this] { return static_cast<double>(elements_); });
   stats_.on_reset([this] { elements_ = 0; });
@@ -56,15 +60,15 @@ VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, St
 
 void VectorUnit::execute(const IssuedInstruction& item) {
   const Vector& v = item.instr->vector();
-  const config::CoreSpec& core = ctx_.slice().chip.core;
-  ctx_.touch_vmem(end_address(v.dst()));
-  if (v.has_a()) ctx_.touch_vmem(end_address(v.a()));
-  if (v.has_b()) ctx_.touch_vmem(end_address(v.b()));
-  if (v.has_c()) ctx_.touch_vmem(end_address(v.c()));
+  const config::CoreSpec& core = spec_;
+  vmem_.touch(end_address(v.dst()));
+  if (v.has_a()) vmem_.touch(end_address(v.a()));
+  if (v.has_b()) vmem_.touch(end_address(v.b()));
+  if (v.has_c()) vmem_.touch(end_address(v.c()));
   const uint64_t start = ctx_.now_cycle();
   const uint64_t issue = vector_issue_cycles(v, core);
   const double vmem_end =
-      ctx_.vmem_ports().reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
+      vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
   const uint64_t end = std::max(start + issue, ceil_cycle(vmem_end));
   const uint64_t latency = core.vector_latency_cycles +
                            (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
@@ -153,10 +157,61 @@ bool compute_in_place(uint8_t* vmem, const Vector& v) {
   }
 }
 
+// The ops of `a` alone (elementwise, reductions, transpose) into `out`; false for any other.
+bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
+  switch (v.op()) {
+    case Vector::COPY:
+      *out = a;
+      return true;
+    case Vector::NEG:
+      *out = -a;
+      return true;
+    case Vector::ABS:
+      *out = a.array().abs();
+      return true;
+    case Vector::RELU:
+      *out = a.array().max(0.0f);
+      return true;
+    case Vector::EXP:
+      *out = a.array().exp();
+      return true;
+    case Vector::LOG:
+      *out = a.array().log();
+      return true;
+    case Vector::TANH:
+      *out = a.array().tanh();
+      return true;
+    case Vector::RSQRT:
+      *out = a.array().rsqrt();
+      return true;
+    case Vector::SQUARE:
+      *out = a.array().square();
+      return true;
+    case Vector::ROUND_BF16:
+      *out = a.unaryExpr([](float x) { return round_to_bf16(x); });
+      return true;
+    case Vector::CAST:
+      *out = a;
+      return true;  // store_block rounds to dst's dtype
+    case Vector::REDUCE_SUM:
+      // Fixed order (Eigen's, for a given shape): runs are bitwise reproducible.
+      *out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
+      return true;
+    case Vector::REDUCE_MAX:
+      *out = v.axis() == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
+      return true;
+    case Vector::TRANSPOSE:
+      *out = a.transpose();
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 void VectorUnit::post_compute(const Vector& v) {
-  uint8_t* vmem = ctx_.vmem().base_covering(ctx_.slice().chip.core.vmem_bytes);
+  uint8_t* vmem = vmem_.memory().base_covering(spec_.vmem_bytes);
   const isa::Block& dst = v.dst();
   // What the op reads: the hull of its operands.
   HostRange read;
@@ -166,10 +221,9 @@ void VectorUnit::post_compute(const Vector& v) {
     const HostRange r = host_range(vmem, *operand);
     read = read.lo == nullptr ? r : HostRange{std::min(read.lo, r.lo), std::max(read.hi, r.hi)};
   }
-  ctx_.note_vmem_write(dst.address(), end_address(dst));
+  vmem_.note_write(dst.address(), end_address(dst));
   const uint64_t step = ctx_.step();
-  ctx_.post_numerics(false, read, host_range(vmem, dst),
-                     [vmem, &v, step] { compute(vmem, v, step); });
+  numerics_.post(false, read, host_range(vmem, dst), [vmem, &v, step] { compute(vmem, v, step); });
 }
 
 void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
@@ -189,6 +243,10 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
     if (!v.has_b()) b = MatrixF::Constant(rows, cols, v.scalar());
     return b;
   };
+  if (unary_op(v, a, &out)) {
+    store_block(vmem, dst, out);
+    return;
+  }
   switch (v.op()) {
     case Vector::ADD:
       out = a.array() + operand_b().array();
@@ -217,51 +275,8 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
     case Vector::CMP_EQ:
       out = (a.array() == operand_b().array()).cast<float>();
       break;
-    case Vector::COPY:
-      out = a;
-      break;
-    case Vector::NEG:
-      out = -a;
-      break;
-    case Vector::ABS:
-      out = a.array().abs();
-      break;
-    case Vector::RELU:
-      out = a.array().max(0.0f);
-      break;
-    case Vector::EXP:
-      out = a.array().exp();
-      break;
-    case Vector::LOG:
-      out = a.array().log();
-      break;
-    case Vector::TANH:
-      out = a.array().tanh();
-      break;
-    case Vector::RSQRT:
-      out = a.array().rsqrt();
-      break;
-    case Vector::SQUARE:
-      out = a.array().square();
-      break;
-    case Vector::ROUND_BF16:
-      out = a.unaryExpr([](float x) { return round_to_bf16(x); });
-      break;
     case Vector::SELECT:
       out = (a.array() != 0.0f).select(b, c);
-      break;
-    case Vector::CAST:
-      out = a;
-      break;  // store_block rounds to dst's dtype
-    case Vector::REDUCE_SUM:
-      // Fixed order (Eigen's, for a given shape): runs are bitwise reproducible.
-      out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
-      break;
-    case Vector::REDUCE_MAX:
-      out = v.axis() == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
-      break;
-    case Vector::TRANSPOSE:
-      out = a.transpose();
       break;
     case Vector::BROADCAST:
       out = broadcast_to(a, rows, cols);

@@ -46,16 +46,18 @@ struct Model final : ChunkSchedule::Resources {
   std::vector<Call> calls;
   std::map<uint32_t, double> finished_at;
 
-  double hbm_transfer(uint32_t core, const MemberBuffer& buffer, uint64_t offset, double bytes,
+  double hbm_transfer(CoreId core, const MemberBuffer& buffer, uint64_t offset, double bytes,
                       double cycle) override {
     const double end = cycle + hbm_latency_cycles + bytes / hbm_rate;
-    calls.push_back({false, core, 0, &buffer, offset, bytes, cycle, end});
+    calls.push_back({false, index(core), 0, &buffer, offset, bytes, cycle, end});
     return end;
   }
-  double hbm_latency(uint32_t) const override { return hbm_latency_cycles; }
-  double hbm_bytes_per_cycle(uint32_t) const override { return hbm_rate; }
-  const std::vector<uint32_t>& route(uint32_t from, uint32_t to, TieBreak) override {
-    return routes.try_emplace({from, to}, std::vector<uint32_t>{from, to}).first->second;
+  double hbm_latency(CoreId) const override { return hbm_latency_cycles; }
+  double hbm_bytes_per_cycle(CoreId) const override { return hbm_rate; }
+  // A route here is the two cores' numbers: the model's one link between them.
+  const std::vector<uint32_t>& route(CoreId from, CoreId to, TieBreak) override {
+    const std::pair<uint32_t, uint32_t> ends{index(from), index(to)};
+    return routes.try_emplace(ends, std::vector<uint32_t>{ends.first, ends.second}).first->second;
   }
   TransferTimes transfer(const std::vector<uint32_t>& route, double first_byte, double bytes,
                          double last_byte) override {
@@ -65,7 +67,7 @@ struct Model final : ChunkSchedule::Resources {
     calls.push_back({true, route[0], route[1], nullptr, 0, bytes, start, free + link_latency});
     return {free, free + link_latency};
   }
-  void finished(uint32_t core, double cycle) override { finished_at[core] = cycle; }
+  void finished(CoreId core, double cycle) override { finished_at[index(core)] = cycle; }
 
   std::vector<Call> sends_from(uint32_t core) const {
     std::vector<Call> out;
@@ -93,7 +95,7 @@ struct Fixture {
   // Every member issues `c` at `cycle` (PERMUTE: member i sends to peers[i]); the last one
   // starts it.
   const CollectiveGroup& start(const C& c, double cycle, const std::vector<uint32_t>& peers = {}) {
-    const std::vector<uint32_t> members = collective_members(c, v3_8());
+    const std::vector<CoreId> members = collective_members(c, v3_8());
     const CollectiveGroup* group = nullptr;
     for (size_t i = 0; i < members.size(); ++i) {
       C mine = c;
@@ -135,19 +137,19 @@ TEST(ChunkSchedule, TwoMembersAllReduceInTwoHopsAndOneAdd) {
   f.model.link_latency = 100;
   f.model.link_rate = 8;
   f.start(collective(C::ALL_REDUCE, C::RING, 2048, 0, {0, 1}), 10);
-  EXPECT_FALSE(f.schedule.done(0));
+  EXPECT_FALSE(f.schedule.done(CoreId{0}));
   EXPECT_TRUE(f.model.calls.empty());  // starting queues the first chunks, nothing more
   f.run();
   for (uint32_t core : {0, 1}) {
-    EXPECT_TRUE(f.schedule.done(core));
+    EXPECT_TRUE(f.schedule.done(CoreId{core}));
     EXPECT_EQ(f.model.finished_at.at(core), 1298) << core;
-    EXPECT_EQ(f.schedule.start_cycle(core), 10);
-    EXPECT_EQ(f.schedule.finish_cycle(core), 1298);
+    EXPECT_EQ(f.schedule.start_cycle(CoreId{core}), 10);
+    EXPECT_EQ(f.schedule.finish_cycle(CoreId{core}), 1298);
     // Reads its n bytes once (its half to send, the other to add to), writes them once; sends
     // 2(p-1)/p n; adds half the elements.
-    EXPECT_EQ(f.schedule.work(core).hbm_bytes, 2 * 8192.0);
-    EXPECT_EQ(f.schedule.work(core).ici_bytes, 8192.0);
-    EXPECT_EQ(f.schedule.work(core).flops, 1024.0);
+    EXPECT_EQ(f.schedule.work(CoreId{core}).hbm_bytes, 2 * 8192.0);
+    EXPECT_EQ(f.schedule.work(CoreId{core}).ici_bytes, 8192.0);
+    EXPECT_EQ(f.schedule.work(CoreId{core}).flops, 1024.0);
   }
   EXPECT_EQ(f.schedule.chunk_transfers(), 4);
   EXPECT_EQ(f.schedule.hbm_bytes(), 4 * 8192.0);
@@ -180,7 +182,7 @@ TEST(ChunkSchedule, RingMembersSendTheirSegmentsInRingOrder) {
     EXPECT_EQ(read.offset, (i + 3) % 4 * 4096u);
     EXPECT_EQ(f.model.accesses(i, g.src[i]), every_segment) << i;
     EXPECT_EQ(f.model.accesses(i, g.dst[i]), every_segment) << i;
-    EXPECT_EQ(f.schedule.work(i).ici_bytes, 6 * 4096.0);
+    EXPECT_EQ(f.schedule.work(CoreId{i}).ici_bytes, 6 * 4096.0);
   }
 }
 
@@ -224,8 +226,8 @@ TEST(ChunkSchedule, AnAllGatherReadsOnlyItsOwnSegment) {
     EXPECT_EQ(written.begin()->first, 0u);
     EXPECT_EQ(written.rbegin()->first, 15 * 1024u);
     for (const auto& [offset, bytes] : written) EXPECT_EQ(bytes, 1024) << offset;
-    EXPECT_EQ(f.schedule.work(i).hbm_bytes, 4096 + 4 * 4096);
-    EXPECT_EQ(f.schedule.work(i).flops, 0);
+    EXPECT_EQ(f.schedule.work(CoreId{i}).hbm_bytes, 4096 + 4 * 4096);
+    EXPECT_EQ(f.schedule.work(CoreId{i}).flops, 0);
   }
 }
 
@@ -242,7 +244,7 @@ TEST(ChunkSchedule, APermuteSendsEachBufferToItsPeer) {
     for (const Model::Call& s : sends) EXPECT_EQ(s.to, (i + 3) % 4);
     EXPECT_EQ(f.model.accesses(i, g.src[i]), (std::map<uint64_t, double>{{0, 2048}, {2048, 2048}}));
     EXPECT_EQ(f.model.accesses(i, g.dst[i]), (std::map<uint64_t, double>{{0, 2048}, {2048, 2048}}));
-    EXPECT_TRUE(f.schedule.done(i));
+    EXPECT_TRUE(f.schedule.done(CoreId{i}));
   }
 }
 
@@ -251,9 +253,9 @@ TEST(ChunkSchedule, AMemberAloneIsDoneAtTheStart) {
   Fixture f;
   f.start(collective(C::ALL_REDUCE, C::RING, 1024, 0, {5}), 7);
   EXPECT_TRUE(f.schedule.idle());
-  EXPECT_TRUE(f.schedule.done(5));
+  EXPECT_TRUE(f.schedule.done(CoreId{5}));
   EXPECT_EQ(f.model.finished_at.at(5), 7);
-  EXPECT_EQ(f.schedule.finish_cycle(5), 7);
+  EXPECT_EQ(f.schedule.finish_cycle(CoreId{5}), 7);
 }
 
 // torus2d on v3-8: the rows reduce-scatter (8 members x 3 steps x 16 chunks = 384 sends), the
@@ -284,7 +286,7 @@ TEST(ChunkSchedule, Torus2dColumnsStartBeforeTheRowsHaveReduced) {
     if (c.send && c.core / 4 == c.to / 4 && c.cycle < first_column) ++rows_before;
   EXPECT_GT(rows_before, 0u);
   EXPECT_LT(rows_before, 384u);
-  for (uint32_t core = 0; core < 8; ++core) EXPECT_TRUE(f.schedule.done(core)) << core;
+  for (uint32_t core = 0; core < 8; ++core) EXPECT_TRUE(f.schedule.done(CoreId{core})) << core;
 }
 
 }  // namespace

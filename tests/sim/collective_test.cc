@@ -8,6 +8,7 @@
 #include "sim/net/topology.h"
 #include "sim/numerics/random.h"
 #include "tests/sim/collective_util.h"
+#include "tests/sim/core_ids.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
@@ -104,7 +105,7 @@ TEST(Collective, AllReduceOnThirtyTwoCoresIsBitwiseTheSameEverywhere) {
     const std::vector<float>& first = r.dst.begin()->second;
     for (const auto& [core, d] : r.dst)
       EXPECT_EQ(d, first) << "core " << core << " algorithm " << a;
-    if (a == C::RING) expect_all_equal(r, ring_all_reduce(t.snake_ring(), n));
+    if (a == C::RING) expect_all_equal(r, ring_all_reduce(numbers(t.snake_ring()), n));
     double worst = 0;
     for (uint64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(sum[i] - first[i]));
     EXPECT_LT(worst, 1e-5) << "algorithm " << a;
@@ -245,8 +246,8 @@ TEST(Collective, Torus2dOnALineGathersWhatItsRowsReduced) {
   const uint64_t n = 1001;  // uneven segments in 256-byte chunks that straddle them
   const auto ring = run_collective(s, C::ALL_REDUCE, C::RING, n, {}, 256);
   const auto torus = run_collective(s, C::ALL_REDUCE, C::TORUS_2D, n, {}, 256);
-  expect_all_equal(ring, ring_all_reduce(t.snake_ring(), n));
-  expect_all_equal(torus, ring_all_reduce(t.snake_ring(), n));
+  expect_all_equal(ring, ring_all_reduce(numbers(t.snake_ring()), n));
+  expect_all_equal(torus, ring_all_reduce(numbers(t.snake_ring()), n));
   EXPECT_EQ(ring.run.cycles(), 8226u);
   EXPECT_EQ(torus.run.cycles(), 9182u);
   EXPECT_GE(torus.run.cycles() - ring.run.cycles(), 2 * 470u);  // HBM latency: 500 ns each way

@@ -8,6 +8,7 @@
 
 #include "configs/loader.h"
 #include "sim/net/collective_numerics.h"
+#include "tests/sim/core_ids.h"
 
 namespace tpusim::sim {
 namespace {
@@ -43,17 +44,17 @@ TEST(RingPlan, Torus2dIsRowsColumnsRows) {
   const CollectivePlan plan = plan_collective(all_reduce(C::TORUS_2D, 1001), t.snake_ring(), t);
   ASSERT_EQ(plan.size(), 3u);
   ASSERT_EQ(plan[0].size(), 2u);
-  EXPECT_EQ(plan[0][0].members, (std::vector<uint32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(plan[0][1].members, (std::vector<uint32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(plan[0][0].members, cores({0, 1, 2, 3}));
+  EXPECT_EQ(plan[0][1].members, cores({4, 5, 6, 7}));
   EXPECT_TRUE(plan[0][0].reduce_scatter);
   EXPECT_FALSE(plan[0][0].all_gather);
   ASSERT_EQ(plan[1].size(), 4u);
   // 1001 = 251 + 250 + 250 + 250: column 1 holds [251, 501).
-  EXPECT_EQ(plan[1][1].members, (std::vector<uint32_t>{1, 5}));
+  EXPECT_EQ(plan[1][1].members, cores({1, 5}));
   EXPECT_EQ(plan[1][1].offset, 251u);
   EXPECT_EQ(plan[1][1].elements, 250u);
   EXPECT_TRUE(plan[1][1].reduce_scatter && plan[1][1].all_gather);
-  EXPECT_EQ(plan[2][1].members, (std::vector<uint32_t>{4, 5, 6, 7}));
+  EXPECT_EQ(plan[2][1].members, cores({4, 5, 6, 7}));
   EXPECT_FALSE(plan[2][1].reduce_scatter);
   EXPECT_EQ(plan[2][1].elements, 1001u);
 }
@@ -75,8 +76,8 @@ TEST(RingPlan, TheTorusAddsEveryMembersValueOnceIntoEveryElement) {
   };
   for (const Case& c : cases) {
     const Topology t(*c.spec);
-    std::vector<uint32_t> members;
-    for (uint32_t m = 0; m < t.cores(); ++m) members.push_back(m);
+    std::vector<CoreId> members;
+    for (uint32_t m = 0; m < t.cores(); ++m) members.push_back(CoreId{m});
     for (uint64_t n : {1001ull, 5ull}) {
       SCOPED_TRACE(c.spec->name + " shape " + std::to_string(c.spec->topology.shape.size()) +
                    "D, " + std::to_string(n) + " elements");
@@ -87,12 +88,12 @@ TEST(RingPlan, TheTorusAddsEveryMembersValueOnceIntoEveryElement) {
                           +[](uint32_t m) { return (m * m) % 97 + 1.0f; }}) {
         std::vector<std::vector<float>> src(members.size(), std::vector<float>(n));
         double total = 0;
-        for (uint32_t m : members) {
+        for (uint32_t m = 0; m < members.size(); ++m) {
           total += weight(m);
           for (uint64_t i = 0; i < n; ++i) src[m][i] = weight(m) * static_cast<float>(i % 7 + 1);
         }
         const auto dst = collective_results(op, members, plan, src, {});
-        for (uint32_t m : members) {
+        for (uint32_t m = 0; m < members.size(); ++m) {
           for (uint64_t i = 0; i < n; ++i) {
             ASSERT_EQ(dst[m][i], static_cast<float>(total * static_cast<double>(i % 7 + 1)))
                 << "member " << m << " element " << i;

@@ -6,6 +6,7 @@
 
 #include "configs/loader.h"
 #include "sim/net/collective_bound.h"
+#include "tests/sim/core_ids.h"
 
 namespace tpusim::sim {
 namespace {
@@ -28,23 +29,26 @@ TEST(Topology, RoutesGoXThenYTheShorterWayRound) {
   EXPECT_EQ(t.chips(), 16u);
   EXPECT_EQ(t.cores(), 32u);
   // Chip 0 (0,0) to chip 15 (3,3): one hop -x and one hop -y round the torus.
-  EXPECT_EQ(names(t, t.route(0, 30)), (std::vector<std::string>{"chip 0 -x", "chip 3 -y"}));
+  EXPECT_EQ(names(t, t.route(CoreId{0}, CoreId{30})),
+            (std::vector<std::string>{"chip 0 -x", "chip 3 -y"}));
   // Chip 1 (1,0) to chip 11 (3,2): two hops +x (ties go +), then two hops +y.
-  EXPECT_EQ(names(t, t.route(2, 22)),
+  EXPECT_EQ(names(t, t.route(CoreId{2}, CoreId{22})),
             (std::vector<std::string>{"chip 1 +x", "chip 2 +x", "chip 3 +y", "chip 7 +y"}));
   // The two cores of a chip use the on-chip link, each direction its own.
-  EXPECT_EQ(names(t, t.route(4, 5)), (std::vector<std::string>{"chip 2 core 0->1"}));
-  EXPECT_EQ(names(t, t.route(5, 4)), (std::vector<std::string>{"chip 2 core 1->0"}));
-  EXPECT_TRUE(t.route(7, 7).empty());
-  EXPECT_DOUBLE_EQ(t.link(t.route(0, 2)[0]).bytes_per_s, 100e9);
-  EXPECT_DOUBLE_EQ(t.link(t.route(0, 1)[0]).bytes_per_s, 200e9);
+  EXPECT_EQ(names(t, t.route(CoreId{4}, CoreId{5})),
+            (std::vector<std::string>{"chip 2 core 0->1"}));
+  EXPECT_EQ(names(t, t.route(CoreId{5}, CoreId{4})),
+            (std::vector<std::string>{"chip 2 core 1->0"}));
+  EXPECT_TRUE(t.route(CoreId{7}, CoreId{7}).empty());
+  EXPECT_DOUBLE_EQ(t.link(t.route(CoreId{0}, CoreId{2})[0]).bytes_per_s, 100e9);
+  EXPECT_DOUBLE_EQ(t.link(t.route(CoreId{0}, CoreId{1})[0]).bytes_per_s, 200e9);
 }
 
 TEST(Topology, AMeshHasNoWraparound) {
   auto spec = slice("v3-32");
   spec.topology.torus = false;
   const Topology t(spec);
-  EXPECT_EQ(names(t, t.route(0, 30)),
+  EXPECT_EQ(names(t, t.route(CoreId{0}, CoreId{30})),
             (std::vector<std::string>{"chip 0 +x", "chip 1 +x", "chip 2 +x", "chip 3 +y",
                                       "chip 7 +y", "chip 11 +y"}));
 }
@@ -59,10 +63,10 @@ TEST(Topology, ACubeRoutesInThreeDimensions) {
   spec.cores = 128;
   const Topology t(spec);
   // Chip 0 (0,0,0) to chip 63 (3,3,3): one hop the negative way in each dimension.
-  EXPECT_EQ(names(t, t.route(0, 126)),
+  EXPECT_EQ(names(t, t.route(CoreId{0}, CoreId{126})),
             (std::vector<std::string>{"chip 0 -x", "chip 3 -y", "chip 15 -z"}));
   // Chip 21 (1,1,1) to chip 42 (2,2,2).
-  EXPECT_EQ(names(t, t.route(42, 84)),
+  EXPECT_EQ(names(t, t.route(CoreId{42}, CoreId{84})),
             (std::vector<std::string>{"chip 21 +x", "chip 22 +y", "chip 26 +z"}));
   EXPECT_EQ(t.grid_x(), 8u);
   EXPECT_EQ(t.grid_y(), 16u);
@@ -79,14 +83,14 @@ TEST(Topology, TheSnakeRingVisitsEveryCoreOneHopAtATime) {
     ASSERT_EQ(ring.size(), t.cores()) << name;
     std::vector<bool> seen(t.cores(), false);
     for (size_t i = 0; i < ring.size(); ++i) {
-      seen[ring[i]] = true;
+      seen[index(ring[i])] = true;
       EXPECT_EQ(t.route(ring[i], ring[(i + 1) % ring.size()]).size(), 1u)
           << name << " between " << ring[i] << " and " << ring[(i + 1) % ring.size()];
     }
     EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(t.cores()));
   }
   const Topology v3_8(slice("v3-8"));
-  EXPECT_EQ(v3_8.snake_ring(), (std::vector<uint32_t>{0, 1, 2, 3, 7, 6, 5, 4}));
+  EXPECT_EQ(v3_8.snake_ring(), cores({0, 1, 2, 3, 7, 6, 5, 4}));
   EXPECT_EQ(v3_8.grid_x(), 4u);
   EXPECT_EQ(v3_8.grid_y(), 2u);
 }
@@ -113,14 +117,16 @@ TEST(CollectiveBound, FollowsTheFormulas) {
 // round the negative way takes the negative links, so the two ways never share one.
 TEST(Topology, TiesGoTheWayTheRingGoes) {
   const Topology t(slice("v3-8"));  // 2 x 2 torus
-  EXPECT_EQ(names(t, t.route(0, 2)), (std::vector<std::string>{"chip 0 +x"}));
-  EXPECT_EQ(names(t, t.route(0, 2, TieBreak::kNegative)), (std::vector<std::string>{"chip 0 -x"}));
-  EXPECT_EQ(names(t, t.route(2, 0, TieBreak::kNegative)), (std::vector<std::string>{"chip 1 -x"}));
+  EXPECT_EQ(names(t, t.route(CoreId{0}, CoreId{2})), (std::vector<std::string>{"chip 0 +x"}));
+  EXPECT_EQ(names(t, t.route(CoreId{0}, CoreId{2}, TieBreak::kNegative)),
+            (std::vector<std::string>{"chip 0 -x"}));
+  EXPECT_EQ(names(t, t.route(CoreId{2}, CoreId{0}, TieBreak::kNegative)),
+            (std::vector<std::string>{"chip 1 -x"}));
   // Not a tie: the shorter way round, whatever the ring's.
   const Topology v3_32(slice("v3-32"));  // 4 x 4
-  EXPECT_EQ(names(v3_32, v3_32.route(0, 2, TieBreak::kNegative)),
+  EXPECT_EQ(names(v3_32, v3_32.route(CoreId{0}, CoreId{2}, TieBreak::kNegative)),
             (std::vector<std::string>{"chip 0 +x"}));
-  EXPECT_EQ(names(v3_32, v3_32.route(0, 4, TieBreak::kNegative)),
+  EXPECT_EQ(names(v3_32, v3_32.route(CoreId{0}, CoreId{4}, TieBreak::kNegative)),
             (std::vector<std::string>{"chip 0 -x", "chip 3 -x"}));
 }
 
