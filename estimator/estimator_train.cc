@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "common/strings.h"
@@ -10,6 +11,7 @@
 #include "estimator/estimator.h"
 #include "estimator/estimator_internal.h"
 #include "estimator/summary_writer.h"
+#include "estimator/train_loop.h"
 #include "estimator/train_trace.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/initializers.h"
@@ -23,7 +25,9 @@ using internal::build_infeeds;
 using internal::peeked;
 using internal::restore;
 using internal::stack;
+using internal::train_to_max_steps;
 using internal::trained;
+using internal::TrainLoop;
 using runtime::DType;
 using runtime::Value;
 namespace data = runtime::data;
@@ -88,6 +92,159 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const RunConfig& config, uint
   return std::pair{first_host, first_host * (shards / pipelines)};
 }
 
+// How the replicas are fed: `pipelines` input pipelines for `shards` replicas, of which the first
+// `fed` run and the first `simulated` replicas are simulated (all of them unless folded).
+struct Feeding {
+  uint32_t pipelines = 0, fed = 0, simulated = 0;
+};
+
+absl::StatusOr<Feeding> feeding(const RunConfig& config, const internal::HostSide& host,
+                                uint32_t shards) {
+  Feeding f;
+  const bool per_host = config.tpu_config.per_host_input_for_training;
+  f.pipelines = per_host ? std::min(host.hosts, shards) : shards;
+  if (shards % f.pipelines != 0) {
+    return absl::InvalidArgumentError(str_cat(shards, " replicas do not split evenly over ",
+                                              f.pipelines, " hosts' input pipelines"));
+  }
+  auto folded = fold(config, shards, f.pipelines, host.hosts);
+  if (!folded.ok()) return folded.status();
+  std::tie(f.fed, f.simulated) = *folded;
+  return f;
+}
+
+// input_fn once per host (per replica without per-host input), at the per-shard batch size;
+// folded, only for the first host's pipelines. The first pipeline's first batch is peeked.
+absl::StatusOr<Input> open_input(const InputFn& input_fn, const Params& user,
+                                 int64_t per_shard_batch, const Feeding& feeding) {
+  Input input;
+  for (uint32_t p = 0; p < feeding.fed; ++p) {
+    Params params = user;
+    params.batch_size = per_shard_batch;
+    params.shard_index = p;
+    params.num_shards = feeding.pipelines;
+    params.profile = std::make_shared<data::StageProfile>();
+    auto ds = input_fn(params);
+    if (!ds.ok()) return ds.status();
+    if (*ds == nullptr) return absl::InvalidArgumentError("input_fn returned no dataset");
+    data::DatasetPtr dataset = *ds;
+    if (p == 0) {
+      auto it = dataset->make_iterator();
+      auto first = it->next();
+      if (!first.ok()) return first.status();
+      if (!first->has_value()) return absl::OutOfRangeError("the train input is empty");
+      input.first = **first;
+      dataset = peeked(**first, std::move(it));
+    }
+    input.pipelines.push_back({dataset, params.profile});
+  }
+  return input;
+}
+
+// The step into `b`: infeeds shaped like one per-shard batch (`first`), model_fn in train mode,
+// CrossShardOptimizer; outputs the loss, the learning rate and the host_call tensors. Returns
+// model_fn's spec.
+absl::StatusOr<TPUEstimatorSpec> build_train_step(runtime::GraphBuilder& b, const ModelFn& model_fn,
+                                                  const Params& user, const data::Element& first,
+                                                  const std::set<std::string>& bf16_infeeds,
+                                                  int64_t per_shard_batch, uint32_t shards) {
+  Features features;
+  std::optional<Value> labels;
+  if (auto s = build_infeeds(b, first, bf16_infeeds, &features, &labels); !s.ok()) return s;
+  Params model_params = user;
+  model_params.batch_size = per_shard_batch;
+  model_params.num_shards = shards;
+  auto spec = model_fn(b, features, labels, Mode::kTrain, model_params);
+  if (!spec.ok()) return spec.status();
+  if (!b.status().ok()) return b.status();
+  if (!spec->loss.valid() || spec->loss.shape().rank() != 0)
+    return absl::InvalidArgumentError("model_fn: train mode needs a scalar loss");
+  if (!spec->train_op.has_value())
+    return absl::InvalidArgumentError("model_fn: train mode needs a train_op (an optimizer)");
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) {
+    if (trained(b.graph().node(id).attrs.name)) vars.push_back(Value{id, &b});
+  }
+  auto grads =
+      runtime::cross_shard_gradients(b, spec->loss, vars, shards, runtime::ShardReduction::kMean);
+  if (!grads.ok()) return grads.status();
+  auto lr = runtime::apply_gradients(b, *spec->train_op, vars, *grads);
+  if (!lr.ok()) return lr.status();
+  b.output("loss", spec->loss);
+  b.output("learning_rate", *lr);
+  for (const auto& [name, v] : spec->host_call_tensors) b.output("host_call/" + name, v);
+  if (!b.status().ok()) return b.status();
+  return spec;
+}
+
+// The spec's init_fn on the fresh variables, which must keep their layout.
+absl::Status run_init_fn(const TPUEstimatorSpec& spec, runtime::Variables* variables) {
+  const Layout before = layout_of(*variables);
+  if (auto s = spec.init_fn(variables); !s.ok())
+    return absl::Status(s.code(), str_cat("model_fn's init_fn: ", s.message()));
+  return check_init_fn_kept(before, *variables);
+}
+
+// Warm-starts variables from RunConfig::warm_start_from (empty: not asked for).
+using WarmStart = std::function<absl::Status(runtime::Variables* variables)>;
+
+// The variables to train from, `variables` holding the graph's initial values: the checkpoint's
+// when `restored`, else warm-started when asked, then changed by the spec's init_fn if it has one.
+absl::Status starting_variables(const std::optional<Checkpoint>& restored,
+                                const TPUEstimatorSpec& spec, const WarmStart& warm_start,
+                                runtime::Variables* variables) {
+  if (restored.has_value()) return restore(*restored, variables);
+  if (warm_start) {
+    if (auto s = warm_start(variables); !s.ok()) return s;
+  }
+  if (spec.init_fn) return run_init_fn(spec, variables);
+  return absl::OkStatus();
+}
+
+// The step compiled for `shards` replicas, the first `simulated` of them simulated.
+absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backend& backend,
+                                                                  const runtime::Graph& graph,
+                                                                  runtime::CompileOptions options,
+                                                                  uint32_t shards,
+                                                                  uint32_t simulated) {
+  options.replicas = shards;
+  options.simulated_replicas = simulated;
+  return backend.compile(graph, options);
+}
+
+// The infeed driver over the pipelines, fast-forwarded to `start_step`.
+absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
+    const runtime::Graph& graph, Input& input, const RunConfig& config,
+    const internal::HostSide& host, int64_t per_shard_batch, uint32_t shards, uint32_t simulated,
+    int64_t start_step) {
+  runtime::InfeedOptions infeed;
+  infeed.replicas = simulated;
+  infeed.deal_per_core_batches = true;
+  infeed.timing = internal::infeed_timing(config, host, per_shard_batch);
+  if (simulated < shards) infeed.timing.hosts = 1;  // the first host's pipelines only
+  auto driver = runtime::InfeedDriver::create(graph, std::move(input.pipelines), infeed);
+  if (!driver.ok()) return driver.status();
+  if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {
+    return absl::Status(s.code(), str_cat("fast-forwarding the input to global step ", start_step,
+                                          ": ", s.message()));
+  }
+  return driver;
+}
+
+// The run's trace (RunConfig::trace_path; none when empty), telling config.progress of each step
+// as the device finishes it.
+absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const RunConfig& config,
+                                                        runtime::InfeedDriver& driver,
+                                                        int64_t max_steps) {
+  std::function<void(int64_t)> on_step;
+  if (config.progress) {
+    on_step = [&config, max_steps](int64_t g) { config.progress(g, max_steps); };
+  }
+  return TrainTrace::start({config.trace_path, config.trace_first_step, config.trace_last_step,
+                            config.trace_counter_window_ns * 1000},
+                           driver, on_step);
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t max_steps) {
@@ -108,228 +265,57 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     return result;
   }
 
-  auto host_or = internal::host_side(config_);
-  if (!host_or.ok()) return host_or.status();
-  const internal::HostSide& host = *host_or;
-  const bool per_host = config_.tpu_config.per_host_input_for_training;
-  const uint32_t pipelines = per_host ? std::min(host.hosts, shards) : shards;
-  if (shards % pipelines != 0) {
-    return absl::InvalidArgumentError(str_cat(shards, " replicas do not split evenly over ",
-                                              pipelines, " hosts' input pipelines"));
-  }
-
-  auto folded = fold(config_, shards, pipelines, host.hosts);
-  if (!folded.ok()) return folded.status();
-  const auto [fed_pipelines, simulated] = *folded;
+  auto host = internal::host_side(config_);
+  if (!host.ok()) return host.status();
+  auto fed = feeding(config_, *host, shards);
+  if (!fed.ok()) return fed.status();
+  const uint32_t simulated = fed->simulated;
   if (simulated < shards) {
     log(str_cat("replica folding: replicas 0..", simulated - 1, " (the first host's) simulated, ",
                 shards - simulated, " only join the collectives"));
   }
+  const int64_t per_shard = train_batch_size_ / shards;
+  auto input = open_input(input_fn, params_, per_shard, *fed);
+  if (!input.ok()) return input.status();
 
-  // input_fn once per host (per replica without per-host input), at the per-shard batch size;
-  // folded, only for the first host's pipelines.
-  Input input;
-  for (uint32_t p = 0; p < fed_pipelines; ++p) {
-    Params params = params_;
-    params.batch_size = train_batch_size_ / shards;
-    params.shard_index = p;
-    params.num_shards = pipelines;
-    params.profile = std::make_shared<data::StageProfile>();
-    auto ds = input_fn(params);
-    if (!ds.ok()) return ds.status();
-    if (*ds == nullptr) return absl::InvalidArgumentError("input_fn returned no dataset");
-    data::DatasetPtr dataset = *ds;
-    if (p == 0) {
-      auto it = dataset->make_iterator();
-      auto first = it->next();
-      if (!first.ok()) return first.status();
-      if (!first->has_value()) return absl::OutOfRangeError("the train input is empty");
-      input.first = **first;
-      dataset = peeked(**first, std::move(it));
-    }
-    input.pipelines.push_back({dataset, params.profile});
-  }
-
-  // The step: infeeds shaped like one per-shard batch, model_fn, CrossShardOptimizer.
   runtime::GraphBuilder b;
-  Features features;
-  std::optional<Value> labels;
-  if (auto s = build_infeeds(b, input.first, config_.bf16_infeeds, &features, &labels); !s.ok())
-    return s;
-  Params model_params = params_;
-  model_params.batch_size = train_batch_size_ / shards;
-  model_params.num_shards = shards;
-  auto spec = model_fn_(b, features, labels, Mode::kTrain, model_params);
+  auto spec = build_train_step(b, model_fn_, params_, input->first, config_.bf16_infeeds, per_shard,
+                               shards);
   if (!spec.ok()) return spec.status();
-  if (!b.status().ok()) return b.status();
-  if (!spec->loss.valid() || spec->loss.shape().rank() != 0)
-    return absl::InvalidArgumentError("model_fn: train mode needs a scalar loss");
-  if (!spec->train_op.has_value())
-    return absl::InvalidArgumentError("model_fn: train mode needs a train_op (an optimizer)");
-  std::vector<Value> vars;
-  for (int id : b.graph().variables()) {
-    if (trained(b.graph().node(id).attrs.name)) vars.push_back(Value{id, &b});
-  }
-  auto grads =
-      runtime::cross_shard_gradients(b, spec->loss, vars, shards, runtime::ShardReduction::kMean);
-  if (!grads.ok()) return grads.status();
-  auto lr = runtime::apply_gradients(b, *spec->train_op, vars, *grads);
-  if (!lr.ok()) return lr.status();
-  b.output("loss", spec->loss);
-  b.output("learning_rate", *lr);
-  for (const auto& [name, v] : spec->host_call_tensors) b.output("host_call/" + name, v);
-  if (!b.status().ok()) return b.status();
-
-  runtime::CompileOptions options = config_.compile;
-  options.replicas = shards;
-  options.simulated_replicas = simulated;
-  auto exe = backend_->compile(b.graph(), options);
+  auto exe = compile_step(*backend_, b.graph(), config_.compile, shards, simulated);
   if (!exe.ok()) return exe.status();
 
   runtime::Variables variables = runtime::initial_variables(b.graph());
-  if (restored->has_value()) {
-    if (auto s = restore(**restored, &variables); !s.ok()) return s;
+  WarmStart warm;
+  if (!config_.warm_start_from.empty())
+    warm = [this](runtime::Variables* v) { return warm_start(config_.warm_start_from, v); };
+  if (auto s = starting_variables(*restored, *spec, warm, &variables); !s.ok()) return s;
+  if (restored->has_value())
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
-  } else {
-    if (!config_.warm_start_from.empty()) {
-      if (auto s = warm_start(config_.warm_start_from, &variables); !s.ok()) return s;
-    }
-    if (spec->init_fn) {
-      const Layout before = layout_of(variables);
-      if (auto s = spec->init_fn(&variables); !s.ok())
-        return absl::Status(s.code(), str_cat("model_fn's init_fn: ", s.message()));
-      if (auto s = check_init_fn_kept(before, variables); !s.ok()) return s;
-    }
-  }
 
-  runtime::InfeedOptions infeed;
-  infeed.replicas = simulated;
-  infeed.deal_per_core_batches = true;
-  infeed.timing = internal::infeed_timing(config_, host, train_batch_size_ / shards);
-  if (simulated < shards) infeed.timing.hosts = 1;  // the first host's pipelines only
-  auto driver = runtime::InfeedDriver::create(b.graph(), std::move(input.pipelines), infeed);
+  auto driver =
+      make_driver(b.graph(), *input, config_, *host, per_shard, shards, simulated, start_step);
   if (!driver.ok()) return driver.status();
-  if (auto s = (*driver)->skip(static_cast<uint64_t>(start_step)); !s.ok()) {
-    return absl::Status(s.code(), str_cat("fast-forwarding the input to global step ", start_step,
-                                          ": ", s.message()));
-  }
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
-  std::function<void(int64_t)> on_step;
-  if (config_.progress) {
-    on_step = [this, max_steps](int64_t g) { config_.progress(g, max_steps); };
-  }
-  auto trace = TrainTrace::start({config_.trace_path, config_.trace_first_step,
-                                  config_.trace_last_step, config_.trace_counter_window_ns * 1000},
-                                 **driver, on_step);
+  auto trace = start_trace(config_, **driver, max_steps);
   if (!trace.ok()) return trace.status();
 
-  int64_t step = start_step;
-  double host_clock = 0;  // simulated time since the input pipeline started
-  double device_seconds = 0, wait_seconds = 0, mxu_weighted = 0;
-  double last_log_host = 0;
-  int64_t last_log_step = start_step;
-  const uint32_t ipl = config_.tpu_config.iterations_per_loop;
-  while (step < max_steps) {
-    const auto n = static_cast<uint32_t>(std::min<int64_t>(ipl, max_steps - step));
-    auto steps = (*driver)->next_loop(n, backend_->device_now_seconds());
-    if (!steps.ok()) return steps.status();
-    const auto loop_start = std::chrono::steady_clock::now();
-    (*trace)->before_loop(step + 1, step + n);
-    auto loop = backend_->run_loop(**exe, variables, *steps, static_cast<uint64_t>(step));
-    if (!loop.ok()) return loop.status();
-    if (auto s = backend_->host_round_trip(host.loop_overhead_s); !s.ok()) return s;
-    (*trace)->after_loop(**driver);
-    const double loop_host =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
-    const runtime::DeviceTiming& t = loop->timing;
-    const double loop_device = t.simulated ? t.seconds : loop_host;
-    uint64_t most_wait = 0;
-    double mxu = 0;
-    for (size_t r = 0; r < t.infeed_wait_cycles.size(); ++r) {
-      most_wait = std::max(most_wait, t.infeed_wait_cycles[r]);
-      mxu += t.mxu_utilization[r] / static_cast<double>(t.mxu_utilization.size());
-    }
-    const double loop_wait =
-        t.simulated && t.cycles > 0 ? loop_device * static_cast<double>(most_wait) / t.cycles : 0;
-    device_seconds += loop_device;
-    wait_seconds += loop_wait;
-    runtime::add_op_timings(t.ops, &result.ops);
-    result.roofs = t.roofs;
-    mxu_weighted += mxu * loop_device;
-    host_clock += loop_device + host.loop_overhead_s;
-    const int64_t before = step;
-    step += n;
-    if (config_.progress) config_.progress(step, max_steps);
-    for (size_t s = 0; s < loop->outputs.size(); ++s) {
-      const auto& outputs = loop->outputs[s];
-      result.losses.push_back(outputs[0].at("loss").f[0]);
-      if (!spec->host_call_fn) continue;
-      std::map<std::string, runtime::HostTensor> tensors;
-      for (const auto& [name, v] : spec->host_call_tensors) {
-        std::vector<const runtime::HostTensor*> parts;
-        for (const auto& replica : outputs) parts.push_back(&replica.at("host_call/" + name));
-        tensors[name] = stack(parts);
-      }
-      if (auto st = spec->host_call_fn(before + static_cast<int64_t>(s) + 1, tensors); !st.ok())
-        return st;
-    }
-    result.final_loss = result.losses.back();
-    const float lr_now = loop->outputs.back()[0].at("learning_rate").f[0];
-    const double sim_step = (loop_device + host.loop_overhead_s) / n;
-    auto crossed = [&](int64_t every) { return every > 0 && step / every > before / every; };
-    if (crossed(config_.log_step_count_steps) || step >= max_steps) {
-      const double host_now =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-      log(str_cat("global_step ", step, ": loss = ", fmt::format("{:.4f}", result.final_loss), " (",
-                  fmt::format("{:.2f}", (step - last_log_step) / (host_now - last_log_host)),
-                  " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
-      last_log_host = host_now;
-      last_log_step = step;
-    }
-    if (crossed(config_.save_summary_steps)) {
-      SummaryWriter& w = **summaries;
-      for (auto [tag, value] :
-           {std::pair{"loss", static_cast<double>(result.final_loss)},
-            std::pair{"learning_rate", static_cast<double>(lr_now)},
-            std::pair{"global_step/sec", n / loop_host},
-            std::pair{"simulated_step_seconds", sim_step},
-            std::pair{"infeed_wait_fraction", loop_device > 0 ? loop_wait / loop_device : 0.0},
-            std::pair{"mxu_utilization", mxu}}) {
-        if (auto s = w.add_scalar(tag, value, step); !s.ok()) return s;
-      }
-    }
-    if (crossed(config_.save_checkpoints_steps) || step >= max_steps) {
-      auto saved = save_checkpoint(config_.model_dir, step, variables, config_.keep_checkpoint_max);
-      if (!saved.ok()) return saved.status();
-      log(str_cat("saved ", *saved));
-    }
-  }
-  result.global_step = step;
-  result.steps_run = step - start_step;
-  result.host_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
-  result.sim_seconds = host_clock;
-  result.sim_seconds_per_step = host_clock / static_cast<double>(result.steps_run);
-  result.infeed_wait_fraction = device_seconds > 0 ? wait_seconds / device_seconds : 0;
-  result.device_seconds = device_seconds;
-  result.input_seconds = wait_seconds;
-  result.host_overhead_seconds = host_clock - device_seconds;
-  result.mxu_utilization = device_seconds > 0 ? mxu_weighted / device_seconds : 0;
-  for (runtime::OpTiming& o : result.ops) {
-    const auto steps_run = static_cast<double>(result.steps_run);
-    o.flops /= steps_run;
-    o.mxu_flops /= steps_run;
-    o.hbm_bytes /= steps_run;
-    o.ici_bytes /= steps_run;
-    o.seconds /= steps_run;
-    o.instructions /= static_cast<uint64_t>(result.steps_run);
-  }
-  result.weights_fingerprint = weights_fingerprint(variables);
-  auto analysis = (*trace)->finish();
-  if (!analysis.ok()) return analysis.status();
-  result.analysis = *std::move(analysis);
-  result.trace_bytes = (*trace)->file_bytes();
+  TrainLoop loop{config_,
+                 *backend_,
+                 **exe,
+                 variables,
+                 *spec,
+                 **driver,
+                 **trace,
+                 **summaries,
+                 host->loop_overhead_s,
+                 [this](const std::string& line) { log(line); },
+                 host_start,
+                 max_steps,
+                 start_step,
+                 start_step};
+  if (auto s = train_to_max_steps(loop, start_step, &result); !s.ok()) return s;
   return result;
 }
 

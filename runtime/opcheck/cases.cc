@@ -26,11 +26,9 @@ OpCase binary_case(const std::string& op, Op kind, Shape a, Shape c, float low =
                 }};
 }
 
-}  // namespace
-
-std::vector<OpCase> all_cases() {
+// Elementwise, with numpy broadcasting.
+std::vector<OpCase> elementwise_cases() {
   std::vector<OpCase> cases;
-  // Elementwise, with numpy broadcasting.
   cases.push_back(binary_case("add", Op::kAdd, {4, 9}, {4, 9}));
   cases.push_back(binary_case("add", Op::kAdd, {3, 4, 9}, {9}));
   cases.push_back(binary_case("sub", Op::kSub, {4, 9}, {4, 1}));
@@ -54,7 +52,12 @@ std::vector<OpCase> all_cases() {
          return b.select(b.binary(Op::kGreater, in[0], b.broadcast(b.scalar(0), {5, 6}, {})), in[1],
                          in[2]);
        }});
-  // Reductions and layout.
+  return cases;
+}
+
+// Reductions.
+std::vector<OpCase> reduction_cases() {
+  std::vector<OpCase> cases;
   cases.push_back({"reduce_sum",
                    "[4, 5, 6] axes 0,2",
                    {{"x", DType::kF32, {4, 5, 6}}},
@@ -76,6 +79,12 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return b.reduce(Op::kReduceMax, in[0], {1});
                    }});
+  return cases;
+}
+
+// Layout: reshape, transpose, broadcast, concat, slice, pad.
+std::vector<OpCase> layout_cases() {
+  std::vector<OpCase> cases;
   cases.push_back({"reshape",
                    "[4, 6] -> [2, 12]",
                    {{"x", DType::kF32, {4, 6}}},
@@ -124,7 +133,12 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return b.pad(in[0], {1, 0}, {2, 3});
                    }});
-  // Linear algebra.
+  return cases;
+}
+
+// Linear algebra: matmuls, plain, batched and a weight gradient's.
+std::vector<OpCase> matmul_cases() {
+  std::vector<OpCase> cases;
   cases.push_back(
       {"matmul",
        "[33, 70] x [70, 19]",
@@ -151,6 +165,12 @@ std::vector<OpCase> all_cases() {
                    true,
                    150,
                    true});
+  return cases;
+}
+
+// Convolutions and pools.
+std::vector<OpCase> conv_pool_cases() {
+  std::vector<OpCase> cases;
   cases.push_back({"conv2d",
                    "[2, 9, 9, 3] k3 s1 SAME f5",
                    {{"x", DType::kF32, {2, 9, 9, 3}}},
@@ -191,7 +211,12 @@ std::vector<OpCase> all_cases() {
                    },
                    true,
                    9});
-  // Composites.
+  return cases;
+}
+
+// Composites: softmax, cross entropy, batch norm, dense.
+std::vector<OpCase> composite_cases() {
+  std::vector<OpCase> cases;
   cases.push_back(
       {"softmax",
        "[4, 10]",
@@ -231,7 +256,12 @@ std::vector<OpCase> all_cases() {
                    true,
                    20,
                    true});
-  // Not differentiable.
+  return cases;
+}
+
+// Not differentiable.
+std::vector<OpCase> non_differentiable_cases() {
+  std::vector<OpCase> cases;
   cases.push_back(
       {"one_hot",
        "[7] depth 5",
@@ -272,7 +302,17 @@ std::vector<OpCase> all_cases() {
                    [](GraphBuilder& b, const std::vector<Value>& in) {
                      return layers::dropout(b, in[0], 0.4f, true, 11);
                    }});
-  for (OpCase& c : bf16_cases()) cases.push_back(std::move(c));
+  return cases;
+}
+
+}  // namespace
+
+std::vector<OpCase> all_cases() {
+  std::vector<OpCase> cases;
+  for (auto family : {elementwise_cases, reduction_cases, layout_cases, matmul_cases,
+                      conv_pool_cases, composite_cases, non_differentiable_cases, bf16_cases}) {
+    for (OpCase& c : family()) cases.push_back(std::move(c));
+  }
   return cases;
 }
 

@@ -12,6 +12,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
+#include "tools/tpusim/refusal.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -26,101 +27,105 @@ absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& na
       str_cat("--algorithm '", name, "' is not one of ring, bidir_ring, torus2d, torus"));
 }
 
-}  // namespace
-
-int run_allreduce(const std::vector<std::string>& args) {
+// allreduce's options, --chunk-bytes bound to `chunk`.
+po::options_description allreduce_options(uint64_t* chunk) {
   po::options_description options("options");
-  uint64_t chunk = 0;
   options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
                         "slice config file or built-in name")(
       "bytes", po::value<std::string>()->required(),
       "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
       "algorithm", po::value<std::string>()->default_value("ring"),
       "ring | bidir_ring | torus2d | torus")(
-      "chunk-bytes", po::value<uint64_t>(&chunk)->default_value(1 << 20),
+      "chunk-bytes", po::value<uint64_t>(chunk)->default_value(1 << 20),
       "pipelining granule: data moves in chunks of this size")(
       "timing-only", po::bool_switch(), "time only: no values (needed for big slices)")(
       "trace", po::value<std::string>(),
       "write a trace (.pftrace: Perfetto, .json: Chrome): each core's ici track and every "
       "link's utilization and HBM bandwidth counters")("json", po::bool_switch(), "print JSON");
-  const std::string usage =
-      "usage: tpusim allreduce --bytes N [--config SLICE]\n"
-      "                        [--algorithm ring|bidir_ring|torus2d|torus] [--chunk-bytes N]\n"
-      "                        [--timing-only] [--trace FILE] [--json]\n\n"
-      "Sums N bytes of f32 from every core of the slice into every core over the simulated\n"
-      "interconnect, and compares the time with the algorithm's bandwidth-optimal bound.\n"
-      "Unless --timing-only, checks that every core ends with bitwise the same sum and how far\n"
-      "it is from a float64 sum.\n";
-  po::variables_map vm;
-  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  auto bytes = parse_bytes("--bytes", vm["bytes"].as<std::string>(), 4);
-  if (!bytes.ok()) return usage_error(std::string(bytes.status().message()), usage);
-  auto algorithm = parse_algorithm(vm["algorithm"].as<std::string>());
-  if (!algorithm.ok()) return usage_error(std::string(algorithm.status().message()), usage);
-  if (chunk < 4 || chunk % 4 != 0)
-    return usage_error("--chunk-bytes must be a positive multiple of 4", usage);
-  sim::AllReduceRequest request;
-  request.bytes = *bytes;
-  request.algorithm = *algorithm;
-  request.chunk_bytes = chunk;
-  request.timing_only = vm["timing-only"].as<bool>();
-  const bool timing_only = request.timing_only;
+  return options;
+}
 
-  auto slice = config::load_slice(vm["config"].as<std::string>());
-  if (!slice.ok()) return failure(std::string(slice.status().message()));
-  const config::SliceSpec& s = **slice;
+constexpr char kAllreduceUsage[] =
+    "usage: tpusim allreduce --bytes N [--config SLICE]\n"
+    "                        [--algorithm ring|bidir_ring|torus2d|torus] [--chunk-bytes N]\n"
+    "                        [--timing-only] [--trace FILE] [--json]\n\n"
+    "Sums N bytes of f32 from every core of the slice into every core over the simulated\n"
+    "interconnect, and compares the time with the algorithm's bandwidth-optimal bound.\n"
+    "Unless --timing-only, checks that every core ends with bitwise the same sum and how far\n"
+    "it is from a float64 sum.\n";
+
+// The all-reduce the flags ask for, or why not.
+Refused request_from(const po::variables_map& vm, uint64_t chunk, sim::AllReduceRequest* request) {
+  auto bytes = parse_bytes("--bytes", vm["bytes"].as<std::string>(), 4);
+  if (!bytes.ok()) return usage_problem(bytes.status());
+  auto algorithm = parse_algorithm(vm["algorithm"].as<std::string>());
+  if (!algorithm.ok()) return usage_problem(algorithm.status());
+  if (chunk < 4 || chunk % 4 != 0)
+    return usage_problem("--chunk-bytes must be a positive multiple of 4");
+  request->bytes = *bytes;
+  request->algorithm = *algorithm;
+  request->chunk_bytes = chunk;
+  request->timing_only = vm["timing-only"].as<bool>();
+  return std::nullopt;
+}
+
+// Refuses a run whose values would not fit in the host's memory.
+Refused check_host_memory(const config::SliceSpec& s, const sim::AllReduceRequest& request) {
   const double host_bytes = sim::all_reduce_host_bytes(s, request);
-  if (!timing_only && host_bytes > sim::kAllReduceHostBytesLimit) {
-    return failure(fmt::format(
+  if (!request.timing_only && host_bytes > sim::kAllReduceHostBytesLimit) {
+    return failure_of(fmt::format(
         "computing the values takes about {:.0f} GiB of host memory ({} cores x {} bytes, in, "
         "out and a copy); add --timing-only",
-        host_bytes / (1ull << 30), s.cores, *bytes));
+        host_bytes / (1ull << 30), s.cores, request.bytes));
   }
-  std::unique_ptr<traces::TraceWriter> trace;
-  if (vm.count("trace")) {
-    auto writer = traces::open_trace_writer(vm["trace"].as<std::string>());
-    if (!writer.ok()) return failure(std::string(writer.status().message()));
-    trace = *std::move(writer);
-  }
-  auto run = sim::run_all_reduce(*slice, request, trace.get());
-  if (!run.ok()) return failure(std::string(run.status().message()));
-  if (trace != nullptr) {
-    if (absl::Status st = trace->close(); !st.ok()) return failure(std::string(st.message()));
-  }
-  const double seconds = run->seconds;
-  const sim::CollectiveBound& bound = run->bound;
+  return std::nullopt;
+}
+
+// The run's figures as --json prints them.
+nlohmann::ordered_json allreduce_report(const config::SliceSpec& s,
+                                        const sim::AllReduceRequest& request,
+                                        const sim::AllReduceResult& run,
+                                        const traces::TraceWriter* trace,
+                                        const po::variables_map& vm) {
+  const double seconds = run.seconds;
+  const sim::CollectiveBound& bound = run.bound;
   nlohmann::ordered_json out = {
       {"config", s.name},
-      {"algorithm", sim::collective_algorithm_name(*algorithm)},
-      {"bytes", *bytes},
+      {"algorithm", sim::collective_algorithm_name(request.algorithm)},
+      {"bytes", request.bytes},
       {"cores", s.cores},
-      {"chunk_bytes", chunk},
-      {"timing_only", timing_only},
-      {"cycles", run->cycles},
+      {"chunk_bytes", request.chunk_bytes},
+      {"timing_only", request.timing_only},
+      {"cycles", run.cycles},
       {"seconds", seconds},
-      {"algorithm_bandwidth_bytes_per_s", static_cast<double>(*bytes) / seconds},
+      {"algorithm_bandwidth_bytes_per_s", static_cast<double>(request.bytes) / seconds},
       {"bound_seconds", bound.seconds},
       {"bound_latency_seconds", bound.latency_seconds},
       {"bound_bandwidth_seconds", bound.bandwidth_seconds},
       {"ratio_to_bound", bound.seconds / seconds},
-      {"link_floor_seconds", run->link_floor_seconds},
-      {"chunk_transfers", run->chunk_transfers},
-      {"link_bytes", run->link_bytes},
-      {"busiest_link_busy_seconds", run->busiest_link_busy_seconds},
-      {"host_seconds", run->host_seconds},
+      {"link_floor_seconds", run.link_floor_seconds},
+      {"chunk_transfers", run.chunk_transfers},
+      {"link_bytes", run.link_bytes},
+      {"busiest_link_busy_seconds", run.busiest_link_busy_seconds},
+      {"host_seconds", run.host_seconds},
   };
   if (trace != nullptr) {
     out["trace"] = vm["trace"].as<std::string>();
     out["trace_bytes"] = trace->bytes_written();
   }
-  if (run->numerics) {
-    out["bitwise_identical_on_every_core"] = run->numerics->bitwise_identical_on_every_core;
-    out["max_abs_error_vs_f64_sum"] = run->numerics->max_abs_error_vs_f64_sum;
+  if (run.numerics) {
+    out["bitwise_identical_on_every_core"] = run.numerics->bitwise_identical_on_every_core;
+    out["max_abs_error_vs_f64_sum"] = run.numerics->max_abs_error_vs_f64_sum;
   }
-  if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
-    return kOk;
-  }
+  return out;
+}
+
+void print_allreduce(const config::SliceSpec& s, const sim::AllReduceRequest& request,
+                     const sim::AllReduceResult& run, const traces::TraceWriter* trace,
+                     const nlohmann::ordered_json& out) {
+  const double seconds = run.seconds;
+  const sim::CollectiveBound& bound = run.bound;
+  const uint64_t bytes = request.bytes;
   std::cout << fmt::format(
       "all-reduce of {} bytes over {} cores of {} ({}, {} KiB chunks)\n"
       "  simulated   {:.3f} us ({} cycles), {:.2f} GB/s algorithm bandwidth\n"
@@ -128,12 +133,12 @@ int run_allreduce(const std::vector<std::string>& args) {
       "  link floor  {:.3f} us (the busiest link's bytes at its bandwidth)\n"
       "  transfers   {} chunks, busiest link busy {:.3f} us\n"
       "  host time   {:.3f} s\n",
-      *bytes, s.cores, s.name, out["algorithm"].get<std::string>(), chunk / 1024, seconds * 1e6,
-      run->cycles, *bytes / seconds / 1e9, bound.seconds * 1e6, bound.latency_seconds * 1e6,
-      bound.bandwidth_seconds * 1e6, bound.seconds / seconds, run->link_floor_seconds * 1e6,
-      out["chunk_transfers"].get<double>(), out["busiest_link_busy_seconds"].get<double>() * 1e6,
-      run->host_seconds);
-  if (!timing_only) {
+      bytes, s.cores, s.name, out["algorithm"].get<std::string>(), request.chunk_bytes / 1024,
+      seconds * 1e6, run.cycles, bytes / seconds / 1e9, bound.seconds * 1e6,
+      bound.latency_seconds * 1e6, bound.bandwidth_seconds * 1e6, bound.seconds / seconds,
+      run.link_floor_seconds * 1e6, out["chunk_transfers"].get<double>(),
+      out["busiest_link_busy_seconds"].get<double>() * 1e6, run.host_seconds);
+  if (!request.timing_only) {
     std::cout << fmt::format(
         "  numerics    every core bitwise identical: {}; max |error| vs "
         "float64 sum {:.3g}\n",
@@ -146,6 +151,37 @@ int run_allreduce(const std::vector<std::string>& args) {
         "  trace       {} ({}; ui.perfetto.dev)\n", out["trace"].get<std::string>(),
         kb < 1e3 ? fmt::format("{:.0f} KB", kb) : fmt::format("{:.1f} MB", kb / 1e3));
   }
+}
+
+}  // namespace
+
+int run_allreduce(const std::vector<std::string>& args) {
+  uint64_t chunk = 0;
+  const po::options_description options = allreduce_options(&chunk);
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kAllreduceUsage, &vm); rc >= 0) return rc;
+  sim::AllReduceRequest request;
+  if (Refused r = request_from(vm, chunk, &request)) return refuse(*r, kAllreduceUsage);
+  auto slice = config::load_slice(vm["config"].as<std::string>());
+  if (!slice.ok()) return failure(std::string(slice.status().message()));
+  if (Refused r = check_host_memory(**slice, request)) return refuse(*r, kAllreduceUsage);
+  std::unique_ptr<traces::TraceWriter> trace;
+  if (vm.count("trace")) {
+    auto writer = traces::open_trace_writer(vm["trace"].as<std::string>());
+    if (!writer.ok()) return failure(std::string(writer.status().message()));
+    trace = *std::move(writer);
+  }
+  auto run = sim::run_all_reduce(*slice, request, trace.get());
+  if (!run.ok()) return failure(std::string(run.status().message()));
+  if (trace != nullptr) {
+    if (absl::Status st = trace->close(); !st.ok()) return failure(std::string(st.message()));
+  }
+  const nlohmann::ordered_json out = allreduce_report(**slice, request, *run, trace.get(), vm);
+  if (vm["json"].as<bool>()) {
+    std::cout << out.dump(2) << "\n";
+    return kOk;
+  }
+  print_allreduce(**slice, request, *run, trace.get(), out);
   return kOk;
 }
 

@@ -18,61 +18,170 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
+#include "tools/tpusim/refusal.h"
 
 namespace tpusim::cli {
 
 namespace po = boost::program_options;
 
-int run_compile(const std::vector<std::string>& args) {
-  po::options_description options("options");
+namespace {
+
+// The flags compile binds to numbers.
+struct CompileFlags {
   int64_t batch = 0;
   uint32_t replicas = 1;
+};
+
+// compile's options, the numbers bound to `f`.
+po::options_description compile_command_options(CompileFlags* f) {
+  po::options_description options("options");
   options.add_options()("model", po::value<std::string>()->required(),
                         ("zoo model: " + zoo_model_names(", ")).c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
-      "slice config file or built-in name")("batch", po::value<int64_t>(&batch)->default_value(128),
-                                            "examples per core")(
-      "replicas", po::value<uint32_t>(&replicas)->default_value(1),
+      "slice config file or built-in name")(
+      "batch", po::value<int64_t>(&f->batch)->default_value(128), "examples per core")(
+      "replicas", po::value<uint32_t>(&f->replicas)->default_value(1),
       "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them")(
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
   add_compile_flags(options);
   add_dtype_policy_option(options);
-  const std::string usage =
-      "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
-      "                      [--dtype-policy float32|mixed_bfloat16]\n"
-      "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
-      "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
-      "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
-      "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
-      "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
-      "loop around it) for one core and prints the program's static figures: instructions per "
-      "unit,\n"
-      "HBM footprint and VMEM high-water mark. --dump prints the program itself.\n";
-  po::variables_map vm;
-  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  if (batch < 1 || batch > (1 << 20)) return usage_error("--batch must be in [1, 2^20]", usage);
+  return options;
+}
+
+constexpr char kCompileUsage[] =
+    "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
+    "                      [--dtype-policy float32|mixed_bfloat16]\n"
+    "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
+    "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
+    "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
+    "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
+    "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
+    "loop around it) for one core and prints the program's static figures: instructions per "
+    "unit,\n"
+    "HBM footprint and VMEM high-water mark. --dump prints the program itself.\n";
+
+// What to compile, and for what.
+struct CompileJob {
+  std::string model;
+  int64_t batch = 0;
+  uint32_t replicas = 1;
+  runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
+  std::shared_ptr<const config::SliceSpec> slice;
+  runtime::CompileOptions compile;
+};
+
+// The job from the flags, or why not.
+Refused compile_job_from(const po::variables_map& vm, const CompileFlags& f, CompileJob* job) {
+  job->model = vm["model"].as<std::string>();
+  job->batch = f.batch;
+  job->replicas = f.replicas;
+  if (f.batch < 1 || f.batch > (1 << 20)) return usage_problem("--batch must be in [1, 2^20]");
   auto policy = dtype_policy_from(vm);
-  if (!policy.ok()) return usage_error(std::string(policy.status().message()), usage);
+  if (!policy.ok()) return usage_problem(policy.status());
+  job->policy = *policy;
   auto slice = config::load_slice(vm["config"].as<std::string>());
-  if (!slice.ok()) return failure(std::string(slice.status().message()));
-  if (replicas < 1 || replicas > (*slice)->cores) {
-    return usage_error(str_cat("--replicas must be in [1, ", (*slice)->cores, "] (the cores of ",
-                               (*slice)->name, ")"),
-                       usage);
+  if (!slice.ok()) return failure_of(slice.status());
+  job->slice = *slice;
+  if (f.replicas < 1 || f.replicas > job->slice->cores) {
+    return usage_problem(str_cat("--replicas must be in [1, ", job->slice->cores,
+                                 "] (the cores of ", job->slice->name, ")"));
   }
   auto compile = compile_options_from(vm);
-  if (!compile.ok()) return usage_error(std::string(compile.status().message()), usage);
-  compile->replicas = replicas;
+  if (!compile.ok()) return usage_problem(compile.status());
+  job->compile = *compile;
+  job->compile.replicas = f.replicas;
+  return std::nullopt;
+}
+
+// The compiled step's static figures, as --json prints them.
+nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Graph& graph,
+                                      const runtime::tpusim_backend::CompiledStep& step,
+                                      const sim::ProgramStats& stats, double seconds) {
+  int64_t parameters = 0;
+  for (int id : graph.variables()) parameters += graph.node(id).shape.elements();
+  nlohmann::ordered_json units = nlohmann::ordered_json::object();
+  for (const auto& [unit, count] : stats.per_unit) units[unit] = count;
+  uint64_t all_reduces = 0;
+  for (const isa::Instruction& in : step.program->cores(0).instructions())
+    all_reduces += in.has_collective() ? 1 : 0;
+  return {{"model", job.model},
+          {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
+          {"config", job.slice->name},
+          {"batch_per_core", job.batch},
+          {"graph_nodes", graph.size()},
+          {"parameters", parameters},
+          {"instructions", stats.instructions},
+          {"instructions_per_unit", units},
+          {"instructions_per_op", step.instructions_per_op},
+          {"fused_nodes", step.fused_nodes},
+          {"fused_convolutions", step.fused_convolutions},
+          {"fused_pools", step.fused_pools},
+          {"fused_reductions", step.fused_reductions},
+          {"recomputed_nodes", step.recomputed_nodes},
+          {"replicas", job.replicas},
+          {"all_reduces", all_reduces},
+          {"combined_allreduces", step.combined_allreduces},
+          {"combined_sums", step.combined_sums},
+          {"hbm_footprint_bytes", step.hbm_bytes},
+          {"hbm_tensors_peak_bytes", step.plan.peak_bytes},
+          {"hbm_persistent_bytes", step.plan.persistent_bytes},
+          {"vmem_high_water_bytes", stats.vmem_high_water_bytes},
+          {"vmem_bytes", job.slice->chip.core.vmem_bytes},
+          {"compile_seconds", seconds}};
+}
+
+void print_compiled(const CompileJob& job, const runtime::tpusim_backend::CompiledStep& step,
+                    const sim::ProgramStats& stats, const nlohmann::ordered_json& out) {
+  std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch "
+            << job.batch << " per core) for " << job.slice->name << " core 0 in "
+            << out["compile_seconds"].get<double>() << " s\n"
+            << "  graph          " << out["graph_nodes"].get<int>() << " nodes ("
+            << step.fused_nodes << " elementwise ones fused into shared fragments, "
+            << step.fused_convolutions << " convolution fragments with their patches in VMEM, "
+            << step.fused_pools << " max pool fragments without windows, " << step.fused_reductions
+            << " reductions of their elementwise inputs in VMEM, " << step.recomputed_nodes
+            << " shared producers recomputed by their readers), "
+            << out["parameters"].get<int64_t>() << " parameters\n";
+  if (job.replicas > 1) {
+    std::cout << "  all-reduces    " << out["all_reduces"].get<uint64_t>() << " a step over "
+              << job.replicas << " replicas (" << step.combined_allreduces << " combined from "
+              << step.combined_sums << " gradient sums)\n";
+  }
+  std::cout << "  instructions   " << stats.instructions << ":";
+  for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
+  std::vector<std::pair<uint64_t, std::string>> by_op;
+  for (const auto& [op, count] : step.instructions_per_op) by_op.emplace_back(count, op);
+  std::sort(by_op.rbegin(), by_op.rend());
+  std::cout << "\n  most from      ";
+  for (size_t i = 0; i < std::min<size_t>(5, by_op.size()); ++i)
+    std::cout << (i ? ", " : "") << by_op[i].second << " " << by_op[i].first;
+  std::cout << "\n  HBM            " << step.hbm_bytes / 1048576.0
+            << " MiB footprint (tensors peak " << step.plan.peak_bytes / 1048576.0
+            << " MiB, of which variables and constants " << step.plan.persistent_bytes / 1048576.0
+            << " MiB)\n"
+            << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
+            << " MiB high-water of " << job.slice->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
+}
+
+}  // namespace
+
+int run_compile(const std::vector<std::string>& args) {
+  CompileFlags flags;
+  const po::options_description options = compile_command_options(&flags);
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kCompileUsage, &vm); rc >= 0) return rc;
+  CompileJob job;
+  if (Refused r = compile_job_from(vm, flags, &job)) return refuse(*r, kCompileUsage);
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
-  if (auto s = runtime::models::build_training_step(b, vm["model"].as<std::string>(), batch, 0.01f,
-                                                    1, *policy, replicas);
+  if (auto s = runtime::models::build_training_step(b, job.model, job.batch, 0.01f, 1, job.policy,
+                                                    job.replicas);
       !s.ok()) {
     return failure(std::string(s.message()));
   }
   auto step = runtime::tpusim_backend::compile_graph(
-      b.graph(), **slice, 0, runtime::tpusim_backend::step_options_from(*compile));
+      b.graph(), *job.slice, 0, runtime::tpusim_backend::step_options_from(job.compile));
   if (!step.ok()) return failure(std::string(step.status().message()));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -81,68 +190,12 @@ int run_compile(const std::vector<std::string>& args) {
     return kOk;
   }
   const sim::ProgramStats stats = sim::program_stats(*step->program);
-  int64_t parameters = 0;
-  for (int id : b.graph().variables()) parameters += b.graph().node(id).shape.elements();
-  nlohmann::ordered_json units = nlohmann::ordered_json::object();
-  for (const auto& [unit, count] : stats.per_unit) units[unit] = count;
-  uint64_t all_reduces = 0;
-  for (const isa::Instruction& in : step->program->cores(0).instructions())
-    all_reduces += in.has_collective() ? 1 : 0;
-  const nlohmann::ordered_json out = {{"model", vm["model"].as<std::string>()},
-                                      {"dtype_policy", runtime::models::dtype_policy_name(*policy)},
-                                      {"config", (*slice)->name},
-                                      {"batch_per_core", batch},
-                                      {"graph_nodes", b.graph().size()},
-                                      {"parameters", parameters},
-                                      {"instructions", stats.instructions},
-                                      {"instructions_per_unit", units},
-                                      {"instructions_per_op", step->instructions_per_op},
-                                      {"fused_nodes", step->fused_nodes},
-                                      {"fused_convolutions", step->fused_convolutions},
-                                      {"fused_pools", step->fused_pools},
-                                      {"fused_reductions", step->fused_reductions},
-                                      {"recomputed_nodes", step->recomputed_nodes},
-                                      {"replicas", replicas},
-                                      {"all_reduces", all_reduces},
-                                      {"combined_allreduces", step->combined_allreduces},
-                                      {"combined_sums", step->combined_sums},
-                                      {"hbm_footprint_bytes", step->hbm_bytes},
-                                      {"hbm_tensors_peak_bytes", step->plan.peak_bytes},
-                                      {"hbm_persistent_bytes", step->plan.persistent_bytes},
-                                      {"vmem_high_water_bytes", stats.vmem_high_water_bytes},
-                                      {"vmem_bytes", (*slice)->chip.core.vmem_bytes},
-                                      {"compile_seconds", seconds}};
+  const nlohmann::ordered_json out = compile_report(job, b.graph(), *step, stats, seconds);
   if (vm["json"].as<bool>()) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << "compiled " << out["model"].get<std::string>() << " (training step, batch " << batch
-            << " per core) for " << (*slice)->name << " core 0 in " << seconds << " s\n"
-            << "  graph          " << b.graph().size() << " nodes (" << step->fused_nodes
-            << " elementwise ones fused into shared fragments, " << step->fused_convolutions
-            << " convolution fragments with their patches in VMEM, " << step->fused_pools
-            << " max pool fragments without windows, " << step->fused_reductions
-            << " reductions of their elementwise inputs in VMEM, " << step->recomputed_nodes
-            << " shared producers recomputed by their readers), " << parameters << " parameters\n";
-  if (replicas > 1) {
-    std::cout << "  all-reduces    " << all_reduces << " a step over " << replicas << " replicas ("
-              << step->combined_allreduces << " combined from " << step->combined_sums
-              << " gradient sums)\n";
-  }
-  std::cout << "  instructions   " << stats.instructions << ":";
-  for (const auto& [unit, count] : stats.per_unit) std::cout << " " << unit << " " << count;
-  std::vector<std::pair<uint64_t, std::string>> by_op;
-  for (const auto& [op, count] : step->instructions_per_op) by_op.emplace_back(count, op);
-  std::sort(by_op.rbegin(), by_op.rend());
-  std::cout << "\n  most from      ";
-  for (size_t i = 0; i < std::min<size_t>(5, by_op.size()); ++i)
-    std::cout << (i ? ", " : "") << by_op[i].second << " " << by_op[i].first;
-  std::cout << "\n  HBM            " << step->hbm_bytes / 1048576.0
-            << " MiB footprint (tensors peak " << step->plan.peak_bytes / 1048576.0
-            << " MiB, of which variables and constants " << step->plan.persistent_bytes / 1048576.0
-            << " MiB)\n"
-            << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
-            << " MiB high-water of " << (*slice)->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
+  print_compiled(job, *step, stats, out);
   return kOk;
 }
 

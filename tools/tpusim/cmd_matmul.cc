@@ -16,6 +16,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
+#include "tools/tpusim/refusal.h"
 
 namespace tpusim::cli {
 namespace {
@@ -31,89 +32,204 @@ absl::Status write_matrix(sim::System& system, sim::ChipId chip, uint64_t addres
   return system.write_hbm(chip, address, half.data(), 2 * half.size());
 }
 
-}  // namespace
-
-int run_matmul(const std::vector<std::string>& args) {
-  po::options_description options("options");
-  // Read as signed so that "-3" is an error, not a wrapped-around huge unsigned value.
-  int64_t m_arg = 0, k_arg = 0, n_arg = 0;
+// The flags matmul binds to numbers. M, K and N are read as signed so that "-3" is an error, not
+// a wrapped-around huge unsigned value.
+struct MatmulFlags {
+  int64_t m = 0, k = 0, n = 0;
   uint32_t core = 0, seed = 1;
+};
+
+// matmul's options, the numbers bound to `f`.
+po::options_description matmul_options(MatmulFlags* f) {
+  po::options_description options("options");
   options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
                         "slice config file or built-in name")(
-      "m", po::value<int64_t>(&m_arg)->required(), "rows of A and C")(
-      "k", po::value<int64_t>(&k_arg)->required(), "columns of A, rows of B")(
-      "n", po::value<int64_t>(&n_arg)->required(), "columns of B and C")(
+      "m", po::value<int64_t>(&f->m)->required(), "rows of A and C")(
+      "k", po::value<int64_t>(&f->k)->required(), "columns of A, rows of B")(
+      "n", po::value<int64_t>(&f->n)->required(), "columns of B and C")(
       "precision", po::value<std::string>()->default_value("default"),
       "default | high | highest (1, 3, 6 bf16 passes)")(
       "mxu-policy", po::value<std::string>()->default_value("tpu"),
-      "MXU timing policy: tpu | scalesim_ws")(
-      "input-dtype", po::value<std::string>()->default_value("f32"),
-      "dtype of A and B in HBM: f32 | bf16")("core", po::value<uint32_t>(&core)->default_value(0),
-                                             "global index of the core that runs it")(
-      "seed", po::value<uint32_t>(&seed)->default_value(1), "seed of the random inputs")(
+      "MXU timing policy: tpu | scalesim_ws")("input-dtype",
+                                              po::value<std::string>()->default_value("f32"),
+                                              "dtype of A and B in HBM: f32 | bf16")(
+      "core", po::value<uint32_t>(&f->core)->default_value(0),
+      "global index of the core that runs it")(
+      "seed", po::value<uint32_t>(&f->seed)->default_value(1), "seed of the random inputs")(
       "timing-only", po::bool_switch(), "skip numerics: time only, no values or error figures")(
       "stats", po::value<std::string>(),
       "write the full statistics tree (values, units, descriptions) as JSON to FILE")(
       "dump", po::bool_switch(), "print the ISA program instead of running it")(
       "json", po::bool_switch(), "print JSON");
-  const std::string usage =
-      "usage: tpusim matmul --m M --k K --n N [--config SLICE] [--precision default|high|highest]\n"
-      "                     [--mxu-policy tpu|scalesim_ws] [--timing-only] [--json]\n\n"
-      "Runs C = A x B on one core: A (M x K) and B (K x N) random in HBM, C (f32) written back to\n"
-      "HBM, tiled to fit VMEM with DMA double-buffered against MXU work. Reports cycles, TFLOPS,\n"
-      "MXU utilisation, HBM traffic and (unless --timing-only) the error against Eigen references\n"
-      "with bf16-rounded and with plain fp32 inputs.\n";
-  po::variables_map vm;
-  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
-  auto precision = parse_precision(vm["precision"].as<std::string>());
-  if (!precision.ok()) return usage_error(std::string(precision.status().message()), usage);
-  const std::string policy = vm["mxu-policy"].as<std::string>();
-  if (absl::Status s = check_mxu_policy(policy); !s.ok())
-    return usage_error(std::string(s.message()), usage);
-  const std::string dtype_name = vm["input-dtype"].as<std::string>();
-  if (dtype_name != "f32" && dtype_name != "bf16")
-    return usage_error("--input-dtype must be f32 or bf16", usage);
-  const isa::DType dtype = dtype_name == "bf16" ? isa::BF16 : isa::F32;
-  for (int64_t v : {m_arg, k_arg, n_arg}) {
-    if (v < 1 || v > (int64_t{1} << 30))
-      return usage_error("--m, --k and --n must be in [1, 2^30]", usage);
-  }
-  const auto m = static_cast<uint32_t>(m_arg), k = static_cast<uint32_t>(k_arg),
-             n = static_cast<uint32_t>(n_arg);
-  const bool timing_only = vm["timing-only"].as<bool>();
+  return options;
+}
 
-  auto slice = config::load_slice(vm["config"].as<std::string>());
-  if (!slice.ok()) return failure(std::string(slice.status().message()));
-  if (core >= (*slice)->cores)
-    return usage_error("--core " + std::to_string(core) + " is not a core of the slice", usage);
-  const sim::ChipId chip = sim::CoreMap(**slice).chip_of(sim::CoreId{core});
-  runtime::GemmLayout layout;
-  const uint64_t footprint = runtime::pack_gemm_layout({m, k, n}, dtype, 0, &layout);
-  if (footprint > (*slice)->chip.hbm.capacity_bytes) {
-    return failure("A, B and C take " + std::to_string(footprint) +
-                   " bytes; the chip's HBM holds " +
-                   std::to_string((*slice)->chip.hbm.capacity_bytes));
+constexpr char kMatmulUsage[] =
+    "usage: tpusim matmul --m M --k K --n N [--config SLICE] [--precision default|high|highest]\n"
+    "                     [--mxu-policy tpu|scalesim_ws] [--timing-only] [--json]\n\n"
+    "Runs C = A x B on one core: A (M x K) and B (K x N) random in HBM, C (f32) written back to\n"
+    "HBM, tiled to fit VMEM with DMA double-buffered against MXU work. Reports cycles, TFLOPS,\n"
+    "MXU utilisation, HBM traffic and (unless --timing-only) the error against Eigen references\n"
+    "with bf16-rounded and with plain fp32 inputs.\n";
+
+// The GEMM the flags ask for and where it runs.
+struct MatmulJob {
+  std::shared_ptr<const config::SliceSpec> slice;
+  uint32_t m = 0, k = 0, n = 0, core = 0, seed = 1;
+  sim::ChipId chip;
+  isa::Precision precision{};
+  std::string precision_name, policy, dtype_name;
+  isa::DType dtype = isa::F32;
+  bool timing_only = false;
+};
+
+// The job from the flags, or why not.
+Refused matmul_job_from(const po::variables_map& vm, const MatmulFlags& f, MatmulJob* job) {
+  auto precision = parse_precision(vm["precision"].as<std::string>());
+  if (!precision.ok()) return usage_problem(precision.status());
+  job->precision = *precision;
+  job->precision_name = vm["precision"].as<std::string>();
+  job->policy = vm["mxu-policy"].as<std::string>();
+  if (absl::Status s = check_mxu_policy(job->policy); !s.ok()) return usage_problem(s);
+  job->dtype_name = vm["input-dtype"].as<std::string>();
+  if (job->dtype_name != "f32" && job->dtype_name != "bf16")
+    return usage_problem("--input-dtype must be f32 or bf16");
+  job->dtype = job->dtype_name == "bf16" ? isa::BF16 : isa::F32;
+  for (int64_t v : {f.m, f.k, f.n}) {
+    if (v < 1 || v > (int64_t{1} << 30))
+      return usage_problem("--m, --k and --n must be in [1, 2^30]");
   }
-  auto plan = runtime::lower_gemm(**slice, core, {m, k, n}, *precision, layout);
-  if (!plan.ok()) return failure(std::string(plan.status().message()));
+  job->m = static_cast<uint32_t>(f.m);
+  job->k = static_cast<uint32_t>(f.k);
+  job->n = static_cast<uint32_t>(f.n);
+  job->core = f.core;
+  job->seed = f.seed;
+  job->timing_only = vm["timing-only"].as<bool>();
+  auto slice = config::load_slice(vm["config"].as<std::string>());
+  if (!slice.ok()) return failure_of(slice.status());
+  job->slice = *slice;
+  if (f.core >= job->slice->cores)
+    return usage_problem("--core " + std::to_string(f.core) + " is not a core of the slice");
+  job->chip = sim::CoreMap(*job->slice).chip_of(sim::CoreId{f.core});
+  return std::nullopt;
+}
+
+// The GEMM laid out in HBM and lowered, or why not (it does not fit).
+Refused plan_gemm(const MatmulJob& job, runtime::GemmLayout* layout, runtime::GemmPlan* plan) {
+  const uint64_t footprint = runtime::pack_gemm_layout({job.m, job.k, job.n}, job.dtype, 0, layout);
+  if (footprint > job.slice->chip.hbm.capacity_bytes) {
+    return failure_of("A, B and C take " + std::to_string(footprint) +
+                      " bytes; the chip's HBM holds " +
+                      std::to_string(job.slice->chip.hbm.capacity_bytes));
+  }
+  auto lowered =
+      runtime::lower_gemm(*job.slice, job.core, {job.m, job.k, job.n}, job.precision, *layout);
+  if (!lowered.ok()) return failure_of(lowered.status());
+  *plan = *std::move(lowered);
+  return std::nullopt;
+}
+
+// The run's figures as --json prints them (without the error figures).
+nlohmann::ordered_json matmul_report(const MatmulJob& job, const runtime::GemmPlan& plan,
+                                     const sim::RunResult& run, const sim::RunReport& report,
+                                     double host_seconds) {
+  const double seconds = report.seconds;
+  // The HBM figures are the first chip's that moved bytes (the GEMM's chip), 0 when none did.
+  const sim::ChipReport* chip_report = report.chips.empty() ? nullptr : &report.chips.front();
+  const double flops = 2.0 * job.m * job.k * job.n;
+  return {
+      {"config", job.slice->name},
+      {"m", job.m},
+      {"k", job.k},
+      {"n", job.n},
+      {"precision", job.precision_name},
+      {"mxu_policy", job.policy},
+      {"input_dtype", job.dtype_name},
+      {"timing_only", job.timing_only},
+      {"core", job.core},
+      {"tiling", {{"tm", plan.tiling.tm}, {"tk", plan.tiling.tk}, {"tn", plan.tiling.tn}}},
+      {"instructions", plan.program.cores(0).instructions_size()},
+      {"cycles", run.cycles()},
+      {"seconds", seconds},
+      {"tflops", flops / seconds / 1e12},
+      {"peak_tflops_per_core", job.slice->chip.core.peak_bf16_flops / 1e12},
+      {"mxu_utilization", report.cores.at(0).mxu_utilization},
+      {"hbm_bytes", chip_report != nullptr ? chip_report->hbm_bytes : 0.0},
+      {"hbm_achieved_bytes_per_s",
+       chip_report != nullptr ? chip_report->hbm_achieved_bytes_per_s : 0.0},
+      {"vmem_high_water_bytes", report.cores.at(0).vmem_high_water_bytes},
+      {"host_seconds", host_seconds},
+  };
+}
+
+// C read back and its error against Eigen's products of bf16-rounded and of fp32 inputs.
+absl::Status add_errors(sim::System& system, const MatmulJob& job,
+                        const runtime::GemmLayout& layout, const Matrix& a, const Matrix& b,
+                        nlohmann::ordered_json* out) {
+  Matrix c(job.m, job.n);
+  if (auto s = system.read_hbm(job.chip, layout.c_address, c.data(), sizeof(float) * c.size());
+      !s.ok()) {
+    return s;
+  }
+  const Matrix bf16_ref = sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b);
+  const Matrix fp32_ref = a * b;
+  (*out)["max_rel_error_vs_bf16_ref"] = sim::max_rel_error(c, bf16_ref);
+  (*out)["max_rel_error_vs_fp32_ref"] = sim::max_rel_error(c, fp32_ref);
+  return absl::OkStatus();
+}
+
+void print_matmul(const MatmulJob& job, const runtime::GemmPlan& plan, const sim::RunResult& run,
+                  const nlohmann::ordered_json& out) {
+  std::cout << "matmul " << job.m << "x" << job.k << "x" << job.n << " on core " << job.core
+            << " of " << job.slice->name << " (" << job.policy << ", precision "
+            << out["precision"].get<std::string>() << ")\n"
+            << "  tiles        " << plan.tiling.tm << "x" << plan.tiling.tk << "x" << plan.tiling.tn
+            << ", " << out["instructions"] << " instructions\n"
+            << "  time         " << run.cycles()
+            << " cycles = " << out["seconds"].get<double>() * 1e6 << " us\n"
+            << "  throughput   " << out["tflops"].get<double>() << " TFLOPS of "
+            << out["peak_tflops_per_core"].get<double>() << " peak; MXU utilisation "
+            << 100 * out["mxu_utilization"].get<double>() << "%\n"
+            << "  HBM          " << out["hbm_bytes"].get<double>() / 1e6 << " MB at "
+            << out["hbm_achieved_bytes_per_s"].get<double>() / 1e9 << " GB/s\n";
+  if (!job.timing_only) {
+    std::cout << "  error        " << out["max_rel_error_vs_bf16_ref"].get<double>()
+              << " vs bf16-input reference, " << out["max_rel_error_vs_fp32_ref"].get<double>()
+              << " vs fp32 reference\n";
+  }
+  std::cout << "  host time    " << out["host_seconds"].get<double>() << " s\n";
+}
+
+}  // namespace
+
+int run_matmul(const std::vector<std::string>& args) {
+  MatmulFlags flags;
+  const po::options_description options = matmul_options(&flags);
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kMatmulUsage, &vm); rc >= 0) return rc;
+  MatmulJob job;
+  if (Refused r = matmul_job_from(vm, flags, &job)) return refuse(*r, kMatmulUsage);
+  runtime::GemmLayout layout;
+  runtime::GemmPlan plan;
+  if (Refused r = plan_gemm(job, &layout, &plan)) return refuse(*r, kMatmulUsage);
   if (vm["dump"].as<bool>()) {
-    std::cout << sim::dump_program(plan->program);
+    std::cout << sim::dump_program(plan.program);
     return kOk;
   }
-  auto system = sim::System::create(*slice, {policy, timing_only, nullptr});
+  auto system = sim::System::create(job.slice, {job.policy, job.timing_only, nullptr});
   if (!system.ok()) return failure(std::string(system.status().message()));
 
   Matrix a, b;
-  if (!timing_only) {
-    a = sim::random_uniform(m, k, seed);
-    b = sim::random_uniform(k, n, seed + 1);
-    for (auto s : {write_matrix(**system, chip, layout.a_address, a, dtype),
-                   write_matrix(**system, chip, layout.b_address, b, dtype)}) {
+  if (!job.timing_only) {
+    a = sim::random_uniform(job.m, job.k, job.seed);
+    b = sim::random_uniform(job.k, job.n, job.seed + 1);
+    for (auto s : {write_matrix(**system, job.chip, layout.a_address, a, job.dtype),
+                   write_matrix(**system, job.chip, layout.b_address, b, job.dtype)}) {
       if (!s.ok()) return failure(std::string(s.message()));
     }
   }
   const auto host_start = std::chrono::steady_clock::now();
-  auto run = (*system)->run(plan->program);
+  auto run = (*system)->run(plan.program);
   const double host_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
   if (!run.ok()) return failure(std::string(run.status().message()));
@@ -124,65 +240,16 @@ int run_matmul(const std::vector<std::string>& args) {
     stats_file << (*system)->stats().to_json(/*describe=*/true).dump(2) << "\n";
     if (!stats_file) return failure("cannot write statistics to " + vm["stats"].as<std::string>());
   }
-  const double seconds = report.seconds;
-  // The HBM figures are the first chip's that moved bytes (the GEMM's chip), 0 when none did.
-  const sim::ChipReport* chip_report = report.chips.empty() ? nullptr : &report.chips.front();
-  const double flops = 2.0 * m * k * n;
-  nlohmann::ordered_json out = {
-      {"config", (*slice)->name},
-      {"m", m},
-      {"k", k},
-      {"n", n},
-      {"precision", vm["precision"].as<std::string>()},
-      {"mxu_policy", policy},
-      {"input_dtype", dtype_name},
-      {"timing_only", timing_only},
-      {"core", core},
-      {"tiling", {{"tm", plan->tiling.tm}, {"tk", plan->tiling.tk}, {"tn", plan->tiling.tn}}},
-      {"instructions", plan->program.cores(0).instructions_size()},
-      {"cycles", run->cycles()},
-      {"seconds", seconds},
-      {"tflops", flops / seconds / 1e12},
-      {"peak_tflops_per_core", (*slice)->chip.core.peak_bf16_flops / 1e12},
-      {"mxu_utilization", report.cores.at(0).mxu_utilization},
-      {"hbm_bytes", chip_report != nullptr ? chip_report->hbm_bytes : 0.0},
-      {"hbm_achieved_bytes_per_s",
-       chip_report != nullptr ? chip_report->hbm_achieved_bytes_per_s : 0.0},
-      {"vmem_high_water_bytes", report.cores.at(0).vmem_high_water_bytes},
-      {"host_seconds", host_seconds},
-  };
-  if (!timing_only) {
-    Matrix c(m, n);
-    if (auto s = (*system)->read_hbm(chip, layout.c_address, c.data(), sizeof(float) * c.size());
-        !s.ok()) {
+  nlohmann::ordered_json out = matmul_report(job, plan, *run, report, host_seconds);
+  if (!job.timing_only) {
+    if (auto s = add_errors(**system, job, layout, a, b, &out); !s.ok())
       return failure(std::string(s.message()));
-    }
-    const Matrix bf16_ref = sim::rounded_to_bf16(a) * sim::rounded_to_bf16(b);
-    const Matrix fp32_ref = a * b;
-    out["max_rel_error_vs_bf16_ref"] = sim::max_rel_error(c, bf16_ref);
-    out["max_rel_error_vs_fp32_ref"] = sim::max_rel_error(c, fp32_ref);
   }
   if (vm["json"].as<bool>()) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  std::cout << "matmul " << m << "x" << k << "x" << n << " on core " << core << " of "
-            << (*slice)->name << " (" << policy << ", precision "
-            << out["precision"].get<std::string>() << ")\n"
-            << "  tiles        " << plan->tiling.tm << "x" << plan->tiling.tk << "x"
-            << plan->tiling.tn << ", " << out["instructions"] << " instructions\n"
-            << "  time         " << run->cycles() << " cycles = " << seconds * 1e6 << " us\n"
-            << "  throughput   " << out["tflops"].get<double>() << " TFLOPS of "
-            << out["peak_tflops_per_core"].get<double>() << " peak; MXU utilisation "
-            << 100 * out["mxu_utilization"].get<double>() << "%\n"
-            << "  HBM          " << out["hbm_bytes"].get<double>() / 1e6 << " MB at "
-            << out["hbm_achieved_bytes_per_s"].get<double>() / 1e9 << " GB/s\n";
-  if (!timing_only) {
-    std::cout << "  error        " << out["max_rel_error_vs_bf16_ref"].get<double>()
-              << " vs bf16-input reference, " << out["max_rel_error_vs_fp32_ref"].get<double>()
-              << " vs fp32 reference\n";
-  }
-  std::cout << "  host time    " << host_seconds << " s\n";
+  print_matmul(job, plan, *run, out);
   return kOk;
 }
 

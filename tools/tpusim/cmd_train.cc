@@ -26,6 +26,7 @@
 #include "tools/tpusim/op_report.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/progress_bar.h"
+#include "tools/tpusim/refusal.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -129,15 +130,6 @@ constexpr char kTrainUsage[] =
     "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n"
     "The infeed study: --input jpeg --image-size 224 --map-threads N --timing-only reads\n"
     "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n";
-
-// Why train stops before running: a usage problem (exit 2, with the usage) or a failure (exit 1).
-struct Refusal {
-  bool usage = true;
-  std::string message;
-};
-using Refused = std::optional<Refusal>;
-
-Refused usage_problem(const absl::Status& s) { return Refusal{true, std::string(s.message())}; }
 
 // --trace, --trace-steps and --trace-counter-window-ns into `config`.
 Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
@@ -389,8 +381,7 @@ int run_train(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, kTrainUsage, &vm); rc >= 0) return rc;
   TrainJob job;
-  if (Refused r = train_job_from(vm, flags, &job))
-    return r->usage ? usage_error(r->message, kTrainUsage) : failure(r->message);
+  if (Refused r = train_job_from(vm, flags, &job)) return refuse(*r, kTrainUsage);
   // On a terminal a progress bar moves as the device finishes steps, log lines above it;
   // otherwise the log lines alone.
   const bool tty = isatty(STDERR_FILENO) != 0;
