@@ -28,6 +28,74 @@ using runtime::DType;
 using runtime::Value;
 namespace data = runtime::data;
 
+// The whole predict input, each batch `per_shard` rows with a "mask" (all ones where the input
+// gave none). It must end within `max_batches` batches.
+absl::StatusOr<std::vector<data::Element>> read_predict_batches(const data::Dataset& ds,
+                                                                int64_t per_shard,
+                                                                size_t max_batches) {
+  std::vector<data::Element> batches;
+  auto it = ds.make_iterator();
+  for (;;) {
+    auto next = it->next();
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) break;
+    if (batches.size() == max_batches) {
+      return absl::InvalidArgumentError(str_cat("the predict input did not end after ", max_batches,
+                                                " batches; it must end (is it repeated?)"));
+    }
+    data::Element& e = **next;
+    for (const auto& [name, v] : e) {
+      if (v.shape.empty() || v.shape[0] != per_shard) {
+        return absl::InvalidArgumentError(
+            str_cat("predict batch ", batches.size(), ": component '", name, "' has ",
+                    v.shape.empty() ? 0 : v.shape[0], " rows; the per-shard batch is ", per_shard,
+                    " (batch with pad_to_full so the last batch is padded)"));
+      }
+    }
+    if (e.count("mask") == 0) {  // every row real
+      data::FeatureValue mask;
+      mask.shape = {per_shard};
+      mask.floats.assign(static_cast<size_t>(per_shard), 1.0f);
+      e["mask"] = mask;
+    }
+    batches.push_back(std::move(e));
+  }
+  return batches;
+}
+
+// Whole steps: padding batches (all mask 0) for the replicas the last step has no batch for.
+void pad_to_whole_steps(uint32_t shards, std::vector<data::Element>* batches) {
+  while (batches->size() % shards != 0) {
+    data::Element pad = batches->front();
+    for (auto& [name, v] : pad) {
+      std::fill(v.floats.begin(), v.floats.end(), 0.0f);
+      std::fill(v.ints.begin(), v.ints.end(), 0);
+    }
+    batches->push_back(std::move(pad));
+  }
+}
+
+// Row `row` of each prediction output ("prediction/NAME") of one replica's step.
+std::map<std::string, runtime::HostTensor> row_prediction(
+    const std::map<std::string, Value>& predictions, const runtime::Outputs& outputs, int64_t row) {
+  std::map<std::string, runtime::HostTensor> p;
+  for (const auto& [name, v] : predictions) {
+    const runtime::HostTensor& t = outputs.at("prediction/" + name);
+    std::vector<int64_t> dims(t.shape.dims().begin() + 1, t.shape.dims().end());
+    runtime::HostTensor one;
+    one.dtype = t.dtype;
+    one.shape = runtime::Shape(dims);
+    const int64_t width = one.elements();
+    if (t.dtype == DType::kS32) {
+      one.i.assign(t.i.begin() + row * width, t.i.begin() + (row + 1) * width);
+    } else {
+      one.f.assign(t.f.begin() + row * width, t.f.begin() + (row + 1) * width);
+    }
+    p[name] = std::move(one);
+  }
+  return p;
+}
+
 }  // namespace
 
 struct TPUEstimator::Compiled {
@@ -179,7 +247,6 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
 
 absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
     const InputFn& input_fn) {
-  const size_t max_batches = config_.max_predict_batches;
   if (predict_batch_size_ == 0) {
     return absl::InvalidArgumentError(
         "predict: predict_batch_size is 0; TPUEstimator needs predict_batch_size to predict");
@@ -188,44 +255,11 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   const int64_t per_shard = predict_batch_size_ / shards;
   auto ds = input_fn(input_params(per_shard));
   if (!ds.ok()) return ds.status();
-  // The whole input: it must end.
-  std::vector<data::Element> batches;
-  auto it = (*ds)->make_iterator();
-  for (;;) {
-    auto next = it->next();
-    if (!next.ok()) return next.status();
-    if (!next->has_value()) break;
-    if (batches.size() == max_batches) {
-      return absl::InvalidArgumentError(str_cat("the predict input did not end after ", max_batches,
-                                                " batches; it must end (is it repeated?)"));
-    }
-    data::Element& e = **next;
-    for (const auto& [name, v] : e) {
-      if (v.shape.empty() || v.shape[0] != per_shard) {
-        return absl::InvalidArgumentError(
-            str_cat("predict batch ", batches.size(), ": component '", name, "' has ",
-                    v.shape.empty() ? 0 : v.shape[0], " rows; the per-shard batch is ", per_shard,
-                    " (batch with pad_to_full so the last batch is padded)"));
-      }
-    }
-    if (e.count("mask") == 0) {  // every row real
-      data::FeatureValue mask;
-      mask.shape = {per_shard};
-      mask.floats.assign(static_cast<size_t>(per_shard), 1.0f);
-      e["mask"] = mask;
-    }
-    batches.push_back(std::move(e));
-  }
+  auto read = read_predict_batches(**ds, per_shard, config_.max_predict_batches);
+  if (!read.ok()) return read.status();
+  std::vector<data::Element> batches = *std::move(read);
   if (batches.empty()) return std::vector<Prediction>{};
-  // Whole steps: padding batches (all mask 0) for replicas without one.
-  while (batches.size() % shards != 0) {
-    data::Element pad = batches.front();
-    for (auto& [name, v] : pad) {
-      std::fill(v.floats.begin(), v.floats.end(), 0.0f);
-      std::fill(v.ints.begin(), v.ints.end(), 0);
-    }
-    batches.push_back(std::move(pad));
-  }
+  pad_to_whole_steps(shards, &batches);
   auto compiled = compile_for(Mode::kPredict, batches.front(), per_shard);
   if (!compiled.ok()) return compiled.status();
   const size_t total_steps = batches.size() / shards;
@@ -252,25 +286,9 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
     for (size_t s = 0; s < loop->outputs.size(); ++s) {
       for (uint32_t r = 0; r < shards; ++r) {
         const std::vector<float>& mask = masks[(done + s) * shards + r];
-        const runtime::Outputs& o = loop->outputs[s][r];
         for (int64_t row = 0; row < per_shard; ++row) {
           if (mask[static_cast<size_t>(row)] == 0) continue;
-          Prediction p;
-          for (const auto& [name, v] : compiled->spec.predictions) {
-            const runtime::HostTensor& t = o.at("prediction/" + name);
-            std::vector<int64_t> dims(t.shape.dims().begin() + 1, t.shape.dims().end());
-            runtime::HostTensor one;
-            one.dtype = t.dtype;
-            one.shape = runtime::Shape(dims);
-            const int64_t width = one.elements();
-            if (t.dtype == DType::kS32) {
-              one.i.assign(t.i.begin() + row * width, t.i.begin() + (row + 1) * width);
-            } else {
-              one.f.assign(t.f.begin() + row * width, t.f.begin() + (row + 1) * width);
-            }
-            p[name] = std::move(one);
-          }
-          out.push_back(std::move(p));
+          out.push_back(row_prediction(compiled->spec.predictions, loop->outputs[s][r], row));
         }
       }
     }

@@ -122,7 +122,7 @@ nlohmann::ordered_json allreduce_report(const config::SliceSpec& s,
 
 void print_allreduce(const config::SliceSpec& s, const sim::AllReduceRequest& request,
                      const sim::AllReduceResult& run, const traces::TraceWriter* trace,
-                     const nlohmann::ordered_json& out) {
+                     const std::string& trace_path) {
   const double seconds = run.seconds;
   const sim::CollectiveBound& bound = run.bound;
   const uint64_t bytes = request.bytes;
@@ -133,22 +133,23 @@ void print_allreduce(const config::SliceSpec& s, const sim::AllReduceRequest& re
       "  link floor  {:.3f} us (the busiest link's bytes at its bandwidth)\n"
       "  transfers   {} chunks, busiest link busy {:.3f} us\n"
       "  host time   {:.3f} s\n",
-      bytes, s.cores, s.name, out["algorithm"].get<std::string>(), request.chunk_bytes / 1024,
+      bytes, s.cores, s.name, sim::collective_algorithm_name(request.algorithm),
+      request.chunk_bytes / 1024,
       seconds * 1e6, run.cycles, bytes / seconds / 1e9, bound.seconds * 1e6,
       bound.latency_seconds * 1e6, bound.bandwidth_seconds * 1e6, bound.seconds / seconds,
-      run.link_floor_seconds * 1e6, out["chunk_transfers"].get<double>(),
-      out["busiest_link_busy_seconds"].get<double>() * 1e6, run.host_seconds);
-  if (!request.timing_only) {
+      run.link_floor_seconds * 1e6, run.chunk_transfers, run.busiest_link_busy_seconds * 1e6,
+      run.host_seconds);
+  if (run.numerics) {
     std::cout << fmt::format(
         "  numerics    every core bitwise identical: {}; max |error| vs "
         "float64 sum {:.3g}\n",
-        out["bitwise_identical_on_every_core"].get<bool>() ? "yes" : "NO",
-        out["max_abs_error_vs_f64_sum"].get<double>());
+        run.numerics->bitwise_identical_on_every_core ? "yes" : "NO",
+        run.numerics->max_abs_error_vs_f64_sum);
   }
   if (trace != nullptr) {
     const double kb = static_cast<double>(trace->bytes_written()) / 1e3;
     std::cout << fmt::format(
-        "  trace       {} ({}; ui.perfetto.dev)\n", out["trace"].get<std::string>(),
+        "  trace       {} ({}; ui.perfetto.dev)\n", trace_path,
         kb < 1e3 ? fmt::format("{:.0f} KB", kb) : fmt::format("{:.1f} MB", kb / 1e3));
   }
 }
@@ -181,7 +182,8 @@ int run_allreduce(const std::vector<std::string>& args) {
     std::cout << out.dump(2) << "\n";
     return kOk;
   }
-  print_allreduce(**slice, request, *run, trace.get(), out);
+  print_allreduce(**slice, request, *run, trace.get(),
+                  vm.count("trace") ? vm["trace"].as<std::string>() : "");
   return kOk;
 }
 

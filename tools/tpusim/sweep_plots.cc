@@ -83,13 +83,68 @@ std::string axes_label(const std::vector<SweepAxis>& axes) {
 // units' peak dashed), drawn in the colour of the first point that has it. A point's size grows
 // with the op's share of the step. Drawn when at least one report has an op profile ("ops" and
 // "roofline").
+// A chip's roofs on the roofline plot, in the colour of the first point drawn under them.
+struct Roof {
+  double peak_tflops, vector_tflops, hbm_tb_per_s;
+  int colour;
+};
+
+// Writes a report's ops as two gnuplot data blocks (index 0: the MXUs' ops, 1: the vector
+// units'): intensity, TFLOPS, point size (by the op's share of the step, `total` seconds), its
+// seconds, op and label; ops with no FLOPs, HBM bytes or time, or with ICI bytes, are left off.
+// Widens [lo, hi] to the intensities written; returns how many points.
+int write_roofline_points(const nlohmann::json& ops, double total, std::ostream& out, double* lo,
+                          double* hi) {
+  int written = 0;
+  for (const bool mxu : {true, false}) {
+    out << (mxu ? "" : "\n\n") << "# " << (mxu ? "MXU" : "vector unit")
+        << " ops: FLOP/byte  TFLOPS  point_size  seconds_per_step  op  label\n";
+    for (const auto& op : ops) {
+      const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
+                   seconds = op.value("seconds", 0.0);
+      if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
+      if (op.value("ici_bytes", 0.0) > 0) continue;            // the links' time, no roof here
+      if ((op.value("mxu_flops", 0.0) > 0) != mxu) continue;
+      const double intensity = flops / bytes;
+      *lo = std::min(*lo, intensity);
+      *hi = std::max(*hi, intensity);
+      out << intensity << " " << flops / seconds / 1e12 << " "
+          << 0.6 + 3 * std::sqrt(total > 0 ? seconds / total : 0) << " " << seconds << " "
+          << gp_string(op.value("op", "")) << " " << gp_string(op.value("label", "")) << "\n";
+      ++written;
+    }
+  }
+  return written;
+}
+
+// The roofs as gnuplot functions: each chip's MXU roof, and its vector roof dashed, titled once
+// per distinct vector peak (an HBM sweep moves only the vector roof's slope). Sets `titled` to
+// the vector roofs given a key entry.
+std::vector<std::string> roof_lines(const std::vector<Roof>& roofs, size_t* titled) {
+  std::vector<std::string> parts;
+  std::vector<double> titled_vector_roofs;
+  for (const Roof& r : roofs) {
+    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
+                                r.peak_tflops, r.hbm_tb_per_s, r.colour,
+                                gp_string(fmt::format("roof: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
+                                                      r.peak_tflops, r.hbm_tb_per_s * 1e3))));
+    if (r.vector_tflops <= 0) continue;
+    const bool first = std::find(titled_vector_roofs.begin(), titled_vector_roofs.end(),
+                                 r.vector_tflops) == titled_vector_roofs.end();
+    if (first) titled_vector_roofs.push_back(r.vector_tflops);
+    const std::string title =
+        first ? "title " + gp_string(fmt::format("vector roof: {:.2f} TFLOPS", r.vector_tflops))
+              : "notitle";
+    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 1 dt 2 lc {2} {3}",
+                                r.vector_tflops, r.hbm_tb_per_s, r.colour, title));
+  }
+  *titled = titled_vector_roofs.size();
+  return parts;
+}
+
 absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
                            const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
                            std::vector<std::string>* drawn) {
-  struct Roof {
-    double peak_tflops, vector_tflops, hbm_tb_per_s;
-    int colour;
-  };
   std::vector<Roof> roofs;
   std::vector<std::string> series;
   double lo = 1e300, hi = 0;
@@ -104,27 +159,7 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
     for (const auto& op : report["ops"]) total += op.value("seconds", 0.0);
     const std::string file = fmt::format("roofline_{}.dat", i);
     std::ofstream out(plots / file);
-    // Two data blocks (gnuplot's index 0 and 1): the MXUs' ops, then the vector units'.
-    int written = 0;
-    for (const bool mxu : {true, false}) {
-      out << (mxu ? "" : "\n\n") << "# " << (mxu ? "MXU" : "vector unit")
-          << " ops: FLOP/byte  TFLOPS  point_size  seconds_per_step  op  label\n";
-      for (const auto& op : report["ops"]) {
-        const double flops = op.value("flops", 0.0), bytes = op.value("hbm_bytes", 0.0),
-                     seconds = op.value("seconds", 0.0);
-        if (flops <= 0 || bytes <= 0 || seconds <= 0) continue;  // off a log-log roofline
-        if (op.value("ici_bytes", 0.0) > 0) continue;            // the links' time, no roof here
-        if ((op.value("mxu_flops", 0.0) > 0) != mxu) continue;
-        const double intensity = flops / bytes;
-        lo = std::min(lo, intensity);
-        hi = std::max(hi, intensity);
-        out << intensity << " " << flops / seconds / 1e12 << " "
-            << 0.6 + 3 * std::sqrt(total > 0 ? seconds / total : 0) << " " << seconds << " "
-            << gp_string(op.value("op", "")) << " " << gp_string(op.value("label", "")) << "\n";
-        ++written;
-      }
-    }
-    if (written == 0) continue;
+    if (write_roofline_points(report["ops"], total, out, &lo, &hi) == 0) continue;
     const int colour = static_cast<int>(series.size()) / 2 + 1;
     series.push_back(
         fmt::format("'{}' index 0 using 1:2:3 with points pt 7 ps variable lc {} title {}",
@@ -143,24 +178,8 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
     if (!seen) roofs.push_back({peak, vector, bw, colour});
   }
   if (series.empty()) return absl::OkStatus();
-  std::vector<std::string> parts;
-  std::vector<double> titled_vector_roofs;  // one key entry per distinct vector peak
-  for (const Roof& r : roofs) {
-    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
-                                r.peak_tflops, r.hbm_tb_per_s, r.colour,
-                                gp_string(fmt::format("roof: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
-                                                      r.peak_tflops, r.hbm_tb_per_s * 1e3))));
-    if (r.vector_tflops <= 0) continue;
-    // An HBM sweep moves only the vector roof's slope: its peak gets one key entry.
-    const bool titled = std::find(titled_vector_roofs.begin(), titled_vector_roofs.end(),
-                                  r.vector_tflops) == titled_vector_roofs.end();
-    if (titled) titled_vector_roofs.push_back(r.vector_tflops);
-    const std::string title =
-        titled ? "title " + gp_string(fmt::format("vector roof: {:.2f} TFLOPS", r.vector_tflops))
-               : "notitle";
-    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 1 dt 2 lc {2} {3}",
-                                r.vector_tflops, r.hbm_tb_per_s, r.colour, title));
-  }
+  size_t titled_vector_roofs = 0;
+  std::vector<std::string> parts = roof_lines(roofs, &titled_vector_roofs);
   parts.insert(parts.end(), series.begin(), series.end());
   const std::string settings = fmt::format(
       "set title 'roofline: each op of a step on chip 0 (circles: MXU ops, squares: vector ops; "
@@ -168,25 +187,32 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
       "set xlabel 'arithmetic intensity (FLOPs per HBM byte)'\nset ylabel 'achieved TFLOPS'\n"
       "set logscale xy\nset format x '%g'\nset format y '%g'\nset grid\n"
       "set key below maxrows {} width -4\nset samples 400\nset xrange [{}:{}]",
-      std::max(roofs.size() + titled_vector_roofs.size(), series.size() / 2), lo / 4, hi * 4);
+      std::max(roofs.size() + titled_vector_roofs, series.size() / 2), lo / 4, hi * 4);
   return run_gnuplot(gnuplot, plots, "roofline",
                      both_formats(plots, "roofline", settings,
                                   "plot " + str_join(parts, ", \\\n     "), "960,800"),
                      drawn);
 }
 
-}  // namespace
+// Values that span a factor of 16 or more (VMEM 0.25 .. 32 MiB, bandwidth 225 .. 3600) are
+// drawn on a log2 axis, where doublings are evenly spaced.
+bool log2_axis(const SweepAxis& axis) {
+  double x_min = 0, x_max = 0;
+  for (const std::string& v : axis.values) {
+    if (!is_number(v)) return false;
+    const double x = std::strtod(v.c_str(), nullptr);
+    if (x <= 0) return false;
+    x_min = x_min == 0 ? x : std::min(x_min, x);
+    x_max = std::max(x_max, x);
+  }
+  return x_max >= 16 * x_min;
+}
 
-absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnuplot,
-                                                          const std::string& dir,
-                                                          const std::vector<SweepAxis>& axes,
-                                                          const std::vector<SweepRow>& rows,
-                                                          const std::string& metric) {
-  const fs::path plots = fs::path(dir) / "plots";
-  fs::create_directories(plots);
-  std::vector<std::string> drawn;
-
-  // 1. The metric against the first axis, a series per combination of the other axes.
+// 1. The metric against the first axis, a series per combination of the other axes (none drawn
+// when no point reports the metric: gnuplot would fail on empty data).
+absl::Status draw_metric(const std::string& gnuplot, const fs::path& plots,
+                         const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
+                         const std::string& metric, std::vector<std::string>* drawn) {
   bool numeric_x = true;
   for (const std::string& v : axes[0].values) numeric_x = numeric_x && is_number(v);
   std::map<std::string, std::vector<const SweepRow*>> series;  // rest-of-axes label -> rows
@@ -219,35 +245,23 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
                                      (plots / file).string(), numeric_x ? "2" : "1",
                                      numeric_x ? "" : ":xtic(2)", gp_string(order[s])));
   }
-  // Values that span a factor of 16 or more (VMEM 0.25 .. 32 MiB, bandwidth 225 .. 3600) are
-  // drawn on a log2 axis, where doublings are evenly spaced.
-  bool log_x = numeric_x;
-  double x_min = 0, x_max = 0;
-  for (const std::string& v : axes[0].values) {
-    if (!log_x) break;
-    const double x = std::strtod(v.c_str(), nullptr);
-    log_x = x > 0;
-    x_min = x_min == 0 ? x : std::min(x_min, x);
-    x_max = std::max(x_max, x);
-  }
-  log_x = log_x && x_max >= 16 * x_min;
-  const std::string metric_settings = fmt::format(
+  if (!any_metric) return absl::OkStatus();
+  const std::string settings = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset grid\nset key outside right top\n"
       "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05{}",
       gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric),
-      log_x ? "\nset logscale x 2" : "");
-  // With no point reporting the metric (every point failed) gnuplot would fail on empty data.
-  if (any_metric) {
-    if (absl::Status s = run_gnuplot(gnuplot, plots, "metric",
-                                     both_formats(plots, "metric", metric_settings,
-                                                  "plot " + str_join(plot_parts, ", \\\n     ")),
-                                     &drawn);
-        !s.ok()) {
-      return s;
-    }
-  }
+      log2_axis(axes[0]) ? "\nset logscale x 2" : "");
+  return run_gnuplot(gnuplot, plots, "metric",
+                     both_formats(plots, "metric", settings,
+                                  "plot " + str_join(plot_parts, ", \\\n     ")),
+                     drawn);
+}
 
-  // 2. The step-time breakdown per point, stacked (milliseconds per step).
+// 2. The step-time breakdown per point, stacked (milliseconds per step); none when no point has
+// an analysis.
+absl::Status draw_breakdown(const std::string& gnuplot, const fs::path& plots,
+                            const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
+                            std::vector<std::string>* drawn) {
   bool any_breakdown = false;
   {
     std::ofstream out(plots / "breakdown.dat");
@@ -265,24 +279,34 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
       out << "\n";
     }
   }
-  if (any_breakdown) {
-    const std::string settings = fmt::format(
-        "set title 'step time breakdown (the slowest core each step)'\nset xlabel {}\n"
-        "set ylabel 'ms per step'\nset style data histograms\nset style histogram rowstacked\n"
-        "set style fill solid 0.85 border -1\nset boxwidth 0.7\nset key outside right top\n"
-        "set grid ytics\nset xtics rotate by -30",
-        gp_string(axes_label(axes)));
-    if (absl::Status s = run_gnuplot(
-            gnuplot, plots, "breakdown",
-            both_formats(plots, "breakdown", settings,
-                         fmt::format("plot for [c=2:7] '{}' using c:xtic(1) title columnheader(c)",
-                                     (plots / "breakdown.dat").string())),
-            &drawn);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (absl::Status st = draw_roofline(gnuplot, plots, axes, rows, &drawn); !st.ok()) return st;
+  if (!any_breakdown) return absl::OkStatus();
+  const std::string settings = fmt::format(
+      "set title 'step time breakdown (the slowest core each step)'\nset xlabel {}\n"
+      "set ylabel 'ms per step'\nset style data histograms\nset style histogram rowstacked\n"
+      "set style fill solid 0.85 border -1\nset boxwidth 0.7\nset key outside right top\n"
+      "set grid ytics\nset xtics rotate by -30",
+      gp_string(axes_label(axes)));
+  return run_gnuplot(
+      gnuplot, plots, "breakdown",
+      both_formats(plots, "breakdown", settings,
+                   fmt::format("plot for [c=2:7] '{}' using c:xtic(1) title columnheader(c)",
+                               (plots / "breakdown.dat").string())),
+      drawn);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnuplot,
+                                                          const std::string& dir,
+                                                          const std::vector<SweepAxis>& axes,
+                                                          const std::vector<SweepRow>& rows,
+                                                          const std::string& metric) {
+  const fs::path plots = fs::path(dir) / "plots";
+  fs::create_directories(plots);
+  std::vector<std::string> drawn;
+  if (absl::Status s = draw_metric(gnuplot, plots, axes, rows, metric, &drawn); !s.ok()) return s;
+  if (absl::Status s = draw_breakdown(gnuplot, plots, axes, rows, &drawn); !s.ok()) return s;
+  if (absl::Status s = draw_roofline(gnuplot, plots, axes, rows, &drawn); !s.ok()) return s;
   return drawn;
 }
 
