@@ -26,7 +26,8 @@ Each doc file runs in a scratch folder of its own, its commands one after anothe
 read what an earlier one wrote). "/tmp/" in a command is that folder's tmp/, and the folder's path
 reads back as "/tmp/" in the output; build/, configs/, tests/ and tools/ are the project's.
 
-  tools/check_docs.py [--build DIR] [--all] [--file docs/x.md] [--list] [--update] [--full]
+  tools/check_docs.py [--build DIR] [--all] [--file docs/x.md] [--match TEXT] [--list] [--update]
+                      [--full]
 
 --update rewrites the doc lines whose words still match but whose figures changed with today's
 output (a maintainer's tool: review the diff, since a changed figure may be a regression).
@@ -51,6 +52,8 @@ NUM = r"[-+]?[0-9][0-9.]*(?:e[-+]?[0-9]+)?"
 VOLATILE = [NUM + r" s on this host", r"host time\s+" + NUM, r"host_seconds\"?:\s*" + NUM,
             r"\bin " + NUM + r" s\b", r"ETA [0-9:]+", NUM + r" steps/s", r"\(" + NUM + r" s\)"]
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# A figure standing alone, not the digits of a name (conv2d_2, p000): what --update may change.
+FIGURE = re.compile(r"(?<![A-Za-z_])" + NUMBER.pattern + r"(?![A-Za-z_])")
 
 
 class Command:
@@ -166,7 +169,7 @@ def same_line(expected, actual, options):
 
 def skeleton(line):
     """A line's words with every number blanked: what a stale figure leaves the same."""
-    return NUMBER.sub("#", " ".join(line.split()))
+    return FIGURE.sub("#", " ".join(line.split()))
 
 
 def holds(expected, actual, options, updates=None):
@@ -288,6 +291,7 @@ def main():
     parser.add_argument("--all", action="store_true", help="also the slow commands")
     parser.add_argument("--file", action="append", help="only this doc (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the commands and exit")
+    parser.add_argument("--match", help="only the commands that contain this text")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per command")
     parser.add_argument("--update", action="store_true",
                         help="rewrite doc lines whose figures alone changed with today's (review "
@@ -304,6 +308,8 @@ def main():
     passed, failed, skipped = [], [], []
     for path in paths:
         commands = parse_doc(path)
+        if args.match:
+            commands = [c for c in commands if args.match in c.text]
         if args.list:
             for c in commands:
                 tags = ",".join(k for k in c.options if k != "volatile") or "-"
