@@ -158,6 +158,9 @@ struct RunConfig {
 struct TrainResult {
   int64_t global_step = 0;
   int64_t steps_run = 0;  // by this call
+  // False when the run computed no values (RunConfig::timing_only): final_loss and losses are
+  // then not the model's and must not be shown as figures.
+  bool values_computed = true;
   double final_loss = 0;
   double host_seconds = 0;
   double sim_seconds = 0;  // device loops plus host round trips, simulated

@@ -76,7 +76,10 @@ absl::Status take_outputs(const TPUEstimatorSpec& spec, const runtime::LoopResul
 void log_progress(TrainLoop& t, float loss, double sim_step) {
   const double host_now =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t.host_start).count();
-  t.log(str_cat("global_step ", t.step, ": loss = ", fmt::format("{:.4f}", loss), " (",
+  // A timing-only run computed no loss: say so rather than print the zeros it holds.
+  const std::string figure = t.config.timing_only ? std::string(": no loss (timing-only)")
+                                                  : ": loss = " + fmt::format("{:.4f}", loss);
+  t.log(str_cat("global_step ", t.step, figure, " (",
                 fmt::format("{:.2f}", (t.step - t.last_log_step) / (host_now - t.last_log_host)),
                 " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
   t.last_log_host = host_now;
@@ -85,10 +88,12 @@ void log_progress(TrainLoop& t, float loss, double sim_step) {
 
 // The loop's scalars for TensorBoard at global step `step`.
 absl::Status write_summaries(SummaryWriter& w, int64_t step, uint32_t n, float loss, float lr,
-                             const LoopFigures& f, double sim_step) {
+                             const LoopFigures& f, double sim_step, bool values_computed) {
+  if (values_computed) {
+    if (auto s = w.add_scalar("loss", static_cast<double>(loss), step); !s.ok()) return s;
+  }
   for (auto [tag, value] :
-       {std::pair{"loss", static_cast<double>(loss)},
-        std::pair{"learning_rate", static_cast<double>(lr)},
+       {std::pair{"learning_rate", static_cast<double>(lr)},
         std::pair{"global_step/sec", n / f.host}, std::pair{"simulated_step_seconds", sim_step},
         std::pair{"infeed_wait_fraction", f.device > 0 ? f.wait / f.device : 0.0},
         std::pair{"mxu_utilization", f.mxu}}) {
@@ -121,7 +126,8 @@ absl::Status train_one_loop(TrainLoop& t, TrainResult* result) {
   if (crossed(t.config.log_step_count_steps) || t.step >= t.max_steps)
     log_progress(t, result->final_loss, sim_step);
   if (crossed(t.config.save_summary_steps)) {
-    if (auto s = write_summaries(t.summaries, t.step, n, result->final_loss, lr_now, f, sim_step);
+    if (auto s = write_summaries(t.summaries, t.step, n, result->final_loss, lr_now, f, sim_step,
+                                 !t.config.timing_only);
         !s.ok())
       return s;
   }
@@ -138,6 +144,7 @@ absl::Status train_one_loop(TrainLoop& t, TrainResult* result) {
 void finish_figures(const TrainLoop& t, int64_t start_step, TrainResult* result) {
   result->global_step = t.step;
   result->steps_run = t.step - start_step;
+  result->values_computed = !t.config.timing_only;
   result->host_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t.host_start).count();
   result->sim_seconds = t.host_clock;

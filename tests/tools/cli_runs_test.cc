@@ -15,6 +15,7 @@ namespace tpusim::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_tpusim;
 
 // The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
@@ -53,6 +54,29 @@ TEST(Cli, TrainReportsItsDtypePolicy) {
   EXPECT_THAT(r.out, HasSubstr("note: tpusim charges bf16 transfers at 2 bytes an element"));
   std::ifstream in(dir + "/report.json");
   EXPECT_EQ(nlohmann::json::parse(in)["dtype_policy"], "mixed_bfloat16");
+  std::filesystem::remove_all(dir);
+}
+
+// A timing-only run computed no values: its log, summary and report say so, with no loss or
+// accuracy figures (null in the report, not a 0 that reads as a result).
+TEST(Cli, TimingOnlyRunsShowNoLossOrAccuracy) {
+  const std::string dir = ::testing::TempDir() + "tpusim-timing-only-train";
+  std::filesystem::remove_all(dir);
+  auto r = run_tpusim({"train", "--model", "mlp", "--train-steps", "2", "--iterations-per-loop",
+                       "1", "--log-every", "1", "--timing-only", "--host-timing", "config",
+                       "--model-dir", dir, "--report", dir + "/report.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out + r.err, HasSubstr("global_step 2: no loss (timing-only) ("));
+  EXPECT_THAT(r.out, HasSubstr("global step 2: no loss or accuracy (timing-only: no values "
+                               "computed)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("final loss")));
+  EXPECT_THAT(r.out, Not(HasSubstr("accuracy 0.0000")));
+  std::ifstream in(dir + "/report.json");
+  const auto report = nlohmann::json::parse(in);
+  EXPECT_TRUE(report["final_loss"].is_null()) << report["final_loss"];
+  EXPECT_TRUE(report["eval_accuracy"].is_null()) << report["eval_accuracy"];
+  EXPECT_TRUE(report["eval_loss"].is_null()) << report["eval_loss"];
+  EXPECT_GT(report["sim_seconds_per_step"].get<double>(), 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -286,6 +310,20 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   };
   for (size_t i = 1; i < lines.size(); ++i) EXPECT_EQ(cells(lines[i]), cells(lines[0])) << lines[i];
   EXPECT_EQ(lines[1].rfind("p000,1,256,0,", 0), 0u) << lines[1];
+  // Timing-only points computed no loss: the column is there, its cells empty.
+  const auto cell = [](const std::string& line, size_t index) {
+    size_t start = 0;
+    for (size_t k = 0; k < index; ++k) start = line.find(',', start) + 1;
+    return line.substr(start, line.find(',', start) - start);
+  };
+  const size_t loss_column = [&] {
+    size_t n = 0;
+    const size_t at = lines[0].find(",final_loss,");
+    for (size_t k = 0; k <= at && at != std::string::npos; ++k) n += lines[0][k] == ',';
+    return at == std::string::npos ? 0 : n;
+  }();
+  ASSERT_GT(loss_column, 0u) << lines[0];
+  EXPECT_EQ(cell(lines[1], loss_column), "") << lines[1];
   EXPECT_EQ(lines[2].rfind("p001,1,100,1,", 0), 0u) << lines[2];
   EXPECT_EQ(lines[4].rfind("p003,2,100,1,", 0), 0u) << lines[4];
   std::ifstream json_in(out + "/sweep.json");

@@ -241,6 +241,25 @@ void print_start(const TrainJob& job) {
   }
 }
 
+// An evaluation metric as the report holds it: null when there was no evaluation.
+nlohmann::ordered_json metric_or_null(const std::map<std::string, double>& eval,
+                                      const std::string& name) {
+  const auto it = eval.find(name);
+  return it == eval.end() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(it->second);
+}
+
+// What the run's values came to: the final loss and the test accuracy, or why there are none.
+std::string values_summary(const estimator::TrainResult& r, const nlohmann::ordered_json& report) {
+  if (!r.values_computed)
+    return fmt::format("global step {}: no loss or accuracy (timing-only: no values computed)",
+                       r.global_step);
+  const auto& accuracy = report["eval_accuracy"];
+  return fmt::format("global step {}: final loss {:.4f}, {}", r.global_step, r.final_loss,
+                     accuracy.is_null() ? std::string("not evaluated")
+                                        : fmt::format("test accuracy {:.4f}",
+                                                      accuracy.get<double>()));
+}
+
 // The run's figures as `--report` writes them.
 nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainResult& r,
                                     const std::map<std::string, double>& eval) {
@@ -254,9 +273,11 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"model_dir", c.model_dir},
       {"global_step", r.global_step},
       {"steps_run", r.steps_run},
-      {"final_loss", r.final_loss},
-      {"eval_accuracy", eval.count("accuracy") > 0 ? eval.at("accuracy") : 0.0},
-      {"eval_loss", eval.count("loss") > 0 ? eval.at("loss") : 0.0},
+      // null where the run computed no value (timing-only) or did not evaluate: never a 0 that
+      // reads as a result.
+      {"final_loss", r.values_computed ? nlohmann::ordered_json(r.final_loss) : nullptr},
+      {"eval_accuracy", metric_or_null(eval, "accuracy")},
+      {"eval_loss", metric_or_null(eval, "loss")},
       {"sim_seconds_per_step", r.sim_seconds_per_step},
       {"host_seconds", r.host_seconds},
       {"infeed_wait_fraction", r.infeed_wait_fraction},
@@ -290,12 +311,11 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
 void print_summary(const TrainJob& job, const estimator::TrainResult& r,
                    const nlohmann::ordered_json& report) {
   const auto& breakdown = report["step_breakdown"];
+  std::cout << values_summary(r, report) << "\n";
   std::cout << fmt::format(
-      "global step {}: final loss {:.4f}, test accuracy {:.4f}\n"
       "simulated step {:.3f} ms = compute {:.3f} + input {:.3f} + host round trips {:.3f} "
       "(infeed wait {:.1f}%, MXU {:.1f}%); {:.1f} s on this host\n"
       "TensorBoard: tensorboard --logdir {}\n",
-      r.global_step, r.final_loss, report["eval_accuracy"].get<double>(),
       r.sim_seconds_per_step * 1e3, breakdown["compute"].get<double>() * 1e3,
       breakdown["input"].get<double>() * 1e3, breakdown["idle"].get<double>() * 1e3,
       100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, job.config.model_dir);

@@ -13,8 +13,8 @@ void flatten_into(const nlohmann::ordered_json& j, const std::string& prefix,
     const std::string path = prefix.empty() ? key : prefix + "." + key;
     if (value.is_object()) {
       flatten_into(value, path, out);
-    } else if (value.is_number() || value.is_string() || value.is_boolean()) {
-      (*out)[path] = value;
+    } else if (value.is_number() || value.is_string() || value.is_boolean() || value.is_null()) {
+      (*out)[path] = value;  // null: a figure the point did not compute (an empty cell)
     }
   }
 }
