@@ -19,6 +19,10 @@ namespace tpusim::jobs {
 struct FashionData {
   std::string dir;           // the TFRecords: train-* and t10k-*
   bool jpeg = false;         // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
+  // TensorFlow's fake-data mode for performance runs: one batch of random images and labels made
+  // on the host once and fed every step; no files, no pipeline stage costs (the host link still
+  // carries every step's batch). Images image_size x image_size x 1.
+  bool synthetic = false;
   int image_size = 28;       // the side of the images the model sees (JPEG: also the stored side)
   int map_threads = 2;       // the parse / decode map's threads
   int batch_threads = 1;     // batches assembled at once (the batch's num_parallel_calls)

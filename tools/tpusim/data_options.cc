@@ -14,8 +14,10 @@ void add_data_options(po::options_description& options) {
                         "use (default: ~/.cache/tpusim/fashion-mnist, -jpeg<S> for JPEG)")(
       "input", po::value<std::string>()->default_value("raw"),
       "raw: 28x28 pixels, parsed; jpeg: JPEG records, flowers-style (decode, resize, random "
-      "crop, flip)")("image-size", po::value<int>()->default_value(28),
-                     "jpeg: the side S of the images the model sees")(
+      "crop, flip); synthetic (train): one batch of random images made once, no files and no "
+      "pipeline costs (TensorFlow's fake data for performance runs)")(
+      "image-size", po::value<int>()->default_value(28),
+      "jpeg or synthetic: the side S of the images the model sees")(
       "map-threads", po::value<int>()->default_value(2), "threads of the parse / decode map")(
       "batch-threads", po::value<int>()->default_value(1),
       "batches assembled at once, each on a thread (tf.data's batch(num_parallel_calls))")(
@@ -27,12 +29,19 @@ void add_data_options(po::options_description& options) {
       "half the bytes; the model sees them widened to f32)");
 }
 
-absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm) {
+absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm,
+                                              bool synthetic_allowed) {
   FashionData d;
   const std::string input = vm["input"].as<std::string>();
-  if (input != "raw" && input != "jpeg")
-    return absl::InvalidArgumentError("--input is raw or jpeg (got '" + input + "')");
+  if (input != "raw" && input != "jpeg" && input != "synthetic")
+    return absl::InvalidArgumentError("--input is raw, jpeg or synthetic (got '" + input + "')");
   d.jpeg = input == "jpeg";
+  d.synthetic = input == "synthetic";
+  if (d.synthetic && !synthetic_allowed) {
+    return absl::InvalidArgumentError(
+        "--input synthetic is for train's performance runs (random images: no test set to "
+        "evaluate or predict, no file to compare on)");
+  }
   d.image_size = vm["image-size"].as<int>();
   d.map_threads = vm["map-threads"].as<int>();
   d.batch_threads = vm["batch-threads"].as<int>();
