@@ -120,7 +120,7 @@ constexpr char kTrainUsage[] =
     "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
     "                     [--trace-counter-window-ns N]]\n"
     "                    [--timing-only [--fold-replicas on|off]]\n"
-    "                    [--input raw|jpeg [--image-size S]] [--map-threads N]\n"
+    "                    [--input raw|jpeg|synthetic [--image-size S]] [--map-threads N]\n"
     "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
     "                    [--host-timing measured|config]\n\n"
     "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
