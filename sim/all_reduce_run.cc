@@ -69,8 +69,14 @@ absl::StatusOr<AllReduceNumerics> check_results(System& system, const AllReduceR
 
 }  // namespace
 
-double all_reduce_host_bytes(const config::SliceSpec& slice, const AllReduceRequest& request) {
-  return 3.0 * static_cast<double>(request.bytes) * slice.cores;
+std::string all_reduce_host_memory_problem(const config::SliceSpec& slice,
+                                           const AllReduceRequest& request) {
+  const double host_bytes = 3.0 * static_cast<double>(request.bytes) * slice.cores;
+  if (request.timing_only || host_bytes <= kAllReduceHostBytesLimit) return "";
+  return fmt::format(
+      "computing the values takes about {:.0f} GiB of host memory ({} cores x {} bytes, in, out "
+      "and a copy)",
+      host_bytes / (1ull << 30), slice.cores, request.bytes);
 }
 
 absl::Status check_all_reduce(const config::SliceSpec& slice, const AllReduceRequest& request) {
@@ -90,13 +96,8 @@ absl::Status check_all_reduce(const config::SliceSpec& slice, const AllReduceReq
         fmt::format("{} bytes in and out need {} bytes of a core's HBM share of {}",
                     request.bytes, 2 * request.bytes, share));
   }
-  const double host_bytes = all_reduce_host_bytes(slice, request);
-  if (!request.timing_only && host_bytes > kAllReduceHostBytesLimit) {
-    return absl::InvalidArgumentError(fmt::format(
-        "computing the values takes about {:.0f} GiB of host memory ({} cores x {} bytes, in, "
-        "out and a copy); run timing-only",
-        host_bytes / (1ull << 30), slice.cores, request.bytes));
-  }
+  if (std::string problem = all_reduce_host_memory_problem(slice, request); !problem.empty())
+    return absl::InvalidArgumentError(problem + "; run timing-only");
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <absl/status/statusor.h>
 
@@ -31,8 +32,11 @@ struct AllReduceRequest {
 // much host memory a run must be timing-only.
 inline constexpr double kAllReduceHostBytesLimit = 8.0 * (1ull << 30);
 
-// The host memory computing the values takes: each core's input, its result and a copy.
-double all_reduce_host_bytes(const config::SliceSpec& slice, const AllReduceRequest& request);
+// Why computing the request's values would take too much host memory (each core's input, its
+// result and a copy, past kAllReduceHostBytesLimit), naming the figures; "" when it would not
+// or the request is timing-only. Callers add how to run timing-only.
+std::string all_reduce_host_memory_problem(const config::SliceSpec& slice,
+                                           const AllReduceRequest& request);
 
 // The reasons a request cannot run on `slice`, or OK: sizes that are not multiples of 4, input
 // and result that do not fit a core's HBM share, values that would take more host memory than

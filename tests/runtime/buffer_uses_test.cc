@@ -6,9 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "configs/loader.h"
 #include "runtime/backend/tpusim/step_plan.h"
 #include "runtime/graph/layers.h"
+#include "tests/runtime/step_plan_util.h"
 #include "sim/isa/builder.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -19,16 +19,8 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 
-const config::SliceSpec& v3_8() {
-  static const auto spec = *config::load_slice("v3-8");
-  return *spec;
-}
-
-StepPlan plan_of(const Graph& graph, const StepOptions& options = {}) {
-  auto plan = plan_step(graph, v3_8(), 0, options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : StepPlan{};
-}
+using testing::plan_of;
+using testing::v3_8;
 
 TEST(BufferUses, AnOpReadsItsInputsAndWritesItselfUnlessItsRuleSaysOtherwise) {
   GraphBuilder b;

@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "configs/loader.h"
 #include "runtime/graph/layers.h"
+#include "tests/runtime/step_plan_util.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
@@ -17,16 +17,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-const config::SliceSpec& v3_8() {
-  static const auto spec = *config::load_slice("v3-8");
-  return *spec;
-}
-
-StepPlan plan_of(const Graph& graph, const StepOptions& options = {}) {
-  auto plan = plan_step(graph, v3_8(), 0, options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : StepPlan{};
-}
+using testing::plan_of;
+using testing::v3_8;
 
 // exp, mul, add, tanh of one shape: one group rooted at tanh; only the root has a buffer and
 // emits, and it reads what the group takes from outside: the infeed and the two scalar

@@ -71,14 +71,9 @@ Refused request_from(const po::variables_map& vm, uint64_t chunk, sim::AllReduce
 
 // Refuses a run whose values would not fit in the host's memory.
 Refused check_host_memory(const config::SliceSpec& s, const sim::AllReduceRequest& request) {
-  const double host_bytes = sim::all_reduce_host_bytes(s, request);
-  if (!request.timing_only && host_bytes > sim::kAllReduceHostBytesLimit) {
-    return failure_of(fmt::format(
-        "computing the values takes about {:.0f} GiB of host memory ({} cores x {} bytes, in, "
-        "out and a copy); add --timing-only",
-        host_bytes / (1ull << 30), s.cores, request.bytes));
-  }
-  return std::nullopt;
+  const std::string problem = sim::all_reduce_host_memory_problem(s, request);
+  if (problem.empty()) return std::nullopt;
+  return failure_of(problem + "; add --timing-only");
 }
 
 // The run's figures as --json prints them.
