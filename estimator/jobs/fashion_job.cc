@@ -177,13 +177,13 @@ estimator::InputFn synthetic_input(const FashionData& d) {
   return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
     std::mt19937_64 rng(0x5eed + static_cast<uint64_t>(p.shard_index));
     std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
-    std::uniform_int_distribution<int64_t> label(0, 9);
+    std::uniform_int_distribution<int64_t> label(0, d.classes - 1);
     const int64_t side = d.image_size;
     data::Element batch;
     data::FeatureValue& images = batch["image"];
     images.type = data::FeatureType::kFloat;
-    images.shape = {p.batch_size, side, side, 1};
-    images.floats.resize(static_cast<size_t>(p.batch_size * side * side));
+    images.shape = {p.batch_size, side, side, d.channels};
+    images.floats.resize(static_cast<size_t>(p.batch_size * side * side * d.channels));
     for (float& v : images.floats) v = pixel(rng);
     data::FeatureValue& labels = batch["label"];
     labels.type = data::FeatureType::kInt64;
@@ -194,6 +194,16 @@ estimator::InputFn synthetic_input(const FashionData& d) {
 }
 
 }  // namespace
+
+absl::Status use_model_inputs(const std::string& model, bool side_given, FashionData* data) {
+  auto info = runtime::models::model_info(model);
+  if (!info.ok()) return info.status();
+  if (!data->synthetic) return absl::OkStatus();
+  data->channels = static_cast<int>(info->image_channels);
+  data->classes = static_cast<int>(info->classes);
+  if (!side_given) data->image_size = static_cast<int>(info->image_side);
+  return absl::OkStatus();
+}
 
 void use_data_options(const FashionData& data, estimator::RunConfig* config) {
   config->host_enqueue_threads = static_cast<uint32_t>(data.enqueue_threads);

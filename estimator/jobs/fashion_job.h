@@ -21,14 +21,21 @@ struct FashionData {
   bool jpeg = false;         // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
   // TensorFlow's fake-data mode for performance runs: one batch of random images and labels made
   // on the host once and fed every step; no files, no pipeline stage costs (the host link still
-  // carries every step's batch). Images image_size x image_size x 1.
+  // carries every step's batch). Images image_size x image_size x channels, labels in
+  // [0, classes): the model's published inputs (use_model_inputs).
   bool synthetic = false;
   int image_size = 28;       // the side of the images the model sees (JPEG: also the stored side)
+  int channels = 1;          // synthetic: the images' channels (Fashion-MNIST's are grey)
+  int classes = 10;          // synthetic: labels are drawn from [0, classes)
   int map_threads = 2;       // the parse / decode map's threads
   int batch_threads = 1;     // batches assembled at once (the batch's num_parallel_calls)
   int enqueue_threads = 1;   // threads enqueueing a step's batches for the cores
   bool bf16_images = false;  // the host casts the images to bfloat16 for the infeed
 };
+
+// Synthetic input for `model`: its published images' channels and classes, and its side unless
+// `side_given` (--image-size). NotFound names an unknown model.
+absl::Status use_model_inputs(const std::string& model, bool side_given, FashionData* data);
 
 // The run's side of the data options: the enqueue threads (RunConfig::host_enqueue_threads)
 // and the images' infeed dtype (RunConfig::bf16_infeeds).

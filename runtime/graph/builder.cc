@@ -362,7 +362,25 @@ bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_
     return false;
   }
   const int64_t h = image.dim(1), wd = image.dim(2);
-  if (w->same) {
+  if (w->explicit_padding) {
+    const int64_t pads[] = {w->pad_top, w->pad_bottom, w->pad_left, w->pad_right};
+    for (int64_t p : pads) {
+      if (p < 0 || p >= std::max(w->kh, w->kw)) {
+        *error = str_cat("explicit padding (", w->pad_top, ", ", w->pad_bottom, ", ", w->pad_left,
+                         ", ", w->pad_right, ") must be in [0, window) for a ", w->kh, "x", w->kw,
+                         " window");
+        return false;
+      }
+    }
+    const int64_t ph = h + w->pad_top + w->pad_bottom, pw = wd + w->pad_left + w->pad_right;
+    if (w->kh > ph || w->kw > pw) {
+      *error = str_cat("a ", w->kh, "x", w->kw, " window does not fit the padded ", ph, "x", pw,
+                       " image ", image.str());
+      return false;
+    }
+    *out_h = (ph - w->kh) / w->sh + 1;
+    *out_w = (pw - w->kw) / w->sw + 1;
+  } else if (w->same) {
     *out_h = (h + w->sh - 1) / w->sh;
     *out_w = (wd + w->sw - 1) / w->sw;
     w->pad_top = std::max<int64_t>((*out_h - 1) * w->sh + w->kh - h, 0) / 2;

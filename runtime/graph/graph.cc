@@ -150,6 +150,23 @@ int Graph::find_variable(const std::string& name) const {
   return -1;
 }
 
+GraphSize graph_size(const Graph& graph) {
+  GraphSize size;
+  for (const Node& n : graph.nodes()) {
+    if (n.op == Op::kVariable) {
+      size.parameters += n.shape.elements();
+      if (n.attrs.name.find("moving_") == std::string::npos)
+        size.trainable_parameters += n.shape.elements();
+    } else if (n.op == Op::kMatMul) {
+      // [..., M, K] x [..., K, N] -> [..., M, N]: every output element takes K products.
+      const Shape& lhs = graph.node(n.inputs[0]).shape;
+      size.matmul_flops += 2.0 * static_cast<double>(n.shape.elements()) *
+                           static_cast<double>(lhs.dim(lhs.rank() - 1));
+    }
+  }
+  return size;
+}
+
 std::string Graph::dump() const {
   std::string out;
   for (int i = 0; i < size(); ++i) {

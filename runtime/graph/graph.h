@@ -85,12 +85,16 @@ struct Initializer {
   uint64_t seed = 0;
 };
 
-// A 2D window over NHWC images.
+// A 2D window over NHWC images. Padding is SAME, VALID or explicit (XLA's convolution padding,
+// as TensorFlow's ResNet v1.5 `fixed_padding` makes it: zeros before and after each side, set
+// here and independent of the image size).
 struct Window {
   int64_t kh = 1, kw = 1;             // window size
   int64_t sh = 1, sw = 1;             // strides
-  bool same = false;                  // SAME padding (else VALID)
-  int64_t pad_top = 0, pad_left = 0;  // derived
+  bool same = false;                  // SAME padding (else VALID, or explicit)
+  bool explicit_padding = false;      // pad_* below are given, not derived
+  int64_t pad_top = 0, pad_left = 0;  // derived for SAME and VALID
+  int64_t pad_bottom = 0, pad_right = 0;  // explicit padding only
   Shape image;                        // the NHWC input (kPatchesToImage's output)
 };
 
@@ -153,5 +157,16 @@ class Graph {
   std::vector<NamedValue> outputs_;
   std::vector<VariableUpdate> updates_;
 };
+
+// A graph's static size: the elements of its variables (all of them, and those a training step
+// updates with gradients, i.e. not batch-norm statistics: names holding "moving_"), and the
+// FLOPs of its matrix products (2 per multiply-accumulate of every matmul, convolutions
+// included: they are im2col patches times the kernel). What papers quote as a model's size.
+struct GraphSize {
+  int64_t parameters = 0;
+  int64_t trainable_parameters = 0;
+  double matmul_flops = 0;
+};
+GraphSize graph_size(const Graph& graph);
 
 }  // namespace tpusim::runtime

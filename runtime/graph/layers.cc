@@ -25,6 +25,11 @@ Window pool_window(int64_t pool, int64_t stride, Padding padding) {
   w.kh = w.kw = pool;
   w.sh = w.sw = stride;
   w.same = padding == Padding::kSame;
+  if (padding == Padding::kFixed) {
+    w.explicit_padding = true;
+    w.pad_top = w.pad_left = (pool - 1) / 2;
+    w.pad_bottom = w.pad_right = pool - 1 - w.pad_top;
+  }
   return w;
 }
 
@@ -129,7 +134,7 @@ Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint
 }
 
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride,
-             Padding padding, Activation activation, uint64_t seed) {
+             Padding padding, Activation activation, uint64_t seed, bool use_bias) {
   if (!x.valid()) return x;
   const std::string name = b.unique_name("conv2d");
   GraphBuilder::Scope scope(b, name);
@@ -145,7 +150,7 @@ Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t 
       b.variable(name + "/kernel", x.dtype(), {kernel, kernel, channels, filters}, glorot);
   // [N, OH, OW, KH*KW*C] x [KH*KW*C, F]: the kernel's [kh, kw, c] order matches the patches'.
   Value y = b.matmul(patches, b.reshape(k, {kernel * kernel * channels, filters}));
-  y = y + b.variable(name + "/bias", x.dtype(), {filters}, Initializer{});
+  if (use_bias) y = y + b.variable(name + "/bias", x.dtype(), {filters}, Initializer{});
   return activate(y, activation);
 }
 

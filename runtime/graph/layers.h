@@ -12,7 +12,10 @@
 namespace tpusim::runtime::layers {
 
 enum class Activation { kNone, kRelu, kTanh, kSigmoid };
-enum class Padding { kValid, kSame };
+// kFixed: TensorFlow ResNet's `fixed_padding`, (k - 1) / 2 zeros before and the rest of k - 1
+// after each side whatever the image size (SAME pads the odd zero after, and only as much as the
+// stride needs), as an explicit window padding: XLA pads inside the convolution.
+enum class Padding { kValid, kSame, kFixed };
 
 Value activate(Value x, Activation activation);
 // f(x) computed in f32 for a bf16 x (cast in, result cast back to bf16); f(x) otherwise. What
@@ -31,7 +34,7 @@ Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation = Act
 // NHWC input, [kh, kw, in, filters] kernel; lowered as im2col patches times the kernel.
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride = 1,
              Padding padding = Padding::kSame, Activation activation = Activation::kNone,
-             uint64_t seed = 0);
+             uint64_t seed = 0, bool use_bias = true);
 Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
                     Padding padding = Padding::kValid);
 Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,

@@ -99,6 +99,14 @@ Window window_of(const WindowDef& w) {
   out.sh = w.sh();
   out.sw = w.sw();
   out.same = w.same();
+  if (w.explicit_padding_size() > 0) {  // four values; fewer or more fail the window's check
+    const bool four = w.explicit_padding_size() == 4;
+    out.explicit_padding = true;
+    out.pad_top = four ? w.explicit_padding(0) : -1;
+    out.pad_bottom = four ? w.explicit_padding(1) : -1;
+    out.pad_left = four ? w.explicit_padding(2) : -1;
+    out.pad_right = four ? w.explicit_padding(3) : -1;
+  }
   out.image = Shape(vec(w.image()));
   return out;
 }
@@ -127,6 +135,11 @@ GraphDef to_proto(const Graph& graph) {
       w->set_sh(a.window.sh);
       w->set_sw(a.window.sw);
       w->set_same(a.window.same);
+      if (a.window.explicit_padding) {
+        for (int64_t p : {a.window.pad_top, a.window.pad_bottom, a.window.pad_left,
+                          a.window.pad_right})
+          w->add_explicit_padding(p);
+      }
       for (int64_t x : a.window.image.dims()) w->add_image(x);
     }
     if (n.op == Op::kConstant) put(a.value, d->mutable_value());

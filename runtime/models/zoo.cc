@@ -14,6 +14,8 @@ using layers::Activation;
 using layers::flatten;
 using layers::Padding;
 
+constexpr int64_t kImageNetClasses = 1000;
+
 Value mlp(GraphBuilder& b, Value images, uint64_t seed) {
   Value h = layers::dense(b, flatten(b, images), 256, Activation::kRelu, seed);
   h = layers::dense(b, h, 128, Activation::kRelu, seed + 1);
@@ -51,6 +53,54 @@ Value resnet_small(GraphBuilder& b, Value images, bool training, uint64_t seed) 
   h = residual_block(b, h, 32, 2, training, seed + 30);
   h = layers::reduce_mean(h, {1, 2});  // global average pool
   return layers::dense(b, h, 10, Activation::kNone, seed + 40);
+}
+
+// ResNet-50 v1.5 as TensorFlow's TPU reference (models/official/resnet, resnet_model.py) builds
+// it: convolutions without bias, strided ones with fixed padding (conv2d_fixed_padding), batch
+// norm with decay 0.9 and epsilon 1e-5, the stride of a downsampling bottleneck on its 3x3.
+constexpr float kResNetBatchNormDecay = 0.9f, kResNetBatchNormEpsilon = 1e-5f;
+
+Value resnet_conv(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride,
+                  uint64_t seed) {
+  return layers::conv2d(b, x, filters, kernel, stride,
+                        stride > 1 ? Padding::kFixed : Padding::kSame, Activation::kNone, seed,
+                        /*use_bias=*/false);
+}
+
+Value resnet_batch_norm(GraphBuilder& b, Value x, bool training, bool relu) {
+  x = layers::batch_normalization(b, x, training, kResNetBatchNormDecay, kResNetBatchNormEpsilon);
+  return relu ? b.unary(Op::kRelu, x) : x;
+}
+
+// v1.5's bottleneck: 1x1 to `filters`, 3x3 at `stride`, 1x1 to 4 x filters, each with batch
+// norm (ReLU after the first two); the shortcut a strided 1x1 projection with batch norm on a
+// group's first block; ReLU after the sum.
+Value bottleneck_block(GraphBuilder& b, Value x, int64_t filters, int64_t stride, bool project,
+                       bool training, uint64_t seed) {
+  Value shortcut = x;
+  if (project)
+    shortcut =
+        resnet_batch_norm(b, resnet_conv(b, x, 4 * filters, 1, stride, seed), training, false);
+  Value h = resnet_batch_norm(b, resnet_conv(b, x, filters, 1, 1, seed + 1), training, true);
+  h = resnet_batch_norm(b, resnet_conv(b, h, filters, 3, stride, seed + 2), training, true);
+  h = resnet_batch_norm(b, resnet_conv(b, h, 4 * filters, 1, 1, seed + 3), training, false);
+  return b.unary(Op::kRelu, h + shortcut);
+}
+
+Value resnet50(GraphBuilder& b, Value images, bool training, uint64_t seed) {
+  Value h = resnet_batch_norm(b, resnet_conv(b, images, 64, 7, 2, seed), training, true);
+  h = layers::max_pooling2d(b, h, 3, 2, Padding::kSame);
+  const int64_t blocks[] = {3, 4, 6, 3};
+  for (int64_t group = 0; group < 4; ++group) {
+    const int64_t filters = int64_t{64} << group;
+    for (int64_t i = 0; i < blocks[group]; ++i) {
+      const uint64_t block_seed = seed + 100 * static_cast<uint64_t>(group + 1) + 4 * i;
+      h = bottleneck_block(b, h, filters, i == 0 && group > 0 ? 2 : 1, i == 0, training,
+                           block_seed);
+    }
+  }
+  h = layers::reduce_mean(h, {1, 2});  // global average pool
+  return layers::dense(b, h, kImageNetClasses, Activation::kNone, seed + 1000);
 }
 
 // VGG-style, for large images: a patchify stem (conv 4x4 stride 4, as ConvNeXt's) so that no
@@ -120,8 +170,22 @@ const std::vector<ModelInfo>& model_infos() {
        "3 conv 3x3x256, global average pool, dense 10"},
       {"transformer",
        "28 row tokens, one encoder layer (4 heads, d 64, ff 128), mean pool, dense 10"},
+      {"resnet50",
+       "ResNet-50 v1.5 (TensorFlow's TPU reference): conv 7x7/2 x64, max-pool 3x3/2, bottleneck "
+       "stages [3, 4, 6, 3], global average pool, dense 1000; 224x224x3 images",
+       224, 3, kImageNetClasses},
   };
   return kModels;
+}
+
+absl::StatusOr<ModelInfo> model_info(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& m : model_infos()) {
+    if (m.name == name) return m;
+    names.push_back(m.name);
+  }
+  return absl::NotFoundError(
+      str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
 }
 
 const char* dtype_policy_name(DTypePolicy policy) {
@@ -152,6 +216,8 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
     logits = resnet_small(b, images, training, seed);
   else if (name == "image_cnn")
     logits = image_cnn(b, images, seed);
+  else if (name == "resnet50")
+    logits = resnet50(b, images, training, seed);
   else if (name == "transformer") {
     const Shape& s = images.shape();
     if (s.rank() != 4 || s.dim(1) != 28 || s.dim(2) != 28 || s.dim(3) != 1) {
@@ -160,10 +226,7 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
     }
     logits = transformer(b, images, seed);
   } else {
-    std::vector<std::string> names;
-    for (const auto& m : model_infos()) names.push_back(m.name);
-    return absl::NotFoundError(
-        str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
+    return model_info(name).status();
   }
   if (mixed) logits = b.cast(logits, DType::kF32);
   if (!b.status().ok()) return b.status();
@@ -172,8 +235,11 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
 
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed, DTypePolicy policy,
-                                 uint32_t replicas) {
-  const Value images = b.infeed("image", DType::kF32, {batch, 28, 28, 1});
+                                 uint32_t replicas, int64_t image_side) {
+  auto info = model_info(name);
+  if (!info.ok()) return info.status();
+  const int64_t side = image_side > 0 ? image_side : info->image_side;
+  const Value images = b.infeed("image", DType::kF32, {batch, side, side, info->image_channels});
   const Value labels = b.infeed("label", DType::kS32, {batch});
   auto logits = build_model(b, name, images, /*training=*/true, seed, policy);
   if (!logits.ok()) return logits.status();

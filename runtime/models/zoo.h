@@ -14,6 +14,7 @@
 //   transformer  the image's 28 rows as 28 tokens: project to 64, one encoder layer (4-head
 //                self-attention and a 128-wide feed-forward, each with residual and layer
 //                norm), mean over tokens, dense 10
+//   resnet50     ResNet-50 v1.5 as TensorFlow's TPU reference model: 1000 classes, 224x224x3
 
 #include <string>
 #include <vector>
@@ -27,7 +28,14 @@ namespace tpusim::runtime::models {
 struct ModelInfo {
   std::string name;
   std::string description;
+  // The images the model is published for (what --input synthetic makes): side x side x channels
+  // (Fashion-MNIST's 28x28x1 for the small models), and the classes of its logits.
+  int64_t image_side = 28;
+  int64_t image_channels = 1;
+  int64_t classes = 10;
 };
+// The model named `name`; NotFound lists the models.
+absl::StatusOr<ModelInfo> model_info(const std::string& name);
 const std::vector<ModelInfo>& model_infos();
 
 // Keras's dtype policies. float32: everything in f32. mixed_bfloat16, the TPU recipe
@@ -40,19 +48,19 @@ const char* dtype_policy_name(DTypePolicy policy);
 // "float32" or "mixed_bfloat16"; InvalidArgument names the accepted ones.
 absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name);
 
-// Logits [batch, 10] (f32) of `name` for f32 images [batch, H, W, C] (28x28x1 for the
+// Logits [batch, classes] (f32) of `name` for f32 images [batch, H, W, C] (28x28x1 for the
 // transformer); NotFound lists the models.
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
                                   bool training, uint64_t seed,
                                   DTypePolicy policy = DTypePolicy::kFloat32);
 
-// One training step of `name` at `batch`: infeeds "image" f32 [batch, 28, 28, 1] and "label"
-// s32 [batch]; mean cross-entropy loss; gradients of every variable (with `replicas` > 1,
+// One training step of `name` at `batch`: infeeds "image" f32 [batch, side, side, channels] (the
+// model's published images; `image_side` > 0 another side) and "label" s32 [batch]; mean cross-entropy loss; gradients of every variable (with `replicas` > 1,
 // CrossShardOptimizer's: the mean over the replicas, by cross_replica_sum); plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed,
                                  DTypePolicy policy = DTypePolicy::kFloat32,
-                                 uint32_t replicas = 1);
+                                 uint32_t replicas = 1, int64_t image_side = 0);
 
 }  // namespace tpusim::runtime::models

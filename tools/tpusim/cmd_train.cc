@@ -37,6 +37,7 @@ using jobs::fashion_eval_input;
 using jobs::fashion_train_input;
 using jobs::use_data_options;
 using jobs::use_host_config_timing;
+using jobs::use_model_inputs;
 using jobs::zoo_model_fn;
 namespace {
 
@@ -348,6 +349,8 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
+  if (auto s = use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data); !s.ok())
+    return usage_problem(s);
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
   return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
@@ -385,7 +388,8 @@ absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map&
     const int64_t per_shard = batch / job.config.tpu_config.num_shards;
     const int64_t side = job.data.image_size;
     if (auto s = (*est)->export_saved_model(
-            dir, {{"image", runtime::DType::kF32, runtime::Shape{side, side, 1}}}, per_shard);
+            dir, {{"image", runtime::DType::kF32, runtime::Shape{side, side, job.data.channels}}},
+            per_shard);
         !s.ok()) {
       return s;
     }

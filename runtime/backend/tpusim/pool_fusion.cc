@@ -34,7 +34,8 @@ bool tiles(const Im2col& g) {
 
 bool same_window(const Window& a, const Window& b) {
   return a.kh == b.kh && a.kw == b.kw && a.sh == b.sh && a.sw == b.sw && a.same == b.same &&
-         a.pad_top == b.pad_top && a.pad_left == b.pad_left;
+         a.explicit_padding == b.explicit_padding && a.pad_top == b.pad_top &&
+         a.pad_left == b.pad_left && a.pad_bottom == b.pad_bottom && a.pad_right == b.pad_right;
 }
 
 // For `id` = reduce_max(view, {3}), view = reshape(extract_patches(x)) [N, OH, OW, window, C]
