@@ -54,8 +54,9 @@ TPUSIM_HOST_DEVICE inline float apply_binary(Op op, float a, float b) {
 }
 
 // The unary elementwise ops (is_unary_elementwise). Exact ops (neg, relu, rsqrt, square) agree
-// bit for bit between host and device; tanh, sigmoid, exp and log use each side's libm, which
-// differ by a few units in the last place.
+// bit for bit between host and device; tanh, sigmoid, exp, log and erf use each side's libm,
+// which differ by a few units in the last place. The host's erf is erff, as the tpusim vector
+// unit's ERF computes it: cpu and tpusim agree bit for bit.
 TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
   switch (op) {
     case Op::kNeg:
@@ -73,6 +74,8 @@ TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
       return logf(v);
     case Op::kRsqrt:
       return 1.0f / sqrtf(v);  // IEEE sqrt and division (nvcc's defaults), not rsqrtf
+    case Op::kErf:
+      return erff(v);  // CUDA: within 2 ulp
 #else
     case Op::kTanh:
       return std::tanh(v);
@@ -84,6 +87,8 @@ TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
       return std::log(v);
     case Op::kRsqrt:
       return 1.0f / std::sqrt(v);
+    case Op::kErf:
+      return std::erf(v);  // erff (glibc: within 1 ulp)
 #endif
     case Op::kSquare:
       return v * v;

@@ -90,6 +90,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
       return {g * out() * out() * out() * -0.5f};
     case Op::kSquare:
       return {g * in(0) * 2.0f};
+    case Op::kErf:  // d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
+      return {g * b.unary(Op::kExp, -b.unary(Op::kSquare, in(0))) * 1.1283791670955126f};
     case Op::kCast:
       return {is_floating(in(0).dtype()) ? b.cast(g, in(0).dtype()) : Value{}};
     case Op::kReduceSum:

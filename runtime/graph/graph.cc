@@ -48,6 +48,8 @@ const char* op_name(Op op) {
       return "rsqrt";
     case Op::kSquare:
       return "square";
+    case Op::kErf:
+      return "erf";
     case Op::kStopGradient:
       return "stop_gradient";
     case Op::kCast:
@@ -110,6 +112,7 @@ bool is_unary_elementwise(Op op) {
     case Op::kLog:
     case Op::kRsqrt:
     case Op::kSquare:
+    case Op::kErf:
       return true;
     default:
       return false;

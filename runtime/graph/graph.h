@@ -38,6 +38,7 @@ enum class Op {
   kLog,
   kRsqrt,
   kSquare,
+  kErf,           // the error function (GELU's); gradient 2 / sqrt(pi) * exp(-x^2)
   kStopGradient,  // identity whose gradient is zero
   kCast,          // to attrs.to
   // Reductions over attrs.axes (removed from the shape).

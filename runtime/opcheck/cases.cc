@@ -44,6 +44,8 @@ std::vector<OpCase> elementwise_cases() {
   cases.push_back(unary_case("log", Op::kLog, 0.2f, 3.0f));
   cases.push_back(unary_case("rsqrt", Op::kRsqrt, 0.2f, 3.0f));
   cases.push_back(unary_case("square", Op::kSquare));
+  // Both tails and the steep middle of erf (GELU's x / sqrt(2) lies here).
+  cases.push_back(unary_case("erf", Op::kErf, -3.5f, 3.5f));
   cases.push_back(
       {"select",
        "[5, 6]",

@@ -141,6 +141,8 @@ const char* vector_op_name(Vector::Op op) {
       return "vpu.square";
     case Vector::ROUND_BF16:
       return "vpu.round_bf16";
+    case Vector::ERF:
+      return "vpu.erf";
     case Vector::SELECT:
       return "vpu.select";
     case Vector::CAST:
@@ -184,6 +186,7 @@ VectorOpClass classify(Vector::Op op) {
     case Vector::RSQRT:
     case Vector::SQUARE:
     case Vector::ROUND_BF16:
+    case Vector::ERF:
       return VectorOpClass::kUnary;
     case Vector::SELECT:
       return VectorOpClass::kSelect;
@@ -205,7 +208,8 @@ VectorOpClass classify(Vector::Op op) {
 }
 
 bool is_transcendental(Vector::Op op) {
-  return op == Vector::EXP || op == Vector::LOG || op == Vector::TANH || op == Vector::RSQRT;
+  return op == Vector::EXP || op == Vector::LOG || op == Vector::TANH || op == Vector::RSQRT ||
+         op == Vector::ERF;
 }
 
 bool is_arithmetic(Vector::Op op) {

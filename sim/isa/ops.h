@@ -39,7 +39,7 @@ enum class VectorOpClass {
   kUnknown
 };
 VectorOpClass classify(isa::Vector::Op op);
-// exp, log, tanh, rsqrt: the transcendental unit's cost and latency.
+// exp, log, tanh, rsqrt, erf: the transcendental unit's cost and latency.
 bool is_transcendental(isa::Vector::Op op);
 // Counts as one FLOP per element in the op profile: arithmetic, comparisons, select and
 // reductions; copies, casts, transposes, broadcasts, fills and RNG move data and count none.

@@ -190,6 +190,9 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
     case Vector::ROUND_BF16:
       *out = a.unaryExpr([](float x) { return round_to_bf16(x); });
       return true;
+    case Vector::ERF:
+      *out = a.unaryExpr([](float x) { return std::erf(x); });
+      return true;
     case Vector::CAST:
       *out = a;
       return true;  // store_block rounds to dst's dtype

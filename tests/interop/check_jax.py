@@ -62,6 +62,7 @@ CASES = {
     "log": lambda i, v: jnp.log(i["x"]),
     "rsqrt": lambda i, v: lax.rsqrt(i["x"]),
     "square": lambda i, v: i["x"] * i["x"],
+    "erf": lambda i, v: jax.scipy.special.erf(i["x"]),
     "select": lambda i, v: jnp.where(i["c"] > 0, i["a"], i["b"]),
     ("reduce_sum", "[4, 5, 6] axes 0,2"): lambda i, v: jnp.sum(i["x"], axis=(0, 2)),
     ("reduce_mean", "[4, 5, 6] axis 1"): lambda i, v: jnp.mean(i["x"], axis=1),

@@ -76,6 +76,9 @@ TEST_F(VectorOps, UnaryAndTranscendentals) {
             MatrixF(pos.array().log()));
   EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::RSQRT, kD, kB); }, kD),
             MatrixF(pos.array().rsqrt()));
+  // erf is the host's erff, bit for bit (what the cpu backend computes too).
+  EXPECT_EQ(run([](CoreBuilder& c) { c.unary(isa::Vector::ERF, kD, kA); }, kD),
+            MatrixF(a_.unaryExpr([](float x) { return std::erf(x); })));
 }
 
 TEST_F(VectorOps, SelectReduceTransposeBroadcastFill) {
@@ -194,6 +197,14 @@ TEST_F(VectorOps, TimingIsVregsTimesCostPlusLatency) {
   e.unary(isa::Vector::EXP, kD, kA);
   e.halt();
   r = system_->run(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->cycles(), 48u);
+  // erf takes the transcendental path too: exp's cost and latency.
+  isa::Program s;
+  CoreBuilder f(&s, 0);
+  f.unary(isa::Vector::ERF, kD, kA);
+  f.halt();
+  r = system_->run(s);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->cycles(), 48u);
 }

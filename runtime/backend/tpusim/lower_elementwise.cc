@@ -151,6 +151,8 @@ Vector::Op vector_op(Op op) {
       return Vector::RSQRT;
     case Op::kSquare:
       return Vector::SQUARE;
+    case Op::kErf:
+      return Vector::ERF;
     default:
       return Vector::OP_UNSPECIFIED;
   }
