@@ -79,6 +79,20 @@ InstrRef CoreBuilder::dma_to_hbm(const isa::Block& vmem_src, const isa::Block& h
   return r;
 }
 
+InstrRef CoreBuilder::dma_gather(const isa::Block& table, const isa::Block& vmem_dst,
+                                 const isa::Block& index, uint32_t engine) {
+  InstrRef r = dma_to_vmem(table, vmem_dst, engine);
+  *r.instruction().mutable_dma()->mutable_index() = index;
+  return r;
+}
+
+InstrRef CoreBuilder::dma_scatter(const isa::Block& vmem_src, const isa::Block& table,
+                                  const isa::Block& index, uint32_t engine) {
+  InstrRef r = dma_to_hbm(vmem_src, table, engine);
+  *r.instruction().mutable_dma()->mutable_index() = index;
+  return r;
+}
+
 InstrRef CoreBuilder::load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights) {
   InstrRef r = append();
   auto* lw = r.instruction().mutable_load_weights();

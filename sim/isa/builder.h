@@ -54,6 +54,12 @@ class CoreBuilder {
 
   InstrRef dma_to_vmem(const isa::Block& hbm_src, const isa::Block& vmem_dst, uint32_t engine = 0);
   InstrRef dma_to_hbm(const isa::Block& vmem_src, const isa::Block& hbm_dst, uint32_t engine = 0);
+  // Indexed DMAs (isa.proto, Dma.index): rows of the HBM `table` named by the s32 `index` block
+  // in VMEM gathered into `vmem_dst`, or `vmem_src`'s rows scattered to them.
+  InstrRef dma_gather(const isa::Block& table, const isa::Block& vmem_dst, const isa::Block& index,
+                      uint32_t engine = 0);
+  InstrRef dma_scatter(const isa::Block& vmem_src, const isa::Block& table,
+                       const isa::Block& index, uint32_t engine = 0);
   InstrRef load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights);
   InstrRef matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
                   bool accumulate, isa::Precision precision = isa::DEFAULT);

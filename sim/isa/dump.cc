@@ -27,10 +27,13 @@ std::string operands(const Instruction& in) {
   switch (in.op_case()) {
     case Instruction::kDma: {
       const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
-      return fmt::format("{} -> {} engine {}{}",
+      return fmt::format("{} -> {} engine {}{}{}",
                          describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
                          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()),
-                         in.dma().engine(), in.dma().packed_bf16() ? " packed_bf16" : "");
+                         in.dma().engine(), in.dma().packed_bf16() ? " packed_bf16" : "",
+                         in.dma().has_index()
+                             ? " rows by index " + describe_block("vmem", in.dma().index())
+                             : "");
     }
     case Instruction::kLoadWeights:
       return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),

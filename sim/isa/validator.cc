@@ -105,29 +105,9 @@ class CoreChecker {
     }
     const auto& core = slice_.chip.core;
     switch (in.op_case()) {
-      case Instruction::kDma: {
-        const auto& d = in.dma();
-        if (d.direction() != isa::Dma::HBM_TO_VMEM && d.direction() != isa::Dma::VMEM_TO_HBM) {
-          fail(index, "has no direction (HBM_TO_VMEM or VMEM_TO_HBM)");
-          return;
-        }
-        const bool to_vmem = d.direction() == isa::Dma::HBM_TO_VMEM;
-        const bool ok = check_block(index, "src", d.src(), !to_vmem) &
-                        check_block(index, "dst", d.dst(), to_vmem);
-        if (ok && (d.src().rows() != d.dst().rows() || d.src().cols() != d.dst().cols() ||
-                   d.src().dtype() != d.dst().dtype())) {
-          fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ",
-                              dtype_name(d.src().dtype()), " and dst ", d.dst().rows(), "x",
-                              d.dst().cols(), " ", dtype_name(d.dst().dtype()),
-                              " differ; a DMA copies bytes and converts nothing"));
-        }
-        if (d.packed_bf16() && (d.src().dtype() != isa::F32 || d.dst().dtype() != isa::F32))
-          fail(index, "packed_bf16 moves bf16 values held as f32 words: both blocks must be f32");
-        if (d.engine() >= core.dma_engines) {
-          fail(index, str_cat("uses DMA engine ", d.engine(), "; the core has ", core.dma_engines));
-        }
+      case Instruction::kDma:
+        check_dma(index, in.dma());
         return;
-      }
       case Instruction::kLoadWeights: {
         const auto& lw = in.load_weights();
         if (!check_mxu_slot(index, lw.mxu(), lw.slot())) return;
@@ -190,6 +170,46 @@ class CoreChecker {
       default:
         fail(index, "has no operation: the instruction's op is unset or unknown to this tpusim");
         return;
+    }
+  }
+
+  void check_dma(int index, const isa::Dma& d) {
+    if (d.direction() != isa::Dma::HBM_TO_VMEM && d.direction() != isa::Dma::VMEM_TO_HBM) {
+      fail(index, "has no direction (HBM_TO_VMEM or VMEM_TO_HBM)");
+      return;
+    }
+    const bool to_vmem = d.direction() == isa::Dma::HBM_TO_VMEM;
+    const bool ok = check_block(index, "src", d.src(), !to_vmem) &
+                    check_block(index, "dst", d.dst(), to_vmem);
+    // An indexed DMA's HBM block is the whole table: only its rows may differ.
+    const bool rows_differ = !d.has_index() && d.src().rows() != d.dst().rows();
+    if (ok && (rows_differ || d.src().cols() != d.dst().cols() ||
+               d.src().dtype() != d.dst().dtype())) {
+      fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ",
+                          dtype_name(d.src().dtype()), " and dst ", d.dst().rows(), "x",
+                          d.dst().cols(), " ", dtype_name(d.dst().dtype()),
+                          d.has_index() ? " differ in their rows' width or dtype (an indexed DMA "
+                                          "moves whole table rows)"
+                                        : " differ; a DMA copies bytes and converts nothing"));
+    }
+    if (d.has_index()) check_dma_index(index, d.index(), to_vmem ? d.dst() : d.src());
+    if (d.packed_bf16() && (d.src().dtype() != isa::F32 || d.dst().dtype() != isa::F32))
+      fail(index, "packed_bf16 moves bf16 values held as f32 words: both blocks must be f32");
+    if (d.engine() >= slice_.chip.core.dma_engines) {
+      fail(index, str_cat("uses DMA engine ", d.engine(), "; the core has ",
+                          slice_.chip.core.dma_engines));
+    }
+  }
+
+  // An indexed DMA's indices: s32 in VMEM, one per row of the VMEM block.
+  void check_dma_index(int index, const Block& indices, const Block& vmem) {
+    if (!check_block(index, "index", indices, true)) return;
+    if (indices.dtype() != isa::S32)
+      fail(index, str_cat("index is ", dtype_name(indices.dtype()), "; row indices are s32"));
+    const uint64_t count = static_cast<uint64_t>(indices.rows()) * indices.cols();
+    if (count != vmem.rows()) {
+      fail(index, str_cat("index holds ", count, " indices but the VMEM block has ", vmem.rows(),
+                          " rows (one index per row)"));
     }
   }
 

@@ -1,8 +1,9 @@
 #pragma once
-// A DMA engine: copies a block between the chip's HBM and the core's VMEM. Its time is set by
-// the HBM channels (shared with every engine of the chip, plus the access latency) and the VMEM
-// ports (shared with the core's other units), whichever finishes later; the engine runs one
-// transfer at a time.
+// A DMA engine: copies a block between the chip's HBM and the core's VMEM, or gathers or
+// scatters table rows by index (isa.proto, Dma.index). Its time is set by the HBM channels
+// (shared with every engine of the chip, plus the access latency; an indexed DMA makes one
+// request per row) and the VMEM ports (shared with the core's other units), whichever finishes
+// later; the engine runs one transfer at a time.
 
 #include "sim/units/core_memory.h"
 #include "sim/units/unit.h"
@@ -23,6 +24,11 @@ class DmaEngine final : public Unit {
 
  private:
   void execute(const IssuedInstruction& item) override;
+  // When an indexed DMA's last row has moved on the HBM channels, its rows requested at `start`.
+  double indexed_hbm_end(double start, const isa::Dma& dma, const isa::Block& table,
+                         const isa::Block& vmem);
+  // Posts the DMA's functional copy (functional runs only).
+  void post_copy(const isa::Dma& dma, bool to_vmem);
   CoreVmem& vmem_;
   CoreHbm& hbm_;
   CoreNumerics& numerics_;

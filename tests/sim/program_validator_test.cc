@@ -74,6 +74,33 @@ const BadProgram kBad[] = {
      },
      "core 3 instruction 0 (dma.hbm_to_vmem): packed_bf16 moves bf16 values held as f32 words: "
      "both blocks must be f32"},
+    // Indexed DMAs: the HBM block is the table, so rows may differ, but not the row width.
+    {"IndexedDmaRowWidth",
+     [](CoreBuilder& c) {
+       c.dma_gather(block(0, 100, 128, isa::F32), block(0, 8, 64, isa::F32),
+                    block(0x1000, 8, 1, isa::S32));
+     },
+     "src 100x128 f32 and dst 8x64 f32 differ in their rows' width or dtype (an indexed DMA moves "
+     "whole table rows)"},
+    {"IndexedDmaFloatIndices",
+     [](CoreBuilder& c) {
+       c.dma_gather(block(0, 100, 128, isa::F32), block(0, 8, 128, isa::F32),
+                    block(0x10000, 8, 1, isa::F32));
+     },
+     "core 3 instruction 0 (dma.hbm_to_vmem): index is f32; row indices are s32"},
+    {"IndexedDmaIndexCount",
+     [](CoreBuilder& c) {
+       c.dma_scatter(block(0, 8, 128, isa::F32), block(0, 100, 128, isa::F32),
+                     block(0x10000, 1, 7, isa::S32));
+     },
+     "core 3 instruction 0 (dma.vmem_to_hbm): index holds 7 indices but the VMEM block has 8 rows "
+     "(one index per row)"},
+    {"IndexedDmaIndexOutsideVmem",
+     [](CoreBuilder& c) {
+       c.dma_gather(block(0, 100, 128, isa::F32), block(0, 8, 128, isa::F32),
+                    block(kVmem, 8, 1, isa::S32));
+     },
+     "index [16777216, 16777248) overflows VMEM of 16777216 bytes"},
     {"DmaEngineMissing", [](CoreBuilder& c) { c.dma_to_vmem(kV, kV, 9); },
      "uses DMA engine 9; the core has 4"},
     {"VmemOverflow",
@@ -316,6 +343,22 @@ TEST(ProgramValidator, AcceptsAWellFormedProgram) {
     c.fill(kV, 1).signal(f);
     c.binary(isa::Vector::ADD, kV, kV, block(0x310000, 1, 128, isa::F32)).wait(f, 1);
   });
+  c.halt();
+  EXPECT_TRUE(validate_program(p, v3_8()).ok()) << validate_program(p, v3_8());
+}
+
+// A gather of 8 rows from a 100-row table and a scatter back: the table's rows are not the
+// VMEM block's, and one s32 index per row (as a column or a row) is all the validator asks.
+TEST(ProgramValidator, AcceptsIndexedDmas) {
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  const uint32_t f = c.new_flag();
+  c.dma_gather(block(0, 100, 128, isa::F32), block(0, 8, 128, isa::F32),
+               block(0x10000, 8, 1, isa::S32))
+      .signal(f);
+  c.dma_scatter(block(0, 8, 128, isa::F32), block(1 << 20, 100, 128, isa::F32),
+                block(0x10000, 1, 8, isa::S32), 1)
+      .wait(f, 1);
   c.halt();
   EXPECT_TRUE(validate_program(p, v3_8()).ok()) << validate_program(p, v3_8());
 }
