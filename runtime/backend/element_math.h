@@ -97,6 +97,12 @@ TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
   }
 }
 
+// The table row an index names in gather and scatter_add: clamped into [0, rows - 1], as XLA's
+// gather clamps its start indices on TPU (graph.h, kGather).
+TPUSIM_HOST_DEVICE inline int64_t clamp_index(int32_t index, int64_t rows) {
+  return index < 0 ? 0 : (index >= rows ? rows - 1 : static_cast<int64_t>(index));
+}
+
 // One term of reduce_max (std::max spelled out) or reduce_sum, accumulated in double.
 TPUSIM_HOST_DEVICE inline double reduce_step(bool is_max, double acc, double v) {
   return is_max ? (acc < v ? v : acc) : acc + v;

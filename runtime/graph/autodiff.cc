@@ -168,6 +168,11 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
       return {b.extract_patches(g, n.attrs.window)};
     case Op::kCrossReplicaSum:
       return {b.cross_replica_sum(g)};
+    // Each other's adjoints; the s32 indices get none. A clamped index's row gets its gradient.
+    case Op::kGather:
+      return {b.scatter_add(g, in(1), in(0).shape().dim(0)), Value{}};
+    case Op::kScatterAdd:
+      return {b.gather(g, in(1)), Value{}};
     default:  // sources, comparisons, argmax, one_hot, stop_gradient: no gradient flows
       return std::vector<Value>(n.inputs.size());
   }

@@ -96,6 +96,12 @@ class GraphBuilder {
   Value extract_patches(Value image, Window window);
   Value patches_to_image(Value patches, const Window& window);
   Value one_hot(Value labels, int64_t depth);
+  // tf.gather(table, indices, axis=0): table [V, D] (f32 or bf16), indices s32 [...] ->
+  // [..., D]; out-of-range indices clamp (graph.h, kGather). builder_index.cc.
+  Value gather(Value table, Value indices);
+  // Gather's adjoint: updates [..., D] summed into a zero [rows, D] at the rows `indices` [...]
+  // names (clamped), in index order (graph.h, kScatterAdd).
+  Value scatter_add(Value updates, Value indices, int64_t rows);
   Value cross_replica_sum(Value a);
 
   void output(const std::string& name, Value v);

@@ -80,6 +80,10 @@ const char* op_name(Op op) {
       return "patches_to_image";
     case Op::kOneHot:
       return "one_hot";
+    case Op::kGather:
+      return "gather";
+    case Op::kScatterAdd:
+      return "scatter_add";
     case Op::kCrossReplicaSum:
       return "cross_replica_sum";
   }

@@ -57,6 +57,13 @@ enum class Op {
   kExtractPatches,  // NHWC -> [N, OH, OW, KH * KW * C] (im2col), attrs.window
   kPatchesToImage,  // the adjoint of kExtractPatches: sums patches back into NHWC
   kOneHot,          // s32 labels -> f32 [..., attrs.depth]
+  // Indexing (TensorFlow's embedding lookup and its gradient). An index i names row
+  // clamp(i, 0, V - 1) of a [V, D] table: out of range it is clamped, as XLA's gather clamps its
+  // start indices on TPU (TF's own CPU kernel would fail instead), on every backend.
+  kGather,      // (table [V, D] floating, indices s32 [...]) -> [..., D]: tf.gather(table, ids)
+  kScatterAdd,  // (updates [..., D], indices s32 [...]) -> [attrs.depth = V, D]: zeros, then
+                // each update row added to the row its index names, in index order (row-major
+                // over the indices), in f32: gather's adjoint, XLA's densified IndexedSlices
   // Collectives.
   kCrossReplicaSum,  // sum over replicas (identity on one)
 };

@@ -45,6 +45,8 @@ constexpr Op kAllOps[] = {Op::kConstant,
                           Op::kExtractPatches,
                           Op::kPatchesToImage,
                           Op::kOneHot,
+                          Op::kGather,
+                          Op::kScatterAdd,
                           Op::kCrossReplicaSum};
 
 constexpr std::pair<InitKind, const char*> kInits[] = {
@@ -253,6 +255,10 @@ absl::StatusOr<Graph> from_proto(const GraphDef& def) {
       v = b.patches_to_image(in[0], window_of(d.window()));
     } else if (op == Op::kOneHot && arity(1)) {
       v = b.one_hot(in[0], d.depth());
+    } else if (op == Op::kGather && arity(2)) {
+      v = b.gather(in[0], in[1]);
+    } else if (op == Op::kScatterAdd && arity(2)) {
+      v = b.scatter_add(in[0], in[1], d.depth());
     } else if (op == Op::kCrossReplicaSum && arity(1)) {
       v = b.cross_replica_sum(in[0]);
     } else {

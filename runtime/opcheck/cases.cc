@@ -312,7 +312,8 @@ std::vector<OpCase> non_differentiable_cases() {
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   for (auto family : {elementwise_cases, reduction_cases, layout_cases, matmul_cases,
-                      conv_pool_cases, composite_cases, non_differentiable_cases, bf16_cases}) {
+                      conv_pool_cases, composite_cases, non_differentiable_cases, bf16_cases,
+                      bert_cases}) {
     for (OpCase& c : family()) cases.push_back(std::move(c));
   }
   return cases;

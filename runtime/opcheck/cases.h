@@ -36,11 +36,16 @@ struct OpCase {
   bool bf16 = false;
   // A bf16 case whose variables are f32 inside (batch norm's): their gradients are f32 values.
   bool f32_variables = false;
+  // Every backend promises the reference's values bit for bit (copies, and sums in one fixed
+  // order): the tolerance is 0.
+  bool exact = false;
 };
 
-// Every case: the f32 ones, then bf16_cases().
+// Every case: the f32 ones, bf16_cases(), then bert_cases().
 std::vector<OpCase> all_cases();
 // Layers computed in bf16 (cases_bf16.cc).
 std::vector<OpCase> bf16_cases();
+// BERT's ops (cases_bert.cc): gather and scatter_add.
+std::vector<OpCase> bert_cases();
 
 }  // namespace tpusim::runtime::opcheck

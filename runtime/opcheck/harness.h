@@ -3,7 +3,8 @@
 // output) and backward (gradients of sum(cotangent x output) with respect to every floating
 // input and variable). Tolerances come from the precision the backend computes in: bf16's
 // epsilon (2^-8) for ops that go through an MXU-style matmul, f32's (2^-23) otherwise, growing
-// with the square root of the op's reduction length.
+// with the square root of the op's reduction length; 0 for the cases that promise bit-for-bit
+// agreement (OpCase::exact).
 
 #include <string>
 #include <vector>

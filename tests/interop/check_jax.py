@@ -91,6 +91,9 @@ CASES = {
     "argmax": lambda i, v: jnp.argmax(i["x"], axis=1).astype(jnp.float32),  # axis 1 in both cases
     "equal": lambda i, v: (i["a"] == i["b"]).astype(jnp.float32),
     "cast": lambda i, v: i["x"].astype(jnp.bfloat16).astype(jnp.float32),
+    # BERT's ops: out-of-range ids clamp, as XLA's gather on TPU (take's mode "clip").
+    "gather": lambda i, v: jnp.take(i["table"], i["ids"], axis=0, mode="clip"),
+    "scatter_add": lambda i, v: jnp.zeros((6, 5), jnp.float32).at[i["ids"]].add(i["updates"]),
 }
 
 

@@ -452,3 +452,46 @@ TEST(TpusimBackend, BatchedMatmulsInVmemMatchEachEntrysOwnMatmul) {
 
 }  // namespace
 }  // namespace tpusim::runtime
+
+namespace tpusim::runtime {
+namespace {
+
+// BERT's lookups on tpusim are the cpu's bit for bit: gather copies rows (indices out of range
+// clamped on both), and scatter_add, the table's gradient, sums 700 update rows into 300 (every
+// row named twice on average, some far more) in index order in f32; erf is the host's erff.
+TEST(TpusimBackend, LookupsAndErfAreTheCpusBitForBit) {
+  GraphBuilder b;
+  const Value table = b.infeed("table", DType::kF32, {300, 130});
+  const Value ids = b.infeed("ids", DType::kS32, {7, 100});
+  const Value updates = b.infeed("updates", DType::kF32, {7, 100, 130});
+  b.output("rows", b.gather(table, ids));
+  b.output("sums", b.scatter_add(updates, ids, 300));
+  b.output("erf", b.unary(Op::kErf, table * 3.0f));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"table", DType::kF32, {300, 130}},
+              {"ids", DType::kS32, {7, 100}, -20, 320},
+              {"updates", DType::kF32, {7, 100, 130}, -1e3f, 1e3f}};
+  const Feeds feeds = opcheck::make_feeds(c, 4);
+  const Outputs tpu = run_once(b.graph(), {}, {feeds});
+  auto cpu = make_backend("cpu");
+  auto exe = (*cpu)->compile(b.graph(), {});
+  ASSERT_TRUE(exe.ok());
+  Variables none;
+  auto want = (*cpu)->run(**exe, none, {feeds}, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const char* name : {"rows", "sums", "erf"}) {
+    const std::vector<float>& got = tpu.at(name).f;
+    const std::vector<float>& ref = (*want)[0].at(name).f;
+    ASSERT_EQ(got.size(), ref.size()) << name;
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), 4 * got.size()), 0) << name;
+  }
+  // The sums are not the trivial ones: some row took many updates.
+  int most = 0;
+  std::vector<int> named(300, 0);
+  for (int32_t i : feeds.at("ids").i) most = std::max(most, ++named[std::clamp(i, 0, 299)]);
+  EXPECT_GE(most, 20);  // the clamped ends
+}
+
+}  // namespace
+}  // namespace tpusim::runtime

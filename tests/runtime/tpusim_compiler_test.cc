@@ -393,3 +393,46 @@ TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
 
 }  // namespace
 }  // namespace tpusim::runtime::tpusim_backend
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+// BERT-Large's word embeddings: 4 x 512 ids into the 30,522 x 1,024 f32 table (125 MB, eight
+// times VMEM), and the table's gradient. The gather is 2 tiles of indices (1,504 rows of 4 KiB
+// fill a 6 MiB tile slot, then 544), each 3 instructions: load the tile's indices, one indexed
+// DMA of its rows, store them: 6 in all. The gradient, a scatter_add, zeroes the 30,522 rows in
+// 21 tiles of a fill and a store (42), loads its 2,048 update rows and indices in 3 tiles (6)
+// and reads, adds and writes back one row at a time (3 x 2,048): 6,192. No DMA moves more than a
+// tile's rows through VMEM.
+TEST(Compiler, GathersBertLargesWordEmbeddingsByIndexedDmas) {
+  GraphBuilder b;
+  const Value ids = b.infeed("ids", DType::kS32, {4, 512});
+  const Value table = b.variable("word_embeddings", DType::kF32, {30522, 1024},
+                                 Initializer{InitKind::kTruncatedNormal, 0, 0.02f, 1});
+  const Value rows = b.gather(table, ids);
+  b.output("loss", b.reduce(Op::kReduceSum, rows, {0, 1, 2}));
+  b.output("grad", b.scatter_add(rows, ids, 30522));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok())
+      << sim::validate_program(*step->program, v3_8());
+  const isa::CoreProgram& core = step->program->cores(0);
+  EXPECT_EQ(instructions_of(core, "gather"), 6);
+  EXPECT_EQ(units_of(core, "gather").dma, 6);
+  EXPECT_EQ(instructions_of(core, "scatter_add"), 6192);
+  EXPECT_EQ(units_of(core, "scatter_add").vector, 21 + 2048);  // fills, adds
+  int indexed = 0;
+  for (const isa::Instruction& in : core.instructions()) {
+    if (!in.has_dma()) continue;
+    const isa::Block& vmem =
+        in.dma().direction() == isa::Dma::HBM_TO_VMEM ? in.dma().dst() : in.dma().src();
+    EXPECT_LE(sim::end_address(vmem), v3_8().chip.core.vmem_bytes);
+    EXPECT_LE(vmem.rows(), 1512u);
+    indexed += in.dma().has_index();
+  }
+  EXPECT_EQ(indexed, 2 + 2 * 2048);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime::tpusim_backend

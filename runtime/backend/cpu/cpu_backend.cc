@@ -67,6 +67,10 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
       return cpu::patches_to_image(n, in);
     case Op::kOneHot:
       return cpu::one_hot(n, in);
+    case Op::kGather:
+      return cpu::gather(n, in);
+    case Op::kScatterAdd:
+      return cpu::scatter_add(n, in);
     case Op::kRngUniform:
       return cpu::rng_uniform(n, ctx);
     case Op::kConstant:

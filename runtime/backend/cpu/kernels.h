@@ -42,6 +42,10 @@ void fix_gemm_blocking();
 HostTensor extract_patches(const Node& n, const Inputs& in);
 HostTensor patches_to_image(const Node& n, const Inputs& in);
 HostTensor one_hot(const Node& n, const Inputs& in);
+// Row lookups (kernels_index.cc): gather copies the named rows; scatter_add sums each update row
+// into its row in f32, in index order (graph.h), then rounds a bf16 result once.
+HostTensor gather(const Node& n, const Inputs& in);
+HostTensor scatter_add(const Node& n, const Inputs& in);
 HostTensor rng_uniform(const Node& n, const KernelContext& ctx);
 // The sum of every replica's value, added in the order of a ring all-reduce over replicas
 // 0 .. R-1 (segment s of R, elements split as evenly as possible, summed from replica s+1 round

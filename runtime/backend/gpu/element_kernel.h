@@ -26,6 +26,10 @@ enum class ElementKind : int {
   kExtractPatches,  // im2col over NHWC, zero outside the image
   kPatchesToImage,  // each image element sums the patch elements that read it
   kOneHot,          // out[e] = a[e / inner] == e % inner (inner is the depth)
+  kIndexGather,     // out[e] = a[clamp(b[e / inner], len) * inner + e % inner]: gather (a the
+                    // [len, inner] table, b the s32 indices)
+  kIndexScatterAdd,  // thread e < inner owns column e of the [len, inner] output (zeroed first):
+                     // adds a[k * inner + e] to row clamp(b[k], len), k = 0 .. indices-1 in order
   kRngUniform,      // out[e] = counter_uniform(seed, step, e)
   kRoundBf16,       // out[e] = round_to_bf16(a[e]): bf16 outputs of a GEMM
   kToBf16Bits,      // out (uint16) [e] = bf16 encoding of a[e]: cuBLAS's CUDA_R_16BF inputs
@@ -44,7 +48,8 @@ struct ElementPlan {
   int64_t count = 0;  // elements launched: the output's, the input's for kScatter
   element::StridedMap map_a, map_b;
   int64_t inner = 0;  // kReduce: reduced elements per output; kArgMax: inner stride; kOneHot: depth
-  int64_t len = 0;    // kArgMax: the axis's length
+  int64_t len = 0;    // kArgMax: the axis's length; kIndex*: the table's rows
+  int64_t indices = 0;  // kIndexScatterAdd: the index count
   bool int_a = false;         // input 0 holds s32 (kSelect: the condition)
   bool int_out = false;       // the output (and kSelect's branches) hold s32
   bool round_output = false;  // a DType::kBF16 output: round each result to bf16
@@ -140,6 +145,17 @@ TPUSIM_HOST_DEVICE inline float image_element(const PatchGeometry& g, const floa
   return acc;
 }
 
+// Column e of scatter_add's output: every update in index order, in f32 (the cpu kernel's sums,
+// one thread per column so no two threads touch an element), then rounded once for bf16.
+TPUSIM_HOST_DEVICE inline void scatter_add_column(const ElementPlan& p, const float* updates,
+                                                  const int32_t* indices, float* out, int64_t e) {
+  for (int64_t k = 0; k < p.indices; ++k)
+    out[element::clamp_index(indices[k], p.len) * p.inner + e] += updates[k * p.inner + e];
+  if (!p.round_output) return;
+  for (int64_t r = 0; r < p.len; ++r)
+    out[r * p.inner + e] = element::round_to_bf16(out[r * p.inner + e]);
+}
+
 }  // namespace detail
 
 // Computes element e of `p` from inputs a, b, c (as many as the kind reads) into `out`.
@@ -193,6 +209,14 @@ TPUSIM_HOST_DEVICE inline void eval_element(const ElementPlan& p, const void* a,
       out_f[e] = label == e % p.inner ? 1.0f : 0.0f;  // out of range: all zeros, as TF
       break;
     }
+    case ElementKind::kIndexGather: {
+      const int64_t row = element::clamp_index(static_cast<const int32_t*>(b)[e / p.inner], p.len);
+      out_f[e] = a_f[row * p.inner + e % p.inner];  // a copy: bf16 values stay bf16 values
+      break;
+    }
+    case ElementKind::kIndexScatterAdd:
+      detail::scatter_add_column(p, a_f, static_cast<const int32_t*>(b), out_f, e);
+      break;
     case ElementKind::kRngUniform:
       out_f[e] = element::counter_uniform(p.seed, p.step, static_cast<uint64_t>(e));
       break;

@@ -250,6 +250,24 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
       plan.launches.push_back(l);
       break;
     }
+    case Op::kGather: {
+      ElementLaunch l = launch(ElementKind::kIndexGather, n, count, {0, 1});
+      l.plan.inner = input(0).shape.dim(1);
+      l.plan.len = input(0).shape.dim(0);
+      l.plan.round_output = false;
+      plan.launches.push_back(l);
+      break;
+    }
+    case Op::kScatterAdd: {
+      // One thread per column: each walks every index in order (graph.h's summation order).
+      ElementLaunch l = launch(ElementKind::kIndexScatterAdd, n, n.shape.dim(1), {0, 1});
+      l.plan.inner = n.shape.dim(1);
+      l.plan.len = n.shape.dim(0);
+      l.plan.indices = input(1).shape.elements();
+      plan.zero_output = true;
+      plan.launches.push_back(l);
+      break;
+    }
     default:
       return absl::UnimplementedError(
           str_cat("gpu backend: no kernel for ", describe_node(graph, id)));

@@ -143,7 +143,8 @@ void Emitter::rowwise(const TileOperand& out, uint64_t rows, const std::vector<T
                       const std::function<void(Tile&)>& body) {
   begin_fragment();
   if (!row_fits(uint64_t{out.cols} * 4)) return;
-  tile_loop(TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0},
+  tile_loop(TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0,
+                     true},
             inputs, body);
 }
 
@@ -152,8 +153,15 @@ isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& i
                                 uint32_t accumulator_elements,
                                 const std::function<void(Tile&)>& body) {
   begin_fragment();
-  return tile_loop(TileLoop{0, 0, 0, isa::F32, rows, scratch, scratch_width, accumulator_elements},
-                   inputs, body);
+  return tile_loop(
+      TileLoop{0, 0, 0, isa::F32, rows, scratch, scratch_width, accumulator_elements, false},
+      inputs, body);
+}
+
+void Emitter::each_tile(uint64_t rows, const std::vector<TileOperand>& inputs, uint32_t scratch,
+                        uint32_t scratch_width, const std::function<void(Tile&)>& body) {
+  begin_fragment();
+  tile_loop(TileLoop{0, 0, 0, isa::F32, rows, scratch, scratch_width, 0, false}, inputs, body);
 }
 
 uint64_t Emitter::tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows) {
@@ -252,7 +260,7 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
 std::vector<std::pair<uint32_t, uint64_t>> Emitter::slot_waits(const TileLoop& loop,
                                                                const TileTurns& turns,
                                                                int s) const {
-  const bool stores = loop.accumulator_elements == 0;
+  const bool stores = loop.stores;
   std::vector<std::pair<uint32_t, uint64_t>> waits;
   const auto [chain, fanned] = turns.work_done[static_cast<size_t>(s)];
   if (stores && turns.slots.free_needed(s) > 0)
@@ -315,7 +323,7 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
       w->set_value(count);
     }
   }
-  if (loop.accumulator_elements != 0) {  // nothing to store
+  if (!loop.stores) {  // nothing to store
     turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
     return;
   }

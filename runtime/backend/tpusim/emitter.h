@@ -145,6 +145,11 @@ class Emitter {
   // A tile of no rows to chain a fragment's last instructions after its tiles' work (join()
   // them to wait for what the tiles fanned out too).
   Tile epilogue();
+  // A fragment whose tiles store no output: like reduce_rows without an accumulator, for bodies
+  // that write HBM themselves (scatter_add's rows, by index). A tile's slot is free again once
+  // its chain and what it fanned out are done.
+  void each_tile(uint64_t rows, const std::vector<TileOperand>& inputs, uint32_t scratch,
+                 uint32_t scratch_width, const std::function<void(Tile&)>& body);
 
   // Copies `rows` rows of `cols` elements between HBM locations (through VMEM), each side with
   // its own row stride in bytes (0: dense). Rows wider than a tile slot go in column chunks.
@@ -185,7 +190,8 @@ class Emitter {
     isa::DType out_dtype;
     uint64_t rows;
     uint32_t scratch, scratch_width;
-    uint32_t accumulator_elements;  // > 0: no output, the tiles reduce into this
+    uint32_t accumulator_elements;  // > 0: the tiles reduce into this
+    bool stores = true;             // each tile stores its output (false: no output)
   };
   isa::Block tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                        const std::function<void(Tile&)>& body);

@@ -170,7 +170,7 @@ inline int64_t dims_product(const Shape& s, int from, int to) {
 }
 
 // Whether a node's fragment leaves f32 sums in its buffer where its type is bf16: a matmul, a
-// reduce_sum or patches_to_image of bf16 values (the MXU and the vector unit's reductions sum in
+// reduce_sum, patches_to_image or scatter_add of bf16 values (the MXU and the vector unit's reductions sum in
 // f32). Elementwise fragments round their bf16 results themselves; the other ops only move bf16
 // values (cross_replica_sum takes f32 only).
 bool leaves_f32_sums(const Node& n);
@@ -215,6 +215,11 @@ absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);
 absl::Status lower_argmax(Lowering& l, int id);
 absl::Status lower_one_hot(Lowering& l, int id);
+// Row lookups by indexed DMA (lower_gather.cc says how and why): gather tiles its indices and
+// gathers each tile's rows in one DMA; scatter_add zeroes its output, then reads, adds and
+// writes back one update row at a time, in index order.
+absl::Status lower_gather(Lowering& l, int id);
+absl::Status lower_scatter_add(Lowering& l, int id);
 absl::Status lower_rng(Lowering& l, int id);
 absl::Status lower_transpose(Lowering& l, int id);
 // Any permutation of a tensor at `src` (shape `in`) into `dst`.

@@ -41,6 +41,10 @@ const LoweringRule* lowering_rule(Op op) {
       {Op::kReduceMax, {lower_reduce, false}},
       {Op::kArgMax, {lower_argmax, false}},
       {Op::kOneHot, {lower_one_hot, false}},
+      // Both read their inputs and write their own buffer (scatter_add reads it back too, row
+      // by row). A gather copies bf16 values; scatter_add sums them in f32 (leaves_f32_sums).
+      {Op::kGather, {lower_gather, false}},
+      {Op::kScatterAdd, {lower_scatter_add, false}},
       {Op::kRngUniform, {lower_rng, false}},
       {Op::kTranspose, {lower_transpose, false}},
       {Op::kConcat, {lower_concat, false}},

@@ -12,6 +12,7 @@ bool leaves_f32_sums(const Node& n) {
     case Op::kMatMul:
     case Op::kReduceSum:
     case Op::kPatchesToImage:
+    case Op::kScatterAdd:
       return true;
     default:
       return false;
