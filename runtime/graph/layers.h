@@ -48,4 +48,21 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
 Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum = 0.99f,
                           float epsilon = 1e-3f);
 
+// BERT's layers (google-research/bert, modeling.py), in layers_bert.cc.
+//
+// GELU, exact: x * 0.5 * (1 + erf(x / sqrt(2))), as BERT's gelu (not the tanh approximation).
+Value gelu(Value x);
+// An embedding table, the variable `name` [vocab, dim] (truncated normal, stddev 0.02: BERT's
+// initializer_range), and the rows `ids` (s32 [...]) name: [..., dim]. Out-of-range ids clamp
+// (graph.h, kGather). The table is f32, read as bf16 inside a BFloat16Scope.
+Value embedding(GraphBuilder& b, Value ids, int64_t vocab, int64_t dim, uint64_t seed,
+                const std::string& name);
+// Layer normalisation over the last axis: (x - mean) * rsqrt(variance + epsilon), then
+// * gamma + beta with the variables `layer_normalization_N/gamma` (ones) and `/beta` (zeros)
+// [last dim] under that scope, as BERT's LayerNorm (tf.contrib.layers.layer_norm, epsilon 1e-12).
+// With `scale_and_center` false: no variables and no scope, the normalisation alone (the zoo
+// transformer's). A bf16 x is normalised in f32 (in_f32).
+Value layer_normalization(GraphBuilder& b, Value x, float epsilon = 1e-12f,
+                          bool scale_and_center = true);
+
 }  // namespace tpusim::runtime::layers

@@ -118,19 +118,6 @@ Value image_cnn(GraphBuilder& b, Value images, uint64_t seed) {
   return layers::dense(b, h, 10, Activation::kNone, seed + 6);
 }
 
-Value layer_norm(GraphBuilder& b, Value x, float epsilon = 1e-6f) {
-  if (x.dtype() == DType::kBF16)
-    return layers::in_f32(x, [&](Value x32) { return layer_norm(b, x32, epsilon); });
-  const int last = x.shape().rank() - 1;
-  std::vector<int64_t> keep(static_cast<size_t>(last));
-  for (int i = 0; i < last; ++i) keep[static_cast<size_t>(i)] = i;
-  const Value mean = b.broadcast(layers::reduce_mean(x, {last}), x.shape(), keep);
-  const Value centred = x - mean;
-  const Value var =
-      b.broadcast(layers::reduce_mean(b.unary(Op::kSquare, centred), {last}), x.shape(), keep);
-  return centred * b.unary(Op::kRsqrt, var + epsilon);
-}
-
 Value transformer(GraphBuilder& b, Value images, uint64_t seed) {
   const int64_t n = images.shape().dim(0), tokens = 28, width = 28, d = 64, heads = 4,
                 dh = d / heads;
@@ -148,10 +135,12 @@ Value transformer(GraphBuilder& b, Value images, uint64_t seed) {
   const Value attended = b.matmul(layers::softmax(scores), v);                  // [n * 4, 28, 16]
   const Value merged = b.reshape(
       b.transpose(b.reshape(attended, {n, heads, tokens, dh}), {0, 2, 1, 3}), {n, tokens, d});
-  x = layer_norm(b, x + layers::dense(b, merged, d, Activation::kNone, seed + 4));
+  // Layer norms without gamma and beta (scale_and_center off): the model as it was first built.
+  x = layers::layer_normalization(b, x + layers::dense(b, merged, d, Activation::kNone, seed + 4),
+                                  1e-6f, false);
   const Value ff = layers::dense(b, layers::dense(b, x, 128, Activation::kRelu, seed + 5), d,
                                  Activation::kNone, seed + 6);
-  x = layer_norm(b, x + ff);
+  x = layers::layer_normalization(b, x + ff, 1e-6f, false);
   return layers::dense(b, layers::reduce_mean(x, {1}), 10, Activation::kNone, seed + 7);
 }
 

@@ -45,7 +45,8 @@ struct OpCase {
 std::vector<OpCase> all_cases();
 // Layers computed in bf16 (cases_bf16.cc).
 std::vector<OpCase> bf16_cases();
-// BERT's ops (cases_bert.cc): gather and scatter_add.
+// BERT's ops and layers, f32 and bf16 (cases_bert.cc): gather and scatter_add, gelu, embedding,
+// layer normalisation with gamma and beta.
 std::vector<OpCase> bert_cases();
 
 }  // namespace tpusim::runtime::opcheck

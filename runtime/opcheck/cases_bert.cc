@@ -1,6 +1,8 @@
-// BERT's ops (google-research/bert, modeling.py): the embedding lookup (gather) and its gradient
-// (scatter_add). Gather copies rows and scatter_add sums them in index order in f32, on every
+// BERT's ops and layers (google-research/bert, modeling.py): the embedding lookup (gather) and
+// its gradient (scatter_add), gelu, embedding and layer normalisation with gamma and beta, in
+// f32 and in bf16. Gather copies rows and scatter_add sums them in index order in f32, on every
 // backend: those cases are exact (0 ulp from the reference).
+#include "runtime/graph/layers.h"
 #include "runtime/opcheck/cases.h"
 
 namespace tpusim::runtime::opcheck {
@@ -33,6 +35,65 @@ std::vector<OpCase> lookup_cases() {
                          [](GraphBuilder& b, const std::vector<Value>& in) {
                            return b.scatter_add(in[0], in[1], 6);
                          }}));
+  cases.push_back(exact({"embedding",
+                         "[2, 7] ids, vocab 16, dim 8",
+                         {{"ids", DType::kS32, {2, 7}, 0, 16}},
+                         [](GraphBuilder& b, const std::vector<Value>& in) {
+                           return layers::embedding(b, in[0], 16, 8, 5, "word_embeddings");
+                         }}));
+  return cases;
+}
+
+std::vector<OpCase> layer_cases() {
+  std::vector<OpCase> cases;
+  cases.push_back(
+      {"gelu",
+       "[6, 33]",
+       {{"x", DType::kF32, {6, 33}, -4, 4}},
+       [](GraphBuilder&, const std::vector<Value>& in) { return layers::gelu(in[0]); }});
+  cases.push_back({"layer_norm",
+                   "[2, 5, 16] gamma, beta",
+                   {{"x", DType::kF32, {2, 5, 16}, -2, 2}},
+                   [](GraphBuilder& b, const std::vector<Value>& in) {
+                     return layers::layer_normalization(b, in[0]);
+                   },
+                   true,
+                   16});
+  return cases;
+}
+
+// In bf16, as a mixed_bfloat16 model computes: the table an f32 variable read as bf16, gelu's
+// every op rounded to bf16, layer normalisation in f32 with f32 gamma and beta.
+std::vector<OpCase> bf16_layer_cases() {
+  std::vector<OpCase> cases;
+  OpCase lookup = exact({"embedding bf16",
+                         "[2, 7] ids, vocab 16, dim 8",
+                         {{"ids", DType::kS32, {2, 7}, 0, 16}},
+                         [](GraphBuilder& b, const std::vector<Value>& in) {
+                           GraphBuilder::BFloat16Scope scope(b);
+                           return layers::embedding(b, in[0], 16, 8, 5, "word_embeddings");
+                         }});
+  lookup.bf16 = true;
+  cases.push_back(lookup);
+  OpCase gelu{"gelu bf16",
+              "[6, 33]",
+              {{"x", DType::kF32, {6, 33}, -4, 4}},
+              [](GraphBuilder& b, const std::vector<Value>& in) {
+                return layers::gelu(b.cast(in[0], DType::kBF16));
+              }};
+  gelu.bf16 = true;
+  cases.push_back(gelu);
+  OpCase norm{"layer_norm bf16",
+              "[2, 5, 16] gamma, beta (in f32)",
+              {{"x", DType::kF32, {2, 5, 16}, -2, 2}},
+              [](GraphBuilder& b, const std::vector<Value>& in) {
+                return layers::layer_normalization(b, b.cast(in[0], DType::kBF16));
+              },
+              true,
+              16};
+  norm.bf16 = true;
+  norm.f32_variables = true;
+  cases.push_back(norm);
   return cases;
 }
 
@@ -40,7 +101,7 @@ std::vector<OpCase> lookup_cases() {
 
 std::vector<OpCase> bert_cases() {
   std::vector<OpCase> cases;
-  for (auto family : {lookup_cases}) {
+  for (auto family : {lookup_cases, layer_cases, bf16_layer_cases}) {
     for (OpCase& c : family()) cases.push_back(std::move(c));
   }
   return cases;

@@ -42,6 +42,12 @@ def pool(x, size, stride, padding, kind):
     return total / count
 
 
+def layer_norm(x, gamma, beta):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * lax.rsqrt(var + 1e-12) * gamma + beta
+
+
 def xent(labels, logits):
     return -jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1)[:, 0]
 
@@ -94,6 +100,9 @@ CASES = {
     # BERT's ops: out-of-range ids clamp, as XLA's gather on TPU (take's mode "clip").
     "gather": lambda i, v: jnp.take(i["table"], i["ids"], axis=0, mode="clip"),
     "scatter_add": lambda i, v: jnp.zeros((6, 5), jnp.float32).at[i["ids"]].add(i["updates"]),
+    "embedding": lambda i, v: jnp.take(v["word_embeddings"], i["ids"], axis=0),
+    "gelu": lambda i, v: jax.nn.gelu(i["x"], approximate=False),
+    "layer_norm": lambda i, v: layer_norm(i["x"], v["layer_normalization_1/gamma"], v["layer_normalization_1/beta"]),
 }
 
 

@@ -1,6 +1,6 @@
 // BERT's ops in the graph IR and on the cpu backend (no SystemC): gather and scatter_add's shapes
-// and errors, their clamping and summation order, a round trip through GraphDef, and the
-// gradients autodiff makes of them.
+// and errors, their clamping and summation order, a round trip through GraphDef, the gradients
+// autodiff makes of them, and the layers built on them (embedding, gelu, layer normalisation).
 #include <cmath>
 
 #include <gmock/gmock.h>
@@ -9,6 +9,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
+#include "runtime/graph/layers.h"
 #include "runtime/graph/serialize.h"
 
 namespace tpusim::runtime {
@@ -100,6 +101,12 @@ const BadLookup kBadLookups[] = {
        b.scatter_add(in(b, "u", {3, 4}), in(b, "i", {3}, DType::kS32), 0);
      },
      "scatter_add 'scatter_add': rows 0 must be >= 1"},
+    {"EmbeddingSize",
+     [](GraphBuilder& b) { layers::embedding(b, in(b, "i", {3}, DType::kS32), 0, 8, 1, "emb"); },
+     "embedding 'emb' needs vocab and dim >= 1, got 0 x 8"},
+    {"EmbeddingFloatIds",
+     [](GraphBuilder& b) { layers::embedding(b, in(b, "i", {3}), 10, 8, 1, "word_embeddings"); },
+     "gather 'word_embeddings/gather': needs s32 indices, got f32[3]"},
     {"ErfOfInts", [](GraphBuilder& b) { b.unary(Op::kErf, in(b, "i", {3}, DType::kS32)); },
      "erf 'erf': needs a floating operand, got s32[3]"},
 };
@@ -156,6 +163,66 @@ TEST(BertOps, GradientsAreEachOthersAdjoint) {
                                   {"u", HostTensor::zeros(DType::kF32, {3, 2})}});
   EXPECT_EQ(out.at("grad_table").f, (std::vector<float>{3, 4, 0, 0, 6, 8, 0, 0}));
   EXPECT_EQ(out.at("grad_updates").f, (std::vector<float>{5, 6, 1, 2, 5, 6}));
+}
+
+// gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2))) (BERT's, not the tanh form), erf the host's.
+TEST(BertOps, GeluIsTheErfForm) {
+  GraphBuilder b;
+  b.output("y", layers::gelu(in(b, "x", {5})));
+  const std::vector<float> x = {-3, -0.5f, 0, 0.7f, 2.5f};
+  const Outputs out = run_cpu(b, {{"x", HostTensor::from({5}, x)}});
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = x[i] * ((std::erf(x[i] / std::sqrt(2.0f)) + 1.0f) * 0.5f);
+    EXPECT_EQ(out.at("y").f[i], want) << x[i];
+  }
+  EXPECT_NEAR(out.at("y").f[4], 2.5 * 0.5 * (1 + std::erf(2.5 / std::sqrt(2.0))), 1e-6);
+}
+
+// embedding makes the [vocab, dim] variable (truncated normal, stddev 0.02) and gathers from it;
+// in a BFloat16Scope it is f32, read as bf16.
+TEST(BertOps, EmbeddingIsAVariableAndAGather) {
+  GraphBuilder b;
+  const Value ids = in(b, "ids", {2, 3}, DType::kS32);
+  const Value e = layers::embedding(b, ids, 50, 16, 7, "word_embeddings");
+  EXPECT_EQ(e.shape(), (Shape{2, 3, 16}));
+  EXPECT_EQ(b.node(e).op, Op::kGather);
+  EXPECT_EQ(b.node(e).label, "word_embeddings/gather");
+  const int var = b.graph().find_variable("word_embeddings");
+  ASSERT_GE(var, 0);
+  const Node& table = b.graph().node(var);
+  EXPECT_EQ(table.shape, (Shape{50, 16}));
+  EXPECT_EQ(table.attrs.initializer.kind, InitKind::kTruncatedNormal);
+  EXPECT_EQ(table.attrs.initializer.stddev, 0.02f);
+  EXPECT_EQ(table.attrs.initializer.seed, 7u);
+  const HostTensor init = initial_variables(b.graph()).at("word_embeddings");
+  for (float v : init.f) EXPECT_LE(std::abs(v), 0.04f + 1e-6f);  // truncated at 2 stddev
+  GraphBuilder::BFloat16Scope scope(b);
+  const Value half = layers::embedding(b, ids, 50, 16, 8, "position_embeddings");
+  EXPECT_EQ(half.dtype(), DType::kBF16);
+  EXPECT_EQ(b.graph().node(b.graph().find_variable("position_embeddings")).dtype, DType::kF32);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+}
+
+// BERT's LayerNorm: gamma (ones) and beta (zeros) under a fresh scope; without them, no
+// variables and no scope (the zoo transformer's). Each row comes out with mean 0, variance 1.
+TEST(BertOps, LayerNormalizationWithAndWithoutGammaAndBeta) {
+  GraphBuilder b;
+  const Value x = in(b, "x", {2, 4});
+  b.output("plain", layers::layer_normalization(b, x, 1e-12f, false));
+  EXPECT_TRUE(b.graph().variables().empty());
+  b.output("bert", layers::layer_normalization(b, x));
+  const int gamma = b.graph().find_variable("layer_normalization_1/gamma");
+  const int beta = b.graph().find_variable("layer_normalization_1/beta");
+  ASSERT_GE(gamma, 0);
+  ASSERT_GE(beta, 0);
+  EXPECT_EQ(b.graph().node(gamma).shape, (Shape{4}));
+  EXPECT_EQ(b.graph().node(gamma).attrs.initializer.value, 1.0f);
+  const Outputs out = run_cpu(b, {{"x", HostTensor::from({2, 4}, {1, 2, 3, 4, -2, 0, 2, 4})}});
+  EXPECT_EQ(out.at("plain").f, out.at("bert").f);  // gamma 1 and beta 0 change nothing
+  const float s = 1.0f / std::sqrt(1.25f);         // row 0: mean 2.5, variance 1.25
+  EXPECT_NEAR(out.at("bert").f[0], -1.5f * s, 1e-6);
+  EXPECT_NEAR(out.at("bert").f[3], 1.5f * s, 1e-6);
+  EXPECT_NEAR(out.at("bert").f[4], -1.5f * s, 1e-6);  // row 1 is row 0 scaled by 2, shifted
 }
 
 TEST(BertOps, GraphDefRoundTripsGatherScatterAddAndErf) {
