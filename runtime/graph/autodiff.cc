@@ -76,8 +76,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
     }
     case Op::kNeg:
       return {-g};
-    case Op::kRelu:
-      return {g * b.binary(Op::kGreater, in(0), zeros_like(b, n.shape, n.dtype))};
+    case Op::kRelu:  // from the output, as TensorFlow's ReluGrad: the input need not be kept
+      return {g * b.binary(Op::kGreater, out(), zeros_like(b, n.shape, n.dtype))};
     case Op::kTanh:
       return {g * (1.0f - out() * out())};
     case Op::kSigmoid:

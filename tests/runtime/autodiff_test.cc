@@ -107,6 +107,30 @@ TEST(Autodiff, UnusedValuesGetZeroGradients) {
   EXPECT_EQ((*out)[0].at("gu").f, (std::vector<float>{0, 0, 0, 0}));
 }
 
+// TensorFlow's ReluGrad masks with the output (relu(x) > 0 exactly where x > 0), so a training
+// step need not keep the relu's input for the backward pass.
+TEST(Autodiff, ReluGradientMasksWithTheOutput) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {4});
+  const Value y = b.unary(Op::kRelu, x + 0.0f);
+  auto grads = gradients(b, b.reduce(Op::kReduceSum, y * y, {0}), {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  int masks = 0;
+  for (const Node& n : b.graph().nodes()) {
+    if (n.op != Op::kGreater) continue;
+    ++masks;
+    EXPECT_EQ(n.inputs[0], y.id);
+  }
+  EXPECT_EQ(masks, 1);
+  b.output("gx", (*grads)[0]);
+  auto backend = make_backend("cpu");
+  auto exe = (*backend)->compile(b.graph(), {});
+  Variables vars;
+  auto out = (*backend)->run(**exe, vars, {{{"x", HostTensor::from({4}, {1, -2, 0, 3})}}}, 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].at("gx").f, (std::vector<float>{2, 0, 0, 6}));
+}
+
 TEST(Autodiff, LossMustBeAFloatingScalar) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {3});

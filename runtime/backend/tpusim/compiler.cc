@@ -1,4 +1,5 @@
 #include "runtime/backend/tpusim/compiler.h"
+#include "runtime/backend/tpusim/rematerialize.h"
 
 #include <cstring>
 #include <memory>
@@ -79,6 +80,22 @@ std::unique_ptr<Graph> widening_casts_as_aliases(const Graph& graph) {
     out->mutable_node(id).op = Op::kReshape;
   }
   return out;
+}
+
+// The step's node ids (its buffers' plan, the transfers' nodes) as the given graph numbers
+// them, for a step compiled from `remat`'s graph: a copy's buffer is its original's.
+void in_given_ids(const Rematerialized& remat, CompiledStep& step) {
+  HbmPlan given = step.plan;
+  given.address.resize(remat.new_id.size());
+  given.owner.resize(remat.new_id.size());
+  for (size_t id = 0; id < remat.new_id.size(); ++id) {
+    const auto now = static_cast<size_t>(remat.new_id[id]);
+    given.address[id] = step.plan.address[now];
+    given.owner[id] = remat.old_id[static_cast<size_t>(step.plan.owner[now])];
+  }
+  step.plan = std::move(given);
+  for (Transfer& t : step.infeeds) t.node = remat.old_id[static_cast<size_t>(t.node)];
+  for (Transfer& t : step.outputs) t.node = remat.old_id[static_cast<size_t>(t.node)];
 }
 
 }  // namespace
@@ -414,9 +431,15 @@ absl::Status StepEmission::finish() {
 absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::SliceSpec& slice,
                                            uint32_t core, const StepOptions& options) {
   const std::unique_ptr<Graph> aliased = widening_casts_as_aliases(given);
-  const Graph& graph = aliased != nullptr ? *aliased : given;
-  auto plan = plan_step(graph, slice, core, options);
+  const Graph& whole = aliased != nullptr ? *aliased : given;
+  // As XLA's rematerialization pass, only a step that does not fit its HBM as planned has its
+  // convolution patches built again for the backward pass instead of kept (rematerialize.h).
+  std::unique_ptr<Rematerialized> remat;
+  auto plan = plan_step(whole, slice, core, options);
+  if (absl::IsResourceExhausted(plan.status()) && (remat = rematerialize_patches(whole)))
+    plan = plan_step(remat->graph, slice, core, options);
   if (!plan.ok()) return plan.status();
+  const Graph& graph = remat != nullptr ? remat->graph : whole;
   CompiledStep out;
   out.fused_reductions = plan->fusion.fused_reductions;
   out.recomputed_nodes = plan->fusion.recomputed_nodes;
@@ -426,6 +449,7 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
   out.plan = std::move(plan->hbm);
   StepEmission emission(graph, slice, core, options, *plan, out);
   if (absl::Status s = emission.emit(); !s.ok()) return s;
+  if (remat != nullptr) in_given_ids(*remat, out);
   return out;
 }
 

@@ -120,10 +120,12 @@ uint64_t absorb_into_reductions(const Graph& g, const std::vector<bool>& needed,
 }
 
 // Elementwise nodes no output or update reads, alone in their group, every reader of which is an
-// elementwise member of a group of the node's shape (and not recomputed itself): each of those
-// groups computes the node again, so it needs no buffer. Latest first, so that a producer of a
-// recomputed node stays materialised (its reader is recomputed, not a group member). A group
-// takes a node only while one row of it still fits a VMEM tile with the node added.
+// elementwise member of a group of the node's shape, or such a node recomputed itself: each of
+// those groups (for a recomputed reader, each group that recomputes it) computes the node again,
+// so it needs no buffer. Latest first, so that a chain of cheap producers (batch norm's x - mean,
+// then its product with the inverse deviation) is recomputed whole where it is read, as XLA
+// fuses a producer into its consumer again and again. A group takes a node only while one row of
+// it still fits a VMEM tile with the node added.
 void recompute_shared_producers(const Graph& g, const Fusions& fusions,
                                 const config::CoreSpec& core, FusionPlan* plan) {
   const int n = g.size();
@@ -132,6 +134,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
   for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
   for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
   std::vector<int> group_size(static_cast<size_t>(n), 0);
+  std::vector<std::vector<int>> recomputed_roots(static_cast<size_t>(n));  // where each is
   for (int id = 0; id < n; ++id) {
     if (!plan->needed[static_cast<size_t>(id)]) continue;
     const int root = plan->group[static_cast<size_t>(id)];
@@ -149,12 +152,16 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
     std::vector<int> roots;
     bool all_grouped = true;
     for (int r : readers[static_cast<size_t>(id)]) {
-      const int root = plan->group[static_cast<size_t>(r)];
-      all_grouped = all_grouped && root >= 0 && fusions.count(r) == 0 &&
-                    is_elementwise(g.node(r).op) && g.node(r).shape == node.shape &&
-                    !plan->recomputed[static_cast<size_t>(r)];
-      if (all_grouped && std::find(roots.begin(), roots.end(), root) == roots.end())
-        roots.push_back(root);
+      const bool recomputed = plan->recomputed[static_cast<size_t>(r)];
+      all_grouped = all_grouped && (recomputed || plan->group[static_cast<size_t>(r)] >= 0) &&
+                    fusions.count(r) == 0 && is_elementwise(g.node(r).op) &&
+                    g.node(r).shape == node.shape;
+      if (!all_grouped) break;
+      const std::vector<int> in = recomputed ? recomputed_roots[static_cast<size_t>(r)]
+                                             : std::vector<int>{plan->group[static_cast<size_t>(r)]};
+      for (int root : in) {
+        if (std::find(roots.begin(), roots.end(), root) == roots.end()) roots.push_back(root);
+      }
     }
     if (!all_grouped) continue;
     bool fits = true;
@@ -167,6 +174,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
     if (!fits) continue;
     plan->recomputed[static_cast<size_t>(id)] = true;
     for (int root : roots) plan->recomputed_in[static_cast<size_t>(root)].push_back(id);
+    recomputed_roots[static_cast<size_t>(id)] = std::move(roots);
     ++plan->recomputed_nodes;
   }
 }

@@ -1,0 +1,131 @@
+// What the tpusim compiler keeps in HBM across a training step, as XLA decides it for a TPU:
+// convolution patches are built again for the kernel gradient instead of being kept from the
+// forward pass, chains of cheap elementwise producers are recomputed where they are read, and
+// ResNet-50 at its published per-core batch fits a v3 core's HBM (with its patches built again:
+// XLA's rematerialization, for a step that would not fit otherwise).
+#include <gtest/gtest.h>
+
+#include "configs/loader.h"
+#include "runtime/backend/tpusim/compiler.h"
+#include "runtime/backend/tpusim/rematerialize.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/graph/layers.h"
+#include "runtime/models/zoo.h"
+#include "sim/isa/validator.h"
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+const config::SliceSpec& v3_8() {
+  static const config::SliceSpec spec = **config::load_slice("v3-8");
+  return spec;
+}
+
+bool has_buffer(const CompiledStep& step, int id) {
+  return step.plan.owner[static_cast<size_t>(id)] == id &&
+         step.plan.address[static_cast<size_t>(id)] != 0;
+}
+
+// A convolution's kernel gradient reads its patches again: that reader gets a copy of the
+// extract_patches, added right before it; every other node keeps its place and its inputs.
+TEST(StepMemory, PatchesAreBuiltAgainForTheKernelGradient) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2, 6, 6, 3});
+  const Value kernel =
+      b.variable("kernel", DType::kF32, {3, 3, 3, 4}, Initializer{InitKind::kGlorotUniform});
+  Window w;
+  w.kh = w.kw = 3;
+  w.same = true;
+  const Value patches = b.extract_patches(x, w);
+  const Value y = b.matmul(patches, b.reshape(kernel, {27, 4}));
+  const Value loss = layers::reduce_mean(b.unary(Op::kSquare, y), {0, 1, 2, 3});
+  auto grads = gradients(b, loss, {kernel});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  b.output("grad", (*grads)[0]);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+
+  const auto remat = rematerialize_patches(b.graph());
+  ASSERT_NE(remat, nullptr);
+  const Graph& g = remat->graph;
+  EXPECT_EQ(g.size(), b.graph().size() + 1);
+  int copies = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != Op::kExtractPatches || remat->new_id[static_cast<size_t>(patches.id)] == id)
+      continue;
+    ++copies;
+    EXPECT_EQ(n.label, b.graph().node(patches.id).label + "/rematerialized");
+    EXPECT_EQ(n.inputs, std::vector<int>{remat->new_id[static_cast<size_t>(x.id)]});
+    EXPECT_EQ(remat->old_id[static_cast<size_t>(id)], patches.id);
+    // Its one reader is the next node, the kernel gradient's first step.
+    ASSERT_LT(id + 1, g.size());
+    EXPECT_EQ(g.node(id + 1).inputs, std::vector<int>{id});
+  }
+  EXPECT_EQ(copies, 1);
+  for (int id = 0; id < b.graph().size(); ++id) {
+    const int now = remat->new_id[static_cast<size_t>(id)];
+    EXPECT_EQ(remat->old_id[static_cast<size_t>(now)], id);
+    EXPECT_EQ(g.node(now).label, b.graph().node(id).label);
+  }
+  // A step this small fits with its patches kept: compiled as given.
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  EXPECT_EQ(step->plan.address.size(), static_cast<size_t>(b.graph().size()));
+  EXPECT_EQ(step->outputs.at(0).node, (*grads)[0].id);
+}
+
+TEST(StepMemory, APatchesNodeReadOnceIsLeftAlone) {
+  GraphBuilder b;
+  Window w;
+  w.kh = w.kw = 2;
+  w.sh = w.sw = 2;
+  b.output("patches", b.extract_patches(b.infeed("x", DType::kF32, {1, 4, 4, 1}), w));
+  EXPECT_EQ(rematerialize_patches(b.graph()), nullptr);
+}
+
+// d = x - y is read by m = 3d (itself read by two groups, so recomputed in each) and by a third
+// group: d is recomputed too, in the third group and in each group that recomputes m, so neither
+// has a buffer (batch norm's x - mean and its product with the inverse deviation).
+TEST(StepMemory, ChainsOfCheapProducersAreRecomputedWhole) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 64});
+  const Value y = b.infeed("y", DType::kF32, {64, 64});
+  const Value d = x - y;
+  const Value m = d * 3.0f;
+  b.output("p", m * m + 1.0f);
+  b.output("q", b.unary(Op::kExp, m));
+  b.output("r", d * d + x);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  EXPECT_EQ(step->recomputed_nodes, 2u);
+  EXPECT_FALSE(has_buffer(*step, d.id));
+  EXPECT_FALSE(has_buffer(*step, m.id));
+  EXPECT_EQ(step->instructions_per_op.count("sub"), 0u);
+}
+
+// ResNet-50 v1.5 in mixed_bfloat16 at the MLPerf per-core batch (1024 over a v3-8's 8 cores)
+// fits a core's 16 GiB: what a TPU keeps (each layer's input and its convolution's output for
+// the backward pass), not every layer's patches and batch-norm intermediates.
+TEST(StepMemory, ResNet50FitsAV3CoreAtBatch128) {
+  GraphBuilder b;
+  ASSERT_TRUE(models::build_training_step(b, "resnet50", 128, 0.1f, 1,
+                                          models::DTypePolicy::kMixedBFloat16)
+                  .ok())
+      << b.status();
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const uint64_t share = v3_8().chip.hbm.capacity_bytes / 2;
+  EXPECT_LE(step->hbm_bytes, share);
+  EXPECT_GT(step->hbm_bytes, share / 2);  // the activations are most of it
+  // It fits with its patches built again (it would not with them kept), and the step still speaks
+  // the given graph's ids.
+  EXPECT_GT(step->instructions_per_op.count("extract_patches"), 0u);
+  EXPECT_EQ(step->plan.address.size(), static_cast<size_t>(b.graph().size()));
+  EXPECT_EQ(step->outputs.at(0).node, b.graph().outputs().at(0).node);
+}
+
+}  // namespace
+}  // namespace tpusim::runtime::tpusim_backend
