@@ -269,7 +269,9 @@ TEST(Cli, FusedPoolsNeedNoWindowsInHbm) {
 }
 
 // resnet_small's batch norms: its reductions take their elementwise inputs into their own
-// fragments, whose values never get a buffer, and the option turns that off.
+// fragments, whose values never make a round trip through HBM (fewer DMAs), and the option turns
+// that off. (The step's HBM peak is the same either way: it is set where the backward pass holds
+// the activations, after those inputs are dead.)
 TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
   std::map<std::string, nlohmann::json> compiled;
   for (const char* fuse : {"on", "off"}) {
@@ -280,8 +282,7 @@ TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
   }
   EXPECT_GT(compiled["on"]["fused_reductions"].get<uint64_t>(), 10u);
   EXPECT_EQ(compiled["off"]["fused_reductions"], 0);
-  EXPECT_LT(compiled["on"]["hbm_tensors_peak_bytes"].get<uint64_t>(),
-            compiled["off"]["hbm_tensors_peak_bytes"].get<uint64_t>());
+  EXPECT_EQ(compiled["on"]["hbm_tensors_peak_bytes"], compiled["off"]["hbm_tensors_peak_bytes"]);
   EXPECT_LT(compiled["on"]["instructions_per_unit"]["dma"].get<uint64_t>(),
             compiled["off"]["instructions_per_unit"]["dma"].get<uint64_t>());
   auto r = run_tpusim({"train", "--backend", "cpu", "--fuse-reductions", "off"});
