@@ -540,5 +540,23 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   std::filesystem::remove_all(tmp);
 }
 
+// tpusim validate --list: every published case, the measured ones with their figures, the BERT
+// ones pending until bert_large is in the zoo; an unknown case is a usage error naming the cases.
+TEST(Cli, ValidateListsThePublishedCases) {
+  auto r = run_tpusim({"validate", "--list", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json cases = nlohmann::json::parse(r.out);
+  ASSERT_GE(cases.size(), 8u);
+  EXPECT_EQ(cases[1]["name"], "resnet50-v3-8");
+  EXPECT_EQ(cases[1]["measured_examples_per_second"], 7459.0);
+  EXPECT_TRUE(cases[1]["pending"].is_null());
+  EXPECT_FALSE(cases[1].contains("predicted_step_seconds"));
+  EXPECT_TRUE(cases[2]["measured_examples_per_second"].is_null());
+  EXPECT_EQ(cases[6]["pending"], "model 'bert_large' is not in the zoo yet");
+  auto bad = run_tpusim({"validate", "--case", "resnet51-v3-8"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("no validation case 'resnet51-v3-8' (cases: resnet50-v2-8"));
+}
+
 }  // namespace
 }  // namespace tpusim::cli

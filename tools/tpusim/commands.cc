@@ -8,6 +8,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"train", "train a model on a simulated slice (the main job)", run_train},
       {"tune", "run the job at several iterations_per_loop values and recommend one", run_tune},
+      {"validate", "published TPU step times against tpusim's predictions (docs/validation.md)",
+       run_validate},
       {"sweep", "run the job at every point of a config/option grid: CSV, JSON and gnuplot plots",
        run_sweep},
       {"evaluate", "evaluate a trained model's newest checkpoint on the test set", run_evaluate},

@@ -21,5 +21,6 @@ int run_predict(const std::vector<std::string>& args);
 int run_sweep(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_tune(const std::vector<std::string>& args);
+int run_validate(const std::vector<std::string>& args);
 
 }  // namespace tpusim::cli

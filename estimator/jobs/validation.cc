@@ -1,0 +1,92 @@
+#include "estimator/jobs/validation.h"
+
+#include <filesystem>
+#include <random>
+
+#include "common/strings.h"
+#include "configs/loader.h"
+#include "estimator/estimator.h"
+#include "estimator/jobs/fashion_job.h"
+#include "runtime/models/zoo.h"
+
+namespace tpusim::jobs {
+namespace {
+
+constexpr char kMlperf[] =
+    "MLPerf Training v0.5, Google's submission (TensorFlow 1.12, bfloat16): the step rate from "
+    "the results log's timestamps";
+constexpr char kPrediction[] = "prediction: measured figure not given to the project";
+
+// A fresh scratch folder for a case's checkpoints.
+std::string scratch_dir(const std::string& name) {
+  std::random_device entropy;
+  return (std::filesystem::temp_directory_path() /
+          str_cat("tpusim-validate-", name, "-", entropy()))
+      .string();
+}
+
+}  // namespace
+
+const std::vector<ValidationCase>& validation_cases() {
+  static const std::vector<ValidationCase> kCases = {
+      {"resnet50-v2-8", "resnet50", "v2-8", 1024, 4473, kMlperf},
+      {"resnet50-v3-8", "resnet50", "v3-8", 1024, 7459, kMlperf},
+      {"resnet50-v3-32", "resnet50", "v3-32", 4096, 0, kPrediction},
+      {"resnet50-v4-16", "resnet50", "v4-16", 2048, 0, kPrediction},
+      {"resnet50-v4-128", "resnet50", "v4-128", 8192, 0, kPrediction},
+      {"resnet50-v3-2048", "resnet50", "v3-2048", 32768, 0, kPrediction},
+      {"bert_large-512-v3-32", "bert_large", "v3-32", 448, 0, kPrediction},
+      {"bert_large-512-v4-16", "bert_large", "v4-16", 256, 0, kPrediction},
+  };
+  return kCases;
+}
+
+std::string validation_case_pending(const ValidationCase& c) {
+  auto info = runtime::models::model_info(c.model);
+  return info.ok() ? "" : str_cat("model '", c.model, "' is not in the zoo yet");
+}
+
+double step_time_error(double predicted_seconds, double measured_seconds) {
+  return predicted_seconds / measured_seconds - 1;
+}
+
+absl::StatusOr<ValidationResult> run_validation_case(
+    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log) {
+  if (std::string pending = validation_case_pending(c); !pending.empty())
+    return absl::FailedPreconditionError(str_cat(c.name, ": ", pending));
+  auto slice = config::load_slice(c.slice);
+  if (!slice.ok()) return slice.status();
+  FashionData data;
+  data.synthetic = true;
+  if (auto s = use_model_inputs(c.model, /*side_given=*/false, &data); !s.ok()) return s;
+  estimator::RunConfig config;
+  config.model_dir = scratch_dir(c.name);
+  config.slice = c.slice;
+  config.tpu_config.num_shards = (*slice)->cores;
+  config.tpu_config.iterations_per_loop = steps;
+  config.save_checkpoints_steps = steps;
+  config.timing_only = true;
+  config.fold_replicas = (*slice)->hosts > 1;
+  config.log = log;
+  if (auto s = use_host_config_timing(data, &config); !s.ok()) return s;
+  // The reference's optimizer (momentum 0.9; the rate does not change a timing-only step).
+  runtime::OptimizerSpec momentum;
+  momentum.kind = runtime::OptimizerSpec::Kind::kMomentum;
+  momentum.learning_rate.initial = 0.1f;
+  auto est = estimator::TPUEstimator::create(
+      zoo_model_fn(c.model, momentum, runtime::models::DTypePolicy::kMixedBFloat16), config, {},
+      true, c.global_batch, c.global_batch, c.global_batch);
+  if (!est.ok()) return est.status();
+  auto trained = (*est)->train(fashion_train_input(data), steps);
+  std::error_code ignored;
+  std::filesystem::remove_all(config.model_dir, ignored);
+  if (!trained.ok()) return trained.status();
+  ValidationResult r;
+  r.step_seconds = trained->sim_seconds_per_step;
+  r.examples_per_second = static_cast<double>(c.global_batch) / r.step_seconds;
+  r.mxu_utilization = trained->mxu_utilization;
+  r.host_seconds = trained->host_seconds;
+  return r;
+}
+
+}  // namespace tpusim::jobs

@@ -1,0 +1,50 @@
+#pragma once
+// The published TPU results tpusim's predictions are held against (`tpusim validate`,
+// docs/validation.md): each case a zoo model trained on a slice at the global batch of the
+// published run, timing-only on synthetic input (TensorFlow's fake data for performance runs),
+// in mixed_bfloat16 with momentum as the reference models. No figure here is tuned to a target:
+// the prediction is the simulator's and the error is reported as it comes out.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+namespace tpusim::jobs {
+
+struct ValidationCase {
+  std::string name;  // "resnet50-v3-8"
+  std::string model;
+  std::string slice;
+  int64_t global_batch = 0;
+  // Examples a second measured on the real slice; 0 for a prediction whose measured figure is
+  // not given here (checked later against figures the project does not hold).
+  double measured_examples_per_second = 0;
+  std::string source;  // where the measured figure comes from, or why it is a prediction
+};
+
+// Every case, measured ones first.
+const std::vector<ValidationCase>& validation_cases();
+
+// Why `c` cannot run yet (its model is not in the zoo), or "" when it can.
+std::string validation_case_pending(const ValidationCase& c);
+
+// The relative error of a predicted step time against a measured one: predicted / measured - 1
+// (+0.25: the prediction is 25% slower).
+double step_time_error(double predicted_seconds, double measured_seconds);
+
+struct ValidationResult {
+  double step_seconds = 0;  // simulated, averaged over the steps run
+  double examples_per_second = 0;
+  double mxu_utilization = 0;
+  double host_seconds = 0;      // what the run took on this machine
+};
+
+// Trains `c` for `steps` steps timing-only in a scratch model_dir (removed after), replicas
+// folded on a slice of more than one host; progress on `log` (may be empty).
+absl::StatusOr<ValidationResult> run_validation_case(
+    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log);
+
+}  // namespace tpusim::jobs

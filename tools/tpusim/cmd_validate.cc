@@ -1,0 +1,138 @@
+// tpusim validate: the published TPU results, each run timing-only, predicted against measured.
+#include <cmath>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "estimator/jobs/validation.h"
+#include "tools/tpusim/command.h"
+#include "tools/tpusim/commands.h"
+#include "tools/tpusim/refusal.h"
+
+namespace tpusim::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr char kValidateUsage[] =
+    "usage: tpusim validate [--case NAME]... [--steps N] [--list] [--json]\n\n"
+    "Runs each published case (a zoo model on a slice at the published global batch, timing-only\n"
+    "on synthetic input, mixed_bfloat16 and momentum as the reference models; replicas folded on\n"
+    "slices of several hosts) and prints the predicted step time and examples/s against the\n"
+    "measured ones, with the error. Cases without a measured figure are predictions. A case whose\n"
+    "model is not in the zoo yet is listed as pending. docs/validation.md: the table and where\n"
+    "each case's time goes. A full-size case takes minutes of host time.\n";
+
+po::options_description validate_options() {
+  po::options_description options("options");
+  options.add_options()("case", po::value<std::vector<std::string>>(),
+                        "a case to run (repeatable; default: every case)")(
+      "steps", po::value<int64_t>()->default_value(1), "training steps a case runs")(
+      "list", po::bool_switch(), "list the cases without running them")(
+      "json", po::bool_switch(), "print JSON");
+  return options;
+}
+
+// The cases --case names (every case without it), or why not.
+Refused cases_from(const po::variables_map& vm, std::vector<jobs::ValidationCase>* cases) {
+  if (vm["steps"].as<int64_t>() < 1) return Refusal{true, "--steps must be >= 1"};
+  if (vm.count("case") == 0) {
+    *cases = jobs::validation_cases();
+    return std::nullopt;
+  }
+  for (const std::string& name : vm["case"].as<std::vector<std::string>>()) {
+    bool found = false;
+    for (const auto& c : jobs::validation_cases()) {
+      if (c.name != name) continue;
+      cases->push_back(c);
+      found = true;
+    }
+    if (found) continue;
+    std::string names;
+    for (const auto& c : jobs::validation_cases()) names += (names.empty() ? "" : ", ") + c.name;
+    return Refusal{true, "no validation case '" + name + "' (cases: " + names + ")"};
+  }
+  return std::nullopt;
+}
+
+nlohmann::ordered_json case_json(const jobs::ValidationCase& c) {
+  nlohmann::ordered_json j = {{"name", c.name},   {"model", c.model},
+                              {"slice", c.slice}, {"global_batch", c.global_batch},
+                              {"measured_examples_per_second", nullptr},
+                              {"source", c.source}};
+  if (c.measured_examples_per_second > 0)
+    j["measured_examples_per_second"] = c.measured_examples_per_second;
+  const std::string pending = jobs::validation_case_pending(c);
+  j["pending"] = pending.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(pending);
+  return j;
+}
+
+// Runs the case (unless pending) and adds its prediction to `j`; false when it failed.
+bool run_case(const jobs::ValidationCase& c, int64_t steps, nlohmann::ordered_json& j) {
+  if (!j["pending"].is_null()) return true;
+  auto r = jobs::run_validation_case(c, steps, log_to_stderr);
+  if (!r.ok()) {
+    j["error"] = std::string(r.status().message());
+    return false;
+  }
+  j["predicted_step_seconds"] = r->step_seconds;
+  j["predicted_examples_per_second"] = r->examples_per_second;
+  j["mxu_utilization"] = r->mxu_utilization;
+  j["host_seconds"] = r->host_seconds;
+  j["step_time_error"] = nullptr;
+  if (c.measured_examples_per_second > 0) {
+    const double measured_step = static_cast<double>(c.global_batch) / c.measured_examples_per_second;
+    j["step_time_error"] = jobs::step_time_error(r->step_seconds, measured_step);
+  }
+  return true;
+}
+
+std::string table_row(const nlohmann::ordered_json& j) {
+  auto rate = [](const nlohmann::ordered_json& v) {
+    return v.is_null() ? std::string("-") : fmt::format("{:.0f}/s", v.get<double>());
+  };
+  std::string predicted = "-", error = "-";
+  if (!j["pending"].is_null()) {
+    predicted = "pending: " + j["pending"].get<std::string>();
+  } else if (j.contains("error")) {
+    predicted = "failed: " + j["error"].get<std::string>();
+  } else if (j.contains("predicted_step_seconds")) {
+    predicted = fmt::format("{} ({:.1f} ms)", rate(j["predicted_examples_per_second"]),
+                            1e3 * j["predicted_step_seconds"].get<double>());
+    if (!j["step_time_error"].is_null())
+      error = fmt::format("{:+.0f}%", 100 * j["step_time_error"].get<double>());
+  }
+  return fmt::format("{:<22} {:<8} {:>6}  {:>9}  {:<26} {}\n", j["name"].get<std::string>(),
+                     j["slice"].get<std::string>(), j["global_batch"].get<int64_t>(),
+                     rate(j["measured_examples_per_second"]), predicted, error);
+}
+
+}  // namespace
+
+int run_validate(const std::vector<std::string>& args) {
+  const po::options_description options = validate_options();
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kValidateUsage, &vm); rc >= 0) return rc;
+  std::vector<jobs::ValidationCase> cases;
+  if (Refused r = cases_from(vm, &cases)) return refuse(*r, kValidateUsage);
+  const bool list = vm["list"].as<bool>();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  bool ok = true;
+  for (const auto& c : cases) {
+    nlohmann::ordered_json j = case_json(c);
+    if (!list) ok = run_case(c, vm["steps"].as<int64_t>(), j) && ok;
+    out.push_back(std::move(j));
+  }
+  if (vm["json"].as<bool>()) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{:<22} {:<8} {:>6}  {:>9}  {:<26} {}\n", "case", "slice", "batch",
+                             "measured", "predicted", "step time error");
+    for (const auto& j : out) std::cout << table_row(j);
+  }
+  return ok ? kOk : kFailed;
+}
+
+}  // namespace tpusim::cli
