@@ -68,6 +68,10 @@ absl::StatusOr<ValidationResult> run_validation_case(
   config.timing_only = true;
   config.fold_replicas = (*slice)->hosts > 1;
   config.log = log;
+  // The gradients summed as TPU pods sum them: the 2-D algorithm (reduce-scatter along one
+  // dimension, all-reduce along the other, all-gather back; [Ying18] in docs/references.md),
+  // each gradient's all-reduce overlapped with the backward pass.
+  config.compile.allreduce = "torus2d";
   if (auto s = use_host_config_timing(data, &config); !s.ok()) return s;
   // The reference's optimizer (momentum 0.9; the rate does not change a timing-only step).
   runtime::OptimizerSpec momentum;

@@ -2,7 +2,8 @@
 // The published TPU results tpusim's predictions are held against (`tpusim validate`,
 // docs/validation.md): each case a zoo model trained on a slice at the global batch of the
 // published run, timing-only on synthetic input (TensorFlow's fake data for performance runs),
-// in mixed_bfloat16 with momentum as the reference models. No figure here is tuned to a target:
+// in mixed_bfloat16 with momentum as the reference models, the gradients all-reduced by the 2-D
+// torus algorithm as on TPU pods. No figure here is tuned to a target:
 // the prediction is the simulator's and the error is reported as it comes out.
 
 #include <cstdint>
