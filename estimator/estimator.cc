@@ -66,7 +66,7 @@ using runtime::Value;
 
 bool trained(const std::string& variable) {
   // Batch-norm statistics are updated by the model, not by gradients.
-  return variable.find("moving_") == std::string::npos && variable != "global_step";
+  return !runtime::is_statistic(variable) && variable != "global_step";
 }
 
 // Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and

@@ -44,56 +44,71 @@ Value transpose_last(GraphBuilder& b, Value v) {
   return b.transpose(v, perm);
 }
 
+// The gradients of an elementwise node's inputs (numpy broadcasting summed back); false for
+// other ops.
+bool elementwise_vjp(GraphBuilder& b, int id, const Node& n, Value g, std::vector<Value>* grads) {
+  auto in = [&](int i) { return value_of(b, n.inputs[static_cast<size_t>(i)]); };
+  auto out = [&]() { return value_of(b, id); };
+  *grads = [&]() -> std::vector<Value> {
+    switch (n.op) {
+      case Op::kAdd:
+        return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, g, in(1).shape())};
+      case Op::kSub:
+        return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, -g, in(1).shape())};
+      case Op::kMul:
+        return {unbroadcast(b, g * in(1), in(0).shape()), unbroadcast(b, g * in(0), in(1).shape())};
+      case Op::kDiv:
+        return {unbroadcast(b, g / in(1), in(0).shape()),
+                unbroadcast(b, -(g * in(0)) / (in(1) * in(1)), in(1).shape())};
+      case Op::kMax:
+      case Op::kMin: {
+        // The winner takes the gradient; a tie splits it in half.
+        const Value a = in(0), c = in(1);
+        const Value wins =
+            n.op == Op::kMax ? b.binary(Op::kGreater, a, c) : b.binary(Op::kGreater, c, a);
+        const Value half_ties = b.binary(Op::kEqual, a, c) * 0.5f;
+        const Value wa = wins + half_ties;
+        const Value wb = (1.0f - wins) - half_ties;
+        return {unbroadcast(b, g * wa, a.shape()), unbroadcast(b, g * wb, c.shape())};
+      }
+      case Op::kSelect: {
+        const Value zero = zeros_like(b, n.shape, n.dtype);
+        return {Value{}, b.select(in(0), g, zero), b.select(in(0), zero, g)};
+      }
+      case Op::kNeg:
+        return {-g};
+      case Op::kRelu:  // from the output, as TensorFlow's ReluGrad: the input need not be kept
+        return {g * b.binary(Op::kGreater, out(), zeros_like(b, n.shape, n.dtype))};
+      case Op::kTanh:
+        return {g * (1.0f - out() * out())};
+      case Op::kSigmoid:
+        return {g * out() * (1.0f - out())};
+      case Op::kExp:
+        return {g * out()};
+      case Op::kLog:
+        return {g / in(0)};
+      case Op::kRsqrt:  // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
+        return {g * out() * out() * out() * -0.5f};
+      case Op::kSquare:
+        return {g * in(0) * 2.0f};
+      case Op::kErf:  // d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
+        return {g * b.unary(Op::kExp, -b.unary(Op::kSquare, in(0))) * 1.1283791670955126f};
+      case Op::kCast:
+        return {is_floating(in(0).dtype()) ? b.cast(g, in(0).dtype()) : Value{}};
+      default:
+        return {};
+    }
+  }();
+  return !grads->empty();
+}
+
 // Gradients of node `id`'s inputs given its output's gradient g; an invalid Value means "none".
 std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
   const Node n = b.graph().node(id);  // copy: adding nodes may move the graph's storage
   auto in = [&](int i) { return value_of(b, n.inputs[static_cast<size_t>(i)]); };
   auto out = [&]() { return value_of(b, id); };
+  if (std::vector<Value> grads; elementwise_vjp(b, id, n, g, &grads)) return grads;
   switch (n.op) {
-    case Op::kAdd:
-      return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, g, in(1).shape())};
-    case Op::kSub:
-      return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, -g, in(1).shape())};
-    case Op::kMul:
-      return {unbroadcast(b, g * in(1), in(0).shape()), unbroadcast(b, g * in(0), in(1).shape())};
-    case Op::kDiv:
-      return {unbroadcast(b, g / in(1), in(0).shape()),
-              unbroadcast(b, -(g * in(0)) / (in(1) * in(1)), in(1).shape())};
-    case Op::kMax:
-    case Op::kMin: {
-      // The winner takes the gradient; a tie splits it in half.
-      const Value a = in(0), c = in(1);
-      const Value wins =
-          n.op == Op::kMax ? b.binary(Op::kGreater, a, c) : b.binary(Op::kGreater, c, a);
-      const Value half_ties = b.binary(Op::kEqual, a, c) * 0.5f;
-      const Value wa = wins + half_ties;
-      const Value wb = (1.0f - wins) - half_ties;
-      return {unbroadcast(b, g * wa, a.shape()), unbroadcast(b, g * wb, c.shape())};
-    }
-    case Op::kSelect: {
-      const Value zero = zeros_like(b, n.shape, n.dtype);
-      return {Value{}, b.select(in(0), g, zero), b.select(in(0), zero, g)};
-    }
-    case Op::kNeg:
-      return {-g};
-    case Op::kRelu:  // from the output, as TensorFlow's ReluGrad: the input need not be kept
-      return {g * b.binary(Op::kGreater, out(), zeros_like(b, n.shape, n.dtype))};
-    case Op::kTanh:
-      return {g * (1.0f - out() * out())};
-    case Op::kSigmoid:
-      return {g * out() * (1.0f - out())};
-    case Op::kExp:
-      return {g * out()};
-    case Op::kLog:
-      return {g / in(0)};
-    case Op::kRsqrt:  // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3
-      return {g * out() * out() * out() * -0.5f};
-    case Op::kSquare:
-      return {g * in(0) * 2.0f};
-    case Op::kErf:  // d/dx erf(x) = 2 / sqrt(pi) * exp(-x^2)
-      return {g * b.unary(Op::kExp, -b.unary(Op::kSquare, in(0))) * 1.1283791670955126f};
-    case Op::kCast:
-      return {is_floating(in(0).dtype()) ? b.cast(g, in(0).dtype()) : Value{}};
     case Op::kReduceSum:
       return {expand_reduced(b, g, in(0).shape(), n.attrs.axes)};
     case Op::kReduceMax: {

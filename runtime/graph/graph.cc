@@ -157,12 +157,16 @@ int Graph::find_variable(const std::string& name) const {
   return -1;
 }
 
+bool is_statistic(const std::string& variable_name) {
+  return variable_name.find("moving_") != std::string::npos;
+}
+
 GraphSize graph_size(const Graph& graph) {
   GraphSize size;
   for (const Node& n : graph.nodes()) {
     if (n.op == Op::kVariable) {
       size.parameters += n.shape.elements();
-      if (n.attrs.name.find("moving_") == std::string::npos)
+      if (!is_statistic(n.attrs.name))
         size.trainable_parameters += n.shape.elements();
     } else if (n.op == Op::kMatMul) {
       // [..., M, K] x [..., K, N] -> [..., M, N]: every output element takes K products.

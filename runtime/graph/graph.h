@@ -166,8 +166,13 @@ class Graph {
   std::vector<VariableUpdate> updates_;
 };
 
+// Whether a variable is one the model updates itself rather than by gradients: batch norm's
+// moving averages, which layers::batch_normalization names "*/moving_mean" and
+// "*/moving_variance".
+bool is_statistic(const std::string& variable_name);
+
 // A graph's static size: the elements of its variables (all of them, and those a training step
-// updates with gradients, i.e. not batch-norm statistics: names holding "moving_"), and the
+// updates with gradients, i.e. not batch-norm statistics: is_statistic), and the
 // FLOPs of its matrix products (2 per multiply-accumulate of every matmul, convolutions
 // included: they are im2col patches times the kernel). What papers quote as a model's size.
 struct GraphSize {

@@ -172,6 +172,85 @@ GraphDef to_proto(const Graph& graph) {
   return def;
 }
 
+namespace {
+
+// Node `d` rebuilt on `b` from its inputs `in` (op, dtype and shape already read from it), or
+// why it cannot be.
+absl::StatusOr<Value> rebuild_node(GraphBuilder& b, const NodeDef& d, Op op, DType dtype,
+                                   const Shape& shape, const std::vector<Value>& in) {
+  const auto arity = [&](size_t n) { return in.size() == n; };
+  if (op == Op::kConstant) {
+    auto t = get(d.value());
+    if (!t.ok()) return absl::InvalidArgumentError(std::string(t.status().message()));
+    return b.constant(*t);
+  } else if (op == Op::kVariable || op == Op::kInfeed) {
+    if (d.name().empty()) return absl::InvalidArgumentError("has no name");
+    if (op == Op::kInfeed) {
+      return b.infeed(d.name(), dtype, shape);
+    } else {
+      Initializer init;
+      bool known = false;
+      for (const auto& [kind, name] : kInits) {
+        if (d.initializer().kind() == name) {
+          init.kind = kind;
+          known = true;
+        }
+      }
+      if (!known) return absl::InvalidArgumentError(str_cat("unknown initializer '", d.initializer().kind(), "'"));
+      init.value = d.initializer().value();
+      init.stddev = d.initializer().stddev();
+      init.seed = d.initializer().seed();
+      return b.variable(d.name(), dtype, shape, init);
+    }
+  } else if (op == Op::kRngUniform) {
+    return b.rng_uniform(shape, d.seed());
+  } else if (is_binary_elementwise(op) && arity(2)) {
+    return b.binary(op, in[0], in[1]);
+  } else if ((is_unary_elementwise(op) || op == Op::kStopGradient) && arity(1)) {
+    return b.unary(op, in[0]);
+  } else if (op == Op::kSelect && arity(3)) {
+    return b.select(in[0], in[1], in[2]);
+  } else if (op == Op::kCast && arity(1)) {
+    auto to = dtype_of(d.to());
+    if (!to.ok()) return absl::InvalidArgumentError(std::string(to.status().message()));
+    return b.cast(in[0], *to);
+  } else if ((op == Op::kReduceSum || op == Op::kReduceMax) && arity(1)) {
+    return b.reduce(op, in[0], vec(d.axes()));
+  } else if (op == Op::kArgMax && arity(1)) {
+    return b.argmax(in[0], d.axis());
+  } else if (op == Op::kReshape && arity(1)) {
+    return b.reshape(in[0], shape);
+  } else if (op == Op::kTranspose && arity(1)) {
+    return b.transpose(in[0], vec(d.axes()));
+  } else if (op == Op::kBroadcast && arity(1)) {
+    return b.broadcast(in[0], shape, vec(d.axes()));
+  } else if (op == Op::kConcat && !in.empty()) {
+    return b.concat(in, d.axis());
+  } else if (op == Op::kSlice && arity(1)) {
+    return b.slice(in[0], vec(d.begin()), vec(d.end()));
+  } else if (op == Op::kPad && arity(1)) {
+    return b.pad(in[0], vec(d.begin()), vec(d.end()));
+  } else if (op == Op::kMatMul && arity(2)) {
+    return b.matmul(in[0], in[1]);
+  } else if (op == Op::kExtractPatches && arity(1)) {
+    return b.extract_patches(in[0], window_of(d.window()));
+  } else if (op == Op::kPatchesToImage && arity(1)) {
+    return b.patches_to_image(in[0], window_of(d.window()));
+  } else if (op == Op::kOneHot && arity(1)) {
+    return b.one_hot(in[0], d.depth());
+  } else if (op == Op::kGather && arity(2)) {
+    return b.gather(in[0], in[1]);
+  } else if (op == Op::kScatterAdd && arity(2)) {
+    return b.scatter_add(in[0], in[1], d.depth());
+  } else if (op == Op::kCrossReplicaSum && arity(1)) {
+    return b.cross_replica_sum(in[0]);
+  } else {
+    return absl::InvalidArgumentError(str_cat("takes a different number of inputs than ", in.size()));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<Graph> from_proto(const GraphDef& def) {
   std::map<std::string, Op> ops;
   for (Op op : kAllOps) ops[op_name(op)] = op;
@@ -194,76 +273,9 @@ absl::StatusOr<Graph> from_proto(const GraphDef& def) {
     auto dtype = dtype_of(d.dtype());
     if (!dtype.ok()) return fail(std::string(dtype.status().message()));
     const Shape shape(vec(d.shape()));
-    const auto arity = [&](size_t n) { return in.size() == n; };
-    Value v;
-    if (op == Op::kConstant) {
-      auto t = get(d.value());
-      if (!t.ok()) return fail(std::string(t.status().message()));
-      v = b.constant(*t);
-    } else if (op == Op::kVariable || op == Op::kInfeed) {
-      if (d.name().empty()) return fail("has no name");
-      if (op == Op::kInfeed) {
-        v = b.infeed(d.name(), *dtype, shape);
-      } else {
-        Initializer init;
-        bool known = false;
-        for (const auto& [kind, name] : kInits) {
-          if (d.initializer().kind() == name) {
-            init.kind = kind;
-            known = true;
-          }
-        }
-        if (!known) return fail(str_cat("unknown initializer '", d.initializer().kind(), "'"));
-        init.value = d.initializer().value();
-        init.stddev = d.initializer().stddev();
-        init.seed = d.initializer().seed();
-        v = b.variable(d.name(), *dtype, shape, init);
-      }
-    } else if (op == Op::kRngUniform) {
-      v = b.rng_uniform(shape, d.seed());
-    } else if (is_binary_elementwise(op) && arity(2)) {
-      v = b.binary(op, in[0], in[1]);
-    } else if ((is_unary_elementwise(op) || op == Op::kStopGradient) && arity(1)) {
-      v = b.unary(op, in[0]);
-    } else if (op == Op::kSelect && arity(3)) {
-      v = b.select(in[0], in[1], in[2]);
-    } else if (op == Op::kCast && arity(1)) {
-      auto to = dtype_of(d.to());
-      if (!to.ok()) return fail(std::string(to.status().message()));
-      v = b.cast(in[0], *to);
-    } else if ((op == Op::kReduceSum || op == Op::kReduceMax) && arity(1)) {
-      v = b.reduce(op, in[0], vec(d.axes()));
-    } else if (op == Op::kArgMax && arity(1)) {
-      v = b.argmax(in[0], d.axis());
-    } else if (op == Op::kReshape && arity(1)) {
-      v = b.reshape(in[0], shape);
-    } else if (op == Op::kTranspose && arity(1)) {
-      v = b.transpose(in[0], vec(d.axes()));
-    } else if (op == Op::kBroadcast && arity(1)) {
-      v = b.broadcast(in[0], shape, vec(d.axes()));
-    } else if (op == Op::kConcat && !in.empty()) {
-      v = b.concat(in, d.axis());
-    } else if (op == Op::kSlice && arity(1)) {
-      v = b.slice(in[0], vec(d.begin()), vec(d.end()));
-    } else if (op == Op::kPad && arity(1)) {
-      v = b.pad(in[0], vec(d.begin()), vec(d.end()));
-    } else if (op == Op::kMatMul && arity(2)) {
-      v = b.matmul(in[0], in[1]);
-    } else if (op == Op::kExtractPatches && arity(1)) {
-      v = b.extract_patches(in[0], window_of(d.window()));
-    } else if (op == Op::kPatchesToImage && arity(1)) {
-      v = b.patches_to_image(in[0], window_of(d.window()));
-    } else if (op == Op::kOneHot && arity(1)) {
-      v = b.one_hot(in[0], d.depth());
-    } else if (op == Op::kGather && arity(2)) {
-      v = b.gather(in[0], in[1]);
-    } else if (op == Op::kScatterAdd && arity(2)) {
-      v = b.scatter_add(in[0], in[1], d.depth());
-    } else if (op == Op::kCrossReplicaSum && arity(1)) {
-      v = b.cross_replica_sum(in[0]);
-    } else {
-      return fail(str_cat("takes a different number of inputs than ", in.size()));
-    }
+    auto made_node = rebuild_node(b, d, op, *dtype, shape, in);
+    if (!made_node.ok()) return fail(std::string(made_node.status().message()));
+    const Value v = *made_node;
     if (!b.status().ok()) return fail(std::string(b.status().message()));
     if (v.shape() != shape || v.dtype() != *dtype) {
       return fail(str_cat("is stored as ", d.dtype(), shape.str(), " but its inputs make ",

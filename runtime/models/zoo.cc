@@ -237,7 +237,7 @@ absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64
   std::vector<Value> vars;
   for (int id : b.graph().variables()) {
     const std::string& var = b.graph().node(id).attrs.name;
-    if (var.find("moving_") == std::string::npos)
+    if (!is_statistic(var))
       vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
   }
   auto grads = replicas > 1

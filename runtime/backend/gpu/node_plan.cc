@@ -89,9 +89,11 @@ std::string describe_node(const Graph& graph, int id) {
   return str_cat("node %", id, " (", op_name(n.op), n.label.empty() ? "" : ", ", n.label, ")");
 }
 
-absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
+namespace {
+
+// The node's value and inputs within the kernels' rank, or why not.
+absl::Status check_ranks(const Graph& graph, int id) {
   const Node& n = graph.node(id);
-  auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
   if (n.shape.rank() > element::kMaxRank) {
     return absl::UnimplementedError(str_cat("gpu backend: ", describe_node(graph, id), " has rank ",
                                             n.shape.rank(), "; its kernels index at most ",
@@ -104,6 +106,125 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
           " value; its kernels index at most ", element::kMaxRank, " dimensions"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The launches of a layout node (transpose, broadcast, slice: gathers; concat, pad: scatters);
+// false for other ops.
+bool plan_layout(const Graph& graph, const Node& n, NodePlan* plan) {
+  auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
+  const int64_t count = n.shape.elements();
+  switch (n.op) {
+    case Op::kTranspose: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      const auto s = input(0).shape.strides();
+      std::vector<int64_t> in_strides;
+      for (int64_t p : n.attrs.axes) in_strides.push_back(s[static_cast<size_t>(p)]);
+      l.plan.map_a = strided(n.shape, in_strides);
+      l.plan.round_output = false;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kBroadcast: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      l.plan.map_a =
+          strided(n.shape, cpu::broadcast_strides(input(0).shape, n.shape, n.attrs.axes));
+      l.plan.round_output = false;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kSlice: {
+      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
+      const auto s = input(0).shape.strides();
+      l.plan.map_a = strided(n.shape, s, start_offset(n.attrs.begin, s));
+      l.plan.round_output = false;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kConcat: {
+      // Each part lands at its own offset along the axis.
+      const auto out_strides = n.shape.strides();
+      int64_t offset = 0;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const Shape& part = input(i).shape;
+        ElementLaunch l = launch(ElementKind::kScatter, n, part.elements(), {static_cast<int>(i)});
+        l.plan.map_a =
+            strided(part, out_strides, offset * out_strides[static_cast<size_t>(n.attrs.axis)]);
+        l.plan.round_output = false;
+        plan->launches.push_back(l);
+        offset += part.dim(static_cast<int>(n.attrs.axis));
+      }
+      return true;
+    }
+    case Op::kPad: {
+      const Shape& in = input(0).shape;
+      ElementLaunch l = launch(ElementKind::kScatter, n, in.elements(), {0});
+      const auto s = n.shape.strides();
+      l.plan.map_a = strided(in, s, start_offset(n.attrs.begin, s));
+      l.plan.round_output = false;
+      plan->zero_output = true;
+      plan->launches.push_back(l);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// The launches of a node that indexes its input (im2col and its adjoint, one-hot, the row
+// lookups); false for other ops.
+bool plan_indexed(const Graph& graph, const Node& n, NodePlan* plan) {
+  auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
+  const int64_t count = n.shape.elements();
+  switch (n.op) {
+    case Op::kExtractPatches: {
+      ElementLaunch l = launch(ElementKind::kExtractPatches, n, count, {0});
+      l.plan.patches = geometry(input(0).shape, n.shape, n.attrs.window);
+      l.plan.round_output = false;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kPatchesToImage: {
+      ElementLaunch l = launch(ElementKind::kPatchesToImage, n, count, {0});
+      l.plan.patches = geometry(n.shape, input(0).shape, n.attrs.window);  // bf16: sums rounded
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kOneHot: {
+      ElementLaunch l = launch(ElementKind::kOneHot, n, count, {0});
+      l.plan.inner = n.attrs.depth;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kGather: {
+      ElementLaunch l = launch(ElementKind::kIndexGather, n, count, {0, 1});
+      l.plan.inner = input(0).shape.dim(1);
+      l.plan.len = input(0).shape.dim(0);
+      l.plan.round_output = false;
+      plan->launches.push_back(l);
+      return true;
+    }
+    case Op::kScatterAdd: {
+      // One thread per column: each walks every index in order (graph.h's summation order).
+      ElementLaunch l = launch(ElementKind::kIndexScatterAdd, n, n.shape.dim(1), {0, 1});
+      l.plan.inner = n.shape.dim(1);
+      l.plan.len = n.shape.dim(0);
+      l.plan.indices = input(1).shape.elements();
+      plan->zero_output = true;
+      plan->launches.push_back(l);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
+  const Node& n = graph.node(id);
+  auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
+  if (absl::Status s = check_ranks(graph, id); !s.ok()) return s;
   NodePlan plan;
   plan.int_out = n.dtype == DType::kS32;
   plan.work = NodeWork::kElements;
@@ -121,6 +242,7 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
     plan.launches.push_back(launch(ElementKind::kUnary, n, count, {0}));
     return plan;
   }
+  if (plan_layout(graph, n, &plan) || plan_indexed(graph, n, &plan)) return plan;
   switch (n.op) {
     case Op::kConstant:
     case Op::kVariable:
@@ -166,57 +288,6 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
       plan.launches.push_back(l);
       break;
     }
-    case Op::kTranspose: {
-      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
-      const auto s = input(0).shape.strides();
-      std::vector<int64_t> in_strides;
-      for (int64_t p : n.attrs.axes) in_strides.push_back(s[static_cast<size_t>(p)]);
-      l.plan.map_a = strided(n.shape, in_strides);
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kBroadcast: {
-      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
-      l.plan.map_a =
-          strided(n.shape, cpu::broadcast_strides(input(0).shape, n.shape, n.attrs.axes));
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kSlice: {
-      ElementLaunch l = launch(ElementKind::kGather, n, count, {0});
-      const auto s = input(0).shape.strides();
-      l.plan.map_a = strided(n.shape, s, start_offset(n.attrs.begin, s));
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kConcat: {
-      // Each part lands at its own offset along the axis.
-      const auto out_strides = n.shape.strides();
-      int64_t offset = 0;
-      for (size_t i = 0; i < n.inputs.size(); ++i) {
-        const Shape& part = input(i).shape;
-        ElementLaunch l = launch(ElementKind::kScatter, n, part.elements(), {static_cast<int>(i)});
-        l.plan.map_a =
-            strided(part, out_strides, offset * out_strides[static_cast<size_t>(n.attrs.axis)]);
-        l.plan.round_output = false;
-        plan.launches.push_back(l);
-        offset += part.dim(static_cast<int>(n.attrs.axis));
-      }
-      break;
-    }
-    case Op::kPad: {
-      const Shape& in = input(0).shape;
-      ElementLaunch l = launch(ElementKind::kScatter, n, in.elements(), {0});
-      const auto s = n.shape.strides();
-      l.plan.map_a = strided(in, s, start_offset(n.attrs.begin, s));
-      l.plan.round_output = false;
-      plan.zero_output = true;
-      plan.launches.push_back(l);
-      break;
-    }
     case Op::kMatMul: {
       plan.work = NodeWork::kMatMul;
       const Shape& a = input(0).shape;
@@ -229,43 +300,6 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
       m.shared_rhs = b.rank() == 2;
       m.bf16_inputs = mxu;
       m.round_output = n.dtype == DType::kBF16;
-      break;
-    }
-    case Op::kExtractPatches: {
-      ElementLaunch l = launch(ElementKind::kExtractPatches, n, count, {0});
-      l.plan.patches = geometry(input(0).shape, n.shape, n.attrs.window);
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kPatchesToImage: {
-      ElementLaunch l = launch(ElementKind::kPatchesToImage, n, count, {0});
-      l.plan.patches = geometry(n.shape, input(0).shape, n.attrs.window);  // bf16: sums rounded
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kOneHot: {
-      ElementLaunch l = launch(ElementKind::kOneHot, n, count, {0});
-      l.plan.inner = n.attrs.depth;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kGather: {
-      ElementLaunch l = launch(ElementKind::kIndexGather, n, count, {0, 1});
-      l.plan.inner = input(0).shape.dim(1);
-      l.plan.len = input(0).shape.dim(0);
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kScatterAdd: {
-      // One thread per column: each walks every index in order (graph.h's summation order).
-      ElementLaunch l = launch(ElementKind::kIndexScatterAdd, n, n.shape.dim(1), {0, 1});
-      l.plan.inner = n.shape.dim(1);
-      l.plan.len = n.shape.dim(0);
-      l.plan.indices = input(1).shape.elements();
-      plan.zero_output = true;
-      plan.launches.push_back(l);
       break;
     }
     default:
