@@ -1,9 +1,6 @@
 #include "runtime/data/mnist_records.h"
 
 #include <filesystem>
-#include <thread>
-
-#include <fmt/format.h>
 
 #include "common/strings.h"
 #include "runtime/data/example.h"
@@ -97,13 +94,6 @@ absl::StatusOr<ShardWritten> write_shard(const ShardSource& src, const std::stri
 
 }  // namespace
 
-std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression) {
-  const char* suffix = compression == Compression::kGzip   ? ".gz"
-                       : compression == Compression::kZlib ? ".zz"
-                                                           : "";
-  return fmt::format("{}-{:05d}-of-{:05d}.tfrecord{}", prefix, shard, shards, suffix);
-}
-
 absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion& job) {
   auto images = read_idx(job.images);
   if (!images.ok()) return images.status();
@@ -122,40 +112,26 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
     prefix = std::filesystem::path(job.images).filename().string();
     prefix = prefix.substr(0, prefix.find('-'));
   }
-  std::error_code ec;
-  std::filesystem::create_directories(job.output_dir, ec);
-  if (ec)
-    return absl::PermissionDeniedError(
-        str_cat("cannot create ", job.output_dir, ": ", ec.message()));
+  if (auto s = make_output_dir(job.output_dir); !s.ok()) return s;
 
-  // Shards are independent: each worker thread writes every T-th one (JPEG encoding is the cost).
-  const int threads = std::max(
-      1, std::min(job.shards, job.threads > 0
-                                  ? job.threads
-                                  : static_cast<int>(std::thread::hardware_concurrency())));
-  std::vector<absl::StatusOr<ShardWritten>> shards(static_cast<size_t>(job.shards),
-                                                   absl::InternalError("shard not written"));
+  // Shards are independent (JPEG encoding is the cost).
+  std::vector<ShardWritten> shards(static_cast<size_t>(job.shards));
   const ShardSource source{&job, &*images, &*labels, result.height, result.width, result.depth};
-  auto work = [&](int w) {
-    for (int sh = w; sh < job.shards; sh += threads) {
-      const uint64_t first = count * static_cast<uint64_t>(sh) / static_cast<uint64_t>(job.shards);
-      const uint64_t end =
-          count * static_cast<uint64_t>(sh + 1) / static_cast<uint64_t>(job.shards);
-      const std::string path = (std::filesystem::path(job.output_dir) /
-                                shard_name(prefix, sh, job.shards, job.compression))
-                                   .string();
-      shards[static_cast<size_t>(sh)] = write_shard(source, path, first, end);
-    }
+  auto write = [&](int sh) -> absl::Status {
+    const auto [first, end] = shard_range(count, sh, job.shards);
+    const std::string path = (std::filesystem::path(job.output_dir) /
+                              shard_name(prefix, sh, job.shards, job.compression))
+                                 .string();
+    auto written = write_shard(source, path, first, end);
+    if (!written.ok()) return written.status();
+    shards[static_cast<size_t>(sh)] = std::move(*written);
+    return absl::OkStatus();
   };
-  std::vector<std::thread> pool;
-  for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (auto& t : pool) t.join();
+  if (auto s = write_shards_in_parallel(job.shards, job.threads, write); !s.ok()) return s;
   for (auto& shard : shards) {
-    if (!shard.ok()) return shard.status();
-    result.shard_paths.push_back(shard->path);
-    result.shard_examples.push_back(shard->examples);
-    result.image_bytes += shard->image_bytes;
+    result.shard_paths.push_back(shard.path);
+    result.shard_examples.push_back(shard.examples);
+    result.image_bytes += shard.image_bytes;
   }
   result.examples = count;
   return result;

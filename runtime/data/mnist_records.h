@@ -3,9 +3,7 @@
 //   {"image_raw": bytes, "label": int64}
 // image_raw holds the height*width*depth uint8 pixels, or with `jpeg` a baseline JPEG of the
 // image upscaled (bilinear) to jpeg_size x jpeg_size: a flowers-style pipeline whose input_fn
-// pays a real decode. Shard s of N holds examples [s*n/N, (s+1)*n/N) in file order and is named
-// <prefix>-<s:05>-of-<N:05>.tfrecord (".gz"/".zz" added for GZIP/ZLIB). Shards are written by
-// parallel threads; the bytes do not depend on how many.
+// pays a real decode. Shards as shard_files.h says, examples in file order.
 
 #include <cstdint>
 #include <string>
@@ -14,6 +12,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/data/dataset.h"
+#include "runtime/data/shard_files.h"
 #include "runtime/data/tfrecord.h"
 
 namespace tpusim::runtime::data {
@@ -47,8 +46,5 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
 // image_raw must hold height*width*depth bytes; a JPEG is decoded (to `depth` channels) and
 // resized to height x width when its size differs. Errors name the feature and the problem.
 MapFn mnist_parse_fn(int height, int width, int depth, bool jpeg);
-
-// "train-00003-of-00010.tfrecord" and its compressed forms.
-std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression);
 
 }  // namespace tpusim::runtime::data

@@ -1,0 +1,52 @@
+#include "runtime/data/shard_files.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime::data {
+
+std::string shard_name(const std::string& prefix, int shard, int shards, Compression compression) {
+  const char* suffix = compression == Compression::kGzip   ? ".gz"
+                       : compression == Compression::kZlib ? ".zz"
+                                                           : "";
+  return fmt::format("{}-{:05d}-of-{:05d}.tfrecord{}", prefix, shard, shards, suffix);
+}
+
+std::pair<uint64_t, uint64_t> shard_range(uint64_t count, int shard, int shards) {
+  const auto n = static_cast<uint64_t>(shards);
+  return {count * static_cast<uint64_t>(shard) / n, count * static_cast<uint64_t>(shard + 1) / n};
+}
+
+absl::Status make_output_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::PermissionDeniedError(str_cat("cannot create ", dir, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::Status write_shards_in_parallel(int shards, int threads,
+                                      const std::function<absl::Status(int shard)>& write) {
+  const int workers = std::max(
+      1, std::min(shards,
+                  threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency())));
+  std::vector<absl::Status> done(static_cast<size_t>(std::max(shards, 0)));
+  auto work = [&](int w) {
+    for (int sh = w; sh < shards; sh += workers) done[static_cast<size_t>(sh)] = write(sh);
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& t : pool) t.join();
+  for (const auto& s : done) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime::data
