@@ -59,6 +59,7 @@ TEST(Cli, EverySubcommandHasHelp) {
                                                {"data", "--help"},
                                                {"data", "inspect", "--help"},
                                                {"data", "convert-idx", "--help"},
+                                               {"data", "make-bert", "--help"},
                                                {"train", "--help"}}) {
     const auto r = run_tpusim(args);
     EXPECT_EQ(r.exit_code, 0) << args[0];

@@ -1,8 +1,10 @@
-// tpusim data inspect FILE... | tpusim data convert-idx --images I --labels L --out DIR
+// tpusim data inspect FILE... | tpusim data convert-idx --images I --labels L --out DIR |
+// tpusim data make-bert --out DIR
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/data/bert_records.h"
 #include "runtime/data/inspect.h"
 #include "runtime/data/mnist_records.h"
 #include "tools/tpusim/command.h"
@@ -17,11 +19,15 @@ namespace data = runtime::data;
 const char kGroupUsage[] =
     "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n"
     "       tpusim data convert-idx --images IDX --labels IDX --out DIR [--shards N] [--jpeg] "
-    "...\n\n"
+    "...\n"
+    "       tpusim data make-bert --out DIR [--seq-length N] [--examples N] [--shards N] ...\n\n"
     "inspect      check every record's checksums and summarise a TFRecord file: records, sizes,\n"
     "             compression, and the features of the first tf.Example\n"
     "convert-idx  write an MNIST-family IDX pair (raw or .gz) as TFRecord shards of tf.Example\n"
-    "             {image_raw: bytes, label: int64}, raw pixels or JPEG\n\n"
+    "             {image_raw: bytes, label: int64}, raw pixels or JPEG\n"
+    "make-bert    write synthetic BERT pretraining examples as TFRecord shards with\n"
+    "             create_pretraining_data.py's features (input_ids, input_mask, segment_ids,\n"
+    "             masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels)\n\n"
     "C is auto (inspect's default: found from the file), none, gzip or zlib.\n";
 
 nlohmann::ordered_json to_json(const data::TFRecordSummary& s) {
@@ -148,15 +154,87 @@ int convert_idx(const std::vector<std::string>& args) {
   return kOk;
 }
 
+int make_bert(const std::vector<std::string>& args) {
+  po::options_description options("options");
+  options.add_options()("out", po::value<std::string>()->required(),
+                        "folder for the shards (created when missing)")(
+      "seq-length", po::value<int>()->default_value(128), "tokens per example (max_seq_length)")(
+      "max-predictions", po::value<int>(),
+      "masked positions per example (max_predictions_per_seq); default 76 at 512, else "
+      "ceil(0.15 * seq-length): 20 at 128")("examples", po::value<int64_t>()->default_value(1024),
+                                            "examples to write")(
+      "shards", po::value<int>()->default_value(1), "number of TFRecord files (1..examples)")(
+      "vocab", po::value<int>()->default_value(30522), "token ids in [0, vocab) (BERT's uncased)")(
+      "prefix", po::value<std::string>()->default_value("train"), "shard name prefix")(
+      "compression", po::value<std::string>()->default_value("none"), "none, gzip or zlib")(
+      "seed", po::value<uint64_t>()->default_value(1), "example i is drawn from seed + i")(
+      "json", po::bool_switch(), "print JSON instead of text");
+  po::variables_map vm;
+  const std::string usage =
+      "usage: tpusim data make-bert --out DIR [--seq-length 128] [--max-predictions N] "
+      "[--examples 1024]\n"
+      "                             [--shards 1] [--vocab 30522] [--prefix train] "
+      "[--compression C] [--seed 1] [--json]\n\n"
+      "Writes synthetic BERT pretraining tf.Examples ([CLS] A [SEP] B [SEP], 15% of the tokens\n"
+      "masked, as google-research/bert's create_pretraining_data.py lays them out) into\n"
+      "DIR/P-00000-of-0000N.tfrecord ...; run_pretraining.py's input_fn reads them.\n";
+  if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
+  data::BertRecordJob job;
+  job.output_dir = vm["out"].as<std::string>();
+  job.shape.seq_length = vm["seq-length"].as<int>();
+  job.shape.max_predictions = vm.count("max-predictions")
+                                  ? vm["max-predictions"].as<int>()
+                                  : data::bert_default_max_predictions(job.shape.seq_length);
+  job.shape.vocab = vm["vocab"].as<int>();
+  job.examples = vm["examples"].as<int64_t>();
+  job.shards = vm["shards"].as<int>();
+  job.prefix = vm["prefix"].as<std::string>();
+  job.seed = vm["seed"].as<uint64_t>();
+  auto compression = data::parse_compression(vm["compression"].as<std::string>());
+  if (!compression.ok() || *compression == data::Compression::kAuto) {
+    return usage_error("--compression must be none, gzip or zlib", usage);
+  }
+  job.compression = *compression;
+  if (auto s = data::check_bert_job(job); !s.ok())
+    return usage_error(std::string(s.message()), usage);
+  auto done = data::write_bert_records(job);
+  if (!done.ok()) return failure(std::string(done.status().message()));
+  if (vm["json"].as<bool>()) {
+    nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < done->shard_paths.size(); ++i) {
+      shards.push_back({{"path", done->shard_paths[i]}, {"examples", done->shard_examples[i]}});
+    }
+    const nlohmann::ordered_json j = {{"examples", done->examples},
+                                      {"seq_length", job.shape.seq_length},
+                                      {"max_predictions", job.shape.max_predictions},
+                                      {"vocab", job.shape.vocab},
+                                      {"seed", job.seed},
+                                      {"compression", data::compression_name(job.compression)},
+                                      {"bytes", done->bytes},
+                                      {"shards", shards}};
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  std::cout << "wrote " << done->examples << " BERT pretraining examples (seq_length "
+            << job.shape.seq_length << ", max_predictions " << job.shape.max_predictions
+            << ", vocab " << job.shape.vocab << ", seed " << job.seed << ", " << done->bytes
+            << " bytes) in " << done->shard_paths.size() << " shard(s):\n";
+  for (size_t i = 0; i < done->shard_paths.size(); ++i) {
+    std::cout << "  " << done->shard_paths[i] << "\t" << done->shard_examples[i] << " examples\n";
+  }
+  return kOk;
+}
+
 }  // namespace
 
 int run_data(const std::vector<std::string>& args) {
   if (args.empty())
-    return usage_error("data: missing action (inspect or convert-idx)", kGroupUsage);
+    return usage_error("data: missing action (inspect, convert-idx or make-bert)", kGroupUsage);
   const std::string& action = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (action == "inspect") return inspect(rest);
   if (action == "convert-idx") return convert_idx(rest);
+  if (action == "make-bert") return make_bert(rest);
   if (action == "--help" || action == "-h") {
     std::cout << kGroupUsage;
     return kOk;

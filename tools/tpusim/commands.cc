@@ -27,7 +27,8 @@ const std::vector<Command>& commands() {
        run_compare},
       {"opcheck", "every op forward and backward on each backend against the cpu fp32 reference",
        run_opcheck},
-      {"data", "inspect TFRecord files; convert MNIST-family IDX files to TFRecords", run_data},
+      {"data", "TFRecord files: inspect them, convert MNIST-family IDX, make BERT pretraining",
+       run_data},
       {"config", "show, validate and list hardware/slice configs", run_config},
       {"backends", "list backends and whether they can run here", run_backends},
   };
