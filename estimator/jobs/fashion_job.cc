@@ -33,22 +33,8 @@ std::string idx_dir() {
   return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
 }
 
-// The files of `dir` named PREFIX-*, sorted (none when the folder is missing).
-std::vector<std::string> shard_files(const std::string& dir, const std::string& prefix) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 absl::Status convert_missing(const FashionData& data,
                              const std::function<void(const std::string&)>& log);
-
-// The first train shard's mean record size in bytes (the host model's read cost per example).
-absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
 
 // The map stage: the raw parse or the JPEG preprocessing, timed as `stage` when profiled.
 data::MapFn fashion_map_fn(const FashionData& d, bool training) {
@@ -61,6 +47,33 @@ data::MapFn fashion_map_fn(const FashionData& d, bool training) {
 }
 
 }  // namespace
+
+std::vector<std::string> shard_files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().rfind(prefix + "-", 0) == 0) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
+  const std::vector<std::string> shards = shard_files(dir, "train");
+  if (shards.empty()) return absl::NotFoundError(str_cat("no train-* shards in ", dir));
+  auto reader = data::TFRecordReader::open(shards[0]);
+  if (!reader.ok()) return reader.status();
+  std::string record;
+  uint64_t bytes = 0;
+  for (;;) {
+    auto more = (*reader)->next(&record);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    bytes += record.size();
+  }
+  if ((*reader)->records() == 0) return absl::NotFoundError(str_cat(shards[0], " has no records"));
+  return bytes / (*reader)->records();
+}
 
 std::string check_fashion_data(const FashionData& data) {
   if (!data.jpeg && !data.synthetic && data.image_size != 28)
@@ -142,23 +155,6 @@ absl::Status convert_missing(const FashionData& data,
     if (!done.ok()) return done.status();
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
-  const std::vector<std::string> shards = shard_files(dir, "train");
-  if (shards.empty()) return absl::NotFoundError(str_cat("no train-* shards in ", dir));
-  auto reader = data::TFRecordReader::open(shards[0]);
-  if (!reader.ok()) return reader.status();
-  std::string record;
-  uint64_t bytes = 0;
-  for (;;) {
-    auto more = (*reader)->next(&record);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    bytes += record.size();
-  }
-  if ((*reader)->records() == 0) return absl::NotFoundError(str_cat(shards[0], " has no records"));
-  return bytes / (*reader)->records();
 }
 
 // Whole batches only, assembled on data.batch_threads, profiled as "batch" when the run measures.

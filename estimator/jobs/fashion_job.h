@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <absl/status/statusor.h>
 
@@ -70,6 +71,12 @@ estimator::InputFn fashion_eval_input(const FashionData& data);
 // S*S*4+4 bytes in the batch. With bf16_images the batch holds 2 bytes a pixel (the cast done in
 // the map, as TPU input_fns do). Errors name the shard that could not be read for its record size.
 absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
+
+// Shared by the jobs: the files of `dir` named PREFIX-*, sorted (none when the folder is
+// missing), and the first train-* shard's mean record size in bytes (the host model's read cost
+// per example; NotFound when there is no shard or it has no records).
+std::vector<std::string> shard_files(const std::string& dir, const std::string& prefix);
+absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
 
 // The zoo model as a model_fn: cross-entropy loss and `optimizer` in training, accuracy in
 // evaluation, class and probabilities in prediction; built under `policy`.

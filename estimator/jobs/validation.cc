@@ -6,7 +6,9 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/estimator.h"
+#include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
+#include "runtime/models/bert.h"
 #include "runtime/models/zoo.h"
 
 namespace tpusim::jobs {
@@ -25,6 +27,35 @@ std::string scratch_dir(const std::string& name) {
       .string();
 }
 
+using CaseFunctions = std::pair<estimator::ModelFn, estimator::InputFn>;
+
+// An image case: the reference's synthetic images, momentum 0.9 (the rate does not change a
+// timing-only step), mixed_bfloat16.
+absl::StatusOr<CaseFunctions> image_case(const ValidationCase& c, estimator::RunConfig* config) {
+  FashionData data;
+  data.synthetic = true;
+  if (auto s = use_model_inputs(c.model, /*side_given=*/false, &data); !s.ok()) return s;
+  if (auto s = use_host_config_timing(data, config); !s.ok()) return s;
+  runtime::OptimizerSpec momentum;
+  momentum.kind = runtime::OptimizerSpec::Kind::kMomentum;
+  momentum.learning_rate.initial = 0.1f;
+  return CaseFunctions{
+      zoo_model_fn(c.model, momentum, runtime::models::DTypePolicy::kMixedBFloat16),
+      fashion_train_input(data)};
+}
+
+// A BERT case: synthetic pretraining features at the case's length, LAMB (MLPerf's BERT),
+// mixed_bfloat16.
+absl::StatusOr<CaseFunctions> bert_case(const ValidationCase& c, estimator::RunConfig* config) {
+  BertData data;
+  data.synthetic = true;
+  data.seq_length = c.seq_length;
+  if (auto s = use_bert_host_config_timing(data, config); !s.ok()) return s;
+  return CaseFunctions{
+      bert_model_fn(c.model, bert_lamb(1e-4f), runtime::models::DTypePolicy::kMixedBFloat16),
+      bert_train_input(data)};
+}
+
 }  // namespace
 
 const std::vector<ValidationCase>& validation_cases() {
@@ -35,8 +66,8 @@ const std::vector<ValidationCase>& validation_cases() {
       {"resnet50-v4-16", "resnet50", "v4-16", 2048, 0, kPrediction},
       {"resnet50-v4-128", "resnet50", "v4-128", 8192, 0, kPrediction},
       {"resnet50-v3-2048", "resnet50", "v3-2048", 32768, 0, kPrediction},
-      {"bert_large-512-v3-32", "bert_large", "v3-32", 448, 0, kPrediction},
-      {"bert_large-512-v4-16", "bert_large", "v4-16", 256, 0, kPrediction},
+      {"bert_large-512-v3-32", "bert_large", "v3-32", 448, 0, kPrediction, 512},
+      {"bert_large-512-v4-16", "bert_large", "v4-16", 256, 0, kPrediction, 512},
   };
   return kCases;
 }
@@ -56,9 +87,6 @@ absl::StatusOr<ValidationResult> run_validation_case(
     return absl::FailedPreconditionError(str_cat(c.name, ": ", pending));
   auto slice = config::load_slice(c.slice);
   if (!slice.ok()) return slice.status();
-  FashionData data;
-  data.synthetic = true;
-  if (auto s = use_model_inputs(c.model, /*side_given=*/false, &data); !s.ok()) return s;
   estimator::RunConfig config;
   config.model_dir = scratch_dir(c.name);
   config.slice = c.slice;
@@ -72,16 +100,12 @@ absl::StatusOr<ValidationResult> run_validation_case(
   // dimension, all-reduce along the other, all-gather back; [Ying18] in docs/references.md),
   // each gradient's all-reduce overlapped with the backward pass.
   config.compile.allreduce = "torus2d";
-  if (auto s = use_host_config_timing(data, &config); !s.ok()) return s;
-  // The reference's optimizer (momentum 0.9; the rate does not change a timing-only step).
-  runtime::OptimizerSpec momentum;
-  momentum.kind = runtime::OptimizerSpec::Kind::kMomentum;
-  momentum.learning_rate.initial = 0.1f;
-  auto est = estimator::TPUEstimator::create(
-      zoo_model_fn(c.model, momentum, runtime::models::DTypePolicy::kMixedBFloat16), config, {},
-      true, c.global_batch, c.global_batch, c.global_batch);
+  auto job = runtime::models::is_bert(c.model) ? bert_case(c, &config) : image_case(c, &config);
+  if (!job.ok()) return job.status();
+  auto est = estimator::TPUEstimator::create(job->first, config, {}, true, c.global_batch,
+                                             c.global_batch, c.global_batch);
   if (!est.ok()) return est.status();
-  auto trained = (*est)->train(fashion_train_input(data), steps);
+  auto trained = (*est)->train(job->second, steps);
   std::error_code ignored;
   std::filesystem::remove_all(config.model_dir, ignored);
   if (!trained.ok()) return trained.status();

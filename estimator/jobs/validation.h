@@ -24,6 +24,7 @@ struct ValidationCase {
   // not given here (checked later against figures the project does not hold).
   double measured_examples_per_second = 0;
   std::string source;  // where the measured figure comes from, or why it is a prediction
+  int64_t seq_length = 0;  // BERT cases: tokens per sequence
 };
 
 // Every case, measured ones first.

@@ -123,12 +123,17 @@ Value flatten(GraphBuilder& b, Value x) {
 
 Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation, uint64_t seed,
             bool use_bias) {
+  return dense(b, x, units, activation, Initializer{InitKind::kGlorotUniform, 0, 1, seed},
+               use_bias);
+}
+
+Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation,
+            const Initializer& kernel_init, bool use_bias) {
   if (!x.valid()) return x;
   const std::string name = b.unique_name("dense");
   GraphBuilder::Scope scope(b, name);
   const int64_t in = x.shape().dim(x.shape().rank() - 1);
-  Initializer glorot{InitKind::kGlorotUniform, 0, 1, seed};
-  Value y = b.matmul(x, b.variable(name + "/kernel", x.dtype(), {in, units}, glorot));
+  Value y = b.matmul(x, b.variable(name + "/kernel", x.dtype(), {in, units}, kernel_init));
   if (use_bias) y = y + b.variable(name + "/bias", x.dtype(), {units}, Initializer{});
   return activate(y, activation);
 }

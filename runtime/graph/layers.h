@@ -31,6 +31,10 @@ Value sparse_softmax_cross_entropy(Value labels, Value logits);
 Value flatten(GraphBuilder& b, Value x);
 Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation = Activation::kNone,
             uint64_t seed = 0, bool use_bias = true);
+// The same with the kernel drawn from `kernel_init` (Keras' kernel_initializer; the one above is
+// Glorot uniform from `seed`), the bias zeros.
+Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation,
+            const Initializer& kernel_init, bool use_bias = true);
 // NHWC input, [kh, kw, in, filters] kernel; lowered as im2col patches times the kernel.
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride = 1,
              Padding padding = Padding::kSame, Activation activation = Activation::kNone,

@@ -21,14 +21,81 @@ Value slot(GraphBuilder& b, Value var, const std::string& name, float init = 0.0
   return b.variable(str_cat(n.attrs.name, "/", name), DType::kF32, n.shape, zero);
 }
 
+// The L2 norm of `x` over every element, a scalar.
+Value norm_of(GraphBuilder& b, Value x) {
+  std::vector<int64_t> axes(static_cast<size_t>(x.shape().rank()));
+  for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+  return sqrt_of(b, b.reduce(Op::kReduceSum, b.unary(Op::kSquare, x), axes));
+}
+
+// tf.clip_by_global_norm: every gradient times clip / max(clip, sqrt(sum of squares)).
+std::vector<Value> clipped(GraphBuilder& b, const std::vector<Value>& grads, float clip) {
+  Value sum_of_squares = b.scalar(0.0f);
+  for (const Value& g : grads) {
+    const Value n = norm_of(b, g);
+    sum_of_squares = sum_of_squares + n * n;
+  }
+  const Value global_norm = sqrt_of(b, sum_of_squares);
+  const Value scale = b.binary(Op::kDiv, b.scalar(clip),
+                               b.binary(Op::kMax, global_norm, b.scalar(clip)));
+  std::vector<Value> out;
+  for (const Value& g : grads) out.push_back(g * scale);
+  return out;
+}
+
+bool decays(const OptimizerSpec& spec, const std::string& name) {
+  for (const std::string& part : spec.exclude_from_weight_decay) {
+    if (name.find(part) != std::string::npos) return false;
+  }
+  return true;
+}
+
+// beta^t as TensorFlow's pow computes it for t >= 1: exp(t * log(beta)).
+Value power_of(GraphBuilder& b, float beta, Value t) {
+  return b.unary(Op::kExp, t * std::log(beta));
+}
+
+// LAMB's update of every variable (the header's formula).
+void apply_lamb(GraphBuilder& b, const OptimizerSpec& spec, Value lr, Value step,
+                const std::vector<Value>& vars, const std::vector<Value>& grads) {
+  const Value t = step + 1.0f;
+  const Value m_correction = 1.0f - power_of(b, spec.beta1, t);
+  const Value s_correction = 1.0f - power_of(b, spec.beta2, t);
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const Value m = slot(b, vars[i], "lamb_m");
+    const Value s = slot(b, vars[i], "lamb_v");
+    const Value m_next = m * spec.beta1 + grads[i] * (1.0f - spec.beta1);
+    const Value s_next = s * spec.beta2 + b.unary(Op::kSquare, grads[i]) * (1.0f - spec.beta2);
+    b.update(m, m_next);
+    b.update(s, s_next);
+    Value update = (m_next / m_correction) / (sqrt_of(b, s_next / s_correction) + spec.epsilon);
+    if (spec.weight_decay != 0 && decays(spec, b.node(vars[i]).attrs.name))
+      update = update + vars[i] * spec.weight_decay;
+    const Value w_norm = norm_of(b, vars[i]), u_norm = norm_of(b, update);
+    const Value zero = b.scalar(0.0f), one = b.scalar(1.0f);
+    const Value ratio =
+        b.select(b.binary(Op::kGreater, w_norm, zero),
+                 b.select(b.binary(Op::kGreater, u_norm, zero), w_norm / u_norm, one), one);
+    b.update(vars[i], vars[i] - lr * ratio * update);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<OptimizerSpec::Kind> optimizer_kind(const std::string& name) {
   if (name == "sgd") return OptimizerSpec::Kind::kSgd;
   if (name == "momentum") return OptimizerSpec::Kind::kMomentum;
   if (name == "adam") return OptimizerSpec::Kind::kAdam;
+  if (name == "lamb") return OptimizerSpec::Kind::kLamb;
   return absl::InvalidArgumentError(
-      str_cat("unknown optimizer '", name, "' (sgd, momentum, adam)"));
+      str_cat("unknown optimizer '", name, "' (sgd, momentum, adam, lamb)"));
+}
+
+OptimizerSpec optimizer_defaults(OptimizerSpec::Kind kind) {
+  OptimizerSpec spec;
+  spec.kind = kind;
+  if (kind == OptimizerSpec::Kind::kLamb) spec.epsilon = 1e-6f;
+  return spec;
 }
 
 const char* optimizer_name(OptimizerSpec::Kind kind) {
@@ -37,6 +104,8 @@ const char* optimizer_name(OptimizerSpec::Kind kind) {
       return "momentum";
     case OptimizerSpec::Kind::kAdam:
       return "adam";
+    case OptimizerSpec::Kind::kLamb:
+      return "lamb";
     default:
       return "sgd";
   }
@@ -94,16 +163,25 @@ absl::StatusOr<Value> learning_rate(GraphBuilder& b, const LearningRate& s, Valu
 
 absl::StatusOr<Value> apply_gradients(GraphBuilder& b, const OptimizerSpec& spec,
                                       const std::vector<Value>& vars,
-                                      const std::vector<Value>& grads) {
-  if (vars.size() != grads.size()) {
-    return absl::InvalidArgumentError(
-        str_cat("apply_gradients: ", vars.size(), " variables but ", grads.size(), " gradients"));
+                                      const std::vector<Value>& raw_grads) {
+  if (vars.size() != raw_grads.size()) {
+    return absl::InvalidArgumentError(str_cat("apply_gradients: ", vars.size(),
+                                              " variables but ", raw_grads.size(), " gradients"));
   }
   const Value step = global_step(b);
   auto lr = learning_rate(b, spec.learning_rate, step);
   if (!lr.ok()) return lr.status();
   GraphBuilder::Scope scope(b, optimizer_name(spec.kind));
+  if (!(spec.clip_global_norm >= 0) || !std::isfinite(spec.clip_global_norm)) {
+    return absl::InvalidArgumentError(
+        str_cat("clip_global_norm ", spec.clip_global_norm, " must be >= 0"));
+  }
+  const std::vector<Value> grads =
+      spec.clip_global_norm > 0 ? clipped(b, raw_grads, spec.clip_global_norm) : raw_grads;
   switch (spec.kind) {
+    case OptimizerSpec::Kind::kLamb:
+      apply_lamb(b, spec, *lr, step, vars, grads);
+      break;
     case OptimizerSpec::Kind::kSgd:
       for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - *lr * grads[i]);
       break;

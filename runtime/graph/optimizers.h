@@ -9,6 +9,13 @@
 //   Momentum  a = momentum * a + g;  v -= lr * a              (nesterov: v -= lr * (g + momentum *
 //   a)) Adam      t = step + 1;  lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
 //             m = b1 m + (1 - b1) g;  s = b2 s + (1 - b2) g^2;  v -= lr_t * m / (sqrt(s) + eps)
+//   LAMB      (You et al. 2019, as BERT's MLPerf reference and tfa.optimizers.LAMB apply it)
+//             t = step + 1;  m, s as Adam;  u = (m / (1 - b1^t)) / (sqrt(s / (1 - b2^t)) + eps)
+//             + weight_decay * v (not for names holding one of exclude_from_weight_decay);
+//             r = ||v|| / ||u|| when both norms are > 0, else 1;  v -= lr * r * u
+//
+// clip_global_norm > 0 first scales every gradient by clip / max(clip, global norm), the global
+// norm sqrt(sum of every gradient's squares): tf.clip_by_global_norm, as BERT's optimizers do.
 //
 // Schedules (of the global step before this step's increment):
 //   exponential decay   lr * rate ^ (step / decay_steps)   (staircase: floor(step / decay_steps))
@@ -37,15 +44,23 @@ struct LearningRate {
 };
 
 struct OptimizerSpec {
-  enum class Kind { kSgd, kMomentum, kAdam };
+  enum class Kind { kSgd, kMomentum, kAdam, kLamb };
   Kind kind = Kind::kSgd;
   LearningRate learning_rate;
   float momentum = 0.9f;
   bool nesterov = false;
-  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;  // LAMB's epsilon is BERT's 1e-6
+  float weight_decay = 0.01f;                           // LAMB
+  // LAMB: substrings of the variable names left out of weight decay (BERT's layer norms and
+  // biases; "layer_norm" matches the graph's "layer_normalization_N").
+  std::vector<std::string> exclude_from_weight_decay = {"LayerNorm", "layer_norm", "bias"};
+  float clip_global_norm = 0;  // > 0: tf.clip_by_global_norm before the update
 };
 
-// "sgd", "momentum", "adam" -> kind; InvalidArgument lists the names.
+// The spec of `kind` with its TensorFlow defaults (LAMB: epsilon 1e-6).
+OptimizerSpec optimizer_defaults(OptimizerSpec::Kind kind);
+
+// "sgd", "momentum", "adam", "lamb" -> kind; InvalidArgument lists the names.
 absl::StatusOr<OptimizerSpec::Kind> optimizer_kind(const std::string& name);
 const char* optimizer_name(OptimizerSpec::Kind kind);
 

@@ -6,6 +6,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/cross_shard.h"
 #include "runtime/graph/layers.h"
+#include "runtime/models/bert.h"
 
 namespace tpusim::runtime::models {
 namespace {
@@ -144,6 +145,36 @@ Value transformer(GraphBuilder& b, Value images, uint64_t seed) {
   return layers::dense(b, layers::reduce_mean(x, {1}), 10, Activation::kNone, seed + 7);
 }
 
+// A BERT's entry: token inputs, 128 tokens by default; no images or classes.
+ModelInfo bert_info(const char* name, const char* description) {
+  ModelInfo m{name, description, 0, 0, 0};
+  m.input = ModelInfo::Input::kTokens;
+  m.seq_length = 128;
+  return m;
+}
+
+// build_training_step's loss for a BERT: its pretraining graph on its infeeds.
+absl::StatusOr<Value> bert_training_loss(GraphBuilder& b, const std::string& name, int64_t batch,
+                                         int64_t seq_length, uint64_t seed, DTypePolicy policy) {
+  auto config = bert_config(name);
+  if (!config.ok()) return config.status();
+  const BertFeatures features = bert_infeeds(b, batch, seq_length > 0 ? seq_length : 128);
+  auto outputs = build_bert_pretraining(b, *config, features, /*training=*/true, seed, policy);
+  if (!outputs.ok()) return outputs.status();
+  return outputs->loss;
+}
+
+// build_training_step's loss for an image model: the mean cross-entropy of its logits.
+absl::StatusOr<Value> image_training_loss(GraphBuilder& b, const ModelInfo& info, int64_t batch,
+                                          int64_t image_side, uint64_t seed, DTypePolicy policy) {
+  const int64_t side = image_side > 0 ? image_side : info.image_side;
+  const Value images = b.infeed("image", DType::kF32, {batch, side, side, info.image_channels});
+  const Value labels = b.infeed("label", DType::kS32, {batch});
+  auto logits = build_model(b, info.name, images, /*training=*/true, seed, policy);
+  if (!logits.ok()) return logits.status();
+  return layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
+}
+
 }  // namespace
 
 const std::vector<ModelInfo>& model_infos() {
@@ -163,6 +194,14 @@ const std::vector<ModelInfo>& model_infos() {
        "ResNet-50 v1.5 (TensorFlow's TPU reference): conv 7x7/2 x64, max-pool 3x3/2, bottleneck "
        "stages [3, 4, 6, 3], global average pool, dense 1000; 224x224x3 images",
        224, 3, kImageNetClasses},
+      bert_info("bert_large",
+                "BERT-Large pretraining (google-research/bert): 24 layers, hidden 1024, 16 heads, "
+                "intermediate 4096, vocabulary 30522; masked-LM and next-sentence heads"),
+      bert_info("bert_base",
+                "BERT-Base pretraining: 12 layers, hidden 768, 12 heads, intermediate 3072"),
+      bert_info("bert_tiny",
+                "BERT-Tiny pretraining (Google's smallest published BERT): 2 layers, hidden 128, "
+                "2 heads, intermediate 512"),
   };
   return kModels;
 }
@@ -190,6 +229,11 @@ absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name) {
 
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
                                   bool training, uint64_t seed, DTypePolicy policy) {
+  if (is_bert(name)) {
+    return absl::InvalidArgumentError(str_cat(
+        name, " reads token ids (BERT's pretraining features), not images: build it with "
+              "build_bert_pretraining (runtime/models/bert.h)"));
+  }
   const bool mixed = policy == DTypePolicy::kMixedBFloat16;
   std::optional<GraphBuilder::BFloat16Scope> bf16_scope;
   if (mixed) {
@@ -224,16 +268,14 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
 
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed, DTypePolicy policy,
-                                 uint32_t replicas, int64_t image_side) {
+                                 uint32_t replicas, int64_t image_side, int64_t seq_length) {
   auto info = model_info(name);
   if (!info.ok()) return info.status();
-  const int64_t side = image_side > 0 ? image_side : info->image_side;
-  const Value images = b.infeed("image", DType::kF32, {batch, side, side, info->image_channels});
-  const Value labels = b.infeed("label", DType::kS32, {batch});
-  auto logits = build_model(b, name, images, /*training=*/true, seed, policy);
-  if (!logits.ok()) return logits.status();
-  const Value loss =
-      layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, *logits), {0});
+  auto loss_or = info->input == ModelInfo::Input::kTokens
+                     ? bert_training_loss(b, name, batch, seq_length, seed, policy)
+                     : image_training_loss(b, *info, batch, image_side, seed, policy);
+  if (!loss_or.ok()) return loss_or.status();
+  const Value loss = *loss_or;
   std::vector<Value> vars;
   for (int id : b.graph().variables()) {
     const std::string& var = b.graph().node(id).attrs.name;

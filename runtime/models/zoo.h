@@ -15,6 +15,9 @@
 //                self-attention and a 128-wide feed-forward, each with residual and layer
 //                norm), mean over tokens, dense 10
 //   resnet50     ResNet-50 v1.5 as TensorFlow's TPU reference model: 1000 classes, 224x224x3
+//   bert_large, bert_base, bert_tiny
+//                BERT pretraining (bert.h): token ids, not images, in; the masked-LM and
+//                next-sentence losses out
 
 #include <string>
 #include <vector>
@@ -33,6 +36,11 @@ struct ModelInfo {
   int64_t image_side = 28;
   int64_t image_channels = 1;
   int64_t classes = 10;
+  // What the model reads: images (and labels), or BERT's pretraining features (bert.h) of
+  // `seq_length` tokens by default.
+  enum class Input { kImages, kTokens };
+  Input input = Input::kImages;
+  int64_t seq_length = 0;
 };
 // The model named `name`; NotFound lists the models.
 absl::StatusOr<ModelInfo> model_info(const std::string& name);
@@ -49,18 +57,22 @@ const char* dtype_policy_name(DTypePolicy policy);
 absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name);
 
 // Logits [batch, classes] (f32) of `name` for f32 images [batch, H, W, C] (28x28x1 for the
-// transformer); NotFound lists the models.
+// transformer); NotFound lists the models, InvalidArgument names a model that takes tokens.
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
                                   bool training, uint64_t seed,
                                   DTypePolicy policy = DTypePolicy::kFloat32);
 
-// One training step of `name` at `batch`: infeeds "image" f32 [batch, side, side, channels] (the
-// model's published images; `image_side` > 0 another side) and "label" s32 [batch]; mean cross-entropy loss; gradients of every variable (with `replicas` > 1,
+// One training step of `name` at `batch`: an image model infeeds "image" f32 [batch, side, side,
+// channels] (the model's published images; `image_side` > 0 another side) and "label" s32
+// [batch], its loss the mean cross-entropy; a BERT infeeds its pretraining features
+// (bert_infeeds) at `seq_length` tokens (0: the model's default), its loss the masked-LM plus
+// next-sentence loss. Gradients of every trained variable (with `replicas` > 1,
 // CrossShardOptimizer's: the mean over the replicas, by cross_replica_sum); plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed,
                                  DTypePolicy policy = DTypePolicy::kFloat32,
-                                 uint32_t replicas = 1, int64_t image_side = 0);
+                                 uint32_t replicas = 1, int64_t image_side = 0,
+                                 int64_t seq_length = 0);
 
 }  // namespace tpusim::runtime::models

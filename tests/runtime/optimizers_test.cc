@@ -110,6 +110,73 @@ TEST(Optimizers, AdamFollowsTheFormulaWithBiasCorrection) {
   EXPECT_EQ(run.w.back()[3], 0.0f);  // zero gradient: no move, no NaN
 }
 
+// LAMB as BERT's MLPerf reference writes it (optimizers.h), step by step in double: the trust
+// ratio ||w|| / ||u|| scales the decayed, bias-corrected Adam direction.
+std::vector<std::vector<float>> lamb_by_hand(float weight_decay, int steps) {
+  std::vector<double> w(kStart.begin(), kStart.end()), m(4, 0.0), v(4, 0.0);
+  std::vector<std::vector<float>> out;
+  for (int s = 0; s < steps; ++s) {
+    const double t = s + 1;
+    std::vector<double> u(4);
+    double w_norm = 0, u_norm = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      const double g = 2 * (w[i] - kTarget[i]);
+      m[i] = 0.9 * m[i] + 0.1 * g;
+      v[i] = 0.999 * v[i] + 0.001 * g * g;
+      u[i] = (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-6) +
+             weight_decay * w[i];
+      w_norm += w[i] * w[i];
+      u_norm += u[i] * u[i];
+    }
+    const double ratio = w_norm > 0 && u_norm > 0 ? std::sqrt(w_norm / u_norm) : 1.0;
+    for (size_t i = 0; i < 4; ++i) w[i] -= 0.01 * ratio * u[i];
+    out.emplace_back(w.begin(), w.end());
+  }
+  return out;
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, int step) {
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 2e-5f * (1 + std::abs(want[i]))) << "step " << step << " [" << i << "]";
+}
+
+TEST(Optimizers, LambFollowsTheFormulaWithTrustRatioAndWeightDecay) {
+  OptimizerSpec spec = optimizer_defaults(OptimizerSpec::Kind::kLamb);
+  spec.learning_rate.initial = 0.01f;
+  EXPECT_EQ(spec.epsilon, 1e-6f);
+  const Trained run = train(spec, 6);
+  const auto want = lamb_by_hand(0.01f, 6);
+  for (int s = 0; s < 6; ++s) expect_near_all(run.w[static_cast<size_t>(s)], want[static_cast<size_t>(s)], s);
+  for (const char* slot : {"w/lamb_m", "w/lamb_v", "global_step"})
+    EXPECT_EQ(run.vars.count(slot), 1u) << slot;
+  // A name holding an excluded part takes no weight decay, as BERT's layer norms and biases.
+  spec.exclude_from_weight_decay = {"w"};
+  const Trained undecayed = train(spec, 3);
+  const auto plain = lamb_by_hand(0.0f, 3);
+  for (int s = 0; s < 3; ++s) expect_near_all(undecayed.w[static_cast<size_t>(s)], plain[static_cast<size_t>(s)], s);
+  EXPECT_NE(undecayed.w[2], run.w[2]);
+}
+
+// tf.clip_by_global_norm: the step's gradients (2 (w - target): norm 2 sqrt(0.25 + 6.25 + 9) =
+// 7.87) scaled to norm 0.5; a norm under the clip passes unchanged.
+TEST(Optimizers, ClipByGlobalNormScalesTheGradients) {
+  OptimizerSpec spec;
+  spec.learning_rate.initial = 0.1f;
+  spec.clip_global_norm = 0.5f;
+  const Trained run = train(spec, 1);
+  double norm = 0;
+  for (size_t i = 0; i < 4; ++i) norm += 4.0 * (kStart[i] - kTarget[i]) * (kStart[i] - kTarget[i]);
+  norm = std::sqrt(norm);
+  for (size_t i = 0; i < 4; ++i) {
+    const double g = 2 * (kStart[i] - kTarget[i]) * 0.5 / norm;
+    EXPECT_NEAR(run.w[0][i], kStart[i] - 0.1 * g, 1e-6) << i;
+  }
+  spec.clip_global_norm = 100.0f;
+  const Trained unclipped = train(spec, 1);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(unclipped.w[0][i], kStart[i] - 0.2f * (kStart[i] - kTarget[i]), 1e-6) << i;
+}
+
 TEST(Optimizers, SchedulesFollowTheGlobalStep) {
   OptimizerSpec spec;
   spec.learning_rate.kind = LearningRate::Kind::kExponentialDecay;
@@ -148,7 +215,8 @@ TEST(Optimizers, BadSchedulesAndNamesAreRefused) {
   EXPECT_THAT(std::string(learning_rate(b, decay, step).status().message()),
               HasSubstr("decay_steps 0 must be >= 1"));
   EXPECT_THAT(std::string(optimizer_kind("adagrad").status().message()),
-              HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam)"));
+              HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam, lamb)"));
+  EXPECT_EQ(*optimizer_kind("lamb"), OptimizerSpec::Kind::kLamb);
   EXPECT_EQ(*optimizer_kind("adam"), OptimizerSpec::Kind::kAdam);
   EXPECT_EQ(global_step(b).id, step.id);  // one global step
 }

@@ -315,7 +315,7 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
 TEST(Cli, TrainRejectsBadOptions) {
   auto r = run_tpusim({"train", "--optimizer", "adagrad"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam)"));
+  EXPECT_THAT(r.err, HasSubstr("unknown optimizer 'adagrad' (sgd, momentum, adam, lamb)"));
   r = run_tpusim({"train", "--backend", "gpu2"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--backend must be tpusim, cpu or gpu"));

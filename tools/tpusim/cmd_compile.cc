@@ -45,11 +45,12 @@ po::options_description compile_command_options(CompileFlags* f) {
       "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
   add_compile_flags(options);
   add_dtype_policy_option(options);
+  add_seq_length_option(options);
   return options;
 }
 
 constexpr char kCompileUsage[] =
-    "usage: tpusim compile --model NAME [--config SLICE] [--batch N]\n"
+    "usage: tpusim compile --model NAME [--config SLICE] [--batch N] [--seq-length N]\n"
     "                      [--dtype-policy float32|mixed_bfloat16]\n"
     "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
@@ -64,6 +65,7 @@ constexpr char kCompileUsage[] =
 struct CompileJob {
   std::string model;
   int64_t batch = 0;
+  int64_t seq_length = 0;  // BERT models: tokens per sequence
   uint32_t replicas = 1;
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   std::shared_ptr<const config::SliceSpec> slice;
@@ -76,6 +78,9 @@ Refused compile_job_from(const po::variables_map& vm, const CompileFlags& f, Com
   job->batch = f.batch;
   job->replicas = f.replicas;
   if (f.batch < 1 || f.batch > (1 << 20)) return usage_problem("--batch must be in [1, 2^20]");
+  auto seq = seq_length_from(vm, job->model);
+  if (!seq.ok()) return usage_problem(seq.status());
+  job->seq_length = *seq;
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_problem(policy.status());
   job->policy = *policy;
@@ -108,6 +113,7 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
           {"config", job.slice->name},
           {"batch_per_core", job.batch},
+          {"seq_length", job.seq_length > 0 ? nlohmann::ordered_json(job.seq_length) : nullptr},
           {"graph_nodes", graph.size()},
           {"parameters", parameters},
           {"instructions", stats.instructions},
@@ -176,7 +182,7 @@ int run_compile(const std::vector<std::string>& args) {
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
   if (auto s = runtime::models::build_training_step(b, job.model, job.batch, 0.01f, 1, job.policy,
-                                                    job.replicas);
+                                                    job.replicas, 0, job.seq_length);
       !s.ok()) {
     return failure(std::string(s.message()));
   }

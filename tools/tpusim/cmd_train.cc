@@ -22,6 +22,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
+#include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/op_report.h"
 #include "tools/tpusim/options.h"
@@ -70,8 +71,11 @@ po::options_description train_options(TrainFlags* f) {
       "device steps per host round trip")("batch-size",
                                           po::value<int64_t>(&f->batch)->default_value(1024),
                                           "global batch size, over every core of the slice")(
-      "optimizer", po::value<std::string>()->default_value("adam"), "sgd | momentum | adam")(
-      "learning-rate", po::value<float>(&f->lr)->default_value(2e-3f), "the optimizer's rate")(
+      "optimizer", po::value<std::string>()->default_value("adam"),
+      "sgd | momentum | adam | lamb (BERT models: lamb by default, as MLPerf's BERT; their "
+      "gradients clipped to global norm 1 as run_pretraining.py does)")(
+      "learning-rate", po::value<float>(&f->lr)->default_value(2e-3f),
+      "the optimizer's rate (BERT models: 5e-5 unless given, run_pretraining.py's default)")(
       "lr-decay-rate", po::value<float>(&f->decay_rate)->default_value(1.0f),
       "exponential decay: the rate is multiplied by this every --lr-decay-steps (1: constant)")(
       "host-timing", po::value<std::string>()->default_value("measured"),
@@ -80,7 +84,9 @@ po::options_description train_options(TrainFlags* f) {
       "lr-decay-steps", po::value<int64_t>(&f->decay_steps)->default_value(1),
       "steps over which the rate decays by --lr-decay-rate (continuously)")(
       "eval-steps", po::value<int64_t>(&f->eval_steps)->default_value(0),
-      "test batches to evaluate (0: as many whole batches as the 10,000 test images fill)")(
+      "test batches to evaluate (0: as many whole batches as the 10,000 test images fill; BERT "
+      "models: none unless given, then batches of the records' masked-LM and next-sentence "
+      "metrics)")(
       "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
       "log-every", po::value<int64_t>(&f->log_every)->default_value(50), "steps between log lines")(
       "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
@@ -104,6 +110,7 @@ po::options_description train_options(TrainFlags* f) {
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_data_options(options);
+  add_seq_length_option(options);
   return options;
 }
 
@@ -116,7 +123,8 @@ constexpr char kTrainUsage[] =
     "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
     "                    [--recompute-shared-producers on|off]\n"
     "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
-    "                    [--optimizer adam|momentum|sgd] [--learning-rate R]\n"
+    "                    [--optimizer adam|momentum|sgd|lamb] [--learning-rate R]\n"
+    "                    [--seq-length N (BERT models)]\n"
     "                    [--model-dir DIR] [--report FILE.json]\n"
     "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
     "                     [--trace-counter-window-ns N]]\n"
@@ -130,7 +138,10 @@ constexpr char kTrainUsage[] =
     "on the test set and prints accuracy, the simulated step time and its breakdown.\n"
     "With no arguments: the demo (mnist_cnn, v3-8, batch 1024, Adam).\n"
     "The infeed study: --input jpeg --image-size 224 --map-threads N --timing-only reads\n"
-    "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n";
+    "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n"
+    "BERT models (bert_large, bert_base, bert_tiny) pretrain on BERT's TFRecords from --data\n"
+    "(written by tpusim data make-bert; synthetic ones are made on first use) or on\n"
+    "--input synthetic, with LAMB; --eval-steps N evaluates run_pretraining's metrics.\n";
 
 // --trace, --trace-steps and --trace-counter-window-ns into `config`.
 Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
@@ -217,6 +228,7 @@ absl::StatusOr<runtime::OptimizerSpec> optimizer_from(const po::variables_map& v
 // What a run is, for the report and the summary.
 struct TrainJob {
   std::string model;
+  std::optional<jobs::BertData> bert;  // a BERT model's input; else `data`
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   const runtime::BackendDeclaration* backend = nullptr;
   FashionData data;
@@ -228,9 +240,13 @@ struct TrainJob {
 void print_start(const TrainJob& job) {
   const auto& c = job.config;
   std::cout << fmt::format(
-      "training {}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
+      "training {}{}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
       job.model,
+      job.bert.has_value()
+          ? str_cat(" (", job.bert->seq_length, " tokens, ",
+                    job.bert->synthetic ? "synthetic" : job.bert->dir, ")")
+          : "",
       job.policy == runtime::models::DTypePolicy::kFloat32
           ? ""
           : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")"),
@@ -249,16 +265,25 @@ nlohmann::ordered_json metric_or_null(const std::map<std::string, double>& eval,
   return it == eval.end() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(it->second);
 }
 
-// What the run's values came to: the final loss and the test accuracy, or why there are none.
-std::string values_summary(const estimator::TrainResult& r, const nlohmann::ordered_json& report) {
+// What the run's values came to: the final loss and the evaluation (the test accuracy, or a
+// BERT's pretraining metrics), or why there are none.
+std::string values_summary(const estimator::TrainResult& r,
+                           const std::map<std::string, double>& eval) {
   if (!r.values_computed)
     return fmt::format("global step {}: no loss or accuracy (timing-only: no values computed)",
                        r.global_step);
-  const auto& accuracy = report["eval_accuracy"];
+  std::string evaluated = "not evaluated";
+  if (const auto it = eval.find("accuracy"); it != eval.end()) {
+    evaluated = fmt::format("test accuracy {:.4f}", it->second);
+  } else if (!eval.empty()) {
+    std::vector<std::string> metrics;
+    for (const auto& [name, value] : eval) {
+      if (name != "global_step") metrics.push_back(fmt::format("{} {:.4f}", name, value));
+    }
+    evaluated = str_join(metrics, ", ");
+  }
   return fmt::format("global step {}: final loss {:.4f}, {}", r.global_step, r.final_loss,
-                     accuracy.is_null() ? std::string("not evaluated")
-                                        : fmt::format("test accuracy {:.4f}",
-                                                      accuracy.get<double>()));
+                     evaluated);
 }
 
 // The run's figures as `--report` writes them.
@@ -279,7 +304,12 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"final_loss", r.values_computed ? nlohmann::ordered_json(r.final_loss) : nullptr},
       {"eval_accuracy", metric_or_null(eval, "accuracy")},
       {"eval_loss", metric_or_null(eval, "loss")},
+      {"eval_metrics", eval},
       {"sim_seconds_per_step", r.sim_seconds_per_step},
+      {"examples_per_second", r.sim_seconds_per_step > 0
+                                  ? nlohmann::ordered_json(static_cast<double>(job.flags.batch) /
+                                                           r.sim_seconds_per_step)
+                                  : nullptr},
       {"host_seconds", r.host_seconds},
       {"infeed_wait_fraction", r.infeed_wait_fraction},
       {"mxu_utilization", r.mxu_utilization},
@@ -291,8 +321,14 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"timing_only", c.timing_only},
       {"fold_replicas", c.fold_replicas},
       {"allreduce_combine_bytes", c.compile.allreduce_combine_bytes},
-      {"input", job.data.synthetic ? "synthetic" : job.data.jpeg ? "jpeg" : "raw"},
-      {"image_size", job.data.image_size},
+      {"input", job.data.synthetic ? "synthetic"
+                : job.bert.has_value() ? "records"
+                : job.data.jpeg        ? "jpeg"
+                                       : "raw"},
+      {"image_size", job.bert.has_value() ? nlohmann::ordered_json(nullptr)
+                                          : nlohmann::ordered_json(job.data.image_size)},
+      {"seq_length", job.bert.has_value() ? nlohmann::ordered_json(job.bert->seq_length)
+                                          : nlohmann::ordered_json(nullptr)},
       {"map_threads", job.data.map_threads},
       {"batch_threads", job.data.batch_threads},
       {"enqueue_threads", job.data.enqueue_threads},
@@ -310,14 +346,18 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
 }
 
 void print_summary(const TrainJob& job, const estimator::TrainResult& r,
+                   const std::map<std::string, double>& eval,
                    const nlohmann::ordered_json& report) {
   const auto& breakdown = report["step_breakdown"];
-  std::cout << values_summary(r, report) << "\n";
+  std::cout << values_summary(r, eval) << "\n";
   std::cout << fmt::format(
-      "simulated step {:.3f} ms = compute {:.3f} + input {:.3f} + host round trips {:.3f} "
-      "(infeed wait {:.1f}%, MXU {:.1f}%); {:.1f} s on this host\n"
+      "simulated step {:.3f} ms ({:.0f} examples/s) = compute {:.3f} + input {:.3f} + host "
+      "round trips {:.3f} (infeed wait {:.1f}%, MXU {:.1f}%); {:.1f} s on this host\n"
       "TensorBoard: tensorboard --logdir {}\n",
-      r.sim_seconds_per_step * 1e3, breakdown["compute"].get<double>() * 1e3,
+      r.sim_seconds_per_step * 1e3,
+      r.sim_seconds_per_step > 0 ? static_cast<double>(job.flags.batch) / r.sim_seconds_per_step
+                                 : 0.0,
+      breakdown["compute"].get<double>() * 1e3,
       breakdown["input"].get<double>() * 1e3, breakdown["idle"].get<double>() * 1e3,
       100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, job.config.model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
@@ -326,6 +366,40 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
     std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.config.trace_path,
                              static_cast<double>(r.trace_bytes) / 1e6, job.config.trace_path);
   }
+}
+
+// A BERT's input and optimizer from the flags: records (--data, else the default folder) or
+// synthetic input, of `seq_length` tokens; LAMB at run_pretraining's 5e-5 unless the flags say
+// otherwise, the gradients clipped to global norm 1 whatever the optimizer.
+Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob* job) {
+  if (job->data.jpeg || !vm["image-size"].defaulted() || job->data.bf16_images) {
+    return usage_problem(str_cat(job->model,
+                                 " reads token ids: --input is raw (its records) or synthetic, "
+                                 "and --image-size and --infeed-dtype bf16 do not apply"));
+  }
+  if (vm.count("export-dir") > 0)
+    return usage_problem(str_cat(job->model, " is a pretraining model: nothing to export"));
+  jobs::BertData bert;
+  bert.synthetic = job->data.synthetic;
+  bert.seq_length = seq_length;
+  bert.map_threads = job->data.map_threads;
+  bert.batch_threads = job->data.batch_threads;
+  bert.enqueue_threads = job->data.enqueue_threads;
+  bert.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
+                                  : jobs::default_bert_data_dir(seq_length);
+  job->bert = bert;
+  const float lr = vm["learning-rate"].defaulted() ? 5e-5f : job->flags.lr;
+  if (vm["optimizer"].defaulted() || job->optimizer.kind == runtime::OptimizerSpec::Kind::kLamb) {
+    runtime::OptimizerSpec lamb = jobs::bert_lamb(lr);
+    lamb.learning_rate = job->optimizer.learning_rate;  // the decay flags
+    lamb.learning_rate.initial = lr;
+    job->optimizer = lamb;
+  } else {
+    job->optimizer.learning_rate.initial = lr;
+    job->optimizer.clip_global_norm = 1.0f;
+  }
+  job->flags.lr = lr;
+  return std::nullopt;
 }
 
 // The job from the flags, or why not.
@@ -349,40 +423,72 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
-  if (auto s = use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data); !s.ok())
+  auto seq_length = seq_length_from(vm, job->model);
+  if (!seq_length.ok()) return usage_problem(seq_length.status());
+  if (*seq_length > 0) {
+    if (Refused r = bert_job_from(vm, *seq_length, job)) return r;
+  } else if (auto s = use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
+             !s.ok()) {
     return usage_problem(s);
+  }
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
   return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
 }
 
+// The model_fn and the input_fns of a job: a BERT's or a zoo image model's on Fashion-MNIST.
+struct JobFunctions {
+  estimator::ModelFn model_fn;
+  estimator::InputFn train_input, eval_input;
+  int64_t default_eval_steps = 0;  // when --eval-steps is 0
+};
+
+// Makes the job's records when missing, sets the host timing, and returns its functions.
+absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& job) {
+  const bool config_timing = vm["host-timing"].as<std::string>() == "config";
+  if (job.bert.has_value()) {
+    const jobs::BertData& bert = *job.bert;
+    if (auto s = jobs::ensure_bert_records(bert, log_to_stderr); !s.ok()) return s;
+    if (config_timing || bert.synthetic) {
+      if (auto s = jobs::use_bert_host_config_timing(bert, &job.config); !s.ok()) return s;
+    }
+    return JobFunctions{jobs::bert_model_fn(job.model, job.optimizer, job.policy),
+                        jobs::bert_train_input(bert), jobs::bert_eval_input(bert), 0};
+  }
+  if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
+  // Synthetic input has no pipeline to measure: its (zero) stage costs come from the config.
+  if (config_timing || job.data.synthetic) {
+    if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
+  }
+  return JobFunctions{zoo_model_fn(job.model, job.optimizer, job.policy),
+                      fashion_train_input(job.data), fashion_eval_input(job.data),
+                      10000 / job.flags.batch};
+}
+
 // Trains, evaluates (unless timing-only) and exports when asked.
 absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map& vm, TrainJob& job,
                                                         ProgressBar& bar) {
-  if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
-  // Synthetic input has no pipeline to measure: its (zero) stage costs come from the config.
-  if (vm["host-timing"].as<std::string>() == "config" || job.data.synthetic) {
-    if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
-  }
+  auto functions = prepare_job(vm, job);
+  if (!functions.ok()) return functions.status();
   const int64_t batch = job.flags.batch;
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, job.optimizer, job.policy),
-                                             job.config, {}, true, batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(functions->model_fn, job.config, {}, true, batch,
+                                             batch, batch);
   if (!est.ok()) return est.status();
   print_start(job);
-  auto trained = (*est)->train(fashion_train_input(job.data), job.flags.steps);
+  auto trained = (*est)->train(functions->train_input, job.flags.steps);
   bar.finish();
   if (!trained.ok()) return trained.status();
   const int64_t per_eval = job.config.timing_only || job.data.synthetic ? 0
                            : job.flags.eval_steps > 0 ? job.flags.eval_steps
-                                                      : 10000 / batch;
+                                                      : functions->default_eval_steps;
   std::map<std::string, double> eval;
   if (per_eval > 0) {
-    auto evaluated = (*est)->evaluate(fashion_eval_input(job.data), per_eval);
+    auto evaluated = (*est)->evaluate(functions->eval_input, per_eval);
     if (!evaluated.ok()) return evaluated.status();
     eval = *evaluated;
   }
   const nlohmann::ordered_json report = train_report(job, *trained, eval);
-  print_summary(job, *trained, report);
+  print_summary(job, *trained, eval, report);
   if (vm.count("export-dir") > 0) {
     const std::string dir = vm["export-dir"].as<std::string>();
     const int64_t per_shard = batch / job.config.tpu_config.num_shards;

@@ -75,4 +75,27 @@ absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
   return policy;
 }
 
+void add_seq_length_option(boost::program_options::options_description& options) {
+  options.add_options()("seq-length", boost::program_options::value<int64_t>()->default_value(128),
+                        "BERT models: tokens per sequence, 8 to 512 (BERT pretrained at 128 "
+                        "and 512; masked positions 20 and 76, else 15% of the tokens)");
+}
+
+absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,
+                                        const std::string& model) {
+  const int64_t seq = vm["seq-length"].as<int64_t>();
+  auto info = runtime::models::model_info(model);
+  if (!info.ok()) return info.status();
+  if (info->input != runtime::models::ModelInfo::Input::kTokens) {
+    if (!vm["seq-length"].defaulted())
+      return absl::InvalidArgumentError(
+          str_cat("--seq-length is for BERT models; ", model, " reads images"));
+    return 0;
+  }
+  if (seq < 8 || seq > 512)
+    return absl::InvalidArgumentError(str_cat(
+        "--seq-length must be in [8, 512] (BERT's max_position_embeddings) (got ", seq, ")"));
+  return seq;
+}
+
 }  // namespace tpusim::cli

@@ -100,6 +100,25 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                  });
 }
 
+// A reduction down the columns of [k, inner] whose single row of `inner` outgrows the tiles
+// that reduce_range's column path loads (the gradient of a bias as wide as BERT's 30,522-token
+// vocabulary): transposed to [inner, k] first, so each output is the reduction of a row. The
+// sum order (k in order) is unchanged. Other reductions are left as they are.
+absl::Status turn_wide_columns(Lowering& l, uint64_t* src, Shape* shape, int64_t* first,
+                               int64_t* end) {
+  if (*first != 0 || *end >= shape->rank()) return absl::OkStatus();
+  const int64_t k = dims_product(*shape, 0, static_cast<int>(*end));
+  const int64_t inner = dims_product(*shape, static_cast<int>(*end), shape->rank());
+  if (inner * 4 * 8 <= static_cast<int64_t>(l.emit.tile_budget_bytes())) return absl::OkStatus();
+  const uint64_t turned = l.hbm.temporary(static_cast<uint64_t>(k * inner) * 4);
+  if (auto s = emit_transpose(l, *src, Shape{k, inner}, {1, 0}, turned); !s.ok()) return s;
+  *src = turned;
+  *shape = Shape{inner, k};
+  *first = 1;
+  *end = 2;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status lower_reduce(Lowering& l, int id) {
@@ -115,7 +134,7 @@ absl::Status lower_reduce(Lowering& l, int id) {
   // through temporaries.
   std::sort(axes.begin(), axes.end());
   while (!axes.empty()) {
-    const int64_t end = axes.back() + 1;
+    int64_t end = axes.back() + 1;
     int64_t first = axes.back();
     axes.pop_back();
     while (!axes.empty() && axes.back() == first - 1) {
@@ -130,6 +149,7 @@ absl::Status lower_reduce(Lowering& l, int id) {
     const uint64_t dst = axes.empty()
                              ? l.address(id)
                              : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
+    if (auto s = turn_wide_columns(l, &src, &shape, &first, &end); !s.ok()) return s;
     reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst);
     src = dst;
     shape = reduced;
