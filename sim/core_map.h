@@ -45,16 +45,29 @@ class CoreMap {
 };
 
 // Each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its chip's
-// 32 GiB: `bytes` from `base` (bytes into the chip's HBM). Compilers and program builders put a
-// core's buffers there.
+// 32 GiB: `bytes` of the chip's HBM. Compilers and program builders put a core's buffers there.
+//
+// The simulator holds every value as 4 bytes (a bf16 value widened to f32, exactly), where the
+// TPU holds a bf16 value in 2: its transfers are charged at 2 bytes (Dma.packed_bf16), and the
+// compiler checks what a core's tensors need against `bytes` with bf16 at 2 bytes. Its model of
+// the chip's HBM therefore spans kHbmRepresentation times the chip's capacity, and a core's
+// buffers sit in `span` bytes from `base`: room for the same tensors held 4 bytes a value.
+// (Bases stay multiples of the share, so every address falls in the HBM channel it would.)
+inline constexpr uint64_t kHbmRepresentation = 2;
 struct HbmShare {
-  uint64_t base = 0;
-  uint64_t bytes = 0;
+  uint64_t base = 0;   // where the core's buffers start in the simulator's address space
+  uint64_t bytes = 0;  // the core's share of the chip's HBM, as the device has it
+  uint64_t span = 0;   // the simulator's room for it: kHbmRepresentation x bytes
 };
 inline HbmShare hbm_share(const config::SliceSpec& slice, CoreId core) {
   const CoreMap map(slice);
   const uint64_t bytes = slice.chip.hbm.capacity_bytes / map.cores_per_chip();
-  return {map.core_on_chip(core) * bytes, bytes};
+  const uint64_t span = kHbmRepresentation * bytes;
+  return {map.core_on_chip(core) * span, bytes, span};
+}
+// The bytes of the simulator's model of a chip's HBM (addresses below it are valid).
+inline uint64_t hbm_address_space(const config::SliceSpec& slice) {
+  return kHbmRepresentation * slice.chip.hbm.capacity_bytes;
 }
 
 }  // namespace tpusim::sim

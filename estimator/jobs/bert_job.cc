@@ -92,8 +92,8 @@ absl::StatusOr<std::map<std::string, double>> pretraining_metrics(
       {"masked_lm_accuracy",
        weighted_accuracy(t.at("masked_lm_predictions"), mlm_labels, &weights)},
       {"masked_lm_loss", weighted_mean(t.at("masked_lm_example_loss"), &weights)},
-      {"next_sentence_accuracy", weighted_accuracy(t.at("next_sentence_predictions"),
-                                                   t.at("next_sentence_labels"), nullptr)},
+      {"next_sentence_accuracy",
+       weighted_accuracy(t.at("next_sentence_predictions"), t.at("next_sentence_labels"), nullptr)},
       {"next_sentence_loss", weighted_mean(t.at("next_sentence_example_loss"), nullptr)},
   };
 }
@@ -105,10 +105,9 @@ void add_metric_tensors(runtime::GraphBuilder& b, const runtime::models::BertFea
   const int64_t n = out.masked_lm_log_probs.shape().dim(0);
   const int64_t batch = out.next_sentence_log_probs.shape().dim(0);
   const Value mlm_labels = b.reshape(f.masked_lm_ids, {n});
-  const Value mlm_loss =
-      -b.reduce(runtime::Op::kReduceSum,
-                out.masked_lm_log_probs * b.one_hot(mlm_labels, out.masked_lm_log_probs.shape().dim(1)),
-                {1});
+  const Value mlm_loss = -b.reduce(
+      runtime::Op::kReduceSum,
+      out.masked_lm_log_probs * b.one_hot(mlm_labels, out.masked_lm_log_probs.shape().dim(1)), {1});
   const Value nsp_labels = b.reshape(f.next_sentence_labels, {batch});
   const Value nsp_loss = -b.reduce(runtime::Op::kReduceSum,
                                    out.next_sentence_log_probs * b.one_hot(nsp_labels, 2), {1});
@@ -214,8 +213,9 @@ estimator::ModelFn bert_model_fn(const std::string& model, runtime::OptimizerSpe
              const estimator::Params&) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
     if (mode == estimator::Mode::kPredict) {
       return absl::UnimplementedError(
-          str_cat(model, " is a pretraining model: it trains and evaluates, and has no "
-                         "predictions to serve"));
+          str_cat(model,
+                  " is a pretraining model: it trains and evaluates, and has no "
+                  "predictions to serve"));
     }
     for (const char* name : {"input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                              "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}) {
@@ -226,8 +226,8 @@ estimator::ModelFn bert_model_fn(const std::string& model, runtime::OptimizerSpe
     auto config = runtime::models::bert_config(model);
     if (!config.ok()) return config.status();
     const runtime::models::BertFeatures features = features_of(f);
-    auto out = runtime::models::build_bert_pretraining(
-        b, *config, features, mode == estimator::Mode::kTrain, 1, policy);
+    auto out = runtime::models::build_bert_pretraining(b, *config, features,
+                                                       mode == estimator::Mode::kTrain, 1, policy);
     if (!out.ok()) return out.status();
     estimator::TPUEstimatorSpec spec;
     spec.loss = out->loss;

@@ -36,8 +36,8 @@ std::vector<Value> clipped(GraphBuilder& b, const std::vector<Value>& grads, flo
     sum_of_squares = sum_of_squares + n * n;
   }
   const Value global_norm = sqrt_of(b, sum_of_squares);
-  const Value scale = b.binary(Op::kDiv, b.scalar(clip),
-                               b.binary(Op::kMax, global_norm, b.scalar(clip)));
+  const Value scale =
+      b.binary(Op::kDiv, b.scalar(clip), b.binary(Op::kMax, global_norm, b.scalar(clip)));
   std::vector<Value> out;
   for (const Value& g : grads) out.push_back(g * scale);
   return out;
@@ -165,8 +165,8 @@ absl::StatusOr<Value> apply_gradients(GraphBuilder& b, const OptimizerSpec& spec
                                       const std::vector<Value>& vars,
                                       const std::vector<Value>& raw_grads) {
   if (vars.size() != raw_grads.size()) {
-    return absl::InvalidArgumentError(str_cat("apply_gradients: ", vars.size(),
-                                              " variables but ", raw_grads.size(), " gradients"));
+    return absl::InvalidArgumentError(str_cat("apply_gradients: ", vars.size(), " variables but ",
+                                              raw_grads.size(), " gradients"));
   }
   const Value step = global_step(b);
   auto lr = learning_rate(b, spec.learning_rate, step);

@@ -27,9 +27,7 @@ struct Weights {
 };
 
 // The float type the model computes in: bf16 under mixed_bfloat16's scope, else f32.
-DType compute_type(GraphBuilder& b) {
-  return b.in_bfloat16_scope() ? DType::kBF16 : DType::kF32;
-}
+DType compute_type(GraphBuilder& b) { return b.in_bfloat16_scope() ? DType::kBF16 : DType::kF32; }
 
 Value as_type(GraphBuilder& b, Value v, DType t) {
   return v.valid() && v.dtype() != t ? b.cast(v, t) : v;
@@ -54,7 +52,8 @@ Value embeddings(GraphBuilder& b, const BertConfig& c, const BertFeatures& f, bo
   // Two segment types: a one-hot matmul, as modeling.py does for small vocabularies.
   const Value types =
       b.variable("bert/embeddings/token_type_embeddings", t, {c.type_vocab, c.hidden}, w.next());
-  const Value one_hot = as_type(b, b.one_hot(b.reshape(f.segment_ids, {batch * seq}), c.type_vocab), t);
+  const Value one_hot =
+      as_type(b, b.one_hot(b.reshape(f.segment_ids, {batch * seq}), c.type_vocab), t);
   x = x + b.matmul(one_hot, types);
   const Value positions =
       b.variable("bert/embeddings/position_embeddings", t, {c.max_position, c.hidden}, w.next());
@@ -116,7 +115,8 @@ Value encoder_layer(GraphBuilder& b, const BertConfig& c, Value x, Value adder, 
 Value gather_positions(GraphBuilder& b, Value sequence, Value positions, int64_t seq) {
   const int64_t batch = positions.shape().dim(0), per = positions.shape().dim(1);
   HostTensor offsets = HostTensor::zeros(DType::kF32, Shape{batch, 1});
-  for (int64_t i = 0; i < batch; ++i) offsets.f[static_cast<size_t>(i)] = static_cast<float>(i * seq);
+  for (int64_t i = 0; i < batch; ++i)
+    offsets.f[static_cast<size_t>(i)] = static_cast<float>(i * seq);
   const Value flat = b.cast(positions, DType::kF32) + b.constant(std::move(offsets));
   return b.gather(sequence, b.reshape(b.cast(flat, DType::kS32), {batch * per}));
 }
@@ -147,7 +147,8 @@ void next_sentence_head(GraphBuilder& b, const BertConfig& c, Value pooled, Valu
                         Weights& w, BertOutputs* out) {
   GraphBuilder::Scope scope(b, "cls/seq_relationship");
   const DType t = compute_type(b);
-  const Value weights = b.variable("cls/seq_relationship/output_weights", t, {2, c.hidden}, w.next());
+  const Value weights =
+      b.variable("cls/seq_relationship/output_weights", t, {2, c.hidden}, w.next());
   const Value bias = b.variable("cls/seq_relationship/output_bias", t, {2}, Initializer{});
   const Value logits = b.matmul(pooled, b.transpose(weights, {1, 0})) + bias;
   out->next_sentence_log_probs = layers::log_softmax(as_type(b, logits, DType::kF32));
@@ -162,9 +163,9 @@ absl::Status check_feature(const char* name, Value v, DType dtype, const Shape& 
   if (!v.valid()) return absl::InvalidArgumentError(str_cat("BERT feature ", name, " is missing"));
   if (v.dtype() != dtype || v.shape().elements() != want.elements() ||
       v.shape().dim(0) != want.dim(0)) {
-    return absl::InvalidArgumentError(
-        str_cat("BERT feature ", name, ": ", dtype_name(dtype), want.str(), " expected, got ",
-                dtype_name(v.dtype()), v.shape().str()));
+    return absl::InvalidArgumentError(str_cat("BERT feature ", name, ": ", dtype_name(dtype),
+                                              want.str(), " expected, got ", dtype_name(v.dtype()),
+                                              v.shape().str()));
   }
   return absl::OkStatus();
 }
@@ -175,16 +176,17 @@ absl::Status check_features(const BertConfig& c, const BertFeatures& f) {
   const int64_t batch = f.input_ids.shape().dim(0), seq = f.input_ids.shape().dim(1);
   if (seq > c.max_position) {
     return absl::InvalidArgumentError(str_cat(c.name, " takes sequences of at most ",
-                                              c.max_position, " tokens (max_position_embeddings); "
-                                              "input_ids has ", seq));
+                                              c.max_position,
+                                              " tokens (max_position_embeddings); "
+                                              "input_ids has ",
+                                              seq));
   }
   if (!f.masked_lm_positions.valid() || f.masked_lm_positions.shape().rank() != 2)
     return absl::InvalidArgumentError(
         "BERT feature masked_lm_positions must be s32 [batch, max_predictions]");
   const int64_t per = f.masked_lm_positions.shape().dim(1);
-  const std::pair<const char*, Value> sequences[] = {{"input_ids", f.input_ids},
-                                                     {"input_mask", f.input_mask},
-                                                     {"segment_ids", f.segment_ids}};
+  const std::pair<const char*, Value> sequences[] = {
+      {"input_ids", f.input_ids}, {"input_mask", f.input_mask}, {"segment_ids", f.segment_ids}};
   for (const auto& [name, v] : sequences) {
     if (auto s = check_feature(name, v, DType::kS32, Shape{batch, seq}); !s.ok()) return s;
   }
@@ -193,8 +195,8 @@ absl::Status check_features(const BertConfig& c, const BertFeatures& f) {
   for (const auto& [name, v] : predictions) {
     if (auto s = check_feature(name, v, DType::kS32, Shape{batch, per}); !s.ok()) return s;
   }
-  if (auto s = check_feature("masked_lm_weights", f.masked_lm_weights, DType::kF32,
-                             Shape{batch, per});
+  if (auto s =
+          check_feature("masked_lm_weights", f.masked_lm_weights, DType::kF32, Shape{batch, per});
       !s.ok())
     return s;
   return check_feature("next_sentence_labels", f.next_sentence_labels, DType::kS32, Shape{batch});
@@ -257,9 +259,9 @@ absl::StatusOr<BertOutputs> build_bert_pretraining(GraphBuilder& b, const BertCo
     }
     sequence = x;  // [batch * seq, hidden]
     GraphBuilder::Scope pooler(b, "pooler");
-    const Value first = b.reshape(b.slice(b.reshape(x, {batch, seq, c.hidden}), {0, 0, 0},
-                                          {batch, 1, c.hidden}),
-                                  {batch, c.hidden});
+    const Value first =
+        b.reshape(b.slice(b.reshape(x, {batch, seq, c.hidden}), {0, 0, 0}, {batch, 1, c.hidden}),
+                  {batch, c.hidden});
     pooled = layers::dense(b, first, c.hidden, Activation::kTanh, w.next());
     masked_lm_head(b, c, sequence, word_table, f, w, &out);
     next_sentence_head(b, c, pooled, f.next_sentence_labels, w, &out);

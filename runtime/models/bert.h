@@ -42,7 +42,7 @@ struct BertConfig {
   int64_t intermediate = 3072;
   int64_t max_position = 512;
   int64_t type_vocab = 2;
-  float dropout = 0.1f;           // hidden_dropout_prob and attention_probs_dropout_prob
+  float dropout = 0.1f;  // hidden_dropout_prob and attention_probs_dropout_prob
   float initializer_range = 0.02f;
 };
 
@@ -67,7 +67,7 @@ struct BertFeatures {
 BertFeatures bert_infeeds(GraphBuilder& b, int64_t batch, int64_t seq_length);
 
 struct BertOutputs {
-  Value loss;                     // masked_lm_loss + next_sentence_loss
+  Value loss;  // masked_lm_loss + next_sentence_loss
   Value masked_lm_loss, next_sentence_loss;
   Value masked_lm_log_probs;      // f32 [batch * max_predictions, vocab]
   Value next_sentence_log_probs;  // f32 [batch, 2]

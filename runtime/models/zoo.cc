@@ -230,9 +230,10 @@ absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name) {
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,
                                   bool training, uint64_t seed, DTypePolicy policy) {
   if (is_bert(name)) {
-    return absl::InvalidArgumentError(str_cat(
-        name, " reads token ids (BERT's pretraining features), not images: build it with "
-              "build_bert_pretraining (runtime/models/bert.h)"));
+    return absl::InvalidArgumentError(
+        str_cat(name,
+                " reads token ids (BERT's pretraining features), not images: build it with "
+                "build_bert_pretraining (runtime/models/bert.h)"));
   }
   const bool mixed = policy == DTypePolicy::kMixedBFloat16;
   std::optional<GraphBuilder::BFloat16Scope> bf16_scope;
@@ -279,12 +280,10 @@ absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64
   std::vector<Value> vars;
   for (int id : b.graph().variables()) {
     const std::string& var = b.graph().node(id).attrs.name;
-    if (!is_statistic(var))
-      vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
+    if (!is_statistic(var)) vars.push_back(Value{id, &b});  // batch-norm statistics are not trained
   }
-  auto grads = replicas > 1
-                   ? cross_shard_gradients(b, loss, vars, replicas, ShardReduction::kMean)
-                   : gradients(b, loss, vars);
+  auto grads = replicas > 1 ? cross_shard_gradients(b, loss, vars, replicas, ShardReduction::kMean)
+                            : gradients(b, loss, vars);
   if (!grads.ok()) return grads.status();
   for (size_t i = 0; i < vars.size(); ++i) b.update(vars[i], vars[i] - (*grads)[i] * learning_rate);
   b.output("loss", loss);

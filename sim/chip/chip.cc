@@ -16,7 +16,7 @@ Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, C
     : sc_module(name),
       stats_(stats.child(basename(),
                          str_cat("chip ", index(chip), " (", settings.slice->chip.name, ")"))),
-      hbm_(str_cat(basename(), ".hbm"), settings.slice->chip.hbm.capacity_bytes),
+      hbm_(str_cat(basename(), ".hbm"), hbm_address_space(*settings.slice)),
       hbm_timing_(settings.slice->chip.hbm.channels,
                   bytes_per_cycle(settings.slice->chip.hbm.bandwidth_bytes_per_s, *settings.clock),
                   settings.slice->chip.hbm.interleave_bytes,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "sim/core_map.h"
 #include "sim/isa/ops.h"
 
 namespace tpusim::sim {
@@ -14,7 +15,7 @@ namespace {
 void check_hbm_buffer(const CollectiveCheck& at, const char* what, uint64_t address,
                       uint64_t elements) {
   if (address % 4 != 0) at.fail(str_cat(what, " address ", address, " is not 4-byte aligned"));
-  const uint64_t capacity = at.slice.chip.hbm.capacity_bytes;
+  const uint64_t capacity = hbm_address_space(at.slice);
   if (elements > capacity / 4 || address + elements * 4 > capacity) {
     at.fail(str_cat(what, " [", address, ", ", address + elements * 4, ") overflows HBM of ",
                     capacity, " bytes"));

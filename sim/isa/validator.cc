@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "sim/core_map.h"
 #include "sim/isa/collective_checks.h"
 #include "sim/isa/ops.h"
 #include "sim/memory/block.h"
@@ -75,7 +76,7 @@ class CoreChecker {
       return false;
     }
     const uint64_t capacity =
-        in_vmem ? slice_.chip.core.vmem_bytes : slice_.chip.hbm.capacity_bytes;
+        in_vmem ? slice_.chip.core.vmem_bytes : hbm_address_space(slice_);
     if (end_address(b) > capacity) {
       fail(index, str_cat(what, " [", b.address(), ", ", end_address(b), ") overflows ",
                           in_vmem ? "VMEM" : "HBM", " of ", capacity, " bytes"));

@@ -1,8 +1,6 @@
 // BERT at its published sizes (google-research/bert's BERT-Large and BERT-Base), its features
 // checked by name, and a BERT-Tiny pretraining step run on the cpu backend: losses at
 // initialisation as a uniform guess, falling with LAMB.
-#include "runtime/models/bert.h"
-
 #include <cmath>
 
 #include <gmock/gmock.h>
@@ -12,6 +10,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/optimizers.h"
+#include "runtime/models/bert.h"
 
 namespace tpusim::runtime::models {
 namespace {
@@ -32,11 +31,11 @@ GraphSize pretraining_size(const std::string& name, int64_t seq) {
 // masked-LM transform and vocabulary logits at `predictions` positions, the next-sentence logits.
 double forward_flops(const BertConfig& c, int64_t seq, int64_t predictions) {
   const double h = static_cast<double>(c.hidden), s = static_cast<double>(seq);
-  const double layer = 2 * s * (4 * h * h + 2 * h * static_cast<double>(c.intermediate)) +
-                       2 * (2 * s * s * h);
+  const double layer =
+      2 * s * (4 * h * h + 2 * h * static_cast<double>(c.intermediate)) + 2 * (2 * s * s * h);
   const double p = static_cast<double>(predictions);
-  return static_cast<double>(c.layers) * layer + 2 * s * 2 * h + 2 * h * h +
-         2 * p * h * h + 2 * p * h * static_cast<double>(c.vocab) + 2 * h * 2;
+  return static_cast<double>(c.layers) * layer + 2 * s * 2 * h + 2 * h * h + 2 * p * h * h +
+         2 * p * h * static_cast<double>(c.vocab) + 2 * h * 2;
 }
 
 // BERT-Large: 335,141,888 parameters in the encoder, embeddings and pooler (the "335M" of the

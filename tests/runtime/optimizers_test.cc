@@ -137,7 +137,8 @@ std::vector<std::vector<float>> lamb_by_hand(float weight_decay, int steps) {
 
 void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, int step) {
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], 2e-5f * (1 + std::abs(want[i]))) << "step " << step << " [" << i << "]";
+    EXPECT_NEAR(got[i], want[i], 2e-5f * (1 + std::abs(want[i])))
+        << "step " << step << " [" << i << "]";
 }
 
 TEST(Optimizers, LambFollowsTheFormulaWithTrustRatioAndWeightDecay) {
@@ -146,14 +147,16 @@ TEST(Optimizers, LambFollowsTheFormulaWithTrustRatioAndWeightDecay) {
   EXPECT_EQ(spec.epsilon, 1e-6f);
   const Trained run = train(spec, 6);
   const auto want = lamb_by_hand(0.01f, 6);
-  for (int s = 0; s < 6; ++s) expect_near_all(run.w[static_cast<size_t>(s)], want[static_cast<size_t>(s)], s);
+  for (int s = 0; s < 6; ++s)
+    expect_near_all(run.w[static_cast<size_t>(s)], want[static_cast<size_t>(s)], s);
   for (const char* slot : {"w/lamb_m", "w/lamb_v", "global_step"})
     EXPECT_EQ(run.vars.count(slot), 1u) << slot;
   // A name holding an excluded part takes no weight decay, as BERT's layer norms and biases.
   spec.exclude_from_weight_decay = {"w"};
   const Trained undecayed = train(spec, 3);
   const auto plain = lamb_by_hand(0.0f, 3);
-  for (int s = 0; s < 3; ++s) expect_near_all(undecayed.w[static_cast<size_t>(s)], plain[static_cast<size_t>(s)], s);
+  for (int s = 0; s < 3; ++s)
+    expect_near_all(undecayed.w[static_cast<size_t>(s)], plain[static_cast<size_t>(s)], s);
   EXPECT_NE(undecayed.w[2], run.w[2]);
 }
 

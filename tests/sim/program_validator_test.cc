@@ -106,8 +106,10 @@ const BadProgram kBad[] = {
     {"VmemOverflow",
      [](CoreBuilder& c) { c.dma_to_vmem(kV, block(kVmem - 1024, 8, 128, isa::F32)); },
      "dst [16776192, 16780288) overflows VMEM of 16777216 bytes"},
-    {"HbmOverflow", [](CoreBuilder& c) { c.dma_to_hbm(kV, block(32ull << 30, 8, 128, isa::F32)); },
-     "overflows HBM of 34359738368 bytes"},
+    // The simulator's HBM of a v3 chip spans twice its 32 GiB (values held 4 bytes;
+    // sim/core_map.h).
+    {"HbmOverflow", [](CoreBuilder& c) { c.dma_to_hbm(kV, block(64ull << 30, 8, 128, isa::F32)); },
+     "overflows HBM of 68719476736 bytes"},
     {"EmptyBlock", [](CoreBuilder& c) { c.fill(block(0, 0, 128, isa::F32), 1); },
      "dst is empty (0 x 128)"},
     {"BlockWithoutDtype",
@@ -284,14 +286,14 @@ const BadProgram kBad[] = {
        a.set_dst(4096);
        a.set_elements(16);
        b.set_src(8192);
-       b.set_dst(34359738368ull - 32);
+       b.set_dst(68719476736ull - 32);
        b.set_elements(16);
        auto* k =
            c.combined_all_reduce(isa::Collective::RING, {a, b}).instruction().mutable_collective();
        k->add_group(3);
        k->set_elements(40);
      },
-     "part 1 dst [34359738336, 34359738400) overflows HBM of 34359738368 bytes\n"
+     "part 1 dst [68719476704, 68719476768) overflows HBM of 68719476736 bytes\n"
      "  core 3 instruction 0 (ici.all_reduce): elements 40 is not the sum of its parts' (32)"},
     {"PartsAndASrc",
      [](CoreBuilder& c) {
@@ -321,12 +323,12 @@ const BadProgram kBad[] = {
      "part 1 dst [32, 96) overlaps part 0 src [0, 64)"},
     {"CollectiveBeyondHbm",
      [](CoreBuilder& c) {
-       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 34359738368ull, 16)
+       c.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 68719476736ull, 16)
            .instruction()
            .mutable_collective()
            ->add_group(3);
      },
-     "dst [34359738368, 34359738432) overflows HBM of 34359738368 bytes"},
+     "dst [68719476736, 68719476800) overflows HBM of 68719476736 bytes"},
 };
 
 INSTANTIATE_TEST_SUITE_P(EveryClass, RejectedProgram, ::testing::ValuesIn(kBad),

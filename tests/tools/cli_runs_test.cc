@@ -51,7 +51,8 @@ TEST(Cli, TrainReportsItsDtypePolicy) {
                        "mixed_bfloat16", "--model-dir", dir, "--report", dir + "/report.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("training mlp (mixed_bfloat16) on v3-8"));
-  EXPECT_THAT(r.out, HasSubstr("note: tpusim charges bf16 transfers at 2 bytes an element"));
+  EXPECT_THAT(r.out,
+              HasSubstr("note: tpusim charges bf16 transfers and HBM footprints at 2 bytes"));
   std::ifstream in(dir + "/report.json");
   EXPECT_EQ(nlohmann::json::parse(in)["dtype_policy"], "mixed_bfloat16");
   std::filesystem::remove_all(dir);
@@ -101,8 +102,8 @@ TEST(Cli, SyntheticInputNeedsNoFilesAndChargesOnlyTheHostLink) {
   for (const auto& stage : report["analysis"]["host_stages"])
     EXPECT_EQ(stage["seconds_per_step"].get<double>(), 0) << stage;
 
-  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", dir + "/model", "--input",
-                  "synthetic"});
+  r = run_tpusim(
+      {"evaluate", "--model", "mlp", "--model-dir", dir + "/model", "--input", "synthetic"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--input synthetic is for train's performance runs"));
   std::filesystem::remove_all(dir);
@@ -560,21 +561,22 @@ TEST(Cli, ValidateListsThePublishedCases) {
 }
 
 // Several cases run each in a process of its own (SystemC elaborates one slice per process); a
-// case that fails is reported with its reason and the run exits 1. ResNet-50 at MLPerf's 128 a
-// core does not fit a v2 core's 8 GiB as tpusim holds it (bf16 values as 4 bytes in HBM:
-// docs/validation.md), and the refusal names both sizes.
+// case that fails is reported with its reason and the run exits 1. BERT-Large at length 512 and
+// 14 sequences a core does not fit a v3 core's 16 GiB as tpusim's program holds the attention's
+// intermediates (docs/validation.md), and the refusal names both sizes.
 TEST(Cli, ValidateRunsEachCaseInItsOwnProcessAndReportsWhyOneFailed) {
-  const std::string report = (std::filesystem::temp_directory_path() / "validate_v2.json").string();
-  auto r = run_tpusim({"validate", "--case", "resnet50-v2-8", "--case", "resnet50-v2-8",
-                       "--report", report});
+  const std::string report =
+      (std::filesystem::temp_directory_path() / "validate_bert.json").string();
+  auto r = run_tpusim({"validate", "--case", "bert_large-512-v3-32", "--case",
+                       "bert_large-512-v3-32", "--report", report});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("validate: resnet50-v2-8 (log: "));
+  EXPECT_THAT(r.err, HasSubstr("validate: bert_large-512-v3-32 (log: "));
   EXPECT_THAT(r.out, HasSubstr("failed: tpusim backend: the step's tensors need"));
   std::ifstream in(report);
   const nlohmann::json cases = nlohmann::json::parse(in);
   ASSERT_EQ(cases.size(), 2u);
   for (const auto& c : cases) {
-    EXPECT_THAT(c["error"].get<std::string>(), HasSubstr("a core has 8589934592"));
+    EXPECT_THAT(c["error"].get<std::string>(), HasSubstr("a core has 17179869184"));
     EXPECT_FALSE(c.contains("predicted_step_seconds"));
   }
   std::filesystem::remove(report);

@@ -129,8 +129,8 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"combined_allreduces", step.combined_allreduces},
           {"combined_sums", step.combined_sums},
           {"hbm_footprint_bytes", step.hbm_bytes},
-          {"hbm_tensors_peak_bytes", step.plan.peak_bytes},
-          {"hbm_persistent_bytes", step.plan.persistent_bytes},
+          {"hbm_tensors_peak_bytes", step.plan.device_peak_bytes},
+          {"hbm_persistent_bytes", step.plan.device_persistent_bytes},
           {"vmem_high_water_bytes", stats.vmem_high_water_bytes},
           {"vmem_bytes", job.slice->chip.core.vmem_bytes},
           {"compile_seconds", seconds}};
@@ -162,9 +162,9 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
   for (size_t i = 0; i < std::min<size_t>(5, by_op.size()); ++i)
     std::cout << (i ? ", " : "") << by_op[i].second << " " << by_op[i].first;
   std::cout << "\n  HBM            " << step.hbm_bytes / 1048576.0
-            << " MiB footprint (tensors peak " << step.plan.peak_bytes / 1048576.0
-            << " MiB, of which variables and constants " << step.plan.persistent_bytes / 1048576.0
-            << " MiB)\n"
+            << " MiB footprint (tensors peak " << step.plan.device_peak_bytes / 1048576.0
+            << " MiB, of which variables and constants "
+            << step.plan.device_persistent_bytes / 1048576.0 << " MiB)\n"
             << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
             << " MiB high-water of " << job.slice->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
 }

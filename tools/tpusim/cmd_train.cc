@@ -17,13 +17,13 @@
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/estimator.h"
+#include "estimator/jobs/bert_job.h"
+#include "estimator/jobs/fashion_job.h"
 #include "runtime/backend/registry.h"
 #include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
-#include "estimator/jobs/bert_job.h"
-#include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/op_report.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/progress_bar.h"
@@ -32,10 +32,10 @@
 
 namespace tpusim::cli {
 
-using jobs::FashionData;
 using jobs::ensure_fashion_mnist;
 using jobs::fashion_eval_input;
 using jobs::fashion_train_input;
+using jobs::FashionData;
 using jobs::use_data_options;
 using jobs::use_host_config_timing;
 using jobs::use_model_inputs;
@@ -86,8 +86,8 @@ po::options_description train_options(TrainFlags* f) {
       "eval-steps", po::value<int64_t>(&f->eval_steps)->default_value(0),
       "test batches to evaluate (0: as many whole batches as the 10,000 test images fill; BERT "
       "models: none unless given, then batches of the records' masked-LM and next-sentence "
-      "metrics)")(
-      "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
+      "metrics)")("model-dir", po::value<std::string>(),
+                  "checkpoints and TensorBoard files (default: new)")(
       "log-every", po::value<int64_t>(&f->log_every)->default_value(50), "steps between log lines")(
       "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
       "timing-only",
@@ -243,10 +243,9 @@ void print_start(const TrainJob& job) {
       "training {}{}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}; model_dir {}\n",
       job.model,
-      job.bert.has_value()
-          ? str_cat(" (", job.bert->seq_length, " tokens, ",
-                    job.bert->synthetic ? "synthetic" : job.bert->dir, ")")
-          : "",
+      job.bert.has_value() ? str_cat(" (", job.bert->seq_length, " tokens, ",
+                                     job.bert->synthetic ? "synthetic" : job.bert->dir, ")")
+                           : "",
       job.policy == runtime::models::DTypePolicy::kFloat32
           ? ""
           : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")"),
@@ -306,10 +305,10 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"eval_loss", metric_or_null(eval, "loss")},
       {"eval_metrics", eval},
       {"sim_seconds_per_step", r.sim_seconds_per_step},
-      {"examples_per_second", r.sim_seconds_per_step > 0
-                                  ? nlohmann::ordered_json(static_cast<double>(job.flags.batch) /
-                                                           r.sim_seconds_per_step)
-                                  : nullptr},
+      {"examples_per_second",
+       r.sim_seconds_per_step > 0
+           ? nlohmann::ordered_json(static_cast<double>(job.flags.batch) / r.sim_seconds_per_step)
+           : nullptr},
       {"host_seconds", r.host_seconds},
       {"infeed_wait_fraction", r.infeed_wait_fraction},
       {"mxu_utilization", r.mxu_utilization},
@@ -321,7 +320,7 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"timing_only", c.timing_only},
       {"fold_replicas", c.fold_replicas},
       {"allreduce_combine_bytes", c.compile.allreduce_combine_bytes},
-      {"input", job.data.synthetic ? "synthetic"
+      {"input", job.data.synthetic     ? "synthetic"
                 : job.bert.has_value() ? "records"
                 : job.data.jpeg        ? "jpeg"
                                        : "raw"},
@@ -357,9 +356,9 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
       r.sim_seconds_per_step * 1e3,
       r.sim_seconds_per_step > 0 ? static_cast<double>(job.flags.batch) / r.sim_seconds_per_step
                                  : 0.0,
-      breakdown["compute"].get<double>() * 1e3,
-      breakdown["input"].get<double>() * 1e3, breakdown["idle"].get<double>() * 1e3,
-      100 * r.infeed_wait_fraction, 100 * r.mxu_utilization, r.host_seconds, job.config.model_dir);
+      breakdown["compute"].get<double>() * 1e3, breakdown["input"].get<double>() * 1e3,
+      breakdown["idle"].get<double>() * 1e3, 100 * r.infeed_wait_fraction, 100 * r.mxu_utilization,
+      r.host_seconds, job.config.model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
   if (!r.ops.empty()) std::cout << "\n" << op_profile_text(r.ops, r.roofs, 8);
   if (!job.config.trace_path.empty()) {
@@ -385,8 +384,8 @@ Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob*
   bert.map_threads = job->data.map_threads;
   bert.batch_threads = job->data.batch_threads;
   bert.enqueue_threads = job->data.enqueue_threads;
-  bert.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
-                                  : jobs::default_bert_data_dir(seq_length);
+  bert.dir =
+      vm.count("data") > 0 ? vm["data"].as<std::string>() : jobs::default_bert_data_dir(seq_length);
   job->bert = bert;
   const float lr = vm["learning-rate"].defaulted() ? 5e-5f : job->flags.lr;
   if (vm["optimizer"].defaulted() || job->optimizer.kind == runtime::OptimizerSpec::Kind::kLamb) {
@@ -479,7 +478,7 @@ absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map&
   bar.finish();
   if (!trained.ok()) return trained.status();
   const int64_t per_eval = job.config.timing_only || job.data.synthetic ? 0
-                           : job.flags.eval_steps > 0 ? job.flags.eval_steps
+                           : job.flags.eval_steps > 0                   ? job.flags.eval_steps
                                                       : functions->default_eval_steps;
   std::map<std::string, double> eval;
   if (per_eval > 0) {

@@ -1,5 +1,4 @@
 #include "runtime/backend/tpusim/compiler.h"
-#include "runtime/backend/tpusim/rematerialize.h"
 
 #include <cstring>
 #include <memory>
@@ -9,6 +8,7 @@
 #include "common/strings.h"
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/lowering.h"
+#include "runtime/backend/tpusim/rematerialize.h"
 #include "runtime/backend/tpusim/schedule.h"
 #include "runtime/backend/tpusim/step_plan.h"
 #include "runtime/lowering/gemm.h"
@@ -416,7 +416,16 @@ absl::Status StepEmission::finish() {
     out_.constants.emplace_back(l_.address(id), std::move(values));
   }
   for (const auto& c : hbm_.constants()) out_.constants.push_back(c);
-  out_.hbm_bytes = constants_base_ - plan_.hbm_base + kConstantsRegion + hbm_.temporaries_peak();
+  // The device's footprint (bf16 tensors at 2 bytes) against the core's share; the simulator's
+  // own (4 bytes a value) against its span.
+  const uint64_t extra = kConstantsRegion + hbm_.temporaries_peak();
+  out_.hbm_bytes = align_up(plan_.hbm.device_peak_bytes) + extra;
+  if (constants_base_ - plan_.hbm_base + extra > plan_.hbm_span) {
+    return absl::InternalError(str_cat("tpusim backend: the step as the simulator holds it (",
+                                       constants_base_ - plan_.hbm_base + extra,
+                                       " bytes) outgrows its ", plan_.hbm_span,
+                                       "-byte span of a core's HBM"));
+  }
   if (out_.hbm_bytes > plan_.hbm_share) {
     return absl::ResourceExhaustedError(
         str_cat("tpusim backend: the step needs ", out_.hbm_bytes, " bytes of HBM; a core has ",

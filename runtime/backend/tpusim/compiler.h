@@ -45,7 +45,7 @@ struct CompiledStep {
   std::vector<std::pair<uint64_t, std::vector<float>>>
       constants;           // HBM address -> values (graph and compiler)
   uint64_t hbm_base = 0;   // where the core's share of its chip's HBM starts
-  uint64_t hbm_bytes = 0;  // footprint: plan, compiler constants, temporaries
+  uint64_t hbm_bytes = 0;  // the device's footprint: plan (bf16 at 2 bytes), constants, temporaries
   std::map<std::string, uint64_t>
       instructions_per_op;          // graph op name -> instructions emitted for it
   uint64_t fused_nodes = 0;         // elementwise nodes computed inside a multi-node fused fragment

@@ -59,6 +59,11 @@ uint64_t buffer_bytes(const Node& node) {
   return align_up(static_cast<uint64_t>(node.shape.elements()) * 4);
 }
 
+uint64_t device_bytes(const Node& node) {
+  return align_up(static_cast<uint64_t>(node.shape.elements()) *
+                  (node.dtype == DType::kBF16 ? 2 : 4));
+}
+
 namespace {
 
 // The node whose buffer each node uses: itself, or its input's owner for an alias.
@@ -130,11 +135,15 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     return plan.owner[static_cast<size_t>(i)] == i && request->materialized[static_cast<size_t>(i)];
   };
   Allocator alloc(base);
+  Allocator device(0);  // the same buffers at the device's sizes
+  std::vector<uint64_t> device_address(static_cast<size_t>(n), 0);
   for (int i = 0; i < n; ++i) {
-    if (persistent(graph.node(i)))
-      plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
+    if (!persistent(graph.node(i))) continue;
+    plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
+    device_address[static_cast<size_t>(i)] = device.allocate(device_bytes(graph.node(i)));
   }
   plan.persistent_bytes = alloc.top() - base;
+  plan.device_persistent_bytes = device.top();
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
     if (!own_buffer(i) || persistent(graph.node(i))) continue;
@@ -145,14 +154,17 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     const int owner = plan.owner[static_cast<size_t>(i)];
     if (own_buffer(i) && !persistent(graph.node(i))) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
+      device_address[static_cast<size_t>(i)] = device.allocate(device_bytes(graph.node(i)));
     } else if (owner != i) {
       plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
+    plan.device_peak_bytes = std::max(plan.device_peak_bytes, device.top());
     // A fragment's output is never released before it runs; a value no fragment reads is
     // released right after it.
     for (int dead : release_after[static_cast<size_t>(p)]) {
       alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
+      device.release(device_address[static_cast<size_t>(dead)], device_bytes(graph.node(dead)));
     }
   }
   return plan;

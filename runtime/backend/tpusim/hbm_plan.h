@@ -18,6 +18,10 @@ struct HbmPlan {
   std::vector<int> owner;         // the node whose buffer a node uses (itself unless aliased)
   uint64_t persistent_bytes = 0;  // variables and constants
   uint64_t peak_bytes = 0;        // everything at the busiest point, persistent included
+  // The same as a TPU holds the buffers: bf16 ones at 2 bytes a value (device_bytes), each
+  // allocated and freed when the simulator's is. What the core's share of HBM must hold.
+  uint64_t device_persistent_bytes = 0;
+  uint64_t device_peak_bytes = 0;
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused
@@ -37,7 +41,8 @@ struct PlanRequest {
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);
 
-// Bytes of a node's buffer.
+// Bytes of a node's buffer in the simulator (4 a value) and on the device (2 for bf16).
 uint64_t buffer_bytes(const Node& node);
+uint64_t device_bytes(const Node& node);
 
 }  // namespace tpusim::runtime::tpusim_backend

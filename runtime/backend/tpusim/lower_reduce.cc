@@ -100,16 +100,19 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                  });
 }
 
-// A reduction down the columns of [k, inner] whose single row of `inner` outgrows the tiles
-// that reduce_range's column path loads (the gradient of a bias as wide as BERT's 30,522-token
-// vocabulary): transposed to [inner, k] first, so each output is the reduction of a row. The
+// A reduction down the columns of [k, inner] whose rows are too wide for reduce_range's column
+// path to load two at a time (the gradient of a bias as wide as BERT's 30,522-token vocabulary,
+// or of its position embeddings, [seq, hidden] summed over the batch): transposed to [inner, k]
+// first, so each output is the reduction of a row. The
 // sum order (k in order) is unchanged. Other reductions are left as they are.
 absl::Status turn_wide_columns(Lowering& l, uint64_t* src, Shape* shape, int64_t* first,
                                int64_t* end) {
   if (*first != 0 || *end >= shape->rank()) return absl::OkStatus();
   const int64_t k = dims_product(*shape, 0, static_cast<int>(*end));
   const int64_t inner = dims_product(*shape, static_cast<int>(*end), shape->rank());
-  if (inner * 4 * 8 <= static_cast<int64_t>(l.emit.tile_budget_bytes())) return absl::OkStatus();
+  // reduce_range's column path takes budget / 8 bytes of rows at a time and needs two rows or
+  // more a time to shorten the input pass by pass.
+  if (inner * 4 * 16 <= static_cast<int64_t>(l.emit.tile_budget_bytes())) return absl::OkStatus();
   const uint64_t turned = l.hbm.temporary(static_cast<uint64_t>(k * inner) * 4);
   if (auto s = emit_transpose(l, *src, Shape{k, inner}, {1, 0}, turned); !s.ok()) return s;
   *src = turned;

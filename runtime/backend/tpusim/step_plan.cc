@@ -106,16 +106,24 @@ absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uin
     uses.insert(uses.end(), n.writes.begin(), n.writes.end());
   }
   plan.hbm = plan_hbm(graph, plan.hbm_base, &request);
-  if (plan.hbm.peak_bytes + kConstantsRegion <= plan.hbm_share) return absl::OkStatus();
+  plan.hbm_span = share.span;
+  if (plan.hbm.device_peak_bytes + kConstantsRegion <= plan.hbm_share) {
+    // The simulator's 4-byte values fit its span whenever the device's fit the share.
+    if (plan.hbm.peak_bytes + kConstantsRegion <= plan.hbm_span) return absl::OkStatus();
+    return absl::InternalError(str_cat(
+        "tpusim backend: the step's tensors as the simulator holds "
+        "them (",
+        plan.hbm.peak_bytes, " bytes) outgrow its ", plan.hbm_span, "-byte span of a core's HBM"));
+  }
   int largest = 0;
   for (int id = 0; id < graph.size(); ++id) {
     if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
   }
   const Node& big = graph.node(largest);
   return absl::ResourceExhaustedError(str_cat(
-      "tpusim backend: the step's tensors need ", plan.hbm.peak_bytes,
+      "tpusim backend: the step's tensors need ", plan.hbm.device_peak_bytes,
       " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
-      dtype_name(big.dtype), big.shape.str(), ", ", buffer_bytes(big), " bytes); a core has ",
+      dtype_name(big.dtype), big.shape.str(), ", ", device_bytes(big), " bytes); a core has ",
       plan.hbm_share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
 }
 

@@ -55,7 +55,8 @@ struct StepPlan {
   std::vector<int> order;       // pass 4: every node, in emission order
   HbmPlan hbm;                  // pass 6
   uint64_t hbm_base = 0;        // where the core's share of its chip's HBM starts
-  uint64_t hbm_share = 0;       // that share's bytes
+  uint64_t hbm_share = 0;       // that share's bytes, as the device holds tensors
+  uint64_t hbm_span = 0;        // the simulator's room for them (sim::HbmShare::span)
 
   const NodePlan& node(int id) const { return nodes[static_cast<size_t>(id)]; }
   // Whether node `id` emits a fragment: needed, not absorbed, not a non-root member of an

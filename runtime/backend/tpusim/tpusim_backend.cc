@@ -468,10 +468,9 @@ const BackendDeclaration& tpusim_backend_declaration() {
     d.supports.allreduce_algorithms = {"ring", "bidir_ring", "torus2d", "torus"};
     d.supports.collective_timing = true;
     d.mixed_bfloat16_note =
-        "tpusim charges bf16 transfers at 2 bytes an element, as a TPU's, but rounds each "
-        "reduction's (and unfused patches_to_image's) result to bf16 in a pass of its own, which a "
-        "TPU fuses into the op, and counts 4 bytes a bf16 element in the HBM footprint "
-        "(docs/estimator.md, mixed precision)";
+        "tpusim charges bf16 transfers and HBM footprints at 2 bytes an element, as a TPU's, but "
+        "rounds each reduction's (and unfused patches_to_image's) result to bf16 in a pass of its "
+        "own, which a TPU fuses into the op (docs/estimator.md, mixed precision)";
     d.availability = [] { return BackendAvailability{true, true, ""}; };
     d.make = [](const BackendArgs& args) -> absl::StatusOr<std::unique_ptr<Backend>> {
       return make_tpusim_backend(args.slice);
