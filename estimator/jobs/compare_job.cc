@@ -12,10 +12,12 @@
 
 namespace tpusim::jobs {
 
-// The zoo model under `policy`, its initial weights nudged when `nudge` is set.
+// The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge) {
-  estimator::ModelFn zoo = zoo_model_fn(job.model, job.optimizer, policy);
+  estimator::ModelFn zoo = job.bert.has_value()
+                               ? bert_model_fn(job.model, job.optimizer, policy)
+                               : zoo_model_fn(job.model, job.optimizer, policy);
   if (!nudge) return zoo;
   return [zoo, pattern = *nudge](
              runtime::GraphBuilder& b, const estimator::Features& f,
@@ -52,7 +54,9 @@ absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBacken
   auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudge), config, {}, true,
                                              job.batch, job.batch, job.batch);
   if (!est.ok()) return est.status();
-  auto trained = (*est)->train(fashion_train_input(job.data), job.steps);
+  auto trained = (*est)->train(
+      job.bert.has_value() ? bert_train_input(*job.bert) : fashion_train_input(job.data),
+      job.steps);
   if (!trained.ok()) return trained.status();
   auto ckpt = estimator::load_latest_checkpoint(config.model_dir);
   if (!ckpt.ok()) return ckpt.status();

@@ -13,6 +13,7 @@
 #include <absl/status/statusor.h>
 
 #include "estimator/estimator.h"
+#include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/compare_numerics.h"
 #include "estimator/jobs/fashion_job.h"
 #include "runtime/models/zoo.h"
@@ -38,6 +39,7 @@ struct CompareJob {
   std::string policy_note;  // " (mixed_bfloat16)" when every run uses that policy, else ""
   runtime::OptimizerSpec optimizer;
   FashionData data;
+  std::optional<BertData> bert;  // a BERT model's records; else `data`
   std::string slice;
   uint32_t replicas = 0;
   int64_t steps = 0, batch = 0;
@@ -53,7 +55,7 @@ using Nudge = std::optional<uint32_t>;
 // --baseline-runs auto's second look: how many nudges judge a difference over the first.
 inline constexpr uint32_t kAutoBaselineRuns = 3;
 
-// The zoo model under `policy`, its initial weights nudged when `nudge` is set.
+// The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge);
 

@@ -66,6 +66,22 @@ TEST(CliBert, CpuTrainMakesItsRecordsAndEvaluatesThePretrainingMetrics) {
   std::filesystem::remove(report);
 }
 
+// compare trains a BERT on tpusim and the cpu from the same weights and records: the compiled
+// program (gathers as indexed DMAs, the scatter-add gradient, GELU's erf, layer norms, the
+// masked-LM head against the tied table) computes what the cpu does, within the rounding
+// baseline.
+TEST(CliBert, CompareAgreesOnTpusimAndTheCpu) {
+  const std::string data = ::testing::TempDir() + "tpusim_bert_compare";
+  std::filesystem::remove_all(data);
+  auto r = run_tpusim({"compare", "--model", "bert_tiny", "--seq-length", "16", "--data", data,
+                       "--batch-size", "8", "--steps", "3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "bert_tiny");
+  EXPECT_EQ(j["verdict"], "agree") << r.out;
+  std::filesystem::remove_all(data);
+}
+
 TEST(CliBert, FlagsThatDoNotApplyAreRefusedByName) {
   auto r = run_tpusim({"train", "--model", "bert_tiny", "--seq-length", "1000"});
   EXPECT_EQ(r.exit_code, 2);

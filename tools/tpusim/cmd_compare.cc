@@ -74,7 +74,7 @@ po::options_description compare_options(CompareJob* job, CompareFlags* f) {
               "(`tpusim backends` lists each one's precisions)")
           .c_str())("steps", po::value<int64_t>(&job->steps)->default_value(20),
                     "training steps on each")(
-      "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam")(
+      "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam | lamb")(
       "learning-rate",
       po::value<float>(&job->optimizer.learning_rate.initial)->default_value(0.05f),
       "the optimizer's rate")("batch-size", po::value<int64_t>(&job->batch)->default_value(256),
@@ -106,13 +106,14 @@ po::options_description compare_options(CompareJob* job, CompareFlags* f) {
       "every run, or one per backend to compare the policies (--backends cpu,cpu "
       "--dtype-policy float32,mixed_bfloat16)");
   add_data_options(options);
+  add_seq_length_option(options);
   return options;
 }
 
 constexpr char kCompareUsage[] =
-    "usage: tpusim compare [--model NAME] [--dtype-policy P[,P...]]\n"
+    "usage: tpusim compare [--model NAME [--seq-length N]] [--dtype-policy P[,P...]]\n"
     "                      [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
-    "                      [--optimizer sgd|momentum|adam] [--learning-rate R]\n"
+    "                      [--optimizer sgd|momentum|adam|lamb] [--learning-rate R]\n"
     "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
     "                      [--baseline on|off] [--baseline-runs N] [--noise-factor X]\n"
     "                      [--json] [--report FILE]\n"
@@ -202,7 +203,9 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   if (Refused r = backends_from(vm, plan)) return r;
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return usage_problem(kind.status());
-  job->optimizer.kind = *kind;
+  const float learning_rate = job->optimizer.learning_rate.initial;
+  job->optimizer = runtime::optimizer_defaults(*kind);  // LAMB's epsilon is 1e-6
+  job->optimizer.learning_rate.initial = learning_rate;
   auto policies_differ = assign_policies(vm["dtype-policy"].as<std::string>(), &plan->backends);
   if (!policies_differ.ok()) return usage_problem(policies_differ.status());
   plan->policies_differ = *policies_differ;
@@ -217,7 +220,19 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   auto data = fashion_data_from(vm);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
-  if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+  auto seq_length = seq_length_from(vm, job->model);
+  if (!seq_length.ok()) return usage_problem(seq_length.status());
+  if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
+    jobs::BertData bert;
+    bert.seq_length = *seq_length;
+    bert.map_threads = job->data.map_threads;
+    bert.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
+                                    : jobs::default_bert_data_dir(*seq_length);
+    if (auto s = jobs::ensure_bert_records(bert, log_to_stderr); !s.ok()) return failure_of(s);
+    job->bert = bert;
+  } else if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) {
+    return failure_of(s);
+  }
   auto slice = config::load_slice(job->slice);
   if (!slice.ok()) return failure_of(slice.status());
   job->replicas = (*slice)->cores;

@@ -212,8 +212,7 @@ absl::StatusOr<runtime::OptimizerSpec> optimizer_from(const po::variables_map& v
                                                       const TrainFlags& f) {
   auto kind = runtime::optimizer_kind(vm["optimizer"].as<std::string>());
   if (!kind.ok()) return kind.status();
-  runtime::OptimizerSpec optimizer;
-  optimizer.kind = *kind;
+  runtime::OptimizerSpec optimizer = runtime::optimizer_defaults(*kind);
   optimizer.learning_rate.initial = f.lr;
   if (f.decay_rate != 1.0f) {
     if (f.decay_rate <= 0 || f.decay_steps < 1)
