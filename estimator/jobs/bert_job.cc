@@ -25,14 +25,6 @@ data::BertRecordShape record_shape(const BertData& d) {
   return shape;
 }
 
-data::BatchOptions whole_batches(const BertData& d, const estimator::Params& p) {
-  data::BatchOptions o;
-  o.drop_remainder = true;
-  o.num_parallel_calls = d.batch_threads;
-  o.profile = p.profile;
-  return o;
-}
-
 // Fake data: one batch per shard, made once from a seed with the shard's index mixed in.
 estimator::InputFn synthetic_input(const BertData& d) {
   return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
@@ -155,20 +147,12 @@ estimator::InputFn bert_train_input(const BertData& d) {
     if (shard_files(d.dir, "train").empty())
       return absl::NotFoundError(str_cat("no train-* BERT records in ", d.dir,
                                          " (tpusim data make-bert --out ", d.dir, " writes them)"));
-    data::InterleaveOptions files;
-    files.cycle_length = 4;
-    files.parallel = true;
     auto parse = data::bert_parse_fn(record_shape(d));
     if (p.profile != nullptr) parse = p.profile->timed("parse", parse, d.map_threads);
-    const auto file_count = static_cast<int64_t>(shard_files(d.dir, "train").size());
-    auto ds = data::Dataset::list_files(d.dir + "/train-*", /*shuffle=*/true, /*seed=*/1);
-    if (file_count >= p.num_shards) {
-      ds = ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files);
-    } else {
-      ds = ds->interleave_tfrecords(files)->shard(p.num_shards, p.shard_index);
-    }
-    ds = ds->shuffle(1000, /*seed=*/2)->repeat();
-    return ds->map(parse, d.map_threads)->batch(p.batch_size, whole_batches(d, p))->prefetch(2);
+    auto ds = sharded_train_records(d.dir, p)->shuffle(1000, /*seed=*/2)->repeat();
+    return ds->map(parse, d.map_threads)
+        ->batch(p.batch_size, whole_batches(d.batch_threads, p))
+        ->prefetch(2);
   };
 }
 
@@ -179,16 +163,13 @@ estimator::InputFn bert_eval_input(const BertData& d) {
                   ->interleave_tfrecords({})
                   ->shard(p.num_shards, p.shard_index)
                   ->map(data::bert_parse_fn(record_shape(d)), 2)
-                  ->batch(p.batch_size, whole_batches(d, p));
+                  ->batch(p.batch_size, whole_batches(d.batch_threads, p));
     return ds->prefetch(2);
   };
 }
 
 absl::Status use_bert_host_config_timing(const BertData& d, estimator::RunConfig* config) {
-  config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
-  config->host_read_threads = 4;
-  config->host_map_threads = static_cast<uint32_t>(d.map_threads);
-  config->host_batch_threads = static_cast<uint32_t>(d.batch_threads);
+  use_host_config_stages(d.map_threads, d.batch_threads, config);
   config->host_enqueue_threads = static_cast<uint32_t>(d.enqueue_threads);
   runtime::ExampleWork& w = config->host_work;
   w = runtime::ExampleWork{};

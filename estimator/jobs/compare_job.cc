@@ -15,9 +15,8 @@ namespace tpusim::jobs {
 // The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge) {
-  estimator::ModelFn zoo = job.bert.has_value()
-                               ? bert_model_fn(job.model, job.optimizer, policy)
-                               : zoo_model_fn(job.model, job.optimizer, policy);
+  estimator::ModelFn zoo = job.bert.has_value() ? bert_model_fn(job.model, job.optimizer, policy)
+                                                : zoo_model_fn(job.model, job.optimizer, policy);
   if (!nudge) return zoo;
   return [zoo, pattern = *nudge](
              runtime::GraphBuilder& b, const estimator::Features& f,

@@ -75,6 +75,35 @@ absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir) {
   return bytes / (*reader)->records();
 }
 
+runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Params& p) {
+  runtime::data::BatchOptions o;
+  o.drop_remainder = true;
+  o.num_parallel_calls = batch_threads;
+  o.profile = p.profile;
+  return o;
+}
+
+void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config) {
+  config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
+  config->host_read_threads = 4;
+  config->host_map_threads = static_cast<uint32_t>(map_threads);
+  config->host_batch_threads = static_cast<uint32_t>(batch_threads);
+}
+
+runtime::data::DatasetPtr sharded_train_records(const std::string& dir,
+                                                const estimator::Params& p) {
+  data::InterleaveOptions files;
+  files.cycle_length = 4;
+  files.parallel = true;
+  // Hosts shard the files, or, with fewer files than hosts (a pod reading the 10 shards), every
+  // host reads them all and keeps its share of the examples: tf.data's AUTO sharding.
+  const auto file_count = static_cast<int64_t>(shard_files(dir, "train").size());
+  auto ds = data::Dataset::list_files(dir + "/train-*", /*shuffle=*/true, /*seed=*/1);
+  if (file_count >= p.num_shards)
+    return ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files);
+  return ds->interleave_tfrecords(files)->shard(p.num_shards, p.shard_index);
+}
+
 std::string check_fashion_data(const FashionData& data) {
   if (!data.jpeg && !data.synthetic && data.image_size != 28)
     return "--image-size needs --input jpeg or synthetic (raw records are 28x28)";
@@ -157,15 +186,6 @@ absl::Status convert_missing(const FashionData& data,
   return absl::OkStatus();
 }
 
-// Whole batches only, assembled on data.batch_threads, profiled as "batch" when the run measures.
-data::BatchOptions batch_options(const FashionData& d, const estimator::Params& p) {
-  data::BatchOptions o;
-  o.drop_remainder = true;
-  o.num_parallel_calls = d.batch_threads;
-  o.profile = p.profile;
-  return o;
-}
-
 // TensorFlow's fake data: one batch per shard of uniform [0, 1) images and labels 0..9, made once
 // from a fixed seed (the shard's index mixed in) and repeated; no stage is profiled, so the
 // run charges the host nothing for it but the host link's transfers.
@@ -210,24 +230,14 @@ void use_data_options(const FashionData& data, estimator::RunConfig* config) {
 estimator::InputFn fashion_train_input(const FashionData& d) {
   if (d.synthetic) return synthetic_input(d);
   return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
-    data::InterleaveOptions files;
-    files.cycle_length = 4;
-    files.parallel = true;
     const char* stage = d.jpeg ? "decode" : "parse";
     auto map = fashion_map_fn(d, /*training=*/true);
     if (p.profile != nullptr) map = p.profile->timed(stage, map, d.map_threads);
-    // Hosts shard the files, or, with fewer files than hosts (a pod reading the 10 shards),
-    // every host reads them all and keeps its share of the examples: tf.data's AUTO sharding.
-    const auto file_count = static_cast<int64_t>(shard_files(d.dir, "train").size());
-    auto ds = data::Dataset::list_files(d.dir + "/train-*", /*shuffle=*/true, /*seed=*/1);
-    if (file_count >= p.num_shards) {
-      ds = ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files);
-    } else {
-      ds = ds->interleave_tfrecords(files)->shard(p.num_shards, p.shard_index);
-    }
-    ds = ds->shuffle(10000, /*seed=*/2)->repeat();
+    auto ds = sharded_train_records(d.dir, p)->shuffle(10000, /*seed=*/2)->repeat();
     if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
-    return ds->map(map, d.map_threads)->batch(p.batch_size, batch_options(d, p))->prefetch(2);
+    return ds->map(map, d.map_threads)
+        ->batch(p.batch_size, whole_batches(d.batch_threads, p))
+        ->prefetch(2);
   };
 }
 
@@ -239,16 +249,13 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
     auto ds = data::Dataset::list_files(d.dir + "/t10k-*")
                   ->interleave_tfrecords({})
                   ->map(map, 2)
-                  ->batch(p.batch_size, batch_options(d, p));
+                  ->batch(p.batch_size, whole_batches(d.batch_threads, p));
     return ds->prefetch(2);
   };
 }
 
 absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* config) {
-  config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
-  config->host_read_threads = 4;
-  config->host_map_threads = static_cast<uint32_t>(d.map_threads);
-  config->host_batch_threads = static_cast<uint32_t>(d.batch_threads);
+  use_host_config_stages(d.map_threads, d.batch_threads, config);
   use_data_options(d, config);
   runtime::ExampleWork& w = config->host_work;
   if (d.synthetic) {  // the batch was made once: no stage does any work per example

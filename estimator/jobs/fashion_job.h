@@ -18,8 +18,8 @@ namespace tpusim::jobs {
 
 // Which records the job reads and how its input_fn turns them into images.
 struct FashionData {
-  std::string dir;           // the TFRecords: train-* and t10k-*
-  bool jpeg = false;         // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
+  std::string dir;    // the TFRecords: train-* and t10k-*
+  bool jpeg = false;  // JPEG records, flowers-style preprocessing; else 28x28 raw pixels
   // TensorFlow's fake-data mode for performance runs: one batch of random images and labels made
   // on the host once and fed every step; no files, no pipeline stage costs (the host link still
   // carries every step's batch). Images image_size x image_size x channels, labels in
@@ -77,6 +77,16 @@ absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfi
 // per example; NotFound when there is no shard or it has no records).
 std::vector<std::string> shard_files(const std::string& dir, const std::string& prefix);
 absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
+// A train or eval batch's options: whole batches only, assembled on `batch_threads`, profiled as
+// "batch" when the run measures its stages.
+runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Params& p);
+// The train-* records of `dir` for shard p.shard_index of p.num_shards, in a shuffled file
+// order, read by 4 interleaved threads: each host its files, or with fewer files than shards
+// every host all of them and its share of the records (tf.data's AUTO sharding).
+runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p);
+// The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
+// on so many threads (RunConfig::HostTiming::kHostConfig).
+void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config);
 
 // The zoo model as a model_fn: cross-entropy loss and `optimizer` in training, accuracy in
 // evaluation, class and probabilities in prediction; built under `policy`.
