@@ -217,11 +217,16 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
     auto made = runtime::make_backend(b.name);
     if (!made.ok()) return failure_of(made.status());
   }
-  auto data = fashion_data_from(vm);
+  auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
   auto seq_length = seq_length_from(vm, job->model);
   if (!seq_length.ok()) return usage_problem(seq_length.status());
+  if (*seq_length == 0) {  // synthetic images are the model's published ones
+    if (auto s = jobs::use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
+        !s.ok())
+      return usage_problem(s);
+  }
   if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
     jobs::BertData bert;
     bert.seq_length = *seq_length;

@@ -2,9 +2,9 @@
 
 namespace tpusim::cli {
 
-using jobs::FashionData;
 using jobs::check_fashion_data;
 using jobs::default_data_dir;
+using jobs::FashionData;
 
 namespace po = boost::program_options;
 
@@ -14,7 +14,8 @@ void add_data_options(po::options_description& options) {
                         "use (default: ~/.cache/tpusim/fashion-mnist, -jpeg<S> for JPEG)")(
       "input", po::value<std::string>()->default_value("raw"),
       "raw: 28x28 pixels, parsed; jpeg: JPEG records, flowers-style (decode, resize, random "
-      "crop, flip); synthetic (train): one batch of random images made once, no files and no "
+      "crop, flip); synthetic (train, compare): one batch of random images made once, no files and "
+      "no "
       "pipeline costs (TensorFlow's fake data for performance runs)")(
       "image-size", po::value<int>()->default_value(28),
       "jpeg or synthetic: the side S of the images the model sees")(
@@ -29,8 +30,7 @@ void add_data_options(po::options_description& options) {
       "half the bytes; the model sees them widened to f32)");
 }
 
-absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm,
-                                              bool synthetic_allowed) {
+absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm, bool synthetic_allowed) {
   FashionData d;
   const std::string input = vm["input"].as<std::string>();
   if (input != "raw" && input != "jpeg" && input != "synthetic")
@@ -39,8 +39,8 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm,
   d.synthetic = input == "synthetic";
   if (d.synthetic && !synthetic_allowed) {
     return absl::InvalidArgumentError(
-        "--input synthetic is for train's performance runs (random images: no test set to "
-        "evaluate or predict, no file to compare on)");
+        "--input synthetic is for train's performance runs and compare's numerics (random "
+        "images: no test set to evaluate or predict)");
   }
   d.image_size = vm["image-size"].as<int>();
   d.map_threads = vm["map-threads"].as<int>();

@@ -16,7 +16,8 @@ namespace tpusim::cli {
 void add_data_options(boost::program_options::options_description& options);
 
 // InvalidArgument (a usage error) names the flag; --data defaults by --input and --image-size.
-// `--input synthetic` only where `synthetic_allowed` (train: a performance run with no test set).
+// `--input synthetic` only where `synthetic_allowed` (train: a performance run with no test set;
+// compare: the same batches on every backend).
 absl::StatusOr<jobs::FashionData> fashion_data_from(const boost::program_options::variables_map& vm,
                                                     bool synthetic_allowed = false);
 
