@@ -61,9 +61,12 @@ Value layer_normalization(GraphBuilder& b, Value x, float epsilon, bool scale_an
   for (int i = 0; i < last; ++i) keep[static_cast<size_t>(i)] = i;
   const Value mean = b.broadcast(reduce_mean(x, {last}), x.shape(), keep);
   const Value centred = x - mean;
-  const Value var =
-      b.broadcast(reduce_mean(b.unary(Op::kSquare, centred), {last}), x.shape(), keep);
-  const Value normed = centred * b.unary(Op::kRsqrt, var + epsilon);
+  // The inverse deviation a row at a time, then broadcast (as tf.nn.moments' keepdims result
+  // meets the centred values): the rsqrt is computed once a row, and the backward pass keeps
+  // [rows] of it, not [rows, dim].
+  const Value inverse =
+      b.unary(Op::kRsqrt, reduce_mean(b.unary(Op::kSquare, centred), {last}) + epsilon);
+  const Value normed = centred * b.broadcast(inverse, x.shape(), keep);
   return scale_and_center ? normed * gamma + beta : normed;
 }
 

@@ -132,7 +132,8 @@ TEST(StepPlan, CombinedAllReducesAreEmittedByTheirLastMemberReadingEveryInput) {
 }
 
 // A step whose tensors outgrow the core's share of HBM is refused before anything is emitted,
-// naming the largest tensor and both sizes.
+// naming the largest tensor, both sizes and what holds the peak (live buffers grouped by op,
+// dtype and shape, the largest first).
 TEST(StepPlan, TensorsBeyondTheCoresHbmShareAreRefusedNamingTheLargest) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {1 << 16, 1 << 15});  // 8 GiB
@@ -144,6 +145,12 @@ TEST(StepPlan, TensorsBeyondTheCoresHbmShareAreRefusedNamingTheLargest) {
               HasSubstr("bytes of HBM at their peak (the largest: "));
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("a core has 17179869184 (its share of the chip's 34359738368)"));
+  // The infeed and the sum (exp and tanh fused into it), 8 GiB each, with the compiler's
+  // constants past the share.
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("At the peak: variables and constants 0 bytes; the largest live groups "
+                        "1 x infeed f32[65536, 32768] (8589934592 bytes), 1 x add f32[65536, "
+                        "32768] (8589934592 bytes)"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "common/align.h"
 
@@ -144,6 +145,7 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   }
   plan.persistent_bytes = alloc.top() - base;
   plan.device_persistent_bytes = device.top();
+  std::set<int> live;  // the non-persistent buffers allocated now
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
     if (!own_buffer(i) || persistent(graph.node(i))) continue;
@@ -155,16 +157,21 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     if (own_buffer(i) && !persistent(graph.node(i))) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
       device_address[static_cast<size_t>(i)] = device.allocate(device_bytes(graph.node(i)));
+      live.insert(i);
     } else if (owner != i) {
       plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
-    plan.device_peak_bytes = std::max(plan.device_peak_bytes, device.top());
+    if (device.top() > plan.device_peak_bytes) {  // a new peak: what holds it
+      plan.device_peak_bytes = device.top();
+      plan.live_at_device_peak.assign(live.begin(), live.end());
+    }
     // A fragment's output is never released before it runs; a value no fragment reads is
     // released right after it.
     for (int dead : release_after[static_cast<size_t>(p)]) {
       alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
       device.release(device_address[static_cast<size_t>(dead)], device_bytes(graph.node(dead)));
+      live.erase(dead);
     }
   }
   return plan;

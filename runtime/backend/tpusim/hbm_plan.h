@@ -22,6 +22,9 @@ struct HbmPlan {
   // allocated and freed when the simulator's is. What the core's share of HBM must hold.
   uint64_t device_persistent_bytes = 0;
   uint64_t device_peak_bytes = 0;
+  // The buffers (besides variables and constants) allocated when the device's peak was reached,
+  // for saying what holds it.
+  std::vector<int> live_at_device_peak;
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused

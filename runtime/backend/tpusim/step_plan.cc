@@ -1,5 +1,11 @@
 #include "runtime/backend/tpusim/step_plan.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "common/align.h"
 #include "common/strings.h"
 #include "runtime/backend/tpusim/schedule.h"
@@ -88,6 +94,27 @@ void plan_buffers(const Graph& graph, StepPlan& plan) {
   }
 }
 
+// What holds the peak: the variables and constants, then the live buffers grouped by op, dtype
+// and shape, the five largest groups ("24 x matmul bf16[14, 16, 512, 512] (2818572288 bytes)").
+std::string what_holds_the_peak(const Graph& graph, const HbmPlan& hbm) {
+  std::map<std::string, std::pair<int, uint64_t>> groups;  // key -> (count, bytes)
+  for (int id : hbm.live_at_device_peak) {
+    const Node& n = graph.node(id);
+    auto& g = groups[str_cat(op_name(n.op), " ", dtype_name(n.dtype), n.shape.str())];
+    g.first += 1;
+    g.second += device_bytes(n);
+  }
+  std::vector<std::pair<uint64_t, std::string>> by_bytes;
+  for (const auto& [key, g] : groups)
+    by_bytes.emplace_back(g.second, str_cat(g.first, " x ", key, " (", g.second, " bytes)"));
+  std::sort(by_bytes.rbegin(), by_bytes.rend());
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < std::min<size_t>(5, by_bytes.size()); ++i)
+    parts.push_back(by_bytes[i].second);
+  return str_cat("At the peak: variables and constants ", hbm.device_persistent_bytes,
+                 " bytes; the largest live groups ", str_join(parts, ", "));
+}
+
 // Pass 6: each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its
 // chip's 32 GiB; the core's buffers live in its share, below the compiler's constants.
 absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
@@ -120,11 +147,12 @@ absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uin
     if (graph.node(id).shape.elements() > graph.node(largest).shape.elements()) largest = id;
   }
   const Node& big = graph.node(largest);
-  return absl::ResourceExhaustedError(str_cat(
-      "tpusim backend: the step's tensors need ", plan.hbm.device_peak_bytes,
-      " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
-      dtype_name(big.dtype), big.shape.str(), ", ", device_bytes(big), " bytes); a core has ",
-      plan.hbm_share, " (its share of the chip's ", slice.chip.hbm.capacity_bytes, ")"));
+  return absl::ResourceExhaustedError(
+      str_cat("tpusim backend: the step's tensors need ", plan.hbm.device_peak_bytes,
+              " bytes of HBM at their peak (the largest: ", op_name(big.op), " '", big.label, "' ",
+              dtype_name(big.dtype), big.shape.str(), ", ", device_bytes(big),
+              " bytes); a core has ", plan.hbm_share, " (its share of the chip's ",
+              slice.chip.hbm.capacity_bytes, "). ", what_holds_the_peak(graph, plan.hbm)));
 }
 
 }  // namespace
