@@ -67,6 +67,9 @@ class TpusimExecutable final : public Executable {
       core->set_core(r);
       if (r >= simulated_) core->set_stands_for(r % simulated_);
     }
+    // Every replica has its copy now, and nothing reads the per-position programs again: free
+    // them (a ResNet-50 step at 128 images a core is 3.6 M instructions a copy).
+    for (CompiledStep& step : per_position_) step.program = isa::ArenaProgram();
   }
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
