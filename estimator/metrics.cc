@@ -23,6 +23,17 @@ absl::Status same_count(const HostTensor& labels, const HostTensor& predictions)
   return absl::OkStatus();
 }
 
+// One weight per value, when there are weights.
+absl::Status weights_fit(const HostTensor& values, const HostTensor* weights) {
+  if (weights == nullptr || weights->elements() == values.elements()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      str_cat("metrics: ", weights->elements(), " weights for ", values.elements(), " values"));
+}
+
+double weight(const HostTensor* weights, size_t i) {
+  return weights != nullptr ? at(*weights, i) : 1.0;
+}
+
 struct Confusion {
   double tp = 0, fp = 0, fn = 0;
 };
@@ -43,19 +54,29 @@ absl::StatusOr<Confusion> confusion(const HostTensor& labels, const HostTensor& 
 
 }  // namespace
 
-absl::StatusOr<double> accuracy(const HostTensor& labels, const HostTensor& predictions) {
+absl::StatusOr<double> accuracy(const HostTensor& labels, const HostTensor& predictions,
+                                const HostTensor* weights) {
   if (auto s = same_count(labels, predictions); !s.ok()) return s;
-  double right = 0;
-  for (size_t i = 0; i < static_cast<size_t>(labels.elements()); ++i)
-    right += std::lround(at(labels, i)) == std::lround(at(predictions, i));
-  return right / static_cast<double>(labels.elements());
+  if (auto s = weights_fit(labels, weights); !s.ok()) return s;
+  double right = 0, total = 0;
+  for (size_t i = 0; i < static_cast<size_t>(labels.elements()); ++i) {
+    const double w = weight(weights, i);
+    right += w * (std::lround(at(labels, i)) == std::lround(at(predictions, i)));
+    total += w;
+  }
+  return total > 0 ? right / total : 0.0;
 }
 
-absl::StatusOr<double> mean(const HostTensor& values) {
+absl::StatusOr<double> mean(const HostTensor& values, const HostTensor* weights) {
   if (values.elements() == 0) return absl::InvalidArgumentError("metrics: mean of nothing");
-  double sum = 0;
-  for (size_t i = 0; i < static_cast<size_t>(values.elements()); ++i) sum += at(values, i);
-  return sum / static_cast<double>(values.elements());
+  if (auto s = weights_fit(values, weights); !s.ok()) return s;
+  double sum = 0, total = 0;
+  for (size_t i = 0; i < static_cast<size_t>(values.elements()); ++i) {
+    const double w = weight(weights, i);
+    sum += w * at(values, i);
+    total += w;
+  }
+  return total > 0 ? sum / total : 0.0;
 }
 
 absl::StatusOr<double> precision(const HostTensor& labels, const HostTensor& predictions,

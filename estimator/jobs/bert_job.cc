@@ -1,9 +1,8 @@
 #include "estimator/jobs/bert_job.h"
 
-#include <cstdlib>
-
 #include "common/strings.h"
 #include "estimator/jobs/fashion_job.h"
+#include "estimator/metrics.h"
 #include "runtime/data/bert_records.h"
 #include "runtime/models/bert.h"
 
@@ -47,47 +46,25 @@ runtime::models::BertFeatures features_of(const estimator::Features& f) {
   return b;
 }
 
-// The weighted accuracy and mean of what metric_fn gets: tf.metrics.accuracy and tf.metrics.mean
-// with weights, over every step and replica.
-double weighted_accuracy(const HostTensor& predictions, const HostTensor& labels,
-                         const HostTensor* weights) {
-  double hit = 0, total = 0;
-  for (size_t i = 0; i < labels.i.size(); ++i) {
-    const double w = weights != nullptr ? weights->f[i] : 1.0;
-    hit += w * (predictions.i[i] == labels.i[i] ? 1 : 0);
-    total += w;
-  }
-  return total > 0 ? hit / total : 0;
-}
-
-double weighted_mean(const HostTensor& values, const HostTensor* weights) {
-  double sum = 0, total = 0;
-  for (size_t i = 0; i < values.f.size(); ++i) {
-    const double w = weights != nullptr ? weights->f[i] : 1.0;
-    sum += w * values.f[i];
-    total += w;
-  }
-  return total > 0 ? sum / total : 0;
-}
-
-// run_pretraining.py's metric_fn on the outfed tensors.
+// run_pretraining.py's metric_fn on the outfed tensors: tf.metrics.accuracy and tf.metrics.mean,
+// the masked-LM ones weighted by masked_lm_weights.
 absl::StatusOr<std::map<std::string, double>> pretraining_metrics(
     const std::map<std::string, HostTensor>& t) {
   const HostTensor& weights = t.at("masked_lm_weights");
-  const HostTensor& mlm_labels = t.at("masked_lm_ids");
-  if (t.at("masked_lm_predictions").i.size() != mlm_labels.i.size() ||
-      weights.f.size() != mlm_labels.i.size() ||
-      t.at("masked_lm_example_loss").f.size() != weights.f.size()) {
-    return absl::InternalError("metric_fn: the masked-LM tensors' sizes differ");
-  }
-  return std::map<std::string, double>{
-      {"masked_lm_accuracy",
-       weighted_accuracy(t.at("masked_lm_predictions"), mlm_labels, &weights)},
-      {"masked_lm_loss", weighted_mean(t.at("masked_lm_example_loss"), &weights)},
-      {"next_sentence_accuracy",
-       weighted_accuracy(t.at("next_sentence_predictions"), t.at("next_sentence_labels"), nullptr)},
-      {"next_sentence_loss", weighted_mean(t.at("next_sentence_example_loss"), nullptr)},
+  std::map<std::string, double> out;
+  const std::pair<const char*, absl::StatusOr<double>> metrics[] = {
+      {"masked_lm_accuracy", estimator::metrics::accuracy(t.at("masked_lm_ids"),
+                                                          t.at("masked_lm_predictions"), &weights)},
+      {"masked_lm_loss", estimator::metrics::mean(t.at("masked_lm_example_loss"), &weights)},
+      {"next_sentence_accuracy", estimator::metrics::accuracy(t.at("next_sentence_labels"),
+                                                              t.at("next_sentence_predictions"))},
+      {"next_sentence_loss", estimator::metrics::mean(t.at("next_sentence_example_loss"))},
   };
+  for (const auto& [name, value] : metrics) {
+    if (!value.ok()) return value.status();
+    out[name] = *value;
+  }
+  return out;
 }
 
 // The eval spec's metric tensors: predictions, labels, weights and per-example losses, flat.
@@ -96,21 +73,14 @@ void add_metric_tensors(runtime::GraphBuilder& b, const runtime::models::BertFea
                         estimator::TPUEstimatorSpec* spec) {
   const int64_t n = out.masked_lm_log_probs.shape().dim(0);
   const int64_t batch = out.next_sentence_log_probs.shape().dim(0);
-  const Value mlm_labels = b.reshape(f.masked_lm_ids, {n});
-  const Value mlm_loss = -b.reduce(
-      runtime::Op::kReduceSum,
-      out.masked_lm_log_probs * b.one_hot(mlm_labels, out.masked_lm_log_probs.shape().dim(1)), {1});
-  const Value nsp_labels = b.reshape(f.next_sentence_labels, {batch});
-  const Value nsp_loss = -b.reduce(runtime::Op::kReduceSum,
-                                   out.next_sentence_log_probs * b.one_hot(nsp_labels, 2), {1});
   spec->metric_tensors = {
       {"masked_lm_predictions", b.argmax(out.masked_lm_log_probs, 1)},
-      {"masked_lm_ids", mlm_labels},
+      {"masked_lm_ids", b.reshape(f.masked_lm_ids, {n})},
       {"masked_lm_weights", b.reshape(f.masked_lm_weights, {n})},
-      {"masked_lm_example_loss", mlm_loss},
+      {"masked_lm_example_loss", out.masked_lm_example_loss},
       {"next_sentence_predictions", b.argmax(out.next_sentence_log_probs, 1)},
-      {"next_sentence_labels", nsp_labels},
-      {"next_sentence_example_loss", nsp_loss},
+      {"next_sentence_labels", b.reshape(f.next_sentence_labels, {batch})},
+      {"next_sentence_example_loss", out.next_sentence_example_loss},
   };
   spec->metric_fn = pretraining_metrics;
 }
@@ -118,11 +88,7 @@ void add_metric_tensors(runtime::GraphBuilder& b, const runtime::models::BertFea
 }  // namespace
 
 std::string default_bert_data_dir(int64_t seq_length) {
-  const std::string leaf = str_cat("/tpusim/bert-", seq_length);
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0')
-    return str_cat(cache, leaf);
-  const char* home = std::getenv("HOME");
-  return str_cat(home != nullptr ? home : "/tmp", "/.cache", leaf);
+  return cache_dir(str_cat("bert-", seq_length));
 }
 
 absl::Status ensure_bert_records(const BertData& d,

@@ -119,12 +119,15 @@ std::string check_fashion_data(const FashionData& data) {
   return "";
 }
 
-std::string default_data_dir(bool jpeg, int image_size) {
-  const std::string suffix = jpeg ? str_cat("-jpeg", image_size) : "";
+std::string cache_dir(const std::string& name) {
   if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache != nullptr && *cache != '\0')
-    return str_cat(cache, "/tpusim/fashion-mnist", suffix);
+    return str_cat(cache, "/tpusim/", name);
   const char* home = std::getenv("HOME");
-  return str_cat(home != nullptr ? home : "/tmp", "/.cache/tpusim/fashion-mnist", suffix);
+  return str_cat(home != nullptr ? home : "/tmp", "/.cache/tpusim/", name);
+}
+
+std::string default_data_dir(bool jpeg, int image_size) {
+  return cache_dir(str_cat("fashion-mnist", jpeg ? str_cat("-jpeg", image_size) : ""));
 }
 
 absl::Status ensure_fashion_mnist(const FashionData& data,

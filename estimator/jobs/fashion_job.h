@@ -53,6 +53,9 @@ std::string check_fashion_data(const FashionData& data);
 absl::Status ensure_fashion_mnist(const FashionData& data,
                                   const std::function<void(const std::string&)>& log);
 
+// $XDG_CACHE_HOME/tpusim/NAME, or ~/.cache/tpusim/NAME: where the jobs keep data they make.
+std::string cache_dir(const std::string& name);
+
 // The default data folder: $XDG_CACHE_HOME/tpusim/fashion-mnist or ~/.cache/tpusim/fashion-mnist,
 // with "-jpeg<S>" added for JPEG records of side S.
 std::string default_data_dir(bool jpeg = false, int image_size = 28);

@@ -135,9 +135,9 @@ void masked_lm_head(GraphBuilder& b, const BertConfig& c, Value sequence, Value 
   out->masked_lm_log_probs = layers::log_softmax(as_type(b, logits, DType::kF32));
   const int64_t n = f.masked_lm_ids.shape().dim(0) * f.masked_lm_ids.shape().dim(1);
   const Value one_hot = b.one_hot(b.reshape(f.masked_lm_ids, {n}), c.vocab);
-  const Value per_example = -b.reduce(Op::kReduceSum, out->masked_lm_log_probs * one_hot, {1});
+  out->masked_lm_example_loss = -b.reduce(Op::kReduceSum, out->masked_lm_log_probs * one_hot, {1});
   const Value weights = b.reshape(f.masked_lm_weights, {n});
-  const Value numerator = b.reduce(Op::kReduceSum, weights * per_example, {0});
+  const Value numerator = b.reduce(Op::kReduceSum, weights * out->masked_lm_example_loss, {0});
   const Value denominator = b.reduce(Op::kReduceSum, weights, {0}) + kLabelWeightGuard;
   out->masked_lm_loss = numerator / denominator;
 }
@@ -154,8 +154,9 @@ void next_sentence_head(GraphBuilder& b, const BertConfig& c, Value pooled, Valu
   out->next_sentence_log_probs = layers::log_softmax(as_type(b, logits, DType::kF32));
   const int64_t batch = pooled.shape().dim(0);
   const Value one_hot = b.one_hot(b.reshape(labels, {batch}), 2);
-  const Value per_example = -b.reduce(Op::kReduceSum, out->next_sentence_log_probs * one_hot, {1});
-  out->next_sentence_loss = layers::reduce_mean(per_example, {0});
+  out->next_sentence_example_loss =
+      -b.reduce(Op::kReduceSum, out->next_sentence_log_probs * one_hot, {1});
+  out->next_sentence_loss = layers::reduce_mean(out->next_sentence_example_loss, {0});
 }
 
 // A feature's shape and dtype, or why not: "masked_lm_ids: s32 [8, 20] expected, got ...".

@@ -71,6 +71,9 @@ struct BertOutputs {
   Value masked_lm_loss, next_sentence_loss;
   Value masked_lm_log_probs;      // f32 [batch * max_predictions, vocab]
   Value next_sentence_log_probs;  // f32 [batch, 2]
+  // -log p(label) of each masked position [batch * max_predictions] and each example [batch]
+  // (run_pretraining.py's per_example_loss), unweighted.
+  Value masked_lm_example_loss, next_sentence_example_loss;
 };
 
 // The pretraining graph of `config` on `f`. Errors (a sequence longer than max_position, features

@@ -11,11 +11,16 @@
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
 #include "runtime/graph/serialize.h"
+#include "tests/runtime/builder_error.h"
 
 namespace tpusim::runtime {
 namespace {
 
+using testing::bad_graph_name;
+using testing::BadGraph;
+using testing::BuilderError;
 using ::testing::HasSubstr;
+using testing::in;
 
 // Runs `b`'s graph once on the cpu backend.
 Outputs run_cpu(const GraphBuilder& b, const Feeds& feeds) {
@@ -45,26 +50,8 @@ TEST(BertOps, GatherAndScatterAddInferShapes) {
   EXPECT_TRUE(b.status().ok()) << b.status();
 }
 
-struct BadLookup {
-  const char* name;
-  std::function<void(GraphBuilder&)> build;
-  const char* expect;
-};
-
-class BertOpError : public ::testing::TestWithParam<BadLookup> {};
-
-TEST_P(BertOpError, NamesTheOpAndTheShapes) {
-  GraphBuilder b;
-  GetParam().build(b);
-  ASSERT_FALSE(b.status().ok()) << GetParam().name;
-  EXPECT_THAT(std::string(b.status().message()), HasSubstr(GetParam().expect));
-}
-
-Value in(GraphBuilder& b, const char* name, Shape s, DType t = DType::kF32) {
-  return b.infeed(name, t, s);
-}
-
-const BadLookup kBadLookups[] = {
+// Gather, scatter-add, embedding and erf refusals, as the builder's other errors.
+const BadGraph kBadLookups[] = {
     {"GatherRank1Table",
      [](GraphBuilder& b) { b.gather(in(b, "t", {10}), in(b, "i", {3}, DType::kS32)); },
      "gather 'gather': needs a floating table [rows, columns], got f32[10] (indices s32[3])"},
@@ -111,8 +98,7 @@ const BadLookup kBadLookups[] = {
      "erf 'erf': needs a floating operand, got s32[3]"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Every, BertOpError, ::testing::ValuesIn(kBadLookups),
-                         [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(BertOps, BuilderError, ::testing::ValuesIn(kBadLookups), bad_graph_name);
 
 // Indices clamp into [0, rows - 1] (XLA's gather on TPU), and scatter_add sends a clamped
 // index's update where gather read it: row 0 or the last row.

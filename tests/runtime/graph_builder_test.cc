@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include "runtime/graph/layers.h"
+#include "tests/runtime/builder_error.h"
 
 namespace tpusim::runtime {
 namespace {
 
+using testing::bad_graph_name;
+using testing::BadGraph;
+using testing::BuilderError;
 using ::testing::HasSubstr;
+using testing::in;
 
 TEST(GraphBuilder, InfersShapes) {
   GraphBuilder b;
@@ -33,23 +38,11 @@ TEST(GraphBuilder, InfersShapes) {
   EXPECT_GE(b.graph().find_variable("dense_1/bias"), 0);
 }
 
-struct BadGraph {
-  const char* name;
-  std::function<void(GraphBuilder&)> build;
-  const char* expect;
-};
-
-class BuilderError : public ::testing::TestWithParam<BadGraph> {};
-
 TEST_P(BuilderError, NamesOpLabelAndShapes) {
   GraphBuilder b;
   GetParam().build(b);
   ASSERT_FALSE(b.status().ok()) << GetParam().name;
   EXPECT_THAT(std::string(b.status().message()), HasSubstr(GetParam().expect));
-}
-
-Value in(GraphBuilder& b, const char* name, Shape s, DType t = DType::kF32) {
-  return b.infeed(name, t, s);
 }
 
 const BadGraph kBad[] = {
@@ -138,8 +131,7 @@ const BadGraph kBad[] = {
      "add 'add': shapes do not broadcast: f32[4, 3, 5] and f32[7]"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Every, BuilderError, ::testing::ValuesIn(kBad),
-                         [](const auto& param_info) { return std::string(param_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Every, BuilderError, ::testing::ValuesIn(kBad), bad_graph_name);
 
 TEST(GraphBuilder, FirstErrorSticksAndLaterOpsYieldInvalidValues) {
   GraphBuilder b;

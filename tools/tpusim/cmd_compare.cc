@@ -222,21 +222,16 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   job->data = *data;
   auto seq_length = seq_length_from(vm, job->model);
   if (!seq_length.ok()) return usage_problem(seq_length.status());
-  if (*seq_length == 0) {  // synthetic images are the model's published ones
+  if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
+    auto bert = bert_data_from(vm, job->data, job->model, *seq_length);
+    if (!bert.ok()) return usage_problem(bert.status());
+    if (auto s = jobs::ensure_bert_records(*bert, log_to_stderr); !s.ok()) return failure_of(s);
+    job->bert = *bert;
+  } else {  // synthetic images are the model's published ones
     if (auto s = jobs::use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
         !s.ok())
       return usage_problem(s);
-  }
-  if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
-    jobs::BertData bert;
-    bert.seq_length = *seq_length;
-    bert.map_threads = job->data.map_threads;
-    bert.dir = vm.count("data") > 0 ? vm["data"].as<std::string>()
-                                    : jobs::default_bert_data_dir(*seq_length);
-    if (auto s = jobs::ensure_bert_records(bert, log_to_stderr); !s.ok()) return failure_of(s);
-    job->bert = bert;
-  } else if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) {
-    return failure_of(s);
+    if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
   }
   auto slice = config::load_slice(job->slice);
   if (!slice.ok()) return failure_of(slice.status());

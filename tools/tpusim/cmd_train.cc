@@ -370,22 +370,11 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
 // synthetic input, of `seq_length` tokens; LAMB at run_pretraining's 5e-5 unless the flags say
 // otherwise, the gradients clipped to global norm 1 whatever the optimizer.
 Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob* job) {
-  if (job->data.jpeg || !vm["image-size"].defaulted() || job->data.bf16_images) {
-    return usage_problem(str_cat(job->model,
-                                 " reads token ids: --input is raw (its records) or synthetic, "
-                                 "and --image-size and --infeed-dtype bf16 do not apply"));
-  }
+  auto bert = bert_data_from(vm, job->data, job->model, seq_length);
+  if (!bert.ok()) return usage_problem(bert.status());
   if (vm.count("export-dir") > 0)
     return usage_problem(str_cat(job->model, " is a pretraining model: nothing to export"));
-  jobs::BertData bert;
-  bert.synthetic = job->data.synthetic;
-  bert.seq_length = seq_length;
-  bert.map_threads = job->data.map_threads;
-  bert.batch_threads = job->data.batch_threads;
-  bert.enqueue_threads = job->data.enqueue_threads;
-  bert.dir =
-      vm.count("data") > 0 ? vm["data"].as<std::string>() : jobs::default_bert_data_dir(seq_length);
-  job->bert = bert;
+  job->bert = *bert;
   const float lr = vm["learning-rate"].defaulted() ? 5e-5f : job->flags.lr;
   if (vm["optimizer"].defaulted() || job->optimizer.kind == runtime::OptimizerSpec::Kind::kLamb) {
     runtime::OptimizerSpec lamb = jobs::bert_lamb(lr);

@@ -57,4 +57,23 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm, bool 
   return d;
 }
 
+absl::StatusOr<jobs::BertData> bert_data_from(const po::variables_map& vm, const FashionData& data,
+                                              const std::string& model, int64_t seq_length) {
+  if (data.jpeg || !vm["image-size"].defaulted() || data.bf16_images) {
+    return absl::InvalidArgumentError(
+        model +
+        " reads token ids: --input is raw (its records) or synthetic, and --image-size "
+        "and --infeed-dtype bf16 do not apply");
+  }
+  jobs::BertData bert;
+  bert.synthetic = data.synthetic;
+  bert.seq_length = seq_length;
+  bert.map_threads = data.map_threads;
+  bert.batch_threads = data.batch_threads;
+  bert.enqueue_threads = data.enqueue_threads;
+  bert.dir =
+      vm.count("data") > 0 ? vm["data"].as<std::string>() : jobs::default_bert_data_dir(seq_length);
+  return bert;
+}
+
 }  // namespace tpusim::cli

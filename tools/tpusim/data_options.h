@@ -9,6 +9,7 @@
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
+#include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
 
 namespace tpusim::cli {
@@ -20,5 +21,12 @@ void add_data_options(boost::program_options::options_description& options);
 // compare: the same batches on every backend).
 absl::StatusOr<jobs::FashionData> fashion_data_from(const boost::program_options::variables_map& vm,
                                                     bool synthetic_allowed = false);
+
+// The same flags for a BERT `model` of `seq_length` tokens: its records in --data (default
+// ~/.cache/tpusim/bert-<N>) or synthetic features, on the data's threads. --input jpeg,
+// --image-size and --infeed-dtype bf16 do not apply: InvalidArgument names them.
+absl::StatusOr<jobs::BertData> bert_data_from(const boost::program_options::variables_map& vm,
+                                              const jobs::FashionData& data,
+                                              const std::string& model, int64_t seq_length);
 
 }  // namespace tpusim::cli

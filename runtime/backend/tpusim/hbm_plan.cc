@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "common/align.h"
 
@@ -145,34 +144,42 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   }
   plan.persistent_bytes = alloc.top() - base;
   plan.device_persistent_bytes = device.top();
-  std::set<int> live;  // the non-persistent buffers allocated now
   std::vector<std::vector<int>> release_after(static_cast<size_t>(n) + 1);
   for (int i = 0; i < n; ++i) {
     if (!own_buffer(i) || persistent(graph.node(i))) continue;
     release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
+  int peak_position = -1;  // where the device's peak was reached
+  std::vector<int> position(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
   for (int p = 0; p < n; ++p) {
     const int i = order[static_cast<size_t>(p)];
     const int owner = plan.owner[static_cast<size_t>(i)];
     if (own_buffer(i) && !persistent(graph.node(i))) {
       plan.address[static_cast<size_t>(i)] = alloc.allocate(buffer_bytes(graph.node(i)));
       device_address[static_cast<size_t>(i)] = device.allocate(device_bytes(graph.node(i)));
-      live.insert(i);
     } else if (owner != i) {
       plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
-    if (device.top() > plan.device_peak_bytes) {  // a new peak: what holds it
+    if (device.top() > plan.device_peak_bytes) {
       plan.device_peak_bytes = device.top();
-      plan.live_at_device_peak.assign(live.begin(), live.end());
+      peak_position = p;
     }
     // A fragment's output is never released before it runs; a value no fragment reads is
     // released right after it.
     for (int dead : release_after[static_cast<size_t>(p)]) {
       alloc.release(plan.address[static_cast<size_t>(dead)], buffer_bytes(graph.node(dead)));
       device.release(device_address[static_cast<size_t>(dead)], device_bytes(graph.node(dead)));
-      live.erase(dead);
     }
+  }
+  // What holds the peak: every buffer allocated by then and released no earlier (a release comes
+  // after its position's allocation).
+  for (int i = 0; i < n && peak_position >= 0; ++i) {
+    if (!own_buffer(i) || persistent(graph.node(i))) continue;
+    if (position[static_cast<size_t>(i)] <= peak_position &&
+        last[static_cast<size_t>(i)] >= peak_position)
+      plan.live_at_device_peak.push_back(i);
   }
   return plan;
 }

@@ -15,6 +15,12 @@ using sim::block;
 
 namespace {
 
+// The rows of [k, inner] f32 that reduce_range's column path reduces a pass: an eighth of a
+// tile's budget. Under 2 it cannot shorten its input (turn_wide_columns transposes those first).
+int64_t column_rows_a_pass(const Lowering& l, int64_t inner) {
+  return static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4);
+}
+
 // Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
 // [outer, k, inner]. Trailing axes (inner == 1) reduce each row (a row wider than a tile in
 // column chunks, then their partial results); otherwise the k slices of each row are combined
@@ -58,8 +64,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
   if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
     // Leading axes over a long input: reduce row tiles of [k, inner] down columns into partial
     // rows, then combine the partials (a second pass over a much shorter input).
-    const int64_t tile_rows =
-        std::max<int64_t>(1, static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4));
+    const int64_t tile_rows = std::max<int64_t>(1, column_rows_a_pass(l, inner));
     const int64_t parts = (k + tile_rows - 1) / tile_rows;
     const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(parts * inner) * 4);
     for (int64_t p = 0; p < parts; ++p) {
@@ -110,9 +115,7 @@ absl::Status turn_wide_columns(Lowering& l, uint64_t* src, Shape* shape, int64_t
   if (*first != 0 || *end >= shape->rank()) return absl::OkStatus();
   const int64_t k = dims_product(*shape, 0, static_cast<int>(*end));
   const int64_t inner = dims_product(*shape, static_cast<int>(*end), shape->rank());
-  // reduce_range's column path takes budget / 8 bytes of rows at a time and needs two rows or
-  // more a time to shorten the input pass by pass.
-  if (inner * 4 * 16 <= static_cast<int64_t>(l.emit.tile_budget_bytes())) return absl::OkStatus();
+  if (column_rows_a_pass(l, inner) >= 2) return absl::OkStatus();
   const uint64_t turned = l.hbm.temporary(static_cast<uint64_t>(k * inner) * 4);
   if (auto s = emit_transpose(l, *src, Shape{k, inner}, {1, 0}, turned); !s.ok()) return s;
   *src = turned;
