@@ -1,10 +1,12 @@
 #include "estimator/jobs/validation.h"
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "common/strings.h"
 #include "configs/loader.h"
+#include "configs/overrides.h"
 #include "estimator/estimator.h"
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
@@ -82,7 +84,8 @@ double step_time_error(double predicted_seconds, double measured_seconds) {
 }
 
 absl::StatusOr<ValidationResult> run_validation_case(
-    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log) {
+    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log,
+    const SliceEdits& edits) {
   if (std::string pending = validation_case_pending(c); !pending.empty())
     return absl::FailedPreconditionError(str_cat(c.name, ": ", pending));
   auto slice = config::load_slice(c.slice);
@@ -90,6 +93,19 @@ absl::StatusOr<ValidationResult> run_validation_case(
   estimator::RunConfig config;
   config.model_dir = scratch_dir(c.name);
   config.slice = c.slice;
+  if (!edits.empty()) {
+    // The edited slice as a config file in the model_dir, which the run loads like any other.
+    auto edited = config::with_overrides(**slice, edits, c.slice);
+    if (!edited.ok()) return edited.status();
+    std::error_code ec;
+    std::filesystem::create_directories(config.model_dir, ec);
+    config.slice = config.model_dir + "/slice.pbtxt";
+    std::ofstream out(config.slice);
+    out << config::to_config_text(**edited);
+    if (!out.flush())
+      return absl::InternalError(str_cat("cannot write the edited slice to ", config.slice));
+    slice = std::move(edited);
+  }
   config.tpu_config.num_shards = (*slice)->cores;
   config.tpu_config.iterations_per_loop = steps;
   config.save_checkpoints_steps = steps;

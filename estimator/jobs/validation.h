@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/status/statusor.h>
@@ -23,7 +24,7 @@ struct ValidationCase {
   // Examples a second measured on the real slice; 0 for a prediction whose measured figure is
   // not given here (checked later against figures the project does not hold).
   double measured_examples_per_second = 0;
-  std::string source;  // where the measured figure comes from, or why it is a prediction
+  std::string source;      // where the measured figure comes from, or why it is a prediction
   int64_t seq_length = 0;  // BERT cases: tokens per sequence
 };
 
@@ -41,12 +42,18 @@ struct ValidationResult {
   double step_seconds = 0;  // simulated, averaged over the steps run
   double examples_per_second = 0;
   double mxu_utilization = 0;
-  double host_seconds = 0;      // what the run took on this machine
+  double host_seconds = 0;  // what the run took on this machine
 };
 
+// Edits of a case's slice config, each (dotted field path, value) as `tpusim sweep --set` names
+// them (configs/overrides.h): what the case would do on another chip or topology.
+using SliceEdits = std::vector<std::pair<std::string, std::string>>;
+
 // Trains `c` for `steps` steps timing-only in a scratch model_dir (removed after), replicas
-// folded on a slice of more than one host; progress on `log` (may be empty).
+// folded on a slice of more than one host, its slice edited by `edits`; progress on `log` (may
+// be empty).
 absl::StatusOr<ValidationResult> run_validation_case(
-    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log);
+    const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log,
+    const SliceEdits& edits = {});
 
 }  // namespace tpusim::jobs

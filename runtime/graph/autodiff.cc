@@ -193,6 +193,36 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
   }
 }
 
+// The gradient TensorFlow registers for a composite op, with respect to its input.
+Value composite_vjp(GraphBuilder& b, int id, const GraphBuilder::Composite& c, Value g) {
+  const Value y = value_of(b, id);
+  switch (c.kind) {
+    case GraphBuilder::CompositeGradient::kSoftmax: {
+      // _SoftmaxGrad: (g - sum(g * y, last, keepdims)) * y, from the output alone.
+      const int last = y.shape().rank() - 1;
+      const Value dot = expand_reduced(b, b.reduce(Op::kReduceSum, g * y, {last}), y.shape(),
+                                       {static_cast<int64_t>(last)});
+      return (g - dot) * y;
+    }
+  }
+  return Value{};
+}
+
+// The gradients of node `id`'s inputs, by the inputs' ids: a composite's rule (its one input)
+// or the primitive's vector-Jacobian product.
+std::vector<std::pair<int, Value>> input_gradients(GraphBuilder& b, int id, Value g) {
+  std::vector<std::pair<int, Value>> out;
+  if (const GraphBuilder::Composite* c = b.composite_gradient(id)) {
+    out.emplace_back(c->input, composite_vjp(b, id, *c, g));
+    return out;
+  }
+  const std::vector<int> inputs = b.graph().node(id).inputs;
+  const std::vector<Value> grads = node_vjp(b, id, g);
+  for (size_t i = 0; i < inputs.size() && i < grads.size(); ++i)
+    out.emplace_back(inputs[i], grads[i]);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cotangent,
@@ -213,17 +243,16 @@ absl::StatusOr<std::vector<Value>> vjp(GraphBuilder& b, Value output, Value cota
     if (!g.valid()) continue;
     const Node& n = b.graph().node(id);
     if (!is_floating(n.dtype)) continue;
-    const std::vector<int> inputs = n.inputs;
     // Named as TensorFlow names them: "gradients/dense/matmul_grad/transpose".
     GraphBuilder::Scope scope(b, str_cat("gradients/", n.label, "_grad"));
-    const std::vector<Value> grads = node_vjp(b, id, g);
+    const Op op = n.op;  // `n` may move as gradient nodes are added
+    const std::vector<std::pair<int, Value>> grads = input_gradients(b, id, g);
     if (!b.status().ok())
-      return absl::InternalError(
-          str_cat("gradients of ", op_name(n.op), ": ", b.status().message()));
-    for (size_t i = 0; i < inputs.size() && i < grads.size(); ++i) {
-      if (!grads[i].valid()) continue;
-      Value& slot = adjoint[static_cast<size_t>(inputs[i])];
-      slot = slot.valid() ? slot + grads[i] : grads[i];
+      return absl::InternalError(str_cat("gradients of ", op_name(op), ": ", b.status().message()));
+    for (const auto& [input, grad] : grads) {
+      if (!grad.valid()) continue;
+      Value& slot = adjoint[static_cast<size_t>(input)];
+      slot = slot.valid() ? slot + grad : grad;
     }
   }
   std::vector<Value> out;

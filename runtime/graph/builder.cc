@@ -36,6 +36,16 @@ Value GraphBuilder::fail(Op op, const std::string& message) {
   return Value{};
 }
 
+void GraphBuilder::set_composite_gradient(Value output, Value input, CompositeGradient kind) {
+  if (!usable({output, input})) return;
+  composites_[output.id] = Composite{kind, input.id};
+}
+
+const GraphBuilder::Composite* GraphBuilder::composite_gradient(int id) const {
+  auto it = composites_.find(id);
+  return it == composites_.end() ? nullptr : &it->second;
+}
+
 bool GraphBuilder::usable(std::initializer_list<Value> values) const {
   if (!status_.ok()) return false;
   return std::all_of(values.begin(), values.end(), [](const Value& v) { return v.valid(); });
@@ -366,9 +376,9 @@ bool resolve_window(const Shape& image, Window* w, int64_t* out_h, int64_t* out_
     const int64_t pads[] = {w->pad_top, w->pad_bottom, w->pad_left, w->pad_right};
     for (int64_t p : pads) {
       if (p < 0 || p >= std::max(w->kh, w->kw)) {
-        *error = str_cat("explicit padding (", w->pad_top, ", ", w->pad_bottom, ", ", w->pad_left,
-                         ", ", w->pad_right, ") must be in [0, window) for a ", w->kh, "x", w->kw,
-                         " window");
+        *error =
+            str_cat("explicit padding (", w->pad_top, ", ", w->pad_bottom, ", ", w->pad_left, ", ",
+                    w->pad_right, ") must be in [0, window) for a ", w->kh, "x", w->kw, " window");
         return false;
       }
     }

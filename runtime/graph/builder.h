@@ -9,6 +9,7 @@
 //   Value logits = layers::dense(b, x, 10);
 //   if (!b.status().ok()) ...
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,20 @@ class GraphBuilder {
   // Records an error (the first one sticks) and returns an invalid value.
   Value fail(Op op, const std::string& message);
 
+  // A TensorFlow op the graph builds from several primitives (as XLA lowers it) whose gradient
+  // TensorFlow registers for the op as a whole: autodiff applies that rule from `output` straight
+  // to `input` instead of differentiating the primitives, so the backward pass reads what
+  // TensorFlow's gradient reads (Softmax's: only its output) and none of the primitives'
+  // intermediate values are kept for it.
+  enum class CompositeGradient { kSoftmax };
+  struct Composite {
+    CompositeGradient kind;
+    int input;
+  };
+  void set_composite_gradient(Value output, Value input, CompositeGradient kind);
+  // The rule recorded for node `id`, or null.
+  const Composite* composite_gradient(int id) const;
+
  private:
   Value add(Op op, std::vector<Value> inputs, DType dtype, Shape shape, Attrs attrs = {});
   bool usable(std::initializer_list<Value> values) const;
@@ -121,6 +136,7 @@ class GraphBuilder {
   std::vector<std::string> scopes_;
   std::vector<std::pair<std::string, int>> name_counts_;
   int bfloat16_scopes_ = 0;
+  std::map<int, Composite> composites_;  // by output node
 };
 
 // Derives a window's padding and output size for an NHWC image; false (with `error`) when the

@@ -44,6 +44,17 @@ Value as_dtype(GraphBuilder& b, Value v, DType dtype) {
   return v.valid() && v.dtype() != dtype ? b.cast(v, dtype) : v;
 }
 
+// XLA's lowering of softmax over the last axis, in f32.
+Value softmax_f32(Value logits) {
+  GraphBuilder& b = *logits.builder;
+  const int last = logits.shape().rank() - 1;
+  const Value e = b.unary(
+      Op::kExp,
+      logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
+                           logits.shape()));
+  return e / expand_last(b, b.reduce(Op::kReduceSum, e, {last}), logits.shape());
+}
+
 }  // namespace
 
 Value in_f32(Value x, const std::function<Value(Value)>& f) {
@@ -92,14 +103,11 @@ Value log_softmax(Value logits) {
 
 Value softmax(Value logits) {
   if (!logits.valid()) return logits;
-  if (logits.dtype() == DType::kBF16) return in_f32(logits, softmax);
-  GraphBuilder& b = *logits.builder;
-  const int last = logits.shape().rank() - 1;
-  const Value e = b.unary(
-      Op::kExp,
-      logits - expand_last(b, b.unary(Op::kStopGradient, b.reduce(Op::kReduceMax, logits, {last})),
-                           logits.shape()));
-  return e / expand_last(b, b.reduce(Op::kReduceSum, e, {last}), logits.shape());
+  // tf.nn.softmax is one op: its gradient reads its output (in the logits' type), not the
+  // exponentials the lowering computes, so those are not kept for the backward pass.
+  const Value probs = in_f32(logits, softmax_f32);
+  logits.builder->set_composite_gradient(probs, logits, GraphBuilder::CompositeGradient::kSoftmax);
+  return probs;
 }
 
 Value sparse_softmax_cross_entropy(Value labels, Value logits) {

@@ -8,6 +8,7 @@
 
 #include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
+#include "runtime/graph/layers.h"
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
@@ -129,6 +130,56 @@ TEST(Autodiff, ReluGradientMasksWithTheOutput) {
   auto out = (*backend)->run(**exe, vars, {{{"x", HostTensor::from({4}, {1, -2, 0, 3})}}}, 0);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].at("gx").f, (std::vector<float>{2, 0, 0, 6}));
+}
+
+// tf.nn.softmax is one op whose registered gradient, _SoftmaxGrad, reads only its output: the
+// backward pass reads neither the exponentials nor their sums, so a training step need not keep
+// them (an attention layer's [batch, heads, seq, seq] exponentials in f32 would be the largest
+// values it holds). In bf16 the gradient reads the bf16 output, as TensorFlow's does.
+TEST(Autodiff, SoftmaxGradientReadsOnlyItsOutput) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", DType::kF32, {2, 3});
+    const Value logits = dtype == DType::kF32 ? x + 0.0f : b.cast(x, dtype);
+    const int forward_end = b.graph().size();
+    const Value y = layers::softmax(logits);
+    const int softmax_end = b.graph().size();
+    const Value weights = b.cast(b.constant(HostTensor::from({3}, {1, 2, 4})), dtype);
+    auto grads =
+        gradients(b, b.cast(b.reduce(Op::kReduceSum, y * weights, {0, 1}), DType::kF32), {x});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    EXPECT_EQ(y.dtype(), dtype);
+    for (int id = softmax_end; id < b.graph().size(); ++id) {
+      for (int in : b.graph().node(id).inputs) {
+        // Of the softmax's own nodes, the backward pass reads the output alone.
+        if (in >= forward_end && in < softmax_end) {
+          EXPECT_EQ(in, y.id) << b.graph().node(id).label;
+        }
+      }
+    }
+    b.output("gx", (*grads)[0]);
+    b.output("y", b.cast(y, DType::kF32));
+    auto backend = make_backend("cpu");
+    auto exe = (*backend)->compile(b.graph(), {});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    Variables vars;
+    auto out =
+        (*backend)->run(**exe, vars, {{{"x", HostTensor::from({2, 3}, {1, 2, 3, 0, 0, 0})}}}, 0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    // d/dx_j sum_i w_i y_i = y_j (w_j - sum_i w_i y_i), from the outputs as computed.
+    const std::vector<float>& p = (*out)[0].at("y").f;
+    const std::vector<float>& g = (*out)[0].at("gx").f;
+    const float w[3] = {1, 2, 4};
+    const double tolerance = dtype == DType::kF32 ? 1e-6 : 2e-2;
+    for (int r = 0; r < 2; ++r) {
+      double mean = 0;
+      for (int j = 0; j < 3; ++j) mean += w[j] * p[static_cast<size_t>(r * 3 + j)];
+      for (int j = 0; j < 3; ++j) {
+        const auto k = static_cast<size_t>(r * 3 + j);
+        EXPECT_NEAR(g[k], p[k] * (w[j] - mean), tolerance) << dtype_name(dtype) << " " << k;
+      }
+    }
+  }
 }
 
 TEST(Autodiff, LossMustBeAFloatingScalar) {

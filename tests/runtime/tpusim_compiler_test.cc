@@ -44,6 +44,30 @@ TEST(HbmPlan, ReusesBuffersAfterTheirLastUseAndAliasesReshapes) {
   EXPECT_EQ(plan.peak_bytes, 2u * 4096);
 }
 
+// A fragment's scratch is allocated beside the buffers live while it runs and freed after it:
+// it raises the device's peak only where it does not fit what is free then.
+TEST(Compiler, ScratchCountsWhereItsFragmentRuns) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2048});  // 8 KiB
+  const Value s = b.reduce(Op::kReduceSum, x, {0});    // a scalar: one 4 KiB page
+  const Value t = s * 2.0f;
+  b.output("t", t);
+  PlanRequest request;
+  request.materialized.assign(static_cast<size_t>(b.graph().size()), true);
+  for (const Node& n : b.graph().nodes()) request.reads.push_back(n.inputs);
+  // The constant 2 (a page for the whole step), x (two pages), s beside it; t takes x's first
+  // page once s has read it.
+  const uint64_t bare = plan_hbm(b.graph(), 0, &request).device_peak_bytes;
+  ASSERT_EQ(bare, 4u * 4096);
+  // 4 KiB of scratch while t runs fits in x's second page.
+  request.temporaries.assign(static_cast<size_t>(b.graph().size()), 0);
+  request.temporaries[static_cast<size_t>(t.id)] = 4096;
+  EXPECT_EQ(plan_hbm(b.graph(), 0, &request).device_peak_bytes, bare);
+  // 8 KiB does not: it goes above everything, raising the peak by all of it.
+  request.temporaries[static_cast<size_t>(t.id)] = 8192;
+  EXPECT_EQ(plan_hbm(b.graph(), 0, &request).device_peak_bytes, bare + 8192);
+}
+
 TEST(Compiler, FusesElementwiseChainsAndEmitsValidPrograms) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {64, 100});

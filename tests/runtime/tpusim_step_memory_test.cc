@@ -106,14 +106,71 @@ TEST(StepMemory, ChainsOfCheapProducersAreRecomputedWhole) {
   EXPECT_EQ(step->instructions_per_op.count("sub"), 0u);
 }
 
+// A 4 GiB value held across the peak for a later reader that can compute it again from what is
+// live there anyway (a = x + 1, x read at the end too) is recomputed there: its buffer is freed
+// after its first reader and the step fits a v3 core's 16 GiB. The transposes stand for values
+// that must be kept.
+TEST(StepMemory, ValuesHeldAtThePeakAreComputedAgainWhereReadLater) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {32768, 32768});  // 4 GiB
+  const Value a = x + 1.0f;
+  const Value t1 = b.transpose(a, {1, 0});
+  const Value t2 = b.transpose(t1, {1, 0});
+  b.output("z", (t2 + a) - x);  // at t2: x, a, t1 and t2, 16 GiB and more
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  StepPlan refused;
+  auto plan = plan_step(b.graph(), v3_8(), 0, {}, &refused);
+  ASSERT_TRUE(absl::IsResourceExhausted(plan.status())) << plan.status();
+  const auto remat = rematerialize_at_peak(b.graph(), refused);
+  ASSERT_NE(remat, nullptr);
+  const Graph& g = remat->graph;
+  ASSERT_EQ(g.size(), b.graph().size() + 1);
+  int copies = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.node(id).label.find("/rematerialized") == std::string::npos) continue;
+    ++copies;
+    // The copy is a's add, read from x (and the constant 1) right before the final sum.
+    EXPECT_EQ(remat->old_id[static_cast<size_t>(id)], a.id);
+    EXPECT_EQ(g.node(id).op, Op::kAdd);
+    EXPECT_EQ(g.node(id).inputs.at(0), remat->new_id[static_cast<size_t>(x.id)]);
+    EXPECT_EQ(g.node(id + 1).inputs.at(1), id);
+  }
+  EXPECT_EQ(copies, 1);
+  auto fits = plan_step(g, v3_8(), 0, {});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_LT(fits->hbm.device_peak_bytes, refused.hbm.device_peak_bytes);
+  // Nothing held at the new plan's peak needs computing again: no further rewrite.
+  EXPECT_EQ(rematerialize_at_peak(g, *fits), nullptr);
+}
+
+// A dropout mask is drawn from random numbers no later reader can draw again (TensorFlow's are
+// stateful): held at the peak, it stays, and the step is refused naming what holds the peak.
+TEST(StepMemory, RandomMasksAreNeverComputedAgain) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {32768, 32768});
+  const Value mask = b.binary(Op::kGreater, b.rng_uniform(x.shape(), 7),
+                              b.broadcast(b.scalar(0.1f), x.shape(), {}));
+  const Value t1 = b.transpose(mask, {1, 0});
+  const Value t2 = b.transpose(t1, {1, 0});
+  b.output("z", (t2 + mask) - x);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  StepPlan refused;
+  auto plan = plan_step(b.graph(), v3_8(), 0, {}, &refused);
+  ASSERT_TRUE(absl::IsResourceExhausted(plan.status())) << plan.status();
+  EXPECT_EQ(rematerialize_at_peak(b.graph(), refused), nullptr);
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("At the peak"), std::string::npos) << step.status();
+}
+
 // ResNet-50 v1.5 in mixed_bfloat16 at the MLPerf per-core batch (1024 over a v3-8's 8 cores)
 // fits a core's 16 GiB: what a TPU keeps (each layer's input and its convolution's output for
 // the backward pass), not every layer's patches and batch-norm intermediates.
 TEST(StepMemory, ResNet50FitsAV3CoreAtBatch128) {
   GraphBuilder b;
-  ASSERT_TRUE(models::build_training_step(b, "resnet50", 128, 0.1f, 1,
-                                          models::DTypePolicy::kMixedBFloat16)
-                  .ok())
+  ASSERT_TRUE(
+      models::build_training_step(b, "resnet50", 128, 0.1f, 1, models::DTypePolicy::kMixedBFloat16)
+          .ok())
       << b.status();
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();

@@ -4,16 +4,18 @@
 #include <fstream>
 #include <iostream>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "configs/loader.h"
+#include "configs/overrides.h"
 #include "estimator/jobs/validation.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/subprocess.h"
+#include "tools/tpusim/sweep_grid.h"
 
 namespace tpusim::cli {
 
@@ -22,20 +24,25 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr char kValidateUsage[] =
-    "usage: tpusim validate [--case NAME]... [--steps N] [--list] [--json]\n\n"
+    "usage: tpusim validate [--case NAME]... [--steps N] [--set FIELD=VALUE]... [--list] "
+    "[--json]\n\n"
     "Runs each published case (a zoo model on a slice at the published global batch, timing-only\n"
     "on synthetic input, mixed_bfloat16 and momentum as the reference models; replicas folded on\n"
     "slices of several hosts) and prints the predicted step time and examples/s against the\n"
     "measured ones, with the error. Cases without a measured figure are predictions. A case whose\n"
     "model is not in the zoo yet is listed as pending. Each case runs in a process of its own\n"
     "(SystemC elaborates one slice per process). docs/validation.md: the table and where each\n"
-    "case's time goes. A full-size case takes minutes of host time.\n";
+    "case's time goes. A full-size case takes minutes of host time. --set edits every case's\n"
+    "slice config (chip.hbm.capacity_gib=16): what the published runs would do on\n"
+    "another chip; the measured figures stay the real slices'.\n";
 
 po::options_description validate_options() {
   po::options_description options("options");
   options.add_options()("case", po::value<std::vector<std::string>>(),
                         "a case to run (repeatable; default: every case)")(
       "steps", po::value<int64_t>()->default_value(1), "training steps a case runs")(
+      "set", po::value<std::vector<std::string>>(),
+      "FIELD=VALUE: a slice config field every case's slice takes (repeatable)")(
       "list", po::bool_switch(), "list the cases without running them")(
       "json", po::bool_switch(), "print JSON")("report", po::value<std::string>(),
                                                "also write the JSON to this file");
@@ -64,24 +71,52 @@ Refused cases_from(const po::variables_map& vm, std::vector<jobs::ValidationCase
   return std::nullopt;
 }
 
+// The --set edits, each one slice config field and one value, checked against every case's
+// slice; or why not.
+Refused slice_edits_from(const po::variables_map& vm,
+                         const std::vector<jobs::ValidationCase>& cases, jobs::SliceEdits* edits) {
+  if (vm.count("set") == 0) return std::nullopt;
+  for (const std::string& spec : vm["set"].as<std::vector<std::string>>()) {
+    auto axis = parse_sweep_axis(spec);
+    if (!axis.ok()) return Refusal{true, std::string(axis.status().message())};
+    if (!axis->config || axis->values.size() != 1) {
+      return Refusal{true, "--set '" + spec +
+                               "': give one slice config field and one value "
+                               "(chip.hbm.capacity_gib=16)"};
+    }
+    edits->emplace_back(axis->field, axis->values[0]);
+  }
+  for (const auto& c : cases) {
+    auto slice = config::load_slice(c.slice);
+    if (!slice.ok()) return Refusal{false, std::string(slice.status().message())};
+    if (auto edited = config::with_overrides(**slice, *edits, c.slice); !edited.ok())
+      return Refusal{true, std::string(edited.status().message())};
+  }
+  return std::nullopt;
+}
+
 nlohmann::ordered_json case_json(const jobs::ValidationCase& c) {
-  nlohmann::ordered_json j = {{"name", c.name},   {"model", c.model},
-                              {"slice", c.slice}, {"global_batch", c.global_batch},
+  nlohmann::ordered_json j = {{"name", c.name},
+                              {"model", c.model},
+                              {"slice", c.slice},
+                              {"global_batch", c.global_batch},
                               {"measured_examples_per_second", nullptr},
                               {"source", c.source}};
   if (c.measured_examples_per_second > 0)
     j["measured_examples_per_second"] = c.measured_examples_per_second;
   const std::string pending = jobs::validation_case_pending(c);
-  j["pending"] = pending.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(pending);
+  j["pending"] =
+      pending.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(pending);
   return j;
 }
 
 void log_line(const std::string& line) { log_to_stderr(line + "\n"); }
 
 // Runs the case here (unless pending) and adds its prediction to `j`; false when it failed.
-bool run_case(const jobs::ValidationCase& c, int64_t steps, nlohmann::ordered_json& j) {
+bool run_case(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdits& edits,
+              nlohmann::ordered_json& j) {
   if (!j["pending"].is_null()) return true;
-  auto r = jobs::run_validation_case(c, steps, log_line);
+  auto r = jobs::run_validation_case(c, steps, log_line, edits);
   if (!r.ok()) {
     j["error"] = std::string(r.status().message());
     return false;
@@ -92,7 +127,8 @@ bool run_case(const jobs::ValidationCase& c, int64_t steps, nlohmann::ordered_js
   j["host_seconds"] = r->host_seconds;
   j["step_time_error"] = nullptr;
   if (c.measured_examples_per_second > 0) {
-    const double measured_step = static_cast<double>(c.global_batch) / c.measured_examples_per_second;
+    const double measured_step =
+        static_cast<double>(c.global_batch) / c.measured_examples_per_second;
     j["step_time_error"] = jobs::step_time_error(r->step_seconds, measured_step);
   }
   return true;
@@ -100,14 +136,18 @@ bool run_case(const jobs::ValidationCase& c, int64_t steps, nlohmann::ordered_js
 
 // Runs the case in a child process (`tpusim validate --case NAME --report F`), its log in
 // `dir`, and takes its entry from the child's report; false when it failed.
-bool run_case_in_child(const jobs::ValidationCase& c, int64_t steps, const std::string& dir,
-                       nlohmann::ordered_json& j) {
+bool run_case_in_child(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdits& edits,
+                       const std::string& dir, nlohmann::ordered_json& j) {
   if (!j["pending"].is_null()) return true;
   const std::string report = dir + "/" + c.name + ".json", log = dir + "/" + c.name + ".log";
   log_line("validate: " + c.name + " (log: " + log + ")");
-  auto rc = run_self({"validate", "--case", c.name, "--steps", std::to_string(steps), "--report",
-                      report},
-                     log);
+  std::vector<std::string> args = {"validate", "--case", c.name, "--steps", std::to_string(steps),
+                                   "--report", report};
+  for (const auto& [field, value] : edits) {
+    args.push_back("--set");
+    args.push_back(field + "=" + value);
+  }
+  auto rc = run_self(args, log);
   std::ifstream in(report);
   if (rc.ok() && in) {
     const nlohmann::ordered_json child = nlohmann::ordered_json::parse(in, nullptr, false);
@@ -149,14 +189,16 @@ int run_validate(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, kValidateUsage, &vm); rc >= 0) return rc;
   std::vector<jobs::ValidationCase> cases;
   if (Refused r = cases_from(vm, &cases)) return refuse(*r, kValidateUsage);
+  jobs::SliceEdits edits;
+  if (Refused r = slice_edits_from(vm, cases, &edits)) return refuse(*r, kValidateUsage);
   const bool list = vm["list"].as<bool>();
   const int64_t steps = vm["steps"].as<int64_t>();
   // One case runs here; several, each in a process of its own.
   std::string dir;
   if (!list && cases.size() > 1) {
-    dir = (std::filesystem::temp_directory_path() /
-           ("tpusim-validate-" + std::to_string(::getpid())))
-              .string();
+    dir =
+        (std::filesystem::temp_directory_path() / ("tpusim-validate-" + std::to_string(::getpid())))
+            .string();
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
   }
@@ -165,7 +207,9 @@ int run_validate(const std::vector<std::string>& args) {
   for (const auto& c : cases) {
     nlohmann::ordered_json j = case_json(c);
     if (!list) {
-      ok = (dir.empty() ? run_case(c, steps, j) : run_case_in_child(c, steps, dir, j)) && ok;
+      ok = (dir.empty() ? run_case(c, steps, edits, j)
+                        : run_case_in_child(c, steps, edits, dir, j)) &&
+           ok;
     }
     out.push_back(std::move(j));
   }

@@ -130,6 +130,7 @@ class StepEmission {
            &plan.combined},
         entry_budget_(emit_.tile_budget_bytes() / 2) {
     hbm_.set_temporaries_base(constants_base_ + kConstantsRegion);
+    out_.node_temporaries.assign(static_cast<size_t>(graph.size()), 0);
   }
 
   absl::Status emit() {
@@ -267,6 +268,8 @@ absl::Status StepEmission::emit_fragment(int id) {
   emit_.wait_for_collectives(wait_for);
   const int before = b_.size();
   absl::Status s = lower(id);
+  out_.node_temporaries[static_cast<size_t>(id)] =
+      hbm_.node_temporaries().end - hbm_.node_temporaries().begin;
   const char* kind =
       fused != plan_.fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(node.op);
   if (s.ok() && emit_.status().ok()) s = check_declared_hbm(id, kind, before, reads, writes);
@@ -419,7 +422,10 @@ absl::Status StepEmission::finish() {
   // The device's footprint (bf16 tensors at 2 bytes) against the core's share; the simulator's
   // own (4 bytes a value) against its span.
   const uint64_t extra = kConstantsRegion + hbm_.temporaries_peak();
-  out_.hbm_bytes = align_up(plan_.hbm.device_peak_bytes) + extra;
+  PlanRequest with_scratch = plan_.request;
+  with_scratch.temporaries = out_.node_temporaries;
+  out_.hbm_bytes = align_up(plan_hbm(graph_, plan_.hbm_base, &with_scratch).device_peak_bytes) +
+                   kConstantsRegion;
   if (constants_base_ - plan_.hbm_base + extra > plan_.hbm_span) {
     return absl::InternalError(str_cat("tpusim backend: the step as the simulator holds it (",
                                        constants_base_ - plan_.hbm_base + extra,
@@ -427,12 +433,73 @@ absl::Status StepEmission::finish() {
                                        "-byte span of a core's HBM"));
   }
   if (out_.hbm_bytes > plan_.hbm_share) {
-    return absl::ResourceExhaustedError(
-        str_cat("tpusim backend: the step needs ", out_.hbm_bytes, " bytes of HBM; a core has ",
-                plan_.hbm_share, " (its share of the chip's ", chip_hbm_bytes_, ")"));
+    return absl::ResourceExhaustedError(str_cat(
+        "tpusim backend: the step needs ", out_.hbm_bytes,
+        " bytes of HBM (its tensors and, beside them while each fragment runs, its scratch; ",
+        plan_.hbm.device_peak_bytes, " for the tensors alone); a core has ", plan_.hbm_share,
+        " (its share of the chip's ", chip_hbm_bytes_, ")"));
   }
   out_.program->set_name("step");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// Per node of the graph `remat` rewrote (all of them when it is null), its scratch: the largest of
+// its own and its copies' in `temporaries` (per node of the compiled graph).
+std::vector<uint64_t> scratch_of_given(const Rematerialized* remat,
+                                       const std::vector<uint64_t>& temporaries) {
+  if (remat == nullptr) return temporaries;
+  std::vector<uint64_t> out(remat->new_id.size(), 0);
+  for (size_t id = 0; id < temporaries.size(); ++id) {
+    uint64_t& slot = out[static_cast<size_t>(remat->old_id[id])];
+    slot = std::max(slot, temporaries[id]);
+  }
+  return out;
+}
+
+// `scratch` (per node of the given graph) for the nodes of `remat`'s graph: a copy's is its
+// original's, its lowering being the same.
+std::vector<uint64_t> scratch_for(const Rematerialized* remat,
+                                  const std::vector<uint64_t>& scratch) {
+  if (remat == nullptr || scratch.empty()) return scratch;
+  std::vector<uint64_t> out;
+  for (int id : remat->old_id) out.push_back(scratch[static_cast<size_t>(id)]);
+  return out;
+}
+
+// Plans `whole`, rematerializing as XLA's pass does while the step does not fit (rematerialize.h),
+// with each node's scratch counted beside its tensors when `scratch` gives it; then emits it into
+// `out`. `remat` is left holding the rewrite the step was compiled from (null: none).
+absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, uint32_t core,
+                           const StepOptions& options, const std::vector<uint64_t>& scratch,
+                           std::unique_ptr<Rematerialized>& remat, CompiledStep& out) {
+  remat = nullptr;
+  StepPlan refused;
+  auto plan = plan_step(whole, slice, core, options, &refused, scratch);
+  if (absl::IsResourceExhausted(plan.status()) && (remat = rematerialize_patches(whole)))
+    plan =
+        plan_step(remat->graph, slice, core, options, &refused, scratch_for(remat.get(), scratch));
+  while (absl::IsResourceExhausted(plan.status())) {
+    const Graph& now = remat != nullptr ? remat->graph : whole;
+    std::unique_ptr<Rematerialized> again = rematerialize_at_peak(now, refused);
+    if (again == nullptr) break;  // the refusal stands, naming what holds the peak
+    remat = remat != nullptr ? compose(*remat, std::move(*again)) : std::move(again);
+    plan =
+        plan_step(remat->graph, slice, core, options, &refused, scratch_for(remat.get(), scratch));
+  }
+  if (!plan.ok()) return plan.status();
+  const Graph& graph = remat != nullptr ? remat->graph : whole;
+  out.fused_reductions = plan->fusion.fused_reductions;
+  out.recomputed_nodes = plan->fusion.recomputed_nodes;
+  out.combined_allreduces = plan->combined.groups();
+  out.combined_sums = plan->combined.sums();
+  out.hbm_base = plan->hbm_base;
+  out.plan = std::move(plan->hbm);
+  StepEmission emission(graph, slice, core, options, *plan, out);
+  return emission.emit();
 }
 
 }  // namespace
@@ -441,23 +508,20 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
                                            uint32_t core, const StepOptions& options) {
   const std::unique_ptr<Graph> aliased = widening_casts_as_aliases(given);
   const Graph& whole = aliased != nullptr ? *aliased : given;
-  // As XLA's rematerialization pass, only a step that does not fit its HBM as planned has its
-  // convolution patches built again for the backward pass instead of kept (rematerialize.h).
+  // The plan cannot know the scratch each fragment's lowering takes (a transpose's or a reduce's
+  // partial results). A step whose tensors fit but whose tensors and scratch together do not is
+  // planned again, once, with the scratch its emission measured: rematerialization then frees
+  // room for it too.
+  std::vector<uint64_t> scratch;
   std::unique_ptr<Rematerialized> remat;
-  auto plan = plan_step(whole, slice, core, options);
-  if (absl::IsResourceExhausted(plan.status()) && (remat = rematerialize_patches(whole)))
-    plan = plan_step(remat->graph, slice, core, options);
-  if (!plan.ok()) return plan.status();
-  const Graph& graph = remat != nullptr ? remat->graph : whole;
   CompiledStep out;
-  out.fused_reductions = plan->fusion.fused_reductions;
-  out.recomputed_nodes = plan->fusion.recomputed_nodes;
-  out.combined_allreduces = plan->combined.groups();
-  out.combined_sums = plan->combined.sums();
-  out.hbm_base = plan->hbm_base;
-  out.plan = std::move(plan->hbm);
-  StepEmission emission(graph, slice, core, options, *plan, out);
-  if (absl::Status s = emission.emit(); !s.ok()) return s;
+  absl::Status s = plan_and_emit(whole, slice, core, options, scratch, remat, out);
+  if (absl::IsResourceExhausted(s) && !out.node_temporaries.empty()) {
+    scratch = scratch_of_given(remat.get(), out.node_temporaries);
+    out = CompiledStep{};
+    s = plan_and_emit(whole, slice, core, options, scratch, remat, out);
+  }
+  if (!s.ok()) return s;
   if (remat != nullptr) in_given_ids(*remat, out);
   return out;
 }

@@ -43,9 +43,12 @@ struct CompiledStep {
   std::vector<Transfer> infeeds;
   std::vector<Transfer> outputs;
   std::vector<std::pair<uint64_t, std::vector<float>>>
-      constants;           // HBM address -> values (graph and compiler)
-  uint64_t hbm_base = 0;   // where the core's share of its chip's HBM starts
-  uint64_t hbm_bytes = 0;  // the device's footprint: plan (bf16 at 2 bytes), constants, temporaries
+      constants;          // HBM address -> values (graph and compiler)
+  uint64_t hbm_base = 0;  // where the core's share of its chip's HBM starts
+  // The device's footprint: the planned buffers (bf16 at 2 bytes) with each fragment's scratch
+  // allocated beside them while it runs (PlanRequest::temporaries), and the constants region.
+  uint64_t hbm_bytes = 0;
+  std::vector<uint64_t> node_temporaries;  // per node, its fragment's scratch bytes
   std::map<std::string, uint64_t>
       instructions_per_op;          // graph op name -> instructions emitted for it
   uint64_t fused_nodes = 0;         // elementwise nodes computed inside a multi-node fused fragment

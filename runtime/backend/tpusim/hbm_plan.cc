@@ -162,10 +162,15 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
       plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
+    const uint64_t scratch = request->temporaries.size() == static_cast<size_t>(n)
+                                 ? align_up(request->temporaries[static_cast<size_t>(i)])
+                                 : 0;
+    const uint64_t scratch_at = scratch > 0 ? device.allocate(scratch) : 0;
     if (device.top() > plan.device_peak_bytes) {
       plan.device_peak_bytes = device.top();
       peak_position = p;
     }
+    if (scratch > 0) device.release(scratch_at, scratch);
     // A fragment's output is never released before it runs; a value no fragment reads is
     // released right after it.
     for (int dead : release_after[static_cast<size_t>(p)]) {
@@ -175,6 +180,7 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   }
   // What holds the peak: every buffer allocated by then and released no earlier (a release comes
   // after its position's allocation).
+  plan.device_peak_position = peak_position;
   for (int i = 0; i < n && peak_position >= 0; ++i) {
     if (!own_buffer(i) || persistent(graph.node(i))) continue;
     if (position[static_cast<size_t>(i)] <= peak_position &&

@@ -25,6 +25,7 @@ struct HbmPlan {
   // The buffers (besides variables and constants) allocated when the device's peak was reached,
   // for saying what holds it.
   std::vector<int> live_at_device_peak;
+  int device_peak_position = -1;  // where in the emission order the device's peak was reached
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused
@@ -40,6 +41,11 @@ struct PlanRequest {
   // cross_replica_sum runs while later fragments compute (schedule.h): what it reads stays
   // allocated as long as its result does, so no later fragment writes over it while it runs.
   bool overlapped_collectives = false;
+  // Per node, the bytes of scratch its fragment uses while it runs (a transpose's or a reduce's
+  // partial results: CompilerHbm::temporary), known once the step has been emitted; empty: none.
+  // The device allocates them beside the live buffers at the node's position and frees them
+  // after it; the simulator keeps them in a region of their own, so they move no address.
+  std::vector<uint64_t> temporaries;
 };
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);

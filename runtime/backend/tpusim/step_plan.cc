@@ -118,11 +118,13 @@ std::string what_holds_the_peak(const Graph& graph, const HbmPlan& hbm) {
 // Pass 6: each core of a chip owns an equal share of the chip's HBM, as a v3 core owns 16 of its
 // chip's 32 GiB; the core's buffers live in its share, below the compiler's constants.
 absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uint32_t core,
-                         uint32_t replicas, StepPlan& plan) {
+                         uint32_t replicas, const std::vector<uint64_t>& temporaries,
+                         StepPlan& plan) {
   const sim::HbmShare share = sim::hbm_share(slice, sim::CoreId{core});
   plan.hbm_share = share.bytes;
   plan.hbm_base = share.base;
-  PlanRequest request;
+  PlanRequest& request = plan.request;
+  request.temporaries = temporaries;
   request.replicas = replicas;
   request.order = plan.order;
   request.overlapped_collectives = plan.overlapped;
@@ -165,7 +167,8 @@ bool StepPlan::emits(int id) const {
 }
 
 absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& slice,
-                                   uint32_t core, const StepOptions& options) {
+                                   uint32_t core, const StepOptions& options, StepPlan* refused,
+                                   const std::vector<uint64_t>& temporaries) {
   StepPlan plan;
   plan.overlapped = options.overlap_allreduce && options.replicas > 1;
   plan_fusion(graph, slice.chip.core, options, plan);
@@ -176,7 +179,11 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& 
     plan.combined = CombinedAllReduces(graph, plan.fusion.needed, plan.overlapped, options.combine);
   plan.order = emission_order(graph, plan.overlapped, &plan.combined);
   plan_buffers(graph, plan);
-  if (absl::Status s = plan_memory(graph, slice, core, options.replicas, plan); !s.ok()) return s;
+  if (absl::Status s = plan_memory(graph, slice, core, options.replicas, temporaries, plan);
+      !s.ok()) {
+    if (refused != nullptr && absl::IsResourceExhausted(s)) *refused = std::move(plan);
+    return s;
+  }
   return plan;
 }
 

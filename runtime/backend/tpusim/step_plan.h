@@ -53,6 +53,7 @@ struct StepPlan {
   CombinedAllReduces combined;  // pass 3
   bool overlapped = false;      // the all-reduces run beside later fragments
   std::vector<int> order;       // pass 4: every node, in emission order
+  PlanRequest request;          // pass 6's input
   HbmPlan hbm;                  // pass 6
   uint64_t hbm_base = 0;        // where the core's share of its chip's HBM starts
   uint64_t hbm_share = 0;       // that share's bytes, as the device holds tensors
@@ -69,8 +70,13 @@ inline constexpr uint64_t kConstantsRegion = 64ull << 20;
 
 // Runs the planning passes on `graph` for global core `core`. ResourceExhausted when the step's
 // tensors at their peak and the constants region do not fit the core's share of HBM, naming the
-// largest tensor.
+// largest tensor; then the plan that did not fit goes to `refused` when given (what the
+// rematerialization at the peak works from: rematerialize.h). `temporaries`, when not empty,
+// are the nodes' scratch bytes (PlanRequest::temporaries) as an emission of this graph needed
+// them.
 absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& slice,
-                                   uint32_t core, const StepOptions& options);
+                                   uint32_t core, const StepOptions& options,
+                                   StepPlan* refused = nullptr,
+                                   const std::vector<uint64_t>& temporaries = {});
 
 }  // namespace tpusim::runtime::tpusim_backend
