@@ -124,6 +124,7 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"fused_pools", step.fused_pools},
           {"fused_reductions", step.fused_reductions},
           {"recomputed_nodes", step.recomputed_nodes},
+          {"rematerialized_nodes", step.rematerialized_nodes},
           {"replicas", job.replicas},
           {"all_reduces", all_reduces},
           {"combined_allreduces", step.combined_allreduces},
@@ -164,8 +165,12 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
   std::cout << "\n  HBM            " << step.hbm_bytes / 1048576.0
             << " MiB footprint (tensors peak " << step.plan.device_peak_bytes / 1048576.0
             << " MiB, of which variables and constants "
-            << step.plan.device_persistent_bytes / 1048576.0 << " MiB)\n"
-            << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
+            << step.plan.device_persistent_bytes / 1048576.0 << " MiB)\n";
+  if (step.rematerialized_nodes > 0) {
+    std::cout << "  rematerialized " << step.rematerialized_nodes
+              << " nodes computed again where read, to fit HBM (XLA's rematerialization)\n";
+  }
+  std::cout << "  VMEM           " << stats.vmem_high_water_bytes / 1048576.0
             << " MiB high-water of " << job.slice->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
 }
 

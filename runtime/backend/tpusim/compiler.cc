@@ -522,7 +522,10 @@ absl::StatusOr<CompiledStep> compile_graph(const Graph& given, const config::Sli
     s = plan_and_emit(whole, slice, core, options, scratch, remat, out);
   }
   if (!s.ok()) return s;
-  if (remat != nullptr) in_given_ids(*remat, out);
+  if (remat != nullptr) {
+    out.rematerialized_nodes = static_cast<uint64_t>(remat->graph.size()) - remat->new_id.size();
+    in_given_ids(*remat, out);
+  }
   return out;
 }
 

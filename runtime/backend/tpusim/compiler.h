@@ -56,6 +56,9 @@ struct CompiledStep {
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
+  // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
+  // that fits as planned.
+  uint64_t rematerialized_nodes = 0;
   uint64_t combined_allreduces = 0;  // combined all-reduces (StepOptions::combine)
   uint64_t combined_sums = 0;        // the cross_replica_sums they stand for
 };
