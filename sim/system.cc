@@ -5,6 +5,7 @@
 #include <systemc>
 
 #include "common/strings.h"
+#include "sim/isa/stream_bodies.h"
 #include "sim/isa/validator.h"
 #include "sim/slice_model.h"
 #include "sim/timing/mxu_policy.h"
@@ -113,9 +114,10 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   model_->collectives->begin_run();
   const uint64_t start = now_cycle();
   begin_cores(program);
-  for (const auto& stream : program_->cores()) {
-    Sequencer& seq = model_->core(CoreId{stream.core()}).sequencer();
-    seq.load(&stream, program_->step_base());
+  const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
+  for (int i = 0; i < program.cores_size(); ++i) {
+    Sequencer& seq = model_->core(CoreId{program.cores(i).core()}).sequencer();
+    seq.load(bodies[static_cast<size_t>(i)], program_->step_base());
     seq.start();
   }
   try {
@@ -167,10 +169,13 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
 void System::begin_cores(const isa::Program& program) {
   // Every core starts the run afresh; a core without a stream has no ops and folds nothing.
   std::vector<CoreRunSetup> setups(core_map_.cores());
-  for (const auto& stream : program.cores()) {
+  const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
+  for (int i = 0; i < program.cores_size(); ++i) {
+    const isa::CoreProgram& stream = program.cores(i);
     CoreRunSetup& setup = setups[stream.core()];
     setup.shadow = stream.shadow();
-    for (const isa::Origin& o : stream.origins()) setup.origins.push_back({o.label(), o.op()});
+    for (const isa::Origin& o : bodies[static_cast<size_t>(i)]->origins())
+      setup.origins.push_back({o.label(), o.op()});
     if (!stream.shadow()) continue;
     // The shadow's chip's HBM takes each DMA request of the core it stands for.
     setups[stream.stands_for()].hbm_mirrors.push_back(

@@ -27,13 +27,11 @@ std::string operands(const Instruction& in) {
   switch (in.op_case()) {
     case Instruction::kDma: {
       const bool to_vmem = in.dma().direction() == isa::Dma::HBM_TO_VMEM;
-      return fmt::format("{} -> {} engine {}{}{}",
-                         describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
-                         describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()),
-                         in.dma().engine(), in.dma().packed_bf16() ? " packed_bf16" : "",
-                         in.dma().has_index()
-                             ? " rows by index " + describe_block("vmem", in.dma().index())
-                             : "");
+      return fmt::format(
+          "{} -> {} engine {}{}{}", describe_block(to_vmem ? "hbm" : "vmem", in.dma().src()),
+          describe_block(to_vmem ? "vmem" : "hbm", in.dma().dst()), in.dma().engine(),
+          in.dma().packed_bf16() ? " packed_bf16" : "",
+          in.dma().has_index() ? " rows by index " + describe_block("vmem", in.dma().index()) : "");
     }
     case Instruction::kLoadWeights:
       return fmt::format("mxu{} slot{} {}", in.load_weights().mxu(), in.load_weights().slot(),
@@ -124,6 +122,11 @@ std::string dump_program(const isa::Program& program) {
   std::string out =
       fmt::format("program {}\n", program.name().empty() ? "(unnamed)" : program.name());
   for (const auto& core : program.cores()) {
+    if (core.has_instructions_from()) {  // printed once, where they are held
+      fmt::format_to(std::back_inserter(out), "core {} (the instructions of core {})\n",
+                     core.core(), core.instructions_from());
+      continue;
+    }
     fmt::format_to(std::back_inserter(out), "core {} ({} instructions)\n", core.core(),
                    core.instructions_size());
     dump_range(core, 0, core.instructions_size(), 0, &out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/isa/ops.h"
+#include "sim/isa/stream_bodies.h"
 #include "sim/memory/block.h"
 
 namespace tpusim::sim {
@@ -12,8 +13,8 @@ ProgramStats program_stats(const isa::Program& program) {
   auto vmem = [&](const isa::Block& b) {
     stats.vmem_high_water_bytes = std::max(stats.vmem_high_water_bytes, end_address(b));
   };
-  for (const auto& core : program.cores()) {
-    for (const auto& in : core.instructions()) {
+  for (const isa::CoreProgram* core : stream_bodies(program)) {
+    for (const auto& in : core->instructions()) {
       ++stats.instructions;
       switch (unit_of(in)) {
         case UnitKind::kDma:

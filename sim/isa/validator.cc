@@ -11,6 +11,7 @@
 #include "sim/core_map.h"
 #include "sim/isa/collective_checks.h"
 #include "sim/isa/ops.h"
+#include "sim/isa/stream_bodies.h"
 #include "sim/memory/block.h"
 
 namespace tpusim::sim {
@@ -30,18 +31,21 @@ struct WeightShape {
 // Validates one core's stream; appends "core C instruction I (op): reason" lines.
 class CoreChecker {
  public:
+  // `core` is the entry checked; `body` holds its instructions and origins (itself, or the
+  // entry its instructions_from names).
   CoreChecker(const config::SliceSpec& slice, const isa::CoreProgram& core,
-              const std::set<uint32_t>& program_cores, std::vector<std::string>* errors)
-      : slice_(slice), core_(core), program_cores_(program_cores), errors_(errors) {}
+              const isa::CoreProgram& body, const std::set<uint32_t>& program_cores,
+              std::vector<std::string>* errors)
+      : slice_(slice), core_(core), body_(body), program_cores_(program_cores), errors_(errors) {}
 
   void run() {
-    const auto& instrs = core_.instructions();
+    const auto& instrs = body_.instructions();
     check_range(0, instrs.size(), instrs.size());
     for (int i = 0; i < instrs.size(); ++i) {
       check_instruction(i, instrs[i]);
-      if (instrs[i].origin() > static_cast<uint32_t>(core_.origins_size())) {
+      if (instrs[i].origin() > static_cast<uint32_t>(body_.origins_size())) {
         fail(i, str_cat("names origin ", instrs[i].origin(), " but the core's program lists ",
-                        core_.origins_size(), " origin(s) (origin is 1 + an index, 0 for none)"));
+                        body_.origins_size(), " origin(s) (origin is 1 + an index, 0 for none)"));
       }
     }
     check_waits(0, instrs.size());
@@ -50,7 +54,7 @@ class CoreChecker {
  private:
   void fail(int index, const std::string& reason) {
     errors_->push_back(str_cat("core ", core_.core(), " instruction ", index, " (",
-                               op_name(core_.instructions(index)), "): ", reason));
+                               op_name(body_.instructions(index)), "): ", reason));
   }
 
   // A block in VMEM (`in_vmem`) or HBM: shape, alignment and bounds.
@@ -75,8 +79,7 @@ class CoreChecker {
                           static_cast<uint64_t>(b.cols()) * esize, " bytes: rows would overlap"));
       return false;
     }
-    const uint64_t capacity =
-        in_vmem ? slice_.chip.core.vmem_bytes : hbm_address_space(slice_);
+    const uint64_t capacity = in_vmem ? slice_.chip.core.vmem_bytes : hbm_address_space(slice_);
     if (end_address(b) > capacity) {
       fail(index, str_cat(what, " [", b.address(), ", ", end_address(b), ") overflows ",
                           in_vmem ? "VMEM" : "HBM", " of ", capacity, " bytes"));
@@ -180,12 +183,12 @@ class CoreChecker {
       return;
     }
     const bool to_vmem = d.direction() == isa::Dma::HBM_TO_VMEM;
-    const bool ok = check_block(index, "src", d.src(), !to_vmem) &
-                    check_block(index, "dst", d.dst(), to_vmem);
+    const bool ok =
+        check_block(index, "src", d.src(), !to_vmem) & check_block(index, "dst", d.dst(), to_vmem);
     // An indexed DMA's HBM block is the whole table: only its rows may differ.
     const bool rows_differ = !d.has_index() && d.src().rows() != d.dst().rows();
-    if (ok && (rows_differ || d.src().cols() != d.dst().cols() ||
-               d.src().dtype() != d.dst().dtype())) {
+    if (ok &&
+        (rows_differ || d.src().cols() != d.dst().cols() || d.src().dtype() != d.dst().dtype())) {
       fail(index, str_cat("src ", d.src().rows(), "x", d.src().cols(), " ",
                           dtype_name(d.src().dtype()), " and dst ", d.dst().rows(), "x",
                           d.dst().cols(), " ", dtype_name(d.dst().dtype()),
@@ -316,7 +319,7 @@ class CoreChecker {
 
   // Loop bodies must end inside the stream and inside any enclosing loop's body.
   void check_range(int begin, int end, int limit) {
-    const auto& instrs = core_.instructions();
+    const auto& instrs = body_.instructions();
     for (int i = begin; i < end; ++i) {
       if (instrs[i].op_case() != Instruction::kLoop) continue;
       const int body_end = i + 1 + static_cast<int>(instrs[i].loop().body_length());
@@ -336,7 +339,7 @@ class CoreChecker {
 
   // Flags reset at every loop boundary: count the signals of each segment and check its waits.
   void check_waits(int begin, int end) {
-    const auto& instrs = core_.instructions();
+    const auto& instrs = body_.instructions();
     std::vector<int> segment;
     auto close_segment = [&]() {
       std::array<uint64_t, kNumFlags> signals{};
@@ -374,10 +377,27 @@ class CoreChecker {
 
   const config::SliceSpec& slice_;
   const isa::CoreProgram& core_;
+  const isa::CoreProgram& body_;
   const std::set<uint32_t>& program_cores_;
   std::vector<std::string>* errors_;
   std::map<std::pair<uint32_t, uint32_t>, WeightShape> loaded_;
 };
+
+// Problems with an entry that runs another's instructions (instructions_from): that entry must
+// exist, hold its own instructions and not be a shadow, and this one must hold none of its own.
+std::string shared_stream_problem(const isa::CoreProgram& core, const isa::CoreProgram& body) {
+  if (!core.has_instructions_from()) return "";
+  const std::string prefix =
+      str_cat("core ", core.core(), ": runs the instructions of core ", core.instructions_from());
+  if (&body == &core) return str_cat(prefix, ", which the program does not run");
+  if (body.has_instructions_from())
+    return str_cat(prefix, ", which runs another's itself; name the core that holds them");
+  if (body.shadow() || core.shadow())
+    return str_cat(prefix, ": a shadow neither lends nor borrows a program");
+  if (core.instructions_size() > 0 || core.origins_size() > 0)
+    return str_cat(prefix, " but holds ", core.instructions_size(), " of its own");
+  return "";
+}
 
 }  // namespace
 
@@ -386,7 +406,9 @@ absl::Status validate_program(const isa::Program& program, const config::SliceSp
   std::set<uint32_t> program_cores;
   for (const auto& core : program.cores()) program_cores.insert(core.core());
   std::set<uint32_t> seen;
-  for (const auto& core : program.cores()) {
+  const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
+  for (int i = 0; i < program.cores_size(); ++i) {
+    const isa::CoreProgram& core = program.cores(i);
     if (core.core() >= slice.cores) {
       errors.push_back(str_cat("core ", core.core(), ": the slice ", slice.name, " has cores 0..",
                                slice.cores - 1));
@@ -396,7 +418,12 @@ absl::Status validate_program(const isa::Program& program, const config::SliceSp
       errors.push_back(str_cat("core ", core.core(), ": has two instruction streams"));
       continue;
     }
-    CoreChecker(slice, core, program_cores, &errors).run();
+    if (std::string problem = shared_stream_problem(core, *bodies[static_cast<size_t>(i)]);
+        !problem.empty()) {
+      errors.push_back(problem);
+      continue;
+    }
+    CoreChecker(slice, core, *bodies[static_cast<size_t>(i)], program_cores, &errors).run();
   }
   std::map<uint32_t, bool> shadow_of_core;
   for (const auto& core : program.cores()) shadow_of_core[core.core()] = core.shadow();

@@ -13,6 +13,7 @@ namespace tpusim::sim {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
@@ -438,6 +439,46 @@ TEST(ProgramValidator, ShadowCoresRunOnlyCollectivesAndStandForASimulatedCore) {
   EXPECT_THAT(msg, HasSubstr("core 3: a shadow standing for core 7, which the program does not "
                              "run; it must stand for a simulated core"));
   EXPECT_THAT(msg, HasSubstr("(4 problems)"));
+}
+
+// A core may run another core's instructions (replicas at the same position of their chips run
+// the same step): that core must hold its own, not be a shadow, and the borrower holds none. Its
+// instructions are checked as the borrower's too, naming the borrower.
+TEST(ProgramValidator, CoresRunningAnothersInstructionsNameAHolder) {
+  isa::Program p;
+  {
+    CoreBuilder holder(&p, 0);
+    holder.dma_to_vmem(block(0, 8, 128, isa::F32), kV);
+    holder.halt();
+  }
+  for (uint32_t core : {2u, 3u, 4u, 5u, 6u}) p.add_cores()->set_core(core);
+  p.mutable_cores(1)->set_instructions_from(0);  // core 2: fine
+  p.mutable_cores(2)->set_instructions_from(2);  // core 3 borrows from core 2, a borrower
+  p.mutable_cores(3)->set_instructions_from(7);  // core 4: no core 7
+  p.mutable_cores(4)->set_instructions_from(0);  // core 5: holds one of its own too
+  *p.mutable_cores(4)->add_instructions() = p.cores(0).instructions(1);
+  p.mutable_cores(5)->set_instructions_from(0);  // core 6: a shadow
+  p.mutable_cores(5)->set_shadow(true);
+  p.mutable_cores(5)->set_stands_for(0);
+  const std::string msg(validate_program(p, v3_8()).message());
+  EXPECT_THAT(msg, Not(HasSubstr("core 2:")));
+  EXPECT_THAT(msg, Not(HasSubstr("core 2 instruction")));
+  EXPECT_THAT(msg, HasSubstr("core 3: runs the instructions of core 2, which runs another's "
+                             "itself; name the core that holds them"));
+  EXPECT_THAT(msg,
+              HasSubstr("core 4: runs the instructions of core 7, which the program does not run"));
+  EXPECT_THAT(msg, HasSubstr("core 5: runs the instructions of core 0 but holds 1 of its own"));
+  EXPECT_THAT(msg, HasSubstr("core 6: runs the instructions of core 0: a shadow neither lends "
+                             "nor borrows a program"));
+  EXPECT_THAT(msg, HasSubstr("(4 problems)"));
+  // A bad instruction in the holder is reported for each core that runs it.
+  p.mutable_cores(0)->mutable_instructions(0)->mutable_dma()->mutable_dst()->set_rows(0);
+  isa::Program q;
+  *q.add_cores() = p.cores(0);
+  *q.add_cores() = p.cores(1);
+  const std::string bad(validate_program(q, v3_8()).message());
+  EXPECT_THAT(bad, HasSubstr("core 0 instruction 0"));
+  EXPECT_THAT(bad, HasSubstr("core 2 instruction 0"));
 }
 
 }  // namespace

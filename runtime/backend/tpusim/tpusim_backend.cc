@@ -61,14 +61,23 @@ class TpusimExecutable final : public Executable {
         replicas_(replicas),
         simulated_(simulated) {
     program_->set_name("step");
+    const auto positions = static_cast<uint32_t>(per_position_.size());
     for (uint32_t r = 0; r < replicas_; ++r) {
       isa::CoreProgram* core = program_->add_cores();
-      *core = r < simulated_ ? step_for(r).program->cores(0) : shadow_for(r).program;
+      // The first replica at each core position holds its position's step; the others, on
+      // other chips, run the same instructions (CoreProgram::instructions_from).
+      if (r >= simulated_) {
+        *core = shadow_for(r).program;
+        core->set_stands_for(r % simulated_);
+      } else if (r >= positions) {
+        core->set_instructions_from(r % positions);
+      } else {
+        *core = step_for(r).program->cores(0);
+      }
       core->set_core(r);
-      if (r >= simulated_) core->set_stands_for(r % simulated_);
     }
-    // Every replica has its copy now, and nothing reads the per-position programs again: free
-    // them (a ResNet-50 step at 128 images a core is 3.6 M instructions a copy).
+    // The program holds each position's step now, and nothing reads the compiled ones again:
+    // free them (a ResNet-50 step at 128 images a core is 3.6 M instructions).
     for (CompiledStep& step : per_position_) step.program = isa::ArenaProgram();
   }
   const Graph& graph() const override { return graph_; }
@@ -300,8 +309,7 @@ class TpusimBackend final : public Backend {
     for (uint32_t r = 0; r < simulated; ++r) {
       const sim::ChipId chip = cores.chip_of(sim::CoreId{r});
       if (!timing_only_) {
-        if (auto st = write_state(system, g, exe.step_for(r), chip, variables); !st.ok())
-          return st;
+        if (auto st = write_state(system, g, exe.step_for(r), chip, variables); !st.ok()) return st;
       }
     }
     // Every step's batches go to the hosts' infeed threads, which take each when the host's
@@ -347,7 +355,7 @@ class TpusimBackend final : public Backend {
     program.set_step_base(first_step);
     for (uint32_t r = 0; r < exe.replicas(); ++r) {
       const int loop = exe.loop_instruction(r);
-      if (loop < 0) continue;
+      if (loop < 0 || program.cores(static_cast<int>(r)).has_instructions_from()) continue;
       program.mutable_cores(static_cast<int>(r))
           ->mutable_instructions(loop)
           ->mutable_loop()
