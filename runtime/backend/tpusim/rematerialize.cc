@@ -103,6 +103,12 @@ class PeakRemat {
           recomputable_for_later_readers(v))
         candidates.emplace_back(device_bytes(graph_.node(v)), v);
     }
+    // When all of them together cannot cover the excess here, no choice fits the step: the
+    // refusal stands at once (as XLA reports that rematerialization could not reduce memory
+    // enough) rather than after a round for each candidate.
+    uint64_t available = 0;
+    for (const auto& [bytes, v] : candidates) available += bytes;
+    if (available < need - plan_.hbm_share) return false;
     std::sort(candidates.rbegin(), candidates.rend());
     uint64_t freed = 0;
     for (const auto& [bytes, v] : candidates) {

@@ -20,8 +20,9 @@
 //    of those readers: the buffer is freed after its earlier readers and the recomputation costs
 //    vector work only, in the reader's fused fragment when the reader is elementwise. As XLA's
 //    pass, it takes the largest such values first until they cover the excess, plans again and
-//    repeats at the new peak. Random numbers are never recomputed (TensorFlow's are stateful), so
-//    a dropout mask stays.
+//    repeats at the new peak; when all of them together could not cover it, the step is refused
+//    as it stands. Random numbers are never recomputed (TensorFlow's are stateful), so a dropout
+//    mask stays.
 //
 // Building a value twice costs vector work, so neither runs for a step that fits.
 
