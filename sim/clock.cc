@@ -1,11 +1,26 @@
 #include "sim/clock.h"
 
 #include <cmath>
+#include <numeric>
 
 namespace tpusim::sim {
+namespace {
+
+// GCC's and Clang's 128-bit integer (__extension__: not ISO C++, which -Wpedantic would flag).
+__extension__ typedef unsigned __int128 Uint128;
+
+}  // namespace
 
 ClockDomain::ClockDomain(double frequency_hz)
-    : frequency_hz_(frequency_hz), period_ps_(1e12L / frequency_hz) {}
+    : frequency_hz_(frequency_hz), period_ps_(1e12L / frequency_hz) {
+  constexpr uint64_t kPsPerSecond = 1000000000000ull;
+  if (frequency_hz >= 1 && frequency_hz <= 1e15 && std::floor(frequency_hz) == frequency_hz) {
+    const auto hz = static_cast<uint64_t>(frequency_hz);
+    const uint64_t g = std::gcd(kPsPerSecond, hz);
+    period_num_ = kPsPerSecond / g;
+    period_den_ = hz / g;
+  }
+}
 
 uint64_t ceil_cycle(double cycle) {
   if (!(cycle < static_cast<double>(kNeverCycle))) return kNeverCycle;  // NaN too
@@ -13,6 +28,12 @@ uint64_t ceil_cycle(double cycle) {
 }
 
 Picoseconds ClockDomain::time_of(Cycles c) const {
+  if (period_den_ != 0) {
+    // round(c * num / den), half up, exactly: c < 2^63 and num <= 1e12 keep 2 c num in 128 bits.
+    const Uint128 twice = static_cast<Uint128>(c.value) * period_num_ * 2;
+    const Uint128 ps = (twice + period_den_) / (static_cast<Uint128>(period_den_) * 2);
+    return ps >= kNeverPs ? kNeverPs : static_cast<Picoseconds>(ps);
+  }
   // long double (period and product) keeps cycle * period within 0.5 ps of the exact value for
   // any cycle count before the horizon.
   const long double ps = static_cast<long double>(c.value) * period_ps_;
@@ -28,7 +49,13 @@ Picoseconds ClockDomain::time_at(double cycle) const {
 }
 
 Cycles ClockDomain::cycle_at_or_after(Picoseconds t) const {
-  auto c = static_cast<uint64_t>(std::ceil(static_cast<long double>(t) / period_ps_));
+  uint64_t c = 0;
+  if (period_den_ != 0) {  // ceil(t * den / num), exactly
+    const Uint128 scaled = static_cast<Uint128>(t) * period_den_;
+    c = static_cast<uint64_t>((scaled + period_num_ - 1) / period_num_);
+  } else {
+    c = static_cast<uint64_t>(std::ceil(static_cast<long double>(t) / period_ps_));
+  }
   // Guard the rounding of time_of: cycle c begins at time_of(c), which may sit half a
   // picosecond either side of c * period.
   while (c > 0 && time_of(Cycles(c - 1)) >= t) --c;

@@ -64,6 +64,12 @@ class ClockDomain {
  private:
   double frequency_hz_;
   long double period_ps_;  // 64-bit mantissa: time_of stays within 0.5 ps up to the horizon
+  // A whole number of hertz (every shipped clock) gives the period exactly as the fraction
+  // period_num_ / period_den_ picoseconds (1e12 / f, reduced), and time_of rounds the exact
+  // product in 128-bit integers: the nearest picosecond, and no long double arithmetic on the
+  // simulator's hottest path. Otherwise period_den_ is 0 and the long double period serves.
+  uint64_t period_num_ = 0;
+  uint64_t period_den_ = 0;
 };
 
 }  // namespace tpusim::sim

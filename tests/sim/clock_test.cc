@@ -39,6 +39,22 @@ TEST(ClockDomain, CycleAtOrAfterInvertsTimeOf) {
   }
 }
 
+// A clock of a whole number of hertz converts exactly: 940 MHz is 50000/47 ps a cycle, and
+// cycle c begins at the nearest picosecond to c * 50000 / 47 (never a tie: 47 is odd), up to
+// the horizon; a fractional frequency keeps the long double path, within half a picosecond.
+TEST(ClockDomain, WholeHertzClocksRoundTheExactFraction) {
+  const ClockDomain v3(940e6);
+  for (uint64_t c : {1ull, 46ull, 47ull, 1234567891ull, 4335000000000000ull}) {
+    const uint64_t whole = c / 47 * 50000;  // c * 50000 / 47 without overflow: whole part...
+    const uint64_t rest = c % 47 * 50000;   // ...and the remainder's share, < 47 * 50000
+    const uint64_t expected = whole + (2 * rest + 47) / 94;
+    EXPECT_EQ(v3.time_of(Cycles(c)), expected) << c;
+    EXPECT_EQ(v3.cycle_at_or_after(expected), Cycles(c)) << c;
+  }
+  const ClockDomain odd(940.5e6);
+  EXPECT_NEAR(static_cast<double>(odd.time_of(Cycles(1000000))), 1e18 / 940.5e6, 0.5);
+}
+
 TEST(ClockDomain, CyclesForSecondsRoundsUpButNotOnExactProducts) {
   ClockDomain clock(1e9);
   EXPECT_EQ(clock.cycles_for_seconds(0), Cycles(0));
