@@ -145,21 +145,28 @@ TEST(StepMemory, ValuesHeldAtThePeakAreComputedAgainWhereReadLater) {
 }
 
 // When all the values that could be computed again would not cover the excess, the step is
-// refused at once: here a is 4 GiB of recomputable value, but the peak (x, a, t2, t3 and the
-// result, 20 GiB) is 4 GiB and the constants over a core's 16 GiB.
+// refused at once, saying how much they would have freed: here a is 4 GiB of recomputable value,
+// but the peak (x, y, a and two transposes, 20 GiB, at t2) is 4 GiB and the constants over a
+// core's 16 GiB.
 TEST(StepMemory, RematerializationThatCannotFitIsNotTried) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {32768, 32768});
+  const Value y = b.infeed("y", DType::kF32, {32768, 32768});
   const Value a = x + 1.0f;
   const Value t1 = b.transpose(a, {1, 0});
   const Value t2 = b.transpose(t1, {1, 0});
-  const Value t3 = b.transpose(t2, {1, 0});
-  b.output("z", ((t3 + t2) + a) - x);
+  b.output("z", ((t2 + a) - x) + y);
   ASSERT_TRUE(b.status().ok()) << b.status();
   StepPlan refused;
   auto plan = plan_step(b.graph(), v3_8(), 0, {}, &refused);
   ASSERT_TRUE(absl::IsResourceExhausted(plan.status())) << plan.status();
-  EXPECT_EQ(rematerialize_at_peak(b.graph(), refused), nullptr) << plan.status();
+  uint64_t recomputable = 0;
+  EXPECT_EQ(rematerialize_at_peak(b.graph(), refused, &recomputable), nullptr) << plan.status();
+  EXPECT_EQ(recomputable, 4294967296u);  // a
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("could free 4294967296 bytes there"), std::string::npos)
+      << step.status();
 }
 
 // A dropout mask is drawn from random numbers no later reader can draw again (TensorFlow's are

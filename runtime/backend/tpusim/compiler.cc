@@ -482,13 +482,21 @@ absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, u
   if (absl::IsResourceExhausted(plan.status()) && (remat = rematerialize_patches(whole)))
     plan =
         plan_step(remat->graph, slice, core, options, &refused, scratch_for(remat.get(), scratch));
+  uint64_t recomputable = 0;
   while (absl::IsResourceExhausted(plan.status())) {
     const Graph& now = remat != nullptr ? remat->graph : whole;
-    std::unique_ptr<Rematerialized> again = rematerialize_at_peak(now, refused);
+    std::unique_ptr<Rematerialized> again = rematerialize_at_peak(now, refused, &recomputable);
     if (again == nullptr) break;  // the refusal stands, naming what holds the peak
     remat = remat != nullptr ? compose(*remat, std::move(*again)) : std::move(again);
     plan =
         plan_step(remat->graph, slice, core, options, &refused, scratch_for(remat.get(), scratch));
+  }
+  if (absl::IsResourceExhausted(plan.status())) {
+    return absl::ResourceExhaustedError(
+        str_cat(plan.status().message(),
+                ". Rematerialization (values held at the peak computed "
+                "again where read after it) could free ",
+                recomputable, " bytes there"));
   }
   if (!plan.ok()) return plan.status();
   const Graph& graph = remat != nullptr ? remat->graph : whole;

@@ -106,9 +106,8 @@ class PeakRemat {
     // When all of them together cannot cover the excess here, no choice fits the step: the
     // refusal stands at once (as XLA reports that rematerialization could not reduce memory
     // enough) rather than after a round for each candidate.
-    uint64_t available = 0;
-    for (const auto& [bytes, v] : candidates) available += bytes;
-    if (available < need - plan_.hbm_share) return false;
+    for (const auto& [bytes, v] : candidates) recomputable_bytes_ += bytes;
+    if (recomputable_bytes_ < need - plan_.hbm_share) return false;
     std::sort(candidates.rbegin(), candidates.rend());
     uint64_t freed = 0;
     for (const auto& [bytes, v] : candidates) {
@@ -118,6 +117,9 @@ class PeakRemat {
     }
     return freed > 0;
   }
+
+  // The bytes of every value held at the peak that could be computed again (after choose()).
+  uint64_t recomputable_bytes() const { return recomputable_bytes_; }
 
   bool recompute(int reader, int node, bool inside_copy) const {
     const int at = position(reader);
@@ -170,6 +172,7 @@ class PeakRemat {
   std::vector<int> last_read_;  // per buffer owner; graph.size() for outputs and update values
   std::vector<bool> chosen_;    // per buffer owner
   std::vector<std::vector<int>> readers_;  // per buffer owner, the nodes reading it
+  uint64_t recomputable_bytes_ = 0;
 };
 
 }  // namespace
@@ -187,9 +190,12 @@ std::unique_ptr<Rematerialized> rematerialize_patches(const Graph& graph) {
   return any ? std::move(out) : nullptr;
 }
 
-std::unique_ptr<Rematerialized> rematerialize_at_peak(const Graph& graph, const StepPlan& refused) {
+std::unique_ptr<Rematerialized> rematerialize_at_peak(const Graph& graph, const StepPlan& refused,
+                                                      uint64_t* recomputable_bytes) {
   PeakRemat remat(graph, refused);
-  if (!remat.choose()) return nullptr;
+  const bool chosen = remat.choose();
+  if (recomputable_bytes != nullptr) *recomputable_bytes = remat.recomputable_bytes();
+  if (!chosen) return nullptr;
   return rebuild(graph, [&](int reader, int node, bool inside_copy) {
     return remat.recompute(reader, node, inside_copy);
   });

@@ -46,8 +46,10 @@ std::unique_ptr<Rematerialized> rematerialize_patches(const Graph& graph);
 
 // `graph` with values held at `refused`'s device peak computed again for their readers after it
 // (the largest first, until they cover the excess over `refused.hbm_share`); null when no value
-// there can be. `refused` is plan_step's plan of `graph` that did not fit.
-std::unique_ptr<Rematerialized> rematerialize_at_peak(const Graph& graph, const StepPlan& refused);
+// there can be, or all of them together would not cover it. `refused` is plan_step's plan of
+// `graph` that did not fit; `recomputable_bytes`, when given, gets the bytes of all of them.
+std::unique_ptr<Rematerialized> rematerialize_at_peak(const Graph& graph, const StepPlan& refused,
+                                                      uint64_t* recomputable_bytes = nullptr);
 
 // `second` (a rewrite of `first`'s graph) with its ids mapped back to the graph `first` rewrote.
 std::unique_ptr<Rematerialized> compose(const Rematerialized& first, Rematerialized second);
