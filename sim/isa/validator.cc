@@ -32,7 +32,7 @@ struct WeightShape {
 class CoreChecker {
  public:
   // `core` is the entry checked; `body` holds its instructions and origins (itself, or the
-  // entry its instructions_from names).
+  // entry its instructions_from names, checked in full as that entry's own).
   CoreChecker(const config::SliceSpec& slice, const isa::CoreProgram& core,
               const isa::CoreProgram& body, const std::set<uint32_t>& program_cores,
               std::vector<std::string>* errors)
@@ -40,6 +40,14 @@ class CoreChecker {
 
   void run() {
     const auto& instrs = body_.instructions();
+    if (&body_ != &core_) {
+      // The stream was checked as its holder's; only a collective's group depends on which core
+      // runs it (it must be a member).
+      for (int i = 0; i < instrs.size(); ++i) {
+        if (instrs[i].op_case() == Instruction::kCollective) check_collective_of_core(i, instrs[i]);
+      }
+      return;
+    }
     check_range(0, instrs.size(), instrs.size());
     for (int i = 0; i < instrs.size(); ++i) {
       check_instruction(i, instrs[i]);
@@ -55,6 +63,12 @@ class CoreChecker {
   void fail(int index, const std::string& reason) {
     errors_->push_back(str_cat("core ", core_.core(), " instruction ", index, " (",
                                op_name(body_.instructions(index)), "): ", reason));
+  }
+
+  void check_collective_of_core(int index, const Instruction& in) {
+    check_collective({slice_, program_cores_, core_.core(),
+                      [&](const std::string& reason) { fail(index, reason); }},
+                     in.collective());
   }
 
   // A block in VMEM (`in_vmem`) or HBM: shape, alignment and bounds.
@@ -162,9 +176,7 @@ class CoreChecker {
         check_block(index, "src", in.outfeed().src(), true);
         return;
       case Instruction::kCollective:
-        check_collective({slice_, program_cores_, core_.core(),
-                          [&](const std::string& reason) { fail(index, reason); }},
-                         in.collective());
+        check_collective_of_core(index, in);
         return;
       case Instruction::kLoop:
         if (in.loop().count() < 1) fail(index, "count must be >= 1");

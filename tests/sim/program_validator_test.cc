@@ -471,14 +471,35 @@ TEST(ProgramValidator, CoresRunningAnothersInstructionsNameAHolder) {
   EXPECT_THAT(msg, HasSubstr("core 6: runs the instructions of core 0: a shadow neither lends "
                              "nor borrows a program"));
   EXPECT_THAT(msg, HasSubstr("(4 problems)"));
-  // A bad instruction in the holder is reported for each core that runs it.
+  // A bad instruction in the holder is reported once, for the holder; a collective whose group
+  // leaves out a borrower is reported for that borrower, since only its group depends on the
+  // core that runs it.
   p.mutable_cores(0)->mutable_instructions(0)->mutable_dma()->mutable_dst()->set_rows(0);
   isa::Program q;
   *q.add_cores() = p.cores(0);
   *q.add_cores() = p.cores(1);
   const std::string bad(validate_program(q, v3_8()).message());
   EXPECT_THAT(bad, HasSubstr("core 0 instruction 0"));
-  EXPECT_THAT(bad, HasSubstr("core 2 instruction 0"));
+  EXPECT_THAT(bad, Not(HasSubstr("core 2 instruction 0")));
+  isa::Program r;
+  {
+    CoreBuilder holder(&r, 0);
+    holder.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 4096, 16)
+        .instruction()
+        .mutable_collective()
+        ->add_group(1);
+    holder.halt();
+  }
+  r.mutable_cores(0)->mutable_instructions(0)->mutable_collective()->add_group(0);
+  r.add_cores()->set_core(1);
+  r.mutable_cores(1)->set_instructions_from(0);
+  r.add_cores()->set_core(2);
+  r.mutable_cores(2)->set_instructions_from(0);
+  const std::string group(validate_program(r, v3_8()).message());
+  EXPECT_THAT(group, Not(HasSubstr("core 0 instruction")));
+  EXPECT_THAT(group, Not(HasSubstr("core 1 instruction")));
+  EXPECT_THAT(group, HasSubstr("core 2 instruction 0 (ici.all_reduce): core 2 is not in its own "
+                               "collective's group"));
 }
 
 }  // namespace

@@ -81,11 +81,10 @@ std::vector<int> buffer_owners(const Graph& graph, uint32_t replicas) {
 // (graph.size() for outputs and update values, which live to the end of the step). An overlapped
 // collective's input lives as long as its result.
 std::vector<int> last_reads(const Graph& graph, const std::vector<int>& owner,
-                            const std::vector<int>& order, const PlanRequest& request) {
+                            const std::vector<int>& order, const std::vector<int>& position,
+                            const PlanRequest& request) {
   const int n = graph.size();
   auto own = [&](int id) { return owner[static_cast<size_t>(id)]; };
-  std::vector<int> position(static_cast<size_t>(n), 0);
-  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
   std::vector<int> last(static_cast<size_t>(n), -1);
   for (int i = 0; i < n; ++i) {
     const int at = position[static_cast<size_t>(i)];
@@ -130,7 +129,11 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   if (order.empty()) {
     for (int i = 0; i < n; ++i) order.push_back(i);
   }
-  const std::vector<int> last = last_reads(graph, plan.owner, order, *request);
+  plan.position.assign(static_cast<size_t>(n), 0);
+  for (int p = 0; p < n; ++p) plan.position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
+  plan.last_read = last_reads(graph, plan.owner, order, plan.position, *request);
+  const std::vector<int>& last = plan.last_read;
+  const std::vector<int>& position = plan.position;
   auto own_buffer = [&](int i) {
     return plan.owner[static_cast<size_t>(i)] == i && request->materialized[static_cast<size_t>(i)];
   };
@@ -150,8 +153,6 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
     release_after[static_cast<size_t>(last[static_cast<size_t>(i)])].push_back(i);
   }
   int peak_position = -1;  // where the device's peak was reached
-  std::vector<int> position(static_cast<size_t>(n));
-  for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
   for (int p = 0; p < n; ++p) {
     const int i = order[static_cast<size_t>(p)];
     const int owner = plan.owner[static_cast<size_t>(i)];

@@ -26,6 +26,10 @@ struct HbmPlan {
   // for saying what holds it.
   std::vector<int> live_at_device_peak;
   int device_peak_position = -1;  // where in the emission order the device's peak was reached
+  std::vector<int> position;      // per node, its place in the emission order
+  // Per buffer owner, the position of the last fragment reading it through any alias (its own
+  // position when none does; graph.size() for outputs and update values, which live to the end).
+  std::vector<int> last_read;
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused

@@ -59,6 +59,18 @@ std::vector<int> first_readers(const Graph& graph) {
   return first;
 }
 
+// Whether some extract_patches node has a reader after its first; outputs and updates count as
+// readers that keep the node itself (they are never rewritten).
+bool any_later_reader(const Graph& graph, const std::vector<int>& first) {
+  for (int id = 0; id < graph.size(); ++id) {
+    for (int in : graph.node(id).inputs) {
+      if (graph.node(in).op == Op::kExtractPatches && first[static_cast<size_t>(in)] != id)
+        return true;
+    }
+  }
+  return false;
+}
+
 bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
 
 // The values held at a refused plan's device peak that its readers after the peak can compute
@@ -69,27 +81,11 @@ class PeakRemat {
       : graph_(graph),
         plan_(plan),
         peak_(plan.hbm.device_peak_position),
-        position_(static_cast<size_t>(graph.size()), 0),
-        last_read_(static_cast<size_t>(graph.size()), -1),
-        chosen_(static_cast<size_t>(graph.size()), false) {
-    const int n = graph.size();
-    for (int p = 0; p < n; ++p)
-      position_[static_cast<size_t>(plan.order[static_cast<size_t>(p)])] = p;
-    // The buffers' last reads as the HBM plan has them: a fragment reads what its group's
-    // members and the producers it recomputes read.
-    for (int id = 0; id < n; ++id) {
-      for (int in : plan.request.reads[static_cast<size_t>(id)]) {
-        int& last = last_read_[static_cast<size_t>(owner(in))];
-        last = std::max(last, position(id));
-      }
-    }
-    readers_.resize(static_cast<size_t>(n));
-    for (int id = 0; id < n; ++id) {
+        chosen_(static_cast<size_t>(graph.size()), false),
+        readers_(static_cast<size_t>(graph.size())) {
+    for (int id = 0; id < graph.size(); ++id) {
       for (int in : graph.node(id).inputs) readers_[static_cast<size_t>(owner(in))].push_back(id);
     }
-    for (const NamedValue& o : graph.outputs()) last_read_[static_cast<size_t>(owner(o.node))] = n;
-    for (const VariableUpdate& u : graph.updates())
-      last_read_[static_cast<size_t>(owner(u.value))] = n;
   }
 
   // Picks the largest values held at the peak that every reader after it can compute again,
@@ -99,8 +95,7 @@ class PeakRemat {
     if (peak_ < 0 || need <= plan_.hbm_share) return false;
     std::vector<std::pair<uint64_t, int>> candidates;  // (device bytes, node)
     for (int v : plan_.hbm.live_at_device_peak) {
-      if (last_read_[static_cast<size_t>(v)] < static_cast<int>(graph_.size()) &&
-          recomputable_for_later_readers(v))
+      if (last_read(v) < graph_.size() && recomputable_for_later_readers(v))
         candidates.emplace_back(device_bytes(graph_.node(v)), v);
     }
     // When all of them together cannot cover the excess here, no choice fits the step: the
@@ -129,15 +124,17 @@ class PeakRemat {
 
  private:
   int owner(int id) const { return plan_.hbm.owner[static_cast<size_t>(id)]; }
-  int position(int id) const { return position_[static_cast<size_t>(id)]; }
+  // The HBM plan's: a fragment reads what its group's members and the producers it recomputes
+  // read, so these are the buffers' lives as planned.
+  int position(int id) const { return plan_.hbm.position[static_cast<size_t>(id)]; }
+  int last_read(int owner) const { return plan_.hbm.last_read[static_cast<size_t>(owner)]; }
 
   // Whether node `v`'s value is in HBM at position `at` anyway: a variable or constant, or a
   // buffer written by the peak and read at or after `at`.
   bool available(int v, int at) const {
     const int o = owner(v);
     if (persistent(graph_.node(o))) return true;
-    return plan_.node(o).materialized && position(o) <= peak_ &&
-           last_read_[static_cast<size_t>(o)] >= at;
+    return plan_.node(o).materialized && position(o) <= peak_ && last_read(o) >= at;
   }
 
   // Whether `v` can be computed at position `at` by elementwise ops, broadcasts and reshapes from
@@ -168,9 +165,7 @@ class PeakRemat {
   const Graph& graph_;
   const StepPlan& plan_;
   const int peak_;
-  std::vector<int> position_;   // per node, in the plan's emission order
-  std::vector<int> last_read_;  // per buffer owner; graph.size() for outputs and update values
-  std::vector<bool> chosen_;    // per buffer owner
+  std::vector<bool> chosen_;               // per buffer owner
   std::vector<std::vector<int>> readers_;  // per buffer owner, the nodes reading it
   uint64_t recomputable_bytes_ = 0;
 };
@@ -179,15 +174,11 @@ class PeakRemat {
 
 std::unique_ptr<Rematerialized> rematerialize_patches(const Graph& graph) {
   const std::vector<int> first = first_readers(graph);
-  bool any = false;
-  auto recompute = [&](int reader, int node, bool inside_copy) {
-    const bool again = !inside_copy && graph.node(node).op == Op::kExtractPatches &&
-                       first[static_cast<size_t>(node)] != reader;
-    any = any || again;
-    return again;
-  };
-  std::unique_ptr<Rematerialized> out = rebuild(graph, recompute);
-  return any ? std::move(out) : nullptr;
+  if (!any_later_reader(graph, first)) return nullptr;  // no rebuild of a graph left as it is
+  return rebuild(graph, [&](int reader, int node, bool inside_copy) {
+    return !inside_copy && graph.node(node).op == Op::kExtractPatches &&
+           first[static_cast<size_t>(node)] != reader;
+  });
 }
 
 std::unique_ptr<Rematerialized> rematerialize_at_peak(const Graph& graph, const StepPlan& refused,
