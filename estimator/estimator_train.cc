@@ -257,6 +257,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   const int64_t start_step = restored->has_value() ? (*restored)->global_step : 0;
   TrainResult result;
   result.global_step = start_step;
+  result.values_computed = !config_.timing_only;
   if (start_step >= max_steps) {
     log(str_cat("global step ", start_step, " already reaches max_steps ", max_steps,
                 "; nothing to train"));

@@ -81,6 +81,40 @@ TEST(Cli, TimingOnlyRunsShowNoLossOrAccuracy) {
   std::filesystem::remove_all(dir);
 }
 
+// A run whose checkpoint already reaches max_steps trains no step: it shows no loss and no step
+// time (a 0 would read as a result), and its report holds null for them; a timing-only one
+// still says that it computes no values.
+TEST(Cli, ARunThatTrainsNoStepShowsNoLossOrStepTime) {
+  const std::string dir = ::testing::TempDir() + "tpusim-no-step-train";
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> train = {"train", "--model",       "mlp", "--backend",
+                                          "cpu",   "--train-steps", "1",   "--iterations-per-loop",
+                                          "1",     "--eval-steps",  "1",   "--model-dir",
+                                          dir};
+  auto first = run_tpusim(train);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("global step 1: final loss "));
+  std::vector<std::string> again = train;
+  again.insert(again.end(), {"--report", dir + "/again.json"});
+  auto r = run_tpusim(again);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("global step 1: no loss (no step trained: the checkpoint is at "
+                               "max_steps), test accuracy "));
+  EXPECT_THAT(r.out, HasSubstr("no simulated step (no step trained)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("final loss")));
+  std::ifstream in(dir + "/again.json");
+  const auto report = nlohmann::json::parse(in);
+  EXPECT_EQ(report["steps_run"], 0);
+  EXPECT_TRUE(report["final_loss"].is_null()) << report["final_loss"];
+  auto timing = run_tpusim({"train", "--model", "mlp", "--train-steps", "1", "--timing-only",
+                            "--host-timing", "config", "--model-dir", dir});
+  ASSERT_EQ(timing.exit_code, 0) << timing.err;
+  EXPECT_THAT(timing.out, HasSubstr("global step 1: no loss or accuracy (timing-only: no values "
+                                    "computed)"));
+  EXPECT_THAT(timing.out, Not(HasSubstr("0.000 ms")));
+  std::filesystem::remove_all(dir);
+}
+
 // --input synthetic, TensorFlow's fake data: no files are read or converted (the --data folder is
 // never made), the host's stages cost nothing, and the host link still carries each step's batch:
 // a chip's PCIe link takes both its cores' 128 images of 28x28 f32 and labels (2 x 401,920 bytes

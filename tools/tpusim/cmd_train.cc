@@ -270,6 +270,9 @@ std::string values_summary(const estimator::TrainResult& r,
   if (!r.values_computed)
     return fmt::format("global step {}: no loss or accuracy (timing-only: no values computed)",
                        r.global_step);
+  const std::string loss =
+      r.steps_run == 0 ? std::string("no loss (no step trained: the checkpoint is at max_steps)")
+                       : fmt::format("final loss {:.4f}", r.final_loss);
   std::string evaluated = "not evaluated";
   if (const auto it = eval.find("accuracy"); it != eval.end()) {
     evaluated = fmt::format("test accuracy {:.4f}", it->second);
@@ -280,8 +283,7 @@ std::string values_summary(const estimator::TrainResult& r,
     }
     evaluated = str_join(metrics, ", ");
   }
-  return fmt::format("global step {}: final loss {:.4f}, {}", r.global_step, r.final_loss,
-                     evaluated);
+  return fmt::format("global step {}: {}, {}", r.global_step, loss, evaluated);
 }
 
 // The run's figures as `--report` writes them.
@@ -299,7 +301,8 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"steps_run", r.steps_run},
       // null where the run computed no value (timing-only) or did not evaluate: never a 0 that
       // reads as a result.
-      {"final_loss", r.values_computed ? nlohmann::ordered_json(r.final_loss) : nullptr},
+      {"final_loss",
+       r.values_computed && r.steps_run > 0 ? nlohmann::ordered_json(r.final_loss) : nullptr},
       {"eval_accuracy", metric_or_null(eval, "accuracy")},
       {"eval_loss", metric_or_null(eval, "loss")},
       {"eval_metrics", eval},
@@ -348,6 +351,10 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
                    const nlohmann::ordered_json& report) {
   const auto& breakdown = report["step_breakdown"];
   std::cout << values_summary(r, eval) << "\n";
+  if (r.steps_run == 0) {  // no step, no step time: a 0 would read as a result
+    std::cout << "no simulated step (no step trained)\n";
+    return;
+  }
   std::cout << fmt::format(
       "simulated step {:.3f} ms ({:.0f} examples/s) = compute {:.3f} + input {:.3f} + host "
       "round trips {:.3f} (infeed wait {:.1f}%, MXU {:.1f}%); {:.1f} s on this host\n"
