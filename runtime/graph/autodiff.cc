@@ -193,8 +193,37 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
   }
 }
 
-// The gradient TensorFlow registers for a composite op, with respect to its input.
-Value composite_vjp(GraphBuilder& b, int id, const GraphBuilder::Composite& c, Value g) {
+// FusedBatchNormGrad in training, as XLA's BatchNormGrad expands it (N elements a feature):
+//   d_beta  = sum(g)
+//   d_gamma = sum(g * (x - mean)) * rsqrt(var + eps)
+//   dx      = gamma * rsqrt(var + eps) / N
+//             * (N * g - sum(g) - (x - mean) * sum(g * (x - mean)) / (var + eps))
+// The per-feature factors are computed on [C] and broadcast, so every pass over x's shape reads
+// g, x and rows of per-feature values only.
+std::vector<Value> batch_norm_vjp(GraphBuilder& b, const GraphBuilder::Composite& c, Value g) {
+  const Value x = value_of(b, c.inputs[0]), gamma = value_of(b, c.inputs[1]);
+  const Value mean = value_of(b, c.saved[0]), var = value_of(b, c.saved[1]);
+  const Shape& shape = x.shape();
+  std::vector<int64_t> axes(static_cast<size_t>(shape.rank() - 1));
+  std::iota(axes.begin(), axes.end(), 0);
+  const float n =
+      static_cast<float>(shape.elements() / std::max<int64_t>(1, mean.shape().elements()));
+  auto per_feature = [&](Value v) { return expand_reduced(b, v, shape, axes); };
+  const Value centred = x - per_feature(mean);
+  const Value sum_g = b.reduce(Op::kReduceSum, g, axes);
+  const Value sum_g_centred = b.reduce(Op::kReduceSum, g * centred, axes);
+  const Value var_eps = var + c.epsilon;
+  const Value rstd = b.unary(Op::kRsqrt, var_eps);
+  const Value scale = gamma * rstd * (1.0f / n);
+  const Value dx = per_feature(scale) *
+                   (g * n - per_feature(sum_g) - centred * per_feature(sum_g_centred / var_eps));
+  return {dx, sum_g_centred * rstd, sum_g};
+}
+
+// The gradients TensorFlow registers for a composite op, with respect to its inputs (in the
+// composite's order).
+std::vector<Value> composite_vjp(GraphBuilder& b, int id, const GraphBuilder::Composite& c,
+                                 Value g) {
   const Value y = value_of(b, id);
   switch (c.kind) {
     case GraphBuilder::CompositeGradient::kSoftmax: {
@@ -202,22 +231,27 @@ Value composite_vjp(GraphBuilder& b, int id, const GraphBuilder::Composite& c, V
       const int last = y.shape().rank() - 1;
       const Value dot = expand_reduced(b, b.reduce(Op::kReduceSum, g * y, {last}), y.shape(),
                                        {static_cast<int64_t>(last)});
-      return (g - dot) * y;
+      return {(g - dot) * y};
     }
+    case GraphBuilder::CompositeGradient::kBatchNorm:
+      return batch_norm_vjp(b, c, g);
   }
-  return Value{};
+  return {};
 }
 
-// The gradients of node `id`'s inputs, by the inputs' ids: a composite's rule (its one input)
-// or the primitive's vector-Jacobian product.
+// The gradients of node `id`'s inputs, by the inputs' ids: a composite's rule (its inputs) or
+// the primitive's vector-Jacobian product.
 std::vector<std::pair<int, Value>> input_gradients(GraphBuilder& b, int id, Value g) {
   std::vector<std::pair<int, Value>> out;
+  std::vector<int> inputs;
+  std::vector<Value> grads;
   if (const GraphBuilder::Composite* c = b.composite_gradient(id)) {
-    out.emplace_back(c->input, composite_vjp(b, id, *c, g));
-    return out;
+    inputs = c->inputs;  // copied: the rule adds nodes, and composites may grow
+    grads = composite_vjp(b, id, GraphBuilder::Composite(*c), g);
+  } else {
+    inputs = b.graph().node(id).inputs;
+    grads = node_vjp(b, id, g);
   }
-  const std::vector<int> inputs = b.graph().node(id).inputs;
-  const std::vector<Value> grads = node_vjp(b, id, g);
   for (size_t i = 0; i < inputs.size() && i < grads.size(); ++i)
     out.emplace_back(inputs[i], grads[i]);
   return out;

@@ -36,9 +36,20 @@ Value GraphBuilder::fail(Op op, const std::string& message) {
   return Value{};
 }
 
-void GraphBuilder::set_composite_gradient(Value output, Value input, CompositeGradient kind) {
-  if (!usable({output, input})) return;
-  composites_[output.id] = Composite{kind, input.id};
+void GraphBuilder::set_composite_gradient(Value output, CompositeGradient kind,
+                                          const std::vector<Value>& inputs,
+                                          const std::vector<Value>& saved, float epsilon) {
+  if (!usable({output})) return;
+  Composite c{kind, {}, {}, epsilon};
+  for (const Value& v : inputs) {
+    if (!usable({v})) return;
+    c.inputs.push_back(v.id);
+  }
+  for (const Value& v : saved) {
+    if (!usable({v})) return;
+    c.saved.push_back(v.id);
+  }
+  composites_[output.id] = std::move(c);
 }
 
 const GraphBuilder::Composite* GraphBuilder::composite_gradient(int id) const {

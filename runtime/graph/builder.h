@@ -114,15 +114,22 @@ class GraphBuilder {
 
   // A TensorFlow op the graph builds from several primitives (as XLA lowers it) whose gradient
   // TensorFlow registers for the op as a whole: autodiff applies that rule from `output` straight
-  // to `input` instead of differentiating the primitives, so the backward pass reads what
-  // TensorFlow's gradient reads (Softmax's: only its output) and none of the primitives'
-  // intermediate values are kept for it.
-  enum class CompositeGradient { kSoftmax };
+  // to the op's `inputs` instead of differentiating the primitives, so the backward pass reads
+  // what TensorFlow's gradient reads and none of the primitives' intermediate values are kept
+  // for it.
+  // - kSoftmax: inputs {logits}; _SoftmaxGrad reads only the output.
+  // - kBatchNorm: inputs {x, gamma, beta}, saved {batch mean, batch variance} (over every axis but
+  //   the last), epsilon: FusedBatchNormGrad in training, as XLA's BatchNormGrad expands it.
+  enum class CompositeGradient { kSoftmax, kBatchNorm };
   struct Composite {
     CompositeGradient kind;
-    int input;
+    std::vector<int> inputs;  // gradients flow to these, in the rule's order
+    std::vector<int> saved;   // further values the rule reads
+    float epsilon = 0;
   };
-  void set_composite_gradient(Value output, Value input, CompositeGradient kind);
+  void set_composite_gradient(Value output, CompositeGradient kind,
+                              const std::vector<Value>& inputs,
+                              const std::vector<Value>& saved = {}, float epsilon = 0);
   // The rule recorded for node `id`, or null.
   const Composite* composite_gradient(int id) const;
 

@@ -1,5 +1,6 @@
 #include "runtime/graph/layers.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "common/strings.h"
@@ -106,7 +107,8 @@ Value softmax(Value logits) {
   // tf.nn.softmax is one op: its gradient reads its output (in the logits' type), not the
   // exponentials the lowering computes, so those are not kept for the backward pass.
   const Value probs = in_f32(logits, softmax_f32);
-  logits.builder->set_composite_gradient(probs, logits, GraphBuilder::CompositeGradient::kSoftmax);
+  logits.builder->set_composite_gradient(probs, GraphBuilder::CompositeGradient::kSoftmax,
+                                         {logits});
   return probs;
 }
 
@@ -224,14 +226,25 @@ Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentu
   const Value moving_var =
       b.variable(name + "/moving_variance", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
   const std::vector<int64_t> axes = all_but_last(x.shape());
-  Value mean = moving_mean, var = moving_var;
-  if (training) {
-    mean = reduce_mean(x, axes);
-    var = reduce_mean(b.unary(Op::kSquare, x - mean), axes);
-    b.update(moving_mean, moving_mean * momentum + mean * (1.0f - momentum));
-    b.update(moving_var, moving_var * momentum + var * (1.0f - momentum));
-  }
-  return (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * gamma + beta;
+  if (!training)
+    return (x - moving_mean) * b.unary(Op::kRsqrt, moving_var + epsilon) * gamma + beta;
+  // FusedBatchNormV3 in training, as XLA's BatchNormExpander computes it: both moments from one
+  // read of x (the sum and the sum of squares, sibling reductions XLA fuses into one pass),
+  // Var[x] = E[x^2] - E[x]^2.
+  const Value mean = reduce_mean(x, axes);
+  const Value var = reduce_mean(b.unary(Op::kSquare, x), axes) - b.unary(Op::kSquare, mean);
+  // The moving variance takes the batch variance with Bessel's correction, n / (n - 1), as the
+  // fused op's variance output does (tf2xla's FusedBatchNormOp).
+  const int64_t n = x.shape().elements() / std::max<int64_t>(1, c);
+  const float bessel =
+      static_cast<float>(static_cast<double>(n) / static_cast<double>(std::max<int64_t>(1, n - 1)));
+  b.update(moving_mean, moving_mean * momentum + mean * (1.0f - momentum));
+  b.update(moving_var, moving_var * momentum + var * (bessel * (1.0f - momentum)));
+  const Value y = (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * gamma + beta;
+  // FusedBatchNormGrad: the gradient reads x, the batch statistics and gamma only.
+  b.set_composite_gradient(y, GraphBuilder::CompositeGradient::kBatchNorm, {x, gamma, beta},
+                           {mean, var}, epsilon);
+  return y;
 }
 
 }  // namespace tpusim::runtime::layers

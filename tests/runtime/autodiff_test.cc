@@ -182,6 +182,64 @@ TEST(Autodiff, SoftmaxGradientReadsOnlyItsOutput) {
   }
 }
 
+// Batch norm in training differentiates as TensorFlow's FusedBatchNormGrad (XLA's BatchNormGrad
+// expansion): its backward pass reads x, gamma and the batch's mean and variance, none of the
+// normalisation's intermediate values, and its gradients are the closed form's.
+TEST(Autodiff, BatchNormGradientIsFusedBatchNormGrads) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {4, 2});
+  const int forward_end = b.graph().size();
+  const Value y = layers::batch_normalization(b, x, true, 0.5f, 1e-3f);
+  const int batch_norm_end = b.graph().size();
+  const GraphBuilder::Composite* rule = b.composite_gradient(y.id);
+  ASSERT_NE(rule, nullptr);
+  ASSERT_EQ(rule->inputs.size(), 3u);
+  ASSERT_EQ(rule->saved.size(), 2u);
+  const Value gamma{rule->inputs[1], &b}, beta{rule->inputs[2], &b};
+  const std::vector<float> w = {1, -2, 3, 0.5f, -1, 4, 2, -3};
+  const Value weights = b.constant(HostTensor::from({4, 2}, w));
+  auto grads = gradients(b, b.reduce(Op::kReduceSum, y * weights, {0, 1}), {x, gamma, beta});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  for (int id = batch_norm_end; id < b.graph().size(); ++id) {
+    for (int in : b.graph().node(id).inputs) {
+      if (in < forward_end || in >= batch_norm_end || in == y.id) continue;  // y: the loss's
+      EXPECT_TRUE(in == rule->inputs[1] || in == rule->saved[0] || in == rule->saved[1])
+          << b.graph().node(id).label << " reads " << b.graph().node(in).label;
+    }
+  }
+  b.output("gx", (*grads)[0]);
+  b.output("ggamma", (*grads)[1]);
+  b.output("gbeta", (*grads)[2]);
+  auto backend = make_backend("cpu");
+  auto exe = (*backend)->compile(b.graph(), {});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables vars = initial_variables(b.graph());
+  const std::vector<float> xs = {1, 10, 2, 20, 3, 30, 4, 45};
+  auto out = (*backend)->run(**exe, vars, {{{"x", HostTensor::from({4, 2}, xs)}}}, 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  // gamma 1: dx = rstd / N (N g - sum g - xc sum(g xc) / (var + eps)), dgamma = sum(g xc) rstd,
+  // dbeta = sum g, per column, in double.
+  for (int c = 0; c < 2; ++c) {
+    double mean = 0, var = 0, sum_g = 0, sum_gxc = 0;
+    for (int r = 0; r < 4; ++r) mean += xs[static_cast<size_t>(r * 2 + c)] / 4.0;
+    for (int r = 0; r < 4; ++r) {
+      const double xc = xs[static_cast<size_t>(r * 2 + c)] - mean;
+      var += xc * xc / 4;
+      sum_g += w[static_cast<size_t>(r * 2 + c)];
+      sum_gxc += w[static_cast<size_t>(r * 2 + c)] * xc;
+    }
+    const double rstd = 1 / std::sqrt(var + 1e-3);
+    EXPECT_NEAR((*out)[0].at("gbeta").f[static_cast<size_t>(c)], sum_g, 1e-5);
+    EXPECT_NEAR((*out)[0].at("ggamma").f[static_cast<size_t>(c)], sum_gxc * rstd, 1e-4);
+    for (int r = 0; r < 4; ++r) {
+      const auto k = static_cast<size_t>(r * 2 + c);
+      const double xc = xs[k] - mean;
+      const double dx = rstd / 4 * (4 * w[k] - sum_g - xc * sum_gxc / (var + 1e-3));
+      EXPECT_NEAR((*out)[0].at("gx").f[k], dx, 1e-4 * (1 + std::abs(dx))) << c << " " << r;
+    }
+  }
+}
+
 TEST(Autodiff, LossMustBeAFloatingScalar) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {3});

@@ -3,10 +3,9 @@
 #include <cstring>
 
 #include <Eigen/Core>
-#include <omp.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
@@ -169,7 +168,9 @@ TEST(CpuBackend, BatchNormUpdatesMovingStatisticsEachStep) {
   // moving = 0.5 x old + 0.5 x batch.
   EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_mean"].f[0], 1.25f);
   EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_mean"].f[1], 12.5f);
-  EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_variance"].f[0], 0.5f + 0.625f);
+  // The moving variance takes the batch's with Bessel's correction (4 / 3 here), as
+  // FusedBatchNormV3's variance output.
+  EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_variance"].f[0], 0.5f + 0.5f * 1.25f * 4 / 3);
 }
 
 TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {

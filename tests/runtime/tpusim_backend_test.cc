@@ -365,6 +365,35 @@ TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
   }
 }
 
+// Reductions over the leading axes of an input many VMEM tiles long (one pipelined pass into an
+// accumulator) compute what the cpu does: the maxima bit for bit, the sums to f32 rounding.
+TEST(TpusimBackend, LongLeadingAxisReductionsMatchTheCpu) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {16384, 48});
+  b.output("sums", b.reduce(Op::kReduceSum, x, {0}));
+  b.output("maxima", b.reduce(Op::kReduceMax, x, {0}));
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {16384, 48}}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
+  const Outputs tpu = run_once(b.graph(), CompileOptions{}, feeds);
+  auto cpu_backend = make_backend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto exe = (*cpu_backend)->compile(b.graph(), CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables none;
+  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<float>& maxima = tpu.at("maxima").f;
+  ASSERT_EQ(maxima.size(), 48u);
+  EXPECT_EQ(std::memcmp(maxima.data(), cpu->at(0).at("maxima").f.data(), 48 * 4), 0);
+  const std::vector<float>& xs = feeds[0].at("x").f;
+  for (size_t j = 0; j < 48; ++j) {
+    double magnitude = 0;  // the sum of |x| bounds f32 rounding's error
+    for (size_t r = 0; r < 16384; ++r) magnitude += std::abs(xs[r * 48 + j]);
+    EXPECT_NEAR(tpu.at("sums").f[j], cpu->at(0).at("sums").f[j], 1e-6 * magnitude) << j;
+  }
+}
+
 // Recomputing a shared producer in each reader's fragment computes the same values bit for bit:
 // a batch-norm training step (whose centred values and normalised ones several gradient
 // fragments read) with and without, loss and every gradient.

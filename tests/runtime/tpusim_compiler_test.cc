@@ -139,6 +139,52 @@ TEST(Compiler, ChargesTheTransfersOfBf16BuffersAsPackedBf16) {
   EXPECT_EQ(of_variables, 0);
 }
 
+// A bf16 buffer read through a widening cast (which aliases it: the cast changes no bit) is
+// charged as bf16 by its readers, as XLA's fused convert reads bf16 from HBM: every DMA that
+// loads the buffer, here a reduction's, is packed.
+TEST(Compiler, ReadsOfABf16BufferThroughAWideningCastArePacked) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {512, 128});
+  const Value h = b.cast(x * 2.0f, DType::kBF16);
+  b.output("sum", b.reduce(Op::kReduceSum, b.cast(h, DType::kF32), {0}));
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const uint64_t lo = step->plan.address[static_cast<size_t>(h.id)];
+  const uint64_t hi = lo + 4 * 512 * 128;
+  int loads = 0, packed = 0;
+  for (const isa::Instruction& in : step->program->cores(0).instructions()) {
+    if (!in.has_dma() || in.dma().direction() != isa::Dma::HBM_TO_VMEM) continue;
+    const isa::Block& src = in.dma().src();
+    if (src.address() >= hi || sim::end_address(src) <= lo) continue;
+    ++loads;
+    packed += in.dma().packed_bf16();
+  }
+  EXPECT_GT(loads, 0);
+  EXPECT_EQ(packed, loads);
+}
+
+// A reduction over the leading axes of an input much larger than a VMEM tile is one pipelined
+// fragment, as XLA's reduce fusion: its row tiles reduce into an accumulator in VMEM, and the
+// sum is written to HBM once, with no partial sums through HBM.
+TEST(Compiler, LongLeadingAxisReductionsWriteTheirSumOnce) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {32768, 64});  // 8 MiB: several tiles
+  const Value s = b.reduce(Op::kReduceSum, x, {0});
+  b.output("sum", s);
+  auto step = compile_graph(b.graph(), v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->node_temporaries[static_cast<size_t>(s.id)], 0u);
+  const uint64_t at = step->plan.address[static_cast<size_t>(s.id)];
+  int stores = 0, loads = 0;
+  for (const isa::Instruction& in : step->program->cores(0).instructions()) {
+    if (!in.has_dma()) continue;
+    if (in.dma().direction() == isa::Dma::VMEM_TO_HBM) stores += in.dma().dst().address() == at;
+    if (in.dma().direction() == isa::Dma::HBM_TO_VMEM) ++loads;
+  }
+  EXPECT_EQ(stores, 1);
+  EXPECT_GT(loads, 2);  // the input, a tile at a time
+}
+
 // Every instruction of the step names the graph op it computes (the per-op profile groups by
 // it): one origin per node, named by its label, repeats numbered, gradients under "gradients/".
 TEST(Compiler, TagsEveryInstructionWithItsGraphOp) {

@@ -337,12 +337,13 @@ absl::Status StepEmission::check_declared_hbm(int id, const char* kind, int begi
 }
 
 // The fragment's transfers of bf16 buffers (instructions from `begin` on) cost what a TPU's
-// packed bf16 ones do.
+// packed bf16 ones do. A buffer's type is its owner's: a widening cast aliases a bf16 buffer
+// (widening_casts_as_aliases), and its readers read bf16 from HBM, converting in registers.
 void StepEmission::mark_bf16_transfers(int id, int begin) {
   std::vector<HbmRange> bf16_buffers;
   for (const std::vector<int>* uses : {&plan_.node(id).reads, &plan_.node(id).writes}) {
     for (int u : *uses) {
-      if (graph_.node(u).dtype != DType::kBF16) continue;
+      if (graph_.node(out_.plan.owner[static_cast<size_t>(u)]).dtype != DType::kBF16) continue;
       if (auto r = range_of(u)) bf16_buffers.push_back(*r);
     }
   }

@@ -143,9 +143,9 @@ void Emitter::rowwise(const TileOperand& out, uint64_t rows, const std::vector<T
                       const std::function<void(Tile&)>& body) {
   begin_fragment();
   if (!row_fits(uint64_t{out.cols} * 4)) return;
-  tile_loop(TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0,
-                     true},
-            inputs, body);
+  tile_loop(
+      TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0, true},
+      inputs, body);
 }
 
 isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
@@ -260,13 +260,18 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
 std::vector<std::pair<uint32_t, uint64_t>> Emitter::slot_waits(const TileLoop& loop,
                                                                const TileTurns& turns,
                                                                int s) const {
-  const bool stores = loop.stores;
+  if (!loop.stores) return work_waits(turns, s);
+  std::vector<std::pair<uint32_t, uint64_t>> waits;
+  if (turns.slots.free_needed(s) > 0) waits.emplace_back(slot_free_[s], turns.slots.free_needed(s));
+  return waits;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> Emitter::work_waits(const TileTurns& turns,
+                                                               int s) const {
   std::vector<std::pair<uint32_t, uint64_t>> waits;
   const auto [chain, fanned] = turns.work_done[static_cast<size_t>(s)];
-  if (stores && turns.slots.free_needed(s) > 0)
-    waits.emplace_back(slot_free_[s], turns.slots.free_needed(s));
-  if (!stores && chain > 0) waits.emplace_back(chain_, chain);
-  if (!stores && fanned > 0) waits.emplace_back(fanned_, fanned);
+  if (chain > 0) waits.emplace_back(chain_, chain);
+  if (fanned > 0) waits.emplace_back(fanned_, fanned);
   return waits;
 }
 
@@ -275,6 +280,11 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
                         const std::function<void(Tile&)>& body) {
   const uint32_t cols = loop.cols;
   const std::vector<std::pair<uint32_t, uint64_t>> free_waits = slot_waits(loop, turns, s);
+  // The loads overwrite only the slot's operand blocks, which the slot's previous tile is done
+  // with once its work is: they need not wait for that tile's store, which reads its output
+  // block (input and output buffers turn over apart, as a TPU kernel's pipeline double-buffers
+  // each operand and each output on its own).
+  const std::vector<std::pair<uint32_t, uint64_t>> load_waits = work_waits(turns, s);
   Tile tile;
   tile.e_ = this;
   tile.rows_ = n;
@@ -296,7 +306,7 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
     auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, width, in.dtype, in.stride), vmem,
                               next_engine());
     ordered(dma);
-    for (const auto& [flag, count] : free_waits) dma.wait(flag, count);
+    for (const auto& [flag, count] : load_waits) dma.wait(flag, count);
     flags_.signal(dma, loaded_[s]);
     tile.inputs_.push_back(vmem);
   }
@@ -323,10 +333,8 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
       w->set_value(count);
     }
   }
-  if (!loop.stores) {  // nothing to store
-    turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
-    return;
-  }
+  turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
+  if (!loop.stores) return;  // nothing to store
   // Store the tile once its last vector op is done; that frees the slot.
   const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
   auto store = b_.dma_to_hbm(

@@ -5,6 +5,7 @@
 // the fragment's start), and every write to HBM signals `written`. Within a fragment the work
 // is a double-buffered pipeline over row tiles of a 2D view of the tensors: DMA the tile's
 // operands into one VMEM slot while the vector unit computes on the other, then DMA the result
+// out; a slot's next operands load once its tile's work is done, while its result still goes
 // out. Vector ops of a tile are chained through a flag, so each waits for its predecessor's
 // result (the pipeline latency), as an in-order vector unit with interlocks would.
 //
@@ -214,8 +215,12 @@ class Emitter {
   // Which tile each slot last held: what the next tile in it waits for.
   class SlotTurns;
   struct TileTurns;
+  // What the first instruction of a tile in slot `s` waits for: the slot's previous store (its
+  // output block free), or, when the loop stores nothing, that tile's work.
   std::vector<std::pair<uint32_t, uint64_t>> slot_waits(const TileLoop& loop,
                                                         const TileTurns& turns, int s) const;
+  // The work (chained and fanned out) of the slot's previous tile: what loads into it wait for.
+  std::vector<std::pair<uint32_t, uint64_t>> work_waits(const TileTurns& turns, int s) const;
   // One tile of `n` rows from row `r0` in slot `s`: its loads, `body`, and its store.
   void emit_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                  const OnceLoaded& once, uint64_t r0, uint32_t n, int s, TileTurns& turns,

@@ -86,11 +86,15 @@ void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
       if (!window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
-      if (g.flat) {
+      if (g.flat_tile) {
         run(ky, kx, 0, oy0, ox0, ((count - 1) * g.OH + oy1 - 1 - oy0) * g.OW + ox1 - ox0);
         continue;
       }
       for (int64_t r = 0; r < count; ++r) {
+        if (g.flat) {
+          run(ky, kx, r, oy0, ox0, (oy1 - 1 - oy0) * g.OW + ox1 - ox0);
+          continue;
+        }
         for (int64_t oy = oy0; oy < oy1; ++oy) run(ky, kx, r, oy, ox0, ox1 - ox0);
       }
     }

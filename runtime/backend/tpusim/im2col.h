@@ -13,12 +13,15 @@
 namespace tpusim::runtime::tpusim_backend {
 
 // A convolution's im2col geometry: NHWC images of H x W x C, OH x OW windows of `patch` values.
-// In the flat view (stride 1, output as big as the input) consecutive windows (image, oy, ox)
-// read consecutive pixels, so one kernel offset is one strided block over a whole tile.
+// In the flat view (stride 1, output rows as wide as the input's) consecutive windows (oy, ox)
+// of an image read consecutive pixels, so one kernel offset is one strided block over an image
+// (or a band of its rows); when the output is as tall as the input too, consecutive images
+// line up as well and one block covers a whole tile.
 struct Im2col {
   Window w;
   int64_t H, W, C, OH, OW, patch;
-  bool flat;
+  bool flat;       // one block per kernel offset and image
+  bool flat_tile;  // one per kernel offset and tile
   Im2col(const Window& window, const Shape& image, const Shape& patches)
       : w(window),
         H(image.dim(1)),
@@ -27,7 +30,8 @@ struct Im2col {
         OH(patches.dim(1)),
         OW(patches.dim(2)),
         patch(window.kh * window.kw * image.dim(3)),
-        flat(window.sw == 1 && window.sh == 1 && OW == W && OH == H) {}
+        flat(window.sw == 1 && window.sh == 1 && OW == W),
+        flat_tile(flat && OH == H) {}
   int64_t image_elements() const { return H * W * C; }        // per image
   int64_t patch_elements() const { return OH * OW * patch; }  // per image
   int64_t pixels() const { return OH * OW; }                  // windows per image
@@ -40,9 +44,9 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches);
 
 // Calls fn(pixels, windows) for each run of windows one instruction covers: `pixels` is the
 // run's block of the tile's images (C-wide rows), `windows` its block of the tile's patches (the
-// columns of one kernel offset). In the flat view one run per kernel offset over the whole tile
-// of `count` images (from the first valid window to the last image's last), otherwise one per
-// offset, image and output row.
+// columns of one kernel offset). In the flat view one run per kernel offset and image (from its
+// first valid window to its last), or over the whole tile of `count` images (flat_tile);
+// otherwise one per offset, image and output row.
 void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int64_t count,
                          const std::function<void(const isa::Block&, const isa::Block&)>& fn);
 

@@ -122,7 +122,9 @@ TileOperand band_rows(uint64_t hbm, int64_t first_element, int64_t band_elements
 // windows that wrap round a row or image edge (the padding) are zeroed afterwards. Otherwise
 // the patches start zeroed and each offset is one copy per image and output row. When one
 // image's pixels and patches do not fit a tile (a small VMEM), one fragment per band of window
-// rows does the same over the image rows that band reads.
+// rows does the same over the image rows that band reads (in the flat view, one copy per
+// kernel offset and image for the band's windows: consecutive windows of a band still read
+// consecutive pixels).
 absl::Status lower_extract_patches(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Shape& in = l.node(n.inputs[0]).shape;

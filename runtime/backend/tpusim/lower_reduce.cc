@@ -62,17 +62,24 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
     return;
   }
   if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
-    // Leading axes over a long input: reduce row tiles of [k, inner] down columns into partial
-    // rows, then combine the partials (a second pass over a much shorter input).
-    const int64_t tile_rows = std::max<int64_t>(1, column_rows_a_pass(l, inner));
-    const int64_t parts = (k + tile_rows - 1) / tile_rows;
-    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(parts * inner) * 4);
-    for (int64_t p = 0; p < parts; ++p) {
-      const int64_t rows = std::min(tile_rows, k - p * tile_rows);
-      reduce_range(l, op, src + static_cast<uint64_t>(p * tile_rows * inner) * 4,
-                   Shape{rows, inner}, 0, 1, partial + static_cast<uint64_t>(p * inner) * 4);
-    }
-    reduce_range(l, op, partial, Shape{parts, inner}, 0, 1, dst);
+    // Leading axes over a long input: one pipelined fragment, as XLA's reduce fusion, reducing
+    // each row tile of [k, inner] down its columns and adding that partial row to an accumulator
+    // in order, the next tile loading while this one reduces; the sum is written once.
+    const TileOperand rows{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)};
+    const auto cols = static_cast<uint32_t>(inner);
+    const isa::Block sum =
+        l.emit.reduce_rows(static_cast<uint64_t>(k), {rows}, 1, cols, cols, [&](Tile& t) {
+          sim::CoreBuilder& b = t.e_builder();
+          if (t.first_row() == 0) {
+            t.chain(b.reduce(vop, t.accumulator(), t.in(0), 0));
+            return;
+          }
+          const isa::Block part = block(t.scratch(0).address(), 1, cols, isa::F32);
+          t.chain(b.reduce(vop, part, t.in(0), 0));
+          t.chain(b.binary(combine, t.accumulator(), t.accumulator(), part));
+        });
+    Tile after = l.emit.epilogue();
+    after.store(sum, block(dst, 1, cols, isa::F32), after.chain_count());
     return;
   }
   if (outer == 1) {
