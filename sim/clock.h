@@ -70,6 +70,16 @@ class ClockDomain {
   // simulator's hottest path. Otherwise period_den_ is 0 and the long double period serves.
   uint64_t period_num_ = 0;
   uint64_t period_den_ = 0;
+  // The two 64-bit divisions the conversions make, by 2 period_den_ and by period_num_, as a
+  // multiplication by a precomputed reciprocal and one correction (ExactDivisor).
+  struct ExactDivisor {
+    uint64_t d = 1;
+    uint64_t reciprocal = ~uint64_t{0};  // floor((2^64 - 1) / d)
+    explicit ExactDivisor(uint64_t divisor = 1);
+    uint64_t divide(uint64_t n) const;  // floor(n / d), exactly
+  };
+  ExactDivisor by_twice_den_;
+  ExactDivisor by_num_;
 };
 
 }  // namespace tpusim::sim

@@ -266,6 +266,40 @@ void expect_the_cpus_bits(const Graph& graph, const std::vector<Feeds>& feeds, s
   }
 }
 
+// Strided windows built from the images' stride phases (the width a multiple of the stride, the
+// output rows a phase wide) are the cpu's bit for bit: ResNet-50's stem geometry (7x7, stride 2,
+// 3 rows and columns of explicit padding) on images of an odd height, whose row phases are cut
+// image by image, and a 3x3 SAME window at stride 2 (no padding above, one row below); and the
+// adjoint of each.
+TEST(TpusimBackend, StridedPatchesFromStridePhasesAreTheCpus) {
+  GraphBuilder b;
+  const Value stem = b.infeed("stem", DType::kF32, {3, 31, 30, 3});
+  const Value pool = b.infeed("pool", DType::kF32, {2, 16, 16, 5});
+  Window w7;
+  w7.kh = w7.kw = 7;
+  w7.sh = w7.sw = 2;
+  w7.explicit_padding = true;
+  w7.pad_top = w7.pad_left = w7.pad_bottom = w7.pad_right = 3;
+  Window w3;
+  w3.kh = w3.kw = 3;
+  w3.sh = w3.sw = 2;
+  w3.same = true;
+  const Value p7 = b.extract_patches(stem, w7);
+  const Value p3 = b.extract_patches(pool, w3);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  ASSERT_EQ(p7.shape(), Shape({3, 16, 15, 147}));
+  ASSERT_EQ(p3.shape(), Shape({2, 8, 8, 45}));
+  b.output("stem_patches", p7);
+  b.output("pool_patches", p3);
+  const Window stem_window = b.node(p7).attrs.window, pool_window = b.node(p3).attrs.window;
+  b.output("stem_back", b.patches_to_image(p7 * 1.5f, stem_window));
+  b.output("pool_back", b.patches_to_image(p3 * 1.5f, pool_window));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"stem", DType::kF32, {3, 31, 30, 3}}, {"pool", DType::kF32, {2, 16, 16, 5}}};
+  expect_the_cpus_bits(b.graph(), {opcheck::make_feeds(c, 11)}, 4);
+}
+
 // Each input's own values, read back from the cpu backend's run of the same feeds: transposes
 // move data and round nothing, so tpusim's must be bit for bit the cpu's. The shapes take every
 // path: a block's rows along the batch, along a and along c of [batch, a, c, inner]; one vector

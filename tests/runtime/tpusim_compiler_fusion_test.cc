@@ -86,8 +86,13 @@ TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
   EXPECT_EQ(instructions_of(core, "max_pool"), 2 * (2 + 2));
   EXPECT_EQ(instructions_of(core, "max_pool_grad"), (2 + 1) * (12 + 4));
   EXPECT_LT(fused->plan.peak_bytes, unfused->plan.peak_bytes);
-  EXPECT_LT(fused->program->cores(0).instructions_size(),
-            unfused->program->cores(0).instructions_size() / 2);
+  // The windows, hit masks and their gradients no longer cross HBM: the step moves under two
+  // thirds of the bytes (49.9 against 78.8 MB), in fewer instructions (2,185 against 3,727; the
+  // unfused 2x2 stride-2 windows come from the images' stride phases, a copy per kernel offset
+  // and image, so instructions are no longer where the fusion saves most).
+  const isa::CoreProgram& apart = unfused->program->cores(0);
+  EXPECT_LT(dma_hbm_bytes(core) * 3, dma_hbm_bytes(apart) * 2);
+  EXPECT_LT(core.instructions_size(), apart.instructions_size());
 }
 
 // A pool whose windows do not tile its images (7 rows in 3 windows of 2, or SAME padding at

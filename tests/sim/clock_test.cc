@@ -55,6 +55,35 @@ TEST(ClockDomain, WholeHertzClocksRoundTheExactFraction) {
   EXPECT_NEAR(static_cast<double>(odd.time_of(Cycles(1000000))), 1e18 / 940.5e6, 0.5);
 }
 
+// The 64-bit paths (a multiplication by a precomputed reciprocal instead of a division) give the
+// exact fraction's rounding for every cycle count, at whole-hertz clocks whose periods reduce to
+// small and large fractions, across the switch to the 128-bit path; and cycle_at_or_after
+// inverts them.
+TEST(ClockDomain, ReciprocalDivisionsMatchTheExactFraction) {
+  __extension__ typedef unsigned __int128 Wide;
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {  // xorshift64*
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 2685821657736338717ull;
+  };
+  for (const double hz : {940e6, 700e6, 1050e6, 1.5e9, 1000000007.0, 1.0, 123456789.0}) {
+    const ClockDomain clock(hz);
+    const auto f = static_cast<uint64_t>(hz);
+    for (int i = 0; i < 20000; ++i) {
+      // Magnitudes from a few cycles to 2^61, so both sides of the 64-bit bound are taken.
+      const uint64_t c = next() >> (3 + next() % 61);
+      const Wide twice = static_cast<Wide>(c) * 2000000000000ull;
+      const Wide rounded = (twice + f) / (static_cast<Wide>(f) * 2);
+      if (rounded >= kNeverPs) continue;
+      ASSERT_EQ(clock.time_of(Cycles(c)), static_cast<uint64_t>(rounded)) << hz << " " << c;
+      ASSERT_EQ(clock.cycle_at_or_after(static_cast<uint64_t>(rounded)), Cycles(c))
+          << hz << " " << c;
+    }
+  }
+}
+
 TEST(ClockDomain, CyclesForSecondsRoundsUpButNotOnExactProducts) {
   ClockDomain clock(1e9);
   EXPECT_EQ(clock.cycles_for_seconds(0), Cycles(0));

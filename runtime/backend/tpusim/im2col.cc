@@ -101,7 +101,115 @@ void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int
   }
 }
 
-void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches) {
+namespace {
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+// The stride phases of a tile of `rows` images in VMEM at `base`: image pixel (y, x) is pixel
+// (y / sh, x / sw) of phase (y % sh, x % sw), an image of its own, Hp(py) x Wp, where Wp = W / sw.
+// First the column phases, [rows, H, Wp, C] each; after them the row phases of each, [rows,
+// Hp(py), Wp, C], in (py, px) order.
+struct Phases {
+  const Im2col& g;
+  int64_t rows;
+  uint64_t base;
+  int64_t wp() const { return g.W / g.w.sw; }
+  int64_t hp(int64_t py) const { return (g.H - py + g.w.sh - 1) / g.w.sh; }
+  uint64_t column(int64_t px) const {
+    return base + static_cast<uint64_t>(px * rows * g.H * wp() * g.C) * 4;
+  }
+  uint64_t phase(int64_t py, int64_t px) const {
+    int64_t at = rows * g.image_elements();
+    for (int64_t p = 0; p < py; ++p) at += rows * hp(p) * g.W * g.C;
+    at += px * rows * hp(py) * wp() * g.C;
+    return base + static_cast<uint64_t>(at) * 4;
+  }
+};
+
+// The tile's images split into their stride phases: one strided copy a column phase for the whole
+// tile (W is a multiple of sw, so pixel x's phase is its index's), then one a row phase, for the
+// whole tile when H is a multiple of sh, else for each image.
+void split_phases(Tile& t, const Phases& p, uint64_t images) {
+  sim::CoreBuilder& b = t.e_builder();
+  const Im2col& g = p.g;
+  const int64_t sw = g.w.sw, sh = g.w.sh, wp = p.wp();
+  for (int64_t px = 0; px < sw; ++px) {
+    t.chain(b.unary(
+        Vector::COPY, f32_block(p.column(px), p.rows * g.H * wp, g.C, g.C),
+        f32_block(images + static_cast<uint64_t>(px * g.C) * 4, p.rows * g.H * wp, g.C, sw * g.C)));
+  }
+  for (int64_t py = 0; py < sh; ++py) {
+    const int64_t hp = p.hp(py);
+    for (int64_t px = 0; px < sw; ++px) {
+      const uint64_t from = p.column(px) + static_cast<uint64_t>(py * wp * g.C) * 4;
+      if (g.H % sh == 0) {
+        t.chain(b.unary(Vector::COPY, f32_block(p.phase(py, px), p.rows * hp, wp * g.C, wp * g.C),
+                        f32_block(from, p.rows * hp, wp * g.C, sh * wp * g.C)));
+        continue;
+      }
+      for (int64_t r = 0; r < p.rows; ++r) {
+        t.chain(b.unary(Vector::COPY,
+                        f32_block(p.phase(py, px) + static_cast<uint64_t>(r * hp * wp * g.C) * 4,
+                                  hp, wp * g.C, wp * g.C),
+                        f32_block(from + static_cast<uint64_t>(r * g.H * wp * g.C) * 4, hp,
+                                  wp * g.C, sh * wp * g.C)));
+      }
+    }
+  }
+}
+
+// Strided windows from the images' stride phases: window (oy, ox) at kernel offset (ky, kx) reads
+// image pixel (sh oy + ky - pad_top, sw ox + kx - pad_left), which is pixel (oy + qy, ox + qx) of
+// phase ((ky - pad_top) mod sh, (kx - pad_left) mod sw), q the floor of the division. A phase is
+// OW pixels wide, so consecutive windows of an image read consecutive pixels of one phase: one
+// copy per kernel offset and image (the flat view's, on the phase), where copying the windows
+// of each output row took OH copies; the windows that wrap round a phase's edge are zeroed
+// after, as the flat view's.
+void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases) {
+  sim::CoreBuilder& b = t.e_builder();
+  const Phases p{g, static_cast<int64_t>(t.rows()), phases};
+  split_phases(t, p, images);
+  const Window& w = g.w;
+  const int64_t wp = p.wp();
+  for (int64_t ky = 0; ky < w.kh; ++ky) {
+    int64_t oy0 = 0, oy1 = 0;
+    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
+    if (oy1 <= oy0) continue;
+    const int64_t qy = floor_div(ky - w.pad_top, w.sh), py = ky - w.pad_top - qy * w.sh;
+    for (int64_t kx = 0; kx < w.kw; ++kx) {
+      int64_t ox0 = 0, ox1 = 0, x0 = 0;
+      if (!window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
+      const int64_t qx = floor_div(kx - w.pad_left, w.sw), px = kx - w.pad_left - qx * w.sw;
+      const int64_t windows = (oy1 - 1 - oy0) * g.OW + ox1 - ox0;
+      for (int64_t r = 0; r < p.rows; ++r) {
+        const int64_t pixel = (r * p.hp(py) + oy0 + qy) * wp + ox0 + qx;
+        const int64_t window = (r * g.OH + oy0) * g.OW + ox0;
+        t.chain(b.unary(
+            Vector::COPY,
+            f32_block(
+                patches + static_cast<uint64_t>(window * g.patch + (ky * w.kw + kx) * g.C) * 4,
+                windows, g.C, g.patch),
+            f32_block(p.phase(py, px) + static_cast<uint64_t>(pixel * g.C) * 4, windows, g.C,
+                      g.C)));
+      }
+    }
+  }
+  zero_wrapped(t, g, patches);
+}
+
+}  // namespace
+
+bool phase_split(const Im2col& g) {
+  return !g.flat && g.w.sw >= 1 && g.w.sh >= 1 && g.W % g.w.sw == 0 && g.OW == g.W / g.w.sw;
+}
+
+int64_t phase_elements(const Im2col& g) { return 2 * g.image_elements(); }
+
+void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases) {
+  if (phases != 0 && phase_split(g)) {
+    phased_patches(t, g, images, patches, phases);
+    return;
+  }
   sim::CoreBuilder& b = t.e_builder();
   if (!g.flat) {
     t.chain(b.fill(block(patches, t.rows(), static_cast<uint32_t>(g.OH * g.OW * g.patch), isa::F32),

@@ -50,8 +50,18 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches);
 void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int64_t count,
                          const std::function<void(const isa::Block&, const isa::Block&)>& fn);
 
+// Whether strided windows can be built from the images' stride phases (phased_patches): the
+// output rows as wide as a phase of the input's, W = OW x sw.
+bool phase_split(const Im2col& g);
+// The VMEM phased_patches needs beside a tile's images and patches, per image (f32 elements):
+// the column phases, then the row phases of each.
+int64_t phase_elements(const Im2col& g);
+
 // The patches of the tile's images (at `images`) built at `patches`, chained on the tile: zeroed
-// first unless flat, one copy per window run, the wrapped windows zeroed after when flat.
-void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches);
+// first unless flat, one copy per window run, the wrapped windows zeroed after when flat. With
+// `phases` (phase_elements() per image of VMEM, 0: none) and a geometry phase_split() takes, as
+// phased_patches builds them.
+void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
+                   uint64_t phases = 0);
 
 }  // namespace tpusim::runtime::tpusim_backend

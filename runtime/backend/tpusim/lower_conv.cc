@@ -68,6 +68,8 @@ absl::StatusOr<std::vector<Band>> bands(const Lowering& l, const Im2col& g, Cut 
     std::vector<uint64_t> widths{static_cast<uint64_t>(b.g.image_elements()),
                                  static_cast<uint64_t>(b.g.patch_elements())};
     if (b.carried > 0) widths.push_back(static_cast<uint64_t>(b.carried * g.W * g.C));
+    if (cut == Cut::kWindowRows && phase_split(b.g))  // extract_patches' stride phases
+      widths.push_back(static_cast<uint64_t>(phase_elements(b.g)));
     return Emitter::tile_bytes(widths, 1) <= l.emit.tile_budget_bytes();
   };
   // The whole image, as the same geometry, when it fits.
@@ -120,7 +122,10 @@ TileOperand band_rows(uint64_t hbm, int64_t first_element, int64_t band_elements
 // the input (SAME convolutions) consecutive windows (image, oy, ox) read consecutive pixels, so
 // each kernel offset (ky, kx) is one strided copy for the whole tile (the flat view), and the
 // windows that wrap round a row or image edge (the padding) are zeroed afterwards. Otherwise
-// the patches start zeroed and each offset is one copy per image and output row. When one
+// the patches start zeroed and each offset is one copy per image and output row, unless the
+// windows' stride divides the image's width into phases as wide as the output (ResNet-50's 7x7
+// stride-2 stem: 224 = 2 x 112): then the tile's images are split into their stride phases
+// first and each offset is one copy per image, on its phase (im2col.h, phase_split). When one
 // image's pixels and patches do not fit a tile (a small VMEM), one fragment per band of window
 // rows does the same over the image rows that band reads (in the flat view, one copy per
 // kernel offset and image for the band's windows: consecutive windows of a band still read
@@ -133,13 +138,17 @@ absl::Status lower_extract_patches(Lowering& l, int id) {
   if (!parts.ok()) return parts.status();
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
+    const bool phased = phase_split(bg);
     l.emit.rowwise(band_rows(l.address(id), band.oy0 * g.OW * g.patch, bg.patch_elements(),
                              g.patch_elements()),
                    static_cast<uint64_t>(in.dim(0)),
                    {band_rows(l.address(n.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
                               g.image_elements())},
-                   0, 0,
-                   [&](Tile& t) { build_patches(t, bg, t.in(0).address(), t.out().address()); });
+                   phased ? 1 : 0, phased ? static_cast<uint32_t>(phase_elements(bg)) : 0,
+                   [&](Tile& t) {
+                     build_patches(t, bg, t.in(0).address(), t.out().address(),
+                                   phased ? t.scratch(0).address() : 0);
+                   });
   }
   return absl::OkStatus();
 }
