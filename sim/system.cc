@@ -113,8 +113,8 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   stats_->reset();
   model_->collectives->begin_run();
   const uint64_t start = now_cycle();
-  begin_cores(program);
   const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
+  begin_cores(program, bodies);
   for (int i = 0; i < program.cores_size(); ++i) {
     Sequencer& seq = model_->core(CoreId{program.cores(i).core()}).sequencer();
     seq.load(bodies[static_cast<size_t>(i)], program_->step_base());
@@ -166,10 +166,10 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   return result;
 }
 
-void System::begin_cores(const isa::Program& program) {
+void System::begin_cores(const isa::Program& program,
+                         const std::vector<const isa::CoreProgram*>& bodies) {
   // Every core starts the run afresh; a core without a stream has no ops and folds nothing.
   std::vector<CoreRunSetup> setups(core_map_.cores());
-  const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
   for (int i = 0; i < program.cores_size(); ++i) {
     const isa::CoreProgram& stream = program.cores(i);
     CoreRunSetup& setup = setups[stream.core()];

@@ -117,7 +117,8 @@ class System {
   System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
   absl::Status check_usable() const;
   // Sets each core's part of `program` (its replica folding and op table) before it starts.
-  void begin_cores(const isa::Program& program);
+  // `bodies`: stream_bodies(program), each entry's instructions and origins.
+  void begin_cores(const isa::Program& program, const std::vector<const isa::CoreProgram*>& bodies);
   std::string deadlock_diagnosis(const isa::Program& program);
   std::string horizon_diagnosis(const isa::Program& program);
   // What each still-running core's units wait for, one line each.

@@ -1,5 +1,6 @@
-// CLI runs that start several training processes: the numerics thread against inline
-// numerics, and `tpusim sweep`.
+// CLI runs that start training processes: compile and train under their options (dtype policy,
+// synthetic input, replica folding, the fusions), the numerics thread against inline numerics,
+// and `tpusim sweep`.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,9 +19,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::run_tpusim;
 
-// The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
-// TPUSIM_NUMERICS_THREAD=0 they run inline. A few mnist_cnn steps (DMAs, im2col on the vector
-// unit, matmuls, all-reduces, infeed and outfeed) end with bitwise the same weights.
 // compile builds the step under either dtype policy: mixed_bfloat16 adds the casts of the
 // variables to bf16 (an op of its own) and the roundings of bf16 results on the vector unit.
 TEST(Cli, CompileBuildsEitherDtypePolicy) {
@@ -183,6 +181,9 @@ TEST(Cli, TrainFoldsAPodOntoItsFirstHost) {
   EXPECT_THAT(r.err, HasSubstr("--fold-replicas needs --timing-only"));
 }
 
+// The simulator's numerics run on a second host thread (sim/units/numerics_worker.h); with
+// TPUSIM_NUMERICS_THREAD=0 they run inline. A few mnist_cnn steps (DMAs, im2col on the vector
+// unit, matmuls, all-reduces, infeed and outfeed) end with bitwise the same weights.
 TEST(Cli, TheNumericsThreadChangesNoValue) {
   const auto tmp =
       std::filesystem::temp_directory_path() / ("tpusim-cli-threads-" + std::to_string(::getpid()));
@@ -573,59 +574,6 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("is not empty (compare trains every backend from the start)"));
   std::filesystem::remove_all(tmp);
-}
-
-// tpusim validate --list: every published case, the measured ones with their figures, none
-// pending now that bert_large is in the zoo; an unknown case is a usage error naming the cases.
-TEST(Cli, ValidateListsThePublishedCases) {
-  auto r = run_tpusim({"validate", "--list", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const nlohmann::json cases = nlohmann::json::parse(r.out);
-  ASSERT_GE(cases.size(), 8u);
-  EXPECT_EQ(cases[1]["name"], "resnet50-v3-8");
-  EXPECT_EQ(cases[1]["measured_examples_per_second"], 7459.0);
-  EXPECT_TRUE(cases[1]["pending"].is_null());
-  EXPECT_FALSE(cases[1].contains("predicted_step_seconds"));
-  EXPECT_TRUE(cases[2]["measured_examples_per_second"].is_null());
-  EXPECT_EQ(cases[6]["name"], "bert_large-512-v3-32");
-  EXPECT_TRUE(cases[6]["pending"].is_null());
-  auto bad = run_tpusim({"validate", "--case", "resnet51-v3-8"});
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("no validation case 'resnet51-v3-8' (cases: resnet50-v2-8"));
-}
-
-// Several cases run each in a process of its own (SystemC elaborates one slice per process); a
-// case that fails is reported with its reason and the run exits 1. BERT-Large at length 512 and
-// 14 sequences a core does not fit a v3 core's 16 GiB as tpusim's program holds the attention's
-// intermediates (docs/validation.md), and the refusal names both sizes.
-TEST(Cli, ValidateRefusesEditsThatAreNotOneConfigValue) {
-  for (const char* bad :
-       {"iterations_per_loop=5", "chip.hbm.capacity_gib=1,2", "chip.hbm.no_such_field=3"}) {
-    auto r = run_tpusim({"validate", "--case", "bert_large-512-v3-32", "--set", bad});
-    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
-    EXPECT_THAT(r.err, HasSubstr(std::string(bad).substr(0, 10))) << r.err;
-  }
-}
-
-TEST(Cli, ValidateRunsEachCaseInItsOwnProcessAndReportsWhyOneFailed) {
-  const std::string report =
-      (std::filesystem::temp_directory_path() / "validate_bert.json").string();
-  // On a v3 chip with 8 GiB of HBM (4 GiB a core), BERT-Large's LAMB state alone does not fit:
-  // each child process refuses the step at once, and the edit reaches it.
-  auto r =
-      run_tpusim({"validate", "--case", "bert_large-512-v3-32", "--case", "bert_large-512-v3-32",
-                  "--set", "chip.hbm.capacity_gib=8", "--report", report});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("validate: bert_large-512-v3-32 (log: "));
-  EXPECT_THAT(r.out, HasSubstr("failed: tpusim backend: the step's tensors need"));
-  std::ifstream in(report);
-  const nlohmann::json cases = nlohmann::json::parse(in);
-  ASSERT_EQ(cases.size(), 2u);
-  for (const auto& c : cases) {
-    EXPECT_THAT(c["error"].get<std::string>(), HasSubstr("a core has 4294967296"));
-    EXPECT_FALSE(c.contains("predicted_step_seconds"));
-  }
-  std::filesystem::remove(report);
 }
 
 }  // namespace

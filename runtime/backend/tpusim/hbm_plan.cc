@@ -109,9 +109,9 @@ std::vector<int> last_reads(const Graph& graph, const std::vector<int>& owner,
   return last;
 }
 
-bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
-
 }  // namespace
+
+bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) {
   const int n = graph.size();

@@ -54,6 +54,10 @@ struct PlanRequest {
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);
 
+// Whether the node's buffer lives through the whole step (a variable or a constant), outside the
+// plan's reuse of buffers.
+bool persistent(const Node& node);
+
 // Bytes of a node's buffer in the simulator (4 a value) and on the device (2 for bf16).
 uint64_t buffer_bytes(const Node& node);
 uint64_t device_bytes(const Node& node);

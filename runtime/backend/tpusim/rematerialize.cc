@@ -71,8 +71,6 @@ bool any_later_reader(const Graph& graph, const std::vector<int>& first) {
   return false;
 }
 
-bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
-
 // The values held at a refused plan's device peak that its readers after the peak can compute
 // again, and the rule that tells the rebuild which.
 class PeakRemat {
