@@ -172,8 +172,8 @@ struct TrainResult {
   double device_seconds = 0;
   double input_seconds = 0;
   double host_overhead_seconds = 0;
-  std::string weights_fingerprint;
-  std::vector<float> losses;  // replica 0's loss at every step run
+  std::string weights_fingerprint;  // empty when a timing-only run trained (no values)
+  std::vector<float> losses;        // replica 0's loss at every step run
   // Where each step's simulated time went and what to change (traces/analyzer.h); absent on
   // backends without a simulated timeline.
   std::optional<traces::Analysis> analysis;

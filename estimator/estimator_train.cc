@@ -286,11 +286,20 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   auto exe = compile_step(*backend_, b.graph(), config_.compile, shards, simulated);
   if (!exe.ok()) return exe.status();
 
-  runtime::Variables variables = runtime::initial_variables(b.graph());
+  // A timing-only run computes no values: its variables are shapes, and a checkpoint it restores
+  // is checked against them; nothing is initialised, warm-started or given to init_fn.
+  runtime::Variables variables = config_.timing_only ? runtime::variable_shapes(b.graph())
+                                                     : runtime::initial_variables(b.graph());
   WarmStart warm;
   if (!config_.warm_start_from.empty())
     warm = [this](runtime::Variables* v) { return warm_start(config_.warm_start_from, v); };
-  if (auto s = starting_variables(*restored, *spec, warm, &variables); !s.ok()) return s;
+  if (config_.timing_only) {
+    if (restored->has_value()) {
+      if (auto s = restore(**restored, &variables); !s.ok()) return s;
+    }
+  } else if (auto s = starting_variables(*restored, *spec, warm, &variables); !s.ok()) {
+    return s;
+  }
   if (restored->has_value())
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
 

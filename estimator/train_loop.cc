@@ -131,7 +131,10 @@ absl::Status train_one_loop(TrainLoop& t, TrainResult* result) {
         !s.ok())
       return s;
   }
-  if (crossed(t.config.save_checkpoints_steps) || t.step >= t.max_steps) {
+  // A timing-only run's variables hold no values (variable_shapes), so it writes no checkpoint:
+  // the model_dir keeps the global step it had, and no untrained weights are labelled as trained.
+  if (!t.config.timing_only &&
+      (crossed(t.config.save_checkpoints_steps) || t.step >= t.max_steps)) {
     auto saved =
         save_checkpoint(t.config.model_dir, t.step, t.variables, t.config.keep_checkpoint_max);
     if (!saved.ok()) return saved.status();
@@ -174,7 +177,11 @@ absl::Status train_to_max_steps(TrainLoop& t, int64_t start_step, TrainResult* r
     if (auto s = train_one_loop(t, result); !s.ok()) return s;
   }
   finish_figures(t, start_step, result);
-  result->weights_fingerprint = weights_fingerprint(t.variables);
+  if (t.config.timing_only) {
+    t.log("timing-only: no checkpoint written (no values computed)");
+  } else {
+    result->weights_fingerprint = weights_fingerprint(t.variables);
+  }
   auto analysis = t.trace.finish();
   if (!analysis.ok()) return analysis.status();
   result->analysis = *std::move(analysis);

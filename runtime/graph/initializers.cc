@@ -92,4 +92,15 @@ std::map<std::string, HostTensor> initial_variables(const Graph& graph) {
   return out;
 }
 
+std::map<std::string, HostTensor> variable_shapes(const Graph& graph) {
+  std::map<std::string, HostTensor> out;
+  for (int id : graph.variables()) {
+    const Node& n = graph.node(id);
+    HostTensor& t = out[n.attrs.name];
+    t.dtype = n.dtype;
+    t.shape = n.shape;
+  }
+  return out;
+}
+
 }  // namespace tpusim::runtime

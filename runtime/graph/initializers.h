@@ -19,4 +19,8 @@ HostTensor initial_value(const Node& variable);
 // Name -> value for every variable of `graph`.
 std::map<std::string, HostTensor> initial_variables(const Graph& graph);
 
+// Name -> the variable's dtype and shape with no elements, for a run that computes no values
+// (timing-only): BERT-Large's 335 M parameters and their optimizer slots are 4 GB of values.
+std::map<std::string, HostTensor> variable_shapes(const Graph& graph);
+
 }  // namespace tpusim::runtime

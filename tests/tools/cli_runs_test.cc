@@ -3,6 +3,7 @@
 // and `tpusim sweep`.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -76,6 +77,40 @@ TEST(Cli, TimingOnlyRunsShowNoLossOrAccuracy) {
   EXPECT_TRUE(report["eval_accuracy"].is_null()) << report["eval_accuracy"];
   EXPECT_TRUE(report["eval_loss"].is_null()) << report["eval_loss"];
   EXPECT_GT(report["sim_seconds_per_step"].get<double>(), 0);
+  // Its variables held no values, so no checkpoint claims them and there is no fingerprint.
+  EXPECT_THAT(r.out + r.err, HasSubstr("timing-only: no checkpoint written (no values computed)"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/checkpoint"));
+  EXPECT_TRUE(report["weights_fingerprint"].is_null()) << report["weights_fingerprint"];
+  std::filesystem::remove_all(dir);
+}
+
+// A timing-only run from a trained model_dir starts at its global step and leaves its checkpoint
+// as it was: the newest is still the trained one, byte for byte.
+TEST(Cli, TimingOnlyRunsLeaveTheModelDirsCheckpoint) {
+  const std::string dir = ::testing::TempDir() + "tpusim-timing-only-resume";
+  std::filesystem::remove_all(dir);
+  auto trained =
+      run_tpusim({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1",
+                  "--iterations-per-loop", "1", "--eval-steps", "1", "--model-dir", dir});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string ckpt = dir + "/model.ckpt-1.tpuckpt";
+  const std::string before = bytes(ckpt);
+  ASSERT_FALSE(before.empty());
+  auto timing = run_tpusim({"train", "--model", "mlp", "--train-steps", "3", "--timing-only",
+                            "--host-timing", "config", "--model-dir", dir});
+  ASSERT_EQ(timing.exit_code, 0) << timing.err;
+  EXPECT_THAT(timing.out + timing.err, HasSubstr("restored " + ckpt + " at global step 1"));
+  EXPECT_THAT(timing.out, HasSubstr("global step 3: no loss or accuracy (timing-only"));
+  EXPECT_EQ(bytes(ckpt), before);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".tpuckpt") files.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(files, ::testing::ElementsAre("model.ckpt-1.tpuckpt"));
   std::filesystem::remove_all(dir);
 }
 

@@ -318,7 +318,9 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
        {{"compute", (r.device_seconds - r.input_seconds) / steps_run},
         {"input", r.input_seconds / steps_run},
         {"idle", r.host_overhead_seconds / steps_run}}},
-      {"weights_fingerprint", r.weights_fingerprint},
+      {"weights_fingerprint", r.weights_fingerprint.empty()
+                                  ? nlohmann::ordered_json(nullptr)
+                                  : nlohmann::ordered_json(r.weights_fingerprint)},
       {"timing_only", c.timing_only},
       {"fold_replicas", c.fold_replicas},
       {"allreduce_combine_bytes", c.compile.allreduce_combine_bytes},
