@@ -13,7 +13,7 @@ CMAKE_ARGS ?=
 APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   libsystemc-dev libeigen3-dev libboost-program-options-dev \
   protobuf-compiler libprotobuf-dev libabsl-dev libfmt-dev nlohmann-json3-dev zlib1g-dev \
-  libturbojpeg0-dev \
+  libturbojpeg0-dev libonnx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   dataset-fashion-mnist python3-venv gnuplot-nox
 
@@ -46,7 +46,7 @@ apt-deps:
 # The virtualenv is rebuilt only when tests/interop/requirements.txt changes.
 venv: $(VENV)/.requirements-stamp
 $(VENV)/.requirements-stamp: tests/interop/requirements.txt | apt-deps
-	@echo "make deps: creating $(VENV) (tensorflow-cpu, tensorboard, jax; pinned)"
+	@echo "make deps: creating $(VENV) (tensorflow-cpu, tensorboard, jax, onnx, onnxruntime, tf2onnx; pinned)"
 	@rm -rf $(VENV)
 	@$(PYTHON) -m venv $(VENV)
 	@$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/interop/requirements.txt
@@ -74,6 +74,7 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_runtime_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_data_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_collective_bench --benchmark_counters_tabular=true
+	@$(BUILD_DIR)/bin/tpusim_onnx_bench --benchmark_counters_tabular=true
 
 format:
 	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i

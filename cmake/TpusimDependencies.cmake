@@ -9,6 +9,8 @@ find_package(absl REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt 9 REQUIRED)
 find_package(ZLIB REQUIRED)
+# libonnx-dev: the ONNX importer's protobuf classes, checker and shape inference.
+find_package(ONNX REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 if(TPUSIM_BUILD_TESTS)

@@ -16,6 +16,8 @@ An HTML comment on the line before a block sets how its commands are checked, as
 "key=value" items separated by " ; ":
   <!-- check: slow -->            run only with --all (minutes; the ctest runs the rest)
   <!-- check: gpu -->             needs a CUDA device: skipped (and said so) without one
+  <!-- check: venv -->            needs the interop virtualenv (.venv, `make deps`): skipped (and
+                                  said so) without one
   <!-- check: setup=CMD -->       a shell command run before the block's commands, unshown
   <!-- check: volatile=REGEX -->  more spans whose numbers are not compared (".*": the line's)
   <!-- check: tolerance=X -->     numbers within a relative X (results of measured host timing)
@@ -24,7 +26,8 @@ An HTML comment on the line before a block sets how its commands are checked, as
 
 Each doc file runs in a scratch folder of its own, its commands one after another (a later one may
 read what an earlier one wrote). "/tmp/" in a command is that folder's tmp/, and the folder's path
-reads back as "/tmp/" in the output; build/, configs/, tests/ and tools/ are the project's.
+reads back as "/tmp/" in the output; build/, configs/, tests/, tools/, examples/, docs/ and .venv/
+are the project's.
 
   tools/check_docs.py [--build DIR] [--all] [--file docs/x.md] [--match TEXT] [--list] [--update]
                       [--full]
@@ -219,7 +222,16 @@ def make_scratch(build):
     for name in ("configs", "tests", "tools", "examples", "docs"):
         os.symlink(os.path.join(ROOT, name), os.path.join(scratch, name))
     os.symlink(os.path.abspath(build), os.path.join(scratch, "build"))
+    if have_venv():
+        os.symlink(VENV, os.path.join(scratch, ".venv"))
     return scratch
+
+
+VENV = os.path.join(ROOT, ".venv")
+
+
+def have_venv():
+    return os.access(os.path.join(VENV, "bin", "python"), os.X_OK)
 
 
 def have_gpu():
@@ -257,6 +269,9 @@ def check_file(commands, args, gpu):
                 continue
             if "gpu" in o and not gpu:
                 skipped.append(f"{c.where()}: needs a GPU: {c.text}")
+                continue
+            if "venv" in o and not have_venv():
+                skipped.append(f"{c.where()}: needs the interop virtualenv (make deps): {c.text}")
                 continue
             if "setup" in o and id(o) not in setups_done:
                 setups_done.add(id(o))

@@ -284,6 +284,29 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
   return absl::OkStatus();
 }
 
+estimator::TPUEstimatorSpec classifier_spec(runtime::GraphBuilder& b, runtime::Value logits,
+                                            std::optional<runtime::Value> labels,
+                                            estimator::Mode mode,
+                                            const runtime::OptimizerSpec& optimizer) {
+  estimator::TPUEstimatorSpec spec;
+  const runtime::Value classes = b.argmax(logits, 1);
+  if (mode == estimator::Mode::kPredict) {
+    spec.predictions = {{"class", classes}, {"probabilities", runtime::layers::softmax(logits)}};
+    return spec;
+  }
+  spec.loss = runtime::layers::reduce_mean(
+      runtime::layers::sparse_softmax_cross_entropy(*labels, logits), {0});
+  spec.train_op = optimizer;
+  spec.metric_tensors = {{"labels", *labels}, {"classes", classes}};
+  spec.metric_fn = [](const std::map<std::string, runtime::HostTensor>& t)
+      -> absl::StatusOr<std::map<std::string, double>> {
+    auto acc = estimator::metrics::accuracy(t.at("labels"), t.at("classes"));
+    if (!acc.ok()) return acc.status();
+    return std::map<std::string, double>{{"accuracy", *acc}};
+  };
+  return spec;
+}
+
 estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec optimizer,
                                 runtime::models::DTypePolicy policy) {
   return [model, optimizer, policy](
@@ -293,23 +316,7 @@ estimator::ModelFn zoo_model_fn(const std::string& model, runtime::OptimizerSpec
     auto logits = runtime::models::build_model(b, model, f.at("image"),
                                                mode == estimator::Mode::kTrain, 1, policy);
     if (!logits.ok()) return logits.status();
-    estimator::TPUEstimatorSpec spec;
-    const runtime::Value classes = b.argmax(*logits, 1);
-    if (mode == estimator::Mode::kPredict) {
-      spec.predictions = {{"class", classes}, {"probabilities", runtime::layers::softmax(*logits)}};
-      return spec;
-    }
-    spec.loss = runtime::layers::reduce_mean(
-        runtime::layers::sparse_softmax_cross_entropy(*labels, *logits), {0});
-    spec.train_op = optimizer;
-    spec.metric_tensors = {{"labels", *labels}, {"classes", classes}};
-    spec.metric_fn = [](const std::map<std::string, runtime::HostTensor>& t)
-        -> absl::StatusOr<std::map<std::string, double>> {
-      auto acc = estimator::metrics::accuracy(t.at("labels"), t.at("classes"));
-      if (!acc.ok()) return acc.status();
-      return std::map<std::string, double>{{"accuracy", *acc}};
-    };
-    return spec;
+    return classifier_spec(b, *logits, labels, mode, optimizer);
   };
 }
 

@@ -6,6 +6,7 @@
 // the infeed study.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,14 @@ runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const es
 // The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
 // on so many threads (RunConfig::HostTiming::kHostConfig).
 void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config);
+
+// A classifier's spec from its logits [batch, classes]: class and probabilities in prediction;
+// the mean softmax cross-entropy on `labels` with `optimizer` in training, and accuracy in
+// evaluation.
+estimator::TPUEstimatorSpec classifier_spec(runtime::GraphBuilder& b, runtime::Value logits,
+                                            std::optional<runtime::Value> labels,
+                                            estimator::Mode mode,
+                                            const runtime::OptimizerSpec& optimizer);
 
 // The zoo model as a model_fn: cross-entropy loss and `optimizer` in training, accuracy in
 // evaluation, class and probabilities in prediction; built under `policy`.

@@ -148,6 +148,21 @@ Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation,
   return activate(y, activation);
 }
 
+Value convolve(GraphBuilder& b, Value x, Value kernel, const Window& window) {
+  if (!x.valid() || !kernel.valid()) return x.valid() ? kernel : x;
+  const Shape& k = kernel.shape();
+  if (x.shape().rank() != 4 || k.rank() != 4 || k.dim(0) != window.kh || k.dim(1) != window.kw ||
+      k.dim(2) != x.shape().dim(3)) {
+    return b.fail(Op::kExtractPatches,
+                  str_cat("a convolution takes an NHWC input and a [", window.kh, ", ", window.kw,
+                          ", in, out] kernel; got ", x.shape().str(), " and ", k.str()));
+  }
+  const Value patches = b.extract_patches(x, window);
+  if (!patches.valid()) return patches;
+  // [N, OH, OW, KH*KW*C] x [KH*KW*C, F]: the kernel's [kh, kw, c] order matches the patches'.
+  return b.matmul(patches, b.reshape(kernel, {k.dim(0) * k.dim(1) * k.dim(2), k.dim(3)}));
+}
+
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride,
              Padding padding, Activation activation, uint64_t seed, bool use_bias) {
   if (!x.valid()) return x;
@@ -157,48 +172,52 @@ Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t 
     return b.fail(Op::kExtractPatches,
                   str_cat("conv2d needs an NHWC input, got ", x.shape().str()));
   const int64_t channels = x.shape().dim(3);
-  Window w = pool_window(kernel, stride, padding);
-  const Value patches = b.extract_patches(x, w);
-  if (!patches.valid()) return patches;
   Initializer glorot{InitKind::kGlorotUniform, 0, 1, seed};
   const Value k =
       b.variable(name + "/kernel", x.dtype(), {kernel, kernel, channels, filters}, glorot);
-  // [N, OH, OW, KH*KW*C] x [KH*KW*C, F]: the kernel's [kh, kw, c] order matches the patches'.
-  Value y = b.matmul(patches, b.reshape(k, {kernel * kernel * channels, filters}));
+  Value y = convolve(b, x, k, pool_window(kernel, stride, padding));
   if (use_bias) y = y + b.variable(name + "/bias", x.dtype(), {filters}, Initializer{});
   return activate(y, activation);
 }
 
-Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
-  if (!x.valid()) return x;
-  GraphBuilder::Scope scope(b, b.unique_name("max_pooling2d"));
-  const Window w = pool_window(pool, stride, padding);
+Value max_pool(GraphBuilder& b, Value x, const Window& w) {
   const Value patches = b.extract_patches(x, w);
   if (!patches.valid()) return patches;
   const int64_t channels = x.shape().dim(3);
-  Value view = window_view(b, patches, pool * pool, channels);
-  if (padding == Padding::kSame) {
+  Value view = window_view(b, patches, w.kh * w.kw, channels);
+  if (w.same || w.pad_top + w.pad_left + w.pad_bottom + w.pad_right > 0) {
     // Padded positions must never win: push them far below any value.
     const Value ones = as_dtype(b, b.broadcast(b.scalar(1.0f), x.shape(), {}), x.dtype());
-    const Value inside = window_view(b, b.extract_patches(ones, w), pool * pool, channels);
+    const Value inside = window_view(b, b.extract_patches(ones, w), w.kh * w.kw, channels);
     view = view + (1.0f - inside) * -3.0e38f;
   }
   return b.reduce(Op::kReduceMax, view, {3});
 }
 
-Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
+Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
   if (!x.valid()) return x;
-  GraphBuilder::Scope scope(b, b.unique_name("average_pooling2d"));
-  const Window w = pool_window(pool, stride, padding);
+  GraphBuilder::Scope scope(b, b.unique_name("max_pooling2d"));
+  return max_pool(b, x, pool_window(pool, stride, padding));
+}
+
+Value average_pool(GraphBuilder& b, Value x, const Window& w, bool count_padding) {
   const Value patches = b.extract_patches(x, w);
   if (!patches.valid()) return patches;
   const int64_t channels = x.shape().dim(3);
-  const Value sums = b.reduce(Op::kReduceSum, window_view(b, patches, pool * pool, channels), {3});
+  const int64_t window = w.kh * w.kw;
+  const Value sums = b.reduce(Op::kReduceSum, window_view(b, patches, window, channels), {3});
+  if (count_padding) return sums * (1.0f / static_cast<float>(window));
   // Divide by the window elements inside the image (TensorFlow's SAME semantics).
   const Value ones = as_dtype(b, b.broadcast(b.scalar(1.0f), x.shape(), {}), x.dtype());
-  const Value counts = b.reduce(
-      Op::kReduceSum, window_view(b, b.extract_patches(ones, w), pool * pool, channels), {3});
+  const Value counts =
+      b.reduce(Op::kReduceSum, window_view(b, b.extract_patches(ones, w), window, channels), {3});
   return sums / counts;
+}
+
+Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride, Padding padding) {
+  if (!x.valid()) return x;
+  GraphBuilder::Scope scope(b, b.unique_name("average_pooling2d"));
+  return average_pool(b, x, pool_window(pool, stride, padding), /*count_padding=*/false);
 }
 
 Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed) {
@@ -219,15 +238,28 @@ Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentu
   const std::string name = b.unique_name("batch_normalization");
   GraphBuilder::Scope scope(b, name);
   const int64_t c = x.shape().dim(x.shape().rank() - 1);
-  const Value gamma =
-      b.variable(name + "/gamma", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
-  const Value beta = b.variable(name + "/beta", x.dtype(), {c}, Initializer{});
-  const Value moving_mean = b.variable(name + "/moving_mean", x.dtype(), {c}, Initializer{});
-  const Value moving_var =
+  BatchNormVariables v;
+  v.gamma = b.variable(name + "/gamma", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  v.beta = b.variable(name + "/beta", x.dtype(), {c}, Initializer{});
+  v.moving_mean = b.variable(name + "/moving_mean", x.dtype(), {c}, Initializer{});
+  v.moving_variance =
       b.variable(name + "/moving_variance", x.dtype(), {c}, Initializer{InitKind::kConstant, 1.0f});
+  return batch_normalize(b, x, v, training, momentum, epsilon);
+}
+
+Value batch_normalize(GraphBuilder& b, Value x, const BatchNormVariables& v, bool training,
+                      float momentum, float epsilon) {
+  if (!x.valid()) return x;
+  if (x.dtype() == DType::kBF16) {
+    return in_f32(
+        x, [&](Value x32) { return batch_normalize(b, x32, v, training, momentum, epsilon); });
+  }
+  const int64_t c = x.shape().dim(x.shape().rank() - 1);
   const std::vector<int64_t> axes = all_but_last(x.shape());
-  if (!training)
-    return (x - moving_mean) * b.unary(Op::kRsqrt, moving_var + epsilon) * gamma + beta;
+  if (!training) {
+    return (x - v.moving_mean) * b.unary(Op::kRsqrt, v.moving_variance + epsilon) * v.gamma +
+           v.beta;
+  }
   // FusedBatchNormV3 in training, as XLA's BatchNormExpander computes it: both moments from one
   // read of x (the sum and the sum of squares, sibling reductions XLA fuses into one pass),
   // Var[x] = E[x^2] - E[x]^2.
@@ -238,11 +270,11 @@ Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentu
   const int64_t n = x.shape().elements() / std::max<int64_t>(1, c);
   const float bessel =
       static_cast<float>(static_cast<double>(n) / static_cast<double>(std::max<int64_t>(1, n - 1)));
-  b.update(moving_mean, moving_mean * momentum + mean * (1.0f - momentum));
-  b.update(moving_var, moving_var * momentum + var * (bessel * (1.0f - momentum)));
-  const Value y = (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * gamma + beta;
+  b.update(v.moving_mean, v.moving_mean * momentum + mean * (1.0f - momentum));
+  b.update(v.moving_variance, v.moving_variance * momentum + var * (bessel * (1.0f - momentum)));
+  const Value y = (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * v.gamma + v.beta;
   // FusedBatchNormGrad: the gradient reads x, the batch statistics and gamma only.
-  b.set_composite_gradient(y, GraphBuilder::CompositeGradient::kBatchNorm, {x, gamma, beta},
+  b.set_composite_gradient(y, GraphBuilder::CompositeGradient::kBatchNorm, {x, v.gamma, v.beta},
                            {mean, var}, epsilon);
   return y;
 }

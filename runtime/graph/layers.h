@@ -39,8 +39,16 @@ Value dense(GraphBuilder& b, Value x, int64_t units, Activation activation,
 Value conv2d(GraphBuilder& b, Value x, int64_t filters, int64_t kernel, int64_t stride = 1,
              Padding padding = Padding::kSame, Activation activation = Activation::kNone,
              uint64_t seed = 0, bool use_bias = true);
+// The convolution of NHWC `x` with a [kh, kw, in, out] `kernel` over `window` (conv2d's, for a
+// kernel from elsewhere: an imported model's).
+Value convolve(GraphBuilder& b, Value x, Value kernel, const Window& window);
 Value max_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
                     Padding padding = Padding::kValid);
+// The maximum over each window of NHWC `x`; padded positions never win.
+Value max_pool(GraphBuilder& b, Value x, const Window& window);
+// The mean over each window of NHWC `x`: of the window's elements inside the image, or with
+// `count_padding` of all of them (ONNX's count_include_pad).
+Value average_pool(GraphBuilder& b, Value x, const Window& window, bool count_padding);
 Value average_pooling2d(GraphBuilder& b, Value x, int64_t pool, int64_t stride,
                         Padding padding = Padding::kValid);
 // Inverted dropout: keeps each element with probability 1 - rate and scales it by 1 / (1 - rate);
@@ -51,6 +59,12 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
 // A bf16 x is normalised in f32 with f32 variables, as TF's fused batch norm does.
 Value batch_normalization(GraphBuilder& b, Value x, bool training, float momentum = 0.99f,
                           float epsilon = 1e-3f);
+// The same with given variables [last dim] (an imported model's).
+struct BatchNormVariables {
+  Value gamma, beta, moving_mean, moving_variance;
+};
+Value batch_normalize(GraphBuilder& b, Value x, const BatchNormVariables& variables, bool training,
+                      float momentum, float epsilon);
 
 // BERT's layers (google-research/bert, modeling.py), in layers_bert.cc.
 //
@@ -68,5 +82,7 @@ Value embedding(GraphBuilder& b, Value ids, int64_t vocab, int64_t dim, uint64_t
 // transformer's). A bf16 x is normalised in f32 (in_f32).
 Value layer_normalization(GraphBuilder& b, Value x, float epsilon = 1e-12f,
                           bool scale_and_center = true);
+// The same with given `gamma` and `beta` [last dim] (either invalid: none), an imported model's.
+Value layer_normalize(GraphBuilder& b, Value x, Value gamma, Value beta, float epsilon);
 
 }  // namespace tpusim::runtime::layers

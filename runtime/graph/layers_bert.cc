@@ -57,6 +57,15 @@ Value layer_normalization(GraphBuilder& b, Value x, float epsilon, bool scale_an
     gamma = b.variable(name + "/gamma", x.dtype(), {d}, Initializer{InitKind::kConstant, 1.0f});
     beta = b.variable(name + "/beta", x.dtype(), {d}, Initializer{});
   }
+  return layer_normalize(b, x, gamma, beta, epsilon);
+}
+
+Value layer_normalize(GraphBuilder& b, Value x, Value gamma, Value beta, float epsilon) {
+  if (!x.valid()) return x;
+  if (x.dtype() == DType::kBF16)
+    return in_f32(x, [&](Value x32) { return layer_normalize(b, x32, gamma, beta, epsilon); });
+  const int last = x.shape().rank() - 1;
+  if (last < 0) return b.fail(Op::kReduceSum, "layer normalization needs a rank >= 1 input");
   std::vector<int64_t> keep(static_cast<size_t>(last));
   for (int i = 0; i < last; ++i) keep[static_cast<size_t>(i)] = i;
   const Value mean = b.broadcast(reduce_mean(x, {last}), x.shape(), keep);
@@ -66,8 +75,10 @@ Value layer_normalization(GraphBuilder& b, Value x, float epsilon, bool scale_an
   // [rows] of it, not [rows, dim].
   const Value inverse =
       b.unary(Op::kRsqrt, reduce_mean(b.unary(Op::kSquare, centred), {last}) + epsilon);
-  const Value normed = centred * b.broadcast(inverse, x.shape(), keep);
-  return scale_and_center ? normed * gamma + beta : normed;
+  Value y = centred * b.broadcast(inverse, x.shape(), keep);
+  if (gamma.valid()) y = y * gamma;
+  if (beta.valid()) y = y + beta;
+  return y;
 }
 
 }  // namespace tpusim::runtime::layers

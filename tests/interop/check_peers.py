@@ -23,7 +23,8 @@ def pinned(requirements_path):
 def main():
     pins = pinned(sys.argv[1])
     failures = []
-    for dist in ("tensorflow-cpu", "tensorboard", "jax", "jaxlib"):
+    for dist in ("tensorflow-cpu", "tensorboard", "jax", "jaxlib", "onnx", "onnxruntime",
+                 "tf2onnx"):
         want = pins.get(dist)
         got = importlib.metadata.version(dist)
         print(f"{dist}: installed {got}, pinned {want}")

@@ -19,6 +19,7 @@
 #include "estimator/estimator.h"
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
+#include "estimator/jobs/onnx_job.h"
 #include "runtime/backend/registry.h"
 #include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
@@ -111,11 +112,13 @@ po::options_description train_options(TrainFlags* f) {
   add_dtype_policy_option(options);
   add_data_options(options);
   add_seq_length_option(options);
+  add_onnx_options(options);
   return options;
 }
 
 constexpr char kTrainUsage[] =
-    "usage: tpusim train [--model NAME] [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
+    "usage: tpusim train [--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME]]\n"
+    "                    [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
     "                    [--dtype-policy float32|mixed_bfloat16]\n"
     "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                    [--overlap-allreduce on|off] [--allreduce-combine-threshold BYTES]\n"
@@ -228,6 +231,7 @@ absl::StatusOr<runtime::OptimizerSpec> optimizer_from(const po::variables_map& v
 struct TrainJob {
   std::string model;
   std::optional<jobs::BertData> bert;  // a BERT model's input; else `data`
+  std::optional<jobs::OnnxJob> onnx;   // an imported model (--onnx) in place of a zoo one
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   const runtime::BackendDeclaration* backend = nullptr;
   FashionData data;
@@ -398,6 +402,38 @@ Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob*
   return std::nullopt;
 }
 
+// An ONNX model's job: its images (synthetic at its input's size, or records of that size),
+// float32 (mixed_bfloat16 is not imported yet).
+Refused onnx_job_from(const po::variables_map& vm, TrainJob* job) {
+  const std::string path = vm["onnx"].as<std::string>();
+  if (!vm["model"].defaulted())
+    return usage_problem("--onnx and --model each name a model: give one");
+  if (!vm["seq-length"].defaulted())
+    return usage_problem("--seq-length is for the zoo's BERT models");
+  if (job->policy != runtime::models::DTypePolicy::kFloat32)
+    return usage_problem("--onnx models run float32 (mixed_bfloat16 is not imported yet)");
+  auto onnx = jobs::open_onnx_job(path, vm["onnx-input"].as<std::string>(),
+                                  vm["onnx-output"].as<std::string>());
+  if (!onnx.ok()) return Refusal{false, std::string(onnx.status().message())};
+  FashionData& data = job->data;
+  if (data.synthetic) {
+    if (!vm["image-size"].defaulted() && data.image_size != onnx->image_side)
+      return usage_problem(
+          str_cat(path, " takes ", onnx->image_side, "x", onnx->image_side, " images"));
+    data.image_size = static_cast<int>(onnx->image_side);
+    data.channels = static_cast<int>(onnx->image_channels);
+    data.classes = static_cast<int>(onnx->classes);
+  } else if (data.image_size != onnx->image_side || data.channels != onnx->image_channels) {
+    return usage_problem(str_cat(path, " takes ", onnx->image_side, "x", onnx->image_side, "x",
+                                 onnx->image_channels, " images; the data's are ", data.image_size,
+                                 "x", data.image_size, "x", data.channels,
+                                 " (--input synthetic makes the model's)"));
+  }
+  job->model = std::filesystem::path(path).stem().string();
+  job->onnx = *std::move(onnx);
+  return std::nullopt;
+}
+
 // The job from the flags, or why not.
 Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJob* job) {
   job->model = vm["model"].as<std::string>();
@@ -419,6 +455,12 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
+  if (vm.count("onnx") > 0) {
+    if (Refused r = onnx_job_from(vm, job)) return r;
+    const std::string model_dir =
+        vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
+    return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
+  }
   auto seq_length = seq_length_from(vm, job->model);
   if (!seq_length.ok()) return usage_problem(seq_length.status());
   if (*seq_length > 0) {
@@ -456,8 +498,10 @@ absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& 
   if (config_timing || job.data.synthetic) {
     if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
   }
-  return JobFunctions{zoo_model_fn(job.model, job.optimizer, job.policy),
-                      fashion_train_input(job.data), fashion_eval_input(job.data),
+  const estimator::ModelFn model_fn = job.onnx.has_value()
+                                          ? jobs::onnx_model_fn(*job.onnx, job.optimizer)
+                                          : zoo_model_fn(job.model, job.optimizer, job.policy);
+  return JobFunctions{model_fn, fashion_train_input(job.data), fashion_eval_input(job.data),
                       10000 / job.flags.batch};
 }
 

@@ -14,6 +14,7 @@ int run_compile(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 int run_evaluate(const std::vector<std::string>& args);
+int run_import(const std::vector<std::string>& args);
 int run_layers(const std::vector<std::string>& args);
 int run_matmul(const std::vector<std::string>& args);
 int run_opcheck(const std::vector<std::string>& args);

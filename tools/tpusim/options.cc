@@ -81,6 +81,18 @@ void add_seq_length_option(boost::program_options::options_description& options)
                         "and 512; masked positions 20 and 76, else 15% of the tokens)");
 }
 
+void add_onnx_options(boost::program_options::options_description& options) {
+  namespace po = boost::program_options;
+  options.add_options()("onnx", po::value<std::string>(),
+                        "an ONNX model (opsets 11-17; Keras via tf2onnx, torch.onnx) in place of "
+                        "--model: `tpusim import FILE` shows what it holds")(
+      "onnx-input", po::value<std::string>()->default_value(""),
+      "the ONNX input the images feed (default: the only one)")(
+      "onnx-output", po::value<std::string>()->default_value(""),
+      "the ONNX output holding the logits, or the probabilities of a final Softmax (default: the "
+      "only one)");
+}
+
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,
                                         const std::string& model) {
   const int64_t seq = vm["seq-length"].as<int64_t>();

@@ -33,6 +33,8 @@ absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
 // --seq-length N: a BERT's tokens per sequence (the zoo's default 128; 512 at most, BERT's
 // max_position_embeddings), for the jobs that build a zoo model.
 void add_seq_length_option(boost::program_options::options_description& options);
+// --onnx FILE, --onnx-input NAME and --onnx-output NAME: an ONNX model in place of --model.
+void add_onnx_options(boost::program_options::options_description& options);
 // The sequence length for `model`: 0 for an image model (a --seq-length given to one is a usage
 // error naming the model), else the flag's value in [8, 512].
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,

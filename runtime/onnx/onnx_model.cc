@@ -1,0 +1,211 @@
+#include "runtime/onnx/onnx_model.h"
+
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "common/strings.h"
+
+namespace tpusim::runtime::onnx_import {
+namespace {
+
+absl::Status refused(const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(str_cat(path, ": ", why));
+}
+
+// The default domain's opset the model imports (0 when it imports none).
+int64_t default_opset(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  }
+  return 0;
+}
+
+// An initializer whose bytes live in another file: the importer reads one file only.
+absl::Status check_no_external_data(const onnx::ModelProto& m, const std::string& path) {
+  for (const onnx::TensorProto& t : m.graph().initializer()) {
+    if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
+      return refused(path, str_cat("initializer '", t.name(),
+                                   "' keeps its data in an external file, which tpusim does not "
+                                   "read (save the model with its weights inside)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DType> dtype_of(int32_t elem_type, const std::string& path,
+                               const std::string& what) {
+  switch (elem_type) {
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::FLOAT16:
+      return DType::kF32;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBF16;
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::BOOL:
+      return DType::kS32;
+    default:
+      return refused(path, str_cat(what, " has element type ", elem_type_name(elem_type),
+                                   ", which tpusim does not take"));
+  }
+}
+
+// Binds input `v`'s symbolic first dimension to `batch`; any other unbound dimension is refused.
+absl::StatusOr<TensorInfo> bind_input(onnx::ValueInfoProto* v, int64_t batch,
+                                      const std::string& path) {
+  TensorInfo info;
+  info.name = v->name();
+  if (!v->type().has_tensor_type())
+    return refused(path, str_cat("input '", v->name(), "' is not a tensor"));
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  auto dtype = dtype_of(t->elem_type(), path, str_cat("input '", v->name(), "'"));
+  if (!dtype.ok()) return dtype.status();
+  info.dtype = *dtype;
+  if (!t->has_shape())
+    return refused(path, str_cat("input '", v->name(),
+                                 "' has no shape: tpusim needs static "
+                                 "shapes (the batch dimension aside)"));
+  std::vector<int64_t> dims;
+  for (int d = 0; d < t->shape().dim_size(); ++d) {
+    onnx::TensorShapeProto::Dimension* dim = t->mutable_shape()->mutable_dim(d);
+    if (dim->has_dim_value() && dim->dim_value() > 0) {
+      dims.push_back(dim->dim_value());
+      continue;
+    }
+    if (d != 0) {
+      const std::string label = dim->has_dim_param() ? str_cat(" ('", dim->dim_param(), "')") : "";
+      return refused(path, str_cat("input '", v->name(), "' dimension ", d, label,
+                                   " is not bound: tpusim binds only the first (the batch); every "
+                                   "other dimension must be static"));
+    }
+    dim->clear_dim_param();
+    dim->set_dim_value(batch);
+    dims.push_back(batch);
+    info.batched = true;
+  }
+  info.shape = Shape(dims);
+  return info;
+}
+
+absl::StatusOr<std::vector<TensorInfo>> bind_inputs(onnx::ModelProto& m, int64_t batch,
+                                                    const std::string& path) {
+  std::set<std::string> initializers;
+  for (const auto& t : m.graph().initializer()) initializers.insert(t.name());
+  std::vector<TensorInfo> inputs;
+  for (int i = 0; i < m.graph().input_size(); ++i) {
+    onnx::ValueInfoProto* v = m.mutable_graph()->mutable_input(i);
+    if (initializers.count(v->name()) > 0) continue;  // an initializer listed as an input
+    auto info = bind_input(v, batch, path);
+    if (!info.ok()) return info.status();
+    inputs.push_back(*std::move(info));
+  }
+  if (inputs.empty()) return refused(path, "the graph has no input");
+  return inputs;
+}
+
+// The graph's outputs as shape inference leaves them; each must be a static tensor.
+absl::StatusOr<std::vector<TensorInfo>> graph_outputs(const onnx::ModelProto& m,
+                                                      const std::string& path) {
+  std::vector<TensorInfo> outputs;
+  for (const onnx::ValueInfoProto& v : m.graph().output()) {
+    TensorInfo info;
+    info.name = v.name();
+    auto dtype =
+        dtype_of(v.type().tensor_type().elem_type(), path, str_cat("output '", v.name(), "'"));
+    if (!dtype.ok()) return dtype.status();
+    info.dtype = *dtype;
+    std::vector<int64_t> dims;
+    for (const auto& dim : v.type().tensor_type().shape().dim())
+      dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    info.shape = Shape(dims);
+    outputs.push_back(info);
+  }
+  if (outputs.empty()) return refused(path, "the graph has no output");
+  return outputs;
+}
+
+}  // namespace
+
+std::string elem_type_name(int32_t elem_type) {
+  if (onnx::TensorProto::DataType_IsValid(elem_type) && elem_type != 0) {
+    std::string name =
+        onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type));
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name;
+  }
+  return str_cat("unknown (", elem_type, ")");
+}
+
+absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string& path,
+                                     int64_t batch) {
+  if (batch <= 0)
+    return refused(path, str_cat("the batch size must be positive (got ", batch, ")"));
+  OnnxModel model;
+  model.path = path;
+  if (!model.proto.ParseFromString(bytes))
+    return refused(path,
+                   "not an ONNX model (its bytes do not parse as onnx.ModelProto; truncated?)");
+  if (!model.proto.has_graph() || model.proto.graph().node_size() == 0)
+    return refused(path, "not an ONNX model (no graph, or a graph without nodes)");
+  model.opset = default_opset(model.proto);
+  if (model.opset < kMinOpset || model.opset > kMaxOpset) {
+    return refused(path, str_cat("opset ", model.opset,
+                                 " of the default domain; tpusim imports "
+                                 "opsets ",
+                                 kMinOpset, " to ", kMaxOpset, " (re-export with one of them)"));
+  }
+  if (auto s = check_no_external_data(model.proto, path); !s.ok()) return s;
+  model.producer = model.proto.producer_name();
+  if (!model.proto.producer_version().empty())
+    model.producer += " " + model.proto.producer_version();
+  // libonnx throws; nothing of it leaves this function.
+  try {
+    onnx::checker::check_model(model.proto);
+  } catch (const std::exception& e) {
+    return refused(path, str_cat("the ONNX checker rejects it: ", e.what()));
+  }
+  auto inputs = bind_inputs(model.proto, batch, path);
+  if (!inputs.ok()) return inputs.status();
+  model.inputs = *std::move(inputs);
+  try {
+    onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
+                                        /*data_propagation=*/true);
+    onnx::shape_inference::InferShapes(model.proto, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return refused(path, str_cat("shape inference fails at batch ", batch, ": ", e.what()));
+  }
+  auto outputs = graph_outputs(model.proto, path);
+  if (!outputs.ok()) return outputs.status();
+  model.outputs = *std::move(outputs);
+  return model;
+}
+
+absl::StatusOr<OnnxModel> load_onnx(const std::string& path, int64_t batch) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return absl::NotFoundError(str_cat(path, ": no such file (an ONNX model)"));
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(str_cat(path, ": cannot read its size: ", ec.message()));
+  if (static_cast<int64_t>(size) >= kMaxFileBytes) {
+    return refused(path, str_cat("is ", size,
+                                 " bytes; an ONNX file holds at most 2 GiB (larger "
+                                 "models keep their weights in external files, which tpusim "
+                                 "does not read)"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
+    return absl::DataLossError(str_cat(path, ": cannot read its ", size, " bytes"));
+  return parse_onnx(bytes, path, batch);
+}
+
+}  // namespace tpusim::runtime::onnx_import

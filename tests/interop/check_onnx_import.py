@@ -1,0 +1,162 @@
+"""Keras models exported by tf2onnx, imported by tpusim: each model's forward pass on tpusim's cpu
+backend (fp32) and tpusim backend (a simulated v3 core; the MXU multiplies in bf16) against
+onnxruntime's on the same inputs and weights, and `tpusim import` on each file.
+
+Usage: check_onnx_import.py FORWARD_BINARY TPUSIM_BINARY
+FORWARD_BINARY is tests/interop/onnx_forward.cc. Each model gets random weights (biases too: an
+exporter drops an all-zero bias). max |ours - onnxruntime| / max |onnxruntime| must stay within
+1e-4 on cpu and 3e-2 on tpusim (bf16 products over hundreds of terms).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras  # noqa: E402
+import onnxruntime  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf2onnx  # noqa: E402
+from keras import layers  # noqa: E402
+
+TOLERANCE = {"cpu": 1e-4, "tpusim": 3e-2}
+RNG = np.random.default_rng(7)
+
+
+def randomize(model):
+    """Every weight drawn again (small, so activations stay in range), biases included; batch
+    norm's moving variances positive."""
+    for w in model.weights:
+        if w.path.endswith("moving_variance"):
+            w.assign(RNG.uniform(0.5, 1.5, w.shape).astype(w.dtype))
+            continue
+        scale = 0.5 / np.sqrt(max(1, np.prod(w.shape[:-1])))
+        w.assign(RNG.normal(0, scale, w.shape).astype(w.dtype))
+
+
+def mlp():
+    return keras.Sequential([keras.Input((784,)), layers.Dense(256, activation="relu"),
+                             layers.Dense(128, activation="relu"), layers.Dense(10)])
+
+
+def mnist_cnn():
+    """The TPUEstimator MNIST guide's network (tpusim's zoo mnist_cnn)."""
+    return keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(32, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
+        layers.Conv2D(64, 5, padding="same", activation="relu"), layers.MaxPooling2D(2),
+        layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dropout(0.4),
+        layers.Dense(10)])
+
+
+class PositionEmbedding(layers.Layer):
+    """BERT's learned position embeddings, added to the tokens'."""
+
+    def build(self, shape):
+        self.table = self.add_weight(shape=shape[1:], initializer="zeros")
+
+    def call(self, x):
+        return x + self.table
+
+
+def small_bert():
+    """A BERT-style encoder layer: token and position embeddings, 2-head self-attention,
+    residuals with layer norms, a GELU feed-forward, the first token's pooled classifier."""
+    ids = keras.Input((16,), dtype="int32", name="ids")
+    x = layers.Embedding(100, 32)(ids)
+    x = PositionEmbedding()(x)
+    a = layers.MultiHeadAttention(num_heads=2, key_dim=16)(x, x)
+    x = layers.LayerNormalization(epsilon=1e-12)(x + a)
+    # BERT's exact GELU written out (Keras's own goes through erfc, which tf2onnx lacks).
+    gelu = layers.Lambda(lambda t: 0.5 * t * (1.0 + tf.math.erf(t / np.sqrt(2.0))))
+    f = layers.Dense(32)(gelu(layers.Dense(64)(x)))
+    x = layers.LayerNormalization(epsilon=1e-12)(x + f)
+    out = layers.Dense(2)(layers.Dense(32, activation="tanh")(x[:, 0]))
+    return keras.Model(ids, out)
+
+
+def resnet50():
+    return keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+
+
+def export(model, spec, path, opset):
+    fn = tf.function(lambda x: model(x, training=False))
+    proto, _ = tf2onnx.convert.from_function(fn, input_signature=[spec], opset=opset,
+                                             output_path=path)
+    return proto
+
+
+def check(name, make, shape, dtype, opset, batch, backends, tmp, forward, tpusim):
+    model = make()
+    randomize(model)
+    path = os.path.join(tmp, f"{name}.onnx")
+    spec = tf.TensorSpec((None,) + shape, dtype, name="x")
+    proto = export(model, spec, path, opset)
+    if dtype == tf.int32:
+        x = RNG.integers(0, 100, (batch,) + shape).astype(np.int32)
+    else:
+        x = RNG.normal(0, 1, (batch,) + shape).astype(np.float32)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    input_name = session.get_inputs()[0].name
+    reference = session.run(None, {input_name: x})
+    output_names = [o.name for o in session.get_outputs()]
+    inputs = os.path.join(tmp, f"{name}.in.json")
+    with open(inputs, "w") as f:
+        json.dump({input_name: {"shape": list(x.shape), "values": x.ravel().tolist()}}, f)
+    failed = 0
+    for backend in backends:
+        outputs = os.path.join(tmp, f"{name}.{backend}.json")
+        run = subprocess.run([forward, path, inputs, backend, outputs], capture_output=True,
+                             text=True)
+        if run.returncode != 0:
+            print(f"FAIL {name} on {backend}: {run.stderr.strip()}")
+            failed += 1
+            continue
+        with open(outputs) as f:
+            ours = json.load(f)
+        for out_name, ref in zip(output_names, reference):
+            got = np.asarray(ours[out_name]["values"], np.float32).reshape(ours[out_name]["shape"])
+            err = float(np.max(np.abs(got - ref)) / max(1e-30, np.max(np.abs(ref))))
+            ok = got.shape == ref.shape and err <= TOLERANCE[backend]
+            print(f"{'ok  ' if ok else 'FAIL'} {name} ({len(proto.graph.node)} nodes, opset {opset})"
+                  f" on {backend}: relative error {err:.2e} (tolerance {TOLERANCE[backend]:.0e})")
+            failed += not ok
+    summary = subprocess.run([tpusim, "import", path, "--json"], capture_output=True, text=True)
+    if summary.returncode != 0:
+        print(f"FAIL tpusim import {name}: {summary.stdout}{summary.stderr}")
+        return failed + 1
+    params = json.loads(summary.stdout)["parameters"]
+    # The trainable weights: an inference export folds batch norm's moving statistics into the
+    # scale and shift it applies (ResNet-50's 53,120).
+    expected = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    ok = params == expected
+    print(f"{'ok  ' if ok else 'FAIL'} tpusim import {name}: {params} parameters (Keras: {expected}"
+          " trainable)")
+    return failed + (not ok)
+
+
+def main():
+    forward, tpusim = sys.argv[1], sys.argv[2]
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [
+            ("mlp", mlp, (784,), tf.float32, 13, 4, ["cpu", "tpusim"]),
+            ("mnist_cnn", mnist_cnn, (28, 28, 1), tf.float32, 13, 4, ["cpu", "tpusim"]),
+            ("small_bert", small_bert, (16,), tf.int32, 13, 2, ["cpu", "tpusim"]),
+            ("small_bert_opset17", small_bert, (16,), tf.int32, 17, 2, ["cpu"]),
+            ("resnet50", resnet50, (224, 224, 3), tf.float32, 13, 1, ["cpu"]),
+        ]
+        for case in cases:
+            failed += check(*case, tmp, forward, tpusim)
+    if failed:
+        print(f"{failed} check(s) failed")
+        return 1
+    print("every imported model agrees with onnxruntime")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+// Every way a file can be refused: each error names the file and the reason (the node, its op
+// type and the opset for an unsupported op), and nothing throws or crashes.
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/onnx/onnx_test_util.h"
+
+namespace tpusim::runtime::onnx_import {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::import_and_run;
+using testing::model_bytes;
+
+const char kRelu[] = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 4] Y)
+{
+  Y = Relu (X)
+}
+)";
+
+std::string message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(OnnxRefusal, BytesThatAreNotAModel) {
+  for (const std::string& bytes : {std::string("not a model at all"), std::string()}) {
+    auto m = parse_onnx(bytes, "junk.onnx", 8);
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(message(m.status()), HasSubstr("junk.onnx: not an ONNX model"));
+  }
+  // A real model cut short.
+  const std::string whole = model_bytes(kRelu);
+  auto cut = parse_onnx(whole.substr(0, whole.size() / 2), "cut.onnx", 8);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(message(cut.status()), HasSubstr("cut.onnx: not an ONNX model"));
+}
+
+TEST(OnnxRefusal, AMissingFileAndALoadedOne) {
+  auto missing = load_onnx("/nonexistent/model.onnx", 8);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(message(missing.status()), HasSubstr("/nonexistent/model.onnx: no such file"));
+  const std::string path = ::testing::TempDir() + "relu.onnx";
+  std::ofstream(path, std::ios::binary) << model_bytes(kRelu);
+  auto loaded = load_onnx(path, 8);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->opset, 13);
+  ASSERT_EQ(loaded->inputs.size(), 1u);
+  EXPECT_EQ(loaded->inputs[0].shape, Shape({8, 4}));
+  EXPECT_TRUE(loaded->inputs[0].batched);
+  EXPECT_EQ(loaded->outputs[0].shape, Shape({8, 4}));  // inferred with the batch bound
+  std::filesystem::remove(path);
+}
+
+TEST(OnnxRefusal, OpsetsOutside11To17) {
+  for (const int opset : {9, 18}) {
+    std::string text = kRelu;
+    text.replace(text.find("13"), 2, std::to_string(opset));
+    auto m = parse_onnx(model_bytes(text), "old.onnx", 8);
+    ASSERT_FALSE(m.ok()) << opset;
+    EXPECT_THAT(message(m.status()),
+                HasSubstr("old.onnx: opset " + std::to_string(opset) +
+                          " of the default domain; tpusim imports opsets 11 to 17"));
+  }
+}
+
+TEST(OnnxRefusal, AnUnsupportedOpNamesTheNodeOpsetAndTheSupportedSet) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 4] Y)
+{
+  H = Relu (X)
+  Y = Celu (H)
+}
+)";
+  auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 4})}});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(message(run.status()),
+              HasSubstr("test.onnx: node 'Y' is Celu (opset 13), which tpusim does not import; "
+                        "it imports Add, AveragePool, BatchNormalization, Cast,"));
+}
+
+TEST(OnnxRefusal, UnboundDimensionsOtherThanTheBatch) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, seq] X) => (float[N, seq] Y)
+{
+  Y = Relu (X)
+}
+)";
+  auto m = parse_onnx(model_bytes(text), "dyn.onnx", 8);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(message(m.status()),
+              HasSubstr("dyn.onnx: input 'X' dimension 1 ('seq') is not bound: tpusim binds only "
+                        "the first (the batch)"));
+}
+
+TEST(OnnxRefusal, TheCheckersAndShapeInferencesComplaints) {
+  // MatMul of [N, 4] by [3, 2]: the checker passes it, shape inference does not.
+  const std::string bad_shapes = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 2] Y)
+<float[3, 2] W = {1, 2, 3, 4, 5, 6}>
+{
+  Y = MatMul (X, W)
+}
+)";
+  auto shapes = parse_onnx(model_bytes(bad_shapes), "matmul.onnx", 8);
+  ASSERT_FALSE(shapes.ok());
+  EXPECT_THAT(message(shapes.status()), HasSubstr("matmul.onnx: shape inference fails at batch 8"));
+  // A node reading a value nothing produces: the checker's.
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(model_bytes(kRelu)));
+  m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+  auto checked = parse_onnx(m.SerializeAsString(), "dangling.onnx", 8);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_THAT(message(checked.status()), HasSubstr("dangling.onnx: the ONNX checker rejects it"));
+}
+
+TEST(OnnxRefusal, WeightsInExternalFiles) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 2] X) => (float[N, 2] Y)
+<float[2] B = {1, 2}>
+{
+  Y = Add (X, B)
+}
+)";
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(model_bytes(text)));
+  onnx::TensorProto* b = m.mutable_graph()->mutable_initializer(0);
+  b->clear_float_data();
+  b->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = b->add_external_data();
+  entry->set_key("location");
+  entry->set_value("weights.bin");
+  auto r = parse_onnx(m.SerializeAsString(), "ext.onnx", 8);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(message(r.status()), HasSubstr("ext.onnx: initializer 'B' keeps its data in an "
+                                             "external file"));
+}
+
+// Errors inside a node name the node and its op type.
+TEST(OnnxRefusal, NodeErrorsNameTheNode) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 4] Y)
+<float e = {1.7}>
+{
+  Y = Pow (X, e)
+}
+)";
+  auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 4})}});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(message(run.status()),
+              HasSubstr("test.onnx: node 'Y' (Pow): exponent 1.7: tpusim takes -1, -0.5, 0.5, 1, "
+                        "2 and 3"));
+}
+
+}  // namespace
+}  // namespace tpusim::runtime::onnx_import
