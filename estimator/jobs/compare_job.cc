@@ -15,8 +15,9 @@ namespace tpusim::jobs {
 // The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge) {
-  estimator::ModelFn zoo = job.bert.has_value() ? bert_model_fn(job.model, job.optimizer, policy)
-                                                : zoo_model_fn(job.model, job.optimizer, policy);
+  estimator::ModelFn zoo = job.onnx.has_value()   ? onnx_model_fn(*job.onnx, job.optimizer, policy)
+                           : job.bert.has_value() ? bert_model_fn(job.model, job.optimizer, policy)
+                                                  : zoo_model_fn(job.model, job.optimizer, policy);
   if (!nudge) return zoo;
   return [zoo, pattern = *nudge](
              runtime::GraphBuilder& b, const estimator::Features& f,
@@ -24,7 +25,11 @@ estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy 
              const estimator::Params& p) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
     auto spec = zoo(b, f, labels, mode, p);
     if (spec.ok()) {
-      spec->init_fn = [pattern](runtime::Variables* variables) {
+      // The model's own start (an ONNX file's weights) first, then the nudge.
+      spec->init_fn = [pattern, start = spec->init_fn](runtime::Variables* variables) {
+        if (start) {
+          if (auto s = start(variables); !s.ok()) return s;
+        }
         for (auto& [name, value] : *variables) {
           if (value.dtype == runtime::DType::kF32) nudge_one_ulp(name, &value.f, pattern);
         }

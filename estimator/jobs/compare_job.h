@@ -16,6 +16,7 @@
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/compare_numerics.h"
 #include "estimator/jobs/fashion_job.h"
+#include "estimator/jobs/onnx_job.h"
 #include "runtime/models/zoo.h"
 
 namespace tpusim::jobs {
@@ -40,6 +41,7 @@ struct CompareJob {
   runtime::OptimizerSpec optimizer;
   FashionData data;
   std::optional<BertData> bert;  // a BERT model's records; else `data`
+  std::optional<OnnxJob> onnx;   // an imported model (--onnx) in place of a zoo one
   std::string slice;
   uint32_t replicas = 0;
   int64_t steps = 0, batch = 0;
@@ -55,7 +57,8 @@ using Nudge = std::optional<uint32_t>;
 // --baseline-runs auto's second look: how many nudges judge a difference over the first.
 inline constexpr uint32_t kAutoBaselineRuns = 3;
 
-// The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
+// The zoo model (or BERT, or the ONNX model from its file's weights) under `policy`, its initial
+// weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge);
 

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "common/strings.h"
+#include "estimator/checkpoint.h"
 #include "estimator/jobs/fashion_job.h"
 #include "runtime/onnx/importer.h"
 #include "runtime/onnx/summary.h"
@@ -114,8 +115,28 @@ absl::StatusOr<OnnxJob> open_onnx_job(const std::string& path, const std::string
   return job;
 }
 
-estimator::ModelFn onnx_model_fn(const OnnxJob& job, runtime::OptimizerSpec optimizer) {
-  return [job, optimizer](
+absl::Status use_onnx_inputs(const OnnxJob& job, bool side_given, FashionData* data) {
+  const std::string size = str_cat(job.image_side, "x", job.image_side, "x", job.image_channels);
+  if (data->synthetic) {
+    if (side_given && data->image_size != job.image_side)
+      return absl::InvalidArgumentError(str_cat(job.path, " takes ", size, " images"));
+    data->image_size = static_cast<int>(job.image_side);
+    data->channels = static_cast<int>(job.image_channels);
+    data->classes = static_cast<int>(job.classes);
+    return absl::OkStatus();
+  }
+  if (data->image_size != job.image_side || data->channels != job.image_channels) {
+    return absl::InvalidArgumentError(
+        str_cat(job.path, " takes ", size, " images; the data's are ", data->image_size, "x",
+                data->image_size, "x", data->channels, " (--input synthetic makes the model's)"));
+  }
+  return absl::OkStatus();
+}
+
+estimator::ModelFn onnx_model_fn(const OnnxJob& job, runtime::OptimizerSpec optimizer,
+                                 runtime::models::DTypePolicy policy) {
+  const bool mixed = policy == runtime::models::DTypePolicy::kMixedBFloat16;
+  return [job, optimizer, mixed](
              runtime::GraphBuilder& b, const estimator::Features& f,
              std::optional<runtime::Value> labels, estimator::Mode mode,
              const estimator::Params& params) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
@@ -129,17 +150,20 @@ estimator::ModelFn onnx_model_fn(const OnnxJob& job, runtime::OptimizerSpec opti
       return absl::InternalError(str_cat(job.path, ": no input ", job.input.name));
     // An NCHW input takes the NHWC images as they are (the importer holds NCHW images NHWC);
     // any other the images reshaped to it (a flat 784 for an MLP).
-    const runtime::Value images = f.at("image");
+    runtime::Value images = f.at("image");
+    if (mixed) images = b.cast(images, runtime::DType::kBF16);
     const bool nchw = nchw_input(*input, images.shape());
     const runtime::Value image = nchw ? images : b.reshape(images, input->shape);
     ox::ImportOptions options;
     if (nchw) options.nhwc_inputs = {input->name};
+    if (mixed) options.compute = runtime::DType::kBF16;
     options.training = mode == estimator::Mode::kTrain;
     options.seed = 1;
     options.also_return = {job.logits};
     auto imported = ox::import_graph(b, *model, {{job.input.name, image}}, options);
     if (!imported.ok()) return imported.status();
-    const runtime::Value logits = imported->outputs.at(job.logits);
+    runtime::Value logits = imported->outputs.at(job.logits);
+    if (logits.dtype() != runtime::DType::kF32) logits = b.cast(logits, runtime::DType::kF32);
     estimator::TPUEstimatorSpec spec = classifier_spec(b, logits, labels, mode, optimizer);
     // The file's weights, in place of the variables' zeros.
     spec.init_fn = [values = imported->initial_values](runtime::Variables* variables) {
@@ -153,6 +177,19 @@ estimator::ModelFn onnx_model_fn(const OnnxJob& job, runtime::OptimizerSpec opti
     };
     return spec;
   };
+}
+
+absl::Status save_onnx_weights(const OnnxJob& job, const std::string& model_dir) {
+  auto model = ox::parse_onnx(*job.bytes, job.path, 1);
+  if (!model.ok()) return model.status();
+  runtime::GraphBuilder b;
+  std::map<std::string, runtime::Value> inputs;
+  for (const ox::TensorInfo& in : model->inputs)
+    inputs[in.name] = b.infeed(in.name, in.dtype, in.shape);
+  auto imported = ox::import_graph(b, *model, inputs, {});
+  if (!imported.ok()) return imported.status();
+  auto saved = estimator::save_checkpoint(model_dir, 0, imported->initial_values, 1);
+  return saved.ok() ? absl::OkStatus() : saved.status();
 }
 
 }  // namespace tpusim::jobs

@@ -12,7 +12,9 @@
 #include <absl/status/statusor.h>
 
 #include "estimator/estimator.h"
+#include "estimator/jobs/fashion_job.h"
 #include "runtime/graph/optimizers.h"
+#include "runtime/models/zoo.h"
 #include "runtime/onnx/onnx_model.h"
 
 namespace tpusim::jobs {
@@ -34,7 +36,20 @@ struct OnnxJob {
 absl::StatusOr<OnnxJob> open_onnx_job(const std::string& path, const std::string& input,
                                       const std::string& output);
 
-// The job's model_fn: `optimizer` in training.
-estimator::ModelFn onnx_model_fn(const OnnxJob& job, runtime::OptimizerSpec optimizer);
+// The data for `job`: synthetic images of its input's size and labels of its classes, or records
+// whose images are that size (InvalidArgument names both sizes otherwise); `side_given`:
+// --image-size was given, and must be the model's.
+absl::Status use_onnx_inputs(const OnnxJob& job, bool side_given, FashionData* data);
+
+// The job's model_fn: `optimizer` in training; under `policy` as the zoo's models (mixed_bfloat16:
+// the images cast to bf16 on entry, the logits back to f32).
+estimator::ModelFn onnx_model_fn(
+    const OnnxJob& job, runtime::OptimizerSpec optimizer,
+    runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32);
+
+// The file's weights as a checkpoint at global step 0 in `model_dir`, for evaluate and predict
+// to run them where no training has (as model_to_estimator saves a Keras model's weights). It
+// holds the model's variables only: a training run needs its own model_dir.
+absl::Status save_onnx_weights(const OnnxJob& job, const std::string& model_dir);
 
 }  // namespace tpusim::jobs

@@ -276,7 +276,11 @@ absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64
                      ? bert_training_loss(b, name, batch, seq_length, seed, policy)
                      : image_training_loss(b, *info, batch, image_side, seed, policy);
   if (!loss_or.ok()) return loss_or.status();
-  const Value loss = *loss_or;
+  return add_sgd_step(b, *loss_or, learning_rate, replicas);
+}
+
+absl::Status add_sgd_step(GraphBuilder& b, Value loss, float learning_rate, uint32_t replicas) {
+  if (!b.status().ok()) return b.status();
   std::vector<Value> vars;
   for (int id : b.graph().variables()) {
     const std::string& var = b.graph().node(id).attrs.name;

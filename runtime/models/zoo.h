@@ -69,10 +69,15 @@ absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Valu
 // next-sentence loss. Gradients of every trained variable (with `replicas` > 1,
 // CrossShardOptimizer's: the mean over the replicas, by cross_replica_sum); plain SGD updates at
 // `learning_rate`; outputs "loss". (The estimator brings optimizers with state.)
+// The training step around a scalar `loss` built on `b`: gradients of every trained variable
+// (not batch-norm statistics; with `replicas` > 1 CrossShardOptimizer's mean over them), plain
+// SGD updates at `learning_rate`, and the output "loss". build_training_step's, for a model
+// from elsewhere (an imported one).
+absl::Status add_sgd_step(GraphBuilder& b, Value loss, float learning_rate, uint32_t replicas = 1);
+
 absl::Status build_training_step(GraphBuilder& b, const std::string& name, int64_t batch,
                                  float learning_rate, uint64_t seed,
-                                 DTypePolicy policy = DTypePolicy::kFloat32,
-                                 uint32_t replicas = 1, int64_t image_side = 0,
-                                 int64_t seq_length = 0);
+                                 DTypePolicy policy = DTypePolicy::kFloat32, uint32_t replicas = 1,
+                                 int64_t image_side = 0, int64_t seq_length = 0);
 
 }  // namespace tpusim::runtime::models

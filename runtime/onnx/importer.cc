@@ -99,10 +99,28 @@ Value Importer::nhwc(const Operand& x) {
   return b.transpose(x.value, {0, 2, 3, 1});
 }
 
+Value Importer::as_type(Value v, DType dtype) {
+  if (!v.valid() || v.dtype() == dtype || !is_floating(v.dtype()) || !is_floating(dtype)) return v;
+  return b.cast(v, dtype);
+}
+
+void Importer::match_types(Value* x, Value* y) {
+  if (!x->valid() || !y->valid()) return;
+  if (x->dtype() == DType::kBF16) *y = as_type(*y, DType::kBF16);
+  if (y->dtype() == DType::kBF16) *x = as_type(*x, DType::kBF16);
+}
+
 absl::StatusOr<Value> Importer::weight(const std::string& name,
                                        const std::function<Folded(const Folded&)>& to_ir_layout,
-                                       const std::string& suffix) {
+                                       const std::string& suffix, bool f32) {
   const std::string var = name + suffix;
+  const bool cast = !f32 && options.compute == DType::kBF16;
+  if (cast) {
+    if (auto it = weights_.find(var + "#bf16"); it != weights_.end()) return it->second;
+    auto v = weight(name, to_ir_layout, suffix, /*f32=*/true);
+    if (!v.ok()) return v;
+    return weights_[var + "#bf16"] = b.cast(*v, DType::kBF16);
+  }
   if (auto it = weights_.find(var); it != weights_.end()) return it->second;
   auto init = initializers_.find(name);
   if (init == initializers_.end())

@@ -24,6 +24,11 @@ struct ImportOptions {
   // Training graphs: batch normalisation from the batch's statistics (updating the moving ones),
   // dropout active. Otherwise the file's inference semantics.
   bool training = false;
+  // kBF16: Keras's mixed_bfloat16 policy, as the zoo applies it (the caller gives bf16 inputs):
+  // weights that meet activations read as bf16 through a cast of their f32 variable, tensors
+  // known at import time cast where they meet bf16 values, batch and layer norm and softmax in
+  // f32 with f32 variables. kF32: everything f32.
+  DType compute = DType::kF32;
   uint64_t seed = 0;  // dropout masks
   // Values inside the graph to return with its outputs (ImportedGraph::outputs), by ONNX name:
   // a classifier's logits before its Softmax.

@@ -63,11 +63,17 @@ class Importer {
   static std::vector<int64_t> logical_dims(const Operand& x);
 
   // A variable for initializer `name` (made once), its value from the file passed through
-  // `to_ir_layout` (identity when null); `statistic` names a batch norm moving statistic, whose
-  // variable is "<name>/moving_mean" or "/moving_variance" (`suffix`).
+  // `to_ir_layout` (identity when null); a batch norm moving statistic's variable is
+  // "<name>/moving_mean" or "/moving_variance" (`suffix`). Read in the compute type
+  // (ImportOptions::compute) unless `f32` (normalisations' weights).
   absl::StatusOr<Value> weight(const std::string& name,
                                const std::function<Folded(const Folded&)>& to_ir_layout = nullptr,
-                               const std::string& suffix = "");
+                               const std::string& suffix = "", bool f32 = false);
+  // `a` and `b` in one floating type: an f32 one cast to the other's bf16 (mixed precision's
+  // constants and weights meeting bf16 values).
+  void match_types(Value* a, Value* b);
+  // `v` cast to `dtype` when it is another floating type.
+  Value as_type(Value v, DType dtype);
   bool is_initializer(const std::string& name) const { return initializers_.count(name) > 0; }
 
   // Errors about `node`: "FILE: node 'NAME' (OpType): why".

@@ -30,11 +30,15 @@ struct Aligned {
 };
 Aligned align(Importer& im, const Operand& a, const Operand& b) {
   const bool fits = Importer::logical_dims(a).size() <= 4 && Importer::logical_dims(b).size() <= 4;
+  Aligned x;
   if ((a.channels_last || b.channels_last) && fits) {
-    return {a.channels_last ? a.value : to_channels_last(im, a),
-            b.channels_last ? b.value : to_channels_last(im, b), true};
+    x = {a.channels_last ? a.value : to_channels_last(im, a),
+         b.channels_last ? b.value : to_channels_last(im, b), true};
+  } else {
+    x = {im.logical(a), im.logical(b), false};
   }
-  return {im.logical(a), im.logical(b), false};
+  im.match_types(&x.a, &x.b);
+  return x;
 }
 
 double add(double x, double y) { return x + y; }
@@ -223,8 +227,8 @@ absl::Status convert_clip(Importer& im, const onnx::NodeProto& node) {
     auto bound = im.folded_input(node, i, i == 1 ? "the minimum" : "the maximum");
     if (!bound.ok()) return bound.status();
     if (bound->elements() != 1) return im.error(node, "tpusim takes scalar bounds");
-    const Value limit =
-        im.b.broadcast(im.b.scalar(static_cast<float>(bound->data[0])), y.shape(), {});
+    const Value limit = im.as_type(
+        im.b.broadcast(im.b.scalar(static_cast<float>(bound->data[0])), y.shape(), {}), y.dtype());
     y = im.b.binary(i == 1 ? Op::kMax : Op::kMin, y, limit);
   }
   im.set_output(node, 0, Operand{y, x->channels_last, {}});
@@ -264,6 +268,7 @@ absl::Status convert_where(Importer& im, const onnx::NodeProto& node) {
   }
   Value cond = im.logical(*c);
   Value a = im.logical(*x), other = im.logical(*y);
+  im.match_types(&a, &other);
   auto dims = broadcast_dims(cond.shape().dims(), a.shape().dims());
   if (dims.ok()) dims = broadcast_dims(*dims, other.shape().dims());
   if (!dims.ok()) return im.error(node, std::string(dims.status().message()));

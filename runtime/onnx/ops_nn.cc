@@ -66,11 +66,12 @@ absl::StatusOr<Window> window_of(Importer& im, const onnx::NodeProto& node, int6
 // A weight input: a variable when the file holds it, else the computed value; either permuted
 // by `permutation` (none when empty) into the IR's layout.
 absl::StatusOr<Value> weight_input(Importer& im, const onnx::NodeProto& node, int i,
-                                   const std::vector<int64_t>& permutation = {}) {
+                                   const std::vector<int64_t>& permutation = {}, bool f32 = false) {
   if (im.is_initializer(node.input(i))) {
-    if (permutation.empty()) return im.weight(node.input(i));
-    return im.weight(node.input(i),
-                     [permutation](const Folded& f) { return fold_transpose(f, permutation); });
+    if (permutation.empty()) return im.weight(node.input(i), nullptr, "", f32);
+    return im.weight(
+        node.input(i), [permutation](const Folded& f) { return fold_transpose(f, permutation); },
+        "", f32);
   }
   auto x = im.input(node, i);
   if (!x.ok()) return x.status();
@@ -127,7 +128,9 @@ absl::Status convert_conv(Importer& im, const onnx::NodeProto& node) {
   if (im.has_input(node, 2)) {
     auto bias = weight_input(im, node, 2);
     if (!bias.ok()) return bias.status();
-    y = y + *bias;
+    Value add = *bias;
+    im.match_types(&y, &add);
+    y = y + add;
   }
   im.set_output(node, 0, Operand{y, true, {}});
   return absl::OkStatus();
@@ -199,7 +202,7 @@ absl::Status convert_batch_norm(Importer& im, const onnx::NodeProto& node) {
   for (int i = 1; i <= 4; ++i) {
     if (!im.has_input(node, i) || !im.is_initializer(node.input(i)))
       return im.error(node, str_cat("input ", i, " must be an initializer (a variable)"));
-    auto w = im.weight(node.input(i), nullptr, slots[i - 1].second);
+    auto w = im.weight(node.input(i), nullptr, slots[i - 1].second, /*f32=*/true);
     if (!w.ok()) return w.status();
     *slots[i - 1].first = *w;
   }
@@ -234,14 +237,18 @@ absl::Status convert_gemm(Importer& im, const onnx::NodeProto& node) {
   auto kernel =
       weight_input(im, node, 1, trans_b ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{});
   if (!kernel.ok()) return kernel.status();
-  Value y = b.matmul(a, *kernel);
+  Value k = *kernel;
+  im.match_types(&a, &k);
+  Value y = b.matmul(a, k);
   const float alpha = im.attr_float(node, "alpha", 1.0f);
   if (alpha != 1.0f) y = y * alpha;
   if (im.has_input(node, 2)) {
     auto c = weight_input(im, node, 2);
     if (!c.ok()) return c.status();
     const float beta = im.attr_float(node, "beta", 1.0f);
-    y = y + (beta != 1.0f ? *c * beta : *c);
+    Value bias = beta != 1.0f ? *c * beta : *c;
+    im.match_types(&y, &bias);
+    y = y + bias;
   }
   im.set_output(node, 0, Operand{y, false, {}});
   return absl::OkStatus();
@@ -256,6 +263,7 @@ absl::Status convert_matmul(Importer& im, const onnx::NodeProto& node) {
     if (!w.ok()) return w.status();
     v[i] = *w;
   }
+  im.match_types(&v[0], &v[1]);
   Shape sa = v[0].shape(), sb = v[1].shape();
   const bool a_vector = sa.rank() == 1, b_vector = sb.rank() == 1;
   if (a_vector) v[0] = b.reshape(v[0], {1, sa.dim(0)});
@@ -322,11 +330,11 @@ absl::Status convert_layer_norm(Importer& im, const onnx::NodeProto& node) {
     if (!node.output(i).empty())
       return im.error(node, "the mean and inverse deviation outputs are not supported");
   }
-  auto gamma = weight_input(im, node, 1);
+  auto gamma = weight_input(im, node, 1, {}, /*f32=*/true);
   if (!gamma.ok()) return gamma.status();
   Value beta;
   if (im.has_input(node, 2)) {
-    auto given = weight_input(im, node, 2);
+    auto given = weight_input(im, node, 2, {}, /*f32=*/true);
     if (!given.ok()) return given.status();
     beta = *given;
   }

@@ -194,13 +194,14 @@ absl::Status convert_concat(Importer& im, const onnx::NodeProto& node) {
     return absl::OkStatus();
   }
   std::vector<Value> values;
-  if (all_channels_last && *axis == 1) {  // channels of NHWC images
-    for (const Operand& p : parts) values.push_back(p.value);
-    im.set_output(node, 0, Operand{im.b.concat(values, 3), true, {}});
-    return absl::OkStatus();
+  const bool channels = all_channels_last && *axis == 1;  // channels of NHWC images
+  bool bf16 = false;
+  for (const Operand& p : parts) {
+    values.push_back(channels ? p.value : im.logical(p));
+    bf16 = bf16 || values.back().dtype() == DType::kBF16;
   }
-  for (const Operand& p : parts) values.push_back(im.logical(p));
-  im.set_output(node, 0, Operand{im.b.concat(values, *axis), false, {}});
+  for (Value& v : values) v = im.as_type(v, bf16 ? DType::kBF16 : v.dtype());
+  im.set_output(node, 0, Operand{im.b.concat(values, channels ? 3 : *axis), channels, {}});
   return absl::OkStatus();
 }
 

@@ -1,4 +1,5 @@
-"""Keras models exported by tf2onnx, imported by tpusim: each model's forward pass on tpusim's cpu
+"""Keras models exported by tf2onnx (an MLP, the MNIST guide's CNN, a BERT-style encoder layer,
+MobileNetV2, a small ViT, ResNet-50), imported by tpusim: each model's forward pass on tpusim's cpu
 backend (fp32) and tpusim backend (a simulated v3 core; the MXU multiplies in bf16) against
 onnxruntime's on the same inputs and weights, and `tpusim import` on each file.
 
@@ -17,6 +18,7 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
+import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf2onnx  # noqa: E402
@@ -78,6 +80,30 @@ def small_bert():
     return keras.Model(ids, out)
 
 
+def mobilenet_v2():
+    """Keras's MobileNetV2 (depthwise convolutions, ReLU6 as Clip, strided convolutions with
+    explicit zero padding), narrow and small to keep the tier quick."""
+    return keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), alpha=0.35,
+                                          classes=10)
+
+
+def small_vit():
+    """A ViT: 4x4 patches of a 32x32 image embedded by a strided convolution, position
+    embeddings, one encoder layer (4-head attention, layer norms, a GELU MLP), mean over the
+    patches, a classifier."""
+    images = keras.Input((32, 32, 3))
+    x = layers.Conv2D(48, 4, strides=4)(images)
+    x = layers.Reshape((64, 48))(x)
+    x = PositionEmbedding()(x)
+    h = layers.LayerNormalization(epsilon=1e-6)(x)
+    x = x + layers.MultiHeadAttention(num_heads=4, key_dim=12)(h, h)
+    h = layers.LayerNormalization(epsilon=1e-6)(x)
+    gelu = layers.Lambda(lambda t: 0.5 * t * (1.0 + tf.math.erf(t / np.sqrt(2.0))))
+    x = x + layers.Dense(48)(gelu(layers.Dense(96)(h)))
+    x = layers.GlobalAveragePooling1D()(layers.LayerNormalization(epsilon=1e-6)(x))
+    return keras.Model(images, layers.Dense(10)(x))
+
+
 def resnet50():
     return keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
 
@@ -129,12 +155,15 @@ def check(name, make, shape, dtype, opset, batch, backends, tmp, forward, tpusim
         print(f"FAIL tpusim import {name}: {summary.stdout}{summary.stderr}")
         return failed + 1
     params = json.loads(summary.stdout)["parameters"]
-    # The trainable weights: an inference export folds batch norm's moving statistics into the
-    # scale and shift it applies (ResNet-50's 53,120).
-    expected = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-    ok = params == expected
-    print(f"{'ok  ' if ok else 'FAIL'} tpusim import {name}: {params} parameters (Keras: {expected}"
-          " trainable)")
+    # Every float initializer of more than one element is a weight, and only they are: the
+    # file's own count (an inference export folds batch norm into a scale and shift, or into
+    # the convolution before it, so it can be below Keras's trainable weights).
+    in_file = sum(int(np.prod(t.dims)) for t in proto.graph.initializer
+                  if t.data_type == onnx.TensorProto.FLOAT and int(np.prod(t.dims)) > 1)
+    keras_count = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    ok = params == in_file
+    print(f"{'ok  ' if ok else 'FAIL'} tpusim import {name}: {params} parameters (the file's "
+          f"weights: {in_file}; Keras's trainable: {keras_count})")
     return failed + (not ok)
 
 
@@ -147,6 +176,8 @@ def main():
             ("mnist_cnn", mnist_cnn, (28, 28, 1), tf.float32, 13, 4, ["cpu", "tpusim"]),
             ("small_bert", small_bert, (16,), tf.int32, 13, 2, ["cpu", "tpusim"]),
             ("small_bert_opset17", small_bert, (16,), tf.int32, 17, 2, ["cpu"]),
+            ("mobilenet_v2", mobilenet_v2, (96, 96, 3), tf.float32, 13, 2, ["cpu", "tpusim"]),
+            ("small_vit", small_vit, (32, 32, 3), tf.float32, 17, 2, ["cpu", "tpusim"]),
             ("resnet50", resnet50, (224, 224, 3), tf.float32, 13, 1, ["cpu"]),
         ]
         for case in cases:

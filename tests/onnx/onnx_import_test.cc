@@ -48,6 +48,35 @@ mlp (float[N, 2] X) => (float[N, 3] Y)
   }
 }
 
+// Under mixed_bfloat16 (ImportOptions::compute kBF16) the weights stay f32 variables read
+// through casts, the scale constant meets the bf16 products cast, and the result is the f32
+// one within bf16's rounding.
+TEST(OnnxImport, MixedBfloat16ReadsF32WeightsAsBf16) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+mlp (float[N, 2] X) => (float[N, 3] Y)
+<float[2, 3] W = {1, -2, 0.5, 3, -1, 1}, float scale = {0.5}>
+{
+  H = MatMul (X, W)
+  S = Mul (H, scale)
+  Y = Relu (S)
+}
+)";
+  const HostTensor x = HostTensor::from({2, 2}, {0.25f, -1.0f, 2.0f, 0.5f});
+  auto full = import_and_run(text, 2, {{"X", x}});
+  auto mixed = import_and_run(text, 2, {{"X", x}}, false, DType::kBF16);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->imported.initial_values.at("W").dtype, DType::kF32);
+  int f32_variables = 0;
+  for (const Node& n : mixed->graph.nodes())
+    f32_variables += n.op == Op::kVariable && n.dtype == DType::kF32;
+  EXPECT_EQ(f32_variables, 1);
+  EXPECT_GE(count_ops(mixed->graph, Op::kCast), 3);  // the input, W, the scale (and the output)
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_NEAR(mixed->outputs.at("Y").f[i], full->outputs.at("Y").f[i], 2e-2) << i;
+}
+
 // PyTorch's flatten as exported: Shape, Gather, Unsqueeze, Concat and Reshape fold at import
 // time; the device sees one reshape, and MatMul with a broadcast bias Add follows.
 TEST(OnnxImport, ShapeArithmeticFoldsAtImportTime) {

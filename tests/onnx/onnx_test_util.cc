@@ -15,18 +15,24 @@ std::string model_bytes(const std::string& text) {
 }
 
 absl::StatusOr<Run> import_and_run(const std::string& text, int64_t batch,
-                                   const std::map<std::string, HostTensor>& feeds, bool training) {
+                                   const std::map<std::string, HostTensor>& feeds, bool training,
+                                   DType compute) {
   auto model = parse_onnx(model_bytes(text), "test.onnx", batch);
   if (!model.ok()) return model.status();
   GraphBuilder b;
   std::map<std::string, Value> inputs;
-  for (const TensorInfo& in : model->inputs)
-    inputs[in.name] = b.infeed(in.name, in.dtype, in.shape);
+  for (const TensorInfo& in : model->inputs) {
+    Value v = b.infeed(in.name, in.dtype, in.shape);
+    if (compute == DType::kBF16 && in.dtype == DType::kF32) v = b.cast(v, DType::kBF16);
+    inputs[in.name] = v;
+  }
   ImportOptions options;
   options.training = training;
+  options.compute = compute;
   auto imported = import_graph(b, *model, inputs, options);
   if (!imported.ok()) return imported.status();
-  for (const auto& [name, v] : imported->outputs) b.output(name, v);
+  for (const auto& [name, v] : imported->outputs)
+    b.output(name, v.dtype() == DType::kBF16 ? b.cast(v, DType::kF32) : v);
   if (!b.status().ok()) return b.status();
   const std::unique_ptr<Backend> backend = make_cpu_backend();
   auto exe = backend->compile(b.graph(), {"fp32"});

@@ -22,9 +22,11 @@ struct Run {
 };
 // Parses `text` at `batch`, imports it with its inputs as infeeds (by their ONNX names) and runs
 // it once on the cpu backend with the file's weights.
+// With `compute` kBF16 (mixed_bfloat16) the float inputs are cast to bf16 on entry and the
+// outputs back to f32.
 absl::StatusOr<Run> import_and_run(const std::string& text, int64_t batch,
                                    const std::map<std::string, HostTensor>& feeds,
-                                   bool training = false);
+                                   bool training = false, DType compute = DType::kF32);
 
 // How many nodes of `graph` are `op`.
 int count_ops(const Graph& graph, Op op);

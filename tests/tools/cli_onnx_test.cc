@@ -117,6 +117,59 @@ TEST(CliOnnx, AnImportedModelTrainsAndTimes) {
   std::filesystem::remove(path);
 }
 
+// compare --onnx trains the imported model on tpusim and the cpu from the file's weights (the
+// baseline's run from them nudged one ulp): they agree.
+TEST(CliOnnx, CompareAgreesOnAnImportedModel) {
+  const std::string path = write_model(kCnn, "cli-compare.onnx");
+  auto r = run_tpusim({"compare", "--onnx", path, "--input", "synthetic", "--steps", "3",
+                       "--batch-size", "16", "--baseline-runs", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "cli-compare");
+  EXPECT_THAT(r.out, HasSubstr("\"verdict\": \"agree\""));
+  std::filesystem::remove(path);
+}
+
+// evaluate and predict take --onnx: the file's weights where no training has run (global step
+// 0), the newest checkpoint of a `train --onnx` model_dir otherwise; both on Fashion-MNIST.
+TEST(CliOnnx, EvaluateAndPredictRunTheFilesWeightsOrATrainedCheckpoint) {
+  std::string text = kCnn;
+  text.replace(text.find("float[N, 8, 8, 1] image"), 23, "float[N, 28, 28, 1] image");
+  const std::string path = write_model(text, "cli-eval.onnx");
+  const auto tmp = std::filesystem::path(::testing::TempDir()) / "cli-onnx-eval";
+  std::filesystem::remove_all(tmp);
+  const std::string data = (tmp / "data").string(), dir = (tmp / "model").string();
+  const std::vector<std::string> common = {"--onnx", path, "--backend",    "cpu",
+                                           "--data", data, "--batch-size", "64"};
+  auto args = [&common](std::vector<std::string> head) {
+    head.insert(head.end(), common.begin(), common.end());
+    return head;
+  };
+  auto untrained = run_tpusim(args({"evaluate", "--eval-steps", "2", "--json"}));
+  ASSERT_EQ(untrained.exit_code, 0) << untrained.err;
+  auto before = nlohmann::json::parse(untrained.out);
+  EXPECT_EQ(before["global_step"], 0);
+  auto train =
+      run_tpusim(args({"train", "--train-steps", "20", "--iterations-per-loop", "10",
+                       "--learning-rate", "0.01", "--eval-steps", "2", "--model-dir", dir}));
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  auto trained = run_tpusim(args({"evaluate", "--eval-steps", "2", "--json", "--model-dir", dir}));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  auto after = nlohmann::json::parse(trained.out);
+  EXPECT_EQ(after["global_step"], 20);
+  EXPECT_LT(after["loss"].get<double>(), before["loss"].get<double>());
+  auto predicted = run_tpusim(args({"predict", "--count", "3", "--json", "--model-dir", dir}));
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.err;
+  const auto p = nlohmann::json::parse(predicted.out);
+  ASSERT_EQ(p.size(), 3u);
+  for (const auto& e : p) {
+    EXPECT_GE(e["class"].get<int>(), 0);
+    EXPECT_LT(e["class"].get<int>(), 3);
+  }
+  std::filesystem::remove_all(tmp);
+  std::filesystem::remove(path);
+}
+
 // ResNet-50 v1.5 as an NCHW ONNX file (resnet50_onnx.h) is the zoo's network: on a v3-8 its
 // timing-only step takes the zoo model's time to the nanosecond (the graphs compile to the same
 // program: the images are held NHWC from the infeed on).
@@ -157,6 +210,20 @@ TEST(CliOnnx, ResNet50FromOnnxStepsAsTheZoos) {
   }
   EXPECT_EQ(step_time[1], step_time[0]);
   EXPECT_EQ(step_time[0], "step time 13.815 ms (average of 1 step(s); the slowest core each step)");
+  // tpusim compile --onnx: the same program, instruction for instruction, in float32 and under
+  // mixed_bfloat16 (its casts where the zoo's are).
+  for (const char* policy : {"float32", "mixed_bfloat16"}) {
+    nlohmann::json compiled[2];
+    for (int i = 0; i < 2; ++i) {
+      auto r = run_tpusim({"compile", i == 0 ? "--model" : "--onnx", i == 0 ? "resnet50" : path,
+                           "--batch", "2", "--dtype-policy", policy, "--json"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      compiled[i] = nlohmann::json::parse(r.out);
+    }
+    EXPECT_EQ(compiled[1]["instructions"], compiled[0]["instructions"]) << policy;
+    EXPECT_EQ(compiled[1]["hbm_footprint_bytes"], compiled[0]["hbm_footprint_bytes"]) << policy;
+    EXPECT_EQ(compiled[1]["parameters"], 25610152);
+  }
   std::filesystem::remove_all(dir);
   std::filesystem::remove(path);
 }

@@ -107,6 +107,7 @@ po::options_description compare_options(CompareJob* job, CompareFlags* f) {
       "--dtype-policy float32,mixed_bfloat16)");
   add_data_options(options);
   add_seq_length_option(options);
+  add_onnx_options(options);
   return options;
 }
 
@@ -220,6 +221,23 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
+  if (vm.count("onnx") > 0) {  // an imported model: the file's weights, its images
+    if (!vm["model"].defaulted())
+      return usage_problem("--onnx and --model each name a model: give one");
+    auto onnx =
+        jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
+                            vm["onnx-output"].as<std::string>());
+    if (!onnx.ok()) return failure_of(onnx.status());
+    if (auto s = jobs::use_onnx_inputs(*onnx, !vm["image-size"].defaulted(), &job->data); !s.ok())
+      return usage_problem(s);
+    if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+    job->model = std::filesystem::path(onnx->path).stem().string();
+    job->onnx = *std::move(onnx);
+    auto slice = config::load_slice(job->slice);
+    if (!slice.ok()) return failure_of(slice.status());
+    job->replicas = (*slice)->cores;
+    return runs_root_from(vm, job, plan);
+  }
   auto seq_length = seq_length_from(vm, job->model);
   if (!seq_length.ok()) return usage_problem(seq_length.status());
   if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them

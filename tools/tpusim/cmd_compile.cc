@@ -2,12 +2,15 @@
 // figures (or the program itself with --dump).
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
 #include "configs/loader.h"
+#include "estimator/jobs/onnx_job.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/models/zoo.h"
@@ -35,8 +38,8 @@ struct CompileFlags {
 // compile's options, the numbers bound to `f`.
 po::options_description compile_command_options(CompileFlags* f) {
   po::options_description options("options");
-  options.add_options()("model", po::value<std::string>()->required(),
-                        ("zoo model: " + zoo_model_names(", ")).c_str())(
+  options.add_options()("model", po::value<std::string>(),
+                        ("zoo model: " + zoo_model_names(", ") + " (or --onnx FILE)").c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name")(
       "batch", po::value<int64_t>(&f->batch)->default_value(128), "examples per core")(
@@ -46,11 +49,13 @@ po::options_description compile_command_options(CompileFlags* f) {
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_seq_length_option(options);
+  add_onnx_options(options);
   return options;
 }
 
 constexpr char kCompileUsage[] =
-    "usage: tpusim compile --model NAME [--config SLICE] [--batch N] [--seq-length N]\n"
+    "usage: tpusim compile (--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME])\n"
+    "                      [--config SLICE] [--batch N] [--seq-length N]\n"
     "                      [--dtype-policy float32|mixed_bfloat16]\n"
     "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
@@ -64,6 +69,7 @@ constexpr char kCompileUsage[] =
 // What to compile, and for what.
 struct CompileJob {
   std::string model;
+  std::optional<jobs::OnnxJob> onnx;  // an imported model (--onnx) in place of a zoo one
   int64_t batch = 0;
   int64_t seq_length = 0;  // BERT models: tokens per sequence
   uint32_t replicas = 1;
@@ -74,13 +80,26 @@ struct CompileJob {
 
 // The job from the flags, or why not.
 Refused compile_job_from(const po::variables_map& vm, const CompileFlags& f, CompileJob* job) {
-  job->model = vm["model"].as<std::string>();
+  if ((vm.count("model") > 0) == (vm.count("onnx") > 0))
+    return usage_problem("which model? give --model NAME or --onnx FILE");
+  if (vm.count("onnx") > 0) {
+    auto onnx =
+        jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
+                            vm["onnx-output"].as<std::string>());
+    if (!onnx.ok()) return failure_of(onnx.status());
+    job->onnx = *std::move(onnx);
+    job->model = std::filesystem::path(job->onnx->path).stem().string();
+  } else {
+    job->model = vm["model"].as<std::string>();
+  }
   job->batch = f.batch;
   job->replicas = f.replicas;
   if (f.batch < 1 || f.batch > (1 << 20)) return usage_problem("--batch must be in [1, 2^20]");
-  auto seq = seq_length_from(vm, job->model);
-  if (!seq.ok()) return usage_problem(seq.status());
-  job->seq_length = *seq;
+  if (!job->onnx.has_value()) {
+    auto seq = seq_length_from(vm, job->model);
+    if (!seq.ok()) return usage_problem(seq.status());
+    job->seq_length = *seq;
+  }
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_problem(policy.status());
   job->policy = *policy;
@@ -174,6 +193,26 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " MiB high-water of " << job.slice->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
 }
 
+// One training step of the job's model at its batch: the zoo's, or the ONNX model's loss (its
+// model_fn in training) with the same SGD updates.
+absl::Status build_step(const CompileJob& job, runtime::GraphBuilder& b) {
+  if (!job.onnx.has_value()) {
+    return runtime::models::build_training_step(b, job.model, job.batch, 0.01f, 1, job.policy,
+                                                job.replicas, 0, job.seq_length);
+  }
+  const jobs::OnnxJob& m = *job.onnx;
+  const runtime::Value image = b.infeed("image", runtime::DType::kF32,
+                                        {job.batch, m.image_side, m.image_side, m.image_channels});
+  const runtime::Value label = b.infeed("label", runtime::DType::kS32, {job.batch});
+  estimator::Params params;
+  params.batch_size = job.batch;
+  params.num_shards = job.replicas;
+  auto spec = jobs::onnx_model_fn(m, {}, job.policy)(b, {{"image", image}}, label,
+                                                     estimator::Mode::kTrain, params);
+  if (!spec.ok()) return spec.status();
+  return runtime::models::add_sgd_step(b, spec->loss, 0.01f, job.replicas);
+}
+
 }  // namespace
 
 int run_compile(const std::vector<std::string>& args) {
@@ -186,11 +225,7 @@ int run_compile(const std::vector<std::string>& args) {
 
   const auto start = std::chrono::steady_clock::now();
   runtime::GraphBuilder b;
-  if (auto s = runtime::models::build_training_step(b, job.model, job.batch, 0.01f, 1, job.policy,
-                                                    job.replicas, 0, job.seq_length);
-      !s.ok()) {
-    return failure(std::string(s.message()));
-  }
+  if (auto s = build_step(job, b); !s.ok()) return failure(std::string(s.message()));
   auto step = runtime::tpusim_backend::compile_graph(
       b.graph(), *job.slice, 0, runtime::tpusim_backend::step_options_from(job.compile));
   if (!step.ok()) return failure(std::string(step.status().message()));

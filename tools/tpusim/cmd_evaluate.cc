@@ -1,27 +1,33 @@
 // tpusim evaluate | predict: a zoo model's newest checkpoint in --model-dir, on the Fashion-MNIST
 // test set: metrics (evaluate) or per-example classes and probabilities (predict).
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "common/strings.h"
 #include "configs/loader.h"
+#include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
+#include "estimator/jobs/fashion_job.h"
+#include "estimator/jobs/onnx_job.h"
 #include "estimator/saved_model.h"
 #include "runtime/backend/registry.h"
-#include "tools/tpusim/backend_options.h"
 #include "runtime/data/dataset.h"
+#include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
-#include "estimator/jobs/fashion_job.h"
 #include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 
-using jobs::FashionData;
 using jobs::ensure_fashion_mnist;
 using jobs::fashion_eval_input;
+using jobs::FashionData;
 using jobs::use_data_options;
 using jobs::zoo_model_fn;
 namespace {
@@ -32,22 +38,66 @@ struct Job {
   std::string model;
   FashionData data;
   std::unique_ptr<estimator::TPUEstimator> estimator;
+  // A folder of the job's own (an ONNX file's weights), removed with the job.
+  std::shared_ptr<const std::string> scratch;
 };
+
+// `dir`, removed when the last copy of the pointer goes.
+std::shared_ptr<const std::string> scratch_folder(std::string dir) {
+  return std::shared_ptr<const std::string>(new std::string(std::move(dir)),
+                                            [](const std::string* d) {
+                                              std::error_code ec;
+                                              std::filesystem::remove_all(*d, ec);
+                                              delete d;
+                                            });
+}
 
 void add_common(po::options_description& options) {
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "the zoo model the checkpoint belongs to")(
-      "model-dir", po::value<std::string>(), "where train wrote its checkpoints")(
-      "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
+      "model-dir", po::value<std::string>(),
+      "where train wrote its checkpoints (with --onnx: none or one without a checkpoint runs the "
+      "file's weights)")("config", po::value<std::string>()->default_value("v3-8"),
+                         "slice (the tpusim backend)")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
   add_backend_flag(options);
   add_dtype_policy_option(options);
   add_data_options(options);
+  add_onnx_options(options);
+}
+
+// An ONNX model's model_fn, and the model_dir to run: --model-dir when it holds a checkpoint
+// (a `train --onnx` run's), else a fresh folder holding the file's weights at global step 0.
+absl::StatusOr<estimator::ModelFn> onnx_model(const po::variables_map& vm,
+                                              runtime::models::DTypePolicy policy,
+                                              FashionData* data, estimator::RunConfig* config) {
+  const std::string path = vm["onnx"].as<std::string>();
+  if (!vm["model"].defaulted())
+    return absl::InvalidArgumentError("--onnx and --model each name a model: give one");
+  auto job = jobs::open_onnx_job(path, vm["onnx-input"].as<std::string>(),
+                                 vm["onnx-output"].as<std::string>());
+  if (!job.ok()) return job.status();
+  if (auto s = jobs::use_onnx_inputs(*job, !vm["image-size"].defaulted(), data); !s.ok()) return s;
+  const bool trained = vm.count("model-dir") > 0 &&
+                       !estimator::list_checkpoints(vm["model-dir"].as<std::string>()).empty();
+  if (trained) {
+    config->model_dir = vm["model-dir"].as<std::string>();
+  } else {
+    config->model_dir =
+        (std::filesystem::temp_directory_path() / str_cat("tpusim-onnx-weights-", ::getpid()))
+            .string();
+    std::error_code ec;
+    std::filesystem::remove_all(config->model_dir, ec);
+    if (auto s = jobs::save_onnx_weights(*job, config->model_dir); !s.ok()) return s;
+  }
+  return jobs::onnx_model_fn(*job, {}, policy);
 }
 
 absl::StatusOr<Job> make_job(const po::variables_map& vm) {
-  if (vm.count("model-dir") == 0) return absl::InvalidArgumentError("--model-dir is required");
+  const bool onnx = vm.count("onnx") > 0;
+  if (vm.count("model-dir") == 0 && !onnx)
+    return absl::InvalidArgumentError("--model-dir is required");
   Job job;
   job.model = vm["model"].as<std::string>();
   auto data = fashion_data_from(vm);
@@ -56,7 +106,17 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
-  config.model_dir = vm["model-dir"].as<std::string>();
+  estimator::ModelFn model_fn;
+  if (onnx) {
+    auto made = onnx_model(vm, *policy, &job.data, &config);
+    if (!made.ok()) return made.status();
+    model_fn = *std::move(made);
+    if (vm.count("model-dir") == 0 || config.model_dir != vm["model-dir"].as<std::string>())
+      job.scratch = scratch_folder(config.model_dir);
+  } else {
+    config.model_dir = vm["model-dir"].as<std::string>();
+    model_fn = zoo_model_fn(job.model, {}, *policy);
+  }
   auto backend = backend_from(vm);
   if (!backend.ok()) return backend.status();
   config.backend = (*backend)->name;
@@ -70,8 +130,7 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
   const int64_t batch = vm["batch-size"].as<int64_t>();
-  auto est = estimator::TPUEstimator::create(zoo_model_fn(job.model, {}, *policy), config, {},
-                                             true, batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(model_fn, config, {}, true, batch, batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
   if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
@@ -94,12 +153,30 @@ absl::StatusOr<std::vector<runtime::data::Element>> test_images(const FashionDat
   return batches;
 }
 
+// Example `k`'s values of a prediction output holding `batch` examples.
+nlohmann::ordered_json example_values(const runtime::HostTensor& t, size_t k, int64_t batch) {
+  const size_t n = static_cast<size_t>(t.elements() / batch);
+  nlohmann::ordered_json values = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < n; ++j) {
+    if (t.dtype == runtime::DType::kS32) {
+      values.push_back(t.i[k * n + j]);
+    } else {
+      values.push_back(t.f[k * n + j]);
+    }
+  }
+  return n == 1 ? values[0] : values;
+}
+
 void print_predictions(const nlohmann::ordered_json& out, bool json) {
   if (json) {
     std::cout << out.dump(2) << "\n";
     return;
   }
   for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].contains("class")) {  // a user's model's predictions, as they are
+      std::cout << fmt::format("{:5}  {}\n", i, out[i].dump());
+      continue;
+    }
     std::cout << fmt::format("{:5}  class {}  p={:.3f}", i, out[i]["class"].get<int>(),
                              out[i]["probability"].get<double>());
     if (out[i].contains("label"))
@@ -148,14 +225,28 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   }
   auto outputs = backend->run(**exe, model->variables, steps, 0);
   if (!outputs.ok()) return failure(std::string(outputs.status().message()));
+  const auto& names = model->predictions;
+  const bool classifier = std::count(names.begin(), names.end(), "class") == 1 &&
+                          std::count(names.begin(), names.end(), "probabilities") == 1;
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (int64_t i = 0; i < count; ++i) {
     const auto& o = (*outputs)[static_cast<size_t>(i / batch)];
-    const int32_t cls = o.at("prediction/class").i[static_cast<size_t>(i % batch)];
-    const float p = o.at("prediction/probabilities").f[static_cast<size_t>((i % batch) * 10 + cls)];
+    const auto k = static_cast<size_t>(i % batch);
+    const int32_t label = (*images)[static_cast<size_t>(i)].at("label").ints[0];
+    if (!classifier) {  // a user's model: each prediction's values for this example
+      nlohmann::ordered_json example;
+      for (const std::string& name : names)
+        example[name] = example_values(o.at("prediction/" + name), k, batch);
+      example["label"] = label;
+      out.push_back(example);
+      continue;
+    }
+    const runtime::HostTensor& probabilities = o.at("prediction/probabilities");
+    const size_t classes = probabilities.f.size() / static_cast<size_t>(batch);
+    const int32_t cls = o.at("prediction/class").i[k];
     out.push_back({{"class", cls},
-                   {"probability", p},
-                   {"label", (*images)[static_cast<size_t>(i)].at("label").ints[0]}});
+                   {"probability", probabilities.f[k * classes + static_cast<size_t>(cls)]},
+                   {"label", label}});
   }
   print_predictions(out, vm["json"].as<bool>());
   return kOk;
@@ -169,9 +260,11 @@ int run_evaluate(const std::vector<std::string>& args) {
   options.add_options()("eval-steps", po::value<int64_t>()->default_value(0),
                         "test batches (0: as many whole batches as 10,000 images fill)");
   const std::string usage =
-      "usage: tpusim evaluate --model-dir DIR [--model NAME] [--data DIR] [--config SLICE |\n"
+      "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR])\n"
+      "                       [--data DIR] [--config SLICE |\n"
       "                       --backend cpu|gpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
-      "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n";
+      "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n"
+      "An ONNX model without a trained DIR is evaluated with the file's weights.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   auto job = make_job(vm);
@@ -201,7 +294,8 @@ int run_predict(const std::vector<std::string>& args) {
       "saved-model", po::value<std::string>(),
       "a saved model (train --export-dir) to predict with, instead of --model and --model-dir");
   const std::string usage =
-      "usage: tpusim predict (--model-dir DIR [--model NAME] | --saved-model DIR) [--count N]\n"
+      "usage: tpusim predict (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
+      "                       --saved-model DIR) [--count N]\n"
       "                      [--data DIR] [--config SLICE | --backend cpu|gpu] [--batch-size N]\n"
       "                      [--json]\n\n"
       "Predicts the first N Fashion-MNIST test images with the newest checkpoint in DIR: each\n"

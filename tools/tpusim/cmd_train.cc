@@ -402,33 +402,18 @@ Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob*
   return std::nullopt;
 }
 
-// An ONNX model's job: its images (synthetic at its input's size, or records of that size),
-// float32 (mixed_bfloat16 is not imported yet).
+// An ONNX model's job: its images (synthetic at its input's size, or records of that size).
 Refused onnx_job_from(const po::variables_map& vm, TrainJob* job) {
   const std::string path = vm["onnx"].as<std::string>();
   if (!vm["model"].defaulted())
     return usage_problem("--onnx and --model each name a model: give one");
   if (!vm["seq-length"].defaulted())
     return usage_problem("--seq-length is for the zoo's BERT models");
-  if (job->policy != runtime::models::DTypePolicy::kFloat32)
-    return usage_problem("--onnx models run float32 (mixed_bfloat16 is not imported yet)");
   auto onnx = jobs::open_onnx_job(path, vm["onnx-input"].as<std::string>(),
                                   vm["onnx-output"].as<std::string>());
   if (!onnx.ok()) return Refusal{false, std::string(onnx.status().message())};
-  FashionData& data = job->data;
-  if (data.synthetic) {
-    if (!vm["image-size"].defaulted() && data.image_size != onnx->image_side)
-      return usage_problem(
-          str_cat(path, " takes ", onnx->image_side, "x", onnx->image_side, " images"));
-    data.image_size = static_cast<int>(onnx->image_side);
-    data.channels = static_cast<int>(onnx->image_channels);
-    data.classes = static_cast<int>(onnx->classes);
-  } else if (data.image_size != onnx->image_side || data.channels != onnx->image_channels) {
-    return usage_problem(str_cat(path, " takes ", onnx->image_side, "x", onnx->image_side, "x",
-                                 onnx->image_channels, " images; the data's are ", data.image_size,
-                                 "x", data.image_size, "x", data.channels,
-                                 " (--input synthetic makes the model's)"));
-  }
+  if (auto s = jobs::use_onnx_inputs(*onnx, !vm["image-size"].defaulted(), &job->data); !s.ok())
+    return usage_problem(s);
   job->model = std::filesystem::path(path).stem().string();
   job->onnx = *std::move(onnx);
   return std::nullopt;
@@ -498,9 +483,9 @@ absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& 
   if (config_timing || job.data.synthetic) {
     if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
   }
-  const estimator::ModelFn model_fn = job.onnx.has_value()
-                                          ? jobs::onnx_model_fn(*job.onnx, job.optimizer)
-                                          : zoo_model_fn(job.model, job.optimizer, job.policy);
+  const estimator::ModelFn model_fn =
+      job.onnx.has_value() ? jobs::onnx_model_fn(*job.onnx, job.optimizer, job.policy)
+                           : zoo_model_fn(job.model, job.optimizer, job.policy);
   return JobFunctions{model_fn, fashion_train_input(job.data), fashion_eval_input(job.data),
                       10000 / job.flags.batch};
 }
