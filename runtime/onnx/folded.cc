@@ -122,6 +122,15 @@ absl::Status read_raw_any(const onnx::TensorProto& t, int64_t n, std::vector<dou
 
 }  // namespace
 
+int64_t foldable_elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
 int64_t Folded::elements() const { return product(dims); }
 
 absl::StatusOr<std::vector<int64_t>> Folded::ints(const std::string& what) const {
@@ -160,7 +169,7 @@ absl::StatusOr<Folded> fold_tensor(const onnx::TensorProto& t) {
     f.dims.push_back(d);
   }
   const int64_t n = f.elements();
-  if (n > (int64_t{1} << 31))
+  if (n > kMaxFoldedElements)
     return absl::InvalidArgumentError(str_cat("tensor '", t.name(), "' has ", n, " elements"));
   absl::Status s = t.has_raw_data() ? read_raw_any(t, n, &f.data) : read_typed(t, n, &f.data);
   if (!s.ok()) return s;
@@ -197,6 +206,10 @@ absl::StatusOr<Folded> fold_binary(const Folded& a, const Folded& b, double (*f)
                                    bool integer_result) {
   auto dims = broadcast_dims(a.dims, b.dims);
   if (!dims.ok()) return dims.status();
+  if (foldable_elements(*dims) < 0) {
+    return absl::InvalidArgumentError(str_cat("a tensor of ", Shape(*dims).str(), " (over ",
+                                              kMaxFoldedElements, " elements) to fold"));
+  }
   Folded out;
   out.dims = *dims;
   out.integer = integer_result;

@@ -14,6 +14,14 @@
 
 namespace tpusim::runtime::onnx_import {
 
+// The most elements a tensor folded at import time may have (1 GiB of doubles): a file that asks
+// for more is refused rather than allowed to exhaust the host.
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 27;
+
+// The elements of a tensor of `dims`, or -1 when a dimension is negative or there are more than
+// kMaxFoldedElements (computed without overflowing).
+int64_t foldable_elements(const std::vector<int64_t>& dims);
+
 struct Folded {
   std::vector<int64_t> dims;
   std::vector<double> data;  // row-major; integers and booleans held exactly

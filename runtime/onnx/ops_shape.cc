@@ -395,9 +395,9 @@ absl::Status convert_constant_of_shape(Importer& im, const onnx::NodeProto& node
   Folded out;
   out.dims = *dims;
   out.integer = value.integer;
-  const int64_t n = out.elements();
-  if (n < 0 || n > (int64_t{1} << 28))
-    return im.error(node, str_cat("a constant of ", n, " elements"));
+  const int64_t n = foldable_elements(out.dims);
+  if (n < 0)
+    return im.error(node, str_cat("a constant of ", Shape(out.dims).str(), " is too large"));
   out.data.assign(static_cast<size_t>(n), value.data.empty() ? 0.0 : value.data[0]);
   im.set_output(node, 0, Operand{{}, false, out});
   return absl::OkStatus();
@@ -412,6 +412,8 @@ absl::Status convert_expand(Importer& im, const onnx::NodeProto& node) {
   if (!target.ok()) return im.error(node, std::string(target.status().message()));
   auto dims = broadcast_dims(Importer::logical_dims(*x), *target);
   if (!dims.ok()) return im.error(node, std::string(dims.status().message()));
+  if (foldable_elements(*dims) < 0)
+    return im.error(node, str_cat("expanding to ", Shape(*dims).str(), " is too large"));
   if (!x->on_device()) {
     Folded zeros;
     zeros.dims = *dims;

@@ -159,5 +159,26 @@ g (float[N, 4] X) => (float[N, 4] Y)
                         "2 and 3"));
 }
 
+// Tensors a file asks to be made at import time are bounded: a ConstantOfShape or Expand of a
+// huge shape is refused, naming the node, rather than exhausting the host.
+TEST(OnnxRefusal, HugeFoldedTensorsAreRefused) {
+  for (const std::string& node :
+       {std::string("C = ConstantOfShape (shape)"), std::string("C = Expand (one, shape)")}) {
+    const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 4] Y)
+<int64[3] shape = {1048576, 1048576, 1048576}, float one = {1}>
+{
+  )" + node + R"(
+  Y = Relu (X)
+}
+)";
+    auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 4})}});
+    ASSERT_FALSE(run.ok()) << node;
+    EXPECT_THAT(message(run.status()), HasSubstr("test.onnx: node 'C'")) << node;
+    EXPECT_THAT(message(run.status()), HasSubstr("is too large")) << node;
+  }
+}
+
 }  // namespace
 }  // namespace tpusim::runtime::onnx_import
