@@ -1,7 +1,5 @@
 #include "estimator/jobs/onnx_job.h"
 
-#include <fstream>
-
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
 #include "estimator/jobs/fashion_job.h"
@@ -76,7 +74,9 @@ bool nchw_input(const ox::TensorInfo& in, const runtime::Shape& image) {
 
 absl::StatusOr<OnnxJob> open_onnx_job(const std::string& path, const std::string& input,
                                       const std::string& output) {
-  auto model = ox::load_onnx(path, 1);
+  auto bytes = ox::read_onnx_file(path);  // read once: the job keeps them for each batch size
+  if (!bytes.ok()) return bytes.status();
+  auto model = ox::parse_onnx(*bytes, path, 1);
   if (!model.ok()) return model.status();
   auto summary = ox::summarize(*model);
   if (!summary.ok()) return summary.status();
@@ -90,9 +90,7 @@ absl::StatusOr<OnnxJob> open_onnx_job(const std::string& path, const std::string
   }
   OnnxJob job;
   job.path = path;
-  std::ifstream in(path, std::ios::binary);
-  job.bytes = std::make_shared<const std::string>(std::istreambuf_iterator<char>(in),
-                                                  std::istreambuf_iterator<char>());
+  job.bytes = std::make_shared<const std::string>(*std::move(bytes));
   auto chosen_in = choose(model->inputs, input, "input", path, "--onnx-input");
   if (!chosen_in.ok()) return chosen_in.status();
   auto chosen_out = choose(model->outputs, output, "output", path, "--onnx-output");

@@ -52,6 +52,24 @@ absl::StatusOr<Operand> Importer::input(const onnx::NodeProto& node, int i) cons
   return error(node, str_cat("input '", name, "' is produced by no earlier node"));
 }
 
+bool Importer::is_float_tensor_initializer(const std::string& name) const {
+  auto it = initializers_.find(name);
+  if (it == initializers_.end()) return false;
+  const int32_t type = it->second->data_type();
+  int64_t elements = 1;
+  for (int64_t d : it->second->dims()) elements *= std::max<int64_t>(d, 0);
+  return elements > 1 &&
+         (type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
+          type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16);
+}
+
+bool Importer::on_device(const onnx::NodeProto& node, int i) const {
+  if (!has_input(node, i)) return false;
+  const std::string& name = node.input(i);
+  if (auto it = values_.find(name); it != values_.end()) return it->second.on_device();
+  return weights_.count(name) > 0;
+}
+
 absl::StatusOr<Folded> Importer::folded_input(const onnx::NodeProto& node, int i,
                                               const std::string& what) const {
   auto x = input(node, i);

@@ -75,6 +75,12 @@ class Importer {
   // `v` cast to `dtype` when it is another floating type.
   Value as_type(Value v, DType dtype);
   bool is_initializer(const std::string& name) const { return initializers_.count(name) > 0; }
+  // Whether `name` is a floating initializer of more than one element (a weight's shape),
+  // read from its header without folding its values.
+  bool is_float_tensor_initializer(const std::string& name) const;
+  // Whether the node's input `i` is a device value (computed, or a weight made already), also
+  // without folding it.
+  bool on_device(const onnx::NodeProto& node, int i) const;
 
   // Errors about `node`: "FILE: node 'NAME' (OpType): why".
   absl::Status error(const onnx::NodeProto& node, const std::string& why) const;

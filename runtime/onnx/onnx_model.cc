@@ -190,6 +190,12 @@ absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string
 }
 
 absl::StatusOr<OnnxModel> load_onnx(const std::string& path, int64_t batch) {
+  auto bytes = read_onnx_file(path);
+  if (!bytes.ok()) return bytes.status();
+  return parse_onnx(*bytes, path, batch);
+}
+
+absl::StatusOr<std::string> read_onnx_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     return absl::NotFoundError(str_cat(path, ": no such file (an ONNX model)"));
@@ -205,7 +211,7 @@ absl::StatusOr<OnnxModel> load_onnx(const std::string& path, int64_t batch) {
   std::string bytes(static_cast<size_t>(size), '\0');
   if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
     return absl::DataLossError(str_cat(path, ": cannot read its ", size, " bytes"));
-  return parse_onnx(bytes, path, batch);
+  return bytes;
 }
 
 }  // namespace tpusim::runtime::onnx_import

@@ -39,6 +39,9 @@ struct OnnxModel {
   std::vector<TensorInfo> outputs;
 };
 
+// The bytes of the ONNX file `path` (NotFound when it is missing; refused at 2 GiB and over).
+absl::StatusOr<std::string> read_onnx_file(const std::string& path);
+
 // Reads `path` and checks it, binding every input's symbolic first dimension to `batch` and
 // inferring the graph's shapes with it.
 absl::StatusOr<OnnxModel> load_onnx(const std::string& path, int64_t batch);

@@ -56,13 +56,13 @@ double minimum(double x, double y) { return std::min(x, y); }
 // Input `i` of an Add, Sub or Mul: a float initializer of more than one element beside a
 // device value is a weight (a dense layer's bias, as tf2onnx writes MatMul + Add; a scale), so
 // a variable; anything else as it is.
+// (Decided from the initializer's header: a weight's values are read once, into its variable.)
 absl::StatusOr<Operand> bias_or_input(Importer& im, const onnx::NodeProto& node, int i, Op op) {
-  auto x = im.input(node, i);
-  if (!x.ok() || x->on_device() || x->folded->integer || x->folded->elements() < 2) return x;
-  if (op != Op::kAdd && op != Op::kSub && op != Op::kMul) return x;
-  if (!im.is_initializer(node.input(i))) return x;
-  auto other = im.input(node, 1 - i);
-  if (!other.ok() || !other->on_device()) return x;
+  const bool weight_op = op == Op::kAdd || op == Op::kSub || op == Op::kMul;
+  if (!weight_op || !im.has_input(node, i) || !im.is_float_tensor_initializer(node.input(i)) ||
+      !im.on_device(node, 1 - i)) {
+    return im.input(node, i);
+  }
   auto w = im.weight(node.input(i));
   if (!w.ok()) return w.status();
   return Operand{*w, false, {}};

@@ -129,11 +129,10 @@ void print_allreduce(const config::SliceSpec& s, const sim::AllReduceRequest& re
       "  transfers   {} chunks, busiest link busy {:.3f} us\n"
       "  host time   {:.3f} s\n",
       bytes, s.cores, s.name, sim::collective_algorithm_name(request.algorithm),
-      request.chunk_bytes / 1024,
-      seconds * 1e6, run.cycles, bytes / seconds / 1e9, bound.seconds * 1e6,
-      bound.latency_seconds * 1e6, bound.bandwidth_seconds * 1e6, bound.seconds / seconds,
-      run.link_floor_seconds * 1e6, run.chunk_transfers, run.busiest_link_busy_seconds * 1e6,
-      run.host_seconds);
+      request.chunk_bytes / 1024, seconds * 1e6, run.cycles, bytes / seconds / 1e9,
+      bound.seconds * 1e6, bound.latency_seconds * 1e6, bound.bandwidth_seconds * 1e6,
+      bound.seconds / seconds, run.link_floor_seconds * 1e6, run.chunk_transfers,
+      run.busiest_link_busy_seconds * 1e6, run.host_seconds);
   if (run.numerics) {
     std::cout << fmt::format(
         "  numerics    every core bitwise identical: {}; max |error| vs "

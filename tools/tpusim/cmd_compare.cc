@@ -198,6 +198,25 @@ Refused runs_root_from(const po::variables_map& vm, CompareJob* job, ComparePlan
   return std::nullopt;
 }
 
+// A zoo model's data: a BERT's records (made when missing), as train reads them, or the
+// model's published images.
+Refused zoo_inputs_from(const po::variables_map& vm, CompareJob* job) {
+  auto seq_length = seq_length_from(vm, job->model);
+  if (!seq_length.ok()) return usage_problem(seq_length.status());
+  if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
+    auto bert = bert_data_from(vm, job->data, job->model, *seq_length);
+    if (!bert.ok()) return usage_problem(bert.status());
+    if (auto s = jobs::ensure_bert_records(*bert, log_to_stderr); !s.ok()) return failure_of(s);
+    job->bert = *bert;
+  } else {  // synthetic images are the model's published ones
+    if (auto s = jobs::use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
+        !s.ok())
+      return usage_problem(s);
+    if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+  }
+  return std::nullopt;
+}
+
 // The job and the plan from the flags (the data downloaded when missing), or why not.
 Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, CompareJob* job,
                          ComparePlan* plan) {
@@ -222,34 +241,14 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
   if (vm.count("onnx") > 0) {  // an imported model: the file's weights, its images
-    if (!vm["model"].defaulted())
-      return usage_problem("--onnx and --model each name a model: give one");
-    auto onnx =
-        jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
-                            vm["onnx-output"].as<std::string>());
-    if (!onnx.ok()) return failure_of(onnx.status());
-    if (auto s = jobs::use_onnx_inputs(*onnx, !vm["image-size"].defaulted(), &job->data); !s.ok())
-      return usage_problem(s);
-    if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
-    job->model = std::filesystem::path(onnx->path).stem().string();
-    job->onnx = *std::move(onnx);
-    auto slice = config::load_slice(job->slice);
-    if (!slice.ok()) return failure_of(slice.status());
-    job->replicas = (*slice)->cores;
-    return runs_root_from(vm, job, plan);
-  }
-  auto seq_length = seq_length_from(vm, job->model);
-  if (!seq_length.ok()) return usage_problem(seq_length.status());
-  if (*seq_length > 0) {  // a BERT: its records (made when missing), as train reads them
-    auto bert = bert_data_from(vm, job->data, job->model, *seq_length);
-    if (!bert.ok()) return usage_problem(bert.status());
-    if (auto s = jobs::ensure_bert_records(*bert, log_to_stderr); !s.ok()) return failure_of(s);
-    job->bert = *bert;
-  } else {  // synthetic images are the model's published ones
-    if (auto s = jobs::use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
+    if (Refused r = onnx_job_from(vm, &job->onnx)) return r;
+    if (auto s = jobs::use_onnx_inputs(*job->onnx, !vm["image-size"].defaulted(), &job->data);
         !s.ok())
       return usage_problem(s);
     if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+    job->model = std::filesystem::path(job->onnx->path).stem().string();
+  } else if (Refused r = zoo_inputs_from(vm, job)) {
+    return r;
   }
   auto slice = config::load_slice(job->slice);
   if (!slice.ok()) return failure_of(slice.status());

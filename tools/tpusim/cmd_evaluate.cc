@@ -72,12 +72,8 @@ void add_common(po::options_description& options) {
 absl::StatusOr<estimator::ModelFn> onnx_model(const po::variables_map& vm,
                                               runtime::models::DTypePolicy policy,
                                               FashionData* data, estimator::RunConfig* config) {
-  const std::string path = vm["onnx"].as<std::string>();
-  if (!vm["model"].defaulted())
-    return absl::InvalidArgumentError("--onnx and --model each name a model: give one");
-  auto job = jobs::open_onnx_job(path, vm["onnx-input"].as<std::string>(),
-                                 vm["onnx-output"].as<std::string>());
-  if (!job.ok()) return job.status();
+  std::optional<jobs::OnnxJob> job;
+  if (Refused r = onnx_job_from(vm, &job)) return absl::InvalidArgumentError(r->message);
   if (auto s = jobs::use_onnx_inputs(*job, !vm["image-size"].defaulted(), data); !s.ok()) return s;
   const bool trained = vm.count("model-dir") > 0 &&
                        !estimator::list_checkpoints(vm["model-dir"].as<std::string>()).empty();

@@ -403,19 +403,27 @@ Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob*
 }
 
 // An ONNX model's job: its images (synthetic at its input's size, or records of that size).
-Refused onnx_job_from(const po::variables_map& vm, TrainJob* job) {
-  const std::string path = vm["onnx"].as<std::string>();
-  if (!vm["model"].defaulted())
-    return usage_problem("--onnx and --model each name a model: give one");
+Refused onnx_train_job_from(const po::variables_map& vm, TrainJob* job) {
   if (!vm["seq-length"].defaulted())
     return usage_problem("--seq-length is for the zoo's BERT models");
-  auto onnx = jobs::open_onnx_job(path, vm["onnx-input"].as<std::string>(),
-                                  vm["onnx-output"].as<std::string>());
-  if (!onnx.ok()) return Refusal{false, std::string(onnx.status().message())};
-  if (auto s = jobs::use_onnx_inputs(*onnx, !vm["image-size"].defaulted(), &job->data); !s.ok())
+  if (Refused r = onnx_job_from(vm, &job->onnx)) return r;
+  if (auto s = jobs::use_onnx_inputs(*job->onnx, !vm["image-size"].defaulted(), &job->data);
+      !s.ok())
     return usage_problem(s);
-  job->model = std::filesystem::path(path).stem().string();
-  job->onnx = *std::move(onnx);
+  job->model = std::filesystem::path(job->onnx->path).stem().string();
+  return std::nullopt;
+}
+
+// A zoo model's inputs: a BERT's records, or images of the model's published size.
+Refused zoo_inputs_from(const po::variables_map& vm, TrainJob* job) {
+  auto seq_length = seq_length_from(vm, job->model);
+  if (!seq_length.ok()) return usage_problem(seq_length.status());
+  if (*seq_length > 0) {
+    if (Refused r = bert_job_from(vm, *seq_length, job)) return r;
+  } else if (auto s = use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
+             !s.ok()) {
+    return usage_problem(s);
+  }
   return std::nullopt;
 }
 
@@ -441,18 +449,9 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
   if (vm.count("onnx") > 0) {
-    if (Refused r = onnx_job_from(vm, job)) return r;
-    const std::string model_dir =
-        vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
-    return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
-  }
-  auto seq_length = seq_length_from(vm, job->model);
-  if (!seq_length.ok()) return usage_problem(seq_length.status());
-  if (*seq_length > 0) {
-    if (Refused r = bert_job_from(vm, *seq_length, job)) return r;
-  } else if (auto s = use_model_inputs(job->model, !vm["image-size"].defaulted(), &job->data);
-             !s.ok()) {
-    return usage_problem(s);
+    if (Refused r = onnx_train_job_from(vm, job)) return r;
+  } else if (Refused r = zoo_inputs_from(vm, job)) {
+    return r;
   }
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);

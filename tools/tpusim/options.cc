@@ -93,6 +93,18 @@ void add_onnx_options(boost::program_options::options_description& options) {
       "only one)");
 }
 
+Refused onnx_job_from(const boost::program_options::variables_map& vm,
+                      std::optional<jobs::OnnxJob>* job) {
+  if (vm.count("model") > 0 && !vm["model"].defaulted())
+    return usage_problem("--onnx and --model each name a model: give one");
+  auto opened =
+      jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
+                          vm["onnx-output"].as<std::string>());
+  if (!opened.ok()) return failure_of(opened.status());
+  *job = *std::move(opened);
+  return std::nullopt;
+}
+
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,
                                         const std::string& model) {
   const int64_t seq = vm["seq-length"].as<int64_t>();

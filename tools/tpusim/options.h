@@ -2,13 +2,16 @@
 // Option values several subcommands share, parsed with messages that list what is accepted.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
+#include "estimator/jobs/onnx_job.h"
 #include "runtime/models/zoo.h"
 #include "sim/isa/isa.pb.h"
+#include "tools/tpusim/refusal.h"
 
 namespace tpusim::cli {
 
@@ -35,6 +38,10 @@ absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
 void add_seq_length_option(boost::program_options::options_description& options);
 // --onnx FILE, --onnx-input NAME and --onnx-output NAME: an ONNX model in place of --model.
 void add_onnx_options(boost::program_options::options_description& options);
+// The ONNX model those flags name (jobs::open_onnx_job) into `job`: a usage problem when --model
+// names one too (a command whose --model has a default), a failure when the file is refused.
+Refused onnx_job_from(const boost::program_options::variables_map& vm,
+                      std::optional<jobs::OnnxJob>* job);
 // The sequence length for `model`: 0 for an image model (a --seq-length given to one is a usage
 // error naming the model), else the flag's value in [8, 512].
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,

@@ -251,10 +251,10 @@ absl::Status draw_metric(const std::string& gnuplot, const fs::path& plots,
       "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05{}",
       gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric),
       log2_axis(axes[0]) ? "\nset logscale x 2" : "");
-  return run_gnuplot(gnuplot, plots, "metric",
-                     both_formats(plots, "metric", settings,
-                                  "plot " + str_join(plot_parts, ", \\\n     ")),
-                     drawn);
+  return run_gnuplot(
+      gnuplot, plots, "metric",
+      both_formats(plots, "metric", settings, "plot " + str_join(plot_parts, ", \\\n     ")),
+      drawn);
 }
 
 // 2. The step-time breakdown per point, stacked (milliseconds per step); none when no point has
