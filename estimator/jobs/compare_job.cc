@@ -15,7 +15,8 @@ namespace tpusim::jobs {
 // The zoo model (or BERT) under `policy`, its initial weights nudged when `nudge` is set.
 estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy policy,
                             Nudge nudge) {
-  estimator::ModelFn zoo = job.onnx.has_value()   ? onnx_model_fn(*job.onnx, job.optimizer, policy)
+  estimator::ModelFn zoo = job.imported.has_value()
+                               ? imported_model_fn(*job.imported, job.optimizer, policy)
                            : job.bert.has_value() ? bert_model_fn(job.model, job.optimizer, policy)
                                                   : zoo_model_fn(job.model, job.optimizer, policy);
   if (!nudge) return zoo;
@@ -25,7 +26,7 @@ estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy 
              const estimator::Params& p) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
     auto spec = zoo(b, f, labels, mode, p);
     if (spec.ok()) {
-      // The model's own start (an ONNX file's weights) first, then the nudge.
+      // The model's own start (an imported file's weights) first, then the nudge.
       spec->init_fn = [pattern, start = spec->init_fn](runtime::Variables* variables) {
         if (start) {
           if (auto s = start(variables); !s.ok()) return s;

@@ -16,7 +16,7 @@
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/compare_numerics.h"
 #include "estimator/jobs/fashion_job.h"
-#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/imported_job.h"
 #include "runtime/models/zoo.h"
 
 namespace tpusim::jobs {
@@ -40,8 +40,8 @@ struct CompareJob {
   std::string policy_note;  // " (mixed_bfloat16)" when every run uses that policy, else ""
   runtime::OptimizerSpec optimizer;
   FashionData data;
-  std::optional<BertData> bert;  // a BERT model's records; else `data`
-  std::optional<OnnxJob> onnx;   // an imported model (--onnx) in place of a zoo one
+  std::optional<BertData> bert;           // a BERT model's records; else `data`
+  std::optional<ImportedModel> imported;  // --onnx or --saved-model in place of a zoo model
   std::string slice;
   uint32_t replicas = 0;
   int64_t steps = 0, batch = 0;

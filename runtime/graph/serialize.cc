@@ -139,8 +139,8 @@ GraphDef to_proto(const Graph& graph) {
       w->set_sw(a.window.sw);
       w->set_same(a.window.same);
       if (a.window.explicit_padding) {
-        for (int64_t p : {a.window.pad_top, a.window.pad_bottom, a.window.pad_left,
-                          a.window.pad_right})
+        for (int64_t p :
+             {a.window.pad_top, a.window.pad_bottom, a.window.pad_left, a.window.pad_right})
           w->add_explicit_padding(p);
       }
       for (int64_t x : a.window.image.dims()) w->add_image(x);
@@ -196,7 +196,9 @@ absl::StatusOr<Value> rebuild_node(GraphBuilder& b, const NodeDef& d, Op op, DTy
           known = true;
         }
       }
-      if (!known) return absl::InvalidArgumentError(str_cat("unknown initializer '", d.initializer().kind(), "'"));
+      if (!known)
+        return absl::InvalidArgumentError(
+            str_cat("unknown initializer '", d.initializer().kind(), "'"));
       init.value = d.initializer().value();
       init.stddev = d.initializer().stddev();
       init.seed = d.initializer().seed();
@@ -245,16 +247,17 @@ absl::StatusOr<Value> rebuild_node(GraphBuilder& b, const NodeDef& d, Op op, DTy
   } else if (op == Op::kCrossReplicaSum && arity(1)) {
     return b.cross_replica_sum(in[0]);
   } else {
-    return absl::InvalidArgumentError(str_cat("takes a different number of inputs than ", in.size()));
+    return absl::InvalidArgumentError(
+        str_cat("takes a different number of inputs than ", in.size()));
   }
 }
 
 }  // namespace
 
-absl::StatusOr<Graph> from_proto(const GraphDef& def) {
+absl::StatusOr<std::vector<Value>> replay(const GraphDef& def, GraphBuilder& b,
+                                          const std::map<std::string, Value>& feeds) {
   std::map<std::string, Op> ops;
   for (Op op : kAllOps) ops[op_name(op)] = op;
-  GraphBuilder b;
   std::vector<Value> made;
   for (int k = 0; k < def.node_size(); ++k) {
     const NodeDef& d = def.node(k);
@@ -273,17 +276,28 @@ absl::StatusOr<Graph> from_proto(const GraphDef& def) {
     auto dtype = dtype_of(d.dtype());
     if (!dtype.ok()) return fail(std::string(dtype.status().message()));
     const Shape shape(vec(d.shape()));
-    auto made_node = rebuild_node(b, d, op, *dtype, shape, in);
+    const auto fed = op == Op::kInfeed ? feeds.find(d.name()) : feeds.end();
+    absl::StatusOr<Value> made_node =
+        fed != feeds.end() ? fed->second : rebuild_node(b, d, op, *dtype, shape, in);
     if (!made_node.ok()) return fail(std::string(made_node.status().message()));
     const Value v = *made_node;
     if (!b.status().ok()) return fail(std::string(b.status().message()));
     if (v.shape() != shape || v.dtype() != *dtype) {
-      return fail(str_cat("is stored as ", d.dtype(), shape.str(), " but its inputs make ",
+      return fail(str_cat(fed != feeds.end() ? "is fed " : "is stored as ", d.dtype(), shape.str(),
+                          fed != feeds.end() ? " but is given " : " but its inputs make ",
                           dtype_name(v.dtype()), v.shape().str()));
     }
-    b.mutable_graph().mutable_node(v.id).label = d.label();  // labels as stored
+    if (fed == feeds.end()) b.mutable_graph().mutable_node(v.id).label = d.label();
     made.push_back(v);
   }
+  return made;
+}
+
+absl::StatusOr<Graph> from_proto(const GraphDef& def) {
+  GraphBuilder b;
+  auto replayed = replay(def, b, {});
+  if (!replayed.ok()) return replayed.status();
+  const std::vector<Value>& made = *replayed;
   for (const auto& o : def.output()) {
     if (o.node() < 0 || o.node() >= def.node_size())
       return absl::InvalidArgumentError(str_cat("output '", o.name(), "' names no node"));

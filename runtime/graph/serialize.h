@@ -3,8 +3,13 @@
 // GraphBuilder, op by op, so a stored graph is held to the same shape rules as a built one; a
 // bad node is named by index, op and label.
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include <absl/status/statusor.h>
 
+#include "runtime/graph/builder.h"
 #include "runtime/graph/graph.h"
 #include "runtime/graph/graph.pb.h"
 
@@ -12,5 +17,13 @@ namespace tpusim::runtime {
 
 GraphDef to_proto(const Graph& graph);
 absl::StatusOr<Graph> from_proto(const GraphDef& def);
+
+// `def`'s nodes built again on `b` as part of the graph it is building (a saved model's predict
+// graph as the forward pass of a training step): an infeed named in `feeds` becomes that value,
+// which must have the infeed's dtype and shape; every other node is rebuilt as from_proto does
+// (variables by their names and initializers). The values, by node index; outputs and updates
+// are the caller's to add.
+absl::StatusOr<std::vector<Value>> replay(const GraphDef& def, GraphBuilder& b,
+                                          const std::map<std::string, Value>& feeds);
 
 }  // namespace tpusim::runtime

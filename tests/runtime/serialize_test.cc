@@ -62,5 +62,37 @@ TEST(Serialize, ATamperedGraphIsRefusedWithTheNodeNamed) {
               HasSubstr("output 'y' names no node"));
 }
 
+// A stored graph inside a larger one (a saved model as a training step's forward pass): the
+// infeed it is fed is no node of its own, its variables and labels come along, and a feed of
+// another shape is refused naming the infeed.
+TEST(Serialize, AGraphIsReplayedIntoAnotherWithItsInfeedFed) {
+  GraphBuilder saved;
+  const Value x = saved.infeed("x", DType::kF32, {2, 3});
+  const Value w = saved.variable("w", DType::kF32, {3, 4}, {});
+  const Value y = saved.matmul(x, w);
+  saved.mutable_graph().mutable_node(y.id).label = "dense/matmul";
+  saved.output("prediction/y", y);
+  const GraphDef def = to_proto(saved.graph());
+
+  GraphBuilder b;
+  const Value image = b.infeed("image", DType::kF32, {2, 3});
+  const Value fed = b.unary(Op::kNeg, image);
+  auto values = replay(def, b, {{"x", fed}});
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 3u);
+  EXPECT_EQ((*values)[0].id, fed.id);
+  EXPECT_EQ(b.graph().infeeds(), std::vector<int>{image.id});
+  EXPECT_EQ(b.graph().find_variable("w"), (*values)[1].id);
+  const Node& matmul = b.graph().node((*values)[2].id);
+  EXPECT_EQ(matmul.op, Op::kMatMul);
+  EXPECT_EQ(matmul.label, "dense/matmul");
+  EXPECT_EQ(matmul.inputs, (std::vector<int>{fed.id, (*values)[1].id}));
+
+  GraphBuilder other;
+  const Value wide = other.infeed("image", DType::kF32, {2, 5});
+  EXPECT_THAT(std::string(replay(def, other, {{"x", wide}}).status().message()),
+              HasSubstr("graph node 0 (infeed 'infeed'): is fed f32[2, 3] but is given f32[2, 5]"));
+}
+
 }  // namespace
 }  // namespace tpusim::runtime

@@ -1,6 +1,7 @@
-// tpusim predict --saved-model on a user's model whose predictions are not the zoo's class and
-// probabilities: each example's values by prediction name, with its label (it stopped with
-// "internal error: map::at").
+// Saved models a C++ program exported, on the CLI: tpusim predict --saved-model on a user's model
+// whose predictions are not the zoo's class and probabilities (each example's values by
+// prediction name, with its label: it stopped with "internal error: map::at"); a classifier's
+// export trained, evaluated and compiled with --saved-model, and what it cannot do refused.
 #include <filesystem>
 
 #include <gmock/gmock.h>
@@ -8,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "estimator/checkpoint.h"
+#include "estimator/jobs/saved_model_job.h"
 #include "estimator/saved_model.h"
 #include "runtime/graph/builder.h"
+#include "runtime/graph/layers.h"
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
@@ -53,6 +57,129 @@ TEST(CliSavedModel, AUsersPredictionsArePrintedByName) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("    0  {\"brightness\":"));
   EXPECT_THAT(text.out, HasSubstr("\"label\":9}"));
+  std::filesystem::remove_all(tmp);
+}
+
+// A user's dense classifier as export_saved_model writes it, at `batch` examples a replica:
+// logits = flatten(image) x kernel + bias (the node labelled "dense/logits"), predictions class
+// and probabilities (its softmax). Returns the weights written.
+runtime::Variables write_dense_classifier(const std::string& dir, int64_t batch) {
+  runtime::GraphBuilder b;
+  const runtime::Value image = b.infeed("image", runtime::DType::kF32, {batch, 28, 28, 1});
+  const runtime::Value kernel = b.variable("dense/kernel", runtime::DType::kF32, {784, 10}, {});
+  const runtime::Value bias = b.variable("dense/bias", runtime::DType::kF32, {10}, {});
+  const runtime::Value logits =
+      b.matmul(b.reshape(image, {batch, 784}), kernel) + b.broadcast(bias, {batch, 10}, {1});
+  b.mutable_graph().mutable_node(logits.id).label = "dense/logits";
+  b.output("prediction/class", b.argmax(logits, 1));
+  b.output("prediction/probabilities", runtime::layers::softmax(logits));
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  runtime::Variables weights;
+  std::vector<float> k(784 * 10);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 0.002f * static_cast<float>((i * 7) % 17) - 0.016f;
+  weights["dense/kernel"] = runtime::HostTensor::from({784, 10}, k);
+  weights["dense/bias"] = runtime::HostTensor::from({10}, std::vector<float>(10, 0.05f));
+  EXPECT_TRUE(estimator::write_saved_model(dir, b.graph(), weights,
+                                           {{"image", runtime::DType::kF32, {batch, 28, 28, 1}}},
+                                           {"class", "probabilities"}, batch, 7)
+                  .ok());
+  return weights;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+  const auto tmp = std::filesystem::temp_directory_path() /
+                   ("tpusim-cli-saved-model-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  return tmp;
+}
+
+// The classifier trains on its logits (the softmax's input), not on the probabilities.
+TEST(CliSavedModel, AClassifierTrainsOnTheLogitsItsProbabilitiesAreTheSoftmaxOf) {
+  const auto tmp = scratch("logits");
+  const std::string saved = (tmp / "dense").string();
+  write_dense_classifier(saved, 4);
+  auto job = jobs::open_saved_model_job(saved, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name, "dense");
+  EXPECT_EQ(job->fixed_batch, 4);
+  EXPECT_EQ(job->global_step, 7);
+  EXPECT_EQ(job->classes, 10);
+  EXPECT_EQ(job->image_side, 28);
+  runtime::GraphBuilder b;
+  const runtime::Value images = b.infeed("image", runtime::DType::kF32, {4, 28, 28, 1});
+  auto forward = job->forward(b, images, {4, true, false});
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  EXPECT_EQ(b.graph().node(forward->logits.id).label, "dense/logits");
+  EXPECT_EQ(forward->initial_values.size(), 2u);
+  EXPECT_THAT(std::string(job->forward(b, images, {8, true, false}).status().message()),
+              HasSubstr("takes 4 examples a replica, not 8"));
+  std::filesystem::remove_all(tmp);
+}
+
+// train --saved-model starts from the export's weights (a step at learning rate 0 keeps them
+// bit for bit), evaluate runs them with or without that training, and compile builds its step.
+TEST(CliSavedModel, AnExportTrainsFromItsWeightsEvaluatesAndCompiles) {
+  const auto tmp = scratch("train");
+  const std::string saved = (tmp / "dense").string(), data = (tmp / "data").string(),
+                    model_dir = (tmp / "run").string();
+  const runtime::Variables weights = write_dense_classifier(saved, 4);
+  auto trained =
+      run_tpusim({"train", "--saved-model", saved, "--backend", "cpu", "--optimizer", "sgd",
+                  "--learning-rate", "0", "--train-steps", "1", "--iterations-per-loop", "1",
+                  "--eval-steps", "1", "--data", data, "--model-dir", model_dir});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_THAT(trained.out,
+              HasSubstr("training dense on the cpu backend (8 cores), global batch 32"));
+  auto ckpt = estimator::load_latest_checkpoint(model_dir);
+  ASSERT_TRUE(ckpt.ok() && ckpt->has_value());
+  EXPECT_EQ((*ckpt)->global_step, 1);
+  for (const auto& [name, value] : weights) EXPECT_EQ((*ckpt)->variables.at(name).f, value.f);
+
+  const auto accuracy = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--backend", "cpu", "--data", data, "--json", "--eval-steps", "5"});
+    auto r = run_tpusim(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  const auto exported = accuracy({"evaluate", "--saved-model", saved});
+  const auto after = accuracy({"evaluate", "--saved-model", saved, "--model-dir", model_dir});
+  EXPECT_EQ(exported["global_step"], 7);
+  EXPECT_EQ(after["global_step"], 1);
+  EXPECT_EQ(exported["accuracy"], after["accuracy"]);  // the same weights
+  EXPECT_GT(exported["loss"].get<double>(), 0);
+
+  auto compiled = run_tpusim({"compile", "--saved-model", saved});
+  ASSERT_EQ(compiled.exit_code, 0) << compiled.err;
+  EXPECT_THAT(compiled.out, HasSubstr("compiled dense (training step, batch 4 per core)"));
+  EXPECT_THAT(compiled.out, HasSubstr("7850 parameters"));
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(CliSavedModel, WhatAnExportCannotRunIsRefused) {
+  const auto tmp = scratch("refused");
+  const std::string saved = (tmp / "dense").string();
+  write_dense_classifier(saved, 4);
+  const auto refusal = [](const std::vector<std::string>& args) {
+    auto r = run_tpusim(args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(r.exit_code == -1, false) << "crashed";
+    return r.err;
+  };
+  EXPECT_THAT(refusal({"train", "--saved-model", saved, "--batch-size", "12"}),
+              HasSubstr("dense's graph takes 4 examples a replica (its shapes are fixed when it "
+                        "is exported); on 8 replicas that is a batch of 32, not 12"));
+  EXPECT_THAT(refusal({"compile", "--saved-model", saved, "--batch", "3"}),
+              HasSubstr("on 1 replica that is a batch of 4, not 3"));
+  EXPECT_THAT(refusal({"train", "--saved-model", saved, "--dtype-policy", "mixed_bfloat16"}),
+              HasSubstr("keeps the dtypes it was exported with"));
+  EXPECT_THAT(refusal({"train", "--saved-model", saved, "--saved-model-output", "class"}),
+              HasSubstr("prediction 'class' is no float [4, classes] logits or probabilities"));
+  EXPECT_THAT(refusal({"train", "--saved-model", saved, "--onnx", "m.onnx"}),
+              HasSubstr("--onnx and --saved-model each name a model: give one"));
+  EXPECT_THAT(refusal({"train", "--saved-model", saved, "--model", "mlp"}),
+              HasSubstr("--saved-model and --model each name a model: give one"));
+  EXPECT_THAT(refusal({"train", "--saved-model", (tmp / "none").string()}),
+              HasSubstr("no saved model at"));
   std::filesystem::remove_all(tmp);
 }
 

@@ -107,12 +107,13 @@ po::options_description compare_options(CompareJob* job, CompareFlags* f) {
       "--dtype-policy float32,mixed_bfloat16)");
   add_data_options(options);
   add_seq_length_option(options);
-  add_onnx_options(options);
+  add_imported_model_options(options);
   return options;
 }
 
 constexpr char kCompareUsage[] =
-    "usage: tpusim compare [--model NAME [--seq-length N]] [--dtype-policy P[,P...]]\n"
+    "usage: tpusim compare [--model NAME [--seq-length N] | --onnx FILE | --saved-model DIR]\n"
+    "                      [--dtype-policy P[,P...]]\n"
     "                      [--backends tpusim,cpu[:fp32]] [--steps N] [--batch-size N]\n"
     "                      [--optimizer sgd|momentum|adam|lamb] [--learning-rate R]\n"
     "                      [--loss-tolerance X] [--weight-tolerance X] [--weight-atol X]\n"
@@ -240,19 +241,30 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
-  if (vm.count("onnx") > 0) {  // an imported model: the file's weights, its images
-    if (Refused r = onnx_job_from(vm, &job->onnx)) return r;
-    if (auto s = jobs::use_onnx_inputs(*job->onnx, !vm["image-size"].defaulted(), &job->data);
+  if (names_imported_model(vm)) {  // an imported model: the file's weights, its images
+    if (Refused r = imported_model_from(vm, &job->imported)) return r;
+    if (auto s =
+            jobs::use_imported_inputs(*job->imported, !vm["image-size"].defaulted(), &job->data);
         !s.ok())
       return usage_problem(s);
     if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
-    job->model = std::filesystem::path(job->onnx->path).stem().string();
+    job->model = job->imported->name;
+    for (const auto& b : plan->backends) {
+      if (auto s = jobs::check_imported_policy(*job->imported, b.policy); !s.ok())
+        return usage_problem(s);
+    }
   } else if (Refused r = zoo_inputs_from(vm, job)) {
     return r;
   }
   auto slice = config::load_slice(job->slice);
   if (!slice.ok()) return failure_of(slice.status());
   job->replicas = (*slice)->cores;
+  if (job->imported.has_value()) {  // a saved model's graph fixes the batch a replica
+    auto batch = jobs::imported_global_batch(*job->imported, job->batch,
+                                             !vm["batch-size"].defaulted(), job->replicas);
+    if (!batch.ok()) return usage_problem(batch.status());
+    job->batch = *batch;
+  }
   return runs_root_from(vm, job, plan);
 }
 

@@ -10,7 +10,7 @@
 
 #include "common/strings.h"
 #include "configs/loader.h"
-#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/imported_job.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/models/zoo.h"
@@ -38,8 +38,9 @@ struct CompileFlags {
 // compile's options, the numbers bound to `f`.
 po::options_description compile_command_options(CompileFlags* f) {
   po::options_description options("options");
-  options.add_options()("model", po::value<std::string>(),
-                        ("zoo model: " + zoo_model_names(", ") + " (or --onnx FILE)").c_str())(
+  options.add_options()(
+      "model", po::value<std::string>(),
+      ("zoo model: " + zoo_model_names(", ") + " (or --onnx FILE, --saved-model DIR)").c_str())(
       "config", po::value<std::string>()->default_value("v3-8"),
       "slice config file or built-in name")(
       "batch", po::value<int64_t>(&f->batch)->default_value(128), "examples per core")(
@@ -49,19 +50,20 @@ po::options_description compile_command_options(CompileFlags* f) {
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_seq_length_option(options);
-  add_onnx_options(options);
+  add_imported_model_options(options);
   return options;
 }
 
 constexpr char kCompileUsage[] =
-    "usage: tpusim compile (--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME])\n"
+    "usage: tpusim compile (--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME] |\n"
+    "                       --saved-model DIR [--saved-model-output NAME])\n"
     "                      [--config SLICE] [--batch N] [--seq-length N]\n"
     "                      [--dtype-policy float32|mixed_bfloat16]\n"
     "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
-    "Compiles one training step of a zoo model (forward, backward and SGD updates; the device\n"
+    "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
     "loop around it) for one core and prints the program's static figures: instructions per "
     "unit,\n"
     "HBM footprint and VMEM high-water mark. --dump prints the program itself.\n";
@@ -69,7 +71,7 @@ constexpr char kCompileUsage[] =
 // What to compile, and for what.
 struct CompileJob {
   std::string model;
-  std::optional<jobs::OnnxJob> onnx;  // an imported model (--onnx) in place of a zoo one
+  std::optional<jobs::ImportedModel> imported;  // --onnx or --saved-model in place of a zoo model
   int64_t batch = 0;
   int64_t seq_length = 0;  // BERT models: tokens per sequence
   uint32_t replicas = 1;
@@ -80,22 +82,18 @@ struct CompileJob {
 
 // The job from the flags, or why not.
 Refused compile_job_from(const po::variables_map& vm, const CompileFlags& f, CompileJob* job) {
-  if ((vm.count("model") > 0) == (vm.count("onnx") > 0))
-    return usage_problem("which model? give --model NAME or --onnx FILE");
-  if (vm.count("onnx") > 0) {
-    auto onnx =
-        jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
-                            vm["onnx-output"].as<std::string>());
-    if (!onnx.ok()) return failure_of(onnx.status());
-    job->onnx = *std::move(onnx);
-    job->model = std::filesystem::path(job->onnx->path).stem().string();
-  } else {
-    job->model = vm["model"].as<std::string>();
-  }
+  if ((vm.count("model") > 0) == names_imported_model(vm))
+    return usage_problem("which model? give --model NAME, --onnx FILE or --saved-model DIR");
+  if (Refused r = imported_model_from(vm, &job->imported)) return r;
+  job->model = job->imported.has_value() ? job->imported->name : vm["model"].as<std::string>();
   job->batch = f.batch;
   job->replicas = f.replicas;
   if (f.batch < 1 || f.batch > (1 << 20)) return usage_problem("--batch must be in [1, 2^20]");
-  if (!job->onnx.has_value()) {
+  if (job->imported.has_value()) {  // a saved model's graph fixes the batch
+    auto batch = jobs::imported_global_batch(*job->imported, f.batch, !vm["batch"].defaulted(), 1);
+    if (!batch.ok()) return usage_problem(batch.status());
+    job->batch = *batch;
+  } else {
     auto seq = seq_length_from(vm, job->model);
     if (!seq.ok()) return usage_problem(seq.status());
     job->seq_length = *seq;
@@ -103,6 +101,10 @@ Refused compile_job_from(const po::variables_map& vm, const CompileFlags& f, Com
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_problem(policy.status());
   job->policy = *policy;
+  if (job->imported.has_value()) {
+    if (auto s = jobs::check_imported_policy(*job->imported, job->policy); !s.ok())
+      return usage_problem(s);
+  }
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure_of(slice.status());
   job->slice = *slice;
@@ -193,22 +195,22 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " MiB high-water of " << job.slice->chip.core.vmem_bytes / 1048576.0 << " MiB\n";
 }
 
-// One training step of the job's model at its batch: the zoo's, or the ONNX model's loss (its
+// One training step of the job's model at its batch: the zoo's, or the imported model's loss (its
 // model_fn in training) with the same SGD updates.
 absl::Status build_step(const CompileJob& job, runtime::GraphBuilder& b) {
-  if (!job.onnx.has_value()) {
+  if (!job.imported.has_value()) {
     return runtime::models::build_training_step(b, job.model, job.batch, 0.01f, 1, job.policy,
                                                 job.replicas, 0, job.seq_length);
   }
-  const jobs::OnnxJob& m = *job.onnx;
+  const jobs::ImportedModel& m = *job.imported;
   const runtime::Value image = b.infeed("image", runtime::DType::kF32,
                                         {job.batch, m.image_side, m.image_side, m.image_channels});
   const runtime::Value label = b.infeed("label", runtime::DType::kS32, {job.batch});
   estimator::Params params;
   params.batch_size = job.batch;
   params.num_shards = job.replicas;
-  auto spec = jobs::onnx_model_fn(m, {}, job.policy)(b, {{"image", image}}, label,
-                                                     estimator::Mode::kTrain, params);
+  auto spec = jobs::imported_model_fn(m, {}, job.policy)(b, {{"image", image}}, label,
+                                                         estimator::Mode::kTrain, params);
   if (!spec.ok()) return spec.status();
   return runtime::models::add_sgd_step(b, spec->loss, 0.01f, job.replicas);
 }

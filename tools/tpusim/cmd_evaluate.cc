@@ -13,7 +13,7 @@
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
 #include "estimator/jobs/fashion_job.h"
-#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/imported_job.h"
 #include "estimator/saved_model.h"
 #include "runtime/backend/registry.h"
 #include "runtime/data/dataset.h"
@@ -38,7 +38,8 @@ struct Job {
   std::string model;
   FashionData data;
   std::unique_ptr<estimator::TPUEstimator> estimator;
-  // A folder of the job's own (an ONNX file's weights), removed with the job.
+  int64_t batch = 0;  // global
+  // A folder of the job's own (an imported file's weights), removed with the job.
   std::shared_ptr<const std::string> scratch;
 };
 
@@ -56,43 +57,45 @@ void add_common(po::options_description& options) {
   options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
                         "the zoo model the checkpoint belongs to")(
       "model-dir", po::value<std::string>(),
-      "where train wrote its checkpoints (with --onnx: none or one without a checkpoint runs the "
-      "file's weights)")("config", po::value<std::string>()->default_value("v3-8"),
-                         "slice (the tpusim backend)")(
+      "where train wrote its checkpoints (with --onnx or --saved-model: none or one without a "
+      "checkpoint runs the file's weights)")(
+      "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
   add_backend_flag(options);
   add_dtype_policy_option(options);
   add_data_options(options);
-  add_onnx_options(options);
+  add_imported_model_options(options);
 }
 
-// An ONNX model's model_fn, and the model_dir to run: --model-dir when it holds a checkpoint
-// (a `train --onnx` run's), else a fresh folder holding the file's weights at global step 0.
-absl::StatusOr<estimator::ModelFn> onnx_model(const po::variables_map& vm,
-                                              runtime::models::DTypePolicy policy,
-                                              FashionData* data, estimator::RunConfig* config) {
-  std::optional<jobs::OnnxJob> job;
-  if (Refused r = onnx_job_from(vm, &job)) return absl::InvalidArgumentError(r->message);
-  if (auto s = jobs::use_onnx_inputs(*job, !vm["image-size"].defaulted(), data); !s.ok()) return s;
+// An imported model's model_fn, and the model_dir to run: --model-dir when it holds a checkpoint
+// (a `train --onnx` or `train --saved-model` run's), else a fresh folder holding the file's
+// weights at its global step.
+absl::StatusOr<estimator::ModelFn> imported_model(const po::variables_map& vm,
+                                                  runtime::models::DTypePolicy policy,
+                                                  const jobs::ImportedModel& model,
+                                                  FashionData* data, estimator::RunConfig* config) {
+  if (auto s = jobs::use_imported_inputs(model, !vm["image-size"].defaulted(), data); !s.ok())
+    return s;
   const bool trained = vm.count("model-dir") > 0 &&
                        !estimator::list_checkpoints(vm["model-dir"].as<std::string>()).empty();
   if (trained) {
     config->model_dir = vm["model-dir"].as<std::string>();
   } else {
     config->model_dir =
-        (std::filesystem::temp_directory_path() / str_cat("tpusim-onnx-weights-", ::getpid()))
+        (std::filesystem::temp_directory_path() / str_cat("tpusim-imported-weights-", ::getpid()))
             .string();
     std::error_code ec;
     std::filesystem::remove_all(config->model_dir, ec);
-    if (auto s = jobs::save_onnx_weights(*job, config->model_dir); !s.ok()) return s;
+    if (auto s = jobs::save_imported_weights(model, config->model_dir); !s.ok()) return s;
   }
-  return jobs::onnx_model_fn(*job, {}, policy);
+  return jobs::imported_model_fn(model, {}, policy);
 }
 
 absl::StatusOr<Job> make_job(const po::variables_map& vm) {
-  const bool onnx = vm.count("onnx") > 0;
-  if (vm.count("model-dir") == 0 && !onnx)
+  std::optional<jobs::ImportedModel> imported;
+  if (Refused r = imported_model_from(vm, &imported)) return absl::InvalidArgumentError(r->message);
+  if (vm.count("model-dir") == 0 && !imported.has_value())
     return absl::InvalidArgumentError("--model-dir is required");
   Job job;
   job.model = vm["model"].as<std::string>();
@@ -103,8 +106,9 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
   estimator::ModelFn model_fn;
-  if (onnx) {
-    auto made = onnx_model(vm, *policy, &job.data, &config);
+  if (imported.has_value()) {
+    if (auto s = jobs::check_imported_policy(*imported, *policy); !s.ok()) return s;
+    auto made = imported_model(vm, *policy, *imported, &job.data, &config);
     if (!made.ok()) return made.status();
     model_fn = *std::move(made);
     if (vm.count("model-dir") == 0 || config.model_dir != vm["model-dir"].as<std::string>())
@@ -125,7 +129,14 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   }
   config.log = [](const std::string&) {};
   use_data_options(job.data, &config);
-  const int64_t batch = vm["batch-size"].as<int64_t>();
+  int64_t batch = vm["batch-size"].as<int64_t>();
+  if (imported.has_value()) {  // a saved model's graph fixes the batch a replica
+    auto fits = jobs::imported_global_batch(*imported, batch, !vm["batch-size"].defaulted(),
+                                            config.tpu_config.num_shards);
+    if (!fits.ok()) return fits.status();
+    batch = *fits;
+  }
+  job.batch = batch;
   auto est = estimator::TPUEstimator::create(model_fn, config, {}, true, batch, batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
@@ -256,17 +267,19 @@ int run_evaluate(const std::vector<std::string>& args) {
   options.add_options()("eval-steps", po::value<int64_t>()->default_value(0),
                         "test batches (0: as many whole batches as 10,000 images fill)");
   const std::string usage =
-      "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR])\n"
+      "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
+      "                        --saved-model DIR [--model-dir DIR])\n"
       "                       [--data DIR] [--config SLICE |\n"
       "                       --backend cpu|gpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
       "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n"
-      "An ONNX model without a trained DIR is evaluated with the file's weights.\n";
+      "An imported model (--onnx, --saved-model) without a trained DIR is evaluated with its\n"
+      "file's weights.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
   int64_t steps = vm["eval-steps"].as<int64_t>();
-  if (steps <= 0) steps = 10000 / vm["batch-size"].as<int64_t>();
+  if (steps <= 0) steps = 10000 / job->batch;
   auto result = job->estimator->evaluate_with_analysis(fashion_eval_input(job->data), steps);
   if (!result.ok()) return failure(std::string(result.status().message()));
   if (vm["json"].as<bool>()) {
@@ -286,9 +299,7 @@ int run_predict(const std::vector<std::string>& args) {
   po::options_description options("options");
   add_common(options);
   options.add_options()("count", po::value<int64_t>()->default_value(10),
-                        "predict the first N test images")(
-      "saved-model", po::value<std::string>(),
-      "a saved model (train --export-dir) to predict with, instead of --model and --model-dir");
+                        "predict the first N test images");
   const std::string usage =
       "usage: tpusim predict (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
       "                       --saved-model DIR) [--count N]\n"

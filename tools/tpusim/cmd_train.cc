@@ -19,7 +19,7 @@
 #include "estimator/estimator.h"
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
-#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/imported_job.h"
 #include "runtime/backend/registry.h"
 #include "tools/tpusim/backend_options.h"
 #include "tools/tpusim/command.h"
@@ -112,12 +112,13 @@ po::options_description train_options(TrainFlags* f) {
   add_dtype_policy_option(options);
   add_data_options(options);
   add_seq_length_option(options);
-  add_onnx_options(options);
+  add_imported_model_options(options);
   return options;
 }
 
 constexpr char kTrainUsage[] =
-    "usage: tpusim train [--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME]]\n"
+    "usage: tpusim train [--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME] |\n"
+    "                     --saved-model DIR [--saved-model-output NAME]]\n"
     "                    [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
     "                    [--dtype-policy float32|mixed_bfloat16]\n"
     "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
@@ -230,8 +231,8 @@ absl::StatusOr<runtime::OptimizerSpec> optimizer_from(const po::variables_map& v
 // What a run is, for the report and the summary.
 struct TrainJob {
   std::string model;
-  std::optional<jobs::BertData> bert;  // a BERT model's input; else `data`
-  std::optional<jobs::OnnxJob> onnx;   // an imported model (--onnx) in place of a zoo one
+  std::optional<jobs::BertData> bert;           // a BERT model's input; else `data`
+  std::optional<jobs::ImportedModel> imported;  // --onnx or --saved-model in place of a zoo model
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   const runtime::BackendDeclaration* backend = nullptr;
   FashionData data;
@@ -402,15 +403,15 @@ Refused bert_job_from(const po::variables_map& vm, int64_t seq_length, TrainJob*
   return std::nullopt;
 }
 
-// An ONNX model's job: its images (synthetic at its input's size, or records of that size).
-Refused onnx_train_job_from(const po::variables_map& vm, TrainJob* job) {
+// An imported model's job: its images (synthetic at its input's size, or records of that size).
+Refused imported_train_job_from(const po::variables_map& vm, TrainJob* job) {
   if (!vm["seq-length"].defaulted())
     return usage_problem("--seq-length is for the zoo's BERT models");
-  if (Refused r = onnx_job_from(vm, &job->onnx)) return r;
-  if (auto s = jobs::use_onnx_inputs(*job->onnx, !vm["image-size"].defaulted(), &job->data);
+  if (Refused r = imported_model_from(vm, &job->imported)) return r;
+  if (auto s = jobs::use_imported_inputs(*job->imported, !vm["image-size"].defaulted(), &job->data);
       !s.ok())
     return usage_problem(s);
-  job->model = std::filesystem::path(job->onnx->path).stem().string();
+  job->model = job->imported->name;
   return std::nullopt;
 }
 
@@ -448,14 +449,23 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
   if (!data.ok()) return usage_problem(data.status());
   job->data = *data;
-  if (vm.count("onnx") > 0) {
-    if (Refused r = onnx_train_job_from(vm, job)) return r;
+  if (names_imported_model(vm)) {
+    if (Refused r = imported_train_job_from(vm, job)) return r;
+    if (auto s = jobs::check_imported_policy(*job->imported, job->policy); !s.ok())
+      return usage_problem(s);
   } else if (Refused r = zoo_inputs_from(vm, job)) {
     return r;
   }
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
-  return run_config_from(vm, f, **backend, job->data, model_dir, &job->config);
+  if (Refused r = run_config_from(vm, f, **backend, job->data, model_dir, &job->config)) return r;
+  if (job->imported.has_value()) {  // a saved model's graph fixes the batch a replica
+    auto batch = jobs::imported_global_batch(*job->imported, f.batch, !vm["batch-size"].defaulted(),
+                                             job->config.tpu_config.num_shards);
+    if (!batch.ok()) return usage_problem(batch.status());
+    job->flags.batch = *batch;
+  }
+  return std::nullopt;
 }
 
 // The model_fn and the input_fns of a job: a BERT's or a zoo image model's on Fashion-MNIST.
@@ -483,8 +493,8 @@ absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& 
     if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
   }
   const estimator::ModelFn model_fn =
-      job.onnx.has_value() ? jobs::onnx_model_fn(*job.onnx, job.optimizer, job.policy)
-                           : zoo_model_fn(job.model, job.optimizer, job.policy);
+      job.imported.has_value() ? jobs::imported_model_fn(*job.imported, job.optimizer, job.policy)
+                               : zoo_model_fn(job.model, job.optimizer, job.policy);
   return JobFunctions{model_fn, fashion_train_input(job.data), fashion_eval_input(job.data),
                       10000 / job.flags.batch};
 }

@@ -1,6 +1,8 @@
 #include "tools/tpusim/options.h"
 
 #include "common/strings.h"
+#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/saved_model_job.h"
 #include "runtime/models/zoo.h"
 #include "sim/timing/mxu_policy.h"
 
@@ -81,7 +83,7 @@ void add_seq_length_option(boost::program_options::options_description& options)
                         "and 512; masked positions 20 and 76, else 15% of the tokens)");
 }
 
-void add_onnx_options(boost::program_options::options_description& options) {
+void add_imported_model_options(boost::program_options::options_description& options) {
   namespace po = boost::program_options;
   options.add_options()("onnx", po::value<std::string>(),
                         "an ONNX model (opsets 11-17; Keras via tf2onnx, torch.onnx) in place of "
@@ -90,19 +92,34 @@ void add_onnx_options(boost::program_options::options_description& options) {
       "the ONNX input the images feed (default: the only one)")(
       "onnx-output", po::value<std::string>()->default_value(""),
       "the ONNX output holding the logits, or the probabilities of a final Softmax (default: the "
-      "only one)");
+      "only one)")("saved-model", po::value<std::string>(),
+                   "a saved model folder (train --export-dir, a C++ program's export_saved_model) "
+                   "in place of --model: its predict graph and weights")(
+      "saved-model-output", po::value<std::string>()->default_value(""),
+      "the saved model's prediction holding the logits, or the softmax of them (default: the "
+      "only float [batch, classes] one)");
 }
 
-Refused onnx_job_from(const boost::program_options::variables_map& vm,
-                      std::optional<jobs::OnnxJob>* job) {
+Refused imported_model_from(const boost::program_options::variables_map& vm,
+                            std::optional<jobs::ImportedModel>* model) {
+  const bool onnx = vm.count("onnx") > 0, saved = vm.count("saved-model") > 0;
+  if (!onnx && !saved) return std::nullopt;
+  if (onnx && saved) return usage_problem("--onnx and --saved-model each name a model: give one");
   if (vm.count("model") > 0 && !vm["model"].defaulted())
-    return usage_problem("--onnx and --model each name a model: give one");
+    return usage_problem(
+        str_cat(onnx ? "--onnx" : "--saved-model", " and --model each name a model: give one"));
   auto opened =
-      jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
-                          vm["onnx-output"].as<std::string>());
+      onnx ? jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
+                                 vm["onnx-output"].as<std::string>())
+           : jobs::open_saved_model_job(vm["saved-model"].as<std::string>(),
+                                        vm["saved-model-output"].as<std::string>());
   if (!opened.ok()) return failure_of(opened.status());
-  *job = *std::move(opened);
+  *model = *std::move(opened);
   return std::nullopt;
+}
+
+bool names_imported_model(const boost::program_options::variables_map& vm) {
+  return vm.count("onnx") > 0 || vm.count("saved-model") > 0;
 }
 
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,

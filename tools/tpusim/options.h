@@ -8,7 +8,7 @@
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
-#include "estimator/jobs/onnx_job.h"
+#include "estimator/jobs/imported_job.h"
 #include "runtime/models/zoo.h"
 #include "sim/isa/isa.pb.h"
 #include "tools/tpusim/refusal.h"
@@ -36,12 +36,16 @@ absl::StatusOr<runtime::models::DTypePolicy> dtype_policy_from(
 // --seq-length N: a BERT's tokens per sequence (the zoo's default 128; 512 at most, BERT's
 // max_position_embeddings), for the jobs that build a zoo model.
 void add_seq_length_option(boost::program_options::options_description& options);
-// --onnx FILE, --onnx-input NAME and --onnx-output NAME: an ONNX model in place of --model.
-void add_onnx_options(boost::program_options::options_description& options);
-// The ONNX model those flags name (jobs::open_onnx_job) into `job`: a usage problem when --model
-// names one too (a command whose --model has a default), a failure when the file is refused.
-Refused onnx_job_from(const boost::program_options::variables_map& vm,
-                      std::optional<jobs::OnnxJob>* job);
+// --onnx FILE (--onnx-input NAME, --onnx-output NAME) or --saved-model DIR
+// (--saved-model-output NAME): a model from a file in place of --model.
+void add_imported_model_options(boost::program_options::options_description& options);
+// The model those flags name (jobs::open_onnx_job, jobs::open_saved_model_job) into `model`;
+// nothing when they name none. A usage problem when --model names one too (a command whose
+// --model has a default) or both are given, a failure when the file is refused.
+Refused imported_model_from(const boost::program_options::variables_map& vm,
+                            std::optional<jobs::ImportedModel>* model);
+// Whether --onnx or --saved-model is given.
+bool names_imported_model(const boost::program_options::variables_map& vm);
 // The sequence length for `model`: 0 for an image model (a --seq-length given to one is a usage
 // error naming the model), else the flag's value in [8, 512].
 absl::StatusOr<int64_t> seq_length_from(const boost::program_options::variables_map& vm,
