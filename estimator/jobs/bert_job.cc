@@ -135,21 +135,10 @@ estimator::InputFn bert_eval_input(const BertData& d) {
 }
 
 absl::Status use_bert_host_config_timing(const BertData& d, estimator::RunConfig* config) {
-  use_host_config_stages(d.map_threads, d.batch_threads, config);
-  config->host_enqueue_threads = static_cast<uint32_t>(d.enqueue_threads);
-  runtime::ExampleWork& w = config->host_work;
-  w = runtime::ExampleWork{};
-  if (d.synthetic) {  // the batch was made once: no stage does any work per example
-    w.parse_example = false;
-    return absl::OkStatus();
-  }
-  auto record = mean_train_record_bytes(d.dir);
-  if (!record.ok()) return record.status();
-  w.record_bytes = *record;
-  w.parse_example = true;
   const auto per = static_cast<uint64_t>(runtime::models::bert_max_predictions(d.seq_length));
-  w.batch_bytes = 3 * static_cast<uint64_t>(d.seq_length) * 4 + 3 * per * 4 + 4;
-  return absl::OkStatus();
+  return use_example_host_config(
+      d.dir, d.synthetic, {d.map_threads, d.batch_threads, d.enqueue_threads},
+      3 * static_cast<uint64_t>(d.seq_length) * 4 + 3 * per * 4 + 4, config);
 }
 
 estimator::ModelFn bert_model_fn(const std::string& model, runtime::OptimizerSpec optimizer,

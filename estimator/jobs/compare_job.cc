@@ -59,9 +59,11 @@ absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBacken
   auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudge), config, {}, true,
                                              job.batch, job.batch, job.batch);
   if (!est.ok()) return est.status();
-  auto trained = (*est)->train(
-      job.bert.has_value() ? bert_train_input(*job.bert) : fashion_train_input(job.data),
-      job.steps);
+  auto trained =
+      (*est)->train(job.bert.has_value()    ? bert_train_input(*job.bert)
+                    : job.named.has_value() ? imported_train_input(*job.imported, *job.named)
+                                            : fashion_train_input(job.data),
+                    job.steps);
   if (!trained.ok()) return trained.status();
   auto ckpt = estimator::load_latest_checkpoint(config.model_dir);
   if (!ckpt.ok()) return ckpt.status();

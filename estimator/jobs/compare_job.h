@@ -16,6 +16,7 @@
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/compare_numerics.h"
 #include "estimator/jobs/fashion_job.h"
+#include "estimator/jobs/imported_data.h"
 #include "estimator/jobs/imported_job.h"
 #include "runtime/models/zoo.h"
 
@@ -42,6 +43,7 @@ struct CompareJob {
   FashionData data;
   std::optional<BertData> bert;           // a BERT model's records; else `data`
   std::optional<ImportedModel> imported;  // --onnx or --saved-model in place of a zoo model
+  std::optional<ImportedData> named;      // its inputs fed by name; else `data`'s images
   std::string slice;
   uint32_t replicas = 0;
   int64_t steps = 0, batch = 0;

@@ -284,6 +284,25 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
   return absl::OkStatus();
 }
 
+absl::Status use_example_host_config(const std::string& dir, bool synthetic,
+                                     const PipelineThreads& threads, uint64_t batch_bytes,
+                                     estimator::RunConfig* config) {
+  use_host_config_stages(threads.map, threads.batch, config);
+  config->host_enqueue_threads = static_cast<uint32_t>(threads.enqueue);
+  runtime::ExampleWork& w = config->host_work;
+  w = runtime::ExampleWork{};
+  if (synthetic) {  // the batch was made once: no stage does any work per example
+    w.parse_example = false;
+    return absl::OkStatus();
+  }
+  auto record = mean_train_record_bytes(dir);
+  if (!record.ok()) return record.status();
+  w.record_bytes = *record;
+  w.parse_example = true;
+  w.batch_bytes = batch_bytes;
+  return absl::OkStatus();
+}
+
 estimator::TPUEstimatorSpec classifier_spec(runtime::GraphBuilder& b, runtime::Value logits,
                                             std::optional<runtime::Value> labels,
                                             estimator::Mode mode,

@@ -26,6 +26,9 @@ struct FashionData {
   // carries every step's batch). Images image_size x image_size x channels, labels in
   // [0, classes): the model's published inputs (use_model_inputs).
   bool synthetic = false;
+  // --input examples: not Fashion-MNIST but TFRecords of tf.Example in `dir` with a feature of
+  // each input's name, for an imported model (imported_data.h).
+  bool examples = false;
   int image_size = 28;       // the side of the images the model sees (JPEG: also the stored side)
   int channels = 1;          // synthetic: the images' channels (Fashion-MNIST's are grey)
   int classes = 10;          // synthetic: labels are drawn from [0, classes)
@@ -91,6 +94,18 @@ runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const es
 // The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
 // on so many threads (RunConfig::HostTiming::kHostConfig).
 void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config);
+
+// The threads of an input pipeline's stages.
+struct PipelineThreads {
+  int map = 2, batch = 1, enqueue = 1;
+};
+// The host config's stage costs (RunConfig::HostTiming::kHostConfig) of a tf.Example pipeline
+// over the train-* records of `dir`: the standard stages on `threads`, the first shard's mean
+// record read and parsed, `batch_bytes` an example in the batch. With `synthetic` (one batch made
+// once) no stage does any work per example. NotFound names a folder with no records.
+absl::Status use_example_host_config(const std::string& dir, bool synthetic,
+                                     const PipelineThreads& threads, uint64_t batch_bytes,
+                                     estimator::RunConfig* config);
 
 // A classifier's spec from its logits [batch, classes]: class and probabilities in prediction;
 // the mean softmax cross-entropy on `labels` with `optimizer` in training, and accuracy in

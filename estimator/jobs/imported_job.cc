@@ -1,40 +1,137 @@
 #include "estimator/jobs/imported_job.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
+#include "estimator/metrics.h"
+#include "runtime/graph/layers.h"
 
 namespace tpusim::jobs {
 
-absl::StatusOr<ImageLayout> image_geometry(const std::string& path, const std::string& name,
-                                           runtime::DType dtype, const std::vector<int64_t>& d,
-                                           ImportedModel* model) {
-  if (dtype != runtime::DType::kF32) {
-    return absl::InvalidArgumentError(str_cat(path, ": input '", name, "' is ",
-                                              runtime::dtype_name(dtype), runtime::Shape(d).str(),
-                                              "; tpusim feeds images: float with the batch first"));
+const char* loss_name(Loss loss) {
+  return loss == Loss::kSoftmaxCrossEntropy ? "softmax_cross_entropy" : "mean_squared_error";
+}
+
+absl::StatusOr<Loss> parse_loss(const std::string& name) {
+  for (Loss l : {Loss::kSoftmaxCrossEntropy, Loss::kMeanSquaredError}) {
+    if (name == loss_name(l)) return l;
   }
+  return absl::InvalidArgumentError(
+      str_cat("unknown loss '", name, "' (softmax_cross_entropy or mean_squared_error)"));
+}
+
+bool image_geometry(const std::vector<int64_t>& d, ImportedModel* model) {
   if (d.size() == 4 && d[1] == d[2] && d[3] <= 4) {
     model->image_side = d[1];
     model->image_channels = d[3];
-    return ImageLayout::kNHWC;
-  }
-  if (d.size() == 4 && d[2] == d[3] && d[1] <= 4) {
+  } else if (d.size() == 4 && d[2] == d[3] && d[1] <= 4) {
     model->image_side = d[2];
     model->image_channels = d[1];
-    return ImageLayout::kNCHW;
-  }
-  if (d.size() == 2 && d[1] == 784) {
+  } else if (d.size() == 2 && d[1] == 784) {
     model->image_side = 28;
     model->image_channels = 1;
-    return ImageLayout::kFlat;
+  } else {
+    return false;
   }
-  return absl::InvalidArgumentError(
-      str_cat(path, ": input '", name, "' is ", runtime::Shape(d).str(),
-              " a batch; tpusim feeds square images, [N, H, W, C] or [N, C, H, W] with at most "
-              "4 channels, or flat 28x28 ones [N, 784]"));
+  return true;
+}
+
+bool is_nchw(const std::vector<int64_t>& d, const ImportedModel& model) {
+  return d.size() == 4 && d[1] == model.image_channels && d[2] == model.image_side && d[1] != d[3];
+}
+
+namespace {
+
+// "y f32[N, 1]": the batch dimension as N.
+std::string tensor_text(const FileTensor& t) {
+  std::vector<std::string> dims;
+  for (size_t d = 0; d < t.dims.size(); ++d)
+    dims.push_back(d == 0 && t.batched ? "N" : std::to_string(t.dims[d]));
+  return str_cat(t.name, " ", runtime::dtype_name(t.dtype), "[", str_join(dims, ", "), "]");
+}
+
+std::string inputs_text(const ImportedModel& m) {
+  std::vector<std::string> parts;
+  for (const ModelInput& in : m.inputs)
+    parts.push_back(str_cat(in.name, " ", runtime::dtype_name(in.dtype), in.example.str()));
+  return str_join(parts, ", ");
+}
+
+}  // namespace
+
+absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::string& image_input,
+                              ImportedModel* model) {
+  model->inputs.clear();
+  for (const FileTensor& t : inputs) {
+    if (!t.batched || t.dims.empty()) {
+      return absl::InvalidArgumentError(
+          str_cat(model->path, ": input ", tensor_text(t),
+                  " has no batch dimension; tpusim feeds batches, the batch first"));
+    }
+    if (t.name == "label" || t.name == "mask") {
+      return absl::InvalidArgumentError(
+          str_cat(model->path, ": input '", t.name, "' has the name the input pipeline gives its ",
+                  t.name == "label" ? "labels" : "padding marker", "; rename it in the model"));
+    }
+    model->inputs.push_back({t.name, t.dtype,
+                             runtime::Shape(std::vector<int64_t>(t.dims.begin() + 1, t.dims.end())),
+                             t.id_bound});
+  }
+  std::vector<std::string> names;
+  for (const FileTensor& t : inputs) names.push_back(t.name);
+  if (image_input.empty() && inputs.size() != 1) return absl::OkStatus();  // fed by name
+  auto chosen = choose_name(names, image_input, "input", model->path, "--onnx-input");
+  if (!chosen.ok()) return chosen.status();
+  const FileTensor& in =
+      inputs[static_cast<size_t>(std::find(names.begin(), names.end(), *chosen) - names.begin())];
+  ImportedModel geometry;
+  if (in.dtype == runtime::DType::kF32 && image_geometry(in.dims, &geometry)) {
+    model->image_input = in.name;
+    model->image_side = geometry.image_side;
+    model->image_channels = geometry.image_channels;
+  } else if (!image_input.empty()) {
+    return absl::InvalidArgumentError(str_cat(
+        model->path, ": input ", tensor_text(in),
+        " is no image; tpusim feeds square float images, [N, H, W, C] or [N, C, H, W] with at "
+        "most 4 channels, or flat 28x28 ones [N, 784]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status set_model_output(const FileTensor& out, ImportedModel* model) {
+  model->output = out.name;
+  const std::vector<int64_t>& o = out.dims;
+  if (!out.batched || o.empty() || out.dtype == runtime::DType::kS32) {
+    return absl::InvalidArgumentError(str_cat(model->path, ": output ", tensor_text(out),
+                                              " is no float output with the batch first"));
+  }
+  model->output_example = runtime::Shape(std::vector<int64_t>(o.begin() + 1, o.end()));
+  if (model->loss == Loss::kMeanSquaredError) return absl::OkStatus();
+  if (o.size() != 2 || o[1] < 2) {
+    return absl::InvalidArgumentError(
+        str_cat(model->path, ": output ", tensor_text(out),
+                " is no [N, classes] logits for softmax cross-entropy (--loss "
+                "mean_squared_error trains it against float labels of its shape)"));
+  }
+  model->classes = o[1];
+  return absl::OkStatus();
 }
 
 absl::Status use_imported_inputs(const ImportedModel& model, bool side_given, FashionData* data) {
+  if (model.image_input.empty()) {
+    return absl::InvalidArgumentError(
+        str_cat(model.path, " takes ", inputs_text(model),
+                ", not images: feed them with --input synthetic or --input examples --data DIR "
+                "(TFRecords of tf.Example with a feature of each input's name, and 'label')"));
+  }
+  if (model.loss != Loss::kSoftmaxCrossEntropy) {
+    return absl::InvalidArgumentError(
+        str_cat(model.path,
+                ": images come with class labels, for softmax cross-entropy; --loss "
+                "mean_squared_error needs --input synthetic or --input examples"));
+  }
   const std::string size =
       str_cat(model.image_side, "x", model.image_side, "x", model.image_channels);
   if (data->synthetic) {
@@ -75,6 +172,38 @@ absl::Status check_imported_policy(const ImportedModel& model,
       "--dtype-policy float32 (an export made under mixed_bfloat16 computes in bf16 inside)"));
 }
 
+estimator::TPUEstimatorSpec imported_spec(runtime::GraphBuilder& b, const ImportedModel& model,
+                                          runtime::Value output,
+                                          std::optional<runtime::Value> labels,
+                                          estimator::Mode mode,
+                                          const runtime::OptimizerSpec& optimizer) {
+  if (model.loss == Loss::kSoftmaxCrossEntropy)
+    return classifier_spec(b, output, labels, mode, optimizer);
+  estimator::TPUEstimatorSpec spec;
+  if (mode == estimator::Mode::kPredict) {
+    spec.predictions = {{"output", output}};
+    return spec;
+  }
+  // tf.keras.losses.MeanSquaredError: the mean over every element of the batch.
+  const runtime::Value error = output - *labels;
+  const runtime::Value squared = error * error;
+  std::vector<int64_t> all(static_cast<size_t>(squared.shape().rank()));
+  std::iota(all.begin(), all.end(), 0);
+  spec.loss = runtime::layers::reduce_mean(squared, all);
+  spec.train_op = optimizer;
+  std::vector<int64_t> example_axes(all.begin() + 1, all.end());
+  spec.metric_tensors = {
+      {"squared_error",
+       example_axes.empty() ? squared : runtime::layers::reduce_mean(squared, example_axes)}};
+  spec.metric_fn = [](const std::map<std::string, runtime::HostTensor>& t)
+      -> absl::StatusOr<std::map<std::string, double>> {
+    auto mse = estimator::metrics::mean(t.at("squared_error"));
+    if (!mse.ok()) return mse.status();
+    return std::map<std::string, double>{{"mean_squared_error", *mse}};
+  };
+  return spec;
+}
+
 estimator::ModelFn imported_model_fn(const ImportedModel& model, runtime::OptimizerSpec optimizer,
                                      runtime::models::DTypePolicy policy) {
   const bool mixed = policy == runtime::models::DTypePolicy::kMixedBFloat16;
@@ -82,12 +211,17 @@ estimator::ModelFn imported_model_fn(const ImportedModel& model, runtime::Optimi
              runtime::GraphBuilder& b, const estimator::Features& f,
              std::optional<runtime::Value> labels, estimator::Mode mode,
              const estimator::Params& params) -> absl::StatusOr<estimator::TPUEstimatorSpec> {
-    runtime::Value images = f.at("image");
-    if (mixed) images = b.cast(images, runtime::DType::kBF16);
+    estimator::Features features = f;
+    if (mixed) {  // float features enter in bf16, as the zoo's images do
+      for (auto& [name, v] : features) {
+        if (v.dtype() == runtime::DType::kF32) v = b.cast(v, runtime::DType::kBF16);
+      }
+    }
     auto forward =
-        model.forward(b, images, {params.batch_size, mode == estimator::Mode::kTrain, mixed});
+        model.forward(b, features, {params.batch_size, mode == estimator::Mode::kTrain, mixed});
     if (!forward.ok()) return forward.status();
-    estimator::TPUEstimatorSpec spec = classifier_spec(b, forward->logits, labels, mode, optimizer);
+    estimator::TPUEstimatorSpec spec =
+        imported_spec(b, model, forward->output, labels, mode, optimizer);
     // The file's weights, in place of the variables' initializers.
     spec.init_fn = [values = std::move(forward->initial_values)](runtime::Variables* variables) {
       for (const auto& [name, value] : values) {
@@ -103,13 +237,40 @@ estimator::ModelFn imported_model_fn(const ImportedModel& model, runtime::Optimi
   };
 }
 
+std::vector<estimator::TensorSpec> imported_signature(const ImportedModel& model, bool images) {
+  if (images && !model.image_input.empty()) {
+    return {{"image", runtime::DType::kF32,
+             runtime::Shape{model.image_side, model.image_side, model.image_channels}}};
+  }
+  std::vector<estimator::TensorSpec> specs;
+  for (const ModelInput& in : model.inputs) specs.push_back({in.name, in.dtype, in.example});
+  return specs;
+}
+
+estimator::Features imported_infeeds(runtime::GraphBuilder& b, const ImportedModel& model,
+                                     int64_t batch, bool images, runtime::Value* labels) {
+  estimator::Features features;
+  for (const estimator::TensorSpec& f : imported_signature(model, images)) {
+    std::vector<int64_t> dims = f.shape.dims();
+    dims.insert(dims.begin(), batch);
+    features[f.name] = b.infeed(f.name, f.dtype, runtime::Shape(dims));
+  }
+  if (model.loss == Loss::kSoftmaxCrossEntropy) {
+    *labels = b.infeed("label", runtime::DType::kS32, {batch});
+  } else {
+    std::vector<int64_t> dims = model.output_example.dims();
+    dims.insert(dims.begin(), batch);
+    *labels = b.infeed("label", runtime::DType::kF32, runtime::Shape(dims));
+  }
+  return features;
+}
+
 absl::Status save_imported_weights(const ImportedModel& model, const std::string& model_dir) {
   runtime::GraphBuilder b;
   const int64_t batch = model.fixed_batch > 0 ? model.fixed_batch : 1;
-  const runtime::Value images =
-      b.infeed("image", runtime::DType::kF32,
-               {batch, model.image_side, model.image_side, model.image_channels});
-  auto forward = model.forward(b, images, {batch, false, false});
+  runtime::Value labels;
+  const estimator::Features features = imported_infeeds(b, model, batch, false, &labels);
+  auto forward = model.forward(b, features, {batch, false, false});
   if (!forward.ok()) return forward.status();
   auto saved = estimator::save_checkpoint(model_dir, model.global_step, forward->initial_values, 1);
   return saved.ok() ? absl::OkStatus() : saved.status();

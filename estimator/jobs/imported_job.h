@@ -22,10 +22,37 @@
 
 namespace tpusim::jobs {
 
+// What an imported model trains on: softmax cross-entropy on class labels (its output the
+// logits [batch, classes]), or the mean squared error against float labels of its output's shape.
+enum class Loss { kSoftmaxCrossEntropy, kMeanSquaredError };
+const char* loss_name(Loss loss);  // "softmax_cross_entropy" | "mean_squared_error"
+// InvalidArgument names the accepted values.
+absl::StatusOr<Loss> parse_loss(const std::string& name);
+
+// One of a model's inputs, fed from the feature of its name (or, for an image model's image
+// input, from the images).
+struct ModelInput {
+  std::string name;
+  runtime::DType dtype = runtime::DType::kF32;  // f32, or s32 (integer inputs)
+  runtime::Shape example;                       // one example's shape: the batch left out
+  // An integer input whose values index an embedding table (a Gather's indices) of this many
+  // rows: synthetic ids are drawn below it. 0: no table (synthetic values 0 or 1).
+  int64_t id_bound = 0;
+};
+
 struct ImportedModel {
   std::string path;  // the file or folder, for messages
   std::string name;  // what reports call the model: the file's stem or the folder's name
-  int64_t image_side = 0, image_channels = 0, classes = 0;  // what the images and labels are
+  std::vector<ModelInput> inputs;
+  std::string output;             // the output trained on (its logits for cross-entropy)
+  runtime::Shape output_example;  // one example's shape of it
+  Loss loss = Loss::kSoftmaxCrossEntropy;
+  int64_t classes = 0;  // cross-entropy: the labels are in [0, classes)
+  // An image model (one float image input): the input the images feed and their geometry, so
+  // Fashion-MNIST, JPEG records and synthetic images feed it. Empty: a model fed by name
+  // (--input synthetic or --input examples).
+  std::string image_input;
+  int64_t image_side = 0, image_channels = 0;
   // A saved model's graph takes this many examples a replica, as it was exported (its shapes are
   // static, as XLA's); 0: an ONNX model, bound to any batch.
   int64_t fixed_batch = 0;
@@ -34,32 +61,50 @@ struct ImportedModel {
   bool own_dtypes = false;
 
   struct Forward {
-    runtime::Value logits;                                      // f32 [batch, classes]
+    runtime::Value output;  // f32, batch first: the logits for cross-entropy
     std::map<std::string, runtime::HostTensor> initial_values;  // the file's weights, by variable
   };
   struct ForwardOptions {
     int64_t batch = 1;      // examples a replica
     bool training = false;  // dropout on (ONNX; a saved model's graph is its predict step)
-    bool mixed = false;     // mixed_bfloat16: the images come in bf16, compute in bf16
+    bool mixed = false;     // mixed_bfloat16: float features come in bf16, compute in bf16
   };
-  // Builds the forward pass on `b` from `images` [batch, side, side, channels].
-  std::function<absl::StatusOr<Forward>(runtime::GraphBuilder& b, runtime::Value images,
-                                        const ForwardOptions& options)>
+  // Builds the forward pass on `b` from the batch's features: each input's by its name, or an
+  // image model's images as "image" [batch, side, side, channels].
+  std::function<absl::StatusOr<Forward>(
+      runtime::GraphBuilder& b, const estimator::Features& features, const ForwardOptions& options)>
       forward;
 };
 
-enum class ImageLayout { kNHWC, kNCHW, kFlat };
+// A tensor of the file as the openers describe it: its dims with the batch first.
+struct FileTensor {
+  std::string name;
+  runtime::DType dtype = runtime::DType::kF32;
+  std::vector<int64_t> dims;
+  bool batched = true;   // the first dimension is the batch
+  int64_t id_bound = 0;  // an input's: ModelInput::id_bound
+};
 
-// The images' side and channels (into `model`) for the input `name` of `path`, `dims` with the
-// batch first: [N, H, W, C] (Keras, tpusim), [N, C, H, W] (PyTorch) or a flat 28x28 grey image
-// [N, 784] (an MLP's); InvalidArgument names the input and its shape otherwise.
-absl::StatusOr<ImageLayout> image_geometry(const std::string& path, const std::string& name,
-                                           runtime::DType dtype, const std::vector<int64_t>& dims,
-                                           ImportedModel* model);
+// The model's inputs from the file's (each batched, f32 or s32, named neither "label" nor
+// "mask", which the input pipeline's batches use), and its image input: `image_input` (the
+// flag's value: that one, which must be an image) or, when it is empty, the only input where it
+// is an image ([N, H, W, C], [N, C, H, W] with at most 4 channels, or a flat 28x28 [N, 784]).
+// Errors name `model.path`, the input and its shape.
+absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::string& image_input,
+                              ImportedModel* model);
+// The output trained on, under model->loss: logits [N, classes >= 2] for cross-entropy, any
+// float batched output for the mean squared error. Errors name the output and the --loss that
+// would take it.
+absl::Status set_model_output(const FileTensor& output, ImportedModel* model);
+// Whether `dims` (batch first) are an image's; its side and channels into `model` when they are.
+bool image_geometry(const std::vector<int64_t>& dims, ImportedModel* model);
+// Whether image input `dims` are [N, C, H, W] (PyTorch's) for images of `model`'s geometry.
+bool is_nchw(const std::vector<int64_t>& dims, const ImportedModel& model);
 
 // The data for `model`: synthetic images of its input's size and labels of its classes, or
 // records whose images are that size (InvalidArgument names both sizes otherwise); `side_given`:
-// --image-size was given, and must be the model's.
+// --image-size was given, and must be the model's. A model that is no image model takes none of
+// them: InvalidArgument lists its inputs and how to feed them (--input synthetic or examples).
 absl::Status use_imported_inputs(const ImportedModel& model, bool side_given, FashionData* data);
 
 // The global batch for `model` on `replicas` cores: `global` unless the model's graph is built
@@ -72,7 +117,9 @@ absl::StatusOr<int64_t> imported_global_batch(const ImportedModel& model, int64_
 absl::Status check_imported_policy(const ImportedModel& model, runtime::models::DTypePolicy policy);
 
 // The model's model_fn: `optimizer` in training; under `policy` as the zoo's models
-// (mixed_bfloat16: the images cast to bf16 on entry, the logits back to f32).
+// (mixed_bfloat16: float features cast to bf16 on entry, the output back to f32). Cross-entropy:
+// class and probabilities in prediction, accuracy in evaluation. Mean squared error: the output
+// in prediction ("output"), the mean squared error in evaluation ("mean_squared_error").
 estimator::ModelFn imported_model_fn(
     const ImportedModel& model, runtime::OptimizerSpec optimizer,
     runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32);
@@ -81,6 +128,23 @@ estimator::ModelFn imported_model_fn(
 // predict to run them where no training has (as model_to_estimator saves a Keras model's
 // weights). It holds the model's variables only: a training run needs its own model_dir.
 absl::Status save_imported_weights(const ImportedModel& model, const std::string& model_dir);
+
+// Infeeds for one replica's batch of `model` as its input_fn's batches make them (`images`:
+// "image" [batch, side, side, channels] for an image model fed images, else each input by its
+// name), and the labels into `labels` (s32 [batch], or f32 of the output's shape).
+estimator::Features imported_infeeds(runtime::GraphBuilder& b, const ImportedModel& model,
+                                     int64_t batch, bool images, runtime::Value* labels);
+// The features export_saved_model takes for `model`: "image" or its inputs by name, as
+// imported_infeeds.
+std::vector<estimator::TensorSpec> imported_signature(const ImportedModel& model, bool images);
+
+// The loss on the model's output and labels, its metrics and predictions, as imported_model_fn
+// builds them.
+estimator::TPUEstimatorSpec imported_spec(runtime::GraphBuilder& b, const ImportedModel& model,
+                                          runtime::Value output,
+                                          std::optional<runtime::Value> labels,
+                                          estimator::Mode mode,
+                                          const runtime::OptimizerSpec& optimizer);
 
 // The tensor named `name` among `names` (the only one when `name` is empty), for errors that
 // name `path`, the kind (`what`: "input", "output") and the flag that chooses one.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "common/strings.h"
 #include "runtime/onnx/importer.h"
@@ -11,18 +12,6 @@ namespace tpusim::jobs {
 namespace {
 
 namespace ox = runtime::onnx_import;
-
-// The images' side and channels for the ONNX input `in`.
-absl::Status onnx_image_geometry(const ox::TensorInfo& in, const std::string& path,
-                                 ImportedModel* job) {
-  if (!in.batched) {
-    return absl::InvalidArgumentError(str_cat(path, ": input '", in.name, "' is ",
-                                              runtime::dtype_name(in.dtype), in.shape.str(),
-                                              "; tpusim feeds images: float with the batch first"));
-  }
-  auto layout = image_geometry(path, in.name, in.dtype, in.shape.dims(), job);
-  return layout.ok() ? absl::OkStatus() : layout.status();
-}
 
 // The value the logits are: the output, or the input of the Softmax that makes it.
 std::string logits_of(const ox::OnnxModel& m, const std::string& output) {
@@ -34,63 +23,93 @@ std::string logits_of(const ox::OnnxModel& m, const std::string& output) {
   return output;
 }
 
-// Whether the model's input is an NCHW image (PyTorch's) for images [N, side, side, channels].
-bool nchw_input(const ox::TensorInfo& in, const runtime::Shape& image) {
-  const std::vector<int64_t>& d = in.shape.dims();
-  return d.size() == 4 && d[1] == image.dim(3) && d[2] == image.dim(1) && d[1] != d[3];
+// The rows of the smallest table `input` indexes directly (a Gather on an initializer, the ids
+// maybe Cast first), or 0.
+int64_t id_bound(const ox::OnnxModel& m, const std::string& input) {
+  const onnx::GraphProto& g = m.proto.graph();
+  std::set<std::string> ids = {input};
+  for (const onnx::NodeProto& node : g.node()) {
+    if (node.op_type() == "Cast" && node.input_size() == 1 && ids.count(node.input(0)) > 0)
+      ids.insert(node.output(0));
+  }
+  int64_t bound = 0;
+  for (const onnx::NodeProto& node : g.node()) {
+    if (node.op_type() != "Gather" || node.input_size() != 2 || ids.count(node.input(1)) == 0)
+      continue;
+    for (const onnx::TensorProto& t : g.initializer()) {
+      if (t.name() == node.input(0) && t.dims_size() > 0 && (bound == 0 || t.dims(0) < bound))
+        bound = t.dims(0);
+    }
+  }
+  return bound;
 }
 
-// The forward pass of the ONNX file `bytes` (at `path`): its input `input` fed the images, its
-// value `logits` returned in f32.
+// The ONNX model's value for input `in` from the batch's features (`nhwc`: the images given NHWC
+// for an NCHW input, which the importer keeps NHWC).
+absl::StatusOr<runtime::Value> input_value(runtime::GraphBuilder& b, const ox::TensorInfo& in,
+                                           const estimator::Features& features,
+                                           const std::string& image_input, bool* nhwc) {
+  *nhwc = false;
+  const auto image = features.find("image");
+  const auto it = features.find(in.name);
+  const bool from_images = in.name == image_input && image != features.end() &&
+                           (it == features.end() || it->second.shape() != in.shape);
+  if (!from_images) {
+    if (it == features.end())
+      return absl::InvalidArgumentError(
+          str_cat("no feature '", in.name, "' for the model's input"));
+    runtime::Value v = it->second;
+    if (v.shape() != in.shape) {
+      return absl::InvalidArgumentError(str_cat("feature '", in.name, "' is ", v.shape().str(),
+                                                " a batch; the model's input is ", in.shape.str()));
+    }
+    if ((v.dtype() == runtime::DType::kS32) != (in.dtype == runtime::DType::kS32))
+      v = b.cast(v, in.dtype);
+    return v;
+  }
+  // An NCHW input takes the NHWC images as they are; any other the images reshaped to it (a flat
+  // 784 for an MLP).
+  ImportedModel geometry;
+  geometry.image_side = image->second.shape().dim(1);
+  geometry.image_channels = image->second.shape().dim(3);
+  *nhwc = is_nchw(in.shape.dims(), geometry);
+  return *nhwc ? image->second : b.reshape(image->second, in.shape);
+}
+
+// The forward pass of the ONNX file `bytes` (at `path`): its inputs fed from the features, its
+// value `output` returned in f32.
 struct OnnxForward {
-  std::string path, input, logits;
+  std::string path, image_input, output;
   std::shared_ptr<const std::string> bytes;  // the file, parsed again at each batch size
 
   absl::StatusOr<ImportedModel::Forward> operator()(
-      runtime::GraphBuilder& b, runtime::Value images,
+      runtime::GraphBuilder& b, const estimator::Features& features,
       const ImportedModel::ForwardOptions& options) const {
     auto model = ox::parse_onnx(*bytes, path, options.batch);
     if (!model.ok()) return model.status();
-    const ox::TensorInfo* in = nullptr;
-    for (const ox::TensorInfo& t : model->inputs) {
-      if (t.name == input) in = &t;
-    }
-    if (in == nullptr) return absl::InternalError(str_cat(path, ": no input ", input));
-    // An NCHW input takes the NHWC images as they are (the importer holds NCHW images NHWC);
-    // any other the images reshaped to it (a flat 784 for an MLP).
-    const bool nchw = nchw_input(*in, images.shape());
     ox::ImportOptions import;
-    if (nchw) import.nhwc_inputs = {input};
+    std::map<std::string, runtime::Value> inputs;
+    for (const ox::TensorInfo& in : model->inputs) {
+      bool nhwc = false;
+      auto v = input_value(b, in, features, image_input, &nhwc);
+      if (!v.ok()) return absl::InvalidArgumentError(str_cat(path, ": ", v.status().message()));
+      inputs[in.name] = *v;
+      if (nhwc) import.nhwc_inputs.push_back(in.name);
+    }
     if (options.mixed) import.compute = runtime::DType::kBF16;
     import.training = options.training;
     import.seed = 1;
-    import.also_return = {logits};
-    auto imported = ox::import_graph(
-        b, *model, {{input, nchw ? images : b.reshape(images, in->shape)}}, import);
+    import.also_return = {output};
+    auto imported = ox::import_graph(b, *model, inputs, import);
     if (!imported.ok()) return imported.status();
     ImportedModel::Forward out;
-    out.logits = imported->outputs.at(logits);
-    if (out.logits.dtype() != runtime::DType::kF32)
-      out.logits = b.cast(out.logits, runtime::DType::kF32);
+    out.output = imported->outputs.at(output);
+    if (out.output.dtype() != runtime::DType::kF32)
+      out.output = b.cast(out.output, runtime::DType::kF32);
     out.initial_values = std::move(imported->initial_values);
     return out;
   }
 };
-
-// What an ONNX model's tensors are called.
-std::vector<std::string> names_of(const std::vector<ox::TensorInfo>& tensors) {
-  std::vector<std::string> names;
-  for (const auto& t : tensors) names.push_back(t.name);
-  return names;
-}
-
-// The input or output of `all` named `name`.
-const ox::TensorInfo& named(const std::vector<ox::TensorInfo>& all, const std::string& name) {
-  for (const auto& t : all) {
-    if (t.name == name) return t;
-  }
-  return all.front();  // choose_name returned one of `all`
-}
 
 // A refusal naming the nodes `path` holds that tpusim does not import, or OK.
 absl::Status check_supported(const ox::OnnxModel& model, const std::string& path) {
@@ -108,33 +127,34 @@ absl::Status check_supported(const ox::OnnxModel& model, const std::string& path
 }  // namespace
 
 absl::StatusOr<ImportedModel> open_onnx_job(const std::string& path, const std::string& input,
-                                            const std::string& output) {
+                                            const std::string& output, Loss loss) {
   auto bytes = ox::read_onnx_file(path);  // read once: the job keeps them for each batch size
   if (!bytes.ok()) return bytes.status();
   auto model = ox::parse_onnx(*bytes, path, 1);
   if (!model.ok()) return model.status();
   if (auto s = check_supported(*model, path); !s.ok()) return s;
-  auto in_name = choose_name(names_of(model->inputs), input, "input", path, "--onnx-input");
-  if (!in_name.ok()) return in_name.status();
-  auto out_name = choose_name(names_of(model->outputs), output, "output", path, "--onnx-output");
-  if (!out_name.ok()) return out_name.status();
-  if (model->inputs.size() != 1) {
-    return absl::InvalidArgumentError(
-        str_cat(path, " has ", model->inputs.size(), " inputs; tpusim feeds one (images)"));
-  }
   ImportedModel job;
   job.path = path;
   job.name = std::filesystem::path(path).stem().string();
-  if (auto s = onnx_image_geometry(named(model->inputs, *in_name), path, &job); !s.ok()) return s;
-  const ox::TensorInfo& out = named(model->outputs, *out_name);
-  const std::vector<int64_t>& o = out.shape.dims();
-  if (o.size() != 2 || o[1] < 2) {
-    return absl::InvalidArgumentError(str_cat(path, ": output '", out.name, "' is ",
-                                              out.shape.str(),
-                                              "; tpusim trains classifiers: [N, classes] logits"));
+  job.loss = loss;
+  std::vector<FileTensor> inputs;
+  for (const ox::TensorInfo& in : model->inputs)
+    inputs.push_back({in.name, in.dtype, in.shape.dims(), in.batched, id_bound(*model, in.name)});
+  if (auto s = set_model_inputs(inputs, input, &job); !s.ok()) return s;
+  std::vector<std::string> outputs;
+  for (const ox::TensorInfo& out : model->outputs) outputs.push_back(out.name);
+  auto chosen = choose_name(outputs, output, "output", path, "--onnx-output");
+  if (!chosen.ok()) return chosen.status();
+  for (const ox::TensorInfo& out : model->outputs) {
+    if (out.name != *chosen) continue;
+    // Parsed at batch 1, an output's first dimension is taken as its batch.
+    if (auto s = set_model_output({out.name, out.dtype, out.shape.dims(), true}, &job); !s.ok())
+      return s;
   }
-  job.classes = o[1];
-  job.forward = OnnxForward{path, *in_name, logits_of(*model, out.name),
+  // Cross-entropy reads the logits: the input of a final Softmax.
+  const std::string trained =
+      loss == Loss::kSoftmaxCrossEntropy ? logits_of(*model, *chosen) : *chosen;
+  job.forward = OnnxForward{path, job.image_input, trained,
                             std::make_shared<const std::string>(*std::move(bytes))};
   return job;
 }

@@ -10,11 +10,14 @@
 
 namespace tpusim::jobs {
 
-// Loads `path` (batch 1), picks its image input and logits output (`input` and `output` name
-// them; empty: the model's only one; an output made by a final Softmax trains on that Softmax's
-// input) and checks the model imports. Errors name the file and, for a model with several inputs
-// or outputs, the names to choose from.
+// Loads `path` (batch 1), checks the model imports and describes it (set_model_inputs,
+// set_model_output): `input` names the input images feed (empty: the only input, where it is an
+// image), `output` the output trained under `loss` (empty: the only one; for cross-entropy an
+// output made by a final Softmax trains on that Softmax's input). An integer input's id bound is
+// the rows of the smallest initializer a Gather indexes with it. Errors name the file and, for a
+// model with several outputs, the names to choose from.
 absl::StatusOr<ImportedModel> open_onnx_job(const std::string& path, const std::string& input,
-                                            const std::string& output);
+                                            const std::string& output,
+                                            Loss loss = Loss::kSoftmaxCrossEntropy);
 
 }  // namespace tpusim::jobs

@@ -17,11 +17,15 @@
 
 namespace tpusim::jobs {
 
-// Loads the saved model in `dir` and picks the prediction to train on: `output` (a prediction's
-// name), or the only float [batch, classes] prediction. A prediction that is the softmax of a
-// value (layers::softmax, as the zoo's "probabilities") trains on that value, the logits. Errors
-// name the folder and, where several predictions could be the logits, the names to choose from.
+// Loads the saved model in `dir` and describes it (set_model_inputs, set_model_output): its
+// inputs fed by name, or its one image input from the images; the prediction to train on under
+// `loss` is `output` (a prediction's name) or the only one the loss can take. For cross-entropy a
+// prediction that is the softmax of a value (layers::softmax, as the zoo's "probabilities")
+// trains on that value, the logits. An integer input's id bound is the rows of the smallest table
+// the graph gathers with it. Errors name the folder and, where several predictions could be
+// trained on, the names to choose from.
 absl::StatusOr<ImportedModel> open_saved_model_job(const std::string& dir,
-                                                   const std::string& output);
+                                                   const std::string& output,
+                                                   Loss loss = Loss::kSoftmaxCrossEntropy);
 
 }  // namespace tpusim::jobs

@@ -7,6 +7,10 @@ Usage: check_onnx_import.py FORWARD_BINARY TPUSIM_BINARY
 FORWARD_BINARY is tests/interop/onnx_forward.cc. Each model gets random weights (biases too: an
 exporter drops an all-zero bias). max |ours - onnxruntime| / max |onnxruntime| must stay within
 1e-4 on cpu and 3e-2 on tpusim (bf16 products over hundreds of terms).
+
+Then training through the CLI: the BERT layer on synthetic token ids (tpusim and the cpu agree
+step for step), and the Keras regression of examples/onnx on its tf.Example records (tpusim's
+mean squared error against onnxruntime's on the same records).
 """
 import json
 import os
@@ -167,6 +171,52 @@ def check(name, make, shape, dtype, opset, batch, backends, tmp, forward, tpusim
     return failed + (not ok)
 
 
+def check_small_bert_trains(tmp, tpusim):
+    """The exported BERT layer trains on synthetic token ids (drawn below its embedding table's
+    rows) on tpusim and the cpu, step for step alike."""
+    path = os.path.join(tmp, "small_bert.onnx")
+    run = subprocess.run([tpusim, "compare", "--onnx", path, "--input", "synthetic", "--steps",
+                          "2", "--batch-size", "16", "--json"], capture_output=True, text=True)
+    verdict = json.loads(run.stdout)["verdict"] if run.returncode == 0 else run.stderr.strip()
+    ok = verdict == "agree"
+    print(f"{'ok  ' if ok else 'FAIL'} small_bert trains on synthetic tokens: tpusim and cpu "
+          f"{verdict}")
+    return not ok
+
+
+def check_regression_records(tmp, tpusim):
+    """The Keras regression example and its tf.Example records (examples/onnx): tpusim's mean
+    squared error of the file's weights over the eval records equals onnxruntime's on the same
+    records, parsed here by tf.data."""
+    path, data = os.path.join(tmp, "regression.onnx"), os.path.join(tmp, "regression")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "onnx",
+                          "export_keras_regression.py")
+    made = subprocess.run([sys.executable, script, path, data], capture_output=True, text=True)
+    if made.returncode != 0:
+        print(f"FAIL export_keras_regression.py: {made.stderr.strip()[-500:]}")
+        return 1
+    run = subprocess.run([tpusim, "evaluate", "--onnx", path, "--loss", "mean_squared_error",
+                          "--input", "examples", "--data", data, "--backend", "cpu", "--json"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        print(f"FAIL tpusim evaluate on the regression records: {run.stderr.strip()}")
+        return 1
+    ours = json.loads(run.stdout)["mean_squared_error"]
+    spec = {"features": tf.io.FixedLenFeature([8], tf.float32),
+            "label": tf.io.FixedLenFeature([1], tf.float32)}
+    records = tf.data.TFRecordDataset([os.path.join(data, "eval-00000-of-00001")])
+    batch = next(iter(records.map(lambda r: tf.io.parse_single_example(r, spec)).batch(4096)))
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    predicted = session.run(None, {session.get_inputs()[0].name: batch["features"].numpy()})[0]
+    reference = float(np.mean((predicted.astype(np.float64) - batch["label"].numpy()) ** 2))
+    err = abs(ours - reference) / reference
+    # The cpu backend's matmuls take bf16 operands (its mxu precision): 1e-2 of the error.
+    ok = err <= 1e-2
+    print(f"{'ok  ' if ok else 'FAIL'} regression on tf.Example records: mean squared error "
+          f"{ours:.6f}, onnxruntime's {reference:.6f} (relative {err:.1e}, tolerance 1e-2)")
+    return not ok
+
+
 def main():
     forward, tpusim = sys.argv[1], sys.argv[2]
     failed = 0
@@ -182,6 +232,8 @@ def main():
         ]
         for case in cases:
             failed += check(*case, tmp, forward, tpusim)
+        failed += check_small_bert_trains(tmp, tpusim)
+        failed += check_regression_records(tmp, tpusim)
     if failed:
         print(f"{failed} check(s) failed")
         return 1

@@ -7,16 +7,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <onnx/defs/parser.h>
 
 #include "tests/onnx/resnet50_onnx.h"
 #include "tests/tools/cli_runner.h"
+#include "tests/tools/onnx_text_model.h"
 
 namespace tpusim::cli {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
+using testing::write_model;
 
 // A one-convolution classifier of 8x8x1 images, as tf2onnx writes Keras's (an NHWC input
 // transposed to NCHW), ending in a Softmax.
@@ -36,16 +37,6 @@ cnn (float[N, 8, 8, 1] image) => (float[N, 3] probabilities)
   probabilities = Softmax <axis = 1> (L)
 }
 )";
-
-// Writes the model `text` to a fresh file and returns its path.
-std::string write_model(const std::string& text, const std::string& name) {
-  onnx::ModelProto m;
-  const auto status = onnx::OnnxParser::Parse(m, text.c_str());
-  EXPECT_TRUE(status.IsOK()) << status.ErrorMessage();
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
-  return path;
-}
 
 TEST(CliOnnx, ImportPrintsTheModelsInputsOpsAndSize) {
   const std::string path = write_model(kCnn, "cli-cnn.onnx");

@@ -107,12 +107,13 @@ TEST(CliSavedModel, AClassifierTrainsOnTheLogitsItsProbabilitiesAreTheSoftmaxOf)
   EXPECT_EQ(job->image_side, 28);
   runtime::GraphBuilder b;
   const runtime::Value images = b.infeed("image", runtime::DType::kF32, {4, 28, 28, 1});
-  auto forward = job->forward(b, images, {4, true, false});
+  auto forward = job->forward(b, {{"image", images}}, {4, true, false});
   ASSERT_TRUE(forward.ok()) << forward.status();
-  EXPECT_EQ(b.graph().node(forward->logits.id).label, "dense/logits");
+  EXPECT_EQ(b.graph().node(forward->output.id).label, "dense/logits");
   EXPECT_EQ(forward->initial_values.size(), 2u);
-  EXPECT_THAT(std::string(job->forward(b, images, {8, true, false}).status().message()),
-              HasSubstr("takes 4 examples a replica, not 8"));
+  EXPECT_THAT(
+      std::string(job->forward(b, {{"image", images}}, {8, true, false}).status().message()),
+      HasSubstr("takes 4 examples a replica, not 8"));
   std::filesystem::remove_all(tmp);
 }
 
@@ -155,6 +156,46 @@ TEST(CliSavedModel, AnExportTrainsFromItsWeightsEvaluatesAndCompiles) {
   std::filesystem::remove_all(tmp);
 }
 
+// A C++ model of token ids (a gather from a 50-row table) and a float weight per token, its
+// logits its only prediction: fed by name, its ids drawn below the table's rows.
+TEST(CliSavedModel, AnExportOfTokensTrainsOnSyntheticInputsByName) {
+  const auto tmp = scratch("tokens");
+  const std::string saved = (tmp / "tokens").string();
+  runtime::GraphBuilder b;
+  const runtime::Value ids = b.infeed("ids", runtime::DType::kS32, {8, 6});
+  const runtime::Value weight = b.infeed("weight", runtime::DType::kF32, {8, 6});
+  const runtime::Value table = b.variable("embedding", runtime::DType::kF32, {50, 4}, {});
+  const runtime::Value kernel = b.variable("dense/kernel", runtime::DType::kF32, {4, 5}, {});
+  const runtime::Value embedded = b.gather(table, ids);  // [8, 6, 4]
+  const runtime::Value pooled =
+      b.reduce(runtime::Op::kReduceSum, embedded * b.broadcast(weight, {8, 6, 4}, {0, 1}), {1});
+  b.output("prediction/logits", b.matmul(pooled, kernel));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  runtime::Variables weights;
+  std::vector<float> e(200), k(20);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = 0.01f * static_cast<float>(i % 13) - 0.06f;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  weights["embedding"] = runtime::HostTensor::from({50, 4}, e);
+  weights["dense/kernel"] = runtime::HostTensor::from({4, 5}, k);
+  ASSERT_TRUE(estimator::write_saved_model(
+                  saved, b.graph(), weights,
+                  {{"ids", runtime::DType::kS32, {8, 6}}, {"weight", runtime::DType::kF32, {8, 6}}},
+                  {"logits"}, 8, 3)
+                  .ok());
+  auto job = jobs::open_saved_model_job(saved, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->inputs.size(), 2u);
+  EXPECT_EQ(job->inputs[0].id_bound, 50);
+  EXPECT_EQ(job->inputs[1].id_bound, 0);
+  EXPECT_TRUE(job->image_input.empty());
+  EXPECT_EQ(job->classes, 5);
+  auto r = run_tpusim(
+      {"compare", "--saved-model", saved, "--input", "synthetic", "--steps", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "agree");
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(CliSavedModel, WhatAnExportCannotRunIsRefused) {
   const auto tmp = scratch("refused");
   const std::string saved = (tmp / "dense").string();
@@ -173,7 +214,7 @@ TEST(CliSavedModel, WhatAnExportCannotRunIsRefused) {
   EXPECT_THAT(refusal({"train", "--saved-model", saved, "--dtype-policy", "mixed_bfloat16"}),
               HasSubstr("keeps the dtypes it was exported with"));
   EXPECT_THAT(refusal({"train", "--saved-model", saved, "--saved-model-output", "class"}),
-              HasSubstr("prediction 'class' is no float [4, classes] logits or probabilities"));
+              HasSubstr("output class s32[N] is no float output with the batch first"));
   EXPECT_THAT(refusal({"train", "--saved-model", saved, "--onnx", "m.onnx"}),
               HasSubstr("--onnx and --saved-model each name a model: give one"));
   EXPECT_THAT(refusal({"train", "--saved-model", saved, "--model", "mlp"}),

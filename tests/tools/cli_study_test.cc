@@ -227,7 +227,7 @@ TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape)
   EXPECT_THAT(raw.err, HasSubstr("--image-size needs --input jpeg"));
   auto input = run_tpusim({"train", "--input", "png"});
   EXPECT_EQ(input.exit_code, 2);
-  EXPECT_THAT(input.err, HasSubstr("--input is raw, jpeg or synthetic (got 'png')"));
+  EXPECT_THAT(input.err, HasSubstr("--input is raw, jpeg, synthetic or examples (got 'png')"));
   auto transformer =
       run_tpusim({"train", "--model", "transformer", "--input", "jpeg", "--image-size", "224",
                   "--data", data(), "--batch-size", "64", "--train-steps", "1", "--timing-only"});

@@ -243,16 +243,23 @@ Refused compare_job_from(const po::variables_map& vm, const CompareFlags& f, Com
   job->data = *data;
   if (names_imported_model(vm)) {  // an imported model: the file's weights, its images
     if (Refused r = imported_model_from(vm, &job->imported)) return r;
-    if (auto s =
-            jobs::use_imported_inputs(*job->imported, !vm["image-size"].defaulted(), &job->data);
-        !s.ok())
-      return usage_problem(s);
-    if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+    auto named = named_data_from(vm, job->data, *job->imported);
+    if (!named.ok()) return usage_problem(named.status());
+    job->named = *named;
+    if (!job->named.has_value()) {
+      if (auto s =
+              jobs::use_imported_inputs(*job->imported, !vm["image-size"].defaulted(), &job->data);
+          !s.ok())
+        return usage_problem(s);
+      if (auto s = ensure_fashion_mnist(job->data, log_to_stderr); !s.ok()) return failure_of(s);
+    }
     job->model = job->imported->name;
     for (const auto& b : plan->backends) {
       if (auto s = jobs::check_imported_policy(*job->imported, b.policy); !s.ok())
         return usage_problem(s);
     }
+  } else if (auto s = check_zoo_inputs(vm, job->data); !s.ok()) {
+    return usage_problem(s);
   } else if (Refused r = zoo_inputs_from(vm, job)) {
     return r;
   }

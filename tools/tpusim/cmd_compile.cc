@@ -203,13 +203,14 @@ absl::Status build_step(const CompileJob& job, runtime::GraphBuilder& b) {
                                                 job.replicas, 0, job.seq_length);
   }
   const jobs::ImportedModel& m = *job.imported;
-  const runtime::Value image = b.infeed("image", runtime::DType::kF32,
-                                        {job.batch, m.image_side, m.image_side, m.image_channels});
-  const runtime::Value label = b.infeed("label", runtime::DType::kS32, {job.batch});
+  // Fed as training feeds it: images for an image model under cross-entropy, else by name.
+  const bool images = !m.image_input.empty() && m.loss == jobs::Loss::kSoftmaxCrossEntropy;
+  runtime::Value label;
+  const estimator::Features features = jobs::imported_infeeds(b, m, job.batch, images, &label);
   estimator::Params params;
   params.batch_size = job.batch;
   params.num_shards = job.replicas;
-  auto spec = jobs::imported_model_fn(m, {}, job.policy)(b, {{"image", image}}, label,
+  auto spec = jobs::imported_model_fn(m, {}, job.policy)(b, features, label,
                                                          estimator::Mode::kTrain, params);
   if (!spec.ok()) return spec.status();
   return runtime::models::add_sgd_step(b, spec->loss, 0.01f, job.replicas);

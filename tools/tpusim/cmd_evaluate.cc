@@ -38,7 +38,9 @@ struct Job {
   std::string model;
   FashionData data;
   std::unique_ptr<estimator::TPUEstimator> estimator;
-  int64_t batch = 0;  // global
+  int64_t batch = 0;                            // global
+  std::optional<jobs::ImportedModel> imported;  // --onnx or --saved-model
+  std::optional<jobs::ImportedData> named;      // its inputs fed by name; else `data`'s images
   // A folder of the job's own (an imported file's weights), removed with the job.
   std::shared_ptr<const std::string> scratch;
 };
@@ -74,9 +76,13 @@ void add_common(po::options_description& options) {
 absl::StatusOr<estimator::ModelFn> imported_model(const po::variables_map& vm,
                                                   runtime::models::DTypePolicy policy,
                                                   const jobs::ImportedModel& model,
-                                                  FashionData* data, estimator::RunConfig* config) {
-  if (auto s = jobs::use_imported_inputs(model, !vm["image-size"].defaulted(), data); !s.ok())
-    return s;
+                                                  FashionData* data,
+                                                  const std::optional<jobs::ImportedData>& named,
+                                                  estimator::RunConfig* config) {
+  if (!named.has_value()) {
+    if (auto s = jobs::use_imported_inputs(model, !vm["image-size"].defaulted(), data); !s.ok())
+      return s;
+  }
   const bool trained = vm.count("model-dir") > 0 &&
                        !estimator::list_checkpoints(vm["model-dir"].as<std::string>()).empty();
   if (trained) {
@@ -106,9 +112,16 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
   estimator::ModelFn model_fn;
+  if (!imported.has_value()) {
+    if (auto s = check_zoo_inputs(vm, job.data); !s.ok()) return s;
+  }
   if (imported.has_value()) {
     if (auto s = jobs::check_imported_policy(*imported, *policy); !s.ok()) return s;
-    auto made = imported_model(vm, *policy, *imported, &job.data, &config);
+    auto named = named_data_from(vm, job.data, *imported);
+    if (!named.ok()) return named.status();
+    job.named = *named;
+    job.imported = imported;
+    auto made = imported_model(vm, *policy, *imported, &job.data, job.named, &config);
     if (!made.ok()) return made.status();
     model_fn = *std::move(made);
     if (vm.count("model-dir") == 0 || config.model_dir != vm["model-dir"].as<std::string>())
@@ -140,8 +153,21 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   auto est = estimator::TPUEstimator::create(model_fn, config, {}, true, batch, batch, batch);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
+  if (job.named.has_value()) return job;
   if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
   return job;
+}
+
+// The job's evaluation input: the Fashion-MNIST test set, or an imported model's records.
+estimator::InputFn eval_input(const Job& job) {
+  return job.named.has_value() ? jobs::imported_eval_input(*job.imported, *job.named)
+                               : fashion_eval_input(job.data);
+}
+
+// How many examples that input holds.
+absl::StatusOr<int64_t> eval_examples(const Job& job) {
+  return job.named.has_value() ? jobs::imported_eval_examples(*job.named)
+                               : absl::StatusOr<int64_t>(10000);
 }
 
 // The first `count` test images, one example each, with their labels.
@@ -279,8 +305,16 @@ int run_evaluate(const std::vector<std::string>& args) {
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
   int64_t steps = vm["eval-steps"].as<int64_t>();
-  if (steps <= 0) steps = 10000 / job->batch;
-  auto result = job->estimator->evaluate_with_analysis(fashion_eval_input(job->data), steps);
+  if (steps <= 0) {
+    auto examples = eval_examples(*job);
+    if (!examples.ok()) return failure(std::string(examples.status().message()));
+    steps = *examples / job->batch;
+    if (steps == 0) {
+      return failure(str_cat("the evaluation records hold ", *examples,
+                             " examples, not a whole global batch of ", job->batch));
+    }
+  }
+  auto result = job->estimator->evaluate_with_analysis(eval_input(*job), steps);
   if (!result.ok()) return failure(std::string(result.status().message()));
   if (vm["json"].as<bool>()) {
     // The metrics at the top level, and where the eval loop's simulated time went.
@@ -288,8 +322,10 @@ int run_evaluate(const std::vector<std::string>& args) {
     if (result->analysis.has_value()) out["analysis"] = result->analysis->to_json();
     std::cout << out.dump(2) << "\n";
   } else {
+    size_t width = 12;  // the names in a column, the values after them
+    for (const auto& [name, value] : result->metrics) width = std::max(width, name.size() + 1);
     for (const auto& [name, value] : result->metrics)
-      std::cout << fmt::format("{:12} {}\n", name, value);
+      std::cout << fmt::format("{:{}} {}\n", name, width, value);
     if (result->analysis.has_value()) std::cout << "\n" << result->analysis->to_text();
   }
   return kOk;
@@ -311,13 +347,13 @@ int run_predict(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const int64_t count = vm["count"].as<int64_t>();
   if (count < 1) return usage_error("--count must be >= 1", usage);
-  if (vm.count("saved-model") > 0) return predict_saved_model(vm, count);
+  if (vm.count("saved-model") > 0 && vm["input"].as<std::string>() != "examples")
+    return predict_saved_model(vm, count);
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
-  const FashionData data = job->data;
   estimator::InputFn input =
-      [data, count](const estimator::Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
-    auto eval = fashion_eval_input(data);
+      [eval = eval_input(*job),
+       count](const estimator::Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
     estimator::Params one = p;
     one.batch_size = 1;  // unbatch: the eval input at batch 1, then re-batched with padding
     auto examples = eval(one);
@@ -334,6 +370,12 @@ int run_predict(const std::vector<std::string>& args) {
   if (!predictions.ok()) return failure(std::string(predictions.status().message()));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& p : *predictions) {
+    if (p.count("class") == 0) {  // a regression's output, as it is
+      nlohmann::ordered_json example;
+      for (const auto& [name, t] : p) example[name] = example_values(t, 0, 1);
+      out.push_back(example);
+      continue;
+    }
     const auto& probs = p.at("probabilities").f;
     const int32_t cls = p.at("class").i[0];
     out.push_back({{"class", cls}, {"probability", probs[static_cast<size_t>(cls)]}});

@@ -119,6 +119,8 @@ po::options_description train_options(TrainFlags* f) {
 constexpr char kTrainUsage[] =
     "usage: tpusim train [--model NAME | --onnx FILE [--onnx-input NAME] [--onnx-output NAME] |\n"
     "                     --saved-model DIR [--saved-model-output NAME]]\n"
+    "                    [--loss softmax_cross_entropy|mean_squared_error (--onnx, "
+    "--saved-model)]\n"
     "                    [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
     "                    [--dtype-policy float32|mixed_bfloat16]\n"
     "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
@@ -133,7 +135,7 @@ constexpr char kTrainUsage[] =
     "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
     "                     [--trace-counter-window-ns N]]\n"
     "                    [--timing-only [--fold-replicas on|off]]\n"
-    "                    [--input raw|jpeg|synthetic [--image-size S]] [--map-threads N]\n"
+    "                    [--input raw|jpeg|synthetic|examples [--image-size S]] [--map-threads N]\n"
     "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
     "                    [--host-timing measured|config]\n\n"
     "Trains a zoo model on Fashion-MNIST with TPUEstimator: input_fn reads the TFRecords on\n"
@@ -145,7 +147,11 @@ constexpr char kTrainUsage[] =
     "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n"
     "BERT models (bert_large, bert_base, bert_tiny) pretrain on BERT's TFRecords from --data\n"
     "(written by tpusim data make-bert; synthetic ones are made on first use) or on\n"
-    "--input synthetic, with LAMB; --eval-steps N evaluates run_pretraining's metrics.\n";
+    "--input synthetic, with LAMB; --eval-steps N evaluates run_pretraining's metrics.\n"
+    "An imported model (--onnx FILE, --saved-model DIR) trains as a zoo model on images, or,\n"
+    "fed by its inputs' names, on its own tf.Example records (--input examples --data DIR:\n"
+    "train-*, eval-*) or synthetic inputs, with --loss softmax_cross_entropy or\n"
+    "mean_squared_error.\n";
 
 // --trace, --trace-steps and --trace-counter-window-ns into `config`.
 Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
@@ -233,6 +239,7 @@ struct TrainJob {
   std::string model;
   std::optional<jobs::BertData> bert;           // a BERT model's input; else `data`
   std::optional<jobs::ImportedModel> imported;  // --onnx or --saved-model in place of a zoo model
+  std::optional<jobs::ImportedData> named;      // its inputs fed by name; else `data`'s images
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
   const runtime::BackendDeclaration* backend = nullptr;
   FashionData data;
@@ -408,10 +415,14 @@ Refused imported_train_job_from(const po::variables_map& vm, TrainJob* job) {
   if (!vm["seq-length"].defaulted())
     return usage_problem("--seq-length is for the zoo's BERT models");
   if (Refused r = imported_model_from(vm, &job->imported)) return r;
+  job->model = job->imported->name;
+  auto named = named_data_from(vm, job->data, *job->imported);
+  if (!named.ok()) return usage_problem(named.status());
+  job->named = *named;
+  if (job->named.has_value()) return std::nullopt;
   if (auto s = jobs::use_imported_inputs(*job->imported, !vm["image-size"].defaulted(), &job->data);
       !s.ok())
     return usage_problem(s);
-  job->model = job->imported->name;
   return std::nullopt;
 }
 
@@ -453,6 +464,8 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
     if (Refused r = imported_train_job_from(vm, job)) return r;
     if (auto s = jobs::check_imported_policy(*job->imported, job->policy); !s.ok())
       return usage_problem(s);
+  } else if (auto s = check_zoo_inputs(vm, job->data); !s.ok()) {
+    return usage_problem(s);
   } else if (Refused r = zoo_inputs_from(vm, job)) {
     return r;
   }
@@ -475,6 +488,21 @@ struct JobFunctions {
   int64_t default_eval_steps = 0;  // when --eval-steps is 0
 };
 
+// An imported model fed by name: its records (or synthetic inputs), evaluated on the eval-*
+// records (whole batches of them) unless --eval-steps says otherwise.
+absl::StatusOr<JobFunctions> named_job_functions(bool config_timing, TrainJob& job) {
+  const jobs::ImportedData& named = *job.named;
+  if (config_timing || named.synthetic) {
+    if (auto s = jobs::use_imported_host_config_timing(*job.imported, named, &job.config); !s.ok())
+      return s;
+  }
+  auto examples = jobs::imported_eval_examples(named);
+  if (!examples.ok()) return examples.status();
+  return JobFunctions{jobs::imported_model_fn(*job.imported, job.optimizer, job.policy),
+                      jobs::imported_train_input(*job.imported, named),
+                      jobs::imported_eval_input(*job.imported, named), *examples / job.flags.batch};
+}
+
 // Makes the job's records when missing, sets the host timing, and returns its functions.
 absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& job) {
   const bool config_timing = vm["host-timing"].as<std::string>() == "config";
@@ -487,6 +515,7 @@ absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& 
     return JobFunctions{jobs::bert_model_fn(job.model, job.optimizer, job.policy),
                         jobs::bert_train_input(bert), jobs::bert_eval_input(bert), 0};
   }
+  if (job.named.has_value()) return named_job_functions(config_timing, job);
   if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
   // Synthetic input has no pipeline to measure: its (zero) stage costs come from the config.
   if (config_timing || job.data.synthetic) {
@@ -527,10 +556,12 @@ absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map&
     const std::string dir = vm["export-dir"].as<std::string>();
     const int64_t per_shard = batch / job.config.tpu_config.num_shards;
     const int64_t side = job.data.image_size;
-    if (auto s = (*est)->export_saved_model(
-            dir, {{"image", runtime::DType::kF32, runtime::Shape{side, side, job.data.channels}}},
-            per_shard);
-        !s.ok()) {
+    const std::vector<estimator::TensorSpec> features =
+        job.imported.has_value()
+            ? jobs::imported_signature(*job.imported, !job.named.has_value())
+            : std::vector<estimator::TensorSpec>{
+                  {"image", runtime::DType::kF32, runtime::Shape{side, side, job.data.channels}}};
+    if (auto s = (*est)->export_saved_model(dir, features, per_shard); !s.ok()) {
       return s;
     }
     std::cout << "saved model: " << dir << "\n";

@@ -1,5 +1,7 @@
 #include "tools/tpusim/data_options.h"
 
+#include "common/strings.h"
+
 namespace tpusim::cli {
 
 using jobs::check_fashion_data;
@@ -14,9 +16,10 @@ void add_data_options(po::options_description& options) {
                         "use (default: ~/.cache/tpusim/fashion-mnist, -jpeg<S> for JPEG)")(
       "input", po::value<std::string>()->default_value("raw"),
       "raw: 28x28 pixels, parsed; jpeg: JPEG records, flowers-style (decode, resize, random "
-      "crop, flip); synthetic (train, compare): one batch of random images made once, no files and "
-      "no "
-      "pipeline costs (TensorFlow's fake data for performance runs)")(
+      "crop, flip); synthetic (train, compare): one batch of random images (or an imported "
+      "model's inputs) made once, no files and no pipeline costs (TensorFlow's fake data for "
+      "performance runs); examples (--onnx, --saved-model): TFRecords of tf.Example in --data "
+      "with a feature of each model input's name and 'label'")(
       "image-size", po::value<int>()->default_value(28),
       "jpeg or synthetic: the side S of the images the model sees")(
       "map-threads", po::value<int>()->default_value(2), "threads of the parse / decode map")(
@@ -33,10 +36,15 @@ void add_data_options(po::options_description& options) {
 absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm, bool synthetic_allowed) {
   FashionData d;
   const std::string input = vm["input"].as<std::string>();
-  if (input != "raw" && input != "jpeg" && input != "synthetic")
-    return absl::InvalidArgumentError("--input is raw, jpeg or synthetic (got '" + input + "')");
+  if (input != "raw" && input != "jpeg" && input != "synthetic" && input != "examples") {
+    return absl::InvalidArgumentError("--input is raw, jpeg, synthetic or examples (got '" + input +
+                                      "')");
+  }
   d.jpeg = input == "jpeg";
   d.synthetic = input == "synthetic";
+  d.examples = input == "examples";
+  if (d.examples && vm.count("data") == 0)
+    return absl::InvalidArgumentError("--input examples reads the records in --data DIR");
   if (d.synthetic && !synthetic_allowed) {
     return absl::InvalidArgumentError(
         "--input synthetic is for train's performance runs and compare's numerics (random "
@@ -74,6 +82,39 @@ absl::StatusOr<jobs::BertData> bert_data_from(const po::variables_map& vm, const
   bert.dir =
       vm.count("data") > 0 ? vm["data"].as<std::string>() : jobs::default_bert_data_dir(seq_length);
   return bert;
+}
+
+absl::StatusOr<std::optional<jobs::ImportedData>> named_data_from(
+    const po::variables_map& vm, const FashionData& data, const jobs::ImportedModel& model) {
+  const bool by_name =
+      data.examples || (data.synthetic && (model.image_input.empty() ||
+                                           model.loss != jobs::Loss::kSoftmaxCrossEntropy));
+  if (!by_name) return std::nullopt;
+  if (!vm["image-size"].defaulted() || data.bf16_images) {
+    return absl::InvalidArgumentError(
+        str_cat(model.path,
+                " is fed by input name: --image-size and --infeed-dtype bf16 do not "
+                "apply"));
+  }
+  jobs::ImportedData named;
+  named.dir = data.dir;
+  named.synthetic = data.synthetic;
+  named.map_threads = data.map_threads;
+  named.batch_threads = data.batch_threads;
+  named.enqueue_threads = data.enqueue_threads;
+  return named;
+}
+
+absl::Status check_zoo_inputs(const po::variables_map& vm, const FashionData& data) {
+  if (data.examples) {
+    return absl::InvalidArgumentError(
+        "--input examples feeds an --onnx or --saved-model model by its inputs' names; a zoo "
+        "model reads raw, jpeg or synthetic input");
+  }
+  if (vm.count("loss") > 0 && !vm["loss"].defaulted())
+    return absl::InvalidArgumentError(
+        "--loss is for --onnx and --saved-model models (a zoo model has its own)");
+  return absl::OkStatus();
 }
 
 }  // namespace tpusim::cli

@@ -4,6 +4,7 @@
 //   --enqueue-threads N  --infeed-dtype f32|bf16
 // and the FashionData they describe.
 
+#include <optional>
 #include <string>
 
 #include <absl/status/statusor.h>
@@ -11,6 +12,7 @@
 
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
+#include "estimator/jobs/imported_data.h"
 
 namespace tpusim::cli {
 
@@ -28,5 +30,17 @@ absl::StatusOr<jobs::FashionData> fashion_data_from(const boost::program_options
 absl::StatusOr<jobs::BertData> bert_data_from(const boost::program_options::variables_map& vm,
                                               const jobs::FashionData& data,
                                               const std::string& model, int64_t seq_length);
+
+// The data an imported model is fed by name, or nothing where images feed it: --input examples
+// (the records in --data, which it needs), or --input synthetic for a model images cannot feed
+// (no image input, or a mean squared error's float labels).
+absl::StatusOr<std::optional<jobs::ImportedData>> named_data_from(
+    const boost::program_options::variables_map& vm, const jobs::FashionData& data,
+    const jobs::ImportedModel& model);
+
+// InvalidArgument when a zoo model is given what only an imported one takes: --input examples
+// or --loss.
+absl::Status check_zoo_inputs(const boost::program_options::variables_map& vm,
+                              const jobs::FashionData& data);
 
 }  // namespace tpusim::cli

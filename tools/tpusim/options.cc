@@ -96,8 +96,10 @@ void add_imported_model_options(boost::program_options::options_description& opt
                    "a saved model folder (train --export-dir, a C++ program's export_saved_model) "
                    "in place of --model: its predict graph and weights")(
       "saved-model-output", po::value<std::string>()->default_value(""),
-      "the saved model's prediction holding the logits, or the softmax of them (default: the "
-      "only float [batch, classes] one)");
+      "the saved model's prediction to train on (default: the only one the loss takes)")(
+      "loss", po::value<std::string>()->default_value("softmax_cross_entropy"),
+      "--onnx, --saved-model: softmax_cross_entropy (class labels; the output is the logits or "
+      "their softmax) | mean_squared_error (float labels of the output's shape)");
 }
 
 Refused imported_model_from(const boost::program_options::variables_map& vm,
@@ -108,11 +110,13 @@ Refused imported_model_from(const boost::program_options::variables_map& vm,
   if (vm.count("model") > 0 && !vm["model"].defaulted())
     return usage_problem(
         str_cat(onnx ? "--onnx" : "--saved-model", " and --model each name a model: give one"));
+  auto loss = jobs::parse_loss(vm["loss"].as<std::string>());
+  if (!loss.ok()) return usage_problem(str_cat("--loss: ", loss.status().message()));
   auto opened =
       onnx ? jobs::open_onnx_job(vm["onnx"].as<std::string>(), vm["onnx-input"].as<std::string>(),
-                                 vm["onnx-output"].as<std::string>())
+                                 vm["onnx-output"].as<std::string>(), *loss)
            : jobs::open_saved_model_job(vm["saved-model"].as<std::string>(),
-                                        vm["saved-model-output"].as<std::string>());
+                                        vm["saved-model-output"].as<std::string>(), *loss);
   if (!opened.ok()) return failure_of(opened.status());
   *model = *std::move(opened);
   return std::nullopt;
