@@ -19,12 +19,10 @@ absl::Status check_ones(Importer& im, const onnx::NodeProto& node, const std::st
   return absl::OkStatus();
 }
 
-// The 2-D window of a Conv or pool over an NHWC image of `image` (kernel kh x kw): strides, and
-// the padding as ONNX gives it (explicit pads, or auto_pad).
+// The 2-D window of a Conv or pool over an NHWC image of `image` (kernel kh x kw: a dilated
+// kernel's extent): strides, and the padding as ONNX gives it (explicit pads, or auto_pad).
 absl::StatusOr<Window> window_of(Importer& im, const onnx::NodeProto& node, int64_t kh, int64_t kw,
                                  const Shape& image) {
-  if (auto s = check_ones(im, node, "dilations"); !s.ok()) return s;
-  if (im.attr_int(node, "ceil_mode", 0) != 0) return im.error(node, "ceil_mode 1 is not supported");
   Window w;
   w.kh = kh;
   w.kw = kw;
@@ -79,36 +77,30 @@ absl::StatusOr<Value> weight_input(Importer& im, const onnx::NodeProto& node, in
   return permutation.empty() ? v : im.b.transpose(v, permutation);
 }
 
-// Conv: groups of 1 (layers::convolve), depthwise (one filter a channel), or any other grouping
-// as a convolution per group.
-absl::Status convert_conv(Importer& im, const onnx::NodeProto& node) {
-  auto x = im.input(node, 0);
-  auto w_in = im.input(node, 1);
-  if (!x.ok()) return x.status();
-  if (!w_in.ok()) return w_in.status();
-  const std::vector<int64_t> wd = Importer::logical_dims(*w_in);
-  if (wd.size() != 4) return im.error(node, "tpusim imports 2-D convolutions only");
-  const Value image = im.nhwc(*x);
-  auto window = window_of(im, node, wd[2], wd[3], image.shape());
-  if (!window.ok()) return window.status();
+// The convolution of `image` (NHWC) by the Conv's weights [F, C / group, kh, kw] (`wd`) over
+// `window`: groups of 1 (layers::convolve), depthwise (one filter a channel), or any other
+// grouping as a convolution per group.
+absl::StatusOr<Value> convolve_groups(Importer& im, const onnx::NodeProto& node, const Value& image,
+                                      const std::vector<int64_t>& wd, const Window& window) {
   const int64_t groups = im.attr_int(node, "group", 1);
   const int64_t channels = image.shape().dim(3), filters = wd[0];
   GraphBuilder& b = im.b;
-  Value y;
   if (groups == 1) {
     auto kernel = weight_input(im, node, 1, {2, 3, 1, 0});  // [F, C, kh, kw] -> [kh, kw, C, F]
     if (!kernel.ok()) return kernel.status();
-    y = layers::convolve(b, image, *kernel, *window);
-  } else if (groups == channels && filters == channels && wd[1] == 1) {
+    return layers::convolve(b, image, *kernel, window);
+  }
+  if (groups == channels && filters == channels && wd[1] == 1) {
     // Depthwise: each channel's window times its own filter, summed over the window.
     auto kernel = weight_input(im, node, 1, {2, 3, 0, 1});  // [C, 1, kh, kw] -> [kh, kw, C, 1]
     if (!kernel.ok()) return kernel.status();
-    const Value patches = b.extract_patches(image, *window);
+    const Value patches = b.extract_patches(image, window);
     const Shape p = patches.shape();
     const int64_t taps = wd[2] * wd[3];
     const Value view = b.reshape(patches, {p.dim(0), p.dim(1), p.dim(2), taps, channels});
-    y = b.reduce(Op::kReduceSum, view * b.reshape(*kernel, {taps, channels}), {3});
-  } else if (groups > 1 && channels % groups == 0 && filters % groups == 0) {
+    return b.reduce(Op::kReduceSum, view * b.reshape(*kernel, {taps, channels}), {3});
+  }
+  if (groups > 1 && channels % groups == 0 && filters % groups == 0) {
     auto kernel = weight_input(im, node, 1, {2, 3, 1, 0});
     if (!kernel.ok()) return kernel.status();
     const int64_t cg = channels / groups, fg = filters / groups;
@@ -118,21 +110,118 @@ absl::Status convert_conv(Importer& im, const onnx::NodeProto& node) {
       const Value xg =
           b.slice(image, {0, 0, 0, g * cg}, {s.dim(0), s.dim(1), s.dim(2), (g + 1) * cg});
       const Value kg = b.slice(*kernel, {0, 0, 0, g * fg}, {wd[2], wd[3], cg, (g + 1) * fg});
-      parts.push_back(layers::convolve(b, xg, kg, *window));
+      parts.push_back(layers::convolve(b, xg, kg, window));
     }
-    y = b.concat(parts, 3);
-  } else {
-    return im.error(
-        node, str_cat("group ", groups, " over ", channels, " channels and ", filters, " filters"));
+    return b.concat(parts, 3);
   }
+  return im.error(
+      node, str_cat("group ", groups, " over ", channels, " channels and ", filters, " filters"));
+}
+
+// A dilated Conv (dilations dh, dw; stride 1) as TensorFlow's atrous convolution computes it
+// (tf.nn.atrous_conv2d: space_to_batch, an undilated convolution, batch_to_space): the padded
+// image split into dh x dw phases (rows r, r + dh, ...) stacked on the batch, each convolved with
+// the kernel as it is, VALID, and the outputs interleaved back. The MXU does the dilated
+// convolution's multiply-adds and no more; the phases cost two transposes of the image.
+absl::StatusOr<Value> atrous_convolve(Importer& im, const onnx::NodeProto& node, const Value& image,
+                                      const std::vector<int64_t>& wd, int64_t dh, int64_t dw) {
+  const int64_t kh = wd[2], kw = wd[3];
+  auto window = window_of(im, node, (kh - 1) * dh + 1, (kw - 1) * dw + 1, image.shape());
+  if (!window.ok()) return window.status();
+  if (window->sh != 1 || window->sw != 1)
+    return im.error(node, "dilations with strides other than 1 (an atrous convolution steps by 1)");
+  int64_t top = window->pad_top, left = window->pad_left, bottom = window->pad_bottom,
+          right = window->pad_right;
+  if (window->same) {  // TensorFlow's SAME at stride 1: the dilated extent less one, odd one after
+    top = (window->kh - 1) / 2;
+    bottom = window->kh - 1 - top;
+    left = (window->kw - 1) / 2;
+    right = window->kw - 1 - left;
+  }
+  const Shape s = image.shape();
+  const int64_t n = s.dim(0), c = s.dim(3), f = wd[0];
+  const int64_t oh = s.dim(1) + top + bottom - (window->kh - 1);
+  const int64_t ow = s.dim(2) + left + right - (window->kw - 1);
+  if (oh < 1 || ow < 1) return im.error(node, "the dilated kernel is larger than the padded image");
+  // Each phase holds qh + kh - 1 rows (qh outputs); zeros past the padding only reach outputs
+  // beyond oh, which are sliced off.
+  const int64_t qh = (oh + dh - 1) / dh, qw = (ow + dw - 1) / dw;
+  const int64_t ph = qh + kh - 1, pw = qw + kw - 1;
+  GraphBuilder& b = im.b;
+  const Value padded =
+      b.pad(image, {0, top, left, 0}, {0, dh * ph - s.dim(1) - top, dw * pw - s.dim(2) - left, 0});
+  const Value phases =
+      b.reshape(b.transpose(b.reshape(padded, {n, ph, dh, pw, dw, c}), {2, 4, 0, 1, 3, 5}),
+                {dh * dw * n, ph, pw, c});
+  Window valid;
+  valid.kh = kh;
+  valid.kw = kw;
+  auto y = convolve_groups(im, node, phases, wd, valid);
+  if (!y.ok()) return y.status();
+  const Value joined =
+      b.reshape(b.transpose(b.reshape(*y, {dh, dw, n, qh, qw, f}), {2, 3, 0, 4, 1, 5}),
+                {n, qh * dh, qw * dw, f});
+  return b.slice(joined, {0, 0, 0, 0}, {n, oh, ow, f});
+}
+
+// Conv over the NHWC image, dilated or not, with its bias.
+absl::Status convert_conv(Importer& im, const onnx::NodeProto& node) {
+  auto x = im.input(node, 0);
+  auto w_in = im.input(node, 1);
+  if (!x.ok()) return x.status();
+  if (!w_in.ok()) return w_in.status();
+  const std::vector<int64_t> wd = Importer::logical_dims(*w_in);
+  if (wd.size() != 4) return im.error(node, "tpusim imports 2-D convolutions only");
+  const Value image = im.nhwc(*x);
+  const std::vector<int64_t> dilations =
+      im.attr_ints(node, "dilations").value_or(std::vector<int64_t>{1, 1});
+  if (dilations.size() != 2 || dilations[0] < 1 || dilations[1] < 1)
+    return im.error(node, "dilations must be two positive values");
+  absl::StatusOr<Value> y;
+  if (dilations[0] != 1 || dilations[1] != 1) {
+    y = atrous_convolve(im, node, image, wd, dilations[0], dilations[1]);
+  } else {
+    auto window = window_of(im, node, wd[2], wd[3], image.shape());
+    if (!window.ok()) return window.status();
+    y = convolve_groups(im, node, image, wd, *window);
+  }
+  if (!y.ok()) return y.status();
+  Value out = *y;
   if (im.has_input(node, 2)) {
     auto bias = weight_input(im, node, 2);
     if (!bias.ok()) return bias.status();
     Value add = *bias;
-    im.match_types(&y, &add);
-    y = y + add;
+    im.match_types(&out, &add);
+    out = out + add;
   }
-  im.set_output(node, 0, Operand{y, true, {}});
+  im.set_output(node, 0, Operand{out, true, {}});
+  return absl::OkStatus();
+}
+
+// ceil_mode 1: the end padding a pool's window needs for ONNX's output size, ceil((in + pads -
+// k) / s) + 1 less a last window that would start in the end padding (PyTorch's rule).
+int64_t ceil_extra(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t k, int64_t s) {
+  const int64_t span = in + pad_begin + pad_end;
+  int64_t out = (span - k + s - 1) / s + 1;
+  if ((out - 1) * s >= in + pad_begin) --out;
+  return std::max<int64_t>(0, (out - 1) * s + k - span);
+}
+
+// ceil_mode 1 on a pool's window: its padding made explicit and extended at the end so the last,
+// partial windows are taken. A max pool never picks padding and an average pool without
+// count_include_pad divides by the elements inside the image, so the extension changes nothing
+// else; an average counting its padding would count the extension too, which ONNX does not.
+absl::Status use_ceil_mode(Importer& im, const onnx::NodeProto& node, const Shape& image,
+                           bool count_padding, Window* w) {
+  if (w->same) return im.error(node, "ceil_mode 1 with auto_pad SAME");
+  const int64_t extra_h = ceil_extra(image.dim(1), w->pad_top, w->pad_bottom, w->kh, w->sh);
+  const int64_t extra_w = ceil_extra(image.dim(2), w->pad_left, w->pad_right, w->kw, w->sw);
+  if (extra_h + extra_w == 0) return absl::OkStatus();
+  if (count_padding)
+    return im.error(node, "ceil_mode 1 with count_include_pad 1 where a window passes the padding");
+  w->explicit_padding = true;
+  w->pad_bottom += extra_h;
+  w->pad_right += extra_w;
   return absl::OkStatus();
 }
 
@@ -146,12 +235,17 @@ Converter pool(bool max) {
     const std::vector<int64_t> kernel =
         im.attr_ints(node, "kernel_shape").value_or(std::vector<int64_t>{});
     if (kernel.size() != 2) return im.error(node, "tpusim imports 2-D pools only");
+    if (auto s = check_ones(im, node, "dilations"); !s.ok()) return s;
     const Value image = im.nhwc(*x);
     auto window = window_of(im, node, kernel[0], kernel[1], image.shape());
     if (!window.ok()) return window.status();
+    const bool count_padding = im.attr_int(node, "count_include_pad", 0) != 0;
+    if (im.attr_int(node, "ceil_mode", 0) != 0) {
+      if (auto s = use_ceil_mode(im, node, image.shape(), count_padding, &*window); !s.ok())
+        return s;
+    }
     const Value y = max ? layers::max_pool(im.b, image, *window)
-                        : layers::average_pool(im.b, image, *window,
-                                               im.attr_int(node, "count_include_pad", 0) != 0);
+                        : layers::average_pool(im.b, image, *window, count_padding);
     im.set_output(node, 0, Operand{y, true, {}});
     return absl::OkStatus();
   };

@@ -29,10 +29,11 @@ std::string list(const std::vector<float>& v) {
   return s + "}";
 }
 
-// Naive NCHW convolution: x [N, C, H, W], w [F, C / groups, KH, KW], zero padding.
+// Naive NCHW convolution: x [N, C, H, W], w [F, C / groups, KH, KW], zero padding, taps `dil`
+// apart.
 std::vector<double> conv_nchw(const std::vector<float>& x, const std::vector<float>& w, int n,
                               int c, int h, int wd, int f, int kh, int kw, int stride, int pad_t,
-                              int pad_l, int oh, int ow, int groups) {
+                              int pad_l, int oh, int ow, int groups, int dil_h = 1, int dil_w = 1) {
   std::vector<double> y(static_cast<size_t>(n * f * oh * ow), 0.0);
   const int cg = c / groups, fg = f / groups;
   for (int b = 0; b < n; ++b)
@@ -44,7 +45,8 @@ std::vector<double> conv_nchw(const std::vector<float>& x, const std::vector<flo
           for (int ci = 0; ci < cg; ++ci)
             for (int p = 0; p < kh; ++p)
               for (int q = 0; q < kw; ++q) {
-                const int r = i * stride + p - pad_t, col = j * stride + q - pad_l;
+                const int r = i * stride + p * dil_h - pad_t;
+                const int col = j * stride + q * dil_w - pad_l;
                 if (r < 0 || r >= h || col < 0 || col >= wd) continue;
                 const int chan = g * cg + ci;
                 s += x[static_cast<size_t>(((b * c + chan) * h + r) * wd + col)] *
@@ -202,6 +204,95 @@ pools (float[N, 1, 2, 2] X) => (float[N, 1, 2, 2] A, float[N, 1, 2, 2] B, float[
   EXPECT_THAT(run->outputs.at("A").f, ::testing::ElementsAre(-1, -3, -1.5f, -5));
   EXPECT_THAT(run->outputs.at("B").f, ::testing::ElementsAre(-4, -6, -3, -5));
   EXPECT_THAT(run->outputs.at("M").f, ::testing::ElementsAre(-4, -4, -2, -2));
+}
+
+// Dilated convolutions (DeepLab's atrous ones), computed as TensorFlow's atrous_conv2d does:
+// explicit pads, SAME_UPPER, a depthwise one with unequal dilations, and an image whose size is
+// no multiple of the dilation.
+TEST(OnnxLayout, DilatedConvolutionsMatchNaiveNchw) {
+  struct Case {
+    int h, w, groups, dil_h, dil_w;
+    std::string pads;  // the Conv's padding attributes
+    int pad_t, pad_l, oh, ow;
+  };
+  const Case cases[] = {
+      {9, 8, 1, 2, 2, "pads = [2, 2, 2, 2]", 2, 2, 9, 8},
+      {7, 10, 1, 2, 2, "pads = [1, 0, 2, 3]", 1, 0, 6, 9},
+      {9, 7, 4, 2, 3, "auto_pad = \"SAME_UPPER\"", 2, 3, 9, 7},
+      {11, 9, 1, 3, 2, "", 0, 0, 5, 5},
+  };
+  for (const Case& t : cases) {
+    const int n = 2, c = 4, f = 4, k = 3, cg = c / t.groups;
+    const auto weights = random_values(f * cg * k * k, 11 + t.h);
+    const std::string shape = std::to_string(t.h) + ", " + std::to_string(t.w);
+    const std::string out = std::to_string(t.oh) + ", " + std::to_string(t.ow);
+    const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+atrous (float[N, 4, )" + shape +
+                             "] X) => (float[N, 4, " + out + R"(] Y)
+<float[4, )" + std::to_string(cg) +
+                             ", 3, 3] W = " + list(weights) + R"(>
+{
+  Y = Conv <kernel_shape = [3, 3], dilations = [)" +
+                             std::to_string(t.dil_h) + ", " + std::to_string(t.dil_w) +
+                             "], group = " + std::to_string(t.groups) +
+                             (t.pads.empty() ? "" : ", " + t.pads) + R"(> (X, W)
+}
+)";
+    const auto x = random_values(n * c * t.h * t.w, 13);
+    auto run = import_and_run(text, n, {{"X", HostTensor::from({n, c, t.h, t.w}, x)}});
+    ASSERT_TRUE(run.ok()) << t.pads << ": " << run.status();
+    const auto ref = conv_nchw(x, weights, n, c, t.h, t.w, f, k, k, 1, t.pad_t, t.pad_l, t.oh, t.ow,
+                               t.groups, t.dil_h, t.dil_w);
+    const HostTensor& y = run->outputs.at("Y");
+    ASSERT_EQ(y.shape, Shape({n, f, t.oh, t.ow})) << t.pads;
+    for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(y.f[i], ref[i], 1e-5) << t.pads << " " << i;
+    // The kernel is the file's [kh, kw, in, out] variable: no zeros inserted into it.
+    EXPECT_EQ(run->imported.initial_values.at("W").shape.elements(), f * cg * k * k);
+  }
+}
+
+// ceil_mode 1 (torchvision's GoogLeNet and Inception pools): the last, partial windows taken.
+TEST(OnnxLayout, PoolsWithCeilModeTakeThePartialWindows) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+pools (float[N, 1, 6, 6] X) => (float[N, 1, 3, 3] M, float[N, 1, 3, 3] A, float[N, 1, 4, 4] P)
+{
+  M = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (X)
+  A = AveragePool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (X)
+  P = MaxPool <kernel_shape = [2, 2], strides = [2, 2], pads = [1, 1, 0, 0], ceil_mode = 1> (X)
+}
+)";
+  std::vector<float> x(36);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -static_cast<float>(i);  // largest top left
+  auto run = import_and_run(text, 1, {{"X", HostTensor::from({1, 1, 6, 6}, x)}});
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Windows at rows and columns 0, 2, 4, the last two wide: each window's first element.
+  EXPECT_THAT(run->outputs.at("M").f,
+              ::testing::ElementsAre(0, -2, -4, -12, -14, -16, -24, -26, -28));
+  // The means of rows 0-2, 2-4 and 4-5 (1, 3, 4.5) and the same columns: -(6 row + column).
+  EXPECT_THAT(run->outputs.at("A").f,
+              ::testing::ElementsAre(-7, -9, -10.5f, -19, -21, -22.5f, -28, -30, -31.5f));
+  // Padded by one before: windows over rows {-1, 0}, {1, 2}, {3, 4} and the partial {5}.
+  EXPECT_THAT(run->outputs.at("P").f, ::testing::ElementsAre(0, -1, -3, -5, -6, -7, -9, -11, -18,
+                                                             -19, -21, -23, -30, -31, -33, -35));
+}
+
+// A dilated convolution with strides, which an atrous convolution does not take, is refused
+// naming the node.
+TEST(OnnxLayout, ADilatedConvolutionWithStridesIsRefused) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+atrous (float[N, 1, 9, 9] X) => (float[N, 1, 3, 3] Y)
+<float[1, 1, 3, 3] W = {1, 1, 1, 1, 1, 1, 1, 1, 1}>
+{
+  Y = Conv <kernel_shape = [3, 3], dilations = [2, 2], strides = [2, 2]> (X, W)
+}
+)";
+  auto run = import_and_run(text, 1, {{"X", HostTensor::zeros(DType::kF32, {1, 1, 9, 9})}});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(std::string(run.status().message()),
+              ::testing::HasSubstr("node 'Y' (Conv): dilations with strides other than 1"));
 }
 
 }  // namespace
