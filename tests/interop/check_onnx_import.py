@@ -1,7 +1,8 @@
 """Keras models exported by tf2onnx (an MLP, the MNIST guide's CNN, a BERT-style encoder layer,
 MobileNetV2, a small ViT, ResNet-50), imported by tpusim: each model's forward pass on tpusim's cpu
 backend (fp32) and tpusim backend (a simulated v3 core; the MXU multiplies in bf16) against
-onnxruntime's on the same inputs and weights, and `tpusim import` on each file.
+onnxruntime's on the same inputs and weights (and the gpu backend's, fp32, where a CUDA device
+is), and `tpusim import` on each file.
 
 Usage: check_onnx_import.py FORWARD_BINARY TPUSIM_BINARY
 FORWARD_BINARY is tests/interop/onnx_forward.cc. Each model gets random weights (biases too: an
@@ -28,7 +29,7 @@ import tensorflow as tf  # noqa: E402
 import tf2onnx  # noqa: E402
 from keras import layers  # noqa: E402
 
-TOLERANCE = {"cpu": 1e-4, "tpusim": 3e-2}
+TOLERANCE = {"cpu": 1e-4, "gpu": 1e-4, "tpusim": 3e-2}
 RNG = np.random.default_rng(7)
 
 
@@ -217,9 +218,23 @@ def check_regression_records(tmp, tpusim):
     return not ok
 
 
+def gpu_available(tpusim):
+    """Whether this machine runs the gpu backend (a CUDA device), and if not why."""
+    run = subprocess.run([tpusim, "backends", "--json"], capture_output=True, text=True)
+    if run.returncode != 0:
+        return False, run.stderr.strip()
+    for b in json.loads(run.stdout)["backends"]:
+        if b["name"] == "gpu":
+            return b["available"], b["reason"]
+    return False, "no gpu backend"
+
+
 def main():
     forward, tpusim = sys.argv[1], sys.argv[2]
     failed = 0
+    gpu, why = gpu_available(tpusim)
+    if not gpu:
+        print(f"skip gpu: {why}")
     with tempfile.TemporaryDirectory() as tmp:
         cases = [
             ("mlp", mlp, (784,), tf.float32, 13, 4, ["cpu", "tpusim"]),
@@ -231,6 +246,8 @@ def main():
             ("resnet50", resnet50, (224, 224, 3), tf.float32, 13, 1, ["cpu"]),
         ]
         for case in cases:
+            if gpu:  # the gpu beside the cpu, in fp32 as it
+                case = case[:6] + (case[6] + ["gpu"],)
             failed += check(*case, tmp, forward, tpusim)
         failed += check_small_bert_trains(tmp, tpusim)
         failed += check_regression_records(tmp, tpusim)

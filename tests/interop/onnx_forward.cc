@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   auto backend = make_backend(argv[3]);
   if (!backend.ok()) return fail(std::string(backend.status().message()));
   CompileOptions options;
-  options.precision = std::string(argv[3]) == "cpu" ? "fp32" : "mxu";
+  options.precision = std::string(argv[3]) == "tpusim" ? "mxu" : "fp32";  // cpu, gpu: fp32
   auto exe = (*backend)->compile(b.graph(), options);
   if (!exe.ok()) return fail(std::string(exe.status().message()));
   Variables variables = imported->initial_values;
