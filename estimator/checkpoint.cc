@@ -1,10 +1,12 @@
 #include "estimator/checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -39,7 +41,10 @@ int64_t step_of(const fs::path& p) {
   std::smatch m;
   const std::string name = p.filename().string();
   if (!std::regex_match(name, m, kName)) return -1;
-  return std::stoll(m[1].str());
+  int64_t step = -1;
+  const std::string digits = m[1].str();
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return ec == std::errc() && end == digits.data() + digits.size() ? step : -1;  // -1: too big
 }
 
 absl::Status sync_file(const std::string& path) {
@@ -124,18 +129,75 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_
   if (auto s = write_checkpoint(path, global_step, variables); !s.ok()) return s;
 
   std::vector<std::string> all = list_checkpoints(model_dir);
-  if (keep_max > 0) {
-    while (all.size() > static_cast<size_t>(keep_max)) {
-      fs::remove(all.front(), ec);
-      all.erase(all.begin());
-    }
+  std::vector<std::string> dropped;
+  while (keep_max > 0 && all.size() > static_cast<size_t>(keep_max)) {
+    dropped.push_back(all.front());
+    all.erase(all.begin());
   }
+  // The index first, then the old files: a kill in between leaves files the index does not
+  // name, never an index naming a removed file.
   std::string index = str_cat("model_checkpoint_path: \"", name, "\"\n");
   for (const auto& p : all)
     index += str_cat("all_model_checkpoint_paths: \"", fs::path(p).filename().string(), "\"\n");
   if (auto s = write_atomically(str_cat(model_dir, "/checkpoint"), index); !s.ok()) return s;
+  for (const std::string& old : dropped) fs::remove(old, ec);
   return path;
 }
+
+namespace {
+
+// The variable of record `k` (at byte `offset` of `path`): a known dtype, dimensions that are
+// not negative and data of exactly the shape's bytes.
+absl::StatusOr<std::pair<std::string, HostTensor>> read_variable(const std::string& record,
+                                                                 const std::string& path,
+                                                                 uint32_t k, uint64_t offset) {
+  const std::string where = str_cat(path, ": variable record ", k, " at byte ", offset);
+  VariableRecord r;
+  if (!r.ParseFromString(record)) return absl::DataLossError(str_cat(where, " does not parse"));
+  HostTensor t;
+  switch (r.dtype()) {
+    case VariableRecord::F32:
+      t.dtype = DType::kF32;
+      break;
+    case VariableRecord::BF16:
+      t.dtype = DType::kBF16;
+      break;
+    case VariableRecord::S32:
+      t.dtype = DType::kS32;
+      break;
+    default:
+      return absl::DataLossError(
+          str_cat(where, " ('", r.name(), "') has unknown dtype ", static_cast<int>(r.dtype())));
+  }
+  // The elements, counted against the data so no claimed shape can overflow or allocate.
+  const uint64_t elements_held = r.data().size() / 4;
+  uint64_t elements = 1;
+  for (int64_t d : r.shape()) {
+    if (d < 0 || (d > 0 && elements > elements_held / static_cast<uint64_t>(d) + 1)) {
+      return absl::DataLossError(str_cat(where, " ('", r.name(), "') has shape [",
+                                         str_join(r.shape(), ", "), "], which its ",
+                                         r.data().size(), " bytes do not hold"));
+    }
+    elements *= static_cast<uint64_t>(d);
+  }
+  t.shape = runtime::Shape(std::vector<int64_t>(r.shape().begin(), r.shape().end()));
+  const uint64_t bytes = elements * 4;
+  if (r.data().size() != bytes) {
+    return absl::DataLossError(str_cat(path, ": variable '", r.name(), "' (record ", k, ", byte ",
+                                       offset, ") holds ", r.data().size(), " bytes; its shape ",
+                                       t.shape.str(), " needs ", bytes));
+  }
+  if (t.dtype == DType::kS32) {
+    t.i.resize(static_cast<size_t>(elements));
+    std::memcpy(t.i.data(), r.data().data(), bytes);
+  } else {
+    t.f.resize(static_cast<size_t>(elements));
+    std::memcpy(t.f.data(), r.data().data(), bytes);
+  }
+  return std::make_pair(r.name(), std::move(t));
+}
+
+}  // namespace
 
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
   auto reader = runtime::data::TFRecordReader::open(path);
@@ -150,6 +212,10 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     return absl::DataLossError(
         str_cat(path, ": not a tpusim checkpoint (no version-1 header at byte 0)"));
   }
+  if (header.global_step() < 0) {
+    return absl::DataLossError(
+        str_cat(path, ": the header's global_step is ", header.global_step(), ", below 0"));
+  }
   ckpt.global_step = header.global_step();
   for (uint32_t k = 0; k < header.variables(); ++k) {
     const uint64_t offset = (*reader)->offset();
@@ -159,40 +225,70 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
       return absl::DataLossError(str_cat(path, ": ends after ", k, " of ", header.variables(),
                                          " variables (at byte ", offset, ")"));
     }
-    VariableRecord r;
-    if (!r.ParseFromString(record)) {
+    auto variable = read_variable(record, path, k, offset);
+    if (!variable.ok()) return variable.status();
+    auto [name, value] = *std::move(variable);
+    if (ckpt.variables.count(name) > 0) {
       return absl::DataLossError(
-          str_cat(path, ": variable record ", k, " at byte ", offset, " does not parse"));
+          str_cat(path, ": variable '", name, "' again in record ", k, " (byte ", offset, ")"));
     }
-    HostTensor t;
-    t.dtype = r.dtype() == VariableRecord::S32    ? DType::kS32
-              : r.dtype() == VariableRecord::BF16 ? DType::kBF16
-                                                  : DType::kF32;
-    t.shape = runtime::Shape(std::vector<int64_t>(r.shape().begin(), r.shape().end()));
-    const uint64_t bytes = static_cast<uint64_t>(t.elements()) * 4;
-    if (r.data().size() != bytes || r.dtype() == VariableRecord::DTYPE_UNSPECIFIED) {
-      return absl::DataLossError(str_cat(path, ": variable '", r.name(), "' (record ", k, ", byte ",
-                                         offset, ") holds ", r.data().size(), " bytes; its shape ",
-                                         t.shape.str(), " needs ", bytes));
-    }
-    if (t.dtype == DType::kS32) {
-      t.i.resize(static_cast<size_t>(t.elements()));
-      std::memcpy(t.i.data(), r.data().data(), bytes);
-    } else {
-      t.f.resize(static_cast<size_t>(t.elements()));
-      std::memcpy(t.f.data(), r.data().data(), bytes);
-    }
-    ckpt.variables[r.name()] = std::move(t);
+    ckpt.variables[name] = std::move(value);
+  }
+  const uint64_t end = (*reader)->offset();
+  got = (*reader)->next(&record);
+  if (!got.ok()) {
+    return absl::DataLossError(str_cat(path, ": bytes after the header's ", header.variables(),
+                                       " variables (at byte ", end, "): ", got.status().message()));
+  }
+  if (*got) {
+    return absl::DataLossError(str_cat(path, ": another record after the header's ",
+                                       header.variables(), " variables (at byte ", end, ")"));
   }
   return ckpt;
 }
 
 absl::StatusOr<std::optional<Checkpoint>> load_latest_checkpoint(const std::string& model_dir) {
   const std::vector<std::string> all = list_checkpoints(model_dir);
+  if (auto s = check_checkpoint_index(model_dir, all); !s.ok()) return s;
   if (all.empty()) return std::optional<Checkpoint>();
   auto ckpt = load_checkpoint(all.back());
   if (!ckpt.ok()) return ckpt.status();
   return std::optional<Checkpoint>(*std::move(ckpt));
+}
+
+absl::Status check_checkpoint_index(const std::string& model_dir,
+                                    const std::vector<std::string>& checkpoints) {
+  const fs::path index = fs::path(model_dir) / "checkpoint";
+  std::error_code ec;
+  const fs::file_status st = fs::status(index, ec);
+  if (ec || st.type() == fs::file_type::not_found) return absl::OkStatus();  // none: the listing
+  if (st.type() != fs::file_type::regular)
+    return absl::DataLossError(str_cat(index.string(), " is not a regular file"));
+  constexpr uintmax_t kMaxIndexBytes = 1 << 20;
+  if (fs::file_size(index, ec) > kMaxIndexBytes || ec) {
+    return absl::DataLossError(
+        str_cat(index.string(), " is over ", kMaxIndexBytes, " bytes: not a checkpoint index"));
+  }
+  std::ifstream in(index);
+  std::set<std::string> present;
+  for (const std::string& p : checkpoints) present.insert(fs::path(p).filename().string());
+  static const std::regex kLine(
+      R"re((model_checkpoint_path|all_model_checkpoint_paths): "([^"]*)")re");
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) {
+      return absl::DataLossError(str_cat(index.string(), " line ", number,
+                                         " is not a checkpoint index line (model_checkpoint_path: "
+                                         "\"NAME\")"));
+    }
+    const std::string name = fs::path(m[2].str()).filename().string();
+    if (m[1] == "model_checkpoint_path" && present.count(name) == 0) {
+      return absl::DataLossError(str_cat(index.string(), " line ", number, " names ", m[2].str(),
+                                         ", which is not in ", model_dir));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::string weights_fingerprint(const runtime::Variables& variables) {

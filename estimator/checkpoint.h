@@ -4,8 +4,10 @@
 // masked CRC32C) holding a CheckpointHeader record and one VariableRecord per variable, in name
 // order (estimator/checkpoint.proto). Saving writes a temporary file, syncs it and renames it
 // into place, so a crash never leaves a torn checkpoint; model_dir/checkpoint lists them, newest
-// first, like TensorFlow's. Loading checks every CRC, the header and each variable's size, and
-// names the file, record and byte offset of anything wrong.
+// first, like TensorFlow's. Loading checks every CRC, the header (a global step not below 0), each
+// variable's dtype and size (counted against its bytes, so no claimed shape allocates), no name
+// twice and nothing after the last variable, and names the file, record and byte offset of
+// anything wrong.
 
 #include <cstdint>
 #include <optional>
@@ -38,6 +40,13 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 absl::StatusOr<std::optional<Checkpoint>> load_latest_checkpoint(const std::string& model_dir);
 // Paths of the checkpoints in `model_dir`, oldest first.
 std::vector<std::string> list_checkpoints(const std::string& model_dir);
+// The `checkpoint` index in `model_dir`, when there is one: a regular file of at most 1 MiB whose
+// every line is `model_checkpoint_path: "NAME"` or `all_model_checkpoint_paths: "NAME"`, the
+// former naming one of `checkpoints` (the folder's, as list_checkpoints gives them). DataLoss
+// names the file and the line. The newest checkpoint, not the index, decides what loads: a kill
+// between a checkpoint's rename and the index's leaves the index a step behind.
+absl::Status check_checkpoint_index(const std::string& model_dir,
+                                    const std::vector<std::string>& checkpoints);
 
 // A 64-bit FNV-1a hash of every variable's name, dtype, shape and bytes in name order, as 16 hex
 // digits: equal fingerprints mean bitwise-equal weights.

@@ -1,5 +1,6 @@
 #include "estimator/saved_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -65,8 +66,24 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
       return -1;
     }();
     if (id < 0) return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is no infeed"));
+    const runtime::Shape& fed = out.graph.node(id).shape;
+    if (spec.shape != fed || fed.rank() < 1 || fed.dim(0) != m.batch_size()) {
+      return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is ", spec.shape.str(),
+                                         " in the signature, ", fed.str(),
+                                         " in the graph, for a "
+                                         "batch of ",
+                                         m.batch_size()));
+    }
     spec.dtype = out.graph.node(id).dtype;
     out.inputs.push_back(spec);
+  }
+  for (const std::string& name : m.predictions()) {
+    const bool found = std::any_of(out.graph.outputs().begin(), out.graph.outputs().end(),
+                                   [&](const auto& o) { return o.name == "prediction/" + name; });
+    if (!found) {
+      return absl::DataLossError(
+          str_cat(path, ": prediction '", name, "' has no graph output 'prediction/", name, "'"));
+    }
   }
   out.predictions.assign(m.predictions().begin(), m.predictions().end());
   out.batch_size = m.batch_size();

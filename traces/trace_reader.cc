@@ -1,6 +1,7 @@
 #include "traces/trace_reader.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -17,7 +18,13 @@
 namespace tpusim::traces {
 namespace {
 
+// The latest time a trace may hold, in microseconds: 10^12 us, 11.6 days.
+constexpr double kMaxTraceMicroseconds = 1e12;
+
 absl::StatusOr<std::string> slurp(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(str_cat("the trace ", path, " is not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(str_cat("cannot open the trace ", path));
   std::ostringstream s;
@@ -81,7 +88,10 @@ absl::Status read_perfetto(const std::string& path, const std::string& bytes, Re
     const auto& e = p.track_event();
     auto track = tracks.find(e.track_uuid());
     if (track == tracks.end()) return bad(str_cat("an event on undeclared track ", e.track_uuid()));
-    const TimePs t = p.timestamp() * 1000;
+    if (static_cast<double>(p.timestamp()) > kMaxTraceMicroseconds * 1000) {
+      return bad(str_cat("timestamp ", p.timestamp(), " ns is beyond 1e15 ns (11.6 days)"));
+    }
+    const TimePs t = static_cast<TimePs>(p.timestamp()) * 1000;
     switch (e.type()) {
       case perfetto::TrackEvent::TYPE_SLICE_BEGIN:
         open[e.track_uuid()].push_back({e.name(), t});
@@ -112,8 +122,16 @@ absl::Status read_perfetto(const std::string& path, const std::string& bytes, Re
   return absl::OkStatus();
 }
 
-TimePs json_time(const nlohmann::json& v) {
-  return static_cast<TimePs>(std::llround(v.get<double>() * 1000.0)) * 1000;
+// A Chrome trace time (microseconds) in picoseconds: a finite number in [0, 10^12 us] (11.6
+// days; tpusim's traces cover milliseconds to seconds), so no sum of two overflows. `field`
+// names it in the error.
+absl::StatusOr<TimePs> json_time(const nlohmann::json& v, const char* field) {
+  const double us = v.get<double>();
+  if (!std::isfinite(us) || us < 0 || us > kMaxTraceMicroseconds) {
+    return absl::InvalidArgumentError(
+        str_cat("\"", field, "\": ", v.dump(), " is not a time in [0, 1e12] microseconds"));
+  }
+  return static_cast<TimePs>(std::llround(us * 1000.0)) * 1000;
 }
 
 absl::Status read_chrome_json(const std::string& path, const std::string& text,
@@ -144,11 +162,14 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
       } else if (ph == "X" || ph == "C") {
         auto track = tracks.find(key);
         if (track == tracks.end()) return bad("an event on a track with no name");
-        const TimePs ts = json_time(e["ts"]);
+        const auto ts = json_time(e["ts"], "ts");
+        if (!ts.ok()) return bad(std::string(ts.status().message()));
         if (ph == "X") {
-          out->slice(track->second, name, ts, ts + json_time(e["dur"]));
+          const auto dur = json_time(e["dur"], "dur");
+          if (!dur.ok()) return bad(std::string(dur.status().message()));
+          out->slice(track->second, name, *ts, *ts + *dur);
         } else {
-          out->counter(track->second, ts, e["args"]["value"].get<double>());
+          out->counter(track->second, *ts, e["args"]["value"].get<double>());
         }
       }
     } catch (const nlohmann::json::exception& x) {

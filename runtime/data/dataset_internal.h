@@ -14,6 +14,22 @@ inline const Next kEnd = std::optional<Element>();
 // Whether `n` ends an iteration: the end marker or an error.
 inline bool is_terminal(const Next& n) { return !n.ok() || !n->has_value(); }
 
+// `f()` on a worker thread, an exception from the work it runs returned as an error instead of
+// ending the process there (nothing above a worker thread can catch it): std::bad_alloc as
+// ResourceExhausted (a batch or record too big for the host's memory), any other as Internal.
+template <typename F>
+Next guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of host memory in the input pipeline (a batch or an element too big for this "
+        "host: a smaller batch size?)");
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("input pipeline: ") + e.what());
+  }
+}
+
 // An iterator that yields `status` once, then ends.
 std::unique_ptr<Iterator> error_iterator(absl::Status status);
 

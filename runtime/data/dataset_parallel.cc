@@ -105,6 +105,17 @@ class ParallelJobs final : public Iterator {
     space_cv_.notify_one();
   }
 
+  // The job's work; an exception from it becomes the job's one, terminal, output.
+  std::vector<Next> run_work(std::vector<Next> items, int64_t first) {
+    std::vector<Next> outputs;
+    const Next failed = guarded([&]() -> Next {
+      outputs = work_(std::move(items), first);
+      return kEnd;
+    });
+    if (!failed.ok()) return {failed};
+    return outputs;
+  }
+
   void run_worker() {
     std::vector<Next> items;
     for (;;) {
@@ -125,7 +136,7 @@ class ParallelJobs final : public Iterator {
           job = jobs_drawn_++;
           first = taken_;
           while (!input_ended_ && static_cast<int64_t>(items.size()) < job_inputs_) {
-            items.push_back(in_->next());
+            items.push_back(guarded([&] { return in_->next(); }));
             ++taken_;
             terminal = input_ended_ = is_terminal(items.back());
           }
@@ -139,7 +150,7 @@ class ParallelJobs final : public Iterator {
         space_cv_.notify_all();
         return;
       }
-      std::vector<Next> outputs = work_(std::move(items), first);
+      std::vector<Next> outputs = run_work(std::move(items), first);
       {
         std::lock_guard<std::mutex> lock(m_);
         results_.emplace(job, std::move(outputs));

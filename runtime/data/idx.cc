@@ -84,15 +84,33 @@ absl::StatusOr<IdxArray> read_idx(const std::string& path) {
                                                 uint64_t{1} << 34, " values"));
     }
   }
-  out.values.resize(count);
   const uint64_t data_at = 4 + 4 * static_cast<uint64_t>(rank);
-  if (auto s = read_exact(f.get(), path, data_at, out.values.data(), count, "the values"); !s.ok())
-    return s;
+  // In blocks as the data arrives: a header promising billions of values in a short file fails
+  // at its end having held only what the file has.
+  constexpr uint64_t kBlock = 16 << 20;
+  for (uint64_t done = 0; done < count;) {
+    const uint64_t n = std::min(kBlock, count - done);
+    out.values.resize(done + n);
+    if (auto s =
+            read_exact(f.get(), path, data_at + done, out.values.data() + done, n, "the values");
+        !s.ok())
+      return s;
+    done += n;
+  }
   char extra;
-  if (gzread(f.get(), &extra, 1) > 0) {
+  const int more = gzread(f.get(), &extra, 1);
+  if (more > 0) {
     return absl::InvalidArgumentError(
         str_cat(path, ": byte offset ", data_at + count,
                 ": trailing bytes after the values the header promises"));
+  }
+  int code = Z_OK;
+  const char* message = gzerror(f.get(), &code);
+  if (more < 0 || code != Z_OK) {  // a gzip stream cut short: its CRC32 and length never checked
+    return absl::DataLossError(str_cat(path, ": the compressed stream does not end properly (",
+                                       message,
+                                       "): its CRC32 and length trailer is missing or "
+                                       "wrong"));
   }
   return out;
 }

@@ -10,6 +10,9 @@
 namespace tpusim::runtime::data {
 namespace {
 
+// MNIST's and Fashion-MNIST's classes are 0-9.
+constexpr uint8_t kMaxLabel = 9;
+
 absl::Status check_job(const IdxConversion& job, const IdxArray& images, const IdxArray& labels) {
   if (images.dims.size() != 3 && images.dims.size() != 4) {
     return absl::InvalidArgumentError(
@@ -22,6 +25,13 @@ absl::Status check_job(const IdxConversion& job, const IdxArray& images, const I
   if (images.dims[0] != labels.dims[0]) {
     return absl::InvalidArgumentError(str_cat(job.images, " holds ", images.dims[0], " images but ",
                                               job.labels, " holds ", labels.dims[0], " labels"));
+  }
+  for (size_t i = 0; i < labels.values.size(); ++i) {
+    if (labels.values[i] > kMaxLabel) {
+      return absl::InvalidArgumentError(str_cat(
+          job.labels, ": label ", i, " (byte offset ", 8 + i, ") is ", int{labels.values[i]},
+          "; the classes are 0-", int{kMaxLabel}, " (the zoo's classifiers have 10 outputs)"));
+    }
   }
   if (job.shards < 1)
     return absl::InvalidArgumentError(str_cat("shards must be at least 1, not ", job.shards));

@@ -1,5 +1,7 @@
 #include "runtime/data/prefetcher.h"
 
+#include "runtime/data/dataset_internal.h"
+
 namespace tpusim::runtime::data {
 
 void ReadySignal::notify() {
@@ -35,7 +37,7 @@ void Prefetcher::run() {
       if (cancelled_) return;
     }
     // The input is read outside the lock: the consumer can take elements meanwhile.
-    auto item = input_->next();
+    Next item = guarded([&] { return input_->next(); });
     const bool terminal = !item.ok() || !item->has_value();
     bool was_empty;
     {

@@ -223,10 +223,13 @@ absl::StatusOr<bool> TFRecordReader::fill(size_t n) {
     end_ -= pos_;
     pos_ = 0;
   }
-  const size_t want = std::max(options_.buffer_bytes, n);
-  if (buffer_.size() < want) buffer_.resize(want);
+  if (buffer_.size() < options_.buffer_bytes) buffer_.resize(options_.buffer_bytes);
   base_ = buffer_.data();
   while (end_ < n) {
+    // Grow as the data arrives, doubling up to `n`: a header promising 2 GB in a short
+    // (or compressed) file holds no more memory than the data there is.
+    if (end_ == buffer_.size())
+      buffer_.resize(std::min(n, std::max<size_t>(2 * buffer_.size(), 4096)));
     auto got = source_->read(buffer_.data() + end_, buffer_.size() - end_);
     if (!got.ok()) return got.status();
     if (*got == 0) return false;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "common/strings.h"
 
@@ -26,6 +27,8 @@ std::vector<std::string> split_fields(const std::string& line) {
   return fields;
 }
 
+constexpr uint64_t kMaxField = uint64_t{1} << 24;  // a topology field's bound
+
 bool parse_count(const std::string& s, uint64_t* out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -34,6 +37,29 @@ bool parse_count(const std::string& s, uint64_t* out) {
   if (errno != 0 || *end != '\0' || s[0] == '-') return false;
   *out = v;
   return true;
+}
+
+// A layer's GEMM within what a simulated chip can hold: each dimension at most 2^24 and each
+// operand and the result at most 2^32 elements (16 GiB of f32), checked without overflow.
+absl::Status check_layer_size(const TopologyLayer& layer, const std::string& label, int line_no) {
+  constexpr uint64_t kMaxDim = uint64_t{1} << 24, kMaxElements = uint64_t{1} << 32;
+  const std::pair<const char*, uint64_t> dims[] = {{"M", layer.t}, {"N", layer.n}, {"K", layer.k}};
+  for (const auto& [name, d] : dims) {
+    if (d > kMaxDim) {
+      return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": layer ", layer.name, "'s ",
+                                                name, " is ", d, ", over 2^24"));
+    }
+  }
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> operands[] = {
+      {"M x K", {layer.t, layer.k}}, {"K x N", {layer.k, layer.n}}, {"M x N", {layer.t, layer.n}}};
+  for (const auto& [name, mn] : operands) {
+    if (mn.first * mn.second > kMaxElements) {  // each factor <= 2^24: no overflow
+      return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": layer ", layer.name, "'s ",
+                                                name, " operand holds ", mn.first * mn.second,
+                                                " elements, over 2^32"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -77,10 +103,10 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
     }
     std::vector<uint64_t> v(want);
     for (size_t i = 0; i < want; ++i) {
-      if (!parse_count(fields[i + 1], &v[i]) || v[i] == 0) {
+      if (!parse_count(fields[i + 1], &v[i]) || v[i] == 0 || v[i] > kMaxField) {
         return absl::InvalidArgumentError(str_cat(label, ":", line_no, ": field ", i + 2, " (\"",
                                                   fields[i + 1], "\") of layer ", fields[0],
-                                                  " must be a positive integer"));
+                                                  " must be a positive integer up to 2^24"));
       }
     }
     TopologyLayer layer;
@@ -99,10 +125,13 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
       // SCALE-Sim: ofmap = ceil((H - Fh + S) / S), likewise for the width.
       const uint64_t oh = (h - fh + s + s - 1) / s;
       const uint64_t ow = (w - fw + s + s - 1) / s;
+      // Each field <= 2^24: oh * ow and fh * fw cannot overflow; times c they could, so K
+      // saturates at 2^48, which check_layer_size refuses as over 2^24.
       layer.t = oh * ow;
-      layer.k = fh * fw * c;
+      layer.k = fh * fw > (kMaxField * kMaxField) / c ? kMaxField * kMaxField : fh * fw * c;
       layer.n = filters;
     }
+    if (auto bounded = check_layer_size(layer, label, line_no); !bounded.ok()) return bounded;
     layers.push_back(std::move(layer));
   }
   if (layers.empty()) return absl::InvalidArgumentError(str_cat(label, ": no layers"));
@@ -111,11 +140,18 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
 
 absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(const std::string& path,
                                                                   TopologyFormat format) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(str_cat("cannot open topology file ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_scalesim_topology(ss.str(), path, format);
+  // Read at most a byte past the bound: /dev/zero or a huge file is refused, not exhausted.
+  constexpr size_t kMaxBytes = 16 << 20;
+  std::string text(kMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(
+        str_cat(path, " is over 16 MiB: not a SCALE-Sim topology (a few hundred layers is 10 KB)"));
+  }
+  return parse_scalesim_topology(text, path, format);
 }
 
 }  // namespace tpusim::runtime

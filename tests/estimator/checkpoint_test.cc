@@ -1,5 +1,7 @@
 // Checkpoints: a bitwise round trip, atomic writes, the index, keep_max, the newest found, and
-// corruption reported with file and byte offset; the weights fingerprint.
+// corruption reported with file and byte offset; hostile contents (a negative step, an unknown
+// dtype, a shape its bytes do not hold, a name twice, records or bytes past the header's count, a
+// garbage index) refused by name; the weights fingerprint.
 #include "estimator/checkpoint.h"
 
 #include <filesystem>
@@ -8,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "estimator/checkpoint.pb.h"
+#include "runtime/data/tfrecord.h"
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::estimator {
@@ -102,6 +106,81 @@ TEST(Checkpoint, CorruptionIsReportedWithFileAndOffset) {
   // Not a checkpoint at all.
   const std::string other = dir.write("other.tpuckpt", std::string(40, 'x'));
   EXPECT_FALSE(load_checkpoint(other).ok());
+}
+
+// A checkpoint file written record by record: a header of `step` and `count`, then `records`.
+void write_raw(const std::string& path, int64_t step, uint32_t count,
+               const std::vector<VariableRecord>& records) {
+  auto w = runtime::data::TFRecordWriter::open(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  CheckpointHeader h;
+  h.set_format_version(1);
+  h.set_global_step(step);
+  h.set_variables(count);
+  ASSERT_TRUE((*w)->write(h.SerializeAsString()).ok());
+  for (const auto& r : records) ASSERT_TRUE((*w)->write(r.SerializeAsString()).ok());
+  ASSERT_TRUE((*w)->close().ok());
+}
+
+VariableRecord raw_variable(const std::string& name, int dtype, std::vector<int64_t> shape,
+                            size_t bytes) {
+  VariableRecord r;
+  r.set_name(name);
+  r.set_dtype(static_cast<VariableRecord::DType>(dtype));
+  for (int64_t d : shape) r.add_shape(d);
+  r.set_data(std::string(bytes, '\0'));
+  return r;
+}
+
+std::string load_error(const std::string& path) {
+  auto c = load_checkpoint(path);
+  return c.ok() ? std::string("loaded") : std::string(c.status().message());
+}
+
+TEST(Checkpoint, HostileContentsAreRefusedByName) {
+  TempDir dir;
+  const std::string p = dir.path().string() + "/model.ckpt-1.tpuckpt";
+  const VariableRecord a = raw_variable("a", VariableRecord::F32, {2}, 8);
+  write_raw(p, -5, 1, {a});
+  EXPECT_THAT(load_error(p), HasSubstr(p + ": the header's global_step is -5, below 0"));
+  write_raw(p, 1, 1, {raw_variable("a", 99, {2}, 8)});
+  EXPECT_THAT(load_error(p), HasSubstr("variable record 0 at byte 22 ('a') has unknown dtype 99"));
+  write_raw(p, 1, 2, {a, a});
+  EXPECT_THAT(load_error(p), HasSubstr("variable 'a' again in record 1"));
+  write_raw(p, 1, 1, {a, raw_variable("b", VariableRecord::F32, {1}, 4)});
+  EXPECT_THAT(load_error(p), HasSubstr("another record after the header's 1 variables"));
+  write_raw(p, 1, 1, {raw_variable("huge", VariableRecord::F32, {1000000, 1000000}, 4)});
+  EXPECT_THAT(load_error(p),
+              HasSubstr("('huge') has shape [1000000, 1000000], which its 4 bytes do not hold"));
+  write_raw(p, 1, 1, {raw_variable("neg", VariableRecord::F32, {-2, -2}, 16)});
+  EXPECT_THAT(load_error(p), HasSubstr("('neg') has shape [-2, -2]"));
+  write_raw(p, 1, 1, {a});
+  ASSERT_EQ(load_error(p), "loaded");
+  std::ofstream(p, std::ios::binary | std::ios::app) << std::string(20, 'x');
+  EXPECT_THAT(load_error(p), HasSubstr("bytes after the header's 1 variables (at byte"));
+}
+
+// The index is checked when there is one: a garbage line, a folder in its place, or a newest
+// entry naming a file that is not there are refused naming it; a step too big to be a number is
+// no checkpoint.
+TEST(Checkpoint, TheIndexIsCheckedAndAnOverlongStepIgnored) {
+  TempDir dir;
+  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1), 0).ok());
+  std::ofstream(dir.path().string() + "/model.ckpt-99999999999999999999999.tpuckpt") << "x";
+  auto latest = load_latest_checkpoint(dir.path().string());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ((*latest)->global_step, 3);
+  const std::string index = dir.path().string() + "/checkpoint";
+  std::ofstream(index, std::ios::trunc) << "model_checkpoint_path: \"model.ckpt-9.tpuckpt\"\n";
+  EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+              HasSubstr(index + " line 1 names model.ckpt-9.tpuckpt, which is not in"));
+  std::ofstream(index, std::ios::trunc) << std::string(64, '\0');
+  EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+              HasSubstr(index + " line 1 is not a checkpoint index line"));
+  std::filesystem::remove(index);
+  std::filesystem::create_directory(index);
+  EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+              HasSubstr(index + " is not a regular file"));
 }
 
 TEST(Checkpoint, TheFingerprintSeesEveryBit) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ std::string slurp(const std::string& path) {
 }  // namespace
 
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
-                     const std::vector<std::pair<std::string, std::string>>& env) {
+                     const std::vector<std::pair<std::string, std::string>>& env,
+                     uint64_t address_space_bytes) {
   // stdout and stderr go to temp files: no pipe can fill up and block the child.
   const auto dir = std::filesystem::temp_directory_path();
   std::string out_path = (dir / "tpusim-cli-out-XXXXXX").string();
@@ -49,6 +51,10 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
     dup2(err_fd, STDERR_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+    if (address_space_bytes > 0) {
+      const rlimit limit{address_space_bytes, address_space_bytes};
+      if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

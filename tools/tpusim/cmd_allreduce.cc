@@ -173,7 +173,7 @@ int run_allreduce(const std::vector<std::string>& args) {
   }
   const nlohmann::ordered_json out = allreduce_report(**slice, request, *run, trace.get(), vm);
   if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return kOk;
   }
   print_allreduce(**slice, request, *run, trace.get(),

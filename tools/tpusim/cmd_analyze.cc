@@ -33,7 +33,7 @@ int run_analyze(const std::vector<std::string>& args) {
   auto analysis = traces::analyze(**trace);
   if (!analysis.ok()) return failure(path + ": " + std::string(analysis.status().message()));
   if (vm.count("json") > 0) {
-    std::cout << analysis->to_json().dump(2) << "\n";
+    std::cout << json_text(analysis->to_json()) << "\n";
   } else {
     std::cout << analysis->to_text();
   }

@@ -82,14 +82,13 @@ int run_backends(const std::vector<std::string>& args) {
                        {"memory_bytes", d.memory_bytes}});
   }
   if (vm["json"].as<bool>()) {
-    std::cout << nlohmann::ordered_json{{"backends", rows},
-                                        {"cuda",
-                                         {{"built", cuda.built},
-                                          {"runtime_version", cuda.runtime_version},
-                                          {"driver_version", cuda.driver_version},
-                                          {"devices", devices},
-                                          {"reason", cuda.reason}}}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::ordered_json{{"backends", rows},
+                                                  {"cuda",
+                                                   {{"built", cuda.built},
+                                                    {"runtime_version", cuda.runtime_version},
+                                                    {"driver_version", cuda.driver_version},
+                                                    {"devices", devices},
+                                                    {"reason", cuda.reason}}}})
               << "\n";
     return kOk;
   }

@@ -478,14 +478,14 @@ int run_compare(const std::vector<std::string>& args) {
 
   const nlohmann::ordered_json out = compare_report(job, plan, flags, runs, verdicts, drift);
   if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
   } else {
     print_comparison(job, flags, runs, verdicts, drift);
   }
   if (vm.count("report") > 0) {
     const std::string path = vm["report"].as<std::string>();
     std::ofstream file(path);
-    file << out.dump(2) << "\n";
+    file << json_text(out) << "\n";
     if (!file) return failure(str_cat("cannot write the report to ", path));
   }
   return verdicts.ok ? kOk : kFailed;

@@ -241,7 +241,7 @@ int run_compile(const std::vector<std::string>& args) {
   const sim::ProgramStats stats = sim::program_stats(*step->program);
   const nlohmann::ordered_json out = compile_report(job, b.graph(), *step, stats, seconds);
   if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return kOk;
   }
   print_compiled(job, *step, stats, out);

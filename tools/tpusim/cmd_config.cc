@@ -19,7 +19,7 @@ const char kGroupUsage[] =
     "FILE is a path, or the name of a built-in config (v3-8, tpu_v4, ...). A slice file shows\n"
     "the whole slice with its chip and host; a chip or host file shows that part alone.\n";
 
-void print_json(const nlohmann::ordered_json& j) { std::cout << j.dump(2) << "\n"; }
+void print_json(const nlohmann::ordered_json& j) { std::cout << json_text(j) << "\n"; }
 
 int show(const std::vector<std::string>& args) {
   po::options_description options("options");

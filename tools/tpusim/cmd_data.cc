@@ -93,7 +93,8 @@ int inspect(const std::vector<std::string>& args) {
     if (!summary.ok()) return failure(std::string(summary.status().message()));
     vm["json"].as<bool>() ? files.push_back(to_json(*summary)) : print_text(*summary);
   }
-  if (vm["json"].as<bool>()) std::cout << nlohmann::ordered_json{{"files", files}}.dump(2) << "\n";
+  if (vm["json"].as<bool>())
+    std::cout << json_text(nlohmann::ordered_json{{"files", files}}) << "\n";
   return kOk;
 }
 
@@ -212,7 +213,7 @@ int make_bert(const std::vector<std::string>& args) {
                                       {"compression", data::compression_name(job.compression)},
                                       {"bytes", done->bytes},
                                       {"shards", shards}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
     return kOk;
   }
   std::cout << "wrote " << done->examples << " BERT pretraining examples (seq_length "

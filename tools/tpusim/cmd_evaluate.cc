@@ -202,12 +202,12 @@ nlohmann::ordered_json example_values(const runtime::HostTensor& t, size_t k, in
 
 void print_predictions(const nlohmann::ordered_json& out, bool json) {
   if (json) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return;
   }
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].contains("class")) {  // a user's model's predictions, as they are
-      std::cout << fmt::format("{:5}  {}\n", i, out[i].dump());
+      std::cout << fmt::format("{:5}  {}\n", i, json_text(out[i], -1));
       continue;
     }
     std::cout << fmt::format("{:5}  class {}  p={:.3f}", i, out[i]["class"].get<int>(),
@@ -320,7 +320,7 @@ int run_evaluate(const std::vector<std::string>& args) {
     // The metrics at the top level, and where the eval loop's simulated time went.
     nlohmann::ordered_json out(result->metrics);
     if (result->analysis.has_value()) out["analysis"] = result->analysis->to_json();
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
   } else {
     size_t width = 12;  // the names in a column, the values after them
     for (const auto& [name, value] : result->metrics) width = std::max(width, name.size() + 1);

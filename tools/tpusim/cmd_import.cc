@@ -109,7 +109,7 @@ int run_import(const std::vector<std::string>& args) {
   auto summary = onnx_import::summarize(*model);
   if (!summary.ok()) return failure(std::string(summary.status().message()));
   if (vm.count("json") > 0) {
-    std::cout << summary_json(*model, *summary).dump(2) << "\n";
+    std::cout << json_text(summary_json(*model, *summary)) << "\n";
   } else {
     print_summary(*model, *summary);
   }

@@ -237,7 +237,7 @@ int run_matmul(const std::vector<std::string>& args) {
   const sim::RunReport report = (*system)->report(*run);
   if (vm.count("stats") > 0) {
     std::ofstream stats_file(vm["stats"].as<std::string>());
-    stats_file << (*system)->stats().to_json(/*describe=*/true).dump(2) << "\n";
+    stats_file << json_text((*system)->stats().to_json(/*describe=*/true)) << "\n";
     if (!stats_file) return failure("cannot write statistics to " + vm["stats"].as<std::string>());
   }
   nlohmann::ordered_json out = matmul_report(job, plan, *run, report, host_seconds);
@@ -246,7 +246,7 @@ int run_matmul(const std::vector<std::string>& args) {
       return failure(std::string(s.message()));
   }
   if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return kOk;
   }
   print_matmul(job, plan, *run, out);

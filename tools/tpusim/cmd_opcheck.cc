@@ -154,12 +154,11 @@ void record_result(const CaseResult& r, bool json, Verdicts* v) {
 
 void print_verdicts(const OpcheckJob& job, const Verdicts& v) {
   if (job.json) {
-    std::cout << nlohmann::ordered_json{{"reference", job.reference.label()},
-                                        {"cases", v.cases},
-                                        {"ops", v.ops.size()},
-                                        {"passed", v.total - v.failed},
-                                        {"failed", v.failed}}
-                     .dump(2)
+    std::cout << json_text(nlohmann::ordered_json{{"reference", job.reference.label()},
+                                                  {"cases", v.cases},
+                                                  {"ops", v.ops.size()},
+                                                  {"passed", v.total - v.failed},
+                                                  {"failed", v.failed}})
               << "\n";
   } else {
     std::cout << (v.total - v.failed) << " passed, " << v.failed << " failed (" << v.ops.size()

@@ -305,7 +305,8 @@ int run_sweep(const std::vector<std::string>& args) {
   if (Refused r = run_points(flags, dir, jobs, rows, &tally)) return refuse(*r, kSweepUsage);
 
   std::ofstream(dir / "sweep.csv") << sweep_csv(flags.axes, rows);
-  std::ofstream(dir / "sweep.json") << sweep_json(flags.axes, rows, flags.metric).dump(2) << "\n";
+  std::ofstream(dir / "sweep.json")
+      << json_text(sweep_json(flags.axes, rows, flags.metric)) << "\n";
   print_table(flags, dir, rows);
   int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;
   if (!draw_plots(flags, dir, rows)) rc = kFailed;

@@ -136,7 +136,7 @@ void print_tune(const nlohmann::ordered_json& rows, int64_t recommended, bool js
     nlohmann::ordered_json out = {{"rows", rows}};
     out["recommended_iterations_per_loop"] =
         recommended > 0 ? nlohmann::ordered_json(recommended) : nlohmann::ordered_json(nullptr);
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
     return;
   }
   std::cout << fmt::format("{:>20} {:>14} {:>14} {:>12}\n", "iterations_per_loop", "ms/step (sim)",

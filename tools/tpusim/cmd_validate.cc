@@ -215,11 +215,11 @@ int run_validate(const std::vector<std::string>& args) {
   }
   if (vm.count("report") > 0) {
     std::ofstream file(vm["report"].as<std::string>());
-    file << out.dump(2) << "\n";
+    file << json_text(out) << "\n";
     if (!file) return failure("cannot write the report to " + vm["report"].as<std::string>());
   }
   if (vm["json"].as<bool>()) {
-    std::cout << out.dump(2) << "\n";
+    std::cout << json_text(out) << "\n";
   } else {
     std::cout << fmt::format("{:<22} {:<8} {:>6}  {:>9}  {:<26} {}\n", "case", "slice", "batch",
                              "measured", "predicted", "step time error");

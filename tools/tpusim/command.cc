@@ -16,6 +16,30 @@ int failure(const std::string& message) {
   return kFailed;
 }
 
+namespace {
+
+// Boost reads "-1" for an unsigned option as 2^32 - 1 (or 2^64 - 1): the message refusing a
+// negative value given to one, or "".
+std::string negative_unsigned(const po::parsed_options& parsed,
+                              const po::options_description& options) {
+  for (const po::option& o : parsed.options) {
+    const po::option_description* d = options.find_nothrow(o.string_key, false);
+    if (d == nullptr) continue;
+    const po::value_semantic* semantic = d->semantic().get();
+    const bool is_unsigned = dynamic_cast<const po::typed_value<uint32_t>*>(semantic) != nullptr ||
+                             dynamic_cast<const po::typed_value<uint64_t>*>(semantic) != nullptr;
+    if (!is_unsigned) continue;
+    for (const std::string& v : o.value) {
+      const size_t first = v.find_first_not_of(" \t");
+      if (first != std::string::npos && v[first] == '-')
+        return "--" + o.string_key + " takes a number >= 0 (got " + v + ")";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 int parse_args(const std::vector<std::string>& args, const po::options_description& options,
                const po::positional_options_description& positional, const std::string& usage,
                po::variables_map* vm) {
@@ -24,7 +48,11 @@ int parse_args(const std::vector<std::string>& args, const po::options_descripti
   std::ostringstream full_usage;
   full_usage << usage << "\n" << all;
   try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), *vm);
+    const po::parsed_options parsed =
+        po::command_line_parser(args).options(all).positional(positional).run();
+    if (std::string negative = negative_unsigned(parsed, all); !negative.empty())
+      return usage_error(negative, full_usage.str());
+    po::store(parsed, *vm);
     if (vm->count("help") > 0) {
       std::cout << full_usage.str();
       return kOk;

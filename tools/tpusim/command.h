@@ -41,4 +41,11 @@ int failure(const std::string& message);
 // Writes `text` to stderr as it is and flushes: the libraries' progress (a job's log callback).
 void log_to_stderr(const std::string& text);
 
+// `j` as JSON text, indented by `indent` (-1: one line). Names read from users' files may hold
+// bytes that are not UTF-8; they print as U+FFFD instead of failing the dump.
+template <typename Json>
+std::string json_text(const Json& j, int indent = 2) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace tpusim::cli
