@@ -1,6 +1,7 @@
 #include "estimator/checkpoint.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/fault_point.h"
 #include "common/strings.h"
 #include "estimator/checkpoint.pb.h"
 #include "runtime/data/tfrecord.h"
@@ -77,7 +79,37 @@ absl::Status write_atomically(const std::string& path, const std::string& text) 
   return commit_file(tmp, path);
 }
 
+// Temporary files a killed save left ("*.tmp"): a save that completes removes them, so none
+// outlives the next one.
+void remove_stale_temporaries(const std::string& model_dir) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+    if (entry.path().extension() == ".tmp" && entry.is_regular_file())
+      stale.push_back(entry.path());
+  }
+  for (const fs::path& p : stale) fs::remove(p, ec);
+}
+
 }  // namespace
+
+absl::Status check_writable_dir(const std::string& model_dir) {
+  std::error_code ec;
+  fs::create_directories(model_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        str_cat("model_dir ", model_dir, " cannot be created: ", ec.message()));
+  }
+  const std::string probe = str_cat(model_dir, "/.tpusim-write-probe.tmp");
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        str_cat("model_dir ", model_dir, " is not writable: ", std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return absl::OkStatus();
+}
 
 std::vector<std::string> list_checkpoints(const std::string& model_dir) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -92,9 +124,11 @@ std::vector<std::string> list_checkpoints(const std::string& model_dir) {
   return paths;
 }
 
-absl::Status write_checkpoint(const std::string& path, int64_t global_step,
-                              const runtime::Variables& variables) {
-  const std::string tmp = path + ".tmp";
+namespace {
+
+// The checkpoint's records into the temporary file `tmp`.
+absl::Status write_records(const std::string& tmp, int64_t global_step,
+                           const runtime::Variables& variables) {
   {
     auto writer = runtime::data::TFRecordWriter::open(tmp);
     if (!writer.ok()) return writer.status();
@@ -104,6 +138,7 @@ absl::Status write_checkpoint(const std::string& path, int64_t global_step,
     header.set_variables(static_cast<uint32_t>(variables.size()));
     header.set_created_by("tpusim");
     if (auto s = (*writer)->write(header.SerializeAsString()); !s.ok()) return s;
+    fault_point("checkpoint.partial");
     for (const auto& [var, value] : variables) {  // a std::map: name order
       VariableRecord r;
       r.set_name(var);
@@ -116,7 +151,23 @@ absl::Status write_checkpoint(const std::string& path, int64_t global_step,
     }
     if (auto s = (*writer)->close(); !s.ok()) return s;
   }
-  return commit_file(tmp, path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status write_checkpoint(const std::string& path, int64_t global_step,
+                              const runtime::Variables& variables) {
+  const std::string tmp = path + ".tmp";
+  if (auto s = write_records(tmp, global_step, variables); !s.ok()) {
+    std::error_code ec;
+    fs::remove(tmp, ec);  // a full disk leaves no half file beside the previous checkpoints
+    return s;
+  }
+  fault_point("checkpoint.written");
+  if (auto s = commit_file(tmp, path); !s.ok()) return s;
+  fault_point("checkpoint.renamed");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_t global_step,
@@ -140,7 +191,9 @@ absl::StatusOr<std::string> save_checkpoint(const std::string& model_dir, int64_
   for (const auto& p : all)
     index += str_cat("all_model_checkpoint_paths: \"", fs::path(p).filename().string(), "\"\n");
   if (auto s = write_atomically(str_cat(model_dir, "/checkpoint"), index); !s.ok()) return s;
+  fault_point("checkpoint.indexed");
   for (const std::string& old : dropped) fs::remove(old, ec);
+  remove_stale_temporaries(model_dir);
   return path;
 }
 

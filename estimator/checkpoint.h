@@ -48,6 +48,10 @@ std::vector<std::string> list_checkpoints(const std::string& model_dir);
 absl::Status check_checkpoint_index(const std::string& model_dir,
                                     const std::vector<std::string>& checkpoints);
 
+// Creates `model_dir` when missing and checks that a file can be created in it: an unwritable
+// folder is refused before a run trains for nothing (FailedPrecondition names it and the error).
+absl::Status check_writable_dir(const std::string& model_dir);
+
 // A 64-bit FNV-1a hash of every variable's name, dtype, shape and bytes in name order, as 16 hex
 // digits: equal fingerprints mean bitwise-equal weights.
 std::string weights_fingerprint(const runtime::Variables& variables);

@@ -252,6 +252,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (train_batch_size_ == 0)
     return absl::InvalidArgumentError("train: the estimator has no train_batch_size");
   const uint32_t shards = config_.tpu_config.num_shards;
+  if (auto s = check_writable_dir(config_.model_dir); !s.ok()) return s;
   auto restored = load_latest_checkpoint(config_.model_dir);
   if (!restored.ok()) return restored.status();
   const int64_t start_step = restored->has_value() ? (*restored)->global_step : 0;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "common/fault_point.h"
 #include "common/strings.h"
 #include "estimator/event.pb.h"
 #include "runtime/data/tfrecord.h"
@@ -62,6 +63,7 @@ absl::Status SummaryWriter::write_event(const std::string& serialized) {
       std::fflush(file_) != 0) {
     return absl::InternalError(str_cat("cannot write to ", path_));
   }
+  fault_point("summary.event");
   return absl::OkStatus();
 }
 

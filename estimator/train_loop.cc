@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/fault_point.h"
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator_internal.h"
@@ -118,6 +119,7 @@ absl::Status train_one_loop(TrainLoop& t, TrainResult* result) {
   t.host_clock += f.device + t.loop_overhead_s;
   const int64_t before = t.step;
   t.step += n;
+  fault_point("loop.done");
   if (t.config.progress) t.config.progress(t.step, t.max_steps);
   if (auto s = take_outputs(t.spec, *loop, before, result); !s.ok()) return s;
   const float lr_now = loop->outputs.back()[0].at("learning_rate").f[0];

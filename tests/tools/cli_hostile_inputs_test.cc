@@ -42,7 +42,7 @@ void write_file(const std::filesystem::path& path, const std::string& bytes) {
 
 // The refusal's message: the command must fail cleanly (exit 1 or 2, never a signal).
 std::string refusal(const std::vector<std::string>& args, uint64_t address_space = 0) {
-  const auto r = run_tpusim(args, "", {}, address_space);
+  const auto r = run_tpusim(args, "", {}, testing::RunLimits{address_space, 0});
   EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "exit " << r.exit_code << ": " << r.err;
   return r.err;
 }

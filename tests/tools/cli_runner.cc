@@ -1,6 +1,7 @@
 #include "tests/tools/cli_runner.h"
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +28,7 @@ std::string slurp(const std::string& path) {
 
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
                      const std::vector<std::pair<std::string, std::string>>& env,
-                     uint64_t address_space_bytes) {
+                     const RunLimits& limits) {
   // stdout and stderr go to temp files: no pipe can fill up and block the child.
   const auto dir = std::filesystem::temp_directory_path();
   std::string out_path = (dir / "tpusim-cli-out-XXXXXX").string();
@@ -51,9 +52,14 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
     dup2(err_fd, STDERR_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    if (address_space_bytes > 0) {
-      const rlimit limit{address_space_bytes, address_space_bytes};
+    if (limits.address_space_bytes > 0) {
+      const rlimit limit{limits.address_space_bytes, limits.address_space_bytes};
       if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
+    }
+    if (limits.file_size_bytes > 0) {
+      const rlimit limit{limits.file_size_bytes, limits.file_size_bytes};
+      signal(SIGXFSZ, SIG_IGN);
+      if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(125);
     }
     execv(argv[0], argv.data());
     _exit(127);

@@ -14,12 +14,17 @@ struct CliResult {
   std::string err;
 };
 
+// Limits on the child, each off at 0.
+struct RunLimits {
+  uint64_t address_space_bytes = 0;  // `ulimit -v`: a host whose memory runs out
+  uint64_t file_size_bytes = 0;      // `ulimit -f`: a disk that fills up (SIGXFSZ ignored, so a
+                                     // write past it fails with EFBIG as on a full disk)
+};
+
 // Runs `tpusim args...` with no standard input, from `cwd` when it is not empty, with the
-// environment variables `env` (NAME, value) set on top of this process's, and with its address
-// space limited to `address_space_bytes` when that is not 0 (`ulimit -v`: a host whose memory
-// runs out).
+// environment variables `env` (NAME, value) set on top of this process's, under `limits`.
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd = "",
                      const std::vector<std::pair<std::string, std::string>>& env = {},
-                     uint64_t address_space_bytes = 0);
+                     const RunLimits& limits = {});
 
 }  // namespace tpusim::cli::testing
