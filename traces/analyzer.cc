@@ -166,7 +166,9 @@ Timelines read_timelines(const RecordingSink& trace, std::vector<HostStageFigure
 // last one, to the end of the host round trip that follows.
 StepBreakdown break_down_step(const CoreTimeline& c, size_t i,
                               const std::vector<Interval>& round_trips) {
-  const auto& [n, span] = c.steps[i];
+  // Not a structured binding: the lambda below captures `span` (C++17 forbids capturing one).
+  const int64_t n = c.steps[i].first;
+  const Interval& span = c.steps[i].second;
   TimePs gap = 0;
   if (i + 1 < c.steps.size()) {
     if (c.steps[i + 1].second.first > span.second) gap = c.steps[i + 1].second.first - span.second;

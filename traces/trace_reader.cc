@@ -134,6 +134,17 @@ absl::StatusOr<TimePs> json_time(const nlohmann::json& v, const char* field) {
   return static_cast<TimePs>(std::llround(us * 1000.0)) * 1000;
 }
 
+// A process or thread id: an integer that fits an int (a float, or 10^70, is no id; converting
+// one would be undefined behaviour).
+absl::StatusOr<int> json_id(const nlohmann::json& v, const char* field) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT32_MAX}
+                              : v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)) {
+    return absl::InvalidArgumentError(str_cat("\"", field, "\": ", v.dump(), " is not an id"));
+  }
+  return static_cast<int>(v.get<int64_t>());
+}
+
 absl::Status read_chrome_json(const std::string& path, const std::string& text,
                               RecordingSink* out) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
@@ -149,30 +160,33 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
     if (!e.is_object() || !e.contains("ph") || !e.contains("pid") || !e.contains("tid"))
       return bad("an event needs ph, pid and tid");
     try {
-      const std::string ph = e["ph"].get<std::string>();
-      const auto key = std::pair{e["pid"].get<int>(), e["tid"].get<int>()};
+      const std::string ph = e.at("ph").get<std::string>();
+      const auto pid = json_id(e.at("pid"), "pid"), tid = json_id(e.at("tid"), "tid");
+      if (!pid.ok()) return bad(std::string(pid.status().message()));
+      if (!tid.ok()) return bad(std::string(tid.status().message()));
+      const auto key = std::pair{*pid, *tid};
       const std::string name = e.value("name", "");
       if (ph == "M" && (name == "thread_name" || name == "tpusim_counter")) {
         const bool counter = name == "tpusim_counter";
         auto info = parse_track_label(counter ? TrackInfo::Kind::kCounter : TrackInfo::Kind::kUnit,
-                                      key.first, e["args"]["name"].get<std::string>(),
-                                      counter ? e["args"]["unit"].get<std::string>() : "");
+                                      key.first, e.at("args").at("name").get<std::string>(),
+                                      counter ? e.at("args").at("unit").get<std::string>() : "");
         if (!info.ok()) return bad(std::string(info.status().message()));
         tracks[key] = out->declare_track(*info);
       } else if (ph == "X" || ph == "C") {
         auto track = tracks.find(key);
         if (track == tracks.end()) return bad("an event on a track with no name");
-        const auto ts = json_time(e["ts"], "ts");
+        const auto ts = json_time(e.at("ts"), "ts");
         if (!ts.ok()) return bad(std::string(ts.status().message()));
         if (ph == "X") {
-          const auto dur = json_time(e["dur"], "dur");
+          const auto dur = json_time(e.at("dur"), "dur");
           if (!dur.ok()) return bad(std::string(dur.status().message()));
           out->slice(track->second, name, *ts, *ts + *dur);
         } else {
-          out->counter(track->second, *ts, e["args"]["value"].get<double>());
+          out->counter(track->second, *ts, e.at("args").at("value").get<double>());
         }
       }
-    } catch (const nlohmann::json::exception& x) {
+    } catch (const nlohmann::json::exception& x) {  // at(): a field missing or of another type
       return bad(x.what());
     }
     ++index;

@@ -173,10 +173,13 @@ absl::Status convert_conv(Importer& im, const onnx::NodeProto& node) {
   const std::vector<int64_t> wd = Importer::logical_dims(*w_in);
   if (wd.size() != 4) return im.error(node, "tpusim imports 2-D convolutions only");
   const Value image = im.nhwc(*x);
+  if (!image.valid() || image.shape().rank() != 4)
+    return im.error(node, "a 2-D convolution takes an [N, C, H, W] input");
   const std::vector<int64_t> dilations =
       im.attr_ints(node, "dilations").value_or(std::vector<int64_t>{1, 1});
-  if (dilations.size() != 2 || dilations[0] < 1 || dilations[1] < 1)
-    return im.error(node, "dilations must be two positive values");
+  if (dilations.size() != 2 || dilations[0] < 1 || dilations[1] < 1 || dilations[0] > 4096 ||
+      dilations[1] > 4096)
+    return im.error(node, "dilations must be two values in [1, 4096]");
   absl::StatusOr<Value> y;
   if (dilations[0] != 1 || dilations[1] != 1) {
     y = atrous_convolve(im, node, image, wd, dilations[0], dilations[1]);
@@ -237,6 +240,8 @@ Converter pool(bool max) {
     if (kernel.size() != 2) return im.error(node, "tpusim imports 2-D pools only");
     if (auto s = check_ones(im, node, "dilations"); !s.ok()) return s;
     const Value image = im.nhwc(*x);
+    if (!image.valid() || image.shape().rank() != 4)
+      return im.error(node, "a 2-D pool takes an [N, C, H, W] input");
     auto window = window_of(im, node, kernel[0], kernel[1], image.shape());
     if (!window.ok()) return window.status();
     const bool count_padding = im.attr_int(node, "count_include_pad", 0) != 0;

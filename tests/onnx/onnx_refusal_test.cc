@@ -180,5 +180,23 @@ g (float[N, 4] X) => (float[N, 4] Y)
   }
 }
 
+// fuzz_onnx found a Conv whose input was no [N, C, H, W] image reading an invalid value's shape
+// (undefined behaviour; its input was not kept). Such a Conv or pool is refused naming the node:
+// here shape inference refuses it first, and the importer checks the image itself after.
+TEST(OnnxRefusal, AConvolutionOfSomethingThatIsNoImageIsRefused) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 4] X) => (float[N, 4] Y)
+<float[1, 1, 3, 3] W = {1, 1, 1, 1, 1, 1, 1, 1, 1}, float[1, 1, 5] C = {1, 2, 3, 4, 5}>
+{
+  K = Conv <kernel_shape = [3, 3], dilations = [2, 2]> (C, W)
+  Y = Identity (X)
+}
+)";
+  auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 4})}});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(message(run.status()), HasSubstr("Conv"));
+}
+
 }  // namespace
 }  // namespace tpusim::runtime::onnx_import

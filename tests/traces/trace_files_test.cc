@@ -199,6 +199,15 @@ TEST(TraceFiles, BadFilesAreNamedWithWhereTheyGoWrong) {
   EXPECT_THAT(std::string(orphan.status().message()), HasSubstr("traceEvents[0]"));
   std::ofstream(json) << "{not json";
   EXPECT_THAT(std::string(read_trace(json).status().message()), HasSubstr("not valid JSON"));
+  // Found by fuzz_trace: a thread_name event without "args" read freed memory (a const
+  // operator[] on a missing key); every field is now read with at() and named when missing.
+  std::ofstream(json) << R"({"traceEvents":[{"ph":"M","name":"thread_name","pid":1,"tid":1}]})";
+  EXPECT_THAT(std::string(read_trace(json).status().message()),
+              HasSubstr("traceEvents[0]: [json.exception.out_of_range.403] key 'args' not found"));
+  // Found by fuzz_trace: a tid of 10^70 converted to int (undefined behaviour).
+  std::ofstream(json) << R"({"traceEvents":[{"ph":"M","name":"x","pid":1,"tid":1e70}]})";
+  EXPECT_THAT(std::string(read_trace(json).status().message()),
+              HasSubstr("traceEvents[0]: \"tid\": 1e+70 is not an id"));
   std::filesystem::remove(path);
   std::filesystem::remove(json);
 }
