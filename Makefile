@@ -83,7 +83,7 @@ bench: deps build
 # UB or 10 s hang fails the target with the input saved in $(FUZZ_DIR)/crashes.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx
+FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model
 fuzz: apt-deps
 	@cmake -S . -B $(FUZZ_DIR) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON -DTPUSIM_WITH_CUDA=OFF \
