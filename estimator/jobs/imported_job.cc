@@ -22,24 +22,15 @@ absl::StatusOr<Loss> parse_loss(const std::string& name) {
       str_cat("unknown loss '", name, "' (softmax_cross_entropy or mean_squared_error)"));
 }
 
-bool image_geometry(const std::vector<int64_t>& d, ImportedModel* model) {
-  if (d.size() == 4 && d[1] == d[2] && d[3] <= 4) {
-    model->image_side = d[1];
-    model->image_channels = d[3];
-  } else if (d.size() == 4 && d[2] == d[3] && d[1] <= 4) {
-    model->image_side = d[2];
-    model->image_channels = d[1];
-  } else if (d.size() == 2 && d[1] == 784) {
-    model->image_side = 28;
-    model->image_channels = 1;
-  } else {
-    return false;
-  }
-  return true;
+std::optional<ImageGeometry> image_geometry(const std::vector<int64_t>& d) {
+  if (d.size() == 4 && d[1] == d[2] && d[3] <= 4) return ImageGeometry{d[1], d[3]};
+  if (d.size() == 4 && d[2] == d[3] && d[1] <= 4) return ImageGeometry{d[2], d[1]};
+  if (d.size() == 2 && d[1] == 784) return ImageGeometry{28, 1};
+  return std::nullopt;
 }
 
-bool is_nchw(const std::vector<int64_t>& d, const ImportedModel& model) {
-  return d.size() == 4 && d[1] == model.image_channels && d[2] == model.image_side && d[1] != d[3];
+bool is_nchw(const std::vector<int64_t>& d, const ImageGeometry& geometry) {
+  return d.size() == 4 && d[1] == geometry.channels && d[2] == geometry.side && d[1] != d[3];
 }
 
 namespace {
@@ -86,11 +77,12 @@ absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::
   if (!chosen.ok()) return chosen.status();
   const FileTensor& in =
       inputs[static_cast<size_t>(std::find(names.begin(), names.end(), *chosen) - names.begin())];
-  ImportedModel geometry;
-  if (in.dtype == runtime::DType::kF32 && image_geometry(in.dims, &geometry)) {
+  const std::optional<ImageGeometry> geometry =
+      in.dtype == runtime::DType::kF32 ? image_geometry(in.dims) : std::nullopt;
+  if (geometry.has_value()) {
     model->image_input = in.name;
-    model->image_side = geometry.image_side;
-    model->image_channels = geometry.image_channels;
+    model->image_side = geometry->side;
+    model->image_channels = geometry->channels;
   } else if (!image_input.empty()) {
     return absl::InvalidArgumentError(str_cat(
         model->path, ": input ", tensor_text(in),
@@ -166,8 +158,12 @@ absl::Status check_imported_policy(const ImportedModel& model,
                                    runtime::models::DTypePolicy policy) {
   if (!model.own_dtypes || policy == runtime::models::DTypePolicy::kFloat32)
     return absl::OkStatus();
+  return own_dtypes_refusal(model.path);
+}
+
+absl::Status own_dtypes_refusal(const std::string& path) {
   return absl::InvalidArgumentError(str_cat(
-      model.path,
+      path,
       ": a saved model's graph keeps the dtypes it was exported with; run it under "
       "--dtype-policy float32 (an export made under mixed_bfloat16 computes in bf16 inside)"));
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <absl/status/statusor.h>
@@ -96,10 +97,13 @@ absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::
 // float batched output for the mean squared error. Errors name the output and the --loss that
 // would take it.
 absl::Status set_model_output(const FileTensor& output, ImportedModel* model);
-// Whether `dims` (batch first) are an image's; its side and channels into `model` when they are.
-bool image_geometry(const std::vector<int64_t>& dims, ImportedModel* model);
-// Whether image input `dims` are [N, C, H, W] (PyTorch's) for images of `model`'s geometry.
-bool is_nchw(const std::vector<int64_t>& dims, const ImportedModel& model);
+struct ImageGeometry {
+  int64_t side = 0, channels = 0;
+};
+// The square image `dims` (batch first) hold, or nothing when they are no image's.
+std::optional<ImageGeometry> image_geometry(const std::vector<int64_t>& dims);
+// Whether image input `dims` are [N, C, H, W] (PyTorch's) for images of `geometry`.
+bool is_nchw(const std::vector<int64_t>& dims, const ImageGeometry& geometry);
 
 // The data for `model`: synthetic images of its input's size and labels of its classes, or
 // records whose images are that size (InvalidArgument names both sizes otherwise); `side_given`:
@@ -113,6 +117,9 @@ absl::Status use_imported_inputs(const ImportedModel& model, bool side_given, Fa
 absl::StatusOr<int64_t> imported_global_batch(const ImportedModel& model, int64_t global,
                                               bool global_given, int64_t replicas);
 
+// Why a graph that keeps its own dtypes (a saved model's, at `path`) does not run under
+// mixed_bfloat16.
+absl::Status own_dtypes_refusal(const std::string& path);
 // InvalidArgument when `model` cannot run under `policy` (a saved model under mixed_bfloat16).
 absl::Status check_imported_policy(const ImportedModel& model, runtime::models::DTypePolicy policy);
 

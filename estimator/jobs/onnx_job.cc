@@ -69,10 +69,8 @@ absl::StatusOr<runtime::Value> input_value(runtime::GraphBuilder& b, const ox::T
   }
   // An NCHW input takes the NHWC images as they are; any other the images reshaped to it (a flat
   // 784 for an MLP).
-  ImportedModel geometry;
-  geometry.image_side = image->second.shape().dim(1);
-  geometry.image_channels = image->second.shape().dim(3);
-  *nhwc = is_nchw(in.shape.dims(), geometry);
+  const runtime::Shape images = image->second.shape();
+  *nhwc = is_nchw(in.shape.dims(), ImageGeometry{images.dim(1), images.dim(3)});
   return *nhwc ? image->second : b.reshape(image->second, in.shape);
 }
 

@@ -102,12 +102,7 @@ struct SavedModelForward {
   absl::StatusOr<ImportedModel::Forward> operator()(
       runtime::GraphBuilder& b, const estimator::Features& features,
       const ImportedModel::ForwardOptions& options) const {
-    if (options.mixed) {
-      ImportedModel own;
-      own.path = dir;
-      own.own_dtypes = true;
-      return check_imported_policy(own, runtime::models::DTypePolicy::kMixedBFloat16);
-    }
+    if (options.mixed) return own_dtypes_refusal(dir);
     if (options.batch != model->batch_size) {
       return absl::InvalidArgumentError(str_cat(dir, "'s graph takes ", model->batch_size,
                                                 " examples a replica, not ", options.batch));
@@ -175,7 +170,8 @@ absl::StatusOr<ImportedModel> open_saved_model_job(const std::string& dir,
     return s;
   const bool nchw = !job.image_input.empty() && [&] {
     for (const auto& in : model->inputs) {
-      if (in.name == job.image_input) return is_nchw(in.shape.dims(), job);
+      if (in.name == job.image_input)
+        return is_nchw(in.shape.dims(), ImageGeometry{job.image_side, job.image_channels});
     }
     return false;
   }();
