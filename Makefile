@@ -20,7 +20,8 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps apt-deps venv configure build test test-fast demo bench fuzz format tidy clean help
+.PHONY: all deps apt-deps venv configure build test test-fast test-asan test-tsan demo bench fuzz \
+  format tidy clean help
 all: build
 
 help:
@@ -29,6 +30,8 @@ help:
 	@echo "make test    deps + build + every test (ctest)"
 	@echo "make demo    deps + build + the main job (tpusim train)"
 	@echo "make bench   deps + build + benchmarks"
+	@echo "make test-asan  every test but the interop tier under ASan + UBSan, in $(ASAN_DIR)/"
+	@echo "make test-tsan  the threaded parts' tests under TSan, in $(TSAN_DIR)/ (clang)"
 	@echo "make fuzz    the libFuzzer harnesses, FUZZ_SECONDS (30) each, in $(FUZZ_DIR)/ (clang)"
 
 deps: apt-deps venv
@@ -77,30 +80,82 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_collective_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_onnx_bench --benchmark_counters_tabular=true
 
-# libFuzzer harnesses (docs/reliability.md, "Fuzzing"): a clang build of the readers with ASan,
-# UBSan and coverage in $(FUZZ_DIR); each harness runs FUZZ_SECONDS from its checked-in seeds
-# (tests/fuzz/corpus/NAME; what it finds goes to $(FUZZ_DIR)/corpus/NAME), and a crash, leak,
-# UB or 10 s hang fails the target with the input saved in $(FUZZ_DIR)/crashes.
+# Sanitizers and fuzzing (docs/reliability.md). test-asan builds every library and test with
+# ASan and UBSan (any report fails its test) in $(ASAN_DIR) with the main build's compiler, g++:
+# the suite pins exact cycle counts, and clang's build of the simulator gives others in a few
+# runs (404,823 cycles where g++'s gives 404,428). It runs the suite but the interop tier and the
+# infeed study (the study's four runs of 224-px JPEG pipelines take 5 minutes each under ASan;
+# the Dataset, JPEG and infeed tests and fuzz_jpeg run the same code). Warnings are not errors
+# there: GCC's -Wmaybe-uninitialized misfires under the sanitizers.
+ASAN_DIR ?= build-asan
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The sanitizer builds carry line tables (-g1), with which ccache hashes the build folder too;
+# without it a fresh clone's sanitizer build hits the cache a previous one filled.
+CCACHE_ENV := CCACHE_NOHASHDIR=1
+SANITIZER_BUILD := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DTPUSIM_WITH_CUDA=OFF -DTPUSIM_BUILD_BENCH=OFF
+
+test-asan: apt-deps
+	@cmake -S . -B $(ASAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -fno-omit-frame-pointer" >/dev/null
+	@$(CCACHE_ENV) cmake --build $(ASAN_DIR) -j $(JOBS)
+	@cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -LE interop \
+	  -E '^InfeedStudy[.]' --timeout 1800
+
+# libFuzzer (clang's: Debian's clang 14 and libclang-rt-dev) in $(FUZZ_DIR): the libraries with
+# ASan, UBSan and coverage, one harness per reader of outside bytes (tests/fuzz). Each runs
+# FUZZ_SECONDS from its checked-in seeds (tests/fuzz/corpus/NAME; what it finds goes to
+# $(FUZZ_DIR)/corpus/NAME); a crash, leak, UB, 2 GB of memory or a 10 s input (a hang) fails it
+# with the input saved in $(FUZZ_DIR)/crashes. The program harness runs in fork mode: a program
+# that deadlocks leaves its System unusable, so the harness ends its process and libFuzzer starts
+# the next (tests/fuzz/fuzz_program.cc), without leak checks (LeakSanitizer's scan at exit
+# misreads the process after SystemC's coroutines ran; test-asan checks System runs for leaks).
+# Debian's g++ links --as-needed and clang does not:
+# without it a binary that uses no System would still need libsystemc.so's sc_main.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model
+FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model jpeg \
+  cli_values program
+CLANG_LINK_FLAGS := -Wl,--as-needed
 fuzz: apt-deps
-	@cmake -S . -B $(FUZZ_DIR) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON -DTPUSIM_WITH_CUDA=OFF \
-	  -DTPUSIM_BUILD_TESTS=OFF -DTPUSIM_BUILD_BENCH=OFF \
-	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=undefined" \
-	  >/dev/null
-	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_harnesses
+	@cmake -S . -B $(FUZZ_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=OFF \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON -DCMAKE_EXE_LINKER_FLAGS="$(CLANG_LINK_FLAGS)" \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link \
+	  -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
+	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_harnesses
 	@mkdir -p $(FUZZ_DIR)/crashes
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  echo "make fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_DIR)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
-	    -max_len=65536 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- \
-	    $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_DIR)/$$t.log \
-	    || { tail -40 $(FUZZ_DIR)/$$t.log; exit 1; }; \
-	  grep -E "stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb" $(FUZZ_DIR)/$$t.log \
-	    | sed "s/^/  /"; \
+	  mode=; [ $$t = program ] && mode="-fork=1 -detect_leaks=0"; \
+	  $(FUZZ_DIR)/bin/fuzz_$$t $$mode -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- \
+	    $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_DIR)/fuzz-$$t.log \
+	    || { tail -40 $(FUZZ_DIR)/fuzz-$$t.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|stat::new_units_added|stat::peak_rss_mb" \
+	    $(FUZZ_DIR)/fuzz-$$t.log | sed "s/^/  /"; \
+	  grep -E "^#[0-9]+: cov" $(FUZZ_DIR)/fuzz-$$t.log | tail -1 | sed "s/^/  /"; \
+	done
+
+# ThreadSanitizer over the parts that run host threads (docs/reliability.md, "Sanitizers"): the
+# Dataset (parallel map and batch, prefetch, interleaved files), the infeed driver's enqueue
+# threads and the MXU numerics worker, in a clang build in $(TSAN_DIR). Their test binaries run
+# whole (none of them starts SystemC, whose QuickThreads coroutines TSan cannot follow), OpenMP
+# on one thread (libomp is not instrumented).
+TSAN_DIR ?= build-tsan
+TSAN_TESTS := tpusim_data_tests tpusim_runtime_tests tpusim_sim_tests
+test-tsan: apt-deps
+	@cmake -S . -B $(TSAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS="$(CLANG_LINK_FLAGS)" \
+	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" >/dev/null
+	@$(CCACHE_ENV) cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
+	@for t in $(TSAN_TESTS); do \
+	  echo "make test-tsan: $$t"; \
+	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 OMP_NUM_THREADS=1 \
+	    $(TSAN_DIR)/bin/$$t --gtest_brief=1 || exit 1; \
 	done
 
 format:

@@ -88,7 +88,10 @@ absl::StatusOr<ConfigText> read_referenced(const ConfigText& slice, std::string_
                                            const std::string& name) {
   if (!slice.embedded) {
     const fs::path path = fs::path(slice.dir) / name;
-    if (fs::exists(path)) return read_config(path.string());
+    // The error_code form: a name the file system refuses (too long, say) is a name not there,
+    // not an exception.
+    std::error_code error;
+    if (fs::exists(path, error)) return read_config(path.string());
   }
   const std::string base = fs::path(name).filename().string();
   if (auto found = find_embedded(base)) {

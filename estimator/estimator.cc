@@ -57,6 +57,16 @@ class PeekedDataset final : public data::Dataset {
 
 }  // namespace
 
+absl::StatusOr<data::DatasetPtr> call_input_fn(const InputFn& input_fn, const Params& params) {
+  try {
+    return input_fn(params);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        str_cat("input_fn ran out of host memory building its dataset (", params.batch_size,
+                " examples a shard): a batch too big for this host; a smaller batch size?"));
+  }
+}
+
 data::DatasetPtr peeked(data::Element first, std::unique_ptr<data::Iterator> rest) {
   return std::make_shared<PeekedDataset>(std::move(first), std::move(rest));
 }

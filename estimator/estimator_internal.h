@@ -15,6 +15,12 @@
 
 namespace tpusim::estimator::internal {
 
+// input_fn(params), with std::bad_alloc (an input_fn that builds its batches eagerly, as
+// Dataset::from_elements does, asked for one too big for the host) as ResourceExhausted naming
+// the batch size, instead of an unnamed internal error; nothing else is caught.
+absl::StatusOr<runtime::data::DatasetPtr> call_input_fn(const InputFn& input_fn,
+                                                        const Params& params);
+
 // A dataset over an iterator whose first element was already read (to learn the shapes the
 // graph's infeeds take); its one iterator yields that element, then the rest.
 runtime::data::DatasetPtr peeked(runtime::data::Element first,

@@ -175,7 +175,7 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   const uint32_t shards = config_.tpu_config.num_shards;
   const int64_t per_shard = eval_batch_size_ / shards;
   const Params params = input_params(per_shard);
-  auto ds = input_fn(params);
+  auto ds = internal::call_input_fn(input_fn, params);
   if (!ds.ok()) return ds.status();
   auto it = (*ds)->make_iterator();
   auto first = it->next();
@@ -253,7 +253,7 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   }
   const uint32_t shards = config_.tpu_config.num_shards;
   const int64_t per_shard = predict_batch_size_ / shards;
-  auto ds = input_fn(input_params(per_shard));
+  auto ds = internal::call_input_fn(input_fn, input_params(per_shard));
   if (!ds.ok()) return ds.status();
   auto read = read_predict_batches(**ds, per_shard, config_.max_predict_batches);
   if (!read.ok()) return read.status();

@@ -124,7 +124,7 @@ absl::StatusOr<Input> open_input(const InputFn& input_fn, const Params& user,
     params.shard_index = p;
     params.num_shards = feeding.pipelines;
     params.profile = std::make_shared<data::StageProfile>();
-    auto ds = input_fn(params);
+    auto ds = internal::call_input_fn(input_fn, params);
     if (!ds.ok()) return ds.status();
     if (*ds == nullptr) return absl::InvalidArgumentError("input_fn returned no dataset");
     data::DatasetPtr dataset = *ds;

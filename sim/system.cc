@@ -113,6 +113,9 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   stats_->reset();
   model_->collectives->begin_run();
   const uint64_t start = now_cycle();
+  Picoseconds end = kTimeHorizonPs;
+  if (options_.max_run_cycles > 0 && options_.max_run_cycles < kNeverCycle - start)
+    end = std::min(end, clock_.time_of(Cycles(start + options_.max_run_cycles)));
   const std::vector<const isa::CoreProgram*> bodies = stream_bodies(program);
   begin_cores(program, bodies);
   for (int i = 0; i < program.cores_size(); ++i) {
@@ -121,10 +124,11 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     seq.start();
   }
   try {
-    // Bounded by the horizon; returns early, as sc_start() would, when no event is left.
+    // Bounded by the horizon (and max_run_cycles); returns early, as sc_start() would, when no
+    // event is left.
     const Picoseconds now = sc_core::sc_time_stamp().value();
-    if (now < kTimeHorizonPs) {
-      sc_core::sc_start(sc_core::sc_time(static_cast<double>(kTimeHorizonPs - now), sc_core::SC_PS),
+    if (now < end) {
+      sc_core::sc_start(sc_core::sc_time(static_cast<double>(end - now), sc_core::SC_PS),
                         sc_core::SC_EXIT_ON_STARVATION);
     }
   } catch (const std::exception& e) {
@@ -153,7 +157,7 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     // Events are left, but none before the horizon: the run would go past it.
     if (seq.running() && sc_core::sc_pending_activity()) {
       failure_ = "time horizon";
-      return absl::OutOfRangeError(horizon_diagnosis(*program_));
+      return absl::OutOfRangeError(horizon_diagnosis(*program_, end));
     }
     if (seq.running()) {
       failure_ = "deadlock";
@@ -185,10 +189,13 @@ void System::begin_cores(const isa::Program& program,
     model_->core(CoreId{c}).begin_run(std::move(setups[c]));
 }
 
-std::string System::horizon_diagnosis(const isa::Program& program) {
-  return str_cat("program '", program.name(), "' would run past the simulator's time horizon (",
-                 kTimeHorizonText, "): nothing is left to happen before it after cycle ",
-                 now_cycle(),
+std::string System::horizon_diagnosis(const isa::Program& program, Picoseconds end) {
+  const std::string limit =
+      end < kTimeHorizonPs
+          ? str_cat("the run's limit of ", options_.max_run_cycles, " cycles (max_run_cycles)")
+          : str_cat("the simulator's time horizon (", kTimeHorizonText, ")");
+  return str_cat("program '", program.name(), "' would run past ", limit,
+                 ": nothing is left to happen before it after cycle ", now_cycle(),
                  ". A rate in the slice config is far too low for the work, or the job is far "
                  "too long. Still running:\n  ",
                  str_join(blocked_lines(program), "\n  "));

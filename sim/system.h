@@ -15,7 +15,8 @@
 // simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
 // blocked unit and what it waits for; the System is then unusable (its units stay blocked).
 // A run that would pass the time horizon (kTimeHorizonPs, 53 days of simulated time) stops
-// there with an OutOfRange error naming what is still running, and the System is unusable too.
+// there with an OutOfRange error naming what is still running, and the System is unusable too;
+// so does one past SystemOptions::max_run_cycles.
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,10 @@ struct SystemOptions {
   // Run the MXUs' numerics on a second host thread (NumericsWorker); the values are the same
   // either way.
   bool numerics_thread = true;
+  // A run that passes this many cycles stops with OutOfRange naming the limit and what is still
+  // running, as one past the time horizon does; 0: only the horizon bounds a run. For callers
+  // that run programs they did not write (the program fuzzer) and want host time bounded.
+  uint64_t max_run_cycles = 0;
 };
 
 struct CoreRun {
@@ -75,6 +80,8 @@ class System {
   // Which chip each core is on (the slice's numbering).
   const CoreMap& core_map() const { return core_map_; }
   uint64_t now_cycle() const;
+  // False once a run failed (deadlock, horizon, a unit's error): every later call is refused.
+  bool usable() const { return failure_.empty(); }
 
   // Between runs: switch numerics off or on, or the MXU timing policy (a name from
   // mxu_policy_names(); the arrays' pipelines start afresh).
@@ -120,7 +127,7 @@ class System {
   // `bodies`: stream_bodies(program), each entry's instructions and origins.
   void begin_cores(const isa::Program& program, const std::vector<const isa::CoreProgram*>& bodies);
   std::string deadlock_diagnosis(const isa::Program& program);
-  std::string horizon_diagnosis(const isa::Program& program);
+  std::string horizon_diagnosis(const isa::Program& program, Picoseconds end);
   // What each still-running core's units wait for, one line each.
   std::vector<std::string> blocked_lines(const isa::Program& program);
 

@@ -50,6 +50,26 @@ std::string inputs_text(const ImportedModel& m) {
   return str_join(parts, ", ");
 }
 
+// One example of an input (or a label of the output's shape) travels as a tf.Example record, a
+// protobuf message, which holds at most 2 GiB: a larger one no input pipeline can feed.
+constexpr uint64_t kMaxExampleBytes = uint64_t{1} << 31;
+
+// OK when one example of `t` (its dims after the batch; every element 4 bytes, f32 or s32) fits
+// a tf.Example record; the error names `what` and the size.
+absl::Status check_example_size(const std::string& path, const std::string& what,
+                                const FileTensor& t) {
+  uint64_t bytes = 4;
+  bool over = false;
+  for (size_t d = 1; d < t.dims.size() && !over; ++d)
+    over = t.dims[d] < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(t.dims[d]), &bytes);
+  if (!over && bytes <= kMaxExampleBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(str_cat(
+      path, ": ", what, " ", tensor_text(t), " is ",
+      over ? std::string("past 2^64 bytes") : str_cat(bytes, " bytes"),
+      " an example; a tf.Example record (a protobuf message) holds at most 2 GiB, so no input "
+      "pipeline can feed it"));
+}
+
 }  // namespace
 
 absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::string& image_input,
@@ -66,6 +86,7 @@ absl::Status set_model_inputs(const std::vector<FileTensor>& inputs, const std::
           str_cat(model->path, ": input '", t.name, "' has the name the input pipeline gives its ",
                   t.name == "label" ? "labels" : "padding marker", "; rename it in the model"));
     }
+    if (auto s = check_example_size(model->path, "input", t); !s.ok()) return s;
     model->inputs.push_back({t.name, t.dtype,
                              runtime::Shape(std::vector<int64_t>(t.dims.begin() + 1, t.dims.end())),
                              t.id_bound});
@@ -99,6 +120,7 @@ absl::Status set_model_output(const FileTensor& out, ImportedModel* model) {
     return absl::InvalidArgumentError(str_cat(model->path, ": output ", tensor_text(out),
                                               " is no float output with the batch first"));
   }
+  if (auto s = check_example_size(model->path, "output", out); !s.ok()) return s;
   model->output_example = runtime::Shape(std::vector<int64_t>(o.begin() + 1, o.end()));
   if (model->loss == Loss::kMeanSquaredError) return absl::OkStatus();
   if (o.size() != 2 || o[1] < 2) {

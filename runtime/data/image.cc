@@ -59,6 +59,14 @@ absl::StatusOr<Image> decode_jpeg(const std::string& bytes, int channels) {
         str_cat("decode_jpeg: not a JPEG (", bytes.size(), " bytes): ", tjGetErrorStr2(tj.get())));
   }
   if (channels == 0) channels = colorspace == TJCS_GRAY ? 1 : 3;
+  // The header's size is allocated before the scan is read, and a few hundred bytes of
+  // progressive JPEG can claim 65500 x 65500 (an EOB run covers 32767 blocks), so the size is
+  // bounded, not trusted.
+  if (static_cast<uint64_t>(width) * static_cast<uint64_t>(height) > kMaxJpegPixels) {
+    return absl::InvalidArgumentError(str_cat("decode_jpeg: a ", width, "x", height,
+                                              " image is over the limit of ", kMaxJpegPixels,
+                                              " pixels (", bytes.size(), " bytes)"));
+  }
   Image out = blank_like<uint8_t>(height, width, channels);
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
   // Warnings (a truncated scan, say) are errors too, as in tf.io.decode_jpeg: no grey fill.

@@ -28,6 +28,9 @@ using FloatImage = ImageT<float>;
 // must match exactly.
 absl::StatusOr<Image> decode_raw(const std::string& bytes, int height, int width, int channels);
 
+// The most pixels decode_jpeg decodes (16384 x 16384; 805 MB at 3 channels): a header claiming
+// more is refused before anything is allocated.
+constexpr uint64_t kMaxJpegPixels = uint64_t{1} << 28;
 // channels 0 keeps the file's (1 or 3); 1 or 3 converts.
 absl::StatusOr<Image> decode_jpeg(const std::string& bytes, int channels = 0);
 absl::StatusOr<std::string> encode_jpeg(const Image& image, int quality = 90);

@@ -269,9 +269,18 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       }
       // Scan forward, a byte at a time, to the next header that checks out.
       ++skipped_;
+      const uint64_t scan_from = offset_;
       for (;;) {
         ++pos_;
         ++offset_;
+        if (offset_ - scan_from > options_.max_resync_bytes) {
+          return absl::DataLossError(
+              str_cat(path_, ": no valid record header in the ", options_.max_resync_bytes,
+                      " bytes after the corrupt one at byte offset ", scan_from,
+                      compression_ == Compression::kNone ? "" : " of the decompressed stream",
+                      " (skip_corrupt scans at most max_resync_bytes; ", records_,
+                      " records read, ", skipped_, " skipped)"));
+        }
         auto more = fill(12);
         if (!more.ok()) return more.status();
         if (!*more) {

@@ -7,7 +7,9 @@
 // TFRecord header) unless told. Corrupt or truncated input is an error naming the file and the
 // byte offset of the bad record (in the decompressed stream for compressed files); with
 // skip_corrupt, records whose data fails its checksum are skipped and counted, and after a
-// corrupt length the reader scans forward to the next valid record header.
+// corrupt length the reader scans forward to the next valid record header, over at most
+// max_resync_bytes (a region of garbage, or a gzip bomb inflating to gigabytes of zeros, fails
+// the read naming where the scan began instead of being scanned to its end).
 
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,9 @@ absl::StatusOr<Compression> parse_compression(const std::string& name);
 struct ReaderOptions {
   Compression compression = Compression::kAuto;
   bool skip_corrupt = false;
+  // With skip_corrupt: the most bytes one scan for the next valid header passes over. A corrupt
+  // length in front of a record larger than this ends the read there, with an error.
+  uint64_t max_resync_bytes = uint64_t{64} << 20;
   size_t buffer_bytes = 256 << 10;
   // Map an uncompressed regular file instead of reading it through a buffer (no kernel copy).
   // A mapped file must not shrink while it is read (the OS would raise SIGBUS); turn this off

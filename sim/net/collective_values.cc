@@ -26,7 +26,7 @@ void write_collective_results(const CollectiveGroup& group, const CollectivePlan
     Memory& memory = memory_of(cores[i]);
     uint8_t* to = reinterpret_cast<uint8_t*>(src[i].data());
     group.src[i].for_each(0, n * 4, [&](uint64_t address, uint64_t bytes) {
-      const uint8_t* at = memory.base_covering(address + bytes) + address;
+      const uint8_t* at = memory.base_covering(address, address + bytes) + address;
       const HostRange read{at, at + bytes};
       settle(&read, 1, {});
       std::memcpy(to, at, bytes);
@@ -38,7 +38,7 @@ void write_collective_results(const CollectiveGroup& group, const CollectivePlan
     Memory& memory = memory_of(cores[i]);
     const uint8_t* from = reinterpret_cast<const uint8_t*>(dst[i].data());
     group.dst[i].for_each(0, dst[i].size() * 4, [&](uint64_t address, uint64_t bytes) {
-      uint8_t* at = memory.base_covering(address + bytes) + address;
+      uint8_t* at = memory.base_covering(address, address + bytes) + address;
       settle(nullptr, 0, {at, at + bytes});
       std::memcpy(at, from, bytes);
       from += bytes;

@@ -13,7 +13,7 @@ void CoreNumerics::post(bool shared, HostRange read, HostRange write, std::funct
 
 void CoreNumerics::before_vmem_access(const isa::Block* read, const isa::Block* write) {
   if (!worker_.may_be_busy()) return;
-  const uint8_t* base = vmem_.base_covering(0);
+  const uint8_t* base = vmem_.stable_base();  // the worker runs jobs only then
   const HostRange r = read != nullptr ? host_range(base, *read) : HostRange{};
   worker_.before_access(index(core_), &r, 1,
                         write != nullptr ? host_range(base, *write) : HostRange{});

@@ -93,13 +93,13 @@ void DmaEngine::post_copy(const isa::Dma& dma, bool to_vmem) {
   if (dma.has_index()) {
     const isa::Block& index = dma.index();
     numerics_.before_vmem_access(&index, nullptr);
-    rows = table_rows_of(vmem_.memory().base_covering(end_address(index)), index,
+    rows = table_rows_of(vmem_.memory().base_covering(index.address(), end_address(index)), index,
                          (to_vmem ? src : dst).rows());
   }
   Memory& src_mem = to_vmem ? hbm_.memory() : vmem_.memory();
   Memory& dst_mem = to_vmem ? vmem_.memory() : hbm_.memory();
-  const uint8_t* from = src_mem.base_covering(end_address(src));
-  uint8_t* to = dst_mem.base_covering(end_address(dst));
+  const uint8_t* from = src_mem.base_covering(src.address(), end_address(src));
+  uint8_t* to = dst_mem.base_covering(dst.address(), end_address(dst));
   if (to_vmem) vmem_.note_write(dst.address(), end_address(dst));
   if (!dma.has_index()) {
     numerics_.post(true, host_range(from, src), host_range(to, dst),

@@ -54,7 +54,7 @@ void InfeedUnit::execute(const IssuedInstruction& item) {
       vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(bytes)).end;
   const auto done = std::max(start + 1, ceil_cycle(vmem_end));
   if (!ctx_.timing_only() && !entry.data.empty()) {
-    uint8_t* vmem = vmem_.memory().base_covering(end_address(dst));
+    uint8_t* vmem = vmem_.memory().base_covering(dst.address(), end_address(dst));
     vmem_.note_write(dst.address(), end_address(dst));
     auto data = std::make_shared<std::vector<uint8_t>>(std::move(entry.data));
     numerics_.post(false, HostRange{}, host_range(vmem, dst), [vmem, &dst, data] {
@@ -112,7 +112,7 @@ void OutfeedUnit::execute(const IssuedInstruction& item) {
   if (!ctx_.timing_only()) {
     entry.data.resize(bytes);
     numerics_.before_vmem_access(&src, nullptr);
-    const uint8_t* vmem = vmem_.memory().base_covering(end_address(src));
+    const uint8_t* vmem = vmem_.memory().base_covering(src.address(), end_address(src));
     const uint64_t row_bytes = static_cast<uint64_t>(src.cols()) * dtype_bytes(src.dtype());
     for (uint32_t r = 0; r < src.rows(); ++r) {
       std::memcpy(entry.data.data() + r * row_bytes, vmem + src.address() + r * row_stride(src),

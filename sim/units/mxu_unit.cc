@@ -76,7 +76,7 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
     // Keep the f32 values; matmuls round them to as many bf16 terms as their precision needs.
     const isa::Block* weights = &lw.weights();
     const uint32_t slot = lw.slot();
-    const uint8_t* vmem = vmem_.memory().base_covering(end_address(*weights));
+    const uint8_t* vmem = vmem_.memory().base_covering(weights->address(), end_address(*weights));
     numerics_.post(false, host_range(vmem, *weights), HostRange{}, [this, vmem, weights, slot] {
       load_block(vmem, *weights, &weight_source_[slot]);
       weight_terms_[slot] = 0;
@@ -141,7 +141,8 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   }
   // The output overlapping the block invalidates it for the next matmul, as any write does.
   vmem_.note_write(out.address(), end_address(out));
-  uint8_t* vmem = vmem_.memory().base_covering(std::max(end_address(lhs), end_address(out)));
+  uint8_t* vmem = vmem_.memory().base_covering(std::min(lhs.address(), out.address()),
+                                               std::max(end_address(lhs), end_address(out)));
   numerics_.post(false, host_range(vmem, lhs), host_range(vmem, out),
                  [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
 }

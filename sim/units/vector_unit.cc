@@ -214,7 +214,7 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
 }  // namespace
 
 void VectorUnit::post_compute(const Vector& v) {
-  uint8_t* vmem = vmem_.memory().base_covering(spec_.vmem_bytes);
+  uint8_t* vmem = vmem_.memory().base_covering(0, spec_.vmem_bytes);
   const isa::Block& dst = v.dst();
   // What the op reads: the hull of its operands.
   HostRange read;

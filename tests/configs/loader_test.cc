@@ -19,10 +19,10 @@ using testing::TempDir;
 TEST(Loader, EveryShippedFileIsEmbeddedVerbatim) {
   const auto names = embedded_names();
   for (const char* name :
-       {"tpu_v2.pbtxt", "tpu_v3.pbtxt", "tpu_v4.pbtxt", "tpu_v5e.pbtxt", "v2-8.pbtxt",
-        "v2-32.pbtxt", "v3-8.pbtxt", "v3-32.pbtxt", "v3-2048.pbtxt", "v4-8.pbtxt", "v4-16.pbtxt",
-        "v4-32.pbtxt", "v4-128.pbtxt", "v5e-4.pbtxt", "v5e-8.pbtxt", "v5e-256.pbtxt",
-        "host_96.pbtxt", "host_112.pbtxt", "host_224.pbtxt", "host_240.pbtxt"}) {
+       {"tpu_v2.pbtxt",  "tpu_v3.pbtxt",  "tpu_v4.pbtxt",   "tpu_v5e.pbtxt",  "v2-8.pbtxt",
+        "v2-32.pbtxt",   "v3-8.pbtxt",    "v3-32.pbtxt",    "v3-2048.pbtxt",  "v4-8.pbtxt",
+        "v4-16.pbtxt",   "v4-32.pbtxt",   "v4-128.pbtxt",   "v5e-4.pbtxt",    "v5e-8.pbtxt",
+        "v5e-256.pbtxt", "host_96.pbtxt", "host_112.pbtxt", "host_224.pbtxt", "host_240.pbtxt"}) {
     SCOPED_TRACE(name);
     auto found = find_embedded(name);
     ASSERT_TRUE(found.has_value());
@@ -145,6 +145,18 @@ TEST(Loader, SliceWithInlineChipAndHost) {
   // A 4-chip line: the two middle chips have two neighbours.
   EXPECT_EQ((*s)->topology.links_needed_per_chip, 2u);
   EXPECT_EQ((*s)->chip.source, "inline.pbtxt");
+}
+
+// fuzz_config: a chip_file name longer than the file system allows made std::filesystem::exists
+// throw (ENAMETOOLONG), and the exception ended the process. It is a name that is not there.
+TEST(Loader, AChipFileNameTooLongForTheFileSystemIsNotFound) {
+  const std::string name = std::string(400, 'x') + ".pbtxt";
+  const std::string text = "name: \"long\"\nchip_file: \"" + name +
+                           "\"\ntopology { shape: 2 kind: MESH }\nhost_file: \"host_96.pbtxt\"\n";
+  auto s = parse_slice(ConfigText{"long.pbtxt", text, "/tmp", false});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("chip_file \"xxxx"));
 }
 
 }  // namespace

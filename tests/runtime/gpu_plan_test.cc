@@ -119,8 +119,9 @@ Outputs emulate(const Graph& g, const Feeds& feeds, const Variables& vars, bool 
 
 bool same_bits(const HostTensor& a, const HostTensor& b) {
   if (a.f.size() != b.f.size() || a.i.size() != b.i.size()) return false;
-  return std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0 &&
-         std::memcmp(a.i.data(), b.i.data(), a.i.size() * sizeof(int32_t)) == 0;
+  // memcmp of an empty vector's data() (null) is undefined even for 0 bytes.
+  return (a.f.empty() || std::memcmp(a.f.data(), b.f.data(), a.f.size() * sizeof(float)) == 0) &&
+         (a.i.empty() || std::memcmp(a.i.data(), b.i.data(), a.i.size() * sizeof(int32_t)) == 0);
 }
 
 double max_rel_error(const HostTensor& got, const HostTensor& want) {

@@ -93,6 +93,30 @@ TEST(Image, DecodeRawChecksTheSize) {
               HasSubstr("3 bytes cannot be a 2x2x1 image"));
 }
 
+// A JPEG's frame header (SOF0: FF C0, length, precision, height, width) edited to claim
+// 65500 x 65500: decode_jpeg allocated the 12.9 GB image before reading a scan of a few hundred
+// bytes. Past kMaxJpegPixels it is refused before anything is allocated.
+TEST(Image, AJpegClaimingAHugeSizeIsRefusedBeforeAllocating) {
+  Image grey;
+  grey.height = 8;
+  grey.width = 8;
+  grey.channels = 1;
+  grey.pixels.assign(64, 100);
+  auto jpeg = encode_jpeg(grey, 90);
+  ASSERT_TRUE(jpeg.ok()) << jpeg.status();
+  const size_t sof = jpeg->find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  std::string huge = *jpeg;
+  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: big-endian 65500
+    huge[at] = static_cast<char>(0xff);
+    huge[at + 1] = static_cast<char>(0xdc);
+  }
+  auto decoded = decode_jpeg(huge);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("decode_jpeg: a 65500x65500 image is over the limit of 268435456 pixels"));
+}
+
 TEST(Image, JpegRoundTripsAndRejectsCorruption) {
   Image rgb;
   rgb.height = 16;

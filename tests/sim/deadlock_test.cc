@@ -65,5 +65,37 @@ TEST(Deadlock, OutfeedThatNobodyDrainsIsNotADeadlock) {
   EXPECT_EQ(system->take_outfeed(CoreId{0}).size(), 5u);
 }
 
+// An all-reduce one member never reaches (it starves on its infeed first): the member that did
+// issue it waits in the collective unit, and the diagnosis names both cores and what each waits
+// for, instead of the run hanging.
+TEST(Deadlock, ACollectiveAMemberNeverReaches) {
+  auto system = make_system();
+  isa::Program p;
+  p.set_name("half_reduce");
+  CoreBuilder c0(&p, 0);
+  c0.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 65536, 1024)
+      .instruction()
+      .mutable_collective()
+      ->add_group(0);
+  c0.builder_instruction(0)->mutable_collective()->add_group(1);
+  c0.halt();
+  CoreBuilder c1(&p, 1);
+  c1.infeed(kV).signal(0);
+  c1.collective(isa::Collective::ALL_REDUCE, isa::Collective::RING, 0, 65536, 1024).wait(0, 1);
+  c1.builder_instruction(1)->mutable_collective()->add_group(0);
+  c1.builder_instruction(1)->mutable_collective()->add_group(1);
+  c1.halt();
+  auto run = system->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kDeadlineExceeded);
+  const std::string msg(run.status().message());
+  EXPECT_THAT(msg, HasSubstr("program 'half_reduce' deadlocked"));
+  EXPECT_THAT(msg, HasSubstr("core 1: slice.chip0.core1.infeed at instruction 0 (infeed.dequeue): "
+                             "waits for an infeed entry"));
+  EXPECT_THAT(msg, HasSubstr("core 0: slice.chip0.core0.ici at instruction 0 (ici.all_reduce): "
+                             "waits for core(s) 1 to issue collective #0 (all_reduce over 2 "
+                             "cores)"));
+}
+
 }  // namespace
 }  // namespace tpusim::sim

@@ -63,6 +63,31 @@ TEST(TimeHorizon, ARunThatEndsBeforeItKeepsItsCycles) {
   EXPECT_EQ(run->end_cycle - run->start_cycle, 770'048'000'000'000ull + 470);
 }
 
+TEST(TimeHorizon, MaxRunCyclesStopsARunAtTheCap) {
+  // 64 KiB at 1 MB/s (the slowest rate a config may name) takes 0.0655 s, 61.6 million cycles:
+  // past a cap of one million.
+  auto spec = config::load_slice("v3-8");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto slow = std::make_shared<config::SliceSpec>(**spec);
+  slow->chip.hbm.bandwidth_bytes_per_s = 1e6;
+  SystemOptions options;
+  options.max_run_cycles = 1'000'000;
+  auto system = System::create(slow, options);
+  ASSERT_TRUE(system.ok()) << system.status();
+  isa::Program p;
+  p.set_name("capped");
+  CoreBuilder c(&p, 0);
+  c.dma_to_vmem(block(0, 128, 128, isa::F32), block(0, 128, 128, isa::F32));
+  c.halt();
+  auto run = (*system)->run(p);
+  ASSERT_FALSE(run.ok());
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(run.status().message()),
+              HasSubstr("program 'capped' would run past the run's limit of 1000000 cycles "
+                        "(max_run_cycles): nothing is left to happen before it after cycle 0."));
+  EXPECT_FALSE((*system)->usable());
+}
+
 TEST(TimeHorizon, IdlingPastItIsRefused) {
   auto system = testing::make_system();
   ASSERT_NE(system, nullptr);

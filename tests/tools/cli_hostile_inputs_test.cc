@@ -51,6 +51,8 @@ std::string refusal(const std::vector<std::string>& args, uint64_t address_space
 // worker thread ran out of memory and the process aborted (std::bad_alloc on a thread nothing
 // caught).
 TEST(HostileInputs, ABatchTooBigForTheHostIsAnError) {
+  if (testing::kUnderAsan)
+    GTEST_SKIP() << "needs an address-space limit, which ASan cannot run under";
   const auto dir = scratch("batch");
   EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1",
                        "--iterations-per-loop", "1", "--eval-steps", "1", "--batch-size", "1048576",
@@ -228,6 +230,73 @@ TEST(HostileInputs, ATfrecordLengthOf2GbHoldsNoMoreThanTheFile) {
               HasSubstr("the header promises 2147483648 bytes of data but the file ends after "
                         "1000"));
   std::filesystem::remove_all(dir);
+}
+
+// The tpusim backend under `ulimit -v`: simulated memories reserve their whole capacity (a v3-8's
+// HBM is 4 x 32 GiB of address space), and where that was refused a buffer grew to the highest
+// byte touched, 16 GiB and more for the core whose share of its chip's HBM starts there. Now
+// windows map what is touched: the run fits in 4 GB.
+TEST(HostileInputs, TheTpusimBackendTrainsUnderAnAddressSpaceLimit) {
+  if (testing::kUnderAsan)
+    GTEST_SKIP() << "needs an address-space limit, which ASan cannot run under";
+  const auto dir = scratch("ulimit");
+  const auto r =
+      testing::run_tpusim({"train", "--model", "mlp", "--train-steps", "2", "--iterations-per-loop",
+                           "1", "--eval-steps", "1", "--model-dir", (dir / "run").string()},
+                          "", {}, testing::RunLimits{4 * kGiB, 0});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("global step 2: final loss"));
+  std::filesystem::remove_all(dir);
+}
+
+// A gzip bomb (here 6 MB of zeros per KB of file) under --skip-corrupt: every header fails its
+// checksum, and the reader scanned the whole inflated stream for the next valid one (6 GiB at
+// about 100 MB/s). A scan now passes over at most --max-skip-bytes.
+TEST(HostileInputs, AGzipBombUnderSkipCorruptStopsAtTheScanLimit) {
+  const auto dir = scratch("gzip-bomb");
+  {
+    gzFile f = gzopen((dir / "zeros.tfrecord.gz").c_str(), "wb9");
+    ASSERT_NE(f, nullptr);
+    const std::string zeros(1 << 20, '\0');
+    for (int i = 0; i < 96; ++i) gzwrite(f, zeros.data(), static_cast<unsigned>(zeros.size()));
+    gzclose(f);
+  }
+  const std::string file = (dir / "zeros.tfrecord.gz").string();
+  EXPECT_THAT(refusal({"data", "inspect", file, "--skip-corrupt", "--max-skip-bytes", "1MiB"}),
+              HasSubstr("zeros.tfrecord.gz: no valid record header in the 1048576 bytes after the "
+                        "corrupt one at byte offset 0 of the decompressed stream (skip_corrupt "
+                        "scans at most max_resync_bytes; 0 records read, 1 skipped)"));
+  // The default, 64 MiB, stops it too (96 MiB of zeros).
+  EXPECT_THAT(refusal({"data", "inspect", file, "--skip-corrupt"}),
+              HasSubstr("no valid record header in the 67108864 bytes after"));
+  EXPECT_THAT(refusal({"data", "inspect", file, "--skip-corrupt", "--max-skip-bytes", "8"}),
+              HasSubstr("--max-skip-bytes 8 must be in [12 B, 64 GiB]"));
+  std::filesystem::remove_all(dir);
+}
+
+// Counts and step ranges parsed by hand went through atoi and sscanf, undefined past their
+// type's range ("-j 99999999999999999999" was whatever the C library made of it).
+TEST(HostileInputs, OutOfRangeCountsAreRefusedNamingTheFlag) {
+  EXPECT_THAT(refusal({"train", "--model", "mlp", "--trace", "/tmp/t.json", "--trace-steps",
+                       "1:99999999999999999999"}),
+              HasSubstr("--trace-steps takes A:B, global steps with 0 <= A <= B (got "
+                        "'1:99999999999999999999')"));
+  EXPECT_THAT(refusal({"sweep", "--set", "chip.core.mxu_count=1,2", "--out", "/tmp/x", "-j",
+                       "99999999999999999999", "--", "train"}),
+              HasSubstr("-j takes a whole number from 1 to 256 (got '99999999999999999999')"));
+  EXPECT_THAT(refusal({"tune", "--iterations-per-loop", "1,2", "--steps", "1e3"}),
+              HasSubstr("--steps takes a whole number from 1 to 9223372036854775807 (got '1e3')"));
+}
+
+// A grid of three axes of 100 values each is a million points: its list alone was built before
+// anything ran. Over kMaxSweepPoints it is refused with its size.
+TEST(HostileInputs, ASweepGridOfAMillionPointsIsRefused) {
+  std::string values;
+  for (int i = 1; i <= 100; ++i) values += (i > 1 ? "," : "") + std::to_string(i);
+  EXPECT_THAT(refusal({"sweep", "--set", "a=" + values, "--set", "b=" + values, "--set",
+                       "c=" + values, "--out", "/tmp/x", "--", "train"}),
+              HasSubstr("the grid of 100 x 100 x 100 values has more than 100000 points; split "
+                        "the study"));
 }
 
 }  // namespace

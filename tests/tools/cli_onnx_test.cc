@@ -81,6 +81,27 @@ TEST(CliOnnx, ImportListsEveryUnsupportedNodeAndFailsOnAFileThatIsNotAModel) {
   std::filesystem::remove(path);
 }
 
+// An input of 10^12 elements an example: synthetic input asked the host for 4 TB a batch and the
+// run ended in an unnamed "internal error: std::bad_alloc". One example must fit a tf.Example
+// record (2 GiB, protobuf's limit), so no input pipeline could feed it: refused naming the input.
+TEST(CliOnnx, AnInputOfATrillionElementsAnExampleIsRefused) {
+  const std::string path = write_model(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 1000000, 1000000] X) => (float[N, 1000000, 1000000] Y)
+{
+  Y = Relu (X)
+}
+)",
+                                       "cli-huge.onnx");
+  auto r = run_tpusim({"train", "--onnx", path, "--input", "synthetic", "--timing-only", "--loss",
+                       "mean_squared_error", "--train-steps", "1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cli-huge.onnx: input X f32[N, 1000000, 1000000] is "
+                               "4000000000000 bytes an example; a tf.Example record (a protobuf "
+                               "message) holds at most 2 GiB"));
+  std::filesystem::remove(path);
+}
+
 // The imported CNN trains from the file's weights on synthetic 8x8x1 images of 3 classes (the
 // model's own input and output sizes): its loss falls on the cpu; and a timing-only step on a
 // v3-8 prints its time.

@@ -6,7 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "tests/under_asan.h"
+
 namespace tpusim::cli::testing {
+
+// Under ASan (tests/under_asan.h) run_tpusim leaves address_space_bytes unset: no `ulimit -v` can
+// hold the sanitizer's shadow memory; a test that needs the limit itself skips.
+using tpusim::testing::kUnderAsan;
 
 struct CliResult {
   int exit_code = -1;  // -1 when the process did not exit normally (a crash)
@@ -16,7 +22,7 @@ struct CliResult {
 
 // Limits on the child, each off at 0.
 struct RunLimits {
-  uint64_t address_space_bytes = 0;  // `ulimit -v`: a host whose memory runs out
+  uint64_t address_space_bytes = 0;  // `ulimit -v`: a host whose memory runs out (not under ASan)
   uint64_t file_size_bytes = 0;      // `ulimit -f`: a disk that fills up (SIGXFSZ ignored, so a
                                      // write past it fails with EFBIG as on a full disk)
 };

@@ -9,6 +9,7 @@
 #include "runtime/data/mnist_records.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 namespace {
@@ -73,19 +74,25 @@ int inspect(const std::vector<std::string>& args) {
                         "TFRecord files")(
       "compression", po::value<std::string>()->default_value("auto"), "auto, none, gzip or zlib")(
       "skip-corrupt", po::bool_switch(),
-      "skip records that fail their checksum instead of stopping")("json", po::bool_switch(),
-                                                                   "print JSON instead of text");
+      "skip records that fail their checksum instead of stopping")(
+      "max-skip-bytes", po::value<std::string>()->default_value("64MiB"),
+      "with --skip-corrupt: the most bytes one scan for the next valid record passes over")(
+      "json", po::bool_switch(), "print JSON instead of text");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
   const std::string usage =
-      "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n";
+      "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt [--max-skip-bytes N]]\n"
+      "                           [--json]\n";
   if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
   auto compression = data::parse_compression(vm["compression"].as<std::string>());
   if (!compression.ok()) return usage_error(std::string(compression.status().message()), usage);
   data::ReaderOptions reader;
   reader.compression = *compression;
   reader.skip_corrupt = vm["skip-corrupt"].as<bool>();
+  auto max_skip = parse_bytes("--max-skip-bytes", vm["max-skip-bytes"].as<std::string>(), 12);
+  if (!max_skip.ok()) return usage_error(std::string(max_skip.status().message()), usage);
+  reader.max_resync_bytes = *max_skip;
 
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const auto& path : vm["file"].as<std::vector<std::string>>()) {

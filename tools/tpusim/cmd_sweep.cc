@@ -18,6 +18,7 @@
 #include "configs/overrides.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/subprocess.h"
 #include "tools/tpusim/sweep_grid.h"
@@ -106,8 +107,10 @@ Refused parse_sweep_args(const std::vector<std::string>& args, SweepFlags* f) {
     } else if (a == "--out") {
       if (!value(&f->out_dir)) return usage_problem("--out needs a folder");
     } else if (a == "-j" || a == "--jobs") {
-      if (!value(&v) || (f->parallel = std::atoi(v.c_str())) < 1 || f->parallel > 256)
-        return usage_problem("-j needs a count from 1 to 256");
+      if (!value(&v)) return usage_problem("-j needs a count from 1 to 256");
+      auto jobs = parse_count(a, v, 1, 256);
+      if (!jobs.ok()) return usage_problem(jobs.status());
+      f->parallel = static_cast<int>(*jobs);
     } else if (a == "--metric") {
       if (!value(&f->metric)) return usage_problem("--metric needs a report column");
     } else {
@@ -121,6 +124,7 @@ Refused parse_sweep_args(const std::vector<std::string>& args, SweepFlags* f) {
 // job's.
 Refused check_sweep(SweepFlags* f) {
   if (f->axes.empty()) return usage_problem("give at least one --set FIELD=v1,v2,...");
+  if (absl::Status s = check_sweep_size(f->axes); !s.ok()) return usage_problem(s);
   if (f->out_dir.empty()) return usage_problem("--out DIR is required");
   if (f->sub.empty() || (f->sub[0] != "train" && f->sub[0] != "compare"))
     return usage_problem("after -- comes the job to sweep: train or compare, with its options");

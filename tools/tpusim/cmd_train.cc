@@ -153,15 +153,10 @@ Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
       return usage_problem(format.status());
   }
   if (vm.count("trace-steps") > 0) {
-    const std::string range = vm["trace-steps"].as<std::string>();
-    long long a = 0, b = 0;
-    char end = 0;
-    if (std::sscanf(range.c_str(), "%lld:%lld%c", &a, &b, &end) != 2 || a < 0 || b < a) {
-      return Refusal{
-          true, "--trace-steps takes A:B, global steps with 0 <= A <= B (got '" + range + "')"};
-    }
-    config->trace_first_step = a;
-    config->trace_last_step = b;
+    auto range = parse_step_range("--trace-steps", vm["trace-steps"].as<std::string>());
+    if (!range.ok()) return usage_problem(range.status());
+    config->trace_first_step = range->first;
+    config->trace_last_step = range->second;
   }
   config->trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
   return std::nullopt;

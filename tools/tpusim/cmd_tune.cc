@@ -14,6 +14,7 @@
 #include "common/strings.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/subprocess.h"
 #include "traces/analyzer.h"
@@ -74,8 +75,10 @@ Refused parse_tune_args(const std::vector<std::string>& args, TuneFlags* f) {
       if (!value(&f->list)) return usage_problem("--iterations-per-loop needs a list");
     } else if (a == "--steps") {
       std::string s;
-      if (!value(&s) || (f->steps = std::atoll(s.c_str())) < 1)
-        return usage_problem("--steps needs a count >= 1");
+      if (!value(&s)) return usage_problem("--steps needs a count >= 1");
+      auto steps = parse_count("--steps", s, 1, INT64_MAX);
+      if (!steps.ok()) return usage_problem(steps.status());
+      f->steps = *steps;
     } else if (a == "--train-steps" || a == "--model-dir" || a == "--report" ||
                a == "--timing-only" || a == "--trace") {
       return usage_problem(a + " is chosen by tune for each run");

@@ -1,5 +1,7 @@
 #include "tools/tpusim/options.h"
 
+#include <absl/strings/numbers.h>
+
 #include "common/strings.h"
 #include "estimator/jobs/onnx_job.h"
 #include "estimator/jobs/saved_model_job.h"
@@ -40,6 +42,31 @@ absl::StatusOr<uint64_t> parse_bytes(const std::string& flag, const std::string&
         str_cat(flag, " ", text, " must be in [", min, " B, 64 GiB]"));
   }
   return static_cast<uint64_t>(bytes) / 4 * 4;
+}
+
+absl::StatusOr<int64_t> parse_count(const std::string& flag, const std::string& text, int64_t min,
+                                    int64_t max) {
+  int64_t value = 0;
+  const bool digits = !text.empty() && text.find_first_not_of("-0123456789") == std::string::npos;
+  if (!digits || !absl::SimpleAtoi(text, &value) || value < min || value > max) {
+    return absl::InvalidArgumentError(
+        str_cat(flag, " takes a whole number from ", min, " to ", max, " (got '", text, "')"));
+  }
+  return value;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& flag,
+                                                             const std::string& text) {
+  const size_t colon = text.find(':');
+  const auto refused = [&] {
+    return absl::InvalidArgumentError(
+        str_cat(flag, " takes A:B, global steps with 0 <= A <= B (got '", text, "')"));
+  };
+  if (colon == std::string::npos) return refused();
+  auto first = parse_count(flag, text.substr(0, colon), 0, INT64_MAX);
+  auto last = parse_count(flag, text.substr(colon + 1), 0, INT64_MAX);
+  if (!first.ok() || !last.ok() || *last < *first) return refused();
+  return std::make_pair(*first, *last);
 }
 
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
@@ -19,6 +20,14 @@ namespace tpusim::cli {
 // down to a multiple of 4), in [min, 64 GiB]; errors name `flag`.
 absl::StatusOr<uint64_t> parse_bytes(const std::string& flag, const std::string& text,
                                      uint64_t min);
+// A whole number in [min, max] from decimal digits (an optional '-'), nothing else; errors name
+// `flag` and the range. For flags parsed by hand (sweep, tune), where atoi would be undefined
+// past the type's range.
+absl::StatusOr<int64_t> parse_count(const std::string& flag, const std::string& text, int64_t min,
+                                    int64_t max);
+// "A:B", global steps with 0 <= A <= B (--trace-steps); errors name `flag`.
+absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& flag,
+                                                             const std::string& text);
 // "default" | "high" | "highest".
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
 // OK when `name` is a registered MXU timing policy.

@@ -1,5 +1,6 @@
 #include "tools/tpusim/sweep_grid.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -36,6 +37,22 @@ absl::StatusOr<SweepAxis> parse_sweep_axis(const std::string& spec) {
     }
   }
   return axis;
+}
+
+absl::Status check_sweep_size(const std::vector<SweepAxis>& axes) {
+  size_t points = 1;
+  std::vector<std::string> sizes;
+  for (const SweepAxis& axis : axes) {
+    sizes.push_back(std::to_string(axis.values.size()));
+    // Saturates instead of overflowing: every factor is at least 1.
+    points = axis.values.size() > kMaxSweepPoints
+                 ? kMaxSweepPoints + 1
+                 : std::min(points * axis.values.size(), kMaxSweepPoints + 1);
+  }
+  if (points <= kMaxSweepPoints) return absl::OkStatus();
+  return absl::InvalidArgumentError(str_cat("the grid of ", str_join(sizes, " x "),
+                                            " values has more than ", kMaxSweepPoints,
+                                            " points; split the study"));
 }
 
 std::vector<SweepPoint> sweep_points(const std::vector<SweepAxis>& axes) {

@@ -26,6 +26,13 @@ struct SweepPoint {
 // Parses "FIELD=v1,v2,..."; the error names the spec.
 absl::StatusOr<SweepAxis> parse_sweep_axis(const std::string& spec);
 
+// The most points a grid may have: a study past it is a typo (three axes of a thousand values),
+// and its list of points alone would not fit in memory long before it could run.
+constexpr size_t kMaxSweepPoints = 100000;
+
+// OK when the axes' grid has at most kMaxSweepPoints points; the error gives its size.
+absl::Status check_sweep_size(const std::vector<SweepAxis>& axes);
+
 // Every combination of the axes' values, in order.
 std::vector<SweepPoint> sweep_points(const std::vector<SweepAxis>& axes);
 

@@ -1,0 +1,76 @@
+// The CLI's value parsers on any text: the input's first byte picks the parser, the rest is the
+// flag's value. Sizes (--hbm-bytes 256KiB), step ranges (--trace-steps A:B), counts (-j N),
+// sweep axes (--set FIELD=v1,v2,... and the grid they make) and dotted config paths (--set
+// chip.hbm.bandwidth_gb_per_s=900, applied to a v3-8 and validated again).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "configs/loader.h"
+#include "configs/overrides.h"
+#include "tools/tpusim/options.h"
+#include "tools/tpusim/sweep_grid.h"
+
+namespace {
+
+using namespace tpusim;
+
+// "a=1\nb=2": each line one --set of a single point.
+std::vector<std::pair<std::string, std::string>> config_sets(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> sets;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) sets.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    begin = end + 1;
+  }
+  return sets;
+}
+
+// Up to 8 axes, one per line, and the grid's points when it is small enough to list.
+void sweep_grid(const std::string& text) {
+  std::vector<cli::SweepAxis> axes;
+  size_t begin = 0;
+  while (begin < text.size() && axes.size() < 8) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    auto axis = cli::parse_sweep_axis(text.substr(begin, end - begin));
+    if (axis.ok()) axes.push_back(*std::move(axis));
+    begin = end + 1;
+  }
+  if (cli::check_sweep_size(axes).ok()) {
+    for (const cli::SweepPoint& p : cli::sweep_points(axes)) (void)cli::describe_point(axes, p);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 5) {
+    case 0:
+      (void)cli::parse_bytes("--size", text, 4);
+      break;
+    case 1:
+      (void)cli::parse_step_range("--trace-steps", text);
+      break;
+    case 2:
+      (void)cli::parse_count("-j", text, 1, 256);
+      (void)cli::parse_precision(text);
+      break;
+    case 3:
+      sweep_grid(text);
+      break;
+    default: {
+      static const auto base = config::load_slice("v3-8");
+      if (base.ok()) (void)config::with_overrides(**base, config_sets(text), "fuzz --set");
+      break;
+    }
+  }
+  return 0;
+}
