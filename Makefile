@@ -93,11 +93,15 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
 # The sanitizer builds carry line tables (-g1), with which ccache hashes the build folder too;
 # without it a fresh clone's sanitizer build hits the cache a previous one filled.
 CCACHE_ENV := CCACHE_NOHASHDIR=1
+# Linked --as-needed: a test binary that uses no System would otherwise still need the sc_main of
+# libsystemc.so's main() (the Release build's link drops the unused library by itself).
+LINK_AS_NEEDED := -Wl,--as-needed
 SANITIZER_BUILD := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DTPUSIM_WITH_CUDA=OFF -DTPUSIM_BUILD_BENCH=OFF
 
 test-asan: apt-deps
 	@cmake -S . -B $(ASAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
+	  -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" -DTPUSIM_DOCS_TIMEOUT=2700 \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -fno-omit-frame-pointer" >/dev/null
 	@$(CCACHE_ENV) cmake --build $(ASAN_DIR) -j $(JOBS)
@@ -112,16 +116,13 @@ test-asan: apt-deps
 # that deadlocks leaves its System unusable, so the harness ends its process and libFuzzer starts
 # the next (tests/fuzz/fuzz_program.cc), without leak checks (LeakSanitizer's scan at exit
 # misreads the process after SystemC's coroutines ran; test-asan checks System runs for leaks).
-# Debian's g++ links --as-needed and clang does not:
-# without it a binary that uses no System would still need libsystemc.so's sc_main.
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model jpeg \
   cli_values program
-CLANG_LINK_FLAGS := -Wl,--as-needed
 fuzz: apt-deps
 	@cmake -S . -B $(FUZZ_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=OFF \
-	  -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON -DCMAKE_EXE_LINKER_FLAGS="$(CLANG_LINK_FLAGS)" \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined,fuzzer-no-link \
 	  -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
 	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_harnesses
@@ -149,7 +150,7 @@ TSAN_DIR ?= build-tsan
 TSAN_TESTS := tpusim_data_tests tpusim_runtime_tests tpusim_sim_tests
 test-tsan: apt-deps
 	@cmake -S . -B $(TSAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
-	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS="$(CLANG_LINK_FLAGS)" \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" >/dev/null
 	@$(CCACHE_ENV) cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
 	@for t in $(TSAN_TESTS); do \
