@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <absl/strings/str_split.h>
+
 #include "configs/loader.h"
 #include "configs/overrides.h"
 #include "tools/tpusim/options.h"
@@ -19,14 +21,10 @@ using namespace tpusim;
 // "a=1\nb=2": each line one --set of a single point.
 std::vector<std::pair<std::string, std::string>> config_sets(const std::string& text) {
   std::vector<std::pair<std::string, std::string>> sets;
-  size_t begin = 0;
-  while (begin <= text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     const size_t eq = line.find('=');
-    if (eq != std::string::npos) sets.emplace_back(line.substr(0, eq), line.substr(eq + 1));
-    begin = end + 1;
+    if (eq != absl::string_view::npos)
+      sets.emplace_back(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
   }
   return sets;
 }
@@ -34,13 +32,10 @@ std::vector<std::pair<std::string, std::string>> config_sets(const std::string& 
 // Up to 8 axes, one per line, and the grid's points when it is small enough to list.
 void sweep_grid(const std::string& text) {
   std::vector<cli::SweepAxis> axes;
-  size_t begin = 0;
-  while (begin < text.size() && axes.size() < 8) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    auto axis = cli::parse_sweep_axis(text.substr(begin, end - begin));
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (axes.size() == 8) break;
+    auto axis = cli::parse_sweep_axis(std::string(line));
     if (axis.ok()) axes.push_back(*std::move(axis));
-    begin = end + 1;
   }
   if (cli::check_sweep_size(axes).ok()) {
     for (const cli::SweepPoint& p : cli::sweep_points(axes)) (void)cli::describe_point(axes, p);

@@ -44,10 +44,9 @@ absl::Status check_sweep_size(const std::vector<SweepAxis>& axes) {
   std::vector<std::string> sizes;
   for (const SweepAxis& axis : axes) {
     sizes.push_back(std::to_string(axis.values.size()));
-    // Saturates instead of overflowing: every factor is at least 1.
-    points = axis.values.size() > kMaxSweepPoints
-                 ? kMaxSweepPoints + 1
-                 : std::min(points * axis.values.size(), kMaxSweepPoints + 1);
+    // Saturated at kMaxSweepPoints + 1, so the product fits (at most about 10^10).
+    const size_t values = std::min(axis.values.size(), kMaxSweepPoints + 1);
+    points = std::min(points * values, kMaxSweepPoints + 1);
   }
   if (points <= kMaxSweepPoints) return absl::OkStatus();
   return absl::InvalidArgumentError(str_cat("the grid of ", str_join(sizes, " x "),
