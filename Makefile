@@ -51,9 +51,7 @@ apt-deps:
 venv: $(VENV)/.requirements-stamp
 $(VENV)/.requirements-stamp: tests/interop/requirements.txt | apt-deps
 	@echo "make deps: creating $(VENV) (tensorflow-cpu, tensorboard, jax, onnx, onnxruntime, tf2onnx; pinned)"
-	@rm -rf $(VENV)
-	@$(PYTHON) -m venv $(VENV)
-	@$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/interop/requirements.txt
+	@tools/make_venv.sh $(PYTHON) $(VENV) tests/interop/requirements.txt
 	@cp tests/interop/requirements.txt $@
 
 configure:
