@@ -153,6 +153,10 @@ struct RunConfig {
   // windows of this many nanoseconds, one sample per window at most
   // (traces/counter_binning_sink.h); 0: every change, exactly.
   uint64_t trace_counter_window_ns = 0;
+  // train, evaluate: an input pipeline that gives no batch for this many seconds is reported in
+  // the log (then each time the wait doubles), naming the pipeline, the step and its stages so
+  // far (runtime::InfeedOptions::stall_report_seconds); 0: never.
+  double input_stall_report_seconds = 60;
 };
 
 struct TrainResult {

@@ -191,6 +191,8 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto host = internal::host_side(config_);
   if (!host.ok()) return host.status();
   infeed.timing = internal::infeed_timing(config_, *host, per_shard);
+  infeed.stall_report_seconds = config_.input_stall_report_seconds;
+  infeed.log = [this](const std::string& line) { log(line); };
   auto driver =
       runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), params.profile}}, infeed);
   if (!driver.ok()) return driver.status();

@@ -216,11 +216,13 @@ absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backe
 absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
     const runtime::Graph& graph, Input& input, const RunConfig& config,
     const internal::HostSide& host, int64_t per_shard_batch, uint32_t shards, uint32_t simulated,
-    int64_t start_step) {
+    int64_t start_step, std::function<void(const std::string&)> log) {
   runtime::InfeedOptions infeed;
   infeed.replicas = simulated;
   infeed.deal_per_core_batches = true;
   infeed.timing = internal::infeed_timing(config, host, per_shard_batch);
+  infeed.stall_report_seconds = config.input_stall_report_seconds;
+  infeed.log = std::move(log);
   if (simulated < shards) infeed.timing.hosts = 1;  // the first host's pipelines only
   auto driver = runtime::InfeedDriver::create(graph, std::move(input.pipelines), infeed);
   if (!driver.ok()) return driver.status();
@@ -304,8 +306,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (restored->has_value())
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
 
-  auto driver =
-      make_driver(b.graph(), *input, config_, *host, per_shard, shards, simulated, start_step);
+  auto driver = make_driver(b.graph(), *input, config_, *host, per_shard, shards, simulated,
+                            start_step, [this](const std::string& line) { log(line); });
   if (!driver.ok()) return driver.status();
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();

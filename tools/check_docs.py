@@ -18,6 +18,8 @@ An HTML comment on the line before a block sets how its commands are checked, as
   <!-- check: gpu -->             needs a CUDA device: skipped (and said so) without one
   <!-- check: venv -->            needs the interop virtualenv (.venv, `make deps`): skipped (and
                                   said so) without one
+  <!-- check: cuda-build -->      shows a build with the CUDA backend compiled in: skipped (and said
+                                  so) in one without (the sanitizer builds, TPUSIM_WITH_CUDA=OFF)
   <!-- check: setup=CMD -->       a shell command run before the block's commands, unshown
   <!-- check: volatile=REGEX -->  more spans whose numbers are not compared (".*": the line's)
   <!-- check: tolerance=X -->     numbers within a relative X (results of measured host timing)
@@ -239,6 +241,13 @@ def have_gpu():
         ["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def cuda_built(build):
+    """Whether the build's tpusim has the CUDA backend compiled in (`tpusim backends` says)."""
+    done = subprocess.run([os.path.join(build, "bin", "tpusim"), "backends"],
+                          capture_output=True, text=True, check=False)
+    return "built without CUDA" not in done.stdout + done.stderr
+
+
 def run_command(command, scratch, timeout):
     text = command.text.replace("/tmp/", scratch + "/tmp/")
     env = dict(os.environ, TMPDIR=os.path.join(scratch, "tmp"))
@@ -269,6 +278,9 @@ def check_file(commands, args, gpu):
                 continue
             if "gpu" in o and not gpu:
                 skipped.append(f"{c.where()}: needs a GPU: {c.text}")
+                continue
+            if "cuda-build" in o and not args.cuda_built:
+                skipped.append(f"{c.where()}: needs a build with CUDA: {c.text}")
                 continue
             if "venv" in o and not have_venv():
                 skipped.append(f"{c.where()}: needs the interop virtualenv (make deps): {c.text}")
@@ -320,6 +332,7 @@ def main():
     if args.file:
         paths = [os.path.join(ROOT, f) for f in args.file]
     gpu = have_gpu()
+    args.cuda_built = cuda_built(args.build)
     passed, failed, skipped = [], [], []
     for path in paths:
         commands = parse_doc(path)

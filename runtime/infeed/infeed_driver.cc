@@ -1,8 +1,11 @@
 #include "runtime/infeed/infeed_driver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "common/strings.h"
 #include "sim/numerics/bf16.h"
@@ -71,6 +74,30 @@ InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions o
       timeline_(std::move(timeline)),
       last_cpu_(pipelines_.size()) {
   for (const InputPipeline& p : pipelines_) iterators_.push_back(p.dataset->make_iterator());
+  if (options_.stall_report_seconds > 0 && options_.log) {
+    const auto first = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(std::min(options_.stall_report_seconds, 1e9)));
+    stall_watch_ = std::make_unique<StallWatch>(first, options_.log);
+  }
+}
+
+std::string InfeedDriver::stall_report(size_t p, uint64_t step, double seconds, bool ended) const {
+  if (ended) {
+    return str_cat("input pipeline ", p, ": step ", step, "'s batch came after ",
+                   fmt::format("{:.1f}", seconds), " s");
+  }
+  std::string stages;
+  if (pipelines_[p].profile != nullptr) {
+    for (const data::StageSample& s : pipelines_[p].profile->snapshot()) {
+      stages += str_cat(stages.empty() ? "" : "; ", s.name, ": ", s.elements, " done, ",
+                        fmt::format("{:.2f}", s.cpu_seconds), " s of CPU");
+    }
+  }
+  return str_cat("input pipeline ", p, ": no batch for step ", step, " after ",
+                 fmt::format("{:.1f}", seconds),
+                 " s, still waiting (a source or map function that never returns stops the "
+                 "pipeline here",
+                 stages.empty() ? "" : "; its stages so far: " + stages, ")");
 }
 
 absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
@@ -101,6 +128,12 @@ absl::Status InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
   std::vector<data::Element> batches;
   std::vector<std::vector<double>> costs;  // per batch, its stages' CPU seconds
   for (size_t j = 0; j < pulls; ++j) {
+    StallWatch::Scope watched;
+    if (stall_watch_ != nullptr) {
+      watched = stall_watch_->watch([this, p, step = steps_taken_](double s, bool ended) {
+        return stall_report(p, step, s, ended);
+      });
+    }
     auto next = iterators_[p]->next();
     if (!next.ok()) {
       return absl::Status(
@@ -243,9 +276,8 @@ absl::Status InfeedDriver::convert(const data::Element& batch, int64_t part, int
       if (is_int) {
         const int64_t x = v.ints[src];
         if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
-          return absl::OutOfRangeError(str_cat("component '", component, "' element ", src,
-                                               " is ", x, ", outside infeed '", f.infeed,
-                                               "''s s32"));
+          return absl::OutOfRangeError(str_cat("component '", component, "' element ", src, " is ",
+                                               x, ", outside infeed '", f.infeed, "''s s32"));
         }
         t.i[static_cast<size_t>(j)] = static_cast<int32_t>(x);
       } else {

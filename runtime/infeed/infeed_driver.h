@@ -1,10 +1,10 @@
 #pragma once
-// The infeed driver (docs/architecture.md, "The walk of a training run", step 4): for each device loop it pulls
-// the loop's batches from the host input pipelines, splits each host batch over the cores it
-// feeds, turns the components into the graph's infeed tensors, and gives each step the host
-// timeline that says when its batches are ready. The backend then sends them over the host link
-// into each core's bounded infeed queue (the tpusim backend, which tells the timeline when each
-// step was taken: the host's prefetch buffer is bounded) or just computes.
+// The infeed driver (docs/architecture.md, "The walk of a training run", step 4): for each device
+// loop it pulls the loop's batches from the host input pipelines, splits each host batch over the
+// cores it feeds, turns the components into the graph's infeed tensors, and gives each step the
+// host timeline that says when its batches are ready. The backend then sends them over the host
+// link into each core's bounded infeed queue (the tpusim backend, which tells the timeline when
+// each step was taken: the host's prefetch buffer is bounded) or just computes.
 //
 // Pipelines and cores: with P pipelines and R replicas, pipeline p feeds replicas
 // p*R/P .. (p+1)*R/P - 1. Its batches are split evenly along dimension 0 over them (one pipeline
@@ -21,6 +21,7 @@
 // the split and conversion (on HostTiming::enqueue_threads threads) as the "enqueue" stage.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "runtime/data/stage_profile.h"
 #include "runtime/infeed/host_model.h"
 #include "runtime/infeed/host_timeline.h"
+#include "runtime/infeed/stall_watch.h"
 
 namespace tpusim::runtime {
 
@@ -64,6 +66,12 @@ struct InfeedOptions {
   std::map<std::string, std::string> infeed_of;
   bool deal_per_core_batches = false;
   HostTiming timing;
+  // A pull that waits this long for a pipeline's batch is reported through `log`, again each
+  // time the wait doubles, and once more when the batch comes: a source or map function that
+  // never returns is named, with the pipeline's stages so far, instead of hanging silently.
+  // 0, or no `log`: not watched.
+  double stall_report_seconds = 60;
+  std::function<void(const std::string&)> log;
 };
 
 class InfeedDriver {
@@ -106,8 +114,9 @@ class InfeedDriver {
                                               std::vector<Feeds>& replicas) const;
   // Part `part` of `parts` equal parts of `batch` along dimension 0 (one replica's rows) into
   // that replica's `feeds`. Thread-safe for distinct feeds.
-  absl::Status convert(const data::Element& batch, int64_t part, int64_t parts,
-                       Feeds& feeds) const;
+  absl::Status convert(const data::Element& batch, int64_t part, int64_t parts, Feeds& feeds) const;
+  // The stall watch's report on pipeline `p` waiting `seconds` for step `step`'s batch.
+  std::string stall_report(size_t p, uint64_t step, double seconds, bool ended) const;
 
   std::vector<InputPipeline> pipelines_;
   std::vector<std::unique_ptr<data::Iterator>> iterators_;
@@ -116,6 +125,7 @@ class InfeedDriver {
   std::shared_ptr<HostTimeline> timeline_;
   std::vector<std::vector<double>> last_cpu_;  // measured mode: per pipeline, per stage
   uint64_t steps_taken_ = 0;
+  std::unique_ptr<StallWatch> stall_watch_;  // null: not watched
 };
 
 }  // namespace tpusim::runtime
