@@ -146,7 +146,7 @@ fuzz: apt-deps
 # harnesses use: TFRecords, tf.Examples, IDX, JPEG and the Dataset's threads; configs; traces;
 # checkpoints and event files. None of them pins a simulated cycle count, which clang's build
 # computes differently for a few runs (docs/reliability.md, "Sanitizers"). With `make fuzz` this
-# is the sanitizer pass CI runs (.ci/run); `make test-asan` is the whole suite (50 minutes on 2
+# is the sanitizer pass CI runs (.ci/run); `make test-asan` is the whole suite (an hour on 2
 # cores from a cold cache, too long beside `make test` in CI).
 READER_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests
 empty :=
