@@ -26,6 +26,36 @@ int64_t default_opset(const onnx::ModelProto& m) {
 }
 
 // An initializer whose bytes live in another file: the importer reads one file only.
+// libonnx's shape inference for Conv and the pools divides by each stride and kernel extent
+// unchecked (a stride of 0 ends the process on SIGFPE), so the window attributes of every node,
+// in subgraphs too, are bounded first: strides, dilations and kernel_shape at least 1, pads at
+// least 0, each at most 2^20.
+absl::Status check_window_attributes(const onnx::GraphProto& g, const std::string& path) {
+  constexpr int64_t kMaxWindowValue = int64_t{1} << 20;
+  for (const onnx::NodeProto& node : g.node()) {
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g()) {
+        if (auto s = check_window_attributes(a.g(), path); !s.ok()) return s;
+      }
+      for (const onnx::GraphProto& sub : a.graphs()) {
+        if (auto s = check_window_attributes(sub, path); !s.ok()) return s;
+      }
+      const bool extent =
+          a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+      if (!extent && a.name() != "pads") continue;
+      const int64_t least = extent ? 1 : 0;
+      for (int64_t v : a.ints()) {
+        if (v < least || v > kMaxWindowValue) {
+          return refused(path,
+                         str_cat("node '", node.name(), "' (", node.op_type(), "): ", a.name(),
+                                 " holds ", v, ", outside [", least, ", ", kMaxWindowValue, "]"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status check_no_external_data(const onnx::ModelProto& m, const std::string& path) {
   for (const onnx::TensorProto& t : m.graph().initializer()) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
@@ -176,6 +206,7 @@ absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string
   auto inputs = bind_inputs(model.proto, batch, path);
   if (!inputs.ok()) return inputs.status();
   model.inputs = *std::move(inputs);
+  if (auto s = check_window_attributes(model.proto.graph(), path); !s.ok()) return s;
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
                                         /*data_propagation=*/true);

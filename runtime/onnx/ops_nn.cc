@@ -29,6 +29,11 @@ absl::StatusOr<Window> window_of(Importer& im, const onnx::NodeProto& node, int6
   const std::vector<int64_t> strides =
       im.attr_ints(node, "strides").value_or(std::vector<int64_t>{1, 1});
   if (strides.size() != 2) return im.error(node, "tpusim imports 2-D convolutions and pools only");
+  // Bounded like dilations: a stride of 0 divides by zero in every output-size rule, and no image
+  // is 4096 windows of 4096 wide.
+  if (strides[0] < 1 || strides[1] < 1 || strides[0] > 4096 || strides[1] > 4096)
+    return im.error(node, "strides must be two values in [1, 4096]");
+  if (kh < 1 || kw < 1) return im.error(node, "a kernel must be at least 1 x 1");
   w.sh = strides[0];
   w.sw = strides[1];
   const std::string auto_pad = im.attr_string(node, "auto_pad", "NOTSET");
@@ -51,6 +56,9 @@ absl::StatusOr<Window> window_of(Importer& im, const onnx::NodeProto& node, int6
     return im.error(node, str_cat("auto_pad '", auto_pad, "'"));
   }
   if (pads.size() != 4) return im.error(node, "tpusim imports 2-D convolutions and pools only");
+  for (int64_t p : pads) {
+    if (p < 0 || p > 4096) return im.error(node, "pads must be four values in [0, 4096]");
+  }
   if (pads[0] || pads[1] || pads[2] || pads[3]) {
     w.explicit_padding = true;
     w.pad_top = pads[0];

@@ -11,6 +11,7 @@
 namespace tpusim::runtime::onnx_import {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using testing::import_and_run;
 using testing::model_bytes;
@@ -196,6 +197,30 @@ g (float[N, 4] X) => (float[N, 4] Y)
   auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 4})}});
   ASSERT_FALSE(run.ok());
   EXPECT_THAT(message(run.status()), HasSubstr("Conv"));
+}
+
+// Found by fuzz_onnx: a pool with ceil_mode and a stride of 0 divided by zero working out its
+// output size, and libonnx's own shape inference ends the process on SIGFPE for such a node;
+// window attributes are bounded before either runs.
+TEST(OnnxRefusal, AWindowWithAZeroStrideOrNegativePadsIsRefused) {
+  for (const std::string attrs :
+       {"strides = [0, 1], ceil_mode = 1", "strides = [1, 0]",
+        "auto_pad = \"SAME_LOWER\", strides = [0, 0]", "pads = [0, -1, 0, 0]"}) {
+    const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 1, 4, 4] X) => (float[N, 1, H, W] Y)
+{
+  Y = MaxPool <kernel_shape = [2, 2], )" +
+                             attrs + R"(> (X)
+}
+)";
+    auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 1, 4, 4})}});
+    ASSERT_FALSE(run.ok()) << attrs;
+    EXPECT_THAT(message(run.status()), HasSubstr("MaxPool")) << attrs;
+    EXPECT_THAT(message(run.status()), AnyOf(HasSubstr("strides holds 0, outside [1, 1048576]"),
+                                             HasSubstr("pads holds -1, outside [0, 1048576]")))
+        << attrs;
+  }
 }
 
 }  // namespace
