@@ -131,7 +131,7 @@ fuzz: apt-deps
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  echo "make fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  mode=; leaks=1; [ $$t = program ] && { mode="-fork=1 -detect_leaks=0"; leaks=0; }; \
+	  mode=; leaks=1; [ $$t = program ] && { mode=-fork=1; leaks=0; }; \
 	  ASAN_OPTIONS=detect_leaks=$$leaks $(FUZZ_DIR)/bin/fuzz_$$t $$mode -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- \
