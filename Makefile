@@ -15,7 +15,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   protobuf-compiler libprotobuf-dev libabsl-dev libfmt-dev nlohmann-json3-dev zlib1g-dev \
   libturbojpeg0-dev libonnx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  dataset-fashion-mnist python3-venv gnuplot-nox clang libclang-rt-dev
+  dataset-fashion-mnist python3-venv gnuplot-nox clang libclang-rt-dev libomp-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
@@ -159,20 +159,23 @@ test-asan-readers: apt-deps
 
 # ThreadSanitizer over the parts that run host threads (docs/reliability.md, "Sanitizers"): the
 # Dataset (parallel map and batch, prefetch, interleaved files), the infeed driver's enqueue
-# threads and the MXU numerics worker, in a clang build in $(TSAN_DIR). Their test binaries run
-# whole (none of them starts SystemC, whose QuickThreads coroutines TSan cannot follow), OpenMP
-# on one thread (libomp is not instrumented).
+# threads and stall watch, the cpu backend's OpenMP GEMM tasks and the MXU numerics worker, in a
+# clang build in $(TSAN_DIR). Their test binaries run whole, each in one process (none of them
+# starts SystemC, whose QuickThreads coroutines TSan cannot follow). libomp is not instrumented:
+# its Archer tool (OMP_TOOL_LIBRARIES) tells TSan of OpenMP's forks, joins and barriers.
 TSAN_DIR ?= build-tsan
 TSAN_TESTS := tpusim_data_tests tpusim_runtime_tests tpusim_sim_tests
+ARCHER := $(firstword $(wildcard $(dir $(realpath $(shell command -v clang++)))../lib/libarcher.so))
 test-tsan: apt-deps
+	@test -n "$(ARCHER)" || { echo "make test-tsan: no libarcher.so beside clang++ (libomp-dev)"; exit 1; }
 	@cmake -S . -B $(TSAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" >/dev/null
 	@$(CCACHE_ENV) cmake --build $(TSAN_DIR) -j $(JOBS) --target $(TSAN_TESTS)
 	@for t in $(TSAN_TESTS); do \
 	  echo "make test-tsan: $$t"; \
-	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 OMP_NUM_THREADS=1 \
-	    $(TSAN_DIR)/bin/$$t --gtest_brief=1 || exit 1; \
+	  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1 \
+	  OMP_TOOL_LIBRARIES=$(ARCHER) $(TSAN_DIR)/bin/$$t --gtest_brief=1 || exit 1; \
 	done
 
 format:

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "sim/memory/memory.h"
-#include "tests/under_asan.h"
+#include "tests/under_sanitizer.h"
 
 namespace tpusim::sim {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-using tpusim::testing::kUnderAsan;
+using tpusim::testing::kUnderSanitizer;
 
 // Runs in a child (a death test) with 2 GB of address space, where a 64 GiB memory cannot be
 // reserved; returns the first check that failed, or 0.
@@ -55,7 +55,8 @@ int windows_under_a_limit() {
 }
 
 TEST(MemoryWindows, ARefusedReservationMapsOnlyWhatIsTouched) {
-  if (kUnderAsan) GTEST_SKIP() << "ASan's shadow memory cannot run under an address-space limit";
+  if (kUnderSanitizer)
+    GTEST_SKIP() << "a sanitizer's shadow memory cannot run under an address-space limit";
   EXPECT_EXIT(std::_Exit(windows_under_a_limit()), ::testing::ExitedWithCode(0), "");
 }
 

@@ -51,7 +51,7 @@ std::string refusal(const std::vector<std::string>& args, uint64_t address_space
 // worker thread ran out of memory and the process aborted (std::bad_alloc on a thread nothing
 // caught).
 TEST(HostileInputs, ABatchTooBigForTheHostIsAnError) {
-  if (testing::kUnderAsan)
+  if (testing::kUnderSanitizer)
     GTEST_SKIP() << "needs an address-space limit, which ASan cannot run under";
   const auto dir = scratch("batch");
   EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1",
@@ -237,7 +237,7 @@ TEST(HostileInputs, ATfrecordLengthOf2GbHoldsNoMoreThanTheFile) {
 // byte touched, 16 GiB and more for the core whose share of its chip's HBM starts there. Now
 // windows map what is touched: the run fits in 4 GB.
 TEST(HostileInputs, TheTpusimBackendTrainsUnderAnAddressSpaceLimit) {
-  if (testing::kUnderAsan)
+  if (testing::kUnderSanitizer)
     GTEST_SKIP() << "needs an address-space limit, which ASan cannot run under";
   const auto dir = scratch("ulimit");
   const auto r =

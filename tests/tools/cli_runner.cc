@@ -52,7 +52,7 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
     dup2(err_fd, STDERR_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
-    if (limits.address_space_bytes > 0 && !kUnderAsan) {
+    if (limits.address_space_bytes > 0 && !kUnderSanitizer) {
       const rlimit limit{limits.address_space_bytes, limits.address_space_bytes};
       if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(125);
     }

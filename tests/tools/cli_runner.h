@@ -6,13 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "tests/under_asan.h"
+#include "tests/under_sanitizer.h"
 
 namespace tpusim::cli::testing {
 
-// Under ASan (tests/under_asan.h) run_tpusim leaves address_space_bytes unset: no `ulimit -v` can
-// hold the sanitizer's shadow memory; a test that needs the limit itself skips.
-using tpusim::testing::kUnderAsan;
+// Under ASan or TSan (tests/under_sanitizer.h) run_tpusim leaves address_space_bytes unset: no
+// `ulimit -v` can hold the sanitizer's shadow memory; a test that needs the limit itself skips.
+using tpusim::testing::kUnderSanitizer;
 
 struct CliResult {
   int exit_code = -1;  // -1 when the process did not exit normally (a crash)

@@ -86,7 +86,6 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() { cpu::fix_gemm_blocking(); }
   const BackendDeclaration& declaration() const override { return cpu_backend_declaration(); }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
@@ -103,6 +102,7 @@ class CpuBackend final : public Backend {
                                       uint64_t first_step) override {
     auto& exe = static_cast<CpuExecutable&>(executable);
     if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
+    cpu::fix_gemm_blocking();
     std::vector<Variables> others(exe.replicas() - 1, variables);
     std::vector<Variables*> vars{&variables};
     for (Variables& v : others) vars.push_back(&v);

@@ -11,8 +11,8 @@
 namespace tpusim::runtime::cpu {
 
 struct KernelContext {
-  bool mxu_precision = false;  // round matmul inputs to bf16 (CompileOptions::precision "mxu")
-  uint64_t step = 0;           // for counter-based random ops
+  bool mxu_precision = false;   // round matmul inputs to bf16 (CompileOptions::precision "mxu")
+  uint64_t step = 0;            // for counter-based random ops
   bool f32_reductions = false;  // reduce_sum accumulates in f32 (CompileOptions::f32_reductions)
 };
 
@@ -34,7 +34,7 @@ HostTensor concat(const Node& n, const Inputs& in);
 HostTensor slice(const Node& n, const Inputs& in);
 HostTensor pad(const Node& n, const Inputs& in);
 HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx);
-// Makes matmul's sums independent of the host (once per process; the cpu backend calls it): a
+// Makes matmul's sums independent of the host (the cpu backend calls it as each loop starts): a
 // numerics reference must round the same on every machine. Eigen would otherwise block its
 // GEMMs by the host CPU's cache sizes and thread count, and the cpu backend's losses differed
 // between an AMD EPYC and an Intel Xeon, and with OMP_NUM_THREADS, from mlp's second step on.

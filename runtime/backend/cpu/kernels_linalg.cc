@@ -1,5 +1,5 @@
 #include <algorithm>
-#include <mutex>
+#include <cstddef>
 
 #include <Eigen/Core>
 
@@ -41,17 +41,19 @@ void gemm(const float* a, const float* b, float* out, int64_t rows, int64_t K, i
 }  // namespace
 
 void fix_gemm_blocking() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    // Eigen's depth blocking (where a long dot product's partial sums are added) follows the
-    // L1 size it reads from the host CPU, and a multi-threaded GEMM blocks by another rule than
-    // a single-threaded one; the cpu backend's products must round the same everywhere. Both
-    // settings are process-wide: tpusim's MXU tiles (at most 128 deep, one block under either
-    // rule) keep their values, and its steps took as long after a cpu backend as before (compare
-    // --backends cpu,tpusim on mnist_cnn: 1.5-1.7 s for 4 steps either way round).
-    Eigen::setCpuCacheSizes(32 << 10, 1 << 20, 32 << 20);
-    Eigen::setNbThreads(1);
-  });
+  // Eigen's depth blocking (where a long dot product's partial sums are added) follows the L1
+  // size it reads from the host CPU, and a multi-threaded GEMM blocks by another rule than a
+  // single-threaded one; the cpu backend's products must round the same everywhere. Both
+  // settings are process-wide, so they are checked at every loop, not once per process: a
+  // program (or test) that set its own after a cpu backend's first loop would otherwise change
+  // the next loop's bits. Written only when they differ, so concurrent loops of two backends
+  // only read them. tpusim's MXU tiles (at most 128 deep, one block under either rule) keep
+  // their values, and its steps took as long after a cpu backend as before (compare
+  // --backends cpu,tpusim on mnist_cnn: 1.5-1.7 s for 4 steps either way round).
+  constexpr std::ptrdiff_t kL1 = 32 << 10, kL2 = 1 << 20, kL3 = 32 << 20;
+  if (Eigen::l1CacheSize() != kL1 || Eigen::l2CacheSize() != kL2 || Eigen::l3CacheSize() != kL3)
+    Eigen::setCpuCacheSizes(kL1, kL2, kL3);
+  if (Eigen::nbThreads() != 1) Eigen::setNbThreads(1);
 }
 
 // [..., M, K] x [..., K, N] (or x [K, N]): one Eigen GEMM per batch element. With the mxu
