@@ -295,6 +295,11 @@ Params TPUEstimator::input_params(int64_t per_shard_batch) const {
   return params;
 }
 
+std::unique_ptr<runtime::StallWatch> TPUEstimator::stall_watch() const {
+  return runtime::StallWatch::after_seconds(config_.input_stall_report_seconds,
+                                            [this](const std::string& line) { log(line); });
+}
+
 void TPUEstimator::log(const std::string& line) const {
   if (config_.log) {
     config_.log(line);

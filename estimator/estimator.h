@@ -36,6 +36,7 @@
 #include "runtime/graph/builder.h"
 #include "runtime/graph/optimizers.h"
 #include "runtime/infeed/host_model.h"
+#include "runtime/infeed/stall_watch.h"
 #include "traces/analyzer.h"
 
 namespace tpusim::estimator {
@@ -236,6 +237,10 @@ class TPUEstimator {
   TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
                int64_t eval_batch_size, int64_t predict_batch_size);
   void log(const std::string& line) const;
+  // A watch over the estimator's own reads of the host input (train's and evaluate's first
+  // batch, predict's batches) reporting through log() after input_stall_report_seconds, as the
+  // infeed driver watches its pulls; null when that is 0.
+  std::unique_ptr<runtime::StallWatch> stall_watch() const;
   // The user's params for one input_fn call at `per_shard_batch`, with a fresh stage profile.
   Params input_params(int64_t per_shard_batch) const;
   absl::Status warm_start(const std::string& from, runtime::Variables* variables);

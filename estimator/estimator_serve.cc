@@ -29,14 +29,17 @@ using runtime::Value;
 namespace data = runtime::data;
 
 // The whole predict input, each batch `per_shard` rows with a "mask" (all ones where the input
-// gave none). It must end within `max_batches` batches.
+// gave none). It must end within `max_batches` batches. Each read's wait is watched by `watch`
+// (null: not watched).
 absl::StatusOr<std::vector<data::Element>> read_predict_batches(const data::Dataset& ds,
                                                                 int64_t per_shard,
-                                                                size_t max_batches) {
+                                                                size_t max_batches,
+                                                                runtime::StallWatch* watch) {
   std::vector<data::Element> batches;
   auto it = ds.make_iterator();
   for (;;) {
-    auto next = it->next();
+    auto next = runtime::next_watched(*it, watch, "predict input",
+                                      str_cat("batch ", batches.size()), nullptr);
     if (!next.ok()) return next.status();
     if (!next->has_value()) break;
     if (batches.size() == max_batches) {
@@ -178,7 +181,8 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto ds = internal::call_input_fn(input_fn, params);
   if (!ds.ok()) return ds.status();
   auto it = (*ds)->make_iterator();
-  auto first = it->next();
+  auto first = runtime::next_watched(*it, stall_watch().get(), "eval input", "first batch",
+                                     params.profile.get());
   if (!first.ok()) return first.status();
   if (!first->has_value()) return absl::OutOfRangeError("the eval input is empty");
   auto compiled = compile_for(Mode::kEval, **first, per_shard);
@@ -257,7 +261,8 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   const int64_t per_shard = predict_batch_size_ / shards;
   auto ds = internal::call_input_fn(input_fn, input_params(per_shard));
   if (!ds.ok()) return ds.status();
-  auto read = read_predict_batches(**ds, per_shard, config_.max_predict_batches);
+  auto read =
+      read_predict_batches(**ds, per_shard, config_.max_predict_batches, stall_watch().get());
   if (!read.ok()) return read.status();
   std::vector<data::Element> batches = *std::move(read);
   if (batches.empty()) return std::vector<Prediction>{};

@@ -114,9 +114,11 @@ absl::StatusOr<Feeding> feeding(const RunConfig& config, const internal::HostSid
 }
 
 // input_fn once per host (per replica without per-host input), at the per-shard batch size;
-// folded, only for the first host's pipelines. The first pipeline's first batch is peeked.
+// folded, only for the first host's pipelines. The first pipeline's first batch is peeked, its
+// wait watched by `watch` (null: not watched).
 absl::StatusOr<Input> open_input(const InputFn& input_fn, const Params& user,
-                                 int64_t per_shard_batch, const Feeding& feeding) {
+                                 int64_t per_shard_batch, const Feeding& feeding,
+                                 runtime::StallWatch* watch) {
   Input input;
   for (uint32_t p = 0; p < feeding.fed; ++p) {
     Params params = user;
@@ -130,7 +132,8 @@ absl::StatusOr<Input> open_input(const InputFn& input_fn, const Params& user,
     data::DatasetPtr dataset = *ds;
     if (p == 0) {
       auto it = dataset->make_iterator();
-      auto first = it->next();
+      auto first = runtime::next_watched(*it, watch, "input pipeline 0", "first batch",
+                                         params.profile.get());
       if (!first.ok()) return first.status();
       if (!first->has_value()) return absl::OutOfRangeError("the train input is empty");
       input.first = **first;
@@ -279,7 +282,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
                 shards - simulated, " only join the collectives"));
   }
   const int64_t per_shard = train_batch_size_ / shards;
-  auto input = open_input(input_fn, params_, per_shard, *fed);
+  auto input = open_input(input_fn, params_, per_shard, *fed, stall_watch().get());
   if (!input.ok()) return input.status();
 
   runtime::GraphBuilder b;

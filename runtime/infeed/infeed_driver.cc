@@ -74,30 +74,37 @@ InfeedDriver::InfeedDriver(std::vector<InputPipeline> pipelines, InfeedOptions o
       timeline_(std::move(timeline)),
       last_cpu_(pipelines_.size()) {
   for (const InputPipeline& p : pipelines_) iterators_.push_back(p.dataset->make_iterator());
-  if (options_.stall_report_seconds > 0 && options_.log) {
-    const auto first = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::duration<double>(std::min(options_.stall_report_seconds, 1e9)));
-    stall_watch_ = std::make_unique<StallWatch>(first, options_.log);
-  }
+  stall_watch_ = StallWatch::after_seconds(options_.stall_report_seconds, options_.log);
 }
 
-std::string InfeedDriver::stall_report(size_t p, uint64_t step, double seconds, bool ended) const {
-  if (ended) {
-    return str_cat("input pipeline ", p, ": step ", step, "'s batch came after ",
-                   fmt::format("{:.1f}", seconds), " s");
-  }
+std::string input_wait_report(const std::string& subject, const std::string& item,
+                              const data::StageProfile* profile, double seconds, bool ended) {
+  if (ended)
+    return str_cat(subject, ": ", item, " came after ", fmt::format("{:.1f}", seconds), " s");
   std::string stages;
-  if (pipelines_[p].profile != nullptr) {
-    for (const data::StageSample& s : pipelines_[p].profile->snapshot()) {
+  if (profile != nullptr) {
+    for (const data::StageSample& s : profile->snapshot()) {
       stages += str_cat(stages.empty() ? "" : "; ", s.name, ": ", s.elements, " done, ",
                         fmt::format("{:.2f}", s.cpu_seconds), " s of CPU");
     }
   }
-  return str_cat("input pipeline ", p, ": no batch for step ", step, " after ",
-                 fmt::format("{:.1f}", seconds),
+  return str_cat(subject, ": no ", item, " after ", fmt::format("{:.1f}", seconds),
                  " s, still waiting (a source or map function that never returns stops the "
                  "pipeline here",
                  stages.empty() ? "" : "; its stages so far: " + stages, ")");
+}
+
+absl::StatusOr<std::optional<data::Element>> next_watched(data::Iterator& it, StallWatch* watch,
+                                                          const std::string& subject,
+                                                          const std::string& item,
+                                                          const data::StageProfile* profile) {
+  StallWatch::Scope watched;
+  if (watch != nullptr) {
+    watched = watch->watch([&subject, &item, profile](double seconds, bool ended) {
+      return input_wait_report(subject, item, profile, seconds, ended);
+    });
+  }
+  return it.next();
 }
 
 absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
@@ -128,13 +135,8 @@ absl::Status InfeedDriver::pull(size_t p, std::vector<Feeds>* replicas) {
   std::vector<data::Element> batches;
   std::vector<std::vector<double>> costs;  // per batch, its stages' CPU seconds
   for (size_t j = 0; j < pulls; ++j) {
-    StallWatch::Scope watched;
-    if (stall_watch_ != nullptr) {
-      watched = stall_watch_->watch([this, p, step = steps_taken_](double s, bool ended) {
-        return stall_report(p, step, s, ended);
-      });
-    }
-    auto next = iterators_[p]->next();
+    auto next = next_watched(*iterators_[p], stall_watch_.get(), str_cat("input pipeline ", p),
+                             str_cat("batch for step ", steps_taken_), pipelines_[p].profile.get());
     if (!next.ok()) {
       return absl::Status(
           next.status().code(),

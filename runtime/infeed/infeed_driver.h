@@ -74,6 +74,21 @@ struct InfeedOptions {
   std::function<void(const std::string&)> log;
 };
 
+// A stall watch's report on a wait for an input pipeline's next element: `subject` names the
+// pipeline ("input pipeline 0"), `item` what it waits for ("batch for step 3"), `profile` (may be
+// null) gives its stages so far. "<subject>: no <item> after 60.0 s, still waiting (...)" while
+// it waits, "<subject>: <item> came after 61.2 s" once it came.
+std::string input_wait_report(const std::string& subject, const std::string& item,
+                              const data::StageProfile* profile, double seconds, bool ended);
+
+// it.next() under `watch` (null: not watched), its wait reported by input_wait_report. The
+// infeed driver's pulls and the estimator's own reads (train's and evaluate's first batch,
+// predict's batches) go through it.
+absl::StatusOr<std::optional<data::Element>> next_watched(data::Iterator& it, StallWatch* watch,
+                                                          const std::string& subject,
+                                                          const std::string& item,
+                                                          const data::StageProfile* profile);
+
 class InfeedDriver {
  public:
   static absl::StatusOr<std::unique_ptr<InfeedDriver>> create(const Graph& graph,
@@ -115,8 +130,6 @@ class InfeedDriver {
   // Part `part` of `parts` equal parts of `batch` along dimension 0 (one replica's rows) into
   // that replica's `feeds`. Thread-safe for distinct feeds.
   absl::Status convert(const data::Element& batch, int64_t part, int64_t parts, Feeds& feeds) const;
-  // The stall watch's report on pipeline `p` waiting `seconds` for step `step`'s batch.
-  std::string stall_report(size_t p, uint64_t step, double seconds, bool ended) const;
 
   std::vector<InputPipeline> pipelines_;
   std::vector<std::unique_ptr<data::Iterator>> iterators_;

@@ -10,6 +10,13 @@ StallWatch::StallWatch(std::chrono::milliseconds first_report, Report report)
   thread_ = std::thread([this] { run(); });
 }
 
+std::unique_ptr<StallWatch> StallWatch::after_seconds(double seconds, Report report) {
+  if (!(seconds > 0) || !report) return nullptr;
+  const auto first = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(std::min(seconds, 1e9)));
+  return std::make_unique<StallWatch>(first, std::move(report));
+}
+
 StallWatch::~StallWatch() {
   {
     std::lock_guard<std::mutex> lock(m_);

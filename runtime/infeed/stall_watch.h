@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,9 @@ class StallWatch {
   // The first report after `first_report`; then each time the wait doubles.
   StallWatch(std::chrono::milliseconds first_report, Report report);
   ~StallWatch();  // stops and joins the thread
+  // A watch whose first report comes after `seconds` (at most 1e9); null, not watched, when
+  // `seconds` is 0 or less or `report` is empty.
+  static std::unique_ptr<StallWatch> after_seconds(double seconds, Report report);
   StallWatch(const StallWatch&) = delete;
   StallWatch& operator=(const StallWatch&) = delete;
 

@@ -3,7 +3,11 @@
 // enforced with TensorFlow's messages.
 #include "estimator/estimator.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -20,6 +24,8 @@ namespace {
 
 using config::testing::TempDir;
 using runtime::OptimizerSpec;
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using namespace testing;
 
@@ -340,6 +346,91 @@ TEST(Estimator, EvaluateRunsMetricFnOnTheHostOverEveryStepAndReplica) {
   auto early = (*est)->evaluate(eval_input(), 9);
   EXPECT_EQ(early.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(early.status().message()), HasSubstr("must not end early"));
+}
+
+// A log the held input below waits on: its first element comes only once the log has said
+// `awaited` (or after 30 s, so that a watch that never reports fails the test, not hangs it).
+class HeldInput {
+ public:
+  explicit HeldInput(std::string awaited) : awaited_(std::move(awaited)) {}
+  void add(const std::string& line) {
+    std::lock_guard<std::mutex> lock(m_);
+    lines_.push_back(line);
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait_for(lock, std::chrono::seconds(30), [&] { return said(awaited_); });
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(m_);
+    return lines_;
+  }
+  // `in` with its first element held by wait().
+  runtime::data::DatasetPtr hold(const runtime::data::DatasetPtr& in) {
+    auto first = std::make_shared<std::atomic<bool>>(true);
+    return in->map(
+        [this, first](runtime::data::Element e) -> absl::StatusOr<runtime::data::Element> {
+          if (first->exchange(false)) wait();
+          return e;
+        });
+  }
+
+ private:
+  bool said(const std::string& text) const {
+    for (const auto& l : lines_) {
+      if (l.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+  const std::string awaited_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+};
+
+// The reads of the host input outside the infeed driver (train's and evaluate's first batch,
+// which give the infeeds their shapes; predict's batches) are watched as its pulls are: a first
+// batch that does not come is named in the log, and so is its coming.
+TEST(Estimator, ReadsBeforeTheInfeedStartsAreWatchedForStalls) {
+  TempDir dir;
+  auto run = [&](const std::string& awaited, auto&& call) {
+    auto held = std::make_shared<HeldInput>(awaited);
+    RunConfig c = quiet_config(dir.path().string(), "cpu", 4);
+    c.input_stall_report_seconds = 0.01;
+    c.log = [held](const std::string& line) { held->add(line); };
+    auto est =
+        TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 32, 32, 32);
+    EXPECT_TRUE(est.ok()) << est.status();
+    if (est.ok()) call(**est, *held);
+    return held->lines();
+  };
+  auto train_lines =
+      run("input pipeline 0: no first batch after", [](TPUEstimator& e, HeldInput& h) {
+        InputFn in = [&h](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+          return h.hold(examples())->repeat()->batch(p.batch_size, true);
+        };
+        EXPECT_TRUE(e.train(in, 5).ok());
+      });
+  EXPECT_THAT(train_lines, Contains(AllOf(HasSubstr("input pipeline 0: no first batch after"),
+                                          HasSubstr("still waiting"))));
+  EXPECT_THAT(train_lines, Contains(HasSubstr("input pipeline 0: first batch came after")));
+
+  auto eval_lines = run("eval input: no first batch after", [](TPUEstimator& e, HeldInput& h) {
+    InputFn in = [&h](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+      return h.hold(examples())->batch(p.batch_size, true);
+    };
+    EXPECT_TRUE(e.evaluate(in, 1).ok());
+  });
+  EXPECT_THAT(eval_lines, Contains(HasSubstr("eval input: first batch came after")));
+
+  auto predict_lines = run("predict input: no batch 0 after", [](TPUEstimator& e, HeldInput& h) {
+    InputFn in = [&h](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
+      return h.hold(examples()->take(8))->batch(p.batch_size, false, /*pad_to_full=*/true);
+    };
+    EXPECT_TRUE(e.predict(in).ok());
+  });
+  EXPECT_THAT(predict_lines, Contains(HasSubstr("predict input: batch 0 came after")));
 }
 
 TEST(Estimator, PredictDropsThePaddingOfTheLastBatch) {

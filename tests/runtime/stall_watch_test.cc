@@ -151,7 +151,7 @@ TEST(InfeedStall, APipelineThatGivesNoBatchIsNamedWithItsStagesThenItsBatch) {
       all.front(),
       AllOf(HasSubstr("input pipeline 0: no batch for step 1 after"), HasSubstr("still waiting"),
             HasSubstr("its stages so far: read: 2 done, "), HasSubstr("decode: 1 done, ")));
-  EXPECT_THAT(all.back(), HasSubstr("input pipeline 0: step 1's batch came after"));
+  EXPECT_THAT(all.back(), HasSubstr("input pipeline 0: batch for step 1 came after"));
 }
 
 TEST(InfeedStall, ZeroSecondsIsNotWatched) {
