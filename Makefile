@@ -80,10 +80,10 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_onnx_bench --benchmark_counters_tabular=true
 
 # Sanitizers and fuzzing (docs/reliability.md). test-asan builds every library and test with
-# ASan and UBSan (any report fails its test) in $(ASAN_DIR) with the main build's compiler, g++:
-# the suite pins exact cycle counts, and clang's build of the simulator gives others in a few
-# runs (404,823 cycles where g++'s gives 404,428). It runs the suite but the interop tier and the
-# infeed study (the study's four runs of 224-px JPEG pipelines take 5 minutes each under ASan;
+# ASan and UBSan (any report fails its test) in $(ASAN_DIR) with the main build's compiler, g++
+# (clang's build computes the same cycles since every model makes its nodes in one order:
+# GraphOrder.* in tests/runtime/graph_order_test.cc). It runs the suite but the interop tier and
+# the infeed study (the study's four runs of 224-px JPEG pipelines take 5 minutes each under ASan;
 # the Dataset, JPEG and infeed tests and fuzz_jpeg run the same code). Warnings are not errors
 # there: GCC's -Wmaybe-uninitialized misfires under the sanitizers.
 ASAN_DIR ?= build-asan
@@ -144,11 +144,14 @@ fuzz: apt-deps
 
 # The readers' own tests under ASan and UBSan, built in $(FUZZ_DIR) on the libraries the
 # harnesses use: TFRecords, tf.Examples, IDX, JPEG and the Dataset's threads; configs; traces;
-# checkpoints and event files. None of them pins a simulated cycle count, which clang's build
-# computes differently for a few runs (docs/reliability.md, "Sanitizers"). With `make fuzz` this
-# is the sanitizer pass CI runs (.ci/run); `make test-asan` is the whole suite (an hour on 2
-# cores from a cold cache, too long beside `make test` in CI).
-READER_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests
+# checkpoints and event files; and the graph tests, whose pinned node order of every zoo model
+# (tests/runtime/graph_order_test.cc) this clang build checks against g++'s: C++ leaves the
+# order of an expression's operands open, and a model that made its nodes in an order the
+# compiler chose would simulate in other cycles. With `make fuzz` this is the sanitizer pass CI
+# runs (.ci/run); `make test-asan` is the whole suite (an hour on 2 cores from a cold cache, too
+# long beside `make test` in CI).
+READER_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests \
+  tpusim_graph_tests
 empty :=
 space := $(empty) $(empty)
 test-asan-readers: apt-deps

@@ -57,9 +57,11 @@ bool elementwise_vjp(GraphBuilder& b, int id, const Node& n, Value g, std::vecto
         return {unbroadcast(b, g, in(0).shape()), unbroadcast(b, -g, in(1).shape())};
       case Op::kMul:
         return {unbroadcast(b, g * in(1), in(0).shape()), unbroadcast(b, g * in(0), in(1).shape())};
-      case Op::kDiv:
-        return {unbroadcast(b, g / in(1), in(0).shape()),
-                unbroadcast(b, -(g * in(0)) / (in(1) * in(1)), in(1).shape())};
+      case Op::kDiv: {
+        const Value da = unbroadcast(b, g / in(1), in(0).shape());  // builder.h: node order
+        const Value squared = in(1) * in(1);
+        return {da, unbroadcast(b, -(g * in(0)) / squared, in(1).shape())};
+      }
       case Op::kMax:
       case Op::kMin: {
         // The winner takes the gradient; a tie splits it in half.
@@ -81,8 +83,10 @@ bool elementwise_vjp(GraphBuilder& b, int id, const Node& n, Value g, std::vecto
         return {g * b.binary(Op::kGreater, out(), zeros_like(b, n.shape, n.dtype))};
       case Op::kTanh:
         return {g * (1.0f - out() * out())};
-      case Op::kSigmoid:
-        return {g * out() * (1.0f - out())};
+      case Op::kSigmoid: {
+        const Value complement = 1.0f - out();  // first (builder.h: node order)
+        return {g * out() * complement};
+      }
       case Op::kExp:
         return {g * out()};
       case Op::kLog:
@@ -173,7 +177,8 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
         const int64_t k = a.shape().dim(a.shape().rank() - 1),
                       cols = g.shape().dim(g.shape().rank() - 1);
         const int64_t rows = a.shape().elements() / k;
-        gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), b.reshape(g, {rows, cols}));
+        const Value g_rows = b.reshape(g, {rows, cols});  // first (builder.h: node order)
+        gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), g_rows);
       }
       return {ga, gw};
     }
@@ -215,8 +220,12 @@ std::vector<Value> batch_norm_vjp(GraphBuilder& b, const GraphBuilder::Composite
   const Value var_eps = var + c.epsilon;
   const Value rstd = b.unary(Op::kRsqrt, var_eps);
   const Value scale = gamma * rstd * (1.0f / n);
-  const Value dx = per_feature(scale) *
-                   (g * n - per_feature(sum_g) - centred * per_feature(sum_g_centred / var_eps));
+  // dx = scale * (g * n - sum_g - centred * sum_g_centred / var_eps), per feature, its nodes
+  // made one by one (builder.h: node order).
+  const Value centred_term = centred * per_feature(sum_g_centred / var_eps);
+  const Value sum_g_term = per_feature(sum_g);
+  const Value inner = g * n - sum_g_term - centred_term;
+  const Value dx = per_feature(scale) * inner;
   return {dx, sum_g_centred * rstd, sum_g};
 }
 

@@ -8,6 +8,13 @@
 //   Value x = b.infeed("image", DType::kF32, {128, 784});
 //   Value logits = layers::dense(b, x, 10);
 //   if (!b.status().ok()) ...
+//
+// Nodes join the graph in the order they are made, and that order is the program's (tpusim's
+// compiler schedules in node order): it must not depend on the compiler. C++ leaves the order of
+// a call's arguments and of an operator's operands open (g++ makes `f(x) * g(y)`'s right
+// operand first, clang its left), so where two operands both make nodes, model code makes them
+// in separate statements, the right one first where the order was g++'s
+// (tests/runtime/graph_order_test.cc pins each zoo model's order, and runs under clang in CI).
 
 #include <map>
 #include <string>

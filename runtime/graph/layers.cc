@@ -122,7 +122,9 @@ Value sparse_softmax_cross_entropy(Value labels, Value logits) {
         str_cat("sparse_softmax_cross_entropy needs labels [N] and logits [N, classes], got ",
                 labels.shape().str(), " and ", logits.shape().str()));
   }
-  const Value picked = b.one_hot(labels, logits.shape().dim(1)) * log_softmax(logits);
+  // Operands made one by one (builder.h: node order must not depend on the compiler).
+  const Value log_probs = log_softmax(logits);
+  const Value picked = b.one_hot(labels, logits.shape().dim(1)) * log_probs;
   return -b.reduce(Op::kReduceSum, picked, {1});
 }
 
@@ -224,8 +226,8 @@ Value dropout(GraphBuilder& b, Value x, float rate, bool training, uint64_t seed
   if (!x.valid() || !training || rate <= 0) return x;
   GraphBuilder::Scope scope(b, b.unique_name("dropout"));
   if (rate >= 1) return b.fail(Op::kRngUniform, str_cat("dropout rate ", rate, " must be below 1"));
-  const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed),
-                              b.broadcast(b.scalar(rate), x.shape(), {}));
+  const Value threshold = b.broadcast(b.scalar(rate), x.shape(), {});  // builder.h: node order
+  const Value keep = b.binary(Op::kGreater, b.rng_uniform(x.shape(), seed), threshold);
   return x * as_dtype(b, keep, x.dtype()) * (1.0f / (1.0f - rate));
 }
 
@@ -257,22 +259,27 @@ Value batch_normalize(GraphBuilder& b, Value x, const BatchNormVariables& v, boo
   const int64_t c = x.shape().dim(x.shape().rank() - 1);
   const std::vector<int64_t> axes = all_but_last(x.shape());
   if (!training) {
-    return (x - v.moving_mean) * b.unary(Op::kRsqrt, v.moving_variance + epsilon) * v.gamma +
-           v.beta;
+    const Value rstd = b.unary(Op::kRsqrt, v.moving_variance + epsilon);  // builder.h: node order
+    return (x - v.moving_mean) * rstd * v.gamma + v.beta;
   }
   // FusedBatchNormV3 in training, as XLA's BatchNormExpander computes it: both moments from one
   // read of x (the sum and the sum of squares, sibling reductions XLA fuses into one pass),
   // Var[x] = E[x^2] - E[x]^2.
   const Value mean = reduce_mean(x, axes);
-  const Value var = reduce_mean(b.unary(Op::kSquare, x), axes) - b.unary(Op::kSquare, mean);
+  const Value mean_squared = b.unary(Op::kSquare, mean);  // first (builder.h: node order)
+  const Value var = reduce_mean(b.unary(Op::kSquare, x), axes) - mean_squared;
   // The moving variance takes the batch variance with Bessel's correction, n / (n - 1), as the
   // fused op's variance output does (tf2xla's FusedBatchNormOp).
   const int64_t n = x.shape().elements() / std::max<int64_t>(1, c);
   const float bessel =
       static_cast<float>(static_cast<double>(n) / static_cast<double>(std::max<int64_t>(1, n - 1)));
-  b.update(v.moving_mean, v.moving_mean * momentum + mean * (1.0f - momentum));
-  b.update(v.moving_variance, v.moving_variance * momentum + var * (bessel * (1.0f - momentum)));
-  const Value y = (x - mean) * b.unary(Op::kRsqrt, var + epsilon) * v.gamma + v.beta;
+  // Each sum's right operand made first (builder.h: node order).
+  const Value batch_mean = mean * (1.0f - momentum);
+  b.update(v.moving_mean, v.moving_mean * momentum + batch_mean);
+  const Value batch_var = var * (bessel * (1.0f - momentum));
+  b.update(v.moving_variance, v.moving_variance * momentum + batch_var);
+  const Value rstd = b.unary(Op::kRsqrt, var + epsilon);
+  const Value y = (x - mean) * rstd * v.gamma + v.beta;
   // FusedBatchNormGrad: the gradient reads x, the batch statistics and gamma only.
   b.set_composite_gradient(y, GraphBuilder::CompositeGradient::kBatchNorm, {x, v.gamma, v.beta},
                            {mean, var}, epsilon);

@@ -36,8 +36,8 @@ std::vector<Value> clipped(GraphBuilder& b, const std::vector<Value>& grads, flo
     sum_of_squares = sum_of_squares + n * n;
   }
   const Value global_norm = sqrt_of(b, sum_of_squares);
-  const Value scale =
-      b.binary(Op::kDiv, b.scalar(clip), b.binary(Op::kMax, global_norm, b.scalar(clip)));
+  const Value clipped_norm = b.binary(Op::kMax, global_norm, b.scalar(clip));
+  const Value scale = b.binary(Op::kDiv, b.scalar(clip), clipped_norm);
   std::vector<Value> out;
   for (const Value& g : grads) out.push_back(g * scale);
   return out;
@@ -64,18 +64,21 @@ void apply_lamb(GraphBuilder& b, const OptimizerSpec& spec, Value lr, Value step
   for (size_t i = 0; i < vars.size(); ++i) {
     const Value m = slot(b, vars[i], "lamb_m");
     const Value s = slot(b, vars[i], "lamb_v");
-    const Value m_next = m * spec.beta1 + grads[i] * (1.0f - spec.beta1);
-    const Value s_next = s * spec.beta2 + b.unary(Op::kSquare, grads[i]) * (1.0f - spec.beta2);
+    const Value m_part = grads[i] * (1.0f - spec.beta1);
+    const Value m_next = m * spec.beta1 + m_part;
+    const Value s_part = b.unary(Op::kSquare, grads[i]) * (1.0f - spec.beta2);
+    const Value s_next = s * spec.beta2 + s_part;
     b.update(m, m_next);
     b.update(s, s_next);
-    Value update = (m_next / m_correction) / (sqrt_of(b, s_next / s_correction) + spec.epsilon);
+    const Value denominator = sqrt_of(b, s_next / s_correction) + spec.epsilon;
+    Value update = (m_next / m_correction) / denominator;
     if (spec.weight_decay != 0 && decays(spec, b.node(vars[i]).attrs.name))
       update = update + vars[i] * spec.weight_decay;
     const Value w_norm = norm_of(b, vars[i]), u_norm = norm_of(b, update);
     const Value zero = b.scalar(0.0f), one = b.scalar(1.0f);
-    const Value ratio =
-        b.select(b.binary(Op::kGreater, w_norm, zero),
-                 b.select(b.binary(Op::kGreater, u_norm, zero), w_norm / u_norm, one), one);
+    const Value norms_ratio = w_norm / u_norm;
+    const Value when_w = b.select(b.binary(Op::kGreater, u_norm, zero), norms_ratio, one);
+    const Value ratio = b.select(b.binary(Op::kGreater, w_norm, zero), when_w, one);
     b.update(vars[i], vars[i] - lr * ratio * update);
   }
 }
@@ -203,15 +206,19 @@ absl::StatusOr<Value> apply_gradients(GraphBuilder& b, const OptimizerSpec& spec
       b2.value = spec.beta2;
       const Value beta1_power = b.variable("beta1_power", DType::kF32, Shape{}, b1);
       const Value beta2_power = b.variable("beta2_power", DType::kF32, Shape{}, b2);
-      const Value lr_t = *lr * sqrt_of(b, 1.0f - beta2_power) / (1.0f - beta1_power);
+      const Value beta1_correction = 1.0f - beta1_power;
+      const Value lr_t = *lr * sqrt_of(b, 1.0f - beta2_power) / beta1_correction;
       for (size_t i = 0; i < vars.size(); ++i) {
         const Value m = slot(b, vars[i], "Adam");
         const Value s = slot(b, vars[i], "Adam_1");
-        const Value m_next = m * spec.beta1 + grads[i] * (1.0f - spec.beta1);
-        const Value s_next = s * spec.beta2 + grads[i] * grads[i] * (1.0f - spec.beta2);
+        const Value m_part = grads[i] * (1.0f - spec.beta1);
+        const Value m_next = m * spec.beta1 + m_part;
+        const Value s_part = grads[i] * grads[i] * (1.0f - spec.beta2);
+        const Value s_next = s * spec.beta2 + s_part;
         b.update(m, m_next);
         b.update(s, s_next);
-        b.update(vars[i], vars[i] - lr_t * m_next / (sqrt_of(b, s_next) + spec.epsilon));
+        const Value denominator = sqrt_of(b, s_next) + spec.epsilon;
+        b.update(vars[i], vars[i] - lr_t * m_next / denominator);
       }
       b.update(beta1_power, beta1_power * spec.beta1);
       b.update(beta2_power, beta2_power * spec.beta2);

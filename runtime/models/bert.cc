@@ -117,7 +117,8 @@ Value gather_positions(GraphBuilder& b, Value sequence, Value positions, int64_t
   HostTensor offsets = HostTensor::zeros(DType::kF32, Shape{batch, 1});
   for (int64_t i = 0; i < batch; ++i)
     offsets.f[static_cast<size_t>(i)] = static_cast<float>(i * seq);
-  const Value flat = b.cast(positions, DType::kF32) + b.constant(std::move(offsets));
+  const Value starts = b.constant(std::move(offsets));  // first (builder.h: node order)
+  const Value flat = b.cast(positions, DType::kF32) + starts;
   return b.gather(sequence, b.reshape(b.cast(flat, DType::kS32), {batch * per}));
 }
 

@@ -274,11 +274,11 @@ absl::Status convert_where(Importer& im, const onnx::NodeProto& node) {
   if (!dims.ok()) return im.error(node, std::string(dims.status().message()));
   const Shape s(*dims);
   if (cond.dtype() == DType::kS32) cond = im.b.cast(cond, a.dtype());
-  im.set_output(node, 0,
-                Operand{im.b.select(im.b.broadcast_to(cond, s), im.b.broadcast_to(a, s),
-                                    im.b.broadcast_to(other, s)),
-                        false,
-                        {}});
+  // One at a time, the last argument first (graph/builder.h: node order).
+  const Value other_s = im.b.broadcast_to(other, s);
+  const Value a_s = im.b.broadcast_to(a, s);
+  const Value cond_s = im.b.broadcast_to(cond, s);
+  im.set_output(node, 0, Operand{im.b.select(cond_s, a_s, other_s), false, {}});
   return absl::OkStatus();
 }
 
