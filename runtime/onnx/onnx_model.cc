@@ -3,6 +3,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <onnx/checker.h>
@@ -52,6 +53,62 @@ absl::Status check_window_attributes(const onnx::GraphProto& g, const std::strin
         }
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+// libonnx's shape inference for the convolutions takes a kernel without kernel_shape from W's
+// dimensions 2.. and indexes the input's spatial dimensions, the dilations, strides and pads by
+// it unchecked, and reads W's dimension 1 of a ConvTranspose unchecked: a W of a higher rank
+// than the input reads past their ends (fuzz_onnx found a SEGV in convPoolShapeInference). So
+// each such node's W must be an initializer (as the importer needs anyway) of rank 3 or more,
+// and a missing kernel_shape is written from it, which is what ONNX says it defaults to and
+// what libonnx then checks against the input's rank. The input that holds W, per op.
+int convolution_weight_input(const onnx::NodeProto& node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") return -1;
+  const std::string& op = node.op_type();
+  if (op == "Conv" || op == "ConvTranspose" || op == "ConvInteger") return 1;
+  if (op == "QLinearConv") return 3;
+  return -1;
+}
+
+using Initializers = std::map<std::string, const onnx::TensorProto*>;
+
+absl::Status spell_out_convolution_kernels(onnx::GraphProto* g, Initializers scope,
+                                           const std::string& path) {
+  for (const onnx::TensorProto& t : g->initializer()) scope[t.name()] = &t;
+  for (onnx::NodeProto& node : *g->mutable_node()) {
+    for (onnx::AttributeProto& a : *node.mutable_attribute()) {
+      if (a.has_g()) {
+        if (auto s = spell_out_convolution_kernels(a.mutable_g(), scope, path); !s.ok()) return s;
+      }
+      for (onnx::GraphProto& sub : *a.mutable_graphs()) {
+        if (auto s = spell_out_convolution_kernels(&sub, scope, path); !s.ok()) return s;
+      }
+    }
+    const int w = convolution_weight_input(node);
+    if (w < 0) continue;
+    const std::string what = str_cat("node '", node.name(), "' (", node.op_type(), ")");
+    const auto found = node.input_size() > w ? scope.find(node.input(w)) : scope.end();
+    if (found == scope.end()) {
+      return refused(path, str_cat(what, ": its weights (input ", w,
+                                   ") are no initializer; tpusim takes a convolution's weights "
+                                   "from an initializer"));
+    }
+    const onnx::TensorProto& weights = *found->second;
+    if (weights.dims_size() < 3) {
+      return refused(
+          path, str_cat(what, ": its weights '", weights.name(), "' have rank ",
+                        weights.dims_size(), "; a convolution's are [M, C / group, k1, k2, ...]"));
+    }
+    bool has_kernel_shape = false;
+    for (const onnx::AttributeProto& a : node.attribute())
+      has_kernel_shape = has_kernel_shape || a.name() == "kernel_shape";
+    if (has_kernel_shape) continue;
+    onnx::AttributeProto* kernel = node.add_attribute();
+    kernel->set_name("kernel_shape");
+    kernel->set_type(onnx::AttributeProto::INTS);
+    for (int d = 2; d < weights.dims_size(); ++d) kernel->add_ints(weights.dims(d));
   }
   return absl::OkStatus();
 }
@@ -206,6 +263,8 @@ absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string
   auto inputs = bind_inputs(model.proto, batch, path);
   if (!inputs.ok()) return inputs.status();
   model.inputs = *std::move(inputs);
+  if (auto s = spell_out_convolution_kernels(model.proto.mutable_graph(), {}, path); !s.ok())
+    return s;
   if (auto s = check_window_attributes(model.proto.graph(), path); !s.ok()) return s;
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,

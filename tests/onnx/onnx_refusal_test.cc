@@ -2,10 +2,13 @@
 // type and the opset for an unsupported op), and nothing throws or crashes.
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
+#include "runtime/onnx/onnx_model.h"
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tpusim::runtime::onnx_import {
@@ -221,6 +224,54 @@ g (float[N, 1, 4, 4] X) => (float[N, 1, H, W] Y)
                                              HasSubstr("pads holds -1, outside [0, 1048576]")))
         << attrs;
   }
+}
+
+// A Conv over X [N, 3, 8, 8] with no kernel_shape, its W an initializer of `dims` (zeros), or,
+// with `dims` empty, a graph input.
+std::string conv_taking_its_kernel_from(const std::vector<int64_t>& dims) {
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(model_bytes(R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 3, 8, 8] X, float[8, 3, 3, 3] W) => (float[N, 8, 6, 6] Y)
+{
+  Y = Conv <dilations = [1, 1]> (X, W)
+}
+)")));
+  if (dims.empty()) return m.SerializeAsString();
+  m.mutable_graph()->mutable_input()->RemoveLast();
+  onnx::TensorProto* w = m.mutable_graph()->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    w->add_dims(d);
+    elements *= d;
+  }
+  w->set_raw_data(std::string(static_cast<size_t>(elements) * 4, '\0'));
+  return m.SerializeAsString();
+}
+
+// libonnx's shape inference takes such a Conv's kernel from W's dimensions 2.. and read past the
+// input's dimensions when W had the higher rank: fuzz_onnx's SEGV (its input is a seed now).
+TEST(OnnxRefusal, AConvolutionKernelThatDisagreesWithItsInputIsRefusedNotACrash) {
+  auto higher = parse_onnx(conv_taking_its_kernel_from({8, 3, 3, 3, 1}), "m.onnx", 2);
+  ASSERT_FALSE(higher.ok());
+  EXPECT_THAT(message(higher.status()), HasSubstr("kernel_shape has incorrect size"));
+  auto flat = parse_onnx(conv_taking_its_kernel_from({8, 3}), "m.onnx", 2);
+  ASSERT_FALSE(flat.ok());
+  EXPECT_THAT(message(flat.status()),
+              HasSubstr("m.onnx: node '' (Conv): its weights 'W' have rank 2"));
+  auto computed = parse_onnx(conv_taking_its_kernel_from({}), "m.onnx", 2);
+  ASSERT_FALSE(computed.ok());
+  EXPECT_THAT(message(computed.status()),
+              HasSubstr("(Conv): its weights (input 1) are no initializer"));
+  auto empty = parse_onnx(conv_taking_its_kernel_from({8, 3, 3, 0}), "m.onnx", 2);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(message(empty.status()), HasSubstr("kernel_shape holds 0"));
+  // The same W of rank 4 is a model like any other: its kernel_shape, written from W, is [3, 3].
+  auto fine = parse_onnx(conv_taking_its_kernel_from({8, 3, 3, 3}), "m.onnx", 2);
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->outputs.at(0).shape, Shape({2, 8, 6, 6}));
 }
 
 }  // namespace
