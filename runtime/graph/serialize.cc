@@ -58,6 +58,10 @@ constexpr std::pair<InitKind, const char*> kInits[] = {
     {InitKind::kHeNormal, "he_normal"},
     {InitKind::kTruncatedNormal, "truncated_normal"}};
 
+// A node of more elements than this is refused (2^40: four TiB of f32; ResNet-50's largest
+// activation at a batch of 1024 is 2^29.6), so a stored shape's count never overflows.
+constexpr int64_t kMaxNodeElements = int64_t{1} << 40;
+
 absl::StatusOr<DType> dtype_of(const std::string& name) {
   for (DType d : {DType::kF32, DType::kBF16, DType::kS32}) {
     if (name == dtype_name(d)) return d;
@@ -79,14 +83,17 @@ void put(const HostTensor& t, TensorDef* def) {
 absl::StatusOr<HostTensor> get(const TensorDef& def) {
   auto dtype = dtype_of(def.dtype());
   if (!dtype.ok()) return dtype.status();
-  HostTensor t = HostTensor::zeros(*dtype, Shape(vec(def.shape())));
-  const auto want = static_cast<size_t>(t.elements());
+  const Shape shape(vec(def.shape()));
   const bool ints = *dtype == DType::kS32;
-  if (static_cast<size_t>(ints ? def.i_size() : def.f_size()) != want) {
-    return absl::InvalidArgumentError(
-        str_cat("the constant holds ", ints ? def.i_size() : def.f_size(), " values; its shape ",
-                t.shape.str(), " needs ", want));
+  const int64_t held = ints ? def.i_size() : def.f_size();
+  // Checked against the values there before anything is reserved for the shape.
+  if (shape.elements_within(held) != held) {
+    return absl::InvalidArgumentError(str_cat(
+        "the constant holds ", held, " values; its shape ", shape.str(), " needs ",
+        shape.elements_within(kMaxNodeElements) < 0 ? std::string("more, or has a negative size")
+                                                    : str_cat(shape.elements())));
   }
+  HostTensor t = HostTensor::zeros(*dtype, shape);
   if (ints) {
     t.i.assign(def.i().begin(), def.i().end());
   } else {
@@ -276,6 +283,11 @@ absl::StatusOr<std::vector<Value>> replay(const GraphDef& def, GraphBuilder& b,
     auto dtype = dtype_of(d.dtype());
     if (!dtype.ok()) return fail(std::string(dtype.status().message()));
     const Shape shape(vec(d.shape()));
+    if (shape.elements_within(kMaxNodeElements) < 0) {
+      return fail(str_cat("its shape ", shape.str(),
+                          " has a negative size or more than 2^40 "
+                          "elements"));
+    }
     const auto fed = op == Op::kInfeed ? feeds.find(d.name()) : feeds.end();
     absl::StatusOr<Value> made_node =
         fed != feeds.end() ? fed->second : rebuild_node(b, d, op, *dtype, shape, in);

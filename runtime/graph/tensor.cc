@@ -24,6 +24,16 @@ int64_t Shape::elements() const {
   return n;
 }
 
+int64_t Shape::elements_within(int64_t limit) const {
+  int64_t n = 1;
+  for (int64_t d : dims_) {
+    if (d < 0) return -1;
+    if (d > 0 && n > limit / d) return -1;  // n * d > limit, without computing it
+    n *= d;
+  }
+  return n <= limit ? n : -1;
+}
+
 std::vector<int64_t> Shape::strides() const {
   std::vector<int64_t> s(dims_.size(), 1);
   for (int i = rank() - 2; i >= 0; --i)

@@ -25,6 +25,9 @@ class Shape {
   int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
   const std::vector<int64_t>& dims() const { return dims_; }
   int64_t elements() const;
+  // For a shape read from a file: elements() if every dimension is at least 0 and the count is
+  // at most `limit`, computed without overflowing; -1 otherwise.
+  int64_t elements_within(int64_t limit) const;
   // Row-major strides in elements.
   std::vector<int64_t> strides() const;
   bool operator==(const Shape& o) const { return dims_ == o.dims_; }

@@ -62,6 +62,32 @@ TEST(Serialize, ATamperedGraphIsRefusedWithTheNodeNamed) {
               HasSubstr("output 'y' names no node"));
 }
 
+// Stored shapes whose element counts overflow or are negative are refused before any count is
+// worked out or anything reserved (fuzz_saved_model found a reshape's stored shape overflowing
+// int64 in GraphBuilder::reshape).
+TEST(Serialize, HostileStoredShapesAreRefusedBeforeTheyAreCounted) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2, 6});
+  const Value c = b.constant(HostTensor::from({3}, std::vector<float>(3, 1.0f)));
+  b.output("y", b.reshape(x, {3, 4}));
+  b.output("c", c);
+  const GraphDef good = to_proto(b.graph());
+  GraphDef bad = good;
+  const int64_t huge = int64_t{600527894772449280};
+  bad.mutable_node(2)->set_shape(0, huge);  // times 4 overflows int64
+  EXPECT_THAT(std::string(from_proto(bad).status().message()),
+              HasSubstr("graph node 2 (reshape 'reshape'): its shape [600527894772449280, 4] "
+                        "has a negative size or more than 2^40 elements"));
+  bad = good;
+  bad.mutable_node(2)->set_shape(1, -4);
+  EXPECT_THAT(std::string(from_proto(bad).status().message()), HasSubstr("negative size"));
+  bad = good;
+  bad.mutable_node(1)->mutable_value()->set_shape(0, huge);  // a constant of 3 values
+  EXPECT_THAT(std::string(from_proto(bad).status().message()),
+              HasSubstr("graph node 1 (constant 'constant'): the constant holds 3 values; its "
+                        "shape [600527894772449280] needs more, or has a negative size"));
+}
+
 // A stored graph inside a larger one (a saved model as a training step's forward pass): the
 // infeed it is fed is no node of its own, its variables and labels come along, and a feed of
 // another shape is refused naming the infeed.
