@@ -394,6 +394,8 @@ absl::Status convert_matmul(Importer& im, const onnx::NodeProto& node) {
     }
   }
   Value y = b.matmul(v[0], v[1]);
+  // Operands that do not multiply leave the builder's error and no value to shape.
+  if (!y.valid()) return im.error(node, std::string(b.status().message()));
   std::vector<int64_t> out = y.shape().dims();
   if (a_vector) out.erase(out.end() - 2);
   if (b_vector) out.pop_back();

@@ -2,6 +2,7 @@
 // type and the opset for an unsupported op), and nothing throws or crashes.
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -272,6 +273,23 @@ TEST(OnnxRefusal, AConvolutionKernelThatDisagreesWithItsInputIsRefusedNotACrash)
   auto fine = parse_onnx(conv_taking_its_kernel_from({8, 3, 3, 3}), "m.onnx", 2);
   ASSERT_TRUE(fine.ok()) << fine.status();
   EXPECT_EQ(fine->outputs.at(0).shape, Shape({2, 8, 6, 6}));
+}
+
+// fuzz_onnx's input (now a seed): MatMul of a scalar and a vector, which the builder refuses,
+// was then asked for its product's shape.
+TEST(OnnxRefusal, AMatMulTheBuilderRefusesIsNamedNotACrash) {
+  std::ifstream in(
+      std::string(TPUSIM_SOURCE_DIR) + "/tests/fuzz/corpus/onnx/matmul-of-a-scalar.onnx",
+      std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  auto model = parse_onnx(bytes, "m.onnx", 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, Shape{});
+  auto imported = import_graph(b, *model, {{"x", x}}, ImportOptions{});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(message(imported.status()), HasSubstr("(MatMul)"));
 }
 
 }  // namespace
