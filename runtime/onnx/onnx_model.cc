@@ -26,31 +26,22 @@ int64_t default_opset(const onnx::ModelProto& m) {
   return 0;
 }
 
-// An initializer whose bytes live in another file: the importer reads one file only.
 // libonnx's shape inference for Conv and the pools divides by each stride and kernel extent
-// unchecked (a stride of 0 ends the process on SIGFPE), so the window attributes of every node,
-// in subgraphs too, are bounded first: strides, dilations and kernel_shape at least 1, pads at
-// least 0, each at most 2^20.
-absl::Status check_window_attributes(const onnx::GraphProto& g, const std::string& path) {
+// unchecked (a stride of 0 ends the process on SIGFPE), so a node's window attributes are
+// bounded first: strides, dilations and kernel_shape at least 1, pads at least 0, each at most
+// 2^20.
+absl::Status check_window_attributes(const onnx::NodeProto& node, const std::string& path) {
   constexpr int64_t kMaxWindowValue = int64_t{1} << 20;
-  for (const onnx::NodeProto& node : g.node()) {
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      if (a.has_g()) {
-        if (auto s = check_window_attributes(a.g(), path); !s.ok()) return s;
-      }
-      for (const onnx::GraphProto& sub : a.graphs()) {
-        if (auto s = check_window_attributes(sub, path); !s.ok()) return s;
-      }
-      const bool extent =
-          a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
-      if (!extent && a.name() != "pads") continue;
-      const int64_t least = extent ? 1 : 0;
-      for (int64_t v : a.ints()) {
-        if (v < least || v > kMaxWindowValue) {
-          return refused(path,
-                         str_cat("node '", node.name(), "' (", node.op_type(), "): ", a.name(),
-                                 " holds ", v, ", outside [", least, ", ", kMaxWindowValue, "]"));
-        }
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    const bool extent =
+        a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape";
+    if (!extent && a.name() != "pads") continue;
+    const int64_t least = extent ? 1 : 0;
+    for (int64_t v : a.ints()) {
+      if (v < least || v > kMaxWindowValue) {
+        return refused(
+            path, str_cat("node '", node.name(), "' (", node.op_type(), "): ", a.name(), " holds ",
+                          v, ", outside [", least, ", ", kMaxWindowValue, "]"));
       }
     }
   }
@@ -74,45 +65,54 @@ int convolution_weight_input(const onnx::NodeProto& node) {
 
 using Initializers = std::map<std::string, const onnx::TensorProto*>;
 
-absl::Status spell_out_convolution_kernels(onnx::GraphProto* g, Initializers scope,
-                                           const std::string& path) {
+absl::Status spell_out_convolution_kernel(onnx::NodeProto& node, const Initializers& scope,
+                                          const std::string& path) {
+  const int w = convolution_weight_input(node);
+  if (w < 0) return absl::OkStatus();
+  const std::string what = str_cat("node '", node.name(), "' (", node.op_type(), ")");
+  const auto found = node.input_size() > w ? scope.find(node.input(w)) : scope.end();
+  if (found == scope.end()) {
+    return refused(path, str_cat(what, ": its weights (input ", w,
+                                 ") are no initializer; tpusim takes a convolution's weights "
+                                 "from an initializer"));
+  }
+  const onnx::TensorProto& weights = *found->second;
+  if (weights.dims_size() < 3) {
+    return refused(
+        path, str_cat(what, ": its weights '", weights.name(), "' have rank ", weights.dims_size(),
+                      "; a convolution's are [M, C / group, k1, k2, ...]"));
+  }
+  for (const onnx::AttributeProto& a : node.attribute()) {
+    if (a.name() == "kernel_shape") return absl::OkStatus();
+  }
+  onnx::AttributeProto* kernel = node.add_attribute();
+  kernel->set_name("kernel_shape");
+  kernel->set_type(onnx::AttributeProto::INTS);
+  for (int d = 2; d < weights.dims_size(); ++d) kernel->add_ints(weights.dims(d));
+  return absl::OkStatus();
+}
+
+// Every node libonnx's shape inference will see, in subgraphs too (which see their outer
+// graphs' initializers): its convolution kernel spelled out, then its window attributes bounded.
+absl::Status prepare_for_shape_inference(onnx::GraphProto* g, Initializers scope,
+                                         const std::string& path) {
   for (const onnx::TensorProto& t : g->initializer()) scope[t.name()] = &t;
   for (onnx::NodeProto& node : *g->mutable_node()) {
     for (onnx::AttributeProto& a : *node.mutable_attribute()) {
       if (a.has_g()) {
-        if (auto s = spell_out_convolution_kernels(a.mutable_g(), scope, path); !s.ok()) return s;
+        if (auto s = prepare_for_shape_inference(a.mutable_g(), scope, path); !s.ok()) return s;
       }
       for (onnx::GraphProto& sub : *a.mutable_graphs()) {
-        if (auto s = spell_out_convolution_kernels(&sub, scope, path); !s.ok()) return s;
+        if (auto s = prepare_for_shape_inference(&sub, scope, path); !s.ok()) return s;
       }
     }
-    const int w = convolution_weight_input(node);
-    if (w < 0) continue;
-    const std::string what = str_cat("node '", node.name(), "' (", node.op_type(), ")");
-    const auto found = node.input_size() > w ? scope.find(node.input(w)) : scope.end();
-    if (found == scope.end()) {
-      return refused(path, str_cat(what, ": its weights (input ", w,
-                                   ") are no initializer; tpusim takes a convolution's weights "
-                                   "from an initializer"));
-    }
-    const onnx::TensorProto& weights = *found->second;
-    if (weights.dims_size() < 3) {
-      return refused(
-          path, str_cat(what, ": its weights '", weights.name(), "' have rank ",
-                        weights.dims_size(), "; a convolution's are [M, C / group, k1, k2, ...]"));
-    }
-    bool has_kernel_shape = false;
-    for (const onnx::AttributeProto& a : node.attribute())
-      has_kernel_shape = has_kernel_shape || a.name() == "kernel_shape";
-    if (has_kernel_shape) continue;
-    onnx::AttributeProto* kernel = node.add_attribute();
-    kernel->set_name("kernel_shape");
-    kernel->set_type(onnx::AttributeProto::INTS);
-    for (int d = 2; d < weights.dims_size(); ++d) kernel->add_ints(weights.dims(d));
+    if (auto s = spell_out_convolution_kernel(node, scope, path); !s.ok()) return s;
+    if (auto s = check_window_attributes(node, path); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
+// An initializer whose bytes live in another file: the importer reads one file only.
 absl::Status check_no_external_data(const onnx::ModelProto& m, const std::string& path) {
   for (const onnx::TensorProto& t : m.graph().initializer()) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0) {
@@ -263,9 +263,8 @@ absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string
   auto inputs = bind_inputs(model.proto, batch, path);
   if (!inputs.ok()) return inputs.status();
   model.inputs = *std::move(inputs);
-  if (auto s = spell_out_convolution_kernels(model.proto.mutable_graph(), {}, path); !s.ok())
+  if (auto s = prepare_for_shape_inference(model.proto.mutable_graph(), {}, path); !s.ok())
     return s;
-  if (auto s = check_window_attributes(model.proto.graph(), path); !s.ok()) return s;
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/true, /*error_mode=*/1,
                                         /*data_propagation=*/true);
