@@ -7,8 +7,14 @@
 
 namespace tpusim::runtime {
 
-Shape Value::shape() const { return builder->node(*this).shape; }
-DType Value::dtype() const { return builder->node(*this).dtype; }
+Shape Value::shape() const {
+  if (!valid()) throw InvalidValueError();
+  return builder->node(*this).shape;
+}
+DType Value::dtype() const {
+  if (!valid()) throw InvalidValueError();
+  return builder->node(*this).dtype;
+}
 
 GraphBuilder::Scope::Scope(GraphBuilder& b, const std::string& name) : b_(b) {
   b_.scopes_.push_back(name);

@@ -17,6 +17,7 @@
 // (tests/runtime/graph_order_test.cc pins each zoo model's order, and runs under clang in CI).
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,12 +29,21 @@ namespace tpusim::runtime {
 
 class GraphBuilder;
 
+// Thrown by Value::shape() and dtype() on an invalid value: code that reads an operation's
+// result without checking it (an importer reading what a hostile file made, which the builder
+// refused) gets an error to catch instead of a null builder. The builder's status() says why.
+class InvalidValueError : public std::logic_error {
+ public:
+  InvalidValueError() : std::logic_error("the shape of a value the graph builder refused") {}
+};
+
 // A handle to a node of the builder's graph.
 struct Value {
   int id = -1;
   GraphBuilder* builder = nullptr;
   bool valid() const { return id >= 0 && builder != nullptr; }
   // By value: adding nodes may move the graph's storage, so no reference into it is kept.
+  // Both throw InvalidValueError when !valid().
   Shape shape() const;
   DType dtype() const;
 };

@@ -203,7 +203,12 @@ absl::Status Importer::convert(const onnx::NodeProto& node) {
                 "), which tpusim does not import; it imports ", str_join(supported_ops(), ", ")));
   }
   GraphBuilder::Scope scope(b, node_label(node));
-  if (auto s = it->second(*this, node); !s.ok()) return s;
+  try {
+    if (auto s = it->second(*this, node); !s.ok()) return s;
+  } catch (const InvalidValueError& e) {
+    // A converter read the shape of an operation the builder refused: the builder says why.
+    if (b.status().ok()) return error(node, e.what());
+  }
   if (!b.status().ok()) return error(node, std::string(b.status().message()));
   return absl::OkStatus();
 }

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -275,21 +276,38 @@ TEST(OnnxRefusal, AConvolutionKernelThatDisagreesWithItsInputIsRefusedNotACrash)
   EXPECT_EQ(fine->outputs.at(0).shape, Shape({2, 8, 6, 6}));
 }
 
+// One of fuzz_onnx's seeds (tests/fuzz/corpus/onnx), parsed at `batch` and imported with an
+// infeed for each input, as the harness does.
+absl::Status import_seed(const std::string& name, int64_t batch) {
+  std::ifstream in(std::string(TPUSIM_SOURCE_DIR) + "/tests/fuzz/corpus/onnx/" + name,
+                   std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.empty()) return absl::NotFoundError(name + " is empty or missing");
+  auto model = parse_onnx(bytes, "m.onnx", batch);
+  if (!model.ok()) return model.status();
+  GraphBuilder b;
+  std::map<std::string, Value> inputs;
+  for (const TensorInfo& t : model->inputs) inputs[t.name] = b.infeed(t.name, t.dtype, t.shape);
+  return import_graph(b, *model, inputs, ImportOptions{}).status();
+}
+
 // fuzz_onnx's input (now a seed): MatMul of a scalar and a vector, which the builder refuses,
 // was then asked for its product's shape.
 TEST(OnnxRefusal, AMatMulTheBuilderRefusesIsNamedNotACrash) {
-  std::ifstream in(
-      std::string(TPUSIM_SOURCE_DIR) + "/tests/fuzz/corpus/onnx/matmul-of-a-scalar.onnx",
-      std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ASSERT_FALSE(bytes.empty());
-  auto model = parse_onnx(bytes, "m.onnx", 1);
-  ASSERT_TRUE(model.ok()) << model.status();
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, Shape{});
-  auto imported = import_graph(b, *model, {{"x", x}}, ImportOptions{});
+  const absl::Status imported = import_seed("matmul-of-a-scalar.onnx", 1);
   ASSERT_FALSE(imported.ok());
-  EXPECT_THAT(message(imported.status()), HasSubstr("(MatMul)"));
+  EXPECT_THAT(message(imported), HasSubstr("(MatMul)"));
+}
+
+// fuzz_onnx's input (now a seed): a depthwise Conv whose padding the builder refused (pads of 4
+// around a 3x3 window) then had its patches asked for their shape. A converter reading any
+// refused value's shape now gets the builder's error, naming the node
+// (GraphBuilder.AnInvalidValuesShapeThrowsAndTheStatusSaysWhy).
+TEST(OnnxRefusal, ADepthwiseConvolutionTheBuilderRefusesIsNamedNotACrash) {
+  const absl::Status imported = import_seed("depthwise-conv-padding-refused.onnx", 2);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(message(imported), HasSubstr("m.onnx: node 'd' (Conv): extract_patches 'd/"
+                                           "extract_patches': explicit padding (4, 4, 4, 4)"));
 }
 
 }  // namespace

@@ -143,6 +143,17 @@ TEST(GraphBuilder, FirstErrorSticksAndLaterOpsYieldInvalidValues) {
   EXPECT_THAT(std::string(b.status().message()), HasSubstr("inner dimensions differ"));
 }
 
+// Reading an invalid value's shape or dtype throws (an importer catches it and reports the
+// builder's error) instead of following a null builder.
+TEST(GraphBuilder, AnInvalidValuesShapeThrowsAndTheStatusSaysWhy) {
+  GraphBuilder b;
+  const Value bad = b.reshape(in(b, "x", {6}), {7});
+  EXPECT_THROW((void)bad.shape(), InvalidValueError);
+  EXPECT_THROW((void)bad.dtype(), InvalidValueError);
+  EXPECT_THROW((void)Value{}.shape(), InvalidValueError);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("reshape"));
+}
+
 TEST(GraphBuilder, LabelsCarryScopes) {
   GraphBuilder b;
   layers::dense(b, in(b, "x", {2, 3}), 4);
