@@ -21,7 +21,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
 
 .PHONY: all deps apt-deps venv configure build test test-fast test-asan test-asan-readers test-tsan \
-  demo bench fuzz format tidy clean help
+  demo bench bench-cpu fuzz format tidy clean help
 all: build
 
 help:
@@ -30,6 +30,7 @@ help:
 	@echo "make test    deps + build + every test (ctest)"
 	@echo "make demo    deps + build + the main job (tpusim train)"
 	@echo "make bench   deps + build + benchmarks"
+	@echo "make bench-cpu  the cpu backend's training steps beside JAX's (XLA CPU, $(VENV))"
 	@echo "make test-asan  every test but the interop tier under ASan + UBSan, in $(ASAN_DIR)/"
 	@echo "make test-asan-readers  the readers' tests under ASan + UBSan, in $(FUZZ_DIR)/ (clang; CI)"
 	@echo "make test-tsan  the threaded parts' tests under TSan, in $(TSAN_DIR)/ (clang)"
@@ -78,6 +79,14 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_data_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_collective_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_onnx_bench --benchmark_counters_tabular=true
+	@$(MAKE) --no-print-directory bench-cpu
+
+# The cpu backend's fp32 training steps and JAX's of the same networks, in the same run, on this
+# machine's cores (bench/README.md, "The cpu backend against JAX").
+bench-cpu: deps build
+	@$(BUILD_DIR)/bin/tpusim_cpu_bench --benchmark_counters_tabular=true
+	@$(VENV)/bin/python bench/jax_training_step.py --all --batch 128
+	@$(VENV)/bin/python bench/jax_training_step.py --all --batch 1024
 
 # Sanitizers and fuzzing (docs/reliability.md). test-asan builds every library and test with
 # ASan and UBSan (any report fails its test) in $(ASAN_DIR) with the main build's compiler, g++

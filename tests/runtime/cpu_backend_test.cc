@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include "runtime/backend/cpu/plan.h"
 #include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
@@ -219,6 +220,60 @@ TEST(CpuBackend, MatmulsRoundTheSameOnAnyHost) {
     hash = (hash ^ bits) * 1099511628211ull;
   }
   EXPECT_EQ(hash, 2374342951631363060ull);
+}
+
+// A matmul operand that is a transpose of the last two axes is read in place (plan.h), and the
+// product is bitwise the one of the transposed copy: each transpose here is also an output in
+// one graph, so there it is copied, and only read through in the other. Products 1000 deep
+// (Eigen cuts them into partial sums), at rank 2 and batched, fp32 and mxu.
+TEST(CpuBackend, MatmulsOfTransposesEqualThoseOfTheirCopies) {
+  const Feeds feeds{{"a", random_tensor(Shape{1000, 300}, 1)},
+                    {"w", random_tensor(Shape{200, 1000}, 2)},
+                    {"q", random_tensor(Shape{3, 40, 1000}, 3)},
+                    {"k", random_tensor(Shape{3, 50, 1000}, 4)}};
+  auto products = [&](bool copied, const std::string& precision) {
+    GraphBuilder b;
+    const Value a_t = b.transpose(b.infeed("a", DType::kF32, {1000, 300}), {1, 0});
+    const Value w_t = b.transpose(b.infeed("w", DType::kF32, {200, 1000}), {1, 0});
+    const Value q = b.infeed("q", DType::kF32, {3, 40, 1000});
+    const Value k_t = b.transpose(b.infeed("k", DType::kF32, {3, 50, 1000}), {0, 2, 1});
+    const Value q_t = b.transpose(q, {0, 2, 1});
+    b.output("both", b.matmul(a_t, w_t));   // [300, 200]
+    b.output("batched", b.matmul(q, k_t));  // [3, 40, 50]
+    b.output("lhs", b.matmul(q_t, q));      // [3, 1000, 1000]
+    if (copied) {
+      for (const auto& [name, t] :
+           {std::pair{"a_t", a_t}, {"w_t", w_t}, {"k_t", k_t}, {"q_t", q_t}})
+        b.output(name, t);
+    }
+    Variables vars;
+    return run_once(b, feeds, &vars, precision);
+  };
+  for (const std::string precision : {"fp32", "mxu"}) {
+    const Outputs read_through = products(false, precision);
+    const Outputs copied = products(true, precision);
+    for (const char* name : {"both", "batched", "lhs"})
+      EXPECT_EQ(read_through.at(name).f, copied.at(name).f) << name << " " << precision;
+  }
+}
+
+// Which transposes the plan folds: those every reader of which is a matmul, and no output.
+TEST(CpuPlan, OnlyTransposesThatMatmulsAloneReadAreFolded) {
+  GraphBuilder b;
+  const Value a = b.infeed("a", DType::kF32, {4, 3});
+  const Value read_through = b.transpose(a, {1, 0});  // [3, 4], read by two matmuls
+  const Value also_added = b.transpose(a, {1, 0});    // read by a matmul and an add
+  b.output("y", b.matmul(read_through, a));           // [3, 3]
+  b.output("x", b.matmul(a, read_through));           // [4, 4]
+  b.output("w", b.matmul(also_added, a));
+  b.output("z", also_added + also_added);
+  const cpu::ExecutionPlan plan = cpu::plan_execution(b.graph());
+  EXPECT_TRUE(plan.nodes[static_cast<size_t>(read_through.id)].folded);
+  EXPECT_FALSE(plan.nodes[static_cast<size_t>(also_added.id)].folded);
+  int folded_reads = 0;
+  for (const auto& node : plan.nodes)
+    folded_reads += node.matmul.a_transposed + node.matmul.b_transposed;
+  EXPECT_EQ(folded_reads, 2);
 }
 
 TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {

@@ -1,7 +1,12 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 
+#include <mutex>
+#include <optional>
+
 #include "common/strings.h"
+#include "runtime/backend/cpu/buffers.h"
 #include "runtime/backend/cpu/kernels.h"
+#include "runtime/backend/cpu/plan.h"
 
 namespace tpusim::runtime {
 namespace {
@@ -13,23 +18,23 @@ class CpuExecutable final : public Executable {
         mxu_(mxu),
         f32_reductions_(f32_reductions),
         replicas_(replicas),
-        last_use_(last_uses(graph_)) {}
+        plan_(cpu::plan_execution(graph_)) {}
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   bool mxu() const { return mxu_; }
   bool f32_reductions() const { return f32_reductions_; }
-  // After its last use a value is dropped, so a step holds only the live tensors.
-  const std::vector<int>& last_use() const { return last_use_; }
+  const cpu::ExecutionPlan& plan() const { return plan_; }
 
  private:
   Graph graph_;
   bool mxu_;
   bool f32_reductions_;
   uint32_t replicas_;
-  std::vector<int> last_use_;
+  cpu::ExecutionPlan plan_;
 };
 
-HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelContext& ctx) {
+HostTensor evaluate(const Node& n, const cpu::NodePlan& plan, const cpu::Inputs& in,
+                    const cpu::KernelContext& ctx) {
   if (is_binary_elementwise(n.op)) return cpu::elementwise_binary(n, in);
   if (is_unary_elementwise(n.op) || n.op == Op::kStopGradient || n.op == Op::kCrossReplicaSum) {
     return cpu::elementwise_unary(n, in);
@@ -60,7 +65,7 @@ HostTensor evaluate(const Node& n, const cpu::Inputs& in, const cpu::KernelConte
     case Op::kPad:
       return cpu::pad(n, in);
     case Op::kMatMul:
-      return cpu::matmul(n, in, ctx);
+      return cpu::matmul(n, in, ctx, plan.matmul);
     case Op::kExtractPatches:
       return cpu::extract_patches(n, in);
     case Op::kPatchesToImage:
@@ -103,6 +108,10 @@ class CpuBackend final : public Backend {
     auto& exe = static_cast<CpuExecutable&>(executable);
     if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
     cpu::fix_gemm_blocking();
+    // The pool serves one loop at a time; a loop run beside it allocates as it goes.
+    std::unique_lock<std::mutex> pool_lock(pool_mutex_, std::try_to_lock);
+    std::optional<cpu::PoolScope> pool;
+    if (pool_lock.owns_lock()) pool.emplace(pool_);
     std::vector<Variables> others(exe.replicas() - 1, variables);
     std::vector<Variables*> vars{&variables};
     for (Variables& v : others) vars.push_back(&v);
@@ -114,6 +123,9 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  cpu::BufferPool pool_;  // the kernels' recycled storage, kept between loops
+  std::mutex pool_mutex_;
+
   static std::vector<Outputs> step(const CpuExecutable& exe, const std::vector<Variables*>& vars,
                                    const std::vector<Feeds>& feeds, uint64_t step_number) {
     const Graph& g = exe.graph();
@@ -121,13 +133,16 @@ class CpuBackend final : public Backend {
     cpu::KernelContext ctx{exe.mxu(), step_number, exe.f32_reductions()};
     std::vector<std::vector<HostTensor>> values(
         replicas, std::vector<HostTensor>(static_cast<size_t>(g.size())));
+    const cpu::ExecutionPlan& plan = exe.plan();
     for (int i = 0; i < g.size(); ++i) {
       const Node& n = g.node(i);
+      const cpu::NodePlan& p = plan.nodes[static_cast<size_t>(i)];
+      if (p.folded) continue;
       const auto at = static_cast<size_t>(i);
       if (n.op == Op::kCrossReplicaSum && replicas > 1) {
         std::vector<const HostTensor*> parts;
         for (size_t r = 0; r < replicas; ++r)
-          parts.push_back(&values[r][static_cast<size_t>(n.inputs[0])]);
+          parts.push_back(&values[r][static_cast<size_t>(p.inputs[0])]);
         const HostTensor sum = cpu::ring_sum(parts);
         for (size_t r = 0; r < replicas; ++r) values[r][at] = sum;
       } else {
@@ -137,16 +152,20 @@ class CpuBackend final : public Backend {
           } else if (n.op == Op::kInfeed) {
             HostTensor rounded;
             values[r][at] = infeed_value(n, feeds[r].at(n.attrs.name), rounded);
+          } else if (n.op == Op::kReshape && plan.last_use[static_cast<size_t>(p.inputs[0])] == i) {
+            // The input dies here: its values become the output's, uncopied.
+            values[r][at] = std::move(values[r][static_cast<size_t>(p.inputs[0])]);
+            values[r][at].shape = n.shape;
           } else {
             cpu::Inputs in;
-            for (int id : n.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);
-            values[r][at] = evaluate(n, in, ctx);
+            for (int id : p.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);
+            values[r][at] = evaluate(n, p, in, ctx);
           }
         }
       }
-      for (int id : n.inputs) {
-        if (exe.last_use()[static_cast<size_t>(id)] != i) continue;
-        for (size_t r = 0; r < replicas; ++r) values[r][static_cast<size_t>(id)] = HostTensor{};
+      for (int id : p.inputs) {
+        if (plan.last_use[static_cast<size_t>(id)] != i) continue;
+        for (size_t r = 0; r < replicas; ++r) cpu::recycle(values[r][static_cast<size_t>(id)]);
       }
     }
     std::vector<Outputs> outputs(replicas);

@@ -33,7 +33,14 @@ HostTensor broadcast(const Node& n, const Inputs& in);
 HostTensor concat(const Node& n, const Inputs& in);
 HostTensor slice(const Node& n, const Inputs& in);
 HostTensor pad(const Node& n, const Inputs& in);
-HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx);
+// Which matmul operands are read transposed: the graph's transpose of the last two axes, which
+// the cpu backend folds into the product instead of copying (cpu_backend.cc).
+struct MatmulOperands {
+  bool a_transposed = false;
+  bool b_transposed = false;
+};
+HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
+                  MatmulOperands operands = {});
 // Makes matmul's sums independent of the host (the cpu backend calls it as each loop starts): a
 // numerics reference must round the same on every machine. Eigen would otherwise block its
 // GEMMs by the host CPU's cache sizes and thread count, and the cpu backend's losses differed

@@ -1,4 +1,8 @@
+#include <type_traits>
+
+#include "runtime/backend/cpu/buffers.h"
 #include "runtime/backend/cpu/kernels.h"
+#include "runtime/backend/cpu/walk.h"
 #include "runtime/backend/element_math.h"
 
 namespace tpusim::runtime::cpu {
@@ -22,30 +26,57 @@ std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
   return map;
 }
 
-// Calls f(out_index, a_index, b_index) over an output, walking operands by broadcast strides.
+// Calls f(op) with `op` a compile-time constant (std::integral_constant) where it is one of the
+// binary elementwise ops, so that element::apply_binary's switch folds out of the kernel's
+// loop; any other op passes as it is.
 template <typename F>
-void for_each_broadcast(const Shape& out, const std::vector<int64_t>& sa,
-                        const std::vector<int64_t>& sb, F f) {
-  const int rank = out.rank();
-  const int64_t n = out.elements();
-  if (rank == 0) {
-    if (n == 1) f(0, 0, 0);
-    return;
+void with_binary_op(Op op, F f) {
+  switch (op) {
+    case Op::kAdd:
+      return f(std::integral_constant<Op, Op::kAdd>{});
+    case Op::kSub:
+      return f(std::integral_constant<Op, Op::kSub>{});
+    case Op::kMul:
+      return f(std::integral_constant<Op, Op::kMul>{});
+    case Op::kDiv:
+      return f(std::integral_constant<Op, Op::kDiv>{});
+    case Op::kMax:
+      return f(std::integral_constant<Op, Op::kMax>{});
+    case Op::kMin:
+      return f(std::integral_constant<Op, Op::kMin>{});
+    case Op::kEqual:
+      return f(std::integral_constant<Op, Op::kEqual>{});
+    case Op::kGreater:
+      return f(std::integral_constant<Op, Op::kGreater>{});
+    default:
+      return f(op);
   }
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  int64_t ia = 0, ib = 0;
-  for (int64_t o = 0; o < n; ++o) {
-    f(o, ia, ib);
-    for (int d = rank - 1; d >= 0; --d) {
-      const size_t du = static_cast<size_t>(d);
-      ++idx[du];
-      ia += sa[du];
-      ib += sb[du];
-      if (idx[du] < out.dim(d)) break;
-      ia -= sa[du] * idx[du];
-      ib -= sb[du] * idx[du];
-      idx[du] = 0;
-    }
+}
+
+// The same for the unary ops (element::apply_unary).
+template <typename F>
+void with_unary_op(Op op, F f) {
+  switch (op) {
+    case Op::kNeg:
+      return f(std::integral_constant<Op, Op::kNeg>{});
+    case Op::kRelu:
+      return f(std::integral_constant<Op, Op::kRelu>{});
+    case Op::kTanh:
+      return f(std::integral_constant<Op, Op::kTanh>{});
+    case Op::kSigmoid:
+      return f(std::integral_constant<Op, Op::kSigmoid>{});
+    case Op::kExp:
+      return f(std::integral_constant<Op, Op::kExp>{});
+    case Op::kLog:
+      return f(std::integral_constant<Op, Op::kLog>{});
+    case Op::kRsqrt:
+      return f(std::integral_constant<Op, Op::kRsqrt>{});
+    case Op::kErf:
+      return f(std::integral_constant<Op, Op::kErf>{});
+    case Op::kSquare:
+      return f(std::integral_constant<Op, Op::kSquare>{});
+    default:
+      return f(op);
   }
 }
 
@@ -58,43 +89,48 @@ void round_all_to_bf16(std::vector<float>& values) {
 HostTensor elementwise_binary(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
   const HostTensor& b = *in[1];
-  HostTensor out = HostTensor::zeros(DType::kF32, n.shape);
+  HostTensor out = new_tensor(DType::kF32, n.shape, Init::kOverwritten);
   out.dtype = n.dtype;
   const auto sa = broadcast_strides(a.shape, n.shape, numpy_map(a.shape, n.shape));
   const auto sb = broadcast_strides(b.shape, n.shape, numpy_map(b.shape, n.shape));
+  float* y = out.f.data();
   if (a.dtype == DType::kS32) {  // comparisons of integers
-    for_each_broadcast(n.shape, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
-      out.f[static_cast<size_t>(o)] =
-          element::apply_binary(n.op, static_cast<float>(a.i[static_cast<size_t>(ia)]),
-                                static_cast<float>(b.i[static_cast<size_t>(ib)]));
+    with_binary_op(n.op, [&](auto op) {
+      walk_indices(n.shape, sa, 0, sb, 0, [&](int64_t o, int64_t ia, int64_t ib) {
+        y[o] = element::apply_binary(op, static_cast<float>(a.i[static_cast<size_t>(ia)]),
+                                     static_cast<float>(b.i[static_cast<size_t>(ib)]));
+      });
     });
     return out;
   }
-  if (a.shape == n.shape && b.shape == n.shape) {
-    const int64_t count = n.shape.elements();
+  const float* xa = a.f.data();
+  const float* xb = b.f.data();
+  with_binary_op(n.op, [&](auto op) {
+    if (a.shape == n.shape && b.shape == n.shape) {
+      const int64_t count = n.shape.elements();
 #pragma omp parallel for if (count > 65536)
-    for (int64_t i = 0; i < count; ++i)
-      out.f[static_cast<size_t>(i)] =
-          element::apply_binary(n.op, a.f[static_cast<size_t>(i)], b.f[static_cast<size_t>(i)]);
-  } else {
-    for_each_broadcast(n.shape, sa, sb, [&](int64_t o, int64_t ia, int64_t ib) {
-      out.f[static_cast<size_t>(o)] =
-          element::apply_binary(n.op, a.f[static_cast<size_t>(ia)], b.f[static_cast<size_t>(ib)]);
-    });
-  }
+      for (int64_t i = 0; i < count; ++i) y[i] = element::apply_binary(op, xa[i], xb[i]);
+    } else {
+      parallel_walk_indices(n.shape, sa, 0, sb, 0, [&](int64_t o, int64_t ia, int64_t ib) {
+        y[o] = element::apply_binary(op, xa[ia], xb[ib]);
+      });
+    }
+  });
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
 
 HostTensor elementwise_unary(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = a;
-  if (n.op == Op::kStopGradient || n.op == Op::kCrossReplicaSum) return out;
+  if (n.op == Op::kStopGradient || n.op == Op::kCrossReplicaSum) return a;
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
   const int64_t count = a.elements();
   float* y = out.f.data();
   const float* x = a.f.data();
+  with_unary_op(n.op, [&](auto op) {
 #pragma omp parallel for if (count > 65536)
-  for (int64_t i = 0; i < count; ++i) y[i] = element::apply_unary(n.op, x[i]);
+    for (int64_t i = 0; i < count; ++i) y[i] = element::apply_unary(op, x[i]);
+  });
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
 }
@@ -117,7 +153,7 @@ HostTensor select(const Node& n, const Inputs& in) {
 
 HostTensor cast(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
   const size_t count = static_cast<size_t>(n.shape.elements());
   if (n.dtype == DType::kS32) {
     for (size_t i = 0; i < count; ++i)
@@ -132,7 +168,7 @@ HostTensor cast(const Node& n, const Inputs& in) {
 
 HostTensor one_hot(const Node& n, const Inputs& in) {
   const HostTensor& labels = *in[0];
-  HostTensor out = HostTensor::zeros(DType::kF32, n.shape);
+  HostTensor out = new_tensor(DType::kF32, n.shape);
   const int64_t depth = n.attrs.depth;
   for (size_t i = 0; i < labels.i.size(); ++i) {
     const int32_t l = labels.i[i];
@@ -144,7 +180,7 @@ HostTensor one_hot(const Node& n, const Inputs& in) {
 }
 
 HostTensor rng_uniform(const Node& n, const KernelContext& ctx) {
-  HostTensor out = HostTensor::zeros(DType::kF32, n.shape);
+  HostTensor out = new_tensor(DType::kF32, n.shape, Init::kOverwritten);
   for (size_t i = 0; i < out.f.size(); ++i)
     out.f[i] = element::counter_uniform(n.attrs.seed, ctx.step, i);
   return out;

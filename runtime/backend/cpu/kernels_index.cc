@@ -1,6 +1,7 @@
 // The cpu kernels of the row lookups: gather and scatter_add (graph.h's semantics).
 #include <algorithm>
 
+#include "runtime/backend/cpu/buffers.h"
 #include "runtime/backend/cpu/kernels.h"
 #include "runtime/backend/element_math.h"
 
@@ -9,7 +10,7 @@ namespace tpusim::runtime::cpu {
 HostTensor gather(const Node& n, const Inputs& in) {
   const HostTensor& table = *in[0];
   const HostTensor& indices = *in[1];
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
   const int64_t rows = table.shape.dim(0);
   const auto cols = static_cast<size_t>(table.shape.dim(1));
   for (size_t i = 0; i < indices.i.size(); ++i) {
@@ -23,7 +24,7 @@ HostTensor gather(const Node& n, const Inputs& in) {
 HostTensor scatter_add(const Node& n, const Inputs& in) {
   const HostTensor& updates = *in[0];
   const HostTensor& indices = *in[1];
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  HostTensor out = new_tensor(n.dtype, n.shape);
   const int64_t rows = n.shape.dim(0);
   const auto cols = static_cast<size_t>(n.shape.dim(1));
   // Index order, each row's sum in f32 (no wider accumulator): what the tpusim backend's

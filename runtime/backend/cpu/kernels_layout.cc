@@ -1,32 +1,14 @@
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
+#include "runtime/backend/cpu/buffers.h"
 #include "runtime/backend/cpu/kernels.h"
+#include "runtime/backend/cpu/walk.h"
 #include "runtime/backend/element_math.h"
 
 namespace tpusim::runtime::cpu {
 namespace {
-
-// Calls f(out_linear, in_linear) for every output element, the input index advancing by
-// `in_strides` per output dimension (an odometer: no division per element).
-template <typename F>
-void walk(const Shape& out, const std::vector<int64_t>& in_strides, int64_t in_base, F f) {
-  const int rank = out.rank();
-  const int64_t n = out.elements();
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  int64_t in = in_base;
-  for (int64_t o = 0; o < n; ++o) {
-    f(o, in);
-    for (int d = rank - 1; d >= 0; --d) {
-      const size_t du = static_cast<size_t>(d);
-      ++idx[du];
-      in += in_strides[du];
-      if (idx[du] < out.dim(d)) break;
-      in -= in_strides[du] * idx[du];
-      idx[du] = 0;
-    }
-  }
-}
 
 template <typename F>
 void copy_values(const HostTensor& from, HostTensor* to, F index_map_walk) {
@@ -57,6 +39,69 @@ int64_t start_offset(const std::vector<int64_t>& begin, const std::vector<int64_
   return base;
 }
 
+// Whether a reduction's axes are its input's first `axes.size()` ones (from 0) or its last ones
+// (`trailing`): each output then sums a column of an [len, outputs] matrix or a contiguous row
+// of an [outputs, len] one.
+bool reduces_axes_at_one_end(const std::vector<int64_t>& axes, int rank, bool trailing) {
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t first = trailing ? rank - static_cast<int64_t>(sorted.size()) : 0;
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    if (sorted[k] != first + static_cast<int64_t>(k)) return false;
+  }
+  return !sorted.empty();
+}
+
+// sums[o] = reduce_step(max, sums[o], term) for each output o's terms in the input's row-major
+// order, as the gpu kernels sum. The outputs go to the host's threads in groups that share no
+// output, so the order per output, and with it every bit, is the serial walk's.
+template <typename Max>
+void accumulate_in_double(const Node& n, const HostTensor& a, const std::vector<int64_t>& to_out,
+                          Max max, double* sums) {
+  const float* x = a.f.data();
+  const Shape& s = a.shape;
+  const int64_t rows = n.shape.elements();
+  if (rows == 0) return;
+  if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/false)) {
+    // Columns: each thread adds its columns' terms row after row, in the rows' order.
+    const int64_t len = s.elements() / rows;
+#pragma omp parallel for schedule(static) if (s.elements() > 65536 && rows > 64)
+    for (int64_t c0 = 0; c0 < rows; c0 += 64) {
+      const int64_t c1 = std::min(rows, c0 + 64);
+      for (int64_t j = 0; j < len; ++j) {
+        const float* row = x + j * rows;
+        for (int64_t c = c0; c < c1; ++c) sums[c] = element::reduce_step(max, sums[c], row[c]);
+      }
+    }
+    return;
+  }
+  if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/true)) {
+    // Rows of `len` terms, eight rows at a time: eight independent chains of additions in flight
+    // instead of one, each still in its row's order.
+    constexpr int64_t kRows = 8;
+    const int64_t len = s.elements() / rows;
+#pragma omp parallel for schedule(static) if (s.elements() > 65536)
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t count = std::min(kRows, rows - r0);
+      double row_sums[kRows];
+      std::copy(sums + r0, sums + r0 + count, row_sums);
+      for (int64_t j = 0; j < len; ++j) {
+        for (int64_t r = 0; r < count; ++r)
+          row_sums[r] = element::reduce_step(max, row_sums[r], x[(r0 + r) * len + j]);
+      }
+      std::copy(row_sums, row_sums + count, sums + r0);
+    }
+    return;
+  }
+  auto term = [&](int64_t i, int64_t o) { sums[o] = element::reduce_step(max, sums[o], x[i]); };
+  // With the first axis kept, its slices sum into disjoint outputs.
+  if (std::find(n.attrs.axes.begin(), n.attrs.axes.end(), 0) == n.attrs.axes.end()) {
+    parallel_walk(s, to_out, 0, term);
+  } else {
+    walk(s, to_out, 0, term);
+  }
+}
+
 }  // namespace
 
 HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
@@ -71,12 +116,11 @@ HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
     }
   }
   const bool is_max = n.op == Op::kReduceMax;
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
   if (ctx.f32_reductions && !is_max) {  // in f32, in the same order
     std::vector<float> acc(static_cast<size_t>(n.shape.elements()), 0.0f);
-    walk(s, to_out, 0, [&](int64_t i, int64_t o) {
-      acc[static_cast<size_t>(o)] += a.f[static_cast<size_t>(i)];
-    });
+    walk(s, to_out, 0,
+         [&](int64_t i, int64_t o) { acc[static_cast<size_t>(o)] += a.f[static_cast<size_t>(i)]; });
     std::copy(acc.begin(), acc.end(), out.f.begin());
     if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
     return out;
@@ -84,10 +128,11 @@ HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
   // In double, term by term as the gpu kernels sum (element::reduce_step).
   std::vector<double> acc(static_cast<size_t>(n.shape.elements()),
                           is_max ? -std::numeric_limits<double>::infinity() : 0.0);
-  walk(s, to_out, 0, [&](int64_t i, int64_t o) {
-    double& slot = acc[static_cast<size_t>(o)];
-    slot = element::reduce_step(is_max, slot, a.f[static_cast<size_t>(i)]);
-  });
+  if (is_max) {
+    accumulate_in_double(n, a, to_out, std::true_type{}, acc.data());
+  } else {
+    accumulate_in_double(n, a, to_out, std::false_type{}, acc.data());
+  }
   for (size_t i = 0; i < acc.size(); ++i) out.f[i] = static_cast<float>(acc[i]);
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;
@@ -99,7 +144,7 @@ HostTensor argmax(const Node& n, const Inputs& in) {
   const int64_t len = a.shape.dim(static_cast<int>(axis));
   const int64_t inner = a.shape.strides()[static_cast<size_t>(axis)];
   const int64_t outer = a.shape.elements() / (len * inner);
-  HostTensor out = HostTensor::zeros(DType::kS32, n.shape);
+  HostTensor out = new_tensor(DType::kS32, n.shape, Init::kOverwritten);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       int64_t best = 0;
@@ -117,26 +162,70 @@ HostTensor argmax(const Node& n, const Inputs& in) {
   return out;
 }
 
+// A transpose that moves the input's last (contiguous) axis away from the end copies in square
+// tiles: rows along that axis read contiguously, columns along the output's last axis written
+// contiguously, so neither side strides through memory one element at a time.
+template <typename T>
+void transpose_tiled(const std::vector<T>& from, std::vector<T>* to, const Shape& out,
+                     const std::vector<int64_t>& in_strides, int row_dim) {
+  constexpr int64_t kTile = 32;
+  const int last = out.rank() - 1;
+  const auto out_strides = out.strides();
+  const int64_t rows = out.dim(row_dim), cols = out.dim(last);
+  const int64_t row_out = out_strides[static_cast<size_t>(row_dim)];
+  const int64_t col_in = in_strides[static_cast<size_t>(last)];
+  std::vector<int64_t> outer = out.dims();
+  outer[static_cast<size_t>(row_dim)] = 1;
+  outer[static_cast<size_t>(last)] = 1;
+  walk_indices(Shape(outer), out_strides, 0, in_strides, 0, [&](int64_t, int64_t o, int64_t i) {
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        const int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          T* dst = to->data() + o + r * row_out;
+          const T* src = from.data() + i + r;  // the row axis is the input's contiguous one
+          for (int64_t c = c0; c < c1; ++c) dst[c] = src[c * col_in];
+        }
+      }
+    }
+  });
+}
+
 HostTensor transpose(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = HostTensor::zeros(a.dtype, n.shape);
+  HostTensor out = new_tensor(a.dtype, n.shape, Init::kOverwritten);
   const auto s = a.shape.strides();
   std::vector<int64_t> in_strides;
   for (int64_t p : n.attrs.axes) in_strides.push_back(s[static_cast<size_t>(p)]);
-  copy_values(a, &out, [&](auto f) { walk(n.shape, in_strides, 0, f); });
+  // The output dimension the input's last axis lands on.
+  const int rank = n.shape.rank();
+  int row_dim = rank - 1;
+  for (int d = 0; d < rank; ++d) {
+    if (n.attrs.axes[static_cast<size_t>(d)] == rank - 1) row_dim = d;
+  }
+  if (row_dim != rank - 1 && n.shape.dim(row_dim) > 1 && n.shape.dim(rank - 1) > 1) {
+    if (a.dtype == DType::kS32) {
+      transpose_tiled(a.i, &out.i, n.shape, in_strides, row_dim);
+    } else {
+      transpose_tiled(a.f, &out.f, n.shape, in_strides, row_dim);
+    }
+    return out;
+  }
+  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, in_strides, 0, f); });
   return out;
 }
 
 HostTensor broadcast(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = HostTensor::zeros(a.dtype, n.shape);
+  HostTensor out = new_tensor(a.dtype, n.shape, Init::kOverwritten);
   const auto strides = broadcast_strides(a.shape, n.shape, n.attrs.axes);
-  copy_values(a, &out, [&](auto f) { walk(n.shape, strides, 0, f); });
+  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, strides, 0, f); });
   return out;
 }
 
 HostTensor concat(const Node& n, const Inputs& in) {
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
   const auto out_strides = n.shape.strides();
   int64_t offset = 0;
   for (const HostTensor* part : in) {
@@ -151,16 +240,16 @@ HostTensor concat(const Node& n, const Inputs& in) {
 
 HostTensor slice(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = HostTensor::zeros(a.dtype, n.shape);
+  HostTensor out = new_tensor(a.dtype, n.shape, Init::kOverwritten);
   const auto s = a.shape.strides();
   const int64_t base = start_offset(n.attrs.begin, s);
-  copy_values(a, &out, [&](auto f) { walk(n.shape, s, base, f); });
+  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, s, base, f); });
   return out;
 }
 
 HostTensor pad(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
-  HostTensor out = HostTensor::zeros(a.dtype, n.shape);
+  HostTensor out = new_tensor(a.dtype, n.shape);
   const auto s = n.shape.strides();
   const int64_t base = start_offset(n.attrs.begin, s);
   // Walk the input; each element lands in the padded output.
@@ -173,7 +262,7 @@ HostTensor extract_patches(const Node& n, const Inputs& in) {
   const Window& w = n.attrs.window;
   const int64_t N = x.shape.dim(0), H = x.shape.dim(1), W = x.shape.dim(2), C = x.shape.dim(3);
   const int64_t OH = n.shape.dim(1), OW = n.shape.dim(2);
-  HostTensor out = HostTensor::zeros(x.dtype, n.shape);
+  HostTensor out = new_tensor(x.dtype, n.shape);
 #pragma omp parallel for collapse(2) if (N * OH > 16)
   for (int64_t b = 0; b < N; ++b) {
     for (int64_t oy = 0; oy < OH; ++oy) {
@@ -199,7 +288,7 @@ HostTensor patches_to_image(const Node& n, const Inputs& in) {
   const Window& w = n.attrs.window;
   const int64_t N = n.shape.dim(0), H = n.shape.dim(1), W = n.shape.dim(2), C = n.shape.dim(3);
   const int64_t OH = p.shape.dim(1), OW = p.shape.dim(2);
-  HostTensor out = HostTensor::zeros(p.dtype, n.shape);
+  HostTensor out = new_tensor(p.dtype, n.shape);
   // Sequential per image, in a fixed order: overlapping windows add up reproducibly.
 #pragma omp parallel for if (N > 1)
   for (int64_t b = 0; b < N; ++b) {

@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 
+#include "runtime/backend/cpu/buffers.h"
 #include "runtime/backend/cpu/kernels.h"
 #include "runtime/backend/element_math.h"
 
@@ -22,20 +23,41 @@ const float* maybe_rounded(const HostTensor& t, bool round, std::vector<float>* 
 }
 
 // Rows of A per GEMM task. Fixed, so that how a product is cut never depends on the host's
-// threads; 64 rows of A reuse each packed panel of B enough to keep the packing cheap.
-constexpr int64_t kRowsPerTask = 64;
+// threads. Each task packs all of B again: at 64 rows, packing was a fifth of resnet_small's
+// step (its convolutions' B are [144, 16] against 100,000 rows); 256 rows of A reuse each packed
+// panel four times as long. The rows a task takes do not change a sum: Eigen cuts the depth by
+// the L1 size and the depth alone (CpuBackend.MatmulsRoundTheSameOnAnyHost's bits held).
+constexpr int64_t kRowsPerTask = 256;
 
-// out[rows, N] = a[rows, K] x b[K, N], in tasks of kRowsPerTask rows on the host's threads. Each
-// task is a single-threaded Eigen GEMM blocked by fixed cache sizes (fix_gemm_blocking), so every
-// element's sum is cut into the same partial sums on any machine.
-void gemm(const float* a, const float* b, float* out, int64_t rows, int64_t K, int64_t N) {
+// out[rows, N] = a[rows, K] x rhs[K, N], in tasks of kRowsPerTask rows on the host's threads,
+// a read as stored ([rows, K]) or transposed (stored [K, rows]). Each task is a single-threaded
+// Eigen GEMM blocked by fixed cache sizes (fix_gemm_blocking), so every element's sum is cut
+// into the same partial sums on any machine; Eigen packs a transposed operand into the same
+// panels, so its sums are those of the transposed copy's, bit for bit
+// (CpuBackend.MatmulsOfTransposesEqualThoseOfTheirCopies).
+template <typename Rhs>
+void gemm_tasks(const float* a, bool a_transposed, const Rhs& rhs, float* out, int64_t rows,
+                int64_t K, int64_t N) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
 #pragma omp parallel for schedule(static) if (tasks > 1 && rows * K * N > (int64_t{1} << 18))
   for (int64_t t = 0; t < tasks; ++t) {
     const int64_t first = t * kRowsPerTask;
     const int64_t count = std::min(kRowsPerTask, rows - first);
-    MutableMap(out + first * N, count, N).noalias() =
-        MatrixMap(a + first * K, count, K) * MatrixMap(b, K, N);
+    MutableMap block(out + first * N, count, N);
+    if (a_transposed) {
+      block.noalias() = MatrixMap(a, K, rows).middleCols(first, count).transpose() * rhs;
+    } else {
+      block.noalias() = MatrixMap(a + first * K, count, K) * rhs;
+    }
+  }
+}
+
+void gemm(const float* a, bool a_transposed, const float* b, bool b_transposed, float* out,
+          int64_t rows, int64_t K, int64_t N) {
+  if (b_transposed) {
+    gemm_tasks(a, a_transposed, MatrixMap(b, N, K).transpose(), out, rows, K, N);
+  } else {
+    gemm_tasks(a, a_transposed, MatrixMap(b, K, N), out, rows, K, N);
   }
 }
 }  // namespace
@@ -58,24 +80,28 @@ void fix_gemm_blocking() {
 
 // [..., M, K] x [..., K, N] (or x [K, N]): one Eigen GEMM per batch element. With the mxu
 // policy the inputs are rounded to bf16 first; products of bf16 values are exact in f32 and
-// the sums accumulate in f32, as on the MXU.
-HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx) {
+// the sums accumulate in f32, as on the MXU. An operand marked transposed holds the transpose's
+// input ([..., K, M] for a, [..., N, K] for b), read in place.
+HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
+                  MatmulOperands operands) {
   const HostTensor& a = *in[0];
   const HostTensor& b = *in[1];
-  const int ra = a.shape.rank(), rb = b.shape.rank();
-  const int64_t M = a.shape.dim(ra - 2), K = a.shape.dim(ra - 1), N = b.shape.dim(rb - 1);
+  const int r = n.shape.rank(), rb = b.shape.rank();
+  const int64_t M = n.shape.dim(r - 2), N = n.shape.dim(r - 1);
+  const int64_t K = operands.a_transposed ? a.shape.dim(r - 2) : a.shape.dim(r - 1);
   const int64_t batches = a.shape.elements() / (M * K);
-  const bool shared_rhs = rb == 2;
   std::vector<float> sa, sb;
   const float* pa = maybe_rounded(a, ctx.mxu_precision, &sa);
   const float* pb = maybe_rounded(b, ctx.mxu_precision, &sb);
-  HostTensor out = HostTensor::zeros(n.dtype, n.shape);
-  if (shared_rhs) {
+  HostTensor out = new_tensor(n.dtype, n.shape, Init::kOverwritten);
+  if (rb == 2 && !operands.a_transposed) {
     // All batches share the rhs: one GEMM over (batches x M) rows.
-    gemm(pa, pb, out.f.data(), batches * M, K, N);
+    gemm(pa, false, pb, operands.b_transposed, out.f.data(), batches * M, K, N);
   } else {
+    const int64_t b_stride = rb == 2 ? 0 : K * N;
     for (int64_t i = 0; i < batches; ++i)
-      gemm(pa + i * M * K, pb + i * K * N, out.f.data() + i * M * N, M, K, N);
+      gemm(pa + i * M * K, operands.a_transposed, pb + i * b_stride, operands.b_transposed,
+           out.f.data() + i * M * N, M, K, N);
   }
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
   return out;

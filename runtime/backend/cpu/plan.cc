@@ -1,0 +1,63 @@
+#include "runtime/backend/cpu/plan.h"
+
+#include <algorithm>
+
+namespace tpusim::runtime::cpu {
+namespace {
+
+// A transpose that swaps the last two axes and keeps the others: what a transposed matmul
+// operand reads.
+bool swaps_last_two_axes(const Node& n) {
+  const auto& perm = n.attrs.axes;
+  const auto rank = static_cast<int64_t>(perm.size());
+  if (n.op != Op::kTranspose || rank < 2 || n.dtype == DType::kS32) return false;
+  for (int64_t d = 0; d < rank - 2; ++d) {
+    if (perm[static_cast<size_t>(d)] != d) return false;
+  }
+  return perm[static_cast<size_t>(rank - 2)] == rank - 1 &&
+         perm[static_cast<size_t>(rank - 1)] == rank - 2;
+}
+
+// Transposes whose every reader is a matmul, and which are no output or update.
+std::vector<bool> foldable_transposes(const Graph& graph) {
+  std::vector<bool> foldable(static_cast<size_t>(graph.size()), false);
+  for (int i = 0; i < graph.size(); ++i)
+    foldable[static_cast<size_t>(i)] = swaps_last_two_axes(graph.node(i));
+  for (int i = 0; i < graph.size(); ++i) {
+    if (graph.node(i).op == Op::kMatMul) continue;
+    for (int in : graph.node(i).inputs) foldable[static_cast<size_t>(in)] = false;
+  }
+  for (const auto& o : graph.outputs()) foldable[static_cast<size_t>(o.node)] = false;
+  for (const auto& u : graph.updates()) foldable[static_cast<size_t>(u.value)] = false;
+  return foldable;
+}
+
+}  // namespace
+
+ExecutionPlan plan_execution(const Graph& graph) {
+  const std::vector<bool> foldable = foldable_transposes(graph);
+  ExecutionPlan plan;
+  plan.nodes.resize(static_cast<size_t>(graph.size()));
+  plan.last_use.assign(static_cast<size_t>(graph.size()), -1);
+  for (int i = 0; i < graph.size(); ++i) {
+    const Node& n = graph.node(i);
+    NodePlan& p = plan.nodes[static_cast<size_t>(i)];
+    p.folded = foldable[static_cast<size_t>(i)];
+    if (p.folded) continue;  // its readers read its input
+    p.inputs = n.inputs;
+    if (n.op == Op::kMatMul) {
+      for (size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
+        const int in = p.inputs[k];
+        if (!foldable[static_cast<size_t>(in)]) continue;
+        p.inputs[k] = graph.node(in).inputs[0];
+        (k == 0 ? p.matmul.a_transposed : p.matmul.b_transposed) = true;
+      }
+    }
+    for (int in : p.inputs) plan.last_use[static_cast<size_t>(in)] = i;
+  }
+  for (const auto& o : graph.outputs()) plan.last_use[static_cast<size_t>(o.node)] = graph.size();
+  for (const auto& u : graph.updates()) plan.last_use[static_cast<size_t>(u.value)] = graph.size();
+  return plan;
+}
+
+}  // namespace tpusim::runtime::cpu
