@@ -372,6 +372,9 @@ absl::Status convert_matmul(Importer& im, const onnx::NodeProto& node) {
   }
   im.match_types(&v[0], &v[1]);
   Shape sa = v[0].shape(), sb = v[1].shape();
+  // numpy's matmul, which ONNX's follows, takes no scalar.
+  if (sa.rank() == 0 || sb.rank() == 0)
+    return im.error(node, str_cat("MatMul of ", sa.str(), " and ", sb.str(), ": no scalars"));
   const bool a_vector = sa.rank() == 1, b_vector = sb.rank() == 1;
   if (a_vector) v[0] = b.reshape(v[0], {1, sa.dim(0)});
   if (b_vector) v[1] = b.reshape(v[1], {sb.dim(0), 1});

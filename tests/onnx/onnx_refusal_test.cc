@@ -299,6 +299,15 @@ TEST(OnnxRefusal, AMatMulTheBuilderRefusesIsNamedNotACrash) {
   EXPECT_THAT(message(imported), HasSubstr("(MatMul)"));
 }
 
+// fuzz_onnx's input (now a seed): MatMul of a scalar and a batch of matrices, whose batch
+// dimensions were taken as the scalar's dimensions but the last two (UBSan: an offset before
+// an empty vector's start). numpy's matmul, ONNX's, takes no scalar.
+TEST(OnnxRefusal, AMatMulOfAScalarAndABatchIsRefused) {
+  const absl::Status imported = import_seed("matmul-of-a-scalar-and-a-batch.onnx", 1);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(message(imported), HasSubstr("(MatMul): MatMul of [] and [8, 1, 1]: no scalars"));
+}
+
 // fuzz_onnx's input (now a seed): a depthwise Conv whose padding the builder refused (pads of 4
 // around a 3x3 window) then had its patches asked for their shape. A converter reading any
 // refused value's shape now gets the builder's error, naming the node
