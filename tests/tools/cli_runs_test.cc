@@ -56,6 +56,35 @@ TEST(Cli, TrainReportsItsDtypePolicy) {
   std::filesystem::remove_all(dir);
 }
 
+// --precision: the cpu backend computes what it is told and says so, at the start and in the
+// report (fp32 and mxu losses differ from the first step: mxu rounds the matmul inputs); tpusim
+// computes only the MXU's way and refuses fp32 rather than ignore it.
+TEST(Cli, TrainSaysWhichPrecisionItComputes) {
+  const std::string dir = ::testing::TempDir() + "tpusim-precision-train";
+  std::map<std::string, nlohmann::json> reports;
+  for (const char* precision : {"fp32", "mxu"}) {
+    std::filesystem::remove_all(dir);
+    auto r =
+        run_tpusim({"train", "--model", "mlp", "--backend", "cpu", "--precision", precision,
+                    "--input", "synthetic", "--train-steps", "1", "--iterations-per-loop", "1",
+                    "--batch-size", "64", "--model-dir", dir, "--report", dir + "/report.json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(std::string(", ") + precision + " precision; model_dir"));
+    std::ifstream in(dir + "/report.json");
+    reports[precision] = nlohmann::json::parse(in);
+    EXPECT_EQ(reports[precision]["precision"], precision);
+  }
+  EXPECT_NE(reports["fp32"]["final_loss"], reports["mxu"]["final_loss"]);
+  auto r = run_tpusim({"train", "--precision", "fp32"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'--precision fp32': tpusim's precision is its MXU's (bf16 "
+                               "products), not an option"));
+  r = run_tpusim({"evaluate", "--model-dir", dir, "--backend", "cpu", "--precision", "bf16"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--precision must be mxu or fp32 (got 'bf16')"));
+  std::filesystem::remove_all(dir);
+}
+
 // --input synthetic, TensorFlow's fake data: no files are read or converted (the --data folder is
 // never made), the host's stages cost nothing, and the host link still carries each step's batch:
 // a chip's PCIe link takes both its cores' 128 images of 28x28 f32 and labels (2 x 401,920 bytes

@@ -14,6 +14,25 @@ void add_backend_flag(po::options_description& options) {
                         runtime::backend_names(" | ").c_str());
 }
 
+void add_precision_flag(po::options_description& options) {
+  options.add_options()(
+      "precision", po::value<std::string>()->default_value(kCliPrecision),
+      "what matmuls and convolutions compute: mxu (their inputs rounded to bf16, sums in f32, as "
+      "the TPU's MXU at DEFAULT precision; the tpusim backend computes only so) | fp32 (inputs "
+      "as they are: the cpu and gpu backends)");
+}
+
+absl::StatusOr<std::string> precision_from(const po::variables_map& vm,
+                                           const runtime::BackendDeclaration& backend) {
+  const std::string precision = vm["precision"].as<std::string>();
+  if (precision != "mxu" && precision != "fp32")
+    return absl::InvalidArgumentError(
+        str_cat("--precision must be mxu or fp32 (got '", precision, "')"));
+  if (runtime::effective_precision(backend, precision) != precision)
+    return runtime::precision_choice_error(backend, "--precision " + precision);
+  return precision;
+}
+
 void add_compile_flags(po::options_description& options) {
   options.add_options()(
       "allreduce", po::value<std::string>()->default_value("ring"),

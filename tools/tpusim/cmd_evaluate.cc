@@ -65,6 +65,7 @@ void add_common(po::options_description& options) {
       "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
       "json", po::bool_switch(), "print JSON");
   add_backend_flag(options);
+  add_precision_flag(options);
   add_dtype_policy_option(options);
   add_data_options(options);
   add_imported_model_options(options);
@@ -134,7 +135,9 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   if (!backend.ok()) return backend.status();
   config.backend = (*backend)->name;
   config.slice = vm["config"].as<std::string>();
-  config.compile.precision = kCliPrecision;
+  auto precision = precision_from(vm, **backend);
+  if (!precision.ok()) return precision.status();
+  config.compile.precision = *precision;
   if ((*backend)->supports.runs_a_slice) {
     auto replicas = run_replicas(**backend, config.slice);
     if (!replicas.ok()) return replicas.status();
@@ -234,8 +237,10 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   auto made = runtime::make_backend(vm["backend"].as<std::string>(), backend_args);
   if (!made.ok()) return failure(std::string(made.status().message()));
   std::unique_ptr<runtime::Backend> backend = *std::move(made);
+  auto precision = precision_from(vm, backend->declaration());
+  if (!precision.ok()) return failure(std::string(precision.status().message()));
   runtime::CompileOptions compile;
-  compile.precision = kCliPrecision;
+  compile.precision = *precision;
   auto exe = backend->compile(model->graph, compile);
   if (!exe.ok()) return failure(std::string(exe.status().message()));
   const int64_t batch = model->batch_size;
@@ -296,7 +301,8 @@ int run_evaluate(const std::vector<std::string>& args) {
       "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
       "                        --saved-model DIR [--model-dir DIR])\n"
       "                       [--data DIR] [--config SLICE |\n"
-      "                       --backend cpu|gpu] [--batch-size N] [--eval-steps N] [--json]\n\n"
+      "                       --backend cpu|gpu [--precision mxu|fp32]] [--batch-size N]\n"
+      "                       [--eval-steps N] [--json]\n\n"
       "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n"
       "An imported model (--onnx, --saved-model) without a trained DIR is evaluated with its\n"
       "file's weights.\n";
@@ -339,8 +345,9 @@ int run_predict(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: tpusim predict (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
       "                       --saved-model DIR) [--count N]\n"
-      "                      [--data DIR] [--config SLICE | --backend cpu|gpu] [--batch-size N]\n"
-      "                      [--json]\n\n"
+      "                      [--data DIR] [--config SLICE | --backend cpu|gpu [--precision "
+      "mxu|fp32]]\n"
+      "                      [--batch-size N] [--json]\n\n"
       "Predicts the first N Fashion-MNIST test images with the newest checkpoint in DIR: each\n"
       "one's class, probability and true label.\n";
   po::variables_map vm;

@@ -100,6 +100,7 @@ po::options_description train_options(TrainFlags* f) {
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
   add_backend_flag(options);
+  add_precision_flag(options);
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_data_options(options);
@@ -113,7 +114,7 @@ constexpr char kTrainUsage[] =
     "                     --saved-model DIR [--saved-model-output NAME]]\n"
     "                    [--loss softmax_cross_entropy|mean_squared_error (--onnx, "
     "--saved-model)]\n"
-    "                    [--data DIR] [--config SLICE | --backend cpu|gpu]\n"
+    "                    [--data DIR] [--config SLICE | --backend cpu|gpu [--precision mxu|fp32]]\n"
     "                    [--dtype-policy float32|mixed_bfloat16]\n"
     "                    [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                    [--overlap-allreduce on|off] [--allreduce-combine-threshold BYTES]\n"
@@ -190,6 +191,9 @@ Refused run_config_from(const po::variables_map& vm, const TrainFlags& f,
   auto compile = compile_options_from(vm);
   if (!compile.ok()) return usage_problem(compile.status());
   config->compile = *compile;
+  auto precision = precision_from(vm, backend);
+  if (!precision.ok()) return usage_problem(precision.status());
+  config->compile.precision = *precision;
   config->tpu_config.iterations_per_loop = f.ipl;
   auto replicas = run_replicas(backend, config->slice);
   if (!replicas.ok()) return Refusal{false, std::string(replicas.status().message())};
