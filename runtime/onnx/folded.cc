@@ -1,5 +1,6 @@
 #include "runtime/onnx/folded.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -244,6 +245,12 @@ absl::StatusOr<Folded> fold_binary(const Folded& a, const Folded& b, double (*f)
 }
 
 Folded fold_transpose(const Folded& a, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] != static_cast<int64_t>(i)) return a;
+  }
+  if (perm.size() != a.dims.size()) return a;
   Folded out;
   out.integer = a.integer;
   for (int64_t p : perm) out.dims.push_back(a.dims[static_cast<size_t>(p)]);

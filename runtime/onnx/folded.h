@@ -45,7 +45,9 @@ absl::StatusOr<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& 
 // f(a, b) elementwise with numpy broadcasting.
 absl::StatusOr<Folded> fold_binary(const Folded& a, const Folded& b, double (*f)(double, double),
                                    bool integer_result);
-// `a` with its dimensions permuted (output dim i is input dim perm[i]).
+// `a` with its dimensions permuted (output dim i is input dim perm[i]). A `perm` that is no
+// permutation of a's dimensions (an NCHW -> NHWC of a tensor of another rank, a file's weights
+// of a rank their op does not take) leaves `a` as it is, for the caller's shape check to refuse.
 Folded fold_transpose(const Folded& a, const std::vector<int64_t>& perm);
 // Rows of `a` along `axis` at `indices` (negative indices count from the end), ONNX's Gather.
 absl::StatusOr<Folded> fold_gather(const Folded& a, const Folded& indices, int64_t axis);

@@ -308,6 +308,15 @@ TEST(OnnxRefusal, AMatMulOfAScalarAndABatchIsRefused) {
   EXPECT_THAT(message(imported), HasSubstr("(MatMul): MatMul of [] and [8, 1, 1]: no scalars"));
 }
 
+// fuzz_onnx's input (now a seed): a MaxPool of an initializer of rank 2, which the importer
+// transposed from NCHW to NHWC as if it had rank 4 (ASan: a read past its dimensions). A
+// permutation that does not fit leaves the tensor as it is, and the pool refuses it.
+TEST(OnnxRefusal, APoolOfAFoldedMatrixIsRefused) {
+  const absl::Status imported = import_seed("pool-of-a-folded-matrix.onnx", 1);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(message(imported), HasSubstr("(MaxPool): a 2-D pool takes an [N, C, H, W] input"));
+}
+
 // fuzz_onnx's input (now a seed): a depthwise Conv whose padding the builder refused (pads of 4
 // around a 3x3 window) then had its patches asked for their shape. A converter reading any
 // refused value's shape now gets the builder's error, naming the node
