@@ -1,8 +1,7 @@
 // The cpu backend's speed on a zoo model's fp32 training step (forward, backward, SGD update),
 // the figure bench/README.md tables beside JAX's step of the same network on the same machine
-// (bench/jax_training_step.py). Arguments: the global batch and the replicas it is split over
-// (the cpu backend runs the replicas of a step in lockstep, as `tpusim train --backend cpu`).
-// No System: the cpu backend alone.
+// (bench/jax_training_step.py), and the full-size models' steps. No System: the cpu backend
+// alone.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -18,39 +17,33 @@ namespace {
 
 using namespace tpusim::runtime;
 
-// Fashion-MNIST-shaped images in [0, 1) and labels in [0, 10), one batch per replica.
-std::vector<Feeds> replica_feeds(int64_t per_replica, uint32_t replicas) {
+// One seeded batch per replica for each of the graph's infeeds: floats in [0, 1), integers in
+// {0, 1} (a label, a token id, a segment or a mask: every one a valid value).
+std::vector<Feeds> replica_feeds(const Graph& graph, uint32_t replicas) {
   opcheck::OpCase c;
-  c.inputs = {{"image", DType::kF32, {per_replica, 28, 28, 1}, 0, 1},
-              {"label", DType::kS32, {per_replica}, 0, 10}};
+  for (int id : graph.infeeds()) {
+    const Node& n = graph.node(id);
+    c.inputs.push_back({n.attrs.name, n.dtype, n.shape, 0, n.dtype == DType::kS32 ? 2.0f : 1.0f});
+  }
   std::vector<Feeds> feeds;
   for (uint32_t r = 0; r < replicas; ++r) feeds.push_back(opcheck::make_feeds(c, 7 + r));
   return feeds;
 }
 
 // Each iteration runs one training step at fp32 (CompileOptions precision "fp32": matmul
-// inputs as they are). Counters: seconds a step, the step's matmul GFLOP (convolutions
-// included, all replicas) and the rate they ran at.
-void BM_CpuTrainingStep(benchmark::State& state, const char* model) {
-  const int64_t batch = state.range(0);
-  const auto replicas = static_cast<uint32_t>(state.range(1));
-  GraphBuilder b;
-  if (!models::build_training_step(b, model, batch / replicas, 0.01f, 1,
-                                   models::DTypePolicy::kFloat32, replicas)
-           .ok()) {
-    state.SkipWithError("build failed");
-    return;
-  }
+// inputs as they are), after one untimed step. Counters: seconds a step, the step's matmul
+// GFLOP (convolutions included, all replicas) and the rate they ran at.
+void time_training_steps(benchmark::State& state, const Graph& graph, uint32_t replicas) {
   auto backend = make_backend("cpu");
   CompileOptions options{"fp32"};
   options.replicas = replicas;
-  auto exe = (*backend)->compile(b.graph(), options);
+  auto exe = (*backend)->compile(graph, options);
   if (!exe.ok()) {
     state.SkipWithError(std::string(exe.status().message()).c_str());
     return;
   }
-  Variables vars = initial_variables(b.graph());
-  const std::vector<LoopStep> step{{replica_feeds(batch / replicas, replicas), nullptr, 0}};
+  Variables vars = initial_variables(graph);
+  const std::vector<LoopStep> step{{replica_feeds(graph, replicas), nullptr, 0}};
   // One step first, untimed (as JAX's warm-up steps): the backend's buffer pool fills on it.
   uint64_t step_number = 0;
   if (auto first = (*backend)->run_loop(**exe, vars, step, step_number++); !first.ok()) {
@@ -61,13 +54,42 @@ void BM_CpuTrainingStep(benchmark::State& state, const char* model) {
     auto result = (*backend)->run_loop(**exe, vars, step, step_number++);
     if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
   }
-  const double flops = graph_size(b.graph()).matmul_flops * replicas;
+  const double flops = graph_size(graph).matmul_flops * replicas;
   state.counters["step_s"] =
       benchmark::Counter(static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["GFLOP"] = flops / 1e9;
   state.counters["GFLOPS"] = benchmark::Counter(
       flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// A zoo model's step on Fashion-MNIST-sized inputs: the global batch and the replicas it is
+// split over (the cpu backend runs a step's replicas in lockstep, as `tpusim train --backend
+// cpu`).
+void BM_CpuTrainingStep(benchmark::State& state, const char* model) {
+  const int64_t batch = state.range(0);
+  const auto replicas = static_cast<uint32_t>(state.range(1));
+  GraphBuilder b;
+  if (!models::build_training_step(b, model, batch / replicas, 0.01f, 1,
+                                   models::DTypePolicy::kFloat32, replicas)
+           .ok()) {
+    state.SkipWithError("build failed");
+    return;
+  }
+  time_training_steps(state, b.graph(), replicas);
+}
+
+// The full-size models at their published input sizes (ResNet-50 on 224 x 224 images, BERT on
+// 128 tokens), one replica, at a batch that fits this machine's memory.
+void BM_CpuFullSizeStep(benchmark::State& state, const char* model) {
+  GraphBuilder b;
+  if (!models::build_training_step(b, model, state.range(0), 0.01f, 1,
+                                   models::DTypePolicy::kFloat32, 1)
+           .ok()) {
+    state.SkipWithError("build failed");
+    return;
+  }
+  time_training_steps(state, b.graph(), 1);
 }
 
 // Global batch 1024 on one replica and on 8 (the and `tpusim train`'s default), and
@@ -81,6 +103,18 @@ void batches(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, mnist_cnn, "mnist_cnn")->Apply(batches);
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, resnet_small, "resnet_small")->Apply(batches);
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, transformer, "transformer")->Apply(batches);
+BENCHMARK_CAPTURE(BM_CpuFullSizeStep, resnet50, "resnet50")
+    ->ArgName("batch")
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
+BENCHMARK_CAPTURE(BM_CpuFullSizeStep, bert_large, "bert_large")
+    ->ArgName("batch")
+    ->Arg(8)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
 
 }  // namespace
 

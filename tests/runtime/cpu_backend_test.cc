@@ -257,8 +257,37 @@ TEST(CpuBackend, MatmulsOfTransposesEqualThoseOfTheirCopies) {
   }
 }
 
-// Which transposes the plan folds: those every reader of which is a matmul, and no output.
-TEST(CpuPlan, OnlyTransposesThatMatmulsAloneReadAreFolded) {
+// A broadcast that binary ops alone read is read through its strides (plan.h), bitwise as its
+// copy: a broadcast that is also an output is copied in one graph. Along an inner axis, and one
+// numpy-broadcast again against an operand of higher rank.
+TEST(CpuBackend, BinaryOpsOfBroadcastsEqualThoseOfTheirCopies) {
+  const Feeds feeds{{"m", random_tensor(Shape{4, 5}, 1)},
+                    {"x", random_tensor(Shape{4, 3, 5}, 2)},
+                    {"v", random_tensor(Shape{5}, 3)},
+                    {"y", random_tensor(Shape{2, 3, 5}, 4)}};
+  auto results = [&](bool copied) {
+    GraphBuilder b;
+    const Value m = b.broadcast(b.infeed("m", DType::kF32, {4, 5}), Shape{4, 3, 5}, {0, 2});
+    const Value v = b.broadcast(b.infeed("v", DType::kF32, {5}), Shape{3, 5}, {1});
+    b.output("inner", b.infeed("x", DType::kF32, {4, 3, 5}) - m);
+    b.output("numpy", v / b.infeed("y", DType::kF32, {2, 3, 5}));
+    if (copied) {
+      b.output("m", m);
+      b.output("v", v);
+    }
+    Variables vars;
+    return run_once(b, feeds, &vars);
+  };
+  const Outputs read_through = results(false);
+  const Outputs copied = results(true);
+  for (const char* name : {"inner", "numpy"})
+    EXPECT_EQ(read_through.at(name).f, copied.at(name).f) << name;
+  EXPECT_EQ(read_through.at("inner").f[7], feeds.at("x").f[7] - feeds.at("m").f[2]);
+}
+
+// Which nodes the plan folds: transposes that matmuls alone read and broadcasts that binary
+// elementwise ops alone read, neither an output.
+TEST(CpuPlan, OnlyTransposesAndBroadcastsTheirReadersCanReadThroughAreFolded) {
   GraphBuilder b;
   const Value a = b.infeed("a", DType::kF32, {4, 3});
   const Value read_through = b.transpose(a, {1, 0});  // [3, 4], read by two matmuls
@@ -267,7 +296,13 @@ TEST(CpuPlan, OnlyTransposesThatMatmulsAloneReadAreFolded) {
   b.output("x", b.matmul(a, read_through));           // [4, 4]
   b.output("w", b.matmul(also_added, a));
   b.output("z", also_added + also_added);
+  const Value spread = b.broadcast(b.infeed("s", DType::kF32, {3}), Shape{4, 3}, {1});
+  const Value multiplied = b.broadcast(b.infeed("t", DType::kF32, {3}), Shape{3, 3}, {1});
+  b.output("spread", a + spread);                         // folded: an add alone reads it
+  b.output("product", b.matmul(multiplied, multiplied));  // copied: a matmul reads it
   const cpu::ExecutionPlan plan = cpu::plan_execution(b.graph());
+  EXPECT_TRUE(plan.nodes[static_cast<size_t>(spread.id)].folded);
+  EXPECT_FALSE(plan.nodes[static_cast<size_t>(multiplied.id)].folded);
   EXPECT_TRUE(plan.nodes[static_cast<size_t>(read_through.id)].folded);
   EXPECT_FALSE(plan.nodes[static_cast<size_t>(also_added.id)].folded);
   int folded_reads = 0;

@@ -35,7 +35,7 @@ class CpuExecutable final : public Executable {
 
 HostTensor evaluate(const Node& n, const cpu::NodePlan& plan, const cpu::Inputs& in,
                     const cpu::KernelContext& ctx) {
-  if (is_binary_elementwise(n.op)) return cpu::elementwise_binary(n, in);
+  if (is_binary_elementwise(n.op)) return cpu::elementwise_binary(n, in, plan.binary);
   if (is_unary_elementwise(n.op) || n.op == Op::kStopGradient || n.op == Op::kCrossReplicaSum) {
     return cpu::elementwise_unary(n, in);
   }

@@ -22,7 +22,13 @@ using Inputs = std::vector<const HostTensor*>;
 // node, whose values are bf16's held as f32, as the gpu kernels round each element.
 void round_all_to_bf16(std::vector<float>& values);
 
-HostTensor elementwise_binary(const Node& n, const Inputs& in);
+// Operands of a binary elementwise op read through a broadcast the cpu backend folded into it
+// (cpu_backend.cc): for operand k, where each of its dimensions sits in the op's output (a
+// broadcast's axes); empty: the operand as the graph gives it, numpy-broadcast.
+struct BinaryOperands {
+  std::vector<int64_t> map[2];
+};
+HostTensor elementwise_binary(const Node& n, const Inputs& in, const BinaryOperands& operands = {});
 HostTensor elementwise_unary(const Node& n, const Inputs& in);
 HostTensor select(const Node& n, const Inputs& in);
 HostTensor cast(const Node& n, const Inputs& in);

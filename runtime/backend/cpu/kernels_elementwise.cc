@@ -86,13 +86,16 @@ void round_all_to_bf16(std::vector<float>& values) {
   for (float& v : values) v = element::round_to_bf16(v);
 }
 
-HostTensor elementwise_binary(const Node& n, const Inputs& in) {
+HostTensor elementwise_binary(const Node& n, const Inputs& in, const BinaryOperands& operands) {
   const HostTensor& a = *in[0];
   const HostTensor& b = *in[1];
   HostTensor out = new_tensor(DType::kF32, n.shape, Init::kOverwritten);
   out.dtype = n.dtype;
-  const auto sa = broadcast_strides(a.shape, n.shape, numpy_map(a.shape, n.shape));
-  const auto sb = broadcast_strides(b.shape, n.shape, numpy_map(b.shape, n.shape));
+  auto strides = [&](const HostTensor& t, const std::vector<int64_t>& map) {
+    return broadcast_strides(t.shape, n.shape, map.empty() ? numpy_map(t.shape, n.shape) : map);
+  };
+  const auto sa = strides(a, operands.map[0]);
+  const auto sb = strides(b, operands.map[1]);
   float* y = out.f.data();
   if (a.dtype == DType::kS32) {  // comparisons of integers
     with_binary_op(n.op, [&](auto op) {
@@ -106,7 +109,8 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in) {
   const float* xa = a.f.data();
   const float* xb = b.f.data();
   with_binary_op(n.op, [&](auto op) {
-    if (a.shape == n.shape && b.shape == n.shape) {
+    if (a.shape == n.shape && b.shape == n.shape && operands.map[0].empty() &&
+        operands.map[1].empty()) {
       const int64_t count = n.shape.elements();
 #pragma omp parallel for if (count > 65536)
       for (int64_t i = 0; i < count; ++i) y[i] = element::apply_binary(op, xa[i], xb[i]);

@@ -98,7 +98,10 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
     // All batches share the rhs: one GEMM over (batches x M) rows.
     gemm(pa, false, pb, operands.b_transposed, out.f.data(), batches * M, K, N);
   } else {
+    // Products of at most one task's rows each (attention's, 28 x 16 x 28) run side by side on
+    // the host's threads, each a whole single-threaded GEMM as before.
     const int64_t b_stride = rb == 2 ? 0 : K * N;
+#pragma omp parallel for schedule(static) if (batches > 1 && M <= kRowsPerTask)
     for (int64_t i = 0; i < batches; ++i)
       gemm(pa + i * M * K, operands.a_transposed, pb + i * b_stride, operands.b_transposed,
            out.f.data() + i * M * N, M, K, N);

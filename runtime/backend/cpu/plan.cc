@@ -18,14 +18,23 @@ bool swaps_last_two_axes(const Node& n) {
          perm[static_cast<size_t>(rank - 1)] == rank - 2;
 }
 
-// Transposes whose every reader is a matmul, and which are no output or update.
-std::vector<bool> foldable_transposes(const Graph& graph) {
+// Transposes whose every reader is a matmul and f32 broadcasts whose every reader is a binary
+// elementwise op, which are no output or update.
+std::vector<bool> foldable_nodes(const Graph& graph) {
   std::vector<bool> foldable(static_cast<size_t>(graph.size()), false);
-  for (int i = 0; i < graph.size(); ++i)
-    foldable[static_cast<size_t>(i)] = swaps_last_two_axes(graph.node(i));
   for (int i = 0; i < graph.size(); ++i) {
-    if (graph.node(i).op == Op::kMatMul) continue;
-    for (int in : graph.node(i).inputs) foldable[static_cast<size_t>(in)] = false;
+    const Node& n = graph.node(i);
+    foldable[static_cast<size_t>(i)] =
+        swaps_last_two_axes(n) || (n.op == Op::kBroadcast && n.dtype != DType::kS32);
+  }
+  for (int i = 0; i < graph.size(); ++i) {
+    const Op reader = graph.node(i).op;
+    for (int in : graph.node(i).inputs) {
+      const Op op = graph.node(in).op;
+      if ((op == Op::kTranspose && reader != Op::kMatMul) ||
+          (op == Op::kBroadcast && !is_binary_elementwise(reader)))
+        foldable[static_cast<size_t>(in)] = false;
+    }
   }
   for (const auto& o : graph.outputs()) foldable[static_cast<size_t>(o.node)] = false;
   for (const auto& u : graph.updates()) foldable[static_cast<size_t>(u.value)] = false;
@@ -35,7 +44,7 @@ std::vector<bool> foldable_transposes(const Graph& graph) {
 }  // namespace
 
 ExecutionPlan plan_execution(const Graph& graph) {
-  const std::vector<bool> foldable = foldable_transposes(graph);
+  const std::vector<bool> foldable = foldable_nodes(graph);
   ExecutionPlan plan;
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   plan.last_use.assign(static_cast<size_t>(graph.size()), -1);
@@ -45,12 +54,16 @@ ExecutionPlan plan_execution(const Graph& graph) {
     p.folded = foldable[static_cast<size_t>(i)];
     if (p.folded) continue;  // its readers read its input
     p.inputs = n.inputs;
-    if (n.op == Op::kMatMul) {
-      for (size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
-        const int in = p.inputs[k];
-        if (!foldable[static_cast<size_t>(in)]) continue;
-        p.inputs[k] = graph.node(in).inputs[0];
+    for (size_t k = 0; k < 2 && k < p.inputs.size(); ++k) {
+      const int in = p.inputs[k];
+      if (!foldable[static_cast<size_t>(in)]) continue;
+      const Node& folded = graph.node(in);
+      p.inputs[k] = folded.inputs[0];
+      if (n.op == Op::kMatMul) {
         (k == 0 ? p.matmul.a_transposed : p.matmul.b_transposed) = true;
+      } else {  // a broadcast: its input's dims sit at its axes, numpy-broadcast to the output
+        for (int64_t axis : folded.attrs.axes)
+          p.binary.map[k].push_back(n.shape.rank() - folded.shape.rank() + axis);
       }
     }
     for (int in : p.inputs) plan.last_use[static_cast<size_t>(in)] = i;

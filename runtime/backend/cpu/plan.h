@@ -1,9 +1,11 @@
 #pragma once
 // How the cpu backend runs a graph: each node's inputs as its kernel reads them, and when each
-// value can be dropped. A transpose of a matmul operand's last two axes (what autodiff makes for
-// every matmul's gradients: dA = dY x B^T, dB = A^T x dY) is folded into the product, which
-// reads the transpose's input in place, instead of being copied; a convolution's A^T is its
-// patches, the step's largest tensor.
+// value can be dropped. Two kinds of node are folded into their readers instead of copied:
+// - a transpose of a matmul operand's last two axes (what autodiff makes for every matmul's
+//   gradients: dA = dY x B^T, dB = A^T x dY), which the product reads in place; a convolution's
+//   A^T is its patches, the step's largest tensor;
+// - a broadcast that binary elementwise ops alone read (a mean or a reduction's gradient spread
+//   back over the reduced axes), which they read through its strides.
 
 #include <vector>
 
@@ -15,7 +17,8 @@ namespace tpusim::runtime::cpu {
 struct NodePlan {
   std::vector<int> inputs;  // the node's, a folded transpose's input in the transpose's place
   MatmulOperands matmul;    // kMatMul: which operands are read transposed
-  bool folded = false;      // a transpose that every user reads through: never computed
+  BinaryOperands binary;    // binary elementwise ops: operands read through a folded broadcast
+  bool folded = false;      // a node that every reader reads through: never computed
 };
 
 struct ExecutionPlan {
