@@ -80,6 +80,28 @@ void with_unary_op(Op op, F f) {
   }
 }
 
+// One row of a broadcasting binary op. Rows whose operands step by 1 or stay put (a bias over
+// channels, a statistic over a row) run as plain loops the compiler vectorizes; each element is
+// the same single operation either way.
+template <typename OpT>
+void binary_row(OpT op, const Row& r, const float* xa, const float* xb, float* y) {
+  const float* a = xa + r.ia;
+  const float* b = xb + r.ib;
+  float* out = y + r.k;
+  if (r.step_a == 1 && r.step_b == 1) {
+    for (int64_t j = 0; j < r.count; ++j) out[j] = element::apply_binary(op, a[j], b[j]);
+  } else if (r.step_a == 1 && r.step_b == 0) {
+    const float bv = *b;
+    for (int64_t j = 0; j < r.count; ++j) out[j] = element::apply_binary(op, a[j], bv);
+  } else if (r.step_a == 0 && r.step_b == 1) {
+    const float av = *a;
+    for (int64_t j = 0; j < r.count; ++j) out[j] = element::apply_binary(op, av, b[j]);
+  } else {
+    for (int64_t j = 0; j < r.count; ++j)
+      out[j] = element::apply_binary(op, a[j * r.step_a], b[j * r.step_b]);
+  }
+}
+
 }  // namespace
 
 void round_all_to_bf16(std::vector<float>& values) {
@@ -115,9 +137,8 @@ HostTensor elementwise_binary(const Node& n, const Inputs& in, const BinaryOpera
 #pragma omp parallel for if (count > 65536)
       for (int64_t i = 0; i < count; ++i) y[i] = element::apply_binary(op, xa[i], xb[i]);
     } else {
-      parallel_walk_indices(n.shape, sa, 0, sb, 0, [&](int64_t o, int64_t ia, int64_t ib) {
-        y[o] = element::apply_binary(op, xa[ia], xb[ib]);
-      });
+      parallel_walk_rows(n.shape, sa, 0, sb, 0,
+                         [&](const Row& r) { binary_row(op, r, xa, xb, y); });
     }
   });
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);

@@ -32,6 +32,34 @@ void scatter_values(const HostTensor& from, HostTensor* to, F index_map_walk) {
   });
 }
 
+// out[k] = from[base + sum(index[d] * strides[d])] for every index k of `shape` (transpose,
+// broadcast, slice), row by row on the host's threads: a row read contiguously is one copy, a
+// broadcast row one fill.
+template <typename T>
+void gather_rows(const std::vector<T>& from, std::vector<T>* to, const Shape& shape,
+                 const std::vector<int64_t>& strides, int64_t base) {
+  parallel_walk_rows(shape, strides, base, strides, base, [&](const Row& r) {
+    const T* src = from.data() + r.ia;
+    T* dst = to->data() + r.k;
+    if (r.step_a == 1) {
+      std::copy(src, src + r.count, dst);
+    } else if (r.step_a == 0) {
+      std::fill(dst, dst + r.count, *src);
+    } else {
+      for (int64_t j = 0; j < r.count; ++j) dst[j] = src[j * r.step_a];
+    }
+  });
+}
+
+void gather_values(const HostTensor& from, HostTensor* to, const std::vector<int64_t>& strides,
+                   int64_t base) {
+  if (from.dtype == DType::kS32) {
+    gather_rows(from.i, &to->i, to->shape, strides, base);
+  } else {
+    gather_rows(from.f, &to->f, to->shape, strides, base);
+  }
+}
+
 // Linear offset of the element at `begin` under `strides`.
 int64_t start_offset(const std::vector<int64_t>& begin, const std::vector<int64_t>& strides) {
   int64_t base = 0;
@@ -212,7 +240,7 @@ HostTensor transpose(const Node& n, const Inputs& in) {
     }
     return out;
   }
-  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, in_strides, 0, f); });
+  gather_values(a, &out, in_strides, 0);
   return out;
 }
 
@@ -220,7 +248,7 @@ HostTensor broadcast(const Node& n, const Inputs& in) {
   const HostTensor& a = *in[0];
   HostTensor out = new_tensor(a.dtype, n.shape, Init::kOverwritten);
   const auto strides = broadcast_strides(a.shape, n.shape, n.attrs.axes);
-  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, strides, 0, f); });
+  gather_values(a, &out, strides, 0);
   return out;
 }
 
@@ -243,7 +271,7 @@ HostTensor slice(const Node& n, const Inputs& in) {
   HostTensor out = new_tensor(a.dtype, n.shape, Init::kOverwritten);
   const auto s = a.shape.strides();
   const int64_t base = start_offset(n.attrs.begin, s);
-  copy_values(a, &out, [&](auto f) { parallel_walk(n.shape, s, base, f); });
+  gather_values(a, &out, s, base);
   return out;
 }
 

@@ -9,27 +9,32 @@
 
 namespace tpusim::runtime::cpu {
 
-// Calls f(k, ia, ib) for every index of `shape` in row-major order: k its linear index, ia and
-// ib the offsets reached from base_a and base_b when each dimension advances them by sa[d] and
-// sb[d] (0 for a broadcast dimension). The last dimension runs as a plain loop and the others as
-// an odometer (no division per element), so the visiting order, and with it the order of any
-// sum that f accumulates, is row-major exactly.
+// One row of a walk: the last dimension's `count` indices from linear index k, the operands'
+// offsets starting at ia and ib and advancing by step_a and step_b (0: a broadcast operand).
+struct Row {
+  int64_t k, ia, ib, count, step_a, step_b;
+};
+
+// Calls row(Row) for every row of `shape` in row-major order: the offsets reached from base_a
+// and base_b when each dimension advances them by sa[d] and sb[d] (0 for a broadcast
+// dimension). The rows are walked as an odometer (no division per element), so the visiting
+// order, and with it the order of any sum accumulated over the rows in order, is row-major.
 template <typename F>
-void walk_indices(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
-                  const std::vector<int64_t>& sb, int64_t base_b, F f) {
+void walk_rows(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
+               const std::vector<int64_t>& sb, int64_t base_b, F row) {
   const int rank = shape.rank();
   const int64_t n = shape.elements();
   if (n == 0) return;
   if (rank == 0) {
-    f(int64_t{0}, base_a, base_b);
+    row(Row{0, base_a, base_b, 1, 0, 0});
     return;
   }
   const auto last = static_cast<size_t>(rank - 1);
-  const int64_t inner = shape.dim(rank - 1), step_a = sa[last], step_b = sb[last];
+  const int64_t inner = shape.dim(rank - 1);
   std::vector<int64_t> idx(last, 0);
   int64_t ia = base_a, ib = base_b;
   for (int64_t k = 0; k < n; k += inner) {
-    for (int64_t j = 0; j < inner; ++j) f(k + j, ia + j * step_a, ib + j * step_b);
+    row(Row{k, ia, ib, inner, sa[last], sb[last]});
     for (size_t d = last; d-- > 0;) {
       ++idx[d];
       ia += sa[d];
@@ -42,16 +47,16 @@ void walk_indices(const Shape& shape, const std::vector<int64_t>& sa, int64_t ba
   }
 }
 
-// walk_indices with the first axis's slices shared among the host's threads, each slice walked
-// in row-major order as above. For an f whose writes at one slice no other slice reads or
-// writes (an elementwise kernel, or a reduction whose first axis is kept), the result is
-// walk_indices's, bit for bit, on any number of threads.
+// walk_rows with the first axis's slices shared among the host's threads, each slice's rows
+// walked in row-major order as above. For a `row` whose writes at one slice no other slice reads
+// or writes (an elementwise kernel, or a reduction whose first axis is kept), the result is
+// walk_rows's, bit for bit, on any number of threads.
 template <typename F>
-void parallel_walk_indices(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
-                           const std::vector<int64_t>& sb, int64_t base_b, F f) {
+void parallel_walk_rows(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
+                        const std::vector<int64_t>& sb, int64_t base_b, F row) {
   const int64_t n = shape.elements();
   if (shape.rank() < 2 || n < (int64_t{1} << 16)) {
-    walk_indices(shape, sa, base_a, sb, base_b, f);
+    walk_rows(shape, sa, base_a, sb, base_b, row);
     return;
   }
   const Shape slice(std::vector<int64_t>(shape.dims().begin() + 1, shape.dims().end()));
@@ -59,9 +64,30 @@ void parallel_walk_indices(const Shape& shape, const std::vector<int64_t>& sa, i
   const int64_t slices = shape.dim(0), per_slice = slice.elements();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < slices; ++i) {
-    walk_indices(slice, slice_a, base_a + i * sa[0], slice_b, base_b + i * sb[0],
-                 [&](int64_t k, int64_t ia, int64_t ib) { f(i * per_slice + k, ia, ib); });
+    walk_rows(slice, slice_a, base_a + i * sa[0], slice_b, base_b + i * sb[0], [&](Row r) {
+      r.k += i * per_slice;
+      row(r);
+    });
   }
+}
+
+// Calls f(k, ia, ib) for every index of `shape` in row-major order (walk_rows, element by
+// element).
+template <typename F>
+void walk_indices(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
+                  const std::vector<int64_t>& sb, int64_t base_b, F f) {
+  walk_rows(shape, sa, base_a, sb, base_b, [&](const Row& r) {
+    for (int64_t j = 0; j < r.count; ++j) f(r.k + j, r.ia + j * r.step_a, r.ib + j * r.step_b);
+  });
+}
+
+// The same, the first axis's slices on the host's threads (parallel_walk_rows).
+template <typename F>
+void parallel_walk_indices(const Shape& shape, const std::vector<int64_t>& sa, int64_t base_a,
+                           const std::vector<int64_t>& sb, int64_t base_b, F f) {
+  parallel_walk_rows(shape, sa, base_a, sb, base_b, [&](const Row& r) {
+    for (int64_t j = 0; j < r.count; ++j) f(r.k + j, r.ia + j * r.step_a, r.ib + j * r.step_b);
+  });
 }
 
 // One operand: f(k, i) with i advancing by `strides` from `base`.
