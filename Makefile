@@ -20,7 +20,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps apt-deps venv configure build test test-fast test-asan test-asan-readers test-tsan \
+.PHONY: all deps apt-deps venv configure build test test-fast test-asan test-asan-ci test-tsan \
   demo bench bench-cpu fuzz format tidy clean help
 all: build
 
@@ -32,7 +32,7 @@ help:
 	@echo "make bench   deps + build + benchmarks"
 	@echo "make bench-cpu  the cpu backend's training steps beside JAX's (XLA CPU, $(VENV))"
 	@echo "make test-asan  every test but the interop tier under ASan + UBSan, in $(ASAN_DIR)/"
-	@echo "make test-asan-readers  the readers' tests under ASan + UBSan, in $(FUZZ_DIR)/ (clang; CI)"
+	@echo "make test-asan-ci  every test binary but the CLI tier under ASan + UBSan, in $(FUZZ_DIR)/ (clang; CI)"
 	@echo "make test-tsan  the threaded parts' tests under TSan, in $(TSAN_DIR)/ (clang)"
 	@echo "make fuzz    the libFuzzer harnesses, FUZZ_SECONDS (30) each, in $(FUZZ_DIR)/ (clang)"
 
@@ -151,23 +151,25 @@ fuzz: apt-deps
 	  { grep -E "^#[0-9]+.*cov: " $(FUZZ_DIR)/fuzz-$$t.log || true; } | tail -1 | sed "s/^/  /"; \
 	done
 
-# The readers' own tests under ASan and UBSan, built in $(FUZZ_DIR) on the libraries the
-# harnesses use: TFRecords, tf.Examples, IDX, JPEG and the Dataset's threads; configs; traces;
-# checkpoints and event files; and the graph tests, whose pinned node order of every zoo model
-# (tests/runtime/graph_order_test.cc) this clang build checks against g++'s: C++ leaves the
-# order of an expression's operands open, and a model that made its nodes in an order the
-# compiler chose would simulate in other cycles. With `make fuzz` this is the sanitizer pass CI
-# runs (.ci/run); `make test-asan` is the whole suite (an hour on 2 cores from a cold cache, too
-# long beside `make test` in CI).
-READER_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests \
-  tpusim_graph_tests
+# Every test binary but the CLI's end-to-end tier under ASan and UBSan, built in $(FUZZ_DIR) on the
+# libraries the harnesses use (clang): the readers' (TFRecords, tf.Examples, IDX, JPEG and the
+# Dataset's threads; configs; traces; checkpoints and event files; ONNX), the simulator's, the
+# runtime's (graphs, autodiff, the cpu and tpusim backends), the estimator's and the jobs'. The
+# graph tests pin every zoo model's node order (tests/runtime/graph_order_test.cc), which this
+# clang build checks against g++'s: C++ leaves the order of an expression's operands open, and a
+# model that made its nodes in an order the compiler chose would simulate in other cycles. With
+# `make fuzz` this is the sanitizer pass CI runs (.ci/run); `make test-asan` adds the CLI tier and
+# the docs check (an hour on 2 cores from a cold cache, 21 minutes of it the docs check).
+ASAN_CI_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests \
+  tpusim_graph_tests tpusim_onnx_tests tpusim_sim_tests tpusim_runtime_tests tpusim_system_tests \
+  tpusim_runtime_system_tests tpusim_estimator_system_tests tpusim_jobs_tests tpusim_cli_parts_tests
 empty :=
 space := $(empty) $(empty)
-test-asan-readers: apt-deps
+test-asan-ci: apt-deps
 	@$(FUZZ_CONFIGURE) >/dev/null
-	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(READER_TESTS)
+	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(ASAN_CI_TESTS)
 	@cd $(FUZZ_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800 \
-	  -L '^($(subst $(space),|,$(READER_TESTS)))$$'
+	  -L '^($(subst $(space),|,$(ASAN_CI_TESTS)))$$'
 
 # ThreadSanitizer over the parts that run host threads (docs/reliability.md, "Sanitizers"): the
 # Dataset (parallel map and batch, prefetch, interleaved files), the infeed driver's enqueue
