@@ -125,11 +125,17 @@ absl::Status read_raw_any(const onnx::TensorProto& t, int64_t n, std::vector<dou
 
 int64_t foldable_elements(const std::vector<int64_t>& dims) {
   int64_t n = 1;
+  bool empty = false;
   for (int64_t d : dims) {
-    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d)) return -1;
+    if (d < 0) return -1;
+    if (d == 0) {    // empties the tensor, but the others still count: nothing downstream that
+      empty = true;  // multiplies them all may overflow
+      continue;
+    }
+    if (n > kMaxFoldedElements / d) return -1;
     n *= d;
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 int64_t Folded::elements() const { return product(dims); }
@@ -169,9 +175,12 @@ absl::StatusOr<Folded> fold_tensor(const onnx::TensorProto& t) {
       return absl::InvalidArgumentError(str_cat("tensor '", t.name(), "' has dimension ", d));
     f.dims.push_back(d);
   }
-  const int64_t n = f.elements();
-  if (n > kMaxFoldedElements)
-    return absl::InvalidArgumentError(str_cat("tensor '", t.name(), "' has ", n, " elements"));
+  // Counted without overflowing: dimensions of up to 2^40 each multiply past int64.
+  const int64_t n = foldable_elements(f.dims);
+  if (n < 0)
+    return absl::InvalidArgumentError(str_cat("tensor '", t.name(), "' of dimensions ",
+                                              Shape(f.dims).str(), " is too large (more than ",
+                                              kMaxFoldedElements, " elements, zeros aside)"));
   absl::Status s = t.has_raw_data() ? read_raw_any(t, n, &f.data) : read_typed(t, n, &f.data);
   if (!s.ok()) return s;
   return f;

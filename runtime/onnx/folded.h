@@ -18,8 +18,10 @@ namespace tpusim::runtime::onnx_import {
 // for more is refused rather than allowed to exhaust the host.
 inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 27;
 
-// The elements of a tensor of `dims`, or -1 when a dimension is negative or there are more than
-// kMaxFoldedElements (computed without overflowing).
+// The elements of a tensor of `dims`, or -1 when a dimension is negative or its dimensions but
+// the zeros multiply past kMaxFoldedElements (computed without overflowing; a tensor with a zero
+// dimension is empty, but one of [0, 2^40, 2^40] is still refused: whatever multiplies its shape
+// out later would overflow).
 int64_t foldable_elements(const std::vector<int64_t>& dims);
 
 struct Folded {

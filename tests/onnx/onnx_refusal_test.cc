@@ -317,6 +317,16 @@ TEST(OnnxRefusal, APoolOfAFoldedMatrixIsRefused) {
   EXPECT_THAT(message(imported), HasSubstr("(MaxPool): a 2-D pool takes an [N, C, H, W] input"));
 }
 
+// fuzz_onnx's input (now a seed): an initializer of 28 dimensions, several of them in the
+// thousands and some 0, whose element count overflowed int64 before a 0 was reached (UBSan).
+// Counted without overflowing, its dimensions but the zeros are too many to multiply out safely.
+TEST(OnnxRefusal, AnInitializerWhoseDimensionsOverflowIsRefused) {
+  const absl::Status imported = import_seed("initializer-of-overflowing-dims.onnx", 1);
+  ASSERT_FALSE(imported.ok());
+  EXPECT_THAT(message(imported), HasSubstr("tensor 'W' of dimensions [8, 20, 9983, 60,"));
+  EXPECT_THAT(message(imported), HasSubstr("is too large (more than 134217728 elements"));
+}
+
 // fuzz_onnx's input (now a seed): a depthwise Conv whose padding the builder refused (pads of 4
 // around a 3x3 window) then had its patches asked for their shape. A converter reading any
 // refused value's shape now gets the builder's error, naming the node
