@@ -180,6 +180,9 @@ absl::StatusOr<TensorInfo> bind_input(onnx::ValueInfoProto* v, int64_t batch,
     info.batched = true;
   }
   info.shape = Shape(dims);
+  if (info.shape.elements_within(kMaxInputElements) < 0)
+    return refused(path, str_cat("input '", v->name(), "' of shape ", info.shape.str(),
+                                 " at batch ", batch, " has more than 2^40 elements"));
   return info;
 }
 

@@ -21,6 +21,9 @@ inline constexpr int64_t kMinOpset = 11;
 inline constexpr int64_t kMaxOpset = 17;
 // The largest file read: protobuf's own limit on one message.
 inline constexpr int64_t kMaxFileBytes = int64_t{2} << 30;
+// The most elements a graph input may have at the bound batch (a saved model's nodes' bound):
+// more is no machine's, and multiplying a larger shape out could overflow.
+inline constexpr int64_t kMaxInputElements = int64_t{1} << 40;
 
 // A graph input or output: its element type and shape, the batch bound.
 struct TensorInfo {

@@ -103,6 +103,32 @@ g (float[N, seq] X) => (float[N, seq] Y)
                         "the first (the batch)"));
 }
 
+// An input of 2^93 elements at batch 1 (three dimensions of 2^31) is refused naming it, before
+// anything multiplies its shape out; one of 2^40 and less is taken.
+TEST(OnnxRefusal, AnInputOfMoreThan2To40ElementsIsRefused) {
+  const std::string huge = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 2147483648, 2147483648, 2147483648] X) => (float[N, 2147483648, 2147483648, 2147483648] Y)
+{
+  Y = Relu (X)
+}
+)";
+  auto m = parse_onnx(model_bytes(huge), "huge.onnx", 1);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(message(m.status()),
+              HasSubstr("huge.onnx: input 'X' of shape [1, 2147483648, 2147483648, 2147483648] "
+                        "at batch 1 has more than 2^40 elements"));
+  const std::string large = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[N, 1048576, 1048576] X) => (float[N, 1048576, 1048576] Y)
+{
+  Y = Relu (X)
+}
+)";
+  EXPECT_TRUE(parse_onnx(model_bytes(large), "large.onnx", 1).ok());
+  EXPECT_FALSE(parse_onnx(model_bytes(large), "large.onnx", 2).ok());
+}
+
 TEST(OnnxRefusal, TheCheckersAndShapeInferencesComplaints) {
   // MatMul of [N, 4] by [3, 2]: the checker passes it, shape inference does not.
   const std::string bad_shapes = R"(
