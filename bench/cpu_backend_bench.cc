@@ -100,21 +100,16 @@ void batches(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 }
 
+// Batch 8, two timed steps (a bert_large step takes seconds).
+void full_size(benchmark::internal::Benchmark* b) {
+  b->ArgName("batch")->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+}
+
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, mnist_cnn, "mnist_cnn")->Apply(batches);
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, resnet_small, "resnet_small")->Apply(batches);
 BENCHMARK_CAPTURE(BM_CpuTrainingStep, transformer, "transformer")->Apply(batches);
-BENCHMARK_CAPTURE(BM_CpuFullSizeStep, resnet50, "resnet50")
-    ->ArgName("batch")
-    ->Arg(8)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(2);
-BENCHMARK_CAPTURE(BM_CpuFullSizeStep, bert_large, "bert_large")
-    ->ArgName("batch")
-    ->Arg(8)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->Iterations(2);
+BENCHMARK_CAPTURE(BM_CpuFullSizeStep, resnet50, "resnet50")->Apply(full_size);
+BENCHMARK_CAPTURE(BM_CpuFullSizeStep, bert_large, "bert_large")->Apply(full_size);
 
 }  // namespace
 

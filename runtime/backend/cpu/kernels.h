@@ -23,7 +23,7 @@ using Inputs = std::vector<const HostTensor*>;
 void round_all_to_bf16(std::vector<float>& values);
 
 // Operands of a binary elementwise op read through a broadcast the cpu backend folded into it
-// (cpu_backend.cc): for operand k, where each of its dimensions sits in the op's output (a
+// (plan.h): for operand k, where each of its dimensions sits in the op's output (a
 // broadcast's axes); empty: the operand as the graph gives it, numpy-broadcast.
 struct BinaryOperands {
   std::vector<int64_t> map[2];
@@ -40,7 +40,7 @@ HostTensor concat(const Node& n, const Inputs& in);
 HostTensor slice(const Node& n, const Inputs& in);
 HostTensor pad(const Node& n, const Inputs& in);
 // Which matmul operands are read transposed: the graph's transpose of the last two axes, which
-// the cpu backend folds into the product instead of copying (cpu_backend.cc).
+// the cpu backend folds into the product instead of copying (plan.h).
 struct MatmulOperands {
   bool a_transposed = false;
   bool b_transposed = false;
