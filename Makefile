@@ -15,7 +15,8 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   protobuf-compiler libprotobuf-dev libabsl-dev libfmt-dev nlohmann-json3-dev zlib1g-dev \
   libturbojpeg0-dev libonnx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
-  dataset-fashion-mnist python3-venv gnuplot-nox clang libclang-rt-dev libomp-dev
+  dataset-fashion-mnist python3-venv gnuplot-nox clang libclang-rt-dev libomp-dev \
+  openmpi-bin libopenmpi-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")

@@ -13,6 +13,10 @@ find_package(ZLIB REQUIRED)
 find_package(ONNX REQUIRED)
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
+# openmpi-bin, libopenmpi-dev: `tpusim sweep` and `tune` across the ranks of an MPI job.
+# The C API from C++ (MPI_CXX_SKIP_MPICXX: not the C++ bindings MPI-3 removed).
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI REQUIRED COMPONENTS CXX)
 if(TPUSIM_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -26,19 +26,21 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
-                     const std::vector<std::pair<std::string, std::string>>& env,
-                     const RunLimits& limits) {
+std::string tpusim_path() { return TPUSIM_CLI; }
+
+StartedProgram start_program(const std::string& path, const std::vector<std::string>& args,
+                             const std::string& cwd, const Environment& env,
+                             const RunLimits& limits) {
   // stdout and stderr go to temp files: no pipe can fill up and block the child.
   const auto dir = std::filesystem::temp_directory_path();
-  std::string out_path = (dir / "tpusim-cli-out-XXXXXX").string();
-  std::string err_path = (dir / "tpusim-cli-err-XXXXXX").string();
-  const int out_fd = mkstemp(out_path.data());
-  const int err_fd = mkstemp(err_path.data());
-  CliResult result;
-  if (out_fd < 0 || err_fd < 0) return result;
+  StartedProgram started;
+  started.out_path = (dir / "tpusim-cli-out-XXXXXX").string();
+  started.err_path = (dir / "tpusim-cli-err-XXXXXX").string();
+  started.out_fd = mkstemp(started.out_path.data());
+  started.err_fd = mkstemp(started.err_path.data());
+  if (started.out_fd < 0 || started.err_fd < 0) return started;
 
-  std::vector<std::string> argv_storage = {TPUSIM_CLI};
+  std::vector<std::string> argv_storage = {path};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_storage) argv.push_back(a.data());
@@ -48,8 +50,8 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
   if (pid == 0) {
     const int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, STDIN_FILENO);
-    dup2(out_fd, STDOUT_FILENO);
-    dup2(err_fd, STDERR_FILENO);
+    dup2(started.out_fd, STDOUT_FILENO);
+    dup2(started.err_fd, STDERR_FILENO);
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     if (limits.address_space_bytes > 0 && !kUnderSanitizer) {
@@ -64,16 +66,30 @@ CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cw
     execv(argv[0], argv.data());
     _exit(127);
   }
+  started.pid = pid;
+  return started;
+}
+
+CliResult finish_program(StartedProgram& started) {
+  CliResult result;
+  if (started.pid < 0) return result;
   int status = 0;
-  waitpid(pid, &status, 0);
-  close(out_fd);
-  close(err_fd);
+  waitpid(started.pid, &status, 0);
+  started.pid = -1;
+  close(started.out_fd);
+  close(started.err_fd);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.out = slurp(out_path);
-  result.err = slurp(err_path);
-  std::remove(out_path.c_str());
-  std::remove(err_path.c_str());
+  result.out = slurp(started.out_path);
+  result.err = slurp(started.err_path);
+  std::remove(started.out_path.c_str());
+  std::remove(started.err_path.c_str());
   return result;
+}
+
+CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
+                     const Environment& env, const RunLimits& limits) {
+  StartedProgram started = start_program(tpusim_path(), args, cwd, env, limits);
+  return finish_program(started);
 }
 
 }  // namespace tpusim::cli::testing

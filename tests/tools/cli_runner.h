@@ -27,10 +27,29 @@ struct RunLimits {
                                      // write past it fails with EFBIG as on a full disk)
 };
 
-// Runs `tpusim args...` with no standard input, from `cwd` when it is not empty, with the
-// environment variables `env` (NAME, value) set on top of this process's, under `limits`.
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// The tpusim executable under test.
+std::string tpusim_path();
+
+// A program started with start_program, running until finish_program.
+struct StartedProgram {
+  int pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_path, err_path;
+};
+
+// Starts the program at `path` with `args`, no standard input, from `cwd` when it is not empty,
+// with the environment variables `env` (NAME, value) set on top of this process's, under
+// `limits`; its stdout and stderr go to files finish_program reads.
+StartedProgram start_program(const std::string& path, const std::vector<std::string>& args,
+                             const std::string& cwd = "", const Environment& env = {},
+                             const RunLimits& limits = {});
+// Waits for it to end: its exit status and output.
+CliResult finish_program(StartedProgram& started);
+
+// Runs `tpusim args...` as start_program would, and waits for it.
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd = "",
-                     const std::vector<std::pair<std::string, std::string>>& env = {},
-                     const RunLimits& limits = {});
+                     const Environment& env = {}, const RunLimits& limits = {});
 
 }  // namespace tpusim::cli::testing

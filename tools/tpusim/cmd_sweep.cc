@@ -1,27 +1,24 @@
-// tpusim sweep: runs `tpusim train` (or `tpusim compare`) at every point of a parameter grid,
-// each point in a process of its own (-j at a time), and collects the reports into DIR:
-// sweep.csv (a row per point), sweep.json, each run's config, log and report, and plots drawn
-// with gnuplot.
-#include <algorithm>
-#include <chrono>
+// tpusim sweep: runs a subcommand (train, compare, a kernel, validate) at every point of a
+// parameter grid, each point in a process of its own (-j at a time; across the ranks of an MPI job
+// when mpirun or srun started it), and collects the reports into DIR: sweep.csv (a row per point),
+// sweep.json, each run's config, log and report, and plots drawn with gnuplot.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
 #include "configs/loader.h"
-#include "configs/overrides.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
-#include "tools/tpusim/options.h"
+#include "tools/tpusim/point_farm.h"
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/subprocess.h"
-#include "tools/tpusim/sweep_grid.h"
+#include "tools/tpusim/sweep_jobs.h"
+#include "tools/tpusim/sweep_journal.h"
 #include "tools/tpusim/sweep_plots.h"
 #include "tools/tpusim/sweep_table.h"
 
@@ -32,212 +29,120 @@ namespace fs = std::filesystem;
 
 const char* const kSweepUsage =
     "usage: tpusim sweep --set FIELD=v1,v2,... [--set ...] --out DIR [-j N] [--metric NAME]\n"
-    "                    -- train|compare [its options]\n\n"
-    "Runs `tpusim train` (or `tpusim compare`) at every combination of the --set values, each in\n"
-    "its own process (N at a time, default 1). FIELD is a slice config field by its dotted path\n"
-    "(chip.core.mxu_count, chip.hbm.bandwidth_gb_per_s, chip.ici.link_bandwidth_gb_per_s,\n"
-    "topology.shape=2x2; a unique prefix of the last name will do) or the job's option by name\n"
-    "(iterations_per_loop, batch_size, steps, ...). DIR gets sweep.csv (one row per point: the\n"
-    "values, the exit code and every figure of the run's report), sweep.json, configs/, logs/,\n"
-    "reports/, and plots/ drawn by gnuplot as PNG and SVG: NAME (default sim_seconds_per_step\n"
-    "for train, max_loss_difference for compare; any column of the CSV) against the first\n"
-    "FIELD, and for train the step-time breakdown per point. A compare point whose backends\n"
-    "differ keeps its figures and counts as differing.\n";
-
-// Takes `flag VALUE` out of `args`; returns VALUE ("" when absent).
-std::string take_option(std::vector<std::string>* args, const std::string& flag) {
-  for (size_t i = 0; i + 1 < args->size(); ++i) {
-    if ((*args)[i] == flag) {
-      std::string value = (*args)[i + 1];
-      args->erase(args->begin() + static_cast<std::ptrdiff_t>(i),
-                  args->begin() + static_cast<std::ptrdiff_t>(i + 2));
-      return value;
-    }
-  }
-  return "";
-}
-
-bool has_flag(const std::vector<std::string>& args, const std::string& flag) {
-  for (const std::string& a : args) {
-    if (a == flag || a.rfind(flag + "=", 0) == 0) return true;
-  }
-  return false;
-}
-
-struct Job {
-  size_t row = 0;
-  std::vector<std::string> args;
-  std::chrono::steady_clock::time_point started;
-};
-
-// sweep's own flags and the job after --.
-struct SweepFlags {
-  bool help = false;  // -h or --help came before any problem
-  std::vector<SweepAxis> axes;
-  std::string out_dir, metric;
-  int parallel = 1;
-  std::vector<std::string> sub;  // the job: train or compare, with its options
-};
-
-// sweep's flags up to --, the job after it.
-Refused parse_sweep_args(const std::vector<std::string>& args, SweepFlags* f) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "-h" || a == "--help") {
-      f->help = true;
-      return std::nullopt;
-    } else if (a == "--") {
-      f->sub.assign(args.begin() + static_cast<std::ptrdiff_t>(i + 1), args.end());
-      break;
-    } else if (a == "--set") {
-      if (!value(&v)) return usage_problem("--set needs FIELD=v1,v2,...");
-      auto axis = parse_sweep_axis(v);
-      if (!axis.ok()) return usage_problem(axis.status());
-      for (const SweepAxis& other : f->axes) {
-        if (other.field == axis->field)
-          return usage_problem("--set names " + other.field + " twice");
-      }
-      f->axes.push_back(*std::move(axis));
-    } else if (a == "--out") {
-      if (!value(&f->out_dir)) return usage_problem("--out needs a folder");
-    } else if (a == "-j" || a == "--jobs") {
-      if (!value(&v)) return usage_problem("-j needs a count from 1 to 256");
-      auto jobs = parse_count(a, v, 1, 256);
-      if (!jobs.ok()) return usage_problem(jobs.status());
-      f->parallel = static_cast<int>(*jobs);
-    } else if (a == "--metric") {
-      if (!value(&f->metric)) return usage_problem("--metric needs a report column");
-    } else {
-      return usage_problem("unknown sweep option '" + a + "' (the job's options go after --)");
-    }
-  }
-  return std::nullopt;
-}
-
-// The flags make a sweep: axes, a folder, a job that sweep may run; the metric defaults to the
-// job's.
-Refused check_sweep(SweepFlags* f) {
-  if (f->axes.empty()) return usage_problem("give at least one --set FIELD=v1,v2,...");
-  if (absl::Status s = check_sweep_size(f->axes); !s.ok()) return usage_problem(s);
-  if (f->out_dir.empty()) return usage_problem("--out DIR is required");
-  if (f->sub.empty() || (f->sub[0] != "train" && f->sub[0] != "compare"))
-    return usage_problem("after -- comes the job to sweep: train or compare, with its options");
-  if (f->metric.empty())
-    f->metric = f->sub[0] == "compare" ? "max_loss_difference" : "sim_seconds_per_step";
-  for (const char* chosen : {"--report", "--model-dir", "--trace"}) {
-    if (has_flag(f->sub, chosen))
-      return usage_problem(std::string(chosen) + " is chosen by sweep for each point");
-  }
-  for (const SweepAxis& axis : f->axes) {
-    if (!axis.config && has_flag(f->sub, run_option_flag(axis.field))) {
-      return usage_problem(str_cat("--set ", axis.field, " and ", run_option_flag(axis.field),
-                                   " after -- both set it"));
-    }
-  }
-  return std::nullopt;
-}
-
-// Each point's row and job, its config written under dir/configs when the point sets config
-// fields: all checked before anything runs.
-Refused point_jobs(const SweepFlags& f, const fs::path& dir, const std::string& base_name,
-                   const config::SliceSpec& base, std::vector<SweepRow>* rows,
-                   std::vector<Job>* jobs) {
-  const std::vector<SweepPoint> points = sweep_points(f.axes);
-  rows->resize(points.size());
-  for (size_t p = 0; p < points.size(); ++p) {
-    (*rows)[p].point = points[p];
-    (*rows)[p].log = (dir / "logs" / (points[p].id + ".log")).string();
-    std::vector<std::pair<std::string, std::string>> sets;
-    Job job;
-    job.row = p;
-    job.args = f.sub;
-    for (size_t a = 0; a < f.axes.size(); ++a) {
-      if (f.axes[a].config) {
-        sets.emplace_back(f.axes[a].field, points[p].values[a]);
-      } else {
-        job.args.insert(job.args.end(), {run_option_flag(f.axes[a].field), points[p].values[a]});
-      }
-    }
-    std::string config_arg = base_name;
-    if (!sets.empty()) {
-      auto slice = config::with_overrides(base, sets, str_cat(base_name, " at ", points[p].id));
-      if (!slice.ok()) return usage_problem(slice.status());
-      config_arg = (dir / "configs" / (points[p].id + ".pbtxt")).string();
-      std::ofstream(config_arg) << config::to_config_text(**slice);
-    }
-    job.args.insert(job.args.end(), {"--config", config_arg, "--report",
-                                     (dir / "reports" / (points[p].id + ".json")).string(),
-                                     "--model-dir", (dir / "runs" / points[p].id).string()});
-    jobs->push_back(std::move(job));
-  }
-  return std::nullopt;
-}
+    "                    [--rank-timeout S] -- JOB [its options]\n"
+    "       tpusim sweep --resume DIR [-j N] [--rank-timeout S]\n\n"
+    "Runs `tpusim JOB` (train, compare, matmul, allreduce, layers or validate) at every\n"
+    "combination of the --set values, each in its own process (N at a time, default 1). FIELD is\n"
+    "a slice config field by its dotted path (chip.core.mxu_count, chip.hbm.bandwidth_gb_per_s,\n"
+    "chip.ici.link_bandwidth_gb_per_s, topology.shape=2x2; a unique prefix of the last name will\n"
+    "do) or the job's option by name (iterations_per_loop, batch_size, steps, m, bytes, ...).\n"
+    "DIR gets sweep.csv (one row per point: the values, the exit code and every figure of the\n"
+    "run's report), sweep.json, configs/, logs/, reports/, runs/ (train and compare), and plots/\n"
+    "drawn by gnuplot as PNG and SVG: NAME (default: the job's headline figure, such as\n"
+    "sim_seconds_per_step for train; any column of the CSV) against the first FIELD, and for\n"
+    "train the step-time breakdown and roofline per point. A compare point whose backends differ\n"
+    "keeps its figures and counts as differing.\n\n"
+    "Results are written as points end, so a sweep that is killed loses only the points it was\n"
+    "running; --resume DIR runs the points of that sweep that are missing or failed.\n\n"
+    "Under MPI (`mpirun -np R tpusim sweep ...`, or srun) every rank runs N points at a time:\n"
+    "rank 0 hands them out as ranks free up and writes DIR. A rank silent for S seconds (default\n"
+    "60) is lost and its points fail; with `mpirun --enable-recovery` the other ranks go on.\n";
 
 // How the points ended.
 struct Tally {
   size_t failed = 0, differ = 0;
 };
 
-// A point's process ended with `exit_code` after `seconds`: its report into its row, and a line
-// saying so. A compare whose backends differ exits 1 with its report written: a verdict, not a
-// failure.
-void point_ended(const SweepFlags& f, const fs::path& dir, int exit_code, double seconds,
-                 SweepRow& row, Tally* tally) {
-  row.exit_code = exit_code;
-  std::ifstream in(dir / "reports" / (row.point.id + ".json"));
-  auto report = nlohmann::ordered_json::parse(in, nullptr, false);
-  set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
-  const bool differs =
-      row.exit_code == 1 && row.flat.contains("verdict") && row.flat["verdict"] == "differ";
-  if (differs) {
-    ++tally->differ;
-  } else if (row.exit_code != 0) {
-    ++tally->failed;
-  }
-  const bool comparing = f.sub[0] == "compare";
-  std::cerr << fmt::format("sweep: {} {}: {} ({:.1f} s)\n", row.point.id,
-                           describe_point(f.axes, row.point),
-                           row.exit_code == 0 ? (comparing ? "done, agree" : "done")
-                           : differs          ? "done, DIFFER"
-                                     : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
-                           seconds);
+// A compare whose backends differ exits 1 with its report written: a verdict, not a failure.
+bool row_differs(const SweepRow& row) {
+  return row.exit_code == 1 && row.flat.contains("verdict") && row.flat["verdict"] == "differ";
 }
 
-// Runs the jobs, f.parallel at a time, each point's leftovers from a sweep before removed first.
-Refused run_points(const SweepFlags& f, const fs::path& dir, std::vector<Job>& jobs,
-                   std::vector<SweepRow>& rows, Tally* tally) {
-  std::map<int, Job> running;
-  size_t next = 0;
-  while (next < jobs.size() || !running.empty()) {
-    while (next < jobs.size() && static_cast<int>(running.size()) < f.parallel) {
-      Job& job = jobs[next++];
-      fs::remove(rows[job.row].log);
-      // A sweep run again into DIR redoes each point: no report or run left from before.
-      fs::remove(dir / "reports" / (rows[job.row].point.id + ".json"));
-      fs::remove_all(dir / "runs" / rows[job.row].point.id);
-      auto pid = spawn_self(job.args, rows[job.row].log);
-      if (!pid.ok()) return failure_of(pid.status());
-      job.started = std::chrono::steady_clock::now();
-      running[*pid] = job;
-    }
-    auto ended = wait_any_child();
-    if (!ended.ok()) return failure_of(ended.status());
-    auto it = running.find(ended->first);
-    if (it == running.end()) continue;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started)
-            .count();
-    point_ended(f, dir, ended->second, seconds, rows[it->second.row], tally);
-    running.erase(it);
+// The rows that have ended, in grid order.
+std::vector<SweepRow> ended_rows(const std::vector<SweepRow>& rows) {
+  std::vector<SweepRow> out;
+  for (const SweepRow& row : rows) {
+    if (row.ended) out.push_back(row);
   }
-  return std::nullopt;
+  return out;
 }
+
+// A sweep as it runs: its flags, its folder, its rows and the tables kept current in DIR.
+class Sweep {
+ public:
+  Sweep(const SweepFlags& flags, fs::path dir) : f_(flags), dir_(std::move(dir)) {}
+
+  std::vector<SweepRow>& rows() { return rows_; }
+  const Tally& tally() const { return tally_; }
+
+  // The row of a point as an earlier run of this sweep left it (--resume).
+  SweepRow as_journaled(const SweepRow& row, const JournalEntry& e) const {
+    SweepRow out = row;
+    read_report(out);
+    out.ended = true;
+    out.exit_code = e.exit_code;
+    out.rank = e.rank;
+    out.seconds = e.seconds;
+    out.failure = e.failure;
+    return out;
+  }
+  // Keeps `row` (as_journaled) as the point's result.
+  void keep(SweepRow& row, SweepRow kept) {
+    row = std::move(kept);
+    count(row);
+  }
+
+  // A point's run ended: its report into its row, a line saying so, the journal and (at most
+  // every few seconds) the tables.
+  void point_ended(SweepRow& row, const FarmOutcome& o) {
+    row.ended = true;
+    row.exit_code = o.exit_code;
+    row.rank = o.rank;
+    row.seconds = o.seconds;
+    row.failure = o.failure;
+    read_report(row);
+    count(row);
+    if (absl::Status s = append_journal(dir_, row); !s.ok())
+      std::cerr << "tpusim sweep: " << s.message() << "\n";
+    const bool comparing = f_.sub[0] == "compare";
+    std::cerr << fmt::format(
+        "sweep: {} {}: {} ({:.1f} s{})\n", row.point.id, describe_point(f_.axes, row.point),
+        row.exit_code == 0  ? (comparing ? "done, agree" : "done")
+        : row_differs(row)  ? "done, DIFFER"
+        : row.failure != "" ? str_cat("FAILED, ", row.failure)
+                            : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
+        row.seconds, row.rank > 0 ? str_cat(", rank ", row.rank) : "");
+    if (std::chrono::steady_clock::now() - last_write_ > std::chrono::seconds(2)) write_tables();
+  }
+
+  // sweep.csv and sweep.json of the points that have ended.
+  void write_tables() {
+    const std::vector<SweepRow> ended = ended_rows(rows_);
+    std::ofstream(dir_ / "sweep.csv") << sweep_csv(f_.axes, ended);
+    std::ofstream(dir_ / "sweep.json") << json_text(sweep_json(f_.axes, ended, f_.metric)) << "\n";
+    last_write_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  void read_report(SweepRow& row) const {
+    std::ifstream in(dir_ / "reports" / (row.point.id + ".json"));
+    auto report = nlohmann::ordered_json::parse(in, nullptr, false);
+    set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
+  }
+  void count(const SweepRow& row) {
+    if (row_differs(row)) {
+      ++tally_.differ;
+    } else if (row.exit_code != 0) {
+      ++tally_.failed;
+    }
+  }
+
+  const SweepFlags& f_;
+  const fs::path dir_;
+  std::vector<SweepRow> rows_;
+  Tally tally_;
+  std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
+};
 
 // The table of every point's metric (and verdict) on stdout.
 void print_table(const SweepFlags& f, const fs::path& dir, const std::vector<SweepRow>& rows) {
@@ -279,44 +184,131 @@ bool draw_plots(const SweepFlags& f, const fs::path& dir, const std::vector<Swee
   return true;
 }
 
+// --resume DIR: the flags the sweep in DIR ran with, DIR itself, and -j and --rank-timeout as
+// given now.
+Refused resume_flags(const std::vector<std::string>& args, const SweepFlags& given, SweepFlags* f) {
+  if (!given.axes.empty() || !given.out_dir.empty() || !given.sub.empty() ||
+      !given.metric.empty()) {
+    return usage_problem(
+        "--resume DIR runs the sweep in DIR as it was given; only -j and --rank-timeout may "
+        "change");
+  }
+  auto saved = load_sweep_args(given.resume_dir);
+  if (!saved.ok()) return failure_of(saved.status());
+  if (Refused r = parse_sweep_args(*saved, f)) return r;
+  f->out_dir = f->resume_dir = given.resume_dir;
+  for (const std::string& a : args) {
+    if (a == "-j" || a == "--jobs") f->parallel = given.parallel;
+    if (a == "--rank-timeout") f->rank_timeout_seconds = given.rank_timeout_seconds;
+  }
+  return check_sweep(f);
+}
+
+// The flags of this sweep, from the command line or from the folder it resumes.
+Refused sweep_flags(const std::vector<std::string>& args, SweepFlags* flags) {
+  SweepFlags given;
+  if (Refused r = parse_sweep_args(args, &given)) return r;
+  if (given.help) {
+    *flags = given;
+    return std::nullopt;
+  }
+  if (!given.resume_dir.empty()) return resume_flags(args, given, flags);
+  *flags = given;
+  return check_sweep(flags);
+}
+
+// Rank 0 (or the one process): prepares DIR and the points, runs them, writes the tables.
+int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, PointFarm& farm) {
+  // Each point's config, checked before anything runs.
+  std::string base_name = flags.kind->config_file ? take_option(&flags.sub, "--config") : "";
+  if (base_name.empty()) base_name = "v3-8";
+  std::shared_ptr<const config::SliceSpec> base;
+  if (flags.kind->config_file) {
+    auto loaded = config::load_slice(base_name);
+    if (!loaded.ok()) return failure(std::string(loaded.status().message()));
+    base = *std::move(loaded);
+  }
+  const fs::path dir = fs::absolute(flags.out_dir);
+  for (const char* part : {"configs", "logs", "reports"}) fs::create_directories(dir / part);
+  Sweep sweep(flags, dir);
+  std::vector<FarmJob> jobs;
+  if (Refused r = point_jobs(flags, dir, base_name, base.get(), &sweep.rows(), &jobs))
+    return refuse(*r, kSweepUsage);
+
+  // What an earlier run of this sweep finished stays; the rest runs.
+  std::vector<size_t> to_run;
+  if (!flags.resume_dir.empty()) {
+    auto journal = read_journal(dir);
+    if (!journal.ok()) return failure(std::string(journal.status().message()));
+    for (size_t p = 0; p < jobs.size(); ++p) {
+      SweepRow& row = sweep.rows()[p];
+      auto e = journal->find(row.point.id);
+      if (e != journal->end()) {
+        SweepRow kept = sweep.as_journaled(row, e->second);
+        if (kept.exit_code == 0 || row_differs(kept)) {
+          sweep.keep(row, std::move(kept));
+          continue;
+        }
+      }
+      to_run.push_back(p);
+    }
+  } else {
+    for (size_t p = 0; p < jobs.size(); ++p) to_run.push_back(p);
+    if (absl::Status s = save_sweep_args(dir, args); !s.ok())
+      return failure(std::string(s.message()));
+    if (absl::Status s = clear_journal(dir); !s.ok()) return failure(std::string(s.message()));
+  }
+  std::vector<FarmJob> run_jobs;
+  for (size_t p : to_run) run_jobs.push_back(jobs[p]);
+
+  std::cerr << fmt::format(
+      "sweep: {} point(s){}, {} at a time{}, into {}\n", run_jobs.size(),
+      run_jobs.size() < jobs.size() ? str_cat(" of ", jobs.size(), " (the rest ended before)") : "",
+      flags.parallel, farm.ranks() > 1 ? str_cat(" on each of ", farm.ranks(), " ranks") : "",
+      dir.string());
+  FarmOptions options;
+  options.slots = flags.parallel;
+  options.rank_timeout_seconds = flags.rank_timeout_seconds;
+  options.study_dir = dir.string();
+  Refused r = farm.run(run_jobs, options, [&](size_t j, const FarmOutcome& o) {
+    sweep.point_ended(sweep.rows()[to_run[j]], o);
+  });
+  if (r) return refuse(*r, kSweepUsage);
+
+  sweep.write_tables();
+  print_table(flags, dir, sweep.rows());
+  const Tally& tally = sweep.tally();
+  int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;
+  if (!draw_plots(flags, dir, sweep.rows())) rc = kFailed;
+  if (tally.failed > 0) std::cerr << "tpusim sweep: " << tally.failed << " point(s) failed\n";
+  if (tally.differ > 0)
+    std::cerr << "tpusim sweep: at " << tally.differ << " point(s) the backends differ\n";
+  return rc;
+}
+
 }  // namespace
 
 int run_sweep(const std::vector<std::string>& args) {
   SweepFlags flags;
-  if (Refused r = parse_sweep_args(args, &flags)) return refuse(*r, kSweepUsage);
+  if (Refused r = sweep_flags(args, &flags)) return refuse(*r, kSweepUsage);
   if (flags.help) {
     std::cout << kSweepUsage;
     return kOk;
   }
-  if (Refused r = check_sweep(&flags)) return refuse(*r, kSweepUsage);
-
-  // Each point's config, checked before anything runs.
-  std::string base_name = take_option(&flags.sub, "--config");
-  if (base_name.empty()) base_name = "v3-8";
-  auto base = config::load_slice(base_name);
-  if (!base.ok()) return failure(std::string(base.status().message()));
-  const fs::path dir = fs::absolute(flags.out_dir);
-  for (const char* part : {"configs", "logs", "reports", "runs"})
-    fs::create_directories(dir / part);
-  std::vector<SweepRow> rows;
-  std::vector<Job> jobs;
-  if (Refused r = point_jobs(flags, dir, base_name, **base, &rows, &jobs))
-    return refuse(*r, kSweepUsage);
-
-  std::cerr << fmt::format("sweep: {} point(s), {} at a time, into {}\n", rows.size(),
-                           flags.parallel, dir.string());
-  Tally tally;
-  if (Refused r = run_points(flags, dir, jobs, rows, &tally)) return refuse(*r, kSweepUsage);
-
-  std::ofstream(dir / "sweep.csv") << sweep_csv(flags.axes, rows);
-  std::ofstream(dir / "sweep.json")
-      << json_text(sweep_json(flags.axes, rows, flags.metric)) << "\n";
-  print_table(flags, dir, rows);
-  int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;
-  if (!draw_plots(flags, dir, rows)) rc = kFailed;
-  if (tally.failed > 0) std::cerr << "tpusim sweep: " << tally.failed << " point(s) failed\n";
-  if (tally.differ > 0)
-    std::cerr << "tpusim sweep: at " << tally.differ << " point(s) the backends differ\n";
+  auto farm = PointFarm::open();
+  if (!farm.ok()) return failure(std::string(farm.status().message()));
+  if (!(*farm)->coordinator()) {
+    FarmOptions options;
+    options.slots = flags.parallel;
+    options.rank_timeout_seconds = flags.rank_timeout_seconds;
+    return (*farm)->serve(options);
+  }
+  const int rc = coordinate_sweep(args, flags, **farm);
+  if ((*farm)->lost_a_rank()) {
+    std::cerr << "tpusim sweep: a rank was lost, so the MPI job ends with MPI_Abort (the other "
+                 "ranks' MPI_Finalize would wait for it)\n";
+    (*farm)->exit(rc);
+  }
   return rc;
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/process_allocator.h"
 #include "tools/tpusim/command.h"
+#include "tools/tpusim/subprocess.h"
 
 namespace {
 
@@ -26,7 +27,8 @@ std::string top_usage() {
 int main(int argc, char** argv) {
   using tpusim::cli::kOk;
   using tpusim::cli::kUsage;
-  tpusim::keep_freed_memory_for_reuse();  // steady-state costs for the measured input pipeline
+  tpusim::cli::die_with_parent_if_asked();  // a study's point ends with the study
+  tpusim::keep_freed_memory_for_reuse();    // steady-state costs for the measured input pipeline
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     std::cerr << top_usage();

@@ -1,6 +1,7 @@
 #include "tools/tpusim/subprocess.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -9,6 +10,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,20 +20,47 @@ extern char** environ;
 
 namespace tpusim::cli {
 
-absl::StatusOr<int> spawn_program(const std::string& path, const std::vector<std::string>& argv_in,
-                                  const std::string& log_path) {
+namespace {
+
+constexpr char kParentPidVariable[] = "TPUSIM_PARENT_PID";
+
+// This process's environment with `extra` ("NAME=value") in place of any NAME already there.
+std::vector<std::string> environment_with(const std::string& extra) {
+  const std::string name = extra.substr(0, extra.find('=') + 1);
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind(name, 0) != 0) out.emplace_back(*e);
+  }
+  out.push_back(extra);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+absl::StatusOr<int> spawn_with_environment(const std::string& path,
+                                           const std::vector<std::string>& argv_in,
+                                           const std::string& log_path,
+                                           const std::string& stdout_path, char** envp) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  if (stdout_path.empty()) {
+    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   std::vector<std::string> argv_strings = argv_in;
-  std::vector<char*> argv;
-  for (auto& a : argv_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = c_strings(argv_strings);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     return absl::InternalError(str_cat("cannot start ", path, ": ", std::strerror(rc)));
@@ -39,14 +68,34 @@ absl::StatusOr<int> spawn_program(const std::string& path, const std::vector<std
   return static_cast<int>(pid);
 }
 
-absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::string& log_path) {
+}  // namespace
+
+absl::StatusOr<int> spawn_program(const std::string& path, const std::vector<std::string>& argv,
+                                  const std::string& log_path, const std::string& stdout_path) {
+  return spawn_with_environment(path, argv, log_path, stdout_path, environ);
+}
+
+absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::string& log_path,
+                               const std::string& stdout_path) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return absl::InternalError("cannot find this executable (/proc/self/exe)");
   self[n] = 0;
   std::vector<std::string> argv = {"tpusim"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return spawn_program(self, argv, log_path);
+  std::vector<std::string> env = environment_with(str_cat(kParentPidVariable, "=", ::getpid()));
+  std::vector<char*> envp = c_strings(env);
+  return spawn_with_environment(self, argv, log_path, stdout_path, envp.data());
+}
+
+void die_with_parent_if_asked() {
+  const char* parent = std::getenv(kParentPidVariable);
+  if (parent == nullptr) return;
+  const long expected = std::strtol(parent, nullptr, 10);
+  ::unsetenv(kParentPidVariable);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent may have died before the request: then this process is already an orphan.
+  if (::getppid() != static_cast<pid_t>(expected)) ::raise(SIGKILL);
 }
 
 namespace {
@@ -58,6 +107,17 @@ int exit_code_of(int status) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::optional<std::pair<int, int>>> poll_any_child() {
+  int status = 0;
+  pid_t pid = 0;
+  while ((pid = waitpid(-1, &status, WNOHANG)) < 0) {
+    if (errno == ECHILD) return std::nullopt;
+    if (errno != EINTR) return absl::InternalError(str_cat("waitpid: ", std::strerror(errno)));
+  }
+  if (pid == 0) return std::nullopt;
+  return std::optional<std::pair<int, int>>(std::pair<int, int>{pid, exit_code_of(status)});
+}
 
 absl::StatusOr<std::pair<int, int>> wait_any_child() {
   int status = 0;

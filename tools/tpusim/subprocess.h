@@ -3,6 +3,7 @@
 // each job in a process of its own (SystemC elaborates one slice per process), with its output
 // in a log file.
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,11 +18,19 @@ struct ChildRun {
 };
 
 // Starts the program at `path` with `argv` (argv[0] first), stdin from /dev/null and stdout
-// and stderr appended to `log_path`; returns its pid.
+// and stderr appended to `log_path` (stdout into `stdout_path` instead when one is given, which
+// it truncates); returns its pid.
 absl::StatusOr<int> spawn_program(const std::string& path, const std::vector<std::string>& argv,
-                                  const std::string& log_path);
-// Starts `tpusim args...` with stdout and stderr appended to `log_path`; returns its pid.
-absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::string& log_path);
+                                  const std::string& log_path, const std::string& stdout_path = "");
+// Starts `tpusim args...` as spawn_program does; returns its pid. The child dies with this
+// process (die_with_parent_if_asked): a study that is killed leaves no point running.
+absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::string& log_path,
+                               const std::string& stdout_path = "");
+// In a process spawn_self started (TPUSIM_PARENT_PID names its parent): asks the kernel for
+// SIGKILL when the parent dies, and ends at once if it already has. main() calls it first.
+void die_with_parent_if_asked();
+// A child that has ended, without waiting: its pid and exit code, or none.
+absl::StatusOr<std::optional<std::pair<int, int>>> poll_any_child();
 // Waits for a child spawn_self started; its exit code (128 + signal when killed).
 absl::StatusOr<int> wait_child(int pid);
 // Waits for any child to end: its pid and exit code.

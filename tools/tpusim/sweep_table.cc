@@ -41,6 +41,18 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
 nlohmann::ordered_json flatten_report(const nlohmann::ordered_json& report) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (report.is_object()) flatten_into(report, "", &out);
+  // A report that is a list of named results (validate's cases): each under its name.
+  if (report.is_array()) {
+    for (size_t i = 0; i < report.size(); ++i) {
+      const auto& item = report[i];
+      if (!item.is_object()) continue;
+      const auto name = item.find("name");
+      flatten_into(
+          item,
+          name != item.end() && name->is_string() ? name->get<std::string>() : std::to_string(i),
+          &out);
+    }
+  }
   return out;
 }
 
@@ -93,11 +105,14 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
   for (const SweepRow& row : rows) {
     nlohmann::ordered_json values = nlohmann::ordered_json::object();
     for (size_t a = 0; a < axes.size(); ++a) values[axes[a].field] = row.point.values[a];
-    j["points"].push_back({{"point", row.point.id},
-                           {"values", values},
-                           {"exit_code", row.exit_code},
-                           {"log", row.log},
-                           {"report", row.report}});
+    nlohmann::ordered_json point = {
+        {"point", row.point.id}, {"values", values}, {"exit_code", row.exit_code}};
+    if (!row.failure.empty()) point["failure"] = row.failure;
+    point["rank"] = row.rank;
+    point["host_seconds"] = row.seconds;
+    point["log"] = row.log;
+    point["report"] = row.report;
+    j["points"].push_back(std::move(point));
   }
   return j;
 }

@@ -14,14 +14,19 @@ namespace tpusim::cli {
 
 struct SweepRow {
   SweepPoint point;
-  int exit_code = 0;
+  bool ended = false;             // its run has ended (rows of a sweep still running may not)
+  int exit_code = 0;              // -1: lost with the MPI rank that ran it
+  int rank = 0;                   // the MPI rank that ran it (0 when not under MPI)
+  double seconds = 0;             // host seconds its run took
+  std::string failure;            // why it failed without an exit code of its own
   std::string log;                // the run's output
   nlohmann::ordered_json report;  // null when the run wrote none (set with set_report)
   nlohmann::ordered_json flat;    // flatten_report(report)
 };
 
 // The report's scalars (numbers, strings, booleans) keyed by their dotted path; arrays are left
-// out (per-step lists, advice).
+// out (per-step lists, advice). A report that is itself a list of objects (validate's cases) has
+// each one's scalars under its "name" (or its index).
 nlohmann::ordered_json flatten_report(const nlohmann::ordered_json& report);
 
 // Sets the row's report and its flattened figures.
@@ -34,8 +39,8 @@ std::vector<std::string> report_columns(const std::vector<SweepRow>& rows);
 // has its axis values and exit code and empty figures.
 std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows);
 
-// {"axes": [{field, values, kind}], "metric", "points": [{point, values, exit_code, log,
-// report}]}.
+// {"axes": [{field, values, kind}], "metric", "points": [{point, values, exit_code, failure (when
+// it has one), rank, host_seconds, log, report}]}.
 nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
                                   const std::vector<SweepRow>& rows, const std::string& metric);
 

@@ -1,0 +1,21 @@
+#pragma once
+// The two sides of a farm under MPI (point_farm.h): rank 0, which hands out the points, runs its
+// own share and collects every result; and each other rank, which asks for points and runs them.
+
+#include <string>
+#include <vector>
+
+#include "tools/tpusim/mpi_world.h"
+#include "tools/tpusim/point_farm.h"
+
+namespace tpusim::cli::farm {
+
+// Rank 0. `marker` is a file it makes in the study folder for the duration, so that a rank
+// that sees it knows that folder is shared. `*lost` says whether it gave up a rank for lost.
+Refused coordinate(MpiWorld& world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
+                   const PointFarm::OnDone& on_done, const std::string& marker, bool* lost);
+
+// Any other rank: its exit code.
+int work(MpiWorld& world, const FarmOptions& options);
+
+}  // namespace tpusim::cli::farm

@@ -1,0 +1,123 @@
+#include "tools/tpusim/mpi_world.h"
+
+#include <cstdlib>
+
+#include <mpi.h>
+
+#include "common/strings.h"
+
+namespace tpusim::cli {
+
+bool started_by_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+struct MpiWorld::PendingSend {
+  std::string bytes;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+namespace {
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return str_cat("error ", code);
+  return std::string(text, static_cast<size_t>(length));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::join() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized != 0) return absl::FailedPreconditionError("MPI is already initialized");
+  if (const int rc = MPI_Init(nullptr, nullptr); rc != MPI_SUCCESS)
+    return absl::UnavailableError(str_cat("MPI_Init failed: ", mpi_error_text(rc)));
+  // A failed call returns its code instead of ending every rank: a rank that died must not take
+  // the study with it.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::unique_ptr<MpiWorld>(new MpiWorld(rank, size));
+}
+
+MpiWorld::MpiWorld(int rank, int size) : rank_(rank), size_(size) {}
+
+MpiWorld::~MpiWorld() {
+  reap_sends();
+  // Sends still in flight go to ranks that died: let them go rather than wait forever.
+  for (auto& s : sends_) {
+    if (s->request != MPI_REQUEST_NULL) MPI_Request_free(&s->request);
+  }
+  sends_.clear();
+  MPI_Finalize();
+}
+
+void MpiWorld::send(int to, int tag, std::string bytes) {
+  reap_sends();
+  auto s = std::make_unique<PendingSend>();
+  s->bytes = std::move(bytes);
+  if (MPI_Isend(s->bytes.data(), static_cast<int>(s->bytes.size()), MPI_BYTE, to, tag,
+                MPI_COMM_WORLD, &s->request) != MPI_SUCCESS) {
+    return;  // the rank is gone; its absence is noticed by its silence
+  }
+  sends_.push_back(std::move(s));
+}
+
+void MpiWorld::reap_sends() {
+  while (!sends_.empty()) {
+    int done = 0;
+    if (MPI_Test(&sends_.front()->request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+    if (done == 0) {
+      // Later sends may be done while an earlier one waits on a slow or dead rank: keep looking.
+      for (auto it = sends_.begin() + 1; it != sends_.end();) {
+        int later = 0;
+        if (MPI_Test(&(*it)->request, &later, MPI_STATUS_IGNORE) != MPI_SUCCESS) later = 1;
+        it = later != 0 ? sends_.erase(it) : it + 1;
+      }
+      return;
+    }
+    sends_.pop_front();
+  }
+}
+
+std::optional<MpiMessage> MpiWorld::poll() {
+  reap_sends();
+  int arrived = 0;
+  MPI_Status status;
+  if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &status) != MPI_SUCCESS ||
+      arrived == 0) {
+    return std::nullopt;
+  }
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  MpiMessage m;
+  m.source = status.MPI_SOURCE;
+  m.tag = status.MPI_TAG;
+  m.bytes.resize(static_cast<size_t>(count));
+  if (MPI_Recv(m.bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    return std::nullopt;
+  }
+  return m;
+}
+
+void MpiWorld::abort_all(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; this is for the compiler
+}
+
+std::string MpiWorld::broadcast(std::string text) {
+  uint64_t length = text.size();
+  MPI_Bcast(&length, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  text.resize(length);
+  MPI_Bcast(text.data(), static_cast<int>(length), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return text;
+}
+
+}  // namespace tpusim::cli
