@@ -263,5 +263,35 @@ TEST_F(MpiSweep, AKilledSweepKeepsWhatEndedAndResumeRunsTheRest) {
   EXPECT_THAT(r.err, HasSubstr("sweep-args.json cannot be read"));
 }
 
+// tune on two ranks gives the rows it gives in one process; the host pipeline of these runs
+// (charged from the host config) bounds every value, and tune says so beside its recommendation.
+TEST_F(MpiSweep, TuneOnTwoRanksGivesTheRowsOfOneProcessAndNamesTheInputLimit) {
+  const std::vector<std::string> tune = {
+      "tune", "--iterations-per-loop", "1,10,50", "--model", "mlp", "--data",
+      data(), "--host-timing",         "config",  "--json"};
+  auto local = run_tpusim(tune);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  std::vector<std::string> mpi_args = {"--oversubscribe", "-np", "2", testing::tpusim_path()};
+  mpi_args.insert(mpi_args.end(), tune.begin(), tune.end());
+  auto mpi = testing::run_program(kMpirun, mpi_args, "", kMpiEnvironment);
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  const auto local_json = nlohmann::json::parse(local.out);
+  EXPECT_EQ(nlohmann::json::parse(mpi.out), local_json);
+  EXPECT_EQ(local_json["recommended_iterations_per_loop"], 50);
+  EXPECT_EQ(local_json["input_bound"], true);
+  EXPECT_EQ(local_json["rows"][2]["input_classification"], "highly_input_bound");
+  EXPECT_EQ(local_json["rows"][2]["slowest_host_stage"], "map");
+  std::vector<std::string> table = tune;
+  table.pop_back();
+  auto r = run_tpusim(table);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("recommended iterations_per_loop: 50"));
+  EXPECT_THAT(r.out, HasSubstr("the input pipeline bounds the step: at iterations_per_loop 50 "
+                               "the device waits for its input 89.7% of the step (highly input "
+                               "bound; the host pipeline's slowest stage is 'map')"));
+  // Overheads print with two decimals, so a figure just over 3% never reads as 3.0%.
+  EXPECT_THAT(r.out, HasSubstr("1.53%"));
+}
+
 }  // namespace
 }  // namespace tpusim::cli

@@ -86,6 +86,12 @@ CliResult finish_program(StartedProgram& started) {
   return result;
 }
 
+CliResult run_program(const std::string& path, const std::vector<std::string>& args,
+                      const std::string& cwd, const Environment& env) {
+  StartedProgram started = start_program(path, args, cwd, env);
+  return finish_program(started);
+}
+
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd,
                      const Environment& env, const RunLimits& limits) {
   StartedProgram started = start_program(tpusim_path(), args, cwd, env, limits);

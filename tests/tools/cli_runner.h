@@ -48,6 +48,10 @@ StartedProgram start_program(const std::string& path, const std::vector<std::str
 // Waits for it to end: its exit status and output.
 CliResult finish_program(StartedProgram& started);
 
+// Runs the program at `path` as start_program would, and waits for it.
+CliResult run_program(const std::string& path, const std::vector<std::string>& args,
+                      const std::string& cwd = "", const Environment& env = {});
+
 // Runs `tpusim args...` as start_program would, and waits for it.
 CliResult run_tpusim(const std::vector<std::string>& args, const std::string& cwd = "",
                      const Environment& env = {}, const RunLimits& limits = {});
