@@ -298,6 +298,54 @@ TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
   EXPECT_THAT(r.err, HasSubstr("--fuse-reductions needs the tpusim backend"));
 }
 
+// A sweep takes any subcommand that reports JSON: the kernels print theirs (--json, chosen by
+// sweep), config fields go into each point's config, and a metric in seconds plots in the unit
+// that suits it.
+TEST(Cli, SweepRunsTheKernelCommandsToo) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-kernels-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string matmul = (tmp / "matmul").string();
+  auto r = run_tpusim({"sweep", "--set", "m=128,512", "--set", "chip.core.mxu_count=1,2", "--out",
+                       matmul, "--", "matmul", "--k", "256", "--n", "256", "--timing-only"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream csv(matmul + "/sweep.csv");
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  EXPECT_EQ(header.rfind("point,m,chip.core.mxu_count,exit_code,config,m,k,n,", 0), 0u) << header;
+  EXPECT_THAT(header, HasSubstr(",cycles,seconds,"));
+  EXPECT_EQ(first.rfind("p000,128,1,0,", 0), 0u) << first;
+  EXPECT_THAT(r.out, HasSubstr("point  values"));
+  EXPECT_THAT(r.out, HasSubstr("seconds"));
+  // Two MXUs per core shorten the 512-row product.
+  std::ifstream json_in(matmul + "/sweep.json");
+  const auto j = nlohmann::json::parse(json_in);
+  EXPECT_LT(j["points"][3]["report"]["cycles"].get<int64_t>(),
+            j["points"][2]["report"]["cycles"].get<int64_t>());
+  if (std::filesystem::exists("/usr/bin/gnuplot")) {
+    std::stringstream script;
+    script << std::ifstream(matmul + "/plots/metric.gp").rdbuf();
+    EXPECT_THAT(script.str(), HasSubstr("set ylabel \"seconds (us)\""));
+  }
+  r = run_tpusim({"sweep", "--set", "bytes=1MiB,4MiB", "--out", (tmp / "allreduce").string(), "--",
+                  "allreduce", "--timing-only"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_tpusim(
+      {"sweep", "--set", "chip.core.mxu_count=1,2", "--out", (tmp / "layers").string(), "--",
+       "layers", "--topology",
+       std::string(TPUSIM_SOURCE_DIR) + "/tests/runtime/data/scalesim_topologies/resnet18.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("total_cycles"));
+  r = run_tpusim({"sweep", "--set", "m=1", "--out", matmul, "--", "matmul", "--json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--json is chosen by sweep for each point"));
+  r = run_tpusim({"sweep", "--set", "m=1", "--out", matmul, "--", "opcheck"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("one of train, compare, matmul, allreduce, layers, validate"));
+  std::filesystem::remove_all(tmp);
+}
+
 // A sweep over a config field and a run option: a process per point, a CSV row per point
 // (failed points kept, with their exit code), each point's config written out, and plots when
 // gnuplot is installed (make deps installs it).
@@ -331,6 +379,7 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
                                     "--"};
   sweep.insert(sweep.end(), job.begin(), job.end());
   auto r = run_tpusim(sweep);
+  const auto sweep_run = r;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
   std::ifstream csv(out + "/sweep.csv");
@@ -383,7 +432,22 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   r = run_tpusim({"config", "show", out + "/configs/p002.pbtxt", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);
+  // The host pipeline (charged from the host config) bounds every point: the table says so, and
+  // the metric plot draws the step time in ms from zero with each series' compute beside it.
+  EXPECT_THAT(sweep_run.out, HasSubstr("every point is input-bound (analysis.classification): the "
+                                       "host's input pipeline sets the step time; compute per "
+                                       "step goes from "));
   if (std::filesystem::exists("/usr/bin/gnuplot")) {
+    std::stringstream metric_script, roofline_script;
+    metric_script << std::ifstream(out + "/plots/metric.gp").rdbuf();
+    EXPECT_THAT(metric_script.str(), HasSubstr("set ylabel \"sim_seconds_per_step (ms)\""));
+    EXPECT_THAT(metric_script.str(), HasSubstr("set yrange [0:*]"));
+    EXPECT_THAT(metric_script.str(), HasSubstr("batch_size=256: compute per step"));
+    EXPECT_THAT(metric_script.str(), HasSubstr("every point is input-bound"));
+    // Each roof names the points under it, which share its colour.
+    roofline_script << std::ifstream(out + "/plots/roofline.gp").rdbuf();
+    EXPECT_THAT(roofline_script.str(), HasSubstr("roof of p000: MXU"));
+    EXPECT_THAT(roofline_script.str(), HasSubstr("set key outside right"));
     for (const char* plot : {"metric", "breakdown", "roofline"}) {
       std::ifstream png(out + "/plots/" + plot + ".png", std::ios::binary);
       std::string magic(4, '\0');

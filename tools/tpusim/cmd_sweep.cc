@@ -163,6 +163,22 @@ void print_table(const SweepFlags& f, const fs::path& dir, const std::vector<Swe
         comparing && reported ? "  " + row.flat.at("verdict").get<std::string>() : "");
   }
   std::cout << "table: " << (dir / "sweep.csv").string() << "\n";
+  if (every_point_input_bound(rows)) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (const SweepRow& row : rows) {
+      const double compute = row_number(row, "analysis.step_breakdown.compute");
+      if (std::isnan(compute)) continue;
+      lo = std::min(lo, compute);
+      hi = std::max(hi, compute);
+    }
+    std::cout << "every point is input-bound (analysis.classification): the host's input "
+                 "pipeline sets the step time"
+              << (lo <= hi ? fmt::format("; compute per step goes from {:.3g} to {:.3g} ms "
+                                         "(analysis.step_breakdown.compute)",
+                                         lo * 1e3, hi * 1e3)
+                           : "")
+              << "\n";
+  }
 }
 
 // The plots, drawn with gnuplot when it is on PATH; false when drawing failed.

@@ -78,16 +78,22 @@ std::string axes_label(const std::vector<SweepAxis>& axes) {
 }
 
 // 3. The roofline: each op with FLOPs and HBM traffic at (arithmetic intensity, achieved
-// FLOPS), a series per point (circles for ops on the MXUs, squares for the vector units'), under
-// each distinct set of the chip's roofs (the MXUs' peak and the HBM slope solid, the vector
-// units' peak dashed), drawn in the colour of the first point that has it. A point's size grows
-// with the op's share of the step. Drawn when at least one report has an op profile ("ops" and
-// "roofline").
-// A chip's roofs on the roofline plot, in the colour of the first point drawn under them.
+// FLOPS), a series per point, under each distinct set of the chip's roofs (the MXUs' peak and the
+// HBM slope solid, the vector units' peak dashed). A roof and the points under it share a colour
+// and the roof's key entry names them; the points under one roof differ in shape, filled for MXU
+// ops, open for the vector units'. A point's size grows with the op's share of the step. Drawn
+// when at least one report has an op profile ("ops" and "roofline"), its key beside the plot.
+// A chip's roofs on the roofline plot.
 struct Roof {
   double peak_tflops, vector_tflops, hbm_tb_per_s;
   int colour;
+  std::vector<std::string> points;  // the ids of the points under it
 };
+
+// The points under one roof share its colour and differ in shape: filled shapes for MXU ops
+// (circle, triangle, diamond, pentagon), the open ones for the vector units'.
+constexpr int kMxuShapes[] = {7, 9, 13, 15};
+constexpr int kVectorShapes[] = {6, 8, 12, 14};
 
 // Writes a report's ops as two gnuplot data blocks (index 0: the MXUs' ops, 1: the vector
 // units'): intensity, TFLOPS, point size (by the op's share of the step, `total` seconds), its
@@ -118,16 +124,16 @@ int write_roofline_points(const nlohmann::json& ops, double total, std::ostream&
 }
 
 // The roofs as gnuplot functions: each chip's MXU roof, and its vector roof dashed, titled once
-// per distinct vector peak (an HBM sweep moves only the vector roof's slope). Sets `titled` to
-// the vector roofs given a key entry.
-std::vector<std::string> roof_lines(const std::vector<Roof>& roofs, size_t* titled) {
+// per distinct vector peak (an HBM sweep moves only the vector roof's slope).
+std::vector<std::string> roof_lines(const std::vector<Roof>& roofs) {
   std::vector<std::string> parts;
   std::vector<double> titled_vector_roofs;
   for (const Roof& r : roofs) {
-    parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}",
-                                r.peak_tflops, r.hbm_tb_per_s, r.colour,
-                                gp_string(fmt::format("roof: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
-                                                      r.peak_tflops, r.hbm_tb_per_s * 1e3))));
+    parts.push_back(fmt::format(
+        "(x * {1} < {0} ? x * {1} : {0}) with lines lw 2 lc {2} title {3}", r.peak_tflops,
+        r.hbm_tb_per_s, r.colour,
+        gp_string(fmt::format("roof of {}: MXU {:.1f} TFLOPS, HBM {:.0f} GB/s",
+                              str_join(r.points, " "), r.peak_tflops, r.hbm_tb_per_s * 1e3))));
     if (r.vector_tflops <= 0) continue;
     const bool first = std::find(titled_vector_roofs.begin(), titled_vector_roofs.end(),
                                  r.vector_tflops) == titled_vector_roofs.end();
@@ -138,7 +144,6 @@ std::vector<std::string> roof_lines(const std::vector<Roof>& roofs, size_t* titl
     parts.push_back(fmt::format("(x * {1} < {0} ? x * {1} : {0}) with lines lw 1 dt 2 lc {2} {3}",
                                 r.vector_tflops, r.hbm_tb_per_s, r.colour, title));
   }
-  *titled = titled_vector_roofs.size();
   return parts;
 }
 
@@ -160,37 +165,43 @@ absl::Status draw_roofline(const std::string& gnuplot, const fs::path& plots,
     const std::string file = fmt::format("roofline_{}.dat", i);
     std::ofstream out(plots / file);
     if (write_roofline_points(report["ops"], total, out, &lo, &hi) == 0) continue;
-    const int colour = static_cast<int>(series.size()) / 2 + 1;
+    // A point is drawn in its roof's colour, so the roof it is measured against is plain.
+    auto roof = std::find_if(roofs.begin(), roofs.end(), [&](const Roof& r) {
+      return r.peak_tflops == peak && r.vector_tflops == vector && r.hbm_tb_per_s == bw;
+    });
+    if (roof == roofs.end()) {
+      roofs.push_back({peak, vector, bw, static_cast<int>(roofs.size()) + 1, {}});
+      roof = roofs.end() - 1;
+    }
+    roof->points.push_back(rows[i].point.id);
+    const int shape = static_cast<int>(roof->points.size()) - 1;  // its place under the roof
     series.push_back(
-        fmt::format("'{}' index 0 using 1:2:3 with points pt 7 ps variable lc {} title {}",
-                    (plots / file).string(), colour, gp_string(point_title(axes, rows[i]))));
-    series.push_back(
-        fmt::format("'{}' index 1 using 1:2:3 with points pt 5 ps variable lc {} notitle",
-                    (plots / file).string(), colour));
+        fmt::format("'{}' index 0 using 1:2:3 with points pt {} ps variable lc {} title {}",
+                    (plots / file).string(), kMxuShapes[shape % std::size(kMxuShapes)],
+                    roof->colour, gp_string(rows[i].point.id + " " + point_title(axes, rows[i]))));
+    series.push_back(fmt::format(
+        "'{}' index 1 using 1:2:3 with points pt {} ps variable lc {} notitle",
+        (plots / file).string(), kVectorShapes[shape % std::size(kVectorShapes)], roof->colour));
     for (const double ridge : {peak / bw, vector / bw}) {
       if (ridge <= 0) continue;
       lo = std::min(lo, ridge);
       hi = std::max(hi, ridge);
     }
-    const bool seen = std::any_of(roofs.begin(), roofs.end(), [&](const Roof& r) {
-      return r.peak_tflops == peak && r.vector_tflops == vector && r.hbm_tb_per_s == bw;
-    });
-    if (!seen) roofs.push_back({peak, vector, bw, colour});
   }
   if (series.empty()) return absl::OkStatus();
-  size_t titled_vector_roofs = 0;
-  std::vector<std::string> parts = roof_lines(roofs, &titled_vector_roofs);
+  std::vector<std::string> parts = roof_lines(roofs);
   parts.insert(parts.end(), series.begin(), series.end());
   const std::string settings = fmt::format(
-      "set title 'roofline: each op of a step on chip 0 (circles: MXU ops, squares: vector ops; "
-      "size: share of the step)'\n"
+      "set title 'roofline: each op of a step on chip 0 (filled: MXU ops, open: vector ops; "
+      "size: share of the step; colour: the roof it runs under)'\n"
       "set xlabel 'arithmetic intensity (FLOPs per HBM byte)'\nset ylabel 'achieved TFLOPS'\n"
       "set logscale xy\nset format x '%g'\nset format y '%g'\nset grid\n"
-      "set key below maxrows {} width -4\nset samples 400\nset xrange [{}:{}]",
-      std::max(roofs.size() + titled_vector_roofs, series.size() / 2), lo / 4, hi * 4);
+      "set key outside right top vertical Left reverse width 2 spacing 1.1\nset samples 400\n"
+      "set xrange [{}:{}]",
+      lo / 4, hi * 4);
   return run_gnuplot(gnuplot, plots, "roofline",
                      both_formats(plots, "roofline", settings,
-                                  "plot " + str_join(parts, ", \\\n     "), "960,800"),
+                                  "plot " + str_join(parts, ", \\\n     "), "1400,800"),
                      drawn);
 }
 
@@ -208,8 +219,40 @@ bool log2_axis(const SweepAxis& axis) {
   return x_max >= 16 * x_min;
 }
 
+// A metric in seconds (its last dotted name holds "seconds": sim_seconds_per_step,
+// analysis.step_seconds) is drawn in the unit that puts its largest value between 1 and 1000,
+// on an axis from zero: a 3% spread of step times is not stretched across the whole plot.
+struct Unit {
+  double scale = 1;
+  std::string name;  // "" for a metric that is no time
+};
+
+Unit unit_of(const std::string& metric, const std::vector<SweepRow>& rows) {
+  const std::string last =
+      metric.substr(metric.rfind('.') == std::string::npos ? 0 : metric.rfind('.') + 1);
+  if (last.find("seconds") == std::string::npos) return {};
+  double largest = 0;
+  for (const SweepRow& row : rows) {
+    const double y = row_number(row, metric);
+    if (!std::isnan(y)) largest = std::max(largest, std::abs(y));
+  }
+  if (largest >= 1 || largest == 0) return {1, "s"};
+  if (largest >= 1e-3) return {1e3, "ms"};
+  if (largest >= 1e-6) return {1e6, "us"};
+  return {1e9, "ns"};
+}
+
+// The step's compute beside a step time (train's headline figure): what the hardware changes
+// when the input pipeline sets the step.
+std::string compute_companion(const std::string& metric) {
+  return metric == "sim_seconds_per_step" || metric == "analysis.step_seconds"
+             ? "analysis.step_breakdown.compute"
+             : "";
+}
+
 // 1. The metric against the first axis, a series per combination of the other axes (none drawn
-// when no point reports the metric: gnuplot would fail on empty data).
+// when no point reports the metric: gnuplot would fail on empty data); for a step time, each
+// series' compute per step dashed beside it.
 absl::Status draw_metric(const std::string& gnuplot, const fs::path& plots,
                          const std::vector<SweepAxis>& axes, const std::vector<SweepRow>& rows,
                          const std::string& metric, std::vector<std::string>* drawn) {
@@ -225,32 +268,56 @@ absl::Status draw_metric(const std::string& gnuplot, const fs::path& plots,
     if (series.count(key) == 0) order.push_back(key);
     series[key].push_back(&row);
   }
+  const Unit unit = unit_of(metric, rows);
+  const std::string companion = compute_companion(metric);
   std::vector<std::string> plot_parts;
-  bool any_metric = false;
+  bool any_metric = false, any_companion = false;
   for (size_t s = 0; s < order.size(); ++s) {
     const std::string file = fmt::format("metric_{}.dat", s);
     std::ofstream out(plots / file);
-    out << "# position  " << axes[0].field << "  " << metric << "\n";
+    out << "# position  " << axes[0].field << "  " << metric << "  " << companion
+        << (unit.name.empty() ? "" : " (" + unit.name + ")") << "\n";
     int position = 0;
     for (const SweepRow* row : series[order[s]]) {
       const double y = row_number(*row, metric);
+      const double compute = companion.empty() ? std::nan("") : row_number(*row, companion);
       const std::string& x = row->point.values[0];
       if (!std::isnan(y)) {
-        out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y << "\n";
+        out << position << " " << (numeric_x ? x : gp_string(x)) << " " << y * unit.scale << " "
+            << (std::isnan(compute) ? std::string("NaN") : fmt::format("{}", compute * unit.scale))
+            << "\n";
         any_metric = true;
+        any_companion = any_companion || !std::isnan(compute);
       }
       ++position;
     }
-    plot_parts.push_back(fmt::format("'{}' using {}:3{} with linespoints lw 2 pt 7 title {}",
-                                     (plots / file).string(), numeric_x ? "2" : "1",
-                                     numeric_x ? "" : ":xtic(2)", gp_string(order[s])));
+    const std::string x_column = numeric_x ? "2" : "1";
+    const std::string x_tics = numeric_x ? "" : ":xtic(2)";
+    plot_parts.push_back(fmt::format("'{}' using {}:3{} with linespoints lw 2 pt 7 lc {} title {}",
+                                     (plots / file).string(), x_column, x_tics, s + 1,
+                                     gp_string(order[s])));
+    if (!companion.empty()) {
+      plot_parts.push_back(fmt::format(
+          "'{}' using {}:4{} with linespoints lw 2 dt 2 pt 6 lc {} title {}",
+          (plots / file).string(), x_column, x_tics, s + 1,
+          gp_string((order.size() > 1 ? order[s] + ": " : std::string()) + "compute per step")));
+    }
   }
   if (!any_metric) return absl::OkStatus();
+  if (!any_companion && !companion.empty()) {
+    for (size_t s = order.size(); s-- > 0;) plot_parts.erase(plot_parts.begin() + 2 * s + 1);
+  }
+  std::string title = metric + " vs " + axes[0].field;
+  if (every_point_input_bound(rows)) {
+    title += "\\nevery point is input-bound: the host's input pipeline sets the step time";
+  }
+  const std::string y_label = unit.name.empty() ? metric : metric + " (" + unit.name + ")";
   const std::string settings = fmt::format(
       "set title {}\nset xlabel {}\nset ylabel {}\nset grid\nset key outside right top\n"
-      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05{}",
-      gp_string(metric + " vs " + axes[0].field), gp_string(axes[0].field), gp_string(metric),
-      log2_axis(axes[0]) ? "\nset logscale x 2" : "");
+      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05{}{}",
+      gp_string(title), gp_string(axes[0].field), gp_string(y_label),
+      log2_axis(axes[0]) ? "\nset logscale x 2" : "",
+      unit.name.empty() ? "" : "\nset yrange [0:*]");
   return run_gnuplot(
       gnuplot, plots, "metric",
       both_formats(plots, "metric", settings, "plot " + str_join(plot_parts, ", \\\n     ")),

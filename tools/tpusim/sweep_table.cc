@@ -117,6 +117,17 @@ nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
   return j;
 }
 
+bool every_point_input_bound(const std::vector<SweepRow>& rows) {
+  size_t classified = 0;
+  for (const SweepRow& row : rows) {
+    const auto c = row.flat.find("analysis.classification");
+    if (c == row.flat.end() || !c->is_string()) continue;
+    ++classified;
+    if (c->get<std::string>() == "not_input_bound") return false;
+  }
+  return classified > 0;
+}
+
 double row_number(const SweepRow& row, const std::string& column) {
   if (!row.flat.contains(column) || !row.flat[column].is_number()) return std::nan("");
   return row.flat[column].get<double>();

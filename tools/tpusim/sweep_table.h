@@ -44,6 +44,10 @@ std::string sweep_csv(const std::vector<SweepAxis>& axes, const std::vector<Swee
 nlohmann::ordered_json sweep_json(const std::vector<SweepAxis>& axes,
                                   const std::vector<SweepRow>& rows, const std::string& metric);
 
+// Whether every row with an input classification (train's analysis.classification) is
+// input-bound, and at least one has it: the host's input pipeline sets every point's step time.
+bool every_point_input_bound(const std::vector<SweepRow>& rows);
+
 // A row's value for a flattened column, or NaN when it has none or it is not a number.
 double row_number(const SweepRow& row, const std::string& column);
 
