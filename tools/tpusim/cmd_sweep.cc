@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 
 #include "common/strings.h"
 #include "configs/loader.h"
@@ -115,11 +116,14 @@ class Sweep {
     if (std::chrono::steady_clock::now() - last_write_ > std::chrono::seconds(2)) write_tables();
   }
 
-  // sweep.csv and sweep.json of the points that have ended.
-  void write_tables() {
+  // sweep.csv and sweep.json of the points that have ended; `study` (how the sweep ran) goes
+  // into the JSON when given.
+  void write_tables(const nlohmann::ordered_json& study = nullptr) {
     const std::vector<SweepRow> ended = ended_rows(rows_);
     std::ofstream(dir_ / "sweep.csv") << sweep_csv(f_.axes, ended);
-    std::ofstream(dir_ / "sweep.json") << json_text(sweep_json(f_.axes, ended, f_.metric)) << "\n";
+    nlohmann::ordered_json j = sweep_json(f_.axes, ended, f_.metric);
+    if (!study.is_null()) j["study"] = study;
+    std::ofstream(dir_ / "sweep.json") << json_text(j) << "\n";
     last_write_ = std::chrono::steady_clock::now();
   }
 
@@ -143,6 +147,23 @@ class Sweep {
   Tally tally_;
   std::chrono::steady_clock::time_point last_write_ = std::chrono::steady_clock::now();
 };
+
+// How the sweep ran, for sweep.json: its ranks and slots, the points this run ran, its wall time,
+// and this process's own CPU time (rank 0's bookkeeping: the points' processes are not in it).
+nlohmann::ordered_json study_figures(const PointFarm& farm, const SweepFlags& f, size_t points_run,
+                                     std::chrono::steady_clock::time_point started) {
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec;
+  };
+  return {{"ranks", farm.ranks()},
+          {"points_at_a_time_per_rank", f.parallel},
+          {"points_run", points_run},
+          {"wall_seconds",
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
+          {"coordinator_cpu_seconds", seconds(self.ru_utime) + seconds(self.ru_stime)}};
+}
 
 // The table of every point's metric (and verdict) on stdout.
 void print_table(const SweepFlags& f, const fs::path& dir, const std::vector<SweepRow>& rows) {
@@ -286,12 +307,13 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
   options.slots = flags.parallel;
   options.rank_timeout_seconds = flags.rank_timeout_seconds;
   options.study_dir = dir.string();
+  const auto started = std::chrono::steady_clock::now();
   Refused r = farm.run(run_jobs, options, [&](size_t j, const FarmOutcome& o) {
     sweep.point_ended(sweep.rows()[to_run[j]], o);
   });
   if (r) return refuse(*r, kSweepUsage);
 
-  sweep.write_tables();
+  sweep.write_tables(study_figures(farm, flags, run_jobs.size(), started));
   print_table(flags, dir, sweep.rows());
   const Tally& tally = sweep.tally();
   int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;
