@@ -195,6 +195,34 @@ TEST_F(MpiSweep, ThreeRanksWriteTheTableOneProcessWrites) {
     EXPECT_EQ(entry.path().filename().string().rfind(".farm-", 0), std::string::npos);
 }
 
+// A rank whose file system is not rank 0's: rank 1 runs in a mount namespace of its own with an
+// empty tmpfs over the study's folder (root only: CI runs as root). Its points' files are written
+// there at rank 0's paths, sent, and removed with the folders it made; the table is the same.
+TEST_F(MpiSweep, ARankWithoutTheSharedFolderSendsItsPointsAndLeavesNothing) {
+  if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) GTEST_SKIP() << "needs root and unshare";
+  const std::string dir = out("unshared");
+  const std::vector<std::string> args = sweep_args(dir + "/study", 40);
+  auto local = run_tpusim(args);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  const auto local_csv = csv_without_host_time(dir + "/study/sweep.csv");
+  std::string command = testing::tpusim_path();
+  for (const std::string& a : args) command += " '" + a + "'";
+  std::vector<std::string> mpi = {"--oversubscribe", "-np", "1", testing::tpusim_path()};
+  mpi.insert(mpi.end(), args.begin(), args.end());
+  mpi.insert(mpi.end(), {":", "-np", "1", "/usr/bin/unshare", "-m", "sh", "-c",
+                         "mount -t tmpfs none '" + dir + "' && " + command +
+                             "; echo \"rank 1 left: $(find '" + dir + "' -mindepth 1 | wc -l)\""});
+  auto r = testing::run_program(kMpirun, mpi, "", kMpiEnvironment);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("rank 1 left: 0"));
+  EXPECT_EQ(csv_without_host_time(dir + "/study/sweep.csv"), local_csv);
+  std::ifstream in(dir + "/study/sweep.json");
+  const auto j = nlohmann::json::parse(in);
+  int on_rank1 = 0;
+  for (const auto& p : j["points"]) on_rank1 += p["rank"] == 1;
+  EXPECT_GT(on_rank1, 0) << r.err << r.out;
+}
+
 // Rank 2 is killed while it runs a point: rank 0 hears nothing from it for the timeout, fails
 // that point with the reason, and the other ranks run the rest. --resume then runs only it.
 TEST_F(MpiSweep, ALostRanksPointFailsTheRestRunAndResumeFinishesIt) {
