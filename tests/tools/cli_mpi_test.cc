@@ -129,7 +129,11 @@ class MpiSweep : public ::testing::Test {
                          "--timing-only", "--model-dir", (tmp_ / "first").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  void TearDown() override { fs::remove_all(tmp_); }
+  // A test that failed part way may leave its sweep (or mpirun) running: nothing outlives it.
+  void TearDown() override {
+    for (int pid : processes_with(tmp_.string())) ::kill(pid, SIGKILL);
+    fs::remove_all(tmp_);
+  }
 
   std::string data() const { return (tmp_ / "data").string(); }
   std::string out(const std::string& name) const { return (tmp_ / name).string(); }
@@ -228,7 +232,7 @@ TEST_F(MpiSweep, ARankWithoutTheSharedFolderSendsItsPointsAndLeavesNothing) {
 TEST_F(MpiSweep, ALostRanksPointFailsTheRestRunAndResumeFinishesIt) {
   const std::string dir = out("killed");
   std::vector<std::string> args = sweep_args(dir, 120);
-  args.insert(args.begin() + 1, {"--rank-timeout", "2"});
+  args.insert(args.begin() + 1, {"--rank-timeout", "5"});
   auto started = start_mpi(3, args, {"--enable-recovery"});
   int rank2 = -1;
   ASSERT_TRUE(wait_until(

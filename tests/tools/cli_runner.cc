@@ -38,7 +38,12 @@ StartedProgram start_program(const std::string& path, const std::vector<std::str
   started.err_path = (dir / "tpusim-cli-err-XXXXXX").string();
   started.out_fd = mkstemp(started.out_path.data());
   started.err_fd = mkstemp(started.err_path.data());
-  if (started.out_fd < 0 || started.err_fd < 0) return started;
+  if (started.out_fd < 0 || started.err_fd < 0) {
+    for (int fd : {started.out_fd, started.err_fd}) {
+      if (fd >= 0) close(fd);
+    }
+    return started;
+  }
 
   std::vector<std::string> argv_storage = {path};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());

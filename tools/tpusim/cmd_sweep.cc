@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -79,12 +80,7 @@ class Sweep {
   // The row of a point as an earlier run of this sweep left it (--resume).
   SweepRow as_journaled(const SweepRow& row, const JournalEntry& e) const {
     SweepRow out = row;
-    read_report(out);
-    out.ended = true;
-    out.exit_code = e.exit_code;
-    out.rank = e.rank;
-    out.seconds = e.seconds;
-    out.failure = e.failure;
+    end_row(out, {e.exit_code, e.seconds, e.rank, e.failure});
     return out;
   }
   // Keeps `row` (as_journaled) as the point's result.
@@ -96,12 +92,7 @@ class Sweep {
   // A point's run ended: its report into its row, a line saying so, the journal and (at most
   // every few seconds) the tables.
   void point_ended(SweepRow& row, const FarmOutcome& o) {
-    row.ended = true;
-    row.exit_code = o.exit_code;
-    row.rank = o.rank;
-    row.seconds = o.seconds;
-    row.failure = o.failure;
-    read_report(row);
+    end_row(row, o);
     count(row);
     if (absl::Status s = append_journal(dir_, row); !s.ok())
       std::cerr << "tpusim sweep: " << s.message() << "\n";
@@ -128,7 +119,13 @@ class Sweep {
   }
 
  private:
-  void read_report(SweepRow& row) const {
+  // How the point's run ended, and its report, into its row.
+  void end_row(SweepRow& row, const FarmOutcome& o) const {
+    row.ended = true;
+    row.exit_code = o.exit_code;
+    row.rank = o.rank;
+    row.seconds = o.seconds;
+    row.failure = o.failure;
     std::ifstream in(dir_ / "reports" / (row.point.id + ".json"));
     auto report = nlohmann::ordered_json::parse(in, nullptr, false);
     set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
@@ -282,7 +279,8 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
       auto e = journal->find(row.point.id);
       if (e != journal->end()) {
         SweepRow kept = sweep.as_journaled(row, e->second);
-        if (kept.exit_code == 0 || row_differs(kept)) {
+        // A point kept has its report: one whose report is gone or torn runs again.
+        if ((kept.exit_code == 0 && kept.report.is_object()) || row_differs(kept)) {
           sweep.keep(row, std::move(kept));
           continue;
         }
@@ -291,9 +289,10 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
     }
   } else {
     for (size_t p = 0; p < jobs.size(); ++p) to_run.push_back(p);
+    // The journal first: killed between the two, the folder holds no journal of another grid.
+    if (absl::Status s = clear_journal(dir); !s.ok()) return failure(std::string(s.message()));
     if (absl::Status s = save_sweep_args(dir, args); !s.ok())
       return failure(std::string(s.message()));
-    if (absl::Status s = clear_journal(dir); !s.ok()) return failure(std::string(s.message()));
   }
   std::vector<FarmJob> run_jobs;
   for (size_t p : to_run) run_jobs.push_back(jobs[p]);
@@ -312,6 +311,10 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
     sweep.point_ended(sweep.rows()[to_run[j]], o);
   });
   if (r) return refuse(*r, kSweepUsage);
+  for (size_t p : to_run) {
+    SweepRow& row = sweep.rows()[p];
+    if (!row.ended) sweep.point_ended(row, {-1, 0, 0, "the farm never reported it"});
+  }
 
   sweep.write_tables(study_figures(farm, flags, run_jobs.size(), started));
   print_table(flags, dir, sweep.rows());
@@ -327,27 +330,28 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
 }  // namespace
 
 int run_sweep(const std::vector<std::string>& args) {
-  SweepFlags flags;
-  if (Refused r = sweep_flags(args, &flags)) return refuse(*r, kSweepUsage);
-  if (flags.help) {
+  SweepFlags given;
+  if (Refused r = parse_sweep_args(args, &given)) return refuse(*r, kSweepUsage);
+  if (given.help) {
     std::cout << kSweepUsage;
     return kOk;
   }
   auto farm = PointFarm::open();
   if (!farm.ok()) return failure(std::string(farm.status().message()));
+  // Rank 0 reads the sweep (a resumed one's arguments are in its folder, on rank 0's disk) and
+  // tells the other ranks their slots and timeout; nothing when it refuses, and they return.
+  SweepFlags flags;
+  Refused refused = (*farm)->coordinator() ? sweep_flags(args, &flags) : std::nullopt;
+  const std::string told =
+      (*farm)->share(refused ? "" : str_cat(flags.parallel, " ", flags.rank_timeout_seconds));
   if (!(*farm)->coordinator()) {
+    if (told.empty()) return kUsage;  // rank 0 said why
     FarmOptions options;
-    options.slots = flags.parallel;
-    options.rank_timeout_seconds = flags.rank_timeout_seconds;
-    return (*farm)->serve(options);
+    std::istringstream(told) >> options.slots >> options.rank_timeout_seconds;
+    return (*farm)->finish((*farm)->serve(options));
   }
-  const int rc = coordinate_sweep(args, flags, **farm);
-  if ((*farm)->lost_a_rank()) {
-    std::cerr << "tpusim sweep: a rank was lost, so the MPI job ends with MPI_Abort (the other "
-                 "ranks' MPI_Finalize would wait for it)\n";
-    (*farm)->exit(rc);
-  }
-  return rc;
+  if (refused) return refuse(*refused, kSweepUsage);
+  return (*farm)->finish(coordinate_sweep(args, flags, **farm));
 }
 
 }  // namespace tpusim::cli

@@ -91,10 +91,10 @@ Refused parse_tune_args(const std::vector<std::string>& args, TuneFlags* f) {
       f->steps = *steps;
     } else if (a == "--rank-timeout") {
       std::string s;
-      if (!value(&s)) return usage_problem("--rank-timeout needs seconds from 1 to 86400");
-      auto seconds = parse_count(a, s, 1, 86400);
+      if (!value(&s)) return usage_problem("--rank-timeout needs seconds from 5 to 86400");
+      auto seconds = parse_rank_timeout(s);
       if (!seconds.ok()) return usage_problem(seconds.status());
-      f->rank_timeout_seconds = static_cast<double>(*seconds);
+      f->rank_timeout_seconds = *seconds;
     } else if (a == "--train-steps" || a == "--model-dir" || a == "--report" ||
                a == "--timing-only" || a == "--trace") {
       return usage_problem(a + " is chosen by tune for each run");
@@ -267,26 +267,22 @@ int run_tune(const std::vector<std::string>& args) {
   if (!values.ok()) return usage_error(std::string(values.status().message()), kTuneUsage);
   auto farm = PointFarm::open();
   if (!farm.ok()) return failure(std::string(farm.status().message()));
-  if (!(*farm)->coordinator()) {
-    FarmOptions options;
-    options.rank_timeout_seconds = flags.rank_timeout_seconds;
-    return (*farm)->serve(options);
-  }
+  FarmOptions options;
+  options.rank_timeout_seconds = flags.rank_timeout_seconds;
+  if (!(*farm)->coordinator()) return (*farm)->finish((*farm)->serve(options));
 
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tpusim-tune-" + std::to_string(::getpid()));
+  // Named by rank 0's host and pid: the same path on every rank.
+  const auto dir = std::filesystem::temp_directory_path() / ("tpusim-tune-" + (*farm)->nonce());
   std::filesystem::create_directories(dir);
   nlohmann::ordered_json rows;
   int64_t recommended = -1;
-  Refused r = tune_runs(flags, *values, **farm, dir, &rows, &recommended);
-  std::filesystem::remove_all(dir);
-  if (r) {
-    const int rc = refuse(*r, kTuneUsage);
-    if ((*farm)->lost_a_rank()) (*farm)->exit(rc);
-    return rc;
+  if (Refused r = tune_runs(flags, *values, **farm, dir, &rows, &recommended)) {
+    // The failed run's log stays in `dir` for the message that names it.
+    return (*farm)->finish(refuse(*r, kTuneUsage));
   }
+  std::filesystem::remove_all(dir);
   print_tune(rows, recommended, flags.json);
-  return kOk;
+  return (*farm)->finish(kOk);
 }
 
 }  // namespace tpusim::cli

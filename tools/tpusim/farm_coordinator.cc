@@ -1,5 +1,7 @@
-// Rank 0 of a farm under MPI: one loop that starts its own points, reaps them, answers the
-// other ranks' asks and results, says it is still here, and notices a rank that has gone silent.
+// Rank 0 of a farm, or the one process of a farm without MPI: one loop that starts its own points,
+// reaps them, answers the other ranks' asks and results, says it is still here, and notices a rank
+// that has gone silent. Without MPI it waits for its points without polling.
+#include <csignal>
 #include <deque>
 #include <filesystem>
 #include <iostream>
@@ -8,6 +10,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 
 #include "common/strings.h"
 #include "tools/tpusim/farm_messages.h"
@@ -25,33 +28,24 @@ constexpr auto kIdlePause = std::chrono::microseconds(500);
 
 class Coordinator {
  public:
-  Coordinator(MpiWorld& world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
+  Coordinator(MpiWorld* world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
               const PointFarm::OnDone& on_done, std::string marker)
       : world_(world),
         jobs_(jobs),
         options_(options),
         on_done_(on_done),
         marker_(std::move(marker)),
-        ranks_(world.size()) {
+        ranks_(world != nullptr ? static_cast<size_t>(world->size()) : 1) {
     for (size_t j = 0; j < jobs.size(); ++j) pending_.push_back(j);
     for (Rank& r : ranks_) r.last_heard = Clock::now();
     last_beat_ = Clock::now();
   }
 
   Refused run() {
-    while (!finished()) {
-      bool busy = false;
-      if (Refused r = start_local(&busy)) return r;
-      if (Refused r = reap_local(&busy)) return r;
-      while (auto m = world_.poll()) {
-        handle(*m);
-        busy = true;
-      }
-      beat();
-      find_lost();
-      if (!busy) std::this_thread::sleep_for(kIdlePause);
-    }
-    return std::nullopt;
+    Refused r = loop();
+    if (r) stop_everything();
+    if (world_ != nullptr) world_->flush(options_.rank_timeout_seconds);
+    return r;
   }
 
   bool lost_a_rank() const {
@@ -72,6 +66,25 @@ class Coordinator {
     std::map<size_t, Clock::time_point> jobs;  // what it runs, since when
   };
 
+  Refused loop() {
+    while (!finished()) {
+      bool busy = start_local();
+      if (world_ == nullptr) {
+        if (Refused r = reap_local(/*block=*/!local_.empty(), &busy)) return r;
+        continue;
+      }
+      if (Refused r = reap_local(/*block=*/false, &busy)) return r;
+      while (auto m = world_->poll(options_.rank_timeout_seconds)) {
+        handle(*m);
+        busy = true;
+      }
+      beat();
+      find_lost();
+      if (!busy) std::this_thread::sleep_for(kIdlePause);
+    }
+    return std::nullopt;
+  }
+
   bool finished() const {
     if (!pending_.empty() || !local_.empty()) return false;
     for (size_t r = 1; r < ranks_.size(); ++r) {
@@ -80,29 +93,46 @@ class Coordinator {
     return true;
   }
 
-  Refused start_local(bool* busy) {
+  // Starts points here while a slot is free; a point that cannot start fails (exit 127) with
+  // the reason in its log.
+  bool start_local() {
+    bool started = false;
     while (!pending_.empty() && static_cast<int>(local_.size()) < options_.slots) {
       const size_t j = pending_.front();
       pending_.pop_front();
+      started = true;
       auto pid = start_job(jobs_[j]);
-      if (!pid.ok()) return failure_of(pid.status());
+      if (!pid.ok()) {
+        const std::string why = str_cat("cannot start its process: ", pid.status().message());
+        (void)write_bytes(jobs_[j].log, why + "\n");
+        on_done_(j, {127, 0, 0, why});
+        continue;
+      }
       local_[*pid] = {j, Clock::now()};
-      *busy = true;
     }
-    return std::nullopt;
+    return started;
   }
 
-  Refused reap_local(bool* busy) {
+  Refused reap_local(bool block, bool* busy) {
     while (!local_.empty()) {
-      auto ended = poll_any_child();
-      if (!ended.ok()) return failure_of(ended.status());
-      if (!ended->has_value()) return std::nullopt;
-      auto it = local_.find((*ended)->first);
+      std::optional<std::pair<int, int>> ended;
+      if (block) {
+        auto waited = wait_any_child();
+        if (!waited.ok()) return failure_of(waited.status());
+        ended = *waited;
+      } else {
+        auto polled = poll_any_child();
+        if (!polled.ok()) return failure_of(polled.status());
+        ended = *polled;
+      }
+      if (!ended.has_value()) return std::nullopt;
+      auto it = local_.find(ended->first);
       if (it == local_.end()) continue;
       const Running done = it->second;
       local_.erase(it);
-      on_done_(done.job, {(*ended)->second, seconds_since(done.started), 0, ""});
+      on_done_(done.job, {ended->second, seconds_since(done.started), 0, ""});
       *busy = true;
+      if (block) return std::nullopt;
     }
     return std::nullopt;
   }
@@ -112,22 +142,28 @@ class Coordinator {
     Rank& rank = ranks_[static_cast<size_t>(m.source)];
     if (!rank.alive) {
       // Given up for lost, its points already failed: it is told to end.
-      world_.send(m.source, kStop, "");
+      world_->send(m.source, kStop, "");
       return;
     }
     rank.last_heard = Clock::now();
-    if (m.tag == kAsk) {
+    if (m.tag == kUnfinished) {
+      lose(static_cast<size_t>(m.source),
+           fmt::format("rank {} was lost: a message from it did not finish in {:g} s", m.source,
+                       options_.rank_timeout_seconds));
+    } else if (m.tag == kAsk) {
       hand_out(m.source, rank);
     } else if (m.tag == kResult) {
       take_result(m.source, rank, m.bytes);
     } else if (m.tag == kBye) {
       rank.bye = true;
+      fail_points(static_cast<size_t>(m.source),
+                  fmt::format("rank {} ended without reporting it", m.source));
     }
   }
 
   void hand_out(int to, Rank& rank) {
     if (pending_.empty()) {
-      world_.send(to, kNoMore, "");
+      world_->send(to, kNoMore, "");
       return;
     }
     const size_t j = pending_.front();
@@ -136,12 +172,13 @@ class Coordinator {
     // no stale report behind.
     prepare_job_files(jobs_[j]);
     rank.jobs[j] = Clock::now();
-    world_.send(to, kTask, encode_task(j, jobs_[j], marker_));
+    world_->send(to, kTask, encode_task(j, jobs_[j], marker_));
   }
 
   void take_result(int from, Rank& rank, const std::string& bytes) {
     auto result = decode_result(bytes);
     if (!result.ok() || rank.jobs.count(result->index) == 0) {
+      // Its point stays with the rank: it fails when the rank ends or is lost.
       std::cerr << "tpusim: rank " << from << " sent a result that names no point it runs"
                 << (result.ok() ? "" : str_cat(" (", result.status().message(), ")")) << "\n";
       return;
@@ -163,31 +200,48 @@ class Coordinator {
     if (seconds_since(last_beat_) < kBeatSeconds) return;
     last_beat_ = Clock::now();
     for (size_t r = 1; r < ranks_.size(); ++r) {
-      if (ranks_[r].alive && !ranks_[r].bye) world_.send(static_cast<int>(r), kBeat, "");
+      if (ranks_[r].alive && !ranks_[r].bye) world_->send(static_cast<int>(r), kBeat, "");
     }
   }
 
-  // A rank silent past the timeout is lost: the points it ran fail, their logs saying why.
+  // A rank silent past the timeout is lost.
   void find_lost() {
     for (size_t r = 1; r < ranks_.size(); ++r) {
-      Rank& rank = ranks_[r];
+      const Rank& rank = ranks_[r];
       if (!rank.alive || rank.bye) continue;
       const double silent = seconds_since(rank.last_heard);
       if (silent <= options_.rank_timeout_seconds) continue;
-      rank.alive = false;
-      const std::string why =
-          fmt::format("rank {} was lost: no word from it for {:.1f} s (the limit is {:g} s)", r,
-                      silent, options_.rank_timeout_seconds);
-      std::cerr << "tpusim: " << why << "; " << rank.jobs.size() << " of its point(s) failed\n";
-      for (const auto& [j, started] : rank.jobs) {
-        (void)write_bytes(jobs_[j].log, why + "\n");
-        on_done_(j, {-1, seconds_since(started), static_cast<int>(r), why});
-      }
-      rank.jobs.clear();
+      lose(r, fmt::format("rank {} was lost: no word from it for {:.1f} s (the limit is {:g} s)", r,
+                          silent, options_.rank_timeout_seconds));
     }
   }
 
-  MpiWorld& world_;
+  void lose(size_t r, const std::string& why) {
+    ranks_[r].alive = false;
+    std::cerr << "tpusim: " << why << "; " << ranks_[r].jobs.size() << " of its point(s) failed\n";
+    fail_points(r, why);
+  }
+
+  // The points rank `r` still runs fail, their logs saying why.
+  void fail_points(size_t r, const std::string& why) {
+    for (const auto& [j, started] : ranks_[r].jobs) {
+      (void)write_bytes(jobs_[j].log, why + "\n");
+      on_done_(j, {-1, seconds_since(started), static_cast<int>(r), why});
+    }
+    ranks_[r].jobs.clear();
+  }
+
+  // The study stops here: the other ranks are told to end, this rank's points are ended.
+  void stop_everything() {
+    for (size_t r = 1; r < ranks_.size(); ++r) {
+      if (ranks_[r].alive && !ranks_[r].bye) world_->send(static_cast<int>(r), kStop, "");
+    }
+    for (const auto& [pid, running] : local_) ::kill(pid, SIGKILL);
+    for (const auto& [pid, running] : local_) ::waitpid(pid, nullptr, 0);
+    local_.clear();
+  }
+
+  MpiWorld* world_;
   const std::vector<FarmJob>& jobs_;
   const FarmOptions& options_;
   const PointFarm::OnDone& on_done_;
@@ -200,10 +254,16 @@ class Coordinator {
 
 }  // namespace
 
-Refused coordinate(MpiWorld& world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
+Refused coordinate(MpiWorld* world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
                    const PointFarm::OnDone& on_done, const std::string& marker, bool* lost) {
   std::error_code ec;
-  if (!marker.empty()) (void)write_bytes(marker, "a tpusim study's folder, shared by its ranks\n");
+  if (!marker.empty()) {
+    if (absl::Status s = write_bytes(marker, "a tpusim study's folder, shared by its ranks\n");
+        !s.ok()) {
+      Coordinator(world, {}, options, on_done, "").run();  // tells the other ranks to end
+      return failure_of(str_cat("the study's folder: ", s.message()));
+    }
+  }
   Coordinator c(world, jobs, options, on_done, marker);
   Refused r = c.run();
   *lost = c.lost_a_rank();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 
 #include "common/strings.h"
 #include "tools/tpusim/command.h"
@@ -50,14 +51,16 @@ class Worker {
  public:
   Worker(MpiWorld& world, const FarmOptions& options) : world_(world), options_(options) {}
 
-  int run() {
+  // Its exit code; `*lost_rank0` when it gave rank 0 up for lost.
+  int run(bool* lost_rank0) {
     for (int s = 0; s < options_.slots; ++s) ask();
     last_heard_ = last_beat_ = Clock::now();
     while (!(no_more_ && running_.empty() && asked_ == 0)) {
       bool busy = false;
-      while (auto m = world_.poll()) {
+      while (auto m = world_.poll(options_.rank_timeout_seconds)) {
         busy = true;
         if (m->source != 0) continue;
+        if (m->tag == kUnfinished) return stop("a message from rank 0 did not finish");
         last_heard_ = Clock::now();
         if (m->tag == kStop) return stop("rank 0 ended the study");
         if (m->tag == kTask) take_task(m->bytes);
@@ -72,15 +75,17 @@ class Worker {
         last_beat_ = Clock::now();
       }
       if (seconds_since(last_heard_) > options_.rank_timeout_seconds) {
+        *lost_rank0 = true;
         return stop(fmt::format("rank 0 was lost: no word from it for {:.1f} s",
                                 seconds_since(last_heard_)));
       }
       if (!busy) std::this_thread::sleep_for(kIdlePause);
     }
+    // Every result must reach rank 0 before this rank says it is done and ends.
+    world_.flush(options_.rank_timeout_seconds);
     world_.send(0, kBye, "");
-    std::error_code ec;
-    for (const std::string& input : inputs_) fs::remove(input, ec);
-    for (const fs::path& folder : made_) remove_empty_folders(folder);
+    world_.flush(options_.rank_timeout_seconds);
+    clean_up();
     return kOk;
   }
 
@@ -88,6 +93,7 @@ class Worker {
   struct Running {
     Task task;
     Clock::time_point started;
+    bool shared = false;  // its folder is rank 0's: its files stay
   };
 
   void ask() {
@@ -99,18 +105,23 @@ class Worker {
     --asked_;
     auto task = decode_task(bytes);
     if (!task.ok()) {
+      // Its point stays with this rank on rank 0's side and fails when this rank ends.
       std::cerr << "tpusim: rank " << world_.rank() << ": " << task.status().message() << "\n";
+      if (!no_more_) ask();
       return;
     }
     std::error_code ec;
-    shared_ = !task->marker.empty() && fs::exists(task->marker, ec);
-    if (!shared_) note_folders(task->job);
-    auto pid = start_job(task->job);
+    Running r{*std::move(task), Clock::now(), false};
+    r.shared = !r.task.marker.empty() && fs::exists(r.task.marker, ec);
+    if (!r.shared) note_folders(r.task.job);
+    auto pid = start_job(r.task.job);
     if (!pid.ok()) {
-      send_result(Running{*task, Clock::now()}, 127);
+      (void)write_bytes(r.task.job.log,
+                        str_cat("cannot start its process: ", pid.status().message(), "\n"));
+      send_result(r, 127);
       return;
     }
-    running_[*pid] = {*std::move(task), Clock::now()};
+    running_[*pid] = std::move(r);
   }
 
   // The folders this rank makes for a job, to remove once they are empty again.
@@ -150,8 +161,8 @@ class Worker {
       result.report = *std::move(report);
     }
     world_.send(0, kResult, encode_result(result));
-    if (!shared_) {
-      // Rank 0 has them now.
+    if (!r.shared) {
+      // Rank 0 has them once the send completes; the bytes sent are a copy.
       std::error_code ec;
       for (const std::string& f : {job.log, job.report}) fs::remove(f, ec);
       if (!job.run_dir.empty()) fs::remove_all(job.run_dir, ec);
@@ -161,8 +172,17 @@ class Worker {
     if (!no_more_) ask();
   }
 
+  void clean_up() {
+    std::error_code ec;
+    for (const std::string& input : inputs_) fs::remove(input, ec);
+    for (const fs::path& folder : made_) remove_empty_folders(folder);
+  }
+
   int stop(const std::string& why) {
     for (const auto& [pid, r] : running_) ::kill(pid, SIGKILL);
+    for (const auto& [pid, r] : running_) ::waitpid(pid, nullptr, 0);
+    running_.clear();
+    clean_up();
     std::cerr << "tpusim: rank " << world_.rank() << " stops: " << why << "\n";
     return kFailed;
   }
@@ -173,12 +193,14 @@ class Worker {
   std::set<fs::path> made_;
   std::set<std::string> inputs_;  // written here for rank 0's points
   int asked_ = 0;
-  bool no_more_ = false, shared_ = false;
+  bool no_more_ = false;
   Clock::time_point last_heard_, last_beat_;
 };
 
 }  // namespace
 
-int work(MpiWorld& world, const FarmOptions& options) { return Worker(world, options).run(); }
+int work(MpiWorld& world, const FarmOptions& options, bool* lost_rank0) {
+  return Worker(world, options).run(lost_rank0);
+}
 
 }  // namespace tpusim::cli::farm

@@ -1,6 +1,9 @@
 #include "tools/tpusim/mpi_world.h"
 
+#include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <thread>
 
 #include <mpi.h>
 
@@ -50,23 +53,37 @@ MpiWorld::MpiWorld(int rank, int size) : rank_(rank), size_(size) {}
 
 MpiWorld::~MpiWorld() {
   reap_sends();
-  // Sends still in flight go to ranks that died: let them go rather than wait forever.
+  // Sends still in flight go to ranks that died: let them go rather than wait forever. Their
+  // bytes are never freed, since MPI may still read them.
   for (auto& s : sends_) {
     if (s->request != MPI_REQUEST_NULL) MPI_Request_free(&s->request);
+    (void)s.release();
   }
   sends_.clear();
   MPI_Finalize();
 }
 
-void MpiWorld::send(int to, int tag, std::string bytes) {
+bool MpiWorld::send(int to, int tag, std::string bytes) {
   reap_sends();
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return false;
   auto s = std::make_unique<PendingSend>();
   s->bytes = std::move(bytes);
   if (MPI_Isend(s->bytes.data(), static_cast<int>(s->bytes.size()), MPI_BYTE, to, tag,
                 MPI_COMM_WORLD, &s->request) != MPI_SUCCESS) {
-    return;  // the rank is gone; its absence is noticed by its silence
+    return false;
   }
   sends_.push_back(std::move(s));
+  return true;
+}
+
+bool MpiWorld::flush(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    reap_sends();
+    if (sends_.empty()) return true;
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 void MpiWorld::reap_sends() {
@@ -86,25 +103,42 @@ void MpiWorld::reap_sends() {
   }
 }
 
-std::optional<MpiMessage> MpiWorld::poll() {
+std::optional<MpiMessage> MpiWorld::poll(double seconds) {
   reap_sends();
   int arrived = 0;
+  MPI_Message matched = MPI_MESSAGE_NULL;
   MPI_Status status;
-  if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &status) != MPI_SUCCESS ||
+  // A matched probe: the message found is the one received, and no other receive can take it.
+  if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &matched, &status) !=
+          MPI_SUCCESS ||
       arrived == 0) {
     return std::nullopt;
   }
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
-  MpiMessage m;
-  m.source = status.MPI_SOURCE;
-  m.tag = status.MPI_TAG;
-  m.bytes.resize(static_cast<size_t>(count));
-  if (MPI_Recv(m.bytes.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
-               MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-    return std::nullopt;
+  auto m = std::make_unique<MpiMessage>();
+  m->source = status.MPI_SOURCE;
+  m->tag = status.MPI_TAG;
+  m->bytes.resize(static_cast<size_t>(count));
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Imrecv(m->bytes.data(), count, MPI_BYTE, &matched, &request) != MPI_SUCCESS) {
+    return MpiMessage{status.MPI_SOURCE, kUnfinished, ""};
   }
-  return m;
+  // A large message moves after it is matched; a sender that dies part way leaves it unfinished,
+  // and the receive must not wait for it forever.
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (true) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    if (done != 0) return std::move(*m);
+    if (std::chrono::steady_clock::now() > end) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (request != MPI_REQUEST_NULL) {
+    MPI_Request_free(&request);
+    (void)m.release();  // MPI may still write into its bytes
+  }
+  return MpiMessage{status.MPI_SOURCE, kUnfinished, ""};
 }
 
 void MpiWorld::abort_all(int exit_code) {

@@ -22,9 +22,13 @@ bool started_by_mpi_launcher();
 
 struct MpiMessage {
   int source = 0;
-  int tag = 0;
+  int tag = 0;  // kUnfinished: a message from `source` began and did not finish
   std::string bytes;
 };
+
+// The tag poll() gives a message whose transfer did not finish in time (its sender died
+// mid-message, most likely).
+constexpr int kUnfinished = -1;
 
 // MPI_COMM_WORLD, initialized on join() and finalized when the last MpiWorld goes.
 class MpiWorld {
@@ -39,10 +43,14 @@ class MpiWorld {
   int size() const { return size_; }
 
   // Sends `bytes` to rank `to` without waiting for it to be received: the bytes are kept until
-  // the transfer completes (a send to a rank that died never does; its bytes go at the end).
-  void send(int to, int tag, std::string bytes);
-  // The next message from any rank, or none when nothing has arrived.
-  std::optional<MpiMessage> poll();
+  // the transfer completes (a send to a rank that died never does: its bytes are never freed).
+  // False when MPI refused the send (the rank is gone).
+  bool send(int to, int tag, std::string bytes);
+  // Waits up to `seconds` for every send to complete; whether they did.
+  bool flush(double seconds);
+  // The next message from any rank, or none when nothing has arrived. A message that began but
+  // did not finish within `seconds` comes back as tag kUnfinished from its sender.
+  std::optional<MpiMessage> poll(double seconds);
   // Rank 0's `text` on every rank (a collective: every rank calls it).
   std::string broadcast(std::string text);
   // Ends every rank with `exit_code` (MPI_Abort) instead of finalizing: after a rank died,

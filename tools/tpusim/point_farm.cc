@@ -1,6 +1,7 @@
 #include "tools/tpusim/point_farm.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "tools/tpusim/farm_messages.h"
 #include "tools/tpusim/farm_ranks.h"
 #include "tools/tpusim/mpi_world.h"
+#include "tools/tpusim/options.h"
 #include "tools/tpusim/subprocess.h"
 
 namespace tpusim::cli {
@@ -22,14 +24,21 @@ namespace fs = std::filesystem;
 PointFarm::PointFarm(std::unique_ptr<MpiWorld> world) : world_(std::move(world)) {}
 
 absl::StatusOr<std::unique_ptr<PointFarm>> PointFarm::open() {
-  if (!started_by_mpi_launcher()) return std::unique_ptr<PointFarm>(new PointFarm(nullptr));
+  // Its points are waited for: an inherited "ignore SIGCHLD" would reap them unseen.
+  std::signal(SIGCHLD, SIG_DFL);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string here = str_cat(host, "-", ::getpid());
+  if (!started_by_mpi_launcher()) {
+    std::unique_ptr<PointFarm> farm(new PointFarm(nullptr));
+    farm->nonce_ = here;
+    return farm;
+  }
   auto world = MpiWorld::join();
   if (!world.ok()) return world.status();
   std::unique_ptr<PointFarm> farm(new PointFarm(*std::move(world)));
-  // Rank 0's host and pid name the study's marker on every rank.
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  farm->nonce_ = farm->world_->broadcast(str_cat(host, "-", ::getpid()));
+  // Rank 0's host and pid name the study on every rank.
+  farm->nonce_ = farm->world_->broadcast(here);
   return farm;
 }
 
@@ -50,45 +59,42 @@ bool PointFarm::coordinator() const { return world_ == nullptr || world_->rank()
 
 int PointFarm::ranks() const { return world_ == nullptr ? 1 : world_->size(); }
 
-int PointFarm::serve(const FarmOptions& options) { return farm::work(*world_, options); }
-
-namespace {
-
-// Every job in this process, `slots` at a time.
-Refused run_here(const std::vector<FarmJob>& jobs, const FarmOptions& options,
-                 const PointFarm::OnDone& on_done) {
-  struct Running {
-    size_t job = 0;
-    farm::Clock::time_point started;
-  };
-  std::map<int, Running> running;
-  size_t next = 0;
-  while (next < jobs.size() || !running.empty()) {
-    while (next < jobs.size() && static_cast<int>(running.size()) < options.slots) {
-      auto pid = farm::start_job(jobs[next]);
-      if (!pid.ok()) return failure_of(pid.status());
-      running[*pid] = {next++, farm::Clock::now()};
-    }
-    auto ended = wait_any_child();
-    if (!ended.ok()) return failure_of(ended.status());
-    auto it = running.find(ended->first);
-    if (it == running.end()) continue;
-    const Running done = it->second;
-    running.erase(it);
-    on_done(done.job, {ended->second, farm::seconds_since(done.started), 0, ""});
-  }
-  return std::nullopt;
+int PointFarm::serve(const FarmOptions& options) {
+  return farm::work(*world_, options, &lost_rank0_);
 }
 
-}  // namespace
+int PointFarm::finish(int exit_code) {
+  if (lost_a_rank_ || lost_rank0_) {
+    if (coordinator()) {
+      std::cerr << "tpusim: a rank was lost, so the MPI job ends with MPI_Abort (the other "
+                   "ranks' MPI_Finalize would wait for it)\n";
+    }
+    exit(exit_code);
+  }
+  return exit_code;
+}
+
+std::string PointFarm::share(std::string text) {
+  if (world_ == nullptr) return text;
+  text = world_->broadcast(std::move(text));
+  if (text.empty()) ran_ = true;  // no rank serves: none needs telling to stop
+  return text;
+}
 
 Refused PointFarm::run(const std::vector<FarmJob>& jobs, const FarmOptions& options,
                        const OnDone& on_done) {
   ran_ = true;
-  if (world_ == nullptr || world_->size() == 1) return run_here(jobs, options, on_done);
-  const std::string marker =
-      options.study_dir.empty() ? "" : (fs::path(options.study_dir) / (".farm-" + nonce_)).string();
-  return farm::coordinate(*world_, jobs, options, on_done, marker, &lost_a_rank_);
+  const bool spread = world_ != nullptr && world_->size() > 1;
+  const std::string marker = spread && !options.study_dir.empty()
+                                 ? (fs::path(options.study_dir) / (".farm-" + nonce_)).string()
+                                 : "";
+  return farm::coordinate(world_.get(), jobs, options, on_done, marker, &lost_a_rank_);
+}
+
+absl::StatusOr<double> parse_rank_timeout(const std::string& value) {
+  auto seconds = parse_count("--rank-timeout", value, 5, 86400);
+  if (!seconds.ok()) return seconds.status();
+  return static_cast<double>(*seconds);
 }
 
 void prepare_job_files(const FarmJob& job) {

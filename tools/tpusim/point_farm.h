@@ -55,11 +55,16 @@ class PointFarm {
   static absl::StatusOr<std::unique_ptr<PointFarm>> open();
   ~PointFarm();  // a coordinator that never ran tells the other ranks to stop
 
-  // Ends the process with `exit_code`. Under MPI, after a rank was lost, it ends every rank
-  // (MPI_Abort): the survivors' MPI_Finalize would wait for the lost one.
-  [[noreturn]] void exit(int exit_code);
-  // Whether the coordinator gave up a rank for lost.
-  bool lost_a_rank() const { return lost_a_rank_; }
+  // The exit code a study's command returns once the farm is done with `exit_code`. Under MPI,
+  // after a rank was lost, it ends the process here instead (MPI_Abort on rank 0, which ends
+  // every rank): the survivors' MPI_Finalize would wait for the lost one forever.
+  int finish(int exit_code);
+
+  // Rank 0's `text` on every rank (a collective under MPI; `text` itself without). An empty text
+  // says the study ends before its points run: the other ranks return rather than serve.
+  std::string share(std::string text);
+  // Names this study on every rank: rank 0's host and pid.
+  const std::string& nonce() const { return nonce_; }
 
   bool coordinator() const;  // rank 0, or a farm of one process
   int ranks() const;
@@ -77,9 +82,17 @@ class PointFarm {
   explicit PointFarm(std::unique_ptr<MpiWorld> world);
   std::unique_ptr<MpiWorld> world_;  // null when not under MPI
   std::string nonce_;                // the same on every rank: names the shared-folder marker
-  bool ran_ = false;
-  bool lost_a_rank_ = false;
+  // Ends the process with `exit_code`: MPI_Abort under MPI.
+  [[noreturn]] void exit(int exit_code);
+
+  bool ran_ = false;          // run() was called, or share("") ended the study
+  bool lost_a_rank_ = false;  // rank 0 gave up a rank for lost
+  bool lost_rank0_ = false;   // this rank gave up rank 0 for lost
 };
+
+// --rank-timeout's value: seconds from 5 to 86400 (ranks say they are still there each second, so
+// a shorter limit would lose ranks that are only busy).
+absl::StatusOr<double> parse_rank_timeout(const std::string& value);
 
 // The job's files as a rank that runs it needs them: `inputs` written where absent or different,
 // the folders of its outputs made, its outputs from an earlier run removed.

@@ -112,7 +112,10 @@ absl::StatusOr<std::optional<std::pair<int, int>>> poll_any_child() {
   int status = 0;
   pid_t pid = 0;
   while ((pid = waitpid(-1, &status, WNOHANG)) < 0) {
-    if (errno == ECHILD) return std::nullopt;
+    if (errno == ECHILD) {
+      // Called while points run: something else reaped them (SIGCHLD ignored, say).
+      return absl::InternalError("waitpid: the points' processes are gone (reaped elsewhere)");
+    }
     if (errno != EINTR) return absl::InternalError(str_cat("waitpid: ", std::strerror(errno)));
   }
   if (pid == 0) return std::nullopt;

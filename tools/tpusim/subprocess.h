@@ -29,7 +29,8 @@ absl::StatusOr<int> spawn_self(const std::vector<std::string>& args, const std::
 // In a process spawn_self started (TPUSIM_PARENT_PID names its parent): asks the kernel for
 // SIGKILL when the parent dies, and ends at once if it already has. main() calls it first.
 void die_with_parent_if_asked();
-// A child that has ended, without waiting: its pid and exit code, or none.
+// A child that has ended, without waiting: its pid and exit code, or none. An error when this
+// process has no child at all (call it while children run).
 absl::StatusOr<std::optional<std::pair<int, int>>> poll_any_child();
 // Waits for a child spawn_self started; its exit code (128 + signal when killed).
 absl::StatusOr<int> wait_child(int pid);

@@ -92,10 +92,10 @@ Refused parse_sweep_args(const std::vector<std::string>& args, SweepFlags* f) {
       if (!jobs.ok()) return usage_problem(jobs.status());
       f->parallel = static_cast<int>(*jobs);
     } else if (a == "--rank-timeout") {
-      if (!value(&v)) return usage_problem("--rank-timeout needs seconds from 1 to 86400");
-      auto seconds = parse_count(a, v, 1, 86400);
+      if (!value(&v)) return usage_problem("--rank-timeout needs seconds from 5 to 86400");
+      auto seconds = parse_rank_timeout(v);
       if (!seconds.ok()) return usage_problem(seconds.status());
-      f->rank_timeout_seconds = static_cast<double>(*seconds);
+      f->rank_timeout_seconds = *seconds;
     } else if (a == "--metric") {
       if (!value(&f->metric)) return usage_problem("--metric needs a report column");
     } else {

@@ -74,18 +74,28 @@ absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path&
   for (std::string text; std::getline(in, text);) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("point") || !j["point"].is_string() ||
-        !j.contains("exit_code") || !j["exit_code"].is_number_integer()) {
+        !j.contains("exit_code")) {
       continue;  // cut short by a kill: that point runs again
     }
+    // A field out of its range or of another type: not a line this journal wrote, and the point
+    // runs again.
+    const auto small_int = [&](const char* key, int low, int high, int* v) {
+      if (!j.contains(key)) return true;
+      const auto& f = j[key];
+      if (!f.is_number_integer()) return false;
+      const int64_t x = f.get<int64_t>();
+      if (x < low || x > high) return false;
+      *v = static_cast<int>(x);
+      return true;
+    };
     JournalEntry e;
-    try {
-      e.exit_code = j["exit_code"].get<int>();
-      e.rank = j.value("rank", 0);
-      e.seconds = j.value("host_seconds", 0.0);
-      e.failure = j.value("failure", "");
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a field of another type: not a line this journal wrote; the point runs again
+    if (!small_int("exit_code", -1, 255, &e.exit_code) || !small_int("rank", 0, 1 << 24, &e.rank)) {
+      continue;
     }
+    if (j.contains("host_seconds") && j["host_seconds"].is_number())
+      e.seconds = j["host_seconds"].get<double>();
+    if (j.contains("failure") && j["failure"].is_string())
+      e.failure = j["failure"].get<std::string>();
     out[j["point"].get<std::string>()] = e;
   }
   return out;
