@@ -199,6 +199,20 @@ TEST_F(MpiSweep, ThreeRanksWriteTheTableOneProcessWrites) {
     EXPECT_EQ(entry.path().filename().string().rfind(".farm-", 0), std::string::npos);
 }
 
+// Points that crash (each kills itself with SIGKILL where its training loop ends, through the
+// fault points of common/fault_point.h) are rows with exit code 128 + 9; the ranks go on.
+TEST_F(MpiSweep, PointsThatCrashAreRecordedWithTheirSignal) {
+  const std::string dir = out("crashed");
+  auto started = start_mpi(2, sweep_args(dir, 4), {"-x", "TPUSIM_KILL_AT=loop.done:1"});
+  CliResult r = testing::finish_program(started);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("FAILED, exit 137; see " + dir + "/logs/p000.log"));
+  EXPECT_THAT(r.err, HasSubstr("6 point(s) failed"));
+  const auto lines = read_lines(dir + "/sweep.csv");
+  ASSERT_EQ(lines.size(), 7u);
+  for (size_t i = 1; i < lines.size(); ++i) EXPECT_EQ(split_csv(lines[i])[3], "137") << lines[i];
+}
+
 // A rank whose file system is not rank 0's: rank 1 runs in a mount namespace of its own with an
 // empty tmpfs over the study's folder (root only: CI runs as root). Its points' files are written
 // there at rank 0's paths, sent, and removed with the folders it made; the table is the same.
