@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tools/tpusim/farm_messages.h"
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/sweep_table.h"
@@ -93,6 +94,42 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
   EXPECT_DOUBLE_EQ(row_number(rows[0], "analysis.step_breakdown.compute"), 0.4);
   EXPECT_TRUE(std::isnan(row_number(rows[1], "sim_seconds_per_step")));
   EXPECT_TRUE(std::isnan(row_number(rows[0], "model")));
+}
+
+// The messages a study's ranks send each other: a round trip keeps every byte (a log need not be
+// UTF-8), and bytes that are no farm message are refused, not thrown. fuzz_cli_values found a
+// CBOR array header declaring 11 x 10^18 elements, on which nlohmann's from_cbor throws even when
+// told not to; the input is among its seeds.
+TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
+  FarmJob job;
+  job.id = "p003";
+  job.args = {"train", "--model", "mlp"};
+  job.log = "/s/logs/p003.log";
+  job.report = "/s/reports/p003.json";
+  job.run_dir = "/s/runs/p003";
+  job.inputs = {{"/s/configs/p003.pbtxt", std::string("name: \"\xff\xfe\"", 12)}};
+  auto task = farm::decode_task(farm::encode_task(3, job, "/s/.farm-h-1"));
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->index, 3u);
+  EXPECT_EQ(task->job.args, job.args);
+  EXPECT_EQ(task->job.inputs, job.inputs);
+  EXPECT_EQ(task->marker, "/s/.farm-h-1");
+  farm::Result result;
+  result.index = 3;
+  result.exit_code = 137;
+  result.log = std::string("\x80 not utf-8\n", 14);
+  auto back = farm::decode_result(farm::encode_result(result));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->exit_code, 137);
+  EXPECT_EQ(back->log, result.log);
+  // An array of 11 x 10^18 elements declared in 9 bytes, inside an object.
+  const std::string huge("\xa6\x65index\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b", 16);
+  for (const std::string& bad : {huge, std::string("not cbor"), std::string()}) {
+    auto t = farm::decode_task(bad);
+    EXPECT_FALSE(t.ok());
+    EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("message of"));
+    EXPECT_FALSE(farm::decode_result(bad).ok());
+  }
 }
 
 }  // namespace

@@ -17,7 +17,14 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
 absl::StatusOr<Json> decode(const std::string& bytes, const char* what) {
-  Json j = Json::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  Json j;
+  try {
+    j = Json::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+  } catch (const Json::exception& e) {
+    // nlohmann 3.11 throws for a declared array size past its limit even when told not to.
+    return absl::DataLossError(str_cat("a ", what, " message of ", bytes.size(),
+                                       " bytes is not the CBOR object a farm sends: ", e.what()));
+  }
   if (j.is_discarded() || !j.is_object())
     return absl::DataLossError(str_cat("a ", what, " message of ", bytes.size(),
                                        " bytes is not the CBOR object a farm sends"));
