@@ -80,6 +80,7 @@ bench: deps build
 	@$(BUILD_DIR)/bin/tpusim_data_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_collective_bench --benchmark_counters_tabular=true
 	@$(BUILD_DIR)/bin/tpusim_onnx_bench --benchmark_counters_tabular=true
+	@$(BUILD_DIR)/bin/tpusim_study_bench --benchmark_counters_tabular=true
 	@$(MAKE) --no-print-directory bench-cpu
 
 # The cpu backend's fp32 training steps and JAX's of the same networks, in the same run, on this
