@@ -101,13 +101,14 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
 // CBOR array header declaring 11 x 10^18 elements, on which nlohmann's from_cbor throws even when
 // told not to; the input is among its seeds.
 TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
+  using namespace std::string_literals;
   FarmJob job;
   job.id = "p003";
   job.args = {"train", "--model", "mlp"};
   job.log = "/s/logs/p003.log";
   job.report = "/s/reports/p003.json";
   job.run_dir = "/s/runs/p003";
-  job.inputs = {{"/s/configs/p003.pbtxt", std::string("name: \"\xff\xfe\"", 12)}};
+  job.inputs = {{"/s/configs/p003.pbtxt", "name: \"\xff\xfe\""s}};
   auto task = farm::decode_task(farm::encode_task(3, job, "/s/.farm-h-1"));
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->index, 3u);
@@ -117,13 +118,13 @@ TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   farm::Result result;
   result.index = 3;
   result.exit_code = 137;
-  result.log = std::string("\x80 not utf-8\n", 14);
+  result.log = "\x80 not utf-8\n"s;
   auto back = farm::decode_result(farm::encode_result(result));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->exit_code, 137);
   EXPECT_EQ(back->log, result.log);
   // An array of 11 x 10^18 elements declared in 9 bytes, inside an object.
-  const std::string huge("\xa6\x65index\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b", 16);
+  const std::string huge = "\xa6\x65index\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b"s;
   for (const std::string& bad : {huge, std::string("not cbor"), std::string()}) {
     auto t = farm::decode_task(bad);
     EXPECT_FALSE(t.ok());
