@@ -8,6 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/training_step.h"
 #include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/models/zoo.h"
@@ -16,42 +17,24 @@
 namespace {
 
 using namespace tpusim::runtime;
-
-// One seeded batch per replica for each of the graph's infeeds: floats in [0, 1), integers in
-// {0, 1} (a label, a token id, a segment or a mask: every one a valid value).
-std::vector<Feeds> replica_feeds(const Graph& graph, uint32_t replicas) {
-  opcheck::OpCase c;
-  for (int id : graph.infeeds()) {
-    const Node& n = graph.node(id);
-    c.inputs.push_back({n.attrs.name, n.dtype, n.shape, 0, n.dtype == DType::kS32 ? 2.0f : 1.0f});
-  }
-  std::vector<Feeds> feeds;
-  for (uint32_t r = 0; r < replicas; ++r) feeds.push_back(opcheck::make_feeds(c, 7 + r));
-  return feeds;
-}
+using tpusim::bench::replica_feeds;
 
 // Each iteration runs one training step at fp32 (CompileOptions precision "fp32": matmul
 // inputs as they are), after one untimed step. Counters: seconds a step, the step's matmul
 // GFLOP (convolutions included, all replicas) and the rate they ran at.
 void time_training_steps(benchmark::State& state, const Graph& graph, uint32_t replicas) {
-  auto backend = make_backend("cpu");
-  CompileOptions options{"fp32"};
-  options.replicas = replicas;
-  auto exe = (*backend)->compile(graph, options);
-  if (!exe.ok()) {
-    state.SkipWithError(std::string(exe.status().message()).c_str());
-    return;
-  }
-  Variables vars = initial_variables(graph);
+  auto prepared = tpusim::bench::prepare_step(state, "cpu", graph, "fp32", replicas);
+  if (!prepared) return;
+  auto& [backend, exe, vars] = *prepared;
   const std::vector<LoopStep> step{{replica_feeds(graph, replicas), nullptr, 0}};
   // One step first, untimed (as JAX's warm-up steps): the backend's buffer pool fills on it.
   uint64_t step_number = 0;
-  if (auto first = (*backend)->run_loop(**exe, vars, step, step_number++); !first.ok()) {
+  if (auto first = backend->run_loop(*exe, vars, step, step_number++); !first.ok()) {
     state.SkipWithError(std::string(first.status().message()).c_str());
     return;
   }
   for (auto _ : state) {
-    auto result = (*backend)->run_loop(**exe, vars, step, step_number++);
+    auto result = backend->run_loop(*exe, vars, step, step_number++);
     if (!result.ok()) state.SkipWithError(std::string(result.status().message()).c_str());
   }
   const double flops = graph_size(graph).matmul_flops * replicas;
@@ -70,12 +53,7 @@ void BM_CpuTrainingStep(benchmark::State& state, const char* model) {
   const int64_t batch = state.range(0);
   const auto replicas = static_cast<uint32_t>(state.range(1));
   GraphBuilder b;
-  if (!models::build_training_step(b, model, batch / replicas, 0.01f, 1,
-                                   models::DTypePolicy::kFloat32, replicas)
-           .ok()) {
-    state.SkipWithError("build failed");
-    return;
-  }
+  if (!tpusim::bench::build_step(state, b, model, batch, replicas)) return;
   time_training_steps(state, b.graph(), replicas);
 }
 

@@ -108,6 +108,23 @@ TPUSIM_HOST_DEVICE inline double reduce_step(bool is_max, double acc, double v) 
   return is_max ? (acc < v ? v : acc) : acc + v;
 }
 
+// The one order every backend but tpusim sums a reduction in (issue 36: a fixed, parallel
+// order, the same blocking on cpu and gpu). An output's terms, in row-major order of the
+// reduced coordinates, are cut into blocks of kReduceBlock; each block is summed in double from
+// zero, term after term, and the blocks' sums are added in double in block order. The blocks
+// are independent, so a GPU sums them on separate threads and a cpu on separate cores; a
+// reduction of at most kReduceBlock terms is the plain serial sum. reduce_max has no order to
+// keep (max is exact) and takes the same blocks.
+constexpr int64_t kReduceBlock = 256;
+
+TPUSIM_HOST_DEVICE inline int64_t reduce_blocks(int64_t terms) {
+  return terms <= kReduceBlock ? 1 : (terms + kReduceBlock - 1) / kReduceBlock;
+}
+
+TPUSIM_HOST_DEVICE inline double reduce_start(bool is_max) {
+  return is_max ? -static_cast<double>(INFINITY) : 0.0;
+}
+
 // A strided walk of a row-major index space: element `linear` of `dims` sits at
 // base + sum(coordinate[d] * strides[d]) in another tensor. Every layout op is one (transpose,
 // broadcast and slice read through it; concat and pad write through it), and so are the
@@ -121,14 +138,46 @@ struct StridedMap {
   int64_t base = 0;
 };
 
+// Indices below 2^32 divide in 32 bits: a GPU has no 64-bit divider, and a 64-bit division
+// there is a long software routine. Both paths give the same offset.
 TPUSIM_HOST_DEVICE inline int64_t strided_offset(const StridedMap& m, int64_t linear) {
   int64_t offset = m.base;
+  if (linear >= 0 && linear <= 0xffffffffLL) {
+    auto rest = static_cast<uint32_t>(linear);
+    for (int d = m.rank - 1; d >= 0 && rest != 0; --d) {
+      if (m.dims[d] > rest) return offset + static_cast<int64_t>(rest) * m.strides[d];
+      const auto extent = static_cast<uint32_t>(m.dims[d]);  // at most rest: below 2^32
+      offset += static_cast<int64_t>(rest % extent) * m.strides[d];
+      rest /= extent;
+    }
+    return offset;
+  }
   for (int d = m.rank - 1; d >= 0; --d) {
     const int64_t extent = m.dims[d];
     offset += (linear % extent) * m.strides[d];
     linear /= extent;
   }
   return offset;
+}
+
+// The same walk with adjacent dimensions that step through memory as one merged (a row-major
+// run), and dimensions of extent 1 dropped: every offset is unchanged, with fewer divisions. A
+// contiguous map becomes one dimension of stride 1.
+inline StridedMap merged_map(const StridedMap& m) {
+  StridedMap out;
+  out.base = m.base;
+  for (int d = 0; d < m.rank; ++d) {
+    if (m.dims[d] == 1) continue;
+    if (out.rank > 0 && out.strides[out.rank - 1] == m.dims[d] * m.strides[d]) {
+      out.dims[out.rank - 1] *= m.dims[d];
+      out.strides[out.rank - 1] = m.strides[d];
+      continue;
+    }
+    out.dims[out.rank] = m.dims[d];
+    out.strides[out.rank] = m.strides[d];
+    ++out.rank;
+  }
+  return out;
 }
 
 // cross_replica_sum's order (a ring all-reduce over replicas 0 .. k-1): the n elements are cut
@@ -140,14 +189,21 @@ TPUSIM_HOST_DEVICE inline uint64_t ring_segment(uint64_t i, uint64_t n, uint64_t
   return i < in_long ? i / (small + 1) : long_segments + (i - in_long) / small;
 }
 
-// Element i of the ring sum of `parts[0 .. k-1]` (each n elements), accumulated in T.
-template <typename T>
-TPUSIM_HOST_DEVICE inline T ring_sum_element(const T* const* parts, uint64_t k, uint64_t n,
-                                             uint64_t i) {
+// Element i of the ring sum of `parts[0 .. k-1]` (each n elements), accumulated in T. Parts is
+// anything that gives replica r's values as parts[r]: an array of pointers, or replicas that lie
+// at a fixed stride in one buffer (the gpu backend's).
+template <typename T, typename Parts>
+TPUSIM_HOST_DEVICE inline T ring_sum_of(const Parts& parts, uint64_t k, uint64_t n, uint64_t i) {
   const uint64_t s = ring_segment(i, n, k);
   T acc = parts[(s + 1) % k][i];
   for (uint64_t r = 2; r <= k; ++r) acc += parts[(s + r) % k][i];
   return acc;
+}
+
+template <typename T>
+TPUSIM_HOST_DEVICE inline T ring_sum_element(const T* const* parts, uint64_t k, uint64_t n,
+                                             uint64_t i) {
+  return ring_sum_of<T>(parts, k, n, i);
 }
 
 }  // namespace tpusim::runtime::element

@@ -15,6 +15,7 @@
 #include "runtime/backend/gpu/node_plan.h"
 #include "runtime/backend/registry.h"
 #include "runtime/graph/initializers.h"
+#include "runtime/models/zoo.h"
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime::gpu {
@@ -23,6 +24,20 @@ namespace {
 const void* data_of(const HostTensor& t) {
   return t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
                                 : static_cast<const void*>(t.f.data());
+}
+
+// Element (i, j) of batch g of call c of `call` by the BLAS definition of a column-major
+// strided batched GEMM: the sum over l of op(A)[i, l] op(B)[l, j] in f32, l ascending.
+float blas_element(const GemmCall& call, const std::vector<float>& a, const std::vector<float>& b,
+                   int64_t c, int64_t g, int64_t i, int64_t j) {
+  float acc = 0;
+  for (int64_t l = 0; l < call.k; ++l) {
+    const int64_t ai = call.transa ? l + i * call.lda : i + l * call.lda;
+    const int64_t bi = call.transb ? j + l * call.ldb : l + j * call.ldb;
+    acc += a.at(static_cast<size_t>(c * call.call_stride_a + g * call.stride_a + ai)) *
+           b.at(static_cast<size_t>(c * call.call_stride_b + g * call.stride_b + bi));
+  }
+  return acc;
 }
 
 // What cuBLAS computes for the call gemm_call makes of `p` (the parameters Cublas::matmul
@@ -47,19 +62,10 @@ void emulate_gemm(const MatMulPlan& p, const HostTensor& a, const HostTensor& b,
     std::fill(out->f.begin(), out->f.end(), 0.0f);
     return;
   }
-  auto at = [](const std::vector<float>& v, int64_t index) {
-    EXPECT_GE(index, 0);
-    EXPECT_LT(index, static_cast<int64_t>(v.size()));
-    return v[static_cast<size_t>(index)];
-  };
   for (int64_t g = 0; g < call->batch_count; ++g) {
     for (int64_t j = 0; j < call->n; ++j) {
       for (int64_t i = 0; i < call->m; ++i) {
-        float acc = 0;
-        for (int64_t l = 0; l < call->k; ++l) {
-          acc += at(cublas_a, i + l * call->lda + g * call->stride_a) *
-                 at(cublas_b, l + j * call->ldb + g * call->stride_b);
-        }
+        const float acc = blas_element(*call, cublas_a, cublas_b, 0, g, i, j);
         const int64_t c = i + j * call->ldc + g * call->stride_c;
         ASSERT_LT(c, call->out_elements);
         out->f[static_cast<size_t>(c)] = p.round_output ? element::round_to_bf16(acc) : acc;
@@ -98,14 +104,19 @@ Outputs emulate(const Graph& g, const Feeds& feeds, const Variables& vars, bool 
         break;
       case NodeWork::kElements:
         out = HostTensor::zeros(n.dtype, n.shape);  // zero_output or not: every element is set
+        std::vector<double> scratch(static_cast<size_t>(plan->scratch_bytes) / sizeof(double));
         for (const ElementLaunch& l : plan->launches) {
           ElementPlan p = l.plan;
           p.step = step;
           const void* operand[3] = {nullptr, nullptr, nullptr};
-          for (size_t k = 0; k < l.operands.size(); ++k)
-            operand[k] = data_of(input(static_cast<size_t>(l.operands[k])));
-          void* dst =
-              p.int_out ? static_cast<void*>(out.i.data()) : static_cast<void*>(out.f.data());
+          for (size_t k = 0; k < l.operands.size(); ++k) {
+            operand[k] = l.operands[k] == kScratchOperand
+                             ? static_cast<const void*>(scratch.data())
+                             : data_of(input(static_cast<size_t>(l.operands[k])));
+          }
+          void* dst = l.writes_scratch ? static_cast<void*>(scratch.data())
+                      : p.int_out      ? static_cast<void*>(out.i.data())
+                                       : static_cast<void*>(out.f.data());
           for (int64_t e = 0; e < p.count; ++e)
             eval_element(p, operand[0], operand[1], operand[2], dst, e);
         }
@@ -235,6 +246,229 @@ TEST(GemmCall, EmptyShapesAndOversizeOnes) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(refused.status().message(),
             "GEMM [2147483648, 8] x [8, 8] x 1 batches exceeds cuBLAS's 32-bit sizes");
+}
+
+// Reductions longer than a block: the plan's partial and finishing launches on the host give
+// the cpu's bits, for leading, trailing and middle axes, sums and maxima.
+TEST(GpuPlan, LongReductionsSumInTheCpusBlocks) {
+  struct Case {
+    std::vector<int64_t> shape, axes;
+    Op op;
+  };
+  const std::vector<Case> cases = {
+      {{600, 5}, {0}, Op::kReduceSum},       {{3, 1000}, {1}, Op::kReduceSum},
+      {{4, 300, 3}, {0, 1}, Op::kReduceSum}, {{7, 300, 2}, {1}, Op::kReduceSum},
+      {{2, 3, 300}, {0, 2}, Op::kReduceSum}, {{2, 3, 300}, {0, 2}, Op::kReduceMax},
+      {{520, 4}, {0}, Op::kReduceMax}};
+  auto cpu = make_backend("cpu");
+  ASSERT_TRUE(cpu.ok());
+  for (const Case& c : cases) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", DType::kF32, Shape(c.shape));
+    b.output("y", b.reduce(c.op, x, c.axes));
+    opcheck::OpCase input;
+    input.inputs.push_back({"x", DType::kF32, Shape(c.shape), -1.0f, 1.0f});
+    const Feeds feeds = opcheck::make_feeds(input, 5);
+    auto exe = (*cpu)->compile(b.graph(), {});
+    ASSERT_TRUE(exe.ok());
+    Variables vars;
+    auto want = (*cpu)->run(**exe, vars, {feeds}, 0);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto plan = plan_node(b.graph(), b.graph().size() - 1, false);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->launches.size(), 2u) << Shape(c.shape).str();  // blocks, then their sums
+    EXPECT_TRUE(same_bits(emulate(b.graph(), feeds, {}, false, 0).at("y"), (*want)[0].at("y")))
+        << Shape(c.shape).str();
+  }
+}
+
+// The order itself: 2^60, zeros, then a block of 256 ones, then -2^60. Term by term in double
+// the ones vanish against 2^60 (its ulp is 256) and the sum is 0; in blocks of 256 the ones sum
+// to 256 first, which 2^60 + 256 keeps, and the sum is 256. Columns, rows and a middle axis.
+TEST(GpuPlan, ReductionBlocksArePinned) {
+  std::vector<float> terms(768, 0.0f);
+  terms[0] = std::ldexp(1.0f, 60);
+  for (size_t k = 256; k < 512; ++k) terms[k] = 1.0f;
+  terms[512] = -std::ldexp(1.0f, 60);
+  auto cpu = make_backend("cpu");
+  ASSERT_TRUE(cpu.ok());
+  for (const auto& [shape, axis] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+           {{768, 1}, 0}, {{1, 768}, 1}, {{1, 768, 1}, 1}}) {
+    GraphBuilder b;
+    b.output("y", b.reduce(Op::kReduceSum, b.infeed("x", DType::kF32, Shape(shape)), {axis}));
+    Feeds feeds;
+    feeds["x"] = HostTensor::zeros(DType::kF32, Shape(shape));
+    feeds["x"].f = terms;
+    auto exe = (*cpu)->compile(b.graph(), {});
+    ASSERT_TRUE(exe.ok());
+    Variables vars;
+    auto want = (*cpu)->run(**exe, vars, {feeds}, 0);
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ((*want)[0].at("y").f.at(0), 256.0f) << Shape(shape).str();
+    EXPECT_EQ(emulate(b.graph(), feeds, {}, false, 0).at("y").f.at(0), 256.0f);
+  }
+}
+
+// Every replica layout gemm_call makes (one taller GEMM, replicas as batches, batches over
+// replicas, a call a replica), run through the BLAS definition, gives each replica's own
+// product.
+TEST(GemmCall, ReplicaLayoutsGiveEveryReplicasProduct) {
+  constexpr uint32_t kReplicas = 3;
+  struct Form {
+    bool shared_rhs, a_transposed, b_transposed;
+    int64_t batches;
+  };
+  for (const Form form :
+       {Form{true, false, false, 2}, Form{false, false, false, 2}, Form{true, true, false, 1},
+        Form{true, false, true, 1}, Form{true, true, true, 1}}) {
+    for (const bool a_shared : {true, false}) {
+      for (const bool b_shared : {true, false}) {
+        MatMulPlan p;
+        p.m = 3, p.k = 4, p.n = 5, p.batches = form.batches, p.shared_rhs = form.shared_rhs;
+        p.a_transposed = form.a_transposed, p.b_transposed = form.b_transposed;
+        const ReplicaLayout layout{kReplicas, a_shared, b_shared};
+        const int64_t a_one = p.batches * p.m * p.k;
+        const int64_t b_one = (p.shared_rhs ? 1 : p.batches) * p.k * p.n;
+        const int64_t out_one = p.batches * p.m * p.n;
+        std::vector<float> a(static_cast<size_t>(a_one * (a_shared ? 1 : kReplicas)));
+        std::vector<float> b(static_cast<size_t>(b_one * (b_shared ? 1 : kReplicas)));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+        auto call = gemm_call(p, layout);
+        ASSERT_TRUE(call.ok()) << call.status();
+        const size_t copies = layout.out_shared() ? 1 : kReplicas;
+        ASSERT_EQ(call->out_elements, out_one * static_cast<int64_t>(copies));
+        std::vector<float> out(static_cast<size_t>(call->out_elements), NAN);
+        for (int c = 0; c < call->calls; ++c) {
+          for (int64_t g = 0; g < call->batch_count; ++g) {
+            for (int64_t j = 0; j < call->n; ++j) {
+              for (int64_t i = 0; i < call->m; ++i) {
+                out.at(static_cast<size_t>(c * call->call_stride_c + i + j * call->ldc +
+                                           g * call->stride_c)) =
+                    blas_element(*call, b, a, c, g, i, j);  // cuBLAS's A is the plan's b
+              }
+            }
+          }
+        }
+        // The plan's a is [batches, M, K] (stored [K, M] when transposed), b [K, N] ([N, K]).
+        auto a_at = [&](size_t r, int64_t g, int64_t i, int64_t l) {
+          const int64_t at = p.a_transposed ? l * p.m + i : (g * p.m + i) * p.k + l;
+          return a[static_cast<size_t>((a_shared ? 0 : r * a_one) + at)];
+        };
+        auto b_at = [&](size_t r, int64_t g, int64_t l, int64_t j) {
+          const int64_t at =
+              (p.shared_rhs ? 0 : g * p.k * p.n) + (p.b_transposed ? j * p.k + l : l * p.n + j);
+          return b[static_cast<size_t>((b_shared ? 0 : r * b_one) + at)];
+        };
+        for (size_t r = 0; r < copies; ++r) {
+          for (int64_t g = 0; g < p.batches; ++g) {
+            for (int64_t i = 0; i < p.m; ++i) {
+              for (int64_t j = 0; j < p.n; ++j) {
+                float want = 0;
+                for (int64_t l = 0; l < p.k; ++l) want += a_at(r, g, i, l) * b_at(r, g, l, j);
+                EXPECT_EQ(out[static_cast<size_t>(r * out_one + (g * p.m + i) * p.n + j)], want)
+                    << "shared_rhs " << p.shared_rhs << " transposed " << p.a_transposed
+                    << p.b_transposed << " a_shared " << a_shared << " b_shared " << b_shared
+                    << " replica " << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A transpose read only by matmuls moves no data (the weight and input gradients read the
+// forward values transposed), except as the lhs of a product under 4096 outputs; either way the
+// products are the cpu's.
+TEST(GpuPlan, TransposesReadOnlyByMatmulsAreFolded) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, Shape({6, 64}));
+  const Value w = b.infeed("w", DType::kF32, Shape({64, 64}));
+  const Value wt = b.transpose(w, {1, 0});
+  const Value xt = b.transpose(x, {1, 0});
+  const Value y = b.matmul(x, wt);  // [6, 64]: x times w read transposed
+  const Value g = b.matmul(xt, y);  // [64, 64]: x read transposed
+  const Value s = b.infeed("z", DType::kF32, Shape({6, 3}));
+  const Value st = b.transpose(s, {1, 0});
+  b.output("y", y);
+  b.output("g", g);
+  b.output("small", b.matmul(st, y));  // [3, 64]: too few outputs, st is made
+  b.output("xt", b.transpose(s, {1, 0}));
+  const Graph& graph = b.graph();
+  EXPECT_TRUE(transpose_folds_into_matmuls(graph, wt.id));
+  EXPECT_TRUE(transpose_folds_into_matmuls(graph, xt.id));
+  EXPECT_FALSE(transpose_folds_into_matmuls(graph, st.id));
+  EXPECT_FALSE(transpose_folds_into_matmuls(graph, graph.size() - 1));  // an output
+  auto plan = plan_node(graph, y.id, false);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->matmul.b_transposed);
+  EXPECT_FALSE(plan->matmul.a_transposed);
+  Feeds feeds;
+  const char* names[] = {"x", "w", "z"};
+  for (size_t k = 0; k < 3; ++k) {
+    HostTensor t = HostTensor::zeros(DType::kF32, graph.node(graph.infeeds()[k]).shape);
+    for (size_t i = 0; i < t.f.size(); ++i) t.f[i] = static_cast<float>((i * 7 + k) % 11) - 5;
+    feeds[names[k]] = t;
+  }
+  auto cpu = make_backend("cpu");
+  auto exe = (*cpu)->compile(graph, {"fp32"});
+  ASSERT_TRUE(exe.ok());
+  Variables vars;
+  auto want = (*cpu)->run(**exe, vars, {feeds}, 0);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const Outputs got = emulate(graph, feeds, {}, false, 0);
+  for (const char* name : {"y", "g", "small", "xt"})
+    EXPECT_TRUE(same_bits(got.at(name), (*want)[0].at(name))) << name;  // small integers: exact
+}
+
+// A transpose that swaps two runs of trailing axes is a tiled kTranspose of [batches, rows,
+// cols]; one that keeps the last axis stays a gather (its rows are already contiguous).
+TEST(GpuPlan, TransposesThatSwapTrailingAxesAreTiled) {
+  struct Case {
+    std::vector<int64_t> perm;
+    ElementKind kind;
+    int64_t rows, cols;
+  };
+  for (const Case& c : std::vector<Case>{{{0, 2, 3, 1}, ElementKind::kTranspose, 3, 20},
+                                         {{2, 3, 0, 1}, ElementKind::kTranspose, 6, 20},
+                                         {{0, 1, 3, 2}, ElementKind::kTranspose, 4, 5},
+                                         {{1, 0, 2, 3}, ElementKind::kGather, 0, 0},
+                                         {{3, 1, 2, 0}, ElementKind::kGather, 0, 0}}) {
+    GraphBuilder b;
+    b.output("y", b.transpose(b.infeed("x", DType::kF32, Shape({2, 3, 4, 5})), c.perm));
+    auto plan = plan_node(b.graph(), b.graph().size() - 1, false);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->launches.size(), 1u);
+    const ElementPlan& p = plan->launches[0].plan;
+    EXPECT_EQ(p.kind, c.kind) << c.perm[0] << c.perm[1] << c.perm[2] << c.perm[3];
+    if (c.kind == ElementKind::kTranspose) {
+      EXPECT_EQ(p.len, c.rows);
+      EXPECT_EQ(p.inner, c.cols);
+    }
+  }
+}
+
+// The full-size models' training steps (ResNet-50 at 224 x 224, BERT-Large at 128 tokens) plan
+// on the gpu backend node for node: every op has a kernel and every shape fits its indexing.
+TEST(GpuPlan, FullSizeModelsPlanEveryNode) {
+  for (const char* model : {"resnet50", "bert_large"}) {
+    GraphBuilder b;
+    ASSERT_TRUE(
+        models::build_training_step(b, model, 8, 0.01f, 1, models::DTypePolicy::kFloat32, 8).ok())
+        << model;
+    int folded = 0, launches = 0;
+    for (int id = 0; id < b.graph().size(); ++id) {
+      auto plan = plan_node(b.graph(), id, true);
+      ASSERT_TRUE(plan.ok()) << model << ": " << plan.status();
+      folded += transpose_folds_into_matmuls(b.graph(), id) ? 1 : 0;
+      launches += static_cast<int>(plan->launches.size());
+    }
+    EXPECT_GT(b.graph().size(), 1000) << model;
+    EXPECT_GT(folded, 0) << model;
+    EXPECT_GT(launches, b.graph().size() / 2) << model;
+  }
 }
 
 TEST(GpuPlan, TooManyDimensionsAreRefusedNamingTheNode) {

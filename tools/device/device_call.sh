@@ -30,13 +30,6 @@ trap 'rm -rf "$work"' EXIT
 results=$work/results
 mkdir -p "$results/short" "$out"
 
-# The first folder under the given roots that holds NAME, or nothing.
-folder_of() {
-  local name=$1
-  shift
-  find "$@" -name "$name" \( -type f -o -type l \) -print -quit 2>/dev/null | xargs -r dirname
-}
-
 {
   echo "== nvidia-smi"
   nvidia-smi 2>&1
@@ -48,11 +41,7 @@ folder_of() {
   echo "== libcuda.so.1, libcublas.so.13"
   ldconfig -p 2>/dev/null | grep -E 'libcuda\.so\.1|libcublas' || echo "(not in the loader's cache)"
 } >"$results/machine.txt"
-cublas=$(folder_of 'libcublas.so.13' /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local \
-  /usr/lib /opt)
-cuda_driver=$(folder_of 'libcuda.so.1' /usr/local/nvidia /usr/lib/x86_64-linux-gnu /usr/lib64 \
-  /usr/lib)
-export TPUSIM_LIBRARY_PATH=${cublas}${cublas:+${cuda_driver:+:}}${cuda_driver}
+source "$here/cuda_libraries.sh"
 echo "== TPUSIM_LIBRARY_PATH=$TPUSIM_LIBRARY_PATH" >>"$results/machine.txt"
 echo "device_call.sh: cuBLAS in '${cublas}', libcuda in '${cuda_driver}'"
 

@@ -80,53 +80,102 @@ bool reduces_axes_at_one_end(const std::vector<int64_t>& axes, int rank, bool tr
   return !sorted.empty();
 }
 
-// sums[o] = reduce_step(max, sums[o], term) for each output o's terms in the input's row-major
-// order, as the gpu kernels sum. The outputs go to the host's threads in groups that share no
-// output, so the order per output, and with it every bit, is the serial walk's.
+// Reductions in element_math.h's order: each output's terms (row-major order of the reduced
+// coordinates) in blocks of kReduceBlock, each block summed in double from the start, the
+// blocks' sums then added in block order: the gpu kernels' order, bit for bit. `sums` holds the
+// start (0, or -infinity for max) on entry.
+using element::kReduceBlock;
+using element::reduce_blocks;
+using element::reduce_start;
+using element::reduce_step;
+
+// Leading axes reduced: output c sums column c of an [len, outputs] matrix. Every (block,
+// column group) is its own task, so a few long columns (a bias gradient) still fill the cores.
 template <typename Max>
-void accumulate_in_double(const Node& n, const HostTensor& a, const std::vector<int64_t>& to_out,
-                          Max max, double* sums) {
-  const float* x = a.f.data();
-  const Shape& s = a.shape;
-  const int64_t rows = n.shape.elements();
-  if (rows == 0) return;
-  if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/false)) {
-    // Columns: each thread adds its columns' terms row after row, in the rows' order.
-    const int64_t len = s.elements() / rows;
-#pragma omp parallel for schedule(static) if (s.elements() > 65536 && rows > 64)
-    for (int64_t c0 = 0; c0 < rows; c0 += 64) {
-      const int64_t c1 = std::min(rows, c0 + 64);
-      for (int64_t j = 0; j < len; ++j) {
-        const float* row = x + j * rows;
-        for (int64_t c = c0; c < c1; ++c) sums[c] = element::reduce_step(max, sums[c], row[c]);
-      }
+void reduce_columns(const float* x, int64_t len, int64_t outputs, Max max, double* sums) {
+  constexpr int64_t kColumns = 64;
+  const int64_t blocks = reduce_blocks(len);
+  const int64_t groups = (outputs + kColumns - 1) / kColumns;
+  std::vector<double> partial(static_cast<size_t>(blocks * outputs));
+#pragma omp parallel for schedule(static) if (len * outputs > 65536)
+  for (int64_t task = 0; task < blocks * groups; ++task) {
+    const int64_t j = task / groups, c0 = (task % groups) * kColumns;
+    const int64_t c1 = std::min(outputs, c0 + kColumns);
+    double* part = partial.data() + j * outputs;
+    for (int64_t c = c0; c < c1; ++c) part[c] = reduce_start(max);
+    for (int64_t row = j * kReduceBlock; row < std::min(len, (j + 1) * kReduceBlock); ++row) {
+      const float* terms = x + row * outputs;
+      for (int64_t c = c0; c < c1; ++c) part[c] = reduce_step(max, part[c], terms[c]);
     }
-    return;
   }
-  if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/true)) {
-    // Rows of `len` terms, eight rows at a time: eight independent chains of additions in flight
-    // instead of one, each still in its row's order.
-    constexpr int64_t kRows = 8;
-    const int64_t len = s.elements() / rows;
-#pragma omp parallel for schedule(static) if (s.elements() > 65536)
-    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
-      const int64_t count = std::min(kRows, rows - r0);
-      double row_sums[kRows];
-      std::copy(sums + r0, sums + r0 + count, row_sums);
-      for (int64_t j = 0; j < len; ++j) {
+  for (int64_t j = 0; j < blocks; ++j) {
+    for (int64_t c = 0; c < outputs; ++c)
+      sums[c] = reduce_step(max, sums[c], partial[static_cast<size_t>(j * outputs + c)]);
+  }
+}
+
+// Trailing axes reduced: output r sums row r of an [outputs, len] matrix, eight rows at a time
+// (eight independent chains of additions in flight instead of one).
+template <typename Max>
+void reduce_rows(const float* x, int64_t len, int64_t outputs, Max max, double* sums) {
+  constexpr int64_t kRows = 8;
+#pragma omp parallel for schedule(static) if (len * outputs > 65536)
+  for (int64_t r0 = 0; r0 < outputs; r0 += kRows) {
+    const int64_t count = std::min(kRows, outputs - r0);
+    for (int64_t k0 = 0; k0 < len; k0 += kReduceBlock) {
+      double part[kRows];
+      std::fill(part, part + count, reduce_start(max));
+      for (int64_t k = k0; k < std::min(len, k0 + kReduceBlock); ++k) {
         for (int64_t r = 0; r < count; ++r)
-          row_sums[r] = element::reduce_step(max, row_sums[r], x[(r0 + r) * len + j]);
+          part[r] = reduce_step(max, part[r], x[(r0 + r) * len + k]);
       }
-      std::copy(row_sums, row_sums + count, sums + r0);
+      for (int64_t r = 0; r < count; ++r) sums[r0 + r] = reduce_step(max, sums[r0 + r], part[r]);
     }
-    return;
   }
-  auto term = [&](int64_t i, int64_t o) { sums[o] = element::reduce_step(max, sums[o], x[i]); };
-  // With the first axis kept, its slices sum into disjoint outputs.
-  if (std::find(n.attrs.axes.begin(), n.attrs.axes.end(), 0) == n.attrs.axes.end()) {
-    parallel_walk(s, to_out, 0, term);
+}
+
+// Any other axes: each output walks its terms through the strided maps of its kept and reduced
+// coordinates (as the gpu's reduce kernel does), the outputs on the host's threads.
+template <typename Max>
+void reduce_strided(const Node& n, const HostTensor& a, Max max, double* sums) {
+  element::StridedMap kept, reduced;
+  const auto strides = a.shape.strides();
+  for (int d = 0; d < a.shape.rank(); ++d) {
+    const bool is_reduced =
+        std::find(n.attrs.axes.begin(), n.attrs.axes.end(), d) != n.attrs.axes.end();
+    element::StridedMap& m = is_reduced ? reduced : kept;
+    m.dims[m.rank] = a.shape.dim(d);
+    m.strides[m.rank] = strides[static_cast<size_t>(d)];
+    ++m.rank;
+  }
+  int64_t terms = 1;
+  for (int d = 0; d < reduced.rank; ++d) terms *= reduced.dims[d];
+  const float* x = a.f.data();
+  const int64_t outputs = n.shape.elements();
+#pragma omp parallel for schedule(static) if (a.shape.elements() > 65536)
+  for (int64_t o = 0; o < outputs; ++o) {
+    const int64_t base = element::strided_offset(kept, o);
+    for (int64_t k0 = 0; k0 < terms; k0 += kReduceBlock) {
+      double part = reduce_start(max);
+      for (int64_t k = k0; k < std::min(terms, k0 + kReduceBlock); ++k)
+        part = reduce_step(max, part, x[base + element::strided_offset(reduced, k)]);
+      sums[o] = reduce_step(max, sums[o], part);
+    }
+  }
+}
+
+template <typename Max>
+void accumulate_in_double(const Node& n, const HostTensor& a, Max max, double* sums) {
+  const Shape& s = a.shape;
+  const int64_t outputs = n.shape.elements();
+  if (outputs == 0) return;
+  const int64_t len = s.elements() / outputs;
+  if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/false)) {
+    reduce_columns(a.f.data(), len, outputs, max, sums);
+  } else if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/true)) {
+    reduce_rows(a.f.data(), len, outputs, max, sums);
   } else {
-    walk(s, to_out, 0, term);
+    reduce_strided(n, a, max, sums);
   }
 }
 
@@ -153,13 +202,13 @@ HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx) {
     if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);
     return out;
   }
-  // In double, term by term as the gpu kernels sum (element::reduce_step).
+  // In double, in element_math.h's blocked order, as the gpu kernels sum.
   std::vector<double> acc(static_cast<size_t>(n.shape.elements()),
                           is_max ? -std::numeric_limits<double>::infinity() : 0.0);
   if (is_max) {
-    accumulate_in_double(n, a, to_out, std::true_type{}, acc.data());
+    accumulate_in_double(n, a, std::true_type{}, acc.data());
   } else {
-    accumulate_in_double(n, a, to_out, std::false_type{}, acc.data());
+    accumulate_in_double(n, a, std::false_type{}, acc.data());
   }
   for (size_t i = 0; i < acc.size(); ++i) out.f[i] = static_cast<float>(acc[i]);
   if (n.dtype == DType::kBF16) round_all_to_bf16(out.f);

@@ -47,6 +47,12 @@ class DeviceBuffer {
   void* data() const { return ptr_; }
   size_t bytes() const { return bytes_; }
 
+  // The bf16 encodings of this buffer's floats, made by the first matmul that reads it at mxu
+  // precision and kept with it (a value is never written once computed), so a value that
+  // feeds several GEMMs, or one GEMM run again, is rounded once. Null until then.
+  const std::shared_ptr<DeviceBuffer>& bf16_twin() const { return bf16_twin_; }
+  void set_bf16_twin(std::shared_ptr<DeviceBuffer> twin) const { bf16_twin_ = std::move(twin); }
+
  private:
   // Raises the current device's default memory pool's release threshold to the maximum.
   static absl::Status keep_freed_memory() {
@@ -66,6 +72,7 @@ class DeviceBuffer {
   DeviceBuffer(void* ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
   void* ptr_;
   size_t bytes_;
+  mutable std::shared_ptr<DeviceBuffer> bf16_twin_;
 };
 
 using Buffer = std::shared_ptr<DeviceBuffer>;

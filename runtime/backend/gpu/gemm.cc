@@ -1,5 +1,6 @@
 #include "runtime/backend/gpu/gemm.h"
 
+#include "common/strings.h"
 #include "runtime/backend/gpu/cuda_status.h"
 #include "runtime/backend/gpu/device_buffer.h"
 #include "runtime/backend/gpu/gemm_call.h"
@@ -8,19 +9,22 @@
 namespace tpusim::runtime::gpu {
 namespace {
 
-// A bf16 copy (CUDA_R_16BF encodings) of `count` device floats.
-absl::StatusOr<Buffer> to_bf16(const float* values, int64_t count) {
-  auto buffer = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(uint16_t));
-  if (!buffer.ok()) return buffer.status();
-  ElementPlan plan;
-  plan.kind = ElementKind::kToBf16Bits;
-  plan.count = count;
-  if (absl::Status st = cuda_status(
-          launch_elements(plan, values, nullptr, nullptr, (*buffer)->data()), "bf16 rounding");
-      !st.ok()) {
-    return st;
+// The bf16 encodings (CUDA_R_16BF) of `values`' floats: its twin, made on first use.
+absl::StatusOr<const void*> bf16_of(const DeviceBuffer& values) {
+  if (values.bf16_twin() == nullptr) {
+    const auto count = static_cast<int64_t>(values.bytes() / sizeof(float));
+    auto twin = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(uint16_t));
+    if (!twin.ok()) return twin.status();
+    if (absl::Status st =
+            cuda_status(launch_to_bf16(static_cast<const float*>(values.data()),
+                                       static_cast<uint16_t*>((*twin)->data()), count),
+                        "bf16 rounding");
+        !st.ok()) {
+      return st;
+    }
+    values.set_bf16_twin(*std::move(twin));
   }
-  return buffer;
+  return static_cast<const void*>(values.bf16_twin()->data());
 }
 
 }  // namespace
@@ -42,8 +46,9 @@ absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
 
 Cublas::~Cublas() { lib_.destroy(handle_); }
 
-absl::Status Cublas::matmul(const MatMulPlan& plan, const float* a, const float* b, float* out) {
-  auto planned = gemm_call(plan);
+absl::Status Cublas::matmul(const MatMulPlan& plan, const ReplicaLayout& layout,
+                            const DeviceBuffer& a, const DeviceBuffer& b, float* out) {
+  auto planned = gemm_call(plan, layout);
   if (!planned.ok()) return planned.status();
   const GemmCall& call = *planned;
   if (call.nothing_to_do) return absl::OkStatus();
@@ -52,40 +57,57 @@ absl::Status Cublas::matmul(const MatMulPlan& plan, const float* a, const float*
         cudaMemsetAsync(out, 0, static_cast<size_t>(call.out_elements) * sizeof(float)),
         "zeroing an empty GEMM");
   }
-  const void* cublas_a = b;  // see gemm_call.h: cuBLAS's A is the plan's b, its B the plan's a
-  const void* cublas_b = a;
+  if (a.bytes() < static_cast<size_t>(call.a_elements) * sizeof(float) ||
+      b.bytes() < static_cast<size_t>(call.b_elements) * sizeof(float)) {
+    return absl::InternalError(str_cat("a GEMM's operands hold ", a.bytes(), " and ", b.bytes(),
+                                       " bytes, less than its ", call.a_elements, " x ",
+                                       call.b_elements, " floats"));
+  }
+  const auto* cublas_a = static_cast<const char*>(b.data());  // gemm_call.h: cuBLAS's A is b
+  const auto* cublas_b = static_cast<const char*>(a.data());
   cudaDataType_t type = CUDA_R_32F;
-  Buffer a16, b16;  // live until the GEMM is queued; the frees are stream-ordered after it
+  size_t element_bytes = sizeof(float);
   if (plan.bf16_inputs) {
-    auto ra = to_bf16(a, call.a_elements);
+    auto ra = bf16_of(a);
     if (!ra.ok()) return ra.status();
-    auto rb = to_bf16(b, call.b_elements);
+    auto rb = bf16_of(b);
     if (!rb.ok()) return rb.status();
-    a16 = *std::move(ra);
-    b16 = *std::move(rb);
-    cublas_a = b16->data();
-    cublas_b = a16->data();
+    cublas_a = static_cast<const char*>(*rb);
+    cublas_b = static_cast<const char*>(*ra);
     type = CUDA_R_16BF;
+    element_bytes = sizeof(uint16_t);
   }
   const float alpha = 1.0f, beta = 0.0f;
-  absl::Status st =
-      call.batch_count == 1
-          ? lib_.status(
-                lib_.gemm_ex(handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
-                             cublas_a, type, call.lda, cublas_b, type, call.ldb, &beta, out,
-                             CUDA_R_32F, call.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                "cublasGemmEx")
-          : lib_.status(lib_.gemm_strided_batched_ex(
-                            handle_, CUBLAS_OP_N, CUBLAS_OP_N, call.m, call.n, call.k, &alpha,
-                            cublas_a, type, call.lda, call.stride_a, cublas_b, type, call.ldb,
-                            call.stride_b, &beta, out, CUDA_R_32F, call.ldc, call.stride_c,
-                            call.batch_count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmStridedBatchedEx");
-  if (!st.ok() || !plan.round_output) return st;
+  const cublasOperation_t op_a = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = call.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  for (int c = 0; c < call.calls; ++c) {
+    const void* ca = cublas_a + c * call.call_stride_a * static_cast<int64_t>(element_bytes);
+    const void* cb = cublas_b + c * call.call_stride_b * static_cast<int64_t>(element_bytes);
+    float* cc = out + c * call.call_stride_c;
+    absl::Status st =
+        call.batch_count == 1
+            ? lib_.status(lib_.gemm_ex(handle_, op_a, op_b, call.m, call.n, call.k, &alpha, ca,
+                                       type, call.lda, cb, type, call.ldb, &beta, cc, CUDA_R_32F,
+                                       call.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmEx")
+            : lib_.status(lib_.gemm_strided_batched_ex(
+                              handle_, op_a, op_b, call.m, call.n, call.k, &alpha, ca, type,
+                              call.lda, call.stride_a, cb, type, call.ldb, call.stride_b, &beta, cc,
+                              CUDA_R_32F, call.ldc, call.stride_c, call.batch_count,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmStridedBatchedEx");
+    if (!st.ok()) return st;
+  }
+  if (!plan.round_output) return absl::OkStatus();
   ElementPlan round;  // a bf16 result: each f32 sum rounded, as the cpu kernel does
   round.kind = ElementKind::kRoundBf16;
   round.count = call.out_elements;
   return cuda_status(launch_elements(round, out, nullptr, nullptr, out), "bf16 rounding");
+}
+
+absl::Status Cublas::matmul(const MatMulPlan& plan, const DeviceBuffer& a, const DeviceBuffer& b,
+                            float* out) {
+  return matmul(plan, ReplicaLayout{}, a, b, out);
 }
 
 }  // namespace tpusim::runtime::gpu

@@ -3,9 +3,13 @@
 // operands with CUBLAS_COMPUTE_32F in CUBLAS_DEFAULT_MATH mode, which keeps every product and
 // sum in f32 (TF32 needs CUBLAS_COMPUTE_32F_FAST_TF32 or the TF32 math mode, and neither is
 // set). "mxu": both operands rounded to bf16 on the device (round to nearest even, the cpu's
-// rounding) and passed as CUDA_R_16BF, products accumulated in f32 (CUBLAS_COMPUTE_32F): the
-// MXU's DEFAULT precision. Row-major operands are passed as their column-major transposes
-// (C^T = B^T A^T), so no data moves: gemm_call.h computes the parameters.
+// rounding; once a value, kept as its buffer's bf16 twin) and passed as CUDA_R_16BF, products
+// accumulated in f32 (CUBLAS_COMPUTE_32F): the MXU's DEFAULT precision. (cuBLAS's own
+// CUBLAS_COMPUTE_32F_FAST_16BF does not round f32 inputs as the MXU does: on an H200 its
+// products of random operands differ from these by 2.4e-3 of the largest, where a different
+// summation order alone differs by about 1e-6; bench/gpu_bench.cc, BM_Fast16bfRounding.) Row-major
+// operands are passed as their column-major transposes (C^T = B^T A^T), so no data moves:
+// gemm_call.h computes the parameters.
 
 #include <memory>
 
@@ -13,6 +17,8 @@
 #include <cublas_v2.h>
 
 #include "runtime/backend/gpu/cublas_library.h"
+#include "runtime/backend/gpu/device_buffer.h"
+#include "runtime/backend/gpu/gemm_call.h"
 #include "runtime/backend/gpu/node_plan.h"
 
 namespace tpusim::runtime::gpu {
@@ -26,9 +32,14 @@ class Cublas {
   Cublas(const Cublas&) = delete;
   Cublas& operator=(const Cublas&) = delete;
 
-  // out = a x b as `plan` says; a, b and out are device pointers to f32 values. Errors say
-  // which call failed; the caller adds the node.
-  absl::Status matmul(const MatMulPlan& plan, const float* a, const float* b, float* out);
+  // out = a x b as `plan` says, for every replica `layout` holds (gemm_call.h); a and b hold
+  // f32 values (at mxu precision their bf16 twins are read, made on first use: device_buffer.h),
+  // out is a device pointer to f32s. Errors say which call failed; the caller adds the node.
+  absl::Status matmul(const MatMulPlan& plan, const ReplicaLayout& layout, const DeviceBuffer& a,
+                      const DeviceBuffer& b, float* out);
+  // One replica.
+  absl::Status matmul(const MatMulPlan& plan, const DeviceBuffer& a, const DeviceBuffer& b,
+                      float* out);
 
  private:
   Cublas(const CublasLibrary& lib, cublasHandle_t handle) : lib_(lib), handle_(handle) {}

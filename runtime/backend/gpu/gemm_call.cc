@@ -9,14 +9,39 @@ namespace {
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 }  // namespace
 
-absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan) {
+absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan, const ReplicaLayout& layout) {
   GemmCall call;
   // A shared rhs (rank 2) makes every batch's rows one [batches x M, K] lhs: a single GEMM.
-  const int64_t rows = plan.shared_rhs ? plan.batches * plan.m : plan.m;
-  const int64_t batches = plan.shared_rhs ? 1 : plan.batches;
-  call.a_elements = rows * plan.k * batches;
-  call.b_elements = plan.k * plan.n * batches;
-  call.out_elements = rows * plan.n * batches;
+  int64_t rows = plan.shared_rhs ? plan.batches * plan.m : plan.m;
+  int64_t batches = plan.shared_rhs ? 1 : plan.batches;
+  const int64_t replicas = layout.out_shared() ? 1 : layout.replicas;
+  // One replica's operands and product.
+  const int64_t a_one = rows * plan.k * batches, b_one = plan.k * plan.n * batches;
+  const int64_t out_one = rows * plan.n * batches;
+  call.a_elements = a_one * (layout.a_shared ? 1 : replicas);
+  call.b_elements = b_one * (layout.b_shared ? 1 : replicas);
+  call.out_elements = out_one * replicas;
+  // Strides between batches: within a replica, then between replicas (0: shared).
+  int64_t stride_a = rows * plan.k, stride_b = plan.k * plan.n, stride_c = rows * plan.n;
+  if (replicas > 1) {
+    const int64_t a_replica = layout.a_shared ? 0 : a_one;
+    const int64_t b_replica = layout.b_shared ? 0 : b_one;
+    if (plan.shared_rhs && layout.b_shared && !plan.a_transposed) {
+      rows *= replicas;  // every replica's rows against the one rhs: one taller GEMM
+    } else if (batches == 1) {
+      batches = replicas;
+      stride_a = a_replica;
+      stride_b = b_replica;
+      stride_c = out_one;
+    } else if (!layout.a_shared && !layout.b_shared) {
+      batches *= replicas;  // replicas back to back continue the batches' strides
+    } else {
+      call.calls = static_cast<int>(replicas);
+      call.call_stride_a = b_replica;  // cuBLAS's A is the plan's b
+      call.call_stride_b = a_replica;
+      call.call_stride_c = out_one;
+    }
+  }
   if (rows == 0 || plan.n == 0 || batches == 0) {
     call.nothing_to_do = true;
     return call;
@@ -35,9 +60,15 @@ absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan) {
   call.lda = call.m;  // cuBLAS's A: the plan's b, [K, N] row-major
   call.ldb = call.k;  // cuBLAS's B: the plan's a, [rows, K] row-major
   call.ldc = call.m;  // out, [rows, N] row-major
-  call.stride_a = plan.k * plan.n;
-  call.stride_b = rows * plan.k;
-  call.stride_c = rows * plan.n;
+  // A transposed operand holds the transpose's input: b as [N, K] row-major, a as [K, rows]
+  // (one matrix, so rows is M), each read transposed.
+  call.transa = plan.b_transposed;
+  call.transb = plan.a_transposed;
+  if (plan.b_transposed) call.lda = call.k;
+  if (plan.a_transposed) call.ldb = call.n;
+  call.stride_a = stride_b;
+  call.stride_b = stride_a;
+  call.stride_c = stride_c;
   call.batch_count = static_cast<int>(batches);
   return call;
 }

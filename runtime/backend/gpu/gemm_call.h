@@ -13,22 +13,40 @@
 
 namespace tpusim::runtime::gpu {
 
+// How a step's replicas hold a GEMM's operands (kernels.h): `replicas` copies of each, back to
+// back in one buffer, or one copy every replica shares. The output is shared when both operands
+// are, else one copy a replica.
+struct ReplicaLayout {
+  uint32_t replicas = 1;
+  bool a_shared = true, b_shared = true;
+  bool out_shared() const { return replicas == 1 || (a_shared && b_shared); }
+};
+
 struct GemmCall {
-  // cublasGemmStridedBatchedEx (cublasGemmEx when batch_count is 1) with CUBLAS_OP_N on both:
+  // cublasGemmStridedBatchedEx (cublasGemmEx when batch_count is 1), CUBLAS_OP_N on both unless
+  // transa / transb say otherwise:
   // C[i + j*ldc + g*stride_c] = sum over l of A[i + l*lda + g*stride_a] * B[l + j*ldb + g*stride_b]
   // for i < m, j < n, g < batch_count.
   int m = 0, n = 0, k = 0;
   int lda = 0, ldb = 0, ldc = 0;
+  // CUBLAS_OP_T for an operand: A[i + l*lda] above reads A[l + i*lda], B[l + j*ldb] B[j + l*ldb].
+  bool transa = false, transb = false;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   int batch_count = 1;
-  // Elements of the plan's a, b and out over every batch: what the bf16 copies round and what
-  // an empty sum (k == 0) zeroes.
+  // The call is made `calls` times (once a replica, when a shared operand and batched products
+  // leave no single stride between batches), each call's operands `call_stride_*` elements on
+  // from the last's: cuBLAS's A (the plan's b), B (the plan's a) and C.
+  int calls = 1;
+  int64_t call_stride_a = 0, call_stride_b = 0, call_stride_c = 0;
+  // Elements of the plan's a, b and out over every batch and replica held: what the bf16 copies
+  // round and what an empty sum (k == 0) zeroes.
   int64_t a_elements = 0, b_elements = 0, out_elements = 0;
   bool nothing_to_do = false;  // an empty output
   bool zero_fill = false;      // k == 0: out is all zeros (cuBLAS with beta 0 would leave it)
 };
 
-// The call for `plan`; Unimplemented when a size passes cuBLAS's 32-bit int.
-absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan);
+// The call for `plan` over the replicas `layout` describes; Unimplemented when a size passes
+// cuBLAS's 32-bit int.
+absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan, const ReplicaLayout& layout = {});
 
 }  // namespace tpusim::runtime::gpu

@@ -1,7 +1,11 @@
 // The gpu backend's host side: compiles a graph into one NodePlan per node (and uploads its
-// constants), then runs device loops the way the cpu backend does: replicas in lockstep, node
-// by node, each value dropped after its last use, cross_replica_sum in ring order. Everything
-// runs on the legacy default stream, so kernels, GEMMs and copies are ordered without events.
+// constants), then runs device loops the way the cpu backend does: node by node, each value
+// dropped after its last use, cross_replica_sum in ring order. A step's replicas run together:
+// each node is one set of launches (or GEMM calls) for all of them (kernels.h's replica
+// layout), and a value computed from shared values alone (constants, variables no replica has
+// updated, a cross_replica_sum's result and what follows from it) is computed once and shared.
+// Everything runs on the legacy default stream, so kernels, GEMMs and copies are ordered
+// without events.
 #include "runtime/backend/gpu/gpu_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -12,6 +16,7 @@
 #include "runtime/backend/gpu/gemm.h"
 #include "runtime/backend/gpu/kernels.h"
 #include "runtime/backend/gpu/node_plan.h"
+#include "runtime/backend/gpu/node_profile.h"
 #include "runtime/gpu/cuda_probe.h"
 
 namespace tpusim::runtime {
@@ -43,19 +48,39 @@ absl::StatusOr<Buffer> upload(const HostTensor& t, const std::string& what) {
   return buffer;
 }
 
-absl::StatusOr<HostTensor> download(const Buffer& buffer, DType dtype, const Shape& shape,
+absl::StatusOr<HostTensor> download(const void* device, DType dtype, const Shape& shape,
                                     const std::string& what) {
   HostTensor t = HostTensor::zeros(dtype, shape);
   if (shape.elements() == 0) return t;
   void* host =
       dtype == DType::kS32 ? static_cast<void*>(t.i.data()) : static_cast<void*>(t.f.data());
-  if (absl::Status st = gpu::cuda_status(
-          cudaMemcpy(host, buffer->data(), value_bytes(shape), cudaMemcpyDeviceToHost),
-          str_cat("copying ", what, " from the device"));
+  if (absl::Status st =
+          gpu::cuda_status(cudaMemcpy(host, device, value_bytes(shape), cudaMemcpyDeviceToHost),
+                           str_cat("copying ", what, " from the device"));
       !st.ok()) {
     return st;
   }
   return t;
+}
+
+// A node's value on the device: every replica's copy in one buffer, replica r's at byte
+// r x stride, or (stride 0) one copy every replica shares (kernels.h).
+struct Value {
+  Buffer buffer;
+  int64_t stride = 0;
+  bool shared() const { return stride == 0; }
+  const void* at(size_t replica) const {
+    return buffer == nullptr
+               ? nullptr
+               : static_cast<const char*>(buffer->data()) + static_cast<int64_t>(replica) * stride;
+  }
+};
+
+// `copies` x `bytes` of device memory as a value: shared for one copy, else one a replica.
+absl::StatusOr<Value> allocate_value(size_t bytes, size_t copies) {
+  auto buffer = DeviceBuffer::allocate(bytes * copies);
+  if (!buffer.ok()) return buffer.status();
+  return Value{*std::move(buffer), copies > 1 ? static_cast<int64_t>(bytes) : 0};
 }
 
 class GpuExecutable final : public Executable {
@@ -66,12 +91,14 @@ class GpuExecutable final : public Executable {
         replicas_(replicas),
         plans_(std::move(plans)),
         constants_(std::move(constants)),
-        last_use_(last_uses(graph_)) {}
+        last_use_(last_uses(graph_)),
+        profile_(gpu::NodeProfile::from_environment(graph_)) {}
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   const gpu::NodePlan& plan(int id) const { return plans_[static_cast<size_t>(id)]; }
   const Buffer& constant(int id) const { return constants_[static_cast<size_t>(id)]; }
   int last_use(int id) const { return last_use_[static_cast<size_t>(id)]; }
+  gpu::NodeProfile* profile() const { return profile_.get(); }  // null unless asked for
 
  private:
   Graph graph_;
@@ -79,9 +106,10 @@ class GpuExecutable final : public Executable {
   std::vector<gpu::NodePlan> plans_;
   std::vector<Buffer> constants_;  // per node; set for kConstant nodes
   std::vector<int> last_use_;
+  std::unique_ptr<gpu::NodeProfile> profile_;
 };
 
-using DeviceVariables = std::map<std::string, Buffer>;  // one replica's variables
+using DeviceVariables = std::map<std::string, Value>;  // every replica's variables
 
 // "gpu backend: <where>: <what failed>", keeping the failure's code.
 absl::Status failed_at(const std::string& where, const absl::Status& st) {
@@ -111,7 +139,7 @@ class GpuBackend final : public Backend {
                                            std::move(constants));
   }
 
-  // Every replica starts from `variables` (one upload, shared until a replica updates it); at
+  // Every replica starts from `variables` (one upload, shared until the replicas update it); at
   // the end `variables` takes replica 0's updated values. On an error `variables` is unchanged.
   absl::StatusOr<LoopResult> run_loop(Executable& executable, Variables& variables,
                                       const std::vector<LoopStep>& steps,
@@ -119,14 +147,13 @@ class GpuBackend final : public Backend {
     auto& exe = static_cast<GpuExecutable&>(executable);
     if (absl::Status st = check_loop(exe, variables, steps, first_step); !st.ok()) return st;
     const Graph& g = exe.graph();
-    DeviceVariables initial;
+    DeviceVariables vars;
     for (int id : g.variables()) {
       const std::string& name = g.node(id).attrs.name;
       auto buffer = upload(variables.at(name), str_cat("variable '", name, "'"));
       if (!buffer.ok()) return failed_at("loading the variables", buffer.status());
-      initial[name] = *std::move(buffer);
+      vars[name] = Value{*std::move(buffer), 0};
     }
-    std::vector<DeviceVariables> vars(exe.replicas(), initial);
     LoopResult result;
     for (size_t s = 0; s < steps.size(); ++s) {
       auto outputs = step(exe, vars, steps[s].replicas, first_step + s);
@@ -136,7 +163,7 @@ class GpuBackend final : public Backend {
     Variables updated;
     for (const auto& u : g.updates()) {
       const Node& v = g.node(u.variable);
-      auto t = download(vars[0].at(v.attrs.name), v.dtype, v.shape,
+      auto t = download(vars.at(v.attrs.name).at(0), v.dtype, v.shape,
                         str_cat("variable '", v.attrs.name, "'"));
       if (!t.ok()) return failed_at("reading back the variables", t.status());
       updated[v.attrs.name] = *std::move(t);
@@ -146,144 +173,188 @@ class GpuBackend final : public Backend {
         !st.ok()) {
       return failed_at("finishing the loop", st);
     }
+    if (exe.profile() != nullptr) {
+      if (absl::Status st = exe.profile()->write(); !st.ok()) return failed_at("profiling", st);
+    }
     for (auto& [name, value] : updated) variables[name] = std::move(value);
     return result;
   }
 
  private:
-  using Values = std::vector<std::vector<Buffer>>;  // [replica][node]
+  using Values = std::vector<Value>;  // per node
 
-  absl::StatusOr<std::vector<Outputs>> step(const GpuExecutable& exe,
-                                            std::vector<DeviceVariables>& vars,
+  absl::StatusOr<std::vector<Outputs>> step(const GpuExecutable& exe, DeviceVariables& vars,
                                             const std::vector<Feeds>& feeds, uint64_t step_number) {
     const Graph& g = exe.graph();
-    const size_t replicas = vars.size();
-    Values values(replicas, std::vector<Buffer>(static_cast<size_t>(g.size())));
+    const size_t replicas = exe.replicas();
+    gpu::NodeProfile* profile = exe.profile();
+    Values values(static_cast<size_t>(g.size()));
     for (int i = 0; i < g.size(); ++i) {
-      if (absl::Status st = run_node(exe, i, vars, feeds, step_number, values); !st.ok())
+      absl::Status st = profile != nullptr ? profile->before(i) : absl::OkStatus();
+      if (st.ok()) st = run_node(exe, i, vars, feeds, step_number, values);
+      if (st.ok() && profile != nullptr) st = profile->after(i);
+      if (!st.ok())
         return failed_at(str_cat("step ", step_number, ", ", gpu::describe_node(g, i)), st);
       for (int id : g.node(i).inputs) {
-        if (exe.last_use(id) != i) continue;
-        for (size_t r = 0; r < replicas; ++r) values[r][static_cast<size_t>(id)].reset();
+        if (exe.last_use(id) == i) values[static_cast<size_t>(id)] = Value{};
       }
     }
     std::vector<Outputs> outputs(replicas);
     for (size_t r = 0; r < replicas; ++r) {
       for (const auto& o : g.outputs()) {
         const Node& n = g.node(o.node);
-        auto t = download(values[r][static_cast<size_t>(o.node)], n.dtype, n.shape,
+        auto t = download(values[static_cast<size_t>(o.node)].at(r), n.dtype, n.shape,
                           str_cat("output '", o.name, "'"));
         // Kernels run asynchronously: one that faulted during the step is reported here.
         if (!t.ok()) return failed_at(str_cat("step ", step_number), t.status());
         outputs[r][o.name] = *std::move(t);
       }
-      for (const auto& u : g.updates())
-        vars[r][g.node(u.variable).attrs.name] = values[r][static_cast<size_t>(u.value)];
+    }
+    for (const auto& u : g.updates())
+      vars[g.node(u.variable).attrs.name] = values[static_cast<size_t>(u.value)];
+    if (profile != nullptr) {
+      // The outputs' read-back waited for the step; a step without outputs waits here.
+      absl::Status st = gpu::cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+      if (st.ok()) st = profile->add_step();
+      if (!st.ok()) return failed_at(str_cat("step ", step_number, ", profiling"), st);
     }
     return outputs;
   }
 
   // Computes node `id` for every replica into `values`.
-  absl::Status run_node(const GpuExecutable& exe, int id, std::vector<DeviceVariables>& vars,
+  absl::Status run_node(const GpuExecutable& exe, int id, DeviceVariables& vars,
                         const std::vector<Feeds>& feeds, uint64_t step_number, Values& values) {
     const Node& n = exe.graph().node(id);
     const gpu::NodePlan& plan = exe.plan(id);
-    const auto at = static_cast<size_t>(id);
-    const size_t replicas = values.size();
-    auto input = [&](size_t r, size_t i) -> const Buffer& {
-      return values[r][static_cast<size_t>(n.inputs[i])];
-    };
-    if (plan.work == gpu::NodeWork::kCrossReplicaSum && replicas > 1)
-      return ring_sum(n, id, values);
-    for (size_t r = 0; r < replicas; ++r) {
-      switch (plan.work) {
-        case gpu::NodeWork::kSource: {
-          if (n.op == Op::kConstant) {
-            values[r][at] = exe.constant(id);
-          } else if (n.op == Op::kVariable) {
-            values[r][at] = vars[r].at(n.attrs.name);
-          } else {
-            HostTensor rounded;
-            auto buffer = upload(infeed_value(n, feeds[r].at(n.attrs.name), rounded),
-                                 str_cat("infeed '", n.attrs.name, "'"));
-            if (!buffer.ok()) return buffer.status();
-            values[r][at] = *std::move(buffer);
-          }
-          break;
+    Value& out = values[static_cast<size_t>(id)];
+    const size_t replicas = exe.replicas();
+    switch (plan.work) {
+      case gpu::NodeWork::kSource:
+        if (n.op == Op::kConstant) {
+          out = Value{exe.constant(id), 0};
+        } else if (n.op == Op::kVariable) {
+          out = vars.at(n.attrs.name);
+        } else {
+          return upload_infeed(n, feeds, replicas, &out);
         }
-        case gpu::NodeWork::kAlias:
-        case gpu::NodeWork::kCrossReplicaSum:  // one replica: the sum is its own value
-          values[r][at] = input(r, 0);
-          break;
-        case gpu::NodeWork::kMatMul: {
-          auto out = DeviceBuffer::allocate(value_bytes(n.shape));
-          if (!out.ok()) return out.status();
-          if (absl::Status st =
-                  cublas_->matmul(plan.matmul, static_cast<const float*>(input(r, 0)->data()),
-                                  static_cast<const float*>(input(r, 1)->data()),
-                                  static_cast<float*>((*out)->data()));
-              !st.ok()) {
-            return st;
-          }
-          values[r][at] = *std::move(out);
-          break;
+        return absl::OkStatus();
+      case gpu::NodeWork::kAlias:
+        out = values[static_cast<size_t>(n.inputs[0])];
+        return absl::OkStatus();
+      case gpu::NodeWork::kCrossReplicaSum:
+        if (replicas == 1) {  // one replica: the sum is its own value
+          out = values[static_cast<size_t>(n.inputs[0])];
+          return absl::OkStatus();
         }
-        case gpu::NodeWork::kElements: {
-          auto out = DeviceBuffer::allocate(value_bytes(n.shape));
-          if (!out.ok()) return out.status();
-          if (plan.zero_output) {
-            if (absl::Status st = gpu::cuda_status(
-                    cudaMemsetAsync((*out)->data(), 0, (*out)->bytes()), "cudaMemsetAsync");
-                !st.ok()) {
-              return st;
-            }
-          }
-          for (const gpu::ElementLaunch& l : plan.launches) {
-            gpu::ElementPlan p = l.plan;
-            p.step = step_number;
-            const void* operand[3] = {nullptr, nullptr, nullptr};
-            for (size_t k = 0; k < l.operands.size() && k < 3; ++k)
-              operand[k] = input(r, static_cast<size_t>(l.operands[k]))->data();
-            if (absl::Status st = gpu::cuda_status(
-                    gpu::launch_elements(p, operand[0], operand[1], operand[2], (*out)->data()),
-                    "launching its kernel");
-                !st.ok()) {
-              return st;
-            }
-          }
-          values[r][at] = *std::move(out);
-          break;
-        }
-      }
+        return ring_sum(n, values[static_cast<size_t>(n.inputs[0])], replicas, &out);
+      case gpu::NodeWork::kMatMul:
+        return matmul(n, plan, values, replicas, &out);
+      case gpu::NodeWork::kElements:
+        return run_elements(n, plan, values, replicas, step_number, &out);
     }
     return absl::OkStatus();
   }
 
-  // cross_replica_sum over several replicas: one buffer, the same for every replica.
-  static absl::Status ring_sum(const Node& n, int id, Values& values) {
-    const size_t replicas = values.size();
-    std::vector<const void*> parts;
-    for (size_t r = 0; r < replicas; ++r)
-      parts.push_back(values[r][static_cast<size_t>(n.inputs[0])]->data());
-    auto table = DeviceBuffer::allocate(parts.size() * sizeof(void*));
-    if (!table.ok()) return table.status();
-    if (absl::Status st = gpu::cuda_status(
-            cudaMemcpy((*table)->data(), parts.data(), (*table)->bytes(), cudaMemcpyHostToDevice),
-            "copying the replicas' addresses");
+  // Every replica's batch of infeed `n` in one buffer, one copy each.
+  static absl::Status upload_infeed(const Node& n, const std::vector<Feeds>& feeds, size_t replicas,
+                                    Value* out) {
+    auto value = allocate_value(value_bytes(n.shape), replicas);
+    if (!value.ok()) return value.status();
+    for (size_t r = 0; r < replicas; ++r) {
+      HostTensor rounded;
+      const HostTensor& t = infeed_value(n, feeds[r].at(n.attrs.name), rounded);
+      const size_t held = t.dtype == DType::kS32 ? t.i.size() : t.f.size();
+      if (held != static_cast<size_t>(n.shape.elements())) {
+        return absl::InvalidArgumentError(str_cat("infeed '", n.attrs.name, "' is ",
+                                                  dtype_name(t.dtype), t.shape.str(), " but holds ",
+                                                  held, " values"));
+      }
+      if (held == 0) continue;
+      const void* host = t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
+                                                : static_cast<const void*>(t.f.data());
+      if (absl::Status st =
+              gpu::cuda_status(cudaMemcpy(const_cast<void*>(value->at(r)), host,
+                                          value_bytes(n.shape), cudaMemcpyHostToDevice),
+                               str_cat("copying infeed '", n.attrs.name, "' to the device"));
+          !st.ok()) {
+        return st;
+      }
+    }
+    *out = *std::move(value);
+    return absl::OkStatus();
+  }
+
+  absl::Status matmul(const Node& n, const gpu::NodePlan& plan, const Values& values,
+                      size_t replicas, Value* out) {
+    const Value& a = values[static_cast<size_t>(n.inputs[0])];
+    const Value& b = values[static_cast<size_t>(n.inputs[1])];
+    const gpu::ReplicaLayout layout{static_cast<uint32_t>(replicas), a.shared(), b.shared()};
+    auto value = allocate_value(value_bytes(n.shape), layout.out_shared() ? 1 : replicas);
+    if (!value.ok()) return value.status();
+    if (absl::Status st = cublas_->matmul(plan.matmul, layout, *a.buffer, *b.buffer,
+                                          static_cast<float*>(value->buffer->data()));
         !st.ok()) {
       return st;
     }
-    auto out = DeviceBuffer::allocate(value_bytes(n.shape));
-    if (!out.ok()) return out.status();
-    if (absl::Status st = gpu::cuda_status(
-            gpu::launch_ring_sum(static_cast<const void* const*>((*table)->data()), replicas,
-                                 static_cast<uint64_t>(n.shape.elements()), n.dtype == DType::kS32,
-                                 (*out)->data()),
-            "launching the ring sum");
+    *out = *std::move(value);
+    return absl::OkStatus();
+  }
+
+  // The node's element launches, once for a shared result, else once for every replica.
+  static absl::Status run_elements(const Node& n, const gpu::NodePlan& plan, const Values& values,
+                                   size_t replicas, uint64_t step_number, Value* out) {
+    bool shared = true;
+    for (int in : n.inputs) shared = shared && values[static_cast<size_t>(in)].shared();
+    const size_t copies = shared ? 1 : replicas;
+    auto value = allocate_value(value_bytes(n.shape), copies);
+    if (!value.ok()) return value.status();
+    if (plan.zero_output) {
+      if (absl::Status st = gpu::cuda_status(
+              cudaMemsetAsync(value->buffer->data(), 0, value->buffer->bytes()), "cudaMemsetAsync");
+          !st.ok()) {
+        return st;
+      }
+    }
+    auto scratch = allocate_value(static_cast<size_t>(plan.scratch_bytes), copies);
+    if (!scratch.ok()) return scratch.status();
+    for (const gpu::ElementLaunch& l : plan.launches) {
+      gpu::ElementPlan p = l.plan;
+      p.step = step_number;
+      gpu::ReplicaOperands in;
+      for (size_t k = 0; k < l.operands.size() && k < 3; ++k) {
+        const Value& v =
+            l.operands[k] == gpu::kScratchOperand
+                ? *scratch
+                : values[static_cast<size_t>(n.inputs[static_cast<size_t>(l.operands[k])])];
+        in.data[k] = v.at(0);
+        in.stride[k] = v.stride;
+      }
+      const Value& to = l.writes_scratch ? *scratch : *value;
+      if (absl::Status st =
+              gpu::cuda_status(gpu::launch_elements(p, in, const_cast<void*>(to.at(0)), to.stride,
+                                                    static_cast<uint32_t>(copies)),
+                               "launching its kernel");
+          !st.ok()) {
+        return st;
+      }
+    }
+    *out = *std::move(value);
+    return absl::OkStatus();
+  }
+
+  // cross_replica_sum over several replicas: one copy, which every replica shares.
+  static absl::Status ring_sum(const Node& n, const Value& in, size_t replicas, Value* out) {
+    auto value = allocate_value(value_bytes(n.shape), 1);
+    if (!value.ok()) return value.status();
+    if (absl::Status st =
+            gpu::cuda_status(gpu::launch_ring_sum(in.at(0), in.stride, replicas,
+                                                  static_cast<uint64_t>(n.shape.elements()),
+                                                  n.dtype == DType::kS32, value->buffer->data()),
+                             "launching the ring sum");
         !st.ok()) {
       return st;
     }
-    for (size_t r = 0; r < replicas; ++r) values[r][static_cast<size_t>(id)] = *out;
+    *out = *std::move(value);
     return absl::OkStatus();
   }
 

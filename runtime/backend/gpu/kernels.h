@@ -2,6 +2,10 @@
 // The gpu backend's CUDA kernels (kernels.cu), launched on the legacy default stream. Each
 // returns the launch's error (cudaSuccess when it was queued); faults while a kernel runs show
 // up at the next synchronising call.
+//
+// A step's replicas run in one launch: a value holds every replica's copy in one buffer, replica
+// r's at byte r x stride, or one copy that every replica shares (stride 0: a constant, the
+// variables before a replica updates them, whatever is computed from shared values alone).
 
 #include <cstdint>
 
@@ -11,14 +15,28 @@
 
 namespace tpusim::runtime::gpu {
 
-// One thread per element of `plan` (plan.count of them, grid-stride): eval_element with inputs
-// a, b, c (device pointers, null where the kind reads none) into `out`.
+// Where a launch's inputs are: up to three device pointers (null where the kind reads none),
+// each with the bytes between one replica's copy and the next (0: shared).
+struct ReplicaOperands {
+  const void* data[3] = {nullptr, nullptr, nullptr};
+  int64_t stride[3] = {0, 0, 0};
+};
+
+// For every replica r < replicas, one thread per element of `plan` (plan.count of them,
+// grid-stride): eval_element with the inputs' replica-r copies into out + r x out_stride.
+cudaError_t launch_elements(const ElementPlan& plan, const ReplicaOperands& in, void* out,
+                            int64_t out_stride, uint32_t replicas);
+
+// out[i] = the bf16 encoding of in[i] (round to nearest even, element_math.h) for i < n.
+cudaError_t launch_to_bf16(const float* in, uint16_t* out, int64_t n);
+
+// One replica's launch: launch_elements with everything shared.
 cudaError_t launch_elements(const ElementPlan& plan, const void* a, const void* b, const void* c,
                             void* out);
 
-// out[i] = element::ring_sum_element(parts, k, n, i) for i < n: `parts` is a device array of k
-// device pointers, each to n floats (or int32s when `is_int`).
-cudaError_t launch_ring_sum(const void* const* parts, uint64_t k, uint64_t n, bool is_int,
+// out[i] = element::ring_sum_of(parts, k, n, i) for i < n, where replica r's n floats (int32s
+// when `is_int`) start at byte r x stride of `values`.
+cudaError_t launch_ring_sum(const void* values, int64_t stride, uint64_t k, uint64_t n, bool is_int,
                             void* out);
 
 }  // namespace tpusim::runtime::gpu

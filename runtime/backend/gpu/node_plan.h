@@ -17,10 +17,14 @@ namespace tpusim::runtime::gpu {
 
 enum class NodeWork { kSource, kAlias, kElements, kMatMul, kCrossReplicaSum };
 
+// An operand that is the node's scratch (NodePlan::scratch_bytes) rather than one of its inputs.
+constexpr int kScratchOperand = -1;
+
 // One element launch: its plan and which of the node's inputs it reads, in order.
 struct ElementLaunch {
   ElementPlan plan;
-  std::vector<int> operands;  // indices into Node::inputs (up to 3)
+  std::vector<int> operands;    // indices into Node::inputs (up to 3), or kScratchOperand
+  bool writes_scratch = false;  // its output is the node's scratch, not the node's value
 };
 
 // [batches x M, K] x [K, N] when the rhs is shared (rank 2), else `batches` GEMMs
@@ -30,15 +34,26 @@ struct MatMulPlan {
   bool shared_rhs = false;
   bool bf16_inputs = false;   // precision "mxu": inputs rounded to bf16, products summed in f32
   bool round_output = false;  // a DType::kBF16 result
+  // An operand that is a folded transpose (transpose_folds_into_matmuls): its value holds the
+  // transpose's input, [K, M] for a, [N, K] for b, which cuBLAS reads transposed.
+  bool a_transposed = false, b_transposed = false;
 };
 
 struct NodePlan {
   NodeWork work = NodeWork::kSource;
-  bool zero_output = false;  // clear the output before the launches (pad)
+  bool zero_output = false;   // clear the output before the launches (pad)
+  int64_t scratch_bytes = 0;  // a buffer the launches pass between them (a reduction's blocks)
   std::vector<ElementLaunch> launches;
   MatMulPlan matmul;
   bool int_out = false;  // the node's value holds s32
 };
+
+// Whether node `id` is a transpose of a matrix ([A, B] -> [B, A]) read only as an operand of
+// matrix-by-matrix matmuls (not an output or a variable's update; as a lhs, only of products of
+// at least 4096 outputs: node_plan.cc says why): then it moves no data. It is an alias of its
+// input, and each matmul passes cuBLAS the transpose flag for it, as XLA folds a transpose into
+// the dot that reads it.
+bool transpose_folds_into_matmuls(const Graph& graph, int id);
 
 // The plan of node `id` of `graph`; `mxu` is CompileOptions::precision == "mxu". Fails (naming
 // the node) on a shape the element kernels cannot index (rank above element::kMaxRank).
