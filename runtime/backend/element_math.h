@@ -109,14 +109,17 @@ TPUSIM_HOST_DEVICE inline double reduce_step(bool is_max, double acc, double v) 
 }
 
 // The one order every backend but tpusim sums a reduction in (issue 36: a fixed, parallel
-// order, the same blocking on cpu and gpu). An output's terms, in row-major order of the
-// reduced coordinates, are cut into blocks of kReduceBlock; each block is summed in double from
-// zero, term after term, and the blocks' sums are added in double in block order. The blocks
-// are independent, so a GPU sums them on separate threads and a cpu on separate cores; a
-// reduction of at most kReduceBlock terms is the plain serial sum. reduce_max has no order to
-// keep (max is exact) and takes the same blocks.
+// order, the same blocking on cpu and gpu): a tree of fan-out kReduceBlock. An output's terms, in
+// row-major order of the reduced coordinates, are cut into groups of kReduceBlock, and each
+// group is summed in double from zero, entry after entry; the groups' sums, in group order, are
+// the next level's entries, cut and summed the same way, until one group is left, whose sum is
+// the result. The groups of a level are independent, so a GPU sums them on separate threads and
+// a cpu on separate cores; a reduction of at most kReduceBlock terms is the plain serial sum, one
+// of at most kReduceBlock^2 the serial sum of its blocks' sums. reduce_max has no order to keep
+// (max is exact) and takes the same tree.
 constexpr int64_t kReduceBlock = 256;
 
+// The groups a level of `entries` entries is cut into (1 when it is the last level).
 TPUSIM_HOST_DEVICE inline int64_t reduce_blocks(int64_t terms) {
   return terms <= kReduceBlock ? 1 : (terms + kReduceBlock - 1) / kReduceBlock;
 }

@@ -109,12 +109,13 @@ Outputs emulate(const Graph& g, const Feeds& feeds, const Variables& vars, bool 
           ElementPlan p = l.plan;
           p.step = step;
           const void* operand[3] = {nullptr, nullptr, nullptr};
+          auto* scratch_bytes = reinterpret_cast<char*>(scratch.data());
           for (size_t k = 0; k < l.operands.size(); ++k) {
             operand[k] = l.operands[k] == kScratchOperand
-                             ? static_cast<const void*>(scratch.data())
+                             ? static_cast<const void*>(scratch_bytes + l.scratch_in)
                              : data_of(input(static_cast<size_t>(l.operands[k])));
           }
-          void* dst = l.writes_scratch ? static_cast<void*>(scratch.data())
+          void* dst = l.writes_scratch ? static_cast<void*>(scratch_bytes + l.scratch_out)
                       : p.int_out      ? static_cast<void*>(out.i.data())
                                        : static_cast<void*>(out.f.data());
           for (int64_t e = 0; e < p.count; ++e)
@@ -259,7 +260,9 @@ TEST(GpuPlan, LongReductionsSumInTheCpusBlocks) {
       {{600, 5}, {0}, Op::kReduceSum},       {{3, 1000}, {1}, Op::kReduceSum},
       {{4, 300, 3}, {0, 1}, Op::kReduceSum}, {{7, 300, 2}, {1}, Op::kReduceSum},
       {{2, 3, 300}, {0, 2}, Op::kReduceSum}, {{2, 3, 300}, {0, 2}, Op::kReduceMax},
-      {{520, 4}, {0}, Op::kReduceMax}};
+      {{520, 4}, {0}, Op::kReduceMax},       {{70000, 2}, {0}, Op::kReduceSum},
+      {{2, 70000}, {1}, Op::kReduceSum},     {{2, 70000, 1}, {1}, Op::kReduceSum},
+      {{300, 300}, {0, 1}, Op::kReduceSum}};
   auto cpu = make_backend("cpu");
   ASSERT_TRUE(cpu.ok());
   for (const Case& c : cases) {
@@ -276,36 +279,51 @@ TEST(GpuPlan, LongReductionsSumInTheCpusBlocks) {
     ASSERT_TRUE(want.ok()) << want.status();
     auto plan = plan_node(b.graph(), b.graph().size() - 1, false);
     ASSERT_TRUE(plan.ok());
-    EXPECT_EQ(plan->launches.size(), 2u) << Shape(c.shape).str();  // blocks, then their sums
+    // The blocks, a level above them past 256 blocks, then the last level's sums.
+    const int64_t terms =
+        Shape(c.shape).elements() / plan->launches[0].plan.count * plan->launches[0].plan.blocks;
+    EXPECT_EQ(plan->launches.size(), terms > 65536 ? 3u : 2u) << Shape(c.shape).str();
     EXPECT_TRUE(same_bits(emulate(b.graph(), feeds, {}, false, 0).at("y"), (*want)[0].at("y")))
         << Shape(c.shape).str();
   }
 }
 
-// The order itself: 2^60, zeros, then a block of 256 ones, then -2^60. Term by term in double
-// the ones vanish against 2^60 (its ulp is 256) and the sum is 0; in blocks of 256 the ones sum
-// to 256 first, which 2^60 + 256 keeps, and the sum is 256. Columns, rows and a middle axis.
+// The order itself, where a sum term by term and one by the tree differ. Two levels: 2^60,
+// zeros, then a block of 256 ones, then -2^60. Term by term in double the ones vanish against
+// 2^60 (its ulp is 256) and the sum is 0; in blocks of 256 the ones sum to 256 first, which
+// 2^60 + 256 keeps, and the sum is 256. Three levels: 2^60, then 256 blocks holding a 1 each
+// (the second group of the level above the blocks), then -2^60: added block after block the
+// ones vanish again (0); the tree sums them to 256 in their group first (256). Columns, rows
+// and a middle axis.
 TEST(GpuPlan, ReductionBlocksArePinned) {
-  std::vector<float> terms(768, 0.0f);
-  terms[0] = std::ldexp(1.0f, 60);
-  for (size_t k = 256; k < 512; ++k) terms[k] = 1.0f;
-  terms[512] = -std::ldexp(1.0f, 60);
+  const float big = std::ldexp(1.0f, 60);
+  std::vector<float> two_levels(768, 0.0f), three_levels(513 * 256, 0.0f);
+  two_levels[0] = big;
+  for (size_t k = 256; k < 512; ++k) two_levels[k] = 1.0f;
+  two_levels[512] = -big;
+  three_levels[0] = big;
+  for (size_t block = 256; block < 512; ++block) three_levels[block * 256] = 1.0f;
+  three_levels[512 * 256] = -big;
   auto cpu = make_backend("cpu");
   ASSERT_TRUE(cpu.ok());
-  for (const auto& [shape, axis] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
-           {{768, 1}, 0}, {{1, 768}, 1}, {{1, 768, 1}, 1}}) {
-    GraphBuilder b;
-    b.output("y", b.reduce(Op::kReduceSum, b.infeed("x", DType::kF32, Shape(shape)), {axis}));
-    Feeds feeds;
-    feeds["x"] = HostTensor::zeros(DType::kF32, Shape(shape));
-    feeds["x"].f = terms;
-    auto exe = (*cpu)->compile(b.graph(), {});
-    ASSERT_TRUE(exe.ok());
-    Variables vars;
-    auto want = (*cpu)->run(**exe, vars, {feeds}, 0);
-    ASSERT_TRUE(want.ok()) << want.status();
-    EXPECT_EQ((*want)[0].at("y").f.at(0), 256.0f) << Shape(shape).str();
-    EXPECT_EQ(emulate(b.graph(), feeds, {}, false, 0).at("y").f.at(0), 256.0f);
+  for (const std::vector<float>& terms : {two_levels, three_levels}) {
+    const auto n = static_cast<int64_t>(terms.size());
+    for (const auto& [shape, axis] : std::vector<std::pair<std::vector<int64_t>, int64_t>>{
+             {{n, 1}, 0}, {{1, n}, 1}, {{1, n, 1}, 1}}) {
+      GraphBuilder b;
+      b.output("y", b.reduce(Op::kReduceSum, b.infeed("x", DType::kF32, Shape(shape)), {axis}));
+      Feeds feeds;
+      feeds["x"] = HostTensor::zeros(DType::kF32, Shape(shape));
+      feeds["x"].f = terms;
+      auto exe = (*cpu)->compile(b.graph(), {});
+      ASSERT_TRUE(exe.ok());
+      Variables vars;
+      auto want = (*cpu)->run(**exe, vars, {feeds}, 0);
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_EQ((*want)[0].at("y").f.at(0), 256.0f) << Shape(shape).str();
+      EXPECT_EQ(emulate(b.graph(), feeds, {}, false, 0).at("y").f.at(0), 256.0f)
+          << Shape(shape).str();
+    }
   }
 }
 

@@ -82,12 +82,38 @@ bool reduces_axes_at_one_end(const std::vector<int64_t>& axes, int rank, bool tr
 
 // Reductions in element_math.h's order: each output's terms (row-major order of the reduced
 // coordinates) in blocks of kReduceBlock, each block summed in double from the start, the
-// blocks' sums then added in block order: the gpu kernels' order, bit for bit. `sums` holds the
-// start (0, or -infinity for max) on entry.
+// blocks' sums then added by the levels of its tree: the gpu kernels' order, bit for bit.
+// `sums` holds the start (0, or -infinity for max) on entry.
 using element::kReduceBlock;
 using element::reduce_blocks;
 using element::reduce_start;
 using element::reduce_step;
+
+// Adds up the first level's block sums by the levels above (element_math.h's tree):
+// parts[j * outputs + o] holds output o's sum of block j of `blocks`; sums[o], the start on
+// entry, ends as output o's result.
+template <typename Max>
+void fold_block_sums(std::vector<double> parts, int64_t blocks, int64_t outputs, Max max,
+                     double* sums) {
+  while (blocks > kReduceBlock) {
+    const int64_t groups = reduce_blocks(blocks);
+    std::vector<double> next(static_cast<size_t>(groups * outputs));
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t o = 0; o < outputs; ++o) {
+        double acc = reduce_start(max);
+        for (int64_t i = g * kReduceBlock; i < std::min(blocks, (g + 1) * kReduceBlock); ++i)
+          acc = reduce_step(max, acc, parts[static_cast<size_t>(i * outputs + o)]);
+        next[static_cast<size_t>(g * outputs + o)] = acc;
+      }
+    }
+    parts.swap(next);
+    blocks = groups;
+  }
+  for (int64_t j = 0; j < blocks; ++j) {
+    for (int64_t o = 0; o < outputs; ++o)
+      sums[o] = reduce_step(max, sums[o], parts[static_cast<size_t>(j * outputs + o)]);
+  }
+}
 
 // Leading axes reduced: output c sums column c of an [len, outputs] matrix. Every (block,
 // column group) is its own task, so a few long columns (a bias gradient) still fill the cores.
@@ -108,10 +134,7 @@ void reduce_columns(const float* x, int64_t len, int64_t outputs, Max max, doubl
       for (int64_t c = c0; c < c1; ++c) part[c] = reduce_step(max, part[c], terms[c]);
     }
   }
-  for (int64_t j = 0; j < blocks; ++j) {
-    for (int64_t c = 0; c < outputs; ++c)
-      sums[c] = reduce_step(max, sums[c], partial[static_cast<size_t>(j * outputs + c)]);
-  }
+  fold_block_sums(std::move(partial), blocks, outputs, max, sums);
 }
 
 // Trailing axes reduced: output r sums row r of an [outputs, len] matrix, eight rows at a time
@@ -122,15 +145,17 @@ void reduce_rows(const float* x, int64_t len, int64_t outputs, Max max, double* 
 #pragma omp parallel for schedule(static) if (len * outputs > 65536)
   for (int64_t r0 = 0; r0 < outputs; r0 += kRows) {
     const int64_t count = std::min(kRows, outputs - r0);
-    for (int64_t k0 = 0; k0 < len; k0 += kReduceBlock) {
-      double part[kRows];
+    const int64_t blocks = reduce_blocks(len);
+    std::vector<double> parts(static_cast<size_t>(blocks * count));
+    for (int64_t j = 0; j < blocks; ++j) {
+      double* part = parts.data() + j * count;
       std::fill(part, part + count, reduce_start(max));
-      for (int64_t k = k0; k < std::min(len, k0 + kReduceBlock); ++k) {
+      for (int64_t k = j * kReduceBlock; k < std::min(len, (j + 1) * kReduceBlock); ++k) {
         for (int64_t r = 0; r < count; ++r)
           part[r] = reduce_step(max, part[r], x[(r0 + r) * len + k]);
       }
-      for (int64_t r = 0; r < count; ++r) sums[r0 + r] = reduce_step(max, sums[r0 + r], part[r]);
     }
+    fold_block_sums(std::move(parts), blocks, count, max, sums + r0);
   }
 }
 
@@ -155,12 +180,15 @@ void reduce_strided(const Node& n, const HostTensor& a, Max max, double* sums) {
 #pragma omp parallel for schedule(static) if (a.shape.elements() > 65536)
   for (int64_t o = 0; o < outputs; ++o) {
     const int64_t base = element::strided_offset(kept, o);
-    for (int64_t k0 = 0; k0 < terms; k0 += kReduceBlock) {
+    const int64_t blocks = reduce_blocks(terms);
+    std::vector<double> parts(static_cast<size_t>(blocks));
+    for (int64_t j = 0; j < blocks; ++j) {
       double part = reduce_start(max);
-      for (int64_t k = k0; k < std::min(terms, k0 + kReduceBlock); ++k)
+      for (int64_t k = j * kReduceBlock; k < std::min(terms, (j + 1) * kReduceBlock); ++k)
         part = reduce_step(max, part, x[base + element::strided_offset(reduced, k)]);
-      sums[o] = reduce_step(max, sums[o], part);
+      parts[static_cast<size_t>(j)] = part;
     }
+    fold_block_sums(std::move(parts), blocks, 1, max, sums + o);
   }
 }
 

@@ -15,26 +15,30 @@
 namespace tpusim::runtime::gpu {
 
 enum class ElementKind : int {
-  kBinary,          // out[e] = op(a[map_a(e)], b[map_b(e)]): numpy broadcasting
-  kUnary,           // out[e] = op(a[e])
-  kSelect,          // out[e] = cond[e] != 0 ? a[e] : b[e] (inputs cond, a, b)
-  kCast,            // out[e] = a[e] converted (int_a: from s32; int_out: to s32)
-  kReduce,          // out[e] = sum or max (op) of a[map_a(e) + map_b(k)], k = 0 .. inner-1, in
-                    // element::kReduceBlock blocks (element_math.h's order), on one thread
-  kReducePartial,   // out (double) [e] = block j's sum of output o, e = j * outputs + o: the
-                    // blocks of a long reduction on threads of their own (count = outputs x blocks)
-  kReduceFinish,    // out[e] = the sum or max of a (double) [j * count + e], j = 0 .. blocks-1
-  kArgMax,          // out[e] = first k maximising a[(o * len + k) * inner + i], e = o * inner + i
-  kGather,          // out[e] = a[map_a(e)]: broadcast, slice, a transpose that keeps the last axis
-  kTranspose,       // out[e] = a[map_a(e)], the output [batches, cols, rows] of an input [batches,
-                    // rows, cols] (len = rows, inner = cols): on the GPU a tiled kernel, whose
-                    // reads and writes both run along memory
-  kScatter,         // out[map_a(e)] = a[e], e over the input: concat (one per part), pad
-  kExtractPatches,  // im2col over NHWC, zero outside the image
-  kPatchesToImage,  // each image element sums the patch elements that read it
-  kOneHot,          // out[e] = a[e / inner] == e % inner (inner is the depth)
-  kIndexGather,     // out[e] = a[clamp(b[e / inner], len) * inner + e % inner]: gather (a the
-                    // [len, inner] table, b the s32 indices)
+  kBinary,           // out[e] = op(a[map_a(e)], b[map_b(e)]): numpy broadcasting
+  kUnary,            // out[e] = op(a[e])
+  kSelect,           // out[e] = cond[e] != 0 ? a[e] : b[e] (inputs cond, a, b)
+  kCast,             // out[e] = a[e] converted (int_a: from s32; int_out: to s32)
+  kReduce,           // out[e] = sum or max (op) of a[map_a(e) + map_b(k)], k = 0 .. inner-1, on one
+                     // thread: a reduction of at most element::kReduceBlock terms
+  kReducePartial,    // out (double) [e] = block j's sum of output o, e = j * outputs + o: the
+                     // first level of a longer reduction's tree (element_math.h), each block on a
+                     // thread of its own (count = outputs x blocks)
+  kReduceCombine,    // out (double) [e] = the sum of group g of the level a (double) holds, e =
+                     // g * len + o: a (double) [i * len + o], i in group g of `blocks` entries
+  kReduceFinish,     // out[e] = the sum or max of a (double) [j * count + e], j = 0 .. blocks-1:
+                     // the tree's last level (at most kReduceBlock entries)
+  kArgMax,           // out[e] = first k maximising a[(o * len + k) * inner + i], e = o * inner + i
+  kGather,           // out[e] = a[map_a(e)]: broadcast, slice, a transpose that keeps the last axis
+  kTranspose,        // out[e] = a[map_a(e)], the output [batches, cols, rows] of an input [batches,
+                     // rows, cols] (len = rows, inner = cols): on the GPU a tiled kernel, whose
+                     // reads and writes both run along memory
+  kScatter,          // out[map_a(e)] = a[e], e over the input: concat (one per part), pad
+  kExtractPatches,   // im2col over NHWC, zero outside the image
+  kPatchesToImage,   // each image element sums the patch elements that read it
+  kOneHot,           // out[e] = a[e / inner] == e % inner (inner is the depth)
+  kIndexGather,      // out[e] = a[clamp(b[e / inner], len) * inner + e % inner]: gather (a the
+                     // [len, inner] table, b the s32 indices)
   kIndexScatterAdd,  // thread e < inner owns column e of the [len, inner] output (zeroed first):
                      // adds a[k * inner + e] to row clamp(b[k], len), k = 0 .. indices-1 in order
   kRngUniform,       // out[e] = counter_uniform(seed, step, e)
@@ -56,10 +60,11 @@ struct ElementPlan {
   element::StridedMap map_a, map_b;
   int64_t inner = 0;  // kReduce: reduced elements per output; kArgMax: inner stride; kOneHot: depth
   int64_t len = 0;    // kArgMax: the axis's length; kIndex*: the table's rows
-  int64_t indices = 0;        // kIndexScatterAdd: the index count
-  int64_t blocks = 1;         // kReducePartial, kReduceFinish: element::reduce_blocks(terms)
-  bool int_a = false;         // input 0 holds s32 (kSelect: the condition)
-  bool int_out = false;       // the output (and kSelect's branches) hold s32
+  int64_t indices = 0;   // kIndexScatterAdd: the index count
+  int64_t blocks = 1;    // kReducePartial: the first level's blocks; kReduceCombine, kReduceFinish:
+                         // the entries of the level they read
+  bool int_a = false;    // input 0 holds s32 (kSelect: the condition)
+  bool int_out = false;  // the output (and kSelect's branches) hold s32
   bool round_output = false;  // a DType::kBF16 output: round each result to bf16
   PatchGeometry patches;
   uint64_t seed = 0, step = 0;  // kRngUniform; `step` is set per step by the executor
@@ -102,14 +107,23 @@ TPUSIM_HOST_DEVICE inline double reduce_block(const ElementPlan& p, const float*
   return acc;
 }
 
-// The blocks' sums in block order (element_math.h's reduction order), one thread for them all.
+// A reduction of at most kReduceBlock terms: its one block.
 TPUSIM_HOST_DEVICE inline float reduce_element(const ElementPlan& p, const float* a, int64_t e) {
+  return static_cast<float>(reduce_block(p, a, e, 0));
+}
+
+// Group g of a tree level of p.blocks entries for each of p.len outputs (entry i of output o at
+// i * p.len + o), summed in order from the start.
+TPUSIM_HOST_DEVICE inline double reduce_group(const ElementPlan& p, const double* level, int64_t o,
+                                              int64_t g) {
   const bool is_max = p.op == Op::kReduceMax;
+  const int64_t first = g * element::kReduceBlock;
+  const int64_t last =
+      first + element::kReduceBlock < p.blocks ? first + element::kReduceBlock : p.blocks;
   double acc = element::reduce_start(is_max);
-  const int64_t blocks = element::reduce_blocks(p.inner);
-  for (int64_t j = 0; j < blocks; ++j)
-    acc = element::reduce_step(is_max, acc, reduce_block(p, a, e, j));
-  return static_cast<float>(acc);
+  for (int64_t i = first; i < last; ++i)
+    acc = element::reduce_step(is_max, acc, level[i * p.len + o]);
+  return acc;
 }
 
 TPUSIM_HOST_DEVICE inline float reduce_finish(const ElementPlan& p, const double* partials,
@@ -250,6 +264,9 @@ TPUSIM_HOST_DEVICE inline void eval_kind(const ElementPlan& p, const void* a, co
   } else if constexpr (K == ElementKind::kReducePartial) {
     const int64_t outputs = p.count / p.blocks;
     static_cast<double*>(out)[e] = detail::reduce_block(p, a_f, e % outputs, e / outputs);
+  } else if constexpr (K == ElementKind::kReduceCombine) {
+    static_cast<double*>(out)[e] =
+        detail::reduce_group(p, static_cast<const double*>(a), e % p.len, e / p.len);
   } else if constexpr (K == ElementKind::kReduceFinish) {
     out_f[e] = detail::finish(p, detail::reduce_finish(p, static_cast<const double*>(a), e));
   } else if constexpr (K == ElementKind::kArgMax) {
@@ -284,10 +301,11 @@ TPUSIM_HOST_DEVICE inline void eval_kind(const ElementPlan& p, const void* a, co
 
 // Every kind but kTranspose, whose GPU kernel is its own (kernels.cu): X(kind) for each, how
 // eval_element and the kernel launch pick the instantiation for a plan's kind.
-#define TPUSIM_ELEMENT_KINDS(X)                                                               \
-  X(kBinary)                                                                                  \
-  X(kUnary) X(kSelect) X(kCast) X(kReduce) X(kReducePartial) X(kReduceFinish) X(kArgMax)      \
-      X(kGather) X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather) \
+#define TPUSIM_ELEMENT_KINDS(X)                                                                  \
+  X(kBinary)                                                                                     \
+  X(kUnary)                                                                                      \
+  X(kSelect) X(kCast) X(kReduce) X(kReducePartial) X(kReduceCombine) X(kReduceFinish) X(kArgMax) \
+      X(kGather) X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather)    \
           X(kIndexScatterAdd) X(kRngUniform) X(kRoundBf16) X(kToBf16Bits)
 
 // Computes element e of `p` from inputs a, b, c (as many as the kind reads) into `out`.

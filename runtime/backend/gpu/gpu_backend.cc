@@ -322,18 +322,20 @@ class GpuBackend final : public Backend {
       p.step = step_number;
       gpu::ReplicaOperands in;
       for (size_t k = 0; k < l.operands.size() && k < 3; ++k) {
+        const bool from_scratch = l.operands[k] == gpu::kScratchOperand;
         const Value& v =
-            l.operands[k] == gpu::kScratchOperand
+            from_scratch
                 ? *scratch
                 : values[static_cast<size_t>(n.inputs[static_cast<size_t>(l.operands[k])])];
-        in.data[k] = v.at(0);
+        in.data[k] = static_cast<const char*>(v.at(0)) + (from_scratch ? l.scratch_in : 0);
         in.stride[k] = v.stride;
       }
       const Value& to = l.writes_scratch ? *scratch : *value;
-      if (absl::Status st =
-              gpu::cuda_status(gpu::launch_elements(p, in, const_cast<void*>(to.at(0)), to.stride,
-                                                    static_cast<uint32_t>(copies)),
-                               "launching its kernel");
+      char* to_data =
+          static_cast<char*>(const_cast<void*>(to.at(0))) + (l.writes_scratch ? l.scratch_out : 0);
+      if (absl::Status st = gpu::cuda_status(
+              gpu::launch_elements(p, in, to_data, to.stride, static_cast<uint32_t>(copies)),
+              "launching its kernel");
           !st.ok()) {
         return st;
       }

@@ -65,8 +65,9 @@ PatchGeometry geometry(const Shape& image, const Shape& patches, const Window& w
 
 // reduce_sum / reduce_max: map_a takes an output element to its first input element (the kept
 // dims' input strides), map_b walks the reduced dims in row-major input order. A reduction of
-// more than one block (element_math.h's order) sums its blocks on threads of their own into the
-// node's scratch, then each output adds its blocks' sums in order.
+// more than one block (element_math.h's tree) sums its blocks on threads of their own into the
+// node's scratch, each level above them is a launch of its own, and the last adds up what is
+// left for each output.
 void plan_reduce(const Node& n, const Shape& in, NodePlan* plan) {
   // The double sum stored as f32, then rounded to bf16 for a bf16 result, as the cpu kernel does.
   ElementLaunch l = launch(ElementKind::kReduce, n, n.shape.elements(), {0});
@@ -86,19 +87,39 @@ void plan_reduce(const Node& n, const Shape& in, NodePlan* plan) {
     plan->launches.push_back(l);
     return;
   }
+  // The tree's levels lie one after another in the scratch, outputs x entries doubles each.
+  const int64_t outputs = l.plan.count;
   ElementLaunch partial = l;
   partial.plan.kind = ElementKind::kReducePartial;
   partial.plan.blocks = blocks;
-  partial.plan.count = l.plan.count * blocks;
+  partial.plan.count = outputs * blocks;
   partial.plan.round_output = false;
   partial.writes_scratch = true;
+  plan->launches.push_back(partial);
+  int64_t level = 0, entries = blocks;  // the level the next launch reads: offset and entries
+  while (entries > element::kReduceBlock) {
+    const int64_t groups = element::reduce_blocks(entries);
+    ElementLaunch combine = l;
+    combine.plan.kind = ElementKind::kReduceCombine;
+    combine.plan.blocks = entries;
+    combine.plan.len = outputs;
+    combine.plan.count = outputs * groups;
+    combine.plan.round_output = false;
+    combine.operands = {kScratchOperand};
+    combine.scratch_in = level;
+    combine.scratch_out = level + outputs * entries * static_cast<int64_t>(sizeof(double));
+    combine.writes_scratch = true;
+    plan->launches.push_back(combine);
+    level = combine.scratch_out;
+    entries = groups;
+  }
   ElementLaunch finish = l;
   finish.plan.kind = ElementKind::kReduceFinish;
-  finish.plan.blocks = blocks;
+  finish.plan.blocks = entries;
   finish.operands = {kScratchOperand};
-  plan->scratch_bytes = partial.plan.count * static_cast<int64_t>(sizeof(double));
-  plan->launches.push_back(partial);
+  finish.scratch_in = level;
   plan->launches.push_back(finish);
+  plan->scratch_bytes = level + outputs * entries * static_cast<int64_t>(sizeof(double));
 }
 
 }  // namespace

@@ -25,6 +25,8 @@ struct ElementLaunch {
   ElementPlan plan;
   std::vector<int> operands;    // indices into Node::inputs (up to 3), or kScratchOperand
   bool writes_scratch = false;  // its output is the node's scratch, not the node's value
+  // Where in the scratch (bytes) a kScratchOperand is read and a writes_scratch output written.
+  int64_t scratch_in = 0, scratch_out = 0;
 };
 
 // [batches x M, K] x [K, N] when the rhs is shared (rank 2), else `batches` GEMMs
