@@ -122,6 +122,18 @@ void reduce_columns(const float* x, int64_t len, int64_t outputs, Max max, doubl
   constexpr int64_t kColumns = 64;
   const int64_t blocks = reduce_blocks(len);
   const int64_t groups = (outputs + kColumns - 1) / kColumns;
+  if (blocks ==
+      1) {  // one block a column: summed into `sums` itself, the column groups in parallel
+#pragma omp parallel for schedule(static) if (len * outputs > 65536 && outputs > kColumns)
+    for (int64_t c0 = 0; c0 < outputs; c0 += kColumns) {
+      const int64_t c1 = std::min(outputs, c0 + kColumns);
+      for (int64_t row = 0; row < len; ++row) {
+        const float* terms = x + row * outputs;
+        for (int64_t c = c0; c < c1; ++c) sums[c] = reduce_step(max, sums[c], terms[c]);
+      }
+    }
+    return;
+  }
   std::vector<double> partial(static_cast<size_t>(blocks * outputs));
 #pragma omp parallel for schedule(static) if (len * outputs > 65536)
   for (int64_t task = 0; task < blocks * groups; ++task) {
@@ -146,16 +158,26 @@ void reduce_rows(const float* x, int64_t len, int64_t outputs, Max max, double* 
   for (int64_t r0 = 0; r0 < outputs; r0 += kRows) {
     const int64_t count = std::min(kRows, outputs - r0);
     const int64_t blocks = reduce_blocks(len);
-    std::vector<double> parts(static_cast<size_t>(blocks * count));
+    // Up to kReduceBlock blocks form the tree's last level: each block's sum is added as it
+    // ends. Past that the levels need every block's sum first.
+    const bool one_level = blocks <= kReduceBlock;
+    std::vector<double> parts(one_level ? 0 : static_cast<size_t>(blocks * count));
     for (int64_t j = 0; j < blocks; ++j) {
-      double* part = parts.data() + j * count;
+      double part[kRows];
       std::fill(part, part + count, reduce_start(max));
       for (int64_t k = j * kReduceBlock; k < std::min(len, (j + 1) * kReduceBlock); ++k) {
         for (int64_t r = 0; r < count; ++r)
           part[r] = reduce_step(max, part[r], x[(r0 + r) * len + k]);
       }
+      for (int64_t r = 0; r < count; ++r) {
+        if (one_level) {
+          sums[r0 + r] = reduce_step(max, sums[r0 + r], part[r]);
+        } else {
+          parts[static_cast<size_t>(j * count + r)] = part[r];
+        }
+      }
     }
-    fold_block_sums(std::move(parts), blocks, count, max, sums + r0);
+    if (!one_level) fold_block_sums(std::move(parts), blocks, count, max, sums + r0);
   }
 }
 
@@ -175,21 +197,46 @@ void reduce_strided(const Node& n, const HostTensor& a, Max max, double* sums) {
   }
   int64_t terms = 1;
   for (int d = 0; d < reduced.rank; ++d) terms *= reduced.dims[d];
+  kept = element::merged_map(kept);  // the same offsets with fewer divisions
+  reduced = element::merged_map(reduced);
   const float* x = a.f.data();
   const int64_t outputs = n.shape.elements();
 #pragma omp parallel for schedule(static) if (a.shape.elements() > 65536)
   for (int64_t o = 0; o < outputs; ++o) {
     const int64_t base = element::strided_offset(kept, o);
     const int64_t blocks = reduce_blocks(terms);
-    std::vector<double> parts(static_cast<size_t>(blocks));
+    const bool one_level = blocks <= kReduceBlock;  // as in reduce_rows
+    std::vector<double> parts(one_level ? 0 : static_cast<size_t>(blocks));
     for (int64_t j = 0; j < blocks; ++j) {
       double part = reduce_start(max);
       for (int64_t k = j * kReduceBlock; k < std::min(terms, (j + 1) * kReduceBlock); ++k)
         part = reduce_step(max, part, x[base + element::strided_offset(reduced, k)]);
-      parts[static_cast<size_t>(j)] = part;
+      if (one_level) {
+        sums[o] = reduce_step(max, sums[o], part);
+      } else {
+        parts[static_cast<size_t>(j)] = part;
+      }
     }
-    fold_block_sums(std::move(parts), blocks, 1, max, sums + o);
+    if (!one_level) fold_block_sums(std::move(parts), blocks, 1, max, sums + o);
   }
+}
+
+// Whether the reduced axes are one run [first, end) of the input's axes; if so, the input is
+// [outer, len, inner] with the middle reduced.
+bool reduces_one_run(const std::vector<int64_t>& axes, const Shape& s, int64_t* outer, int64_t* len,
+                     int64_t* inner) {
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k] != sorted[k - 1] + 1) return false;
+  }
+  if (sorted.empty()) return false;
+  *outer = *len = *inner = 1;
+  for (int d = 0; d < s.rank(); ++d) {
+    int64_t* part = d < sorted.front() ? outer : d <= sorted.back() ? len : inner;
+    *part *= s.dim(d);
+  }
+  return true;
 }
 
 template <typename Max>
@@ -198,8 +245,13 @@ void accumulate_in_double(const Node& n, const HostTensor& a, Max max, double* s
   const int64_t outputs = n.shape.elements();
   if (outputs == 0) return;
   const int64_t len = s.elements() / outputs;
+  int64_t outer = 1, run = 1, inner = 1;
   if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/false)) {
     reduce_columns(a.f.data(), len, outputs, max, sums);
+  } else if (reduces_one_run(n.attrs.axes, s, &outer, &run, &inner) && inner > 1) {
+    // A middle run: each outer slice is a columns reduction, read in memory order.
+    for (int64_t o = 0; o < outer; ++o)
+      reduce_columns(a.f.data() + o * run * inner, run, inner, max, sums + o * inner);
   } else if (reduces_axes_at_one_end(n.attrs.axes, s.rank(), /*trailing=*/true)) {
     reduce_rows(a.f.data(), len, outputs, max, sums);
   } else {
