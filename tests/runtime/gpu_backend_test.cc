@@ -3,6 +3,10 @@
 // the promises of gpu_backend.h (reductions, rng and dropout masks, copies and the replicas'
 // ring sum bit for bit; matmuls and training within rounding). Without one those tests skip,
 // saying why.
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
 #include <gtest/gtest.h>
 
 #include "common/strings.h"
@@ -117,6 +121,46 @@ TEST(GpuBackend, ReductionsAndCopiesMatchTheCpuBitForBit) {
     EXPECT_EQ(got.at(name).f, t.f) << name;
     EXPECT_EQ(got.at(name).i, t.i) << name;
   }
+}
+
+// Reductions past one block and past one level of the tree (element_math.h): 90,000 terms to a
+// scalar (352 blocks, then 2 groups), 70,000 down columns, and a middle run of axes.
+TEST(GpuBackend, LongReductionsMatchTheCpuBitForBit) {
+  GPU_OR_SKIP(gpu);
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {300, 300});
+  const Value y = b.infeed("y", DType::kF32, {70000, 2});
+  const Value z = b.infeed("z", DType::kF32, {3, 40000, 2});
+  b.output("all", b.reduce(Op::kReduceSum, x, {0, 1}));
+  b.output("columns", b.reduce(Op::kReduceSum, y, {0}));
+  b.output("middle", b.reduce(Op::kReduceSum, z, {1}));
+  b.output("max", b.reduce(Op::kReduceMax, y, {0}));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  const Feeds feeds{{"x", uniform({300, 300}, 4)},
+                    {"y", uniform({70000, 2}, 5)},
+                    {"z", uniform({3, 40000, 2}, 6)}};
+  auto cpu = make_backend("cpu");
+  const Outputs want = run_on(**cpu, b.graph(), feeds, 0);
+  const Outputs got = run_on(gpu, b.graph(), feeds, 0);
+  for (const auto& [name, t] : want) EXPECT_EQ(got.at(name).f, t.f) << name;
+}
+
+// TPUSIM_GPU_PROFILE names every node that ran, with its time, and the ops' totals.
+TEST(GpuBackend, TheProfileNamesEveryNodeThatRan) {
+  GPU_OR_SKIP(gpu);
+  const std::string path = ::testing::TempDir() + "gpu_profile.txt";
+  setenv("TPUSIM_GPU_PROFILE", path.c_str(), 1);
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 100});
+  b.output("y", b.reduce(Op::kReduceSum, b.unary(Op::kExp, x), {1}));
+  const Feeds feeds{{"x", uniform({64, 100}, 7)}};
+  run_on(gpu, b.graph(), feeds, 0);
+  unsetenv("TPUSIM_GPU_PROFILE");
+  std::ifstream file(path);
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("gpu node profile: 1 steps"), std::string::npos) << text;
+  for (const char* what : {"(infeed", "(exp", "(reduce_sum", "  exp\n", "  reduce_sum\n"})
+    EXPECT_NE(text.find(what), std::string::npos) << what << " in\n" << text;
 }
 
 TEST(GpuBackend, RngAndDropoutMasksMatchTheCpuBitForBit) {

@@ -24,6 +24,7 @@ NodeProfile::NodeProfile(const Graph& graph, std::string path)
       start_(static_cast<size_t>(graph.size()), nullptr),
       stop_(static_cast<size_t>(graph.size()), nullptr),
       recorded_(static_cast<size_t>(graph.size()), false),
+      ran_(static_cast<size_t>(graph.size()), false),
       total_ms_(static_cast<size_t>(graph.size()), 0.0) {}
 
 NodeProfile::~NodeProfile() {
@@ -63,6 +64,7 @@ absl::Status NodeProfile::add_step() {
     }
     total_ms_[i] += ms;
     recorded_[i] = false;
+    ran_[i] = true;
   }
   ++steps_;
   return absl::OkStatus();
@@ -75,7 +77,7 @@ std::string NodeProfile::table() const {
   std::vector<int> order;
   std::map<std::string, double> by_op;
   for (int i = 0; i < graph_.size(); ++i) {
-    if (total_ms_[static_cast<size_t>(i)] <= 0) continue;
+    if (!ran_[static_cast<size_t>(i)]) continue;
     order.push_back(i);
     by_op[op_name(graph_.node(i).op)] += total_ms_[static_cast<size_t>(i)];
   }

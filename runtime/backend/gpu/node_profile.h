@@ -46,6 +46,7 @@ class NodeProfile {
   std::string path_;
   std::vector<cudaEvent_t> start_, stop_;  // per node, made on first use
   std::vector<bool> recorded_;             // this step
+  std::vector<bool> ran_;                  // in any step
   std::vector<double> total_ms_;           // per node, over every step
   int64_t steps_ = 0;
 };
