@@ -67,17 +67,12 @@ BENCHMARK_CAPTURE(BM_GpuTrainingStep, mnist_cnn, "mnist_cnn")
 // The full-size models (issue 36, item 5) at 8 examples a replica on 8 replicas, as a v3-8 runs
 // them (ResNet-50 at 224 x 224, BERT-Large at 128 tokens), and at 8 on one replica beside the
 // cpu backend's figure (bench/README.md); one timed loop.
-BENCHMARK_CAPTURE(BM_GpuTrainingStep, resnet50, "resnet50")
-    ->Args({64, 8, 1})
-    ->Args({64, 8, 0})
-    ->Args({8, 1, 0})
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
-BENCHMARK_CAPTURE(BM_GpuTrainingStep, bert_large, "bert_large")
-    ->Args({64, 8, 1})
-    ->Args({64, 8, 0})
-    ->Args({8, 1, 0})
-    ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+void full_size(benchmark::internal::Benchmark* b) {
+  b->Args({64, 8, 1})->Args({64, 8, 0})->Args({8, 1, 0});
+  b->Unit(benchmark::kMillisecond)->Iterations(1);
+}
+
+BENCHMARK_CAPTURE(BM_GpuTrainingStep, resnet50, "resnet50")->Apply(full_size);
+BENCHMARK_CAPTURE(BM_GpuTrainingStep, bert_large, "bert_large")->Apply(full_size);
 
 }  // namespace

@@ -43,7 +43,6 @@ enum class ElementKind : int {
                      // adds a[k * inner + e] to row clamp(b[k], len), k = 0 .. indices-1 in order
   kRngUniform,       // out[e] = counter_uniform(seed, step, e)
   kRoundBf16,        // out[e] = round_to_bf16(a[e]): bf16 outputs of a GEMM
-  kToBf16Bits,       // out (uint16) [e] = bf16 encoding of a[e]: cuBLAS's CUDA_R_16BF inputs
 };
 
 struct PatchGeometry {
@@ -294,8 +293,6 @@ TPUSIM_HOST_DEVICE inline void eval_kind(const ElementPlan& p, const void* a, co
     out_f[e] = element::counter_uniform(p.seed, p.step, static_cast<uint64_t>(e));
   } else if constexpr (K == ElementKind::kRoundBf16) {
     out_f[e] = element::round_to_bf16(a_f[e]);
-  } else if constexpr (K == ElementKind::kToBf16Bits) {
-    static_cast<uint16_t*>(out)[e] = element::f32_to_bf16_bits(a_f[e]);
   }
 }
 
@@ -304,9 +301,10 @@ TPUSIM_HOST_DEVICE inline void eval_kind(const ElementPlan& p, const void* a, co
 #define TPUSIM_ELEMENT_KINDS(X)                                                                  \
   X(kBinary)                                                                                     \
   X(kUnary)                                                                                      \
-  X(kSelect) X(kCast) X(kReduce) X(kReducePartial) X(kReduceCombine) X(kReduceFinish) X(kArgMax) \
-      X(kGather) X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather)    \
-          X(kIndexScatterAdd) X(kRngUniform) X(kRoundBf16) X(kToBf16Bits)
+  X(kSelect)                                                                                     \
+  X(kCast) X(kReduce) X(kReducePartial) X(kReduceCombine) X(kReduceFinish) X(kArgMax) X(kGather) \
+      X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather)               \
+          X(kIndexScatterAdd) X(kRngUniform) X(kRoundBf16)
 
 // Computes element e of `p` from inputs a, b, c (as many as the kind reads) into `out`.
 TPUSIM_HOST_DEVICE inline void eval_element(const ElementPlan& p, const void* a, const void* b,

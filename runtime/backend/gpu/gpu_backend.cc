@@ -28,23 +28,25 @@ using gpu::DeviceBuffer;
 // Every value is 4 bytes an element on the device (f32, bf16 held as f32, s32).
 size_t value_bytes(const Shape& shape) { return static_cast<size_t>(shape.elements()) * 4; }
 
-absl::StatusOr<Buffer> upload(const HostTensor& t, const std::string& what) {
+// Copies `t`'s values to `device` (value_bytes(t.shape) bytes there), checking first that it
+// holds as many as its shape says.
+absl::Status copy_to_device(const HostTensor& t, void* device, const std::string& what) {
   const size_t held = t.dtype == DType::kS32 ? t.i.size() : t.f.size();
   if (held != static_cast<size_t>(t.elements())) {
     return absl::InvalidArgumentError(
         str_cat(what, " is ", dtype_name(t.dtype), t.shape.str(), " but holds ", held, " values"));
   }
-  auto buffer = DeviceBuffer::allocate(value_bytes(t.shape));
-  if (!buffer.ok()) return buffer.status();
-  if (held == 0) return buffer;
+  if (held == 0) return absl::OkStatus();
   const void* host = t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
                                             : static_cast<const void*>(t.f.data());
-  if (absl::Status st = gpu::cuda_status(
-          cudaMemcpy((*buffer)->data(), host, (*buffer)->bytes(), cudaMemcpyHostToDevice),
-          str_cat("copying ", what, " to the device"));
-      !st.ok()) {
-    return st;
-  }
+  return gpu::cuda_status(cudaMemcpy(device, host, value_bytes(t.shape), cudaMemcpyHostToDevice),
+                          str_cat("copying ", what, " to the device"));
+}
+
+absl::StatusOr<Buffer> upload(const HostTensor& t, const std::string& what) {
+  auto buffer = DeviceBuffer::allocate(value_bytes(t.shape));
+  if (!buffer.ok()) return buffer.status();
+  if (absl::Status st = copy_to_device(t, (*buffer)->data(), what); !st.ok()) return st;
   return buffer;
 }
 
@@ -262,20 +264,9 @@ class GpuBackend final : public Backend {
     if (!value.ok()) return value.status();
     for (size_t r = 0; r < replicas; ++r) {
       HostTensor rounded;
-      const HostTensor& t = infeed_value(n, feeds[r].at(n.attrs.name), rounded);
-      const size_t held = t.dtype == DType::kS32 ? t.i.size() : t.f.size();
-      if (held != static_cast<size_t>(n.shape.elements())) {
-        return absl::InvalidArgumentError(str_cat("infeed '", n.attrs.name, "' is ",
-                                                  dtype_name(t.dtype), t.shape.str(), " but holds ",
-                                                  held, " values"));
-      }
-      if (held == 0) continue;
-      const void* host = t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
-                                                : static_cast<const void*>(t.f.data());
-      if (absl::Status st =
-              gpu::cuda_status(cudaMemcpy(const_cast<void*>(value->at(r)), host,
-                                          value_bytes(n.shape), cudaMemcpyHostToDevice),
-                               str_cat("copying infeed '", n.attrs.name, "' to the device"));
+      if (absl::Status st = copy_to_device(infeed_value(n, feeds[r].at(n.attrs.name), rounded),
+                                           const_cast<void*>(value->at(r)),
+                                           str_cat("infeed '", n.attrs.name, "'"));
           !st.ok()) {
         return st;
       }
