@@ -5,6 +5,7 @@
 // around each call (manual time). Without a usable GPU every benchmark reports the probe's reason
 // and stops.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -30,21 +31,27 @@ using tpusim::runtime::gpu::DeviceBuffer;
 
 // Times `call` (which queues GPU work) with events, kCallsTimed calls back to back between
 // them, so the GPU's queue stays full and the rate is the GEMMs' own, not the host's launch
-// latency (a 1024^3 bf16 product takes about 12 us); reports TFLOPS for an N^3 GEMM. An
-// iteration is the kCallsTimed calls: its time, ten products'.
+// latency (a 1024^3 bf16 product takes about 10 us); reports TFLOPS for calls of `flops` each.
+// An iteration is the kCallsTimed calls: its time, ten products'. host_us_per_call is the host's
+// time to queue a call: where it reaches the device's time a call, the host, not the GEMM,
+// sets the rate.
 constexpr int kCallsTimed = 10;
 
 template <typename Call>
-void time_gemm(benchmark::State& state, int64_t n, Call call) {
+void time_calls(benchmark::State& state, double flops, Call call) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   call();  // warm-up: cuBLAS picks its kernel, the memory pool grows
   cudaDeviceSynchronize();
+  double host_seconds = 0;
   for (auto _ : state) {
     cudaEventRecord(start);
+    const auto queued_from = std::chrono::steady_clock::now();
     bool ok = true;
     for (int i = 0; i < kCallsTimed && ok; ++i) ok = call();
+    host_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - queued_from).count();
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
     if (!ok) {
@@ -57,9 +64,16 @@ void time_gemm(benchmark::State& state, int64_t n, Call call) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  const double flops = 2.0 * static_cast<double>(n) * n * n * kCallsTimed;
-  state.counters["TFLOPS"] =
-      benchmark::Counter(flops * 1e-12 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["TFLOPS"] = benchmark::Counter(flops * kCallsTimed * 1e-12 * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  const double calls = static_cast<double>(state.iterations()) * kCallsTimed;
+  state.counters["host_us_per_call"] = calls > 0 ? host_seconds / calls * 1e6 : 0;
+}
+
+// An N^3 GEMM's calls.
+template <typename Call>
+void time_gemm(benchmark::State& state, int64_t n, Call call) {
+  time_calls(state, 2.0 * static_cast<double>(n) * n * n, call);
 }
 
 // A device buffer of `elements` values uniform in [-1, 1), f32 (element_bytes 4) or bf16 (2):
@@ -243,6 +257,41 @@ void BM_Fast16bfRounding(benchmark::State& state) {
   state.counters["truncated_vs_mxu"] = trunc_diff / scale;
 }
 
+// A convolution's weight gradient, the product of few outputs and a long K that split_long_sums
+// (gemm_call.h) cuts along K: state.range(0) == 0 for mnist_cnn's first layer (25 x 100,352 x 32
+// a replica: 5 x 5 patches of 128 images of 28 x 28, 32 channels), 1 for its second (800 x
+// 25,088 x 64); eight replicas, none shared, as a step at global batch 1024 runs it;
+// state.range(1) 0 for fp32, 1 for mxu; state.range(2) 1 with the split, 0 without.
+void BM_WeightGradientGemm(benchmark::State& state) {
+  if (!no_gpu().empty()) {
+    state.SkipWithError(no_gpu().c_str());
+    return;
+  }
+  auto cublas = Cublas::create();
+  if (!cublas.ok()) {
+    state.SkipWithError(std::string(cublas.status().message()).c_str());
+    return;
+  }
+  constexpr uint32_t kReplicas = 8;
+  tpusim::runtime::gpu::MatMulPlan plan;
+  if (state.range(0) == 0) {
+    plan.m = 25, plan.k = 100352, plan.n = 32;
+  } else {
+    plan.m = 800, plan.k = 25088, plan.n = 64;
+  }
+  plan.bf16_inputs = state.range(1) == 1;
+  (*cublas)->set_split_long_sums(state.range(2) == 1);
+  const tpusim::runtime::gpu::ReplicaLayout layout{kReplicas, false, false};
+  const Buffer a = filled(plan.m * plan.k * kReplicas, 4),
+               b = filled(plan.k * plan.n * kReplicas, 4),
+               c = filled(plan.m * plan.n * kReplicas, 4);
+  time_calls(state, 2.0 * plan.m * plan.k * plan.n * kReplicas, [&] {
+    return (*cublas)->matmul(plan, layout, *a, *b, static_cast<float*>(c->data())).ok();
+  });
+  state.SetLabel(std::string(plan.bf16_inputs ? "mxu" : "fp32") +
+                 (state.range(2) == 1 ? ", K split" : ", one pass over K"));
+}
+
 void shapes(benchmark::internal::Benchmark* b, int precisions) {
   for (int64_t n : {1024, 2048, 4096, 8192})
     for (int64_t precision = 0; precision < precisions; ++precision) b->Args({n, precision});
@@ -258,5 +307,9 @@ BENCHMARK(BM_CublasGemmFast16bf)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Fast16bfRounding)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WeightGradientGemm)
+    ->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -145,6 +145,55 @@ TEST(GpuBackend, LongReductionsMatchTheCpuBitForBit) {
   for (const auto& [name, t] : want) EXPECT_EQ(got.at(name).f, t.f) << name;
 }
 
+// Products of few outputs and a long K have their sums split along K (gemm_call.h): plain, with
+// the rhs read transposed, and with the lhs read transposed, on one replica (a strided batch of
+// chunks) and on three (groups of chunks, by pointers), each within f32 rounding of the cpu's
+// sums (a chunk read from the wrong place is off by about the sums' own size).
+TEST(GpuBackend, SplitSumsFollowTheCpu) {
+  GPU_OR_SKIP(gpu);
+  constexpr int64_t kTerms = 65536;
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {16, kTerms});
+  const Value w = b.infeed("w", DType::kF32, {kTerms, 8});
+  const Value wt = b.infeed("wt", DType::kF32, {8, kTerms});
+  const Value xt = b.infeed("xt", DType::kF32, {kTerms, 64});
+  const Value v = b.infeed("v", DType::kF32, {kTerms, 64});
+  b.output("plain", b.matmul(x, w));
+  b.output("rhs_transposed", b.matmul(x, b.transpose(wt, {1, 0})));
+  b.output("lhs_transposed", b.matmul(b.transpose(xt, {1, 0}), v));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto feeds_for = [](uint32_t seed) {
+    return Feeds{{"x", uniform({16, kTerms}, seed)},
+                 {"w", uniform({kTerms, 8}, seed + 1)},
+                 {"wt", uniform({8, kTerms}, seed + 2)},
+                 {"xt", uniform({kTerms, 64}, seed + 3)},
+                 {"v", uniform({kTerms, 64}, seed + 4)}};
+  };
+  auto cpu = make_backend("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto cpu_exe = (*cpu)->compile(b.graph(), {"fp32"});
+  auto gpu_exe = gpu.compile(b.graph(), {"fp32"});
+  ASSERT_TRUE(cpu_exe.ok() && gpu_exe.ok());
+  for (const uint32_t replicas : {1u, 3u}) {
+    std::vector<Feeds> feeds;
+    for (uint32_t r = 0; r < replicas; ++r) feeds.push_back(feeds_for(10 * r + 8));
+    Variables cpu_vars = initial_variables(b.graph()), gpu_vars = cpu_vars;
+    auto want = (*cpu)->run(**cpu_exe, cpu_vars, feeds, 0);
+    auto got = gpu.run(**gpu_exe, gpu_vars, feeds, 0);
+    ASSERT_TRUE(want.ok() && got.ok()) << got.status();
+    // Terms uniform in [-1, 1): each sum is about sqrt(K) / 3 = 85 in size, its f32 rounding
+    // far under 0.05.
+    for (uint32_t r = 0; r < replicas; ++r) {
+      for (const auto& [name, t] : (*want)[r]) {
+        const HostTensor& g = (*got)[r].at(name);
+        ASSERT_EQ(g.f.size(), t.f.size()) << name;
+        for (size_t i = 0; i < t.f.size(); ++i)
+          ASSERT_NEAR(g.f[i], t.f[i], 0.05) << name << " replica " << r << " element " << i;
+      }
+    }
+  }
+}
+
 // TPUSIM_GPU_PROFILE names every node that ran, with its time, and the ops' totals.
 TEST(GpuBackend, TheProfileNamesEveryNodeThatRan) {
   GPU_OR_SKIP(gpu);

@@ -27,15 +27,16 @@ const void* data_of(const HostTensor& t) {
 }
 
 // Element (i, j) of batch g of call c of `call` by the BLAS definition of a column-major
-// strided batched GEMM: the sum over l of op(A)[i, l] op(B)[l, j] in f32, l ascending.
+// strided batched GEMM (batch g's operands where GemmCall::a_offset and b_offset put them): the
+// sum over l of op(A)[i, l] op(B)[l, j] in f32, l ascending.
 float blas_element(const GemmCall& call, const std::vector<float>& a, const std::vector<float>& b,
                    int64_t c, int64_t g, int64_t i, int64_t j) {
   float acc = 0;
   for (int64_t l = 0; l < call.k; ++l) {
     const int64_t ai = call.transa ? l + i * call.lda : i + l * call.lda;
     const int64_t bi = call.transb ? j + l * call.ldb : l + j * call.ldb;
-    acc += a.at(static_cast<size_t>(c * call.call_stride_a + g * call.stride_a + ai)) *
-           b.at(static_cast<size_t>(c * call.call_stride_b + g * call.stride_b + bi));
+    acc += a.at(static_cast<size_t>(c * call.call_stride_a + call.a_offset(g) + ai)) *
+           b.at(static_cast<size_t>(c * call.call_stride_b + call.b_offset(g) + bi));
   }
   return acc;
 }
@@ -350,8 +351,9 @@ TEST(GemmCall, ReplicaLayoutsGiveEveryReplicasProduct) {
         const int64_t out_one = p.batches * p.m * p.n;
         std::vector<float> a(static_cast<size_t>(a_one * (a_shared ? 1 : kReplicas)));
         std::vector<float> b(static_cast<size_t>(b_one * (b_shared ? 1 : kReplicas)));
-        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
-        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+        // Small integers whose period divides no replica's size, so each replica's copy differs.
+        for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i * 7919 % 11) - 5.0f;
+        for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i * 104729 % 13) - 6.0f;
         auto call = gemm_call(p, layout);
         ASSERT_TRUE(call.ok()) << call.status();
         const size_t copies = layout.out_shared() ? 1 : kReplicas;
@@ -395,6 +397,93 @@ TEST(GemmCall, ReplicaLayoutsGiveEveryReplicasProduct) {
       }
     }
   }
+}
+
+// A product of few outputs and a long K is split along K into chunks that run as one batched
+// call, their partial sums added in chunk order: with integer terms (every sum exact) each
+// split product equals the unsplit one, over replicas, shared operands and transposes.
+TEST(GemmCall, SplitSumsAddEveryChunkInOrder) {
+  constexpr int kMultiprocessors = 132;  // an H100's
+  struct Form {
+    bool a_transposed, b_transposed;
+    ReplicaLayout layout;
+  };
+  for (const Form form :
+       {Form{false, false, {3, false, false}}, Form{false, false, {3, true, false}},
+        Form{false, false, {3, false, true}}, Form{false, false, {}}, Form{true, false, {}},
+        Form{false, true, {}}, Form{true, true, {}}}) {
+    MatMulPlan p;
+    p.m = 3, p.k = 4096, p.n = 5, p.a_transposed = form.a_transposed;
+    p.b_transposed = form.b_transposed;
+    const ReplicaLayout& layout = form.layout;
+    auto whole = gemm_call(p, layout);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const GemmCall split = split_long_sums(*whole, kMultiprocessors);
+    ASSERT_GT(split.k_split, 1) << "the product was not split";
+    EXPECT_EQ(split.k * split.k_split, p.k);
+    EXPECT_GE(split.k, kMinChunkTerms);
+    // Small integers whose period divides no replica's size, so each replica's operands differ.
+    std::vector<float> a(static_cast<size_t>(whole->a_elements));
+    std::vector<float> b(static_cast<size_t>(whole->b_elements));
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i * 7919 % 11) - 5.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i * 104729 % 13) - 6.0f;
+    // The products, as cuBLAS computes them (its A is the plan's b), of every call and batch.
+    auto products = [&](const GemmCall& call) {
+      std::vector<float> out(
+          static_cast<size_t>(
+              call.calls * std::max<int64_t>(call.call_stride_c, call.batch_count * call.stride_c)),
+          NAN);
+      if (call.calls == 1 && call.batch_count == 1)
+        out.resize(static_cast<size_t>(call.m * call.n));
+      for (int c = 0; c < call.calls; ++c)
+        for (int64_t g = 0; g < call.batch_count; ++g)
+          for (int64_t j = 0; j < call.n; ++j)
+            for (int64_t i = 0; i < call.m; ++i)
+              out.at(static_cast<size_t>(c * call.call_stride_c + g * call.stride_c + i +
+                                         j * call.ldc)) = blas_element(call, b, a, c, g, i, j);
+      return out;
+    };
+    const std::vector<float> want = products(*whole);
+    const std::vector<float> partials = products(split);
+    const int64_t count = int64_t{split.m} * split.n;
+    EXPECT_EQ(split.split_groups, whole->batch_count);
+    ASSERT_EQ(split.split_groups * count, whole->out_elements);
+    ASSERT_EQ(static_cast<int64_t>(want.size()), whole->out_elements);
+    for (int64_t g = 0; g < split.split_groups; ++g) {
+      for (int64_t i = 0; i < count; ++i) {
+        float sum = 0;  // launch_sum_partials' order
+        for (int64_t c = 0; c < split.k_split; ++c)
+          sum += partials.at(static_cast<size_t>((g * split.k_split + c) * count + i));
+        EXPECT_EQ(sum, want[static_cast<size_t>(g * count + i)])
+            << "transposed " << p.a_transposed << p.b_transposed << " replicas " << layout.replicas
+            << " shared " << layout.a_shared << layout.b_shared;
+      }
+    }
+  }
+}
+
+// Products whose output spans the GPU, whose K has no divisor giving chunks of kMinChunkTerms,
+// or whose call has both batches and calls, are left whole.
+TEST(GemmCall, SplitLeavesWholeWhatItCannotHelp) {
+  auto plan = [](int64_t m, int64_t k, int64_t n) {
+    MatMulPlan p;
+    p.m = m, p.k = k, p.n = n;
+    return p;
+  };
+  auto chunks = [](const MatMulPlan& p, ReplicaLayout layout = {}) {
+    auto call = gemm_call(p, layout);
+    EXPECT_TRUE(call.ok()) << call.status();
+    return split_long_sums(*call, 132).k_split;
+  };
+  EXPECT_EQ(chunks(plan(2048, 65536, 2048)), 1);  // 256 output tiles
+  EXPECT_EQ(chunks(plan(8, 65521, 8)), 1);        // a prime K
+  EXPECT_EQ(chunks(plan(8, 2000, 8)), 1);         // chunks would be under 1024 terms
+  EXPECT_EQ(chunks(plan(8, 2048, 8)), 2);
+  EXPECT_EQ(chunks(plan(8, 1 << 20, 8)), kMaxChunks);
+  MatMulPlan batched = plan(8, 4096, 8);
+  batched.batches = 2;  // batches and replicas with a shared rhs: one call a replica
+  EXPECT_EQ(chunks(batched, {3, false, true}), 1);
+  EXPECT_EQ(chunks(plan(25, 100352, 32), {8, false, false}), 32);  // mnist_cnn's conv1 gradient
 }
 
 // A transpose read only by matmuls moves no data (the weight and input gradients read the

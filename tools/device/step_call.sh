@@ -7,9 +7,10 @@
 # Writes at most 8 files to OUT (a lent machine's limit), each step killed at the deadline:
 #   machine.txt   nvidia-smi, the CPUs, where cuBLAS and libcuda were found
 #   tests.log     tpusim_runtime_tests --gtest_filter='Gpu*' (the backend against the cpu)
-#   step.json     tpusim_gpu_bench's training steps (mnist_cnn at global batch 1024)
+#   step.log      tpusim_gpu_bench's training steps (mnist_cnn at global batch 1024)
 #   profile_mxu.txt, profile_fp32.txt   the node profiles of those steps (TPUSIM_GPU_PROFILE)
-#   gemm.json     the GEMM benchmarks: the backend's fp32 and mxu paths against cuBLAS
+#   gemm.log      the GEMM benchmarks: the backend's fp32 and mxu paths against cuBLAS (1024^3
+#                 five times, interleaved), and the weight gradients split along K or not
 #   train.log     tpusim train --backend gpu at the default batch on synthetic input (the
 #                 bundle can go without Fashion-MNIST: a call carries at most 64 MiB)
 #   opcheck.log   tpusim opcheck --backends gpu,gpu:mxu
@@ -69,8 +70,15 @@ cat "$out/step_mxu.log" "$out/step_fp32.log" >"$out/step.log" && rm -f "$out"/st
 step "1 replica" "$out/step_one.log" "$run" tpusim_gpu_bench \
   --benchmark_filter='BM_GpuTrainingStep/mnist_cnn/1024/1/1' --benchmark_counters_tabular=true
 cat "$out/step_one.log" >>"$out/step.log" && rm -f "$out/step_one.log"
-step gemm "$out/gemm.log" "$run" tpusim_gpu_bench --benchmark_filter='BM_GpuBackendGemm|BM_CublasGemm/|BM_Fast16bfRounding' \
+# 1024^3, where a product takes about 10 us, five times over with the runs interleaved at
+# random (the GPU's clocks and the order of runs move such short figures): the medians.
+step "gemm 1024" "$out/gemm_1024.log" "$run" tpusim_gpu_bench \
+  --benchmark_filter='BM_GpuBackendGemm/1024/[01]|BM_CublasGemm/1024/1' \
+  --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true \
+  --benchmark_report_aggregates_only=true --benchmark_counters_tabular=true
+step gemm "$out/gemm_rest.log" "$run" tpusim_gpu_bench --benchmark_filter='BM_GpuBackendGemm|BM_CublasGemm/|BM_Fast16bfRounding|BM_WeightGradientGemm' \
   --benchmark_counters_tabular=true
+cat "$out/gemm_1024.log" "$out/gemm_rest.log" >"$out/gemm.log" && rm -f "$out"/gemm_*.log
 work=$(mktemp -d)
 step train "$out/train.log" bash -c "cd $work && time '$run' tpusim train --model mnist_cnn \
   --backend gpu --input synthetic --train-steps 30 --iterations-per-loop 10 --model-dir $work/m"
@@ -79,6 +87,6 @@ echo "step_call.sh: $(($(date +%s) - start)) s"
 tail -5 "$out/tests.log"
 cat "$out/step.log" | grep -E 'BM_|ms'
 head -40 "$out/profile_mxu.txt"
-grep -E 'BM_|TFLOPS|vs_mxu' "$out/gemm.log"
+grep -E 'BM_|TFLOPS|vs_mxu|median' "$out/gemm.log"
 grep -E 'real|step|loss' "$out/train.log" | tail -8
 tail -4 "$out/opcheck.log"

@@ -15,6 +15,7 @@ namespace {
 static_assert(sizeof(static_cast<CublasLibrary::GemmEx>(&cublasGemmEx)) > 0);
 static_assert(
     sizeof(static_cast<CublasLibrary::GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) > 0);
+static_assert(sizeof(static_cast<CublasLibrary::GemmBatchedEx>(&cublasGemmBatchedEx)) > 0);
 
 template <typename Fn>
 void find(void* handle, const char* symbol, Fn* fn, std::vector<std::string>* missing) {
@@ -46,6 +47,7 @@ absl::StatusOr<CublasLibrary> CublasLibrary::load(const std::vector<std::string>
     find(handle, TPUSIM_SYMBOL_NAME(cublasGemmEx), &lib.gemm_ex, &missing);
     find(handle, TPUSIM_SYMBOL_NAME(cublasGemmStridedBatchedEx), &lib.gemm_strided_batched_ex,
          &missing);
+    find(handle, TPUSIM_SYMBOL_NAME(cublasGemmBatchedEx), &lib.gemm_batched_ex, &missing);
     find(handle, TPUSIM_SYMBOL_NAME(cublasGetStatusName), &lib.status_name, &missing);
     find(handle, TPUSIM_SYMBOL_NAME(cublasGetStatusString), &lib.status_string, &missing);
     if (missing.empty()) return lib;  // the handle stays open: the pointers live in it

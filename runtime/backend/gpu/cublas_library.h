@@ -25,12 +25,18 @@ struct CublasLibrary {
       cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
       cudaDataType, int, long long int, const void*, cudaDataType, int, long long int, const void*,
       void*, cudaDataType, int, long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
+  using GemmBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t,
+                                           int, int, int, const void*, const void* const[],
+                                           cudaDataType, int, const void* const[], cudaDataType,
+                                           int, const void*, void* const[], cudaDataType, int, int,
+                                           cublasComputeType_t, cublasGemmAlgo_t);
 
   decltype(&cublasCreate) create = nullptr;
   decltype(&cublasDestroy) destroy = nullptr;
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   GemmEx gemm_ex = nullptr;
   GemmStridedBatchedEx gemm_strided_batched_ex = nullptr;
+  GemmBatchedEx gemm_batched_ex = nullptr;
   decltype(&cublasGetStatusName) status_name = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
 

@@ -41,7 +41,19 @@ absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
     lib.destroy(handle);
     return st;
   }
-  return std::unique_ptr<Cublas>(new Cublas(lib, handle));
+  int device = 0, multiprocessors = 0;
+  if (absl::Status st = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !st.ok()) {
+    lib.destroy(handle);
+    return st;
+  }
+  if (absl::Status st = cuda_status(
+          cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+          "cudaDeviceGetAttribute(MultiProcessorCount)");
+      !st.ok()) {
+    lib.destroy(handle);
+    return st;
+  }
+  return std::unique_ptr<Cublas>(new Cublas(lib, handle, multiprocessors));
 }
 
 Cublas::~Cublas() { lib_.destroy(handle_); }
@@ -50,7 +62,8 @@ absl::Status Cublas::matmul(const MatMulPlan& plan, const ReplicaLayout& layout,
                             const DeviceBuffer& a, const DeviceBuffer& b, float* out) {
   auto planned = gemm_call(plan, layout);
   if (!planned.ok()) return planned.status();
-  const GemmCall& call = *planned;
+  const GemmCall call =
+      split_long_sums_ ? split_long_sums(*planned, multiprocessors_) : *std::move(planned);
   if (call.nothing_to_do) return absl::OkStatus();
   if (call.zero_fill) {
     return cuda_status(
@@ -77,12 +90,25 @@ absl::Status Cublas::matmul(const MatMulPlan& plan, const ReplicaLayout& layout,
     type = CUDA_R_16BF;
     element_bytes = sizeof(uint16_t);
   }
+  absl::Status st = call.k_split == 1
+                        ? run_calls(call, cublas_a, cublas_b, type, element_bytes, out)
+                        : run_split(call, cublas_a, cublas_b, type, element_bytes, out);
+  if (!st.ok() || !plan.round_output) return st;
+  ElementPlan round;  // a bf16 result: each f32 sum rounded, as the cpu kernel does
+  round.kind = ElementKind::kRoundBf16;
+  round.count = call.out_elements;
+  return cuda_status(launch_elements(round, out, nullptr, nullptr, out), "bf16 rounding");
+}
+
+absl::Status Cublas::run_calls(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                               cudaDataType_t type, size_t element_bytes, float* out) {
   const float alpha = 1.0f, beta = 0.0f;
   const cublasOperation_t op_a = call.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = call.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const auto bytes = static_cast<int64_t>(element_bytes);
   for (int c = 0; c < call.calls; ++c) {
-    const void* ca = cublas_a + c * call.call_stride_a * static_cast<int64_t>(element_bytes);
-    const void* cb = cublas_b + c * call.call_stride_b * static_cast<int64_t>(element_bytes);
+    const void* ca = cublas_a + c * call.call_stride_a * bytes;
+    const void* cb = cublas_b + c * call.call_stride_b * bytes;
     float* cc = out + c * call.call_stride_c;
     absl::Status st =
         call.batch_count == 1
@@ -98,11 +124,58 @@ absl::Status Cublas::matmul(const MatMulPlan& plan, const ReplicaLayout& layout,
                           "cublasGemmStridedBatchedEx");
     if (!st.ok()) return st;
   }
-  if (!plan.round_output) return absl::OkStatus();
-  ElementPlan round;  // a bf16 result: each f32 sum rounded, as the cpu kernel does
-  round.kind = ElementKind::kRoundBf16;
-  round.count = call.out_elements;
-  return cuda_status(launch_elements(round, out, nullptr, nullptr, out), "bf16 rounding");
+  return absl::OkStatus();
+}
+
+absl::Status Cublas::run_split(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                               cudaDataType_t type, size_t element_bytes, float* out) {
+  // The partials go to a scratch that returns to the pool stream-ordered, after the sum reads it.
+  auto partials = DeviceBuffer::allocate(static_cast<size_t>(call.batch_count) *
+                                         static_cast<size_t>(call.stride_c) * sizeof(float));
+  if (!partials.ok()) return partials.status();
+  auto* scratch = static_cast<float*>((*partials)->data());
+  absl::Status st = call.split_groups == 1
+                        ? run_calls(call, cublas_a, cublas_b, type, element_bytes, scratch)
+                        : run_grouped(call, cublas_a, cublas_b, type, element_bytes, scratch);
+  if (!st.ok()) return st;
+  return cuda_status(
+      launch_sum_partials(scratch, call.k_split, call.stride_c, call.split_groups, out),
+      "adding a split GEMM's partial sums");
+}
+
+absl::Status Cublas::run_grouped(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                                 cudaDataType_t type, size_t element_bytes, float* scratch) {
+  const auto count = static_cast<size_t>(call.batch_count);
+  auto table = DeviceBuffer::allocate(3 * count * sizeof(void*));  // A's, B's, then C's
+  if (!table.ok()) return table.status();
+  auto** pointers = static_cast<void**>((*table)->data());
+  SplitPointers p;
+  p.a = cublas_a;
+  p.b = cublas_b;
+  p.c = scratch;
+  p.element_bytes = static_cast<int64_t>(element_bytes);
+  p.count = call.batch_count;
+  p.chunks = call.k_split;
+  p.group_stride_a = call.group_stride_a;
+  p.chunk_stride_a = call.stride_a;
+  p.group_stride_b = call.group_stride_b;
+  p.chunk_stride_b = call.stride_b;
+  p.stride_c = call.stride_c;
+  const auto** a_array = const_cast<const void**>(pointers);
+  const auto** b_array = const_cast<const void**>(pointers + count);
+  void** c_array = pointers + 2 * count;
+  if (absl::Status st = cuda_status(launch_split_pointers(p, a_array, b_array, c_array),
+                                    "the pointers of a split GEMM's batches");
+      !st.ok()) {
+    return st;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  return lib_.status(
+      lib_.gemm_batched_ex(
+          handle_, call.transa ? CUBLAS_OP_T : CUBLAS_OP_N, call.transb ? CUBLAS_OP_T : CUBLAS_OP_N,
+          call.m, call.n, call.k, &alpha, a_array, type, call.lda, b_array, type, call.ldb, &beta,
+          c_array, CUDA_R_32F, call.ldc, call.batch_count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmBatchedEx");
 }
 
 absl::Status Cublas::matmul(const MatMulPlan& plan, const DeviceBuffer& a, const DeviceBuffer& b,

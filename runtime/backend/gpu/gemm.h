@@ -41,10 +41,28 @@ class Cublas {
   absl::Status matmul(const MatMulPlan& plan, const DeviceBuffer& a, const DeviceBuffer& b,
                       float* out);
 
+  // Whether products of few outputs and a long K have their sums split along K (gemm_call.h's
+  // split_long_sums; on by default). For benchmarks that measure what the split gives.
+  void set_split_long_sums(bool split) { split_long_sums_ = split; }
+
  private:
-  Cublas(const CublasLibrary& lib, cublasHandle_t handle) : lib_(lib), handle_(handle) {}
+  Cublas(const CublasLibrary& lib, cublasHandle_t handle, int multiprocessors)
+      : lib_(lib), handle_(handle), multiprocessors_(multiprocessors) {}
+  // The strided batched call(s) of `call`, products into `out` (the scratch of partials when
+  // split); cuBLAS's operands are `cublas_a` and `cublas_b` of `type`.
+  absl::Status run_calls(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                         cudaDataType_t type, size_t element_bytes, float* out);
+  // A call split along K (k_split > 1): its partial sums into a scratch, added into `out`.
+  absl::Status run_split(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                         cudaDataType_t type, size_t element_bytes, float* out);
+  // A split call of several groups: one cublasGemmBatchedEx on its batches' pointers (written
+  // on the device), partials into `scratch`.
+  absl::Status run_grouped(const GemmCall& call, const char* cublas_a, const char* cublas_b,
+                           cudaDataType_t type, size_t element_bytes, float* scratch);
   const CublasLibrary& lib_;
   cublasHandle_t handle_;
+  int multiprocessors_;  // the device's, for split_long_sums
+  bool split_long_sums_ = true;
 };
 
 }  // namespace tpusim::runtime::gpu

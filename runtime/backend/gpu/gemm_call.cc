@@ -1,5 +1,6 @@
 #include "runtime/backend/gpu/gemm_call.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "common/strings.h"
@@ -7,6 +8,23 @@
 namespace tpusim::runtime::gpu {
 namespace {
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The output tile side of cuBLAS's larger GEMM kernels (128 x 128 outputs a thread block), to
+// count the thread blocks a call's output makes.
+constexpr int64_t kOutputTile = 128;
+
+// The number of chunks to cut K into for a call whose output makes `tiles` thread blocks: the
+// largest divisor of K up to the count that gives about two blocks a multiprocessor, with chunks
+// of at least kMinChunkTerms terms; 1 for none.
+int chunks_for(int64_t k, int64_t tiles, int multiprocessors) {
+  const int64_t want = std::min<int64_t>(ceil_div(2 * int64_t{multiprocessors}, tiles), kMaxChunks);
+  for (int64_t s = want; s > 1; --s) {
+    if (k % s == 0 && k / s >= kMinChunkTerms) return static_cast<int>(s);
+  }
+  return 1;
+}
 }  // namespace
 
 absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan, const ReplicaLayout& layout) {
@@ -70,6 +88,30 @@ absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan, const ReplicaLayout& 
   call.stride_b = stride_a;
   call.stride_c = stride_c;
   call.batch_count = static_cast<int>(batches);
+  return call;
+}
+
+GemmCall split_long_sums(GemmCall call, int multiprocessors) {
+  if (call.nothing_to_do || call.zero_fill || call.k_split > 1 || call.calls > 1) return call;
+  const int64_t product = int64_t{call.ldc} * call.n;  // one batch's outputs, back to back
+  if (call.ldc != call.m || (call.batch_count > 1 && call.stride_c != product)) return call;
+  const int64_t tiles =
+      ceil_div(call.m, kOutputTile) * ceil_div(call.n, kOutputTile) * call.batch_count;
+  if (tiles >= multiprocessors) return call;
+  const int chunks = chunks_for(call.k, tiles, multiprocessors);
+  if (chunks == 1 || !fits_int(int64_t{call.batch_count} * chunks)) return call;
+  const int64_t chunk = call.k / chunks;
+  call.split_groups = call.batch_count;
+  call.group_stride_a = call.stride_a;
+  call.group_stride_b = call.stride_b;
+  call.batch_count *= chunks;
+  call.k = static_cast<int>(chunk);
+  call.k_split = chunks;
+  // Chunk c reads terms [c x chunk, (c + 1) x chunk): A[i + l*lda] steps by lda along l (by 1
+  // when transposed), B[l + j*ldb] by 1 (by ldb when transposed).
+  call.stride_a = call.transa ? chunk : chunk * call.lda;
+  call.stride_b = call.transb ? chunk * call.ldb : chunk;
+  call.stride_c = product;
   return call;
 }
 

@@ -10,6 +10,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/backend/gpu/node_plan.h"
+#include "runtime/backend/gpu/split_batch.h"
 
 namespace tpusim::runtime::gpu {
 
@@ -43,10 +44,44 @@ struct GemmCall {
   int64_t a_elements = 0, b_elements = 0, out_elements = 0;
   bool nothing_to_do = false;  // an empty output
   bool zero_fill = false;      // k == 0: out is all zeros (cuBLAS with beta 0 would leave it)
+  // Sums split along K (split_long_sums): K is cut into k_split chunks of `k` terms, and the
+  // batches are split_groups groups (the batches before the split) of k_split chunks each.
+  // Batch g is chunk g % k_split of group g / k_split: it reads A at a_offset(g), B at
+  // b_offset(g), and writes its partial sums to C at g x stride_c, C being a scratch of
+  // batch_count x (m x n) floats. The partials are then added in chunk order into the output,
+  // the groups' products back to back (kernels.h, launch_sum_partials). One group is a plain
+  // strided batch; more are run with the batches' pointers (cublasGemmBatchedEx).
+  int k_split = 1;
+  int split_groups = 1;
+  int64_t group_stride_a = 0, group_stride_b = 0;
+
+  int64_t a_offset(int64_t g) const {
+    return k_split > 1 ? split_batch_offset(g, k_split, group_stride_a, stride_a) : g * stride_a;
+  }
+  int64_t b_offset(int64_t g) const {
+    return k_split > 1 ? split_batch_offset(g, k_split, group_stride_b, stride_b) : g * stride_b;
+  }
 };
 
 // The call for `plan` over the replicas `layout` describes; Unimplemented when a size passes
 // cuBLAS's 32-bit int.
 absl::StatusOr<GemmCall> gemm_call(const MatMulPlan& plan, const ReplicaLayout& layout = {});
+
+// `call` with its sums split along K where its output alone would leave most of a GPU's
+// `multiprocessors` idle: a product of few outputs and a long K (a convolution's weight
+// gradient: 25 x 32 outputs a replica, K = 100,352 terms for mnist_cnn's first layer at 128
+// images) is a handful of output tiles, each one thread block adding all of K, while the other
+// multiprocessors wait. Its K is cut into k_split equal chunks (a divisor of K, each at least
+// kMinChunkTerms long) so that the chunks' tiles number about twice the multiprocessors, and
+// every group's chunks run as one batched call. Unchanged where the output already spans the GPU, K
+// has no such divisor, or the call is made once a replica (calls > 1). The sums' order changes
+// (chunk by chunk, then the chunks in order), as cuBLAS's own choice of kernel changes it: GEMMs
+// match the cpu to a tolerance, not bit for bit.
+GemmCall split_long_sums(GemmCall call, int multiprocessors);
+
+// Chunks of K a split makes are at least this many terms (a thread block's share of work large
+// enough to pay for its partial's write and read), and at most this many chunks.
+inline constexpr int64_t kMinChunkTerms = 1024;
+inline constexpr int kMaxChunks = 64;
 
 }  // namespace tpusim::runtime::gpu

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/backend/gpu/kernels.h"
+#include "runtime/backend/gpu/split_batch.h"
 
 namespace tpusim::runtime::gpu {
 namespace {
@@ -132,6 +133,32 @@ __global__ void bf16_kernel(const float* in, uint16_t* out, int64_t n) {
   }
 }
 
+__global__ void sum_partials_kernel(const float* parts, int64_t slices, int64_t count,
+                                    int64_t total, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += stride) {
+    const int64_t g = e / count, i = e - g * count;
+    const float* p = parts + g * slices * count + i;
+    float acc = 0;
+    for (int64_t c = 0; c < slices; ++c) acc += p[c * count];
+    out[e] = acc;
+  }
+}
+
+__global__ void split_pointers_kernel(SplitPointers p, const void** a_out, const void** b_out,
+                                      void** c_out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < p.count;
+       g += stride) {
+    a_out[g] =
+        p.a + split_batch_offset(g, p.chunks, p.group_stride_a, p.chunk_stride_a) * p.element_bytes;
+    b_out[g] =
+        p.b + split_batch_offset(g, p.chunks, p.group_stride_b, p.chunk_stride_b) * p.element_bytes;
+    c_out[g] = p.c + g * p.stride_c;
+  }
+}
+
 // Replica r's values at a fixed stride in one buffer, as ring_sum_of reads them.
 template <typename T>
 struct StridedParts {
@@ -184,6 +211,21 @@ cudaError_t launch_elements(const ElementPlan& plan, const ReplicaOperands& in, 
 cudaError_t launch_to_bf16(const float* in, uint16_t* out, int64_t n) {
   if (n <= 0) return cudaSuccess;
   bf16_kernel<<<blocks_for((n + 3) / 4), kThreads>>>(in, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_partials(const float* parts, int64_t slices, int64_t count, int64_t groups,
+                                float* out) {
+  const int64_t total = count * groups;
+  if (total <= 0) return cudaSuccess;
+  sum_partials_kernel<<<blocks_for(total), kThreads>>>(parts, slices, count, total, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_split_pointers(const SplitPointers& p, const void** a_out, const void** b_out,
+                                  void** c_out) {
+  if (p.count <= 0) return cudaSuccess;
+  split_pointers_kernel<<<blocks_for(p.count), kThreads>>>(p, a_out, b_out, c_out);
   return cudaGetLastError();
 }
 

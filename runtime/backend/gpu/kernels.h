@@ -30,6 +30,27 @@ cudaError_t launch_elements(const ElementPlan& plan, const ReplicaOperands& in, 
 // out[i] = the bf16 encoding of in[i] (round to nearest even, element_math.h) for i < n.
 cudaError_t launch_to_bf16(const float* in, uint16_t* out, int64_t n);
 
+// out[g x count + i] = the sum over c < slices, c ascending, of parts[(g x slices + c) x count +
+// i] in f32, for g < groups and i < count: the chunks of a GEMM whose sums were split along K
+// (gemm_call.h's split_long_sums), added in order.
+cudaError_t launch_sum_partials(const float* parts, int64_t slices, int64_t count, int64_t groups,
+                                float* out);
+
+// The batches of a GEMM split into groups of chunks (gemm_call.h's GemmCall::split_groups > 1),
+// as cublasGemmBatchedEx takes them: for g < count, a_out[g] = a + split_batch_offset(g, chunks,
+// group_stride_a, chunk_stride_a) elements of element_bytes (b_out[g] likewise) and c_out[g] =
+// c + g x stride_c floats.
+struct SplitPointers {
+  const char* a = nullptr;
+  const char* b = nullptr;
+  float* c = nullptr;
+  int64_t element_bytes = 4, count = 0, chunks = 1;
+  int64_t group_stride_a = 0, chunk_stride_a = 0, group_stride_b = 0, chunk_stride_b = 0;
+  int64_t stride_c = 0;
+};
+cudaError_t launch_split_pointers(const SplitPointers& p, const void** a_out, const void** b_out,
+                                  void** c_out);
+
 // One replica's launch: launch_elements with everything shared.
 cudaError_t launch_elements(const ElementPlan& plan, const void* a, const void* b, const void* c,
                             void* out);
