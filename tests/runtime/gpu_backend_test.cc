@@ -147,8 +147,8 @@ TEST(GpuBackend, LongReductionsMatchTheCpuBitForBit) {
 
 // Products of few outputs and a long K have their sums split along K (gemm_call.h): plain, with
 // the rhs read transposed, and with the lhs read transposed, on one replica (a strided batch of
-// chunks) and on three (groups of chunks, by pointers), each within f32 rounding of the cpu's
-// sums (a chunk read from the wrong place is off by about the sums' own size).
+// chunks) and on three (groups of chunks, by pointers), two steps each, within f32 rounding of
+// the cpu's sums (a chunk read from the wrong place is off by about the sums' own size).
 TEST(GpuBackend, SplitSumsFollowTheCpu) {
   GPU_OR_SKIP(gpu);
   constexpr int64_t kTerms = 65536;
@@ -171,24 +171,30 @@ TEST(GpuBackend, SplitSumsFollowTheCpu) {
   };
   auto cpu = make_backend("cpu");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto cpu_exe = (*cpu)->compile(b.graph(), {"fp32"});
-  auto gpu_exe = gpu.compile(b.graph(), {"fp32"});
-  ASSERT_TRUE(cpu_exe.ok() && gpu_exe.ok());
   for (const uint32_t replicas : {1u, 3u}) {
-    std::vector<Feeds> feeds;
-    for (uint32_t r = 0; r < replicas; ++r) feeds.push_back(feeds_for(10 * r + 8));
-    Variables cpu_vars = initial_variables(b.graph()), gpu_vars = cpu_vars;
-    auto want = (*cpu)->run(**cpu_exe, cpu_vars, feeds, 0);
-    auto got = gpu.run(**gpu_exe, gpu_vars, feeds, 0);
+    auto cpu_exe = (*cpu)->compile(b.graph(), {"fp32", replicas});
+    auto gpu_exe = gpu.compile(b.graph(), {"fp32", replicas});
+    ASSERT_TRUE(cpu_exe.ok() && gpu_exe.ok());
+    std::vector<LoopStep> steps(2);  // two steps: the second's batches differ from the first's
+    for (uint32_t s = 0; s < 2; ++s) {
+      for (uint32_t r = 0; r < replicas; ++r)
+        steps[s].replicas.push_back(feeds_for(20 * s + 5 * r));
+    }
+    Variables none_cpu, none_gpu;
+    auto want = (*cpu)->run_loop(**cpu_exe, none_cpu, steps, 0);
+    auto got = gpu.run_loop(**gpu_exe, none_gpu, steps, 0);
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     // Terms uniform in [-1, 1): each sum is about sqrt(K) / 3 = 85 in size, its f32 rounding
     // far under 0.05.
-    for (uint32_t r = 0; r < replicas; ++r) {
-      for (const auto& [name, t] : (*want)[r]) {
-        const HostTensor& g = (*got)[r].at(name);
-        ASSERT_EQ(g.f.size(), t.f.size()) << name;
-        for (size_t i = 0; i < t.f.size(); ++i)
-          ASSERT_NEAR(g.f[i], t.f[i], 0.05) << name << " replica " << r << " element " << i;
+    for (uint32_t s = 0; s < 2; ++s) {
+      for (uint32_t r = 0; r < replicas; ++r) {
+        for (const auto& [name, t] : want->outputs[s][r]) {
+          const HostTensor& g = got->outputs[s][r].at(name);
+          ASSERT_EQ(g.f.size(), t.f.size()) << name;
+          for (size_t i = 0; i < t.f.size(); ++i)
+            ASSERT_NEAR(g.f[i], t.f[i], 0.05)
+                << name << " step " << s << " replica " << r << " element " << i;
+        }
       }
     }
   }

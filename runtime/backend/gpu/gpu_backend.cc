@@ -5,8 +5,12 @@
 // layout), and a value computed from shared values alone (constants, variables no replica has
 // updated, a cross_replica_sum's result and what follows from it) is computed once and shared.
 // Everything runs on the legacy default stream, so kernels, GEMMs and copies are ordered
-// without events.
+// without events, but the next step's infeed copies (infeed_prefetch.h), which run beside a
+// step on a stream of their own and are waited for by event where the next step reads them.
 #include "runtime/backend/gpu/gpu_backend.h"
+
+#include <deque>
+#include <map>
 
 #include <cuda_runtime_api.h>
 
@@ -14,6 +18,7 @@
 #include "runtime/backend/gpu/cuda_status.h"
 #include "runtime/backend/gpu/device_buffer.h"
 #include "runtime/backend/gpu/gemm.h"
+#include "runtime/backend/gpu/infeed_prefetch.h"
 #include "runtime/backend/gpu/kernels.h"
 #include "runtime/backend/gpu/node_plan.h"
 #include "runtime/backend/gpu/node_profile.h"
@@ -28,18 +33,24 @@ using gpu::DeviceBuffer;
 // Every value is 4 bytes an element on the device (f32, bf16 held as f32, s32).
 size_t value_bytes(const Shape& shape) { return static_cast<size_t>(shape.elements()) * 4; }
 
-// Copies `t`'s values to `device` (value_bytes(t.shape) bytes there), checking first that it
-// holds as many as its shape says.
-absl::Status copy_to_device(const HostTensor& t, void* device, const std::string& what) {
+// `t`'s values on the host (value_bytes(t.shape) bytes), checking first that it holds as many as
+// its shape says.
+absl::StatusOr<const void*> host_values(const HostTensor& t, const std::string& what) {
   const size_t held = t.dtype == DType::kS32 ? t.i.size() : t.f.size();
   if (held != static_cast<size_t>(t.elements())) {
     return absl::InvalidArgumentError(
         str_cat(what, " is ", dtype_name(t.dtype), t.shape.str(), " but holds ", held, " values"));
   }
-  if (held == 0) return absl::OkStatus();
-  const void* host = t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
-                                            : static_cast<const void*>(t.f.data());
-  return gpu::cuda_status(cudaMemcpy(device, host, value_bytes(t.shape), cudaMemcpyHostToDevice),
+  return t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
+                                : static_cast<const void*>(t.f.data());
+}
+
+// Copies `t`'s values to `device` (value_bytes(t.shape) bytes there).
+absl::Status copy_to_device(const HostTensor& t, void* device, const std::string& what) {
+  auto host = host_values(t, what);
+  if (!host.ok()) return host.status();
+  if (t.elements() == 0) return absl::OkStatus();
+  return gpu::cuda_status(cudaMemcpy(device, *host, value_bytes(t.shape), cudaMemcpyHostToDevice),
                           str_cat("copying ", what, " to the device"));
 }
 
@@ -94,13 +105,18 @@ class GpuExecutable final : public Executable {
         plans_(std::move(plans)),
         constants_(std::move(constants)),
         last_use_(last_uses(graph_)),
-        profile_(gpu::NodeProfile::from_environment(graph_)) {}
+        profile_(gpu::NodeProfile::from_environment(graph_)) {
+    for (int i = 0; i < graph_.size(); ++i) {
+      if (graph_.node(i).op == Op::kInfeed) infeeds_.push_back(i);
+    }
+  }
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   const gpu::NodePlan& plan(int id) const { return plans_[static_cast<size_t>(id)]; }
   const Buffer& constant(int id) const { return constants_[static_cast<size_t>(id)]; }
   int last_use(int id) const { return last_use_[static_cast<size_t>(id)]; }
   gpu::NodeProfile* profile() const { return profile_.get(); }  // null unless asked for
+  const std::vector<int>& infeeds() const { return infeeds_; }  // the infeed nodes
 
  private:
   Graph graph_;
@@ -109,6 +125,7 @@ class GpuExecutable final : public Executable {
   std::vector<Buffer> constants_;  // per node; set for kConstant nodes
   std::vector<int> last_use_;
   std::unique_ptr<gpu::NodeProfile> profile_;
+  std::vector<int> infeeds_;
 };
 
 using DeviceVariables = std::map<std::string, Value>;  // every replica's variables
@@ -157,8 +174,9 @@ class GpuBackend final : public Backend {
       vars[name] = Value{*std::move(buffer), 0};
     }
     LoopResult result;
+    prefetch_->clear();  // nothing left from a loop that failed part-way
     for (size_t s = 0; s < steps.size(); ++s) {
-      auto outputs = step(exe, vars, steps[s].replicas, first_step + s);
+      auto outputs = step(exe, vars, steps, s, first_step + s);
       if (!outputs.ok()) return outputs.status();
       result.outputs.push_back(*std::move(outputs));
     }
@@ -185,11 +203,22 @@ class GpuBackend final : public Backend {
  private:
   using Values = std::vector<Value>;  // per node
 
+  // Step `s` of `steps`: its nodes queued, then the next step's infeeds copied while they run
+  // (infeed_prefetch.h), then its outputs read back.
   absl::StatusOr<std::vector<Outputs>> step(const GpuExecutable& exe, DeviceVariables& vars,
-                                            const std::vector<Feeds>& feeds, uint64_t step_number) {
+                                            const std::vector<LoopStep>& steps, size_t s,
+                                            uint64_t step_number) {
     const Graph& g = exe.graph();
     const size_t replicas = exe.replicas();
+    const std::vector<Feeds>& feeds = steps[s].replicas;
+    const std::vector<Feeds>* next = s + 1 < steps.size() ? &steps[s + 1].replicas : nullptr;
     gpu::NodeProfile* profile = exe.profile();
+    if (next != nullptr) {
+      std::map<int, size_t> bytes;
+      for (int id : exe.infeeds()) bytes[id] = value_bytes(g.node(id).shape) * replicas;
+      if (absl::Status st = prefetch_->reserve(bytes); !st.ok())
+        return failed_at(str_cat("step ", step_number, ", the next step's infeed"), st);
+    }
     Values values(static_cast<size_t>(g.size()));
     for (int i = 0; i < g.size(); ++i) {
       absl::Status st = profile != nullptr ? profile->before(i) : absl::OkStatus();
@@ -200,6 +229,10 @@ class GpuBackend final : public Backend {
       for (int id : g.node(i).inputs) {
         if (exe.last_use(id) == i) values[static_cast<size_t>(id)] = Value{};
       }
+    }
+    if (next != nullptr) {
+      if (absl::Status st = prefetch_infeeds(exe, *next); !st.ok())
+        return failed_at(str_cat("step ", step_number, ", the next step's infeed"), st);
     }
     std::vector<Outputs> outputs(replicas);
     for (size_t r = 0; r < replicas; ++r) {
@@ -237,7 +270,11 @@ class GpuBackend final : public Backend {
         } else if (n.op == Op::kVariable) {
           out = vars.at(n.attrs.name);
         } else {
-          return upload_infeed(n, feeds, replicas, &out);
+          auto prefetched = prefetch_->take(id);
+          if (!prefetched.ok()) return prefetched.status();
+          if (*prefetched == nullptr) return upload_infeed(n, feeds, replicas, &out);
+          out = Value{*std::move(prefetched),
+                      replicas > 1 ? static_cast<int64_t>(value_bytes(n.shape)) : 0};
         }
         return absl::OkStatus();
       case gpu::NodeWork::kAlias:
@@ -335,6 +372,24 @@ class GpuBackend final : public Backend {
     return absl::OkStatus();
   }
 
+  // Copies every infeed of the step that `feeds` feed to the device on the prefetch's stream.
+  absl::Status prefetch_infeeds(const GpuExecutable& exe, const std::vector<Feeds>& feeds) {
+    std::deque<HostTensor> rounded;  // bf16 infeeds' rounded batches, kept until copied
+    std::vector<gpu::InfeedPrefetch::Batch> batches;
+    for (int id : exe.infeeds()) {
+      const Node& n = exe.graph().node(id);
+      gpu::InfeedPrefetch::Batch batch{id, value_bytes(n.shape), {}};
+      for (const Feeds& replica : feeds) {
+        const HostTensor& t = infeed_value(n, replica.at(n.attrs.name), rounded.emplace_back());
+        auto host = host_values(t, str_cat("infeed '", n.attrs.name, "'"));
+        if (!host.ok()) return host.status();
+        batch.replicas.push_back(*host);
+      }
+      batches.push_back(std::move(batch));
+    }
+    return prefetch_->copy(batches);
+  }
+
   // cross_replica_sum over several replicas: one copy, which every replica shares.
   static absl::Status ring_sum(const Node& n, const Value& in, size_t replicas, Value* out) {
     auto value = allocate_value(value_bytes(n.shape), 1);
@@ -352,6 +407,9 @@ class GpuBackend final : public Backend {
   }
 
   std::unique_ptr<gpu::Cublas> cublas_;
+  // The next step's infeeds, copied while a step runs. A backend runs one loop at a time (as
+  // its cuBLAS handle does).
+  std::unique_ptr<gpu::InfeedPrefetch> prefetch_ = std::make_unique<gpu::InfeedPrefetch>();
 };
 
 absl::Status unavailable(const std::string& why) {
