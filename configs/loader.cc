@@ -190,18 +190,53 @@ absl::StatusOr<ConfigText> read_config(std::string_view path_or_name) {
       "\" and no embedded config of that name (embedded: ", str_join(embedded_names(), ", "), ")"));
 }
 
+namespace {
+
+bool is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool is_word(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// X of a "# proto-message: tpusim.config.X" line (its word characters; the package is optional),
+// or nullopt for any other line. Read by hand, in one pass: libstdc++'s std::regex recurses once
+// a matched character, and a header of 29 KB of word characters (fuzz_config's) overflowed the
+// stack.
+std::optional<std::string_view> header_message(std::string_view line) {
+  size_t at = 0;
+  auto skip_spaces = [&] {
+    while (at < line.size() && is_space(line[at])) ++at;
+  };
+  auto word_at = [&](size_t from) {
+    size_t end = from;
+    while (end < line.size() && is_word(line[end])) ++end;
+    return line.substr(from, end - from);
+  };
+  if (line.empty() || line[0] != '#') return std::nullopt;
+  ++at;
+  skip_spaces();
+  constexpr std::string_view kKey = "proto-message:", kPackage = "tpusim.config.";
+  if (line.substr(at, kKey.size()) != kKey) return std::nullopt;
+  at += kKey.size();
+  skip_spaces();
+  if (line.substr(at, kPackage.size()) == kPackage && !word_at(at + kPackage.size()).empty())
+    return word_at(at + kPackage.size());
+  const std::string_view word = word_at(at);
+  if (word.empty()) return std::nullopt;
+  return word;
+}
+
+}  // namespace
+
 ConfigKind detect_kind(const ConfigText& text) {
   // Only the comment block at the top of the file counts: a slice that pastes a chip file
   // inline carries that file's header further down.
-  static const std::regex kHeader(R"re(^#\s*proto-message:\s*(tpusim\.config\.)?(\w+))re");
   std::istringstream lines(text.text);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty()) continue;
     if (line[0] != '#') break;
-    std::smatch m;
-    if (std::regex_search(line, m, kHeader)) {
-      if (m[2].str() == "ChipConfig") return ConfigKind::kChip;
-      if (m[2].str() == "HostConfig") return ConfigKind::kHost;
+    if (const auto message = header_message(line)) {
+      if (*message == "ChipConfig") return ConfigKind::kChip;
+      if (*message == "HostConfig") return ConfigKind::kHost;
       return ConfigKind::kSlice;
     }
   }

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <set>
+#include <string_view>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -309,6 +311,34 @@ absl::StatusOr<std::optional<Checkpoint>> load_latest_checkpoint(const std::stri
   return std::optional<Checkpoint>(*std::move(ckpt));
 }
 
+namespace {
+
+// A line of the `checkpoint` index: `model_checkpoint_path: "PATH"` (the newest) or
+// `all_model_checkpoint_paths: "PATH"`, PATH without quotes, nothing after it.
+struct IndexLine {
+  bool newest = false;
+  std::string path;
+};
+
+// Read by hand, in one pass: libstdc++'s std::regex recurses once a matched character, and a
+// quoted path of 900 KB (under the index's 1 MB limit) overflowed the stack.
+std::optional<IndexLine> index_line(std::string_view line) {
+  for (const bool newest : {true, false}) {
+    const std::string prefix =
+        str_cat(newest ? "model_checkpoint_path" : "all_model_checkpoint_paths", ": \"");
+    if (line.size() <= prefix.size() || line.substr(0, prefix.size()) != prefix ||
+        line.back() != '"') {
+      continue;
+    }
+    const std::string_view path = line.substr(prefix.size(), line.size() - prefix.size() - 1);
+    if (path.find('"') != std::string_view::npos) return std::nullopt;
+    return IndexLine{newest, std::string(path)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 absl::Status check_checkpoint_index(const std::string& model_dir,
                                     const std::vector<std::string>& checkpoints) {
   const fs::path index = fs::path(model_dir) / "checkpoint";
@@ -325,19 +355,17 @@ absl::Status check_checkpoint_index(const std::string& model_dir,
   std::ifstream in(index);
   std::set<std::string> present;
   for (const std::string& p : checkpoints) present.insert(fs::path(p).filename().string());
-  static const std::regex kLine(
-      R"re((model_checkpoint_path|all_model_checkpoint_paths): "([^"]*)")re");
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    std::smatch m;
-    if (!std::regex_match(line, m, kLine)) {
+    const std::optional<IndexLine> entry = index_line(line);
+    if (!entry) {
       return absl::DataLossError(str_cat(index.string(), " line ", number,
                                          " is not a checkpoint index line (model_checkpoint_path: "
                                          "\"NAME\")"));
     }
-    const std::string name = fs::path(m[2].str()).filename().string();
-    if (m[1] == "model_checkpoint_path" && present.count(name) == 0) {
-      return absl::DataLossError(str_cat(index.string(), " line ", number, " names ", m[2].str(),
+    const std::string name = fs::path(entry->path).filename().string();
+    if (entry->newest && present.count(name) == 0) {
+      return absl::DataLossError(str_cat(index.string(), " line ", number, " names ", entry->path,
                                          ", which is not in ", model_dir));
     }
   }

@@ -16,6 +16,23 @@ using testing::replace_once;
 using testing::shipped;
 using testing::TempDir;
 
+// The header that names a file's kind is read without a regular expression: libstdc++'s regex
+// recurses once a matched character, and fuzz_config's header of 29 KB of word characters
+// ("# proto-message: tpusim.config.Chip777...") overflowed the stack. Long names are read
+// whole and name no kind of theirs.
+TEST(Loader, AHeaderOfAnyLengthIsReadWithoutRecursion) {
+  auto kind = [](const std::string& text) { return detect_kind(ConfigText{"t", text, "", false}); };
+  EXPECT_EQ(kind("# proto-message: tpusim.config.ChipConfig\nx: 1\n"), ConfigKind::kChip);
+  EXPECT_EQ(kind("#proto-message:HostConfig"), ConfigKind::kHost);
+  EXPECT_EQ(kind("# comment\n#  proto-message:  tpusim.config.SliceConfig\n"), ConfigKind::kSlice);
+  EXPECT_EQ(kind("# proto-message: tpusim.config.ChipConfigs\n"), ConfigKind::kSlice);
+  EXPECT_EQ(kind("# proto-message: ChipConfig.x\n"), ConfigKind::kChip);       // \w+ stops at '.'
+  EXPECT_EQ(kind("x: 1\n# proto-message: ChipConfig\n"), ConfigKind::kSlice);  // not at the top
+  EXPECT_EQ(kind("# proto-message: " + std::string(1 << 20, '7') + "\n"), ConfigKind::kSlice);
+  EXPECT_EQ(kind("# proto-message: tpusim.config.Chip" + std::string(1 << 20, 'o')),
+            ConfigKind::kSlice);
+}
+
 TEST(Loader, EveryShippedFileIsEmbeddedVerbatim) {
   const auto names = embedded_names();
   for (const char* name :

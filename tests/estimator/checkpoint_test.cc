@@ -185,6 +185,36 @@ TEST(Checkpoint, TheIndexIsCheckedAndAnOverlongStepIgnored) {
               HasSubstr(index + " is not a regular file"));
 }
 
+// An index line is read without a regular expression (libstdc++'s regex recurses once a matched
+// character): a quoted name of 900 KB, under the index's 1 MB limit, is refused as any name not
+// there is, where the regex overflowed the stack.
+TEST(Checkpoint, AnIndexLineOfAnyLengthIsReadWithoutRecursion) {
+  TempDir dir;
+  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1), 0).ok());
+  const std::string index = dir.path().string() + "/checkpoint";
+  const std::string name(900 << 10, 'n');
+  std::ofstream(index, std::ios::trunc) << "model_checkpoint_path: \"" << name << "\"\n";
+  EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+              HasSubstr(index + " line 1 names nnnn"));
+  std::ofstream(index, std::ios::trunc) << "model_checkpoint_path: \"" << name << "\n";
+  EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+              HasSubstr(index + " line 1 is not a checkpoint index line"));
+  std::ofstream(index, std::ios::trunc)
+      << "model_checkpoint_path: \"model.ckpt-3.tpuckpt\"\nall_model_checkpoint_paths: \"" << name
+      << "\"\n";
+  auto latest = load_latest_checkpoint(dir.path().string());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ((*latest)->global_step, 3);
+  for (const char* bad :
+       {"model_checkpoint_path:\"a\"", "model_checkpoint_path: \"a\" ",
+        "model_checkpoint_path: \"a\"b\"", "other: \"a\"", "model_checkpoint_path: a"}) {
+    std::ofstream(index, std::ios::trunc) << bad << "\n";
+    EXPECT_THAT(std::string(load_latest_checkpoint(dir.path().string()).status().message()),
+                HasSubstr(index + " line 1 is not a checkpoint index line"))
+        << bad;
+  }
+}
+
 TEST(Checkpoint, TheFingerprintSeesEveryBit) {
   const auto a = sample(0.5f);
   auto b = a;
