@@ -33,22 +33,18 @@ absl::StatusOr<std::unique_ptr<Cublas>> Cublas::create() {
   auto loaded = CublasLibrary::get();
   if (!loaded.ok()) return loaded.status();
   const CublasLibrary& lib = **loaded;
+  int device = 0, multiprocessors = 0;  // the device's, for split_long_sums
+  if (absl::Status st = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !st.ok()) return st;
+  if (absl::Status st = cuda_status(
+          cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+          "cudaDeviceGetAttribute(MultiProcessorCount)");
+      !st.ok()) {
+    return st;
+  }
   cublasHandle_t handle = nullptr;
   if (absl::Status st = lib.status(lib.create(&handle), "cublasCreate"); !st.ok()) return st;
   if (absl::Status st =
           lib.status(lib.set_math_mode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-      !st.ok()) {
-    lib.destroy(handle);
-    return st;
-  }
-  int device = 0, multiprocessors = 0;
-  if (absl::Status st = cuda_status(cudaGetDevice(&device), "cudaGetDevice"); !st.ok()) {
-    lib.destroy(handle);
-    return st;
-  }
-  if (absl::Status st = cuda_status(
-          cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
-          "cudaDeviceGetAttribute(MultiProcessorCount)");
       !st.ok()) {
     lib.destroy(handle);
     return st;
