@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/strings.h"
@@ -258,6 +259,25 @@ class CoreChecker {
     }
   }
 
+  // An operand the op does not take is refused: the vector unit loads every operand given, and
+  // the checks below look only at those the op reads (a fuzzed FILL with an `a` of no columns
+  // reached a memcpy to a null row).
+  bool check_operands_taken(int index, const Vector& v, VectorOpClass cls) {
+    const bool takes_a = cls != VectorOpClass::kFill;
+    const bool takes_b = cls == VectorOpClass::kBinary || cls == VectorOpClass::kSelect;
+    const bool takes_c = cls == VectorOpClass::kSelect;
+    bool ok = true;
+    for (const auto& [given, taken, name] :
+         {std::tuple{v.has_a(), takes_a, "a"}, std::tuple{v.has_b(), takes_b, "b"},
+          std::tuple{v.has_c(), takes_c, "c"}}) {
+      if (given && !taken) {
+        fail(index, str_cat("takes no operand ", name));
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
   void check_vector(int index, const Vector& v) {
     const VectorOpClass cls = classify(v.op());
     if (cls == VectorOpClass::kUnknown) {
@@ -265,6 +285,7 @@ class CoreChecker {
       return;
     }
     if (!check_block(index, "dst", v.dst(), true)) return;
+    if (!check_operands_taken(index, v, cls)) return;
     const Block& dst = v.dst();
     if (cls != VectorOpClass::kCast && dst.dtype() != isa::F32) {
       fail(index, "dst must be f32 (the vector unit computes in f32)");

@@ -161,6 +161,17 @@ const BadProgram kBad[] = {
     {"VectorDstNotF32",
      [](CoreBuilder& c) { c.unary(isa::Vector::EXP, block(0, 8, 128, isa::BF16), kV); },
      "dst must be f32"},
+    {"FillWithAnOperand",  // fuzz_program's find: an `a` of no columns reached a null memcpy
+     [](CoreBuilder& c) {
+       *c.fill(kV, 0).instruction().mutable_vector()->mutable_a() = block(4096, 8, 0, isa::F32);
+     },
+     "instruction 0 (vpu.fill): takes no operand a"},
+    {"UnaryWithAnOperandB",
+     [](CoreBuilder& c) {
+       *c.unary(isa::Vector::EXP, kV, kV).instruction().mutable_vector()->mutable_b() =
+           block(1u << 30, 8, 128, isa::F32);  // past VMEM: it would have been read
+     },
+     "instruction 0 (vpu.exp): takes no operand b"},
     {"SelectWithoutC",
      [](CoreBuilder& c) { c.select(kV, kV, kV, kV).instruction().mutable_vector()->clear_c(); },
      "select needs operands b and c"},
