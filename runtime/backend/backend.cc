@@ -60,7 +60,9 @@ absl::StatusOr<std::vector<Outputs>> Backend::run(Executable& executable, Variab
 
 std::vector<int> last_uses(const Graph& graph) {
   std::vector<int> last(static_cast<size_t>(graph.size()), -1);
+  const std::vector<bool> live = live_nodes(graph);
   for (int i = 0; i < graph.size(); ++i) {
+    if (!live[static_cast<size_t>(i)]) continue;
     for (int in : graph.node(i).inputs) last[static_cast<size_t>(in)] = i;
   }
   for (const auto& o : graph.outputs()) last[static_cast<size_t>(o.node)] = graph.size();

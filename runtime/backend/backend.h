@@ -142,8 +142,9 @@ class Backend {
 // adds (host pipeline stages). Nothing is recorded until a trace writer is attached.
 traces::TraceRouter& device_trace_router();
 
-// Per node of `graph`, the id of the last node that reads it (graph.size() for outputs and
-// update values, -1 when nothing does): an interpreting backend drops a value after it.
+// Per node of `graph`, the id of the last live node (live_nodes) that reads it (graph.size() for
+// outputs and update values, -1 when nothing live does): an interpreting backend drops a value
+// after it.
 std::vector<int> last_uses(const Graph& graph);
 
 // Checks that `feeds` has a batch of the right type and shape for every infeed of `graph`, and

@@ -157,6 +157,17 @@ int Graph::find_variable(const std::string& name) const {
   return -1;
 }
 
+std::vector<bool> live_nodes(const Graph& graph) {
+  std::vector<bool> live(static_cast<size_t>(graph.size()), false);
+  for (const auto& o : graph.outputs()) live[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : graph.updates()) live[static_cast<size_t>(u.value)] = true;
+  for (int id = graph.size() - 1; id >= 0; --id) {  // ids are topological: readers come later
+    if (!live[static_cast<size_t>(id)]) continue;
+    for (int in : graph.node(id).inputs) live[static_cast<size_t>(in)] = true;
+  }
+  return live;
+}
+
 bool is_statistic(const std::string& variable_name) {
   return variable_name.find("moving_") != std::string::npos;
 }
@@ -166,8 +177,7 @@ GraphSize graph_size(const Graph& graph) {
   for (const Node& n : graph.nodes()) {
     if (n.op == Op::kVariable) {
       size.parameters += n.shape.elements();
-      if (!is_statistic(n.attrs.name))
-        size.trainable_parameters += n.shape.elements();
+      if (!is_statistic(n.attrs.name)) size.trainable_parameters += n.shape.elements();
     } else if (n.op == Op::kMatMul) {
       // [..., M, K] x [..., K, N] -> [..., M, N]: every output element takes K products.
       const Shape& lhs = graph.node(n.inputs[0]).shape;

@@ -97,13 +97,13 @@ struct Initializer {
 // as TensorFlow's ResNet v1.5 `fixed_padding` makes it: zeros before and after each side, set
 // here and independent of the image size).
 struct Window {
-  int64_t kh = 1, kw = 1;             // window size
-  int64_t sh = 1, sw = 1;             // strides
-  bool same = false;                  // SAME padding (else VALID, or explicit)
-  bool explicit_padding = false;      // pad_* below are given, not derived
-  int64_t pad_top = 0, pad_left = 0;  // derived for SAME and VALID
+  int64_t kh = 1, kw = 1;                 // window size
+  int64_t sh = 1, sw = 1;                 // strides
+  bool same = false;                      // SAME padding (else VALID, or explicit)
+  bool explicit_padding = false;          // pad_* below are given, not derived
+  int64_t pad_top = 0, pad_left = 0;      // derived for SAME and VALID
   int64_t pad_bottom = 0, pad_right = 0;  // explicit padding only
-  Shape image;                        // the NHWC input (kPatchesToImage's output)
+  Shape image;                            // the NHWC input (kPatchesToImage's output)
 };
 
 struct Attrs {
@@ -165,6 +165,12 @@ class Graph {
   std::vector<NamedValue> outputs_;
   std::vector<VariableUpdate> updates_;
 };
+
+// Per node, whether some output or update depends on it. A node that none does (autodiff's
+// gradient of a constant, such as attention's 1/sqrt(d) scale, or of the input images) is dead:
+// an interpreting backend does not compute it, as TensorFlow runs only what a fetch needs and
+// XLA removes dead code.
+std::vector<bool> live_nodes(const Graph& graph);
 
 // Whether a variable is one the model updates itself rather than by gradients: batch norm's
 // moving averages, which layers::batch_normalization names "*/moving_mean" and

@@ -174,6 +174,26 @@ TEST(CpuBackend, BatchNormUpdatesMovingStatisticsEachStep) {
   EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_variance"].f[0], 0.5f + 0.5f * 1.25f * 4 / 3);
 }
 
+// Variables are read in place during a step, and updates written after its last node: two
+// variables that take each other's value swap, and a variable read as an output and by a reshape
+// keeps its value.
+TEST(CpuBackend, UpdatesToOtherVariablesOldValuesSwapThem) {
+  GraphBuilder b;
+  const Value a = b.variable("a", DType::kF32, {2, 2}, Initializer{});
+  const Value c = b.variable("c", DType::kF32, {2, 2}, Initializer{});
+  b.update(a, c);
+  b.update(c, a);
+  b.output("a_flat", b.reshape(a, {4}));
+  b.output("a", a);
+  Variables vars{{"a", HostTensor::from({2, 2}, {1, 2, 3, 4})},
+                 {"c", HostTensor::from({2, 2}, {5, 6, 7, 8})}};
+  const Outputs out = run_once(b, {}, &vars);
+  EXPECT_EQ(vars.at("a").f, (std::vector<float>{5, 6, 7, 8}));
+  EXPECT_EQ(vars.at("c").f, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(out.at("a_flat").f, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(out.at("a").f, (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {
   GraphBuilder b;
   const Value a = b.infeed("a", DType::kF32, {1, 1});
@@ -309,6 +329,31 @@ TEST(CpuPlan, OnlyTransposesAndBroadcastsTheirReadersCanReadThroughAreFolded) {
   for (const auto& node : plan.nodes)
     folded_reads += node.matmul.a_transposed + node.matmul.b_transposed;
   EXPECT_EQ(folded_reads, 2);
+}
+
+// A node no output or update reads (autodiff's gradient of a constant scale) is dead: never
+// computed, and its reads keep no value alive.
+TEST(CpuPlan, NodesNoResultReadsAreDead) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {4, 3});
+  const Value scaled = x * 0.25f;
+  const Value unused = b.reduce(Op::kReduceSum, scaled * x, {0, 1});  // d(sum)/d(0.25)
+  const Value y = b.unary(Op::kExp, scaled);
+  b.output("y", y);
+  const cpu::ExecutionPlan plan = cpu::plan_execution(b.graph());
+  const auto at = [](Value v) { return static_cast<size_t>(v.id); };
+  EXPECT_TRUE(plan.nodes[at(unused)].dead);
+  EXPECT_TRUE(plan.nodes[static_cast<size_t>(b.graph().node(unused.id).inputs[0])].dead);
+  EXPECT_FALSE(plan.nodes[at(scaled)].dead);
+  EXPECT_FALSE(plan.nodes[at(y)].dead);
+  EXPECT_FALSE(plan.nodes[at(x)].dead);
+  EXPECT_EQ(plan.last_use[at(scaled)], y.id);  // not the dead product's
+  EXPECT_EQ(plan.last_use[at(x)], scaled.id);
+  Variables vars;
+  HostTensor fed = random_tensor({4, 3}, 3);
+  const Outputs out = run_once(b, {{"x", fed}}, &vars);
+  ASSERT_EQ(out.at("y").f.size(), 12u);
+  EXPECT_EQ(out.at("y").f[5], std::exp(fed.f[5] * 0.25f));
 }
 
 TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {

@@ -49,11 +49,8 @@ HostTensor evaluate(const Node& n, const cpu::NodePlan& plan, const cpu::Inputs&
       return cpu::reduce(n, in, ctx);
     case Op::kArgMax:
       return cpu::argmax(n, in);
-    case Op::kReshape: {
-      HostTensor out = *in[0];
-      out.shape = n.shape;
-      return out;
-    }
+    case Op::kReshape:
+      return cpu::reshape(n, in);
     case Op::kTranspose:
       return cpu::transpose(n, in);
     case Op::kBroadcast:
@@ -126,55 +123,92 @@ class CpuBackend final : public Backend {
   cpu::BufferPool pool_;  // the kernels' recycled storage, kept between loops
   std::mutex pool_mutex_;
 
+  // A step's values, per replica and node. A variable and an f32 infeed are read where they are
+  // (`reads`), not copied: the step's updates are written after its last node.
+  struct StepValues {
+    std::vector<std::vector<HostTensor>> owned;         // [replica][node]: what the step made
+    std::vector<std::vector<const HostTensor*>> reads;  // [replica][node]: where each is read
+    StepValues(size_t replicas, size_t nodes)
+        : owned(replicas, std::vector<HostTensor>(nodes)),
+          reads(replicas, std::vector<const HostTensor*>(nodes, nullptr)) {}
+    bool owns(size_t r, size_t id) const { return reads[r][id] == &owned[r][id]; }
+    void set(size_t r, size_t id, HostTensor t) {
+      owned[r][id] = std::move(t);
+      reads[r][id] = &owned[r][id];
+    }
+  };
+
+  // Node `i` of replica `r`.
+  static void run_node(const CpuExecutable& exe, int i, size_t r, const Variables& vars,
+                       const Feeds& feeds, const cpu::KernelContext& ctx, StepValues& v) {
+    const Node& n = exe.graph().node(i);
+    const cpu::NodePlan& p = exe.plan().nodes[static_cast<size_t>(i)];
+    const auto at = static_cast<size_t>(i);
+    if (n.op == Op::kVariable) {
+      v.reads[r][at] = &vars.at(n.attrs.name);
+    } else if (n.op == Op::kInfeed) {
+      v.reads[r][at] = &infeed_value(n, feeds.at(n.attrs.name), v.owned[r][at]);
+    } else if (const auto input = static_cast<size_t>(p.inputs.empty() ? 0 : p.inputs[0]);
+               n.op == Op::kReshape && exe.plan().last_use[input] == i && v.owns(r, input)) {
+      // The input dies here: its values become the output's, uncopied.
+      HostTensor t = std::move(v.owned[r][input]);
+      t.shape = n.shape;
+      v.set(r, at, std::move(t));
+    } else {
+      cpu::Inputs in;
+      for (int id : p.inputs) in.push_back(v.reads[r][static_cast<size_t>(id)]);
+      v.set(r, at, evaluate(n, p, in, ctx));
+    }
+  }
+
   static std::vector<Outputs> step(const CpuExecutable& exe, const std::vector<Variables*>& vars,
                                    const std::vector<Feeds>& feeds, uint64_t step_number) {
     const Graph& g = exe.graph();
     const size_t replicas = vars.size();
     cpu::KernelContext ctx{exe.mxu(), step_number, exe.f32_reductions()};
-    std::vector<std::vector<HostTensor>> values(
-        replicas, std::vector<HostTensor>(static_cast<size_t>(g.size())));
+    StepValues v(replicas, static_cast<size_t>(g.size()));
     const cpu::ExecutionPlan& plan = exe.plan();
     for (int i = 0; i < g.size(); ++i) {
-      const Node& n = g.node(i);
       const cpu::NodePlan& p = plan.nodes[static_cast<size_t>(i)];
-      if (p.folded) continue;
-      const auto at = static_cast<size_t>(i);
-      if (n.op == Op::kCrossReplicaSum && replicas > 1) {
+      if (p.folded || p.dead) continue;
+      if (g.node(i).op == Op::kCrossReplicaSum && replicas > 1) {
         std::vector<const HostTensor*> parts;
         for (size_t r = 0; r < replicas; ++r)
-          parts.push_back(&values[r][static_cast<size_t>(p.inputs[0])]);
+          parts.push_back(v.reads[r][static_cast<size_t>(p.inputs[0])]);
         const HostTensor sum = cpu::ring_sum(parts);
-        for (size_t r = 0; r < replicas; ++r) values[r][at] = sum;
+        for (size_t r = 0; r < replicas; ++r) v.set(r, static_cast<size_t>(i), sum);
       } else {
-        for (size_t r = 0; r < replicas; ++r) {
-          if (n.op == Op::kVariable) {
-            values[r][at] = vars[r]->at(n.attrs.name);
-          } else if (n.op == Op::kInfeed) {
-            HostTensor rounded;
-            values[r][at] = infeed_value(n, feeds[r].at(n.attrs.name), rounded);
-          } else if (n.op == Op::kReshape && plan.last_use[static_cast<size_t>(p.inputs[0])] == i) {
-            // The input dies here: its values become the output's, uncopied.
-            values[r][at] = std::move(values[r][static_cast<size_t>(p.inputs[0])]);
-            values[r][at].shape = n.shape;
-          } else {
-            cpu::Inputs in;
-            for (int id : p.inputs) in.push_back(&values[r][static_cast<size_t>(id)]);
-            values[r][at] = evaluate(n, p, in, ctx);
-          }
-        }
+        for (size_t r = 0; r < replicas; ++r) run_node(exe, i, r, *vars[r], feeds[r], ctx, v);
       }
       for (int id : p.inputs) {
         if (plan.last_use[static_cast<size_t>(id)] != i) continue;
-        for (size_t r = 0; r < replicas; ++r) cpu::recycle(values[r][static_cast<size_t>(id)]);
+        for (size_t r = 0; r < replicas; ++r) cpu::recycle(v.owned[r][static_cast<size_t>(id)]);
       }
     }
     std::vector<Outputs> outputs(replicas);
     for (size_t r = 0; r < replicas; ++r) {
-      for (const auto& o : g.outputs()) outputs[r][o.name] = values[r][static_cast<size_t>(o.node)];
-      for (const auto& u : g.updates())
-        (*vars[r])[g.node(u.variable).attrs.name] = values[r][static_cast<size_t>(u.value)];
+      for (const auto& o : g.outputs())
+        outputs[r][o.name] = *v.reads[r][static_cast<size_t>(o.node)];
+      write_updates(g, v.reads[r], vars[r]);
     }
     return outputs;
+  }
+
+  // The step's new variable values. An update to a variable's old value (read in place) is copied
+  // before any variable changes; the others are copied into the variables' own storage.
+  static void write_updates(const Graph& g, const std::vector<const HostTensor*>& reads,
+                            Variables* vars) {
+    std::vector<std::pair<const std::string*, HostTensor>> old_values;
+    for (const auto& u : g.updates()) {
+      if (g.node(u.value).op == Op::kVariable)
+        old_values.emplace_back(&g.node(u.variable).attrs.name,
+                                *reads[static_cast<size_t>(u.value)]);
+    }
+    for (const auto& u : g.updates()) {
+      if (g.node(u.value).op != Op::kVariable)
+        (*vars)[g.node(u.variable).attrs.name] = *reads[static_cast<size_t>(u.value)];
+    }
+    for (auto& [name, value] : old_values) (*vars)[*name] = std::move(value);
   }
 };
 

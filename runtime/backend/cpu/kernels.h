@@ -34,6 +34,9 @@ HostTensor select(const Node& n, const Inputs& in);
 HostTensor cast(const Node& n, const Inputs& in);
 HostTensor reduce(const Node& n, const Inputs& in, const KernelContext& ctx);
 HostTensor argmax(const Node& n, const Inputs& in);
+// A copy of the input's values under the node's shape, for a reshape whose input lives on (one
+// whose input dies there takes its storage uncopied: cpu_backend.cc).
+HostTensor reshape(const Node& n, const Inputs& in);
 HostTensor transpose(const Node& n, const Inputs& in);
 HostTensor broadcast(const Node& n, const Inputs& in);
 HostTensor concat(const Node& n, const Inputs& in);

@@ -39,8 +39,7 @@ template <typename Rhs>
 void gemm_tasks(const float* a, bool a_transposed, const Rhs& rhs, float* out, int64_t rows,
                 int64_t K, int64_t N) {
   const int64_t tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-#pragma omp parallel for schedule(static) if (tasks > 1 && rows * K * N > (int64_t{1} << 18))
-  for (int64_t t = 0; t < tasks; ++t) {
+  const auto task = [&](int64_t t) {
     const int64_t first = t * kRowsPerTask;
     const int64_t count = std::min(kRowsPerTask, rows - first);
     MutableMap block(out + first * N, count, N);
@@ -49,7 +48,16 @@ void gemm_tasks(const float* a, bool a_transposed, const Rhs& rhs, float* out, i
     } else {
       block.noalias() = MatrixMap(a + first * K, count, K) * rhs;
     }
+  };
+  // No parallel region at all where one task or a small product would make a team of one: a
+  // batched matmul's products run inside its own region, and a nested one costs libgomp a team
+  // (malloc and futex calls) per product.
+  if (tasks == 1 || rows * K * N <= (int64_t{1} << 18)) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < tasks; ++t) task(t);
 }
 
 void gemm(const float* a, bool a_transposed, const float* b, bool b_transposed, float* out,

@@ -18,9 +18,9 @@ bool swaps_last_two_axes(const Node& n) {
          perm[static_cast<size_t>(rank - 1)] == rank - 2;
 }
 
-// Transposes whose every reader is a matmul and f32 broadcasts whose every reader is a binary
-// elementwise op, which are no output or update.
-std::vector<bool> foldable_nodes(const Graph& graph) {
+// Transposes whose every live reader is a matmul and f32 broadcasts whose every live reader is a
+// binary elementwise op, which are no output or update.
+std::vector<bool> foldable_nodes(const Graph& graph, const std::vector<bool>& live) {
   std::vector<bool> foldable(static_cast<size_t>(graph.size()), false);
   for (int i = 0; i < graph.size(); ++i) {
     const Node& n = graph.node(i);
@@ -28,6 +28,7 @@ std::vector<bool> foldable_nodes(const Graph& graph) {
         swaps_last_two_axes(n) || (n.op == Op::kBroadcast && n.dtype != DType::kS32);
   }
   for (int i = 0; i < graph.size(); ++i) {
+    if (!live[static_cast<size_t>(i)]) continue;
     const Op reader = graph.node(i).op;
     for (int in : graph.node(i).inputs) {
       const Op op = graph.node(in).op;
@@ -44,7 +45,8 @@ std::vector<bool> foldable_nodes(const Graph& graph) {
 }  // namespace
 
 ExecutionPlan plan_execution(const Graph& graph) {
-  const std::vector<bool> foldable = foldable_nodes(graph);
+  const std::vector<bool> live = live_nodes(graph);
+  const std::vector<bool> foldable = foldable_nodes(graph, live);
   ExecutionPlan plan;
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   plan.last_use.assign(static_cast<size_t>(graph.size()), -1);
@@ -66,6 +68,11 @@ ExecutionPlan plan_execution(const Graph& graph) {
           p.binary.map[k].push_back(n.shape.rank() - folded.shape.rank() + axis);
       }
     }
+  }
+  for (int i = 0; i < graph.size(); ++i) {
+    NodePlan& p = plan.nodes[static_cast<size_t>(i)];
+    p.dead = !live[static_cast<size_t>(i)];
+    if (p.dead || p.folded) continue;
     for (int in : p.inputs) plan.last_use[static_cast<size_t>(in)] = i;
   }
   for (const auto& o : graph.outputs()) plan.last_use[static_cast<size_t>(o.node)] = graph.size();

@@ -6,6 +6,9 @@
 //   A^T is its patches, the step's largest tensor;
 // - a broadcast that binary elementwise ops alone read (a mean or a reduction's gradient spread
 //   back over the reduced axes), which they read through its strides.
+// A node that no output or update depends on (autodiff's gradient of a constant, such as the
+// attention's 1/sqrt(d) scale) is dead and never computed, as TensorFlow runs only what a fetch
+// needs and XLA removes dead code.
 
 #include <vector>
 
@@ -19,6 +22,7 @@ struct NodePlan {
   MatmulOperands matmul;    // kMatMul: which operands are read transposed
   BinaryOperands binary;    // binary elementwise ops: operands read through a folded broadcast
   bool folded = false;      // a node that every reader reads through: never computed
+  bool dead = false;        // no output or update depends on it: never computed
 };
 
 struct ExecutionPlan {

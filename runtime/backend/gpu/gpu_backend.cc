@@ -104,6 +104,7 @@ class GpuExecutable final : public Executable {
         replicas_(replicas),
         plans_(std::move(plans)),
         constants_(std::move(constants)),
+        live_(live_nodes(graph_)),
         last_use_(last_uses(graph_)),
         profile_(gpu::NodeProfile::from_environment(graph_)) {
     for (int i = 0; i < graph_.size(); ++i) {
@@ -114,6 +115,7 @@ class GpuExecutable final : public Executable {
   uint32_t replicas() const override { return replicas_; }
   const gpu::NodePlan& plan(int id) const { return plans_[static_cast<size_t>(id)]; }
   const Buffer& constant(int id) const { return constants_[static_cast<size_t>(id)]; }
+  bool live(int id) const { return live_[static_cast<size_t>(id)]; }  // dead ones never run
   int last_use(int id) const { return last_use_[static_cast<size_t>(id)]; }
   gpu::NodeProfile* profile() const { return profile_.get(); }  // null unless asked for
   const std::vector<int>& infeeds() const { return infeeds_; }  // the infeed nodes
@@ -123,6 +125,7 @@ class GpuExecutable final : public Executable {
   uint32_t replicas_;
   std::vector<gpu::NodePlan> plans_;
   std::vector<Buffer> constants_;  // per node; set for kConstant nodes
+  std::vector<bool> live_;
   std::vector<int> last_use_;
   std::unique_ptr<gpu::NodeProfile> profile_;
   std::vector<int> infeeds_;
@@ -221,6 +224,7 @@ class GpuBackend final : public Backend {
     }
     Values values(static_cast<size_t>(g.size()));
     for (int i = 0; i < g.size(); ++i) {
+      if (!exe.live(i)) continue;
       absl::Status st = profile != nullptr ? profile->before(i) : absl::OkStatus();
       if (st.ok()) st = run_node(exe, i, vars, feeds, step_number, values);
       if (st.ok() && profile != nullptr) st = profile->after(i);
