@@ -1,6 +1,7 @@
 // cpu kernels against independent references (naive loops), and the backend's step semantics.
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include <Eigen/Core>
 #include <gmock/gmock.h>
@@ -9,6 +10,7 @@
 
 #include "runtime/backend/cpu/plan.h"
 #include "runtime/backend/registry.h"
+#include "runtime/graph/autodiff.h"
 #include "runtime/graph/initializers.h"
 #include "runtime/graph/layers.h"
 #include "sim/numerics/random.h"
@@ -240,6 +242,84 @@ TEST(CpuBackend, MatmulsRoundTheSameOnAnyHost) {
     hash = (hash ^ bits) * 1099511628211ull;
   }
   EXPECT_EQ(hash, 2374342951631363060ull);
+}
+
+// A product of few outputs and a long depth (a weight gradient) has its depth blocks summed on
+// the host's threads, then added in block order (kernels_linalg.cc): bitwise one Eigen call's
+// result, on 1 to 3 threads, for the lhs read transposed and as stored, a depth that is no
+// multiple of Eigen's block and output shapes off Eigen's register panels.
+TEST(CpuBackend, LongDepthsSplitIntoEigensBlocksKeepEveryBit) {
+  for (const auto& [rows, depth, cols] : {std::tuple<int64_t, int64_t, int64_t>{144, 20000, 16},
+                                          std::tuple<int64_t, int64_t, int64_t>{37, 9001, 13}}) {
+    for (bool transposed : {true, false}) {
+      GraphBuilder b;
+      const Value a =
+          b.infeed("a", DType::kF32, transposed ? Shape{depth, rows} : Shape{rows, depth});
+      const Value w = b.infeed("w", DType::kF32, {depth, cols});
+      b.output("y", b.matmul(transposed ? b.transpose(a, {1, 0}) : a, w));
+      Variables vars;
+      const Feeds feeds{
+          {"a", random_tensor(transposed ? Shape{depth, rows} : Shape{rows, depth}, 1)},
+          {"w", random_tensor(Shape{depth, cols}, 2)}};
+      run_once(b, feeds, &vars);  // fixes Eigen's blocking, as every cpu loop does
+      using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      const Eigen::Map<const RowMajor> wm(feeds.at("w").f.data(), depth, cols);
+      RowMajor want(rows, cols);
+      if (transposed) {
+        want.noalias() =
+            Eigen::Map<const RowMajor>(feeds.at("a").f.data(), depth, rows).transpose() * wm;
+      } else {
+        want.noalias() = Eigen::Map<const RowMajor>(feeds.at("a").f.data(), rows, depth) * wm;
+      }
+      const std::vector<float> expected(want.data(), want.data() + want.size());
+      for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        EXPECT_EQ(run_once(b, feeds, &vars).at("y").f, expected)
+            << rows << " x " << depth << " x " << cols << (transposed ? ", lhs transposed, " : ", ")
+            << threads << " threads";
+      }
+    }
+  }
+}
+
+// A convolution's patches that only its forward product and its kernel gradient read are made
+// on the fly by those products (plan.cc's fold_patches, gemm.h's LhsSource): the results are
+// bitwise those of the materialized patches (here an output too, so not folded), on 1 to 3
+// threads, in fp32 and mxu.
+TEST(CpuBackend, PatchesMadeOnTheFlyEqualMaterializedOnes) {
+  auto build = [](bool patches_output) {
+    auto b = std::make_unique<GraphBuilder>();
+    const Value x = b->infeed("x", DType::kF32, {8, 20, 20, 3});
+    const Value kernel =
+        b->variable("kernel", DType::kF32, {3, 3, 3, 4}, Initializer{InitKind::kGlorotUniform});
+    Window w;
+    w.kh = w.kw = 3;
+    w.same = true;
+    const Value patches = b->extract_patches(x, w);
+    const Value y = b->matmul(patches, b->reshape(kernel, {27, 4}));
+    const Value loss = layers::reduce_mean(b->unary(Op::kSquare, y), {0, 1, 2, 3});
+    auto grads = gradients(*b, loss, {kernel});
+    EXPECT_TRUE(grads.ok()) << grads.status();
+    b->output("y", y);
+    b->output("grad", (*grads)[0]);
+    if (patches_output) b->output("patches", patches);
+    const cpu::ExecutionPlan plan = cpu::plan_execution(b->graph());
+    EXPECT_EQ(plan.nodes[static_cast<size_t>(patches.id)].folded, !patches_output);
+    return b;
+  };
+  const auto folded = build(false), materialized = build(true);
+  Variables vars = initial_variables(folded->graph());
+  const Feeds feeds{{"x", random_tensor(Shape{8, 20, 20, 3}, 5)}};
+  for (const char* precision : {"fp32", "mxu"}) {
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      Variables v1 = vars, v2 = vars;
+      const Outputs got = run_once(*folded, feeds, &v1, precision);
+      const Outputs want = run_once(*materialized, feeds, &v2, precision);
+      EXPECT_EQ(got.at("y").f, want.at("y").f) << precision << ", " << threads << " threads";
+      EXPECT_EQ(got.at("grad").f, want.at("grad").f) << precision << ", " << threads << " threads";
+    }
+  }
 }
 
 // A matmul operand that is a transpose of the last two axes is read in place (plan.h), and the

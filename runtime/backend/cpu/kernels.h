@@ -44,9 +44,13 @@ HostTensor slice(const Node& n, const Inputs& in);
 HostTensor pad(const Node& n, const Inputs& in);
 // Which matmul operands are read transposed: the graph's transpose of the last two axes, which
 // the cpu backend folds into the product instead of copying (plan.h).
+// A matmul whose lhs is a convolution's patches, which no other node reads, reads them made on
+// the fly from the image (gemm.h's LhsSource): its input 0 is then the extract_patches node's
+// input, and `a_patches` that node.
 struct MatmulOperands {
   bool a_transposed = false;
   bool b_transposed = false;
+  const Node* a_patches = nullptr;
 };
 HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
                   MatmulOperands operands = {});
@@ -56,6 +60,10 @@ HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
 // between an AMD EPYC and an Intel Xeon, and with OMP_NUM_THREADS, from mlp's second step on.
 void fix_gemm_blocking();
 HostTensor extract_patches(const Node& n, const Inputs& in);
+// Rows [first, first + count) of extract_patches node `patches`'s output, flattened to [rows,
+// kh * kw * C], from its input `image` (of `image_shape`), into dst.
+void write_patch_rows(const float* image, const Shape& image_shape, const Node& patches,
+                      int64_t first, int64_t count, float* dst);
 HostTensor patches_to_image(const Node& n, const Inputs& in);
 HostTensor one_hot(const Node& n, const Inputs& in);
 // Row lookups (kernels_index.cc): gather copies the named rows; scatter_add sums each update row

@@ -422,34 +422,38 @@ HostTensor pad(const Node& n, const Inputs& in) {
   return out;
 }
 
-HostTensor extract_patches(const Node& n, const Inputs& in) {
-  const HostTensor& x = *in[0];
-  const Window& w = n.attrs.window;
-  const int64_t N = x.shape.dim(0), H = x.shape.dim(1), W = x.shape.dim(2), C = x.shape.dim(3);
-  const int64_t OH = n.shape.dim(1), OW = n.shape.dim(2);
-  // Every element is written, the padding's zeros too, on the host's threads (a serial pass to
-  // zero the patches first was a tenth of resnet_small's step).
-  HostTensor out = new_tensor(x.dtype, n.shape, Init::kOverwritten);
-#pragma omp parallel for collapse(2) if (N * OH > 16)
-  for (int64_t b = 0; b < N; ++b) {
-    for (int64_t oy = 0; oy < OH; ++oy) {
-      for (int64_t ox = 0; ox < OW; ++ox) {
-        float* dst = out.f.data() + ((b * OH + oy) * OW + ox) * w.kh * w.kw * C;
-        for (int64_t ky = 0; ky < w.kh; ++ky) {
-          const int64_t y = oy * w.sh + ky - w.pad_top;
-          for (int64_t kx = 0; kx < w.kw; ++kx, dst += C) {
-            const int64_t xx = ox * w.sw + kx - w.pad_left;
-            if (y < 0 || y >= H || xx < 0 || xx >= W) {  // zero padding
-              std::fill(dst, dst + C, 0.0f);
-              continue;
-            }
-            const float* src = x.f.data() + ((b * H + y) * W + xx) * C;
-            std::copy(src, src + C, dst);
-          }
+void write_patch_rows(const float* image, const Shape& image_shape, const Node& patches,
+                      int64_t first, int64_t count, float* dst) {
+  const Window& w = patches.attrs.window;
+  const int64_t H = image_shape.dim(1), W = image_shape.dim(2), C = image_shape.dim(3);
+  const int64_t OH = patches.shape.dim(1), OW = patches.shape.dim(2);
+  for (int64_t row = first; row < first + count; ++row) {
+    const int64_t ox = row % OW, oy = row / OW % OH, b = row / (OW * OH);
+    for (int64_t ky = 0; ky < w.kh; ++ky) {
+      const int64_t y = oy * w.sh + ky - w.pad_top;
+      for (int64_t kx = 0; kx < w.kw; ++kx, dst += C) {
+        const int64_t xx = ox * w.sw + kx - w.pad_left;
+        if (y < 0 || y >= H || xx < 0 || xx >= W) {  // zero padding
+          std::fill(dst, dst + C, 0.0f);
+          continue;
         }
+        const float* src = image + ((b * H + y) * W + xx) * C;
+        std::copy(src, src + C, dst);
       }
     }
   }
+}
+
+HostTensor extract_patches(const Node& n, const Inputs& in) {
+  const HostTensor& x = *in[0];
+  const int64_t positions = n.shape.dim(0) * n.shape.dim(1), OW = n.shape.dim(2);
+  // Every element is written, the padding's zeros too, on the host's threads (a serial pass to
+  // zero the patches first was a tenth of resnet_small's step).
+  HostTensor out = new_tensor(x.dtype, n.shape, Init::kOverwritten);
+  const int64_t width = n.shape.dim(3);
+#pragma omp parallel for if (positions > 16)
+  for (int64_t row = 0; row < positions; ++row)
+    write_patch_rows(x.f.data(), x.shape, n, row * OW, OW, out.f.data() + row * OW * width);
   return out;
 }
 
