@@ -176,22 +176,28 @@ TEST(CpuBackend, BatchNormUpdatesMovingStatisticsEachStep) {
   EXPECT_FLOAT_EQ(vars["batch_normalization_1/moving_variance"].f[0], 0.5f + 0.5f * 1.25f * 4 / 3);
 }
 
-// Variables are read in place during a step, and updates written after its last node: two
-// variables that take each other's value swap, and a variable read as an output and by a reshape
-// keeps its value.
+// Variables are read in place during a step, and updates written after its last node, in the
+// graph's order: two variables that take each other's value swap, one updated twice keeps the
+// last update, and a variable read as an output and by a reshape keeps its value.
 TEST(CpuBackend, UpdatesToOtherVariablesOldValuesSwapThem) {
   GraphBuilder b;
   const Value a = b.variable("a", DType::kF32, {2, 2}, Initializer{});
   const Value c = b.variable("c", DType::kF32, {2, 2}, Initializer{});
   b.update(a, c);
   b.update(c, a);
+  // Updated twice: the last update wins, whichever reads a variable in place.
+  const Value d = b.variable("d", DType::kF32, {2, 2}, Initializer{});
+  b.update(d, a);
+  b.update(d, c * 2.0f);
   b.output("a_flat", b.reshape(a, {4}));
   b.output("a", a);
   Variables vars{{"a", HostTensor::from({2, 2}, {1, 2, 3, 4})},
-                 {"c", HostTensor::from({2, 2}, {5, 6, 7, 8})}};
+                 {"c", HostTensor::from({2, 2}, {5, 6, 7, 8})},
+                 {"d", HostTensor::from({2, 2}, {0, 0, 0, 0})}};
   const Outputs out = run_once(b, {}, &vars);
   EXPECT_EQ(vars.at("a").f, (std::vector<float>{5, 6, 7, 8}));
   EXPECT_EQ(vars.at("c").f, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(vars.at("d").f, (std::vector<float>{10, 12, 14, 16}));
   EXPECT_EQ(out.at("a_flat").f, (std::vector<float>{1, 2, 3, 4}));
   EXPECT_EQ(out.at("a").f, (std::vector<float>{1, 2, 3, 4}));
 }
@@ -245,12 +251,16 @@ TEST(CpuBackend, MatmulsRoundTheSameOnAnyHost) {
 }
 
 // A product of few outputs and a long depth (a weight gradient) has its depth blocks summed on
-// the host's threads, then added in block order (kernels_linalg.cc): bitwise one Eigen call's
-// result, on 1 to 3 threads, for the lhs read transposed and as stored, a depth that is no
-// multiple of Eigen's block and output shapes off Eigen's register panels.
+// the host's threads, then added in block order (gemm.cc): bitwise one Eigen call's result, on
+// 1 to 3 threads, for the lhs read transposed and as stored, a depth that is no multiple of
+// Eigen's block and output shapes off Eigen's register panels; and the shapes whose blocks
+// Eigen would sum by another rule (one output row or column: a matrix-vector product; under 20
+// rows, columns and terms; two rows and a short last block) are left whole.
 TEST(CpuBackend, LongDepthsSplitIntoEigensBlocksKeepEveryBit) {
-  for (const auto& [rows, depth, cols] : {std::tuple<int64_t, int64_t, int64_t>{144, 20000, 16},
-                                          std::tuple<int64_t, int64_t, int64_t>{37, 9001, 13}}) {
+  using Dims = std::tuple<int64_t, int64_t, int64_t>;
+  for (const auto& [rows, depth, cols] :
+       {Dims{144, 20000, 16}, Dims{37, 9001, 13}, Dims{2, 3000, 20}, Dims{4, 10081, 3},
+        Dims{64, 4096, 1}, Dims{1, 3072, 10}}) {
     for (bool transposed : {true, false}) {
       GraphBuilder b;
       const Value a =

@@ -194,21 +194,25 @@ class CpuBackend final : public Backend {
     return outputs;
   }
 
-  // The step's new variable values. An update to a variable's old value (read in place) is copied
-  // before any variable changes; the others are copied into the variables' own storage.
+  // The step's new variable values, written in the graph's order (a variable updated twice keeps
+  // the last). An update to a variable's old value (read in place) is copied before any variable
+  // changes; the others are copied into the variables' own storage.
   static void write_updates(const Graph& g, const std::vector<const HostTensor*>& reads,
                             Variables* vars) {
-    std::vector<std::pair<const std::string*, HostTensor>> old_values;
-    for (const auto& u : g.updates()) {
-      if (g.node(u.value).op == Op::kVariable)
-        old_values.emplace_back(&g.node(u.variable).attrs.name,
-                                *reads[static_cast<size_t>(u.value)]);
+    std::vector<HostTensor> old_values(g.updates().size());
+    for (size_t k = 0; k < g.updates().size(); ++k) {
+      const int value = g.updates()[k].value;
+      if (g.node(value).op == Op::kVariable) old_values[k] = *reads[static_cast<size_t>(value)];
     }
-    for (const auto& u : g.updates()) {
-      if (g.node(u.value).op != Op::kVariable)
-        (*vars)[g.node(u.variable).attrs.name] = *reads[static_cast<size_t>(u.value)];
+    for (size_t k = 0; k < g.updates().size(); ++k) {
+      const VariableUpdate& u = g.updates()[k];
+      HostTensor& var = (*vars)[g.node(u.variable).attrs.name];
+      if (g.node(u.value).op == Op::kVariable) {
+        var = std::move(old_values[k]);
+      } else {
+        var = *reads[static_cast<size_t>(u.value)];
+      }
     }
-    for (auto& [name, value] : old_values) (*vars)[*name] = std::move(value);
   }
 };
 

@@ -16,8 +16,8 @@ using MatrixMap =
 using MutableMap =
     Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
-// Products summed by depth blocks keep every block's sum until the end: at most this many
-// outputs, so that the sums stay a few MB.
+// Products summed by depth blocks keep a wave of block sums until they are added: at most this
+// many outputs, so that a wave's sums stay a few MB.
 constexpr int64_t kMaxDepthBlockOutputs = 16384;
 
 // A per-thread buffer for patches made on the fly, kept between products (a fresh one per task
@@ -54,22 +54,29 @@ bool gemm_depth_blocks(int64_t rows, int64_t K, int64_t N, bool always, float* o
   const int64_t kc = eigen_depth_block(rows, K, N);
   const int64_t blocks = (K + kc - 1) / kc;
   if (!always && blocks < kMinBlocksPerThread * threads) return false;
-  std::vector<float> sums(static_cast<size_t>(blocks * rows * N), -0.0f);
-  const auto block = [&](int64_t j) {
-    const int64_t first = j * kc;
-    MutableMap sum(sums.data() + j * rows * N, rows, N);
-    add_block(first, std::min(kc, K - first), sum);
+  // In waves of kWave blocks, each wave's sums added to the output in order before the next:
+  // the same additions, in memory bounded by kWave block sums.
+  constexpr int64_t kWave = 64;
+  std::vector<float> sums(static_cast<size_t>(std::min(blocks, kWave) * rows * N));
+  const auto block = [&](int64_t j, int64_t first_of_wave) {
+    float* sum = sums.data() + (j - first_of_wave) * rows * N;
+    std::fill(sum, sum + rows * N, -0.0f);
+    MutableMap block_sum(sum, rows, N);
+    add_block(j * kc, std::min(kc, K - j * kc), block_sum);
   };
-  if (threads > 1 && blocks > 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < blocks; ++j) block(j);
-  } else {
-    for (int64_t j = 0; j < blocks; ++j) block(j);
-  }
   std::fill(out, out + rows * N, 0.0f);
-  for (int64_t j = 0; j < blocks; ++j) {
-    const float* sum = sums.data() + j * rows * N;
-    for (int64_t e = 0; e < rows * N; ++e) out[e] += sum[e];
+  for (int64_t wave = 0; wave < blocks; wave += kWave) {
+    const int64_t end = std::min(blocks, wave + kWave);
+    if (threads > 1 && end - wave > 1) {
+#pragma omp parallel for schedule(static)
+      for (int64_t j = wave; j < end; ++j) block(j, wave);
+    } else {
+      for (int64_t j = wave; j < end; ++j) block(j, wave);
+    }
+    for (int64_t j = wave; j < end; ++j) {
+      const float* sum = sums.data() + (j - wave) * rows * N;
+      for (int64_t e = 0; e < rows * N; ++e) out[e] += sum[e];
+    }
   }
   return true;
 }
@@ -131,7 +138,13 @@ const float* LhsSource::rows(int64_t first, int64_t count, int64_t width,
   return scratch->data();
 }
 
-bool depth_blocks_fit(int64_t rows, int64_t N) { return rows * N <= kMaxDepthBlockOutputs; }
+bool depth_blocks_fit(int64_t rows, int64_t N) {
+  // Eigen computes a product of one output row or column as a matrix-vector product, which adds
+  // its partial sums by another rule, and one of fewer than 20 rows, columns and terms
+  // coefficient by coefficient; with 2 rows a short last block may be cut into row blocks under
+  // Eigen's register panel. A block of such a product would not sum as the whole product does.
+  return rows > 2 && N > 1 && rows + N >= 19 && rows * N <= kMaxDepthBlockOutputs;
+}
 
 void gemm(const LhsSource& a, bool a_transposed, const float* b, bool b_transposed, float* out,
           int64_t rows, int64_t K, int64_t N) {
