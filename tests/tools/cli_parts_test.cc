@@ -99,7 +99,7 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
 // The messages a study's ranks send each other: a round trip keeps every byte (a log need not be
 // UTF-8), and bytes that are no farm message are refused, not thrown. fuzz_cli_values found a
 // CBOR array header declaring 11 x 10^18 elements, on which nlohmann's from_cbor throws even when
-// told not to; the input is among its seeds.
+// told not to, then arrays nested deep enough to overflow the stack; both inputs are its seeds.
 TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   using namespace std::string_literals;
   FarmJob job;
@@ -125,7 +125,12 @@ TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   EXPECT_EQ(back->log, result.log);
   // An array of 11 x 10^18 elements declared in 9 bytes, inside an object.
   const std::string huge = "\xa6\x65index\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b\x9b"s;
-  for (const std::string& bad : {huge, std::string("not cbor"), std::string()}) {
+  // fuzz_cli_values' second find: arrays of one element nested 100,000 deep overflowed the stack
+  // of nlohmann's recursive CBOR reader.
+  const std::string nested = "\xa1\x65index"s + std::string(100000, '\x81') + "\x00"s;
+  EXPECT_THAT(std::string(farm::decode_task(nested).status().message()),
+              ::testing::HasSubstr("nests past 16 levels"));
+  for (const std::string& bad : {huge, nested, std::string("not cbor"), std::string()}) {
     auto t = farm::decode_task(bad);
     EXPECT_FALSE(t.ok());
     EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("message of"));

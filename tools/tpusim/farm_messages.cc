@@ -16,18 +16,49 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
+// A farm's messages nest three deep (an object, its inputs, each a [path, text] pair).
+constexpr int kMaxNesting = 16;
+
+// nlohmann's DOM builder, stopped past kMaxNesting arrays and objects: its CBOR reader recurses
+// once a level, and 4 KB of nested array headers overflowed the stack (fuzz_cli_values).
+class NestingLimitedSax : public nlohmann::detail::json_sax_dom_parser<Json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<Json>;
+  explicit NestingLimitedSax(Json& j) : Base(j, /*allow_exceptions_=*/false) {}
+  bool start_object(std::size_t n) { return enter() && Base::start_object(n); }
+  bool start_array(std::size_t n) { return enter() && Base::start_array(n); }
+  bool end_object() { return leave() && Base::end_object(); }
+  bool end_array() { return leave() && Base::end_array(); }
+  bool too_deep() const { return too_deep_; }
+
+ private:
+  bool enter() {
+    too_deep_ = too_deep_ || ++depth_ > kMaxNesting;
+    return !too_deep_;
+  }
+  bool leave() {
+    --depth_;
+    return true;
+  }
+  int depth_ = 0;
+  bool too_deep_ = false;
+};
+
 absl::StatusOr<Json> decode(const std::string& bytes, const char* what) {
+  const std::string refused = str_cat("a ", what, " message of ", bytes.size(),
+                                      " bytes is not the CBOR object a farm sends");
   Json j;
+  NestingLimitedSax sax(j);
+  bool parsed = false;
   try {
-    j = Json::from_cbor(bytes, /*strict=*/true, /*allow_exceptions=*/false);
+    parsed = Json::sax_parse(bytes, &sax, Json::input_format_t::cbor, /*strict=*/true);
   } catch (const Json::exception& e) {
     // nlohmann 3.11 throws for a declared array size past its limit even when told not to.
-    return absl::DataLossError(str_cat("a ", what, " message of ", bytes.size(),
-                                       " bytes is not the CBOR object a farm sends: ", e.what()));
+    return absl::DataLossError(str_cat(refused, ": ", e.what()));
   }
-  if (j.is_discarded() || !j.is_object())
-    return absl::DataLossError(str_cat("a ", what, " message of ", bytes.size(),
-                                       " bytes is not the CBOR object a farm sends"));
+  if (sax.too_deep())
+    return absl::DataLossError(str_cat(refused, ": it nests past ", kMaxNesting, " levels"));
+  if (!parsed || sax.is_errored() || !j.is_object()) return absl::DataLossError(refused);
   return j;
 }
 
