@@ -245,8 +245,11 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("classification: "));
   // tune: timing-only runs at each iterations_per_loop; the host round trip is amortised over
-  // longer loops, so the overhead falls, and the recommendation is the first under 3%.
-  r = run_tpusim({"tune", "--model", "mlp", "--data", data, "--batch-size", "256",
+  // longer loops, so the overhead falls, and the recommendation is the first under 3%. On the
+  // synthetic input, whose figures are the simulation's alone: the records' real pipeline adds
+  // its wall-clock waits, and on a loaded machine the overhead at 4 once read 0.519 against 0.507
+  // at 1 (CI, beside a fuzzer and a second test run).
+  r = run_tpusim({"tune", "--model", "mlp", "--input", "synthetic", "--batch-size", "256",
                   "--iterations-per-loop", "1,4,64", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tune = nlohmann::json::parse(r.out);
