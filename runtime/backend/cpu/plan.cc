@@ -20,6 +20,14 @@ bool swaps_last_two_axes(const Node& n) {
          perm[static_cast<size_t>(rank - 1)] == rank - 2;
 }
 
+// Per node, whether it is an output or an update's value: never folded away.
+std::vector<bool> results(const Graph& graph) {
+  std::vector<bool> result(static_cast<size_t>(graph.size()), false);
+  for (const auto& o : graph.outputs()) result[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : graph.updates()) result[static_cast<size_t>(u.value)] = true;
+  return result;
+}
+
 // Transposes whose every live reader is a matmul and f32 broadcasts whose every live reader is a
 // binary elementwise op, which are no output or update.
 std::vector<bool> foldable_nodes(const Graph& graph, const std::vector<bool>& live) {
@@ -39,8 +47,8 @@ std::vector<bool> foldable_nodes(const Graph& graph, const std::vector<bool>& li
         foldable[static_cast<size_t>(in)] = false;
     }
   }
-  for (const auto& o : graph.outputs()) foldable[static_cast<size_t>(o.node)] = false;
-  for (const auto& u : graph.updates()) foldable[static_cast<size_t>(u.value)] = false;
+  const std::vector<bool> result = results(graph);
+  for (size_t i = 0; i < foldable.size(); ++i) foldable[i] = foldable[i] && !result[i];
   return foldable;
 }
 
@@ -98,9 +106,7 @@ bool patch_readers(const Graph& graph, const std::vector<std::vector<int>>& read
 // weight gradient in place of patches nine times its size (for a 3x3 window).
 void fold_patches(const Graph& graph, const std::vector<bool>& live, std::vector<NodePlan>* nodes) {
   const std::vector<std::vector<int>> readers = live_readers(graph, live);
-  std::vector<bool> result(static_cast<size_t>(graph.size()), false);
-  for (const auto& o : graph.outputs()) result[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : graph.updates()) result[static_cast<size_t>(u.value)] = true;
+  const std::vector<bool> result = results(graph);
   for (int e = 0; e < graph.size(); ++e) {
     const Node& patches = graph.node(e);
     if (patches.op != Op::kExtractPatches || !live[static_cast<size_t>(e)] ||
