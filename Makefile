@@ -21,7 +21,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: all deps apt-deps venv configure build test test-fast test-asan test-asan-ci test-tsan \
+.PHONY: all deps apt-deps venv configure build test test-fast test-asan test-asan-gcc test-tsan \
   demo bench bench-cpu fuzz format tidy clean help
 all: build
 
@@ -32,8 +32,8 @@ help:
 	@echo "make demo    deps + build + the main job (tpusim train)"
 	@echo "make bench   deps + build + benchmarks"
 	@echo "make bench-cpu  the cpu backend's training steps beside JAX's (XLA CPU, $(VENV))"
-	@echo "make test-asan  every test but the interop tier under ASan + UBSan, in $(ASAN_DIR)/"
-	@echo "make test-asan-ci  every test binary under ASan + UBSan, in $(FUZZ_DIR)/ (clang; CI)"
+	@echo "make test-asan  every test but the interop tier under ASan + UBSan, in $(FUZZ_DIR)/ (clang; CI)"
+	@echo "make test-asan-gcc  the same with g++, the main build's compiler, in $(ASAN_DIR)/"
 	@echo "make test-tsan  the threaded parts' tests under TSan, in $(TSAN_DIR)/ (clang)"
 	@echo "make fuzz    the libFuzzer harnesses, FUZZ_SECONDS (30) each, in $(FUZZ_DIR)/ (clang)"
 
@@ -90,13 +90,15 @@ bench-cpu: deps build
 	@$(VENV)/bin/python bench/jax_training_step.py --all --batch 128
 	@$(VENV)/bin/python bench/jax_training_step.py --all --batch 1024
 
-# Sanitizers and fuzzing (docs/reliability.md). test-asan builds every library and test with
-# ASan and UBSan (any report fails its test) in $(ASAN_DIR) with the main build's compiler, g++
-# (clang's build computes the same cycles since every model makes its nodes in one order:
-# GraphOrder.* in tests/runtime/graph_order_test.cc). It runs the suite but the interop tier and
-# the infeed study (the study's four runs of 224-px JPEG pipelines take 5 minutes each under ASan;
-# the Dataset, JPEG and infeed tests and fuzz_jpeg run the same code). Warnings are not errors
-# there: GCC's -Wmaybe-uninitialized misfires under the sanitizers.
+# Sanitizers and fuzzing (docs/reliability.md). test-asan builds every library, tool and test with
+# ASan and UBSan (any report fails its test) in $(FUZZ_DIR) with clang, the libraries the fuzz
+# harnesses use, and runs the suite but the interop tier (it needs the Release build's Python
+# peers) and the infeed study (the study's four runs of 224-px JPEG pipelines take 5 minutes each
+# under ASan; the Dataset, JPEG and infeed tests and fuzz_jpeg run the same code). CI runs it
+# (.ci/run). test-asan-gcc runs the same suite in a g++ build in $(ASAN_DIR), the main build's
+# compiler (clang's build computes the same cycles since every model makes its nodes in one order:
+# GraphOrder.* in tests/runtime/graph_order_test.cc). Warnings are not errors there: GCC's
+# -Wmaybe-uninitialized misfires under the sanitizers.
 ASAN_DIR ?= build-asan
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -114,18 +116,19 @@ CCACHE_ENV := CCACHE_NOHASHDIR=1
 # libsystemc.so's main() (the Release build's link drops the unused library by itself).
 LINK_AS_NEEDED := -Wl,--as-needed
 SANITIZER_BUILD := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DTPUSIM_WITH_CUDA=OFF -DTPUSIM_BUILD_BENCH=OFF
+  -DTPUSIM_WITH_CUDA=OFF -DTPUSIM_BUILD_BENCH=OFF -DTPUSIM_DOCS_TIMEOUT=2700
+# Every test but the interop tier and the infeed study, then the MPI sweeps without leak checks.
+SANITIZER_CTEST = cd $(1) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -LE interop \
+  -E '^InfeedStudy[.]|$(MPI_TESTS)' --timeout 2700 && \
+  $(SANITIZER_ENV_MPI) ctest --output-on-failure -j $(JOBS) -R '$(MPI_TESTS)' --timeout 1800
 
-test-asan: apt-deps
+test-asan-gcc: apt-deps
 	@cmake -S . -B $(ASAN_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) -DTPUSIM_BUILD_TESTS=ON \
-	  -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" -DTPUSIM_DOCS_TIMEOUT=2700 \
+	  -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" \
 	  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -fno-omit-frame-pointer" >/dev/null
 	@$(CCACHE_ENV) cmake --build $(ASAN_DIR) -j $(JOBS)
-	@cd $(ASAN_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -LE interop \
-	  -E '^InfeedStudy[.]|$(MPI_TESTS)' --timeout 1800
-	@cd $(ASAN_DIR) && $(SANITIZER_ENV_MPI) ctest --output-on-failure -j $(JOBS) -R '$(MPI_TESTS)' \
-	  --timeout 1800
+	@$(call SANITIZER_CTEST,$(ASAN_DIR))
 
 # libFuzzer (clang's: Debian's clang 14 and libclang-rt-dev) in $(FUZZ_DIR): the libraries with
 # ASan, UBSan and coverage, one harness per reader of outside bytes (tests/fuzz). Each runs
@@ -162,30 +165,18 @@ fuzz: apt-deps
 	  { grep -E "^#[0-9]+.*cov: " $(FUZZ_DIR)/fuzz-$$t.log || true; } | tail -1 | sed "s/^/  /"; \
 	done
 
-# Every test binary under ASan and UBSan, built in $(FUZZ_DIR) on the libraries the harnesses use
-# (clang): the readers' (TFRecords, tf.Examples, IDX, JPEG and the Dataset's threads; configs;
-# traces; checkpoints and event files; ONNX), the simulator's, the runtime's (graphs, autodiff,
-# the cpu and tpusim backends), the estimator's, the jobs' and the CLI's end-to-end tier (the
-# `tpusim` binary run as a user runs it: training, compare, checkpoints killed mid-write, MPI
-# sweeps, hostile inputs). The graph tests pin every zoo model's node order
-# (tests/runtime/graph_order_test.cc), which this clang build checks against g++'s: C++ leaves the
-# order of an expression's operands open, and a model that made its nodes in an order the
-# compiler chose would simulate in other cycles. With `make fuzz` this is the sanitizer pass CI
-# runs (.ci/run); `make test-asan` adds the docs check and the unit-labelled builds (an example
-# and an installed package built from source), 21 minutes of its hour on 2 cores.
-ASAN_CI_TESTS := tpusim_data_tests tpusim_config_tests tpusim_traces_tests tpusim_estimator_tests \
-  tpusim_graph_tests tpusim_onnx_tests tpusim_sim_tests tpusim_runtime_tests tpusim_system_tests \
-  tpusim_runtime_system_tests tpusim_estimator_system_tests tpusim_jobs_tests tpusim_cli_parts_tests \
-  tpusim_cli_tests
-empty :=
-space := $(empty) $(empty)
-test-asan-ci: apt-deps
+# Every test under ASan and UBSan (but the interop tier and the infeed study, above), built in
+# $(FUZZ_DIR) on the libraries the harnesses use (clang): the readers', the simulator's, the
+# runtime's, the estimator's, the jobs', the CLI's end-to-end tier (the `tpusim` binary run as a
+# user runs it: training, compare, checkpoints killed mid-write, MPI sweeps, hostile inputs), the
+# examples and every doc's commands (Docs.CommandsStillHold/*, one test a doc, side by side). The
+# graph tests pin every zoo model's node order (tests/runtime/graph_order_test.cc), which this
+# clang build checks against g++'s: C++ leaves the order of an expression's operands open, and a
+# model that made its nodes in an order the compiler chose would simulate in other cycles.
+test-asan: apt-deps
 	@$(FUZZ_CONFIGURE) >/dev/null
-	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(ASAN_CI_TESTS)
-	@cd $(FUZZ_DIR) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1800 \
-	  -L '^($(subst $(space),|,$(ASAN_CI_TESTS)))$$' -E '^InfeedStudy[.]|$(MPI_TESTS)'
-	@cd $(FUZZ_DIR) && $(SANITIZER_ENV_MPI) ctest --output-on-failure -j $(JOBS) --timeout 1800 \
-	  -R '$(MPI_TESTS)'
+	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS)
+	@$(call SANITIZER_CTEST,$(FUZZ_DIR))
 
 # ThreadSanitizer over the parts that run host threads (docs/reliability.md, "Sanitizers"): the
 # Dataset (parallel map and batch, prefetch, interleaved files), the infeed driver's enqueue
