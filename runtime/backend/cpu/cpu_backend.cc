@@ -5,6 +5,7 @@
 
 #include "common/strings.h"
 #include "runtime/backend/cpu/buffers.h"
+#include "runtime/backend/cpu/gemm.h"
 #include "runtime/backend/cpu/kernels.h"
 #include "runtime/backend/cpu/plan.h"
 

@@ -39,6 +39,12 @@ constexpr int64_t kRowsPerTask = 256;
 void gemm(const LhsSource& a, bool a_transposed, const float* b, bool b_transposed, float* out,
           int64_t rows, int64_t K, int64_t N);
 
+// Makes gemm's sums independent of the host (the cpu backend calls it as each loop starts): a
+// numerics reference must round the same on every machine. Eigen would otherwise block its
+// GEMMs by the host CPU's cache sizes and thread count, and the cpu backend's losses differed
+// between an AMD EPYC and an Intel Xeon, and with OMP_NUM_THREADS, from mlp's second step on.
+void fix_gemm_blocking();
+
 // Whether a product of `rows` x `N` outputs is summed by depth blocks on the host's threads
 // (gemm.cc) when its depth is long: the blocks' sums are kept until they are added in order.
 bool depth_blocks_fit(int64_t rows, int64_t N);

@@ -54,11 +54,6 @@ struct MatmulOperands {
 };
 HostTensor matmul(const Node& n, const Inputs& in, const KernelContext& ctx,
                   MatmulOperands operands = {});
-// Makes matmul's sums independent of the host (the cpu backend calls it as each loop starts): a
-// numerics reference must round the same on every machine. Eigen would otherwise block its
-// GEMMs by the host CPU's cache sizes and thread count, and the cpu backend's losses differed
-// between an AMD EPYC and an Intel Xeon, and with OMP_NUM_THREADS, from mlp's second step on.
-void fix_gemm_blocking();
 HostTensor extract_patches(const Node& n, const Inputs& in);
 // Rows [first, first + count) of extract_patches node `patches`'s output, flattened to [rows,
 // kh * kw * C], from its input `image` (of `image_shape`), into dst.
