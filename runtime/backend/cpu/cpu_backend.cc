@@ -239,4 +239,10 @@ const BackendDeclaration& cpu_backend_declaration() {
   return declaration;
 }
 
+void reference_matmul(const float* a, const float* b, float* out, int64_t rows, int64_t K,
+                      int64_t N) {
+  cpu::fix_gemm_blocking();
+  cpu::gemm(cpu::LhsSource::of(a), false, b, false, out, rows, K, N);
+}
+
 }  // namespace tpusim::runtime
