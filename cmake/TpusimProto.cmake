@@ -21,6 +21,8 @@ function(tpusim_proto_library target)
     list(APPEND hdrs ${h})
   endforeach()
   add_library(${target} STATIC ${srcs} ${hdrs})
+  # protoc's files each define the same file-scope tables (schemas, file_default_instances).
+  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${TPUSIM_GEN_DIR}>
     $<INSTALL_INTERFACE:include>)
   target_link_libraries(${target} PUBLIC protobuf::libprotobuf)

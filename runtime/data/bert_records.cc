@@ -131,11 +131,11 @@ absl::Status out_of_range(const char* field, int64_t value, int64_t lo, int64_t 
       str_cat(field, " must be ", lo, "..", hi, " (", why, "), not ", value));
 }
 
-struct ShardWritten {
+struct BertShardWritten {
   uint64_t examples = 0, bytes = 0;
 };
 
-absl::StatusOr<ShardWritten> write_shard(const BertRecordJob& job, const std::string& path,
+absl::StatusOr<BertShardWritten> write_bert_shard(const BertRecordJob& job, const std::string& path,
                                          uint64_t first, uint64_t end) {
   auto writer = TFRecordWriter::open(path, job.compression);
   if (!writer.ok()) return writer.status();
@@ -149,7 +149,7 @@ absl::StatusOr<ShardWritten> write_shard(const BertRecordJob& job, const std::st
   std::error_code ec;
   const uint64_t bytes = std::filesystem::file_size(path, ec);
   if (ec) return absl::InternalError(str_cat("cannot stat ", path, ": ", ec.message()));
-  return ShardWritten{end - first, bytes};
+  return BertShardWritten{end - first, bytes};
 }
 
 }  // namespace
@@ -244,7 +244,7 @@ absl::StatusOr<BertRecordResult> write_bert_records(const BertRecordJob& job) {
   if (auto s = check_bert_job(job); !s.ok()) return s;
   if (auto s = make_output_dir(job.output_dir); !s.ok()) return s;
   const auto count = static_cast<uint64_t>(job.examples);
-  std::vector<ShardWritten> shards(static_cast<size_t>(job.shards));
+  std::vector<BertShardWritten> shards(static_cast<size_t>(job.shards));
   BertRecordResult result;
   for (int sh = 0; sh < job.shards; ++sh) {
     result.shard_paths.push_back((std::filesystem::path(job.output_dir) /
@@ -253,7 +253,7 @@ absl::StatusOr<BertRecordResult> write_bert_records(const BertRecordJob& job) {
   }
   auto write = [&](int sh) -> absl::Status {
     const auto [first, end] = shard_range(count, sh, job.shards);
-    auto written = write_shard(job, result.shard_paths[static_cast<size_t>(sh)], first, end);
+    auto written = write_bert_shard(job, result.shard_paths[static_cast<size_t>(sh)], first, end);
     if (!written.ok()) return written.status();
     shards[static_cast<size_t>(sh)] = *written;
     return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include "common/strings.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/dataset_internal.h"
+#include "runtime/data/example.h"
 #include "runtime/data/stage_profile.h"
 
 namespace tpusim::runtime::data {
@@ -19,10 +20,6 @@ FeatureValue zeros_like(const FeatureValue& v) {
   z.floats.resize(v.floats.size());
   z.ints.resize(v.ints.size());
   return z;
-}
-
-std::string shape_string(const std::vector<int64_t>& s) {
-  return str_cat("[", str_join(s, ", "), "]");
 }
 
 absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bool pad) {

@@ -53,14 +53,14 @@ struct ShardSource {
   uint32_t height, width, depth;
 };
 
-struct ShardWritten {
+struct MnistShardWritten {
   std::string path;
   uint64_t examples = 0;
   uint64_t image_bytes = 0;
 };
 
 // Examples [first, end) into one shard file.
-absl::StatusOr<ShardWritten> write_shard(const ShardSource& src, const std::string& path,
+absl::StatusOr<MnistShardWritten> write_mnist_shard(const ShardSource& src, const std::string& path,
                                          uint64_t first, uint64_t end) {
   const IdxConversion& job = *src.job;
   const size_t row = src.images->row_size();
@@ -71,7 +71,7 @@ absl::StatusOr<ShardWritten> write_shard(const ShardSource& src, const std::stri
   auto* label = features["label"].mutable_int64_list();
   label->add_value(0);
   std::string* image = features["image_raw"].mutable_bytes_list()->add_value();
-  ShardWritten out;
+  MnistShardWritten out;
   out.path = path;
   for (uint64_t i = first; i < end; ++i) {
     label->set_value(0, src.labels->values[i]);
@@ -125,14 +125,14 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
   if (auto s = make_output_dir(job.output_dir); !s.ok()) return s;
 
   // Shards are independent (JPEG encoding is the cost).
-  std::vector<ShardWritten> shards(static_cast<size_t>(job.shards));
+  std::vector<MnistShardWritten> shards(static_cast<size_t>(job.shards));
   const ShardSource source{&job, &*images, &*labels, result.height, result.width, result.depth};
   auto write = [&](int sh) -> absl::Status {
     const auto [first, end] = shard_range(count, sh, job.shards);
     const std::string path = (std::filesystem::path(job.output_dir) /
                               shard_name(prefix, sh, job.shards, job.compression))
                                  .string();
-    auto written = write_shard(source, path, first, end);
+    auto written = write_mnist_shard(source, path, first, end);
     if (!written.ok()) return written.status();
     shards[static_cast<size_t>(sh)] = std::move(*written);
     return absl::OkStatus();

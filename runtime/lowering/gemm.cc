@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/align.h"
 #include "common/strings.h"
 #include "sim/isa/builder.h"
 #include "sim/memory/block.h"
@@ -16,9 +17,7 @@ using sim::CoreBuilder;
 
 namespace {
 
-constexpr uint64_t kAlign = 4096;
-
-uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+constexpr uint64_t kAlign = kPageBytes;
 
 uint32_t bytes_of(isa::DType d) { return d == isa::BF16 ? 2 : 4; }
 

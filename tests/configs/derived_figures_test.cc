@@ -5,7 +5,7 @@
 #include "configs/loader.h"
 
 namespace tpusim::config {
-namespace {
+namespace derived_figures_test {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -110,5 +110,5 @@ TEST(DerivedFigures, StageCostsAreSecondsPerUnit) {
   EXPECT_DOUBLE_EQ(c.file_read_s_per_byte, 1e-3 / (1024.0 * 1024.0));
 }
 
-}  // namespace
+}  // namespace derived_figures_test
 }  // namespace tpusim::config

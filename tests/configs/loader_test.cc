@@ -8,13 +8,13 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::config {
-namespace {
+namespace loader_test {
 
 using ::testing::HasSubstr;
 using testing::read_shipped;
 using testing::replace_once;
 using testing::shipped;
-using testing::TempDir;
+using config::testing::TempDir;
 
 // The header that names a file's kind is read without a regular expression: libstdc++'s regex
 // recurses once a matched character, and fuzz_config's header of 29 KB of word characters
@@ -176,5 +176,5 @@ TEST(Loader, AChipFileNameTooLongForTheFileSystemIsNotFound) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("chip_file \"xxxx"));
 }
 
-}  // namespace
+}  // namespace loader_test
 }  // namespace tpusim::config

@@ -8,7 +8,7 @@
 #include "configs/loader.h"
 
 namespace tpusim::config {
-namespace {
+namespace overrides_test {
 
 using ::testing::HasSubstr;
 
@@ -82,5 +82,5 @@ TEST(ConfigOverrides, TheWrittenConfigLoadsBackTheSame) {
   EXPECT_DOUBLE_EQ((*again)->hbm_bandwidth_bytes_per_s, (*edited)->hbm_bandwidth_bytes_per_s);
 }
 
-}  // namespace
+}  // namespace overrides_test
 }  // namespace tpusim::config

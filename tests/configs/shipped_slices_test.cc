@@ -12,7 +12,7 @@
 #include "configs/loader.h"
 
 namespace tpusim::config {
-namespace {
+namespace shipped_slices_test {
 
 struct SliceCase {
   const char* name;
@@ -109,5 +109,5 @@ TEST(ShippedConfigs, ChipPeakFromItsFieldsMatchesThePublishedFigure) {
   }
 }
 
-}  // namespace
+}  // namespace shipped_slices_test
 }  // namespace tpusim::config

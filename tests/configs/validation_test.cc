@@ -9,12 +9,12 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::config {
-namespace {
+namespace validation_test {
 
 using ::testing::HasSubstr;
 using testing::read_shipped;
 using testing::replace_once;
-using testing::TempDir;
+using config::testing::TempDir;
 
 struct BadFile {
   const char* test_name;
@@ -272,5 +272,5 @@ TEST(Validation, ChipWithoutIciIsFineAloneButNotInAMultiChipSlice) {
               HasSubstr("needs 2 ICI links per chip, but chip tpu_v3 has 0"));
 }
 
-}  // namespace
+}  // namespace validation_test
 }  // namespace tpusim::config

@@ -15,7 +15,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::estimator {
-namespace {
+namespace checkpoint_test {
 
 using config::testing::TempDir;
 using runtime::DType;
@@ -227,5 +227,5 @@ TEST(Checkpoint, TheFingerprintSeesEveryBit) {
   EXPECT_NE(weights_fingerprint(a), weights_fingerprint(b));
 }
 
-}  // namespace
+}  // namespace checkpoint_test
 }  // namespace tpusim::estimator

@@ -10,7 +10,7 @@
 #include "estimator/jobs/compare_numerics.h"
 
 namespace tpusim::jobs {
-namespace {
+namespace compare_numerics_test {
 
 // compare's rule: max |a - ref| <= atol + rtol x the reference's largest |value|.
 TEST(WeightDifference, ScalesByTheLargestValueWithAnAbsoluteFloor) {
@@ -96,5 +96,5 @@ TEST(DivergingStep, IsTheFirstLossTenTimesTheFirstStepsOrNotFinite) {
   EXPECT_EQ(first_diverging_step({}), -1);
 }
 
-}  // namespace
+}  // namespace compare_numerics_test
 }  // namespace tpusim::jobs

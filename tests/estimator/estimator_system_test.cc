@@ -9,7 +9,7 @@
 #include "tests/estimator/estimator_test_util.h"
 
 namespace tpusim::estimator {
-namespace {
+namespace estimator_system_test {
 
 using config::testing::TempDir;
 using runtime::OptimizerSpec;
@@ -66,5 +66,5 @@ TEST(EstimatorOnTpusim, MnistCnnLossFalls) {
   EXPECT_GT(r->mxu_utilization, 0);
 }
 
-}  // namespace
+}  // namespace estimator_system_test
 }  // namespace tpusim::estimator

@@ -20,7 +20,7 @@
 #include "tests/estimator/estimator_test_util.h"
 
 namespace tpusim::estimator {
-namespace {
+namespace estimator_test {
 
 using config::testing::TempDir;
 using runtime::OptimizerSpec;
@@ -522,5 +522,5 @@ TEST(Estimator, EvaluateAndPredictNeedACheckpointAndAnInputThatBehaves) {
               HasSubstr("eval_batch_size is 0"));
 }
 
-}  // namespace
+}  // namespace estimator_test
 }  // namespace tpusim::estimator

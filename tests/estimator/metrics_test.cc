@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::estimator::metrics {
-namespace {
+namespace metrics_test {
 
 using runtime::HostTensor;
 
@@ -48,5 +48,5 @@ TEST(Metrics, MismatchedTensorsAreRefused) {
   EXPECT_FALSE(mean(HostTensor::from({0}, {})).ok());
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace tpusim::estimator::metrics

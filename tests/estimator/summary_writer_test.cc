@@ -12,7 +12,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::estimator {
-namespace {
+namespace summary_writer_test {
 
 using config::testing::TempDir;
 
@@ -70,5 +70,5 @@ TEST(SummaryWriter, AnUnwritableFolderIsNamed) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace summary_writer_test
 }  // namespace tpusim::estimator

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::jobs {
-namespace {
+namespace validation_test {
 
 // The two measured cases are MLPerf Training v0.5's ResNet-50 rows: 4,473 and 7,459 images/s at
 // global batch 1024 on v2-8 and v3-8 (229 and 137 ms a step).
@@ -45,5 +45,5 @@ TEST(ValidateCases, ACaseWhoseModelIsNotInTheZooIsPending) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
-}  // namespace
+}  // namespace validation_test
 }  // namespace tpusim::jobs

@@ -8,7 +8,7 @@
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tpusim::runtime::onnx_import {
-namespace {
+namespace onnx_import_test {
 
 using testing::count_ops;
 using ::testing::ElementsAre;
@@ -278,5 +278,5 @@ TEST(OnnxImport, SupportsTheNamedOps) {
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
 }
 
-}  // namespace
+}  // namespace onnx_import_test
 }  // namespace tpusim::runtime::onnx_import

@@ -10,7 +10,7 @@
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tpusim::runtime::onnx_import {
-namespace {
+namespace onnx_layout_test {
 
 using testing::count_ops;
 using testing::import_and_run;
@@ -295,5 +295,5 @@ atrous (float[N, 1, 9, 9] X) => (float[N, 1, 3, 3] Y)
               ::testing::HasSubstr("node 'Y' (Conv): dilations with strides other than 1"));
 }
 
-}  // namespace
+}  // namespace onnx_layout_test
 }  // namespace tpusim::runtime::onnx_import

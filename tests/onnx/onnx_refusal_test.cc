@@ -14,7 +14,7 @@
 #include "tests/onnx/onnx_test_util.h"
 
 namespace tpusim::runtime::onnx_import {
-namespace {
+namespace onnx_refusal_test {
 
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
@@ -364,5 +364,5 @@ TEST(OnnxRefusal, ADepthwiseConvolutionTheBuilderRefusesIsNamedNotACrash) {
                                            "extract_patches': explicit padding (4, 4, 4, 4)"));
 }
 
-}  // namespace
+}  // namespace onnx_refusal_test
 }  // namespace tpusim::runtime::onnx_import

@@ -7,7 +7,7 @@
 #include "tests/onnx/resnet50_onnx.h"
 
 namespace tpusim::runtime::onnx_import {
-namespace {
+namespace onnx_resnet50_test {
 
 TEST(OnnxResNet50, ImportsAsTheZoosResNet50) {
   const std::string bytes = testing::resnet50_v15(1).SerializeAsString();
@@ -33,5 +33,5 @@ TEST(OnnxResNet50, ImportsAsTheZoosResNet50) {
   EXPECT_EQ(imported->statistics.size(), 2u * 53);  // 53 batch norms
 }
 
-}  // namespace
+}  // namespace onnx_resnet50_test
 }  // namespace tpusim::runtime::onnx_import

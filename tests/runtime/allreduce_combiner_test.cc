@@ -16,9 +16,9 @@
 #include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace allreduce_combiner_test {
 
-using testing::three_layer_step;
+using runtime::testing::three_layer_step;
 
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -237,5 +237,5 @@ TEST(AllReduceCombiner, TheStepEmitsOneAllReduceOverEveryGradient) {
   }
 }
 
-}  // namespace
+}  // namespace allreduce_combiner_test
 }  // namespace tpusim::runtime::tpusim_backend

@@ -11,7 +11,7 @@
 #include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace allreduce_combining_test {
 
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
 constexpr int64_t kRows = 32;
@@ -89,5 +89,5 @@ TEST(AllReduceCombining, OneAllReduceSumsWhatSixDoInLessTime) {
   EXPECT_EQ(folded_run->timing.cycles, combined_run->timing.cycles);
 }
 
-}  // namespace
+}  // namespace allreduce_combining_test
 }  // namespace tpusim::runtime

@@ -16,7 +16,7 @@ namespace opcheck {
 void PrintTo(const OpCase& c, std::ostream* os) { *os << c.op << " " << c.shape; }
 }  // namespace opcheck
 
-namespace {
+namespace autodiff_test {
 
 using opcheck::OpCase;
 
@@ -265,5 +265,5 @@ TEST(Autodiff, ReduceMaxTiesShareTheGradient) {
   EXPECT_EQ((*out)[0].at("g").f, (std::vector<float>{0.5f, 0, 0.5f, 0}));
 }
 
-}  // namespace
+}  // namespace autodiff_test
 }  // namespace tpusim::runtime

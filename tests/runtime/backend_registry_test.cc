@@ -9,7 +9,7 @@
 #include "runtime/backend/registry.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace backend_registry_test {
 
 using ::testing::HasSubstr;
 
@@ -143,5 +143,5 @@ TEST(BackendRegistry, TimingOnlyIsRefusedByBackendsThatAlwaysCompute) {
   EXPECT_TRUE((*tpu)->set_timing_only(true).ok());
 }
 
-}  // namespace
+}  // namespace backend_registry_test
 }  // namespace tpusim::runtime

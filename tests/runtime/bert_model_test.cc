@@ -13,7 +13,7 @@
 #include "runtime/models/bert.h"
 
 namespace tpusim::runtime::models {
-namespace {
+namespace bert_model_test {
 
 using ::testing::HasSubstr;
 
@@ -151,5 +151,5 @@ TEST(BertModel, TinyPretrainingStartsAtAUniformGuessAndLearns) {
   EXPECT_LT(mlm.back(), mlm.front() - 1.0f);  // the same batch, memorised
 }
 
-}  // namespace
+}  // namespace bert_model_test
 }  // namespace tpusim::runtime::models

@@ -14,7 +14,7 @@
 #include "tests/runtime/builder_error.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace bert_ops_test {
 
 using testing::bad_graph_name;
 using testing::BadGraph;
@@ -241,5 +241,5 @@ TEST(BertOps, GraphDefRoundTripsGatherScatterAddAndErf) {
   }
 }
 
-}  // namespace
+}  // namespace bert_ops_test
 }  // namespace tpusim::runtime

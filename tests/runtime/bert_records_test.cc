@@ -15,7 +15,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::runtime::data {
-namespace {
+namespace bert_records_test {
 
 using config::testing::TempDir;
 using ::testing::HasSubstr;
@@ -315,5 +315,5 @@ TEST(BertRecords, DefaultMaxPredictionsFollowsBertsSettings) {
   EXPECT_EQ(bert_default_max_predictions(100), 15);  // exactly 15
 }
 
-}  // namespace
+}  // namespace bert_records_test
 }  // namespace tpusim::runtime::data

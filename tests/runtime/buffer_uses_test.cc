@@ -12,7 +12,7 @@
 #include "sim/isa/builder.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace buffer_uses_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -215,5 +215,5 @@ TEST_F(FragmentCheck, HoldsCollectivesToTheDeclaredBuffers) {
               HasSubstr("instruction 1 reads HBM [0x1080, 0x1180)"));
 }
 
-}  // namespace
+}  // namespace buffer_uses_test
 }  // namespace tpusim::runtime::tpusim_backend

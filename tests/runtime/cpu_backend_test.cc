@@ -17,7 +17,7 @@
 #include "tests/sim/convert_cases.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace cpu_backend_test {
 
 HostTensor random_tensor(const Shape& s, uint64_t seed) {
   sim::RandomStream rng(seed);
@@ -484,5 +484,5 @@ TEST(CpuBackend, InitializersFollowTheirDistributions) {
   EXPECT_EQ(initial_variables(b.graph()).at("glorot").f, v.at("glorot").f);
 }
 
-}  // namespace
+}  // namespace cpu_backend_test
 }  // namespace tpusim::runtime

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::runtime::data {
-namespace {
+namespace crc32c_test {
 
 TEST(Crc32c, MatchesTheStandardCheckValue) {
   const std::string check = "123456789";
@@ -47,5 +47,5 @@ TEST(Crc32c, MaskedValuesMatchAnIndependentModel) {
   EXPECT_EQ(masked_crc32c(length17, 8), 0x2EB56D9Du);
 }
 
-}  // namespace
+}  // namespace crc32c_test
 }  // namespace tpusim::runtime::data

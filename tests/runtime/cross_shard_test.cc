@@ -15,7 +15,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace cross_shard_test {
 
 constexpr int64_t kPerReplica = 8;
 
@@ -145,5 +145,5 @@ TEST(CrossShard, CrossReplicaSumAddsInRingOrder) {
     EXPECT_EQ(out->outputs[0][r].at("s").f, (std::vector<float>{0, 0, 1})) << "replica " << r;
 }
 
-}  // namespace
+}  // namespace cross_shard_test
 }  // namespace tpusim::runtime

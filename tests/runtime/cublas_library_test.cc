@@ -16,7 +16,7 @@
 #endif
 
 namespace tpusim::runtime {
-namespace {
+namespace cublas_library_test {
 
 using ::testing::HasSubstr;
 
@@ -75,5 +75,5 @@ TEST(CublasLibrary, DefaultFilesAreTheHeadersMajorVersionThenTheToolkits) {
 
 #endif
 
-}  // namespace
+}  // namespace cublas_library_test
 }  // namespace tpusim::runtime

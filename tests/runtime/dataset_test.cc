@@ -13,7 +13,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::runtime::data {
-namespace {
+namespace dataset_test {
 
 using config::testing::TempDir;
 using ::testing::ElementsAre;
@@ -378,5 +378,5 @@ TEST(Dataset, StoppingEarlyJoinsEveryThread) {
   EXPECT_EQ(thread_count(), before);
 }
 
-}  // namespace
+}  // namespace dataset_test
 }  // namespace tpusim::runtime::data

@@ -13,7 +13,7 @@
 #include "tests/sim/convert_cases.h"
 
 namespace tpusim::runtime::element {
-namespace {
+namespace element_math_test {
 
 uint32_t bits_of(float v) {
   uint32_t b;
@@ -72,5 +72,5 @@ TEST(ElementMath, RingSegmentsSplitAsEvenlyAsPossible) {
   EXPECT_EQ(ring_sum_element(parts, 3, 3, 1), 1.0f);
 }
 
-}  // namespace
+}  // namespace element_math_test
 }  // namespace tpusim::runtime::element

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::runtime::data {
-namespace {
+namespace example_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -76,5 +76,5 @@ TEST(Example, SerializationIsDeterministic) {
   EXPECT_EQ(back.features().feature().at("b").int64_list().value(0), 2);
 }
 
-}  // namespace
+}  // namespace example_test
 }  // namespace tpusim::runtime::data

@@ -10,7 +10,7 @@
 #include "sim/system.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace gemm_lowering_test {
 
 using sim::MatrixF;
 
@@ -29,7 +29,7 @@ TEST(GemmLowering, EdgeShapesMatchEigen) {
       {1, 128, 128}, {1, 1, 1}, {64, 100, 60}, {127, 129, 255}, {1030, 1100, 700}};
   uint32_t seed = 1;
   for (const GemmShape& s : shapes) {
-    SCOPED_TRACE(testing::Message() << s.m << "x" << s.k << "x" << s.n);
+    SCOPED_TRACE(::testing::Message() << s.m << "x" << s.k << "x" << s.n);
     GemmLayout layout;
     pack_gemm_layout(s, isa::F32, 1 << 20, &layout);
     const MatrixF a = sim::random_uniform(s.m, s.k, seed++);
@@ -126,5 +126,5 @@ TEST(GemmLowering, NarrowGemmSplitsRowsOverTheMxus) {
   EXPECT_GT(report.cores.at(0).mxu_utilization, 0.3);
 }
 
-}  // namespace
+}  // namespace gemm_lowering_test
 }  // namespace tpusim::runtime

@@ -8,7 +8,7 @@
 #include "sim/isa/validator.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace gemm_tiling_test {
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
@@ -67,7 +67,7 @@ TEST(GemmTiling, SmallVmemShrinksTheSlicesBeforeTheRows) {
 TEST(GemmTiling, TinyVmemGoesBelowTheArrayTile) {
   EXPECT_EQ(cube_tiling(64 << 10), "16x64x64");
   EXPECT_THAT(cube_tiling(16 << 10),
-              testing::HasSubstr("GEMM 8192x8192x8192: even tiles of 8x8x8 need 24576 bytes"));
+              ::testing::HasSubstr("GEMM 8192x8192x8192: even tiles of 8x8x8 need 24576 bytes"));
 }
 
 TEST(GemmTiling, EmptyDimensionIsRejected) {
@@ -101,5 +101,5 @@ TEST(GemmLowering, LayoutPacksMatricesAligned) {
   EXPECT_EQ(bytes, layout.c_address + 4096 - 4096);
 }
 
-}  // namespace
+}  // namespace gemm_tiling_test
 }  // namespace tpusim::runtime

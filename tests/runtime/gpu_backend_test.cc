@@ -26,7 +26,7 @@ constexpr bool kCudaBuilt = false;
 #endif
 
 namespace tpusim::runtime {
-namespace {
+namespace gpu_backend_test {
 
 // The gpu backend, or the reason the test skips.
 #define GPU_OR_SKIP(backend)                                                   \
@@ -356,5 +356,5 @@ TEST(GpuBackend, BadOptionsAreNamed) {
   EXPECT_NE(std::string(run.status().message()).find("no batch for infeed 'x'"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace gpu_backend_test
 }  // namespace tpusim::runtime

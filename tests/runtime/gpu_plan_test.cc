@@ -19,7 +19,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime::gpu {
-namespace {
+namespace gpu_plan_test {
 
 const void* data_of(const HostTensor& t) {
   return t.dtype == DType::kS32 ? static_cast<const void*>(t.i.data())
@@ -591,5 +591,5 @@ TEST(GpuPlan, TooManyDimensionsAreRefusedNamingTheNode) {
       << plan.status();
 }
 
-}  // namespace
+}  // namespace gpu_plan_test
 }  // namespace tpusim::runtime::gpu

@@ -6,7 +6,7 @@
 #include "tests/runtime/builder_error.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace graph_builder_test {
 
 using testing::bad_graph_name;
 using testing::BadGraph;
@@ -191,5 +191,5 @@ TEST(GraphBuilder, Bfloat16ScopeStoresVariablesInF32AndReadsThemAsBf16) {
   EXPECT_TRUE(b.status().ok()) << b.status();
 }
 
-}  // namespace
+}  // namespace graph_builder_test
 }  // namespace tpusim::runtime

@@ -18,7 +18,7 @@
 #include "runtime/models/zoo.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace graph_order_test {
 
 // FNV-1a over the graph's dump: every node in order, its op, inputs, dtype, shape and label.
 uint64_t fingerprint(const Graph& g) {
@@ -98,5 +98,5 @@ TEST(GraphOrder, EveryOptimizersUpdateIsMadeInOneOrder) {
   }
 }
 
-}  // namespace
+}  // namespace graph_order_test
 }  // namespace tpusim::runtime

@@ -9,7 +9,7 @@
 #include "runtime/infeed/host_timeline.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace host_model_test {
 
 // read 1 s, map 4 s on 2 threads (2 s of wall time), batch and enqueue 0.5 s: the first batch
 // needs 1 + 2 + 0.5 + 0.5 = 4 s, then one leaves every 2 s (the map, the slowest stage).
@@ -129,11 +129,11 @@ TEST(HostModel, StandardStageCostsComeFromTheHostConfig) {
   EXPECT_DOUBLE_EQ(s[3], s[2]);
 }
 
-}  // namespace
+}  // namespace host_model_test
 }  // namespace tpusim::runtime
 
 namespace tpusim::runtime {
-namespace {
+namespace host_model_test {
 
 // Four pipelines on two hosts (pipelines 0-1 on host 0, 2-3 on host 1), one stage each, the
 // last pipeline of each host the slowest: each host's part of a step is ready when its own
@@ -162,5 +162,5 @@ TEST(HostTimeline, EachHostsPartOfAStepIsItsOwnPipelines) {
   EXPECT_EQ(HostTimeline(models, 1, 8).hosts(), 1u);
 }
 
-}  // namespace
+}  // namespace host_model_test
 }  // namespace tpusim::runtime

@@ -15,7 +15,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::runtime::data {
-namespace {
+namespace idx_records_test {
 
 using config::testing::TempDir;
 
@@ -284,5 +284,5 @@ TEST(IdxToTFRecord, RefusesMismatchedFiles) {
   EXPECT_NE(done.status().message().find("rank 3 or 4"), absl::string_view::npos) << done.status();
 }
 
-}  // namespace
+}  // namespace idx_records_test
 }  // namespace tpusim::runtime::data

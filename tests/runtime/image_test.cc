@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::runtime::data {
-namespace {
+namespace image_test {
 
 using ::testing::ElementsAre;
 using ::testing::FloatNear;
@@ -151,5 +151,5 @@ TEST(Image, JpegRoundTripsAndRejectsCorruption) {
   EXPECT_FALSE(encode_jpeg(rgb, 0).ok());
 }
 
-}  // namespace
+}  // namespace image_test
 }  // namespace tpusim::runtime::data

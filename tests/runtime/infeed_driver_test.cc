@@ -9,7 +9,7 @@
 #include "runtime/graph/builder.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace infeed_driver_test {
 
 using ::testing::HasSubstr;
 
@@ -344,5 +344,5 @@ TEST(InfeedDriver, BadOptionsAreRefused) {
       HasSubstr("input pipeline 0 has no stage profile, and no fixed stage costs"));
 }
 
-}  // namespace
+}  // namespace infeed_driver_test
 }  // namespace tpusim::runtime

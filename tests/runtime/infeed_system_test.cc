@@ -17,7 +17,7 @@
 #include "sim/numerics/bf16.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace infeed_system_test {
 
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
 constexpr int64_t kRowsPerCore = 32;
@@ -466,5 +466,5 @@ TEST(InfeedSystem, BetweenLoopsTheHostBanksOnlyWhatItsBuffersHold) {
   EXPECT_NEAR(host.with_threads(0, 1).last_ready_seconds(), 40 * step, 1e-12);
 }
 
-}  // namespace
+}  // namespace infeed_system_test
 }  // namespace tpusim::runtime

@@ -9,7 +9,7 @@
 #include "runtime/data/image.h"
 
 namespace tpusim::runtime::data {
-namespace {
+namespace jpeg_preprocessing_test {
 
 using ::testing::HasSubstr;
 
@@ -123,5 +123,5 @@ TEST(Dataset, EnumerateCountsAcrossRepeatedPasses) {
   EXPECT_THAT(twice.status().message(), HasSubstr("already has an 'index'"));
 }
 
-}  // namespace
+}  // namespace jpeg_preprocessing_test
 }  // namespace tpusim::runtime::data

@@ -12,7 +12,7 @@
 #include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace multi_host_infeed_test {
 
 constexpr uint32_t kReplicas = 32;  // v3-32: 16 chips of 2 cores, 4 chips to a host
 constexpr int64_t kRows = 32;
@@ -83,5 +83,5 @@ TEST(MultiHostInfeed, ALateHostHoldsUpOnlyItsOwnChipsInfeed) {
   EXPECT_GT(run->timing.seconds, 3e-3);
 }
 
-}  // namespace
+}  // namespace multi_host_infeed_test
 }  // namespace tpusim::runtime

@@ -7,7 +7,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime::opcheck {
-namespace {
+namespace opcheck_test {
 
 TEST(OpCheck, EveryCasePassesOnCpuAndCpuMxu) {
   int ops_with_matmul = 0;
@@ -76,5 +76,5 @@ TEST(OpCheck, BackendSpecs) {
             std::string::npos);
 }
 
-}  // namespace
+}  // namespace opcheck_test
 }  // namespace tpusim::runtime::opcheck

@@ -13,7 +13,7 @@
 #include "runtime/graph/layers.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace optimizers_test {
 
 using ::testing::HasSubstr;
 
@@ -224,5 +224,5 @@ TEST(Optimizers, BadSchedulesAndNamesAreRefused) {
   EXPECT_EQ(global_step(b).id, step.id);  // one global step
 }
 
-}  // namespace
+}  // namespace optimizers_test
 }  // namespace tpusim::runtime

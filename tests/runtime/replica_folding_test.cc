@@ -10,7 +10,7 @@
 #include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace replica_folding_test {
 
 using ::testing::HasSubstr;
 
@@ -108,5 +108,5 @@ TEST(ReplicaFolding, OnlyTheTpusimBackendFolds) {
               HasSubstr("tpusim backend: 9 simulated replicas of 8"));
 }
 
-}  // namespace
+}  // namespace replica_folding_test
 }  // namespace tpusim::runtime

@@ -11,7 +11,7 @@
 #include "sim/system.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace scalesim_reference_test {
 
 struct Reference {
   uint64_t total_cycles;
@@ -66,5 +66,5 @@ TEST(ScaleSimReference, EveryLayerOfEveryTopologyMatchesExactly) {
   EXPECT_EQ(checked, 6 + 21 + 54);
 }
 
-}  // namespace
+}  // namespace scalesim_reference_test
 }  // namespace tpusim::runtime

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::runtime {
-namespace {
+namespace scalesim_topology_test {
 
 using ::testing::HasSubstr;
 
@@ -66,5 +66,5 @@ TEST(ScaleSimTopology, BadFilesNameFileAndLine) {
       parse_scalesim_topology("Layer,M,N,K,\nA,1,2,3\n", "f.csv", TopologyFormat::kConv).ok());
 }
 
-}  // namespace
+}  // namespace scalesim_topology_test
 }  // namespace tpusim::runtime

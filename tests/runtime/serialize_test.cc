@@ -9,7 +9,7 @@
 #include "runtime/models/zoo.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace serialize_test {
 
 using ::testing::HasSubstr;
 
@@ -120,5 +120,5 @@ TEST(Serialize, AGraphIsReplayedIntoAnotherWithItsInfeedFed) {
               HasSubstr("graph node 0 (infeed 'infeed'): is fed f32[2, 3] but is given f32[2, 5]"));
 }
 
-}  // namespace
+}  // namespace serialize_test
 }  // namespace tpusim::runtime

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::runtime::data {
-namespace {
+namespace stage_profile_test {
 
 // Burns `ns` of this thread's CPU time.
 void burn(uint64_t ns) {
@@ -109,5 +109,5 @@ TEST(StageProfile, DeclaringAStageAgainKeepsIt) {
   EXPECT_EQ(s[0].elements, 3u);
 }
 
-}  // namespace
+}  // namespace stage_profile_test
 }  // namespace tpusim::runtime::data

@@ -15,7 +15,7 @@
 #include "runtime/infeed/infeed_driver.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace stall_watch_test {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -176,5 +176,5 @@ TEST(InfeedStall, ZeroSecondsIsNotWatched) {
   EXPECT_TRUE(lines.all().empty());
 }
 
-}  // namespace
+}  // namespace stall_watch_test
 }  // namespace tpusim::runtime

@@ -11,7 +11,7 @@
 #include "tests/runtime/step_plan_util.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace step_plan_test {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -153,5 +153,5 @@ TEST(StepPlan, TensorsBeyondTheCoresHbmShareAreRefusedNamingTheLargest) {
                         "32768] (8589934592 bytes)"));
 }
 
-}  // namespace
+}  // namespace step_plan_test
 }  // namespace tpusim::runtime::tpusim_backend

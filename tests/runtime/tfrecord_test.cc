@@ -11,7 +11,7 @@
 #include "tests/configs/config_test_util.h"
 
 namespace tpusim::runtime::data {
-namespace {
+namespace tfrecord_test {
 
 using config::testing::TempDir;
 
@@ -270,5 +270,5 @@ TEST(TFRecord, CarriesTfExamples) {
   EXPECT_EQ(back.features().feature().at("name").bytes_list().value(0), "sneaker");
 }
 
-}  // namespace
+}  // namespace tfrecord_test
 }  // namespace tpusim::runtime::data

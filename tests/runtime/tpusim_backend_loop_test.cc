@@ -19,7 +19,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace tpusim_backend_loop_test {
 
 using opcheck::parse_backend_spec;
 
@@ -139,5 +139,5 @@ TEST(TpusimBackend, BadBatchesAreNamed) {
               ::testing::HasSubstr("infeed 'x' takes f32[2, 3]; the batch is f32[3, 3]"));
 }
 
-}  // namespace
+}  // namespace tpusim_backend_loop_test
 }  // namespace tpusim::runtime

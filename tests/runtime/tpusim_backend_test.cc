@@ -19,7 +19,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace tpusim_backend_test {
 
 using opcheck::parse_backend_spec;
 
@@ -513,11 +513,11 @@ TEST(TpusimBackend, BatchedMatmulsInVmemMatchEachEntrysOwnMatmul) {
   }
 }
 
-}  // namespace
+}  // namespace tpusim_backend_test
 }  // namespace tpusim::runtime
 
 namespace tpusim::runtime {
-namespace {
+namespace tpusim_backend_test {
 
 // BERT's lookups on tpusim are the cpu's bit for bit: gather copies rows (indices out of range
 // clamped on both), and scatter_add, the table's gradient, sums 700 update rows into 300 (every
@@ -556,5 +556,5 @@ TEST(TpusimBackend, LookupsAndErfAreTheCpusBitForBit) {
   EXPECT_GE(most, 20);  // the clamped ends
 }
 
-}  // namespace
+}  // namespace tpusim_backend_test
 }  // namespace tpusim::runtime

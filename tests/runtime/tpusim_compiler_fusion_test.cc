@@ -16,7 +16,7 @@
 #include "tests/runtime/program_counts.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace tpusim_compiler_fusion_test {
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
@@ -165,5 +165,5 @@ TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
                                    "bytes); a core has 17179869184"));
 }
 
-}  // namespace
+}  // namespace tpusim_compiler_fusion_test
 }  // namespace tpusim::runtime::tpusim_backend

@@ -16,7 +16,7 @@
 #include "tests/runtime/program_counts.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace tpusim_compiler_test {
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
@@ -463,11 +463,11 @@ TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
   EXPECT_GT(materialised->instructions_per_op.at("sub"), 0u);
 }
 
-}  // namespace
+}  // namespace tpusim_compiler_test
 }  // namespace tpusim::runtime::tpusim_backend
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace tpusim_compiler_test {
 
 // BERT-Large's word embeddings: 4 x 512 ids into the 30,522 x 1,024 f32 table (125 MB, eight
 // times VMEM), and the table's gradient. The gather is 2 tiles of indices (1,504 rows of 4 KiB
@@ -506,5 +506,5 @@ TEST(Compiler, GathersBertLargesWordEmbeddingsByIndexedDmas) {
   EXPECT_EQ(indexed, 2 + 2 * 2048);
 }
 
-}  // namespace
+}  // namespace tpusim_compiler_test
 }  // namespace tpusim::runtime::tpusim_backend

@@ -13,10 +13,10 @@
 #include "tests/runtime/cross_shard_steps.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace tpusim_schedule_test {
 
 constexpr uint32_t kReplicas = 8;  // the cores of a v3-8
-using testing::three_layer_step;
+using runtime::testing::three_layer_step;
 
 const config::SliceSpec& v3_8() {
   static const auto spec = *config::load_slice("v3-8");
@@ -233,5 +233,5 @@ TEST(Schedule, AnOverlappedAllReduceHoldsUpOnlyWhatReadsItsResult) {
   }
 }
 
-}  // namespace
+}  // namespace tpusim_schedule_test
 }  // namespace tpusim::runtime::tpusim_backend

@@ -14,7 +14,7 @@
 #include "sim/isa/validator.h"
 
 namespace tpusim::runtime::tpusim_backend {
-namespace {
+namespace tpusim_step_memory_test {
 
 const config::SliceSpec& v3_8() {
   static const config::SliceSpec spec = **config::load_slice("v3-8");
@@ -234,5 +234,5 @@ TEST(StepMemory, ResNet50FitsAV3CoreAtBatch128) {
   EXPECT_EQ(step->outputs.at(0).node, b.graph().outputs().at(0).node);
 }
 
-}  // namespace
+}  // namespace tpusim_step_memory_test
 }  // namespace tpusim::runtime::tpusim_backend

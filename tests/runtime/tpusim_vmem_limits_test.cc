@@ -20,7 +20,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace tpusim_vmem_limits_test {
 
 // Compiles `graph` on the named backend and runs one step on `variables` (updated in place).
 absl::StatusOr<Outputs> run_step(const std::string& backend_name, const Graph& graph,
@@ -92,7 +92,7 @@ TEST(TpusimBackend, SmallVmemBandsTheImagesAndComputesWhatTheCpuDoes) {
   auto small = config::with_overrides(**config::load_slice("v3-8"),
                                       {{"chip.core.vmem_mib", "0.25"}}, "v3-8 with 256 KiB");
   ASSERT_TRUE(small.ok()) << small.status();
-  const std::string path = testing::TempDir() + "/v3-8-small-vmem.pbtxt";
+  const std::string path = ::testing::TempDir() + "/v3-8-small-vmem.pbtxt";
   std::ofstream(path) << config::to_config_text(**small);
   std::unique_ptr<Backend> tpusim = make_tpusim_backend(path);
   auto cpu = make_backend("cpu");
@@ -190,8 +190,8 @@ TEST(TpusimBackend, ReductionsOfRowsWiderThanATileGoInChunks) {
   auto exe = (*backend)->compile(too_wide.graph(), CompileOptions{});
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(std::string(exe.status().message()),
-              testing::HasSubstr("infeed 'huge' (f32[2, 5000000]): one row of 20000000 bytes"));
+              ::testing::HasSubstr("infeed 'huge' (f32[2, 5000000]): one row of 20000000 bytes"));
 }
 
-}  // namespace
+}  // namespace tpusim_vmem_limits_test
 }  // namespace tpusim::runtime

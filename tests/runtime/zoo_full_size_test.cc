@@ -6,7 +6,7 @@
 #include "runtime/models/zoo.h"
 
 namespace tpusim::runtime {
-namespace {
+namespace zoo_full_size_test {
 
 // The forward pass of `model` on one example of its published input.
 GraphSize forward_size(const std::string& model) {
@@ -69,5 +69,5 @@ TEST(ZooFullSize, ExplicitPaddingOutOfRangeIsRefusedNamingIt) {
       << b.status();
 }
 
-}  // namespace
+}  // namespace zoo_full_size_test
 }  // namespace tpusim::runtime

@@ -11,7 +11,7 @@
 #include "runtime/opcheck/harness.h"
 
 namespace tpusim::runtime::models {
-namespace {
+namespace zoo_mixed_precision_test {
 
 Graph training_step(const std::string& model, DTypePolicy policy) {
   GraphBuilder b;
@@ -83,5 +83,5 @@ TEST(DTypePolicy, ParsesKerasNames) {
             "unknown dtype policy 'mixed_float16' (float32 or mixed_bfloat16)");
 }
 
-}  // namespace
+}  // namespace zoo_mixed_precision_test
 }  // namespace tpusim::runtime::models

@@ -9,7 +9,7 @@
 #include "sim/core_map.h"
 
 namespace tpusim::sim {
-namespace {
+namespace all_reduce_run_test {
 
 using ::testing::HasSubstr;
 
@@ -81,5 +81,5 @@ TEST(AllReduceRun, RequestsThatCannotRunAreRefusedWithTheirFigures) {
   EXPECT_FALSE(run_all_reduce(*slice, AllReduceRequest{}, nullptr).ok());
 }
 
-}  // namespace
+}  // namespace all_reduce_run_test
 }  // namespace tpusim::sim

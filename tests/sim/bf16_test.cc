@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace bf16_test {
 
 TEST(Bf16, RoundsToNearestEven) {
   // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to even (1.0).
@@ -74,5 +74,5 @@ TEST(Bf16, SplitTermsSumBackToTheValue) {
   }
 }
 
-}  // namespace
+}  // namespace bf16_test
 }  // namespace tpusim::sim

@@ -6,7 +6,7 @@
 #include "traces/recording_sink.h"
 
 namespace tpusim::sim {
-namespace {
+namespace busy_track_test {
 
 std::vector<std::pair<traces::TimePs, traces::TimePs>> runs(const traces::RecordingSink& sink) {
   std::vector<std::pair<traces::TimePs, traces::TimePs>> out;
@@ -41,5 +41,5 @@ TEST(BusyTrack, ReportsNothingWithoutARecordingSink) {
   none.flush();
 }
 
-}  // namespace
+}  // namespace busy_track_test
 }  // namespace tpusim::sim

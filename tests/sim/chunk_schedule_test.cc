@@ -13,7 +13,7 @@
 #include "configs/loader.h"
 
 namespace tpusim::sim {
-namespace {
+namespace chunk_schedule_test {
 
 using C = isa::Collective;
 
@@ -289,5 +289,5 @@ TEST(ChunkSchedule, Torus2dColumnsStartBeforeTheRowsHaveReduced) {
   for (uint32_t core = 0; core < 8; ++core) EXPECT_TRUE(f.schedule.done(CoreId{core})) << core;
 }
 
-}  // namespace
+}  // namespace chunk_schedule_test
 }  // namespace tpusim::sim

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace clock_test {
 
 TEST(ClockDomain, V3ClockPeriodIsFractional) {
   ClockDomain clock(940e6);
@@ -135,11 +135,11 @@ TEST(Cycles, ArithmeticAndOrder) {
   EXPECT_GE(Cycles(2), Cycles(2));
 }
 
-}  // namespace
+}  // namespace clock_test
 }  // namespace tpusim::sim
 
 namespace tpusim::sim {
-namespace {
+namespace clock_test {
 
 // Fractional cycles map to the nearest picosecond, agree with time_of on whole cycles and
 // saturate like it.
@@ -151,5 +151,5 @@ TEST(ClockDomain, TimeAtFractionalCycles) {
   EXPECT_EQ(clock.time_at(1e30), kNeverPs);
 }
 
-}  // namespace
+}  // namespace clock_test
 }  // namespace tpusim::sim

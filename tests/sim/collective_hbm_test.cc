@@ -11,7 +11,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace collective_hbm_test {
 
 using testing::base_of;
 using testing::make_system;
@@ -96,5 +96,5 @@ TEST(CollectiveHbm, DmasOnTheChipShareItsHbmWithACollective) {
   EXPECT_EQ(alone.dst.at(2), shared.dst.at(2));  // the same sums
 }
 
-}  // namespace
+}  // namespace collective_hbm_test
 }  // namespace tpusim::sim

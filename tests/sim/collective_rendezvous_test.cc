@@ -11,7 +11,7 @@
 #include "tests/sim/core_ids.h"
 
 namespace tpusim::sim {
-namespace {
+namespace collective_rendezvous_test {
 
 using ::testing::HasSubstr;
 using C = isa::Collective;
@@ -145,5 +145,5 @@ TEST(CollectiveRendezvous, CoreListsNameEightCoresAndCountTheRest) {
             "0, 1, 2, 3, 4, 5, 6, 7 and 3 more");
 }
 
-}  // namespace
+}  // namespace collective_rendezvous_test
 }  // namespace tpusim::sim

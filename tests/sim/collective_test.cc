@@ -12,7 +12,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace collective_test {
 
 using testing::base_of;
 using ::testing::HasSubstr;
@@ -253,5 +253,5 @@ TEST(Collective, Torus2dOnALineGathersWhatItsRowsReduced) {
   EXPECT_GE(torus.run.cycles() - ring.run.cycles(), 2 * 470u);  // HBM latency: 500 ns each way
 }
 
-}  // namespace
+}  // namespace collective_test
 }  // namespace tpusim::sim

@@ -8,7 +8,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace collective_torus_test {
 
 using testing::make_system;
 using testing::run_collective;
@@ -58,5 +58,5 @@ TEST(CollectiveTorus, OnAV4CubeEveryCoreGetsTheSumAndTheLinksAreTheBound) {
   EXPECT_GT(bidir, torus * 15 / 10);
 }
 
-}  // namespace
+}  // namespace collective_torus_test
 }  // namespace tpusim::sim

@@ -9,7 +9,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace combined_collective_test {
 
 using testing::base_of;
 using testing::chip_of;
@@ -126,5 +126,5 @@ TEST(CombinedCollective, PaysOneCollectivesLatencyForAllItsParts) {
   EXPECT_EQ(apart->cycles(), 52664u);
 }
 
-}  // namespace
+}  // namespace combined_collective_test
 }  // namespace tpusim::sim

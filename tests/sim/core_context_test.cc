@@ -11,7 +11,7 @@
 #include "sim/units/core_memory.h"
 
 namespace tpusim::sim {
-namespace {
+namespace core_context_test {
 
 // What a core's units are wired to, built as a Core and its Chip build it.
 struct Wiring {
@@ -118,5 +118,5 @@ TEST(CoreNumerics, RunsWhatIsPosted) {
   numerics.before_vmem_access(nullptr, nullptr);  // nothing left to wait for
 }
 
-}  // namespace
+}  // namespace core_context_test
 }  // namespace tpusim::sim

@@ -6,7 +6,7 @@
 #include "configs/loader.h"
 
 namespace tpusim::sim {
-namespace {
+namespace core_map_test {
 
 TEST(CoreMap, NumbersCoresChipByChip) {
   const CoreMap map(/*chips=*/4, /*cores_per_chip=*/2);
@@ -59,5 +59,5 @@ TEST(CoreMap, IsBuiltFromTheSliceSpec) {
   EXPECT_EQ(map.host_of(ChipId{15}), (*slice)->hosts - 1);
 }
 
-}  // namespace
+}  // namespace core_map_test
 }  // namespace tpusim::sim

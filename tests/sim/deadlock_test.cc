@@ -6,7 +6,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace deadlock_test {
 
 using ::testing::HasSubstr;
 using testing::make_system;
@@ -97,5 +97,5 @@ TEST(Deadlock, ACollectiveAMemberNeverReaches) {
                              "cores)"));
 }
 
-}  // namespace
+}  // namespace deadlock_test
 }  // namespace tpusim::sim

@@ -9,7 +9,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace feeds_test {
 
 using testing::make_system;
 
@@ -215,5 +215,5 @@ TEST(Feeds, WrongSizedBatchIsAnError) {
                   "destination block takes 4096"));
 }
 
-}  // namespace
+}  // namespace feeds_test
 }  // namespace tpusim::sim

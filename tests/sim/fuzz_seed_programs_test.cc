@@ -11,7 +11,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace fuzz_seed_programs_test {
 
 TEST(FuzzSeeds, EveryProgramSeedRunsToItsHalt) {
   SystemOptions options;
@@ -35,5 +35,5 @@ TEST(FuzzSeeds, EveryProgramSeedRunsToItsHalt) {
   EXPECT_EQ(seeds, 3);
 }
 
-}  // namespace
+}  // namespace fuzz_seed_programs_test
 }  // namespace tpusim::sim

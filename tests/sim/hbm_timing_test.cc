@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace hbm_timing_test {
 
 // The definition: every touched channel serves its share in arrival order.
 struct PerChannel {
@@ -58,5 +58,5 @@ TEST(HbmTiming, SpanningRequestsInStepMatchEveryChannelServedAlone) {
   EXPECT_EQ(hbm.busiest_channel_cycles(), 0);
 }
 
-}  // namespace
+}  // namespace hbm_timing_test
 }  // namespace tpusim::sim

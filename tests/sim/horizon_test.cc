@@ -7,7 +7,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace horizon_test {
 
 using ::testing::HasSubstr;
 
@@ -100,5 +100,5 @@ TEST(TimeHorizon, IdlingPastItIsRefused) {
   EXPECT_TRUE(system->idle(10).ok());
 }
 
-}  // namespace
+}  // namespace horizon_test
 }  // namespace tpusim::sim

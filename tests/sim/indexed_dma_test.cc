@@ -6,7 +6,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace indexed_dma_test {
 
 using testing::make_system;
 
@@ -77,5 +77,5 @@ TEST(IndexedDma, ChargesTheRowsItMovesOneHbmRequestEach) {
   EXPECT_LT(gathered, 8937 + 1000);
 }
 
-}  // namespace
+}  // namespace indexed_dma_test
 }  // namespace tpusim::sim

@@ -5,7 +5,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace memory_system_test {
 
 using testing::make_system;
 
@@ -181,5 +181,5 @@ TEST(MemorySystem, DmaOverlapsMxuWork) {
   EXPECT_LT(static_cast<double>(run->cycles()), mxu * 1.15);
 }
 
-}  // namespace
+}  // namespace memory_system_test
 }  // namespace tpusim::sim

@@ -12,7 +12,7 @@
 #include "tests/under_sanitizer.h"
 
 namespace tpusim::sim {
-namespace {
+namespace memory_windows_test {
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -71,5 +71,5 @@ TEST(MemoryWindows, TheWholeReservationIsStableAndCountsResidentPages) {
   EXPECT_LT(vmem.allocated(), 64 * kMiB);
 }
 
-}  // namespace
+}  // namespace memory_windows_test
 }  // namespace tpusim::sim

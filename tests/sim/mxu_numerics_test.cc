@@ -4,7 +4,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace mxu_numerics_test {
 
 using testing::make_system;
 
@@ -107,5 +107,5 @@ TEST(MxuNumerics, TimingOnlyLeavesMemoryAlone) {
   EXPECT_EQ(got, zeros);
 }
 
-}  // namespace
+}  // namespace mxu_numerics_test
 }  // namespace tpusim::sim

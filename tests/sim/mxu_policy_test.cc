@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace mxu_policy_test {
 
 TEST(MxuPolicy, RegistryKnowsBothPolicies) {
   EXPECT_EQ(mxu_policy_names(), (std::vector<std::string>{"tpu", "scalesim_ws"}));
@@ -48,5 +48,5 @@ TEST(MxuPolicy, StallMovesTheChainBack) {
   EXPECT_EQ(p->matmul(0, 1, 10).start, 300u);
 }
 
-}  // namespace
+}  // namespace mxu_policy_test
 }  // namespace tpusim::sim

@@ -6,7 +6,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace mxu_timing_test {
 
 using testing::make_system;
 
@@ -90,5 +90,5 @@ TEST(MxuTiming, TwoMxusRunInParallel) {
   EXPECT_EQ(cycles_of("tpu", p), 640u);
 }
 
-}  // namespace
+}  // namespace mxu_timing_test
 }  // namespace tpusim::sim

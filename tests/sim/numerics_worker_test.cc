@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace numerics_worker_test {
 
 HostRange bytes(const std::vector<uint8_t>& memory, size_t lo, size_t hi) {
   return {memory.data() + lo, memory.data() + hi};
@@ -153,5 +153,5 @@ TEST(NumericsWorkerTest, UnthreadedRunsEachJobInsidePost) {
   EXPECT_FALSE(worker.may_be_busy());
 }
 
-}  // namespace
+}  // namespace numerics_worker_test
 }  // namespace tpusim::sim

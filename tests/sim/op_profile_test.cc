@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::sim {
-namespace {
+namespace op_profile_test {
 
 TEST(OpProfile, SumsWorkAndTakesEachStepsSpanOnce) {
   OpProfile p;
@@ -99,5 +99,5 @@ TEST(OpProfile, CoresThatDriftedApartAddNoTimeForTheGapBetweenThem) {
   EXPECT_EQ(chip[0].spans[0].end, 1000u);
 }
 
-}  // namespace
+}  // namespace op_profile_test
 }  // namespace tpusim::sim

@@ -10,7 +10,7 @@
 #include "sim/isa/validator.h"
 
 namespace tpusim::sim {
-namespace {
+namespace program_validator_test {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -513,5 +513,5 @@ TEST(ProgramValidator, CoresRunningAnothersInstructionsNameAHolder) {
                                "collective's group"));
 }
 
-}  // namespace
+}  // namespace program_validator_test
 }  // namespace tpusim::sim

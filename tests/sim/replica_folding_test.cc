@@ -8,7 +8,7 @@
 #include "traces/recording_sink.h"
 
 namespace tpusim::sim {
-namespace {
+namespace replica_folding_test {
 
 using C = isa::Collective;
 using testing::base_of;
@@ -75,5 +75,5 @@ TEST(ReplicaFolding, ShadowsTakeTheCyclesOfTheReplicasTheyStandFor) {
   EXPECT_EQ(sink.slices_on(0, 1, "steps").size(), 4u);
 }
 
-}  // namespace
+}  // namespace replica_folding_test
 }  // namespace tpusim::sim

@@ -11,7 +11,7 @@
 #include "tests/sim/core_ids.h"
 
 namespace tpusim::sim {
-namespace {
+namespace ring_plan_test {
 
 using C = isa::Collective;
 
@@ -127,5 +127,5 @@ TEST(RingPlan, TheTorusGivesEveryLinkAShare) {
   EXPECT_LT(used(C::TORUS_2D), 64u * 4);
 }
 
-}  // namespace
+}  // namespace ring_plan_test
 }  // namespace tpusim::sim

@@ -6,7 +6,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace run_report_test {
 
 // Cores 0 and 1 (chip 0) each load weights, multiply and copy from HBM under three ops; core 2
 // (chip 1) only fills VMEM, so chip 1 moves no HBM bytes and has no entry in "chips".
@@ -87,5 +87,5 @@ TEST(RunReport, HoldsEachCoresAndChipsFigures) {
   EXPECT_DOUBLE_EQ(chip0->ops[0].flops, 2 * report.cores[0].ops[0].flops);
 }
 
-}  // namespace
+}  // namespace run_report_test
 }  // namespace tpusim::sim

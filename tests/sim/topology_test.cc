@@ -9,7 +9,7 @@
 #include "tests/sim/core_ids.h"
 
 namespace tpusim::sim {
-namespace {
+namespace topology_test {
 
 const config::SliceSpec& slice(const std::string& name) {
   static std::map<std::string, std::shared_ptr<const config::SliceSpec>> loaded;
@@ -157,5 +157,5 @@ TEST(CollectiveBound, TheTorusSharesEveryDimension) {
   EXPECT_GT(torus2d.bandwidth_seconds, 3 * torus.bandwidth_seconds);
 }
 
-}  // namespace
+}  // namespace topology_test
 }  // namespace tpusim::sim

@@ -7,7 +7,7 @@
 #include "traces/recording_sink.h"
 
 namespace tpusim::sim {
-namespace {
+namespace trace_hooks_test {
 
 TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   traces::RecordingSink sink;
@@ -126,11 +126,11 @@ TEST(TraceHooks, StatsTreeHasUnitsAndDescriptions) {
   EXPECT_EQ(system->stats().value("chip0.core0.vmem.high_water_bytes"), 64.0 * 1024 * 4);
 }
 
-}  // namespace
+}  // namespace trace_hooks_test
 }  // namespace tpusim::sim
 
 namespace tpusim::sim {
-namespace {
+namespace trace_hooks_test {
 
 // The profiler's events: one "step N" slice per device-loop iteration on the core's steps
 // track, back to back; an infeed.wait slice where the infeed unit waited for the host; the
@@ -196,11 +196,11 @@ TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
   EXPECT_EQ(system->now_cycle(), before + 1000);
 }
 
-}  // namespace
+}  // namespace trace_hooks_test
 }  // namespace tpusim::sim
 
 namespace tpusim::sim {
-namespace {
+namespace trace_hooks_test {
 
 // Each link's utilisation counter: up while the link moves a collective's chunks, never above
 // 1, back to 0 at the end; its integral times the link's bandwidth is the bytes it moved.
@@ -266,5 +266,5 @@ TEST(TraceHooks, LinkUtilisationCountersAccountForEveryByteOnTheLinks) {
   EXPECT_NEAR(hbm_bytes, moved, moved * 1e-3);
 }
 
-}  // namespace
+}  // namespace trace_hooks_test
 }  // namespace tpusim::sim

@@ -10,7 +10,7 @@
 #include "tests/sim/sim_test_util.h"
 
 namespace tpusim::sim {
-namespace {
+namespace vector_unit_test {
 
 using testing::make_system;
 
@@ -209,11 +209,11 @@ TEST_F(VectorOps, TimingIsVregsTimesCostPlusLatency) {
   EXPECT_EQ(r->cycles(), 48u);
 }
 
-}  // namespace
+}  // namespace vector_unit_test
 }  // namespace tpusim::sim
 
 namespace tpusim::sim {
-namespace {
+namespace vector_unit_test {
 
 // A 1 x 1 block broadcasts along whichever dimension the destination has.
 TEST(VectorBroadcast, OneByOneFillsRowsAndColumns) {
@@ -232,5 +232,5 @@ TEST(VectorBroadcast, OneByOneFillsRowsAndColumns) {
   EXPECT_EQ(testing::get_f32(*system, CoreId{0}, 0x2000, 5, 1), MatrixF::Constant(5, 1, v));
 }
 
-}  // namespace
+}  // namespace vector_unit_test
 }  // namespace tpusim::sim

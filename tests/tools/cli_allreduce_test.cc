@@ -14,7 +14,7 @@
 #include "traces/trace_reader.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_allreduce_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -129,5 +129,5 @@ TEST(Cli, AllreduceTraceShowsTheCollectiveOnEveryCoreAndTheLinksBusyTime) {
   EXPECT_THAT(bad.err, HasSubstr("trace file /tmp/x.txt: the extension names the format"));
 }
 
-}  // namespace
+}  // namespace cli_allreduce_test
 }  // namespace tpusim::cli

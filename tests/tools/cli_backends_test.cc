@@ -12,7 +12,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_backends_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -149,5 +149,5 @@ TEST(Cli, OpcheckListsACaseABackendCannotRunAndGoesOn) {
   }
 }
 
-}  // namespace
+}  // namespace cli_backends_test
 }  // namespace tpusim::cli

@@ -11,7 +11,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_bert_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -101,5 +101,5 @@ TEST(CliBert, FlagsThatDoNotApplyAreRefusedByName) {
   EXPECT_EQ(j["parameters"], 4'433'468);
 }
 
-}  // namespace
+}  // namespace cli_bert_test
 }  // namespace tpusim::cli

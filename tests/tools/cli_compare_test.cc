@@ -13,7 +13,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_compare_test {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -164,5 +164,5 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   std::filesystem::remove_all(data);
 }
 
-}  // namespace
+}  // namespace cli_compare_test
 }  // namespace tpusim::cli

@@ -18,7 +18,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_crash_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -171,5 +171,5 @@ TEST_F(CrashConsistency, AModelDirThatCannotBeWrittenIsRefusedBeforeTraining) {
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("global_step")));
 }
 
-}  // namespace
+}  // namespace cli_crash_test
 }  // namespace tpusim::cli

@@ -9,7 +9,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_data_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -95,5 +95,5 @@ TEST(CliData, MakeBertBadFlagsAreUsageErrorsNamingTheField) {
   EXPECT_THAT(r.err, HasSubstr("cannot create /proc/no/such/dir"));
 }
 
-}  // namespace
+}  // namespace cli_data_test
 }  // namespace tpusim::cli

@@ -15,7 +15,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_gradients_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -186,5 +186,5 @@ TEST(Cli, TrainTraceCounterWindowShrinksTheTraceNotItsAnalysis) {
   std::filesystem::remove_all(tmp);
 }
 
-}  // namespace
+}  // namespace cli_gradients_test
 }  // namespace tpusim::cli

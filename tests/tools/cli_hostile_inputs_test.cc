@@ -21,7 +21,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_hostile_inputs_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -299,5 +299,5 @@ TEST(HostileInputs, ASweepGridOfAMillionPointsIsRefused) {
                         "the study"));
 }
 
-}  // namespace
+}  // namespace cli_hostile_inputs_test
 }  // namespace tpusim::cli

@@ -16,7 +16,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_mpi_test {
 
 namespace fs = std::filesystem;
 using testing::CliResult;
@@ -339,5 +339,5 @@ TEST_F(MpiSweep, TuneOnTwoRanksGivesTheRowsOfOneProcessAndNamesTheInputLimit) {
   EXPECT_THAT(r.out, HasSubstr("1.53%"));
 }
 
-}  // namespace
+}  // namespace cli_mpi_test
 }  // namespace tpusim::cli

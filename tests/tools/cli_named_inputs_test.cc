@@ -20,7 +20,7 @@
 #include "tests/tools/onnx_text_model.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_named_inputs_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -212,5 +212,5 @@ TEST(CliNamedInputs, WhatCannotFeedAModelByNameIsRefused) {
   std::filesystem::remove(path);
 }
 
-}  // namespace
+}  // namespace cli_named_inputs_test
 }  // namespace tpusim::cli

@@ -13,7 +13,7 @@
 #include "tests/tools/onnx_text_model.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_onnx_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -240,5 +240,5 @@ TEST(CliOnnx, ResNet50FromOnnxStepsAsTheZoos) {
   std::filesystem::remove(path);
 }
 
-}  // namespace
+}  // namespace cli_onnx_test
 }  // namespace tpusim::cli

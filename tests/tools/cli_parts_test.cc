@@ -15,7 +15,7 @@
 #include "tools/tpusim/sweep_table.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_parts_test {
 
 using ::testing::HasSubstr;
 
@@ -138,5 +138,5 @@ TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   }
 }
 
-}  // namespace
+}  // namespace cli_parts_test
 }  // namespace tpusim::cli

@@ -13,7 +13,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_runs_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -297,5 +297,5 @@ TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
   EXPECT_THAT(r.err, HasSubstr("--fuse-reductions needs the tpusim backend"));
 }
 
-}  // namespace
+}  // namespace cli_runs_test
 }  // namespace tpusim::cli

@@ -17,7 +17,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_saved_model_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -224,5 +224,5 @@ TEST(CliSavedModel, WhatAnExportCannotRunIsRefused) {
   std::filesystem::remove_all(tmp);
 }
 
-}  // namespace
+}  // namespace cli_saved_model_test
 }  // namespace tpusim::cli

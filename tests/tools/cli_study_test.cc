@@ -15,7 +15,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_study_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -235,5 +235,5 @@ TEST_F(InfeedStudy, RawRecordsTakeNoOtherImageSizeAndTheTransformerNoOtherShape)
   EXPECT_THAT(transformer.err, HasSubstr("the transformer takes 28x28x1 images"));
 }
 
-}  // namespace
+}  // namespace cli_study_test
 }  // namespace tpusim::cli

@@ -12,7 +12,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_sweep_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -331,5 +331,5 @@ TEST(Cli, SweepRunsCompareAndKeepsTheVerdicts) {
   std::filesystem::remove_all(tmp);
 }
 
-}  // namespace
+}  // namespace cli_sweep_test
 }  // namespace tpusim::cli

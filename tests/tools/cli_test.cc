@@ -12,7 +12,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_test {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -474,5 +474,5 @@ TEST(Cli, DataBadInputExits1OrUsage2) {
   EXPECT_THAT(r.err, HasSubstr("unknown action 'shuffle'"));
 }
 
-}  // namespace
+}  // namespace cli_test
 }  // namespace tpusim::cli

@@ -12,7 +12,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_timing_only_test {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -109,5 +109,5 @@ TEST(Cli, ARunThatTrainsNoStepShowsNoLossOrStepTime) {
   std::filesystem::remove_all(dir);
 }
 
-}  // namespace
+}  // namespace cli_timing_only_test
 }  // namespace tpusim::cli

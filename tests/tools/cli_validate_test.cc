@@ -11,7 +11,7 @@
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli {
-namespace {
+namespace cli_validate_test {
 
 using ::testing::HasSubstr;
 using testing::run_tpusim;
@@ -70,5 +70,5 @@ TEST(Cli, ValidateRunsEachCaseInItsOwnProcessAndReportsWhyOneFailed) {
   std::filesystem::remove(report);
 }
 
-}  // namespace
+}  // namespace cli_validate_test
 }  // namespace tpusim::cli

@@ -9,7 +9,7 @@
 #include "traces/analysis_events.h"
 
 namespace tpusim::traces {
-namespace {
+namespace analyzer_test {
 
 using ::testing::HasSubstr;
 
@@ -298,5 +298,5 @@ TEST(Analyzer, ATraceWithoutStepsIsRefusedWithTheReason) {
   EXPECT_THAT(std::string(a.status().message()), HasSubstr("no training steps"));
 }
 
-}  // namespace
+}  // namespace analyzer_test
 }  // namespace tpusim::traces

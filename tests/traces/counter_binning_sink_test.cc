@@ -6,7 +6,7 @@
 #include "traces/recording_sink.h"
 
 namespace tpusim::traces {
-namespace {
+namespace counter_binning_sink_test {
 
 // The integral of a recorded step function from its first sample to `end`.
 double integral(const RecordingSink& sink, TrackId track, TimePs end) {
@@ -71,5 +71,5 @@ TEST(CounterBinningSink, ManyChangesInAWindowBecomeOneSample) {
   EXPECT_FALSE(CounterBinningSink::is_rate({TrackInfo::Kind::kUnit, 0, 0, "x", "fraction"}));
 }
 
-}  // namespace
+}  // namespace counter_binning_sink_test
 }  // namespace tpusim::traces

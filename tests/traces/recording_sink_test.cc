@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace tpusim::traces {
-namespace {
+namespace recording_sink_test {
 
 TEST(RecordingSink, KeepsTracksSlicesAndSamplesInOrder) {
   RecordingSink sink;
@@ -30,5 +30,5 @@ TEST(RecordingSink, KeepsTracksSlicesAndSamplesInOrder) {
   EXPECT_DOUBLE_EQ(sink.samples()[0].value, 3);
 }
 
-}  // namespace
+}  // namespace recording_sink_test
 }  // namespace tpusim::traces

@@ -9,7 +9,7 @@
 #include "traces/analysis_events.h"
 
 namespace tpusim::traces {
-namespace {
+namespace step_watch_sink_test {
 
 TEST(StepWatchSink, HandsOnTheFirstCoresStepNumbers) {
   std::vector<int64_t> heard;
@@ -29,5 +29,5 @@ TEST(StepWatchSink, HandsOnTheFirstCoresStepNumbers) {
   EXPECT_EQ(heard, (std::vector<int64_t>{11, 12}));
 }
 
-}  // namespace
+}  // namespace step_watch_sink_test
 }  // namespace tpusim::traces

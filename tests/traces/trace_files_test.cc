@@ -18,7 +18,7 @@
 #include "traces/trace_writer.h"
 
 namespace tpusim::traces {
-namespace {
+namespace trace_files_test {
 
 using ::testing::HasSubstr;
 
@@ -238,5 +238,5 @@ TEST(TraceRouter, ReplaysTracksIntoALateTargetAndForwardsOnlyWhileAttached) {
   EXPECT_EQ(some.slices()[0].name, "vpu.add");
 }
 
-}  // namespace
+}  // namespace trace_files_test
 }  // namespace tpusim::traces

@@ -348,7 +348,7 @@ Refused start_baseline(const CompareJob& job, const ComparePlan& plan, const Com
 }
 
 // Every run judged against the reference: the report's "against", and whether all agree.
-struct Verdicts {
+struct CompareVerdicts {
   nlohmann::ordered_json against;
   bool ok = false;
 };
@@ -370,7 +370,7 @@ bool judge_all(const std::vector<CompareRun>& runs, const std::vector<Difference
 // grow, so what agreed still agrees.
 Refused judge_runs(const CompareJob& job, const ComparePlan& plan, const CompareFlags& f,
                    const std::vector<CompareRun>& runs, RoundingBaseline* baseline,
-                   Verdicts* verdicts) {
+                   CompareVerdicts* verdicts) {
   std::vector<Differences> diffs;
   for (size_t k = 1; k < runs.size(); ++k) {
     auto d = differences(runs[k], runs[0], f.weight_tol, f.weight_atol);
@@ -390,7 +390,8 @@ Refused judge_runs(const CompareJob& job, const ComparePlan& plan, const Compare
 // The JSON report (--json and --report).
 nlohmann::ordered_json compare_report(const CompareJob& job, const ComparePlan& plan,
                                       const CompareFlags& f, const std::vector<CompareRun>& runs,
-                                      const Verdicts& verdicts, const RoundingBaseline* baseline) {
+                                      const CompareVerdicts& verdicts,
+                                      const RoundingBaseline* baseline) {
   double max_loss = 0;
   for (const auto& [label, entry] : verdicts.against.items())
     max_loss = max_or_nan(max_loss, entry["max_loss_difference"].get<double>());
@@ -420,7 +421,7 @@ nlohmann::ordered_json compare_report(const CompareJob& job, const ComparePlan& 
 
 // The comparison as text: the baseline, each run's judgement, and a note when training diverges.
 void print_comparison(const CompareJob& job, const CompareFlags& f,
-                      const std::vector<CompareRun>& runs, const Verdicts& verdicts,
+                      const std::vector<CompareRun>& runs, const CompareVerdicts& verdicts,
                       const RoundingBaseline* baseline) {
   if (baseline != nullptr) {
     const std::vector<double> drift = running_max(baseline->drift.losses);
@@ -472,7 +473,7 @@ int run_compare(const std::vector<std::string>& args) {
       return refuse(*r, kCompareUsage);
   }
   RoundingBaseline* drift = baseline ? &*baseline : nullptr;
-  Verdicts verdicts;
+  CompareVerdicts verdicts;
   if (Refused r = judge_runs(job, plan, flags, runs, drift, &verdicts))
     return refuse(*r, kCompareUsage);
 

@@ -12,7 +12,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-const char kGroupUsage[] =
+const char kConfigUsage[] =
     "usage: tpusim config show FILE [--json]   validate a config, print it and its derived "
     "figures\n"
     "       tpusim config list [--json]        list the configs built into tpusim\n\n"
@@ -85,16 +85,16 @@ int list(const std::vector<std::string>& args) {
 }  // namespace
 
 int run_config(const std::vector<std::string>& args) {
-  if (args.empty()) return usage_error("config: missing action (show or list)", kGroupUsage);
+  if (args.empty()) return usage_error("config: missing action (show or list)", kConfigUsage);
   const std::string& action = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (action == "show") return show(rest);
   if (action == "list") return list(rest);
   if (action == "--help" || action == "-h") {
-    std::cout << kGroupUsage;
+    std::cout << kConfigUsage;
     return kOk;
   }
-  return usage_error("config: unknown action '" + action + "'", kGroupUsage);
+  return usage_error("config: unknown action '" + action + "'", kConfigUsage);
 }
 
 }  // namespace tpusim::cli

@@ -17,7 +17,7 @@ namespace {
 namespace po = boost::program_options;
 namespace data = runtime::data;
 
-const char kGroupUsage[] =
+const char kDataUsage[] =
     "usage: tpusim data inspect FILE... [--compression C] [--skip-corrupt] [--json]\n"
     "       tpusim data convert-idx --images IDX --labels IDX --out DIR [--shards N] [--jpeg] "
     "...\n"
@@ -237,17 +237,17 @@ int make_bert(const std::vector<std::string>& args) {
 
 int run_data(const std::vector<std::string>& args) {
   if (args.empty())
-    return usage_error("data: missing action (inspect, convert-idx or make-bert)", kGroupUsage);
+    return usage_error("data: missing action (inspect, convert-idx or make-bert)", kDataUsage);
   const std::string& action = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (action == "inspect") return inspect(rest);
   if (action == "convert-idx") return convert_idx(rest);
   if (action == "make-bert") return make_bert(rest);
   if (action == "--help" || action == "-h") {
-    std::cout << kGroupUsage;
+    std::cout << kDataUsage;
     return kOk;
   }
-  return usage_error("data: unknown action '" + action + "'", kGroupUsage);
+  return usage_error("data: unknown action '" + action + "'", kDataUsage);
 }
 
 }  // namespace tpusim::cli

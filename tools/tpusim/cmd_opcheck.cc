@@ -103,7 +103,7 @@ Refused opcheck_job_from(const po::variables_map& vm, OpcheckJob* job) {
 }
 
 // The verdicts so far.
-struct Verdicts {
+struct OpcheckVerdicts {
   nlohmann::ordered_json cases = nlohmann::ordered_json::array();
   int failed = 0, total = 0;
   std::set<std::string> ops;
@@ -111,7 +111,7 @@ struct Verdicts {
 
 // A case `backend` could not run: a failure, with its error.
 void record_error(const OpCase& c, const BackendSpec& backend, const absl::Status& status,
-                  bool json, Verdicts* v) {
+                  bool json, OpcheckVerdicts* v) {
   ++v->total;
   ++v->failed;
   v->ops.insert(c.op);
@@ -128,7 +128,7 @@ void record_error(const OpCase& c, const BackendSpec& backend, const absl::Statu
 }
 
 // One tensor's comparison with the reference.
-void record_result(const CaseResult& r, bool json, Verdicts* v) {
+void record_result(const CaseResult& r, bool json, OpcheckVerdicts* v) {
   ++v->total;
   v->failed += r.passed ? 0 : 1;
   v->ops.insert(r.op);
@@ -152,7 +152,7 @@ void record_result(const CaseResult& r, bool json, Verdicts* v) {
   }
 }
 
-void print_verdicts(const OpcheckJob& job, const Verdicts& v) {
+void print_verdicts(const OpcheckJob& job, const OpcheckVerdicts& v) {
   if (job.json) {
     std::cout << json_text(nlohmann::ordered_json{{"reference", job.reference.label()},
                                                   {"cases", v.cases},
@@ -174,7 +174,7 @@ int run_opcheck(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, kOpcheckUsage, &vm); rc >= 0) return rc;
   OpcheckJob job;
   if (Refused r = opcheck_job_from(vm, &job)) return refuse(*r, kOpcheckUsage);
-  Verdicts verdicts;
+  OpcheckVerdicts verdicts;
   for (const auto& c : runtime::opcheck::all_cases()) {
     if (!std::regex_search(c.op, job.pattern)) continue;
     for (const auto& backend : job.backends) {

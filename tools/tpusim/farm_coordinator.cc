@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 // A pause when a pass of the loop found nothing to do: short beside any point's run, and the
 // whole of rank 0's wait for a point that ends.
-constexpr auto kIdlePause = std::chrono::microseconds(500);
+constexpr auto kCoordinatorIdlePause = std::chrono::microseconds(500);
 
 class Coordinator {
  public:
@@ -80,7 +80,7 @@ class Coordinator {
       }
       beat();
       find_lost();
-      if (!busy) std::this_thread::sleep_for(kIdlePause);
+      if (!busy) std::this_thread::sleep_for(kCoordinatorIdlePause);
     }
     return std::nullopt;
   }

@@ -24,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr auto kIdlePause = std::chrono::milliseconds(1);
+constexpr auto kWorkerIdlePause = std::chrono::milliseconds(1);
 
 // The highest folder above `path` that does not exist yet ("" when its parent does).
 fs::path first_missing_folder(const fs::path& path) {
@@ -79,7 +79,7 @@ class Worker {
         return stop(fmt::format("rank 0 was lost: no word from it for {:.1f} s",
                                 seconds_since(last_heard_)));
       }
-      if (!busy) std::this_thread::sleep_for(kIdlePause);
+      if (!busy) std::this_thread::sleep_for(kWorkerIdlePause);
     }
     // Every result must reach rank 0 before this rank says it is done and ends.
     world_.flush(options_.rank_timeout_seconds);
