@@ -14,7 +14,7 @@ using namespace tpusim;
 sim::System& pod() {
   static std::unique_ptr<sim::System> system = [] {
     auto slice = config::load_slice("v3-2048");
-    return *sim::System::create(*slice, {"tpu", /*timing_only=*/true, nullptr});
+    return *sim::System::create(*slice, {sim::MxuPolicy::kTpu, /*timing_only=*/true, nullptr});
   }();
   return *system;
 }

@@ -19,11 +19,12 @@ namespace {
 using namespace tpusim::runtime;
 using tpusim::bench::replica_feeds;
 
-// Each iteration runs one training step at fp32 (CompileOptions precision "fp32": matmul
+// Each iteration runs one training step at fp32 (CompileOptions precision kFp32: matmul
 // inputs as they are), after one untimed step. Counters: seconds a step, the step's matmul
 // GFLOP (convolutions included, all replicas) and the rate they ran at.
 void time_training_steps(benchmark::State& state, const Graph& graph, uint32_t replicas) {
-  auto prepared = tpusim::bench::prepare_step(state, "cpu", graph, "fp32", replicas);
+  auto prepared = tpusim::bench::prepare_step(state, "cpu", graph,
+                                              tpusim::runtime::Precision::kFp32, replicas);
   if (!prepared) return;
   auto& [backend, exe, vars] = *prepared;
   const std::vector<LoopStep> step{{replica_feeds(graph, replicas), nullptr, 0}};

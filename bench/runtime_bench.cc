@@ -28,7 +28,7 @@ double step_seconds(const std::string& backend_name, const Graph& graph,
                     const std::vector<Feeds>& feeds) {
   auto backend = make_backend(backend_name);
   // Both at the MXU's bf16 products: cpu:mxu, and tpusim, which always computes so.
-  auto exe = (*backend)->compile(graph, {"mxu"});
+  auto exe = (*backend)->compile(graph, {tpusim::runtime::Precision::kMxu});
   Variables vars = initial_variables(graph);
   const auto t0 = std::chrono::steady_clock::now();
   auto out = (*backend)->run(**exe, vars, feeds, 0);

@@ -25,7 +25,7 @@ using Matrix = tpusim::sim::MatrixF;
 tpusim::sim::System& shared_system() {
   static std::unique_ptr<tpusim::sim::System> system = [] {
     auto slice = tpusim::config::load_slice("v3-8");
-    return std::move(*tpusim::sim::System::create(*slice, {"tpu", true, nullptr}));
+    return std::move(*tpusim::sim::System::create(*slice, {tpusim::sim::MxuPolicy::kTpu, true, nullptr}));
   }();
   return *system;
 }
@@ -121,7 +121,7 @@ BENCHMARK(BM_GemmNumerics)
 void BM_LayersResnet50(benchmark::State& state) {
   auto& system = shared_system();
   system.set_timing_only(true);
-  (void)system.set_mxu_policy("scalesim_ws");
+  system.set_mxu_policy(tpusim::sim::MxuPolicy::kScaleSimWs);
   auto layers = tpusim::runtime::read_scalesim_topology(
       std::string(TPUSIM_SOURCE_DIR) +
       "/tests/runtime/data/scalesim_topologies/resnet50_mlperf.csv");
@@ -139,7 +139,7 @@ void BM_LayersResnet50(benchmark::State& state) {
     }
   }
   state.counters["total_cycles"] = static_cast<double>(total);
-  (void)system.set_mxu_policy("tpu");
+  system.set_mxu_policy(tpusim::sim::MxuPolicy::kTpu);
 }
 BENCHMARK(BM_LayersResnet50)->Unit(benchmark::kMillisecond);
 

@@ -52,7 +52,8 @@ struct PreparedStep {
 // Backend `name` with `graph` compiled at `precision` over `replicas` and its variables
 // initialised; nullopt once the benchmark is skipped with the reason.
 inline std::optional<PreparedStep> prepare_step(benchmark::State& state, const std::string& name,
-                                                const runtime::Graph& graph, const char* precision,
+                                                const runtime::Graph& graph,
+                                                runtime::Precision precision,
                                                 uint32_t replicas) {
   auto backend = runtime::make_backend(name);
   if (!backend.ok()) {

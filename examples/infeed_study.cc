@@ -67,6 +67,27 @@ bool parse(int argc, char** argv, Args* a) {
   return !a->dir.empty() && a->map_threads > 0 && a->loops > 0 && a->steps > 0 && a->batch > 0;
 }
 
+// Each host stage's measured CPU a batch, the busiest, and what more threads on it would give.
+void print_host_stages(const HostPipelineModel& m) {
+  std::printf("\nhost stages (measured CPU per batch; wall per batch on the target host):\n");
+  for (size_t i = 0; i < m.stages().size(); ++i) {
+    std::printf("  %-8s %2u thread(s)  %9.3f ms/batch\n", m.stages()[i].name.c_str(),
+                m.stages()[i].threads,
+                m.busy_seconds()[i] * 1e3 / static_cast<double>(m.batches()));
+  }
+  // The what-ifs are the host alone (as if the device took every batch at once), and so is the
+  // figure they compare with.
+  const size_t slow = m.busiest_stage();
+  std::printf("busiest stage: %s; the host alone makes %llu batches in %.3f s",
+              m.stages()[slow].name.c_str(), static_cast<unsigned long long>(m.batches()),
+              m.with_threads(slow, m.stages()[slow].threads).last_ready_seconds());
+  for (uint32_t factor : {2u, 4u}) {
+    const HostPipelineModel what_if = m.with_threads(slow, m.stages()[slow].threads * factor);
+    std::printf("; %ux threads: %.3f s", factor, what_if.last_ready_seconds());
+  }
+  std::printf("\n");
+}
+
 int fail(const absl::Status& s) {
   std::fprintf(stderr, "infeed_study: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -109,7 +130,7 @@ int main(int argc, char** argv) {
   if (auto s = models::build_training_step(b, a.model, per_core, 0.05f, 1); !s.ok()) return fail(s);
   auto backend = make_backend("tpusim");
   if (!backend.ok()) return fail(backend.status());
-  auto exe = (*backend)->compile(b.graph(), {"fp32", replicas});
+  auto exe = (*backend)->compile(b.graph(), {Precision::kFp32, replicas});
   if (!exe.ok()) return fail(exe.status());
   InfeedOptions options;
   options.replicas = replicas;
@@ -140,23 +161,6 @@ int main(int argc, char** argv) {
     if (auto st = (*backend)->host_round_trip((*slice)->host.loop_overhead_s); !st.ok())
       return fail(st);
   }
-  const HostPipelineModel& m = (*driver)->host_models()[0];
-  std::printf("\nhost stages (measured CPU per batch; wall per batch on the target host):\n");
-  for (size_t i = 0; i < m.stages().size(); ++i) {
-    std::printf("  %-8s %2u thread(s)  %9.3f ms/batch\n", m.stages()[i].name.c_str(),
-                m.stages()[i].threads,
-                m.busy_seconds()[i] * 1e3 / static_cast<double>(m.batches()));
-  }
-  // The what-ifs are the host alone (as if the device took every batch at once), and so is the
-  // figure they compare with.
-  const size_t slow = m.busiest_stage();
-  std::printf("busiest stage: %s; the host alone makes %llu batches in %.3f s",
-              m.stages()[slow].name.c_str(), static_cast<unsigned long long>(m.batches()),
-              m.with_threads(slow, m.stages()[slow].threads).last_ready_seconds());
-  for (uint32_t factor : {2u, 4u}) {
-    const HostPipelineModel what_if = m.with_threads(slow, m.stages()[slow].threads * factor);
-    std::printf("; %ux threads: %.3f s", factor, what_if.last_ready_seconds());
-  }
-  std::printf("\n");
+  print_host_stages((*driver)->host_models()[0]);
   return 0;
 }

@@ -122,7 +122,7 @@ absl::StatusOr<AllReduceResult> run_all_reduce(std::shared_ptr<const config::Sli
                                                traces::Sink* sink) {
   if (absl::Status st = check_all_reduce(*slice, request); !st.ok()) return st;
   const isa::Program program = all_reduce_program(*slice, request);
-  auto system = System::create(slice, {"tpu", request.timing_only, sink});
+  auto system = System::create(slice, {MxuPolicy::kTpu, request.timing_only, sink});
   if (!system.ok()) return system.status();
   std::vector<double> expected;
   if (!request.timing_only) {

@@ -27,11 +27,6 @@ System::~System() = default;
 absl::StatusOr<std::unique_ptr<System>> System::create(
     std::shared_ptr<const config::SliceSpec> slice, SystemOptions options) {
   if (slice == nullptr) return absl::InvalidArgumentError("System::create: no slice");
-  if (make_mxu_policy(options.mxu_policy, 1, 1) == nullptr) {
-    return absl::InvalidArgumentError(str_cat("unknown MXU timing policy '", options.mxu_policy,
-                                              "' (known: ", str_join(mxu_policy_names(), ", "),
-                                              ")"));
-  }
   if (g_elaborated) {
     return absl::FailedPreconditionError(
         "a System was already built in this process: SystemC elaborates once per process, so build "
@@ -66,16 +61,11 @@ void System::set_timing_only(bool timing_only) {
   }
 }
 
-absl::Status System::set_mxu_policy(const std::string& name) {
-  if (make_mxu_policy(name, 1, 1) == nullptr) {
-    return absl::InvalidArgumentError(str_cat("unknown MXU timing policy '", name, "' (known: ",
-                                              str_join(mxu_policy_names(), ", "), ")"));
-  }
-  options_.mxu_policy = name;
+void System::set_mxu_policy(MxuPolicy policy) {
+  options_.mxu_policy = policy;
   for (auto& chip : model_->chips) {
-    for (uint32_t c = 0; c < chip->core_count(); ++c) chip->core(c).set_mxu_policy(name);
+    for (uint32_t c = 0; c < chip->core_count(); ++c) chip->core(c).set_mxu_policy(policy);
   }
-  return absl::OkStatus();
 }
 
 uint64_t System::now_cycle() const {

@@ -3,7 +3,7 @@
 // programs. SystemC elaborates once per process, so a process builds one System; tests that
 // need another config run in their own process (gtest_discover_tests does this).
 //
-//   auto system = System::create(slice, {.mxu_policy = "tpu"});
+//   auto system = System::create(slice, {.mxu_policy = MxuPolicy::kTpu});
 //   (*system)->write_hbm(ChipId{0}, a_address, a.data(), a_bytes);
 //   auto result = (*system)->run(program);   // validated first; cycles per core
 //   (*system)->read_hbm(ChipId{0}, c_address, c.data(), c_bytes);
@@ -32,6 +32,7 @@
 #include "sim/ids.h"
 #include "sim/isa/isa.pb.h"
 #include "sim/run_report.h"
+#include "sim/timing/mxu_policy.h"
 #include "sim/stats/stat_group.h"
 #include "sim/units/feed_queue.h"
 #include "traces/sink.h"
@@ -39,9 +40,9 @@
 namespace tpusim::sim {
 
 struct SystemOptions {
-  std::string mxu_policy = "tpu";  // a name from mxu_policy_names()
-  bool timing_only = false;        // skip all functional work: no values, only time
-  traces::Sink* sink = nullptr;    // receives every instruction's span per unit; may be null
+  MxuPolicy mxu_policy = MxuPolicy::kTpu;
+  bool timing_only = false;      // skip all functional work: no values, only time
+  traces::Sink* sink = nullptr;  // receives every instruction's span per unit; may be null
   // Run the MXUs' numerics on a second host thread (NumericsWorker); the values are the same
   // either way.
   bool numerics_thread = true;
@@ -83,10 +84,10 @@ class System {
   // False once a run failed (deadlock, horizon, a unit's error): every later call is refused.
   bool usable() const { return failure_.empty(); }
 
-  // Between runs: switch numerics off or on, or the MXU timing policy (a name from
-  // mxu_policy_names(); the arrays' pipelines start afresh).
+  // Between runs: switch numerics off or on, or the MXU timing policy (the arrays' pipelines
+  // start afresh).
   void set_timing_only(bool timing_only);
-  absl::Status set_mxu_policy(const std::string& name);
+  void set_mxu_policy(MxuPolicy policy);
 
   // Lets `cycles` pass with the slice idle (the host's round trip between device loops).
   absl::Status idle(uint64_t cycles);

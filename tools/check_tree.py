@@ -6,15 +6,17 @@
     seams): free functions, member functions (defined inside their class or outside it),
     constructors and GoogleTest bodies (TEST, TEST_F, TEST_P) alike (a lambda counts as part of
     the function it is written in);
-  - no option value compared with a string literal outside the parsers that turn the CLI's and
-    the files' words into enums (precision, dtype policy, all-reduce algorithm, MXU policy, input
-    kind, infeed dtype, loss, optimizer, host timing): the rest of the code compares enums.
+  - no option value compared with a string literal: the CLI's and the files' words become enums
+    through one NamedValues table each (common/named_values.h: precision, dtype policy,
+    all-reduce algorithm, MXU policy, input kind, tensor dtype, optimizer, host timing, topology
+    format, compression, on/off), and the code compares enums.
 
-  tools/check_tree.py [--root DIR] [--list]
+  tools/check_tree.py [--root DIR] [--only sizes|options] [--list]
 
-Prints one line per finding (FILE:LINE what) and exits 1 when there is any, 0 otherwise; --list
-prints the twelve longest functions and files whatever the limits. make test runs it
-(Tree.HouseRulesHold).
+Prints one line per finding (FILE:LINE what) and exits 1 when there is any, 0 otherwise; --only
+checks one rule (sizes: the files' and functions' lengths; options: the option words); --list
+prints the twelve longest functions and files whatever the limits. make test runs each rule as a
+test of its own (Tree.*).
 """
 
 import argparse
@@ -34,18 +36,19 @@ MAX_FUNCTION_LINES = 80
 OPTION_WORDS = ["fp32", "mxu", "float32", "mixed_bfloat16", "ring", "bidir_ring", "torus2d",
                 "torus", "tpu", "scalesim_ws", "raw", "jpeg", "synthetic", "examples", "f32",
                 "bf16", "softmax_cross_entropy", "mean_squared_error", "sgd", "momentum", "adam",
-                "lamb", "measured", "config", "default", "high", "highest"]
+                "lamb", "measured", "config", "default", "high", "highest", "on", "off",
+                "conv", "gemm", "gzip", "zlib", "none"]
 OPTION_COMPARISON = re.compile(r'(==|!=)\s*"(' + "|".join(OPTION_WORDS) + r')"|"(' +
                                "|".join(OPTION_WORDS) + r')"\s*(==|!=)')
-# The files whose job is to read those words (each a parser of one kind of option value). Tests
-# may compare what a program printed.
-PARSER_FILES = {"common/named_values.h"}
+# Every parser reads its words through a NamedValues table (common/named_values.h), so no file is
+# exempt but the tests, which may compare what a program printed.
+PARSER_FILES = set()
 
 
 def source_files(root):
     for top in SOURCE_DIRS:
         for folder, dirs, files in os.walk(os.path.join(root, top)):
-            dirs[:] = [d for d in dirs if d not in ("corpus", "data", "__pycache__")]
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in sorted(files):
                 if name.endswith(EXTENSIONS):
                     path = os.path.join(folder, name)
@@ -133,6 +136,7 @@ def long_functions(lines, limit):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=ROOT)
+    parser.add_argument("--only", choices=["sizes", "options"])
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     findings, functions, sizes = [], [], []
@@ -140,14 +144,15 @@ def main():
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
         sizes.append((len(lines), rel))
-        if len(lines) > MAX_FILE_LINES:
+        check_sizes = args.only in (None, "sizes")
+        if check_sizes and len(lines) > MAX_FILE_LINES:
             findings.append(f"{rel}:1 file of {len(lines)} lines (at most {MAX_FILE_LINES})")
         for first, name, length in long_functions(lines, 0 if args.list else MAX_FUNCTION_LINES):
             functions.append((length, f"{rel}:{first} {name}"))
-            if length > MAX_FUNCTION_LINES:
+            if check_sizes and length > MAX_FUNCTION_LINES:
                 findings.append(f"{rel}:{first} {name}: a body of {length} lines "
                                 f"(at most {MAX_FUNCTION_LINES})")
-        if rel.startswith("tests/") or rel in PARSER_FILES:
+        if rel.startswith("tests/") or rel in PARSER_FILES or args.only == "sizes":
             continue
         for number, line in enumerate(lines, 1):
             match = OPTION_COMPARISON.search(line.split("//", 1)[0])

@@ -37,13 +37,68 @@ struct OpenSlice {
   TimePs start;
 };
 
+// What a Perfetto trace has declared so far, and the slices still open on each track.
+struct PerfettoTracks {
+  std::map<uint64_t, int> process_pid;  // process track uuid -> pid
+  std::map<uint64_t, TrackId> tracks;   // track uuid -> our id
+  std::map<uint64_t, std::vector<OpenSlice>> open;
+};
+
+// A TrackDescriptor: a process's pid, or a unit's or a counter's track declared to `out`; ""
+// or why it is refused.
+std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
+                          RecordingSink* out) {
+  if (d.has_process()) {
+    t->process_pid[d.uuid()] = d.process().pid();
+    return "";
+  }
+  absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
+  if (d.has_thread()) {
+    info = parse_track_label(TrackInfo::Kind::kUnit, d.thread().pid(), d.thread().thread_name(),
+                             "");
+  } else if (d.has_counter()) {
+    auto pid = t->process_pid.find(d.parent_uuid());
+    if (pid == t->process_pid.end()) return "a counter track under an unknown process";
+    info = parse_track_label(TrackInfo::Kind::kCounter, pid->second, d.name(),
+                             d.counter().unit_name());
+  }
+  if (!info.ok()) return std::string(info.status().message());
+  t->tracks[d.uuid()] = out->declare_track(*info);
+  return "";
+}
+
+// A TrackEvent at `time` on `track`: a slice begun or ended, or a counter's value; "" or why it
+// is refused.
+std::string record_event(const perfetto::TrackEvent& e, TimePs time, TrackId track,
+                         PerfettoTracks* t, RecordingSink* out) {
+  switch (e.type()) {
+    case perfetto::TrackEvent::TYPE_SLICE_BEGIN:
+      t->open[e.track_uuid()].push_back({e.name(), time});
+      break;
+    case perfetto::TrackEvent::TYPE_SLICE_END: {
+      auto& stack = t->open[e.track_uuid()];
+      if (stack.empty()) return "a slice end with no slice open on its track";
+      if (time < stack.back().start) return "a slice that ends before it begins";
+      out->slice(track, stack.back().name, stack.back().start, time);
+      stack.pop_back();
+      break;
+    }
+    case perfetto::TrackEvent::TYPE_COUNTER:
+      out->counter(track, time,
+                   e.has_double_counter_value() ? e.double_counter_value()
+                                                : static_cast<double>(e.counter_value()));
+      break;
+    default:
+      break;  // instants carry nothing tpusim reads
+  }
+  return "";
+}
+
 absl::Status read_perfetto(const std::string& path, const std::string& bytes, RecordingSink* out) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
   in.SetTotalBytesLimit(static_cast<int>(std::min<size_t>(bytes.size() + 1, INT32_MAX)));
-  std::map<uint64_t, int> process_pid;  // process track uuid -> pid
-  std::map<uint64_t, TrackId> tracks;   // track uuid -> our id
-  std::map<uint64_t, std::vector<OpenSlice>> open;
+  PerfettoTracks t;
   perfetto::TracePacket p;
   std::string payload;
   for (uint64_t index = 0;; ++index) {
@@ -65,55 +120,23 @@ absl::Status read_perfetto(const std::string& path, const std::string& bytes, Re
     if (!in.ReadString(&payload, static_cast<int>(length))) return bad("truncated");
     if (!p.ParseFromString(payload)) return bad("not a TracePacket");
     if (p.has_track_descriptor()) {
-      const auto& d = p.track_descriptor();
-      if (d.has_process()) {
-        process_pid[d.uuid()] = d.process().pid();
-        continue;
-      }
-      absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
-      if (d.has_thread()) {
-        info = parse_track_label(TrackInfo::Kind::kUnit, d.thread().pid(), d.thread().thread_name(),
-                                 "");
-      } else if (d.has_counter()) {
-        auto pid = process_pid.find(d.parent_uuid());
-        if (pid == process_pid.end()) return bad("a counter track under an unknown process");
-        info = parse_track_label(TrackInfo::Kind::kCounter, pid->second, d.name(),
-                                 d.counter().unit_name());
-      }
-      if (!info.ok()) return bad(std::string(info.status().message()));
-      tracks[d.uuid()] = out->declare_track(*info);
+      if (std::string why = declare_track(p.track_descriptor(), &t, out); !why.empty())
+        return bad(why);
       continue;
     }
     if (!p.has_track_event()) continue;
     const auto& e = p.track_event();
-    auto track = tracks.find(e.track_uuid());
-    if (track == tracks.end()) return bad(str_cat("an event on undeclared track ", e.track_uuid()));
+    auto track = t.tracks.find(e.track_uuid());
+    if (track == t.tracks.end())
+      return bad(str_cat("an event on undeclared track ", e.track_uuid()));
     if (static_cast<double>(p.timestamp()) > kMaxTraceMicroseconds * 1000) {
       return bad(str_cat("timestamp ", p.timestamp(), " ns is beyond 1e15 ns (11.6 days)"));
     }
-    const TimePs t = static_cast<TimePs>(p.timestamp()) * 1000;
-    switch (e.type()) {
-      case perfetto::TrackEvent::TYPE_SLICE_BEGIN:
-        open[e.track_uuid()].push_back({e.name(), t});
-        break;
-      case perfetto::TrackEvent::TYPE_SLICE_END: {
-        auto& stack = open[e.track_uuid()];
-        if (stack.empty()) return bad("a slice end with no slice open on its track");
-        if (t < stack.back().start) return bad("a slice that ends before it begins");
-        out->slice(track->second, stack.back().name, stack.back().start, t);
-        stack.pop_back();
-        break;
-      }
-      case perfetto::TrackEvent::TYPE_COUNTER:
-        out->counter(track->second, t,
-                     e.has_double_counter_value() ? e.double_counter_value()
-                                                  : static_cast<double>(e.counter_value()));
-        break;
-      default:
-        break;  // instants carry nothing tpusim reads
-    }
+    const TimePs time = static_cast<TimePs>(p.timestamp()) * 1000;
+    if (std::string why = record_event(e, time, track->second, &t, out); !why.empty())
+      return bad(why);
   }
-  for (const auto& [uuid, stack] : open) {
+  for (const auto& [uuid, stack] : t.open) {
     if (!stack.empty()) {
       return absl::DataLossError(str_cat("trace ", path, ": slice '", stack.back().name,
                                          "' on track ", uuid, " never ends (a truncated trace?)"));

@@ -22,9 +22,10 @@
 
 namespace tpusim::jobs {
 
-// One run's backend: its name and precision ("cpu" with "mxu": the MXU's bf16 products; "fp32").
+// One run's backend: its name and precision ("cpu" with kMxu: the MXU's bf16 products; kFp32).
 struct CompareBackend {
-  std::string name, precision;
+  std::string name;
+  runtime::Precision precision = runtime::Precision::kFp32;
   std::string label;  // as given, with "@POLICY" added when the runs' dtype policies differ
   runtime::models::DTypePolicy policy = runtime::models::DTypePolicy::kFloat32;
 };

@@ -115,7 +115,7 @@ absl::StatusOr<ValidationResult> run_validation_case(
   // The gradients summed as TPU pods sum them: the 2-D algorithm (reduce-scatter along one
   // dimension, all-reduce along the other, all-gather back; [Ying18] in docs/references.md),
   // each gradient's all-reduce overlapped with the backward pass.
-  config.compile.allreduce = "torus2d";
+  config.compile.allreduce = runtime::AllReduceAlgorithm::kTorus2d;
   auto job = runtime::models::is_bert(c.model) ? bert_case(c, &config) : image_case(c, &config);
   if (!job.ok()) return job.status();
   auto est = estimator::TPUEstimator::create(job->first, config, {}, true, c.global_batch,

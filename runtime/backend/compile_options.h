@@ -3,22 +3,35 @@
 // declared by each backend (declaration.h) and checked in one place, check_backend_options.
 
 #include <cstdint>
-#include <string>
+
+#include "common/named_values.h"
 
 namespace tpusim::runtime {
 
+// What matmuls and convolutions compute. kFp32 ("fp32"): in f32. kMxu ("mxu"): their inputs
+// rounded to bf16 and products accumulated in f32, as the TPU's MXU does at DEFAULT precision.
+enum class Precision { kFp32, kMxu };
+inline constexpr NamedValues<Precision, 2> kPrecisions{
+    {{{Precision::kFp32, "fp32"}, {Precision::kMxu, "mxu"}}}};
+
+// How the tpusim backend's cross_replica_sum moves the data over the interconnect (the ISA's
+// Collective algorithms): kRing ("ring": cores 0 .. replicas-1 in core order, the order the cpu
+// and gpu backends add in), kBidirRing ("bidir_ring": half each way round that ring), kTorus2d
+// ("torus2d") or kTorus ("torus"): over every core of the slice, so replicas must be all of them.
+// The others add in other orders, so their sums differ from the cpu backend's by rounding.
+enum class AllReduceAlgorithm { kRing, kBidirRing, kTorus2d, kTorus };
+inline constexpr NamedValues<AllReduceAlgorithm, 4> kAllReduceAlgorithms{
+    {{{AllReduceAlgorithm::kRing, "ring"},
+      {AllReduceAlgorithm::kBidirRing, "bidir_ring"},
+      {AllReduceAlgorithm::kTorus2d, "torus2d"},
+      {AllReduceAlgorithm::kTorus, "torus"}}}};
+
 struct CompileOptions {
-  // "fp32": matmuls and convolutions in f32; "mxu": their inputs rounded to bf16 and products
-  // accumulated in f32, as the TPU's MXU does at DEFAULT precision.
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   // Copies of the step run side by side, one per core, each on its own batch.
   uint32_t replicas = 1;
-  // How the tpusim backend's cross_replica_sum moves the data over the interconnect (the ISA's
-  // Collective algorithms): "ring" (cores 0 .. replicas-1 in core order, the order the cpu and
-  // gpu backends add in), "bidir_ring" (half each way round that ring), "torus2d" or "torus"
-  // (over every core of the slice: replicas must be all of them). The others add in other
-  // orders, so their sums differ from the cpu backend's by rounding.
-  std::string allreduce = "ring";
+  // How the gradients' all-reduces run on the tpusim backend (AllReduceAlgorithm).
+  AllReduceAlgorithm allreduce = AllReduceAlgorithm::kRing;
   // Whether the tpusim backend's all-reduces run while the rest of the step computes, as XLA's
   // asynchronous all-reduce does (each starts once the gradient it sums is written, and only what
   // reads its result waits for it); off, each waits for all the step's earlier work and all later
@@ -65,9 +78,5 @@ struct CompileOptions {
   // cost no compute. 0 (or `replicas`): every replica simulated.
   uint32_t simulated_replicas = 0;
 };
-
-// The names CompileOptions::allreduce takes.
-inline constexpr const char* kAllReduceAlgorithms = "ring, bidir_ring, torus2d or torus";
-bool is_allreduce_algorithm(const std::string& name);
 
 }  // namespace tpusim::runtime

@@ -7,8 +7,17 @@
 namespace tpusim::runtime {
 namespace {
 
-bool contains(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
+template <typename T>
+bool contains(const std::vector<T>& values, T value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// "float32, mixed_bfloat16": the words for `values`.
+template <typename T, size_t N>
+std::string names_of(const std::vector<T>& values, const NamedValues<T, N>& table) {
+  std::vector<std::string> names;
+  for (T v : values) names.emplace_back(table.name(v));
+  return str_join(names, ", ");
 }
 
 // One option that only some backends honour: how it is named, when it is asked for, whether a
@@ -29,7 +38,9 @@ const std::vector<Requirement>& requirements() {
   static const std::vector<Requirement> table = {
       {"--allreduce",
        [](const CompileOptions& o, const RunFeatures&) {
-         return o.allreduce == "ring" ? "" : str_cat("allreduce '", o.allreduce, "'");
+         return o.allreduce == AllReduceAlgorithm::kRing
+                    ? ""
+                    : str_cat("allreduce '", kAllReduceAlgorithms.name(o.allreduce), "'");
        },
        [](const BackendSupport& s, const CompileOptions& o) {
          return contains(s.allreduce_algorithms, o.allreduce);
@@ -122,24 +133,12 @@ std::string lackers(const Requirement& r, const CompileOptions& options,
 
 }  // namespace
 
-bool is_allreduce_algorithm(const std::string& name) {
-  return name == "ring" || name == "bidir_ring" || name == "torus2d" || name == "torus";
-}
-
 absl::Status check_backend_options(const BackendDeclaration& backend, const CompileOptions& options,
                                    const RunFeatures& run, OptionNames names,
                                    const std::vector<BackendDeclaration>& known) {
   const std::string who = str_cat(backend.name, " backend: ");
-  if (options.precision != "fp32" && options.precision != "mxu") {
-    return absl::InvalidArgumentError(
-        str_cat(who, "unknown precision '", options.precision, "' (fp32 or mxu)"));
-  }
   if (options.replicas == 0)
     return absl::InvalidArgumentError(str_cat(who, "replicas must be at least 1"));
-  if (!is_allreduce_algorithm(options.allreduce)) {
-    return absl::InvalidArgumentError(
-        str_cat(who, "unknown allreduce '", options.allreduce, "' (", kAllReduceAlgorithms, ")"));
-  }
   if (options.simulated_replicas > options.replicas) {
     return absl::InvalidArgumentError(
         str_cat(who, options.simulated_replicas, " simulated replicas of ", options.replicas));
@@ -158,23 +157,25 @@ absl::Status check_backend_options(const BackendDeclaration& backend, const Comp
   return absl::OkStatus();
 }
 
-absl::Status check_dtype_policy(const BackendDeclaration& backend, const std::string& policy) {
+absl::Status check_dtype_policy(const BackendDeclaration& backend, DTypePolicy policy) {
   if (contains(backend.supports.dtype_policies, policy)) return absl::OkStatus();
-  return absl::InvalidArgumentError(str_cat(backend.name, " backend: dtype policy '", policy,
-                                            "' is not one it trains (",
-                                            str_join(backend.supports.dtype_policies, ", "), ")"));
+  return absl::InvalidArgumentError(
+      str_cat(backend.name, " backend: dtype policy '", kDTypePolicies.name(policy),
+              "' is not one it trains (", names_of(backend.supports.dtype_policies, kDTypePolicies),
+              ")"));
 }
 
-std::string effective_precision(const BackendDeclaration& backend, const std::string& requested) {
+Precision effective_precision(const BackendDeclaration& backend, Precision requested) {
   return backend.supports.precisions.size() == 1 ? backend.supports.precisions.front() : requested;
 }
 
 absl::Status precision_choice_error(const BackendDeclaration& backend, const std::string& text) {
   if (backend.supports.precisions.size() != 1) return absl::OkStatus();
-  const std::string& only = backend.supports.precisions.front();
-  return absl::InvalidArgumentError(str_cat("'", text, "': ", backend.name, "'s precision is ",
-                                            only == "mxu" ? "its MXU's (bf16 products)" : only,
-                                            ", not an option"));
+  const Precision only = backend.supports.precisions.front();
+  return absl::InvalidArgumentError(
+      str_cat("'", text, "': ", backend.name, "'s precision is ",
+              only == Precision::kMxu ? "its MXU's (bf16 products)" : kPrecisions.name(only),
+              ", not an option"));
 }
 
 }  // namespace tpusim::runtime

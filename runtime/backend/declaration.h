@@ -14,6 +14,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/backend/compile_options.h"
+#include "runtime/graph/dtype_policy.h"
 
 namespace tpusim::runtime {
 
@@ -24,9 +25,9 @@ struct BackendSupport {
   // The CompileOptions::precision values it computes at. One alone: it computes that way
   // whatever is asked (tpusim: its MXU's bf16 products), and a precision named by the user is
   // refused (precision_choice_error).
-  std::vector<std::string> precisions;
-  // The zoo's dtype policies it trains (runtime/models/zoo.h): "float32", "mixed_bfloat16".
-  std::vector<std::string> dtype_policies;
+  std::vector<Precision> precisions;
+  // The dtype policies it trains (runtime/graph/dtype_policy.h).
+  std::vector<DTypePolicy> dtype_policies;
   // It runs on a slice config: the slice's cores are its replicas and the slice's host config
   // times the input pipeline (RunConfig::slice).
   bool runs_a_slice = false;
@@ -40,7 +41,7 @@ struct BackendSupport {
   // recompute_shared_producers): a backend without them computes every op the same way.
   bool fusion_options = false;
   // The CompileOptions::allreduce algorithms its cross_replica_sum runs.
-  std::vector<std::string> allreduce_algorithms;
+  std::vector<AllReduceAlgorithm> allreduce_algorithms;
   // It times the all-reduces, so overlap_allreduce and allreduce_combine_bytes change something.
   bool collective_timing = false;
 };
@@ -80,8 +81,7 @@ struct RunFeatures {
 // ("cpu backend: fuse_pools off needs ..."), or as the CLI's flag ("--fuse-pools needs ...").
 enum class OptionNames { kFields, kFlags };
 
-// Checks `options` and `run` against what `backend` supports: a known precision and all-reduce
-// algorithm, at least one replica, no more simulated replicas than replicas, and every option
+// Checks `options` and `run` against what `backend` supports: at least one replica, no more simulated replicas than replicas, and every option
 // set away from what all backends do only where `backend` supports it. With `known` (the
 // registry's backends), an error names those that do support it ("needs the tpusim backend");
 // every error names `backend` and why it cannot ("(cpu: ring order only)").
@@ -90,13 +90,12 @@ absl::Status check_backend_options(const BackendDeclaration& backend, const Comp
                                    OptionNames names = OptionNames::kFields,
                                    const std::vector<BackendDeclaration>& known = {});
 
-// OK when `backend` trains the zoo's dtype policy `policy` ("mixed_bfloat16"); else an error
-// naming both.
-absl::Status check_dtype_policy(const BackendDeclaration& backend, const std::string& policy);
+// OK when `backend` trains the dtype policy `policy`; else an error naming both.
+absl::Status check_dtype_policy(const BackendDeclaration& backend, DTypePolicy policy);
 
 // The precision `backend` computes at when `requested` is asked for: the request where it has a
 // choice, its one precision otherwise.
-std::string effective_precision(const BackendDeclaration& backend, const std::string& requested);
+Precision effective_precision(const BackendDeclaration& backend, Precision requested);
 
 // "'tpusim:fp32': tpusim's precision is its MXU's ..." for a precision the user named
 // explicitly (`text`, as given) on a backend with no choice of precision; OK otherwise.

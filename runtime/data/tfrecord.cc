@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "common/named_values.h"
 #include "common/strings.h"
 #include "runtime/data/crc32c.h"
 
@@ -29,10 +30,15 @@ const char* compression_name(Compression c) {
 }
 
 absl::StatusOr<Compression> parse_compression(const std::string& name) {
-  if (name == "auto") return Compression::kAuto;
-  if (name == "none" || name.empty()) return Compression::kNone;
-  if (name == "gzip" || name == "GZIP") return Compression::kGzip;
-  if (name == "zlib" || name == "ZLIB") return Compression::kZlib;
+  // The flags' words, and TensorFlow's compression_type words ("", "GZIP", "ZLIB").
+  static constexpr NamedValues<Compression, 7> kWords{{{{Compression::kAuto, "auto"},
+                                                        {Compression::kNone, "none"},
+                                                        {Compression::kNone, ""},
+                                                        {Compression::kGzip, "gzip"},
+                                                        {Compression::kGzip, "GZIP"},
+                                                        {Compression::kZlib, "zlib"},
+                                                        {Compression::kZlib, "ZLIB"}}}};
+  if (auto compression = kWords.parse(name)) return *compression;
   return absl::InvalidArgumentError(
       str_cat("unknown compression '", name, "' (auto, none, gzip or zlib)"));
 }
@@ -245,19 +251,47 @@ absl::Status TFRecordReader::corrupt(const std::string& what) const {
               compression_ == Compression::kNone ? "" : " of the decompressed stream", ": ", what));
 }
 
+void TFRecordReader::skip_to_end() {
+  ++skipped_;
+  offset_ += end_ - pos_;
+  pos_ = end_;
+}
+
+absl::StatusOr<bool> TFRecordReader::resync() {
+  ++skipped_;
+  const uint64_t scan_from = offset_;
+  for (;;) {
+    ++pos_;
+    ++offset_;
+    if (offset_ - scan_from > options_.max_resync_bytes) {
+      return absl::DataLossError(
+          str_cat(path_, ": no valid record header in the ", options_.max_resync_bytes,
+                  " bytes after the corrupt one at byte offset ", scan_from,
+                  compression_ == Compression::kNone ? "" : " of the decompressed stream",
+                  " (skip_corrupt scans at most max_resync_bytes; ", records_, " records read, ",
+                  skipped_, " skipped)"));
+    }
+    auto more = fill(12);
+    if (!more.ok()) return more.status();
+    if (!*more) {
+      offset_ += end_ - pos_;
+      pos_ = end_;
+      return false;
+    }
+    if (valid_header(base_ + pos_)) return true;
+  }
+}
+
 absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
   for (;;) {
     auto have = fill(12);
     if (!have.ok()) return have.status();
     if (!*have) {
       if (end_ == pos_) return false;  // clean end
-      if (options_.skip_corrupt) {
-        ++skipped_;
-        offset_ += end_ - pos_;
-        pos_ = end_;
-        return false;
-      }
-      return corrupt(str_cat("truncated header: ", end_ - pos_, " bytes of 12"));
+      if (!options_.skip_corrupt)
+        return corrupt(str_cat("truncated header: ", end_ - pos_, " bytes of 12"));
+      skip_to_end();
+      return false;
     }
     const char* header = base_ + pos_;
     const uint64_t length = read_le64(header);
@@ -267,29 +301,9 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
             fmt::format("the length field fails its checksum (stored {:#010x}, computed {:#010x})",
                         read_le32(header + 8), masked_crc32c(header, 8)));
       }
-      // Scan forward, a byte at a time, to the next header that checks out.
-      ++skipped_;
-      const uint64_t scan_from = offset_;
-      for (;;) {
-        ++pos_;
-        ++offset_;
-        if (offset_ - scan_from > options_.max_resync_bytes) {
-          return absl::DataLossError(
-              str_cat(path_, ": no valid record header in the ", options_.max_resync_bytes,
-                      " bytes after the corrupt one at byte offset ", scan_from,
-                      compression_ == Compression::kNone ? "" : " of the decompressed stream",
-                      " (skip_corrupt scans at most max_resync_bytes; ", records_,
-                      " records read, ", skipped_, " skipped)"));
-        }
-        auto more = fill(12);
-        if (!more.ok()) return more.status();
-        if (!*more) {
-          offset_ += end_ - pos_;
-          pos_ = end_;
-          return false;
-        }
-        if (valid_header(base_ + pos_)) break;
-      }
+      auto found = resync();
+      if (!found.ok()) return found.status();
+      if (!*found) return false;
       continue;
     }
     if (length > kMaxRecordBytes) {
@@ -307,15 +321,13 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     auto body = fill(12 + length + 4);
     if (!body.ok()) return body.status();
     if (!*body) {
-      if (options_.skip_corrupt) {
-        ++skipped_;
-        offset_ += end_ - pos_;
-        pos_ = end_;
-        return false;
+      if (!options_.skip_corrupt) {
+        return corrupt(str_cat("truncated: the header promises ", length,
+                               " bytes of data but the file ends after ",
+                               end_ - pos_ - std::min<size_t>(12, end_ - pos_)));
       }
-      return corrupt(str_cat("truncated: the header promises ", length,
-                             " bytes of data but the file ends after ",
-                             end_ - pos_ - std::min<size_t>(12, end_ - pos_)));
+      skip_to_end();
+      return false;
     }
     const char* data = base_ + pos_ + 12;
     const uint32_t stored = read_le32(data + length);

@@ -60,6 +60,12 @@ class TFRecordReader {
   // Makes `n` bytes available at buffer_[pos_]; false when the stream ends first.
   absl::StatusOr<bool> fill(size_t n);
   absl::Status corrupt(const std::string& what) const;
+  // skip_corrupt, at a header that fails its checksum: scans forward a byte at a time to the
+  // next header that checks out (true), or to the stream's end (false), or refuses a scan past
+  // max_resync_bytes.
+  absl::StatusOr<bool> resync();
+  // skip_corrupt, at a record the stream ends inside: counts it skipped and passes the rest.
+  void skip_to_end();
 
   std::string path_;
   ReaderOptions options_;

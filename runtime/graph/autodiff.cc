@@ -106,28 +106,17 @@ bool elementwise_vjp(GraphBuilder& b, int id, const Node& n, Value g, std::vecto
   return !grads->empty();
 }
 
-// Gradients of node `id`'s inputs given its output's gradient g; an invalid Value means "none".
-std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
-  const Node n = b.graph().node(id);  // copy: adding nodes may move the graph's storage
+// The gradient of a layout node's input (transpose, broadcast, concat, slice, pad); false for
+// other ops.
+bool layout_vjp(GraphBuilder& b, const Node& n, Value g, std::vector<Value>* grads) {
   auto in = [&](int i) { return value_of(b, n.inputs[static_cast<size_t>(i)]); };
-  auto out = [&]() { return value_of(b, id); };
-  if (std::vector<Value> grads; elementwise_vjp(b, id, n, g, &grads)) return grads;
   switch (n.op) {
-    case Op::kReduceSum:
-      return {expand_reduced(b, g, in(0).shape(), n.attrs.axes)};
-    case Op::kReduceMax: {
-      const Value hit =
-          b.binary(Op::kEqual, in(0), expand_reduced(b, out(), in(0).shape(), n.attrs.axes));
-      const Value count = b.reduce(Op::kReduceSum, hit, n.attrs.axes);
-      return {hit * expand_reduced(b, g / count, in(0).shape(), n.attrs.axes)};
-    }
-    case Op::kReshape:
-      return {b.reshape(g, in(0).shape())};
     case Op::kTranspose: {
       std::vector<int64_t> inverse(n.attrs.axes.size());
       for (size_t i = 0; i < inverse.size(); ++i)
         inverse[static_cast<size_t>(n.attrs.axes[i])] = static_cast<int64_t>(i);
-      return {b.transpose(g, inverse)};
+      *grads = {b.transpose(g, inverse)};
+      return true;
     }
     case Op::kBroadcast: {
       // Sum over the output dims no input dim maps to, and over stretched size-1 dims.
@@ -140,48 +129,78 @@ std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
           axes.push_back(d);
         }
       }
-      return {b.reshape(b.reduce(Op::kReduceSum, g, axes), from)};
+      *grads = {b.reshape(b.reduce(Op::kReduceSum, g, axes), from)};
+      return true;
     }
     case Op::kConcat: {
-      std::vector<Value> parts;
       int64_t offset = 0;
+      grads->clear();
       for (size_t i = 0; i < n.inputs.size(); ++i) {
         const Shape& s = in(static_cast<int>(i)).shape();
         std::vector<int64_t> begin(static_cast<size_t>(s.rank()), 0), end = n.shape.dims();
         begin[static_cast<size_t>(n.attrs.axis)] = offset;
         end[static_cast<size_t>(n.attrs.axis)] = offset + s.dim(static_cast<int>(n.attrs.axis));
         offset = end[static_cast<size_t>(n.attrs.axis)];
-        parts.push_back(b.slice(g, begin, end));
+        grads->push_back(b.slice(g, begin, end));
       }
-      return parts;
+      return true;
     }
     case Op::kSlice: {
       std::vector<int64_t> after;
       for (int d = 0; d < n.shape.rank(); ++d)
         after.push_back(in(0).shape().dim(d) - n.attrs.end[static_cast<size_t>(d)]);
-      return {b.pad(g, n.attrs.begin, after)};
+      *grads = {b.pad(g, n.attrs.begin, after)};
+      return true;
     }
     case Op::kPad: {
       std::vector<int64_t> end;
       for (int d = 0; d < n.shape.rank(); ++d)
         end.push_back(n.attrs.begin[static_cast<size_t>(d)] + in(0).shape().dim(d));
-      return {b.slice(g, n.attrs.begin, end)};
+      *grads = {b.slice(g, n.attrs.begin, end)};
+      return true;
     }
-    case Op::kMatMul: {
-      const Value a = in(0), w = in(1);
-      const Value ga = b.matmul(g, transpose_last(b, w));
-      Value gw;
-      if (w.shape().rank() == a.shape().rank()) {
-        gw = b.matmul(transpose_last(b, a), g);
-      } else {  // shared rank-2 rhs: fold the batch dims into rows
-        const int64_t k = a.shape().dim(a.shape().rank() - 1),
-                      cols = g.shape().dim(g.shape().rank() - 1);
-        const int64_t rows = a.shape().elements() / k;
-        const Value g_rows = b.reshape(g, {rows, cols});  // first (builder.h: node order)
-        gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), g_rows);
-      }
-      return {ga, gw};
+    default:
+      return false;
+  }
+}
+
+// The gradients of a matmul's operands a [..., M, K] and w ([..., K, N], or rank 2 shared by the
+// batch) given the product's gradient g.
+std::vector<Value> matmul_vjp(GraphBuilder& b, Value a, Value w, Value g) {
+  const Value ga = b.matmul(g, transpose_last(b, w));
+  Value gw;
+  if (w.shape().rank() == a.shape().rank()) {
+    gw = b.matmul(transpose_last(b, a), g);
+  } else {  // shared rank-2 rhs: fold the batch dims into rows
+    const int64_t k = a.shape().dim(a.shape().rank() - 1),
+                  cols = g.shape().dim(g.shape().rank() - 1);
+    const int64_t rows = a.shape().elements() / k;
+    const Value g_rows = b.reshape(g, {rows, cols});  // first (builder.h: node order)
+    gw = b.matmul(b.transpose(b.reshape(a, {rows, k}), {1, 0}), g_rows);
+  }
+  return {ga, gw};
+}
+
+// Gradients of node `id`'s inputs given its output's gradient g; an invalid Value means "none".
+std::vector<Value> node_vjp(GraphBuilder& b, int id, Value g) {
+  const Node n = b.graph().node(id);  // copy: adding nodes may move the graph's storage
+  auto in = [&](int i) { return value_of(b, n.inputs[static_cast<size_t>(i)]); };
+  auto out = [&]() { return value_of(b, id); };
+  if (std::vector<Value> grads; elementwise_vjp(b, id, n, g, &grads)) return grads;
+  if (std::vector<Value> grads; layout_vjp(b, n, g, &grads)) return grads;
+  switch (n.op) {
+    case Op::kReduceSum:
+      return {expand_reduced(b, g, in(0).shape(), n.attrs.axes)};
+    case Op::kReduceMax: {
+      const Value hit =
+          b.binary(Op::kEqual, in(0), expand_reduced(b, out(), in(0).shape(), n.attrs.axes));
+      const Value count = b.reduce(Op::kReduceSum, hit, n.attrs.axes);
+      return {hit * expand_reduced(b, g / count, in(0).shape(), n.attrs.axes)};
     }
+    case Op::kReshape:
+      return {b.reshape(g, in(0).shape())};
+    case Op::kMatMul:
+      return matmul_vjp(b, in(0), in(1), g);
     case Op::kExtractPatches:
       return {b.patches_to_image(g, n.attrs.window)};
     case Op::kPatchesToImage:

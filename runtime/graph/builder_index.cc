@@ -2,11 +2,12 @@
 // semantics (clamped indices, the order of the sums) are graph.h's, kGather and kScatterAdd.
 #include "common/strings.h"
 #include "runtime/graph/builder.h"
+#include "runtime/graph/builder_checks.h"
 
 namespace tpusim::runtime {
 namespace {
 
-std::string typed_shape(Value v) { return str_cat(dtype_name(v.dtype()), v.shape().str()); }
+using builder_checks::shapes_of;
 
 // The shape [..., D] of `indices`' dims followed by `depth`.
 Shape indices_then(const Shape& indices, int64_t depth) {
@@ -21,15 +22,15 @@ Value GraphBuilder::gather(Value table, Value indices) {
   if (!usable({table, indices})) return {};
   if (table.shape().rank() != 2 || !is_floating(table.dtype())) {
     return fail(Op::kGather, str_cat("needs a floating table [rows, columns], got ",
-                                     typed_shape(table), " (indices ", typed_shape(indices), ")"));
+                                     shapes_of({table}), " (indices ", shapes_of({indices}), ")"));
   }
   if (table.shape().dim(0) < 1) {
     return fail(Op::kGather,
-                str_cat("the table ", typed_shape(table), " has no rows for indices to name"));
+                str_cat("the table ", shapes_of({table}), " has no rows for indices to name"));
   }
   if (indices.dtype() != DType::kS32) {
-    return fail(Op::kGather, str_cat("needs s32 indices, got ", typed_shape(indices), " (table ",
-                                     typed_shape(table), ")"));
+    return fail(Op::kGather, str_cat("needs s32 indices, got ", shapes_of({indices}), " (table ",
+                                     shapes_of({table}), ")"));
   }
   return add(Op::kGather, {table, indices}, table.dtype(),
              indices_then(indices.shape(), table.shape().dim(1)));
@@ -38,19 +39,19 @@ Value GraphBuilder::gather(Value table, Value indices) {
 Value GraphBuilder::scatter_add(Value updates, Value indices, int64_t rows) {
   if (!usable({updates, indices})) return {};
   if (indices.dtype() != DType::kS32) {
-    return fail(Op::kScatterAdd, str_cat("needs s32 indices, got ", typed_shape(indices),
-                                         " (updates ", typed_shape(updates), ")"));
+    return fail(Op::kScatterAdd, str_cat("needs s32 indices, got ", shapes_of({indices}),
+                                         " (updates ", shapes_of({updates}), ")"));
   }
   if (!is_floating(updates.dtype()) || updates.shape().rank() != indices.shape().rank() + 1) {
     return fail(Op::kScatterAdd,
                 str_cat("needs floating updates [..., columns] of the indices' shape plus one "
                         "dimension, got updates ",
-                        typed_shape(updates), " and indices ", typed_shape(indices)));
+                        shapes_of({updates}), " and indices ", shapes_of({indices})));
   }
   const int64_t columns = updates.shape().dim(updates.shape().rank() - 1);
   if (updates.shape() != indices_then(indices.shape(), columns)) {
-    return fail(Op::kScatterAdd, str_cat("updates ", typed_shape(updates), " do not match indices ",
-                                         typed_shape(indices), " (want updates ",
+    return fail(Op::kScatterAdd, str_cat("updates ", shapes_of({updates}), " do not match indices ",
+                                         shapes_of({indices}), " (want updates ",
                                          indices_then(indices.shape(), columns).str(), ")"));
   }
   if (rows < 1) return fail(Op::kScatterAdd, str_cat("rows ", rows, " must be >= 1"));

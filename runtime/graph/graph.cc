@@ -4,128 +4,29 @@
 
 namespace tpusim::runtime {
 
+const std::vector<OpInfo>& op_table() {
+  static const std::vector<OpInfo> table = {
+#define TPUSIM_OP_ROW(op, name, op_class) {Op::op, name, OpClass::op_class},
+      TPUSIM_GRAPH_OPS(TPUSIM_OP_ROW)
+#undef TPUSIM_OP_ROW
+  };
+  return table;
+}
+
 const char* op_name(Op op) {
-  switch (op) {
-    case Op::kConstant:
-      return "constant";
-    case Op::kVariable:
-      return "variable";
-    case Op::kInfeed:
-      return "infeed";
-    case Op::kRngUniform:
-      return "rng_uniform";
-    case Op::kAdd:
-      return "add";
-    case Op::kSub:
-      return "sub";
-    case Op::kMul:
-      return "mul";
-    case Op::kDiv:
-      return "div";
-    case Op::kMax:
-      return "max";
-    case Op::kMin:
-      return "min";
-    case Op::kEqual:
-      return "equal";
-    case Op::kGreater:
-      return "greater";
-    case Op::kSelect:
-      return "select";
-    case Op::kNeg:
-      return "neg";
-    case Op::kRelu:
-      return "relu";
-    case Op::kTanh:
-      return "tanh";
-    case Op::kSigmoid:
-      return "sigmoid";
-    case Op::kExp:
-      return "exp";
-    case Op::kLog:
-      return "log";
-    case Op::kRsqrt:
-      return "rsqrt";
-    case Op::kSquare:
-      return "square";
-    case Op::kErf:
-      return "erf";
-    case Op::kStopGradient:
-      return "stop_gradient";
-    case Op::kCast:
-      return "cast";
-    case Op::kReduceSum:
-      return "reduce_sum";
-    case Op::kReduceMax:
-      return "reduce_max";
-    case Op::kArgMax:
-      return "argmax";
-    case Op::kReshape:
-      return "reshape";
-    case Op::kTranspose:
-      return "transpose";
-    case Op::kBroadcast:
-      return "broadcast";
-    case Op::kConcat:
-      return "concat";
-    case Op::kSlice:
-      return "slice";
-    case Op::kPad:
-      return "pad";
-    case Op::kMatMul:
-      return "matmul";
-    case Op::kExtractPatches:
-      return "extract_patches";
-    case Op::kPatchesToImage:
-      return "patches_to_image";
-    case Op::kOneHot:
-      return "one_hot";
-    case Op::kGather:
-      return "gather";
-    case Op::kScatterAdd:
-      return "scatter_add";
-    case Op::kCrossReplicaSum:
-      return "cross_replica_sum";
-  }
-  return "?";
+  const auto index = static_cast<size_t>(op);
+  return index < op_table().size() ? op_table()[index].name : "?";
 }
 
-bool is_binary_elementwise(Op op) {
-  switch (op) {
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kEqual:
-    case Op::kGreater:
-      return true;
-    default:
-      return false;
-  }
-}
+OpClass op_class(Op op) { return op_table().at(static_cast<size_t>(op)).op_class; }
 
-bool is_unary_elementwise(Op op) {
-  switch (op) {
-    case Op::kNeg:
-    case Op::kRelu:
-    case Op::kTanh:
-    case Op::kSigmoid:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kRsqrt:
-    case Op::kSquare:
-    case Op::kErf:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_binary_elementwise(Op op) { return op_class(op) == OpClass::kBinary; }
+
+bool is_unary_elementwise(Op op) { return op_class(op) == OpClass::kUnary; }
 
 bool is_elementwise(Op op) {
-  return is_binary_elementwise(op) || is_unary_elementwise(op) || op == Op::kSelect ||
-         op == Op::kCast;
+  const OpClass c = op_class(op);
+  return c == OpClass::kBinary || c == OpClass::kUnary || c == OpClass::kOtherElementwise;
 }
 
 int Graph::add(Node node) {

@@ -9,66 +9,43 @@
 #include <string>
 #include <vector>
 
+#include "runtime/graph/op_list.h"
 #include "runtime/graph/tensor.h"
 
 namespace tpusim::runtime {
 
-enum class Op {
-  // Sources.
-  kConstant,    // attrs.value
-  kVariable,    // attrs.name, attrs.initializer
-  kInfeed,      // attrs.name: one batch per step
-  kRngUniform,  // uniform [0, 1) from (attrs.seed, step, element index): counter-based
-  // Elementwise, numpy broadcasting between the two inputs.
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kMax,
-  kMin,
-  kEqual,
-  kGreater,  // 1.0 where true, 0.0 where false (in the operands' float type; f32 for s32)
-  kSelect,   // inputs (condition, a, b): a where condition != 0, else b
-  // Elementwise unary.
-  kNeg,
-  kRelu,
-  kTanh,
-  kSigmoid,
-  kExp,
-  kLog,
-  kRsqrt,
-  kSquare,
-  kErf,           // the error function (GELU's); gradient 2 / sqrt(pi) * exp(-x^2)
-  kStopGradient,  // identity whose gradient is zero
-  kCast,          // to attrs.to
-  // Reductions over attrs.axes (removed from the shape).
-  kReduceSum,
-  kReduceMax,
-  kArgMax,  // s32 index of the maximum along attrs.axis (removed)
-  // Layout.
-  kReshape,    // to the node's shape
-  kTranspose,  // attrs.axes is the permutation: output dim i is input dim axes[i]
-  kBroadcast,  // attrs.axes[i] is the output dim of input dim i; others are repeated
-  kConcat,     // along attrs.axis
-  kSlice,      // [attrs.begin, attrs.end) per dimension
-  kPad,        // attrs.begin zeros before and attrs.end after, per dimension
-  // Linear algebra.
-  kMatMul,          // [..., M, K] x [..., K, N]: batch dims equal, or the rhs rank 2
-  kExtractPatches,  // NHWC -> [N, OH, OW, KH * KW * C] (im2col), attrs.window
-  kPatchesToImage,  // the adjoint of kExtractPatches: sums patches back into NHWC
-  kOneHot,          // s32 labels -> f32 [..., attrs.depth]
-  // Indexing (TensorFlow's embedding lookup and its gradient). An index i names row
-  // clamp(i, 0, V - 1) of a [V, D] table: out of range it is clamped, as XLA's gather clamps its
-  // start indices on TPU (TF's own CPU kernel would fail instead), on every backend.
-  kGather,      // (table [V, D] floating, indices s32 [...]) -> [..., D]: tf.gather(table, ids)
-  kScatterAdd,  // (updates [..., D], indices s32 [...]) -> [attrs.depth = V, D]: zeros, then
-                // each update row added to the row its index names, in index order (row-major
-                // over the indices), in f32: gather's adjoint, XLA's densified IndexedSlices
-  // Collectives.
-  kCrossReplicaSum,  // sum over replicas (identity on one)
+// What kind of operation an op is: which backends' shared code takes it.
+enum class OpClass {
+  kSource,            // constant, variable, infeed, random numbers
+  kBinary,            // elementwise, numpy broadcasting between the two inputs
+  kUnary,             // elementwise, one input
+  kOtherElementwise,  // elementwise with inputs of their own kind: select, cast
+  kIdentity,          // the value unchanged (stop_gradient)
+  kReduction,
+  kLayout,
+  kLinearAlgebra,
+  kIndexing,
+  kCollective,
 };
 
+// The ops, in runtime/graph/op_list.h's order.
+enum class Op {
+#define TPUSIM_OP_ENUMERATOR(op, name, op_class) op,
+  TPUSIM_GRAPH_OPS(TPUSIM_OP_ENUMERATOR)
+#undef TPUSIM_OP_ENUMERATOR
+};
+
+// One op's row of op_list.h.
+struct OpInfo {
+  Op op;
+  const char* name;  // as dumps, errors and the per-op report write it
+  OpClass op_class;
+};
+// Every op, in enum order (op_table()[i].op == Op(i)).
+const std::vector<OpInfo>& op_table();
+
 const char* op_name(Op op);
+OpClass op_class(Op op);
 
 // Op classes shared by the backends: binary elementwise ops (with numpy broadcasting), unary
 // elementwise ops, and all elementwise ops (those two plus select and cast).

@@ -86,12 +86,9 @@ void apply_lamb(GraphBuilder& b, const OptimizerSpec& spec, Value lr, Value step
 }  // namespace
 
 absl::StatusOr<OptimizerSpec::Kind> optimizer_kind(const std::string& name) {
-  if (name == "sgd") return OptimizerSpec::Kind::kSgd;
-  if (name == "momentum") return OptimizerSpec::Kind::kMomentum;
-  if (name == "adam") return OptimizerSpec::Kind::kAdam;
-  if (name == "lamb") return OptimizerSpec::Kind::kLamb;
+  if (auto kind = kOptimizers.parse(name)) return *kind;
   return absl::InvalidArgumentError(
-      str_cat("unknown optimizer '", name, "' (sgd, momentum, adam, lamb)"));
+      str_cat("unknown optimizer '", name, "' (", kOptimizers.list(", ", ", "), ")"));
 }
 
 OptimizerSpec optimizer_defaults(OptimizerSpec::Kind kind) {
@@ -101,18 +98,7 @@ OptimizerSpec optimizer_defaults(OptimizerSpec::Kind kind) {
   return spec;
 }
 
-const char* optimizer_name(OptimizerSpec::Kind kind) {
-  switch (kind) {
-    case OptimizerSpec::Kind::kMomentum:
-      return "momentum";
-    case OptimizerSpec::Kind::kAdam:
-      return "adam";
-    case OptimizerSpec::Kind::kLamb:
-      return "lamb";
-    default:
-      return "sgd";
-  }
-}
+const char* optimizer_name(OptimizerSpec::Kind kind) { return kOptimizers.name(kind).data(); }
 
 Value global_step(GraphBuilder& b) {
   const int existing = b.graph().find_variable("global_step");

@@ -28,6 +28,7 @@
 
 #include <absl/status/statusor.h>
 
+#include "common/named_values.h"
 #include "runtime/graph/builder.h"
 
 namespace tpusim::runtime {
@@ -59,6 +60,12 @@ struct OptimizerSpec {
 
 // The spec of `kind` with its TensorFlow defaults (LAMB: epsilon 1e-6).
 OptimizerSpec optimizer_defaults(OptimizerSpec::Kind kind);
+
+inline constexpr NamedValues<OptimizerSpec::Kind, 4> kOptimizers{
+    {{{OptimizerSpec::Kind::kSgd, "sgd"},
+      {OptimizerSpec::Kind::kMomentum, "momentum"},
+      {OptimizerSpec::Kind::kAdam, "adam"},
+      {OptimizerSpec::Kind::kLamb, "lamb"}}}};
 
 // "sgd", "momentum", "adam", "lamb" -> kind; InvalidArgument lists the names.
 absl::StatusOr<OptimizerSpec::Kind> optimizer_kind(const std::string& name);

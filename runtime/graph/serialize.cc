@@ -8,47 +8,6 @@
 namespace tpusim::runtime {
 namespace {
 
-constexpr Op kAllOps[] = {Op::kConstant,
-                          Op::kVariable,
-                          Op::kInfeed,
-                          Op::kRngUniform,
-                          Op::kAdd,
-                          Op::kSub,
-                          Op::kMul,
-                          Op::kDiv,
-                          Op::kMax,
-                          Op::kMin,
-                          Op::kEqual,
-                          Op::kGreater,
-                          Op::kSelect,
-                          Op::kNeg,
-                          Op::kRelu,
-                          Op::kTanh,
-                          Op::kSigmoid,
-                          Op::kExp,
-                          Op::kLog,
-                          Op::kRsqrt,
-                          Op::kSquare,
-                          Op::kErf,
-                          Op::kStopGradient,
-                          Op::kCast,
-                          Op::kReduceSum,
-                          Op::kReduceMax,
-                          Op::kArgMax,
-                          Op::kReshape,
-                          Op::kTranspose,
-                          Op::kBroadcast,
-                          Op::kConcat,
-                          Op::kSlice,
-                          Op::kPad,
-                          Op::kMatMul,
-                          Op::kExtractPatches,
-                          Op::kPatchesToImage,
-                          Op::kOneHot,
-                          Op::kGather,
-                          Op::kScatterAdd,
-                          Op::kCrossReplicaSum};
-
 constexpr std::pair<InitKind, const char*> kInits[] = {
     {InitKind::kZeros, "zeros"},
     {InitKind::kConstant, "constant"},
@@ -264,7 +223,7 @@ absl::StatusOr<Value> rebuild_node(GraphBuilder& b, const NodeDef& d, Op op, DTy
 absl::StatusOr<std::vector<Value>> replay(const GraphDef& def, GraphBuilder& b,
                                           const std::map<std::string, Value>& feeds) {
   std::map<std::string, Op> ops;
-  for (Op op : kAllOps) ops[op_name(op)] = op;
+  for (const OpInfo& info : op_table()) ops[info.name] = info.op;
   std::vector<Value> made;
   for (int k = 0; k < def.node_size(); ++k) {
     const NodeDef& d = def.node(k);

@@ -216,15 +216,12 @@ absl::StatusOr<ModelInfo> model_info(const std::string& name) {
       str_cat("no model named '", name, "' (models: ", str_join(names, ", "), ")"));
 }
 
-const char* dtype_policy_name(DTypePolicy policy) {
-  return policy == DTypePolicy::kMixedBFloat16 ? "mixed_bfloat16" : "float32";
-}
+const char* dtype_policy_name(DTypePolicy policy) { return kDTypePolicies.name(policy).data(); }
 
 absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name) {
-  if (name == "float32") return DTypePolicy::kFloat32;
-  if (name == "mixed_bfloat16") return DTypePolicy::kMixedBFloat16;
+  if (auto policy = kDTypePolicies.parse(name)) return *policy;
   return absl::InvalidArgumentError(
-      str_cat("unknown dtype policy '", name, "' (float32 or mixed_bfloat16)"));
+      str_cat("unknown dtype policy '", name, "' (", kDTypePolicies.list(), ")"));
 }
 
 absl::StatusOr<Value> build_model(GraphBuilder& b, const std::string& name, Value images,

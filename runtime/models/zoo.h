@@ -25,6 +25,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/graph/builder.h"
+#include "runtime/graph/dtype_policy.h"
 
 namespace tpusim::runtime::models {
 
@@ -46,12 +47,8 @@ struct ModelInfo {
 absl::StatusOr<ModelInfo> model_info(const std::string& name);
 const std::vector<ModelInfo>& model_infos();
 
-// Keras's dtype policies. float32: everything in f32. mixed_bfloat16, the TPU recipe
-// (tf.compat.v1.tpu.bfloat16_scope): the images cast to bf16 on entry, activations, their
-// gradients and the MXU's operands in bf16; variables (updated and checkpointed) in f32 and read
-// through casts; batch norm, layer norm and softmax computed in f32; the logits cast back to f32,
-// so the loss is f32.
-enum class DTypePolicy { kFloat32, kMixedBFloat16 };
+// Keras's dtype policies (runtime/graph/dtype_policy.h).
+using runtime::DTypePolicy;
 const char* dtype_policy_name(DTypePolicy policy);
 // "float32" or "mixed_bfloat16"; InvalidArgument names the accepted ones.
 absl::StatusOr<DTypePolicy> parse_dtype_policy(const std::string& name);

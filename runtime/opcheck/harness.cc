@@ -74,12 +74,16 @@ absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text) {
   BackendSpec spec;
   const size_t colon = text.find(':');
   spec.name = text.substr(0, colon);
-  if (colon != std::string::npos) spec.precision = text.substr(colon + 1);
   if (spec.name.empty())
     return absl::InvalidArgumentError(str_cat("empty backend name in '", text, "'"));
-  if (spec.precision != "fp32" && spec.precision != "mxu") {
-    return absl::InvalidArgumentError(
-        str_cat("unknown precision '", spec.precision, "' in '", text, "' (fp32 or mxu)"));
+  if (colon != std::string::npos) {
+    const std::string word = text.substr(colon + 1);
+    const std::optional<Precision> precision = kPrecisions.parse(word);
+    if (!precision) {
+      return absl::InvalidArgumentError(
+          str_cat("unknown precision '", word, "' in '", text, "' (fp32 or mxu)"));
+    }
+    spec.precision = *precision;
   }
   return spec;
 }
@@ -151,9 +155,9 @@ namespace {
 // Whether `b` rounds matmul inputs to bf16: asked for mxu, or a backend that always does (tpusim).
 bool rounds_to_bf16(const BackendSpec& b) {
   auto declared = find_backend(b.name);
-  const std::string precision =
+  const Precision precision =
       declared.ok() ? effective_precision(**declared, b.precision) : b.precision;
-  return precision == "mxu";
+  return precision == Precision::kMxu;
 }
 }  // namespace
 

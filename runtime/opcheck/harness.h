@@ -19,9 +19,12 @@ namespace tpusim::runtime::opcheck {
 // "cpu" (fp32), "cpu:mxu", ...: a backend name and an optional precision.
 struct BackendSpec {
   std::string name;
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   std::string slice = "v3-8";  // the slice config file or built-in name tpusim simulates
-  std::string label() const { return precision == "fp32" ? name : name + ":" + precision; }
+  std::string label() const {
+    return precision == Precision::kFp32 ? name
+                                          : name + ":" + std::string(kPrecisions.name(precision));
+  }
 };
 absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text);
 
@@ -60,7 +63,7 @@ HostTensor make_cotangent(const Shape& shape, uint32_t seed);
 absl::StatusOr<Graph> build_case_graph(const OpCase& c, uint32_t seed, bool with_loss = false);
 
 double tolerance_for(const OpCase& c, const BackendSpec& backend,
-                     const BackendSpec& reference = BackendSpec{"cpu", "fp32"});
+                     const BackendSpec& reference = BackendSpec{"cpu", Precision::kFp32});
 
 // Runs `c` on `backend` and on `reference` (cpu fp32 unless given); one result per output
 // tensor. Against a reference of the same precision (tpusim vs cpu:mxu) only the order of
@@ -68,6 +71,6 @@ double tolerance_for(const OpCase& c, const BackendSpec& backend,
 absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendSpec& backend,
                                                  uint32_t seed = 1,
                                                  const BackendSpec& reference = BackendSpec{
-                                                     "cpu", "fp32"});
+                                                     "cpu", Precision::kFp32});
 
 }  // namespace tpusim::runtime::opcheck

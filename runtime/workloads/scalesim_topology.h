@@ -4,6 +4,7 @@
 // stride) or the GEMM format (name, M, N, K). Fields are comma separated with optional whitespace,
 // a trailing comma and blank lines; the first line is a header.
 
+#include "common/named_values.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ struct TopologyLayer {
 };
 
 enum class TopologyFormat { kAuto, kConv, kGemm };
+inline constexpr NamedValues<TopologyFormat, 3> kTopologyFormats{
+    {{{TopologyFormat::kAuto, "auto"},
+      {TopologyFormat::kConv, "conv"},
+      {TopologyFormat::kGemm, "gemm"}}}};
 
 // Parses a topology; errors name the file and line. kAuto tells the formats apart by the number
 // of numeric fields (7 conv, 3 GEMM).

@@ -124,8 +124,8 @@ void Core::begin_run(CoreRunSetup setup) {
   hbm_.set_mirrors(std::move(setup.hbm_mirrors));
 }
 
-void Core::set_mxu_policy(const std::string& name) {
-  for (MxuUnit* m : mxus_) m->set_policy(make_mxu_policy(name, spec_.mxu_rows, spec_.mxu_cols));
+void Core::set_mxu_policy(MxuPolicy policy) {
+  for (MxuUnit* m : mxus_) m->set_policy(make_mxu_policy(policy, spec_.mxu_rows, spec_.mxu_cols));
 }
 
 std::vector<std::string> Core::blocked() const {

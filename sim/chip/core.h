@@ -60,7 +60,7 @@ class Core : public sc_core::sc_module {
   StatGroup& stats() { return stats_; }
   // Between runs only.
   void set_timing_only(bool timing_only) { ctx_.set_timing_only(timing_only); }
-  void set_mxu_policy(const std::string& name);
+  void set_mxu_policy(MxuPolicy policy);
 
  private:
   // With a sink: the core's counter tracks (infeed queue depth, HBM bandwidth) and its busy

@@ -12,6 +12,7 @@
 #include "sim/ids.h"
 #include "sim/memory/memory.h"
 #include "sim/timing/hbm_timing.h"
+#include "sim/timing/mxu_policy.h"
 #include "traces/sink.h"
 
 namespace tpusim::sim {
@@ -23,7 +24,7 @@ struct ModelSettings {
   const config::SliceSpec* slice = nullptr;
   const ClockDomain* clock = nullptr;
   bool timing_only = false;
-  std::string mxu_policy;
+  MxuPolicy mxu_policy = MxuPolicy::kTpu;
   traces::Sink* sink = nullptr;
   // Stops the run with an error message naming core and instruction.
   std::function<void(const std::string&)> fail;

@@ -104,69 +104,17 @@ class CoreChecker {
   }
 
   void check_instruction(int index, const Instruction& in) {
-    for (uint32_t f : in.signal()) {
-      if (f >= kNumFlags)
-        fail(index, str_cat("signals flag ", f, "; flags are 0..", kNumFlags - 1));
-    }
-    for (const auto& w : in.wait()) {
-      if (w.flag() >= kNumFlags)
-        fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
-    }
-    if (core_.shadow()) {
-      const auto op = in.op_case();
-      if (op != Instruction::kLoop && op != Instruction::kCollective && op != Instruction::kHalt) {
-        fail(index, str_cat("is a ", op_name(in),
-                            " in a shadow core's stream, which runs only loops, collectives "
-                            "and halts"));
-      }
-      if (in.wait_size() > 0 || in.signal_size() > 0)
-        fail(index, "waits or signals in a shadow core's stream, whose collectives run in order");
-    }
-    const auto& core = slice_.chip.core;
+    check_flags(index, in);
     switch (in.op_case()) {
       case Instruction::kDma:
         check_dma(index, in.dma());
         return;
-      case Instruction::kLoadWeights: {
-        const auto& lw = in.load_weights();
-        if (!check_mxu_slot(index, lw.mxu(), lw.slot())) return;
-        if (!check_block(index, "weights", lw.weights(), true)) return;
-        if (!is_float(lw.weights())) fail(index, "weights must be f32 or bf16");
-        if (lw.weights().rows() > core.mxu_rows || lw.weights().cols() > core.mxu_cols) {
-          fail(index, str_cat("weights ", lw.weights().rows(), "x", lw.weights().cols(),
-                              " exceed the ", core.mxu_rows, "x", core.mxu_cols, " array"));
-          return;
-        }
-        loaded_[{lw.mxu(), lw.slot()}] = {lw.weights().rows(), lw.weights().cols()};
+      case Instruction::kLoadWeights:
+        check_load_weights(index, in.load_weights());
         return;
-      }
-      case Instruction::kMatmul: {
-        const auto& mm = in.matmul();
-        if (!check_mxu_slot(index, mm.mxu(), mm.slot())) return;
-        const bool ok =
-            check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
-        if (!ok) return;
-        if (!is_float(mm.lhs())) fail(index, "lhs must be f32 or bf16");
-        if (mm.out().dtype() != isa::F32)
-          fail(index, "out must be f32 (the MXU accumulates in f32)");
-        auto it = loaded_.find({mm.mxu(), mm.slot()});
-        if (it == loaded_.end()) {
-          fail(index, str_cat("MXU ", mm.mxu(), " slot ", mm.slot(),
-                              " has no weights: no load_weights before it"));
-          return;
-        }
-        const WeightShape w = it->second;
-        if (mm.lhs().cols() != w.rows) {
-          fail(index, str_cat("lhs has ", mm.lhs().cols(), " columns but the weights in slot ",
-                              mm.slot(), " have ", w.rows, " rows"));
-        }
-        if (mm.out().rows() != mm.lhs().rows() || mm.out().cols() != w.cols) {
-          fail(index,
-               str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ", mm.lhs().rows(),
-                       " rows x weights ", w.cols, " columns make ", mm.lhs().rows(), "x", w.cols));
-        }
+      case Instruction::kMatmul:
+        check_matmul(index, in.matmul());
         return;
-      }
       case Instruction::kVector:
         check_vector(index, in.vector());
         return;
@@ -187,6 +135,66 @@ class CoreChecker {
       default:
         fail(index, "has no operation: the instruction's op is unset or unknown to this tpusim");
         return;
+    }
+  }
+
+  // The sync flags it signals and waits on, and what a shadow core's stream may hold.
+  void check_flags(int index, const Instruction& in) {
+    for (uint32_t f : in.signal()) {
+      if (f >= kNumFlags)
+        fail(index, str_cat("signals flag ", f, "; flags are 0..", kNumFlags - 1));
+    }
+    for (const auto& w : in.wait()) {
+      if (w.flag() >= kNumFlags)
+        fail(index, str_cat("waits on flag ", w.flag(), "; flags are 0..", kNumFlags - 1));
+    }
+    if (core_.shadow()) {
+      const auto op = in.op_case();
+      if (op != Instruction::kLoop && op != Instruction::kCollective && op != Instruction::kHalt) {
+        fail(index, str_cat("is a ", op_name(in),
+                            " in a shadow core's stream, which runs only loops, collectives "
+                            "and halts"));
+      }
+      if (in.wait_size() > 0 || in.signal_size() > 0)
+        fail(index, "waits or signals in a shadow core's stream, whose collectives run in order");
+    }
+  }
+
+  void check_load_weights(int index, const isa::LoadWeights& lw) {
+    const auto& core = slice_.chip.core;
+    if (!check_mxu_slot(index, lw.mxu(), lw.slot())) return;
+    if (!check_block(index, "weights", lw.weights(), true)) return;
+    if (!is_float(lw.weights())) fail(index, "weights must be f32 or bf16");
+    if (lw.weights().rows() > core.mxu_rows || lw.weights().cols() > core.mxu_cols) {
+      fail(index, str_cat("weights ", lw.weights().rows(), "x", lw.weights().cols(), " exceed the ",
+                          core.mxu_rows, "x", core.mxu_cols, " array"));
+      return;
+    }
+    loaded_[{lw.mxu(), lw.slot()}] = {lw.weights().rows(), lw.weights().cols()};
+  }
+
+  void check_matmul(int index, const isa::Matmul& mm) {
+    if (!check_mxu_slot(index, mm.mxu(), mm.slot())) return;
+    const bool ok =
+        check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
+    if (!ok) return;
+    if (!is_float(mm.lhs())) fail(index, "lhs must be f32 or bf16");
+    if (mm.out().dtype() != isa::F32) fail(index, "out must be f32 (the MXU accumulates in f32)");
+    auto it = loaded_.find({mm.mxu(), mm.slot()});
+    if (it == loaded_.end()) {
+      fail(index, str_cat("MXU ", mm.mxu(), " slot ", mm.slot(),
+                          " has no weights: no load_weights before it"));
+      return;
+    }
+    const WeightShape w = it->second;
+    if (mm.lhs().cols() != w.rows) {
+      fail(index, str_cat("lhs has ", mm.lhs().cols(), " columns but the weights in slot ",
+                          mm.slot(), " have ", w.rows, " rows"));
+    }
+    if (mm.out().rows() != mm.lhs().rows() || mm.out().cols() != w.cols) {
+      fail(index, str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ",
+                          mm.lhs().rows(), " rows x weights ", w.cols, " columns make ",
+                          mm.lhs().rows(), "x", w.cols));
     }
   }
 

@@ -88,16 +88,9 @@ class ScaleSimWsPolicy final : public MxuTimingPolicy {
 
 }  // namespace
 
-std::unique_ptr<MxuTimingPolicy> make_mxu_policy(std::string_view name, uint32_t rows,
-                                                 uint32_t cols) {
-  if (name == "tpu") return std::make_unique<TpuPolicy>(rows, cols);
-  if (name == "scalesim_ws") return std::make_unique<ScaleSimWsPolicy>(rows, cols);
-  return nullptr;
-}
-
-const std::vector<std::string>& mxu_policy_names() {
-  static const std::vector<std::string> kNames = {"tpu", "scalesim_ws"};
-  return kNames;
+std::unique_ptr<MxuTimingPolicy> make_mxu_policy(MxuPolicy policy, uint32_t rows, uint32_t cols) {
+  if (policy == MxuPolicy::kScaleSimWs) return std::make_unique<ScaleSimWsPolicy>(rows, cols);
+  return std::make_unique<TpuPolicy>(rows, cols);
 }
 
 }  // namespace tpusim::sim

@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/named_values.h"
+
 namespace tpusim::sim {
 
 struct WeightLoadTiming {
@@ -48,10 +50,14 @@ class MxuTimingPolicy {
   virtual uint64_t stall_last_stream(uint64_t until) = 0;
 };
 
-// The policy named `name` for an array of rows x cols, or null when there is none by that name.
-std::unique_ptr<MxuTimingPolicy> make_mxu_policy(std::string_view name, uint32_t rows,
-                                                 uint32_t cols);
-// Names make_mxu_policy knows, for help texts and error messages.
-const std::vector<std::string>& mxu_policy_names();
+// The timing policies: kTpu ("tpu": weights double-buffered, the next tile's loaded while the
+// current one streams) and kScaleSimWs ("scalesim_ws": SCALE-Sim v2's weight-stationary folds,
+// which never overlap). The words are what the CLI and reports call them.
+enum class MxuPolicy { kTpu, kScaleSimWs };
+inline constexpr NamedValues<MxuPolicy, 2> kMxuPolicies{
+    {{{MxuPolicy::kTpu, "tpu"}, {MxuPolicy::kScaleSimWs, "scalesim_ws"}}}};
+
+// The policy `policy` for an array of rows x cols.
+std::unique_ptr<MxuTimingPolicy> make_mxu_policy(MxuPolicy policy, uint32_t rows, uint32_t cols);
 
 }  // namespace tpusim::sim

@@ -46,7 +46,7 @@ TEST(EstimatorOnTpusim, FollowsTheCpuBackend) {
   auto t = train_on_tpusim(on_tpu.path().string(), 10);
   ASSERT_TRUE(t.ok()) << t.status();
   RunConfig c = quiet_config(on_cpu.path().string(), "cpu", 8);
-  c.compile.precision = "mxu";
+  c.compile.precision = runtime::Precision::kMxu;
   auto est =
       TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 64, 64, 64);
   ASSERT_TRUE(est.ok());

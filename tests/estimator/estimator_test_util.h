@@ -152,4 +152,14 @@ inline std::pair<double, double> loss_ends(const std::vector<float>& losses, siz
   return {first, last};
 }
 
+// The linear model trained `steps` steps on the cpu backend's 4 replicas into `dir`.
+inline absl::StatusOr<TrainResult> train_linear(
+    const std::string& dir, int64_t steps,
+    runtime::OptimizerSpec::Kind kind = runtime::OptimizerSpec::Kind::kAdam) {
+  auto est =
+      TPUEstimator::create(linear_model(kind), quiet_config(dir, "cpu", 4), {}, true, 32, 32, 32);
+  if (!est.ok()) return est.status();
+  return (*est)->train(train_input(), steps);
+}
+
 }  // namespace tpusim::estimator::testing

@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   auto backend = make_backend(argv[3]);
   if (!backend.ok()) return fail(std::string(backend.status().message()));
   CompileOptions options;
-  options.precision = std::string(argv[3]) == "tpusim" ? "mxu" : "fp32";  // cpu, gpu: fp32
+  // tpusim computes at its MXU's precision; the cpu and gpu in fp32.
+  options.precision = effective_precision((*backend)->declaration(), Precision::kFp32);
   auto exe = (*backend)->compile(b.graph(), options);
   if (!exe.ok()) return fail(std::string(exe.status().message()));
   Variables variables = imported->initial_values;

@@ -35,7 +35,7 @@ absl::StatusOr<Run> import_and_run(const std::string& text, int64_t batch,
     b.output(name, v.dtype() == DType::kBF16 ? b.cast(v, DType::kF32) : v);
   if (!b.status().ok()) return b.status();
   const std::unique_ptr<Backend> backend = make_cpu_backend();
-  auto exe = backend->compile(b.graph(), {"fp32"});
+  auto exe = backend->compile(b.graph(), {Precision::kFp32});
   if (!exe.ok()) return exe.status();
   Variables variables = imported->initial_values;
   auto out = backend->run(**exe, variables, {feeds}, 0);

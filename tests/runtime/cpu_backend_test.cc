@@ -27,7 +27,7 @@ HostTensor random_tensor(const Shape& s, uint64_t seed) {
 }
 
 Outputs run_once(GraphBuilder& b, const Feeds& feeds, Variables* vars,
-                 const std::string& precision = "fp32", uint64_t step = 0) {
+                 Precision precision = Precision::kFp32, uint64_t step = 0) {
   EXPECT_TRUE(b.status().ok()) << b.status();
   auto backend = make_backend("cpu");
   auto exe = (*backend)->compile(b.graph(), {precision});
@@ -144,9 +144,9 @@ TEST(CpuBackend, DropoutIsReproducibleAndKeepsTheRightFraction) {
   b.output("y", layers::dropout(b, x, 0.4f, true, 42));
   Variables vars;
   const HostTensor ones = HostTensor::from({100, 100}, std::vector<float>(10000, 1.0f));
-  const HostTensor a = run_once(b, {{"x", ones}}, &vars, "fp32", 7).at("y");
-  const HostTensor again = run_once(b, {{"x", ones}}, &vars, "fp32", 7).at("y");
-  const HostTensor next = run_once(b, {{"x", ones}}, &vars, "fp32", 8).at("y");
+  const HostTensor a = run_once(b, {{"x", ones}}, &vars, Precision::kFp32, 7).at("y");
+  const HostTensor again = run_once(b, {{"x", ones}}, &vars, Precision::kFp32, 7).at("y");
+  const HostTensor next = run_once(b, {{"x", ones}}, &vars, Precision::kFp32, 8).at("y");
   EXPECT_EQ(a.f, again.f);
   EXPECT_NE(a.f, next.f);  // another step, another mask
   int kept = 0;
@@ -211,8 +211,8 @@ TEST(CpuBackend, MxuPrecisionRoundsMatmulInputsOnly) {
   Variables vars;
   const Feeds feeds{{"a", HostTensor::from({1, 1}, {1.00390625f + 1e-4f})},
                     {"w", HostTensor::from({1, 1}, {3.0f})}};
-  const Outputs fp32 = run_once(b, feeds, &vars, "fp32");
-  const Outputs mxu = run_once(b, feeds, &vars, "mxu");
+  const Outputs fp32 = run_once(b, feeds, &vars, Precision::kFp32);
+  const Outputs mxu = run_once(b, feeds, &vars, Precision::kMxu);
   EXPECT_FLOAT_EQ(fp32.at("y").f[0], (1.00390625f + 1e-4f) * 3.0f);
   // 1.0040... rounds to the bf16 1.0078125 (nearest of 1.0 and 1.0078125): 3.0234375.
   EXPECT_FLOAT_EQ(mxu.at("y").f[0], 1.0078125f * 3.0f);
@@ -320,14 +320,14 @@ TEST(CpuBackend, PatchesMadeOnTheFlyEqualMaterializedOnes) {
   const auto folded = build(false), materialized = build(true);
   Variables vars = initial_variables(folded->graph());
   const Feeds feeds{{"x", random_tensor(Shape{8, 20, 20, 3}, 5)}};
-  for (const char* precision : {"fp32", "mxu"}) {
+  for (Precision precision : {Precision::kFp32, Precision::kMxu}) {
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       Variables v1 = vars, v2 = vars;
       const Outputs got = run_once(*folded, feeds, &v1, precision);
       const Outputs want = run_once(*materialized, feeds, &v2, precision);
-      EXPECT_EQ(got.at("y").f, want.at("y").f) << precision << ", " << threads << " threads";
-      EXPECT_EQ(got.at("grad").f, want.at("grad").f) << precision << ", " << threads << " threads";
+      EXPECT_EQ(got.at("y").f, want.at("y").f) << kPrecisions.name(precision) << ", " << threads << " threads";
+      EXPECT_EQ(got.at("grad").f, want.at("grad").f) << kPrecisions.name(precision) << ", " << threads << " threads";
     }
   }
 }
@@ -341,7 +341,7 @@ TEST(CpuBackend, MatmulsOfTransposesEqualThoseOfTheirCopies) {
                     {"w", random_tensor(Shape{200, 1000}, 2)},
                     {"q", random_tensor(Shape{3, 40, 1000}, 3)},
                     {"k", random_tensor(Shape{3, 50, 1000}, 4)}};
-  auto products = [&](bool copied, const std::string& precision) {
+  auto products = [&](bool copied, Precision precision) {
     GraphBuilder b;
     const Value a_t = b.transpose(b.infeed("a", DType::kF32, {1000, 300}), {1, 0});
     const Value w_t = b.transpose(b.infeed("w", DType::kF32, {200, 1000}), {1, 0});
@@ -359,11 +359,11 @@ TEST(CpuBackend, MatmulsOfTransposesEqualThoseOfTheirCopies) {
     Variables vars;
     return run_once(b, feeds, &vars, precision);
   };
-  for (const std::string precision : {"fp32", "mxu"}) {
+  for (Precision precision : {Precision::kFp32, Precision::kMxu}) {
     const Outputs read_through = products(false, precision);
     const Outputs copied = products(true, precision);
     for (const char* name : {"both", "batched", "lhs"})
-      EXPECT_EQ(read_through.at(name).f, copied.at(name).f) << name << " " << precision;
+      EXPECT_EQ(read_through.at(name).f, copied.at(name).f) << name << " " << kPrecisions.name(precision);
   }
 }
 
@@ -461,9 +461,11 @@ TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(std::string(wrong.status().message()),
               ::testing::HasSubstr("infeed 'image' takes f32[2, 3]; the batch is f32[3, 2]"));
-  EXPECT_EQ((*backend)->compile(b.graph(), {"fp16"}).status().message(),
-            "cpu backend: unknown precision 'fp16' (fp32 or mxu)");
-  EXPECT_EQ((*backend)->compile(b.graph(), {"fp32", 0}).status().message(),
+  EXPECT_EQ((*backend)->compile(b.graph(), {Precision::kFp32, 2, AllReduceAlgorithm::kTorus})
+                .status()
+                .message(),
+            "cpu backend: allreduce 'torus' is not supported (cpu: ring order only)");
+  EXPECT_EQ((*backend)->compile(b.graph(), {Precision::kFp32, 0}).status().message(),
             "cpu backend: replicas must be at least 1");
   EXPECT_EQ(make_backend("abacus").status().code(), absl::StatusCode::kNotFound);
 }

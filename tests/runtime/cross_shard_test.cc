@@ -63,7 +63,7 @@ Global global_batch(int64_t n, uint64_t seed) {
 LoopResult run_shards(const Graph& g, uint32_t shards, Variables& vars, const Global& data,
                       int steps = 1) {
   auto backend = make_backend("cpu");
-  auto exe = (*backend)->compile(g, {"fp32", shards});
+  auto exe = (*backend)->compile(g, {Precision::kFp32, shards});
   EXPECT_TRUE(exe.ok()) << exe.status();
   std::vector<LoopStep> loop(static_cast<size_t>(steps));
   for (LoopStep& step : loop) {
@@ -129,7 +129,7 @@ TEST(CrossShard, CrossReplicaSumAddsInRingOrder) {
   GraphBuilder b;
   b.output("s", b.cross_replica_sum(b.infeed("x", DType::kF32, {3})));
   auto backend = make_backend("cpu");
-  auto exe = (*backend)->compile(b.graph(), {"fp32", 3});
+  auto exe = (*backend)->compile(b.graph(), {Precision::kFp32, 3});
   ASSERT_TRUE(exe.ok());
   const float big = 1e8f, one = 1.0f;
   LoopStep step;

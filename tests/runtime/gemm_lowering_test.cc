@@ -16,7 +16,7 @@ using sim::MatrixF;
 
 std::unique_ptr<sim::System> make_system(bool timing_only = false) {
   auto spec = config::load_slice("v3-8");
-  auto system = sim::System::create(*spec, {"tpu", timing_only, nullptr});
+  auto system = sim::System::create(*spec, {sim::MxuPolicy::kTpu, timing_only, nullptr});
   EXPECT_TRUE(system.ok()) << system.status();
   return std::move(*system);
 }

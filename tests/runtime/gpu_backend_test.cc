@@ -71,7 +71,7 @@ TEST(GpuBackend, EveryOpcheckCasePassesAgainstTheCpu) {
   GPU_OR_SKIP(gpu);
   (void)gpu;
   for (const opcheck::OpCase& c : opcheck::all_cases()) {
-    for (const char* precision : {"fp32", "mxu"}) {
+    for (Precision precision : {Precision::kFp32, Precision::kMxu}) {
       auto results = opcheck::run_case(c, {"gpu", precision}, 1, {"cpu", precision});
       ASSERT_TRUE(results.ok()) << c.op << " " << c.shape << ": " << results.status();
       for (const opcheck::CaseResult& r : *results) {
@@ -85,7 +85,7 @@ TEST(GpuBackend, EveryOpcheckCasePassesAgainstTheCpu) {
 
 // Runs `g` once on `backend` at `step`; the outputs.
 Outputs run_on(Backend& backend, const Graph& g, const Feeds& feeds, uint64_t step,
-               const std::string& precision = "fp32") {
+               Precision precision = Precision::kFp32) {
   auto exe = backend.compile(g, {precision});
   EXPECT_TRUE(exe.ok()) << exe.status();
   if (!exe.ok()) return {};
@@ -172,8 +172,8 @@ TEST(GpuBackend, SplitSumsFollowTheCpu) {
   auto cpu = make_backend("cpu");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   for (const uint32_t replicas : {1u, 3u}) {
-    auto cpu_exe = (*cpu)->compile(b.graph(), {"fp32", replicas});
-    auto gpu_exe = gpu.compile(b.graph(), {"fp32", replicas});
+    auto cpu_exe = (*cpu)->compile(b.graph(), {Precision::kFp32, replicas});
+    auto gpu_exe = gpu.compile(b.graph(), {Precision::kFp32, replicas});
     ASSERT_TRUE(cpu_exe.ok() && gpu_exe.ok());
     std::vector<LoopStep> steps(2);  // two steps: the second's batches differ from the first's
     for (uint32_t s = 0; s < 2; ++s) {
@@ -255,8 +255,8 @@ TEST(GpuBackend, TrainingStepsFollowTheCpu) {
   for (uint32_t s = 0; s < 5; ++s)
     batches.push_back({{"x", uniform({32, 12}, 10 + s)}, {"y", uniform({32, 3}, 20 + s)}});
   auto cpu = make_backend("cpu");
-  for (const char* precision : {"fp32", "mxu"}) {
-    const double tol = std::string(precision) == "fp32" ? 1e-5 : 1e-2;
+  for (Precision precision : {Precision::kFp32, Precision::kMxu}) {
+    const double tol = precision == Precision::kFp32 ? 1e-5 : 1e-2;
     Variables on_cpu = initial_variables(b.graph()), on_gpu = on_cpu;
     auto cpu_exe = (*cpu)->compile(b.graph(), {precision});
     auto gpu_exe = gpu.compile(b.graph(), {precision});
@@ -266,11 +266,11 @@ TEST(GpuBackend, TrainingStepsFollowTheCpu) {
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     for (size_t s = 0; s < batches.size(); ++s) {
       const float l = (*want)[s].at("loss").f[0];
-      EXPECT_NEAR((*got)[s].at("loss").f[0], l, tol * std::abs(l)) << precision << " step " << s;
+      EXPECT_NEAR((*got)[s].at("loss").f[0], l, tol * std::abs(l)) << kPrecisions.name(precision) << " step " << s;
     }
     for (const auto& [name, value] : on_cpu) {
       for (size_t i = 0; i < value.f.size(); ++i)
-        EXPECT_NEAR(on_gpu.at(name).f[i], value.f[i], tol) << precision << " " << name;
+        EXPECT_NEAR(on_gpu.at(name).f[i], value.f[i], tol) << kPrecisions.name(precision) << " " << name;
     }
   }
 }
@@ -290,7 +290,7 @@ TEST(GpuBackend, ReplicasSumInRingOrder) {
   }
   auto cpu = make_backend("cpu");
   auto run = [&](Backend& backend) {
-    auto exe = backend.compile(b.graph(), {"fp32", 3});
+    auto exe = backend.compile(b.graph(), {Precision::kFp32, 3});
     EXPECT_TRUE(exe.ok());
     Variables none;
     auto out = backend.run_loop(**exe, none, {step}, 0);
@@ -325,8 +325,8 @@ TEST(GpuBackend, CrossShardStepKeepsReplicasEqual) {
   }
   auto cpu = make_backend("cpu");
   Variables on_cpu = initial_variables(b.graph()), on_gpu = on_cpu;
-  auto cpu_exe = (*cpu)->compile(b.graph(), {"fp32", 4});
-  auto gpu_exe = gpu.compile(b.graph(), {"fp32", 4});
+  auto cpu_exe = (*cpu)->compile(b.graph(), {Precision::kFp32, 4});
+  auto gpu_exe = gpu.compile(b.graph(), {Precision::kFp32, 4});
   ASSERT_TRUE(cpu_exe.ok() && gpu_exe.ok());
   ASSERT_TRUE((*cpu)->run_loop(**cpu_exe, on_cpu, loop, 0).ok());
   auto got = gpu.run_loop(**gpu_exe, on_gpu, loop, 0);
@@ -344,9 +344,9 @@ TEST(GpuBackend, BadOptionsAreNamed) {
   GPU_OR_SKIP(gpu);
   GraphBuilder b;
   b.output("y", b.infeed("x", DType::kF32, {2}) * 2.0f);
-  auto exe = gpu.compile(b.graph(), {"fp8"});
+  auto exe = gpu.compile(b.graph(), {Precision::kFp32, 2, AllReduceAlgorithm::kTorus});
   ASSERT_FALSE(exe.ok());
-  EXPECT_NE(std::string(exe.status().message()).find("gpu backend: unknown precision 'fp8'"),
+  EXPECT_NE(std::string(exe.status().message()).find("gpu backend: allreduce 'torus' is not"),
             std::string::npos);
   auto ok = gpu.compile(b.graph(), {});
   ASSERT_TRUE(ok.ok());

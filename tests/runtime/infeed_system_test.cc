@@ -130,7 +130,7 @@ Measured measure_step() {
   if (!tpu.ok()) return m;
   m.tpu = *std::move(tpu);
   const Graph g = training_step();
-  auto exe = m.tpu->compile(g, {"fp32", kReplicas});
+  auto exe = m.tpu->compile(g, {Precision::kFp32, kReplicas});
   EXPECT_TRUE(exe.ok()) << exe.status();
   if (!exe.ok()) return m;
   m.exe = *std::move(exe);
@@ -149,13 +149,14 @@ struct BothBackends {
   Variables on_tpu, on_cpu;
 };
 
-BothBackends run_on_both(const Graph& g, const std::string& allreduce = "ring") {
+BothBackends run_on_both(const Graph& g,
+                         AllReduceAlgorithm allreduce = AllReduceAlgorithm::kRing) {
   BothBackends out;
   out.on_tpu = out.on_cpu = initial_variables(g);
   auto tpu = make_backend("tpusim");
   auto cpu = make_backend("cpu");
-  auto tpu_exe = (*tpu)->compile(g, {"fp32", kReplicas, allreduce});
-  auto cpu_exe = (*cpu)->compile(g, {"mxu", kReplicas});
+  auto tpu_exe = (*tpu)->compile(g, {Precision::kFp32, kReplicas, allreduce});
+  auto cpu_exe = (*cpu)->compile(g, {Precision::kMxu, kReplicas});
   EXPECT_TRUE(tpu_exe.ok()) << tpu_exe.status();
   EXPECT_TRUE(cpu_exe.ok()) << cpu_exe.status();
   if (!tpu_exe.ok() || !cpu_exe.ok()) return out;
@@ -197,7 +198,7 @@ TEST(InfeedSystem, ReplicasTrainOnTheirOwnShardsOnTheirOwnCores) {
 // interconnect, every replica starts each step with bitwise the same weights, and they follow
 // the cpu backend's replicas (mxu precision), whichever algorithm moves the gradients (the ones
 // other than the ring add in other orders: the same sums up to rounding).
-class CrossShardTraining : public ::testing::TestWithParam<std::string> {};
+class CrossShardTraining : public ::testing::TestWithParam<AllReduceAlgorithm> {};
 
 TEST_P(CrossShardTraining, KeepsEveryCoreInStep) {
   const BothBackends both = run_on_both(training_step(/*cross_shard=*/true), GetParam());
@@ -218,22 +219,20 @@ TEST_P(CrossShardTraining, KeepsEveryCoreInStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(InfeedSystem, CrossShardTraining,
-                         ::testing::Values("ring", "bidir_ring", "torus2d", "torus"));
+                         ::testing::Values(AllReduceAlgorithm::kRing, AllReduceAlgorithm::kBidirRing,
+                                           AllReduceAlgorithm::kTorus2d, AllReduceAlgorithm::kTorus));
 
 // The torus algorithms run over every core of the slice, so they need a replica on each; an
-// algorithm the interconnect does not have is named with the ones it does.
+// algorithm the interconnect does not have is not one of the words the CLI parses, which it names.
 TEST(InfeedSystem, AllReduceAlgorithmsTheStepCannotUseAreRefused) {
   auto tpu = make_backend("tpusim");
-  auto exe = (*tpu)->compile(training_step(), {"fp32", 4, "torus"});
+  auto exe = (*tpu)->compile(training_step(), {Precision::kFp32, 4, AllReduceAlgorithm::kTorus});
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(std::string(exe.status().message()),
               ::testing::HasSubstr("allreduce 'torus' runs over every core of v3-8 (8), but the "
                                    "step has 4 replica(s): use ring or bidir_ring"));
-  exe = (*tpu)->compile(training_step(), {"fp32", kReplicas, "tree"});
-  ASSERT_FALSE(exe.ok());
-  EXPECT_THAT(
-      std::string(exe.status().message()),
-      ::testing::HasSubstr("unknown allreduce 'tree' (ring, bidir_ring, torus2d or torus)"));
+  EXPECT_EQ(kAllReduceAlgorithms.parse("tree"), std::nullopt);
+  EXPECT_EQ(kAllReduceAlgorithms.list(), "ring, bidir_ring, torus2d or torus");
 }
 
 // With the same inputs the interconnect's sum and the cpu backend's are bitwise equal: both add
@@ -249,7 +248,7 @@ TEST(InfeedSystem, CrossReplicaSumIsBitwiseTheCpuBackends) {
   std::vector<std::vector<float>> sums;
   for (const char* name : {"tpusim", "cpu"}) {
     auto backend = make_backend(name);
-    auto exe = (*backend)->compile(b.graph(), {"fp32", kReplicas});
+    auto exe = (*backend)->compile(b.graph(), {Precision::kFp32, kReplicas});
     ASSERT_TRUE(exe.ok()) << exe.status();
     Variables none;
     auto out = (*backend)->run_loop(**exe, none, {step}, 0);
@@ -280,7 +279,7 @@ TEST(InfeedSystem, ABf16InfeedCrossesTheLinkInHalfTheBytesWithTheSameValues) {
     ASSERT_TRUE(backend.ok()) << backend.status();
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const Graph g = sums_of(dtype);
-      auto exe = (*backend)->compile(g, {"fp32", kReplicas});
+      auto exe = (*backend)->compile(g, {Precision::kFp32, kReplicas});
       ASSERT_TRUE(exe.ok()) << exe.status();
       Variables none;
       loops[str_cat(name, " ", dtype_name(dtype))] = run_fed(**backend, **exe, none, 1, 0);
@@ -316,7 +315,7 @@ TEST(InfeedSystem, ABf16InfeedCrossesTheLinkInHalfTheBytesWithTheSameValues) {
   std::vector<std::vector<float>> direct;
   for (const char* name : {"tpusim", "cpu"}) {
     auto backend = make_backend(name);
-    auto exe = (*backend)->compile(sums_of(DType::kBF16), {"fp32", kReplicas});
+    auto exe = (*backend)->compile(sums_of(DType::kBF16), {Precision::kFp32, kReplicas});
     ASSERT_TRUE(exe.ok()) << exe.status();
     Variables none;
     auto out = (*backend)->run_loop(**exe, none, {raw}, 0);
@@ -338,7 +337,7 @@ TEST(InfeedSystem, AnOverlappedAllReduceChangesTheStepTimeNotTheValues) {
   std::map<bool, Loop> loops;
   std::map<bool, Variables> after;
   for (bool overlap : {true, false}) {
-    auto exe = (*tpu)->compile(g, {"fp32", kReplicas, "ring", overlap});
+    auto exe = (*tpu)->compile(g, {Precision::kFp32, kReplicas, AllReduceAlgorithm::kRing, overlap});
     ASSERT_TRUE(exe.ok()) << exe.status();
     after[overlap] = initial_variables(g);
     loops[overlap] = run_fed(**tpu, **exe, after[overlap], 3, 0);
@@ -372,7 +371,7 @@ TEST(InfeedSystem, AnOverlappedAllReduceChangesTheStepTimeNotTheValues) {
 
 TEST(InfeedSystem, ReplicasBeyondTheCoresAreRefused) {
   auto tpu = make_backend("tpusim");
-  auto exe = (*tpu)->compile(training_step(), {"fp32", 9});
+  auto exe = (*tpu)->compile(training_step(), {Precision::kFp32, 9});
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(std::string(exe.status().message()),
               ::testing::HasSubstr("9 replicas on v3-8, which has 8 cores (one replica per core)"));

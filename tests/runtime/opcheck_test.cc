@@ -67,7 +67,7 @@ TEST(OpCheck, TensorErrorCountsNanAndInfinityAnywhere) {
 
 TEST(OpCheck, BackendSpecs) {
   EXPECT_EQ(parse_backend_spec("cpu:mxu")->label(), "cpu:mxu");
-  EXPECT_EQ(parse_backend_spec("cpu")->precision, "fp32");
+  EXPECT_EQ(parse_backend_spec("cpu")->precision, Precision::kFp32);
   EXPECT_FALSE(parse_backend_spec("cpu:fp8").ok());
   EXPECT_FALSE(parse_backend_spec(":mxu").ok());
   auto missing = run_case(all_cases()[0], *parse_backend_spec("quantum"));

@@ -38,7 +38,7 @@ std::vector<Reference> read_reference(const std::string& name) {
 
 TEST(ScaleSimReference, EveryLayerOfEveryTopologyMatchesExactly) {
   auto spec = config::load_slice("v3-8");
-  auto system = sim::System::create(*spec, {"scalesim_ws", true, nullptr});
+  auto system = sim::System::create(*spec, {sim::MxuPolicy::kScaleSimWs, true, nullptr});
   ASSERT_TRUE(system.ok());
   const std::string workloads =
       std::string(TPUSIM_SOURCE_DIR) + "/tests/runtime/data/scalesim_topologies/";

@@ -33,7 +33,7 @@ TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {
   ASSERT_TRUE(b.status().ok()) << b.status();
   auto backend = make_backend("tpusim");
   ASSERT_TRUE(backend.ok());
-  auto exe = (*backend)->compile(b.graph(), {"fp32"});
+  auto exe = (*backend)->compile(b.graph(), {Precision::kFp32});
   ASSERT_TRUE(exe.ok()) << exe.status();
   Variables vars = initial_variables(b.graph());
   opcheck::OpCase c;
@@ -108,7 +108,7 @@ TEST(TpusimBackend, OptimizersAndSchedulesMatchCpu) {
     Variables on_cpu = initial_variables(b.graph()), on_tpu = on_cpu;
     for (auto [name, vars_ptr] : {std::pair{"cpu", &on_cpu}, std::pair{"tpusim", &on_tpu}}) {
       auto backend = make_backend(name);
-      auto exe = (*backend)->compile(b.graph(), {name == std::string("cpu") ? "mxu" : "fp32"});
+      auto exe = (*backend)->compile(b.graph(), {name == std::string("cpu") ? Precision::kMxu : Precision::kFp32});
       ASSERT_TRUE(exe.ok()) << exe.status();
       auto out = (*backend)->run(**exe, *vars_ptr, feeds, 0);
       ASSERT_TRUE(out.ok()) << out.status();

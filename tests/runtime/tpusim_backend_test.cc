@@ -17,11 +17,13 @@
 #include "runtime/graph/layers.h"
 #include "runtime/graph/optimizers.h"
 #include "runtime/opcheck/harness.h"
+#include "tests/runtime/tpusim_run_once.h"
 
 namespace tpusim::runtime {
 namespace tpusim_backend_test {
 
 using opcheck::parse_backend_spec;
+using testing::run_once;
 
 TEST(TpusimBackend, EveryOpCaseMatchesTheCpuReference) {
   int ops = 0;
@@ -80,7 +82,7 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
     c.inputs = {{"x", DType::kF32, {16, 12}}, {"labels", DType::kS32, {16}, 0, 4}};
     feeds.push_back(opcheck::make_feeds(c, 10));  // the same batch: the loss must fall
   }
-  auto run_on = [&](const char* name, const char* precision, Variables* v) {
+  auto run_on = [&](const char* name, Precision precision, Variables* v) {
     auto backend = make_backend(name);
     auto exe = (*backend)->compile(b.graph(), {precision});
     EXPECT_TRUE(exe.ok()) << exe.status();
@@ -90,8 +92,8 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   };
   Variables on_cpu = initial_variables(b.graph());
   Variables on_tpu = on_cpu;
-  const auto cpu = run_on("cpu", "mxu", &on_cpu);
-  const auto tpu = run_on("tpusim", "fp32", &on_tpu);
+  const auto cpu = run_on("cpu", Precision::kMxu, &on_cpu);
+  const auto tpu = run_on("tpusim", Precision::kFp32, &on_tpu);
   ASSERT_EQ(tpu.size(), 3u);
   for (size_t s = 0; s < 3; ++s) {
     EXPECT_NEAR(tpu[s].at("loss").f[0], cpu[s].at("loss").f[0], 1e-4) << "step " << s;
@@ -100,149 +102,6 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   for (const auto& [name, value] : on_cpu) {
     for (size_t i = 0; i < value.f.size(); ++i)
       EXPECT_NEAR(on_tpu[name].f[i], value.f[i], 1e-4) << name;
-  }
-}
-
-// One step of `graph` on the tpusim backend from its initial variables: the first replica's
-// outputs (none, with the failure reported, when it does not compile or run).
-Outputs run_once(const Graph& graph, const CompileOptions& options,
-                 const std::vector<Feeds>& feeds) {
-  auto backend = make_backend("tpusim");
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (!backend.ok()) return {};
-  auto exe = (*backend)->compile(graph, options);
-  EXPECT_TRUE(exe.ok()) << exe.status();
-  if (!exe.ok()) return {};
-  Variables v = initial_variables(graph);
-  auto out = (*backend)->run(**exe, v, feeds, 0);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? out->at(0) : Outputs{};
-}
-
-// Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
-// patches_to_image compute as separate fragments. The forward outputs and the input gradients
-// are bit for bit the same (the MXUs sum the same depth chunks in the same order); a kernel
-// gradient sums its pixels tile by tile, so its f32 sums round differently. Three convolutions
-// over 20 images of 32x32x16, 8 to a VMEM tile (3 tiles): SAME at stride 1 (the flat im2col) and
-// VALID at stride 2 (one copy per image row).
-TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {20, 32, 32, 16});
-  const Value labels = b.infeed("labels", DType::kS32, {20});
-  using layers::Activation;
-  using layers::Padding;
-  Value h = layers::conv2d(b, x, 16, 3, 1, Padding::kSame, Activation::kRelu, 1);
-  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
-  h = layers::conv2d(b, h, 8, 3, 2, Padding::kValid, Activation::kRelu, 3);
-  const Value logits = layers::dense(b, b.reshape(h, {20, 15 * 15 * 8}), 4, Activation::kNone, 4);
-  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-  std::vector<Value> vars;
-  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
-  auto grads = gradients(b, loss, vars);
-  ASSERT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  for (size_t i = 0; i < vars.size(); ++i)
-    b.output(b.graph().node(vars[i].id).attrs.name, (*grads)[i]);
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  opcheck::OpCase c;
-  c.inputs = {{"x", DType::kF32, {20, 32, 32, 16}}, {"labels", DType::kS32, {20}, 0, 4}};
-  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 3)};
-
-  CompileOptions fused_options, unfused_options;
-  unfused_options.fuse_convolutions = false;
-  const Outputs fused = run_once(b.graph(), fused_options, feeds);
-  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
-  ASSERT_EQ(fused.size(), 9u);  // the loss and 4 kernels' and 4 biases' gradients
-  EXPECT_EQ(fused.at("loss").f[0], unfused.at("loss").f[0]);
-  int rounded = 0;
-  for (const auto& [name, value] : unfused) {
-    const std::vector<float>& f = fused.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    const bool kernel =
-        name.find("conv2d") != std::string::npos && name.find("kernel") != std::string::npos;
-    float scale = 0;
-    for (float v : value.f) scale = std::max(scale, std::abs(v));
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (!kernel) {
-        ASSERT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
-      } else {
-        ASSERT_NEAR(f[i], value.f[i], 1e-5f * scale) << name << "[" << i << "]";
-        rounded += f[i] != value.f[i];
-      }
-    }
-  }
-  EXPECT_GT(rounded, 0);  // the kernel gradients really were summed another way
-}
-
-// Fused max pools (reduce-window and its gradient on strided views in VMEM) compute bit for bit
-// what extract_patches, reduce_max, the gradient's masks and patches_to_image compute as separate
-// fragments, ties included, and a gradient of -0 (a window's other pixels, times a negative
-// gradient) becomes +0 as patches_to_image's sum into zeros makes it: a pool of small integers
-// (levels) has windows with two, three or four equal maxima, which share the gradient, and the
-// ReLUs leave windows of zeros. 24 images of 64x64x8, 11 to a gradient tile (3 tiles); a pool of
-// pooled values; and a 3x3 SAME pool at stride 2, which does not tile its images and stays unfused.
-TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {24, 64, 64, 8});
-  const Value labels = b.infeed("labels", DType::kS32, {24});
-  const Value levels = b.cast(b.infeed("levels", DType::kS32, {24, 16, 16, 8}), DType::kF32);
-  using layers::Activation;
-  using layers::Padding;
-  const Value features = layers::conv2d(b, x, 8, 3, 1, Padding::kSame, Activation::kRelu, 1);
-  const Value pooled = layers::max_pooling2d(b, features, 2, 2);
-  Value h = layers::conv2d(b, pooled, 8, 3, 1, Padding::kSame, Activation::kRelu, 2);
-  h = layers::max_pooling2d(b, layers::max_pooling2d(b, h, 2, 2), 2, 2);
-  h = layers::max_pooling2d(b, h, 3, 2, Padding::kSame);
-  const Value logits = layers::dense(b, b.reshape(h, {24, 4 * 4 * 8}), 4, Activation::kNone, 3);
-  const Value pooled_levels = layers::max_pooling2d(b, levels, 2, 2);
-  const Value loss =
-      layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0}) +
-      layers::reduce_mean(b.unary(Op::kSquare, pooled_levels), {0, 1, 2, 3});
-  std::vector<Value> wrt{levels, features};
-  for (int id : b.graph().variables()) wrt.push_back(Value{id, &b});
-  auto grads = gradients(b, loss, wrt);
-  ASSERT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  b.output("pooled", pooled);
-  b.output("levels_grad", (*grads)[0]);
-  b.output("features_grad", (*grads)[1]);  // the first pool's gradient itself
-  for (size_t i = 2; i < wrt.size(); ++i)
-    b.output(b.graph().node(wrt[i].id).attrs.name, (*grads)[i]);
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  opcheck::OpCase c;
-  c.inputs = {{"x", DType::kF32, {24, 64, 64, 8}},
-              {"labels", DType::kS32, {24}, 0, 4},
-              {"levels", DType::kS32, {24, 16, 16, 8}, 0, 4}};
-  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
-
-  CompileOptions fused_options, unfused_options;
-  unfused_options.fuse_pools = false;
-  const Outputs fused = run_once(b.graph(), fused_options, feeds);
-  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
-  // The loss, the pooled values, two pools' gradients, 3 kernels' and 3 biases' gradients.
-  ASSERT_EQ(fused.size(), 10u);
-  int zeros = 0;
-  for (const auto& [name, value] : unfused) {
-    const std::vector<float>& f = fused.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    for (size_t i = 0; i < f.size(); ++i) {
-      ASSERT_EQ(std::memcmp(&f[i], &value.f[i], 4), 0)
-          << name << "[" << i << "]: " << f[i] << " against " << value.f[i];
-    }
-    if (name == "pooled") zeros = static_cast<int>(std::count(f.begin(), f.end(), 0.0f));
-  }
-  EXPECT_GT(zeros, 0);  // windows of ReLU zeros
-  // Shared gradients: a tie of n maxima gives each 2 m / n / elements, m the window's maximum.
-  const std::vector<float>& levels_grad = fused.at("levels_grad").f;
-  const float unit = 2.0f / (24 * 8 * 8 * 8);
-  std::set<float> shares;
-  for (float v : levels_grad) {
-    if (v != 0) shares.insert(v / unit);
-  }
-  for (float share : {3.0f / 2, 3.0f / 3, 3.0f / 4, 2.0f / 2}) {
-    bool found = false;
-    for (float v : shares) found |= std::abs(v - share) < 1e-4f;
-    EXPECT_TRUE(found) << "no tie with the share " << share;
   }
 }
 
@@ -358,47 +217,6 @@ TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
   expect_the_cpus_bits(b.graph(), feeds, 3);
 }
 
-// Reductions that compute their elementwise inputs in VMEM (lower_fused_reduction) against the
-// same graph with those inputs written to HBM first: over the last axis bit for bit (the same
-// per-row reduce), and down the rows too when one tile holds them all (one reduce of them all) or
-// for a max (exact in any order); a sum over many tiles adds the tiles' partial rows in order, so
-// it rounds differently from the unfused partitions, within f32 rounding of the sum.
-TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {300, 40});
-  const Value y = b.infeed("y", DType::kF32, {16, 8, 8, 16});
-  const Value m = b.infeed("m", DType::kF32, {16});
-  const Value z = b.infeed("z", DType::kF32, {256, 32, 32, 16});
-  b.output("row_sums", b.reduce(Op::kReduceSum, b.unary(Op::kExp, x) * 0.5f + x, {1}));
-  b.output("row_maxima", b.reduce(Op::kReduceMax, x * x + -1.0f, {1}));
-  const Value centred = y - b.broadcast(m, y.shape(), {3});
-  b.output("variance", b.reduce(Op::kReduceSum, centred * centred, {0, 1, 2}));
-  b.output("squares", b.reduce(Op::kReduceSum, b.unary(Op::kSquare, z), {0, 1, 2}));
-  b.output("maxima", b.reduce(Op::kReduceMax, z * 2.0f, {0, 1, 2}));
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  opcheck::OpCase c;
-  c.inputs = {{"x", DType::kF32, {300, 40}},
-              {"y", DType::kF32, {16, 8, 8, 16}},
-              {"m", DType::kF32, {16}},
-              {"z", DType::kF32, {256, 32, 32, 16}}};
-  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
-  CompileOptions unfused_options;
-  unfused_options.fuse_reductions = false;
-  const Outputs fused = run_once(b.graph(), CompileOptions{}, feeds);
-  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
-  ASSERT_EQ(fused.size(), 5u);
-  for (const auto& [name, value] : unfused) {
-    const std::vector<float>& f = fused.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    if (name != "squares") {
-      EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-      continue;
-    }
-    for (size_t i = 0; i < f.size(); ++i)
-      EXPECT_NEAR(f[i], value.f[i], 1e-5f * std::abs(value.f[i])) << name << "[" << i << "]";
-  }
-}
-
 // Reductions over the leading axes of an input many VMEM tiles long (one pipelined pass into an
 // accumulator) compute what the cpu does: the maxima bit for bit, the sums to f32 rounding.
 TEST(TpusimBackend, LongLeadingAxisReductionsMatchTheCpu) {
@@ -428,47 +246,6 @@ TEST(TpusimBackend, LongLeadingAxisReductionsMatchTheCpu) {
   }
 }
 
-// Recomputing a shared producer in each reader's fragment computes the same values bit for bit:
-// a batch-norm training step (whose centred values and normalised ones several gradient
-// fragments read) with and without, loss and every gradient.
-TEST(TpusimBackend, RecomputedProducersComputeWhatTheMaterialisedOnesDo) {
-  GraphBuilder b;
-  const Value x = b.infeed("x", DType::kF32, {32, 8, 8, 16});
-  const Value labels = b.infeed("labels", DType::kS32, {32});
-  using layers::Activation;
-  using layers::Padding;
-  Value h = layers::conv2d(b, x, 16, 3, 1, Padding::kSame, Activation::kNone, 1);
-  h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
-  const Value logits = layers::dense(b, b.reshape(h, {32, 8 * 8 * 16}), 4, Activation::kNone, 2);
-  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-  std::vector<Value> wrt{x};
-  for (int id : b.graph().variables()) {
-    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
-      wrt.push_back(Value{id, &b});
-  }
-  auto grads = gradients(b, loss, wrt);
-  ASSERT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  for (size_t i = 0; i < wrt.size(); ++i) b.output("grad" + std::to_string(i), (*grads)[i]);
-  ASSERT_TRUE(b.status().ok()) << b.status();
-  opcheck::OpCase c;
-  c.inputs = {{"x", DType::kF32, {32, 8, 8, 16}}, {"labels", DType::kS32, {32}, 0, 4}};
-  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 9)};
-  auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
-  ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_GE(step->recomputed_nodes, 3u);  // the batch norm's shared values
-  CompileOptions kept;
-  kept.recompute_shared_producers = false;
-  const Outputs recomputed = run_once(b.graph(), CompileOptions{}, feeds);
-  const Outputs materialised = run_once(b.graph(), kept, feeds);
-  ASSERT_EQ(recomputed.size(), wrt.size() + 1);
-  for (const auto& [name, value] : materialised) {
-    const std::vector<float>& f = recomputed.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-  }
-}
-
 // Batched GEMMs with no operand shared (attention's) run as one fragment over tiles of whole
 // entries; each entry's product is bit for bit the one a lone 2D matmul of that entry gives (the
 // same MXU sums, depth chunks in the same order: 16 deep, and 130 deep in two chunks).
@@ -494,7 +271,7 @@ TEST(TpusimBackend, BatchedMatmulsInVmemMatchEachEntrysOwnMatmul) {
     c.inputs.push_back({"w" + id, DType::kF32, {batch, k, n}});
   }
   ASSERT_TRUE(b.status().ok()) << b.status();
-  for (const char* precision : {"fp32", "mxu"}) {
+  for (Precision precision : {Precision::kFp32, Precision::kMxu}) {
     CompileOptions options;
     options.precision = precision;
     const Outputs out = run_once(b.graph(), options, {opcheck::make_feeds(c, 3)});
@@ -507,7 +284,7 @@ TEST(TpusimBackend, BatchedMatmulsInVmemMatchEachEntrysOwnMatmul) {
         const std::vector<float>& entry = out.at("entry" + id + "_" + std::to_string(e)).f;
         ASSERT_EQ(entry.size(), static_cast<size_t>(m * n));
         EXPECT_EQ(std::memcmp(entry.data(), batched.data() + e * m * n, entry.size() * 4), 0)
-            << precision << " case " << i << " entry " << e;
+            << kPrecisions.name(precision) << " case " << i << " entry " << e;
       }
     }
   }

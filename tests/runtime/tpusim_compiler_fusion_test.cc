@@ -1,4 +1,5 @@
-// The tpusim compiler without running: its fused convolutions and pools, and the steps it refuses.
+// The tpusim compiler without running: its fused convolutions and pools, folded broadcasts,
+// recomputed producers, and the steps it refuses.
 #include <algorithm>
 #include <set>
 
@@ -163,6 +164,102 @@ TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {
   EXPECT_THAT(std::string(step.status().message()),
               ::testing::HasSubstr("(the largest: concat 'concat' f32[671744, 16384], 44023414784 "
                                    "bytes); a core has 17179869184"));
+}
+
+// A per-channel vector stretched over an image batch (batch norm's mean) and a per-row value
+// stretched over its row (softmax's sum), read only by elementwise fragments of their own shape,
+// are folded into them as row and column operands: no fragment writes the broadcast and it has
+// no buffer. A broadcast that a matmul reads, one that is an output, and one that stretches a
+// middle dim are materialised as before.
+TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 8, 8, 16});
+  const Value mean = b.infeed("mean", DType::kF32, {16});
+  const Value rows = b.infeed("rows", DType::kF32, {64, 10});
+  const Value sums = b.infeed("sums", DType::kF32, {64});
+  const Value w = b.infeed("w", DType::kF32, {10, 10});
+  const Value mid = b.infeed("mid", DType::kF32, {8});
+  const Value centred = x - b.broadcast(mean, x.shape(), {3});
+  b.output("centred", b.unary(Op::kSquare, centred));
+  b.output("normalised", rows / b.broadcast(sums, rows.shape(), {0}));
+  b.output("product", b.matmul(b.broadcast(sums, rows.shape(), {0}), w));  // read by a matmul
+  b.output("exported", b.broadcast(mean, x.shape(), {3}));
+  b.output("middle", x * b.broadcast(mid, x.shape(), {2}));  // neither a row nor a column
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  const Graph& g = b.graph();
+  int row = 0, column = 0, none = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.node(id).op != Op::kBroadcast) continue;
+    const FoldedBroadcast f = broadcast_fold(g, id);
+    row += f == FoldedBroadcast::kRow;
+    column += f == FoldedBroadcast::kColumn;
+    none += f == FoldedBroadcast::kNone;
+  }
+  EXPECT_EQ(row, 2);     // both of mean's
+  EXPECT_EQ(column, 2);  // both of sums'
+  EXPECT_EQ(none, 1);    // mid's
+  auto step = compile_graph(g, v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  // Three broadcasts are written: the matmul's operand, the output and the middle one.
+  EXPECT_GT(units_of(step->program->cores(0), "broadcast").vector, 0);
+  int folded = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (g.node(id).op != Op::kBroadcast) continue;
+    const bool has_buffer = step->plan.owner[static_cast<size_t>(id)] == id &&
+                            step->plan.address[static_cast<size_t>(id)] != 0;
+    folded += !has_buffer;
+  }
+  EXPECT_EQ(folded, 2);
+
+  // With only the folded ones, no broadcast has an instruction.
+  GraphBuilder only;
+  const Value x2 = only.infeed("x", DType::kF32, {64, 8, 8, 16});
+  const Value rows2 = only.infeed("rows", DType::kF32, {64, 10});
+  only.output("centred",
+              x2 - only.broadcast(only.infeed("mean", DType::kF32, {16}), x2.shape(), {3}));
+  only.output("normalised",
+              rows2 / only.broadcast(only.infeed("sums", DType::kF32, {64}), rows2.shape(), {0}));
+  auto folded_step = compile_graph(only.graph(), v3_8(), 0);
+  ASSERT_TRUE(folded_step.ok()) << folded_step.status();
+  const UnitCounts none_left = units_of(folded_step->program->cores(0), "broadcast");
+  EXPECT_EQ(none_left.dma + none_left.vector + none_left.mxu, 0);
+  EXPECT_EQ(folded_step->instructions_per_op.count("broadcast"), 0u);
+}
+
+// d = x - y read by two groups of its shape (two outputs) is computed again in each: it has no
+// buffer and no fragment. e = exp(x), read by one of them and by a matmul, stays a buffer of its
+// own, and so does an output.
+TEST(Compiler, SharedElementwiseProducersAreRecomputedByTheirReaders) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {64, 64});
+  const Value y = b.infeed("y", DType::kF32, {64, 64});
+  const Value d = x - y;
+  const Value e = b.unary(Op::kExp, x);
+  b.output("squared", d * d + 1.0f);
+  b.output("scaled", d * 3.0f + e);
+  b.output("product", b.matmul(e, y));
+  b.output("sum", x + y);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  StepOptions kept;
+  kept.recompute_shared_producers = false;
+  auto recomputed = compile_graph(b.graph(), v3_8(), 0);
+  auto materialised = compile_graph(b.graph(), v3_8(), 0, kept);
+  ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+  ASSERT_TRUE(materialised.ok()) << materialised.status();
+  EXPECT_TRUE(sim::validate_program(*recomputed->program, v3_8()).ok());
+  EXPECT_EQ(recomputed->recomputed_nodes, 1u);
+  EXPECT_EQ(materialised->recomputed_nodes, 0u);
+  auto has_buffer = [](const CompiledStep& step, int id) {
+    return step.plan.owner[static_cast<size_t>(id)] == id &&
+           step.plan.address[static_cast<size_t>(id)] != 0;
+  };
+  EXPECT_FALSE(has_buffer(*recomputed, d.id));
+  EXPECT_TRUE(has_buffer(*materialised, d.id));
+  EXPECT_TRUE(has_buffer(*recomputed, e.id));
+  // d's own fragment (a load of x and y and a store per tile) is gone; its readers load x and y.
+  EXPECT_EQ(recomputed->instructions_per_op.count("sub"), 0u);
+  EXPECT_GT(materialised->instructions_per_op.at("sub"), 0u);
 }
 
 }  // namespace tpusim_compiler_fusion_test

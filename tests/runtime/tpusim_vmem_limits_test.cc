@@ -99,7 +99,7 @@ TEST(TpusimBackend, SmallVmemBandsTheImagesAndComputesWhatTheCpuDoes) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   std::map<std::string, Outputs> outputs;
   for (Backend* backend : {tpusim.get(), cpu->get()}) {
-    auto exe = backend->compile(b.graph(), CompileOptions{"mxu"});
+    auto exe = backend->compile(b.graph(), CompileOptions{Precision::kMxu});
     ASSERT_TRUE(exe.ok()) << exe.status();
     Variables v;
     auto out = backend->run(**exe, v, {feeds}, 0);

@@ -55,7 +55,7 @@ TEST_P(ZooMixedPrecision, TrainsOnTheCpuLikeFloat32ToBf16Precision) {
   const std::vector<Feeds> feeds = {opcheck::make_feeds(c, 7)};
   auto loss_of = [&](const Graph& g) {
     auto backend = make_backend("cpu");
-    auto exe = (*backend)->compile(g, {"fp32"});
+    auto exe = (*backend)->compile(g, {Precision::kFp32});
     EXPECT_TRUE(exe.ok()) << exe.status();
     Variables v = initial_variables(g);
     auto out = (*backend)->run(**exe, v, feeds, 0);

@@ -55,7 +55,7 @@ TEST(Deadlock, InfeedThatNeverArrives) {
 
 TEST(Deadlock, OutfeedThatNobodyDrainsIsNotADeadlock) {
   // The host link drains the outfeed queue by itself; five enqueues into a queue of four finish.
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   CoreBuilder c(&p, 0);
   for (int i = 0; i < 5; ++i) c.outfeed(kV);

@@ -81,7 +81,7 @@ TEST(Feeds, LateHostBatchIsCountedAsInfeedWait) {
 // The device is faster than the host: with batches ready every 50,000 cycles it waits for each
 // one; with every batch ready up front it waits only for the first transfer.
 TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   for (uint32_t i = 0; i < 4; ++i) {
     FeedEntry e;
     e.bytes = 4096;
@@ -144,7 +144,7 @@ InfeedStep step_of(std::shared_ptr<HostFeed> feed, uint64_t index) {
 // it ready and step k-1 crossed the link (1181 cycles). A host 3000 cycles behind each take
 // paces the steps; one with every step ready paces them at the link's 1181 cycles.
 TEST(Feeds, TheInfeedThreadTakesStepsInOrderAndTellsTheHost) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   auto paced = std::make_shared<RecordingFeed>(10000, 3000);
   for (uint64_t k = 0; k < 4; ++k) ASSERT_TRUE(system->queue_infeed_step(step_of(paced, k)).ok());
   const uint64_t start = system->now_cycle();
@@ -167,7 +167,7 @@ TEST(Feeds, TheInfeedThreadTakesStepsInOrderAndTellsTheHost) {
 // 4 hosts, core 1 (host 0) gets its 4 batches at the link's pace while host 1 has nothing ready
 // for core 9 until cycle 100000, and host 1's thread then takes its steps on its own.
 TEST(Feeds, EachHostsInfeedThreadTakesItsOwnSteps) {
-  auto system = make_system("v3-32", {"tpu", true, nullptr});
+  auto system = make_system("v3-32", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   for (uint32_t core : {1u, 9u}) {
     CoreBuilder c(&p, core);

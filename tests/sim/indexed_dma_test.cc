@@ -52,7 +52,7 @@ TEST(IndexedDma, GathersAndScattersRowsByClampedIndex) {
 // whole-granule rows the requests spread over every channel, so the gather takes what one dense
 // copy of the same bytes takes, within 1%; packed bf16 rows take half.
 TEST(IndexedDma, ChargesTheRowsItMovesOneHbmRequestEach) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   const uint32_t rows = 2048, cols = 1024, vocab = 30522;
   auto cycles = [&](bool indexed, bool packed) {
     isa::Program p;

@@ -31,7 +31,7 @@ TEST(MemorySystem, StridedDmaCopiesTheBlockBothWays) {
 // must reach the configured 900 GB/s within 5% (only the first access latency is exposed) and
 // never exceed it.
 TEST(MemorySystem, BandwidthBoundCopyReachesButNeverExceedsHbmBandwidth) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint64_t chunk = 4ull << 20;
@@ -107,7 +107,7 @@ TEST(MemorySystem, PackedBf16DmaIsChargedTwoBytesAnElement) {
 // Two cores of one chip share its HBM: copying 16 MiB each takes about twice as long as one
 // core copying alone.
 TEST(MemorySystem, CoresOfAChipContendForHbm) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   auto copy = [](isa::Program* p, uint32_t core) {
     CoreBuilder c(p, core);
     for (uint32_t i = 0; i < 4; ++i) {
@@ -144,7 +144,7 @@ TEST(MemorySystem, CoresOfAChipContendForHbm) {
 // Double-buffered tiles: the DMA of tile i+1 runs while the MXU streams tile i. The overlap
 // shows in the stats: the run is shorter than DMA busy + MXU busy.
 TEST(MemorySystem, DmaOverlapsMxuWork) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint32_t loaded[2] = {c.new_flag(), c.new_flag()};

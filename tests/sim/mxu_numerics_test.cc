@@ -99,7 +99,7 @@ TEST(MxuNumerics, RunsAreBitwiseReproducible) {
 
 // Timing-only runs take the same cycles and leave memory untouched.
 TEST(MxuNumerics, TimingOnlyLeavesMemoryAlone) {
-  auto system = make_system("v3-8", {"tpu", true, nullptr});
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   const MatrixF a = testing::random_matrix(kM, kK, 1);
   const MatrixF w = testing::random_matrix(kK, kN, 2);
   const MatrixF zeros = MatrixF::Zero(kM, kN);

@@ -7,15 +7,17 @@ namespace tpusim::sim {
 namespace mxu_policy_test {
 
 TEST(MxuPolicy, RegistryKnowsBothPolicies) {
-  EXPECT_EQ(mxu_policy_names(), (std::vector<std::string>{"tpu", "scalesim_ws"}));
-  EXPECT_EQ(make_mxu_policy("tpu", 128, 128)->name(), "tpu");
-  EXPECT_EQ(make_mxu_policy("scalesim_ws", 128, 128)->name(), "scalesim_ws");
-  EXPECT_EQ(make_mxu_policy("systolic_magic", 128, 128), nullptr);
+  EXPECT_EQ(kMxuPolicies.list(", ", ", "), "tpu, scalesim_ws");
+  for (const auto& [policy, word] : kMxuPolicies.entries) {
+    EXPECT_EQ(make_mxu_policy(policy, 128, 128)->name(), word);
+    EXPECT_EQ(kMxuPolicies.parse(word), policy);
+  }
+  EXPECT_EQ(kMxuPolicies.parse("systolic_magic"), std::nullopt);
 }
 
 // tpu: the second tile's weights load while the first streams.
 TEST(MxuPolicy, TpuOverlapsTheNextWeightLoad) {
-  auto p = make_mxu_policy("tpu", 128, 128);
+  auto p = make_mxu_policy(MxuPolicy::kTpu, 128, 128);
   const auto w0 = p->load_weights(0, 0);
   EXPECT_EQ(w0.start, 0u);
   EXPECT_EQ(w0.ready, 128u);
@@ -32,7 +34,7 @@ TEST(MxuPolicy, TpuOverlapsTheNextWeightLoad) {
 }
 
 TEST(MxuPolicy, ScaleSimWaitsForTheDrain) {
-  auto p = make_mxu_policy("scalesim_ws", 128, 128);
+  auto p = make_mxu_policy(MxuPolicy::kScaleSimWs, 128, 128);
   p->load_weights(0, 0);
   const auto m0 = p->matmul(0, 0, 100);
   EXPECT_EQ(m0.done, 128u + 100 + 254);  // 2R + C + T - 2 = 482
@@ -40,7 +42,7 @@ TEST(MxuPolicy, ScaleSimWaitsForTheDrain) {
 }
 
 TEST(MxuPolicy, StallMovesTheChainBack) {
-  auto p = make_mxu_policy("tpu", 128, 128);
+  auto p = make_mxu_policy(MxuPolicy::kTpu, 128, 128);
   p->load_weights(0, 0);
   p->matmul(0, 0, 100);  // streams 128..228
   EXPECT_EQ(p->stall_last_stream(300), 300u + 254);

@@ -48,7 +48,7 @@ isa::Program program(System& s, uint32_t simulated) {
 
 TEST(ReplicaFolding, ShadowsTakeTheCyclesOfTheReplicasTheyStandFor) {
   traces::RecordingSink sink;
-  auto s = testing::make_system("v3-8", {"tpu", /*timing_only=*/true, &sink});
+  auto s = testing::make_system("v3-8", {MxuPolicy::kTpu, /*timing_only=*/true, &sink});
   auto full = s->run(program(*s, 8));
   ASSERT_TRUE(full.ok()) << full.status();
   const double full_chip3_bytes = s->stats().value("chip3.hbm.bytes");

@@ -36,7 +36,7 @@ isa::Program small_program() {
 }
 
 TEST(RunReport, JsonIsWhatTheReportPrintedBeforeItWasTyped) {
-  auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   auto run = system->run(small_program());
   ASSERT_TRUE(run.ok()) << run.status();
   // The golden text starts with a newline (after R"json( ) and ends with one.
@@ -45,7 +45,7 @@ TEST(RunReport, JsonIsWhatTheReportPrintedBeforeItWasTyped) {
 }
 
 TEST(RunReport, HoldsEachCoresAndChipsFigures) {
-  auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   auto run = system->run(small_program());
   ASSERT_TRUE(run.ok()) << run.status();
   const RunReport report = system->report(*run);

@@ -11,7 +11,7 @@ namespace trace_hooks_test {
 
 TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
   traces::RecordingSink sink;
-  auto system = testing::make_system("v3-8", {"tpu", true, &sink});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, &sink});
   // Tracks are declared once, at build time: per core 4 DMA engines, 2 MXUs, vpu, infeed, outfeed
   // and ici (collectives), the sequencer's steps, the core's busy runs, and counters of the infeed
   // queue's depth and the HBM bandwidth the DMA engines draw; per chip its host link's
@@ -66,7 +66,7 @@ TEST(TraceHooks, EveryInstructionIsASpanOnItsUnitsTrack) {
 // Every instruction carries the graph op it belongs to; the run's report has each op's FLOPs,
 // HBM bytes and span. The same program as above, as three ops plus a DMA of its own.
 TEST(TraceHooks, ReportProfilesEveryOpFromItsInstructions) {
-  auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   CoreBuilder c(&p, 0);
   const uint32_t f = c.new_flag();
@@ -111,7 +111,7 @@ TEST(TraceHooks, ReportProfilesEveryOpFromItsInstructions) {
 }
 
 TEST(TraceHooks, StatsTreeHasUnitsAndDescriptions) {
-  auto system = testing::make_system("v3-8", {"tpu", true, nullptr});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
   isa::Program p;
   CoreBuilder c(&p, 0);
   c.dma_to_vmem(block(0, 64, 1024, isa::F32), block(0, 64, 1024, isa::F32));
@@ -137,7 +137,7 @@ namespace trace_hooks_test {
 // infeed queue's depth at every change; the HBM bandwidth the DMA engines draw, back to 0 after.
 TEST(TraceHooks, StepsFeedWaitsAndCountersForTheProfiler) {
   traces::RecordingSink sink;
-  auto system = testing::make_system("v3-8", {"tpu", false, &sink});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, false, &sink});
   isa::Program p;
   CoreBuilder c(&p, 1);
   const uint32_t in = c.new_flag();
@@ -206,7 +206,7 @@ namespace trace_hooks_test {
 // 1, back to 0 at the end; its integral times the link's bandwidth is the bytes it moved.
 TEST(TraceHooks, LinkUtilisationCountersAccountForEveryByteOnTheLinks) {
   traces::RecordingSink sink;
-  auto system = testing::make_system("v3-8", {"tpu", true, &sink});
+  auto system = testing::make_system("v3-8", {MxuPolicy::kTpu, true, &sink});
   const uint64_t n = 1 << 20;
   const uint64_t per_core_hbm = system->slice().chip.hbm.capacity_bytes / 2;
   isa::Program p;

@@ -35,26 +35,10 @@ TEST(Cli, CompareOnSyntheticImagesAgrees) {
   EXPECT_FALSE(std::filesystem::exists("/nonexistent/no-data"));
 }
 
-TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
-  const auto data =
-      std::filesystem::temp_directory_path() / ("tpusim-cli-compare-" + std::to_string(::getpid()));
-  auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["reference"], "tpusim");
-  EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu");
-  EXPECT_EQ(j["baseline"]["runs"], 1);
-  EXPECT_EQ(j["baseline"]["loss_differences"].size(), 3u);
-  EXPECT_GT(j["baseline"]["loss_differences"][2].get<double>(), 0);
-  const auto& cpu = j["against"]["cpu"];
-  EXPECT_EQ(cpu["verdict"], "agree");
-  ASSERT_EQ(cpu["losses"].size(), 3u);
-  EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
-  EXPECT_TRUE(cpu["variables"]["dense_1/kernel"].contains("baseline_max_abs"));
-
-  // Three nudges: the baseline is their largest drift, at least the first pattern's alone at
-  // every step and in every variable, and larger somewhere.
-  r = run_tpusim(
+// Three nudges: the baseline is their largest drift, at least the first pattern's alone at
+// every step and in every variable (`j`, one nudge's), and larger somewhere.
+void expect_three_nudges_bound_one(const std::filesystem::path& data, const nlohmann::json& j) {
+  const auto r = run_tpusim(
       {"compare", "--steps", "3", "--data", data.string(), "--baseline-runs", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto three = nlohmann::json::parse(r.out)["baseline"];
@@ -72,10 +56,12 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
     larger = larger || three["variables"][name]["max_abs"] > w["max_abs"];
   }
   EXPECT_TRUE(larger);
+}
 
-  // A difference over one nudge's drift is judged again against three (--baseline-runs auto):
-  // cpu:fp32 still differs.
-  r = run_tpusim(
+// A difference over one nudge's drift is judged again against three (--baseline-runs auto):
+// cpu:fp32 still differs.
+void expect_fp32_to_differ(const std::filesystem::path& data) {
+  const auto r = run_tpusim(
       {"compare", "--steps", "2", "--data", data.string(), "--backends", "tpusim,cpu:fp32"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.out, HasSubstr("rounding baseline: cpu:mxu from initial weights one ulp apart "
@@ -84,8 +70,11 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_THAT(r.out, HasSubstr("cpu:fp32 vs tpusim over 2 steps"));
   EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER (1 of 2 steps' losses over 1e-05 or 5 x the "
                                "baseline's, the first step 2 by"));
+}
 
-  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--baseline", "off",
+// Without the baseline the tolerances alone decide.
+void expect_the_tolerances_to_decide(const std::filesystem::path& data) {
+  auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--baseline", "off",
                   "--weight-tolerance", "0", "--weight-atol", "0", "--loss-tolerance", "1"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, Not(HasSubstr("rounding baseline")));
@@ -96,13 +85,16 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
                   "--weight-tolerance", "0", "--weight-atol", "1", "--loss-tolerance", "1",
                   "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  j = nlohmann::json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out);
   EXPECT_FALSE(j.contains("baseline"));
   EXPECT_EQ(j["against"]["cpu"]["verdict"], "agree");
   EXPECT_TRUE(j["against"]["cpu"]["variables_over_tolerance"].empty());
+}
 
+// Adam: a rate of 1 diverges, and compare says so; at 0.002 tpusim and the cpu agree.
+void expect_adam_verdicts(const std::filesystem::path& data) {
   // Adam at a rate of 1 blows mlp's loss up at step 2: compare says the training diverges.
-  r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--optimizer", "adam",
+  auto r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--optimizer", "adam",
                   "--learning-rate", "1", "--baseline", "off", "--loss-tolerance", "1e9",
                   "--weight-tolerance", "1e9"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -114,13 +106,17 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
                   "--learning-rate", "0.002", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["verdict"], "agree");
+}
 
+// Mixed precision: tpusim and the cpu agree under mixed_bfloat16, and a policy per backend
+// compares the policies.
+void expect_mixed_precision_verdicts(const std::filesystem::path& data) {
   // Under mixed_bfloat16 (activations in bf16) tpusim and the cpu agree as well; the baseline is
   // still the f32 ulp's.
-  r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--dtype-policy",
+  auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--dtype-policy",
                   "mixed_bfloat16", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  j = nlohmann::json::parse(r.out);
+  auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["dtype_policy"], "mixed_bfloat16");
   EXPECT_EQ(j["verdict"], "agree");
   EXPECT_THAT(r.err, HasSubstr("3 steps of mlp (mixed_bfloat16) on tpusim"));
@@ -134,7 +130,10 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu@float32");
   EXPECT_EQ(j["against"]["cpu@mixed_bfloat16"]["verdict"], "differ");
   EXPECT_GT(j["against"]["cpu@mixed_bfloat16"]["losses"][0]["difference"].get<double>(), 1e-4);
+}
 
+// Usage errors, each named.
+void expect_usage_errors() {
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--backends", "cpu"}, "--backends needs at least two backends"},
       {{"--dtype-policy", "mixed_float16"},
@@ -157,10 +156,35 @@ TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
   for (const auto& [flags, message] : bad) {
     std::vector<std::string> args{"compare"};
     args.insert(args.end(), flags.begin(), flags.end());
-    r = run_tpusim(args);
+    const auto r = run_tpusim(args);
     EXPECT_EQ(r.exit_code, 2) << flags[1];
     EXPECT_THAT(r.err, HasSubstr(message));
   }
+}
+
+TEST(Cli, CompareTrainsOnEachBackendAndGivesAVerdict) {
+  const auto data =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-compare-" + std::to_string(::getpid()));
+  auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["reference"], "tpusim");
+  EXPECT_EQ(j["baseline"]["backend"], "cpu:mxu");
+  EXPECT_EQ(j["baseline"]["runs"], 1);
+  EXPECT_EQ(j["baseline"]["loss_differences"].size(), 3u);
+  EXPECT_GT(j["baseline"]["loss_differences"][2].get<double>(), 0);
+  const auto& cpu = j["against"]["cpu"];
+  EXPECT_EQ(cpu["verdict"], "agree");
+  ASSERT_EQ(cpu["losses"].size(), 3u);
+  EXPECT_TRUE(cpu["variables"].contains("dense_1/kernel"));
+  EXPECT_TRUE(cpu["variables"]["dense_1/kernel"].contains("baseline_max_abs"));
+
+  expect_three_nudges_bound_one(data, j);
+  expect_fp32_to_differ(data);
+  expect_the_tolerances_to_decide(data);
+  expect_adam_verdicts(data);
+  expect_mixed_precision_verdicts(data);
+  expect_usage_errors();
   std::filesystem::remove_all(data);
 }
 

@@ -65,42 +65,9 @@ TEST(Cli, SweepRunsTheKernelCommandsToo) {
   std::filesystem::remove_all(tmp);
 }
 
-// A sweep over a config field and a run option: a process per point, a CSV row per point
-// (failed points kept, with their exit code), each point's config written out, and plots when
-// gnuplot is installed (make deps installs it).
-TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
-  const auto tmp =
-      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(tmp);
-  const std::string out = (tmp / "out").string();
-  // Global batch 100 does not divide over the 8 cores: those two points fail.
-  const std::vector<std::string> job = {"train",
-                                        "--model",
-                                        "mlp",
-                                        "--data",
-                                        (tmp / "data").string(),
-                                        "--train-steps",
-                                        "4",
-                                        "--iterations-per-loop",
-                                        "2",
-                                        "--timing-only",
-                                        "--host-timing",
-                                        "config"};
-  std::vector<std::string> sweep = {"sweep",
-                                    "--set",
-                                    "chip.core.mxu_count=1,2",
-                                    "--set",
-                                    "batch_size=256,100",
-                                    "--out",
-                                    out,
-                                    "-j",
-                                    "2",
-                                    "--"};
-  sweep.insert(sweep.end(), job.begin(), job.end());
-  auto r = run_tpusim(sweep);
-  const auto sweep_run = r;
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
+// sweep.csv: a header, then a row of as many cells per point, failed points kept with their exit
+// code, and an empty loss cell for timing-only points.
+void expect_the_sweep_table(const std::string& out) {
   std::ifstream csv(out + "/sweep.csv");
   std::vector<std::string> lines;
   for (std::string line; std::getline(csv, line);) lines.push_back(line);
@@ -131,31 +98,11 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
   EXPECT_EQ(cell(lines[1], loss_column), "") << lines[1];
   EXPECT_EQ(lines[2].rfind("p001,1,100,1,", 0), 0u) << lines[2];
   EXPECT_EQ(lines[4].rfind("p003,2,100,1,", 0), 0u) << lines[4];
-  std::ifstream json_in(out + "/sweep.json");
-  auto j = nlohmann::json::parse(json_in);
-  EXPECT_EQ(j["points"].size(), 4u);
-  EXPECT_EQ(j["axes"][0]["kind"], "config");
-  EXPECT_EQ(j["axes"][1]["kind"], "run_option");
-  EXPECT_GT(j["points"][2]["report"]["sim_seconds_per_step"].get<double>(), 0);
-  // With the host config's costs the point's timing repeats exactly in a run of its own.
-  const std::string again = (tmp / "again.json").string();
-  std::vector<std::string> alone = job;
-  alone.insert(alone.end(), {"--batch-size", "256", "--config", out + "/configs/p002.pbtxt",
-                             "--model-dir", (tmp / "again").string(), "--report", again});
-  r = run_tpusim(alone);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream again_in(again);
-  EXPECT_EQ(nlohmann::json::parse(again_in)["sim_seconds_per_step"],
-            j["points"][2]["report"]["sim_seconds_per_step"]);
-  EXPECT_EQ(run_tpusim({"train", "--host-timing", "guessed"}).exit_code, 2);
-  r = run_tpusim({"config", "show", out + "/configs/p002.pbtxt", "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);
-  // The host pipeline (charged from the host config) bounds every point: the table says so, and
-  // the metric plot draws the step time in ms from zero with each series' compute beside it.
-  EXPECT_THAT(sweep_run.out, HasSubstr("every point is input-bound (analysis.classification): the "
-                                       "host's input pipeline sets the step time; compute per "
-                                       "step goes from "));
+}
+
+// The metric, breakdown and roofline plots as PNG and SVG, with their scripts' labels (when
+// gnuplot is installed).
+void expect_the_plots(const std::string& out) {
   if (std::filesystem::exists("/usr/bin/gnuplot")) {
     std::stringstream metric_script, roofline_script;
     metric_script << std::ifstream(out + "/plots/metric.gp").rdbuf();
@@ -178,6 +125,10 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
       EXPECT_THAT(text.str(), HasSubstr("<svg")) << plot;
     }
   }
+}
+
+// Each report's op profile and roofs (one MXU per core halves the roof), and the roofline's data.
+void expect_the_op_profiles(const nlohmann::json& j, const std::string& out) {
   // Each report carries the op profile the roofline draws: one MXU per core halves the roof.
   const auto& roofs_1 = j["points"][0]["report"]["roofline"];
   const auto& roofs_2 = j["points"][2]["report"]["roofline"];
@@ -222,7 +173,10 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
     rest << dat.rdbuf();
     EXPECT_THAT(rest.str(), HasSubstr("\n\n# vector unit ops: FLOP/byte"));
   }
-  // Usage errors, each before anything runs.
+}
+
+// Usage errors, each before anything runs.
+void expect_usage_errors(const std::string& out) {
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"sweep", "--out", out, "--", "train"},
            {"sweep", "--set", "chip.core.mxu_count=1", "--", "train"},
@@ -233,11 +187,78 @@ TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
             "--iterations-per-loop", "5"},
            {"sweep", "--set", "batch_size=", "--out", out, "--", "train"},
            {"sweep", "--set", "batch_size=1", "--out", out, "--", "train", "--report", "x"}}) {
-    r = run_tpusim(bad);
+    const auto r = run_tpusim(bad);
     EXPECT_EQ(r.exit_code, 2) << bad[2] << ": " << r.err;
   }
   EXPECT_THAT(run_tpusim({"sweep", "--set", "chip.core.warp=1", "--out", out, "--", "train"}).err,
               HasSubstr("CoreConfig has no field 'warp'"));
+}
+
+// A sweep over a config field and a run option: a process per point, a CSV row per point
+// (failed points kept, with their exit code), each point's config written out, and plots when
+// gnuplot is installed (make deps installs it).
+TEST(Cli, SweepRunsEveryPointAndWritesTheTableAndPlots) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-sweep-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string out = (tmp / "out").string();
+  // Global batch 100 does not divide over the 8 cores: those two points fail.
+  const std::vector<std::string> job = {"train",
+                                        "--model",
+                                        "mlp",
+                                        "--data",
+                                        (tmp / "data").string(),
+                                        "--train-steps",
+                                        "4",
+                                        "--iterations-per-loop",
+                                        "2",
+                                        "--timing-only",
+                                        "--host-timing",
+                                        "config"};
+  std::vector<std::string> sweep = {"sweep",
+                                    "--set",
+                                    "chip.core.mxu_count=1,2",
+                                    "--set",
+                                    "batch_size=256,100",
+                                    "--out",
+                                    out,
+                                    "-j",
+                                    "2",
+                                    "--"};
+  sweep.insert(sweep.end(), job.begin(), job.end());
+  auto r = run_tpusim(sweep);
+  const auto sweep_run = r;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("2 point(s) failed"));
+  expect_the_sweep_table(out);
+  std::ifstream json_in(out + "/sweep.json");
+  auto j = nlohmann::json::parse(json_in);
+  EXPECT_EQ(j["points"].size(), 4u);
+  EXPECT_EQ(j["axes"][0]["kind"], "config");
+  EXPECT_EQ(j["axes"][1]["kind"], "run_option");
+  EXPECT_GT(j["points"][2]["report"]["sim_seconds_per_step"].get<double>(), 0);
+  // With the host config's costs the point's timing repeats exactly in a run of its own.
+  const std::string again = (tmp / "again.json").string();
+  std::vector<std::string> alone = job;
+  alone.insert(alone.end(), {"--batch-size", "256", "--config", out + "/configs/p002.pbtxt",
+                             "--model-dir", (tmp / "again").string(), "--report", again});
+  r = run_tpusim(alone);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream again_in(again);
+  EXPECT_EQ(nlohmann::json::parse(again_in)["sim_seconds_per_step"],
+            j["points"][2]["report"]["sim_seconds_per_step"]);
+  EXPECT_EQ(run_tpusim({"train", "--host-timing", "guessed"}).exit_code, 2);
+  r = run_tpusim({"config", "show", out + "/configs/p002.pbtxt", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["mxus_per_core"], 2);
+  // The host pipeline (charged from the host config) bounds every point: the table says so, and
+  // the metric plot draws the step time in ms from zero with each series' compute beside it.
+  EXPECT_THAT(sweep_run.out, HasSubstr("every point is input-bound (analysis.classification): the "
+                                       "host's input pipeline sets the step time; compute per "
+                                       "step goes from "));
+  expect_the_plots(out);
+  expect_the_op_profiles(j, out);
+  expect_usage_errors(out);
   std::filesystem::remove_all(tmp);
 }
 

@@ -180,29 +180,10 @@ TEST(Cli, ConfigListJsonNamesEveryBuiltInWithItsKind) {
   EXPECT_EQ(kinds["tpu_v4.pbtxt"], "chip");
   EXPECT_EQ(kinds["host_96.pbtxt"], "host");
 }
-TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
-  const auto tmp =
-      std::filesystem::temp_directory_path() / ("tpusim-cli-train-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(tmp);
-  const std::string data = (tmp / "data").string(), model_dir = (tmp / "model").string();
-  const std::string report = (tmp / "report.json").string();
-  const std::vector<std::string> common = {"train",   "--model",
-                                           "mlp",     "--data",
-                                           data,      "--model-dir",
-                                           model_dir, "--batch-size",
-                                           "256",     "--iterations-per-loop",
-                                           "5",       "--eval-steps",
-                                           "4",       "--report",
-                                           report};
-  auto args = common;
-  args.insert(args.end(), {"--train-steps", "10", "--export-dir", (tmp / "saved").string()});
-  auto r = run_tpusim(args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("converting"));
-  EXPECT_THAT(r.out, HasSubstr("test accuracy"));
-  EXPECT_THAT(r.out, HasSubstr("tensorboard --logdir " + model_dir));
+// The first run's report: every figure, 10 steps, and a breakdown that adds up to the step.
+void expect_a_full_report(const std::string& report) {
   std::ifstream in(report);
-  auto j = nlohmann::json::parse(in);
+  const auto j = nlohmann::json::parse(in);
   for (const char* key :
        {"eval_accuracy", "final_loss", "global_step", "sim_seconds_per_step", "host_seconds",
         "infeed_wait_fraction", "mxu_utilization", "step_breakdown", "weights_fingerprint"}) {
@@ -216,23 +197,11 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
                        j["step_breakdown"]["idle"].get<double>();
   EXPECT_NEAR(parts, j["sim_seconds_per_step"].get<double>(), 1e-9);
   EXPECT_TRUE(j["analysis"]["classification"].is_string());
-  // Like max_steps: a model_dir at step 10 trains to 20, and the data stays converted. This run
-  // also writes a trace of the device loops holding steps 14..16 (11-15 and 16-20).
-  const std::string trace = (tmp / "steps.pftrace").string();
-  args = common;
-  args.insert(args.end(), {"--train-steps", "20", "--trace", trace, "--trace-steps", "14:16"});
-  r = run_tpusim(args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.err, Not(HasSubstr("converting")));
-  EXPECT_THAT(r.err, HasSubstr("restored"));
-  EXPECT_THAT(r.out, HasSubstr("tpusim analyze " + trace));
-  std::ifstream again(report);
-  j = nlohmann::json::parse(again);
-  EXPECT_EQ(j["global_step"], 20);
-  EXPECT_EQ(j["steps_run"], 10);
-  EXPECT_EQ(j["trace"], trace);
-  EXPECT_EQ(j["analysis"]["steps"], 10);
-  r = run_tpusim({"analyze", trace, "--json"});
+}
+
+// `tpusim analyze` of the resumed run's trace (steps 11-20): the categories add up to the step.
+void expect_the_trace_analysis(const std::string& trace) {
+  auto r = run_tpusim({"analyze", trace, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto a = nlohmann::json::parse(r.out);
   EXPECT_EQ(a["steps"], 10);
@@ -244,12 +213,15 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   r = run_tpusim({"analyze", trace});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("classification: "));
-  // tune: timing-only runs at each iterations_per_loop; the host round trip is amortised over
-  // longer loops, so the overhead falls, and the recommendation is the first under 3%. On the
-  // synthetic input, whose figures are the simulation's alone: the records' real pipeline adds
-  // its wall-clock waits, and on a loaded machine the overhead at 4 once read 0.519 against 0.507
-  // at 1 (CI, beside a fuzzer and a second test run).
-  r = run_tpusim({"tune", "--model", "mlp", "--input", "synthetic", "--batch-size", "256",
+}
+
+// tune: timing-only runs at each iterations_per_loop; the host round trip is amortised over
+// longer loops, so the overhead falls, and the recommendation is the first under 3%. On the
+// synthetic input, whose figures are the simulation's alone: the records' real pipeline adds
+// its wall-clock waits, and on a loaded machine the overhead at 4 once read 0.519 against 0.507
+// at 1 (CI, beside a fuzzer and a second test run).
+void expect_tune_to_amortise_the_round_trip() {
+  const auto r = run_tpusim({"tune", "--model", "mlp", "--input", "synthetic", "--batch-size", "256",
                   "--iterations-per-loop", "1,4,64", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tune = nlohmann::json::parse(r.out);
@@ -270,25 +242,22 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
   }
   EXPECT_EQ(run_tpusim({"tune", "--iterations-per-loop", "0,5"}).exit_code, 2);
   EXPECT_EQ(run_tpusim({"tune", "--iterations-per-loop", "5", "--train-steps", "9"}).exit_code, 2);
-  // Bad trace options are usage errors.
-  for (const auto& bad :
-       std::vector<std::vector<std::string>>{{"--trace", "t.txt"},
-                                             {"--trace", "t.json", "--trace-steps", "9"},
-                                             {"--trace", "t.json", "--backend", "cpu"}}) {
-    auto bad_args = common;
-    bad_args.insert(bad_args.end(), bad.begin(), bad.end());
-    EXPECT_EQ(run_tpusim(bad_args).exit_code, 2) << bad[1];
-  }
-  // The checkpoint evaluates and predicts.
-  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
+}
+
+// The checkpoint evaluates (with its eval loop's analysis) and predicts; the first run's saved
+// model predicts without the model's code; a model_dir without a checkpoint is refused.
+void expect_the_checkpoint_to_evaluate_and_predict(const std::filesystem::path& tmp,
+                                                   const std::string& model_dir,
+                                                   const std::string& data) {
+  auto r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
                   "--batch-size", "256", "--eval-steps", "4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  j = nlohmann::json::parse(r.out);
+  auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["global_step"], 20);
   EXPECT_GT(j["accuracy"].get<double>(), 0.3);
   // With the analysis of the eval loop: its 4 steps, the categories summing to the step time.
   EXPECT_EQ(j["analysis"]["steps"], 4);
-  sum = 0;
+  double sum = 0;
   for (const auto& [category, seconds] : j["analysis"]["step_breakdown"].items())
     sum += seconds.get<double>();
   EXPECT_NEAR(sum, j["analysis"]["step_seconds"].get<double>(), 1e-12);
@@ -312,6 +281,58 @@ TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
                   data, "--batch-size", "256"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("no checkpoint in model_dir"));
+}
+
+TEST(Cli, TrainWritesTheReportAndResumesFromModelDir) {
+  const auto tmp =
+      std::filesystem::temp_directory_path() / ("tpusim-cli-train-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  const std::string data = (tmp / "data").string(), model_dir = (tmp / "model").string();
+  const std::string report = (tmp / "report.json").string();
+  const std::vector<std::string> common = {"train",   "--model",
+                                           "mlp",     "--data",
+                                           data,      "--model-dir",
+                                           model_dir, "--batch-size",
+                                           "256",     "--iterations-per-loop",
+                                           "5",       "--eval-steps",
+                                           "4",       "--report",
+                                           report};
+  auto args = common;
+  args.insert(args.end(), {"--train-steps", "10", "--export-dir", (tmp / "saved").string()});
+  auto r = run_tpusim(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("converting"));
+  EXPECT_THAT(r.out, HasSubstr("test accuracy"));
+  EXPECT_THAT(r.out, HasSubstr("tensorboard --logdir " + model_dir));
+  expect_a_full_report(report);
+  // Like max_steps: a model_dir at step 10 trains to 20, and the data stays converted. This run
+  // also writes a trace of the device loops holding steps 14..16 (11-15 and 16-20).
+  const std::string trace = (tmp / "steps.pftrace").string();
+  args = common;
+  args.insert(args.end(), {"--train-steps", "20", "--trace", trace, "--trace-steps", "14:16"});
+  r = run_tpusim(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("converting")));
+  EXPECT_THAT(r.err, HasSubstr("restored"));
+  EXPECT_THAT(r.out, HasSubstr("tpusim analyze " + trace));
+  std::ifstream again(report);
+  const auto j = nlohmann::json::parse(again);
+  EXPECT_EQ(j["global_step"], 20);
+  EXPECT_EQ(j["steps_run"], 10);
+  EXPECT_EQ(j["trace"], trace);
+  EXPECT_EQ(j["analysis"]["steps"], 10);
+  expect_the_trace_analysis(trace);
+  expect_tune_to_amortise_the_round_trip();
+  // Bad trace options are usage errors.
+  for (const auto& bad :
+       std::vector<std::vector<std::string>>{{"--trace", "t.txt"},
+                                             {"--trace", "t.json", "--trace-steps", "9"},
+                                             {"--trace", "t.json", "--backend", "cpu"}}) {
+    auto bad_args = common;
+    bad_args.insert(bad_args.end(), bad.begin(), bad.end());
+    EXPECT_EQ(run_tpusim(bad_args).exit_code, 2) << bad[1];
+  }
+  expect_the_checkpoint_to_evaluate_and_predict(tmp, model_dir, data);
   std::filesystem::remove_all(tmp);
 }
 

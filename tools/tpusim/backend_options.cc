@@ -16,21 +16,23 @@ void add_backend_flag(po::options_description& options) {
 
 void add_precision_flag(po::options_description& options) {
   options.add_options()(
-      "precision", po::value<std::string>()->default_value(kCliPrecision),
+      "precision",
+      po::value<std::string>()->default_value(
+          std::string(runtime::kPrecisions.name(kCliPrecision))),
       "what matmuls and convolutions compute: mxu (their inputs rounded to bf16, sums in f32, as "
       "the TPU's MXU at DEFAULT precision; the tpusim backend computes only so) | fp32 (inputs "
       "as they are: the cpu and gpu backends)");
 }
 
-absl::StatusOr<std::string> precision_from(const po::variables_map& vm,
-                                           const runtime::BackendDeclaration& backend) {
-  const std::string precision = vm["precision"].as<std::string>();
-  if (precision != "mxu" && precision != "fp32")
-    return absl::InvalidArgumentError(
-        str_cat("--precision must be mxu or fp32 (got '", precision, "')"));
-  if (runtime::effective_precision(backend, precision) != precision)
-    return runtime::precision_choice_error(backend, "--precision " + precision);
-  return precision;
+absl::StatusOr<runtime::Precision> precision_from(const po::variables_map& vm,
+                                                  const runtime::BackendDeclaration& backend) {
+  const std::string word = vm["precision"].as<std::string>();
+  const std::optional<runtime::Precision> precision = runtime::kPrecisions.parse(word);
+  if (!precision)
+    return absl::InvalidArgumentError(str_cat("--precision must be mxu or fp32 (got '", word, "')"));
+  if (runtime::effective_precision(backend, *precision) != *precision)
+    return runtime::precision_choice_error(backend, "--precision " + word);
+  return *precision;
 }
 
 void add_compile_flags(po::options_description& options) {
@@ -80,11 +82,13 @@ absl::StatusOr<const runtime::BackendDeclaration*> backend_from(const po::variab
 absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables_map& vm) {
   runtime::CompileOptions options;
   options.precision = kCliPrecision;
-  options.allreduce = vm["allreduce"].as<std::string>();
-  if (!runtime::is_allreduce_algorithm(options.allreduce)) {
-    return absl::InvalidArgumentError(str_cat("--allreduce '", options.allreduce,
-                                              "' is not one of ", runtime::kAllReduceAlgorithms));
+  const std::string algorithm = vm["allreduce"].as<std::string>();
+  const auto allreduce = runtime::kAllReduceAlgorithms.parse(algorithm);
+  if (!allreduce) {
+    return absl::InvalidArgumentError(str_cat("--allreduce '", algorithm, "' is not one of ",
+                                              runtime::kAllReduceAlgorithms.list()));
   }
+  options.allreduce = *allreduce;
   options.overlap_allreduce = vm["overlap-allreduce"].as<bool>();
   if (const std::string t = vm["allreduce-combine-threshold"].as<std::string>(); t != "0") {
     auto bytes = parse_bytes("--allreduce-combine-threshold", t, 4);

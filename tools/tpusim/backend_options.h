@@ -16,7 +16,7 @@ namespace tpusim::cli {
 
 // The precision the CLI runs every backend at unless --precision says otherwise: the MXU's bf16
 // products (tpusim always computes so; cpu and gpu as cpu:mxu and gpu:mxu).
-inline constexpr const char* kCliPrecision = "mxu";
+inline constexpr runtime::Precision kCliPrecision = runtime::Precision::kMxu;
 // Replicas on a backend that runs no slice: a v3-8's cores, so that a run's batches and steps
 // are the same as on the default slice.
 inline constexpr uint32_t kHostReplicas = 8;
@@ -27,8 +27,8 @@ void add_backend_flag(boost::program_options::options_description& options);
 void add_precision_flag(boost::program_options::options_description& options);
 // --precision's value on `backend`; InvalidArgument (a usage error) for an unknown one, or for
 // fp32 on a backend that computes only the MXU's way (tpusim).
-absl::StatusOr<std::string> precision_from(const boost::program_options::variables_map& vm,
-                                           const runtime::BackendDeclaration& backend);
+absl::StatusOr<runtime::Precision> precision_from(
+    const boost::program_options::variables_map& vm, const runtime::BackendDeclaration& backend);
 // --allreduce, --overlap-allreduce, --allreduce-combine-threshold, --fuse-convolutions,
 // --fuse-pools, --fuse-reductions and --recompute-shared-producers.
 void add_compile_flags(boost::program_options::options_description& options);

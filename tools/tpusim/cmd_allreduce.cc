@@ -13,6 +13,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -30,18 +31,19 @@ absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& na
 // allreduce's options, --chunk-bytes bound to `chunk`.
 po::options_description allreduce_options(uint64_t* chunk) {
   po::options_description options("options");
-  options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
-                        "slice config file or built-in name")(
+  add_config_flag(options);
+  options.add_options()(
       "bytes", po::value<std::string>()->required(),
       "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
       "algorithm", po::value<std::string>()->default_value("ring"),
       "ring | bidir_ring | torus2d | torus")(
       "chunk-bytes", po::value<uint64_t>(chunk)->default_value(1 << 20),
       "pipelining granule: data moves in chunks of this size")(
-      "timing-only", po::bool_switch(), "time only: no values (needed for big slices)")(
       "trace", po::value<std::string>(),
       "write a trace (.pftrace: Perfetto, .json: Chrome): each core's ici track and every "
-      "link's utilization and HBM bandwidth counters")("json", po::bool_switch(), "print JSON");
+      "link's utilization and HBM bandwidth counters");
+  add_timing_only_flag(options);
+  add_json_flag(options);
   return options;
 }
 

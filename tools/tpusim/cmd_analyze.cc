@@ -6,6 +6,7 @@
 
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/shared_flags.h"
 #include "traces/analyzer.h"
 #include "traces/trace_reader.h"
 
@@ -14,8 +15,8 @@ namespace tpusim::cli {
 int run_analyze(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description options("options");
-  options.add_options()("trace", po::value<std::string>(), "the trace (.pftrace or .json)")(
-      "json", "print the analysis as JSON");
+  options.add_options()("trace", po::value<std::string>(), "the trace (.pftrace or .json)");
+  add_json_flag(options);
   po::positional_options_description positional;
   positional.add("trace", 1);
   const std::string usage =
@@ -32,7 +33,7 @@ int run_analyze(const std::vector<std::string>& args) {
   if (!trace.ok()) return failure(std::string(trace.status().message()));
   auto analysis = traces::analyze(**trace);
   if (!analysis.ok()) return failure(path + ": " + std::string(analysis.status().message()));
-  if (vm.count("json") > 0) {
+  if (vm["json"].as<bool>()) {
     std::cout << json_text(analysis->to_json()) << "\n";
   } else {
     std::cout << analysis->to_text();

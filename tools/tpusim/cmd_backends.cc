@@ -9,6 +9,7 @@
 #include "runtime/gpu/cuda_probe.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -16,24 +17,34 @@ namespace po = boost::program_options;
 
 namespace {
 
+// The words for `values`, in order.
+template <typename T, size_t N>
+std::vector<std::string> names_of(const std::vector<T>& values, const NamedValues<T, N>& table) {
+  std::vector<std::string> names;
+  for (T v : values) names.emplace_back(table.name(v));
+  return names;
+}
+
 nlohmann::ordered_json supports_json(const runtime::BackendSupport& s) {
-  return {{"precisions", s.precisions},
-          {"dtype_policies", s.dtype_policies},
+  return {{"precisions", names_of(s.precisions, runtime::kPrecisions)},
+          {"dtype_policies", names_of(s.dtype_policies, runtime::kDTypePolicies)},
           {"runs_a_slice", s.runs_a_slice},
           {"simulated_time", s.simulated_time},
           {"timing_only", s.timing_only},
           {"traces", s.traces},
           {"folding", s.folding},
           {"fusion_options", s.fusion_options},
-          {"allreduce_algorithms", s.allreduce_algorithms},
+          {"allreduce_algorithms", names_of(s.allreduce_algorithms, runtime::kAllReduceAlgorithms)},
           {"collective_timing", s.collective_timing}};
 }
 
 // "precisions fp32|mxu; dtype policies float32|mixed_bfloat16; ...; timing-only; traces".
 std::string supports_text(const runtime::BackendSupport& s) {
-  std::vector<std::string> parts = {str_cat("precision ", str_join(s.precisions, "|")),
-                                    str_cat("dtype policy ", str_join(s.dtype_policies, "|")),
-                                    str_cat("allreduce ", str_join(s.allreduce_algorithms, "|"))};
+  std::vector<std::string> parts = {
+      str_cat("precision ", str_join(names_of(s.precisions, runtime::kPrecisions), "|")),
+      str_cat("dtype policy ", str_join(names_of(s.dtype_policies, runtime::kDTypePolicies), "|")),
+      str_cat("allreduce ",
+              str_join(names_of(s.allreduce_algorithms, runtime::kAllReduceAlgorithms), "|"))};
   const std::pair<bool, const char*> flags[] = {
       {s.runs_a_slice, "a slice (--config)"},
       {s.simulated_time, "simulated time"},
@@ -52,7 +63,7 @@ std::string supports_text(const runtime::BackendSupport& s) {
 
 int run_backends(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("json", po::bool_switch(), "print JSON instead of text");
+  add_json_flag(options);
   po::variables_map vm;
   const std::string usage =
       "usage: tpusim backends [--json]\n\n"

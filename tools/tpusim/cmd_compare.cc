@@ -36,6 +36,7 @@
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -57,59 +58,6 @@ namespace {
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
-
-// The tolerances compare's flags bind (the job binds the rest).
-struct CompareFlags {
-  double loss_tol = 0, weight_tol = 0, weight_atol = 0, factor = 0;
-};
-
-// compare's options, the numbers bound to `job` and `f`.
-po::options_description compare_options(CompareJob* job, CompareFlags* f) {
-  po::options_description options("options");
-  options.add_options()("model", po::value<std::string>(&job->model)->default_value("mlp"),
-                        "zoo model")(
-      "backends", po::value<std::string>()->default_value("tpusim,cpu"),
-      str_cat("comma-separated, the first the reference: ", runtime::backend_names(", "),
-              "; each in mxu precision (bf16 products, like the MXU's) unless named NAME:fp32 "
-              "(`tpusim backends` lists each one's precisions)")
-          .c_str())("steps", po::value<int64_t>(&job->steps)->default_value(20),
-                    "training steps on each")(
-      "optimizer", po::value<std::string>()->default_value("sgd"), "sgd | momentum | adam | lamb")(
-      "learning-rate",
-      po::value<float>(&job->optimizer.learning_rate.initial)->default_value(0.05f),
-      "the optimizer's rate")("batch-size", po::value<int64_t>(&job->batch)->default_value(256),
-                              "global batch size")(
-      "config", po::value<std::string>(&job->slice)->default_value("v3-8"),
-      "the tpusim backend's slice")("loss-tolerance",
-                                    po::value<double>(&f->loss_tol)->default_value(1e-5),
-                                    "|loss difference| accepted at any step")(
-      "weight-tolerance", po::value<double>(&f->weight_tol)->default_value(1e-3),
-      "largest acceptable weight difference at the end, relative to the variable's largest value")(
-      "weight-atol", po::value<double>(&f->weight_atol)->default_value(1e-6),
-      "absolute weight difference accepted (a variable agrees when its max difference is "
-      "<= weight-atol + weight-tolerance x its largest value): variables that stay near zero")(
-      "baseline", po::value<std::string>()->default_value("on"),
-      "on | off: also train the cpu from initial weights one ulp apart, and accept differences "
-      "within --noise-factor times the drift that causes")(
-      "noise-factor", po::value<double>(&f->factor)->default_value(5),
-      "how many times the rounding baseline's drift a difference may be")(
-      "baseline-runs", po::value<std::string>()->default_value("auto"),
-      "N | auto: nudged runs in the baseline, each with its own pattern of ulp signs, the "
-      "baseline their largest drift; auto: one, and three when a backend differs by one")(
-      "report", po::value<std::string>(), "also write the JSON report to this file")(
-      "model-dir", po::value<std::string>(),
-      "a new folder to keep the runs in (default: a temporary one, removed)")(
-      "json", po::bool_switch(), "print JSON");
-  options.add_options()(
-      "dtype-policy", po::value<std::string>()->default_value("float32"),
-      "float32 | mixed_bfloat16 (bf16 activations and MXU operands, f32 variables and loss) for "
-      "every run, or one per backend to compare the policies (--backends cpu,cpu "
-      "--dtype-policy float32,mixed_bfloat16)");
-  add_data_options(options);
-  add_seq_length_option(options);
-  add_imported_model_options(options);
-  return options;
-}
 
 constexpr char kCompareUsage[] =
     "usage: tpusim compare [--model NAME [--seq-length N] | --onnx FILE | --saved-model DIR]\n"
@@ -149,9 +97,10 @@ Refused backends_from(const po::variables_map& vm, ComparePlan* plan) {
   }
   if (plan->backends.size() < 2) return usage_problem("--backends needs at least two backends");
   const std::string baseline_flag = vm["baseline"].as<std::string>();
-  if (baseline_flag != "on" && baseline_flag != "off")
+  const std::optional<bool> with_baseline = kOnOff.parse(baseline_flag);
+  if (!with_baseline)
     return usage_problem(str_cat("--baseline is on or off (got '", baseline_flag, "')"));
-  plan->with_baseline = baseline_flag == "on";
+  plan->with_baseline = *with_baseline;
   auto baseline_runs = parse_baseline_runs(vm["baseline-runs"].as<std::string>());
   if (!baseline_runs.ok()) return usage_problem(baseline_runs.status());
   plan->baseline_runs = *baseline_runs;
@@ -310,7 +259,9 @@ struct RoundingBaseline {
 CompareBackend baseline_backend(const ComparePlan& plan) {
   const std::string& reference = runtime::reference_backend().name;
   const CompareBackend& first = plan.backends[0];
-  CompareBackend cpu{reference, first.precision, reference + ":" + first.precision, first.policy};
+  CompareBackend cpu{reference, first.precision,
+                     str_cat(reference, ":", runtime::kPrecisions.name(first.precision)),
+                     first.policy};
   if (plan.policies_differ)
     cpu.label += str_cat("@", runtime::models::dtype_policy_name(cpu.policy));
   return cpu;

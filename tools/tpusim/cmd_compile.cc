@@ -22,6 +22,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -38,15 +39,17 @@ struct CompileFlags {
 // compile's options, the numbers bound to `f`.
 po::options_description compile_command_options(CompileFlags* f) {
   po::options_description options("options");
+  add_model_flag(options, nullptr,
+                 OtherDefault<std::string>{
+                     "", "here no default: name one of " + zoo_model_names(", ") +
+                             ", or give --onnx FILE or --saved-model DIR"});
+  add_config_flag(options);
   options.add_options()(
-      "model", po::value<std::string>(),
-      ("zoo model: " + zoo_model_names(", ") + " (or --onnx FILE, --saved-model DIR)").c_str())(
-      "config", po::value<std::string>()->default_value("v3-8"),
-      "slice config file or built-in name")(
       "batch", po::value<int64_t>(&f->batch)->default_value(128), "examples per core")(
       "replicas", po::value<uint32_t>(&f->replicas)->default_value(1),
-      "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them")(
-      "dump", po::bool_switch(), "print the ISA program")("json", po::bool_switch(), "print JSON");
+      "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them");
+  add_dump_flag(options);
+  add_json_flag(options);
   add_compile_flags(options);
   add_dtype_policy_option(options);
   add_seq_length_option(options);

@@ -6,6 +6,7 @@
 #include "configs/loader.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 namespace {
@@ -23,8 +24,8 @@ void print_json(const nlohmann::ordered_json& j) { std::cout << json_text(j) << 
 
 int show(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("file", po::value<std::string>()->required(), "config file or name")(
-      "json", po::bool_switch(), "print JSON instead of text");
+  options.add_options()("file", po::value<std::string>()->required(), "config file or name");
+  add_json_flag(options);
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
@@ -58,7 +59,7 @@ int show(const std::vector<std::string>& args) {
 
 int list(const std::vector<std::string>& args) {
   po::options_description options("options");
-  options.add_options()("json", po::bool_switch(), "print JSON instead of text");
+  add_json_flag(options);
   po::variables_map vm;
   if (int rc = parse_args(args, options, {}, "usage: tpusim config list [--json]\n", &vm);
       rc >= 0) {

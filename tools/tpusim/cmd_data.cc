@@ -10,6 +10,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 namespace {
@@ -76,8 +77,8 @@ int inspect(const std::vector<std::string>& args) {
       "skip-corrupt", po::bool_switch(),
       "skip records that fail their checksum instead of stopping")(
       "max-skip-bytes", po::value<std::string>()->default_value("64MiB"),
-      "with --skip-corrupt: the most bytes one scan for the next valid record passes over")(
-      "json", po::bool_switch(), "print JSON instead of text");
+      "with --skip-corrupt: the most bytes one scan for the next valid record passes over");
+  add_json_flag(options);
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
@@ -175,8 +176,8 @@ int make_bert(const std::vector<std::string>& args) {
       "vocab", po::value<int>()->default_value(30522), "token ids in [0, vocab) (BERT's uncased)")(
       "prefix", po::value<std::string>()->default_value("train"), "shard name prefix")(
       "compression", po::value<std::string>()->default_value("none"), "none, gzip or zlib")(
-      "seed", po::value<uint64_t>()->default_value(1), "example i is drawn from seed + i")(
-      "json", po::bool_switch(), "print JSON instead of text");
+      "seed", po::value<uint64_t>()->default_value(1), "example i is drawn from seed + i");
+  add_json_flag(options);
   po::variables_map vm;
   const std::string usage =
       "usage: tpusim data make-bert --out DIR [--seq-length 128] [--max-predictions N] "

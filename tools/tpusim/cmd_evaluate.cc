@@ -22,6 +22,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/data_options.h"
 #include "tools/tpusim/options.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -56,14 +57,13 @@ std::shared_ptr<const std::string> scratch_folder(std::string dir) {
 }
 
 void add_common(po::options_description& options) {
-  options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
-                        "the zoo model the checkpoint belongs to")(
-      "model-dir", po::value<std::string>(),
-      "where train wrote its checkpoints (with --onnx or --saved-model: none or one without a "
-      "checkpoint runs the file's weights)")(
-      "config", po::value<std::string>()->default_value("v3-8"), "slice (the tpusim backend)")(
-      "batch-size", po::value<int64_t>()->default_value(1024), "global batch size")(
-      "json", po::bool_switch(), "print JSON");
+  add_model_flag(options);
+  options.add_options()("model-dir", po::value<std::string>(),
+                        "where train wrote its checkpoints (with --onnx or --saved-model: none or "
+                        "one without a checkpoint runs the file's weights)");
+  add_config_flag(options);
+  add_batch_size_flag(options);
+  add_json_flag(options);
   add_backend_flag(options);
   add_precision_flag(options);
   add_dtype_policy_option(options);
@@ -295,8 +295,7 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
 int run_evaluate(const std::vector<std::string>& args) {
   po::options_description options("options");
   add_common(options);
-  options.add_options()("eval-steps", po::value<int64_t>()->default_value(0),
-                        "test batches (0: as many whole batches as 10,000 images fill)");
+  add_eval_steps_flag(options);
   const std::string usage =
       "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
       "                        --saved-model DIR [--model-dir DIR])\n"
@@ -354,8 +353,9 @@ int run_predict(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const int64_t count = vm["count"].as<int64_t>();
   if (count < 1) return usage_error("--count must be >= 1", usage);
-  if (vm.count("saved-model") > 0 && vm["input"].as<std::string>() != "examples")
-    return predict_saved_model(vm, count);
+  const bool from_records =
+      input_kind_from(vm).value_or(InputKind::kRaw) == InputKind::kExamples;
+  if (vm.count("saved-model") > 0 && !from_records) return predict_saved_model(vm, count);
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));
   estimator::InputFn input =

@@ -11,6 +11,7 @@
 #include "runtime/onnx/summary.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 namespace {
@@ -91,7 +92,8 @@ int run_import(const std::vector<std::string>& args) {
   po::options_description options("options");
   options.add_options()("file", po::value<std::string>(), "the ONNX model (.onnx)")(
       "batch", po::value<int64_t>(&batch)->default_value(1),
-      "the batch its inputs' first dimension is bound to")("json", "print JSON");
+      "the batch its inputs' first dimension is bound to");
+  add_json_flag(options);
   po::positional_options_description positional;
   positional.add("file", 1);
   const std::string usage =
@@ -108,7 +110,7 @@ int run_import(const std::vector<std::string>& args) {
   if (!model.ok()) return failure(std::string(model.status().message()));
   auto summary = onnx_import::summarize(*model);
   if (!summary.ok()) return failure(std::string(summary.status().message()));
-  if (vm.count("json") > 0) {
+  if (vm["json"].as<bool>()) {
     std::cout << json_text(summary_json(*model, *summary)) << "\n";
   } else {
     print_summary(*model, *summary);

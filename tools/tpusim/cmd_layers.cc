@@ -12,6 +12,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -21,13 +22,12 @@ namespace {
 
 po::options_description layers_options() {
   po::options_description options("options");
-  options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
-                        "slice config file or built-in name")(
-      "topology", po::value<std::string>()->required(),
-      "SCALE-Sim topology CSV (conv or GEMM format)")(
-      "format", po::value<std::string>()->default_value("auto"), "auto | conv | gemm")(
-      "mxu-policy", po::value<std::string>()->default_value("tpu"),
-      "MXU timing policy: tpu | scalesim_ws")("json", po::bool_switch(), "print JSON");
+  add_config_flag(options);
+  options.add_options()("topology", po::value<std::string>()->required(),
+                        "SCALE-Sim topology CSV (conv or GEMM format)")(
+      "format", po::value<std::string>()->default_value("auto"), "auto | conv | gemm");
+  add_mxu_policy_flag(options);
+  add_json_flag(options);
   return options;
 }
 
@@ -45,26 +45,21 @@ constexpr char kLayersUsage[] =
 
 // The topology's layers and the slice they run on.
 struct LayersJob {
-  std::string policy;
+  sim::MxuPolicy policy = sim::MxuPolicy::kTpu;
   std::shared_ptr<const config::SliceSpec> slice;
   std::vector<runtime::TopologyLayer> layers;
 };
 
 Refused layers_job_from(const po::variables_map& vm, LayersJob* job) {
-  job->policy = vm["mxu-policy"].as<std::string>();
-  if (absl::Status s = check_mxu_policy(job->policy); !s.ok()) return usage_problem(s);
-  const std::string format_name = vm["format"].as<std::string>();
-  runtime::TopologyFormat format = runtime::TopologyFormat::kAuto;
-  if (format_name == "conv")
-    format = runtime::TopologyFormat::kConv;
-  else if (format_name == "gemm")
-    format = runtime::TopologyFormat::kGemm;
-  else if (format_name != "auto")
-    return usage_problem("--format must be auto, conv or gemm");
+  auto policy = parse_mxu_policy(vm["mxu-policy"].as<std::string>());
+  if (!policy.ok()) return usage_problem(policy.status());
+  job->policy = *policy;
+  const auto format = runtime::kTopologyFormats.parse(vm["format"].as<std::string>());
+  if (!format) return usage_problem("--format must be auto, conv or gemm");
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure_of(slice.status());
   job->slice = *slice;
-  auto layers = runtime::read_scalesim_topology(vm["topology"].as<std::string>(), format);
+  auto layers = runtime::read_scalesim_topology(vm["topology"].as<std::string>(), *format);
   if (!layers.ok()) return failure_of(layers.status());
   job->layers = *std::move(layers);
   return std::nullopt;
@@ -96,7 +91,7 @@ absl::StatusOr<nlohmann::ordered_json> simulate_layers(const LayersJob& job, sim
                      static_cast<double>(layer.macs()) / (static_cast<double>(cycles) * array)}});
   }
   return nlohmann::ordered_json{{"config", job.slice->name},
-                                {"mxu_policy", job.policy},
+                                {"mxu_policy", sim::kMxuPolicies.name(job.policy)},
                                 {"array", {core.mxu_rows, core.mxu_cols}},
                                 {"layers", rows},
                                 {"total_cycles", total},
@@ -116,7 +111,8 @@ void print_layers(const LayersJob& job, const nlohmann::ordered_json& out) {
               << std::setw(7) << std::fixed << std::setprecision(1)
               << 100 * r["utilization"].get<double>() << "%\n";
   }
-  std::cout << "total " << out["total_cycles"].get<uint64_t>() << " cycles (" << job.policy << ", "
+  std::cout << "total " << out["total_cycles"].get<uint64_t>() << " cycles ("
+            << sim::kMxuPolicies.name(job.policy) << ", "
             << core.mxu_rows << "x" << core.mxu_cols << "), utilisation " << std::setprecision(1)
             << 100 * out["utilization"].get<double>() << "%\n";
 }

@@ -18,6 +18,7 @@
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 namespace {
@@ -43,25 +44,24 @@ struct MatmulFlags {
 // matmul's options, the numbers bound to `f`.
 po::options_description matmul_options(MatmulFlags* f) {
   po::options_description options("options");
-  options.add_options()("config", po::value<std::string>()->default_value("v3-8"),
-                        "slice config file or built-in name")(
+  add_config_flag(options);
+  options.add_options()(
       "m", po::value<int64_t>(&f->m)->required(), "rows of A and C")(
       "k", po::value<int64_t>(&f->k)->required(), "columns of A, rows of B")(
       "n", po::value<int64_t>(&f->n)->required(), "columns of B and C")(
       "precision", po::value<std::string>()->default_value("default"),
       "default | high | highest (1, 3, 6 bf16 passes)")(
-      "mxu-policy", po::value<std::string>()->default_value("tpu"),
-      "MXU timing policy: tpu | scalesim_ws")("input-dtype",
-                                              po::value<std::string>()->default_value("f32"),
-                                              "dtype of A and B in HBM: f32 | bf16")(
+      "input-dtype", po::value<std::string>()->default_value("f32"),
+      "dtype of A and B in HBM: f32 | bf16")(
       "core", po::value<uint32_t>(&f->core)->default_value(0),
       "global index of the core that runs it")(
       "seed", po::value<uint32_t>(&f->seed)->default_value(1), "seed of the random inputs")(
-      "timing-only", po::bool_switch(), "skip numerics: time only, no values or error figures")(
       "stats", po::value<std::string>(),
-      "write the full statistics tree (values, units, descriptions) as JSON to FILE")(
-      "dump", po::bool_switch(), "print the ISA program instead of running it")(
-      "json", po::bool_switch(), "print JSON");
+      "write the full statistics tree (values, units, descriptions) as JSON to FILE");
+  add_mxu_policy_flag(options);
+  add_timing_only_flag(options);
+  add_dump_flag(options);
+  add_json_flag(options);
   return options;
 }
 
@@ -79,7 +79,7 @@ struct MatmulJob {
   uint32_t m = 0, k = 0, n = 0, core = 0, seed = 1;
   sim::ChipId chip;
   isa::Precision precision{};
-  std::string precision_name, policy, dtype_name;
+  sim::MxuPolicy policy = sim::MxuPolicy::kTpu;
   isa::DType dtype = isa::F32;
   bool timing_only = false;
 };
@@ -89,13 +89,12 @@ Refused matmul_job_from(const po::variables_map& vm, const MatmulFlags& f, Matmu
   auto precision = parse_precision(vm["precision"].as<std::string>());
   if (!precision.ok()) return usage_problem(precision.status());
   job->precision = *precision;
-  job->precision_name = vm["precision"].as<std::string>();
-  job->policy = vm["mxu-policy"].as<std::string>();
-  if (absl::Status s = check_mxu_policy(job->policy); !s.ok()) return usage_problem(s);
-  job->dtype_name = vm["input-dtype"].as<std::string>();
-  if (job->dtype_name != "f32" && job->dtype_name != "bf16")
-    return usage_problem("--input-dtype must be f32 or bf16");
-  job->dtype = job->dtype_name == "bf16" ? isa::BF16 : isa::F32;
+  auto policy = parse_mxu_policy(vm["mxu-policy"].as<std::string>());
+  if (!policy.ok()) return usage_problem(policy.status());
+  job->policy = *policy;
+  auto dtype = kTensorDTypes.parse(vm["input-dtype"].as<std::string>());
+  if (!dtype) return usage_problem("--input-dtype must be f32 or bf16");
+  job->dtype = *dtype;
   for (int64_t v : {f.m, f.k, f.n}) {
     if (v < 1 || v > (int64_t{1} << 30))
       return usage_problem("--m, --k and --n must be in [1, 2^30]");
@@ -143,9 +142,9 @@ nlohmann::ordered_json matmul_report(const MatmulJob& job, const runtime::GemmPl
       {"m", job.m},
       {"k", job.k},
       {"n", job.n},
-      {"precision", job.precision_name},
-      {"mxu_policy", job.policy},
-      {"input_dtype", job.dtype_name},
+      {"precision", kMatmulPrecisions.name(job.precision)},
+      {"mxu_policy", sim::kMxuPolicies.name(job.policy)},
+      {"input_dtype", kTensorDTypes.name(job.dtype)},
       {"timing_only", job.timing_only},
       {"core", job.core},
       {"tiling", {{"tm", plan.tiling.tm}, {"tk", plan.tiling.tk}, {"tn", plan.tiling.tn}}},
@@ -190,7 +189,7 @@ absl::Status add_errors(sim::System& system, const MatmulJob& job,
 void print_matmul(const MatmulJob& job, const runtime::GemmPlan& plan, const sim::RunResult& run,
                   const nlohmann::ordered_json& out) {
   std::cout << "matmul " << job.m << "x" << job.k << "x" << job.n << " on core " << job.core
-            << " of " << job.slice->name << " (" << job.policy << ", precision "
+            << " of " << job.slice->name << " (" << sim::kMxuPolicies.name(job.policy) << ", precision "
             << out["precision"].get<std::string>() << ")\n"
             << "  tiles        " << plan.tiling.tm << "x" << plan.tiling.tk << "x" << plan.tiling.tn
             << ", " << out["instructions"] << " instructions\n"

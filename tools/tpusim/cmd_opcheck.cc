@@ -13,6 +13,7 @@
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -32,10 +33,9 @@ po::options_description opcheck_options() {
       "regular expression the op names must match")(
       "reference", po::value<std::string>()->default_value(runtime::reference_backend().name),
       "the backend compared against: NAME[:PRECISION]")(
-      "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents")(
-      "config", po::value<std::string>()->default_value("v3-8"),
-      "the slice the tpusim backend simulates (config file or built-in name)")(
-      "json", po::bool_switch(), "print JSON");
+      "seed", po::value<uint32_t>()->default_value(1), "seed of the inputs and cotangents");
+  add_config_flag(options);
+  add_json_flag(options);
   return options;
 }
 

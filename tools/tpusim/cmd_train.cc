@@ -29,6 +29,7 @@
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/train_job.h"
 #include "tools/tpusim/train_report.h"
+#include "tools/tpusim/shared_flags.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -44,6 +45,11 @@ using jobs::zoo_model_fn;
 namespace {
 
 namespace po = boost::program_options;
+using HostTiming = estimator::RunConfig::HostTiming;
+
+// --host-timing: the input pipeline's measured stage times, or the host config's costs.
+constexpr NamedValues<HostTiming, 2> kHostTimings{
+    {{{HostTiming::kMeasured, "measured"}, {HostTiming::kHostConfig, "config"}}}};
 
 std::string fresh_model_dir(const std::string& model) {
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -54,21 +60,18 @@ std::string fresh_model_dir(const std::string& model) {
 // train's options, the numbers bound to `f`.
 po::options_description train_options(TrainFlags* f) {
   po::options_description options("options");
-  options.add_options()("model", po::value<std::string>()->default_value("mnist_cnn"),
-                        ("zoo model: " + zoo_model_names(" | ")).c_str())(
-      "config", po::value<std::string>()->default_value("v3-8"),
-      "slice config file or built-in name (the tpusim backend)")(
+  add_model_flag(options);
+  add_config_flag(options);
+  add_batch_size_flag(options, &f->batch);
+  add_optimizer_flags(options, &f->lr);
+  add_eval_steps_flag(options, &f->eval_steps);
+  add_report_flag(options);
+  add_timing_only_flag(options);
+  options.add_options()(
       "train-steps", po::value<int64_t>(&f->steps)->default_value(200),
       "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&f->ipl)->default_value(50),
-      "device steps per host round trip")("batch-size",
-                                          po::value<int64_t>(&f->batch)->default_value(1024),
-                                          "global batch size, over every core of the slice")(
-      "optimizer", po::value<std::string>()->default_value("adam"),
-      "sgd | momentum | adam | lamb (BERT models: lamb by default, as MLPerf's BERT; their "
-      "gradients clipped to global norm 1 as run_pretraining.py does)")(
-      "learning-rate", po::value<float>(&f->lr)->default_value(2e-3f),
-      "the optimizer's rate (BERT models: 5e-5 unless given, run_pretraining.py's default)")(
+      "device steps per host round trip")(
       "lr-decay-rate", po::value<float>(&f->decay_rate)->default_value(1.0f),
       "exponential decay: the rate is multiplied by this every --lr-decay-steps (1: constant)")(
       "host-timing", po::value<std::string>()->default_value("measured"),
@@ -76,16 +79,8 @@ po::options_description train_options(TrainFlags* f) {
       "config: the host config's stage costs (the same every run)")(
       "lr-decay-steps", po::value<int64_t>(&f->decay_steps)->default_value(1),
       "steps over which the rate decays by --lr-decay-rate (continuously)")(
-      "eval-steps", po::value<int64_t>(&f->eval_steps)->default_value(0),
-      "test batches to evaluate (0: as many whole batches as the 10,000 test images fill; BERT "
-      "models: none unless given, then batches of the records' masked-LM and next-sentence "
-      "metrics)")("model-dir", po::value<std::string>(),
-                  "checkpoints and TensorBoard files (default: new)")(
+      "model-dir", po::value<std::string>(), "checkpoints and TensorBoard files (default: new)")(
       "log-every", po::value<int64_t>(&f->log_every)->default_value(50), "steps between log lines")(
-      "report", po::value<std::string>(), "write the run's figures as JSON to FILE")(
-      "timing-only",
-      "simulate time only: skip the device's numerics (no accuracy; the input pipeline still "
-      "runs for real)")(
       "fold-replicas", po::value<bool>()->default_value(false, "off"),
       "with --timing-only on a slice of several hosts: simulate only the first host's replicas "
       "cycle-level; every other core only joins the collectives, so the interconnect is "
@@ -140,7 +135,10 @@ constexpr char kTrainUsage[] =
     "JPEG records through a flowers-style pipeline (decode, resize, random crop, flip).\n"
     "BERT models (bert_large, bert_base, bert_tiny) pretrain on BERT's TFRecords from --data\n"
     "(written by tpusim data make-bert; synthetic ones are made on first use) or on\n"
-    "--input synthetic, with LAMB; --eval-steps N evaluates run_pretraining's metrics.\n"
+    "--input synthetic, with LAMB unless --optimizer says otherwise (MLPerf's BERT; gradients\n"
+    "clipped to global norm 1 as run_pretraining.py does) at 5e-5 unless --learning-rate says\n"
+    "otherwise (run_pretraining.py's default); --eval-steps N evaluates run_pretraining's\n"
+    "metrics.\n"
     "An imported model (--onnx FILE, --saved-model DIR) trains as a zoo model on images, or,\n"
     "fed by its inputs' names, on its own tf.Example records (--input examples --data DIR:\n"
     "train-*, eval-*) or synthetic inputs, with --loss softmax_cross_entropy or\n"
@@ -166,7 +164,7 @@ Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
 // --timing-only, --fold-replicas and the trace flags, then the registry's check of every flag
 // only some backends take.
 Refused run_mode_flags(const po::variables_map& vm, estimator::RunConfig* config) {
-  config->timing_only = vm.count("timing-only") > 0;
+  config->timing_only = vm["timing-only"].as<bool>();
   config->fold_replicas = vm["fold-replicas"].as<bool>();
   if (config->fold_replicas && !config->timing_only)
     return Refusal{true, "--fold-replicas needs --timing-only (folded replicas compute no values)"};
@@ -203,8 +201,9 @@ Refused run_config_from(const po::variables_map& vm, const TrainFlags& f,
   config->save_checkpoints_steps = std::max<int64_t>(f.steps / 4, f.ipl);
   use_data_options(data, config);
   const std::string host_timing = vm["host-timing"].as<std::string>();
-  if (host_timing != "config" && host_timing != "measured")
-    return Refusal{true, "--host-timing is measured or config (got '" + host_timing + "')"};
+  const auto timing = kHostTimings.parse(host_timing);
+  if (!timing) return Refusal{true, "--host-timing is measured or config (got '" + host_timing + "')"};
+  config->host_timing = *timing;
   return run_mode_flags(vm, config);
 }
 
@@ -290,8 +289,7 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_problem(policy.status());
   job->policy = *policy;
-  if (auto s = runtime::check_dtype_policy(**backend, runtime::models::dtype_policy_name(*policy));
-      !s.ok())
+  if (auto s = runtime::check_dtype_policy(**backend, *policy); !s.ok())
     return usage_problem(s);
   if (f.steps < 1 || f.batch < 1 || f.ipl < 1)
     return Refusal{true, "--train-steps, --batch-size and --iterations-per-loop must be >= 1"};
@@ -342,8 +340,8 @@ absl::StatusOr<JobFunctions> named_job_functions(bool config_timing, TrainJob& j
 }
 
 // Makes the job's records when missing, sets the host timing, and returns its functions.
-absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& job) {
-  const bool config_timing = vm["host-timing"].as<std::string>() == "config";
+absl::StatusOr<JobFunctions> prepare_job(TrainJob& job) {
+  const bool config_timing = job.config.host_timing == HostTiming::kHostConfig;
   if (job.bert.has_value()) {
     const jobs::BertData& bert = *job.bert;
     if (auto s = jobs::ensure_bert_records(bert, log_to_stderr); !s.ok()) return s;
@@ -369,7 +367,7 @@ absl::StatusOr<JobFunctions> prepare_job(const po::variables_map& vm, TrainJob& 
 // Trains, evaluates (unless timing-only) and exports when asked.
 absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map& vm, TrainJob& job,
                                                         ProgressBar& bar) {
-  auto functions = prepare_job(vm, job);
+  auto functions = prepare_job(job);
   if (!functions.ok()) return functions.status();
   const int64_t batch = job.flags.batch;
   auto est = estimator::TPUEstimator::create(functions->model_fn, job.config, {}, true, batch,

@@ -16,6 +16,7 @@
 #include "tools/tpusim/refusal.h"
 #include "tools/tpusim/subprocess.h"
 #include "tools/tpusim/sweep_grid.h"
+#include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
 
@@ -43,9 +44,9 @@ po::options_description validate_options() {
       "steps", po::value<int64_t>()->default_value(1), "training steps a case runs")(
       "set", po::value<std::vector<std::string>>(),
       "FIELD=VALUE: a slice config field every case's slice takes (repeatable)")(
-      "list", po::bool_switch(), "list the cases without running them")(
-      "json", po::bool_switch(), "print JSON")("report", po::value<std::string>(),
-                                               "also write the JSON to this file");
+      "list", po::bool_switch(), "list the cases without running them");
+  add_json_flag(options);
+  add_report_flag(options);
   return options;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// tpusim compare's options that name runs: --backends entries, --dtype-policy, --baseline-runs.
+// tpusim compare's options: their declarations, and the parsers of those that name runs
+// (--backends entries, --dtype-policy, --baseline-runs).
 
 #include <cstdint>
 #include <optional>
@@ -7,10 +8,20 @@
 #include <vector>
 
 #include <absl/status/statusor.h>
+#include <boost/program_options.hpp>
 
 #include "estimator/jobs/compare_job.h"
 
 namespace tpusim::cli {
+
+// The tolerances compare's flags bind (the job binds the rest).
+struct CompareFlags {
+  double loss_tol = 0, weight_tol = 0, weight_atol = 0, factor = 0;
+};
+
+// compare's options, the numbers bound to `job` and `f`.
+boost::program_options::options_description compare_options(jobs::CompareJob* job,
+                                                             CompareFlags* f);
 
 // A --backends entry: "cpu" (the CLI's precision, mxu), "cpu:fp32"; errors name the backend.
 absl::StatusOr<jobs::CompareBackend> parse_backend(const std::string& text);

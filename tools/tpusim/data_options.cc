@@ -1,6 +1,7 @@
 #include "tools/tpusim/data_options.h"
 
 #include "common/strings.h"
+#include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
 
@@ -33,16 +34,19 @@ void add_data_options(po::options_description& options) {
       "half the bytes; the model sees them widened to f32)");
 }
 
+absl::StatusOr<InputKind> input_kind_from(const po::variables_map& vm) {
+  const std::string input = vm["input"].as<std::string>();
+  if (auto kind = kInputKinds.parse(input)) return *kind;
+  return absl::InvalidArgumentError("--input is " + kInputKinds.list() + " (got '" + input + "')");
+}
+
 absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm, bool synthetic_allowed) {
   FashionData d;
-  const std::string input = vm["input"].as<std::string>();
-  if (input != "raw" && input != "jpeg" && input != "synthetic" && input != "examples") {
-    return absl::InvalidArgumentError("--input is raw, jpeg, synthetic or examples (got '" + input +
-                                      "')");
-  }
-  d.jpeg = input == "jpeg";
-  d.synthetic = input == "synthetic";
-  d.examples = input == "examples";
+  auto input = input_kind_from(vm);
+  if (!input.ok()) return input.status();
+  d.jpeg = *input == InputKind::kJpeg;
+  d.synthetic = *input == InputKind::kSynthetic;
+  d.examples = *input == InputKind::kExamples;
   if (d.examples && vm.count("data") == 0)
     return absl::InvalidArgumentError("--input examples reads the records in --data DIR");
   if (d.synthetic && !synthetic_allowed) {
@@ -55,9 +59,10 @@ absl::StatusOr<FashionData> fashion_data_from(const po::variables_map& vm, bool 
   d.batch_threads = vm["batch-threads"].as<int>();
   d.enqueue_threads = vm["enqueue-threads"].as<int>();
   const std::string infeed_dtype = vm["infeed-dtype"].as<std::string>();
-  if (infeed_dtype != "f32" && infeed_dtype != "bf16")
+  const std::optional<isa::DType> dtype = kTensorDTypes.parse(infeed_dtype);
+  if (!dtype)
     return absl::InvalidArgumentError("--infeed-dtype is f32 or bf16 (got '" + infeed_dtype + "')");
-  d.bf16_images = infeed_dtype == "bf16";
+  d.bf16_images = *dtype == isa::BF16;
   if (std::string problem = check_fashion_data(d); !problem.empty())
     return absl::InvalidArgumentError(problem);
   d.dir =

@@ -10,11 +10,21 @@
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
+#include "common/named_values.h"
 #include "estimator/jobs/bert_job.h"
 #include "estimator/jobs/fashion_job.h"
 #include "estimator/jobs/imported_data.h"
 
 namespace tpusim::cli {
+
+// --input: where a job's examples come from (FashionData says what each reads).
+enum class InputKind { kRaw, kJpeg, kSynthetic, kExamples };
+inline constexpr NamedValues<InputKind, 4> kInputKinds{{{{InputKind::kRaw, "raw"},
+                                                         {InputKind::kJpeg, "jpeg"},
+                                                         {InputKind::kSynthetic, "synthetic"},
+                                                         {InputKind::kExamples, "examples"}}}};
+// --input's value; InvalidArgument (a usage error) lists the kinds.
+absl::StatusOr<InputKind> input_kind_from(const boost::program_options::variables_map& vm);
 
 void add_data_options(boost::program_options::options_description& options);
 

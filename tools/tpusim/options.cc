@@ -70,17 +70,15 @@ absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& 
 }
 
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {
-  if (name == "default") return isa::DEFAULT;
-  if (name == "high") return isa::HIGH;
-  if (name == "highest") return isa::HIGHEST;
+  if (auto precision = kMatmulPrecisions.parse(name)) return *precision;
   return absl::InvalidArgumentError(
-      str_cat("unknown precision '", name, "' (default, high or highest)"));
+      str_cat("unknown precision '", name, "' (", kMatmulPrecisions.list(), ")"));
 }
 
-absl::Status check_mxu_policy(const std::string& name) {
-  if (sim::make_mxu_policy(name, 1, 1) != nullptr) return absl::OkStatus();
+absl::StatusOr<sim::MxuPolicy> parse_mxu_policy(const std::string& name) {
+  if (auto policy = sim::kMxuPolicies.parse(name)) return *policy;
   return absl::InvalidArgumentError(
-      str_cat("unknown MXU policy '", name, "' (", str_join(sim::mxu_policy_names(), ", "), ")"));
+      str_cat("unknown MXU policy '", name, "' (", sim::kMxuPolicies.list(", ", ", "), ")"));
 }
 
 std::string zoo_model_names(const std::string& separator) {

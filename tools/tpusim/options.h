@@ -11,7 +11,9 @@
 
 #include "estimator/jobs/imported_job.h"
 #include "runtime/models/zoo.h"
+#include "common/named_values.h"
 #include "sim/isa/isa.pb.h"
+#include "sim/timing/mxu_policy.h"
 #include "tools/tpusim/refusal.h"
 
 namespace tpusim::cli {
@@ -28,10 +30,19 @@ absl::StatusOr<int64_t> parse_count(const std::string& flag, const std::string& 
 // "A:B", global steps with 0 <= A <= B (--trace-steps); errors name `flag`.
 absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& flag,
                                                              const std::string& text);
+// The MXU's precisions by the words matmul's --precision takes (1, 3 and 6 bf16 passes).
+inline constexpr NamedValues<isa::Precision, 3> kMatmulPrecisions{
+    {{{isa::DEFAULT, "default"}, {isa::HIGH, "high"}, {isa::HIGHEST, "highest"}}}};
 // "default" | "high" | "highest".
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name);
-// OK when `name` is a registered MXU timing policy.
-absl::Status check_mxu_policy(const std::string& name);
+// A switch written as a word (compare's --baseline).
+inline constexpr NamedValues<bool, 2> kOnOff{{{{true, "on"}, {false, "off"}}}};
+// The words for a tensor's dtype in HBM or on the host link: matmul's --input-dtype, the data
+// flags' --infeed-dtype.
+inline constexpr NamedValues<isa::DType, 2> kTensorDTypes{
+    {{{isa::F32, "f32"}, {isa::BF16, "bf16"}}}};
+// "tpu" | "scalesim_ws" (sim/timing/mxu_policy.h).
+absl::StatusOr<sim::MxuPolicy> parse_mxu_policy(const std::string& name);
 // The zoo's model names joined by `separator`, for help texts: "mlp | mnist_cnn | ...".
 std::string zoo_model_names(const std::string& separator);
 

@@ -56,7 +56,8 @@ void print_start(const TrainJob& job) {
           ? ""
           : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")"),
       run_target(*job.backend, c.slice), c.tpu_config.num_shards, job.flags.batch, job.flags.ipl,
-      runtime::optimizer_name(job.optimizer.kind), job.flags.lr, c.compile.precision, c.model_dir);
+      runtime::optimizer_name(job.optimizer.kind), job.flags.lr,
+      runtime::kPrecisions.name(c.compile.precision), c.model_dir);
   if (job.policy == runtime::models::DTypePolicy::kMixedBFloat16 &&
       !job.backend->mixed_bfloat16_note.empty()) {
     std::cout << "note: " << job.backend->mixed_bfloat16_note << "\n";
@@ -71,7 +72,7 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
   nlohmann::ordered_json report = {
       {"model", job.model},
       {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
-      {"precision", c.compile.precision},
+      {"precision", runtime::kPrecisions.name(c.compile.precision)},
       {"backend", c.backend},
       {"config", job.backend->supports.runs_a_slice ? c.slice : c.backend},
       {"model_dir", c.model_dir},

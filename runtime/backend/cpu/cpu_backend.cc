@@ -94,7 +94,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
     if (absl::Status st = check_backend_options(declaration(), options); !st.ok()) return st;
-    return std::make_unique<CpuExecutable>(graph, options.precision == "mxu",
+    return std::make_unique<CpuExecutable>(graph, options.precision == Precision::kMxu,
                                            options.f32_reductions, options.replicas);
   }
 
@@ -226,9 +226,9 @@ const BackendDeclaration& cpu_backend_declaration() {
     BackendDeclaration d;
     d.name = "cpu";
     d.description = "Eigen on the host: the numerics reference (fp32, or mxu: bf16 matmul inputs)";
-    d.supports.precisions = {"fp32", "mxu"};
-    d.supports.dtype_policies = {"float32", "mixed_bfloat16"};
-    d.supports.allreduce_algorithms = {"ring"};  // replica 0's value plus each other's, in order
+    d.supports.precisions = {Precision::kFp32, Precision::kMxu};
+    d.supports.dtype_policies = {DTypePolicy::kFloat32, DTypePolicy::kMixedBFloat16};
+    d.supports.allreduce_algorithms = {AllReduceAlgorithm::kRing};  // replica 0's value plus each other's, in order
     d.numerics_reference = true;
     d.availability = [] { return BackendAvailability{true, true, ""}; };
     d.make = [](const BackendArgs&) -> absl::StatusOr<std::unique_ptr<Backend>> {

@@ -149,7 +149,7 @@ class GpuBackend final : public Backend {
     std::vector<gpu::NodePlan> plans;
     std::vector<Buffer> constants(static_cast<size_t>(graph.size()));
     for (int i = 0; i < graph.size(); ++i) {
-      auto plan = gpu::plan_node(graph, i, options.precision == "mxu");
+      auto plan = gpu::plan_node(graph, i, options.precision == Precision::kMxu);
       if (!plan.ok()) return plan.status();
       plans.push_back(*std::move(plan));
       if (graph.node(i).op != Op::kConstant) continue;

@@ -10,9 +10,9 @@ const BackendDeclaration& gpu_backend_declaration() {
     BackendDeclaration d;
     d.name = "gpu";
     d.description = "CUDA kernels and cuBLAS on an NVIDIA GPU (fp32, or mxu: bf16 matmul inputs)";
-    d.supports.precisions = {"fp32", "mxu"};
-    d.supports.dtype_policies = {"float32", "mixed_bfloat16"};
-    d.supports.allreduce_algorithms = {"ring"};  // the cpu backend's order
+    d.supports.precisions = {Precision::kFp32, Precision::kMxu};
+    d.supports.dtype_policies = {DTypePolicy::kFloat32, DTypePolicy::kMixedBFloat16};
+    d.supports.allreduce_algorithms = {AllReduceAlgorithm::kRing};  // the cpu backend's order
     d.availability = [] {
       // Built when nvcc was found at configure time; runs where the CUDA runtime sees a device.
       const gpu::CudaProbe cuda = gpu::probe_cuda();

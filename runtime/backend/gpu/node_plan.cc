@@ -319,27 +319,67 @@ bool transpose_folds_into_matmuls(const Graph& graph, int id) {
   return read;
 }
 
-absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
-  const Node& n = graph.node(id);
+// An elementwise node's launch (binary with numpy broadcasting, unary, select, cast, random
+// numbers, argmax); false for other ops.
+bool plan_elementwise(const Graph& graph, const Node& n, NodePlan* plan) {
   auto input = [&](size_t i) -> const Node& { return graph.node(n.inputs[i]); };
-  if (absl::Status s = check_ranks(graph, id); !s.ok()) return s;
-  NodePlan plan;
-  plan.int_out = n.dtype == DType::kS32;
-  plan.work = NodeWork::kElements;
   const int64_t count = n.shape.elements();
+  ElementLaunch l;
   if (is_binary_elementwise(n.op)) {
-    ElementLaunch l = launch(ElementKind::kBinary, n, count, {0, 1});
+    l = launch(ElementKind::kBinary, n, count, {0, 1});
     l.plan.int_a = input(0).dtype == DType::kS32;
     l.plan.int_out = false;  // comparisons of s32 values give f32
     l.plan.map_a = numpy_operand(input(0).shape, n.shape);
     l.plan.map_b = numpy_operand(input(1).shape, n.shape);
-    plan.launches.push_back(l);
-    return plan;
+  } else if (is_unary_elementwise(n.op)) {
+    l = launch(ElementKind::kUnary, n, count, {0});
+  } else if (n.op == Op::kRngUniform) {
+    l = launch(ElementKind::kRngUniform, n, count, {});
+    l.plan.round_output = false;
+    l.plan.seed = n.attrs.seed;
+  } else if (n.op == Op::kSelect) {
+    l = launch(ElementKind::kSelect, n, count, {0, 1, 2});
+    l.plan.int_a = input(0).dtype == DType::kS32;
+    l.plan.round_output = false;
+  } else if (n.op == Op::kCast) {
+    l = launch(ElementKind::kCast, n, count, {0});
+    l.plan.int_a = input(0).dtype == DType::kS32;
+  } else if (n.op == Op::kArgMax) {
+    l = launch(ElementKind::kArgMax, n, count, {0});
+    const Shape& s = input(0).shape;
+    l.plan.len = s.dim(static_cast<int>(n.attrs.axis));
+    l.plan.inner = s.strides()[static_cast<size_t>(n.attrs.axis)];
+  } else {
+    return false;
   }
-  if (is_unary_elementwise(n.op)) {
-    plan.launches.push_back(launch(ElementKind::kUnary, n, count, {0}));
-    return plan;
-  }
+  plan->launches.push_back(l);
+  return true;
+}
+
+// A matmul's cuBLAS call: its shapes, batches, and the transposes read in place.
+void plan_matmul(const Graph& graph, const Node& n, bool mxu, NodePlan* plan) {
+  plan->work = NodeWork::kMatMul;
+  const Shape& a = graph.node(n.inputs[0]).shape;
+  const Shape& b = graph.node(n.inputs[1]).shape;
+  MatMulPlan& m = plan->matmul;
+  m.m = a.dim(a.rank() - 2);
+  m.k = a.dim(a.rank() - 1);
+  m.n = b.dim(b.rank() - 1);
+  m.batches = m.m * m.k == 0 ? 0 : a.elements() / (m.m * m.k);
+  m.shared_rhs = b.rank() == 2;
+  m.bf16_inputs = mxu;
+  m.round_output = n.dtype == DType::kBF16;
+  m.a_transposed = transpose_folds_into_matmuls(graph, n.inputs[0]);
+  m.b_transposed = transpose_folds_into_matmuls(graph, n.inputs[1]);
+}
+
+absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
+  const Node& n = graph.node(id);
+  if (absl::Status s = check_ranks(graph, id); !s.ok()) return s;
+  NodePlan plan;
+  plan.int_out = n.dtype == DType::kS32;
+  plan.work = NodeWork::kElements;
+  if (plan_elementwise(graph, n, &plan)) return plan;
   if (transpose_folds_into_matmuls(graph, id)) {
     plan.work = NodeWork::kAlias;
     return plan;
@@ -358,54 +398,13 @@ absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu) {
     case Op::kCrossReplicaSum:
       plan.work = NodeWork::kCrossReplicaSum;  // an alias on one replica
       break;
-    case Op::kRngUniform: {
-      ElementLaunch l = launch(ElementKind::kRngUniform, n, count, {});
-      l.plan.round_output = false;
-      l.plan.seed = n.attrs.seed;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kSelect: {
-      ElementLaunch l = launch(ElementKind::kSelect, n, count, {0, 1, 2});
-      l.plan.int_a = input(0).dtype == DType::kS32;
-      l.plan.round_output = false;
-      plan.launches.push_back(l);
-      break;
-    }
-    case Op::kCast: {
-      ElementLaunch l = launch(ElementKind::kCast, n, count, {0});
-      l.plan.int_a = input(0).dtype == DType::kS32;
-      plan.launches.push_back(l);
-      break;
-    }
     case Op::kReduceSum:
     case Op::kReduceMax:
-      plan_reduce(n, input(0).shape, &plan);
+      plan_reduce(n, graph.node(n.inputs[0]).shape, &plan);
       break;
-    case Op::kArgMax: {
-      ElementLaunch l = launch(ElementKind::kArgMax, n, count, {0});
-      const Shape& s = input(0).shape;
-      l.plan.len = s.dim(static_cast<int>(n.attrs.axis));
-      l.plan.inner = s.strides()[static_cast<size_t>(n.attrs.axis)];
-      plan.launches.push_back(l);
+    case Op::kMatMul:
+      plan_matmul(graph, n, mxu, &plan);
       break;
-    }
-    case Op::kMatMul: {
-      plan.work = NodeWork::kMatMul;
-      const Shape& a = input(0).shape;
-      const Shape& b = input(1).shape;
-      MatMulPlan& m = plan.matmul;
-      m.m = a.dim(a.rank() - 2);
-      m.k = a.dim(a.rank() - 1);
-      m.n = b.dim(b.rank() - 1);
-      m.batches = m.m * m.k == 0 ? 0 : a.elements() / (m.m * m.k);
-      m.shared_rhs = b.rank() == 2;
-      m.bf16_inputs = mxu;
-      m.round_output = n.dtype == DType::kBF16;
-      m.a_transposed = transpose_folds_into_matmuls(graph, n.inputs[0]);
-      m.b_transposed = transpose_folds_into_matmuls(graph, n.inputs[1]);
-      break;
-    }
     default:
       return absl::UnimplementedError(
           str_cat("gpu backend: no kernel for ", describe_node(graph, id)));

@@ -34,7 +34,7 @@ struct ElementLaunch {
 struct MatMulPlan {
   int64_t m = 0, k = 0, n = 0, batches = 1;
   bool shared_rhs = false;
-  bool bf16_inputs = false;   // precision "mxu": inputs rounded to bf16, products summed in f32
+  bool bf16_inputs = false;   // precision kMxu: inputs rounded to bf16, products summed in f32
   bool round_output = false;  // a DType::kBF16 result
   // An operand that is a folded transpose (transpose_folds_into_matmuls): its value holds the
   // transpose's input, [K, M] for a, [N, K] for b, which cuBLAS reads transposed.
@@ -57,7 +57,7 @@ struct NodePlan {
 // the dot that reads it.
 bool transpose_folds_into_matmuls(const Graph& graph, int id);
 
-// The plan of node `id` of `graph`; `mxu` is CompileOptions::precision == "mxu". Fails (naming
+// The plan of node `id` of `graph`; `mxu` is CompileOptions::precision == Precision::kMxu. Fails (naming
 // the node) on a shape the element kernels cannot index (rank above element::kMaxRank).
 absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu);
 

@@ -21,6 +21,57 @@ int64_t column_rows_a_pass(const Lowering& l, int64_t inner) {
   return static_cast<int64_t>(l.emit.tile_budget_bytes() / 8) / (inner * 4);
 }
 
+void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
+                  uint64_t dst);
+
+// Rows [outer, k] wider than a tile (a whole large variable's sum): each row's column chunks
+// reduce into partial results, [outer, parts], which a second pass reduces; each chunk is one
+// fragment over strided rows, writing one column of the partials.
+void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k, uint64_t dst) {
+  const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  // The widest whole vector rows (128 lanes) that leave room for the tile's other blocks.
+  const uint64_t budget = l.emit.tile_budget_bytes();
+  const int64_t chunk = std::max<int64_t>(
+      128, static_cast<int64_t>(budget > 1024 ? (budget - 1024) / 4 / 128 * 128 : 0));
+  const int64_t parts = (k + chunk - 1) / chunk;
+  const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
+  for (int64_t p = 0; p < parts; ++p) {
+    TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4, isa::F32,
+                       1};
+    column.stride = static_cast<uint64_t>(parts) * 4;
+    TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
+                     isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
+    rows.stride = static_cast<uint64_t>(k) * 4;
+    l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
+                   [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+  }
+  reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
+}
+
+// Leading axes over a long input [k, inner]: one pipelined fragment, as XLA's reduce fusion,
+// reducing each row tile down its columns and adding that partial row to an accumulator in
+// order, the next tile loading while this one reduces; the sum is written once.
+void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t inner,
+                         uint64_t dst) {
+  const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
+  const TileOperand rows{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)};
+  const auto cols = static_cast<uint32_t>(inner);
+  const isa::Block sum =
+      l.emit.reduce_rows(static_cast<uint64_t>(k), {rows}, 1, cols, cols, [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        if (t.first_row() == 0) {
+          t.chain(b.reduce(vop, t.accumulator(), t.in(0), 0));
+          return;
+        }
+        const isa::Block part = block(t.scratch(0).address(), 1, cols, isa::F32);
+        t.chain(b.reduce(vop, part, t.in(0), 0));
+        t.chain(b.binary(combine, t.accumulator(), t.accumulator(), part));
+      });
+  Tile after = l.emit.epilogue();
+  after.store(sum, block(dst, 1, cols, isa::F32), after.chain_count());
+}
+
 // Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
 // [outer, k, inner]. Trailing axes (inner == 1) reduce each row (a row wider than a tile in
 // column chunks, then their partial results); otherwise the k slices of each row are combined
@@ -33,26 +84,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
   if (inner == 1 &&
       Emitter::tile_bytes({static_cast<uint64_t>(k), 1}, 1) > l.emit.tile_budget_bytes()) {
-    // Rows wider than a tile (a whole large variable's sum): each row's column chunks reduce
-    // into partial results, [outer, parts], which a second pass reduces; each chunk is one
-    // fragment over strided rows, writing one column of the partials.
-    // The widest whole vector rows (128 lanes) that leave room for the tile's other blocks.
-    const uint64_t budget = l.emit.tile_budget_bytes();
-    const int64_t chunk = std::max<int64_t>(
-        128, static_cast<int64_t>(budget > 1024 ? (budget - 1024) / 4 / 128 * 128 : 0));
-    const int64_t parts = (k + chunk - 1) / chunk;
-    const uint64_t partial = l.hbm.temporary(static_cast<uint64_t>(outer * parts) * 4);
-    for (int64_t p = 0; p < parts; ++p) {
-      TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4, isa::F32,
-                         1};
-      column.stride = static_cast<uint64_t>(parts) * 4;
-      TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
-                       isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
-      rows.stride = static_cast<uint64_t>(k) * 4;
-      l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
-                     [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
-    }
-    reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
+    reduce_wide_rows(l, op, src, outer, k, dst);
     return;
   }
   if (inner == 1) {
@@ -62,24 +94,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
     return;
   }
   if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
-    // Leading axes over a long input: one pipelined fragment, as XLA's reduce fusion, reducing
-    // each row tile of [k, inner] down its columns and adding that partial row to an accumulator
-    // in order, the next tile loading while this one reduces; the sum is written once.
-    const TileOperand rows{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)};
-    const auto cols = static_cast<uint32_t>(inner);
-    const isa::Block sum =
-        l.emit.reduce_rows(static_cast<uint64_t>(k), {rows}, 1, cols, cols, [&](Tile& t) {
-          sim::CoreBuilder& b = t.e_builder();
-          if (t.first_row() == 0) {
-            t.chain(b.reduce(vop, t.accumulator(), t.in(0), 0));
-            return;
-          }
-          const isa::Block part = block(t.scratch(0).address(), 1, cols, isa::F32);
-          t.chain(b.reduce(vop, part, t.in(0), 0));
-          t.chain(b.binary(combine, t.accumulator(), t.accumulator(), part));
-        });
-    Tile after = l.emit.epilogue();
-    after.store(sum, block(dst, 1, cols, isa::F32), after.chain_count());
+    reduce_long_columns(l, op, src, k, inner, dst);
     return;
   }
   if (outer == 1) {

@@ -1,13 +1,29 @@
 // CompileOptions -> StepOptions: the one place the tpusim compiler reads a backend's options.
 #include "runtime/backend/tpusim/compiler.h"
-#include "sim/isa/ops.h"
 
 namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+isa::Collective::Algorithm isa_algorithm(AllReduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllReduceAlgorithm::kBidirRing:
+      return isa::Collective::BIDIR_RING;
+    case AllReduceAlgorithm::kTorus2d:
+      return isa::Collective::TORUS_2D;
+    case AllReduceAlgorithm::kTorus:
+      return isa::Collective::TORUS;
+    case AllReduceAlgorithm::kRing:
+      break;
+  }
+  return isa::Collective::RING;
+}
+
+}  // namespace
 
 StepOptions step_options_from(const CompileOptions& options) {
   StepOptions step;
   step.replicas = options.replicas;
-  sim::collective_algorithm_named(options.allreduce, &step.allreduce);
+  step.allreduce = isa_algorithm(options.allreduce);
   step.overlap_allreduce = options.overlap_allreduce;
   step.combine.threshold_bytes = options.allreduce_combine_bytes;
   step.fuse_convolutions = options.fuse_convolutions;

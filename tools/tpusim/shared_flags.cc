@@ -1,0 +1,94 @@
+#include "tools/tpusim/shared_flags.h"
+
+#include "common/strings.h"
+#include "runtime/graph/optimizers.h"
+#include "sim/timing/mxu_policy.h"
+
+namespace tpusim::cli {
+
+namespace po = boost::program_options;
+
+namespace {
+
+// `meaning`, with the command's own default and its reason when it has one.
+template <typename T>
+std::string help(const std::string& meaning, const std::optional<OtherDefault<T>>& other) {
+  return other ? str_cat(meaning, " (", other->why, ")") : meaning;
+}
+
+// The flag's value, bound to `bound` when given, defaulting to `fallback` or the command's own;
+// the default shown as fmt writes it (0.05, not Boost's 0.0500000007).
+template <typename T>
+po::typed_value<T>* value_of(T* bound, const T& fallback,
+                             const std::optional<OtherDefault<T>>& other) {
+  const T& value = other ? other->value : fallback;
+  return po::value<T>(bound)->default_value(value, str_cat(value));
+}
+
+}  // namespace
+
+void add_config_flag(po::options_description& options, std::string* bound) {
+  options.add_options()("config", po::value<std::string>(bound)->default_value("v3-8"),
+                        "the slice the tpusim backend simulates: a config file or a built-in name "
+                        "(`tpusim config list`)");
+}
+
+void add_json_flag(po::options_description& options) {
+  options.add_options()("json", po::bool_switch(), "print JSON instead of text");
+}
+
+void add_report_flag(po::options_description& options) {
+  options.add_options()("report", po::value<std::string>(), "also write the JSON report to FILE");
+}
+
+void add_batch_size_flag(po::options_description& options, int64_t* bound,
+                         const std::optional<OtherDefault<int64_t>>& other) {
+  options.add_options()("batch-size", value_of<int64_t>(bound, 1024, other),
+                        help("the global batch size, over every replica", other).c_str());
+}
+
+void add_model_flag(po::options_description& options, std::string* bound,
+                    const std::optional<OtherDefault<std::string>>& other) {
+  const std::string meaning = "a zoo model (`tpusim compile --help` lists them)";
+  if (other && other->value.empty()) {
+    options.add_options()("model", po::value<std::string>(bound), help(meaning, other).c_str());
+    return;
+  }
+  options.add_options()("model", value_of<std::string>(bound, "mnist_cnn", other),
+                        help(meaning, other).c_str());
+}
+
+void add_optimizer_flags(po::options_description& options, float* learning_rate,
+                         const std::optional<OtherDefault<std::string>>& other_optimizer,
+                         const std::optional<OtherDefault<float>>& other_rate) {
+  options.add_options()(
+      "optimizer", value_of<std::string>(nullptr, "adam", other_optimizer),
+      help(runtime::kOptimizers.list(" | ", " | "), other_optimizer).c_str())(
+      "learning-rate", value_of<float>(learning_rate, 2e-3f, other_rate),
+      help("the optimizer's rate", other_rate).c_str());
+}
+
+void add_eval_steps_flag(po::options_description& options, int64_t* bound) {
+  options.add_options()(
+      "eval-steps", po::value<int64_t>(bound)->default_value(0),
+      "test batches to evaluate (0: as many whole batches as the 10,000 test images fill; BERT "
+      "models: none unless given, then batches of the records' masked-LM and next-sentence "
+      "metrics)");
+}
+
+void add_mxu_policy_flag(po::options_description& options) {
+  options.add_options()("mxu-policy", po::value<std::string>()->default_value("tpu"),
+                        str_cat("the MXU timing policy: ", sim::kMxuPolicies.list(" | ", " | "))
+                            .c_str());
+}
+
+void add_timing_only_flag(po::options_description& options) {
+  options.add_options()("timing-only", po::bool_switch(),
+                        "simulate time only: compute no values (no errors, losses or accuracy)");
+}
+
+void add_dump_flag(po::options_description& options) {
+  options.add_options()("dump", po::bool_switch(), "print the ISA program (and run nothing)");
+}
+
+}  // namespace tpusim::cli
