@@ -23,8 +23,8 @@ using tpusim::bench::replica_feeds;
 // inputs as they are), after one untimed step. Counters: seconds a step, the step's matmul
 // GFLOP (convolutions included, all replicas) and the rate they ran at.
 void time_training_steps(benchmark::State& state, const Graph& graph, uint32_t replicas) {
-  auto prepared = tpusim::bench::prepare_step(state, "cpu", graph,
-                                              tpusim::runtime::Precision::kFp32, replicas);
+  auto prepared =
+      tpusim::bench::prepare_step(state, "cpu", graph, tpusim::runtime::Precision::kFp32, replicas);
   if (!prepared) return;
   auto& [backend, exe, vars] = *prepared;
   const std::vector<LoopStep> step{{replica_feeds(graph, replicas), nullptr, 0}};

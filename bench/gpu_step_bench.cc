@@ -29,8 +29,8 @@ void BM_GpuTrainingStep(benchmark::State& state, const char* model) {
   }
   const int64_t batch = state.range(0);
   const auto replicas = static_cast<uint32_t>(state.range(1));
-  const auto precision = state.range(2) == 1 ? tpusim::runtime::Precision::kMxu
-                                              : tpusim::runtime::Precision::kFp32;
+  const auto precision =
+      state.range(2) == 1 ? tpusim::runtime::Precision::kMxu : tpusim::runtime::Precision::kFp32;
   GraphBuilder b;
   if (!tpusim::bench::build_step(state, b, model, batch, replicas)) return;
   const Graph& graph = b.graph();
@@ -56,7 +56,8 @@ void BM_GpuTrainingStep(benchmark::State& state, const char* model) {
       benchmark::Counter(steps / 1e3, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["GFLOP"] = flops / 1e9;
   state.counters["TFLOPS"] = benchmark::Counter(flops * steps / 1e12, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(model) + ", " + std::string(tpusim::runtime::kPrecisions.name(precision)));
+  state.SetLabel(std::string(model) + ", " +
+                 std::string(tpusim::runtime::kPrecisions.name(precision)));
 }
 
 BENCHMARK_CAPTURE(BM_GpuTrainingStep, mnist_cnn, "mnist_cnn")

@@ -25,7 +25,8 @@ using Matrix = tpusim::sim::MatrixF;
 tpusim::sim::System& shared_system() {
   static std::unique_ptr<tpusim::sim::System> system = [] {
     auto slice = tpusim::config::load_slice("v3-8");
-    return std::move(*tpusim::sim::System::create(*slice, {tpusim::sim::MxuPolicy::kTpu, true, nullptr}));
+    return std::move(
+        *tpusim::sim::System::create(*slice, {tpusim::sim::MxuPolicy::kTpu, true, nullptr}));
   }();
   return *system;
 }

@@ -53,8 +53,7 @@ struct PreparedStep {
 // initialised; nullopt once the benchmark is skipped with the reason.
 inline std::optional<PreparedStep> prepare_step(benchmark::State& state, const std::string& name,
                                                 const runtime::Graph& graph,
-                                                runtime::Precision precision,
-                                                uint32_t replicas) {
+                                                runtime::Precision precision, uint32_t replicas) {
   auto backend = runtime::make_backend(name);
   if (!backend.ok()) {
     state.SkipWithError(std::string(backend.status().message()).c_str());

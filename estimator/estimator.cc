@@ -164,7 +164,7 @@ runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) 
   return out;
 }
 
-absl::StatusOr<HostSide> host_side(const RunConfig& config) {
+absl::StatusOr<HostSide> host_side(const SimulatorOptions& config) {
   HostSide host;
   auto backend = runtime::find_backend(config.backend);
   if (!backend.ok()) return backend.status();
@@ -181,14 +181,14 @@ absl::StatusOr<HostSide> host_side(const RunConfig& config) {
   return host;
 }
 
-runtime::HostTiming infeed_timing(const RunConfig& config, const HostSide& host,
+runtime::HostTiming infeed_timing(const SimulatorOptions& config, const HostSide& host,
                                   int64_t per_shard_batch) {
   runtime::HostTiming timing;
   timing.cpu_cores = host.cpu_cores;
   timing.hosts = host.hosts;
   timing.prefetch_depth = 2;
   timing.enqueue_threads = config.host_enqueue_threads;
-  if (config.host_timing == RunConfig::HostTiming::kHostConfig) {
+  if (config.host_timing == SimulatorOptions::HostTiming::kHostConfig) {
     timing.stages =
         runtime::standard_stages(config.host_read_threads, config.host_map_threads,
                                  config.host_batch_threads, config.host_enqueue_threads);
@@ -213,11 +213,12 @@ const char* mode_name(Mode mode) {
   }
 }
 
-TPUEstimator::TPUEstimator(ModelFn model_fn, RunConfig config, Params params,
+TPUEstimator::TPUEstimator(ModelFn model_fn, RunConfig config, SimulatorOptions sim, Params params,
                            int64_t train_batch_size, int64_t eval_batch_size,
                            int64_t predict_batch_size)
     : model_fn_(std::move(model_fn)),
       config_(std::move(config)),
+      sim_(std::move(sim)),
       params_(std::move(params)),
       train_batch_size_(train_batch_size),
       eval_batch_size_(eval_batch_size),
@@ -227,7 +228,8 @@ TPUEstimator::~TPUEstimator() = default;
 
 absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
     ModelFn model_fn, RunConfig config, Params params, bool use_tpu, int64_t train_batch_size,
-    int64_t eval_batch_size, int64_t predict_batch_size) {
+    int64_t eval_batch_size, int64_t predict_batch_size, SimulatorOptions simulator,
+    std::string warm_start_from) {
   if (!model_fn) return absl::InvalidArgumentError("TPUEstimator: no model_fn");
   if (config.model_dir.empty()) return absl::InvalidArgumentError("RunConfig.model_dir is empty");
   const uint32_t shards = config.tpu_config.num_shards;
@@ -243,11 +245,12 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
           str_cat(name, " ", size, " must be divisible by the ", shards, " replicas (num_shards)"));
     }
   }
-  if (!use_tpu) config.backend = "cpu";
-  std::unique_ptr<TPUEstimator> est(new TPUEstimator(std::move(model_fn), std::move(config),
-                                                     std::move(params), train_batch_size,
-                                                     eval_batch_size, predict_batch_size));
-  const RunConfig& c = est->config_;
+  if (!use_tpu) simulator.backend = "cpu";
+  std::unique_ptr<TPUEstimator> est(
+      new TPUEstimator(std::move(model_fn), std::move(config), std::move(simulator),
+                       std::move(params), train_batch_size, eval_batch_size, predict_batch_size));
+  est->warm_start_from_ = std::move(warm_start_from);
+  const SimulatorOptions& c = est->sim_;
   runtime::RunFeatures features;
   features.timing_only = c.timing_only;
   features.trace = !c.trace_path.empty();
@@ -257,7 +260,7 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
   auto backend = runtime::make_backend(c.backend, args);
   if (!backend.ok()) return backend.status();
   est->backend_ = *std::move(backend);
-  if (auto s = est->backend_->set_timing_only(est->config_.timing_only); !s.ok()) return s;
+  if (auto s = est->backend_->set_timing_only(c.timing_only); !s.ok()) return s;
   return est;
 }
 
@@ -296,13 +299,13 @@ Params TPUEstimator::input_params(int64_t per_shard_batch) const {
 }
 
 std::unique_ptr<runtime::StallWatch> TPUEstimator::stall_watch() const {
-  return runtime::StallWatch::after_seconds(config_.input_stall_report_seconds,
+  return runtime::StallWatch::after_seconds(sim_.input_stall_report_seconds,
                                             [this](const std::string& line) { log(line); });
 }
 
 void TPUEstimator::log(const std::string& line) const {
-  if (config_.log) {
-    config_.log(line);
+  if (sim_.log) {
+    sim_.log(line);
   } else {
     std::cerr << line << "\n";
   }

@@ -87,12 +87,15 @@ using ModelFn = std::function<absl::StatusOr<TPUEstimatorSpec>(
     Mode mode, const Params& params)>;
 using InputFn = std::function<absl::StatusOr<runtime::data::DatasetPtr>(const Params& params)>;
 
+// tf.compat.v1.estimator.tpu.TPUConfig.
 struct TPUConfig {
   uint32_t iterations_per_loop = 100;
   uint32_t num_shards = 8;
   bool per_host_input_for_training = true;
 };
 
+// tf.compat.v1.estimator.tpu.RunConfig: what a TPUEstimator program configures, by TensorFlow's
+// names and with its defaults. How tpusim runs the program is SimulatorOptions'.
 struct RunConfig {
   std::string model_dir;
   int64_t save_checkpoints_steps = 1000;
@@ -100,6 +103,12 @@ struct RunConfig {
   int64_t log_step_count_steps = 100;
   int keep_checkpoint_max = 5;
   TPUConfig tpu_config;
+};
+
+// How tpusim runs a TPUEstimator program, which TensorFlow has no place for (a real program runs
+// on the TPU it is given): the backend and the slice it simulates, how the step is compiled, how
+// the host's input pipeline is charged, what is simulated and recorded, and where progress goes.
+struct SimulatorOptions {
   // The backend by its registry name (runtime/backend/registry.h): "tpusim" (use_tpu), "cpu",
   // "gpu". A backend that runs a slice runs `slice`, whose host config times the input.
   std::string backend = "tpusim";
@@ -109,12 +118,7 @@ struct RunConfig {
   // itself; an option the backend does not support is refused by create(), naming the backends
   // that do (runtime/backend/registry.h).
   runtime::CompileOptions compile;
-  // When model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's
-  // newest): every model variable it has with the same shape. Optimizer slots and the global
-  // step start afresh, as with TensorFlow's warm start.
-  std::string warm_start_from;
-  std::function<void(const std::string&)> log;  // progress lines; stderr when unset
-  // train on tpusim: how the host input pipeline's time is charged. kMeasured: what the real
+  // On tpusim, how the host input pipeline's time is charged. kMeasured: what the real
   // pipeline's stages took on this machine (it varies run to run with the machine's load).
   // kHostConfig: the slice's host config costs (HostStageCosts) for `host_work` per example
   // on the standard read -> map -> batch -> enqueue stages: the same every run, for sweeps.
@@ -132,14 +136,6 @@ struct RunConfig {
   // land). The model_fn gets them as f32 holding bf16 values. Train, evaluate and predict.
   // With kHostConfig timing, halving host_work.batch_bytes to match is the caller's part.
   std::set<std::string> bf16_infeeds;
-  // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
-  // within a device loop; on other backends, once per loop).
-  std::function<void(int64_t, int64_t)> progress;
-  // predict: an input with more batches than this is taken for one that never ends.
-  size_t max_predict_batches = size_t{1} << 20;
-  // train: a trace of the device loops holding global steps [trace_first_step, trace_last_step]
-  // (Perfetto for .pftrace, Chrome JSON for .json; traces/trace_writer.h). "" for none.
-  std::string trace_path;
   // Simulate time only: the device's numerics are skipped (losses read 0, the weights stay as
   // they start) while the input pipeline runs for real. The tpusim backend only.
   bool timing_only = false;
@@ -148,6 +144,9 @@ struct RunConfig {
   // input pipeline; every other replica only joins the collectives, so a pod's interconnect is
   // simulated in full at the cost of one host's cores. A slice with one host has nothing to fold.
   bool fold_replicas = false;
+  // train: a trace of the device loops holding global steps [trace_first_step, trace_last_step]
+  // (Perfetto for .pftrace, Chrome JSON for .json; traces/trace_writer.h). "" for none.
+  std::string trace_path;
   int64_t trace_first_step = 0;
   int64_t trace_last_step = INT64_MAX;
   // train: rate counters in the trace file (link utilisation, HBM bandwidth) averaged over
@@ -158,13 +157,19 @@ struct RunConfig {
   // the log (then each time the wait doubles), naming the pipeline, the step and its stages so
   // far (runtime::InfeedOptions::stall_report_seconds); 0: never.
   double input_stall_report_seconds = 60;
+  // predict: an input with more batches than this is taken for one that never ends.
+  size_t max_predict_batches = size_t{1} << 20;
+  std::function<void(const std::string&)> log;  // progress lines; stderr when unset
+  // train: called with (global step, max_steps) as the device finishes each step (on tpusim,
+  // within a device loop; on other backends, once per loop).
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct TrainResult {
   int64_t global_step = 0;
   int64_t steps_run = 0;  // by this call
-  // False when the run computed no values (RunConfig::timing_only): final_loss and losses are
-  // then not the model's and must not be shown as figures.
+  // False when the run computed no values (SimulatorOptions::timing_only): final_loss and losses
+  // are then not the model's and must not be shown as figures.
   bool values_computed = true;
   double final_loss = 0;
   double host_seconds = 0;
@@ -197,11 +202,14 @@ struct EvalResult {
 
 class TPUEstimator {
  public:
-  static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(ModelFn model_fn, RunConfig config,
-                                                              Params params, bool use_tpu,
-                                                              int64_t train_batch_size,
-                                                              int64_t eval_batch_size,
-                                                              int64_t predict_batch_size);
+  // TensorFlow's constructor: use_tpu false runs on the cpu backend. `warm_start_from`: when
+  // model_dir has no checkpoint yet, start from this checkpoint (a file, or a folder's newest):
+  // every model variable it has with the same shape; optimizer slots and the global step start
+  // afresh, as with TensorFlow's warm start. `simulator`: how tpusim runs it.
+  static absl::StatusOr<std::unique_ptr<TPUEstimator>> create(
+      ModelFn model_fn, RunConfig config, Params params, bool use_tpu, int64_t train_batch_size,
+      int64_t eval_batch_size, int64_t predict_batch_size, SimulatorOptions simulator = {},
+      std::string warm_start_from = "");
   ~TPUEstimator();
 
   // Trains until the global step reaches `max_steps`, resuming from model_dir's newest
@@ -215,7 +223,7 @@ class TPUEstimator {
   // as summaries to model_dir/eval.
   absl::StatusOr<std::map<std::string, double>> evaluate(const InputFn& input_fn, int64_t steps);
   // The same, with where the eval loop's simulated time went (absent on backends without a
-  // timeline). The host pipeline is timed as train's is (RunConfig::host_timing).
+  // timeline). The host pipeline is timed as train's is (SimulatorOptions::host_timing).
   absl::StatusOr<EvalResult> evaluate_with_analysis(const InputFn& input_fn, int64_t steps);
 
   // One map of predictions per example of the predict input, in order. The input must end; its
@@ -231,11 +239,12 @@ class TPUEstimator {
                                   int64_t batch_size);
 
   const RunConfig& config() const { return config_; }
+  const SimulatorOptions& simulator() const { return sim_; }
   runtime::Backend& backend() { return *backend_; }
 
  private:
-  TPUEstimator(ModelFn model_fn, RunConfig config, Params params, int64_t train_batch_size,
-               int64_t eval_batch_size, int64_t predict_batch_size);
+  TPUEstimator(ModelFn model_fn, RunConfig config, SimulatorOptions sim, Params params,
+               int64_t train_batch_size, int64_t eval_batch_size, int64_t predict_batch_size);
   void log(const std::string& line) const;
   // A watch over the estimator's own reads of the host input (train's and evaluate's first
   // batch, predict's batches) reporting through log() after input_stall_report_seconds, as the
@@ -252,6 +261,8 @@ class TPUEstimator {
 
   ModelFn model_fn_;
   RunConfig config_;
+  SimulatorOptions sim_;
+  std::string warm_start_from_;
   Params params_;
   int64_t train_batch_size_, eval_batch_size_, predict_batch_size_;
   std::unique_ptr<runtime::Backend> backend_;

@@ -33,7 +33,7 @@ bool optimizer_state(const std::string& variable);
 
 // Infeeds shaped like one per-shard batch: "label" is the labels, the rest the features (and
 // "mask", a predict batch's padding marker, neither). The float components named in `bf16` are
-// bf16 infeeds, widened to f32 for the model_fn (RunConfig::bf16_infeeds); a name the batch
+// bf16 infeeds, widened to f32 for the model_fn (SimulatorOptions::bf16_infeeds); a name the batch
 // lacks, or one of an int64 component, is an error naming it.
 absl::Status build_infeeds(runtime::GraphBuilder& b, const runtime::data::Element& first,
                            const std::set<std::string>& bf16, Features* features,
@@ -53,12 +53,12 @@ struct HostSide {
   double loop_overhead_s = 0;
   config::HostStageCostsSpec costs;
 };
-absl::StatusOr<HostSide> host_side(const RunConfig& config);
+absl::StatusOr<HostSide> host_side(const SimulatorOptions& config);
 
 // The infeed timing of a run whose per-shard batches are `per_shard_batch` examples: the host
 // side's cores, a prefetch depth of 2, and in kHostConfig mode the standard stages charged
 // from the host config (else the pipeline's profiled stages are measured).
-runtime::HostTiming infeed_timing(const RunConfig& config, const HostSide& host,
+runtime::HostTiming infeed_timing(const SimulatorOptions& config, const HostSide& host,
                                   int64_t per_shard_batch);
 
 }  // namespace tpusim::estimator::internal

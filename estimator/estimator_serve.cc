@@ -124,7 +124,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
   runtime::GraphBuilder& b = *c.builder;
   Features features;
   std::optional<Value> labels;
-  if (auto s = build_infeeds(b, first, config_.bf16_infeeds, &features, &labels); !s.ok()) return s;
+  if (auto s = build_infeeds(b, first, sim_.bf16_infeeds, &features, &labels); !s.ok()) return s;
   Params params = params_;
   params.batch_size = per_shard_batch;
   params.num_shards = config_.tpu_config.num_shards;
@@ -150,7 +150,7 @@ absl::StatusOr<TPUEstimator::Compiled> TPUEstimator::compile_for(Mode mode,
     }
   }
   if (!b.status().ok()) return b.status();
-  runtime::CompileOptions options = config_.compile;
+  runtime::CompileOptions options = sim_.compile;
   options.replicas = config_.tpu_config.num_shards;
   auto exe = backend_->compile(b.graph(), options);
   if (!exe.ok()) return exe.status();
@@ -192,10 +192,10 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   runtime::InfeedOptions infeed;
   infeed.replicas = shards;
   infeed.deal_per_core_batches = true;
-  auto host = internal::host_side(config_);
+  auto host = internal::host_side(sim_);
   if (!host.ok()) return host.status();
-  infeed.timing = internal::infeed_timing(config_, *host, per_shard);
-  infeed.stall_report_seconds = config_.input_stall_report_seconds;
+  infeed.timing = internal::infeed_timing(sim_, *host, per_shard);
+  infeed.stall_report_seconds = sim_.input_stall_report_seconds;
   infeed.log = [this](const std::string& line) { log(line); };
   auto driver =
       runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), params.profile}}, infeed);
@@ -261,8 +261,7 @@ absl::StatusOr<std::vector<TPUEstimator::Prediction>> TPUEstimator::predict(
   const int64_t per_shard = predict_batch_size_ / shards;
   auto ds = internal::call_input_fn(input_fn, input_params(per_shard));
   if (!ds.ok()) return ds.status();
-  auto read =
-      read_predict_batches(**ds, per_shard, config_.max_predict_batches, stall_watch().get());
+  auto read = read_predict_batches(**ds, per_shard, sim_.max_predict_batches, stall_watch().get());
   if (!read.ok()) return read.status();
   std::vector<data::Element> batches = *std::move(read);
   if (batches.empty()) return std::vector<Prediction>{};

@@ -25,7 +25,6 @@ using internal::build_infeeds;
 using internal::peeked;
 using internal::restore;
 using internal::stack;
-using internal::train_to_max_steps;
 using internal::trained;
 using internal::TrainLoop;
 using runtime::DType;
@@ -72,10 +71,10 @@ absl::Status check_init_fn_kept(const Layout& before, const runtime::Variables& 
   return absl::OkStatus();
 }
 
-// Replica folding (RunConfig::fold_replicas): how many of the `pipelines` input pipelines run
-// (those of the first of the hosts they are spread over) and how many of the `shards` replicas
+// Replica folding (SimulatorOptions::fold_replicas): how many of the `pipelines` input pipelines
+// run (those of the first of the hosts they are spread over) and how many of the `shards` replicas
 // they feed are simulated. Unfolded, or with one host, all of them.
-absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const RunConfig& config, uint32_t shards,
+absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const SimulatorOptions& config, uint32_t shards,
                                                    uint32_t pipelines, uint32_t hosts) {
   if (!config.fold_replicas) return std::pair{pipelines, shards};
   if (!config.timing_only) {
@@ -98,8 +97,8 @@ struct Feeding {
   uint32_t pipelines = 0, fed = 0, simulated = 0;
 };
 
-absl::StatusOr<Feeding> feeding(const RunConfig& config, const internal::HostSide& host,
-                                uint32_t shards) {
+absl::StatusOr<Feeding> feeding(const RunConfig& config, const SimulatorOptions& sim,
+                                const internal::HostSide& host, uint32_t shards) {
   Feeding f;
   const bool per_host = config.tpu_config.per_host_input_for_training;
   f.pipelines = per_host ? std::min(host.hosts, shards) : shards;
@@ -107,7 +106,7 @@ absl::StatusOr<Feeding> feeding(const RunConfig& config, const internal::HostSid
     return absl::InvalidArgumentError(str_cat(shards, " replicas do not split evenly over ",
                                               f.pipelines, " hosts' input pipelines"));
   }
-  auto folded = fold(config, shards, f.pipelines, host.hosts);
+  auto folded = fold(sim, shards, f.pipelines, host.hosts);
   if (!folded.ok()) return folded.status();
   std::tie(f.fed, f.simulated) = *folded;
   return f;
@@ -188,7 +187,7 @@ absl::Status run_init_fn(const TPUEstimatorSpec& spec, runtime::Variables* varia
   return check_init_fn_kept(before, *variables);
 }
 
-// Warm-starts variables from RunConfig::warm_start_from (empty: not asked for).
+// Warm-starts variables from create()'s warm_start_from (empty: not asked for).
 using WarmStart = std::function<absl::Status(runtime::Variables* variables)>;
 
 // The variables to train from, `variables` holding the graph's initial values: the checkpoint's
@@ -217,7 +216,7 @@ absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backe
 
 // The infeed driver over the pipelines, fast-forwarded to `start_step`.
 absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
-    const runtime::Graph& graph, Input& input, const RunConfig& config,
+    const runtime::Graph& graph, Input& input, const SimulatorOptions& config,
     const internal::HostSide& host, int64_t per_shard_batch, uint32_t shards, uint32_t simulated,
     int64_t start_step, std::function<void(const std::string&)> log) {
   runtime::InfeedOptions infeed;
@@ -236,9 +235,9 @@ absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
   return driver;
 }
 
-// The run's trace (RunConfig::trace_path; none when empty), telling config.progress of each step
-// as the device finishes it.
-absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const RunConfig& config,
+// The run's trace (SimulatorOptions::trace_path; none when empty), telling config.progress of
+// each step as the device finishes it.
+absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const SimulatorOptions& config,
                                                         runtime::InfeedDriver& driver,
                                                         int64_t max_steps) {
   std::function<void(int64_t)> on_step;
@@ -263,7 +262,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   const int64_t start_step = restored->has_value() ? (*restored)->global_step : 0;
   TrainResult result;
   result.global_step = start_step;
-  result.values_computed = !config_.timing_only;
+  result.values_computed = !sim_.timing_only;
   if (start_step >= max_steps) {
     log(str_cat("global step ", start_step, " already reaches max_steps ", max_steps,
                 "; nothing to train"));
@@ -272,9 +271,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
     return result;
   }
 
-  auto host = internal::host_side(config_);
+  auto host = internal::host_side(sim_);
   if (!host.ok()) return host.status();
-  auto fed = feeding(config_, *host, shards);
+  auto fed = feeding(config_, sim_, *host, shards);
   if (!fed.ok()) return fed.status();
   const uint32_t simulated = fed->simulated;
   if (simulated < shards) {
@@ -286,20 +285,20 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (!input.ok()) return input.status();
 
   runtime::GraphBuilder b;
-  auto spec = build_train_step(b, model_fn_, params_, input->first, config_.bf16_infeeds, per_shard,
-                               shards);
+  auto spec =
+      build_train_step(b, model_fn_, params_, input->first, sim_.bf16_infeeds, per_shard, shards);
   if (!spec.ok()) return spec.status();
-  auto exe = compile_step(*backend_, b.graph(), config_.compile, shards, simulated);
+  auto exe = compile_step(*backend_, b.graph(), sim_.compile, shards, simulated);
   if (!exe.ok()) return exe.status();
 
   // A timing-only run computes no values: its variables are shapes, and a checkpoint it restores
   // is checked against them; nothing is initialised, warm-started or given to init_fn.
-  runtime::Variables variables = config_.timing_only ? runtime::variable_shapes(b.graph())
-                                                     : runtime::initial_variables(b.graph());
+  runtime::Variables variables = sim_.timing_only ? runtime::variable_shapes(b.graph())
+                                                  : runtime::initial_variables(b.graph());
   WarmStart warm;
-  if (!config_.warm_start_from.empty())
-    warm = [this](runtime::Variables* v) { return warm_start(config_.warm_start_from, v); };
-  if (config_.timing_only) {
+  if (!warm_start_from_.empty())
+    warm = [this](runtime::Variables* v) { return warm_start(warm_start_from_, v); };
+  if (sim_.timing_only) {
     if (restored->has_value()) {
       if (auto s = restore(**restored, &variables); !s.ok()) return s;
     }
@@ -309,29 +308,25 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (restored->has_value())
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
 
-  auto driver = make_driver(b.graph(), *input, config_, *host, per_shard, shards, simulated,
+  auto driver = make_driver(b.graph(), *input, sim_, *host, per_shard, shards, simulated,
                             start_step, [this](const std::string& line) { log(line); });
   if (!driver.ok()) return driver.status();
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
-  auto trace = start_trace(config_, **driver, max_steps);
+  auto trace = start_trace(sim_, **driver, max_steps);
   if (!trace.ok()) return trace.status();
 
-  TrainLoop loop{config_,
-                 *backend_,
-                 **exe,
-                 variables,
-                 *spec,
-                 **driver,
-                 **trace,
-                 **summaries,
-                 host->loop_overhead_s,
-                 [this](const std::string& line) { log(line); },
-                 host_start,
-                 max_steps,
-                 start_step,
-                 start_step};
-  if (auto s = train_to_max_steps(loop, start_step, &result); !s.ok()) return s;
+  TrainLoop::Settings settings{config_,
+                               sim_,
+                               host->loop_overhead_s,
+                               [this](const std::string& line) { log(line); },
+                               host_start,
+                               start_step,
+                               max_steps};
+  TrainLoop loop(*backend_, std::move(settings),
+                 {*std::move(exe), std::move(variables), *std::move(spec), *std::move(driver),
+                  *std::move(trace), *std::move(summaries)});
+  if (auto s = loop.run(&result); !s.ok()) return s;
   return result;
 }
 

@@ -14,14 +14,6 @@
 namespace tpusim::estimator::internal {
 namespace {
 
-// One device loop's figures.
-struct LoopFigures {
-  double host = 0;    // seconds it took on this host
-  double device = 0;  // simulated seconds (the host's when the backend simulates no time)
-  double wait = 0;    // of them, the slowest replica's infeed wait
-  double mxu = 0;     // the replicas' mean MXU utilisation
-};
-
 LoopFigures loop_figures(const runtime::DeviceTiming& t, double loop_host) {
   LoopFigures f;
   f.host = loop_host;
@@ -33,23 +25,6 @@ LoopFigures loop_figures(const runtime::DeviceTiming& t, double loop_host) {
   }
   f.wait = t.simulated && t.cycles > 0 ? f.device * static_cast<double>(most_wait) / t.cycles : 0;
   return f;
-}
-
-// A device loop of `n` steps from t.step with the host's round trip after it, traced.
-absl::StatusOr<runtime::LoopResult> run_device_loop(TrainLoop& t, uint32_t n,
-                                                    LoopFigures* figures) {
-  auto steps = t.driver.next_loop(n, t.backend.device_now_seconds());
-  if (!steps.ok()) return steps.status();
-  const auto loop_start = std::chrono::steady_clock::now();
-  t.trace.before_loop(t.step + 1, t.step + n);
-  auto loop = t.backend.run_loop(t.exe, t.variables, *steps, static_cast<uint64_t>(t.step));
-  if (!loop.ok()) return loop.status();
-  if (auto s = t.backend.host_round_trip(t.loop_overhead_s); !s.ok()) return s;
-  t.trace.after_loop(t.driver);
-  const double loop_host =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
-  *figures = loop_figures(loop->timing, loop_host);
-  return loop;
 }
 
 // Each step's loss into `result`, and host_call_fn on each step's host_call tensors (stacked over
@@ -73,20 +48,6 @@ absl::Status take_outputs(const TPUEstimatorSpec& spec, const runtime::LoopResul
   return absl::OkStatus();
 }
 
-// The log line at global step t.step.
-void log_progress(TrainLoop& t, float loss, double sim_step) {
-  const double host_now =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t.host_start).count();
-  // A timing-only run computed no loss: say so rather than print the zeros it holds.
-  const std::string figure = t.config.timing_only ? std::string(": no loss (timing-only)")
-                                                  : ": loss = " + fmt::format("{:.4f}", loss);
-  t.log(str_cat("global_step ", t.step, figure, " (",
-                fmt::format("{:.2f}", (t.step - t.last_log_step) / (host_now - t.last_log_host)),
-                " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
-  t.last_log_host = host_now;
-  t.last_log_step = t.step;
-}
-
 // The loop's scalars for TensorBoard at global step `step`.
 absl::Status write_summaries(SummaryWriter& w, int64_t step, uint32_t n, float loss, float lr,
                              const LoopFigures& f, double sim_step, bool values_computed) {
@@ -103,62 +64,101 @@ absl::Status write_summaries(SummaryWriter& w, int64_t step, uint32_t n, float l
   return absl::OkStatus();
 }
 
-// One device loop of up to iterations_per_loop steps and what follows it: the figures, the
-// outputs, the log line, the summaries and the checkpoint, each when its step comes.
-absl::Status train_one_loop(TrainLoop& t, TrainResult* result) {
-  const auto n = static_cast<uint32_t>(
-      std::min<int64_t>(t.config.tpu_config.iterations_per_loop, t.max_steps - t.step));
-  LoopFigures f;
-  auto loop = run_device_loop(t, n, &f);
+}  // namespace
+
+TrainLoop::TrainLoop(runtime::Backend& backend, Settings settings, Parts parts)
+    : backend_(backend),
+      settings_(std::move(settings)),
+      parts_(std::move(parts)),
+      step_(settings_.start_step),
+      last_log_step_(settings_.start_step) {}
+
+absl::StatusOr<runtime::LoopResult> TrainLoop::run_device_loop(uint32_t n, LoopFigures* figures) {
+  auto steps = parts_.driver->next_loop(n, backend_.device_now_seconds());
+  if (!steps.ok()) return steps.status();
+  const auto loop_start = std::chrono::steady_clock::now();
+  parts_.trace->before_loop(step_ + 1, step_ + n);
+  auto loop =
+      backend_.run_loop(*parts_.exe, parts_.variables, *steps, static_cast<uint64_t>(step_));
   if (!loop.ok()) return loop.status();
-  t.device_seconds += f.device;
-  t.wait_seconds += f.wait;
+  if (auto s = backend_.host_round_trip(settings_.loop_overhead_s); !s.ok()) return s;
+  parts_.trace->after_loop(*parts_.driver);
+  const double loop_host =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+  *figures = loop_figures(loop->timing, loop_host);
+  return loop;
+}
+
+void TrainLoop::log_progress(float loss, double sim_step) {
+  const double host_now =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - settings_.host_start)
+          .count();
+  // A timing-only run computed no loss: say so rather than print the zeros it holds.
+  const std::string figure = settings_.sim.timing_only ? std::string(": no loss (timing-only)")
+                                                       : ": loss = " + fmt::format("{:.4f}", loss);
+  settings_.log(
+      str_cat("global_step ", step_, figure, " (",
+              fmt::format("{:.2f}", (step_ - last_log_step_) / (host_now - last_log_host_)),
+              " steps/s host, ", fmt::format("{:.3f}", sim_step * 1e3), " ms/step simulated)"));
+  last_log_host_ = host_now;
+  last_log_step_ = step_;
+}
+
+absl::Status TrainLoop::train_one_loop(TrainResult* result) {
+  const RunConfig& config = settings_.config;
+  const auto n = static_cast<uint32_t>(
+      std::min<int64_t>(config.tpu_config.iterations_per_loop, settings_.max_steps - step_));
+  LoopFigures f;
+  auto loop = run_device_loop(n, &f);
+  if (!loop.ok()) return loop.status();
+  device_seconds_ += f.device;
+  wait_seconds_ += f.wait;
   runtime::add_op_timings(loop->timing.ops, &result->ops);
   result->roofs = loop->timing.roofs;
-  t.mxu_weighted += f.mxu * f.device;
-  t.host_clock += f.device + t.loop_overhead_s;
-  const int64_t before = t.step;
-  t.step += n;
+  mxu_weighted_ += f.mxu * f.device;
+  host_clock_ += f.device + settings_.loop_overhead_s;
+  const int64_t before = step_;
+  step_ += n;
   fault_point("loop.done");
-  if (t.config.progress) t.config.progress(t.step, t.max_steps);
-  if (auto s = take_outputs(t.spec, *loop, before, result); !s.ok()) return s;
+  if (settings_.sim.progress) settings_.sim.progress(step_, settings_.max_steps);
+  if (auto s = take_outputs(parts_.spec, *loop, before, result); !s.ok()) return s;
   const float lr_now = loop->outputs.back()[0].at("learning_rate").f[0];
-  const double sim_step = (f.device + t.loop_overhead_s) / n;
-  auto crossed = [&](int64_t every) { return every > 0 && t.step / every > before / every; };
-  if (crossed(t.config.log_step_count_steps) || t.step >= t.max_steps)
-    log_progress(t, result->final_loss, sim_step);
-  if (crossed(t.config.save_summary_steps)) {
-    if (auto s = write_summaries(t.summaries, t.step, n, result->final_loss, lr_now, f, sim_step,
-                                 !t.config.timing_only);
+  const double sim_step = (f.device + settings_.loop_overhead_s) / n;
+  auto crossed = [&](int64_t every) { return every > 0 && step_ / every > before / every; };
+  if (crossed(config.log_step_count_steps) || step_ >= settings_.max_steps)
+    log_progress(result->final_loss, sim_step);
+  const bool values = !settings_.sim.timing_only;
+  if (crossed(config.save_summary_steps)) {
+    if (auto s = write_summaries(*parts_.summaries, step_, n, result->final_loss, lr_now, f,
+                                 sim_step, values);
         !s.ok())
       return s;
   }
   // A timing-only run's variables hold no values (variable_shapes), so it writes no checkpoint:
   // the model_dir keeps the global step it had, and no untrained weights are labelled as trained.
-  if (!t.config.timing_only &&
-      (crossed(t.config.save_checkpoints_steps) || t.step >= t.max_steps)) {
+  if (values && (crossed(config.save_checkpoints_steps) || step_ >= settings_.max_steps)) {
     auto saved =
-        save_checkpoint(t.config.model_dir, t.step, t.variables, t.config.keep_checkpoint_max);
+        save_checkpoint(config.model_dir, step_, parts_.variables, config.keep_checkpoint_max);
     if (!saved.ok()) return saved.status();
-    t.log(str_cat("saved ", *saved));
+    settings_.log(str_cat("saved ", *saved));
   }
   return absl::OkStatus();
 }
 
-// The run's totals into `result`, the op timings per step.
-void finish_figures(const TrainLoop& t, int64_t start_step, TrainResult* result) {
-  result->global_step = t.step;
-  result->steps_run = t.step - start_step;
-  result->values_computed = !t.config.timing_only;
+void TrainLoop::finish_figures(TrainResult* result) const {
+  result->global_step = step_;
+  result->steps_run = step_ - settings_.start_step;
+  result->values_computed = !settings_.sim.timing_only;
   result->host_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t.host_start).count();
-  result->sim_seconds = t.host_clock;
-  result->sim_seconds_per_step = t.host_clock / static_cast<double>(result->steps_run);
-  result->infeed_wait_fraction = t.device_seconds > 0 ? t.wait_seconds / t.device_seconds : 0;
-  result->device_seconds = t.device_seconds;
-  result->input_seconds = t.wait_seconds;
-  result->host_overhead_seconds = t.host_clock - t.device_seconds;
-  result->mxu_utilization = t.device_seconds > 0 ? t.mxu_weighted / t.device_seconds : 0;
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - settings_.host_start)
+          .count();
+  result->sim_seconds = host_clock_;
+  result->sim_seconds_per_step = host_clock_ / static_cast<double>(result->steps_run);
+  result->infeed_wait_fraction = device_seconds_ > 0 ? wait_seconds_ / device_seconds_ : 0;
+  result->device_seconds = device_seconds_;
+  result->input_seconds = wait_seconds_;
+  result->host_overhead_seconds = host_clock_ - device_seconds_;
+  result->mxu_utilization = device_seconds_ > 0 ? mxu_weighted_ / device_seconds_ : 0;
   for (runtime::OpTiming& o : result->ops) {
     const auto steps_run = static_cast<double>(result->steps_run);
     o.flops /= steps_run;
@@ -170,24 +170,20 @@ void finish_figures(const TrainLoop& t, int64_t start_step, TrainResult* result)
   }
 }
 
-}  // namespace
-
-// Trains to max_steps a loop at a time, then puts the run's figures, weights fingerprint and
-// trace analysis into `result`.
-absl::Status train_to_max_steps(TrainLoop& t, int64_t start_step, TrainResult* result) {
-  while (t.step < t.max_steps) {
-    if (auto s = train_one_loop(t, result); !s.ok()) return s;
+absl::Status TrainLoop::run(TrainResult* result) {
+  while (step_ < settings_.max_steps) {
+    if (auto s = train_one_loop(result); !s.ok()) return s;
   }
-  finish_figures(t, start_step, result);
-  if (t.config.timing_only) {
-    t.log("timing-only: no checkpoint written (no values computed)");
+  finish_figures(result);
+  if (settings_.sim.timing_only) {
+    settings_.log("timing-only: no checkpoint written (no values computed)");
   } else {
-    result->weights_fingerprint = weights_fingerprint(t.variables);
+    result->weights_fingerprint = weights_fingerprint(parts_.variables);
   }
-  auto analysis = t.trace.finish();
+  auto analysis = parts_.trace->finish();
   if (!analysis.ok()) return analysis.status();
   result->analysis = *std::move(analysis);
-  result->trace_bytes = t.trace.file_bytes();
+  result->trace_bytes = parts_.trace->file_bytes();
   return absl::OkStatus();
 }
 

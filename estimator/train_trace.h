@@ -2,7 +2,7 @@
 // The device timeline of one train() or evaluate() call. It is always recorded (only the events
 // the step analyzer reads) so that the call can end with an analysis, and written to a trace
 // file (train only) when
-// RunConfig::trace_path is set, for the loops that hold a step of [trace_first_step,
+// SimulatorOptions::trace_path is set, for the loops that hold a step of [trace_first_step,
 // trace_last_step] only, so traces of long runs stay small. Host pipeline stages appear as host
 // tracks, one slice per batch, on the device's timeline.
 

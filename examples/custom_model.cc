@@ -139,14 +139,15 @@ int main(int argc, char** argv) {
   estimator::RunConfig config;
   config.model_dir = o.work + "/model";
   std::filesystem::remove_all(config.model_dir);  // train from scratch every run
-  config.backend = o.backend;
   config.tpu_config.iterations_per_loop = 10;
   config.tpu_config.num_shards = 8;  // a v3-8's cores
   config.save_checkpoints_steps = o.steps;
   config.log_step_count_steps = 10;
+  estimator::SimulatorOptions simulator;  // where it runs: tpusim's v3-8, or --backend cpu|gpu
+  simulator.backend = o.backend;
   auto est = estimator::TPUEstimator::create(cnn_model_fn, config, {}, /*use_tpu=*/true,
                                              /*train_batch_size=*/128, /*eval_batch_size=*/128,
-                                             /*predict_batch_size=*/128);
+                                             /*predict_batch_size=*/128, simulator);
   if (!est.ok()) return fail(est.status());
   const estimator::InputFn input = records_input_fn(records + "/t10k-*");
   auto trained = (*est)->train(input, o.steps);

@@ -53,9 +53,8 @@ absl::StatusOr<AllReduceNumerics> check_results(System& system, const AllReduceR
   AllReduceNumerics numerics;
   numerics.bitwise_identical_on_every_core = true;
   for (uint32_t core = 0; core < s.cores; ++core) {
-    absl::Status st =
-        system.read_hbm(cores.chip_of(CoreId{core}), base_of(s, core) + request.bytes,
-                        core == 0 ? first.data() : other.data(), request.bytes);
+    absl::Status st = system.read_hbm(cores.chip_of(CoreId{core}), base_of(s, core) + request.bytes,
+                                      core == 0 ? first.data() : other.data(), request.bytes);
     if (!st.ok()) return st;
     if (core > 0 && std::memcmp(first.data(), other.data(), request.bytes) != 0)
       numerics.bitwise_identical_on_every_core = false;
@@ -93,8 +92,8 @@ absl::Status check_all_reduce(const config::SliceSpec& slice, const AllReduceReq
   const uint64_t share = hbm_share(slice, CoreId{0}).bytes;
   if (2 * request.bytes > share) {
     return absl::InvalidArgumentError(
-        fmt::format("{} bytes in and out need {} bytes of a core's HBM share of {}",
-                    request.bytes, 2 * request.bytes, share));
+        fmt::format("{} bytes in and out need {} bytes of a core's HBM share of {}", request.bytes,
+                    2 * request.bytes, share));
   }
   if (std::string problem = all_reduce_host_memory_problem(slice, request); !problem.empty())
     return absl::InvalidArgumentError(problem + "; run timing-only");

@@ -32,8 +32,8 @@
 #include "sim/ids.h"
 #include "sim/isa/isa.pb.h"
 #include "sim/run_report.h"
-#include "sim/timing/mxu_policy.h"
 #include "sim/stats/stat_group.h"
+#include "sim/timing/mxu_policy.h"
 #include "sim/units/feed_queue.h"
 #include "traces/sink.h"
 

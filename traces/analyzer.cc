@@ -301,13 +301,12 @@ std::string input_advice(const Analysis& a) {
                                " input-bound: the device waits for infeed ", pct(a.input_fraction),
                                " of each step.");
   if (a.host_link_slowest()) {
-    advice +=
-        str_cat(" The host link is the bottleneck: each step's infeeds keep chip ",
-                a.host_link_chip, "'s link busy ", ms(a.host_link_seconds_per_step),
-                a.slowest_stage >= 0 ? ", longer than any host stage takes" : "",
-                "; more threads will not help, fewer bytes will "
-                "(cast float inputs to bfloat16 on the host: RunConfig::bf16_infeeds, tpusim train "
-                "--infeed-dtype bf16).");
+    advice += str_cat(" The host link is the bottleneck: each step's infeeds keep chip ",
+                      a.host_link_chip, "'s link busy ", ms(a.host_link_seconds_per_step),
+                      a.slowest_stage >= 0 ? ", longer than any host stage takes" : "",
+                      "; more threads will not help, fewer bytes will "
+                      "(cast float inputs to bfloat16 on the host: SimulatorOptions::bf16_infeeds, "
+                      "tpusim train --infeed-dtype bf16).");
   } else if (a.slowest_stage >= 0) {
     const HostStageFigures& slow = a.host_stages[static_cast<size_t>(a.slowest_stage)];
     advice += str_cat(" The slowest host stage is '", slow.name, "' at ", ms(slow.seconds_per_step),

@@ -54,8 +54,8 @@ std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
   }
   absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
   if (d.has_thread()) {
-    info = parse_track_label(TrackInfo::Kind::kUnit, d.thread().pid(), d.thread().thread_name(),
-                             "");
+    info =
+        parse_track_label(TrackInfo::Kind::kUnit, d.thread().pid(), d.thread().thread_name(), "");
   } else if (d.has_counter()) {
     auto pid = t->process_pid.find(d.parent_uuid());
     if (pid == t->process_pid.end()) return "a counter track under an unknown process";

@@ -134,7 +134,7 @@ estimator::InputFn bert_eval_input(const BertData& d) {
   };
 }
 
-absl::Status use_bert_host_config_timing(const BertData& d, estimator::RunConfig* config) {
+absl::Status use_bert_host_config_timing(const BertData& d, estimator::SimulatorOptions* config) {
   const auto per = static_cast<uint64_t>(runtime::models::bert_max_predictions(d.seq_length));
   return use_example_host_config(
       d.dir, d.synthetic, {d.map_threads, d.batch_threads, d.enqueue_threads},

@@ -42,10 +42,10 @@ estimator::InputFn bert_train_input(const BertData& data);
 // files).
 estimator::InputFn bert_eval_input(const BertData& data);
 
-// The host config's stage costs for the train input (RunConfig::HostTiming::kHostConfig): one
-// record's bytes (the first shard's mean), a tf.Example parse, and the batch's bytes an example
+// The host config's stage costs for the train input (SimulatorOptions::HostTiming::kHostConfig):
+// one record's bytes (the first shard's mean), a tf.Example parse, and the batch's bytes an example
 // (the five int features as s32, the weights as f32, the label). Synthetic input: no stage work.
-absl::Status use_bert_host_config_timing(const BertData& data, estimator::RunConfig* config);
+absl::Status use_bert_host_config_timing(const BertData& data, estimator::SimulatorOptions* config);
 
 // BERT's model_fn: `model` (bert_large, bert_base, bert_tiny) under `policy`; train with
 // `optimizer`, evaluate run_pretraining's metrics. Predict is refused (pretraining has no

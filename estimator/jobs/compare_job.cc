@@ -44,20 +44,21 @@ estimator::ModelFn model_fn(const CompareJob& job, runtime::models::DTypePolicy 
 absl::StatusOr<CompareRun> train_once(const CompareJob& job, const CompareBackend& backend,
                                       const std::string& dir, Nudge nudge) {
   estimator::RunConfig config;
+  estimator::SimulatorOptions sim;
   config.model_dir = (job.root / dir).string();
-  config.backend = backend.name;
-  config.slice = job.slice;
-  config.compile.precision = backend.precision;
+  sim.backend = backend.name;
+  sim.slice = job.slice;
+  sim.compile.precision = backend.precision;
   // The baseline's nudged run also sums in f32, as tpusim does: the cpu's own reductions are in
   // double, and the baseline should drift by what f32 sums add too.
-  config.compile.f32_reductions = nudge.has_value();
+  sim.compile.f32_reductions = nudge.has_value();
   config.tpu_config.num_shards = job.replicas;  // the same replicas everywhere
   config.tpu_config.iterations_per_loop = static_cast<uint32_t>(job.steps);
   config.save_checkpoints_steps = job.steps;
-  config.log = [](const std::string&) {};
-  use_data_options(job.data, &config);
+  sim.log = [](const std::string&) {};
+  use_data_options(job.data, &sim);
   auto est = estimator::TPUEstimator::create(model_fn(job, backend.policy, nudge), config, {}, true,
-                                             job.batch, job.batch, job.batch);
+                                             job.batch, job.batch, job.batch, sim);
   if (!est.ok()) return est.status();
   auto trained =
       (*est)->train(job.bert.has_value()    ? bert_train_input(*job.bert)

@@ -83,8 +83,9 @@ runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Pa
   return o;
 }
 
-void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config) {
-  config->host_timing = estimator::RunConfig::HostTiming::kHostConfig;
+void use_host_config_stages(int map_threads, int batch_threads,
+                            estimator::SimulatorOptions* config) {
+  config->host_timing = estimator::SimulatorOptions::HostTiming::kHostConfig;
   config->host_read_threads = 4;
   config->host_map_threads = static_cast<uint32_t>(map_threads);
   config->host_batch_threads = static_cast<uint32_t>(batch_threads);
@@ -225,7 +226,7 @@ absl::Status use_model_inputs(const std::string& model, bool side_given, Fashion
   return absl::OkStatus();
 }
 
-void use_data_options(const FashionData& data, estimator::RunConfig* config) {
+void use_data_options(const FashionData& data, estimator::SimulatorOptions* config) {
   config->host_enqueue_threads = static_cast<uint32_t>(data.enqueue_threads);
   config->bf16_infeeds.clear();
   if (data.bf16_images) config->bf16_infeeds.insert("image");
@@ -258,7 +259,7 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
   };
 }
 
-absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* config) {
+absl::Status use_host_config_timing(const FashionData& d, estimator::SimulatorOptions* config) {
   use_host_config_stages(d.map_threads, d.batch_threads, config);
   use_data_options(d, config);
   runtime::ExampleWork& w = config->host_work;
@@ -287,7 +288,7 @@ absl::Status use_host_config_timing(const FashionData& d, estimator::RunConfig* 
 
 absl::Status use_example_host_config(const std::string& dir, bool synthetic,
                                      const PipelineThreads& threads, uint64_t batch_bytes,
-                                     estimator::RunConfig* config) {
+                                     estimator::SimulatorOptions* config) {
   use_host_config_stages(threads.map, threads.batch, config);
   config->host_enqueue_threads = static_cast<uint32_t>(threads.enqueue);
   runtime::ExampleWork& w = config->host_work;

@@ -42,9 +42,9 @@ struct FashionData {
 // `side_given` (--image-size). NotFound names an unknown model.
 absl::Status use_model_inputs(const std::string& model, bool side_given, FashionData* data);
 
-// The run's side of the data options: the enqueue threads (RunConfig::host_enqueue_threads)
-// and the images' infeed dtype (RunConfig::bf16_infeeds).
-void use_data_options(const FashionData& data, estimator::RunConfig* config);
+// The run's side of the data options: the enqueue threads (SimulatorOptions::host_enqueue_threads)
+// and the images' infeed dtype (SimulatorOptions::bf16_infeeds).
+void use_data_options(const FashionData& data, estimator::SimulatorOptions* config);
 
 // A usage problem with the data flags (raw records at a size other than 28, a side or thread
 // count out of range), or "" when they are fine.
@@ -77,7 +77,7 @@ estimator::InputFn fashion_eval_input(const FashionData& data);
 // first train shard's mean record size, an S x S decode, a resize to S*8/7, the crop and flip,
 // S*S*4+4 bytes in the batch. With bf16_images the batch holds 2 bytes a pixel (the cast done in
 // the map, as TPU input_fns do). Errors name the shard that could not be read for its record size.
-absl::Status use_host_config_timing(const FashionData& data, estimator::RunConfig* config);
+absl::Status use_host_config_timing(const FashionData& data, estimator::SimulatorOptions* config);
 
 // Shared by the jobs: the files of `dir` named PREFIX-*, sorted (none when the folder is
 // missing), and the first train-* shard's mean record size in bytes (the host model's read cost
@@ -92,20 +92,21 @@ runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Pa
 // every host all of them and its share of the records (tf.data's AUTO sharding).
 runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p);
 // The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
-// on so many threads (RunConfig::HostTiming::kHostConfig).
-void use_host_config_stages(int map_threads, int batch_threads, estimator::RunConfig* config);
+// on so many threads (SimulatorOptions::HostTiming::kHostConfig).
+void use_host_config_stages(int map_threads, int batch_threads,
+                            estimator::SimulatorOptions* config);
 
 // The threads of an input pipeline's stages.
 struct PipelineThreads {
   int map = 2, batch = 1, enqueue = 1;
 };
-// The host config's stage costs (RunConfig::HostTiming::kHostConfig) of a tf.Example pipeline
-// over the train-* records of `dir`: the standard stages on `threads`, the first shard's mean
-// record read and parsed, `batch_bytes` an example in the batch. With `synthetic` (one batch made
-// once) no stage does any work per example. NotFound names a folder with no records.
+// The host config's stage costs (SimulatorOptions::HostTiming::kHostConfig) of a tf.Example
+// pipeline over the train-* records of `dir`: the standard stages on `threads`, the first shard's
+// mean record read and parsed, `batch_bytes` an example in the batch. With `synthetic` (one batch
+// made once) no stage does any work per example. NotFound names a folder with no records.
 absl::Status use_example_host_config(const std::string& dir, bool synthetic,
                                      const PipelineThreads& threads, uint64_t batch_bytes,
-                                     estimator::RunConfig* config);
+                                     estimator::SimulatorOptions* config);
 
 // A classifier's spec from its logits [batch, classes]: class and probabilities in prediction;
 // the mean softmax cross-entropy on `labels` with `optimizer` in training, and accuracy in

@@ -138,7 +138,7 @@ absl::StatusOr<int64_t> imported_eval_examples(const ImportedData& d) {
 }
 
 absl::Status use_imported_host_config_timing(const ImportedModel& m, const ImportedData& d,
-                                             estimator::RunConfig* config) {
+                                             estimator::SimulatorOptions* config) {
   int64_t elements = m.loss == Loss::kSoftmaxCrossEntropy ? 1 : m.output_example.elements();
   for (const ModelInput& in : m.inputs) elements += in.example.elements();
   return use_example_host_config(d.dir, d.synthetic,

@@ -43,10 +43,10 @@ estimator::InputFn imported_eval_input(const ImportedModel& model, const Importe
 // are evaluate's and train's default evaluation steps. 0 for synthetic input.
 absl::StatusOr<int64_t> imported_eval_examples(const ImportedData& data);
 
-// The host config's stage costs for the train input (RunConfig::HostTiming::kHostConfig): the
-// first train shard's mean record, a tf.Example parse, and the batch's bytes an example (4 an
+// The host config's stage costs for the train input (SimulatorOptions::HostTiming::kHostConfig):
+// the first train shard's mean record, a tf.Example parse, and the batch's bytes an example (4 an
 // element); synthetic input: no stage work. NotFound names a folder with no train-* records.
 absl::Status use_imported_host_config_timing(const ImportedModel& model, const ImportedData& data,
-                                             estimator::RunConfig* config);
+                                             estimator::SimulatorOptions* config);
 
 }  // namespace tpusim::jobs

@@ -33,11 +33,12 @@ using CaseFunctions = std::pair<estimator::ModelFn, estimator::InputFn>;
 
 // An image case: the reference's synthetic images, momentum 0.9 (the rate does not change a
 // timing-only step), mixed_bfloat16.
-absl::StatusOr<CaseFunctions> image_case(const ValidationCase& c, estimator::RunConfig* config) {
+absl::StatusOr<CaseFunctions> image_case(const ValidationCase& c,
+                                         estimator::SimulatorOptions* sim) {
   FashionData data;
   data.synthetic = true;
   if (auto s = use_model_inputs(c.model, /*side_given=*/false, &data); !s.ok()) return s;
-  if (auto s = use_host_config_timing(data, config); !s.ok()) return s;
+  if (auto s = use_host_config_timing(data, sim); !s.ok()) return s;
   runtime::OptimizerSpec momentum;
   momentum.kind = runtime::OptimizerSpec::Kind::kMomentum;
   momentum.learning_rate.initial = 0.1f;
@@ -48,11 +49,11 @@ absl::StatusOr<CaseFunctions> image_case(const ValidationCase& c, estimator::Run
 
 // A BERT case: synthetic pretraining features at the case's length, LAMB (MLPerf's BERT),
 // mixed_bfloat16.
-absl::StatusOr<CaseFunctions> bert_case(const ValidationCase& c, estimator::RunConfig* config) {
+absl::StatusOr<CaseFunctions> bert_case(const ValidationCase& c, estimator::SimulatorOptions* sim) {
   BertData data;
   data.synthetic = true;
   data.seq_length = c.seq_length;
-  if (auto s = use_bert_host_config_timing(data, config); !s.ok()) return s;
+  if (auto s = use_bert_host_config_timing(data, sim); !s.ok()) return s;
   return CaseFunctions{
       bert_model_fn(c.model, bert_lamb(1e-4f), runtime::models::DTypePolicy::kMixedBFloat16),
       bert_train_input(data)};
@@ -91,35 +92,36 @@ absl::StatusOr<ValidationResult> run_validation_case(
   auto slice = config::load_slice(c.slice);
   if (!slice.ok()) return slice.status();
   estimator::RunConfig config;
+  estimator::SimulatorOptions sim;
   config.model_dir = scratch_dir(c.name);
-  config.slice = c.slice;
+  sim.slice = c.slice;
   if (!edits.empty()) {
     // The edited slice as a config file in the model_dir, which the run loads like any other.
     auto edited = config::with_overrides(**slice, edits, c.slice);
     if (!edited.ok()) return edited.status();
     std::error_code ec;
     std::filesystem::create_directories(config.model_dir, ec);
-    config.slice = config.model_dir + "/slice.pbtxt";
-    std::ofstream out(config.slice);
+    sim.slice = config.model_dir + "/slice.pbtxt";
+    std::ofstream out(sim.slice);
     out << config::to_config_text(**edited);
     if (!out.flush())
-      return absl::InternalError(str_cat("cannot write the edited slice to ", config.slice));
+      return absl::InternalError(str_cat("cannot write the edited slice to ", sim.slice));
     slice = std::move(edited);
   }
   config.tpu_config.num_shards = (*slice)->cores;
   config.tpu_config.iterations_per_loop = steps;
   config.save_checkpoints_steps = steps;
-  config.timing_only = true;
-  config.fold_replicas = (*slice)->hosts > 1;
-  config.log = log;
+  sim.timing_only = true;
+  sim.fold_replicas = (*slice)->hosts > 1;
+  sim.log = log;
   // The gradients summed as TPU pods sum them: the 2-D algorithm (reduce-scatter along one
   // dimension, all-reduce along the other, all-gather back; [Ying18] in docs/references.md),
   // each gradient's all-reduce overlapped with the backward pass.
-  config.compile.allreduce = runtime::AllReduceAlgorithm::kTorus2d;
-  auto job = runtime::models::is_bert(c.model) ? bert_case(c, &config) : image_case(c, &config);
+  sim.compile.allreduce = runtime::AllReduceAlgorithm::kTorus2d;
+  auto job = runtime::models::is_bert(c.model) ? bert_case(c, &sim) : image_case(c, &sim);
   if (!job.ok()) return job.status();
   auto est = estimator::TPUEstimator::create(job->first, config, {}, true, c.global_batch,
-                                             c.global_batch, c.global_batch);
+                                             c.global_batch, c.global_batch, sim);
   if (!est.ok()) return est.status();
   auto trained = (*est)->train(job->second, steps);
   std::error_code ignored;

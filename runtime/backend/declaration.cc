@@ -159,10 +159,9 @@ absl::Status check_backend_options(const BackendDeclaration& backend, const Comp
 
 absl::Status check_dtype_policy(const BackendDeclaration& backend, DTypePolicy policy) {
   if (contains(backend.supports.dtype_policies, policy)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      str_cat(backend.name, " backend: dtype policy '", kDTypePolicies.name(policy),
-              "' is not one it trains (", names_of(backend.supports.dtype_policies, kDTypePolicies),
-              ")"));
+  return absl::InvalidArgumentError(str_cat(
+      backend.name, " backend: dtype policy '", kDTypePolicies.name(policy),
+      "' is not one it trains (", names_of(backend.supports.dtype_policies, kDTypePolicies), ")"));
 }
 
 Precision effective_precision(const BackendDeclaration& backend, Precision requested) {

@@ -29,12 +29,12 @@ struct BackendSupport {
   // The dtype policies it trains (runtime/graph/dtype_policy.h).
   std::vector<DTypePolicy> dtype_policies;
   // It runs on a slice config: the slice's cores are its replicas and the slice's host config
-  // times the input pipeline (RunConfig::slice).
+  // times the input pipeline (SimulatorOptions::slice).
   bool runs_a_slice = false;
   // It simulates time: device loops have a duration, a step-time analysis and host round trips.
   bool simulated_time = false;
   bool timing_only = false;  // Backend::set_timing_only(true)
-  bool traces = false;       // a timeline written to a trace file (RunConfig::trace_path)
+  bool traces = false;       // a timeline written to a trace file (SimulatorOptions::trace_path)
   // Replica folding (CompileOptions::simulated_replicas below replicas).
   bool folding = false;
   // The fusion switches (fuse_convolutions, fuse_pools, fuse_reductions,
@@ -73,18 +73,19 @@ struct BackendDeclaration {
 
 // What a run asks of its backend besides its compile options.
 struct RunFeatures {
-  bool timing_only = false;  // RunConfig::timing_only
-  bool trace = false;        // RunConfig::trace_path set
+  bool timing_only = false;  // SimulatorOptions::timing_only
+  bool trace = false;        // SimulatorOptions::trace_path set
 };
 
 // How an error names an option: as CompileOptions and RunConfig hold it
 // ("cpu backend: fuse_pools off needs ..."), or as the CLI's flag ("--fuse-pools needs ...").
 enum class OptionNames { kFields, kFlags };
 
-// Checks `options` and `run` against what `backend` supports: at least one replica, no more simulated replicas than replicas, and every option
-// set away from what all backends do only where `backend` supports it. With `known` (the
-// registry's backends), an error names those that do support it ("needs the tpusim backend");
-// every error names `backend` and why it cannot ("(cpu: ring order only)").
+// Checks `options` and `run` against what `backend` supports: at least one replica, no more
+// simulated replicas than replicas, and every option set away from what all backends do only where
+// `backend` supports it. With `known` (the registry's backends), an error names those that do
+// support it ("needs the tpusim backend"); every error names `backend` and why it cannot ("(cpu:
+// ring order only)").
 absl::Status check_backend_options(const BackendDeclaration& backend, const CompileOptions& options,
                                    const RunFeatures& run = {},
                                    OptionNames names = OptionNames::kFields,

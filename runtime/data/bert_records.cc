@@ -136,7 +136,7 @@ struct BertShardWritten {
 };
 
 absl::StatusOr<BertShardWritten> write_bert_shard(const BertRecordJob& job, const std::string& path,
-                                         uint64_t first, uint64_t end) {
+                                                  uint64_t first, uint64_t end) {
   auto writer = TFRecordWriter::open(path, job.compression);
   if (!writer.ok()) return writer.status();
   for (uint64_t i = first; i < end; ++i) {

@@ -61,7 +61,7 @@ struct MnistShardWritten {
 
 // Examples [first, end) into one shard file.
 absl::StatusOr<MnistShardWritten> write_mnist_shard(const ShardSource& src, const std::string& path,
-                                         uint64_t first, uint64_t end) {
+                                                    uint64_t first, uint64_t end) {
   const IdxConversion& job = *src.job;
   const size_t row = src.images->row_size();
   auto writer = TFRecordWriter::open(path, job.compression);

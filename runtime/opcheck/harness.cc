@@ -227,8 +227,7 @@ absl::StatusOr<std::vector<CaseResult>> run_case(const OpCase& c, const BackendS
     // bf16 on entry and of the variables it reads as bf16 (each cast's gradient casts a bf16
     // gradient back): a backend that skipped a rounding fails even when the value is close (an
     // unrounded sum is within half a bf16 ulp, inside the tolerance).
-    const bool bf16_valued =
-        c.bf16 && (name == "output" || name == "grad(x)" || !c.f32_variables);
+    const bool bf16_valued = c.bf16 && (name == "output" || name == "grad(x)" || !c.f32_variables);
     const int64_t unrounded = bf16_valued ? first_non_bf16(a) : -1;
     if (unrounded >= 0) {
       r.passed = false;

@@ -23,7 +23,7 @@ struct BackendSpec {
   std::string slice = "v3-8";  // the slice config file or built-in name tpusim simulates
   std::string label() const {
     return precision == Precision::kFp32 ? name
-                                          : name + ":" + std::string(kPrecisions.name(precision));
+                                         : name + ":" + std::string(kPrecisions.name(precision));
   }
 };
 absl::StatusOr<BackendSpec> parse_backend_spec(const std::string& text);

@@ -4,12 +4,13 @@
 // stride) or the GEMM format (name, M, N, K). Fields are comma separated with optional whitespace,
 // a trailing comma and blank lines; the first line is a header.
 
-#include "common/named_values.h"
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <absl/status/statusor.h>
+
+#include "common/named_values.h"
 
 namespace tpusim::runtime {
 

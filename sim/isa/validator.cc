@@ -192,9 +192,9 @@ class CoreChecker {
                           mm.slot(), " have ", w.rows, " rows"));
     }
     if (mm.out().rows() != mm.lhs().rows() || mm.out().cols() != w.cols) {
-      fail(index, str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ",
-                          mm.lhs().rows(), " rows x weights ", w.cols, " columns make ",
-                          mm.lhs().rows(), "x", w.cols));
+      fail(index,
+           str_cat("out is ", mm.out().rows(), "x", mm.out().cols(), "; lhs ", mm.lhs().rows(),
+                   " rows x weights ", w.cols, " columns make ", mm.lhs().rows(), "x", w.cols));
     }
   }
 

@@ -10,11 +10,11 @@
 namespace tpusim::config {
 namespace loader_test {
 
+using config::testing::TempDir;
 using ::testing::HasSubstr;
 using testing::read_shipped;
 using testing::replace_once;
 using testing::shipped;
-using config::testing::TempDir;
 
 // The header that names a file's kind is read without a regular expression: libstdc++'s regex
 // recurses once a matched character, and fuzz_config's header of 29 KB of word characters

@@ -102,8 +102,8 @@ TEST(ShippedConfigs, ChipPeakFromItsFieldsMatchesThePublishedFigure) {
     auto chip = parse_chip(*text);
     ASSERT_TRUE(chip.ok()) << chip.status();
     const ChipSpec& s = **chip;
-    const double peak = static_cast<double>(s.tensor_cores) * s.core.mxu_count *
-                        s.core.mxu_rows * s.core.mxu_cols * 2.0 * s.core.clock_hz;
+    const double peak = static_cast<double>(s.tensor_cores) * s.core.mxu_count * s.core.mxu_rows *
+                        s.core.mxu_cols * 2.0 * s.core.clock_hz;
     EXPECT_NEAR(peak / 1e12, c.published_tflops, c.published_tflops * 0.01);
     EXPECT_DOUBLE_EQ(peak, s.peak_bf16_flops);  // the derived figure is the same arithmetic
   }

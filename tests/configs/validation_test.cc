@@ -11,10 +11,10 @@
 namespace tpusim::config {
 namespace validation_test {
 
+using config::testing::TempDir;
 using ::testing::HasSubstr;
 using testing::read_shipped;
 using testing::replace_once;
-using config::testing::TempDir;
 
 struct BadFile {
   const char* test_name;

@@ -1,13 +1,13 @@
 // tpusim compare's numerics (tpusim::jobs): whether a trained variable agrees with the reference's,
 // the rounding baseline's one-ulp nudges and drift, and where a run diverges.
 
+#include "estimator/jobs/compare_numerics.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
-
-#include "estimator/jobs/compare_numerics.h"
 
 namespace tpusim::jobs {
 namespace compare_numerics_test {

@@ -1,8 +1,6 @@
 // TPUEstimator.evaluate, predict and export_saved_model on the cpu backend, from a checkpoint
 // train wrote: metric_fn on the host, the predict input's padding dropped, a saved model that
 // predicts as the estimator does, and the mistakes each refuses by name.
-#include "estimator/estimator.h"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "estimator/checkpoint.h"
+#include "estimator/estimator.h"
 #include "estimator/saved_model.h"
 #include "runtime/backend/registry.h"
 #include "sim/numerics/bf16.h"
@@ -31,8 +30,8 @@ using namespace testing;
 
 absl::StatusOr<std::unique_ptr<TPUEstimator>> trained_estimator(const std::string& dir) {
   if (auto r = train_linear(dir, 60); !r.ok()) return r.status();
-  return TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), quiet_config(dir, "cpu", 4),
-                              {}, true, 32, 32, 32);
+  return create_quiet(linear_model(OptimizerSpec::Kind::kAdam), quiet_run(dir, "cpu", 4), 32, 32,
+                      32);
 }
 
 TEST(Estimator, EvaluateRunsMetricFnOnTheHostOverEveryStepAndReplica) {
@@ -99,11 +98,10 @@ TEST(Estimator, ReadsBeforeTheInfeedStartsAreWatchedForStalls) {
   TempDir dir;
   auto run = [&](const std::string& awaited, auto&& call) {
     auto held = std::make_shared<HeldInput>(awaited);
-    RunConfig c = quiet_config(dir.path().string(), "cpu", 4);
-    c.input_stall_report_seconds = 0.01;
-    c.log = [held](const std::string& line) { held->add(line); };
-    auto est =
-        TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 32, 32, 32);
+    QuietRun c = quiet_run(dir.path().string(), "cpu", 4);
+    c.sim.input_stall_report_seconds = 0.01;
+    c.sim.log = [held](const std::string& line) { held->add(line); };
+    auto est = create_quiet(linear_model(OptimizerSpec::Kind::kAdam), c, 32, 32, 32);
     EXPECT_TRUE(est.ok()) << est.status();
     if (est.ok()) call(**est, *held);
     return held->lines();
@@ -195,17 +193,15 @@ TEST(Estimator, ASavedModelPredictsLikeTheEstimator) {
 
 TEST(Estimator, EvaluateAndPredictNeedACheckpointAndAnInputThatBehaves) {
   TempDir dir;
-  auto est =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam),
-                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 32, 32, 32);
+  auto est = create_quiet(linear_model(OptimizerSpec::Kind::kAdam),
+                          quiet_run(dir.path().string(), "cpu", 4), 32, 32, 32);
   ASSERT_TRUE(est.ok());
   EXPECT_THAT(std::string((*est)->evaluate(eval_input(), 2).status().message()),
               HasSubstr("no checkpoint in model_dir"));
   ASSERT_TRUE((*est)->train(train_input(), 5).ok());
-  RunConfig c = quiet_config(dir.path().string(), "cpu", 4);
-  c.max_predict_batches = 20;
-  auto capped =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 32, 32, 32);
+  QuietRun c = quiet_run(dir.path().string(), "cpu", 4);
+  c.sim.max_predict_batches = 20;
+  auto capped = create_quiet(linear_model(OptimizerSpec::Kind::kAdam), c, 32, 32, 32);
   ASSERT_TRUE(capped.ok());
   InputFn forever = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
     return examples()->repeat()->batch(p.batch_size, true);
@@ -217,9 +213,8 @@ TEST(Estimator, EvaluateAndPredictNeedACheckpointAndAnInputThatBehaves) {
   };
   EXPECT_THAT(std::string((*capped)->predict(unpadded).status().message()),
               HasSubstr("predict batch 1: component 'label' has 2 rows; the per-shard batch is 8"));
-  auto no_eval =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam),
-                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 32, 0, 32);
+  auto no_eval = create_quiet(linear_model(OptimizerSpec::Kind::kAdam),
+                              quiet_run(dir.path().string(), "cpu", 4), 32, 0, 32);
   ASSERT_TRUE(no_eval.ok());
   EXPECT_THAT(std::string((*no_eval)->evaluate(eval_input(), 1).status().message()),
               HasSubstr("eval_batch_size is 0"));

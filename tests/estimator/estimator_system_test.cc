@@ -16,8 +16,8 @@ using runtime::OptimizerSpec;
 using namespace testing;
 
 absl::StatusOr<TrainResult> train_on_tpusim(const std::string& dir, int64_t steps) {
-  auto est = TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam),
-                                  quiet_config(dir, "tpusim", 8), {}, true, 64, 64, 64);
+  auto est = create_quiet(linear_model(OptimizerSpec::Kind::kAdam), quiet_run(dir, "tpusim", 8), 64,
+                          64, 64);
   if (!est.ok()) return est.status();
   return (*est)->train(train_input(), steps);
 }
@@ -45,10 +45,9 @@ TEST(EstimatorOnTpusim, FollowsTheCpuBackend) {
   TempDir on_tpu, on_cpu;
   auto t = train_on_tpusim(on_tpu.path().string(), 10);
   ASSERT_TRUE(t.ok()) << t.status();
-  RunConfig c = quiet_config(on_cpu.path().string(), "cpu", 8);
-  c.compile.precision = runtime::Precision::kMxu;
-  auto est =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kAdam), c, {}, true, 64, 64, 64);
+  QuietRun c = quiet_run(on_cpu.path().string(), "cpu", 8);
+  c.sim.compile.precision = runtime::Precision::kMxu;
+  auto est = create_quiet(linear_model(OptimizerSpec::Kind::kAdam), c, 64, 64, 64);
   ASSERT_TRUE(est.ok());
   auto r = (*est)->train(train_input(), 10);
   ASSERT_TRUE(r.ok()) << r.status();

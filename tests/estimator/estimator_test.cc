@@ -101,8 +101,7 @@ TEST(Estimator, HostCallSeesEveryStepsTensors) {
     };
     return spec;
   };
-  auto est = TPUEstimator::create(with_host_call, quiet_config(dir.path().string(), "cpu", 4), {},
-                                  true, 32, 32, 32);
+  auto est = create_quiet(with_host_call, quiet_run(dir.path().string(), "cpu", 4), 32, 32, 32);
   ASSERT_TRUE(est.ok());
   ASSERT_TRUE((*est)->train(train_input(), 7).ok());
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7}));
@@ -116,7 +115,7 @@ TEST(Estimator, WarmStartTakesTheModelVariables) {
   ASSERT_TRUE(train_linear(trained.path().string(), 10).ok());
   auto source = load_latest_checkpoint(trained.path().string());
   ASSERT_TRUE(source.ok() && source->has_value());
-  RunConfig c = quiet_config(fresh.path().string(), "cpu", 4);
+  QuietRun c = quiet_run(fresh.path().string(), "cpu", 4);
   c.warm_start_from = trained.path().string();
   ModelFn frozen = [](runtime::GraphBuilder& b, const Features& f,
                       std::optional<runtime::Value> labels, Mode mode,
@@ -125,7 +124,7 @@ TEST(Estimator, WarmStartTakesTheModelVariables) {
     if (spec.ok()) spec->train_op->learning_rate.initial = 0;  // weights stay as loaded
     return spec;
   };
-  auto est = TPUEstimator::create(frozen, c, {}, true, 32, 32, 32);
+  auto est = create_quiet(frozen, c, 32, 32, 32);
   ASSERT_TRUE(est.ok());
   auto r = (*est)->train(train_input(), 1);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -160,9 +159,9 @@ TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
     };
     return spec;
   };
-  RunConfig c = quiet_config(fresh.path().string(), "cpu", 4);
+  QuietRun c = quiet_run(fresh.path().string(), "cpu", 4);
   c.warm_start_from = trained.path().string();
-  auto est = TPUEstimator::create(doubled, c, {}, true, 32, 32, 32);
+  auto est = create_quiet(doubled, c, 32, 32, 32);
   ASSERT_TRUE(est.ok());
   ASSERT_TRUE((*est)->train(train_input(), 1).ok());
   EXPECT_EQ(calls, 1);
@@ -180,8 +179,7 @@ TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
   // A failing init_fn stops a new run, naming itself.
   TempDir third;
   init_status = absl::InvalidArgumentError("no pretrained weights");
-  auto failing = TPUEstimator::create(doubled, quiet_config(third.path().string(), "cpu", 4), {},
-                                      true, 32, 32, 32);
+  auto failing = create_quiet(doubled, quiet_run(third.path().string(), "cpu", 4), 32, 32, 32);
   ASSERT_TRUE(failing.ok());
   auto r = (*failing)->train(train_input(), 1);
   ASSERT_FALSE(r.ok());
@@ -200,8 +198,7 @@ TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
     }
     return spec;
   };
-  auto reshaped = TPUEstimator::create(reshaping, quiet_config(fourth.path().string(), "cpu", 4),
-                                       {}, true, 32, 32, 32);
+  auto reshaped = create_quiet(reshaping, quiet_run(fourth.path().string(), "cpu", 4), 32, 32, 32);
   ASSERT_TRUE(reshaped.ok());
   r = (*reshaped)->train(train_input(), 1);
   ASSERT_FALSE(r.ok());
@@ -212,15 +209,13 @@ TEST(Estimator, InitFnAdjustsTheFreshVariablesOnly) {
 
 TEST(Estimator, BatchSizesMustDivideByTheReplicas) {
   TempDir dir;
-  auto est =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
-                           quiet_config(dir.path().string(), "cpu", 4), {}, true, 30, 32, 32);
+  auto est = create_quiet(linear_model(OptimizerSpec::Kind::kSgd),
+                          quiet_run(dir.path().string(), "cpu", 4), 30, 32, 32);
   ASSERT_FALSE(est.ok());
   EXPECT_THAT(std::string(est.status().message()),
               HasSubstr("train_batch_size 30 must be divisible by the 4 replicas (num_shards)"));
-  RunConfig no_dir = quiet_config("", "cpu", 4);
-  EXPECT_THAT(std::string(TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), no_dir, {},
-                                               true, 32, 32, 32)
+  QuietRun no_dir = quiet_run("", "cpu", 4);
+  EXPECT_THAT(std::string(create_quiet(linear_model(OptimizerSpec::Kind::kSgd), no_dir, 32, 32, 32)
                               .status()
                               .message()),
               HasSubstr("model_dir is empty"));
@@ -236,14 +231,12 @@ TEST(Estimator, ModelAndInputMistakesAreNamed) {
     (void)b;
     return spec;
   };
-  auto est = TPUEstimator::create(no_optimizer, quiet_config(dir.path().string(), "cpu", 2), {},
-                                  true, 8, 8, 8);
+  auto est = create_quiet(no_optimizer, quiet_run(dir.path().string(), "cpu", 2), 8, 8, 8);
   ASSERT_TRUE(est.ok());
   EXPECT_THAT(std::string((*est)->train(train_input(), 5).status().message()),
               HasSubstr("train mode needs a train_op"));
-  auto linear =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd),
-                           quiet_config(dir.path().string(), "cpu", 2), {}, true, 8, 8, 8);
+  auto linear = create_quiet(linear_model(OptimizerSpec::Kind::kSgd),
+                             quiet_run(dir.path().string(), "cpu", 2), 8, 8, 8);
   InputFn short_input = [](const Params& p) -> absl::StatusOr<runtime::data::DatasetPtr> {
     return examples()->take(3 * p.batch_size)->batch(p.batch_size, true);
   };
@@ -252,13 +245,12 @@ TEST(Estimator, ModelAndInputMistakesAreNamed) {
   EXPECT_THAT(std::string(ended.message()), HasSubstr("input pipeline 0 ended after 1 steps"));
 }
 
-// RunConfig::fold_replicas: the folded replicas compute no values, so it needs timing_only.
+// SimulatorOptions::fold_replicas: the folded replicas compute no values, so it needs timing_only.
 TEST(Estimator, ReplicaFoldingNeedsATimingOnlyRun) {
   TempDir dir;
-  RunConfig config = quiet_config(dir.path().string(), "cpu", 2);
-  config.fold_replicas = true;
-  auto est =
-      TPUEstimator::create(linear_model(OptimizerSpec::Kind::kSgd), config, {}, true, 8, 8, 8);
+  QuietRun config = quiet_run(dir.path().string(), "cpu", 2);
+  config.sim.fold_replicas = true;
+  auto est = create_quiet(linear_model(OptimizerSpec::Kind::kSgd), config, 8, 8, 8);
   ASSERT_TRUE(est.ok()) << est.status();
   const absl::Status s = (*est)->train(train_input(), 2).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -267,19 +259,19 @@ TEST(Estimator, ReplicaFoldingNeedsATimingOnlyRun) {
                         "compute no values"));
 }
 
-// RunConfig::bf16_infeeds: the host casts "x" to bfloat16 for the infeed and the model_fn sees
-// it as f32 holding those values, in training (other weights than f32 input gives) and predict;
-// naming a component the batches lack, or an int64 one, is an error that names it.
+// SimulatorOptions::bf16_infeeds: the host casts "x" to bfloat16 for the infeed and the model_fn
+// sees it as f32 holding those values, in training (other weights than f32 input gives) and
+// predict; naming a component the batches lack, or an int64 one, is an error that names it.
 TEST(Estimator, Bf16InfeedsFeedTheHostsBfloat16CastOfTheirComponents) {
   TempDir f32_dir, bf16_dir;
-  RunConfig half = quiet_config(bf16_dir.path().string(), "cpu", 4);
-  half.bf16_infeeds = {"x"};
-  auto make = [](const ModelFn& model, const RunConfig& config) {
-    return TPUEstimator::create(model, config, {}, true, 32, 32, 32);
+  QuietRun half = quiet_run(bf16_dir.path().string(), "cpu", 4);
+  half.sim.bf16_infeeds = {"x"};
+  auto make = [](const ModelFn& model, const QuietRun& config) {
+    return create_quiet(model, config, 32, 32, 32);
   };
   auto linear = linear_model(OptimizerSpec::Kind::kAdam);
   auto full =
-      (*make(linear, quiet_config(f32_dir.path().string(), "cpu", 4)))->train(train_input(), 20);
+      (*make(linear, quiet_run(f32_dir.path().string(), "cpu", 4)))->train(train_input(), 20);
   auto rounded = (*make(linear, half))->train(train_input(), 20);
   ASSERT_TRUE(full.ok()) << full.status();
   ASSERT_TRUE(rounded.ok()) << rounded.status();
@@ -309,9 +301,9 @@ TEST(Estimator, Bf16InfeedsFeedTheHostsBfloat16CastOfTheirComponents) {
   EXPECT_GT(changed, 100);
   for (const char* wrong : {"label", "nope"}) {
     TempDir fresh;
-    RunConfig bad = half;
-    bad.model_dir = fresh.path().string();
-    bad.bf16_infeeds = {wrong};
+    QuietRun bad = half;
+    bad.config.model_dir = fresh.path().string();
+    bad.sim.bf16_infeeds = {wrong};
     auto r = (*make(linear, bad))->train(train_input(), 5);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << wrong;
     EXPECT_THAT(std::string(r.status().message()),

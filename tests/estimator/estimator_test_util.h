@@ -76,17 +76,34 @@ inline InputFn eval_input() {
   };
 }
 
-inline RunConfig quiet_config(const std::string& model_dir, const std::string& backend,
-                              uint32_t shards) {
-  RunConfig c;
-  c.model_dir = model_dir;
-  c.backend = backend;
-  c.tpu_config.num_shards = shards;
-  c.tpu_config.iterations_per_loop = 5;
-  c.save_checkpoints_steps = 10;
-  c.save_summary_steps = 5;
-  c.log = [](const std::string&) {};
-  return c;
+// A run's configs, its log silenced, and the checkpoint create() warm-starts from ("": none).
+struct QuietRun {
+  RunConfig config;
+  SimulatorOptions sim;
+  std::string warm_start_from;
+};
+
+inline QuietRun quiet_run(const std::string& model_dir, const std::string& backend,
+                          uint32_t shards) {
+  QuietRun run;
+  run.config.model_dir = model_dir;
+  run.config.tpu_config.num_shards = shards;
+  run.config.tpu_config.iterations_per_loop = 5;
+  run.config.save_checkpoints_steps = 10;
+  run.config.save_summary_steps = 5;
+  run.sim.backend = backend;
+  run.sim.log = [](const std::string&) {};
+  return run;
+}
+
+// TPUEstimator::create(model_fn, run's configs, no params, use_tpu) at these batch sizes.
+inline absl::StatusOr<std::unique_ptr<TPUEstimator>> create_quiet(ModelFn model_fn,
+                                                                  const QuietRun& run,
+                                                                  int64_t train_batch_size,
+                                                                  int64_t eval_batch_size,
+                                                                  int64_t predict_batch_size) {
+  return TPUEstimator::create(std::move(model_fn), run.config, {}, true, train_batch_size,
+                              eval_batch_size, predict_batch_size, run.sim, run.warm_start_from);
 }
 
 // The Fashion-MNIST test set as TFRecords in `dir` (from Debian's dataset-fashion-mnist), and an
@@ -135,9 +152,9 @@ inline absl::StatusOr<TrainResult> train_mnist_cnn_briefly(const std::string& di
                                                            const std::string& backend) {
   const std::string data = dir + "/data";
   if (auto s = write_fashion(data); !s.ok()) return s;
-  RunConfig c = quiet_config(dir + "/model", backend, 2);
-  c.tpu_config.iterations_per_loop = 12;
-  auto est = TPUEstimator::create(zoo_model("mnist_cnn"), c, {}, true, 32, 32, 32);
+  QuietRun c = quiet_run(dir + "/model", backend, 2);
+  c.config.tpu_config.iterations_per_loop = 12;
+  auto est = create_quiet(zoo_model("mnist_cnn"), c, 32, 32, 32);
   if (!est.ok()) return est.status();
   return (*est)->train(fashion_input(data), 12);
 }
@@ -156,8 +173,7 @@ inline std::pair<double, double> loss_ends(const std::vector<float>& losses, siz
 inline absl::StatusOr<TrainResult> train_linear(
     const std::string& dir, int64_t steps,
     runtime::OptimizerSpec::Kind kind = runtime::OptimizerSpec::Kind::kAdam) {
-  auto est =
-      TPUEstimator::create(linear_model(kind), quiet_config(dir, "cpu", 4), {}, true, 32, 32, 32);
+  auto est = create_quiet(linear_model(kind), quiet_run(dir, "cpu", 4), 32, 32, 32);
   if (!est.ok()) return est.status();
   return (*est)->train(train_input(), steps);
 }

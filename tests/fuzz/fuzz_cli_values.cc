@@ -16,11 +16,11 @@
 #include "configs/loader.h"
 #include "configs/overrides.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/tpusim/farm_messages.h"
+#include "tools/studies/farm_messages.h"
+#include "tools/studies/sweep_grid.h"
+#include "tools/studies/sweep_journal.h"
 #include "tools/tpusim/options.h"
-#include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/sweep_jobs.h"
-#include "tools/tpusim/sweep_journal.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ void sweep_grid(const std::string& text) {
   std::vector<cli::SweepAxis> axes;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (axes.size() == 8) break;
-    auto axis = cli::parse_sweep_axis(std::string(line));
+    auto axis = studies::parse_sweep_axis(std::string(line));
     if (axis.ok()) axes.push_back(*std::move(axis));
   }
   if (cli::check_sweep_size(axes).ok()) {
@@ -69,8 +69,8 @@ void sweep_folder(const std::string& text) {
   for (const char* name : {"points.jsonl", "sweep-args.json"}) {
     std::ofstream(dir + "/" + name, std::ios::binary | std::ios::trunc) << text;
   }
-  (void)cli::read_journal(dir);
-  auto args = cli::load_sweep_args(dir);
+  (void)studies::read_journal(dir);
+  auto args = studies::load_sweep_args(dir);
   if (args.ok()) {
     cli::SweepFlags flags;
     if (!cli::parse_sweep_args(*args, &flags) && !flags.help) (void)cli::check_sweep(&flags);
@@ -103,8 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sweep_folder(text);
       break;
     case 7:
-      (void)cli::farm::decode_task(text);
-      (void)cli::farm::decode_result(text);
+      (void)studies::farm::decode_task(text);
+      (void)studies::farm::decode_result(text);
       break;
     default: {
       static const auto base = config::load_slice("v3-8");

@@ -8,8 +8,8 @@
 
 #include "runtime/backend/tpusim/step_plan.h"
 #include "runtime/graph/layers.h"
-#include "tests/runtime/step_plan_util.h"
 #include "sim/isa/builder.h"
+#include "tests/runtime/step_plan_util.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace buffer_uses_test {

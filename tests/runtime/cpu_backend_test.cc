@@ -326,8 +326,10 @@ TEST(CpuBackend, PatchesMadeOnTheFlyEqualMaterializedOnes) {
       Variables v1 = vars, v2 = vars;
       const Outputs got = run_once(*folded, feeds, &v1, precision);
       const Outputs want = run_once(*materialized, feeds, &v2, precision);
-      EXPECT_EQ(got.at("y").f, want.at("y").f) << kPrecisions.name(precision) << ", " << threads << " threads";
-      EXPECT_EQ(got.at("grad").f, want.at("grad").f) << kPrecisions.name(precision) << ", " << threads << " threads";
+      EXPECT_EQ(got.at("y").f, want.at("y").f)
+          << kPrecisions.name(precision) << ", " << threads << " threads";
+      EXPECT_EQ(got.at("grad").f, want.at("grad").f)
+          << kPrecisions.name(precision) << ", " << threads << " threads";
     }
   }
 }
@@ -363,7 +365,8 @@ TEST(CpuBackend, MatmulsOfTransposesEqualThoseOfTheirCopies) {
     const Outputs read_through = products(false, precision);
     const Outputs copied = products(true, precision);
     for (const char* name : {"both", "batched", "lhs"})
-      EXPECT_EQ(read_through.at(name).f, copied.at(name).f) << name << " " << kPrecisions.name(precision);
+      EXPECT_EQ(read_through.at(name).f, copied.at(name).f)
+          << name << " " << kPrecisions.name(precision);
   }
 }
 
@@ -461,7 +464,8 @@ TEST(CpuBackend, MissingOrMisshapedInputsAreNamed) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(std::string(wrong.status().message()),
               ::testing::HasSubstr("infeed 'image' takes f32[2, 3]; the batch is f32[3, 2]"));
-  EXPECT_EQ((*backend)->compile(b.graph(), {Precision::kFp32, 2, AllReduceAlgorithm::kTorus})
+  EXPECT_EQ((*backend)
+                ->compile(b.graph(), {Precision::kFp32, 2, AllReduceAlgorithm::kTorus})
                 .status()
                 .message(),
             "cpu backend: allreduce 'torus' is not supported (cpu: ring order only)");

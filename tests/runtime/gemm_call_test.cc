@@ -1,13 +1,14 @@
 // The cuBLAS calls the gpu backend makes (gemm_call.h), checked on the host: each layout of
 // batches, replicas and shared operands, and the split of long sums, run through the BLAS
 // definition of a column-major GEMM against the products they stand for.
+#include "runtime/backend/gpu/gemm_call.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include <gtest/gtest.h>
 
-#include "runtime/backend/gpu/gemm_call.h"
 #include "runtime/backend/gpu/node_plan.h"
 #include "tests/runtime/blas_reference.h"
 

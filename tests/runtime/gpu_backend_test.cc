@@ -266,11 +266,13 @@ TEST(GpuBackend, TrainingStepsFollowTheCpu) {
     ASSERT_TRUE(want.ok() && got.ok()) << got.status();
     for (size_t s = 0; s < batches.size(); ++s) {
       const float l = (*want)[s].at("loss").f[0];
-      EXPECT_NEAR((*got)[s].at("loss").f[0], l, tol * std::abs(l)) << kPrecisions.name(precision) << " step " << s;
+      EXPECT_NEAR((*got)[s].at("loss").f[0], l, tol * std::abs(l))
+          << kPrecisions.name(precision) << " step " << s;
     }
     for (const auto& [name, value] : on_cpu) {
       for (size_t i = 0; i < value.f.size(); ++i)
-        EXPECT_NEAR(on_gpu.at(name).f[i], value.f[i], tol) << kPrecisions.name(precision) << " " << name;
+        EXPECT_NEAR(on_gpu.at(name).f[i], value.f[i], tol)
+            << kPrecisions.name(precision) << " " << name;
     }
   }
 }

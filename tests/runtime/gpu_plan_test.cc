@@ -156,8 +156,9 @@ TEST(GpuPlan, EveryOpcheckCaseOnTheHostMatchesTheCpuBackend) {
         const HostTensor& actual = got.at(name);
         ASSERT_EQ(actual.shape, expected.shape) << c.op << " " << name;
         if (!c.uses_matmul) {
-          EXPECT_TRUE(same_bits(actual, expected)) << c.op << " " << c.shape << " " << kPrecisions.name(precision)
-                                                   << " " << name << " differs from the cpu's";
+          EXPECT_TRUE(same_bits(actual, expected))
+              << c.op << " " << c.shape << " " << kPrecisions.name(precision) << " " << name
+              << " differs from the cpu's";
           ++bitwise;
         } else {
           EXPECT_LE(max_rel_error(actual, expected), tol)

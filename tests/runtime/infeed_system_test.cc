@@ -149,8 +149,7 @@ struct BothBackends {
   Variables on_tpu, on_cpu;
 };
 
-BothBackends run_on_both(const Graph& g,
-                         AllReduceAlgorithm allreduce = AllReduceAlgorithm::kRing) {
+BothBackends run_on_both(const Graph& g, AllReduceAlgorithm allreduce = AllReduceAlgorithm::kRing) {
   BothBackends out;
   out.on_tpu = out.on_cpu = initial_variables(g);
   auto tpu = make_backend("tpusim");
@@ -219,8 +218,10 @@ TEST_P(CrossShardTraining, KeepsEveryCoreInStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(InfeedSystem, CrossShardTraining,
-                         ::testing::Values(AllReduceAlgorithm::kRing, AllReduceAlgorithm::kBidirRing,
-                                           AllReduceAlgorithm::kTorus2d, AllReduceAlgorithm::kTorus));
+                         ::testing::Values(AllReduceAlgorithm::kRing,
+                                           AllReduceAlgorithm::kBidirRing,
+                                           AllReduceAlgorithm::kTorus2d,
+                                           AllReduceAlgorithm::kTorus));
 
 // The torus algorithms run over every core of the slice, so they need a replica on each; an
 // algorithm the interconnect does not have is not one of the words the CLI parses, which it names.
@@ -337,7 +338,8 @@ TEST(InfeedSystem, AnOverlappedAllReduceChangesTheStepTimeNotTheValues) {
   std::map<bool, Loop> loops;
   std::map<bool, Variables> after;
   for (bool overlap : {true, false}) {
-    auto exe = (*tpu)->compile(g, {Precision::kFp32, kReplicas, AllReduceAlgorithm::kRing, overlap});
+    auto exe =
+        (*tpu)->compile(g, {Precision::kFp32, kReplicas, AllReduceAlgorithm::kRing, overlap});
     ASSERT_TRUE(exe.ok()) << exe.status();
     after[overlap] = initial_variables(g);
     loops[overlap] = run_fed(**tpu, **exe, after[overlap], 3, 0);

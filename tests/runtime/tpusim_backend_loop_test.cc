@@ -108,7 +108,8 @@ TEST(TpusimBackend, OptimizersAndSchedulesMatchCpu) {
     Variables on_cpu = initial_variables(b.graph()), on_tpu = on_cpu;
     for (auto [name, vars_ptr] : {std::pair{"cpu", &on_cpu}, std::pair{"tpusim", &on_tpu}}) {
       auto backend = make_backend(name);
-      auto exe = (*backend)->compile(b.graph(), {name == std::string("cpu") ? Precision::kMxu : Precision::kFp32});
+      auto exe = (*backend)->compile(
+          b.graph(), {name == std::string("cpu") ? Precision::kMxu : Precision::kFp32});
       ASSERT_TRUE(exe.ok()) << exe.status();
       auto out = (*backend)->run(**exe, *vars_ptr, feeds, 0);
       ASSERT_TRUE(out.ok()) << out.status();

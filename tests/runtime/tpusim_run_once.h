@@ -13,7 +13,7 @@ namespace tpusim::runtime::testing {
 // One step of `graph` on the tpusim backend from its initial variables: the first replica's
 // outputs (none, with the failure reported, when it does not compile or run).
 inline Outputs run_once(const Graph& graph, const CompileOptions& options,
-                 const std::vector<Feeds>& feeds) {
+                        const std::vector<Feeds>& feeds) {
   auto backend = make_backend("tpusim");
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return {};

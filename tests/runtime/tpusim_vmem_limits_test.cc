@@ -165,7 +165,8 @@ TEST(TpusimBackend, ReductionsOfRowsWiderThanATileGoInChunks) {
   b.output("row_sums", b.reduce(Op::kReduceSum, x, {1}));
   b.output("max", b.reduce(Op::kReduceMax, x, {0, 1}));
   Feeds feeds;
-  std::vector<float> ones(static_cast<size_t>(square.elements())), ints(static_cast<size_t>(wide.elements()));
+  std::vector<float> ones(static_cast<size_t>(square.elements())),
+      ints(static_cast<size_t>(wide.elements()));
   for (size_t i = 0; i < ones.size(); ++i) ones[i] = static_cast<float>(i * 7 % 3) - 1;
   for (size_t i = 0; i < ints.size(); ++i) ints[i] = static_cast<float>((i * 5 + i / 7) % 9) - 4;
   ints.back() = 5;  // the largest value, in the last row's last (partial) chunk

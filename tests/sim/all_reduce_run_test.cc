@@ -1,11 +1,12 @@
 // sim::run_all_reduce, the all-reduce `tpusim allreduce` runs: its checks name the figures, every
 // core ends with the same sum, and the time stays within the algorithm's bound. One System per
 // process.
+#include "sim/all_reduce_run.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "configs/loader.h"
-#include "sim/all_reduce_run.h"
 #include "sim/core_map.h"
 
 namespace tpusim::sim {
@@ -59,8 +60,7 @@ TEST(AllReduceRun, RequestsThatCannotRunAreRefusedWithTheirFigures) {
   ASSERT_TRUE(slice.ok()) << slice.status();
   AllReduceRequest request;
   request.bytes = 6;
-  EXPECT_THAT(std::string(check_all_reduce(**slice, request).message()),
-              HasSubstr("6 bytes"));
+  EXPECT_THAT(std::string(check_all_reduce(**slice, request).message()), HasSubstr("6 bytes"));
   request.bytes = 4096;
   request.chunk_bytes = 2;
   EXPECT_THAT(std::string(check_all_reduce(**slice, request).message()),

@@ -34,7 +34,9 @@ uint64_t cycles_of(MxuPolicy policy, const isa::Program& p) {
 }
 
 // load_weights 0..128, matmul streams 256 rows 128..384, last result out 254 later: 638.
-TEST(MxuTiming, TpuSingleMatmul) { EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(1, 256, 128, 128)), 638u); }
+TEST(MxuTiming, TpuSingleMatmul) {
+  EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(1, 256, 128, 128)), 638u);
+}
 
 // Double-buffered: each next weight load (128 cycles) hides behind the 256-row stream, so the
 // chain costs R + 4 x 256 + (R + C - 2) = 128 + 1024 + 254 = 1406.
@@ -49,7 +51,9 @@ TEST(MxuTiming, TpuChainBoundByWeightLoadsWhenMIsSmall) {
 }
 
 // M = 1: 128 (weights) + 1 (one row) + 254 = 383.
-TEST(MxuTiming, TpuSingleRow) { EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(1, 1, 128, 128)), 383u); }
+TEST(MxuTiming, TpuSingleRow) {
+  EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(1, 1, 128, 128)), 383u);
+}
 
 // K and N below the array size cost as much as a full tile: the data still crosses R rows and
 // C columns. 128 + 200 + 254 = 582 for a 100 x 60 tile.

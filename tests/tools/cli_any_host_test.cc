@@ -10,8 +10,8 @@
 namespace tpusim::cli {
 namespace cli_any_host_test {
 
-using ::testing::HasSubstr;
 using testing::Environment;
+using ::testing::HasSubstr;
 using testing::run_tpusim;
 
 // A GEMM 1024 terms deep: Eigen's own product would cut each sum into depth blocks of 208 terms

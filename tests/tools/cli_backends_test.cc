@@ -116,8 +116,8 @@ TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
   auto shown = run_tpusim({"config", "show", path});
   ASSERT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("VMEM 0.25 MiB per core"));
-  auto r = run_tpusim({"opcheck", "--backends", "tpusim", "--ops", "^(matmul|conv2d)$", "--config",
-                       path});
+  auto r = run_tpusim(
+      {"opcheck", "--backends", "tpusim", "--ops", "^(matmul|conv2d)$", "--config", path});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("(2 ops)"));
   r = run_tpusim({"opcheck", "--backends", "tpusim", "--ops", "^add$", "--config",
@@ -130,12 +130,13 @@ TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
 // VMEM not even a row of add's [4, 9] operands fits tpusim's tile budget; cpu:mxu's cases pass.
 TEST(Cli, OpcheckListsACaseABackendCannotRunAndGoesOn) {
   const std::string path = v3_8_slice_with_vmem("0.004", "4k-vmem");
-  auto r = run_tpusim({"opcheck", "--backends", "tpusim,cpu:mxu", "--ops", "^(add|sub)$",
-                       "--config", path});
+  auto r = run_tpusim(
+      {"opcheck", "--backends", "tpusim,cpu:mxu", "--ops", "^(add|sub)$", "--config", path});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.out, HasSubstr("ERROR add                          tpusim   [4, 9] [4, 9]: a row of "
-                               "324 bytes (operands, output and scratch) does not fit the VMEM "
-                               "tile budget of 1572 bytes"));
+  EXPECT_THAT(r.out,
+              HasSubstr("ERROR add                          tpusim   [4, 9] [4, 9]: a row of "
+                        "324 bytes (operands, output and scratch) does not fit the VMEM "
+                        "tile budget of 1572 bytes"));
   EXPECT_THAT(r.out, HasSubstr("ERROR sub "));
   EXPECT_THAT(r.out, HasSubstr("ok   sub                           cpu:mxu"));
   EXPECT_THAT(r.out, HasSubstr("9 passed, 3 failed (2 ops)"));  // add has 2 cases, sub 1

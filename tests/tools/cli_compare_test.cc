@@ -75,7 +75,7 @@ void expect_fp32_to_differ(const std::filesystem::path& data) {
 // Without the baseline the tolerances alone decide.
 void expect_the_tolerances_to_decide(const std::filesystem::path& data) {
   auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--baseline", "off",
-                  "--weight-tolerance", "0", "--weight-atol", "0", "--loss-tolerance", "1"});
+                       "--weight-tolerance", "0", "--weight-atol", "0", "--loss-tolerance", "1"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, Not(HasSubstr("rounding baseline")));
   EXPECT_THAT(r.out, HasSubstr("verdict: DIFFER (every step's loss within 1; "));
@@ -95,8 +95,8 @@ void expect_the_tolerances_to_decide(const std::filesystem::path& data) {
 void expect_adam_verdicts(const std::filesystem::path& data) {
   // Adam at a rate of 1 blows mlp's loss up at step 2: compare says the training diverges.
   auto r = run_tpusim({"compare", "--steps", "2", "--data", data.string(), "--optimizer", "adam",
-                  "--learning-rate", "1", "--baseline", "off", "--loss-tolerance", "1e9",
-                  "--weight-tolerance", "1e9"});
+                       "--learning-rate", "1", "--baseline", "off", "--loss-tolerance", "1e9",
+                       "--weight-tolerance", "1e9"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("note: tpusim's loss goes from 2.391 at step 1 to "));
   EXPECT_THAT(r.out, HasSubstr("at step 2: the training diverges"));
@@ -114,7 +114,7 @@ void expect_mixed_precision_verdicts(const std::filesystem::path& data) {
   // Under mixed_bfloat16 (activations in bf16) tpusim and the cpu agree as well; the baseline is
   // still the f32 ulp's.
   auto r = run_tpusim({"compare", "--steps", "3", "--data", data.string(), "--dtype-policy",
-                  "mixed_bfloat16", "--json"});
+                       "mixed_bfloat16", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["dtype_policy"], "mixed_bfloat16");

@@ -9,13 +9,23 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tools/tpusim/farm_messages.h"
+#include "tools/studies/farm_messages.h"
+#include "tools/studies/sweep_grid.h"
+#include "tools/studies/sweep_table.h"
 #include "tools/tpusim/progress_bar.h"
-#include "tools/tpusim/sweep_grid.h"
-#include "tools/tpusim/sweep_table.h"
 
 namespace tpusim::cli {
 namespace cli_parts_test {
+using studies::describe_point;
+using studies::FarmJob;
+using studies::parse_sweep_axis;
+using studies::report_columns;
+using studies::row_number;
+using studies::run_option_flag;
+using studies::set_report;
+using studies::sweep_csv;
+using studies::sweep_points;
+using studies::SweepRow;
 
 using ::testing::HasSubstr;
 
@@ -109,17 +119,17 @@ TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   job.report = "/s/reports/p003.json";
   job.run_dir = "/s/runs/p003";
   job.inputs = {{"/s/configs/p003.pbtxt", "name: \"\xff\xfe\""s}};
-  auto task = farm::decode_task(farm::encode_task(3, job, "/s/.farm-h-1"));
+  auto task = studies::farm::decode_task(studies::farm::encode_task(3, job, "/s/.farm-h-1"));
   ASSERT_TRUE(task.ok()) << task.status();
   EXPECT_EQ(task->index, 3u);
   EXPECT_EQ(task->job.args, job.args);
   EXPECT_EQ(task->job.inputs, job.inputs);
   EXPECT_EQ(task->marker, "/s/.farm-h-1");
-  farm::Result result;
+  studies::farm::Result result;
   result.index = 3;
   result.exit_code = 137;
   result.log = "\x80 not utf-8\n"s;
-  auto back = farm::decode_result(farm::encode_result(result));
+  auto back = studies::farm::decode_result(studies::farm::encode_result(result));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->exit_code, 137);
   EXPECT_EQ(back->log, result.log);
@@ -128,13 +138,13 @@ TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   // fuzz_cli_values' second find: arrays of one element nested 100,000 deep overflowed the stack
   // of nlohmann's recursive CBOR reader.
   const std::string nested = "\xa1\x65index"s + std::string(100000, '\x81') + "\x00"s;
-  EXPECT_THAT(std::string(farm::decode_task(nested).status().message()),
+  EXPECT_THAT(std::string(studies::farm::decode_task(nested).status().message()),
               ::testing::HasSubstr("nests past 16 levels"));
   for (const std::string& bad : {huge, nested, std::string("not cbor"), std::string()}) {
-    auto t = farm::decode_task(bad);
+    auto t = studies::farm::decode_task(bad);
     EXPECT_FALSE(t.ok());
     EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("message of"));
-    EXPECT_FALSE(farm::decode_result(bad).ok());
+    EXPECT_FALSE(studies::farm::decode_result(bad).ok());
   }
 }
 

@@ -221,8 +221,8 @@ void expect_the_trace_analysis(const std::string& trace) {
 // its wall-clock waits, and on a loaded machine the overhead at 4 once read 0.519 against 0.507
 // at 1 (CI, beside a fuzzer and a second test run).
 void expect_tune_to_amortise_the_round_trip() {
-  const auto r = run_tpusim({"tune", "--model", "mlp", "--input", "synthetic", "--batch-size", "256",
-                  "--iterations-per-loop", "1,4,64", "--json"});
+  const auto r = run_tpusim({"tune", "--model", "mlp", "--input", "synthetic", "--batch-size",
+                             "256", "--iterations-per-loop", "1,4,64", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto tune = nlohmann::json::parse(r.out);
   ASSERT_EQ(tune["rows"].size(), 3u);
@@ -250,7 +250,7 @@ void expect_the_checkpoint_to_evaluate_and_predict(const std::filesystem::path& 
                                                    const std::string& model_dir,
                                                    const std::string& data) {
   auto r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
-                  "--batch-size", "256", "--eval-steps", "4", "--json"});
+                       "--batch-size", "256", "--eval-steps", "4", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["global_step"], 20);

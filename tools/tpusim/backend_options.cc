@@ -29,7 +29,8 @@ absl::StatusOr<runtime::Precision> precision_from(const po::variables_map& vm,
   const std::string word = vm["precision"].as<std::string>();
   const std::optional<runtime::Precision> precision = runtime::kPrecisions.parse(word);
   if (!precision)
-    return absl::InvalidArgumentError(str_cat("--precision must be mxu or fp32 (got '", word, "')"));
+    return absl::InvalidArgumentError(
+        str_cat("--precision must be mxu or fp32 (got '", word, "')"));
   if (runtime::effective_precision(backend, *precision) != *precision)
     return runtime::precision_choice_error(backend, "--precision " + word);
   return *precision;

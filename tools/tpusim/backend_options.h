@@ -27,8 +27,8 @@ void add_backend_flag(boost::program_options::options_description& options);
 void add_precision_flag(boost::program_options::options_description& options);
 // --precision's value on `backend`; InvalidArgument (a usage error) for an unknown one, or for
 // fp32 on a backend that computes only the MXU's way (tpusim).
-absl::StatusOr<runtime::Precision> precision_from(
-    const boost::program_options::variables_map& vm, const runtime::BackendDeclaration& backend);
+absl::StatusOr<runtime::Precision> precision_from(const boost::program_options::variables_map& vm,
+                                                  const runtime::BackendDeclaration& backend);
 // --allreduce, --overlap-allreduce, --allreduce-combine-threshold, --fuse-convolutions,
 // --fuse-pools, --fuse-reductions and --recompute-shared-producers.
 void add_compile_flags(boost::program_options::options_description& options);

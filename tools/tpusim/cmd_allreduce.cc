@@ -32,9 +32,8 @@ absl::StatusOr<isa::Collective::Algorithm> parse_algorithm(const std::string& na
 po::options_description allreduce_options(uint64_t* chunk) {
   po::options_description options("options");
   add_config_flag(options);
-  options.add_options()(
-      "bytes", po::value<std::string>()->required(),
-      "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
+  options.add_options()("bytes", po::value<std::string>()->required(),
+                        "bytes each core contributes (e.g. 268435456, 256MiB, 100MB)")(
       "algorithm", po::value<std::string>()->default_value("ring"),
       "ring | bidir_ring | torus2d | torus")(
       "chunk-bytes", po::value<uint64_t>(chunk)->default_value(1 << 20),

@@ -39,13 +39,13 @@ struct CompileFlags {
 // compile's options, the numbers bound to `f`.
 po::options_description compile_command_options(CompileFlags* f) {
   po::options_description options("options");
-  add_model_flag(options, nullptr,
-                 OtherDefault<std::string>{
-                     "", "here no default: name one of " + zoo_model_names(", ") +
-                             ", or give --onnx FILE or --saved-model DIR"});
+  add_model_flag(
+      options, nullptr,
+      OtherDefault<std::string>{"", "here no default: name one of " + zoo_model_names(", ") +
+                                        ", or give --onnx FILE or --saved-model DIR"});
   add_config_flag(options);
-  options.add_options()(
-      "batch", po::value<int64_t>(&f->batch)->default_value(128), "examples per core")(
+  options.add_options()("batch", po::value<int64_t>(&f->batch)->default_value(128),
+                        "examples per core")(
       "replicas", po::value<uint32_t>(&f->replicas)->default_value(1),
       "replicas of the step, cores 0..N-1: CrossShardOptimizer sums the gradients over them");
   add_dump_flag(options);

@@ -112,6 +112,7 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return policy.status();
   estimator::RunConfig config;
+  estimator::SimulatorOptions sim;
   estimator::ModelFn model_fn;
   if (!imported.has_value()) {
     if (auto s = check_zoo_inputs(vm, job.data); !s.ok()) return s;
@@ -133,18 +134,18 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
   }
   auto backend = backend_from(vm);
   if (!backend.ok()) return backend.status();
-  config.backend = (*backend)->name;
-  config.slice = vm["config"].as<std::string>();
+  sim.backend = (*backend)->name;
+  sim.slice = vm["config"].as<std::string>();
   auto precision = precision_from(vm, **backend);
   if (!precision.ok()) return precision.status();
-  config.compile.precision = *precision;
+  sim.compile.precision = *precision;
   if ((*backend)->supports.runs_a_slice) {
-    auto replicas = run_replicas(**backend, config.slice);
+    auto replicas = run_replicas(**backend, sim.slice);
     if (!replicas.ok()) return replicas.status();
     config.tpu_config.num_shards = *replicas;
   }
-  config.log = [](const std::string&) {};
-  use_data_options(job.data, &config);
+  sim.log = [](const std::string&) {};
+  use_data_options(job.data, &sim);
   int64_t batch = vm["batch-size"].as<int64_t>();
   if (imported.has_value()) {  // a saved model's graph fixes the batch a replica
     auto fits = jobs::imported_global_batch(*imported, batch, !vm["batch-size"].defaulted(),
@@ -153,7 +154,7 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
     batch = *fits;
   }
   job.batch = batch;
-  auto est = estimator::TPUEstimator::create(model_fn, config, {}, true, batch, batch, batch);
+  auto est = estimator::TPUEstimator::create(model_fn, config, {}, true, batch, batch, batch, sim);
   if (!est.ok()) return est.status();
   job.estimator = *std::move(est);
   if (job.named.has_value()) return job;
@@ -353,8 +354,7 @@ int run_predict(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, usage, &vm); rc >= 0) return rc;
   const int64_t count = vm["count"].as<int64_t>();
   if (count < 1) return usage_error("--count must be >= 1", usage);
-  const bool from_records =
-      input_kind_from(vm).value_or(InputKind::kRaw) == InputKind::kExamples;
+  const bool from_records = input_kind_from(vm).value_or(InputKind::kRaw) == InputKind::kExamples;
   if (vm.count("saved-model") > 0 && !from_records) return predict_saved_model(vm, count);
   auto job = make_job(vm);
   if (!job.ok()) return failure(std::string(job.status().message()));

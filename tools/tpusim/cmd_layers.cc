@@ -112,9 +112,9 @@ void print_layers(const LayersJob& job, const nlohmann::ordered_json& out) {
               << 100 * r["utilization"].get<double>() << "%\n";
   }
   std::cout << "total " << out["total_cycles"].get<uint64_t>() << " cycles ("
-            << sim::kMxuPolicies.name(job.policy) << ", "
-            << core.mxu_rows << "x" << core.mxu_cols << "), utilisation " << std::setprecision(1)
-            << 100 * out["utilization"].get<double>() << "%\n";
+            << sim::kMxuPolicies.name(job.policy) << ", " << core.mxu_rows << "x" << core.mxu_cols
+            << "), utilisation " << std::setprecision(1) << 100 * out["utilization"].get<double>()
+            << "%\n";
 }
 
 }  // namespace

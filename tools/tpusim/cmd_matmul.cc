@@ -45,16 +45,15 @@ struct MatmulFlags {
 po::options_description matmul_options(MatmulFlags* f) {
   po::options_description options("options");
   add_config_flag(options);
-  options.add_options()(
-      "m", po::value<int64_t>(&f->m)->required(), "rows of A and C")(
+  options.add_options()("m", po::value<int64_t>(&f->m)->required(), "rows of A and C")(
       "k", po::value<int64_t>(&f->k)->required(), "columns of A, rows of B")(
       "n", po::value<int64_t>(&f->n)->required(), "columns of B and C")(
       "precision", po::value<std::string>()->default_value("default"),
       "default | high | highest (1, 3, 6 bf16 passes)")(
       "input-dtype", po::value<std::string>()->default_value("f32"),
-      "dtype of A and B in HBM: f32 | bf16")(
-      "core", po::value<uint32_t>(&f->core)->default_value(0),
-      "global index of the core that runs it")(
+      "dtype of A and B in HBM: f32 | bf16")("core",
+                                             po::value<uint32_t>(&f->core)->default_value(0),
+                                             "global index of the core that runs it")(
       "seed", po::value<uint32_t>(&f->seed)->default_value(1), "seed of the random inputs")(
       "stats", po::value<std::string>(),
       "write the full statistics tree (values, units, descriptions) as JSON to FILE");
@@ -189,8 +188,8 @@ absl::Status add_errors(sim::System& system, const MatmulJob& job,
 void print_matmul(const MatmulJob& job, const runtime::GemmPlan& plan, const sim::RunResult& run,
                   const nlohmann::ordered_json& out) {
   std::cout << "matmul " << job.m << "x" << job.k << "x" << job.n << " on core " << job.core
-            << " of " << job.slice->name << " (" << sim::kMxuPolicies.name(job.policy) << ", precision "
-            << out["precision"].get<std::string>() << ")\n"
+            << " of " << job.slice->name << " (" << sim::kMxuPolicies.name(job.policy)
+            << ", precision " << out["precision"].get<std::string>() << ")\n"
             << "  tiles        " << plan.tiling.tm << "x" << plan.tiling.tk << "x" << plan.tiling.tn
             << ", " << out["instructions"] << " instructions\n"
             << "  time         " << run.cycles()

@@ -14,17 +14,36 @@
 
 #include "common/strings.h"
 #include "configs/loader.h"
+#include "tools/studies/point_farm.h"
+#include "tools/studies/subprocess.h"
+#include "tools/studies/sweep_journal.h"
+#include "tools/studies/sweep_plots.h"
+#include "tools/studies/sweep_table.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
-#include "tools/tpusim/point_farm.h"
 #include "tools/tpusim/refusal.h"
-#include "tools/tpusim/subprocess.h"
 #include "tools/tpusim/sweep_jobs.h"
-#include "tools/tpusim/sweep_journal.h"
-#include "tools/tpusim/sweep_plots.h"
-#include "tools/tpusim/sweep_table.h"
 
 namespace tpusim::cli {
+using studies::append_journal;
+using studies::clear_journal;
+using studies::describe_point;
+using studies::draw_sweep_plots;
+using studies::every_point_input_bound;
+using studies::FarmJob;
+using studies::FarmOptions;
+using studies::FarmOutcome;
+using studies::find_in_path;
+using studies::JournalEntry;
+using studies::load_sweep_args;
+using studies::PointFarm;
+using studies::read_journal;
+using studies::row_number;
+using studies::save_sweep_args;
+using studies::set_report;
+using studies::sweep_csv;
+using studies::sweep_json;
+using studies::SweepRow;
 namespace {
 
 namespace fs = std::filesystem;
@@ -307,10 +326,10 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
   options.rank_timeout_seconds = flags.rank_timeout_seconds;
   options.study_dir = dir.string();
   const auto started = std::chrono::steady_clock::now();
-  Refused r = farm.run(run_jobs, options, [&](size_t j, const FarmOutcome& o) {
+  const absl::Status ran = farm.run(run_jobs, options, [&](size_t j, const FarmOutcome& o) {
     sweep.point_ended(sweep.rows()[to_run[j]], o);
   });
-  if (r) return refuse(*r, kSweepUsage);
+  if (!ran.ok()) return failure(std::string(ran.message()));
   for (size_t p : to_run) {
     SweepRow& row = sweep.rows()[p];
     if (!row.ended) sweep.point_ended(row, {-1, 0, 0, "the farm never reported it"});

@@ -27,9 +27,9 @@
 #include "tools/tpusim/options.h"
 #include "tools/tpusim/progress_bar.h"
 #include "tools/tpusim/refusal.h"
+#include "tools/tpusim/shared_flags.h"
 #include "tools/tpusim/train_job.h"
 #include "tools/tpusim/train_report.h"
-#include "tools/tpusim/shared_flags.h"
 #include "traces/trace_writer.h"
 
 namespace tpusim::cli {
@@ -45,7 +45,7 @@ using jobs::zoo_model_fn;
 namespace {
 
 namespace po = boost::program_options;
-using HostTiming = estimator::RunConfig::HostTiming;
+using HostTiming = estimator::SimulatorOptions::HostTiming;
 
 // --host-timing: the input pipeline's measured stage times, or the host config's costs.
 constexpr NamedValues<HostTiming, 2> kHostTimings{
@@ -67,9 +67,8 @@ po::options_description train_options(TrainFlags* f) {
   add_eval_steps_flag(options, &f->eval_steps);
   add_report_flag(options);
   add_timing_only_flag(options);
-  options.add_options()(
-      "train-steps", po::value<int64_t>(&f->steps)->default_value(200),
-      "the global step to train to (like max_steps: resumes from model_dir)")(
+  options.add_options()("train-steps", po::value<int64_t>(&f->steps)->default_value(200),
+                        "the global step to train to (like max_steps: resumes from model_dir)")(
       "iterations-per-loop", po::value<uint32_t>(&f->ipl)->default_value(50),
       "device steps per host round trip")(
       "lr-decay-rate", po::value<float>(&f->decay_rate)->default_value(1.0f),
@@ -145,7 +144,7 @@ constexpr char kTrainUsage[] =
     "mean_squared_error.\n";
 
 // --trace, --trace-steps and --trace-counter-window-ns into `config`.
-Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
+Refused trace_flags(const po::variables_map& vm, estimator::SimulatorOptions* config) {
   if (vm.count("trace") > 0) {
     config->trace_path = vm["trace"].as<std::string>();
     if (auto format = traces::trace_format_of(config->trace_path); !format.ok())
@@ -163,7 +162,7 @@ Refused trace_flags(const po::variables_map& vm, estimator::RunConfig* config) {
 
 // --timing-only, --fold-replicas and the trace flags, then the registry's check of every flag
 // only some backends take.
-Refused run_mode_flags(const po::variables_map& vm, estimator::RunConfig* config) {
+Refused run_mode_flags(const po::variables_map& vm, estimator::SimulatorOptions* config) {
   config->timing_only = vm["timing-only"].as<bool>();
   config->fold_replicas = vm["fold-replicas"].as<bool>();
   if (config->fold_replicas && !config->timing_only)
@@ -179,32 +178,35 @@ Refused run_mode_flags(const po::variables_map& vm, estimator::RunConfig* config
   return std::nullopt;
 }
 
-// The RunConfig the flags ask for (its log and progress callbacks aside).
+// The RunConfig and the SimulatorOptions the flags ask for (the log and progress callbacks
+// aside).
 Refused run_config_from(const po::variables_map& vm, const TrainFlags& f,
                         const runtime::BackendDeclaration& backend, const FashionData& data,
-                        const std::string& model_dir, estimator::RunConfig* config) {
+                        const std::string& model_dir, estimator::RunConfig* config,
+                        estimator::SimulatorOptions* sim) {
   config->model_dir = model_dir;
-  config->backend = backend.name;
-  config->slice = vm["config"].as<std::string>();
+  sim->backend = backend.name;
+  sim->slice = vm["config"].as<std::string>();
   auto compile = compile_options_from(vm);
   if (!compile.ok()) return usage_problem(compile.status());
-  config->compile = *compile;
+  sim->compile = *compile;
   auto precision = precision_from(vm, backend);
   if (!precision.ok()) return usage_problem(precision.status());
-  config->compile.precision = *precision;
+  sim->compile.precision = *precision;
   config->tpu_config.iterations_per_loop = f.ipl;
-  auto replicas = run_replicas(backend, config->slice);
+  auto replicas = run_replicas(backend, sim->slice);
   if (!replicas.ok()) return Refusal{false, std::string(replicas.status().message())};
   config->tpu_config.num_shards = *replicas;
   config->log_step_count_steps = f.log_every;
   config->save_summary_steps = std::max<int64_t>(f.ipl, 10);
   config->save_checkpoints_steps = std::max<int64_t>(f.steps / 4, f.ipl);
-  use_data_options(data, config);
+  use_data_options(data, sim);
   const std::string host_timing = vm["host-timing"].as<std::string>();
   const auto timing = kHostTimings.parse(host_timing);
-  if (!timing) return Refusal{true, "--host-timing is measured or config (got '" + host_timing + "')"};
-  config->host_timing = *timing;
-  return run_mode_flags(vm, config);
+  if (!timing)
+    return Refusal{true, "--host-timing is measured or config (got '" + host_timing + "')"};
+  sim->host_timing = *timing;
+  return run_mode_flags(vm, sim);
 }
 
 // --optimizer, --learning-rate and the decay flags.
@@ -289,8 +291,7 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   auto policy = dtype_policy_from(vm);
   if (!policy.ok()) return usage_problem(policy.status());
   job->policy = *policy;
-  if (auto s = runtime::check_dtype_policy(**backend, *policy); !s.ok())
-    return usage_problem(s);
+  if (auto s = runtime::check_dtype_policy(**backend, *policy); !s.ok()) return usage_problem(s);
   if (f.steps < 1 || f.batch < 1 || f.ipl < 1)
     return Refusal{true, "--train-steps, --batch-size and --iterations-per-loop must be >= 1"};
   auto data = fashion_data_from(vm, /*synthetic_allowed=*/true);
@@ -307,7 +308,8 @@ Refused train_job_from(const po::variables_map& vm, const TrainFlags& f, TrainJo
   }
   const std::string model_dir =
       vm.count("model-dir") > 0 ? vm["model-dir"].as<std::string>() : fresh_model_dir(job->model);
-  if (Refused r = run_config_from(vm, f, **backend, job->data, model_dir, &job->config)) return r;
+  if (Refused r = run_config_from(vm, f, **backend, job->data, model_dir, &job->config, &job->sim))
+    return r;
   if (job->imported.has_value()) {  // a saved model's graph fixes the batch a replica
     auto batch = jobs::imported_global_batch(*job->imported, f.batch, !vm["batch-size"].defaulted(),
                                              job->config.tpu_config.num_shards);
@@ -329,7 +331,7 @@ struct JobFunctions {
 absl::StatusOr<JobFunctions> named_job_functions(bool config_timing, TrainJob& job) {
   const jobs::ImportedData& named = *job.named;
   if (config_timing || named.synthetic) {
-    if (auto s = jobs::use_imported_host_config_timing(*job.imported, named, &job.config); !s.ok())
+    if (auto s = jobs::use_imported_host_config_timing(*job.imported, named, &job.sim); !s.ok())
       return s;
   }
   auto examples = jobs::imported_eval_examples(named);
@@ -341,12 +343,12 @@ absl::StatusOr<JobFunctions> named_job_functions(bool config_timing, TrainJob& j
 
 // Makes the job's records when missing, sets the host timing, and returns its functions.
 absl::StatusOr<JobFunctions> prepare_job(TrainJob& job) {
-  const bool config_timing = job.config.host_timing == HostTiming::kHostConfig;
+  const bool config_timing = job.sim.host_timing == HostTiming::kHostConfig;
   if (job.bert.has_value()) {
     const jobs::BertData& bert = *job.bert;
     if (auto s = jobs::ensure_bert_records(bert, log_to_stderr); !s.ok()) return s;
     if (config_timing || bert.synthetic) {
-      if (auto s = jobs::use_bert_host_config_timing(bert, &job.config); !s.ok()) return s;
+      if (auto s = jobs::use_bert_host_config_timing(bert, &job.sim); !s.ok()) return s;
     }
     return JobFunctions{jobs::bert_model_fn(job.model, job.optimizer, job.policy),
                         jobs::bert_train_input(bert), jobs::bert_eval_input(bert), 0};
@@ -355,7 +357,7 @@ absl::StatusOr<JobFunctions> prepare_job(TrainJob& job) {
   if (auto s = ensure_fashion_mnist(job.data, log_to_stderr); !s.ok()) return s;
   // Synthetic input has no pipeline to measure: its (zero) stage costs come from the config.
   if (config_timing || job.data.synthetic) {
-    if (auto s = use_host_config_timing(job.data, &job.config); !s.ok()) return s;
+    if (auto s = use_host_config_timing(job.data, &job.sim); !s.ok()) return s;
   }
   const estimator::ModelFn model_fn =
       job.imported.has_value() ? jobs::imported_model_fn(*job.imported, job.optimizer, job.policy)
@@ -371,14 +373,14 @@ absl::StatusOr<nlohmann::ordered_json> train_and_report(const po::variables_map&
   if (!functions.ok()) return functions.status();
   const int64_t batch = job.flags.batch;
   auto est = estimator::TPUEstimator::create(functions->model_fn, job.config, {}, true, batch,
-                                             batch, batch);
+                                             batch, batch, job.sim);
   if (!est.ok()) return est.status();
   print_start(job);
   auto trained = (*est)->train(functions->train_input, job.flags.steps);
   bar.finish();
   if (!trained.ok()) return trained.status();
-  const int64_t per_eval = job.config.timing_only || job.data.synthetic ? 0
-                           : job.flags.eval_steps > 0                   ? job.flags.eval_steps
+  const int64_t per_eval = job.sim.timing_only || job.data.synthetic ? 0
+                           : job.flags.eval_steps > 0                ? job.flags.eval_steps
                                                       : functions->default_eval_steps;
   std::map<std::string, double> eval;
   if (per_eval > 0) {
@@ -418,14 +420,14 @@ int run_train(const std::vector<std::string>& args) {
   // otherwise the log lines alone.
   const bool tty = isatty(STDERR_FILENO) != 0;
   ProgressBar bar(std::cerr);
-  job.config.log = [tty, &bar](const std::string& line) {
+  job.sim.log = [tty, &bar](const std::string& line) {
     if (tty) {
       bar.line(line);
     } else {
       std::cerr << line << "\n" << std::flush;
     }
   };
-  if (tty) job.config.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
+  if (tty) job.sim.progress = [&bar](int64_t step, int64_t target) { bar.update(step, target); };
   auto report = train_and_report(vm, job, bar);
   if (!report.ok()) return failure(std::string(report.status().message()));
   if (vm.count("report") > 0) {

@@ -15,15 +15,20 @@
 #include <unistd.h>
 
 #include "common/strings.h"
+#include "tools/studies/point_farm.h"
+#include "tools/studies/subprocess.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/options.h"
-#include "tools/tpusim/point_farm.h"
 #include "tools/tpusim/refusal.h"
-#include "tools/tpusim/subprocess.h"
 #include "traces/analyzer.h"
 
 namespace tpusim::cli {
+using studies::FarmJob;
+using studies::FarmOptions;
+using studies::FarmOutcome;
+using studies::log_tail;
+using studies::PointFarm;
 namespace {
 
 const char* const kTuneUsage =
@@ -164,14 +169,13 @@ Refused tune_runs(const TuneFlags& f, const std::vector<uint32_t>& values, Point
   FarmOptions options;
   options.rank_timeout_seconds = f.rank_timeout_seconds;
   options.study_dir = dir.string();
-  if (Refused r = farm.run(jobs, options, [&](size_t j, const FarmOutcome& o) {
-        outcomes[j] = o;
-        if (!f.json)
-          std::cerr << "tune: iterations_per_loop " << values[j] << ", " << tune_steps(f, values[j])
-                    << " steps: " << (o.exit_code == 0 ? "done" : "FAILED") << "\n";
-      })) {
-    return r;
-  }
+  const absl::Status ran = farm.run(jobs, options, [&](size_t j, const FarmOutcome& o) {
+    outcomes[j] = o;
+    if (!f.json)
+      std::cerr << "tune: iterations_per_loop " << values[j] << ", " << tune_steps(f, values[j])
+                << " steps: " << (o.exit_code == 0 ? "done" : "FAILED") << "\n";
+  });
+  if (!ran.ok()) return failure_of(ran);
   *rows = nlohmann::ordered_json::array();
   *recommended = -1;
   for (size_t j = 0; j < jobs.size(); ++j) {

@@ -11,14 +11,17 @@
 #include "configs/loader.h"
 #include "configs/overrides.h"
 #include "estimator/jobs/validation.h"
+#include "tools/studies/subprocess.h"
+#include "tools/studies/sweep_grid.h"
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/refusal.h"
-#include "tools/tpusim/subprocess.h"
-#include "tools/tpusim/sweep_grid.h"
 #include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
+using studies::log_tail;
+using studies::parse_sweep_axis;
+using studies::run_self;
 
 namespace po = boost::program_options;
 

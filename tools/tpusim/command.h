@@ -10,6 +10,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "common/json_text.h"
+
 namespace tpusim::cli {
 
 enum ExitCode : int { kOk = 0, kFailed = 1, kUsage = 2 };
@@ -40,12 +42,5 @@ int failure(const std::string& message);
 
 // Writes `text` to stderr as it is and flushes: the libraries' progress (a job's log callback).
 void log_to_stderr(const std::string& text);
-
-// `j` as JSON text, indented by `indent` (-1: one line). Names read from users' files may hold
-// bytes that are not UTF-8; they print as U+FFFD instead of failing the dump.
-template <typename Json>
-std::string json_text(const Json& j, int indent = 2) {
-  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
-}
 
 }  // namespace tpusim::cli

@@ -74,15 +74,17 @@ namespace po = boost::program_options;
 
 po::options_description compare_options(jobs::CompareJob* job, CompareFlags* f) {
   po::options_description options("options");
-  add_model_flag(options, &job->model,
-                 OtherDefault<std::string>{"mlp", "here mlp: the quickest to train on each backend"});
+  add_model_flag(
+      options, &job->model,
+      OtherDefault<std::string>{"mlp", "here mlp: the quickest to train on each backend"});
   add_optimizer_flags(
       options, &job->optimizer.learning_rate.initial,
       OtherDefault<std::string>{"sgd", "here sgd: the update adds nothing of its own to compare"},
       OtherDefault<float>{0.05f, "here 0.05, sgd's rate for the zoo's small models"});
   add_batch_size_flag(options, &job->batch,
-                      OtherDefault<int64_t>{256, "here 256: each backend trains the same steps, "
-                                                 "so a smaller batch keeps a comparison quick"});
+                      OtherDefault<int64_t>{256,
+                                            "here 256: each backend trains the same steps, "
+                                            "so a smaller batch keeps a comparison quick"});
   add_config_flag(options, &job->slice);
   add_report_flag(options);
   add_json_flag(options);
@@ -93,8 +95,8 @@ po::options_description compare_options(jobs::CompareJob* job, CompareFlags* f) 
               "(`tpusim backends` lists each one's precisions)")
           .c_str())("steps", po::value<int64_t>(&job->steps)->default_value(20),
                     "training steps on each")("loss-tolerance",
-                                    po::value<double>(&f->loss_tol)->default_value(1e-5),
-                                    "|loss difference| accepted at any step")(
+                                              po::value<double>(&f->loss_tol)->default_value(1e-5),
+                                              "|loss difference| accepted at any step")(
       "weight-tolerance", po::value<double>(&f->weight_tol)->default_value(1e-3),
       "largest acceptable weight difference at the end, relative to the variable's largest value")(
       "weight-atol", po::value<double>(&f->weight_atol)->default_value(1e-6),

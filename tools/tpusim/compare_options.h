@@ -20,8 +20,7 @@ struct CompareFlags {
 };
 
 // compare's options, the numbers bound to `job` and `f`.
-boost::program_options::options_description compare_options(jobs::CompareJob* job,
-                                                             CompareFlags* f);
+boost::program_options::options_description compare_options(jobs::CompareJob* job, CompareFlags* f);
 
 // A --backends entry: "cpu" (the CLI's precision, mxu), "cpu:fp32"; errors name the backend.
 absl::StatusOr<jobs::CompareBackend> parse_backend(const std::string& text);

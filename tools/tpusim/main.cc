@@ -6,8 +6,8 @@
 
 #include "common/process_allocator.h"
 #include "sim/numerics/eigen_cache.h"
+#include "tools/studies/subprocess.h"
 #include "tools/tpusim/command.h"
-#include "tools/tpusim/subprocess.h"
 
 namespace {
 
@@ -28,8 +28,8 @@ std::string top_usage() {
 int main(int argc, char** argv) {
   using tpusim::cli::kOk;
   using tpusim::cli::kUsage;
-  tpusim::cli::die_with_parent_if_asked();  // a study's point ends with the study
-  tpusim::keep_freed_memory_for_reuse();    // steady-state costs for the measured input pipeline
+  tpusim::studies::die_with_parent_if_asked();  // a study's point ends with the study
+  tpusim::keep_freed_memory_for_reuse();  // steady-state costs for the measured input pipeline
   // Another host's caches, to show that no figure follows this one's (docs/reliability.md).
   if (auto pretend = tpusim::sim::apply_eigen_cache_sizes_from_environment(); !pretend.ok()) {
     std::cerr << "tpusim: " << pretend.message() << "\n";

@@ -69,6 +69,12 @@ absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& 
   return std::make_pair(*first, *last);
 }
 
+absl::StatusOr<double> parse_rank_timeout(const std::string& value) {
+  auto seconds = parse_count("--rank-timeout", value, 5, 86400);
+  if (!seconds.ok()) return seconds.status();
+  return static_cast<double>(*seconds);
+}
+
 absl::StatusOr<isa::Precision> parse_precision(const std::string& name) {
   if (auto precision = kMatmulPrecisions.parse(name)) return *precision;
   return absl::InvalidArgumentError(

@@ -9,9 +9,9 @@
 #include <absl/status/statusor.h>
 #include <boost/program_options.hpp>
 
+#include "common/named_values.h"
 #include "estimator/jobs/imported_job.h"
 #include "runtime/models/zoo.h"
-#include "common/named_values.h"
 #include "sim/isa/isa.pb.h"
 #include "sim/timing/mxu_policy.h"
 #include "tools/tpusim/refusal.h"
@@ -27,6 +27,9 @@ absl::StatusOr<uint64_t> parse_bytes(const std::string& flag, const std::string&
 // past the type's range.
 absl::StatusOr<int64_t> parse_count(const std::string& flag, const std::string& text, int64_t min,
                                     int64_t max);
+// --rank-timeout's value: seconds from 5 to 86400 (a study's ranks say they are still there each
+// second, so a shorter limit would lose ranks that are only busy; tools/studies/point_farm.h).
+absl::StatusOr<double> parse_rank_timeout(const std::string& value);
 // "A:B", global steps with 0 <= A <= B (--trace-steps); errors name `flag`.
 absl::StatusOr<std::pair<int64_t, int64_t>> parse_step_range(const std::string& flag,
                                                              const std::string& text);

@@ -61,9 +61,8 @@ void add_model_flag(po::options_description& options, std::string* bound,
 void add_optimizer_flags(po::options_description& options, float* learning_rate,
                          const std::optional<OtherDefault<std::string>>& other_optimizer,
                          const std::optional<OtherDefault<float>>& other_rate) {
-  options.add_options()(
-      "optimizer", value_of<std::string>(nullptr, "adam", other_optimizer),
-      help(runtime::kOptimizers.list(" | ", " | "), other_optimizer).c_str())(
+  options.add_options()("optimizer", value_of<std::string>(nullptr, "adam", other_optimizer),
+                        help(runtime::kOptimizers.list(" | ", " | "), other_optimizer).c_str())(
       "learning-rate", value_of<float>(learning_rate, 2e-3f, other_rate),
       help("the optimizer's rate", other_rate).c_str());
 }
@@ -77,9 +76,9 @@ void add_eval_steps_flag(po::options_description& options, int64_t* bound) {
 }
 
 void add_mxu_policy_flag(po::options_description& options) {
-  options.add_options()("mxu-policy", po::value<std::string>()->default_value("tpu"),
-                        str_cat("the MXU timing policy: ", sim::kMxuPolicies.list(" | ", " | "))
-                            .c_str());
+  options.add_options()(
+      "mxu-policy", po::value<std::string>()->default_value("tpu"),
+      str_cat("the MXU timing policy: ", sim::kMxuPolicies.list(" | ", " | ")).c_str());
 }
 
 void add_timing_only_flag(po::options_description& options) {

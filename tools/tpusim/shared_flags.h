@@ -36,8 +36,7 @@ void add_model_flag(boost::program_options::options_description& options,
                     std::string* bound = nullptr,
                     const std::optional<OtherDefault<std::string>>& other = std::nullopt);
 // --optimizer NAME (adam) and --learning-rate R (2e-3), the training jobs' optimizer.
-void add_optimizer_flags(boost::program_options::options_description& options,
-                         float* learning_rate,
+void add_optimizer_flags(boost::program_options::options_description& options, float* learning_rate,
                          const std::optional<OtherDefault<std::string>>& other_optimizer = {},
                          const std::optional<OtherDefault<float>>& other_rate = {});
 // --eval-steps N: test batches to evaluate (0: as many whole batches as the test set fills).

@@ -8,6 +8,11 @@
 #include "tools/tpusim/options.h"
 
 namespace tpusim::cli {
+using studies::check_sweep_size;
+using studies::parse_sweep_axis;
+using studies::run_option_flag;
+using studies::sweep_points;
+using studies::SweepPoint;
 
 namespace fs = std::filesystem;
 

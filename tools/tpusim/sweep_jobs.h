@@ -7,12 +7,15 @@
 #include <vector>
 
 #include "configs/slice_spec.h"
-#include "tools/tpusim/point_farm.h"
+#include "tools/studies/point_farm.h"
+#include "tools/studies/sweep_grid.h"
+#include "tools/studies/sweep_table.h"
 #include "tools/tpusim/refusal.h"
-#include "tools/tpusim/sweep_grid.h"
-#include "tools/tpusim/sweep_table.h"
 
 namespace tpusim::cli {
+using studies::FarmJob;
+using studies::SweepAxis;
+using studies::SweepRow;
 
 // A subcommand a sweep runs at each point: any that reports JSON.
 struct SweepJobKind {

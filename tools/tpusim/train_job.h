@@ -34,6 +34,7 @@ struct TrainJob {
   const runtime::BackendDeclaration* backend = nullptr;
   jobs::FashionData data;
   estimator::RunConfig config;
+  estimator::SimulatorOptions sim;
   TrainFlags flags;
   runtime::OptimizerSpec optimizer;
 };

@@ -45,6 +45,7 @@ std::string values_summary(const estimator::TrainResult& r,
 
 void print_start(const TrainJob& job) {
   const auto& c = job.config;
+  const auto& sim = job.sim;
   std::cout << fmt::format(
       "training {}{}{} on {} ({} cores), global batch {}, {} steps per loop, {} "
       "at {}, {} precision; model_dir {}\n",
@@ -55,9 +56,9 @@ void print_start(const TrainJob& job) {
       job.policy == runtime::models::DTypePolicy::kFloat32
           ? ""
           : str_cat(" (", runtime::models::dtype_policy_name(job.policy), ")"),
-      run_target(*job.backend, c.slice), c.tpu_config.num_shards, job.flags.batch, job.flags.ipl,
+      run_target(*job.backend, sim.slice), c.tpu_config.num_shards, job.flags.batch, job.flags.ipl,
       runtime::optimizer_name(job.optimizer.kind), job.flags.lr,
-      runtime::kPrecisions.name(c.compile.precision), c.model_dir);
+      runtime::kPrecisions.name(sim.compile.precision), c.model_dir);
   if (job.policy == runtime::models::DTypePolicy::kMixedBFloat16 &&
       !job.backend->mixed_bfloat16_note.empty()) {
     std::cout << "note: " << job.backend->mixed_bfloat16_note << "\n";
@@ -68,13 +69,14 @@ void print_start(const TrainJob& job) {
 nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainResult& r,
                                     const std::map<std::string, double>& eval) {
   const auto& c = job.config;
+  const auto& sim = job.sim;
   const double steps_run = std::max<double>(1, static_cast<double>(r.steps_run));
   nlohmann::ordered_json report = {
       {"model", job.model},
       {"dtype_policy", runtime::models::dtype_policy_name(job.policy)},
-      {"precision", runtime::kPrecisions.name(c.compile.precision)},
-      {"backend", c.backend},
-      {"config", job.backend->supports.runs_a_slice ? c.slice : c.backend},
+      {"precision", runtime::kPrecisions.name(sim.compile.precision)},
+      {"backend", sim.backend},
+      {"config", job.backend->supports.runs_a_slice ? sim.slice : sim.backend},
       {"model_dir", c.model_dir},
       {"global_step", r.global_step},
       {"steps_run", r.steps_run},
@@ -100,9 +102,9 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
       {"weights_fingerprint", r.weights_fingerprint.empty()
                                   ? nlohmann::ordered_json(nullptr)
                                   : nlohmann::ordered_json(r.weights_fingerprint)},
-      {"timing_only", c.timing_only},
-      {"fold_replicas", c.fold_replicas},
-      {"allreduce_combine_bytes", c.compile.allreduce_combine_bytes},
+      {"timing_only", sim.timing_only},
+      {"fold_replicas", sim.fold_replicas},
+      {"allreduce_combine_bytes", sim.compile.allreduce_combine_bytes},
       {"input", job.data.synthetic     ? "synthetic"
                 : job.bert.has_value() ? "records"
                 : job.data.jpeg        ? "jpeg"
@@ -120,8 +122,8 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).
   if (r.analysis.has_value()) report["analysis"] = r.analysis->to_json();
   add_op_profile(r.ops, r.roofs, &report);
-  if (!c.trace_path.empty()) {
-    report["trace"] = c.trace_path;
+  if (!sim.trace_path.empty()) {
+    report["trace"] = sim.trace_path;
     report["trace_bytes"] = r.trace_bytes;
   }
   return report;
@@ -148,9 +150,9 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
       r.host_seconds, job.config.model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
   if (!r.ops.empty()) std::cout << "\n" << op_profile_text(r.ops, r.roofs, 8);
-  if (!job.config.trace_path.empty()) {
-    std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.config.trace_path,
-                             static_cast<double>(r.trace_bytes) / 1e6, job.config.trace_path);
+  if (!job.sim.trace_path.empty()) {
+    std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.sim.trace_path,
+                             static_cast<double>(r.trace_bytes) / 1e6, job.sim.trace_path);
   }
 }
 

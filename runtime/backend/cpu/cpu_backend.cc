@@ -228,7 +228,8 @@ const BackendDeclaration& cpu_backend_declaration() {
     d.description = "Eigen on the host: the numerics reference (fp32, or mxu: bf16 matmul inputs)";
     d.supports.precisions = {Precision::kFp32, Precision::kMxu};
     d.supports.dtype_policies = {DTypePolicy::kFloat32, DTypePolicy::kMixedBFloat16};
-    d.supports.allreduce_algorithms = {AllReduceAlgorithm::kRing};  // replica 0's value plus each other's, in order
+    d.supports.allreduce_algorithms = {
+        AllReduceAlgorithm::kRing};  // replica 0's value plus each other's, in order
     d.numerics_reference = true;
     d.availability = [] { return BackendAvailability{true, true, ""}; };
     d.make = [](const BackendArgs&) -> absl::StatusOr<std::unique_ptr<Backend>> {

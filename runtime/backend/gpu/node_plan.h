@@ -57,8 +57,8 @@ struct NodePlan {
 // the dot that reads it.
 bool transpose_folds_into_matmuls(const Graph& graph, int id);
 
-// The plan of node `id` of `graph`; `mxu` is CompileOptions::precision == Precision::kMxu. Fails (naming
-// the node) on a shape the element kernels cannot index (rank above element::kMaxRank).
+// The plan of node `id` of `graph`; `mxu` is CompileOptions::precision == Precision::kMxu. Fails
+// (naming the node) on a shape the element kernels cannot index (rank above element::kMaxRank).
 absl::StatusOr<NodePlan> plan_node(const Graph& graph, int id, bool mxu);
 
 // "node %12 (transpose, dense_1/t)": how gpu backend errors name a node.

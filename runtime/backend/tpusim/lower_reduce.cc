@@ -39,8 +39,8 @@ void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k
     TileOperand column{TileOperand::Kind::kFull, partial + static_cast<uint64_t>(p) * 4, isa::F32,
                        1};
     column.stride = static_cast<uint64_t>(parts) * 4;
-    TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4,
-                     isa::F32, static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
+    TileOperand rows{TileOperand::Kind::kFull, src + static_cast<uint64_t>(p * chunk) * 4, isa::F32,
+                     static_cast<uint32_t>(std::min(chunk, k - p * chunk))};
     rows.stride = static_cast<uint64_t>(k) * 4;
     l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
                    [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
@@ -51,8 +51,7 @@ void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k
 // Leading axes over a long input [k, inner]: one pipelined fragment, as XLA's reduce fusion,
 // reducing each row tile down its columns and adding that partial row to an accumulator in
 // order, the next tile loading while this one reduces; the sum is written once.
-void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t inner,
-                         uint64_t dst) {
+void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t inner, uint64_t dst) {
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
   const TileOperand rows{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)};

@@ -151,11 +151,10 @@ class TpusimBackend final : public Backend {
     const bool whole_slice = step_options.allreduce == isa::Collective::TORUS_2D ||
                              step_options.allreduce == isa::Collective::TORUS;
     if (whole_slice && options.replicas != slice.cores) {
-      return absl::InvalidArgumentError(
-          str_cat("tpusim backend: allreduce '", kAllReduceAlgorithms.name(options.allreduce),
-                  "' runs over every core of ", slice.name, " (", slice.cores,
-                  "), but the step has ", options.replicas,
-                  " replica(s): use ring or bidir_ring, or one replica per core"));
+      return absl::InvalidArgumentError(str_cat(
+          "tpusim backend: allreduce '", kAllReduceAlgorithms.name(options.allreduce),
+          "' runs over every core of ", slice.name, " (", slice.cores, "), but the step has ",
+          options.replicas, " replica(s): use ring or bidir_ring, or one replica per core"));
     }
     // One compiled step per core position on a chip: replica r runs core r's, and every core at
     // the same position has the same HBM share.

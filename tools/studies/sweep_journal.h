@@ -10,9 +10,9 @@
 
 #include <absl/status/statusor.h>
 
-#include "tools/tpusim/sweep_table.h"
+#include "tools/studies/sweep_table.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 absl::Status save_sweep_args(const std::filesystem::path& dir,
                              const std::vector<std::string>& args);
@@ -33,4 +33,4 @@ absl::Status append_journal(const std::filesystem::path& dir, const SweepRow& ro
 // The last entry of each point; a line cut short (the sweep killed while writing it) is skipped.
 absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const std::filesystem::path& dir);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

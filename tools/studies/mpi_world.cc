@@ -1,4 +1,4 @@
-#include "tools/tpusim/mpi_world.h"
+#include "tools/studies/mpi_world.h"
 
 #include <chrono>
 #include <climits>
@@ -9,7 +9,7 @@
 
 #include "common/strings.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 bool started_by_mpi_launcher() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
@@ -154,4 +154,4 @@ std::string MpiWorld::broadcast(std::string text) {
   return text;
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

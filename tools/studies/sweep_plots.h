@@ -10,9 +10,9 @@
 
 #include <absl/status/statusor.h>
 
-#include "tools/tpusim/sweep_table.h"
+#include "tools/studies/sweep_table.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 // Writes the plots with the gnuplot at `gnuplot`; returns the image files drawn. The error
 // names the script and gnuplot's log.
@@ -22,4 +22,4 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
                                                           const std::vector<SweepRow>& rows,
                                                           const std::string& metric);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -1,10 +1,10 @@
-#include "tools/tpusim/sweep_table.h"
+#include "tools/studies/sweep_table.h"
 
 #include <cmath>
 #include <set>
 #include <utility>
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 namespace {
 
 void flatten_into(const nlohmann::ordered_json& j, const std::string& prefix,
@@ -133,4 +133,4 @@ double row_number(const SweepRow& row, const std::string& column) {
   return row.flat[column].get<double>();
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -1,4 +1,4 @@
-#include "tools/tpusim/farm_messages.h"
+#include "tools/studies/farm_messages.h"
 
 #include <filesystem>
 #include <fstream>
@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "common/strings.h"
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/subprocess.h"
 
-namespace tpusim::cli::farm {
+namespace tpusim::studies::farm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -155,4 +155,4 @@ absl::StatusOr<int> start_job(const FarmJob& job) {
   return spawn_self(job.args, job.log, job.report_on_stdout ? job.report : "");
 }
 
-}  // namespace tpusim::cli::farm
+}  // namespace tpusim::studies::farm

@@ -1,4 +1,4 @@
-#include "tools/tpusim/sweep_plots.h"
+#include "tools/studies/sweep_plots.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "common/strings.h"
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/subprocess.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 namespace {
 
 namespace fs = std::filesystem;
@@ -377,4 +377,4 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
   return drawn;
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -14,12 +14,11 @@
 #include <sys/wait.h>
 
 #include "common/strings.h"
-#include "tools/tpusim/command.h"
-#include "tools/tpusim/farm_messages.h"
-#include "tools/tpusim/farm_ranks.h"
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/farm_messages.h"
+#include "tools/studies/farm_ranks.h"
+#include "tools/studies/subprocess.h"
 
-namespace tpusim::cli::farm {
+namespace tpusim::studies::farm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -86,7 +85,7 @@ class Worker {
     world_.send(0, kBye, "");
     world_.flush(options_.rank_timeout_seconds);
     clean_up();
-    return kOk;
+    return EXIT_SUCCESS;
   }
 
  private:
@@ -184,7 +183,7 @@ class Worker {
     running_.clear();
     clean_up();
     std::cerr << "tpusim: rank " << world_.rank() << " stops: " << why << "\n";
-    return kFailed;
+    return EXIT_FAILURE;
   }
 
   MpiWorld& world_;
@@ -203,4 +202,4 @@ int work(MpiWorld& world, const FarmOptions& options, bool* lost_rank0) {
   return Worker(world, options).run(lost_rank0);
 }
 
-}  // namespace tpusim::cli::farm
+}  // namespace tpusim::studies::farm

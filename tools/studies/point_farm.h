@@ -18,9 +18,7 @@
 
 #include <absl/status/statusor.h>
 
-#include "tools/tpusim/refusal.h"
-
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 class MpiWorld;
 
@@ -73,10 +71,11 @@ class PointFarm {
   int serve(const FarmOptions& options);
 
   // Rank 0: runs every job, on_done called for each (in the order they end) once its log and
-  // report are in place. A job that fails is an outcome, not an error: the Refused is for the
-  // study itself (a process that cannot be started).
+  // report are in place. A job that fails is an outcome, not an error: an error is the study's
+  // itself (a process that cannot be started, a folder that cannot be written).
   using OnDone = std::function<void(size_t job, const FarmOutcome&)>;
-  Refused run(const std::vector<FarmJob>& jobs, const FarmOptions& options, const OnDone& on_done);
+  absl::Status run(const std::vector<FarmJob>& jobs, const FarmOptions& options,
+                   const OnDone& on_done);
 
  private:
   explicit PointFarm(std::unique_ptr<MpiWorld> world);
@@ -90,12 +89,8 @@ class PointFarm {
   bool lost_rank0_ = false;   // this rank gave up rank 0 for lost
 };
 
-// --rank-timeout's value: seconds from 5 to 86400 (ranks say they are still there each second, so
-// a shorter limit would lose ranks that are only busy).
-absl::StatusOr<double> parse_rank_timeout(const std::string& value);
-
 // The job's files as a rank that runs it needs them: `inputs` written where absent or different,
 // the folders of its outputs made, its outputs from an earlier run removed.
 void prepare_job_files(const FarmJob& job);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -5,14 +5,15 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include <absl/status/statusor.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/tpusim/point_farm.h"
+#include "tools/studies/point_farm.h"
 
-namespace tpusim::cli::farm {
+namespace tpusim::studies::farm {
 
 using Clock = std::chrono::steady_clock;
 
@@ -62,4 +63,4 @@ absl::Status write_bytes(const std::string& path, const std::string& bytes);
 // Starts the job's process (its files prepared); its pid.
 absl::StatusOr<int> start_job(const FarmJob& job);
 
-}  // namespace tpusim::cli::farm
+}  // namespace tpusim::studies::farm

@@ -1,4 +1,4 @@
-#include "tools/tpusim/point_farm.h"
+#include "tools/studies/point_farm.h"
 
 #include <chrono>
 #include <csignal>
@@ -11,13 +11,12 @@
 #include <unistd.h>
 
 #include "common/strings.h"
-#include "tools/tpusim/farm_messages.h"
-#include "tools/tpusim/farm_ranks.h"
-#include "tools/tpusim/mpi_world.h"
-#include "tools/tpusim/options.h"
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/farm_messages.h"
+#include "tools/studies/farm_ranks.h"
+#include "tools/studies/mpi_world.h"
+#include "tools/studies/subprocess.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 namespace fs = std::filesystem;
 
@@ -81,20 +80,14 @@ std::string PointFarm::share(std::string text) {
   return text;
 }
 
-Refused PointFarm::run(const std::vector<FarmJob>& jobs, const FarmOptions& options,
-                       const OnDone& on_done) {
+absl::Status PointFarm::run(const std::vector<FarmJob>& jobs, const FarmOptions& options,
+                            const OnDone& on_done) {
   ran_ = true;
   const bool spread = world_ != nullptr && world_->size() > 1;
   const std::string marker = spread && !options.study_dir.empty()
                                  ? (fs::path(options.study_dir) / (".farm-" + nonce_)).string()
                                  : "";
   return farm::coordinate(world_.get(), jobs, options, on_done, marker, &lost_a_rank_);
-}
-
-absl::StatusOr<double> parse_rank_timeout(const std::string& value) {
-  auto seconds = parse_count("--rank-timeout", value, 5, 86400);
-  if (!seconds.ok()) return seconds.status();
-  return static_cast<double>(*seconds);
 }
 
 void prepare_job_files(const FarmJob& job) {
@@ -112,4 +105,4 @@ void prepare_job_files(const FarmJob& job) {
   }
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

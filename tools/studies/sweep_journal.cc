@@ -1,13 +1,13 @@
-#include "tools/tpusim/sweep_journal.h"
+#include "tools/studies/sweep_journal.h"
 
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
 #include "common/strings.h"
-#include "tools/tpusim/command.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 namespace fs = std::filesystem;
 
@@ -101,4 +101,4 @@ absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path&
   return out;
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

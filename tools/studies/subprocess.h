@@ -10,7 +10,7 @@
 
 #include <absl/status/statusor.h>
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 struct ChildRun {
   int exit_code = 0;
@@ -43,4 +43,4 @@ absl::StatusOr<int> run_self(const std::vector<std::string>& args, const std::st
 // The last `lines` lines of a log, for error messages.
 std::string log_tail(const std::string& log_path, int lines = 8);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 
 #include "common/strings.h"
-#include "tools/tpusim/farm_messages.h"
-#include "tools/tpusim/farm_ranks.h"
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/farm_messages.h"
+#include "tools/studies/farm_ranks.h"
+#include "tools/studies/subprocess.h"
 
-namespace tpusim::cli::farm {
+namespace tpusim::studies::farm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -41,9 +41,9 @@ class Coordinator {
     last_beat_ = Clock::now();
   }
 
-  Refused run() {
-    Refused r = loop();
-    if (r) stop_everything();
+  absl::Status run() {
+    absl::Status r = loop();
+    if (!r.ok()) stop_everything();
     if (world_ != nullptr) world_->flush(options_.rank_timeout_seconds);
     return r;
   }
@@ -66,14 +66,14 @@ class Coordinator {
     std::map<size_t, Clock::time_point> jobs;  // what it runs, since when
   };
 
-  Refused loop() {
+  absl::Status loop() {
     while (!finished()) {
       bool busy = start_local();
       if (world_ == nullptr) {
-        if (Refused r = reap_local(/*block=*/!local_.empty(), &busy)) return r;
+        if (absl::Status r = reap_local(/*block=*/!local_.empty(), &busy); !r.ok()) return r;
         continue;
       }
-      if (Refused r = reap_local(/*block=*/false, &busy)) return r;
+      if (absl::Status r = reap_local(/*block=*/false, &busy); !r.ok()) return r;
       while (auto m = world_->poll(options_.rank_timeout_seconds)) {
         handle(*m);
         busy = true;
@@ -82,7 +82,7 @@ class Coordinator {
       find_lost();
       if (!busy) std::this_thread::sleep_for(kCoordinatorIdlePause);
     }
-    return std::nullopt;
+    return absl::OkStatus();
   }
 
   bool finished() const {
@@ -113,28 +113,28 @@ class Coordinator {
     return started;
   }
 
-  Refused reap_local(bool block, bool* busy) {
+  absl::Status reap_local(bool block, bool* busy) {
     while (!local_.empty()) {
       std::optional<std::pair<int, int>> ended;
       if (block) {
         auto waited = wait_any_child();
-        if (!waited.ok()) return failure_of(waited.status());
+        if (!waited.ok()) return waited.status();
         ended = *waited;
       } else {
         auto polled = poll_any_child();
-        if (!polled.ok()) return failure_of(polled.status());
+        if (!polled.ok()) return polled.status();
         ended = *polled;
       }
-      if (!ended.has_value()) return std::nullopt;
+      if (!ended.has_value()) return absl::OkStatus();
       auto it = local_.find(ended->first);
       if (it == local_.end()) continue;
       const Running done = it->second;
       local_.erase(it);
       on_done_(done.job, {ended->second, seconds_since(done.started), 0, ""});
       *busy = true;
-      if (block) return std::nullopt;
+      if (block) return absl::OkStatus();
     }
-    return std::nullopt;
+    return absl::OkStatus();
   }
 
   void handle(const MpiMessage& m) {
@@ -254,21 +254,23 @@ class Coordinator {
 
 }  // namespace
 
-Refused coordinate(MpiWorld* world, const std::vector<FarmJob>& jobs, const FarmOptions& options,
-                   const PointFarm::OnDone& on_done, const std::string& marker, bool* lost) {
+absl::Status coordinate(MpiWorld* world, const std::vector<FarmJob>& jobs,
+                        const FarmOptions& options, const PointFarm::OnDone& on_done,
+                        const std::string& marker, bool* lost) {
   std::error_code ec;
   if (!marker.empty()) {
     if (absl::Status s = write_bytes(marker, "a tpusim study's folder, shared by its ranks\n");
         !s.ok()) {
-      Coordinator(world, {}, options, on_done, "").run();  // tells the other ranks to end
-      return failure_of(str_cat("the study's folder: ", s.message()));
+      // An empty farm tells the other ranks to end; the folder's error is the one to report.
+      (void)Coordinator(world, {}, options, on_done, "").run();
+      return absl::Status(s.code(), str_cat("the study's folder: ", s.message()));
     }
   }
   Coordinator c(world, jobs, options, on_done, marker);
-  Refused r = c.run();
+  absl::Status r = c.run();
   *lost = c.lost_a_rank();
   if (!marker.empty()) fs::remove(marker, ec);
   return r;
 }
 
-}  // namespace tpusim::cli::farm
+}  // namespace tpusim::studies::farm

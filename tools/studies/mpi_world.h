@@ -13,7 +13,7 @@
 
 #include <absl/status/statusor.h>
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 // Whether an MPI launcher started this process: Open MPI's mpirun (OMPI_COMM_WORLD_SIZE), a PMIx
 // launcher such as Slurm's srun (PMIX_RANK) or a PMI-1/2 one (PMI_RANK). A process started any
@@ -67,4 +67,4 @@ class MpiWorld {
   std::deque<std::unique_ptr<PendingSend>> sends_;
 };
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

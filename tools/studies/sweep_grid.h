@@ -10,7 +10,7 @@
 
 #include <absl/status/statusor.h>
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 struct SweepAxis {
   std::string field;
@@ -42,4 +42,4 @@ std::string run_option_flag(const std::string& field);
 // "chip.core.mxu_count=4 iterations_per_loop=10": a point's values, for labels and logs.
 std::string describe_point(const std::vector<SweepAxis>& axes, const SweepPoint& point);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -1,4 +1,4 @@
-#include "tools/tpusim/sweep_grid.h"
+#include "tools/studies/sweep_grid.h"
 
 #include <algorithm>
 #include <sstream>
@@ -8,7 +8,7 @@
 #include "common/strings.h"
 #include "configs/overrides.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 absl::StatusOr<SweepAxis> parse_sweep_axis(const std::string& spec) {
   const size_t eq = spec.find('=');
@@ -87,4 +87,4 @@ std::string describe_point(const std::vector<SweepAxis>& axes, const SweepPoint&
   return str_join(parts, " ");
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

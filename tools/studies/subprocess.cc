@@ -1,4 +1,4 @@
-#include "tools/tpusim/subprocess.h"
+#include "tools/studies/subprocess.h"
 
 #include <cerrno>
 #include <csignal>
@@ -18,7 +18,7 @@
 
 extern char** environ;
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 namespace {
 
@@ -167,4 +167,4 @@ std::string log_tail(const std::string& log_path, int lines) {
   return out;
 }
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/tpusim/sweep_grid.h"
+#include "tools/studies/sweep_grid.h"
 
-namespace tpusim::cli {
+namespace tpusim::studies {
 
 struct SweepRow {
   SweepPoint point;
@@ -51,4 +51,4 @@ bool every_point_input_bound(const std::vector<SweepRow>& rows);
 // A row's value for a flattened column, or NaN when it has none or it is not a number.
 double row_number(const SweepRow& row, const std::string& column);
 
-}  // namespace tpusim::cli
+}  // namespace tpusim::studies
