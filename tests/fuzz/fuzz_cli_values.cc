@@ -39,14 +39,15 @@ std::vector<std::pair<std::string, std::string>> config_sets(const std::string& 
 
 // Up to 8 axes, one per line, and the grid's points when it is small enough to list.
 void sweep_grid(const std::string& text) {
-  std::vector<cli::SweepAxis> axes;
+  std::vector<studies::SweepAxis> axes;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (axes.size() == 8) break;
     auto axis = studies::parse_sweep_axis(std::string(line));
     if (axis.ok()) axes.push_back(*std::move(axis));
   }
-  if (cli::check_sweep_size(axes).ok()) {
-    for (const cli::SweepPoint& p : cli::sweep_points(axes)) (void)cli::describe_point(axes, p);
+  if (studies::check_sweep_size(axes).ok()) {
+    for (const studies::SweepPoint& p : studies::sweep_points(axes))
+      (void)studies::describe_point(axes, p);
   }
 }
 
