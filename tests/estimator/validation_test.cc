@@ -1,21 +1,34 @@
 // tpusim validate's cases and their runs (estimator/jobs/validation.h).
 #include "estimator/jobs/validation.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace tpusim::jobs {
 namespace validation_test {
 
-// The two measured cases are MLPerf Training v0.5's ResNet-50 rows: 4,473 and 7,459 images/s at
-// global batch 1024 on v2-8 and v3-8 (229 and 137 ms a step).
-TEST(ValidateCases, TheMeasuredCasesAreTheMlperfResNet50Rows) {
+// Every case is a measured MLPerf Training row, the step each published: ResNet-50 at 229 and
+// 137 ms on v2-8 and v3-8 (v0.5), 131 ms on v3-32 and 25.2 on v3-2048 (v0.6), 73.6 on v4-16
+// (v0.7 research) and 37.1 on v4-128 (v1.0); BERT-Large at 512 at 460 ms on v3-32 (v0.7) and
+// 233 on v4-16 (v0.7 research).
+TEST(ValidateCases, EveryCaseIsAMeasuredMlperfRow) {
   const auto& cases = validation_cases();
-  ASSERT_GE(cases.size(), 2u);
-  EXPECT_EQ(cases[0].name, "resnet50-v2-8");
-  EXPECT_EQ(cases[0].global_batch, 1024);
-  EXPECT_NEAR(1024 / cases[0].measured_examples_per_second, 0.229, 0.0005);
-  EXPECT_EQ(cases[1].name, "resnet50-v3-8");
-  EXPECT_NEAR(1024 / cases[1].measured_examples_per_second, 0.137, 0.0005);
+  const std::vector<std::pair<std::string, double>> steps = {
+      {"resnet50-v2-8", 0.229},        {"resnet50-v3-8", 0.137},       {"resnet50-v3-32", 0.131},
+      {"resnet50-v4-16", 0.0736},      {"resnet50-v4-128", 0.0371},    {"resnet50-v3-2048", 0.0252},
+      {"bert_large-512-v3-32", 0.460}, {"bert_large-512-v4-16", 0.233}};
+  ASSERT_EQ(cases.size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(cases[i].name, steps[i].first);
+    ASSERT_GT(cases[i].measured_examples_per_second, 0) << cases[i].name;
+    EXPECT_NEAR(cases[i].global_batch / cases[i].measured_examples_per_second, steps[i].second,
+                0.0005)
+        << cases[i].name;
+    EXPECT_NE(cases[i].source.find("MLPerf Training"), std::string::npos) << cases[i].name;
+  }
   for (const auto& c : cases) {
     EXPECT_GT(c.global_batch, 0) << c.name;
     EXPECT_FALSE(c.source.empty()) << c.name;

@@ -106,8 +106,11 @@ nlohmann::ordered_json case_json(const jobs::ValidationCase& c) {
                               {"global_batch", c.global_batch},
                               {"measured_examples_per_second", nullptr},
                               {"source", c.source}};
-  if (c.measured_examples_per_second > 0)
+  if (c.measured_examples_per_second > 0) {
     j["measured_examples_per_second"] = c.measured_examples_per_second;
+    j["measured_step_seconds"] =
+        static_cast<double>(c.global_batch) / c.measured_examples_per_second;
+  }
   const std::string pending = jobs::validation_case_pending(c);
   j["pending"] =
       pending.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(pending);
@@ -130,11 +133,9 @@ bool run_case(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdi
   j["mxu_utilization"] = r->mxu_utilization;
   j["host_seconds"] = r->host_seconds;
   j["step_time_error"] = nullptr;
-  if (c.measured_examples_per_second > 0) {
-    const double measured_step =
-        static_cast<double>(c.global_batch) / c.measured_examples_per_second;
-    j["step_time_error"] = jobs::step_time_error(r->step_seconds, measured_step);
-  }
+  if (j.contains("measured_step_seconds"))
+    j["step_time_error"] =
+        jobs::step_time_error(r->step_seconds, j["measured_step_seconds"].get<double>());
   return true;
 }
 
