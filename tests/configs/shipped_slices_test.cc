@@ -23,11 +23,12 @@ struct SliceCase {
   uint32_t links_needed;
 };
 
-// The twelve slices, as docs/configs.md lists them.
+// The fourteen slices, as docs/configs.md lists them.
 const std::vector<SliceCase>& shipped_slices() {
   static const std::vector<SliceCase> cases = {
       {"v2-8", "tpu_v2", 4, 8, 1, 4, {2, 2}, true, 4},
       {"v2-32", "tpu_v2", 16, 32, 4, 4, {4, 4}, true, 4},
+      {"v2-512", "tpu_v2", 256, 512, 64, 4, {16, 16}, true, 4},
       {"v3-8", "tpu_v3", 4, 8, 1, 4, {2, 2}, true, 4},
       {"v3-32", "tpu_v3", 16, 32, 4, 4, {4, 4}, true, 4},
       {"v3-2048", "tpu_v3", 1024, 2048, 256, 4, {32, 32}, true, 4},
@@ -35,6 +36,7 @@ const std::vector<SliceCase>& shipped_slices() {
       {"v4-16", "tpu_v4", 8, 16, 2, 4, {2, 2, 2}, false, 3},
       {"v4-32", "tpu_v4", 16, 32, 4, 4, {2, 2, 4}, false, 4},
       {"v4-128", "tpu_v4", 64, 128, 16, 4, {4, 4, 4}, true, 6},
+      {"v4-512", "tpu_v4", 256, 512, 64, 4, {4, 8, 8}, true, 6},
       {"v5e-4", "tpu_v5e", 4, 4, 1, 4, {2, 2}, false, 2},
       {"v5e-8", "tpu_v5e", 8, 8, 1, 8, {2, 4}, false, 3},
       {"v5e-256", "tpu_v5e", 256, 256, 32, 8, {16, 16}, true, 4},
