@@ -16,29 +16,13 @@
 namespace tpusim::jobs {
 namespace {
 
-// Google's MLPerf Training submissions (bfloat16). Each measured figure is the step rate read
-// from the results log's timestamps (docs/validation.md, "The measured cases").
-constexpr char kMlperfV05[] =
-    "MLPerf Training v0.5, Google's submission (TensorFlow 1.12, bfloat16): the step rate from "
-    "the results log's timestamps";
-constexpr char kMlperfV06Resnet32[] =
-    "MLPerf Training v0.6, Google's tpu-v3-32 resnet (TensorFlow 1.14, bfloat16): the step rate "
-    "from the results log's timestamps";
-constexpr char kMlperfV06Resnet2048[] =
-    "MLPerf Training v0.6, Google's tpu-v3-2048 resnet (bfloat16): the step rate from the "
-    "results log's timestamps";
-constexpr char kMlperfV07ResnetV4[] =
-    "MLPerf Training v0.7 research, Google's tpu-v4-16-TF resnet (bfloat16): the step rate from "
-    "the results log's timestamps";
-constexpr char kMlperfV10ResnetV4[] =
-    "MLPerf Training v1.0, Google's tpu-v4-128-TF resnet (bfloat16): the step rate from the "
-    "results log's timestamps";
-constexpr char kMlperfV07BertV3[] =
-    "MLPerf Training v0.7, Google's tpu-v3-32-TF2.0 bert (bfloat16): 460 ms a step from the "
-    "results log's timestamps";
-constexpr char kMlperfV07BertV4[] =
-    "MLPerf Training v0.7 research, Google's tpu-v4-16-TF bert (bfloat16): 233 ms a step from "
-    "the results log's timestamps";
+// A measured case's source: Google's MLPerf Training `submission` (round, system, benchmark and
+// framework), bfloat16, the step read from its results log's timestamps (docs/validation.md,
+// "The measured cases").
+std::string mlperf(const char* submission) {
+  return str_cat("MLPerf Training ", submission,
+                 ", bfloat16: the step from the results log's timestamps");
+}
 
 // A fresh scratch folder for a case's checkpoints.
 std::string scratch_dir(const std::string& name) {
@@ -82,16 +66,24 @@ absl::StatusOr<CaseFunctions> bert_case(const ValidationCase& c, estimator::Simu
 
 const std::vector<ValidationCase>& validation_cases() {
   static const std::vector<ValidationCase> kCases = {
-      {"resnet50-v2-8", "resnet50", "v2-8", 1024, 4473, kMlperfV05},
-      {"resnet50-v3-8", "resnet50", "v3-8", 1024, 7459, kMlperfV05},
-      {"resnet50-v3-32", "resnet50", "v3-32", 4096, 31226, kMlperfV06Resnet32},
-      {"resnet50-v4-16", "resnet50", "v4-16", 2048, 27823, kMlperfV07ResnetV4},
-      {"resnet50-v4-128", "resnet50", "v4-128", 8192, 220800, kMlperfV10ResnetV4},
+      {"resnet50-v2-8", "resnet50", "v2-8", 1024, 4473,
+       mlperf("v0.5, Google's v2-8 resnet, TensorFlow 1.12")},
+      {"resnet50-v3-8", "resnet50", "v3-8", 1024, 7459,
+       mlperf("v0.5, Google's v3-8 resnet, TensorFlow 1.12")},
+      {"resnet50-v3-32", "resnet50", "v3-32", 4096, 31226,
+       mlperf("v0.6, Google's tpu-v3-32 resnet, TensorFlow 1.14")},
+      {"resnet50-v4-16", "resnet50", "v4-16", 2048, 27823,
+       mlperf("v0.7 research, Google's tpu-v4-16-TF resnet")},
+      {"resnet50-v4-128", "resnet50", "v4-128", 8192, 220800,
+       mlperf("v1.0, Google's tpu-v4-128-TF resnet")},
       // About 1.30 M images a second: 25.2 ms a step.
-      {"resnet50-v3-2048", "resnet50", "v3-2048", 32768, 1.30e6, kMlperfV06Resnet2048},
-      // The BERT logs give the step time: the rate is the global batch over it.
-      {"bert_large-512-v3-32", "bert_large", "v3-32", 448, 448 / 0.460, kMlperfV07BertV3, 512},
-      {"bert_large-512-v4-16", "bert_large", "v4-16", 256, 256 / 0.233, kMlperfV07BertV4, 512},
+      {"resnet50-v3-2048", "resnet50", "v3-2048", 32768, 1.30e6,
+       mlperf("v0.6, Google's tpu-v3-2048 resnet")},
+      // The BERT logs give the step time (460 and 233 ms): the rate is the global batch over it.
+      {"bert_large-512-v3-32", "bert_large", "v3-32", 448, 448 / 0.460,
+       mlperf("v0.7, Google's tpu-v3-32-TF2.0 bert"), 512},
+      {"bert_large-512-v4-16", "bert_large", "v4-16", 256, 256 / 0.233,
+       mlperf("v0.7 research, Google's tpu-v4-16-TF bert"), 512},
   };
   return kCases;
 }
