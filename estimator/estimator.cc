@@ -164,15 +164,15 @@ runtime::HostTensor stack(const std::vector<const runtime::HostTensor*>& parts) 
   return out;
 }
 
-absl::StatusOr<HostSide> host_side(const SimulatorOptions& config) {
+absl::StatusOr<HostSide> host_side(const SimulatorOptions& sim) {
   HostSide host;
-  auto backend = runtime::find_backend(config.backend);
+  auto backend = runtime::find_backend(sim.backend);
   if (!backend.ok()) return backend.status();
   if (!(*backend)->supports.runs_a_slice) {
     host.cpu_cores = std::max(1u, std::thread::hardware_concurrency());
     return host;
   }
-  auto slice = config::load_slice(config.slice);
+  auto slice = config::load_slice(sim.slice);
   if (!slice.ok()) return slice.status();
   host.hosts = (*slice)->hosts;
   host.cpu_cores = (*slice)->host.cpu_cores;
@@ -181,18 +181,17 @@ absl::StatusOr<HostSide> host_side(const SimulatorOptions& config) {
   return host;
 }
 
-runtime::HostTiming infeed_timing(const SimulatorOptions& config, const HostSide& host,
+runtime::HostTiming infeed_timing(const SimulatorOptions& sim, const HostSide& host,
                                   int64_t per_shard_batch) {
   runtime::HostTiming timing;
   timing.cpu_cores = host.cpu_cores;
   timing.hosts = host.hosts;
   timing.prefetch_depth = 2;
-  timing.enqueue_threads = config.host_enqueue_threads;
-  if (config.host_timing == SimulatorOptions::HostTiming::kHostConfig) {
-    timing.stages =
-        runtime::standard_stages(config.host_read_threads, config.host_map_threads,
-                                 config.host_batch_threads, config.host_enqueue_threads);
-    timing.stage_seconds = runtime::standard_stage_seconds(host.costs, config.host_work,
+  timing.enqueue_threads = sim.host_enqueue_threads;
+  if (sim.host_timing == SimulatorOptions::HostTiming::kHostConfig) {
+    timing.stages = runtime::standard_stages(sim.host_read_threads, sim.host_map_threads,
+                                             sim.host_batch_threads, sim.host_enqueue_threads);
+    timing.stage_seconds = runtime::standard_stage_seconds(host.costs, sim.host_work,
                                                            static_cast<uint64_t>(per_shard_batch));
   }
   return timing;

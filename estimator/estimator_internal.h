@@ -53,12 +53,12 @@ struct HostSide {
   double loop_overhead_s = 0;
   config::HostStageCostsSpec costs;
 };
-absl::StatusOr<HostSide> host_side(const SimulatorOptions& config);
+absl::StatusOr<HostSide> host_side(const SimulatorOptions& sim);
 
 // The infeed timing of a run whose per-shard batches are `per_shard_batch` examples: the host
 // side's cores, a prefetch depth of 2, and in kHostConfig mode the standard stages charged
 // from the host config (else the pipeline's profiled stages are measured).
-runtime::HostTiming infeed_timing(const SimulatorOptions& config, const HostSide& host,
+runtime::HostTiming infeed_timing(const SimulatorOptions& sim, const HostSide& host,
                                   int64_t per_shard_batch);
 
 }  // namespace tpusim::estimator::internal

@@ -74,10 +74,10 @@ absl::Status check_init_fn_kept(const Layout& before, const runtime::Variables& 
 // Replica folding (SimulatorOptions::fold_replicas): how many of the `pipelines` input pipelines
 // run (those of the first of the hosts they are spread over) and how many of the `shards` replicas
 // they feed are simulated. Unfolded, or with one host, all of them.
-absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const SimulatorOptions& config, uint32_t shards,
+absl::StatusOr<std::pair<uint32_t, uint32_t>> fold(const SimulatorOptions& sim, uint32_t shards,
                                                    uint32_t pipelines, uint32_t hosts) {
-  if (!config.fold_replicas) return std::pair{pipelines, shards};
-  if (!config.timing_only) {
+  if (!sim.fold_replicas) return std::pair{pipelines, shards};
+  if (!sim.timing_only) {
     return absl::InvalidArgumentError(
         "fold_replicas runs timing-only (timing_only): the folded replicas compute no values");
   }
@@ -216,14 +216,14 @@ absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backe
 
 // The infeed driver over the pipelines, fast-forwarded to `start_step`.
 absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
-    const runtime::Graph& graph, Input& input, const SimulatorOptions& config,
+    const runtime::Graph& graph, Input& input, const SimulatorOptions& sim,
     const internal::HostSide& host, int64_t per_shard_batch, uint32_t shards, uint32_t simulated,
     int64_t start_step, std::function<void(const std::string&)> log) {
   runtime::InfeedOptions infeed;
   infeed.replicas = simulated;
   infeed.deal_per_core_batches = true;
-  infeed.timing = internal::infeed_timing(config, host, per_shard_batch);
-  infeed.stall_report_seconds = config.input_stall_report_seconds;
+  infeed.timing = internal::infeed_timing(sim, host, per_shard_batch);
+  infeed.stall_report_seconds = sim.input_stall_report_seconds;
   infeed.log = std::move(log);
   if (simulated < shards) infeed.timing.hosts = 1;  // the first host's pipelines only
   auto driver = runtime::InfeedDriver::create(graph, std::move(input.pipelines), infeed);
@@ -237,15 +237,15 @@ absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
 
 // The run's trace (SimulatorOptions::trace_path; none when empty), telling config.progress of
 // each step as the device finishes it.
-absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const SimulatorOptions& config,
+absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const SimulatorOptions& sim,
                                                         runtime::InfeedDriver& driver,
                                                         int64_t max_steps) {
   std::function<void(int64_t)> on_step;
-  if (config.progress) {
-    on_step = [&config, max_steps](int64_t g) { config.progress(g, max_steps); };
+  if (sim.progress) {
+    on_step = [&sim, max_steps](int64_t g) { sim.progress(g, max_steps); };
   }
-  return TrainTrace::start({config.trace_path, config.trace_first_step, config.trace_last_step,
-                            config.trace_counter_window_ns * 1000},
+  return TrainTrace::start({sim.trace_path, sim.trace_first_step, sim.trace_last_step,
+                            sim.trace_counter_window_ns * 1000},
                            driver, on_step);
 }
 
