@@ -65,6 +65,12 @@ struct CompileOptions {
   // consumers' fusions; off, it is written to HBM and each reads it. The values are the same
   // either way.
   bool recompute_shared_producers = true;
+  // Whether the tpusim backend computes two reductions down the rows that read the same value (a
+  // batch norm's sum and sum of squares, its gradient's two sums) in one fragment that reads it
+  // once, as XLA's multi-output fusion of sibling reductions; off, each reads it. Each sum adds
+  // VMEM tiles' partial sums in order, and the tiles' rows depend on the fragment, so f32 sums can
+  // round differently.
+  bool fuse_multi_output = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

@@ -84,6 +84,12 @@ const std::vector<Requirement>& requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-multi-output",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_multi_output, "fuse_multi_output");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--timing-only",
        [](const CompileOptions&, const RunFeatures& r) {
          return std::string(r.timing_only ? "timing_only" : "");

@@ -132,6 +132,11 @@ void DmaEngine::execute(const IssuedInstruction& item) {
                       : hbm_.transfer(static_cast<double>(start), hbm_block.address(), bytes);
   const double vmem_end = vmem_.ports().reserve(static_cast<double>(start), bytes).end;
   const auto done = ceil_cycle(std::max(hbm_end, vmem_end));
+  // The engine keeps its requests in flight: it takes the next transfer once this one's last
+  // request has been served by the channels, not once its data has come back an access latency
+  // later (dma_engine.h).
+  const auto issued = ceil_cycle(std::max(
+      {hbm_end - hbm_.timing().latency_cycles(), vmem_end, static_cast<double>(start)}));
 
   if (!ctx_.timing_only()) post_copy(dma, to_vmem);
   bytes_ += bytes;
@@ -141,7 +146,7 @@ void DmaEngine::execute(const IssuedInstruction& item) {
   trace(op_name(*item.instr), start, done);
   profile(start, done, {0, static_cast<double>(bytes)});
   ctx_.sync().complete_at(done, item.instr->signal());
-  wait_until(done);
+  wait_until(issued);
 }
 
 }  // namespace tpusim::sim

@@ -3,7 +3,9 @@
 // scatters table rows by index (isa.proto, Dma.index). Its time is set by the HBM channels
 // (shared with every engine of the chip, plus the access latency; an indexed DMA makes one
 // request per row) and the VMEM ports (shared with the core's other units), whichever finishes
-// later; the engine runs one transfer at a time.
+// later. The engine takes transfers one at a time in order, but keeps each one's requests in
+// flight: it takes the next once the channels have served this one's requests, not once its data
+// has come back an access latency later (docs/simulator.md, "Timing model").
 
 #include "sim/units/core_memory.h"
 #include "sim/units/unit.h"

@@ -148,8 +148,9 @@ TEST(Compiler, ARowTooWideForAVmemTileIsRefused) {
   EXPECT_EQ(step.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(
       std::string(step.status().message()),
-      ::testing::HasSubstr("a row of 21600000 bytes (operands, output and scratch) does not "
-                           "fit the VMEM tile budget of 6291456 bytes"));
+      ::testing::HasSubstr("a row of 7200000 bytes (operands, output and scratch: 3 blocks of "
+                           "512-byte aligned VMEM, 7200768 bytes) does not fit the VMEM tile "
+                           "budget of 6291456 bytes"));
 }
 
 TEST(Compiler, AStepTooBigForHbmIsRefusedWithItsSize) {

@@ -1,6 +1,7 @@
 // The tpusim compiler's fusions compute what the unfused fragments do: convolutions with their
 // patches only in VMEM, max pools on strided views, reductions computing their elementwise
-// inputs in VMEM, and producers recomputed in each reader's fragment.
+// inputs in VMEM, producers recomputed in each reader's fragment, and sibling reductions in one
+// fragment.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,6 +25,23 @@ namespace tpusim::runtime {
 namespace tpusim_fusion_values_test {
 
 using testing::run_once;
+
+// Outputs `loss` and its gradients with respect to `x` and every trainable variable (batch norm's
+// moving statistics are no gradient's); returns how many outputs, 0 when the graph is broken.
+size_t output_loss_and_gradients(GraphBuilder& b, Value loss, Value x) {
+  std::vector<Value> wrt{x};
+  for (int id : b.graph().variables()) {
+    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
+      wrt.push_back(Value{id, &b});
+  }
+  auto grads = gradients(b, loss, wrt);
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  if (!grads.ok()) return 0;
+  b.output("loss", loss);
+  for (size_t i = 0; i < wrt.size(); ++i) b.output("grad" + std::to_string(i), (*grads)[i]);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  return b.status().ok() ? wrt.size() + 1 : 0;
+}
 
 // Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
 // patches_to_image compute as separate fragments. The forward outputs and the input gradients
@@ -206,16 +224,8 @@ TEST(TpusimBackend, RecomputedProducersComputeWhatTheMaterialisedOnesDo) {
   h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
   const Value logits = layers::dense(b, b.reshape(h, {32, 8 * 8 * 16}), 4, Activation::kNone, 2);
   const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-  std::vector<Value> wrt{x};
-  for (int id : b.graph().variables()) {
-    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
-      wrt.push_back(Value{id, &b});
-  }
-  auto grads = gradients(b, loss, wrt);
-  ASSERT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  for (size_t i = 0; i < wrt.size(); ++i) b.output("grad" + std::to_string(i), (*grads)[i]);
-  ASSERT_TRUE(b.status().ok()) << b.status();
+  const size_t outputs = output_loss_and_gradients(b, loss, x);
+  ASSERT_GT(outputs, 0u);
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {32, 8, 8, 16}}, {"labels", DType::kS32, {32}, 0, 4}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 9)};
@@ -226,11 +236,56 @@ TEST(TpusimBackend, RecomputedProducersComputeWhatTheMaterialisedOnesDo) {
   kept.recompute_shared_producers = false;
   const Outputs recomputed = run_once(b.graph(), CompileOptions{}, feeds);
   const Outputs materialised = run_once(b.graph(), kept, feeds);
-  ASSERT_EQ(recomputed.size(), wrt.size() + 1);
+  ASSERT_EQ(recomputed.size(), outputs);
   for (const auto& [name, value] : materialised) {
     const std::vector<float>& f = recomputed.at(name).f;
     ASSERT_EQ(f.size(), value.f.size()) << name;
     EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+  }
+}
+
+// Sibling reductions in one fragment (XLA's multi-output fusion: a batch norm's sum and sum of
+// squares, its gradient's sum(g) and sum(g (x - mean))) compute what separate fragments do: bit
+// for bit when one VMEM tile holds every row (32 images of 8x8x16: one reduce of them all either
+// way), within f32 rounding of the sums when the rows span many tiles (256 images of 32x32x16),
+// whose partial rows each fragment adds in order over its own tiles.
+TEST(TpusimBackend, SiblingReductionsComputeWhatSeparateOnesDo) {
+  for (const int64_t images : {32, 256}) {
+    const int64_t side = images == 32 ? 8 : 32;
+    GraphBuilder b;
+    const Value x = b.infeed("x", DType::kF32, {images, side, side, 16});
+    const Value labels = b.infeed("labels", DType::kS32, {images});
+    Value h = b.unary(Op::kRelu, layers::batch_normalization(b, x, true));
+    h = layers::reduce_mean(h, {1, 2});
+    const Value logits = layers::dense(b, h, 4, layers::Activation::kNone, 2);
+    const Value loss =
+        layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
+    const size_t outputs = output_loss_and_gradients(b, loss, x);
+    ASSERT_GT(outputs, 0u);
+    auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->multi_output_fusions, 2u) << images;  // the forward pair and the gradient's
+    opcheck::OpCase c;
+    c.inputs = {{"x", DType::kF32, {images, side, side, 16}},
+                {"labels", DType::kS32, {images}, 0, 4}};
+    const std::vector<Feeds> feeds{opcheck::make_feeds(c, 3)};
+    CompileOptions apart;
+    apart.fuse_multi_output = false;
+    const Outputs together = run_once(b.graph(), CompileOptions{}, feeds);
+    const Outputs separate = run_once(b.graph(), apart, feeds);
+    ASSERT_EQ(together.size(), outputs);
+    for (const auto& [name, value] : separate) {
+      const std::vector<float>& f = together.at(name).f;
+      ASSERT_EQ(f.size(), value.f.size()) << name;
+      if (images == 32) {
+        EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+        continue;
+      }
+      float largest = 0;
+      for (float v : value.f) largest = std::max(largest, std::abs(v));
+      for (size_t i = 0; i < f.size(); ++i)
+        EXPECT_NEAR(f[i], value.f[i], 1e-4f * largest) << name << "[" << i << "]";
+    }
   }
 }
 

@@ -126,17 +126,19 @@ TEST(Cli, OpcheckRunsTpusimOnTheGivenSlice) {
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/slice.pbtxt"));
 }
 
-// A case a backend cannot run is an ERROR naming the reason, and the rest still run: at 4 KiB of
-// VMEM not even a row of add's [4, 9] operands fits tpusim's tile budget; cpu:mxu's cases pass.
+// A case a backend cannot run is an ERROR naming the reason, and the rest still run: at 2 KiB of
+// VMEM not even a row of add's [4, 9] operands fits tpusim's tile budget (its three blocks take
+// 512 aligned bytes each); cpu:mxu's cases pass.
 TEST(Cli, OpcheckListsACaseABackendCannotRunAndGoesOn) {
-  const std::string path = v3_8_slice_with_vmem("0.004", "4k-vmem");
+  const std::string path = v3_8_slice_with_vmem("0.002", "2k-vmem");
   auto r = run_tpusim(
       {"opcheck", "--backends", "tpusim,cpu:mxu", "--ops", "^(add|sub)$", "--config", path});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out,
               HasSubstr("ERROR add                          tpusim   [4, 9] [4, 9]: a row of "
-                        "324 bytes (operands, output and scratch) does not fit the VMEM "
-                        "tile budget of 1572 bytes"));
+                        "108 bytes (operands, output and scratch: 3 blocks of 512-byte "
+                        "aligned VMEM, 1536 bytes) does not fit the VMEM tile budget of 786 "
+                        "bytes"));
   EXPECT_THAT(r.out, HasSubstr("ERROR sub "));
   EXPECT_THAT(r.out, HasSubstr("ok   sub                           cpu:mxu"));
   EXPECT_THAT(r.out, HasSubstr("9 passed, 3 failed (2 ops)"));  // add has 2 cases, sub 1

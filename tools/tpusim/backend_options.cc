@@ -61,6 +61,10 @@ void add_compile_flags(po::options_description& options) {
       "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
       "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
       "off: their value goes through HBM")(
+      "fuse-multi-output", po::value<bool>()->default_value(true, "on"),
+      "on: two reductions down the rows that read the same value (a batch norm's two sums, its "
+      "gradient's two) are one fragment reading it once (XLA's multi-output fusion); off: each "
+      "reads it")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value that several elementwise fragments of its shape read is computed "
       "again in each of them (XLA's producer duplication); off: it goes through HBM");
@@ -102,6 +106,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_pools = vm["fuse-pools"].as<bool>();
   options.fuse_reductions = vm["fuse-reductions"].as<bool>();
   options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
+  options.fuse_multi_output = vm["fuse-multi-output"].as<bool>();
   return options;
 }
 

@@ -8,7 +8,8 @@
 namespace tpusim::runtime::tpusim_backend {
 
 CombinedAllReduces::CombinedAllReduces(const Graph& graph, const std::vector<bool>& needed,
-                                       bool hoisted, const CombineLimits& limits) {
+                                       bool hoisted, const CombineLimits& limits,
+                                       const std::vector<int>& computed_with) {
   const int n = graph.size();
   root_.assign(static_cast<size_t>(n), -1);
   members_.resize(static_cast<size_t>(n));
@@ -18,7 +19,7 @@ CombinedAllReduces::CombinedAllReduces(const Graph& graph, const std::vector<boo
   // right after its input when hoisted): a group is emitted where its last member would be.
   std::vector<int> position(static_cast<size_t>(n), 0);
   {
-    const std::vector<int> order = emission_order(graph, hoisted);
+    const std::vector<int> order = emission_order(graph, hoisted, nullptr, computed_with);
     for (int p = 0; p < n; ++p) position[static_cast<size_t>(order[static_cast<size_t>(p)])] = p;
   }
   // Per node: the earliest emitted node that reads it.

@@ -31,8 +31,9 @@ class CombinedAllReduces {
   CombinedAllReduces() = default;
   // Groups the cross_replica_sums `needed` marks (every node when empty), whose emission order
   // puts each after its input (`hoisted`) or keeps graph order.
+  // `computed_with`: nodes emitted with a later one (schedule.h, emission_order).
   CombinedAllReduces(const Graph& graph, const std::vector<bool>& needed, bool hoisted,
-                     const CombineLimits& limits);
+                     const CombineLimits& limits, const std::vector<int>& computed_with = {});
 
   // The sum whose fragment emits the group `id` belongs to (its last member), -1 when `id` is in
   // no group of two or more.

@@ -131,6 +131,7 @@ absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, u
   const Graph& graph = remat != nullptr ? remat->graph : whole;
   out.fused_reductions = plan->fusion.fused_reductions;
   out.recomputed_nodes = plan->fusion.recomputed_nodes;
+  out.multi_output_fusions = plan->fusion.multi_output_fusions;
   out.combined_allreduces = plan->combined.groups();
   out.combined_sums = plan->combined.sums();
   out.hbm_base = plan->hbm_base;

@@ -56,6 +56,7 @@ struct CompiledStep {
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
+  uint64_t multi_output_fusions = 0;  // fragments computing two sibling reductions
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
   uint64_t rematerialized_nodes = 0;
@@ -92,6 +93,10 @@ struct StepOptions {
   // each of them instead of written to HBM and read back by each (fusion_plan.h); off, it is a
   // fragment of its own.
   bool recompute_shared_producers = true;
+  // Two reductions down the rows that read the same buffer (a batch norm's two sums, its
+  // gradient's two) are computed by one fragment reading it once (fusion_plan.h, XLA's
+  // multi-output fusion); off, each is a fragment of its own.
+  bool fuse_multi_output = true;
 };
 
 // The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the

@@ -199,10 +199,10 @@ uint64_t Emitter::rows_per_tile(const std::vector<uint64_t>& widths, uint64_t ro
   while (tile_rows > 1 && tile_bytes(widths, tile_rows) > slot_bytes_) --tile_rows;
   if (tile_bytes(widths, tile_rows) <= slot_bytes_) return tile_rows;
   if (status_.ok()) {
-    status_ = absl::UnimplementedError(str_cat("a row of ", per_row,
-                                               " bytes (operands, output and scratch) does not "
-                                               "fit the VMEM tile budget of ",
-                                               slot_bytes_, " bytes"));
+    status_ = absl::UnimplementedError(
+        str_cat("a row of ", per_row, " bytes (operands, output and scratch: ", widths.size(),
+                " blocks of ", kAlign, "-byte aligned VMEM, ", tile_bytes(widths, 1),
+                " bytes) does not fit the VMEM tile budget of ", slot_bytes_, " bytes"));
   }
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/backend/tpusim/emitter.h"
+
 namespace tpusim::runtime::tpusim_backend {
 namespace {
 
@@ -179,6 +181,94 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
   }
 }
 
+// The buffers of the reduced value's shape that reduction `r`'s fragment streams through VMEM:
+// its group's outside operands of that shape (a fused reduction), or its input (a plain one, when
+// that input has a buffer of its own). Empty when `r` cannot take a sibling: not a reduction down
+// the rows, or part of a fused convolution or pool.
+std::vector<int> streamed_buffers(const Graph& g, const Fusions& fusions, const FusionPlan& plan,
+                                  int r) {
+  if (!plan.needed[static_cast<size_t>(r)] || fusions.count(r) > 0 ||
+      reduction_fusion(g, r) != ReductionFusion::kLeadingAxes)
+    return {};
+  const int x = g.node(r).inputs[0];
+  const Shape& shape = g.node(x).shape;
+  std::vector<int> out;
+  auto add = [&](int buffer) {
+    if (g.node(buffer).shape == shape && std::find(out.begin(), out.end(), buffer) == out.end())
+      out.push_back(buffer);
+  };
+  if (plan.group[static_cast<size_t>(x)] == r) {
+    const std::vector<int> members = plan.members(r);
+    for (int m : members) {
+      for (int in : g.node(m).inputs) {
+        if (std::find(members.begin(), members.end(), in) != members.end()) continue;
+        for (int source : plan.sources(g, in)) add(source);
+      }
+    }
+    return out;
+  }
+  const int root = plan.group[static_cast<size_t>(x)];
+  if ((root >= 0 && root != x) || plan.absorbed(x) || g.node(x).dtype == DType::kS32) return {};
+  add(x);
+  return out;
+}
+
+// Whether node `to` reads node `from`, directly or through other nodes (from < to).
+bool depends_on(const Graph& g, int to, int from) {
+  std::vector<bool> seen(static_cast<size_t>(to - from + 1), false);
+  std::vector<int> stack{to};
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    for (int in : g.node(id).inputs) {
+      if (in == from) return true;
+      if (in < from || seen[static_cast<size_t>(in - from)]) continue;
+      seen[static_cast<size_t>(in - from)] = true;
+      stack.push_back(in);
+    }
+  }
+  return false;
+}
+
+// Pairs sibling reductions (fusion_plan.h): for each reduction down the rows, latest first, the
+// latest earlier one of the same input shape that streams a buffer it streams too, which it does
+// not read, with no other pair between them, whose members and its own fit one VMEM tile with
+// both sums' partial rows. The later one computes both.
+void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
+                             FusionPlan* plan) {
+  const int n = g.size();
+  std::vector<std::pair<int, std::vector<int>>> reductions;  // id, streamed buffers
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> streams = streamed_buffers(g, fusions, *plan, r);
+    if (!streams.empty()) reductions.emplace_back(r, std::move(streams));
+  }
+  int bound = n;  // pairs do not interleave: each lies after the later pair's earlier reduction
+  for (size_t j = reductions.size(); j-- > 0;) {
+    const auto& [b, b_streams] = reductions[j];
+    if (b >= bound) continue;
+    const Shape& shape = g.node(g.node(b).inputs[0]).shape;
+    for (size_t i = j; i-- > 0;) {
+      const auto& [a, a_streams] = reductions[i];
+      if (g.node(g.node(a).inputs[0]).shape != shape) continue;
+      const bool shared = std::any_of(a_streams.begin(), a_streams.end(), [&](int buffer) {
+        return std::find(b_streams.begin(), b_streams.end(), buffer) != b_streams.end();
+      });
+      if (!shared || depends_on(g, b, a)) continue;
+      std::vector<int> members = plan->reduction_members(a);
+      for (int m : plan->reduction_members(b)) members.push_back(m);
+      std::sort(members.begin(), members.end());
+      const uint64_t partial_rows = 2 * static_cast<uint64_t>(cols_of(shape)) * 4;
+      if (!fused_group_fits(g, members, core) || 2 * partial_rows > Emitter::once_bytes(core))
+        continue;
+      plan->sibling[static_cast<size_t>(b)] = a;
+      plan->computed_with[static_cast<size_t>(a)] = b;
+      ++plan->multi_output_fusions;
+      bound = a;
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
@@ -206,6 +296,11 @@ std::vector<int> FusionPlan::members(int root) const {
   return out;
 }
 
+std::vector<int> FusionPlan::reduction_members(int reduction) const {
+  return group[static_cast<size_t>(reduction)] == reduction ? members(reduction)
+                                                            : std::vector<int>{reduction};
+}
+
 std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
   if (folded[static_cast<size_t>(id)]) return {graph.node(id).inputs[0]};
   if (!recomputed[static_cast<size_t>(id)]) return {id};
@@ -230,6 +325,9 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   plan.recomputed.assign(n, false);
   plan.recomputed_in.resize(n);
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
+  plan.sibling.assign(n, -1);
+  plan.computed_with.assign(n, -1);
+  if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
   return plan;
 }
 

@@ -9,7 +9,12 @@
 //   shape is read in place by them, never written;
 // - recomputed producers: an elementwise node whose readers are all in other groups of its shape
 //   is computed again inside each of them (XLA duplicates cheap producers into their consumers'
-//   fusions) rather than written to HBM and read back by each.
+//   fusions) rather than written to HBM and read back by each;
+// - sibling reductions: two reductions down the rows of values of one shape that read the same
+//   buffer (a batch norm's sum and sum of squares of x, its gradient's sum(g) and
+//   sum(g (x - mean))) computed by one fragment that reads the buffer once (XLA's multi-output
+//   fusion of sibling reduce fusions). The later one's fragment computes both; the earlier one,
+//   and what reads it before the later one's place, are emitted there (schedule.h).
 //
 // The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
 // given here.
@@ -26,6 +31,7 @@ namespace tpusim::runtime::tpusim_backend {
 struct FusionOptions {
   bool fuse_reductions = true;  // StepOptions::fuse_reductions
   bool recompute = true;        // StepOptions::recompute_shared_producers
+  bool multi_output = true;     // StepOptions::fuse_multi_output
 };
 
 struct FusionPlan {
@@ -34,11 +40,19 @@ struct FusionPlan {
   std::vector<bool> folded;      // broadcasts read in place
   std::vector<bool> recomputed;  // computed again in each reader's group: no buffer of its own
   std::vector<std::vector<int>> recomputed_in;  // per group root, the recomputed nodes it computes
+  // Sibling reductions: per reduction whose fragment computes an earlier sibling too, that
+  // sibling (-1: none); per such sibling, the reduction computing it (-1: none).
+  std::vector<int> sibling;
+  std::vector<int> computed_with;
   uint64_t fused_reductions = 0;
   uint64_t recomputed_nodes = 0;
+  uint64_t multi_output_fusions = 0;
 
   // The nodes the group of `root` computes, in graph order (its root last).
   std::vector<int> members(int root) const;
+  // The nodes a reduction's fragment computes: its group's members (a fused reduction), or the
+  // reduction alone.
+  std::vector<int> reduction_members(int reduction) const;
   // Whether the node gets no fragment: folded or recomputed (fused members are skipped by root).
   bool absorbed(int id) const {
     return folded[static_cast<size_t>(id)] || recomputed[static_cast<size_t>(id)];

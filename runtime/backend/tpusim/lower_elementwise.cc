@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "common/strings.h"
+#include "runtime/backend/tpusim/group_scratch.h"
 #include "runtime/backend/tpusim/lowering.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -176,58 +177,74 @@ bool contains(const std::vector<int>& members, int id) {
   return std::find(members.begin(), members.end(), id) != members.end();
 }
 
-GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out) {
+// `extra`: inputs read from outside the group besides its members' (a plain reduction's).
+GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
+                             const std::vector<int>& extra = {}) {
   GroupOperands g;
-  for (int m : members) {
-    for (int in : l.node(m).inputs) {
-      if (contains(members, in) || g.outside.count(in) > 0) continue;
-      g.outside[in] = classify_operand(l, in, out);
-      if (!g.outside[in].immediate) {
-        g.slot[in] = g.tiles.size();
-        g.tiles.push_back(g.outside[in].tile);
-      }
+  auto add = [&](int in) {
+    if (contains(members, in) || g.outside.count(in) > 0) return;
+    g.outside[in] = classify_operand(l, in, out);
+    if (!g.outside[in].immediate) {
+      g.slot[in] = g.tiles.size();
+      g.tiles.push_back(g.outside[in].tile);
     }
+  };
+  for (int m : members) {
+    for (int in : l.node(m).inputs) add(in);
   }
+  for (int in : extra) add(in);
   return g;
 }
 
-// Scratch blocks compute_group takes: one per member, one per operand that needs broadcasting or
-// filling, and two for sigmoid's temporary (one spare since bf16 rounding became one op).
+// Scratch blocks a group could take without reusing any (fused_group_fits's bound): one per
+// member, one per operand that needs broadcasting or filling, and two for sigmoid's temporary.
 uint32_t group_scratch(const std::vector<int>& members) {
   return static_cast<uint32_t>(members.size() + 3 * members.size() + 2);
 }
 
-// The group's values in tile `t`, the last member's into `root_out` (the other members' into
-// scratch 0 .. members - 1), chained on the vector unit.
-void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops, Tile& t,
-                   const isa::Block& root_out) {
+// The scratch a group's tile takes (group_scratch.h): an input from outside takes a block when it
+// is filled (an immediate another way than as a binary op's right operand) or broadcast (a row
+// or column operand).
+GroupScratch plan_scratch(const Lowering& l, const std::vector<int>& members,
+                          const GroupOperands& ops, const std::vector<int>& kept,
+                          bool last_to_output) {
+  return plan_group_scratch(
+      l.graph, members, kept,
+      [&](int m, size_t k) {
+        const Node& n = l.node(m);
+        const Operand& op = ops.outside.at(n.inputs[k]);
+        if (op.immediate) return !(is_binary_elementwise(n.op) && k == 1);
+        return op.tile.kind != TileOperand::Kind::kFull;
+      },
+      last_to_output);
+}
+
+// The group's values in tile `t` as `plan` places them, the last member's into `root_out`,
+// chained on the vector unit.
+void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops,
+                   const GroupScratch& plan, Tile& t, const isa::Block& root_out) {
   const int root = members.back();
   sim::CoreBuilder& b = t.e_builder();
-  size_t next_scratch = members.size();
-  auto fresh = [&]() { return t.scratch(next_scratch++); };
   std::map<int, isa::Block> value;  // member -> its block in this tile
-  // Input k of member m as a full [rows, cols] block.
-  auto full = [&](int m, size_t k) -> isa::Block {
-    const int in = l.node(m).inputs[k];
+  // Input k of member i as a full [rows, cols] block.
+  auto full = [&](size_t i, size_t k) -> isa::Block {
+    const int in = l.node(members[i]).inputs[k];
     if (contains(members, in)) return value.at(in);
     const Operand& op = ops.outside.at(in);
-    if (op.immediate) {
-      const isa::Block block = fresh();
-      t.chain(b.fill(block, op.value));
-      return block;
-    }
-    if (op.tile.kind == TileOperand::Kind::kFull) return t.in(ops.slot.at(in));
-    const isa::Block block = fresh();
-    t.chain(b.broadcast(block, t.in(ops.slot.at(in))));
+    if (op.tile.kind == TileOperand::Kind::kFull && !op.immediate) return t.in(ops.slot.at(in));
+    const isa::Block block = t.scratch(static_cast<size_t>(plan.operand[i][k]));
+    t.chain(op.immediate ? b.fill(block, op.value) : b.broadcast(block, t.in(ops.slot.at(in))));
     return block;
   };
   for (size_t i = 0; i < members.size(); ++i) {
     const int m = members[i];
     const Node& n = l.node(m);
     const bool is_root = m == root;
-    const isa::Block result = is_root && n.dtype != DType::kBF16 ? root_out : t.scratch(i);
+    const isa::Block result = plan.result[i] == GroupScratch::kNone
+                                  ? root_out
+                                  : t.scratch(static_cast<size_t>(plan.result[i]));
     if (is_binary_elementwise(n.op)) {
-      const isa::Block a = full(m, 0);
+      const isa::Block a = full(i, 0);
       const int rhs = n.inputs[1];
       if (!contains(members, rhs) && ops.outside.at(rhs).immediate) {
         t.chain(b.binary_scalar(vector_op(n.op), result, a, ops.outside.at(rhs).value));
@@ -238,8 +255,8 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
     } else {
       switch (n.op) {
         case Op::kSigmoid: {  // 1 / (1 + exp(-x))
-          const isa::Block x = full(m, 0);
-          const isa::Block tmp = fresh();
+          const isa::Block x = full(i, 0);
+          const isa::Block tmp = t.scratch(static_cast<size_t>(plan.temporary[i]));
           t.chain(b.unary(Vector::NEG, tmp, x));
           t.chain(b.unary(Vector::EXP, tmp, tmp));
           t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
@@ -248,14 +265,14 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
           break;
         }
         case Op::kSelect:
-          t.chain(b.select(result, full(m, 0), full(m, 1), full(m, 2)));
+          t.chain(b.select(result, full(i, 0), full(i, 1), full(i, 2)));
           break;
         case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-          t.chain(n.dtype == DType::kS32 ? b.cast(root_out, full(m, 0))
-                                         : b.unary(Vector::COPY, result, full(m, 0)));
+          t.chain(n.dtype == DType::kS32 ? b.cast(root_out, full(i, 0))
+                                         : b.unary(Vector::COPY, result, full(i, 0)));
           break;
         default:
-          t.chain(b.unary(vector_op(n.op), result, full(m, 0)));
+          t.chain(b.unary(vector_op(n.op), result, full(i, 0)));
           break;
       }
     }
@@ -274,9 +291,9 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
     return lower_fused_reduction(l, members);
   const Shape out = root_node.shape;
   const GroupOperands ops = group_operands(l, members, out);
+  const GroupScratch plan = plan_scratch(l, members, ops, {}, true);
   l.emit.rowwise(l.address(root), rows_of(out), cols_of(out), buffer_dtype(root_node), ops.tiles,
-                 group_scratch(members), 0,
-                 [&](Tile& t) { compute_group(l, members, ops, t, t.out()); });
+                 plan.blocks, 0, [&](Tile& t) { compute_group(l, members, ops, plan, t, t.out()); });
   return absl::OkStatus();
 }
 
@@ -329,11 +346,12 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
   for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
     if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
   }
-  const uint32_t scratch = group_scratch(group) + 1;  // the last: the group's value
+  const GroupScratch plan = plan_scratch(l, group, ops, {}, true);
+  const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
   if (reduction_fusion(l.graph, reduce) == ReductionFusion::kLastAxis) {
     l.emit.rowwise(l.address(reduce), rows, 1, isa::F32, ops.tiles, scratch, cols, [&](Tile& t) {
       const isa::Block value = t.scratch(scratch - 1);
-      compute_group(l, group, ops, t, value);
+      compute_group(l, group, ops, plan, t, value);
       t.chain(t.e_builder().reduce(vop, t.out(), value, 1));
     });
     return absl::OkStatus();
@@ -341,7 +359,7 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
   const isa::Block sum = l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, cols, [&](Tile& t) {
     sim::CoreBuilder& b = t.e_builder();
     const isa::Block value = t.scratch(scratch - 1);
-    compute_group(l, group, ops, t, value);
+    compute_group(l, group, ops, plan, t, value);
     if (t.first_row() == 0) {
       t.chain(b.reduce(vop, t.accumulator(), value, 0));
       return;
@@ -352,6 +370,68 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
   });
   Tile last = l.emit.epilogue();
   last.store(sum, block(l.address(reduce), 1, cols, isa::F32), last.chain_count());
+  return absl::OkStatus();
+}
+
+absl::Status lower_sibling_reductions(Lowering& l,
+                                      const std::vector<std::vector<int>>& reductions) {
+  // Every elementwise member of every group, computed together (no group reads another's), and
+  // the plain reductions' inputs as operands.
+  std::vector<int> elementwise, plain_inputs;
+  for (const std::vector<int>& members : reductions) {
+    elementwise.insert(elementwise.end(), members.begin(), members.end() - 1);
+    if (members.size() == 1) plain_inputs.push_back(l.node(members.back()).inputs[0]);
+  }
+  std::sort(elementwise.begin(), elementwise.end());
+  const Shape& shape = l.node(l.node(reductions.front().back()).inputs[0]).shape;
+  const uint64_t rows = rows_of(shape);
+  const uint32_t cols = cols_of(shape);
+  GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
+  for (TileOperand& in : ops.tiles) {  // widths against the inputs' view
+    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+  }
+  // The reductions' inputs stay in their blocks to the end of the group.
+  std::vector<int> kept;
+  for (const std::vector<int>& members : reductions) kept.push_back(l.node(members.back()).inputs[0]);
+  const GroupScratch plan = plan_scratch(l, elementwise, ops, kept, true);
+  const uint32_t scratch = plan.blocks + 1;  // the last: the last member's value
+  // Where a reduction's input sits in a tile: a member's block (the last member's in the value
+  // block) or the operand a plain reduction reads.
+  auto input_of = [&](Tile& t, int reduction) -> isa::Block {
+    const int x = l.node(reduction).inputs[0];
+    const auto at = std::find(elementwise.begin(), elementwise.end(), x);
+    if (at == elementwise.end()) return t.in(ops.slot.at(x));
+    if (x == elementwise.back()) return t.scratch(scratch - 1);
+    return t.scratch(static_cast<size_t>(plan.result[static_cast<size_t>(at - elementwise.begin())]));
+  };
+  auto sum_of = [&](const isa::Block& accumulator, size_t i) {
+    return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
+  };
+  const auto count = static_cast<uint32_t>(reductions.size());
+  const isa::Block sums =
+      l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, [&](Tile& t) {
+        sim::CoreBuilder& b = t.e_builder();
+        if (!elementwise.empty())
+          compute_group(l, elementwise, ops, plan, t, t.scratch(scratch - 1));
+        const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
+        for (size_t i = 0; i < reductions.size(); ++i) {
+          const int r = reductions[i].back();
+          const bool max = l.node(r).op == Op::kReduceMax;
+          const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+          if (t.first_row() == 0) {
+            t.chain(b.reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
+            continue;
+          }
+          t.chain(b.reduce(vop, part, input_of(t, r), 0));
+          t.chain(b.binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
+                           sum_of(t.accumulator(), i), part));
+        }
+      });
+  Tile last = l.emit.epilogue();
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    last.store(sum_of(sums, i), block(l.address(reductions[i].back()), 1, cols, isa::F32),
+               last.chain_count());
+  }
   return absl::OkStatus();
 }
 

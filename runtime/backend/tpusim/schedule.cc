@@ -4,8 +4,45 @@
 
 namespace tpusim::runtime::tpusim_backend {
 
+namespace {
+
+// Graph order, with each node computed with a later one (and the nodes between them that read
+// it) moved to right after that one.
+std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>& computed_with) {
+  const int n = graph.size();
+  std::vector<int> order;
+  order.reserve(static_cast<size_t>(n));
+  std::vector<std::vector<int>> after(static_cast<size_t>(n));  // moved to right after a node
+  std::vector<bool> moved(static_cast<size_t>(n), false);
+  for (int a = 0; a < n && !computed_with.empty(); ++a) {
+    const int b = computed_with[static_cast<size_t>(a)];
+    if (b < 0) continue;
+    std::vector<bool> reads_a(static_cast<size_t>(b - a), false);  // nodes a .. b-1
+    reads_a[0] = true;
+    after[static_cast<size_t>(b)].push_back(a);
+    moved[static_cast<size_t>(a)] = true;
+    for (int id = a + 1; id < b; ++id) {
+      for (int in : graph.node(id).inputs) {
+        if (in < a || !reads_a[static_cast<size_t>(in - a)]) continue;
+        reads_a[static_cast<size_t>(id - a)] = true;
+        after[static_cast<size_t>(b)].push_back(id);
+        moved[static_cast<size_t>(id)] = true;
+        break;
+      }
+    }
+  }
+  for (int id = 0; id < n; ++id) {
+    if (!moved[static_cast<size_t>(id)]) order.push_back(id);
+    for (int m : after[static_cast<size_t>(id)]) order.push_back(m);
+  }
+  return order;
+}
+
+}  // namespace
+
 std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
-                                const CombinedAllReduces* combined) {
+                                const CombinedAllReduces* combined,
+                                const std::vector<int>& computed_with) {
   const int n = graph.size();
   std::vector<std::vector<int>> follows(static_cast<size_t>(n));  // node -> collectives after it
   std::vector<bool> hoisted(static_cast<size_t>(n), false);
@@ -46,7 +83,7 @@ std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
     infeed[static_cast<size_t>(id)] = true;
     place(id, place);
   }
-  for (int id = 0; id < n; ++id) {
+  for (int id : deferred_graph_order(graph, computed_with)) {
     if (!hoisted[static_cast<size_t>(id)] && !infeed[static_cast<size_t>(id)]) place(id, place);
   }
   return order;

@@ -23,8 +23,12 @@ namespace tpusim::runtime::tpusim_backend {
 // step lands them all before anything else), then graph order, except that with
 // `hoist_collectives` each cross_replica_sum follows right after the node it reads. The members
 // of a combined all-reduce (`combined`, when given) all come right before its root, where it runs.
+// A node computed with a later one (`computed_with`, per node, -1 for none: a reduction its
+// sibling's fragment computes, fusion_plan.h) comes right after that one, and so does every node
+// between them that reads it, directly or not, in graph order.
 std::vector<int> emission_order(const Graph& graph, bool hoist_collectives,
-                                const CombinedAllReduces* combined = nullptr);
+                                const CombinedAllReduces* combined = nullptr,
+                                const std::vector<int>& computed_with = {});
 
 // [begin, end) in HBM, bytes.
 struct HbmRange {

@@ -232,7 +232,15 @@ absl::Status StepEmission::lower(int id) {
   const auto fused = plan_.fusions.find(id);
   absl::Status s;
   bool rounded = false;
-  if (plan_.node(id).group == id) {
+  if (const int sibling = plan_.fusion.sibling[static_cast<size_t>(id)]; sibling >= 0) {
+    set_origin(node.label, "fused");
+    s = lower_sibling_reductions(
+        l_, {plan_.fusion.reduction_members(sibling), plan_.fusion.reduction_members(id)});
+    for (int r : {sibling, id}) {
+      const size_t members = plan_.fusion.reduction_members(r).size();
+      if (members > 1) out_.fused_nodes += members - 1;
+    }
+  } else if (plan_.node(id).group == id) {
     const std::vector<int> members = plan_.fusion.members(id);
     set_origin(node.label, members.size() > 1 ? "fused" : op_name(node.op));
     s = lower_fused(l_, members);

@@ -30,6 +30,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_pools = options.fuse_pools;
   step.fuse_reductions = options.fuse_reductions;
   step.recompute_shared_producers = options.recompute_shared_producers;
+  step.fuse_multi_output = options.fuse_multi_output;
   return step;
 }
 

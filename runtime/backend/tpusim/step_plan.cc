@@ -27,6 +27,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   FusionOptions fusion_options;
   fusion_options.fuse_reductions = options.fuse_reductions;
   fusion_options.recompute = options.recompute_shared_producers;
+  fusion_options.multi_output = options.fuse_multi_output;
   plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {
@@ -72,7 +73,11 @@ void add_uses(const Graph& graph, StepPlan& plan, int id) {
   const int root = plan.node(id).group;
   const BufferUses uses = fragment_uses(graph, plan.fusions, id);
   const int combined_root = plan.combined.root(id);
-  const int emitter = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
+  int emitter = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
+  // A reduction its sibling's fragment computes (fusion_plan.h): that fragment reads and writes
+  // for it.
+  if (const int with = plan.fusion.computed_with[static_cast<size_t>(emitter)]; with >= 0)
+    emitter = with;
   NodePlan& e = plan.nodes[static_cast<size_t>(emitter)];
   for (int in : uses.reads) {
     for (int s : plan.fusion.sources(graph, in)) {
@@ -163,6 +168,7 @@ bool StepPlan::emits(int id) const {
   const NodePlan& n = node(id);
   if (!n.needed || n.absorbed) return false;
   if (n.group >= 0 && n.group != id) return false;          // computed with its group's root
+  if (fusion.computed_with[static_cast<size_t>(id)] >= 0) return false;  // with its sibling
   return combined.root(id) < 0 || combined.root(id) == id;  // else summed with its root's
 }
 
@@ -176,8 +182,9 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& 
   // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
   // runs.
   if (options.replicas > 1)
-    plan.combined = CombinedAllReduces(graph, plan.fusion.needed, plan.overlapped, options.combine);
-  plan.order = emission_order(graph, plan.overlapped, &plan.combined);
+    plan.combined = CombinedAllReduces(graph, plan.fusion.needed, plan.overlapped, options.combine,
+                                       plan.fusion.computed_with);
+  plan.order = emission_order(graph, plan.overlapped, &plan.combined, plan.fusion.computed_with);
   plan_buffers(graph, plan);
   if (absl::Status s = plan_memory(graph, slice, core, options.replicas, temporaries, plan);
       !s.ok()) {

@@ -3,8 +3,8 @@
 // step becomes before any instruction is written. In order:
 //
 //   1. fusion     which convolutions and max pools fuse (lowering.h, Fusion), then which
-//                 elementwise nodes group, which broadcasts fold and which producers are
-//                 recomputed (fusion_plan.h);
+//                 elementwise nodes group, which broadcasts fold, which producers are
+//                 recomputed and which sibling reductions share a fragment (fusion_plan.h);
 //   2. absorbed   the nodes computed inside another node's fragment;
 //   3. combining  the cross_replica_sums XLA would combine (allreduce_combiner.h);
 //   4. order      the order fragments are emitted in (schedule.h);
