@@ -7,6 +7,7 @@
 
 #include "common/align.h"
 #include "common/strings.h"
+#include "runtime/lowering/vmem_budget.h"
 #include "sim/isa/builder.h"
 #include "sim/memory/block.h"
 
@@ -37,7 +38,7 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, Gemm
     return absl::InvalidArgumentError(
         str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
   }
-  const uint64_t budget = core.vmem_bytes / 4 * 3;
+  const uint64_t budget = tiled_bytes(core);  // vmem_budget.h
   const uint32_t in_bytes = bytes_of(input_dtype);
   uint32_t tm_max = 1024;
   while (tm_max > shape.m && tm_max > 1) tm_max /= 2;

@@ -11,11 +11,11 @@
 // output channels) keeps every MXU streaming. When the last k slice is done the
 // accumulator goes back to HBM while the next tile accumulates into the other accumulator.
 //
-// The buffers fit in 3/4 of VMEM. tk and tn are up to 4 array tiles (4R, 4C) and tm the
-// largest power of two up to 1024 (or M) that fits with them. Where that leaves tm below R rows,
-// smaller VMEMs shrink the slices first: tk to 2R and R, then tn to 2C and C; then tm goes down
-// to 8; only then do tk and tn halve below the array (to 8), so a VMEM of 64 KiB still runs
-// every GEMM, slowly. Sync flags (8 per program) order the units:
+// The buffers fit in the 3/4 of VMEM a fragment tiles (vmem_budget.h). tk and tn are up to 4
+// array tiles (4R, 4C) and tm the largest power of two up to 1024 (or M) that fits with them.
+// Where that leaves tm below R rows, smaller VMEMs shrink the slices first: tk to 2R and R, then
+// tn to 2C and C; then tm goes down to 8; only then do tk and tn halve below the array (to 8), so
+// a VMEM of 64 KiB still runs every GEMM, slowly. Sync flags (8 per program) order the units:
 //   loaded[b]   DMAs of slice buffer b landed (2 per step)      -> MXU work of the step waits
 //   consumed[b] matmuls that read slice buffer b completed      -> the DMA reusing b waits
 //   written[c]  matmuls into accumulator c completed            -> the write-back of c waits

@@ -34,6 +34,16 @@ double roof_at(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
   return std::min(compute, intensity(o) * roofs.hbm_bytes_per_second);
 }
 
+// The op's floor at the chip's roofs: max(FLOPs / its unit's peak, HBM bytes / bandwidth), the
+// time it would take at the roof (docs/cost_model.md); 0 for a collective, whose floor is the
+// links' (sim/net/collective_bound.h).
+double roof_seconds(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
+  if (on_ici(o)) return 0;
+  const double compute = o.flops > 0 ? o.flops / compute_roof(o, roofs) : 0;
+  const double memory = roofs.hbm_bytes_per_second > 0 ? o.hbm_bytes / roofs.hbm_bytes_per_second : 0;
+  return std::max(compute, memory);
+}
+
 const char* bound(const runtime::OpTiming& o, const runtime::ChipRoofs& roofs) {
   if (on_ici(o)) return "interconnect";
   if (o.flops <= 0) return "none";
@@ -73,7 +83,8 @@ void add_op_profile(const std::vector<runtime::OpTiming>& ops, const runtime::Ch
                     {"arithmetic_intensity", intensity(o)},
                     {"flops_per_second", achieved(o)},
                     {"bound", bound(o, roofs)},
-                    {"roof_fraction", roof > 0 ? achieved(o) / roof : 0.0}});
+                    {"roof_fraction", roof > 0 ? achieved(o) / roof : 0.0},
+                    {"roof_seconds", roof_seconds(o, roofs)}});
   }
   (*report)["ops"] = std::move(rows);
 }
@@ -92,7 +103,8 @@ std::string op_profile_text(const std::vector<runtime::OpTiming>& ops,
   order.resize(std::min(top, order.size()));
   std::string out = fmt::format(
       "ops taking the most time per step on chip 0 (roofs: MXU {:.1f} TFLOPS, vector {:.2f} "
-      "TFLOPS, HBM {:.0f} GB/s; ridges {:.0f} and {:.1f} FLOP/B):\n",
+      "TFLOPS, HBM {:.0f} GB/s; ridges {:.0f} and {:.1f} FLOP/B; at roof: the op's time at them, "
+      "max(FLOPs / peak, bytes / bandwidth)):\n",
       roofs.peak_flops / 1e12, roofs.peak_vector_flops / 1e12, roofs.hbm_bytes_per_second / 1e9,
       roofs.ridge_intensity(), roofs.vector_ridge_intensity());
   for (const runtime::OpTiming* o : order) {
@@ -105,8 +117,10 @@ std::string op_profile_text(const std::vector<runtime::OpTiming>& ops,
                           achieved(*o) / 1e12, roof > 0 ? 100 * achieved(*o) / roof : 0.0,
                           roof_name(*o, roofs))
             : fmt::format("{:>22.1f} MB HBM, no FLOPs", o->hbm_bytes / 1e6);
-    out += fmt::format("  {:>8.3f} ms {:>5.1f}%  {:<52} {} {}\n", o->seconds * 1e3,
-                       total > 0 ? 100 * o->seconds / total : 0.0, where, o->op, o->label);
+    const std::string at_roof =
+        on_ici(*o) ? std::string(17, ' ') : fmt::format("at roof {:>6.3f} ms", roof_seconds(*o, roofs) * 1e3);
+    out += fmt::format("  {:>8.3f} ms {:>5.1f}%  {}  {:<52} {} {}\n", o->seconds * 1e3,
+                       total > 0 ? 100 * o->seconds / total : 0.0, at_roof, where, o->op, o->label);
   }
   return out;
 }

@@ -37,8 +37,8 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
 bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths,
           int64_t weight_elements) {
   const std::vector<uint64_t> w(widths.begin(), widths.end());
-  return Emitter::tile_bytes(w, 1) <= Emitter::slot_bytes(core) &&
-         static_cast<uint64_t>(weight_elements) * 4 <= Emitter::once_bytes(core);
+  return Emitter::tile_bytes(w, 1) <= tile_slot_bytes(core) &&
+         static_cast<uint64_t>(weight_elements) * 4 <= once_loaded_bytes(core);
 }
 
 // A matmul of a rank-4 lhs by a shared rank-2 rhs, as conv2d and its input gradient make.

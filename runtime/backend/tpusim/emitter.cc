@@ -98,8 +98,8 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
   once_ = flags_.allocate();
   collectives_done_ = flags_.allocate();
   fanned_ = flags_.allocate();
-  // Two slots of 3/8 of VMEM each; the last quarter holds operands loaded once per fragment.
-  slot_bytes_ = slot_bytes(core_);
+  // Two slots and the once-loaded region above them (vmem_budget.h).
+  slot_bytes_ = tile_slot_bytes(core_);
 }
 
 void Emitter::begin_fragment() { fragment_base_ = flags_.count(written_); }

@@ -20,6 +20,7 @@
 
 #include "configs/slice_spec.h"
 #include "runtime/lowering/flag_pool.h"
+#include "runtime/lowering/vmem_budget.h"
 #include "sim/isa/builder.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -98,12 +99,6 @@ class Emitter {
   FlagPool& flags() { return flags_; }
   const config::CoreSpec& core() const { return core_; }
   uint64_t tile_budget_bytes() const { return slot_bytes_; }
-  // The VMEM of each of the two tile slots, and of the region above them where rowwise keeps
-  // the operands it loads once per fragment.
-  static uint64_t slot_bytes(const config::CoreSpec& core) { return core.vmem_bytes / 8 * 3; }
-  static uint64_t once_bytes(const config::CoreSpec& core) {
-    return core.vmem_bytes - 2 * slot_bytes(core);
-  }
   // The bytes a tile of `rows` rows takes in its slot: each block (of the given widths in f32
   // elements: operands, output, scratch) aligned on its own.
   static uint64_t tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows);

@@ -258,7 +258,7 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
       for (int m : plan->reduction_members(b)) members.push_back(m);
       std::sort(members.begin(), members.end());
       const uint64_t partial_rows = 2 * static_cast<uint64_t>(cols_of(shape)) * 4;
-      if (!fused_group_fits(g, members, core) || 2 * partial_rows > Emitter::once_bytes(core))
+      if (!fused_group_fits(g, members, core) || 2 * partial_rows > once_loaded_bytes(core))
         continue;
       plan->sibling[static_cast<size_t>(b)] = a;
       plan->computed_with[static_cast<size_t>(a)] = b;

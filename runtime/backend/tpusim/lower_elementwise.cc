@@ -326,7 +326,7 @@ bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
   uint64_t blocks = group_scratch(elementwise) + 3;
   for (int m : elementwise) blocks += graph.node(m).inputs.size();
   const std::vector<uint64_t> widths(blocks, cols_of(shape));
-  return Emitter::tile_bytes(widths, 1) <= Emitter::slot_bytes(core);
+  return Emitter::tile_bytes(widths, 1) <= tile_slot_bytes(core);
 }
 
 // The group (its members but the reduction) computed tile by tile into scratch and reduced there:

@@ -109,7 +109,7 @@ struct PoolSizes {
 
 bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths) {
   const std::vector<uint64_t> w(widths.begin(), widths.end());
-  return Emitter::tile_bytes(w, 1) <= Emitter::slot_bytes(core);
+  return Emitter::tile_bytes(w, 1) <= tile_slot_bytes(core);
 }
 
 }  // namespace
