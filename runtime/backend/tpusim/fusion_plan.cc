@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/backend/tpusim/emitter.h"
+#include "runtime/lowering/vmem_budget.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {

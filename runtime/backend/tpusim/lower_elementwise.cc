@@ -334,42 +334,26 @@ bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
 // tiles' partial rows combined in order in an accumulator that is written once at the end.
 absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members) {
   const int reduce = members.back();
-  const Node& r = l.node(reduce);
+  // Down the rows: the one-reduction case of the sibling fragment (the same tiles and sums).
+  if (reduction_fusion(l.graph, reduce) != ReductionFusion::kLastAxis)
+    return lower_sibling_reductions(l, {members});
   const std::vector<int> group(members.begin(), members.end() - 1);
-  const Node& x = l.node(group.back());
-  const Shape& shape = x.shape;
-  const uint64_t rows = rows_of(shape);
+  const Shape& shape = l.node(group.back()).shape;
   const uint32_t cols = cols_of(shape);
-  const bool max = r.op == Op::kReduceMax;
-  const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  const Vector::Op vop =
+      l.node(reduce).op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   GroupOperands ops = group_operands(l, group, shape);
   for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
     if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
   }
   const GroupScratch plan = plan_scratch(l, group, ops, {}, true);
   const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
-  if (reduction_fusion(l.graph, reduce) == ReductionFusion::kLastAxis) {
-    l.emit.rowwise(l.address(reduce), rows, 1, isa::F32, ops.tiles, scratch, cols, [&](Tile& t) {
-      const isa::Block value = t.scratch(scratch - 1);
-      compute_group(l, group, ops, plan, t, value);
-      t.chain(t.e_builder().reduce(vop, t.out(), value, 1));
-    });
-    return absl::OkStatus();
-  }
-  const isa::Block sum = l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, cols, [&](Tile& t) {
-    sim::CoreBuilder& b = t.e_builder();
-    const isa::Block value = t.scratch(scratch - 1);
-    compute_group(l, group, ops, plan, t, value);
-    if (t.first_row() == 0) {
-      t.chain(b.reduce(vop, t.accumulator(), value, 0));
-      return;
-    }
-    const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
-    t.chain(b.reduce(vop, part, value, 0));
-    t.chain(b.binary(max ? Vector::MAX : Vector::ADD, t.accumulator(), t.accumulator(), part));
-  });
-  Tile last = l.emit.epilogue();
-  last.store(sum, block(l.address(reduce), 1, cols, isa::F32), last.chain_count());
+  l.emit.rowwise(l.address(reduce), rows_of(shape), 1, isa::F32, ops.tiles, scratch, cols,
+                 [&](Tile& t) {
+                   const isa::Block value = t.scratch(scratch - 1);
+                   compute_group(l, group, ops, plan, t, value);
+                   t.chain(t.e_builder().reduce(vop, t.out(), value, 1));
+                 });
   return absl::OkStatus();
 }
 

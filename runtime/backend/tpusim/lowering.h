@@ -211,9 +211,9 @@ ReductionFusion reduction_fusion(const Graph& graph, int id);
 bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
                       const config::CoreSpec& core);
 absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members);
-// Reductions down the rows of inputs of one shape (each its fused group's members with the
-// reduction last, or the reduction alone: FusionPlan::reduction_members), computed by one
-// fragment that streams their operands through VMEM once, every tile's values reduced into each
+// One or more reductions down the rows of inputs of one shape (each its fused group's members
+// with the reduction last, or the reduction alone: FusionPlan::reduction_members; a fused
+// reduction down the rows is the case of one), computed by one fragment that streams their operands through VMEM once, every tile's values reduced into each
 // reduction's accumulator in order (XLA's multi-output fusion of sibling reductions). Each sum
 // is the one lower_fused_reduction or lower_reduce's pipelined pass computes.
 absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions);
