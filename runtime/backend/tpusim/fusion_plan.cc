@@ -244,7 +244,8 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
   }
   int bound = n;  // pairs do not interleave: each lies after the later pair's earlier reduction
   for (size_t j = reductions.size(); j-- > 0;) {
-    const auto& [b, b_streams] = reductions[j];
+    const int b = reductions[j].first;
+    const std::vector<int>& b_streams = reductions[j].second;  // a lambda below reads it
     if (b >= bound) continue;
     const Shape& shape = g.node(g.node(b).inputs[0]).shape;
     for (size_t i = j; i-- > 0;) {
