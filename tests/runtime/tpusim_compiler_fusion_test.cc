@@ -96,22 +96,31 @@ TEST(Compiler, FusesMaxPoolsWithoutBuildingTheirWindows) {
   EXPECT_LT(core.instructions_size(), apart.instructions_size());
 }
 
-// A pool whose windows do not tile its images (7 rows in 3 windows of 2, or SAME padding at
-// stride 1) keeps the separate fragments, and what they compute.
-TEST(Compiler, APoolWhoseWindowsDoNotTileItsImagesIsNotFused) {
+// A pool whose windows do not tile its images (7 rows in 3 windows of 2, SAME padding at stride
+// 1, overlapping 3x3 windows at stride 2) is fused as well, its windows built in VMEM: no
+// extract_patches or reduce_max fragment is left, and the padding mask's nodes are not needed.
+TEST(Compiler, APoolWhoseWindowsDoNotTileItsImagesBuildsThemInVmem) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {4, 7, 7, 8});
   b.output("odd", layers::max_pooling2d(b, x, 2, 2));
   b.output("same", layers::max_pooling2d(b, x, 3, 1, layers::Padding::kSame));
   const Value y = b.infeed("y", DType::kF32, {4, 8, 8, 8});
   b.output("tiled", layers::max_pooling2d(b, y, 2, 2));
+  b.output("overlapping", layers::max_pooling2d(b, y, 3, 2, layers::Padding::kSame));
   ASSERT_TRUE(b.status().ok()) << b.status();
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->fused_pools, 1u);
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  EXPECT_EQ(step->fused_pools, 4u);
   EXPECT_EQ(step->instructions_per_op.count("max_pool"), 1u);
-  EXPECT_EQ(step->instructions_per_op.count("reduce_max"), 1u);
-  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 1u);
+  for (const char* kind : {"reduce_max", "extract_patches", "add", "mul", "sub"})
+    EXPECT_EQ(step->instructions_per_op.count(kind), 0u) << kind;
+  StepOptions unfused;
+  unfused.fuse_pools = false;
+  auto apart = compile_graph(b.graph(), v3_8(), 0, unfused);
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  EXPECT_EQ(apart->fused_pools, 0u);
+  EXPECT_EQ(apart->instructions_per_op.count("extract_patches"), 1u);
 }
 
 // Inference: the patches have no reader but their convolution, so they never get a buffer.

@@ -296,7 +296,7 @@ TEST(Compiler, EveryZooModelCompiles) {
     ASSERT_TRUE(models::build_training_step(b, m.name, 16, 0.1f, 1).ok()) << m.name;
     auto step = compile_graph(b.graph(), v3_8(), 0);
     ASSERT_TRUE(step.ok()) << m.name << ": " << step.status();
-    EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok()) << m.name;
+    EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok()) << m.name << ": " << sim::validate_program(*step->program, v3_8());
     // Images and labels, or BERT's seven pretraining features.
     EXPECT_EQ(step->infeeds.size(), m.input == models::ModelInfo::Input::kTokens ? 7u : 2u)
         << m.name;

@@ -43,6 +43,31 @@ size_t output_loss_and_gradients(GraphBuilder& b, Value loss, Value x) {
   return b.status().ok() ? wrt.size() + 1 : 0;
 }
 
+int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs);
+
+// Outputs `loss` and its gradient with respect to each variable, named as the variable; false
+// when the graph is broken.
+bool output_loss_and_variable_gradients(GraphBuilder& b, Value loss) {
+  std::vector<Value> vars;
+  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
+  auto grads = gradients(b, loss, vars);
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  if (!grads.ok()) return false;
+  b.output("loss", loss);
+  for (size_t i = 0; i < vars.size(); ++i)
+    b.output(b.graph().node(vars[i].id).attrs.name, (*grads)[i]);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  return b.status().ok();
+}
+
+// The mean softmax cross-entropy of a dense layer over `features` against an infed "labels" of
+// 4 classes, one per example.
+Value classification_loss(GraphBuilder& b, Value features, int layer) {
+  const Value labels = b.infeed("labels", DType::kS32, {features.shape().dim(0)});
+  const Value logits = layers::dense(b, features, 4, layers::Activation::kNone, layer);
+  return layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
+}
+
 // Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
 // patches_to_image compute as separate fragments. The forward outputs and the input gradients
 // are bit for bit the same (the MXUs sum the same depth chunks in the same order); a kernel
@@ -52,50 +77,81 @@ size_t output_loss_and_gradients(GraphBuilder& b, Value loss, Value x) {
 TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {20, 32, 32, 16});
-  const Value labels = b.infeed("labels", DType::kS32, {20});
   using layers::Activation;
   using layers::Padding;
   Value h = layers::conv2d(b, x, 16, 3, 1, Padding::kSame, Activation::kRelu, 1);
   h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
   h = layers::conv2d(b, h, 8, 3, 2, Padding::kValid, Activation::kRelu, 3);
-  const Value logits = layers::dense(b, b.reshape(h, {20, 15 * 15 * 8}), 4, Activation::kNone, 4);
-  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-  std::vector<Value> vars;
-  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
-  auto grads = gradients(b, loss, vars);
-  ASSERT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  for (size_t i = 0; i < vars.size(); ++i)
-    b.output(b.graph().node(vars[i].id).attrs.name, (*grads)[i]);
-  ASSERT_TRUE(b.status().ok()) << b.status();
+  ASSERT_TRUE(output_loss_and_variable_gradients(
+      b, classification_loss(b, b.reshape(h, {20, 15 * 15 * 8}), 4)));
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {20, 32, 32, 16}}, {"labels", DType::kS32, {20}, 0, 4}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 3)};
 
-  CompileOptions fused_options, unfused_options;
+  // The loss and 4 kernels' and 4 biases' gradients; the kernel gradients summed another way.
+  EXPECT_GT(kernel_gradients_rounded(b.graph(), feeds, 9), 0);
+}
+
+// A convolutional net's `outputs` outputs run with its convolutions fused and unfused: all bit for
+// bit but the kernel gradients, which sum their pixels tile by tile and so within f32 rounding of
+// the unfused sums. Returns how many kernel gradient values differ (-1: some other did).
+int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs) {
+  CompileOptions unfused_options;
   unfused_options.fuse_convolutions = false;
-  const Outputs fused = run_once(b.graph(), fused_options, feeds);
-  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
-  ASSERT_EQ(fused.size(), 9u);  // the loss and 4 kernels' and 4 biases' gradients
-  EXPECT_EQ(fused.at("loss").f[0], unfused.at("loss").f[0]);
+  const Outputs fused = run_once(graph, CompileOptions{}, feeds);
+  const Outputs unfused = run_once(graph, unfused_options, feeds);
+  EXPECT_EQ(fused.size(), outputs);
+  EXPECT_EQ(fused.size(), unfused.size());
+  if (fused.size() != unfused.size()) return -1;
   int rounded = 0;
   for (const auto& [name, value] : unfused) {
     const std::vector<float>& f = fused.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
+    EXPECT_EQ(f.size(), value.f.size()) << name;
+    if (f.size() != value.f.size()) continue;
     const bool kernel =
         name.find("conv2d") != std::string::npos && name.find("kernel") != std::string::npos;
     float scale = 0;
     for (float v : value.f) scale = std::max(scale, std::abs(v));
     for (size_t i = 0; i < f.size(); ++i) {
       if (!kernel) {
-        ASSERT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
+        EXPECT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
+        if (f[i] != value.f[i]) return -1;
       } else {
-        ASSERT_NEAR(f[i], value.f[i], 1e-5f * scale) << name << "[" << i << "]";
+        EXPECT_NEAR(f[i], value.f[i], 1e-5f * scale) << name << "[" << i << "]";
         rounded += f[i] != value.f[i];
       }
     }
   }
-  EXPECT_GT(rounded, 0);  // the kernel gradients really were summed another way
+  return rounded;
+}
+
+// Convolutions whose images (with their patches) do not fit a 6 MiB VMEM tile slot work in bands
+// of output rows, each with the input rows its windows reach, as XLA's convolution emitter tiles
+// an image (conv_bands.h): a 7x7 stride-2 SAME convolution of 180x180x4 images (90 x 90 windows
+// of 196 values: 6.4 MB of patches an image, built from the images' stride phases) and a 3x3
+// SAME one of the 90x90x32 result (9.3 MB), forward, kernel gradients and the input gradient.
+// Every convolution fuses, and they compute what the unfused fragments compute: bit for bit but
+// the kernel gradients, whose sums run band by band.
+TEST(TpusimBackend, BandedConvolutionsComputeWhatTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {2, 180, 180, 4});
+  using layers::Activation;
+  using layers::Padding;
+  Value h = layers::conv2d(b, x, 32, 7, 2, Padding::kSame, Activation::kRelu, 1);
+  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
+  ASSERT_TRUE(
+      output_loss_and_variable_gradients(b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 3)));
+
+  auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->fused_convolutions, 5u);  // 2 forward, 2 kernel gradients, 1 input gradient
+  EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 0u);
+  EXPECT_EQ(step->instructions_per_op.count("patches_to_image"), 0u);
+
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {2, 180, 180, 4}}, {"labels", DType::kS32, {2}, 0, 4}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
+  EXPECT_GT(kernel_gradients_rounded(b.graph(), feeds, 7), 0);  // 3 kernels, 3 biases
 }
 
 // Fused max pools (reduce-window and its gradient on strided views in VMEM) compute bit for bit
@@ -104,7 +160,8 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
 // gradient) becomes +0 as patches_to_image's sum into zeros makes it: a pool of small integers
 // (levels) has windows with two, three or four equal maxima, which share the gradient, and the
 // ReLUs leave windows of zeros. 24 images of 64x64x8, 11 to a gradient tile (3 tiles); a pool of
-// pooled values; and a 3x3 SAME pool at stride 2, which does not tile its images and stays unfused.
+// pooled values; and a 3x3 SAME pool at stride 2, whose windows do not tile its images (the
+// windowed fusion, WindowedMaxPoolsComputeWhatTheUnfusedOnesDo).
 TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {24, 64, 64, 8});
@@ -168,6 +225,75 @@ TEST(TpusimBackend, FusedMaxPoolsComputeWhatTheUnfusedOnesDo) {
     for (float v : shares) found |= std::abs(v - share) < 1e-4f;
     EXPECT_TRUE(found) << "no tie with the share " << share;
   }
+}
+
+// Max pools whose windows do not tile the image (overlapping, padded, or an odd image) are
+// fused too, as XLA's reduce-window and select-and-scatter over windows built in VMEM
+// (pool_fusion.cc), and compute bit for bit what the unfused fragments compute, ties shared
+// and the padding never winning: ResNet-50's 3x3 stride-2 SAME pool on 112x112x64 images (its
+// windows, 7.2 MB an image, do not fit a tile slot: bands of rows) in f32 and in bf16 (the
+// quotients and the image gradient rounded as the unfused ops round them), a 3x3 stride-1
+// SAME pool, and 2x2 stride-2 windows of 7x7 images (the last row and column in no window); and
+// a bf16 pool whose windows tile its images (each pixel in one window: its quotient rounded once,
+// with the result).
+TEST(TpusimBackend, WindowedMaxPoolsComputeWhatTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value big = b.cast(b.infeed("big", DType::kS32, {2, 112, 112, 64}), DType::kF32);
+  const Value small = b.cast(b.infeed("small", DType::kS32, {4, 7, 7, 8}), DType::kF32);
+  using layers::Padding;
+  const Value stem = layers::max_pooling2d(b, big, 3, 2, Padding::kSame);
+  const Value stem_bf16 = layers::max_pooling2d(b, b.cast(big, DType::kBF16), 3, 2, Padding::kSame);
+  const Value same = layers::max_pooling2d(b, small, 3, 1, Padding::kSame);
+  const Value odd = layers::max_pooling2d(b, small, 2, 2);
+  const Value even = b.cast(b.infeed("even", DType::kS32, {4, 8, 8, 8}), DType::kBF16);
+  const Value tiled = layers::max_pooling2d(b, even, 2, 2);  // the tiled fusion, in bf16
+  Value loss = layers::reduce_mean(b.unary(Op::kSquare, stem), {0, 1, 2, 3});
+  loss = loss + layers::reduce_mean(b.cast(b.unary(Op::kSquare, stem_bf16), DType::kF32),
+                                    {0, 1, 2, 3});
+  for (const Value& v : {same, odd})
+    loss = loss + layers::reduce_mean(b.unary(Op::kSquare, v), {0, 1, 2, 3});
+  loss = loss + layers::reduce_mean(b.cast(b.unary(Op::kSquare, tiled), DType::kF32), {0, 1, 2, 3});
+  auto grads = gradients(b, loss, {big, small, even});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  b.output("loss", loss);
+  b.output("stem", stem);
+  b.output("stem_bf16", b.cast(stem_bf16, DType::kF32));
+  b.output("same", same);
+  b.output("odd", odd);
+  b.output("big_grad", (*grads)[0]);
+  b.output("small_grad", (*grads)[1]);
+  b.output("even_grad", b.cast((*grads)[2], DType::kF32));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+
+  auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->fused_pools, 10u);  // five pools and their gradients
+  for (const char* kind : {"extract_patches", "reduce_max", "patches_to_image", "equal"})
+    EXPECT_EQ(step->instructions_per_op.count(kind), 0u) << kind;
+
+  opcheck::OpCase c;
+  c.inputs = {{"big", DType::kS32, {2, 112, 112, 64}, -2, 3},
+              {"small", DType::kS32, {4, 7, 7, 8}, -2, 3},
+              {"even", DType::kS32, {4, 8, 8, 8}, -2, 3}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 9)};
+  CompileOptions fused_options, unfused_options;
+  unfused_options.fuse_pools = false;
+  const Outputs fused = run_once(b.graph(), fused_options, feeds);
+  const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
+  ASSERT_EQ(fused.size(), 8u);
+  for (const auto& [name, value] : unfused) {
+    const std::vector<float>& f = fused.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    for (size_t i = 0; i < f.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&f[i], &value.f[i], 4), 0)
+          << name << "[" << i << "]: " << f[i] << " against " << value.f[i];
+    }
+  }
+  // Levels from -2 to 2: windows of two or more equal maxima share their gradient, and windows
+  // of negative values at the edges show that a padded position (-3e38) never wins.
+  const std::vector<float>& grad = fused.at("big_grad").f;
+  std::set<float> shares(grad.begin(), grad.end());
+  EXPECT_GT(shares.size(), 3u);
 }
 
 // Reductions that compute their elementwise inputs in VMEM (lower_fused_reduction) against the

@@ -226,10 +226,12 @@ TEST(StepMemory, ResNet50FitsAV3CoreAtBatch128) {
   ASSERT_TRUE(step.ok()) << step.status();
   const uint64_t share = v3_8().chip.hbm.capacity_bytes / 2;
   EXPECT_LE(step->hbm_bytes, share);
-  EXPECT_GT(step->hbm_bytes, share / 2);  // the activations are most of it
-  // It fits with its patches built again (it would not with them kept), and the step still speaks
-  // the given graph's ids.
-  EXPECT_GT(step->instructions_per_op.count("extract_patches"), 0u);
+  // The activations are most of it: 6.7 GB, where the variables and constants take 0.1 GB.
+  EXPECT_GT(step->hbm_bytes, share / 4);
+  EXPECT_GT(step->hbm_bytes, 50 * step->plan.persistent_bytes);
+  // Every convolution's patches are built again in VMEM (with them kept it would not fit), and
+  // the step still speaks the given graph's ids.
+  EXPECT_EQ(step->fused_convolutions, 135u);
   EXPECT_EQ(step->plan.address.size(), static_cast<size_t>(b.graph().size()));
   EXPECT_EQ(step->outputs.at(0).node, b.graph().outputs().at(0).node);
 }

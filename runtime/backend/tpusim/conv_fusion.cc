@@ -1,6 +1,7 @@
 // Fused convolutions (Fusion in lowering.h): which convolutions fuse, and their fragments.
 #include <algorithm>
 
+#include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
@@ -31,13 +32,47 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
   return reader;
 }
 
-// Whether a tile of one image fits a tile slot as the emitter lays it out (`widths`: its
-// blocks' elements per image: operands, output, scratch), and the kernel (or the kernel
-// gradient's sums) the once-loaded region.
-bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths,
+// The VMEM a stride phase split takes beside a band's patches (im2col.h), per image.
+int64_t phases_of(const Im2col& g) { return phase_split(g) ? phase_elements(g) : 0; }
+
+// Per image, the blocks of a band's tile as each lowering below lays them out: the forward's
+// images in, output rows, patches (and their stride phases); the kernel gradient's images and
+// output gradient in, no output, the patches, the gradient transposed (and the phases) in one
+// scratch; the input gradient's output gradient in, image gradient out, patch gradients.
+BandWidths forward_widths(int64_t filters) {
+  return [filters](const Band& b) {
+    const Im2col& g = b.g;
+    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
+                                 static_cast<uint64_t>(g.pixels() * filters),
+                                 static_cast<uint64_t>(g.patch_elements() + phases_of(g))};
+  };
+}
+
+BandWidths filter_grad_widths(int64_t filters) {
+  return [filters](const Band& b) {
+    const Im2col& g = b.g;
+    const int64_t grad = g.pixels() * filters;
+    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
+                                 static_cast<uint64_t>(grad), 0,
+                                 static_cast<uint64_t>(g.patch_elements() + grad + phases_of(g))};
+  };
+}
+
+BandWidths input_grad_widths(int64_t filters) {
+  return [filters](const Band& b) {
+    const Im2col& g = b.g;
+    return std::vector<uint64_t>{static_cast<uint64_t>(g.pixels() * filters),
+                                 static_cast<uint64_t>(g.image_elements()),
+                                 static_cast<uint64_t>(g.patch_elements())};
+  };
+}
+
+// Whether a convolution fuses: its images' bands (the whole image when it fits) each fit a tile
+// slot as `widths` lays them out, cut as `cut` says, and the kernel (or the kernel gradient's
+// sums) the once-loaded region.
+bool fits(const config::CoreSpec& core, const Im2col& g, Cut cut, const BandWidths& widths,
           int64_t weight_elements) {
-  const std::vector<uint64_t> w(widths.begin(), widths.end());
-  return Emitter::tile_bytes(w, 1) <= tile_slot_bytes(core) &&
+  return image_bands(tile_slot_bytes(core), g, cut, widths).ok() &&
          static_cast<uint64_t>(weight_elements) * 4 <= once_loaded_bytes(core);
 }
 
@@ -96,17 +131,13 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
     if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
       const Node& e = graph.node(n.inputs[0]);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
-      // The images in, the output rows, the patches.
-      if (fits(core, {g.image_elements(), g.pixels() * n.shape.dim(3), g.patch_elements()},
+      if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3)),
                graph.node(n.inputs[1]).shape.elements()))
         found[id] = {Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]};
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
-      const int64_t grad = g.pixels() * n.shape.dim(1);
-      // The images and the output gradient in, no output, the patches and the gradient
-      // transposed in one scratch.
-      if (fits(core, {g.image_elements(), grad, 0, g.patch_elements() + grad},
+      if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)),
                2 * n.shape.elements()))
         found[id] = {Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches};
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
@@ -114,8 +145,7 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
       const Node& d = graph.node(n.inputs[0]);
       const Im2col g(n.attrs.window, n.shape, d.shape);
       const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
-      // The output gradient in, the image gradient out, the patch gradients.
-      if (fits(core, {g.pixels() * filters, g.image_elements(), g.patch_elements()},
+      if (fits(core, g, Cut::kImageRows, input_grad_widths(filters),
                graph.node(d.inputs[1]).shape.elements()))
         found[id] = {Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]};
     }
@@ -125,100 +155,132 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
 
 namespace {
 
-// Forward: per tile of images, im2col into scratch (as lower_extract_patches does into its
-// output), optionally a copy of the patches to their buffer, then patches x w on the MXUs into
-// the tile's output rows ([images x OH x OW, filters] is the output's [images, OH*OW*filters]).
+// A convolution's bands as find_conv_fusions checked them.
+absl::StatusOr<std::vector<Band>> conv_bands(const Lowering& l, const Im2col& g, Cut cut,
+                                             const BandWidths& widths) {
+  return image_bands(l.emit.tile_budget_bytes(), g, cut, widths);
+}
+
+// The band's part of each image of an HBM tensor of images (its rows y0 ..) ...
+TileOperand image_rows(uint64_t hbm, const Im2col& g, const Band& band) {
+  return band_rows(hbm, band.y0 * g.W * g.C, band.g.image_elements(), g.image_elements());
+}
+// ... or of one with `per_window` values for each window (its window rows oy0 ..).
+TileOperand window_rows(uint64_t hbm, const Im2col& g, const Band& band, int64_t per_window) {
+  return band_rows(hbm, band.oy0 * g.OW * per_window, band.g.pixels() * per_window,
+                   g.pixels() * per_window);
+}
+
+// The patches of the tile's band built in its scratch at `patches`, from its stride phases
+// (after the patches) where the band splits into them (im2col.h).
+void band_patches(Tile& t, const Im2col& bg, uint64_t images, uint64_t patches) {
+  const uint64_t phases =
+      phase_split(bg) ? patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4
+                      : 0;
+  build_patches(t, bg, images, patches, phases);
+}
+
+// Forward: per tile of images and band of their output rows (the whole image when it fits),
+// im2col into scratch (as lower_extract_patches does into its output), optionally a copy of the
+// patches to their buffer, then patches x w on the MXUs into the tile's output rows
+// ([images x OH x OW, filters] is the output's [images, OH*OW*filters]).
 absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
   const Im2col g(e.attrs.window, in, e.shape);
   const int64_t filters = n.shape.dim(3);
-  const auto image_cols = static_cast<uint32_t>(g.image_elements());
-  const auto patch_cols = static_cast<uint32_t>(g.patch_elements());
-  const auto out_cols = static_cast<uint32_t>(g.pixels() * filters);
-  const int weights = n.inputs[1];
+  const auto parts = conv_bands(l, g, Cut::kWindowRows, forward_widths(filters));
+  if (!parts.ok()) return parts.status();
+  const TileOperand weights{TileOperand::Kind::kRow, l.address(n.inputs[1]), isa::F32,
+                            static_cast<uint32_t>(g.patch * filters)};
+  std::vector<TileBand> bands;
+  for (const Band& band : *parts) {
+    bands.push_back({window_rows(l.address(id), g, band, filters),
+                     {image_rows(l.address(e.inputs[0]), g, band), weights},
+                     static_cast<uint32_t>(band.g.patch_elements() + phases_of(band.g))});
+  }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise(
-      l.address(id), static_cast<uint64_t>(in.dim(0)), out_cols, isa::F32,
-      {TileOperand{TileOperand::Kind::kFull, l.address(e.inputs[0]), isa::F32, image_cols},
-       TileOperand{TileOperand::Kind::kRow, l.address(weights), isa::F32,
-                   static_cast<uint32_t>(g.patch * filters)}},
-      1, patch_cols, [&](Tile& t) {
-        sim::CoreBuilder& b = t.e_builder();
-        const isa::Block scratch = t.scratch(0);
-        const uint64_t patches = scratch.address();
-        build_patches(t, g, t.in(0).address(), patches);
-        const uint64_t built = t.chain_count();
-        if (conv.patches_kept) {
-          t.store(scratch,
-                  block(l.address(conv.patches) + t.first_row() * patch_cols * 4, t.rows(),
-                        patch_cols, isa::F32),
-                  built);
-        }
-        const auto pixels = static_cast<uint32_t>(t.rows() * g.pixels());
-        emit_mxu_product(
-            l.emit.core(), b, block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32),
-            block(t.in(1).address(), static_cast<uint32_t>(g.patch), static_cast<uint32_t>(filters),
-                  isa::F32),
-            block(t.out().address(), pixels, static_cast<uint32_t>(filters), isa::F32), false,
-            l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-            [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
-        // A bf16 output: rounded once the MXUs are done with it (the store waits for the chain).
-        if (n.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
-      });
+  l.emit.rowwise_bands(static_cast<uint64_t>(in.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    const Band& band = (*parts)[i];
+    const Im2col& bg = band.g;
+    const uint64_t patches = t.scratch(0).address();
+    band_patches(t, bg, t.in(0).address(), patches);
+    const uint64_t built = t.chain_count();
+    if (conv.patches_kept) {
+      const TileOperand kept = window_rows(l.address(conv.patches), g, band, g.patch);
+      t.store(block(patches, t.rows(), kept.cols, isa::F32),
+              block(kept.hbm + t.first_row() * g.patch_elements() * 4, t.rows(), kept.cols,
+                    isa::F32, kept.stride),
+              built);
+    }
+    const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
+    emit_mxu_product(
+        l.emit.core(), b, block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32),
+        block(t.in(1).address(), static_cast<uint32_t>(g.patch), static_cast<uint32_t>(filters),
+              isa::F32),
+        block(t.out().address(), pixels, static_cast<uint32_t>(filters), isa::F32), false,
+        l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
+        [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
+    // A bf16 output: rounded once the MXUs are done with it (the store waits for the chain).
+    if (n.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+  });
   return absl::OkStatus();
 }
 
-// Input gradient: per tile of images, g x w_t on the MXUs into scratch (the tile's patch
-// gradients), then col2im into the tile's images as lower_patches_to_image does.
+// Input gradient: per tile of images and band of their rows (the whole image when it fits), g x
+// w_t on the MXUs into scratch (the patch gradients of the windows that reach the band), then
+// col2im into the band as lower_patches_to_image does: every pixel sums its windows in the same
+// order as over the whole image.
 absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& d = l.node(conv.patches);
   const Im2col g(n.attrs.window, n.shape, d.shape);
-  const Shape& grad = l.node(d.inputs[0]).shape;
-  const int64_t filters = grad.dim(3);
-  const auto image_cols = static_cast<uint32_t>(g.image_elements());
-  const auto patch_cols = static_cast<uint32_t>(g.patch_elements());
-  const auto grad_cols = static_cast<uint32_t>(g.pixels() * filters);
+  const int64_t filters = l.node(d.inputs[0]).shape.dim(3);
+  const auto parts = conv_bands(l, g, Cut::kImageRows, input_grad_widths(filters));
+  if (!parts.ok()) return parts.status();
+  const TileOperand weights{TileOperand::Kind::kRow, l.address(d.inputs[1]), isa::F32,
+                            static_cast<uint32_t>(filters * g.patch)};
+  std::vector<TileBand> bands;
+  for (const Band& band : *parts) {
+    bands.push_back({image_rows(l.address(id), g, band),
+                     {window_rows(l.address(d.inputs[0]), g, band, filters), weights},
+                     static_cast<uint32_t>(band.g.patch_elements())});
+  }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise(
-      l.address(id), static_cast<uint64_t>(n.shape.dim(0)), image_cols, isa::F32,
-      {TileOperand{TileOperand::Kind::kFull, l.address(d.inputs[0]), isa::F32, grad_cols},
-       TileOperand{TileOperand::Kind::kRow, l.address(d.inputs[1]), isa::F32,
-                   static_cast<uint32_t>(filters * g.patch)}},
-      1, patch_cols, [&](Tile& t) {
-        sim::CoreBuilder& b = t.e_builder();
-        const uint64_t patches = t.scratch(0).address();
-        const auto pixels = static_cast<uint32_t>(t.rows() * g.pixels());
-        emit_mxu_product(
-            l.emit.core(), b,
-            block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
-            block(t.in(1).address(), static_cast<uint32_t>(filters), static_cast<uint32_t>(g.patch),
-                  isa::F32),
-            block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
-            next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-            // The products need only the tile's loads, which each MXU's load_weights waits for
-            // (an MXU runs its instructions in order): the MXUs may work on this tile while the
-            // vector unit still sums the last one into its images.
-            [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
-        // col2im reads what the MXUs wrote: its first op waits for them all.
-        t.chain(t.join(b.fill(t.out(), 0)));
-        if (g.flat) zero_wrapped(t, g, patches);
-        for_each_window_run(g, t.out().address(), patches, t.rows(),
-                            [&](const isa::Block& pixels_block, const isa::Block& windows) {
-                              t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
-                            });
-        if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
-      });
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    const Im2col& bg = (*parts)[i].g;
+    const uint64_t patches = t.scratch(0).address();
+    const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
+    emit_mxu_product(
+        l.emit.core(), b, block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
+        block(t.in(1).address(), static_cast<uint32_t>(filters), static_cast<uint32_t>(g.patch),
+              isa::F32),
+        block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
+        next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
+        // The products need only the tile's loads, which each MXU's load_weights waits for (an
+        // MXU runs its instructions in order): the MXUs may work on this tile while the vector
+        // unit still sums the last one into its images.
+        [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
+    // col2im reads what the MXUs wrote: its first op waits for them all.
+    t.chain(t.join(b.fill(t.out(), 0)));
+    if (bg.flat) zero_wrapped(t, bg, patches);
+    for_each_window_run(bg, t.out().address(), patches, t.rows(),
+                        [&](const isa::Block& pixels_block, const isa::Block& windows) {
+                          t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
+                        });
+    if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
+  });
   return absl::OkStatus();
 }
 
-// Kernel gradient: per tile of images, im2col into scratch (as the forward does) and the tile's
-// output gradient transposed to [filters, pixels] beside it; g^T x patches on the MXUs (the
-// patches as weights, 128 pixels deep at a time) accumulates [filters, patch] over all the tiles
-// in the once-loaded region. After the last tile the sum is transposed to [patch, filters] and
-// written.
+// Kernel gradient: per tile of images and band of their output rows (the whole image when it
+// fits), im2col into scratch (as the forward does) and the tile's output gradient transposed to
+// [filters, pixels] beside it; g^T x patches on the MXUs (the patches as weights, 128 pixels
+// deep at a time) accumulates [filters, patch] over all the tiles of every band in the
+// once-loaded region. After the last tile the sum is transposed to [patch, filters] and written.
 absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
@@ -226,28 +288,36 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Im2col g(e.attrs.window, in, e.shape);
   const auto filters = static_cast<uint32_t>(n.shape.dim(1));
   const auto patch = static_cast<uint32_t>(g.patch);
-  const auto image_cols = static_cast<uint32_t>(g.image_elements());
-  const auto patch_cols = static_cast<uint32_t>(g.patch_elements());
-  const auto grad_cols = static_cast<uint32_t>(g.pixels() * filters);
+  const auto parts = conv_bands(l, g, Cut::kWindowRows, filter_grad_widths(filters));
+  if (!parts.ok()) return parts.status();
+  std::vector<TileBand> bands;
+  for (const Band& band : *parts) {
+    const Im2col& bg = band.g;
+    bands.push_back({TileOperand{},
+                     {image_rows(l.address(e.inputs[0]), g, band),
+                      window_rows(l.address(n.inputs[1]), g, band, filters)},
+                     static_cast<uint32_t>(bg.patch_elements() + bg.pixels() * filters +
+                                           phases_of(bg))});
+  }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  const isa::Block sums = l.emit.reduce_rows(
-      static_cast<uint64_t>(in.dim(0)),
-      {TileOperand{TileOperand::Kind::kFull, l.address(e.inputs[0]), isa::F32, image_cols},
-       TileOperand{TileOperand::Kind::kFull, l.address(n.inputs[1]), isa::F32, grad_cols}},
-      1, patch_cols + grad_cols, 2 * patch * filters, [&](Tile& t) {
+  const isa::Block sums = l.emit.reduce_bands(
+      static_cast<uint64_t>(in.dim(0)), bands, 1, 2 * patch * filters, [&](Tile& t, size_t i) {
+        const Im2col& bg = (*parts)[i].g;
+        const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
         const uint64_t patches = t.scratch(0).address();
-        const uint64_t grad_t = patches + uint64_t{t.rows()} * patch_cols * 4;
-        const auto pixels = static_cast<uint32_t>(t.rows() * g.pixels());
-        build_patches(t, g, t.in(0).address(), patches);
+        const uint64_t grad_t = patches + uint64_t{t.rows()} * bg.patch_elements() * 4;
+        const uint64_t phases = grad_t + uint64_t{pixels} * filters * 4;
+        build_patches(t, bg, t.in(0).address(), patches, phase_split(bg) ? phases : 0);
         t.chain(b.transpose(block(grad_t, filters, pixels, isa::F32),
                             block(t.in(1).address(), pixels, filters, isa::F32)));
         const uint64_t built = t.chain_count();
         emit_mxu_product(
             l.emit.core(), b, block(grad_t, filters, pixels, isa::F32),
             block(patches, pixels, patch, isa::F32),
-            block(t.accumulator().address(), filters, patch, isa::F32), t.first_row() > 0,
-            l.precision, next_slot, [&](sim::InstrRef& load) { t.fan_out(load, built); },
+            block(t.accumulator().address(), filters, patch, isa::F32),
+            i > 0 || t.first_row() > 0, l.precision, next_slot,
+            [&](sim::InstrRef& load) { t.fan_out(load, built); },
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
       });
   Tile last = l.emit.epilogue();

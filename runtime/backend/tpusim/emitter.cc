@@ -158,6 +158,35 @@ isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& i
       inputs, body);
 }
 
+void Emitter::rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
+                            const std::function<void(Tile&, size_t band)>& body) {
+  begin_fragment();
+  for (const TileBand& band : bands)
+    if (!row_fits(uint64_t{band.out.cols} * 4)) return;
+  band_loops(loop_bands(bands, rows, scratch, 0, true), body);
+}
+
+isa::Block Emitter::reduce_bands(uint64_t rows, const std::vector<TileBand>& bands,
+                                 uint32_t scratch, uint32_t accumulator_elements,
+                                 const std::function<void(Tile&, size_t band)>& body) {
+  begin_fragment();
+  return band_loops(loop_bands(bands, rows, scratch, accumulator_elements, false), body);
+}
+
+std::vector<Emitter::LoopBand> Emitter::loop_bands(const std::vector<TileBand>& bands,
+                                                   uint64_t rows, uint32_t scratch,
+                                                   uint32_t accumulator_elements, bool stores) {
+  std::vector<LoopBand> loops;
+  for (const TileBand& band : bands) {
+    const TileOperand& out = band.out;
+    loops.push_back(LoopBand{TileLoop{stores ? out.hbm : 0, stores ? out.cols : 0,
+                                      stores ? out.stride : 0, stores ? out.dtype : isa::F32, rows,
+                                      scratch, band.scratch_width, accumulator_elements, stores},
+                             &band.inputs});
+  }
+  return loops;
+}
+
 void Emitter::each_tile(uint64_t rows, const std::vector<TileOperand>& inputs, uint32_t scratch,
                         uint32_t scratch_width, const std::function<void(Tile&)>& body) {
   begin_fragment();
@@ -231,12 +260,19 @@ Emitter::OnceLoaded Emitter::load_row_operands(const TileLoop& loop,
 
 isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                               const std::function<void(Tile&)>& body) {
-  const std::vector<uint64_t> widths = slot_widths(loop, inputs);
-  const uint64_t tile_rows = rows_per_tile(widths, loop.rows);
-  if (tile_rows == 0) return {};
+  return band_loops({LoopBand{loop, &inputs}}, [&](Tile& tile, size_t) { body(tile); });
+}
+
+isa::Block Emitter::band_loops(const std::vector<LoopBand>& bands,
+                               const std::function<void(Tile&, size_t band)>& body) {
+  std::vector<uint64_t> tile_rows;
+  for (const LoopBand& band : bands) {
+    tile_rows.push_back(rows_per_tile(slot_widths(band.loop, *band.inputs), band.loop.rows));
+    if (tile_rows.back() == 0) return {};
+  }
   // Row operands: loaded once into the shared region above the two slots; the accumulator after
   // them.
-  const OnceLoaded once = load_row_operands(loop, inputs);
+  const OnceLoaded once = load_row_operands(bands[0].loop, *bands[0].inputs);
   if (once.end > core_.vmem_bytes) {
     if (status_.ok()) {
       status_ = absl::UnimplementedError(
@@ -250,9 +286,13 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
   // its chain is done.
   TileTurns turns{SlotTurns(flags_.count(slot_free_[0]), flags_.count(slot_free_[1])), {}};
   uint64_t t = 0;
-  for (uint64_t r0 = 0; r0 < loop.rows; r0 += tile_rows, ++t) {
-    const auto n = static_cast<uint32_t>(std::min(tile_rows, loop.rows - r0));
-    emit_tile(loop, inputs, once, r0, n, static_cast<int>(t % 2), turns, body);
+  for (size_t i = 0; i < bands.size(); ++i) {
+    const TileLoop& loop = bands[i].loop;
+    for (uint64_t r0 = 0; r0 < loop.rows; r0 += tile_rows[i], ++t) {
+      const auto n = static_cast<uint32_t>(std::min(tile_rows[i], loop.rows - r0));
+      emit_tile(loop, *bands[i].inputs, once, r0, n, static_cast<int>(t % 2), turns,
+                [&](Tile& tile) { body(tile, i); });
+    }
   }
   return once.accumulator;
 }

@@ -41,6 +41,15 @@ struct TileOperand {
   uint64_t stride = 0;
 };
 
+// One band of a fragment that works band by band (conv_bands.h): its output (kFull: its hbm,
+// cols, dtype and stride; none for reduce_bands) and its operands, whose kRow operands are the
+// first band's at the same positions, loaded once for all the bands; its scratch width.
+struct TileBand {
+  TileOperand out;
+  std::vector<TileOperand> inputs;
+  uint32_t scratch_width = 0;
+};
+
 class Emitter;
 
 // One row tile of a fragment: where its operands, output and scratch sit in VMEM, and vector
@@ -129,6 +138,13 @@ class Emitter {
   void rowwise(const TileOperand& out, uint64_t rows, const std::vector<TileOperand>& inputs,
                uint32_t scratch, uint32_t scratch_width, const std::function<void(Tile&)>& body);
 
+  // rowwise over each band in turn as one fragment, `body` told the band's index: the bands
+  // write distinct parts of the output rows, so the slots keep turning from one band to the next
+  // (a band's first tiles load while the band before computes its last) and the row operands
+  // are loaded once.
+  void rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
+                     const std::function<void(Tile&, size_t band)>& body);
+
   // A fragment that reduces row tiles into an accumulator of its own instead of storing an
   // output per tile: like rowwise, with `scratch` scratch blocks of `scratch_width` per row and no
   // output,
@@ -138,6 +154,10 @@ class Emitter {
   isa::Block reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs, uint32_t scratch,
                          uint32_t scratch_width, uint32_t accumulator_elements,
                          const std::function<void(Tile&)>& body);
+  // reduce_rows over each band in turn into one accumulator, as rowwise_bands.
+  isa::Block reduce_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
+                          uint32_t accumulator_elements,
+                          const std::function<void(Tile&, size_t band)>& body);
   // A tile of no rows to chain a fragment's last instructions after its tiles' work (join()
   // them to wait for what the tiles fanned out too).
   Tile epilogue();
@@ -191,6 +211,17 @@ class Emitter {
   };
   isa::Block tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                        const std::function<void(Tile&)>& body);
+  // The tile loops of a fragment's bands one after the other, the slots turning on: a tile
+  // loop of each band's loop (all of one `rows`, `scratch`, accumulator and `stores`) and
+  // inputs, the row operands and the accumulator the first band's.
+  struct LoopBand {
+    TileLoop loop;
+    const std::vector<TileOperand>* inputs;
+  };
+  isa::Block band_loops(const std::vector<LoopBand>& bands,
+                        const std::function<void(Tile&, size_t band)>& body);
+  std::vector<LoopBand> loop_bands(const std::vector<TileBand>& bands, uint64_t rows,
+                                   uint32_t scratch, uint32_t accumulator_elements, bool stores);
   // The widths (elements) of the blocks a tile takes in its slot, each aligned: its full and
   // column inputs, its output, its scratch.
   static std::vector<uint64_t> slot_widths(const TileLoop& loop,

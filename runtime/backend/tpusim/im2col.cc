@@ -39,7 +39,7 @@ isa::Block f32_block(uint64_t at, int64_t rows, int64_t cols, int64_t stride) {
 }  // namespace
 
 // Per image and kernel row the rows outside its valid range, and per tile the wrapped columns.
-void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches) {
+void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches, float pad) {
   sim::CoreBuilder& b = t.e_builder();
   const Window& w = g.w;
   for (int64_t ky = 0; ky < w.kh; ++ky) {
@@ -51,7 +51,7 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches) {
         const uint64_t at =
             patches +
             static_cast<uint64_t>(((r * g.OH + from) * g.OW) * g.patch + ky * w.kw * g.C) * 4;
-        t.chain(b.fill(f32_block(at, (to - from) * g.OW, w.kw * g.C, g.patch), 0));
+        t.chain(b.fill(f32_block(at, (to - from) * g.OW, w.kw * g.C, g.patch), pad));
       }
     }
     for (int64_t kx = 0; kx < w.kw; ++kx) {
@@ -61,7 +61,7 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches) {
         if (ox >= ox0 && ox < ox1) continue;
         const uint64_t at =
             patches + static_cast<uint64_t>(ox * g.patch + (ky * w.kw + kx) * g.C) * 4;
-        t.chain(b.fill(f32_block(at, t.rows() * g.OH, g.C, g.OW * g.patch), 0));
+        t.chain(b.fill(f32_block(at, t.rows() * g.OH, g.C, g.OW * g.patch), pad));
       }
     }
   }
@@ -140,6 +140,7 @@ void split_phases(Tile& t, const Phases& p, uint64_t images) {
   }
   for (int64_t py = 0; py < sh; ++py) {
     const int64_t hp = p.hp(py);
+    if (hp == 0) continue;  // a band of fewer rows than the stride: no row in this phase
     for (int64_t px = 0; px < sw; ++px) {
       const uint64_t from = p.column(px) + static_cast<uint64_t>(py * wp * g.C) * 4;
       if (g.H % sh == 0) {
@@ -165,7 +166,8 @@ void split_phases(Tile& t, const Phases& p, uint64_t images) {
 // copy per kernel offset and image (the flat view's, on the phase), where copying the windows
 // of each output row took OH copies; the windows that wrap round a phase's edge are zeroed
 // after, as the flat view's.
-void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases) {
+void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases,
+                    float pad) {
   sim::CoreBuilder& b = t.e_builder();
   const Phases p{g, static_cast<int64_t>(t.rows()), phases};
   split_phases(t, p, images);
@@ -194,7 +196,7 @@ void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
       }
     }
   }
-  zero_wrapped(t, g, patches);
+  zero_wrapped(t, g, patches, pad);
 }
 
 }  // namespace
@@ -203,21 +205,22 @@ bool phase_split(const Im2col& g) { return !g.flat && g.W % g.w.sw == 0 && g.OW 
 
 int64_t phase_elements(const Im2col& g) { return 2 * g.image_elements(); }
 
-void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases) {
+void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases,
+                   float pad) {
   if (phases != 0 && phase_split(g)) {
-    phased_patches(t, g, images, patches, phases);
+    phased_patches(t, g, images, patches, phases, pad);
     return;
   }
   sim::CoreBuilder& b = t.e_builder();
   if (!g.flat) {
     t.chain(b.fill(block(patches, t.rows(), static_cast<uint32_t>(g.OH * g.OW * g.patch), isa::F32),
-                   0));
+                   pad));
   }
   for_each_window_run(g, images, patches, t.rows(),
                       [&](const isa::Block& pixels, const isa::Block& windows) {
                         t.chain(b.unary(Vector::COPY, windows, pixels));
                       });
-  if (g.flat) zero_wrapped(t, g, patches);
+  if (g.flat) zero_wrapped(t, g, patches, pad);
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -39,8 +39,9 @@ struct Im2col {
 
 // In the flat view a copy or add for one kernel offset runs over every window of the tile's
 // images at once, so windows that fall outside their image wrap into neighbouring rows or
-// images. These fills zero those positions of the patches at `patches` (the tile's rows).
-void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches);
+// images. These fills set those positions of the patches at `patches` (the tile's rows) to `pad`:
+// zero, or a max pool's padding value.
+void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches, float pad = 0);
 
 // Calls fn(pixels, windows) for each run of windows one instruction covers: `pixels` is the
 // run's block of the tile's images (C-wide rows), `windows` its block of the tile's patches (the
@@ -57,11 +58,12 @@ bool phase_split(const Im2col& g);
 // the column phases, then the row phases of each.
 int64_t phase_elements(const Im2col& g);
 
-// The patches of the tile's images (at `images`) built at `patches`, chained on the tile: zeroed
-// first unless flat, one copy per window run, the wrapped windows zeroed after when flat. With
-// `phases` (phase_elements() per image of VMEM, 0: none) and a geometry phase_split() takes, as
-// phased_patches builds them.
+// The patches of the tile's images (at `images`) built at `patches`, chained on the tile: set to
+// `pad` first unless flat, one copy per window run, the wrapped windows set to `pad` after when
+// flat (the positions outside the image: zero for a convolution, the padding value for a max
+// pool). With `phases` (phase_elements() per image of VMEM, 0: none) and a geometry
+// phase_split() takes, as phased_patches builds them.
 void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
-                   uint64_t phases = 0);
+                   uint64_t phases = 0, float pad = 0);
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -56,7 +56,9 @@ struct Lowering;
 // A fragment the compiler makes of several graph ops, whose intermediate values live only in
 // VMEM, as XLA's fusions and its convolution and reduce-window emitters keep them:
 //
-// Convolutions, in one fragment per tile of whole images, their patches (im2col) never in HBM:
+// Convolutions, in one fragment per tile of images (or of bands of their rows with the rows their
+// windows reach, when an image does not fit a tile slot: conv_bands.h), their patches (im2col)
+// never in HBM:
 //   kConvForward    matmul(extract_patches(x), w), w [patch, filters]: the tile's patches are
 //                   built from its images and streamed straight through the MXUs;
 //   kConvInputGrad  patches_to_image(matmul(g, w_t)), w_t [filters, patch]: the MXUs write the
@@ -69,14 +71,16 @@ struct Lowering;
 // unfused fragment reads too also writes them to their buffer (`patches_kept`, set by the
 // compiler), and extract_patches gets no fragment of its own.
 //
-// Max pools whose windows tile the image (pool_fusion.cc), on the vector unit, in one fragment
-// per tile of whole images that reads the images and writes the pooled values (XLA's
-// reduce-window), or reads the images, the pooled values and their gradients and writes the
-// images' gradients (select-and-scatter):
-//   kMaxPool      reduce_max(reshape(extract_patches(x)), {3}) as layers::max_pooling2d makes it;
+// Max pools (pool_fusion.cc), on the vector unit, in one fragment per tile of images (or band of
+// their rows) that reads the images and writes the pooled values (XLA's reduce-window), or reads
+// the images, the pooled values and their gradients and writes the images' gradients
+// (select-and-scatter):
+//   kMaxPool      reduce_max(reshape(extract_patches(x)), {3}) as layers::max_pooling2d makes it,
+//                 with its padding mask added to the view when the window pads;
 //   kMaxPoolGrad  its gradient as autodiff makes it: patches_to_image(reshape(hit * broadcast(
 //                 g / reduce_sum(hit, {3})))), hit = equal(view, broadcast(reduce_max(view))).
-// Neither builds the windows: they are strided views of the images in VMEM.
+// Where the windows tile the image neither builds them: they are strided views of the images in
+// VMEM; otherwise they are built in VMEM as a convolution's patches are.
 struct Fusion {
   enum class Kind { kConvForward, kConvInputGrad, kConvFilterGrad, kMaxPool, kMaxPoolGrad };
   Kind kind = Kind::kConvForward;
@@ -91,11 +95,13 @@ struct Fusion {
 using Fusions = std::map<int, Fusion>;  // by the node whose fragment computes it
 
 // The convolutions among the nodes `needed` marks that fit a core's VMEM tiles (an image's
-// pixels, patches and result in one tile slot, the weights in the once-loaded region).
+// pixels, patches and result, or a band of its rows', in one tile slot, the weights in the
+// once-loaded region).
 Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
                           const config::CoreSpec& core);
-// The max pools and their gradients among the nodes `needed` marks whose windows tile the image
-// (no padding, pool = stride, the image a whole number of windows) and whose images fit a tile.
+// The max pools and their gradients among the nodes `needed` marks whose images fit a tile: the
+// images' strided views when the windows tile the image (no padding, pool = stride, the image a
+// whole number of windows), else bands of rows with their windows.
 Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
                           const config::CoreSpec& core);
 // The fused fragment (the node is a key of the fusions found).

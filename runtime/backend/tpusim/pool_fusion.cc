@@ -7,10 +7,19 @@
 // the tile's [images x H, OW x C] view. So a max pool is kw + kh - 2 vector maxes over the whole
 // tile, and its gradient a few more, however many images and windows the tile holds: no
 // windows are built, none of them reaches HBM.
+//
+// A pool whose windows overlap (ResNet's 3x3 stride-2 SAME pool) or are padded is XLA's
+// reduce-window and select-and-scatter over windows read where they lie: per tile of images (or
+// band of their rows, conv_bands.h) its windows are built in VMEM as a convolution's patches
+// are (im2col.h; the positions outside the image set to the graph's padding value), reduced
+// over the window, and for the gradient compared with the pooled values, counted, divided and
+// summed back into the image in VMEM; the windows never reach HBM either.
 #include <algorithm>
 
+#include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
+#include "sim/numerics/bf16.h"
 
 namespace tpusim::runtime::tpusim_backend {
 
@@ -38,15 +47,43 @@ bool same_window(const Window& a, const Window& b) {
          a.pad_left == b.pad_left && a.pad_bottom == b.pad_bottom && a.pad_right == b.pad_right;
 }
 
+// Whether `id` is a padded pool's mask over windows `w`, (1 - inside) * c with inside the
+// windows of a tensor of ones (layers::max_pool): c at the positions outside the image, -0 inside.
+bool padding_mask(const Graph& graph, int id, const Window& w, float* c) {
+  const Node& m = graph.node(id);
+  if (m.op != Op::kMul || !foldable_scalar(graph, m.inputs[1], c)) return false;
+  const Node& outside = graph.node(m.inputs[0]);
+  float one = 0;
+  if (outside.op != Op::kSub || !foldable_scalar(graph, outside.inputs[0], &one) || one != 1.0f)
+    return false;
+  const Node& inside = graph.node(under_reshapes(graph, outside.inputs[1]));
+  if (inside.op != Op::kExtractPatches || !same_window(inside.attrs.window, w)) return false;
+  int ones = inside.inputs[0];
+  while (graph.node(ones).op == Op::kCast) ones = graph.node(ones).inputs[0];
+  return foldable_scalar(graph, ones, &one) && one == 1.0f;
+}
+
 // For `id` = reduce_max(view, {3}), view = reshape(extract_patches(x)) [N, OH, OW, window, C]
-// (layers::max_pooling2d with VALID padding), the extract_patches node; else -1.
-int pooled_patches(const Graph& graph, int id) {
+// (layers::max_pooling2d), or that view plus a padding mask (padding_mask), the extract_patches
+// node; else -1. `pad`: what the view holds outside the image (c in the view's dtype; 0 without
+// a mask).
+int pooled_patches(const Graph& graph, int id, float* pad = nullptr) {
   const Node& n = graph.node(id);
   if (n.op != Op::kReduceMax || n.attrs.axes != std::vector<int64_t>{3} || n.shape.rank() != 4)
     return -1;
-  const Node& view = graph.node(n.inputs[0]);
+  int view_id = n.inputs[0];
+  float c = 0;
+  if (const Node& padded = graph.node(view_id); padded.op == Op::kAdd) {
+    const Node& e = graph.node(under_reshapes(graph, padded.inputs[0]));
+    if (e.op != Op::kExtractPatches || !padding_mask(graph, padded.inputs[1], e.attrs.window, &c))
+      return -1;
+    if (padded.dtype == DType::kBF16) c = sim::round_to_bf16(c);
+    view_id = padded.inputs[0];
+  }
+  if (pad != nullptr) *pad = c;
+  const Node& view = graph.node(view_id);
   if (view.op != Op::kReshape || view.shape.rank() != 5) return -1;
-  const int patches = under_reshapes(graph, n.inputs[0]);
+  const int patches = under_reshapes(graph, view_id);
   const Node& e = graph.node(patches);
   if (e.op != Op::kExtractPatches || e.shape.rank() != 4) return -1;
   const Window& w = e.attrs.window;
@@ -68,6 +105,7 @@ int expanded_over_windows(const Graph& graph, int id) {
 
 struct PoolGrad {
   int image = -1, pooled = -1, grad = -1;
+  int quotient = -1;  // g / the windows' counts of maxima
 };
 
 // For `id` = patches_to_image(reshape(hit * broadcast(g / reduce_sum(hit, {3})))), hit =
@@ -95,7 +133,7 @@ bool max_pool_grad(const Graph& graph, int id, PoolGrad* out) {
   if (count.op != Op::kReduceSum || count.attrs.axes != std::vector<int64_t>{3} ||
       count.inputs[0] != hit)
     return false;
-  *out = {graph.node(patches).inputs[0], pooled, q.inputs[0]};
+  *out = {graph.node(patches).inputs[0], pooled, q.inputs[0], quotient};
   return true;
 }
 
@@ -112,6 +150,35 @@ bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths) {
   return Emitter::tile_bytes(w, 1) <= tile_slot_bytes(core);
 }
 
+// The VMEM a stride phase split takes beside a band's windows (im2col.h), per image.
+uint64_t phases_of(const Im2col& g) {
+  return phase_split(g) ? static_cast<uint64_t>(phase_elements(g)) : 0;
+}
+
+// Per image, the blocks of a band's tile for pools whose windows do not tile the image (the
+// windowed lowerings below): the forward's images in, pooled values out, the windows (and the
+// stride phases they are built from); the gradient's images (the rows its windows read),
+// pooled values and their gradients in, the image rows' gradients out, the windows, their
+// counts of maxima (and the phases) in one scratch.
+BandWidths windowed_forward_widths() {
+  return [](const Band& b) {
+    const Im2col& g = b.g;
+    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
+                                 static_cast<uint64_t>(g.pixels() * g.C),
+                                 static_cast<uint64_t>(g.patch_elements()) + phases_of(g)};
+  };
+}
+
+BandWidths windowed_grad_widths(const Im2col& full) {
+  return [&full](const Band& b) {
+    const Im2col& w = whole_windows(full, b).g;
+    const auto pooled = static_cast<uint64_t>(w.pixels() * w.C);
+    return std::vector<uint64_t>{static_cast<uint64_t>(w.image_elements()), pooled, pooled,
+                                 static_cast<uint64_t>(b.g.image_elements()),
+                                 static_cast<uint64_t>(w.patch_elements()) + pooled + phases_of(w)};
+  };
+}
+
 }  // namespace
 
 Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
@@ -124,8 +191,11 @@ Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
       const PoolSizes s(g);
-      // The images in, the pooled values out, the columns' maxima.
-      if (tiles(g) && fits(core, {s.image, s.pooled, s.half}))
+      // Tiled: the images in, the pooled values out, the columns' maxima.
+      const bool tiled = tiles(g) && fits(core, {s.image, s.pooled, s.half});
+      if (tiled || (!tiles(g) && image_bands(tile_slot_bytes(core), g, Cut::kWindowRows,
+                                             windowed_forward_widths())
+                                     .ok()))
         found[id] = {Fusion::Kind::kMaxPool, {e.inputs[0]}};
     } else if (PoolGrad p; max_pool_grad(graph, id, &p)) {
       const Node& e = graph.node(pooled_patches(graph, p.pooled));
@@ -133,8 +203,11 @@ Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
       const PoolSizes s(g);
       // The images, pooled values and their gradients in, the images' gradients out, and one
       // scratch: the hits (image-sized), a columns-reduced buffer and the quotients.
-      if (tiles(g) &&
-          fits(core, {s.image, s.pooled, s.pooled, s.image, s.image + s.half + s.pooled}))
+      const bool tiled =
+          tiles(g) && fits(core, {s.image, s.pooled, s.pooled, s.image, s.image + s.half + s.pooled});
+      if (tiled || (!tiles(g) && image_bands(tile_slot_bytes(core), g, Cut::kImageRows,
+                                             windowed_grad_widths(g))
+                                     .ok()))
         found[id] = {Fusion::Kind::kMaxPoolGrad, {p.image, p.pooled, p.grad}};
     }
   }
@@ -186,7 +259,7 @@ void reduce_views(Tile& t, Vector::Op op, const isa::Block& dst, int64_t count,
 
 // Forward: the maximum over each window's columns into scratch, then over its rows into the
 // tile's output.
-absl::Status lower_max_pool(Lowering& l, int id) {
+absl::Status lower_tiled_max_pool(Lowering& l, int id) {
   const Node& n = l.node(id);
   const Node& e = l.node(under_reshapes(l.graph, n.inputs[0]));
   const Im2col g(e.attrs.window, l.node(e.inputs[0]).shape, e.shape);
@@ -209,11 +282,12 @@ absl::Status lower_max_pool(Lowering& l, int id) {
 // Gradient, as XLA's select-and-scatter computes it but with the graph's ties (each of a
 // window's equal maxima gets g / their count, as reduce_max's gradient divides it):
 //   half  = pooled spread over each window's rows; hits = (x == half spread over its columns);
-//   half  = the hits summed over each window's columns, quotient = g / (half summed over its rows);
+//   half  = the hits summed over each window's columns, quotient = g / (half summed over its rows)
+//           (a bf16 quotient not rounded: each pixel takes one window's, rounded with the result);
 //   half  = quotient spread over each window's rows; out = hits x (half spread over its columns);
 //   out  += 0, the scatter into a zeroed image (what patches_to_image adds the windows to; it
 //   makes a -0 product +0, as there).
-absl::Status lower_max_pool_grad(Lowering& l, int id, const Fusion& pool) {
+absl::Status lower_tiled_max_pool_grad(Lowering& l, int id, const Fusion& pool) {
   const Node& n = l.node(id);
   const Node& e = l.node(pooled_patches(l.graph, pool.reads[1]));
   const Im2col g(e.attrs.window, n.shape, e.shape);
@@ -257,14 +331,137 @@ absl::Status lower_max_pool_grad(Lowering& l, int id, const Fusion& pool) {
   return absl::OkStatus();
 }
 
+// The window's k-th C-wide column of `pixels` windows of `g` at `windows` (its positions (ky, kx)
+// in order k = ky kw + kx, as im2col lays them out).
+isa::Block window_position(const Im2col& g, uint64_t windows, uint32_t pixels, int64_t k) {
+  return block(windows + static_cast<uint64_t>(k * g.C) * 4, pixels, static_cast<uint32_t>(g.C),
+               isa::F32, static_cast<uint64_t>(g.patch) * 4);
+}
+
+// The tile's windows of `g` built at `windows` from the images at `images`, from their stride
+// phases (after the windows, `extra` f32 values a window further on) where they split into them.
+void build_windows(Tile& t, const Im2col& g, uint64_t images, uint64_t windows, int64_t extra,
+                   float pad) {
+  const uint64_t phases =
+      windows + uint64_t{t.rows()} * static_cast<uint64_t>(g.pixels() * (g.patch + extra)) * 4;
+  build_patches(t, g, images, windows, phase_split(g) ? phases : 0, pad);
+}
+
+// Forward of a pool whose windows do not tile the image, as XLA's reduce-window: per tile of
+// images and band of their output rows, the windows built in scratch (the positions outside the
+// image set to the view's padding value), then their maximum over the window's positions in
+// order into the tile's output.
+absl::Status lower_windowed_max_pool(Lowering& l, int id) {
+  const Node& n = l.node(id);
+  float pad = 0;
+  const Node& e = l.node(pooled_patches(l.graph, id, &pad));
+  const Im2col g(e.attrs.window, l.node(e.inputs[0]).shape, e.shape);
+  const auto parts =
+      image_bands(l.emit.tile_budget_bytes(), g, Cut::kWindowRows, windowed_forward_widths());
+  if (!parts.ok()) return parts.status();
+  std::vector<TileBand> bands;
+  for (const Band& band : *parts) {
+    const Im2col& bg = band.g;
+    bands.push_back({band_rows(l.address(id), band.oy0 * g.OW * g.C, bg.pixels() * g.C,
+                               g.pixels() * g.C),
+                     {band_rows(l.address(e.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
+                                g.image_elements())},
+                     static_cast<uint32_t>(static_cast<uint64_t>(bg.patch_elements()) +
+                                           phases_of(bg))});
+  }
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+    const Im2col& bg = (*parts)[i].g;
+    const uint64_t windows = t.scratch(0).address();
+    build_windows(t, bg, t.in(0).address(), windows, 0, pad);
+    const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
+    reduce_views(t, Vector::MAX,
+                 block(t.out().address(), pixels, static_cast<uint32_t>(g.C), isa::F32),
+                 g.w.kh * g.w.kw, [&](int64_t k) { return window_position(g, windows, pixels, k); });
+  });
+  return absl::OkStatus();
+}
+
+// Gradient of a pool whose windows do not tile the image, as XLA's select-and-scatter with the
+// graph's ties: per tile of images and band of their rows, the windows that reach the band built
+// whole from the image rows they read; each position's hit (equal to its window's pooled value),
+// the hits counted per window, the quotient g / count, hit x quotient at each position, and
+// those summed into the band's pixels (zeroed first) in (ky, kx) order, as patches_to_image
+// sums them. A bf16 quotient and result are rounded where the unfused ops round them.
+absl::Status lower_windowed_max_pool_grad(Lowering& l, int id, const Fusion& pool) {
+  const Node& n = l.node(id);
+  PoolGrad p;
+  if (!max_pool_grad(l.graph, id, &p))
+    return absl::InternalError("tpusim backend: a fused max pool gradient that is none");
+  float pad = 0;
+  const Node& e = l.node(pooled_patches(l.graph, p.pooled, &pad));
+  const Im2col g(e.attrs.window, n.shape, e.shape);
+  const auto parts =
+      image_bands(l.emit.tile_budget_bytes(), g, Cut::kImageRows, windowed_grad_widths(g));
+  if (!parts.ok()) return parts.status();
+  std::vector<TileBand> bands;
+  for (const Band& band : *parts) {
+    const Band windows = whole_windows(g, band);
+    const Im2col& w = windows.g;
+    const int64_t pooled = w.pixels() * g.C;
+    bands.push_back({band_rows(l.address(id), band.y0 * g.W * g.C, band.g.image_elements(),
+                               g.image_elements()),
+                     {band_rows(l.address(pool.reads[0]), windows.y0 * g.W * g.C,
+                                w.image_elements(), g.image_elements()),
+                      band_rows(l.address(pool.reads[1]), band.oy0 * g.OW * g.C, pooled,
+                                g.pixels() * g.C),
+                      band_rows(l.address(pool.reads[2]), band.oy0 * g.OW * g.C, pooled,
+                                g.pixels() * g.C)},
+                     static_cast<uint32_t>(static_cast<uint64_t>(w.patch_elements() + pooled) +
+                                           phases_of(w))});
+  }
+  const bool round_quotient = l.node(p.quotient).dtype == DType::kBF16;
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    const Band& band = (*parts)[i];
+    const Im2col& w = whole_windows(g, band).g;
+    const auto pixels = static_cast<uint32_t>(t.rows() * w.pixels());
+    const uint64_t windows = t.scratch(0).address();
+    const isa::Block count =
+        block(windows + uint64_t{pixels} * static_cast<uint64_t>(g.patch) * 4, pixels,
+              static_cast<uint32_t>(g.C), isa::F32);
+    build_windows(t, w, t.in(0).address(), windows, g.C, pad);
+    const isa::Block pooled = block(t.in(1).address(), pixels, static_cast<uint32_t>(g.C), isa::F32);
+    const int64_t positions = g.w.kh * g.w.kw;
+    auto at = [&](int64_t k) { return window_position(g, windows, pixels, k); };
+    for (int64_t k = 0; k < positions; ++k)
+      t.chain(b.binary(Vector::CMP_EQ, at(k), at(k), pooled));
+    reduce_views(t, Vector::ADD, count, positions, at);
+    t.chain(b.binary(Vector::DIV, count,
+                     block(t.in(2).address(), pixels, static_cast<uint32_t>(g.C), isa::F32), count));
+    if (round_quotient) t.chain(b.unary(Vector::ROUND_BF16, count, count));
+    for (int64_t k = 0; k < positions; ++k) t.chain(b.binary(Vector::MUL, at(k), at(k), count));
+    t.chain(b.fill(t.out(), 0));
+    for_each_window_run(band.g, t.out().address(), windows, t.rows(),
+                        [&](const isa::Block& pixels_block, const isa::Block& positions_block) {
+                          t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, positions_block));
+                        });
+    if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
+  });
+  return absl::OkStatus();
+}
+
+// The pool `id` computes: its windows' geometry.
+Im2col pool_geometry(const Lowering& l, int id, const Fusion& pool) {
+  const int pooled = pool.kind == Fusion::Kind::kMaxPool ? id : pool.reads[1];
+  const Node& e = l.node(pooled_patches(l.graph, pooled));
+  return Im2col(e.attrs.window, l.node(e.inputs[0]).shape, e.shape);
+}
+
 }  // namespace
 
 absl::Status lower_pool(Lowering& l, int id, const Fusion& pool) {
+  const bool tiled = tiles(pool_geometry(l, id, pool));
   switch (pool.kind) {
     case Fusion::Kind::kMaxPool:
-      return lower_max_pool(l, id);
+      return tiled ? lower_tiled_max_pool(l, id) : lower_windowed_max_pool(l, id);
     case Fusion::Kind::kMaxPoolGrad:
-      return lower_max_pool_grad(l, id, pool);
+      return tiled ? lower_tiled_max_pool_grad(l, id, pool)
+                   : lower_windowed_max_pool_grad(l, id, pool);
     default:
       break;
   }
