@@ -128,8 +128,10 @@ int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds
 // Convolutions whose images (with their patches) do not fit a 6 MiB VMEM tile slot work in bands
 // of output rows, each with the input rows its windows reach, as XLA's convolution emitter tiles
 // an image (conv_bands.h): a 7x7 stride-2 SAME convolution of 180x180x4 images (90 x 90 windows
-// of 196 values: 6.4 MB of patches an image, built from the images' stride phases) and a 3x3
-// SAME one of the 90x90x32 result (9.3 MB), forward, kernel gradients and the input gradient.
+// of 196 values: 6.4 MB of patches an image, built from the images' stride phases), a 3x3 SAME
+// one of the 90x90x32 result (9.3 MB) and a 3x3 stride-2 SAME one of its 90x90x64 result (its
+// image and patches 6.7 MB: the input gradient of a strided convolution in bands of image
+// rows), forward, kernel gradients and input gradients.
 // Every convolution fuses, and they compute what the unfused fragments compute: bit for bit but
 // the kernel gradients, whose sums run band by band.
 TEST(TpusimBackend, BandedConvolutionsComputeWhatTheUnfusedOnesDo) {
@@ -138,20 +140,21 @@ TEST(TpusimBackend, BandedConvolutionsComputeWhatTheUnfusedOnesDo) {
   using layers::Activation;
   using layers::Padding;
   Value h = layers::conv2d(b, x, 32, 7, 2, Padding::kSame, Activation::kRelu, 1);
-  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kRelu, 2);
+  h = layers::conv2d(b, h, 64, 3, 1, Padding::kSame, Activation::kRelu, 2);
+  h = layers::conv2d(b, h, 8, 3, 2, Padding::kSame, Activation::kRelu, 3);
   ASSERT_TRUE(
-      output_loss_and_variable_gradients(b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 3)));
+      output_loss_and_variable_gradients(b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 4)));
 
   auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->fused_convolutions, 5u);  // 2 forward, 2 kernel gradients, 1 input gradient
+  EXPECT_EQ(step->fused_convolutions, 8u);  // 3 forward, 3 kernel gradients, 2 input gradients
   EXPECT_EQ(step->instructions_per_op.count("extract_patches"), 0u);
   EXPECT_EQ(step->instructions_per_op.count("patches_to_image"), 0u);
 
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {2, 180, 180, 4}}, {"labels", DType::kS32, {2}, 0, 4}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
-  EXPECT_GT(kernel_gradients_rounded(b.graph(), feeds, 7), 0);  // 3 kernels, 3 biases
+  EXPECT_GT(kernel_gradients_rounded(b.graph(), feeds, 9), 0);  // 4 kernels, 4 biases
 }
 
 // Fused max pools (reduce-window and its gradient on strided views in VMEM) compute bit for bit

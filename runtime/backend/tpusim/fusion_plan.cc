@@ -138,29 +138,29 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
   std::vector<int> group_size(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> recomputed_roots(static_cast<size_t>(n));  // where each is
   for (int id = 0; id < n; ++id) {
-    if (!plan->needed[static_cast<size_t>(id)]) continue;
-    const int root = plan->group[static_cast<size_t>(id)];
+    if (!plan->node(id).needed) continue;
+    const int root = plan->node(id).group;
     if (root >= 0) ++group_size[static_cast<size_t>(root)];
     for (int in : fragment_uses(g, fusions, id).needs())
       readers[static_cast<size_t>(in)].push_back(id);
   }
   for (int id = n - 1; id >= 0; --id) {
     const Node& node = g.node(id);
-    if (!plan->needed[static_cast<size_t>(id)] || exported[static_cast<size_t>(id)] ||
-        plan->group[static_cast<size_t>(id)] != id || group_size[static_cast<size_t>(id)] != 1 ||
-        node.dtype == DType::kS32 || plan->folded[static_cast<size_t>(id)] ||
+    if (!plan->node(id).needed || exported[static_cast<size_t>(id)] || plan->node(id).group != id ||
+        group_size[static_cast<size_t>(id)] != 1 || node.dtype == DType::kS32 ||
+        plan->node(id).folded ||
         readers[static_cast<size_t>(id)].size() < 2)
       continue;
     std::vector<int> roots;
     bool all_grouped = true;
     for (int r : readers[static_cast<size_t>(id)]) {
-      const bool recomputed = plan->recomputed[static_cast<size_t>(r)];
-      all_grouped = all_grouped && (recomputed || plan->group[static_cast<size_t>(r)] >= 0) &&
+      const bool recomputed = plan->node(r).recomputed;
+      all_grouped = all_grouped && (recomputed || plan->node(r).group >= 0) &&
                     fusions.count(r) == 0 && is_elementwise(g.node(r).op) &&
                     g.node(r).shape == node.shape;
       if (!all_grouped) break;
       const std::vector<int> in = recomputed ? recomputed_roots[static_cast<size_t>(r)]
-                                             : std::vector<int>{plan->group[static_cast<size_t>(r)]};
+                                             : std::vector<int>{plan->node(r).group};
       for (int root : in) {
         if (std::find(roots.begin(), roots.end(), root) == roots.end()) roots.push_back(root);
       }
@@ -174,8 +174,8 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
       fits = fits && fused_group_fits(g, members, core);
     }
     if (!fits) continue;
-    plan->recomputed[static_cast<size_t>(id)] = true;
-    for (int root : roots) plan->recomputed_in[static_cast<size_t>(root)].push_back(id);
+    plan->node(id).recomputed = true;
+    for (int root : roots) plan->node(root).recomputes.push_back(id);
     recomputed_roots[static_cast<size_t>(id)] = std::move(roots);
     ++plan->recomputed_nodes;
   }
@@ -187,7 +187,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
 // the rows, or part of a fused convolution or pool.
 std::vector<int> streamed_buffers(const Graph& g, const Fusions& fusions, const FusionPlan& plan,
                                   int r) {
-  if (!plan.needed[static_cast<size_t>(r)] || fusions.count(r) > 0 ||
+  if (!plan.node(r).needed || fusions.count(r) > 0 ||
       reduction_fusion(g, r) != ReductionFusion::kLeadingAxes)
     return {};
   const int x = g.node(r).inputs[0];
@@ -197,7 +197,7 @@ std::vector<int> streamed_buffers(const Graph& g, const Fusions& fusions, const 
     if (g.node(buffer).shape == shape && std::find(out.begin(), out.end(), buffer) == out.end())
       out.push_back(buffer);
   };
-  if (plan.group[static_cast<size_t>(x)] == r) {
+  if (plan.node(x).group == r) {
     const std::vector<int> members = plan.members(r);
     for (int m : members) {
       for (int in : g.node(m).inputs) {
@@ -207,7 +207,7 @@ std::vector<int> streamed_buffers(const Graph& g, const Fusions& fusions, const 
     }
     return out;
   }
-  const int root = plan.group[static_cast<size_t>(x)];
+  const int root = plan.node(x).group;
   if ((root >= 0 && root != x) || plan.absorbed(x) || g.node(x).dtype == DType::kS32) return {};
   add(x);
   return out;
@@ -261,8 +261,8 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
       const uint64_t partial_rows = 2 * static_cast<uint64_t>(cols_of(shape)) * 4;
       if (!fused_group_fits(g, members, core) || 2 * partial_rows > once_loaded_bytes(core))
         continue;
-      plan->sibling[static_cast<size_t>(b)] = a;
-      plan->computed_with[static_cast<size_t>(a)] = b;
+      plan->node(b).sibling = a;
+      plan->node(a).computed_with = b;
       ++plan->multi_output_fusions;
       bound = a;
       break;
@@ -288,23 +288,36 @@ std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   return needed;
 }
 
+std::vector<bool> FusionPlan::needed() const {
+  std::vector<bool> out;
+  out.reserve(nodes.size());
+  for (const NodeFusion& n : nodes) out.push_back(n.needed);
+  return out;
+}
+
+std::vector<int> FusionPlan::computed_with() const {
+  std::vector<int> out;
+  out.reserve(nodes.size());
+  for (const NodeFusion& n : nodes) out.push_back(n.computed_with);
+  return out;
+}
+
 std::vector<int> FusionPlan::members(int root) const {
-  std::vector<int> out = recomputed_in[static_cast<size_t>(root)];
+  std::vector<int> out = node(root).recomputes;
   for (int m = 0; m <= root; ++m) {
-    if (group[static_cast<size_t>(m)] == root) out.push_back(m);
+    if (node(m).group == root) out.push_back(m);
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
 std::vector<int> FusionPlan::reduction_members(int reduction) const {
-  return group[static_cast<size_t>(reduction)] == reduction ? members(reduction)
-                                                            : std::vector<int>{reduction};
+  return node(reduction).group == reduction ? members(reduction) : std::vector<int>{reduction};
 }
 
 std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
-  if (folded[static_cast<size_t>(id)]) return {graph.node(id).inputs[0]};
-  if (!recomputed[static_cast<size_t>(id)]) return {id};
+  if (node(id).folded) return {graph.node(id).inputs[0]};
+  if (!node(id).recomputed) return {id};
   std::vector<int> out;
   for (int in : graph.node(id).inputs) {
     float ignored;
@@ -316,18 +329,20 @@ std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
 
 FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
                         const FusionOptions& options) {
-  const auto n = static_cast<size_t>(graph.size());
+  const std::vector<bool> needed = needed_nodes(graph, fusions);
+  std::vector<int> group = fusion_groups(graph, needed, fusions);
   FusionPlan plan;
-  plan.needed = needed_nodes(graph, fusions);
-  plan.group = fusion_groups(graph, plan.needed, fusions);
   if (options.fuse_reductions)
-    plan.fused_reductions = absorb_into_reductions(graph, plan.needed, fusions, core, &plan.group);
-  plan.folded = folded_broadcasts(graph, plan.needed, fusions);
-  plan.recomputed.assign(n, false);
-  plan.recomputed_in.resize(n);
+    plan.fused_reductions = absorb_into_reductions(graph, needed, fusions, core, &group);
+  const std::vector<bool> folded = folded_broadcasts(graph, needed, fusions);
+  plan.nodes.resize(static_cast<size_t>(graph.size()));
+  for (size_t id = 0; id < plan.nodes.size(); ++id) {
+    NodeFusion& n = plan.nodes[id];
+    n.needed = needed[id];
+    n.group = group[id];
+    n.folded = folded[id];
+  }
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
-  plan.sibling.assign(n, -1);
-  plan.computed_with.assign(n, -1);
   if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
   return plan;
 }

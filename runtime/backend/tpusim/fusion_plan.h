@@ -34,29 +34,38 @@ struct FusionOptions {
   bool multi_output = true;     // StepOptions::fuse_multi_output
 };
 
+// What the plan decides for one node.
+struct NodeFusion {
+  bool needed = false;      // some lowered fragment, output or update reads the node
+  int group = -1;           // the root of the group computing it; -1: none
+  bool folded = false;      // a broadcast read in place
+  bool recomputed = false;  // computed again in each reader's group: no buffer of its own
+  std::vector<int> recomputes;  // as a group's root: the recomputed nodes its group computes
+  // Sibling reductions: as a reduction whose fragment computes an earlier sibling too, that
+  // sibling; as such a sibling, the reduction computing it (-1: none).
+  int sibling = -1;
+  int computed_with = -1;
+};
+
 struct FusionPlan {
-  std::vector<bool> needed;      // some lowered fragment, output or update reads the node
-  std::vector<int> group;        // per node, the root of the group computing it; -1: none
-  std::vector<bool> folded;      // broadcasts read in place
-  std::vector<bool> recomputed;  // computed again in each reader's group: no buffer of its own
-  std::vector<std::vector<int>> recomputed_in;  // per group root, the recomputed nodes it computes
-  // Sibling reductions: per reduction whose fragment computes an earlier sibling too, that
-  // sibling (-1: none); per such sibling, the reduction computing it (-1: none).
-  std::vector<int> sibling;
-  std::vector<int> computed_with;
+  std::vector<NodeFusion> nodes;  // one per graph node
   uint64_t fused_reductions = 0;
   uint64_t recomputed_nodes = 0;
   uint64_t multi_output_fusions = 0;
 
+  const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
+  NodeFusion& node(int id) { return nodes[static_cast<size_t>(id)]; }
+  // Per node, whether it is needed, and the reduction computing it with its sibling (-1: none):
+  // NodeFusion::needed and computed_with, for passes that take them as vectors.
+  std::vector<bool> needed() const;
+  std::vector<int> computed_with() const;
   // The nodes the group of `root` computes, in graph order (its root last).
   std::vector<int> members(int root) const;
   // The nodes a reduction's fragment computes: its group's members (a fused reduction), or the
   // reduction alone.
   std::vector<int> reduction_members(int reduction) const;
   // Whether the node gets no fragment: folded or recomputed (fused members are skipped by root).
-  bool absorbed(int id) const {
-    return folded[static_cast<size_t>(id)] || recomputed[static_cast<size_t>(id)];
-  }
+  bool absorbed(int id) const { return node(id).folded || node(id).recomputed; }
   // The buffers a read of `id` really reads: a folded broadcast's input, a recomputed node's
   // inputs (seen through the same way), else `id` itself.
   std::vector<int> sources(const Graph& graph, int id) const;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "common/strings.h"
+#include "runtime/backend/tpusim/fusion_plan.h"
 #include "runtime/backend/tpusim/group_scratch.h"
 #include "runtime/backend/tpusim/lowering.h"
 
@@ -82,7 +83,7 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
     op.immediate = true;
     return op;
   }
-  if (!l.folded.empty() && l.folded[static_cast<size_t>(id)]) {
+  if (l.fusion != nullptr && l.fusion->node(id).folded) {
     // A folded broadcast (of floats, read by fragments of its own shape, as the compiler checks):
     // its input, in place.
     op.tile = {broadcast_fold(l.graph, id) == FoldedBroadcast::kRow ? TileOperand::Kind::kRow

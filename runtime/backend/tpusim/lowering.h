@@ -112,6 +112,8 @@ absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
 const char* fusion_kind_name(Fusion::Kind kind);
 bool is_convolution(Fusion::Kind kind);
 
+struct FusionPlan;
+
 struct Lowering {
   const Graph& graph;
   const HbmPlan& plan;
@@ -123,9 +125,10 @@ struct Lowering {
   // cross_replica_sum's: a ring over the replicas in core order, or every core of the slice.
   isa::Collective::Algorithm allreduce = isa::Collective::RING;
   bool overlap_allreduce = true;  // StepOptions::overlap_allreduce
-  // Per node, whether it is a broadcast whose readers (elementwise fragments all) read its input
-  // as a row or column operand instead (broadcast_fold): it has no buffer and no fragment.
-  std::vector<bool> folded{};
+  // The step's fusion plan (null: none), whose folded broadcasts' readers (elementwise fragments
+  // all) read the broadcast's input as a row or column operand instead (broadcast_fold): such a
+  // broadcast has no buffer and no fragment.
+  const FusionPlan* fusion = nullptr;
   // The cross_replica_sums combined into one all-reduce (null: none).
   const CombinedAllReduces* combined = nullptr;
 

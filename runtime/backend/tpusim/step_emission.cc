@@ -66,7 +66,7 @@ class StepEmission {
            options.replicas,
            options.allreduce,
            plan.overlapped,
-           plan.fusion.folded,
+           &plan.fusion,
            &plan.combined},
         entry_budget_(emit_.tile_budget_bytes() / 2) {
     hbm_.set_temporaries_base(constants_base_ + kConstantsRegion);
@@ -232,7 +232,7 @@ absl::Status StepEmission::lower(int id) {
   const auto fused = plan_.fusions.find(id);
   absl::Status s;
   bool rounded = false;
-  if (const int sibling = plan_.fusion.sibling[static_cast<size_t>(id)]; sibling >= 0) {
+  if (const int sibling = plan_.fusion.node(id).sibling; sibling >= 0) {
     set_origin(node.label, "fused");
     s = lower_sibling_reductions(
         l_, {plan_.fusion.reduction_members(sibling), plan_.fusion.reduction_members(id)});

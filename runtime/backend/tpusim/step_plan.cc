@@ -32,8 +32,8 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {
     NodePlan& n = plan.nodes[static_cast<size_t>(id)];
-    n.needed = plan.fusion.needed[static_cast<size_t>(id)];
-    n.group = plan.fusion.group[static_cast<size_t>(id)];
+    n.needed = plan.fusion.node(id).needed;
+    n.group = plan.fusion.node(id).group;
   }
 }
 
@@ -76,7 +76,7 @@ void add_uses(const Graph& graph, StepPlan& plan, int id) {
   int emitter = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
   // A reduction its sibling's fragment computes (fusion_plan.h): that fragment reads and writes
   // for it.
-  if (const int with = plan.fusion.computed_with[static_cast<size_t>(emitter)]; with >= 0)
+  if (const int with = plan.fusion.node(emitter).computed_with; with >= 0)
     emitter = with;
   NodePlan& e = plan.nodes[static_cast<size_t>(emitter)];
   for (int in : uses.reads) {
@@ -168,7 +168,7 @@ bool StepPlan::emits(int id) const {
   const NodePlan& n = node(id);
   if (!n.needed || n.absorbed) return false;
   if (n.group >= 0 && n.group != id) return false;          // computed with its group's root
-  if (fusion.computed_with[static_cast<size_t>(id)] >= 0) return false;  // with its sibling
+  if (fusion.node(id).computed_with >= 0) return false;  // with its sibling
   return combined.root(id) < 0 || combined.root(id) == id;  // else summed with its root's
 }
 
@@ -182,9 +182,9 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& 
   // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
   // runs.
   if (options.replicas > 1)
-    plan.combined = CombinedAllReduces(graph, plan.fusion.needed, plan.overlapped, options.combine,
-                                       plan.fusion.computed_with);
-  plan.order = emission_order(graph, plan.overlapped, &plan.combined, plan.fusion.computed_with);
+    plan.combined = CombinedAllReduces(graph, plan.fusion.needed(), plan.overlapped, options.combine,
+                                       plan.fusion.computed_with());
+  plan.order = emission_order(graph, plan.overlapped, &plan.combined, plan.fusion.computed_with());
   plan_buffers(graph, plan);
   if (absl::Status s = plan_memory(graph, slice, core, options.replicas, temporaries, plan);
       !s.ok()) {
