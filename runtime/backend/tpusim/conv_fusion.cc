@@ -32,9 +32,6 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
   return reader;
 }
 
-// The VMEM a stride phase split takes beside a band's patches (im2col.h), per image.
-int64_t phases_of(const Im2col& g) { return phase_split(g) ? phase_elements(g) : 0; }
-
 // Per image, the blocks of a band's tile as each lowering below lays them out: the forward's
 // images in, output rows, patches (and their stride phases); the kernel gradient's images and
 // output gradient in, no output, the patches, the gradient transposed (and the phases) in one
@@ -44,7 +41,7 @@ BandWidths forward_widths(int64_t filters) {
     const Im2col& g = b.g;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
                                  static_cast<uint64_t>(g.pixels() * filters),
-                                 static_cast<uint64_t>(g.patch_elements() + phases_of(g))};
+                                 static_cast<uint64_t>(g.patch_elements() + phase_elements(g))};
   };
 }
 
@@ -54,7 +51,7 @@ BandWidths filter_grad_widths(int64_t filters) {
     const int64_t grad = g.pixels() * filters;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
                                  static_cast<uint64_t>(grad), 0,
-                                 static_cast<uint64_t>(g.patch_elements() + grad + phases_of(g))};
+                                 static_cast<uint64_t>(g.patch_elements() + grad + phase_elements(g))};
   };
 }
 
@@ -171,15 +168,6 @@ TileOperand window_rows(uint64_t hbm, const Im2col& g, const Band& band, int64_t
                    g.pixels() * per_window);
 }
 
-// The patches of the tile's band built in its scratch at `patches`, from its stride phases
-// (after the patches) where the band splits into them (im2col.h).
-void band_patches(Tile& t, const Im2col& bg, uint64_t images, uint64_t patches) {
-  const uint64_t phases =
-      phase_split(bg) ? patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4
-                      : 0;
-  build_patches(t, bg, images, patches, phases);
-}
-
 // Forward: per tile of images and band of their output rows (the whole image when it fits),
 // im2col into scratch (as lower_extract_patches does into its output), optionally a copy of the
 // patches to their buffer, then patches x w on the MXUs into the tile's output rows
@@ -198,7 +186,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   for (const Band& band : *parts) {
     bands.push_back({window_rows(l.address(id), g, band, filters),
                      {image_rows(l.address(e.inputs[0]), g, band), weights},
-                     static_cast<uint32_t>(band.g.patch_elements() + phases_of(band.g))});
+                     static_cast<uint32_t>(band.g.patch_elements() + phase_elements(band.g))});
   }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
   l.emit.rowwise_bands(static_cast<uint64_t>(in.dim(0)), bands, 1, [&](Tile& t, size_t i) {
@@ -206,7 +194,9 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
     const Band& band = (*parts)[i];
     const Im2col& bg = band.g;
     const uint64_t patches = t.scratch(0).address();
-    band_patches(t, bg, t.in(0).address(), patches);
+    // From the band's stride phases, after the patches in the scratch, where it splits into them.
+    build_patches(t, bg, t.in(0).address(), patches,
+                  patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
     const uint64_t built = t.chain_count();
     if (conv.patches_kept) {
       const TileOperand kept = window_rows(l.address(conv.patches), g, band, g.patch);
@@ -297,7 +287,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
                      {image_rows(l.address(e.inputs[0]), g, band),
                       window_rows(l.address(n.inputs[1]), g, band, filters)},
                      static_cast<uint32_t>(bg.patch_elements() + bg.pixels() * filters +
-                                           phases_of(bg))});
+                                           phase_elements(bg))});
   }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
@@ -308,7 +298,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
         const uint64_t patches = t.scratch(0).address();
         const uint64_t grad_t = patches + uint64_t{t.rows()} * bg.patch_elements() * 4;
         const uint64_t phases = grad_t + uint64_t{pixels} * filters * 4;
-        build_patches(t, bg, t.in(0).address(), patches, phase_split(bg) ? phases : 0);
+        build_patches(t, bg, t.in(0).address(), patches, phases);
         t.chain(b.transpose(block(grad_t, filters, pixels, isa::F32),
                             block(t.in(1).address(), pixels, filters, isa::F32)));
         const uint64_t built = t.chain_count();

@@ -203,7 +203,7 @@ void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
 
 bool phase_split(const Im2col& g) { return !g.flat && g.W % g.w.sw == 0 && g.OW == g.W / g.w.sw; }
 
-int64_t phase_elements(const Im2col& g) { return 2 * g.image_elements(); }
+int64_t phase_elements(const Im2col& g) { return phase_split(g) ? 2 * g.image_elements() : 0; }
 
 void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases,
                    float pad) {

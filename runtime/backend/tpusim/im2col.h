@@ -55,14 +55,15 @@ void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int
 // output rows as wide as a phase of the input's, W = OW x sw.
 bool phase_split(const Im2col& g);
 // The VMEM phased_patches needs beside a tile's images and patches, per image (f32 elements):
-// the column phases, then the row phases of each.
+// the column phases, then the row phases of each; 0 for a geometry phase_split() does not take.
 int64_t phase_elements(const Im2col& g);
 
 // The patches of the tile's images (at `images`) built at `patches`, chained on the tile: set to
 // `pad` first unless flat, one copy per window run, the wrapped windows set to `pad` after when
 // flat (the positions outside the image: zero for a convolution, the padding value for a max
 // pool). With `phases` (phase_elements() per image of VMEM, 0: none) and a geometry
-// phase_split() takes, as phased_patches builds them.
+// phase_split() takes, as phased_patches builds them; `phases` is not touched otherwise, so a
+// caller may always pass where its scratch would hold them.
 void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
                    uint64_t phases = 0, float pad = 0);
 

@@ -150,11 +150,6 @@ bool fits(const config::CoreSpec& core, const std::vector<int64_t>& widths) {
   return Emitter::tile_bytes(w, 1) <= tile_slot_bytes(core);
 }
 
-// The VMEM a stride phase split takes beside a band's windows (im2col.h), per image.
-uint64_t phases_of(const Im2col& g) {
-  return phase_split(g) ? static_cast<uint64_t>(phase_elements(g)) : 0;
-}
-
 // Per image, the blocks of a band's tile for pools whose windows do not tile the image (the
 // windowed lowerings below): the forward's images in, pooled values out, the windows (and the
 // stride phases they are built from); the gradient's images (the rows its windows read),
@@ -165,17 +160,18 @@ BandWidths windowed_forward_widths() {
     const Im2col& g = b.g;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
                                  static_cast<uint64_t>(g.pixels() * g.C),
-                                 static_cast<uint64_t>(g.patch_elements()) + phases_of(g)};
+                                 static_cast<uint64_t>(g.patch_elements() + phase_elements(g))};
   };
 }
 
 BandWidths windowed_grad_widths(const Im2col& full) {
-  return [&full](const Band& b) {
+  return [full](const Band& b) {
     const Im2col& w = whole_windows(full, b).g;
     const auto pooled = static_cast<uint64_t>(w.pixels() * w.C);
     return std::vector<uint64_t>{static_cast<uint64_t>(w.image_elements()), pooled, pooled,
                                  static_cast<uint64_t>(b.g.image_elements()),
-                                 static_cast<uint64_t>(w.patch_elements()) + pooled + phases_of(w)};
+                                 static_cast<uint64_t>(w.patch_elements() + phase_elements(w)) +
+                                     pooled};
   };
 }
 
@@ -191,11 +187,11 @@ Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
       const PoolSizes s(g);
-      // Tiled: the images in, the pooled values out, the columns' maxima.
-      const bool tiled = tiles(g) && fits(core, {s.image, s.pooled, s.half});
-      if (tiled || (!tiles(g) && image_bands(tile_slot_bytes(core), g, Cut::kWindowRows,
-                                             windowed_forward_widths())
-                                     .ok()))
+      // Tiled: the images in, the pooled values out, the columns' maxima. Else windowed.
+      if (tiles(g) ? fits(core, {s.image, s.pooled, s.half})
+                   : image_bands(tile_slot_bytes(core), g, Cut::kWindowRows,
+                                 windowed_forward_widths())
+                         .ok())
         found[id] = {Fusion::Kind::kMaxPool, {e.inputs[0]}};
     } else if (PoolGrad p; max_pool_grad(graph, id, &p)) {
       const Node& e = graph.node(pooled_patches(graph, p.pooled));
@@ -203,11 +199,10 @@ Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
       const PoolSizes s(g);
       // The images, pooled values and their gradients in, the images' gradients out, and one
       // scratch: the hits (image-sized), a columns-reduced buffer and the quotients.
-      const bool tiled =
-          tiles(g) && fits(core, {s.image, s.pooled, s.pooled, s.image, s.image + s.half + s.pooled});
-      if (tiled || (!tiles(g) && image_bands(tile_slot_bytes(core), g, Cut::kImageRows,
-                                             windowed_grad_widths(g))
-                                     .ok()))
+      if (tiles(g) ? fits(core, {s.image, s.pooled, s.pooled, s.image, s.image + s.half + s.pooled})
+                   : image_bands(tile_slot_bytes(core), g, Cut::kImageRows,
+                                 windowed_grad_widths(g))
+                         .ok())
         found[id] = {Fusion::Kind::kMaxPoolGrad, {p.image, p.pooled, p.grad}};
     }
   }
@@ -338,15 +333,6 @@ isa::Block window_position(const Im2col& g, uint64_t windows, uint32_t pixels, i
                isa::F32, static_cast<uint64_t>(g.patch) * 4);
 }
 
-// The tile's windows of `g` built at `windows` from the images at `images`, from their stride
-// phases (after the windows, `extra` f32 values a window further on) where they split into them.
-void build_windows(Tile& t, const Im2col& g, uint64_t images, uint64_t windows, int64_t extra,
-                   float pad) {
-  const uint64_t phases =
-      windows + uint64_t{t.rows()} * static_cast<uint64_t>(g.pixels() * (g.patch + extra)) * 4;
-  build_patches(t, g, images, windows, phase_split(g) ? phases : 0, pad);
-}
-
 // Forward of a pool whose windows do not tile the image, as XLA's reduce-window: per tile of
 // images and band of their output rows, the windows built in scratch (the positions outside the
 // image set to the view's padding value), then their maximum over the window's positions in
@@ -366,14 +352,15 @@ absl::Status lower_windowed_max_pool(Lowering& l, int id) {
                                g.pixels() * g.C),
                      {band_rows(l.address(e.inputs[0]), band.y0 * g.W * g.C, bg.image_elements(),
                                 g.image_elements())},
-                     static_cast<uint32_t>(static_cast<uint64_t>(bg.patch_elements()) +
-                                           phases_of(bg))});
+                     static_cast<uint32_t>(bg.patch_elements() + phase_elements(bg))});
   }
   l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
     const Im2col& bg = (*parts)[i].g;
     const uint64_t windows = t.scratch(0).address();
-    build_windows(t, bg, t.in(0).address(), windows, 0, pad);
     const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
+    // From the band's stride phases, after the windows in the scratch, where it splits into them.
+    build_patches(t, bg, t.in(0).address(), windows,
+                  windows + uint64_t{pixels} * static_cast<uint64_t>(g.patch) * 4, pad);
     reduce_views(t, Vector::MAX,
                  block(t.out().address(), pixels, static_cast<uint32_t>(g.C), isa::F32),
                  g.w.kh * g.w.kw, [&](int64_t k) { return window_position(g, windows, pixels, k); });
@@ -399,8 +386,9 @@ absl::Status lower_windowed_max_pool_grad(Lowering& l, int id, const Fusion& poo
       image_bands(l.emit.tile_budget_bytes(), g, Cut::kImageRows, windowed_grad_widths(g));
   if (!parts.ok()) return parts.status();
   std::vector<TileBand> bands;
+  std::vector<Band> whole;  // per band, its windows with all the image rows they read
   for (const Band& band : *parts) {
-    const Band windows = whole_windows(g, band);
+    const Band& windows = whole.emplace_back(whole_windows(g, band));
     const Im2col& w = windows.g;
     const int64_t pooled = w.pixels() * g.C;
     bands.push_back({band_rows(l.address(id), band.y0 * g.W * g.C, band.g.image_elements(),
@@ -411,20 +399,20 @@ absl::Status lower_windowed_max_pool_grad(Lowering& l, int id, const Fusion& poo
                                 g.pixels() * g.C),
                       band_rows(l.address(pool.reads[2]), band.oy0 * g.OW * g.C, pooled,
                                 g.pixels() * g.C)},
-                     static_cast<uint32_t>(static_cast<uint64_t>(w.patch_elements() + pooled) +
-                                           phases_of(w))});
+                     static_cast<uint32_t>(w.patch_elements() + pooled + phase_elements(w))});
   }
   const bool round_quotient = l.node(p.quotient).dtype == DType::kBF16;
   l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
     sim::CoreBuilder& b = t.e_builder();
-    const Band& band = (*parts)[i];
-    const Im2col& w = whole_windows(g, band).g;
+    const Im2col& w = whole[i].g;
     const auto pixels = static_cast<uint32_t>(t.rows() * w.pixels());
     const uint64_t windows = t.scratch(0).address();
     const isa::Block count =
         block(windows + uint64_t{pixels} * static_cast<uint64_t>(g.patch) * 4, pixels,
               static_cast<uint32_t>(g.C), isa::F32);
-    build_windows(t, w, t.in(0).address(), windows, g.C, pad);
+    // Whole, from their stride phases (after the counts) where they split into them.
+    build_patches(t, w, t.in(0).address(), windows,
+                  count.address() + uint64_t{pixels} * static_cast<uint64_t>(g.C) * 4, pad);
     const isa::Block pooled = block(t.in(1).address(), pixels, static_cast<uint32_t>(g.C), isa::F32);
     const int64_t positions = g.w.kh * g.w.kw;
     auto at = [&](int64_t k) { return window_position(g, windows, pixels, k); };
@@ -436,7 +424,7 @@ absl::Status lower_windowed_max_pool_grad(Lowering& l, int id, const Fusion& poo
     if (round_quotient) t.chain(b.unary(Vector::ROUND_BF16, count, count));
     for (int64_t k = 0; k < positions; ++k) t.chain(b.binary(Vector::MUL, at(k), at(k), count));
     t.chain(b.fill(t.out(), 0));
-    for_each_window_run(band.g, t.out().address(), windows, t.rows(),
+    for_each_window_run((*parts)[i].g, t.out().address(), windows, t.rows(),
                         [&](const isa::Block& pixels_block, const isa::Block& positions_block) {
                           t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, positions_block));
                         });
