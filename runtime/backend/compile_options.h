@@ -71,6 +71,12 @@ struct CompileOptions {
   // VMEM tiles' partial sums in order, and the tiles' rows depend on the fragment, so f32 sums can
   // round differently.
   bool fuse_multi_output = true;
+  // Whether the tpusim backend computes the reductions of a convolution's output down the rows (a
+  // batch norm's sum and sum of squares) inside the convolution's fragment, from its output tiles
+  // in VMEM, as XLA's multi-output fusion of a convolution with the reductions of its result;
+  // off, they read the output back from HBM. The convolution's tiles set the order its partial
+  // sums are added in, so f32 sums can round differently.
+  bool fuse_conv_reductions = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

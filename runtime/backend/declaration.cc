@@ -33,9 +33,9 @@ struct Requirement {
 
 std::string off_if(bool on, const char* field) { return on ? "" : str_cat(field, " off"); }
 
-// In the order the CLI documents its flags.
-const std::vector<Requirement>& requirements() {
-  static const std::vector<Requirement> table = {
+// The collectives' flags ...
+std::vector<Requirement> collective_requirements() {
+  return {
       {"--allreduce",
        [](const CompileOptions& o, const RunFeatures&) {
          return o.allreduce == AllReduceAlgorithm::kRing
@@ -60,6 +60,12 @@ const std::vector<Requirement>& requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.collective_timing; },
        "the all-reduce is not timed"},
+  };
+}
+
+// ... the fusion switches, each on unless turned off ...
+std::vector<Requirement> fusion_requirements() {
+  return {
       {"--fuse-convolutions",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_convolutions, "fuse_convolutions");
@@ -90,6 +96,18 @@ const std::vector<Requirement>& requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-conv-reductions",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_conv_reductions, "fuse_conv_reductions");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
+  };
+}
+
+// ... and what a run records or how much of it is simulated.
+std::vector<Requirement> run_requirements() {
+  return {
       {"--timing-only",
        [](const CompileOptions&, const RunFeatures& r) {
          return std::string(r.timing_only ? "timing_only" : "");
@@ -111,6 +129,16 @@ const std::vector<Requirement>& requirements() {
        [](const BackendSupport& s, const CompileOptions&) { return s.folding; },
        "every replica computed"},
   };
+}
+
+// In the order the CLI documents its flags.
+const std::vector<Requirement>& requirements() {
+  static const std::vector<Requirement> table = [] {
+    std::vector<Requirement> all = collective_requirements();
+    for (std::vector<Requirement> part : {fusion_requirements(), run_requirements()})
+      all.insert(all.end(), part.begin(), part.end());
+    return all;
+  }();
   return table;
 }
 

@@ -59,7 +59,7 @@ TEST(BackendRegistry, EachTpusimOnlyOptionNamesTheBackendThatSupportsIt) {
     CompileOptions options;
     RunFeatures run;
   };
-  std::vector<Case> cases(10);
+  std::vector<Case> cases(11);
   cases[0] = {"--allreduce", "allreduce 'torus2d'", {}, {}};
   cases[0].options.allreduce = AllReduceAlgorithm::kTorus2d;
   cases[1] = {"--overlap-allreduce", "overlap_allreduce off", {}, {}};
@@ -80,6 +80,8 @@ TEST(BackendRegistry, EachTpusimOnlyOptionNamesTheBackendThatSupportsIt) {
   cases[8].run.trace = true;
   cases[9] = {"--fuse-multi-output", "fuse_multi_output off", {}, {}};
   cases[9].options.fuse_multi_output = false;
+  cases[10] = {"--fuse-conv-reductions", "fuse_conv_reductions off", {}, {}};
+  cases[10].options.fuse_conv_reductions = false;
   for (const Case& c : cases) {
     const absl::Status flag =
         check_registered_options("cpu", c.options, c.run, OptionNames::kFlags);

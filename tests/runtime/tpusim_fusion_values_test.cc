@@ -418,5 +418,61 @@ TEST(TpusimBackend, SiblingReductionsComputeWhatSeparateOnesDo) {
   }
 }
 
+// A convolution computing the reductions of its output (a batch norm's sum and sum of squares,
+// Fusion::reductions) from its output tiles computes what separate fragments reading the output
+// back compute: bit for bit when one tile holds every image (8 images of 8x8: one reduce of all
+// the pixels either way), within f32 rounding when the convolution's tiles (one 96x96 image
+// each) split the sums otherwise than the reduction's own tiles do. Forward, with the
+// gradients through the batch norms, in f32 and in mixed bfloat16 (the sums then read the
+// output's bf16 values, as the widened output the separate fragments read holds them).
+TEST(TpusimBackend, ConvolutionOutputReductionsComputeWhatSeparateFragmentsDo) {
+  for (const int64_t side : {8, 96}) {
+    for (const DType dtype : {DType::kF32, DType::kBF16}) {
+      const int64_t images = side == 8 ? 8 : 2;
+      GraphBuilder b;
+      const Value x = b.infeed("x", DType::kF32, {images, side, side, 8});
+      using layers::Activation;
+      using layers::Padding;
+      Value h = dtype == DType::kBF16 ? b.cast(x, DType::kBF16) : x;
+      h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kNone, 1, false);
+      h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
+      h = layers::conv2d(b, h, 8, 3, 2, Padding::kSame, Activation::kNone, 2, false);
+      h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
+      h = layers::reduce_mean(b.cast(h, DType::kF32), {1, 2});
+      const size_t outputs = output_loss_and_gradients(b, classification_loss(b, h, 3), x);
+      ASSERT_GT(outputs, 0u);
+      auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_EQ(step->conv_output_reductions, 4u) << side;  // two batch norms' two sums
+      opcheck::OpCase c;
+      c.inputs = {{"x", DType::kF32, {images, side, side, 8}},
+                  {"labels", DType::kS32, {images}, 0, 4}};
+      const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
+      CompileOptions apart;
+      apart.fuse_conv_reductions = false;
+      const Outputs fused = run_once(b.graph(), CompileOptions{}, feeds);
+      const Outputs separate = run_once(b.graph(), apart, feeds);
+      ASSERT_EQ(fused.size(), outputs);
+      int differ = 0;
+      for (const auto& [name, value] : separate) {
+        const std::vector<float>& f = fused.at(name).f;
+        ASSERT_EQ(f.size(), value.f.size()) << name;
+        float largest = 0;
+        for (float v : value.f) largest = std::max(largest, std::abs(v));
+        for (size_t i = 0; i < f.size(); ++i) {
+          if (side == 8) {
+            EXPECT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
+          }
+          EXPECT_NEAR(f[i], value.f[i], 2e-2f * largest) << name << "[" << i << "]";
+          differ += f[i] != value.f[i];
+        }
+      }
+      if (side == 96) {
+        EXPECT_GT(differ, 0) << "the sums were expected to round otherwise";
+      }
+    }
+  }
+}
+
 }  // namespace tpusim_fusion_values_test
 }  // namespace tpusim::runtime

@@ -65,6 +65,10 @@ void add_compile_flags(po::options_description& options) {
       "on: two reductions down the rows that read the same value (a batch norm's two sums, its "
       "gradient's two) are one fragment reading it once (XLA's multi-output fusion); off: each "
       "reads it")(
+      "fuse-conv-reductions", po::value<bool>()->default_value(true, "on"),
+      "on: a convolution computes the reductions of its output down the rows (a batch norm's "
+      "sum and sum of squares) from its output tiles in VMEM (XLA's multi-output fusion of a "
+      "convolution with its result's reductions); off: they read the output back from HBM")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value that several elementwise fragments of its shape read is computed "
       "again in each of them (XLA's producer duplication); off: it goes through HBM");
@@ -107,6 +111,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_reductions = vm["fuse-reductions"].as<bool>();
   options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
   options.fuse_multi_output = vm["fuse-multi-output"].as<bool>();
+  options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
   return options;
 }
 

@@ -30,7 +30,8 @@ void add_precision_flag(boost::program_options::options_description& options);
 absl::StatusOr<runtime::Precision> precision_from(const boost::program_options::variables_map& vm,
                                                   const runtime::BackendDeclaration& backend);
 // --allreduce, --overlap-allreduce, --allreduce-combine-threshold, --fuse-convolutions,
-// --fuse-pools, --fuse-reductions and --recompute-shared-producers.
+// --fuse-pools, --fuse-reductions, --fuse-multi-output, --fuse-conv-reductions and
+// --recompute-shared-producers.
 void add_compile_flags(boost::program_options::options_description& options);
 
 // --backend's declaration; InvalidArgument (a usage error) lists the registered backends.

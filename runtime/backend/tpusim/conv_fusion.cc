@@ -33,15 +33,21 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
 }
 
 // Per image, the blocks of a band's tile as each lowering below lays them out: the forward's
-// images in, output rows, patches (and their stride phases); the kernel gradient's images and
-// output gradient in, no output, the patches, the gradient transposed (and the phases) in one
-// scratch; the input gradient's output gradient in, image gradient out, patch gradients.
-BandWidths forward_widths(int64_t filters) {
-  return [filters](const Band& b) {
+// images in, output rows, patches (and their stride phases; then, when it sums its output, the
+// output's squares and a partial sum); the kernel gradient's images and output gradient in, no
+// output, the patches, the gradient transposed (and the phases) in one scratch; the input
+// gradient's output gradient in, image gradient out, patch gradients.
+uint64_t forward_scratch(const Im2col& g, int64_t filters, bool sums) {
+  const int64_t sum_blocks = sums ? g.pixels() * filters + filters : 0;
+  return static_cast<uint64_t>(g.patch_elements() + phase_elements(g) + sum_blocks);
+}
+
+BandWidths forward_widths(int64_t filters, bool sums) {
+  return [filters, sums](const Band& b) {
     const Im2col& g = b.g;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
                                  static_cast<uint64_t>(g.pixels() * filters),
-                                 static_cast<uint64_t>(g.patch_elements() + phase_elements(g))};
+                                 forward_scratch(g, filters, sums)};
   };
 }
 
@@ -49,9 +55,9 @@ BandWidths filter_grad_widths(int64_t filters) {
   return [filters](const Band& b) {
     const Im2col& g = b.g;
     const int64_t grad = g.pixels() * filters;
-    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(grad), 0,
-                                 static_cast<uint64_t>(g.patch_elements() + grad + phase_elements(g))};
+    return std::vector<uint64_t>{
+        static_cast<uint64_t>(g.image_elements()), static_cast<uint64_t>(grad), 0,
+        static_cast<uint64_t>(g.patch_elements() + grad + phase_elements(g))};
   };
 }
 
@@ -128,14 +134,16 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
     if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
       const Node& e = graph.node(n.inputs[0]);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
-      if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3)),
+      if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3), false),
                graph.node(n.inputs[1]).shape.elements()))
         found[id] = {Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]};
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
+      // The sums in the once-loaded region, their transpose in the slots (after the tiles).
       if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)),
-               2 * n.shape.elements()))
+               n.shape.elements()) &&
+          static_cast<uint64_t>(n.shape.elements()) * 4 <= tiled_bytes(core))
         found[id] = {Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches};
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
                sole_reader(graph, needed, n.inputs[0]) == id) {
@@ -148,6 +156,55 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
     }
   }
   return found;
+}
+
+namespace {
+
+// The forward convolution among `fusions` whose output reduction `r` (over the leading axes)
+// reads, directly or through a square nothing else reads and the widening alias of a bf16
+// output; -1 when there is none.
+int reduced_convolution(const Graph& graph, const std::vector<bool>& needed, const Fusions& fusions,
+                        int r) {
+  const Node& n = graph.node(r);
+  if (n.op != Op::kReduceSum || reduction_fusion(graph, r) != ReductionFusion::kLeadingAxes)
+    return -1;
+  int x = n.inputs[0];
+  if (graph.node(x).op == Op::kSquare) {
+    if (sole_reader(graph, needed, x) != r) return -1;
+    x = graph.node(x).inputs[0];
+  }
+  if (graph.node(x).op == Op::kReshape &&
+      graph.node(graph.node(x).inputs[0]).shape == graph.node(x).shape)
+    x = graph.node(x).inputs[0];
+  const auto conv = fusions.find(x);
+  const bool forward = conv != fusions.end() && conv->second.kind == Fusion::Kind::kConvForward;
+  return forward && graph.node(x).shape.rank() == 4 ? x : -1;
+}
+
+}  // namespace
+
+void attach_output_reductions(const Graph& graph, const std::vector<bool>& needed,
+                              const config::CoreSpec& core, Fusions* fusions) {
+  for (int r = 0; r < graph.size(); ++r) {
+    if (!needed[static_cast<size_t>(r)] || fusions->count(r) > 0) continue;
+    const int id = reduced_convolution(graph, needed, *fusions, r);
+    if (id < 0) continue;
+    Fusion& conv = fusions->at(id);
+    const Node& n = graph.node(id);
+    const Node& e = graph.node(conv.patches);
+    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
+    const int64_t filters = n.shape.dim(3);
+    // The kernel, then one sum per reduction, in the once-loaded region.
+    const uint64_t once =
+        static_cast<uint64_t>(graph.node(n.inputs[1]).shape.elements() +
+                              (static_cast<int64_t>(conv.reductions.size()) + 1) * filters) *
+        4;
+    if (once > once_loaded_bytes(core) ||
+        !image_bands(tile_slot_bytes(core), g, Cut::kWindowRows, forward_widths(filters, true))
+             .ok())
+      continue;
+    conv.reductions.push_back(r);
+  }
 }
 
 namespace {
@@ -168,17 +225,118 @@ TileOperand window_rows(uint64_t hbm, const Im2col& g, const Band& band, int64_t
                    g.pixels() * per_window);
 }
 
+// A tile's part of the forward convolution's output reductions: each reduction's column sums of
+// the tile's output rows (`out`, [pixels, filters], its values as the output holds them) or of
+// their squares (computed at `squares`, a partial sum's row after them) into its row of the
+// accumulator; the first tile's sums start it, every later one's are added in order, as
+// lower_sibling_reductions sums its tiles.
+void sum_output(Lowering& l, const Fusion& conv, Tile& t, const isa::Block& out, uint64_t squares,
+                bool first) {
+  sim::CoreBuilder& b = t.e_builder();
+  const uint32_t filters = out.cols();
+  const isa::Block squared = block(squares, out.rows(), filters, isa::F32);
+  const isa::Block part = block(squares + uint64_t{out.rows()} * filters * 4, 1, filters, isa::F32);
+  // Each op waits for the MXUs' products (an f32 output has no rounding that waited first).
+  auto after_products = [&](sim::InstrRef ref) { t.chain(t.join(ref)); };
+  bool squares_made = false;
+  for (size_t r = 0; r < conv.reductions.size(); ++r) {
+    const bool square = l.node(l.node(conv.reductions[r]).inputs[0]).op == Op::kSquare;
+    if (square && !squares_made) {
+      after_products(b.unary(Vector::SQUARE, squared, out));
+      squares_made = true;
+    }
+    const isa::Block sum = block(t.accumulator().address() + r * filters * 4, 1, filters, isa::F32);
+    const isa::Block& values = square ? squared : out;
+    if (first) {
+      after_products(b.reduce(Vector::REDUCE_SUM, sum, values, 0));
+      continue;
+    }
+    after_products(b.reduce(Vector::REDUCE_SUM, part, values, 0));
+    t.chain(b.binary(Vector::ADD, sum, sum, part));
+  }
+}
+
 // Forward: per tile of images and band of their output rows (the whole image when it fits),
 // im2col into scratch (as lower_extract_patches does into its output), optionally a copy of the
 // patches to their buffer, then patches x w on the MXUs into the tile's output rows
-// ([images x OH x OW, filters] is the output's [images, OH*OW*filters]).
+// ([images x OH x OW, filters] is the output's [images, OH*OW*filters]); then, once the MXUs are
+// done, a bf16 output rounded and the output reductions summed. The tiles are software-pipelined
+// (Emitter::pipelined_bands): the next tile's patches are built while the MXUs multiply this
+// one's.
+class ForwardTiles {
+ public:
+  ForwardTiles(Lowering& l, int id, const Fusion& conv, const std::vector<Band>& parts)
+      : l_(l),
+        n_(l.node(id)),
+        conv_(conv),
+        parts_(parts),
+        g_(l.node(conv.patches).attrs.window, l.node(l.node(conv.patches).inputs[0]).shape,
+           l.node(conv.patches).shape),
+        filters_(static_cast<uint32_t>(n_.shape.dim(3))),
+        next_slot_(l.emit.core().mxu_count, 0) {}
+
+  // The patches built and the products issued.
+  void feed(Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    const Band& band = parts_[i];
+    const Im2col& bg = band.g;
+    const uint64_t patches = t.scratch(0).address();
+    // From the band's stride phases, after the patches in the scratch, where it splits into them.
+    build_patches(t, bg, t.in(0).address(), patches,
+                  patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
+    const uint64_t built = t.chain_count();
+    if (conv_.patches_kept) {
+      const TileOperand kept = window_rows(l_.address(conv_.patches), g_, band, g_.patch);
+      t.store(block(patches, t.rows(), kept.cols, isa::F32),
+              block(kept.hbm + t.first_row() * g_.patch_elements() * 4, t.rows(), kept.cols,
+                    isa::F32, kept.stride),
+              built);
+    }
+    emit_mxu_product(
+        l_.emit.core(), b, block(patches, pixels(t, i), static_cast<uint32_t>(g_.patch), isa::F32),
+        block(t.in(1).address(), static_cast<uint32_t>(g_.patch), filters_, isa::F32), output(t, i),
+        false, l_.precision, next_slot_, [&](sim::InstrRef& load) { t.after_loads(load); },
+        [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
+  }
+
+  // What reads the products: a bf16 output rounded (the store waits for the chain), the output
+  // reductions summed.
+  void finish(Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    if (n_.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+    if (conv_.reductions.empty()) return;
+    const Im2col& bg = parts_[i].g;
+    const uint64_t squares =
+        t.scratch(0).address() +
+        uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements() + phase_elements(bg)) * 4;
+    sum_output(l_, conv_, t, output(t, i), squares, i == 0 && t.first_row() == 0);
+  }
+
+ private:
+  uint32_t pixels(const Tile& t, size_t i) const {
+    return static_cast<uint32_t>(t.rows() * parts_[i].g.pixels());
+  }
+  isa::Block output(const Tile& t, size_t i) const {
+    return block(t.out().address(), pixels(t, i), filters_, isa::F32);
+  }
+
+  Lowering& l_;
+  const Node& n_;
+  const Fusion& conv_;
+  const std::vector<Band>& parts_;
+  const Im2col g_;
+  const uint32_t filters_;
+  std::vector<uint32_t> next_slot_;
+};
+
 absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
   const Im2col g(e.attrs.window, in, e.shape);
   const int64_t filters = n.shape.dim(3);
-  const auto parts = conv_bands(l, g, Cut::kWindowRows, forward_widths(filters));
+  const bool sums = !conv.reductions.empty();
+  const auto parts = conv_bands(l, g, Cut::kWindowRows, forward_widths(filters, sums));
   if (!parts.ok()) return parts.status();
   const TileOperand weights{TileOperand::Kind::kRow, l.address(n.inputs[1]), isa::F32,
                             static_cast<uint32_t>(g.patch * filters)};
@@ -186,36 +344,23 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   for (const Band& band : *parts) {
     bands.push_back({window_rows(l.address(id), g, band, filters),
                      {image_rows(l.address(e.inputs[0]), g, band), weights},
-                     static_cast<uint32_t>(band.g.patch_elements() + phase_elements(band.g))});
+                     static_cast<uint32_t>(forward_scratch(band.g, filters, sums))});
   }
-  std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise_bands(static_cast<uint64_t>(in.dim(0)), bands, 1, [&](Tile& t, size_t i) {
-    sim::CoreBuilder& b = t.e_builder();
-    const Band& band = (*parts)[i];
-    const Im2col& bg = band.g;
-    const uint64_t patches = t.scratch(0).address();
-    // From the band's stride phases, after the patches in the scratch, where it splits into them.
-    build_patches(t, bg, t.in(0).address(), patches,
-                  patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
-    const uint64_t built = t.chain_count();
-    if (conv.patches_kept) {
-      const TileOperand kept = window_rows(l.address(conv.patches), g, band, g.patch);
-      t.store(block(patches, t.rows(), kept.cols, isa::F32),
-              block(kept.hbm + t.first_row() * g.patch_elements() * 4, t.rows(), kept.cols,
-                    isa::F32, kept.stride),
-              built);
-    }
-    const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
-    emit_mxu_product(
-        l.emit.core(), b, block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32),
-        block(t.in(1).address(), static_cast<uint32_t>(g.patch), static_cast<uint32_t>(filters),
-              isa::F32),
-        block(t.out().address(), pixels, static_cast<uint32_t>(filters), isa::F32), false,
-        l.precision, next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-        [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
-    // A bf16 output: rounded once the MXUs are done with it (the store waits for the chain).
-    if (n.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
-  });
+  ForwardTiles tiles(l, id, conv, *parts);
+  const isa::Block totals = l.emit.pipelined_bands(
+      static_cast<uint64_t>(in.dim(0)), bands, 1,
+      static_cast<uint32_t>(conv.reductions.size() * filters),
+      [&](Tile& t, size_t i) { tiles.feed(t, i); }, [&](Tile& t, size_t i) { tiles.finish(t, i); });
+  if (!sums) return absl::OkStatus();
+  // The sums, written once every tile's are in.
+  Tile last = l.emit.epilogue();
+  for (size_t r = 0; r < conv.reductions.size(); ++r) {
+    const isa::Block sum =
+        block(totals.address() + r * filters * 4, 1, static_cast<uint32_t>(filters), isa::F32);
+    last.store(sum,
+               block(l.address(conv.reductions[r]), 1, static_cast<uint32_t>(filters), isa::F32),
+               last.chain_count());
+  }
   return absl::OkStatus();
 }
 
@@ -239,13 +384,14 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
                      static_cast<uint32_t>(band.g.patch_elements())});
   }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, 0, [&](Tile& t, size_t i) {
     sim::CoreBuilder& b = t.e_builder();
     const Im2col& bg = (*parts)[i].g;
     const uint64_t patches = t.scratch(0).address();
     const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
     emit_mxu_product(
-        l.emit.core(), b, block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
+        l.emit.core(), b,
+        block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
         block(t.in(1).address(), static_cast<uint32_t>(filters), static_cast<uint32_t>(g.patch),
               isa::F32),
         block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
@@ -270,7 +416,8 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
 // fits), im2col into scratch (as the forward does) and the tile's output gradient transposed to
 // [filters, pixels] beside it; g^T x patches on the MXUs (the patches as weights, 128 pixels
 // deep at a time) accumulates [filters, patch] over all the tiles of every band in the
-// once-loaded region. After the last tile the sum is transposed to [patch, filters] and written.
+// once-loaded region. After the last tile the sum is transposed to [patch, filters] into the
+// tile slots, which the tiles are done with, and written.
 absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
@@ -283,16 +430,16 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
-    bands.push_back({TileOperand{},
-                     {image_rows(l.address(e.inputs[0]), g, band),
-                      window_rows(l.address(n.inputs[1]), g, band, filters)},
-                     static_cast<uint32_t>(bg.patch_elements() + bg.pixels() * filters +
-                                           phase_elements(bg))});
+    bands.push_back(
+        {TileOperand{},
+         {image_rows(l.address(e.inputs[0]), g, band),
+          window_rows(l.address(n.inputs[1]), g, band, filters)},
+         static_cast<uint32_t>(bg.patch_elements() + bg.pixels() * filters + phase_elements(bg))});
   }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
   const isa::Block sums = l.emit.reduce_bands(
-      static_cast<uint64_t>(in.dim(0)), bands, 1, 2 * patch * filters, [&](Tile& t, size_t i) {
+      static_cast<uint64_t>(in.dim(0)), bands, 1, patch * filters, [&](Tile& t, size_t i) {
         const Im2col& bg = (*parts)[i].g;
         const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
         const uint64_t patches = t.scratch(0).address();
@@ -305,14 +452,12 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
         emit_mxu_product(
             l.emit.core(), b, block(grad_t, filters, pixels, isa::F32),
             block(patches, pixels, patch, isa::F32),
-            block(t.accumulator().address(), filters, patch, isa::F32),
-            i > 0 || t.first_row() > 0, l.precision, next_slot,
-            [&](sim::InstrRef& load) { t.fan_out(load, built); },
+            block(t.accumulator().address(), filters, patch, isa::F32), i > 0 || t.first_row() > 0,
+            l.precision, next_slot, [&](sim::InstrRef& load) { t.fan_out(load, built); },
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
       });
   Tile last = l.emit.epilogue();
-  const isa::Block result =
-      block(sums.address() + uint64_t{patch} * filters * 4, patch, filters, isa::F32);
+  const isa::Block result = block(l.emit.epilogue_vmem(), patch, filters, isa::F32);
   last.chain(last.join(b.transpose(result, block(sums.address(), filters, patch, isa::F32))));
   if (n.dtype == DType::kBF16) last.chain(b.unary(Vector::ROUND_BF16, result, result));
   last.store(result, block(l.address(id), patch, filters, isa::F32), last.chain_count());

@@ -36,56 +36,26 @@ class Emitter::SlotTurns {
   std::array<uint64_t, 2> uses_{};
 };
 
-// The slots' turns over a tile loop, and per slot the chain and fan-out counts its last tile's
-// work reached (a loop whose tiles store nothing).
-struct Emitter::TileTurns {
-  SlotTurns slots;
-  std::array<std::pair<uint64_t, uint64_t>, 2> work_done{};
+// The chain count and fan-out flag and count a slot's last tile's work reached.
+struct Emitter::WorkDone {
+  uint64_t chain = 0;
+  uint32_t fanned_flag = 0;
+  uint64_t fanned = 0;
 };
 
-isa::Block Tile::in(size_t i) const { return inputs_[i]; }
-isa::Block Tile::out() const { return out_; }
+// The slots' turns over a tile loop, and per slot the work its last tile did.
+struct Emitter::TileTurns {
+  SlotTurns slots;
+  std::array<WorkDone, 2> work_done{};
+};
 
-isa::Block Tile::scratch(size_t j, uint32_t width) const {
-  const uint32_t w = width > 0 ? width : (scratch_cols_ > 0 ? scratch_cols_ : cols_);
-  return block(scratch_base_ + j * scratch_stride_, rows_, w, isa::F32);
-}
-
-sim::CoreBuilder& Tile::e_builder() { return e_->b_; }
-
-InstrRef Tile::chain(InstrRef ref) {
-  FlagPool& pool = e_->flags_;
-  ref.wait(e_->chain_, pool.count(e_->chain_));
-  e_->ordered(ref);
-  pool.signal(ref, e_->chain_);
-  return ref;
-}
-
-uint64_t Tile::chain_count() const { return e_->flags_.count(e_->chain_); }
-
-InstrRef Tile::fan_out(InstrRef ref, uint64_t after) {
-  FlagPool& pool = e_->flags_;
-  if (after > 0) ref.wait(e_->chain_, after);
-  e_->ordered(ref);
-  pool.signal(ref, e_->fanned_);
-  return ref;
-}
-
-InstrRef Tile::join(InstrRef ref) {
-  const uint64_t fanned = e_->flags_.count(e_->fanned_);
-  if (fanned > 0) ref.wait(e_->fanned_, fanned);
-  return ref;
-}
-
-void Tile::after_loads(InstrRef& ref) const {
-  for (const auto& [flag, count] : first_waits_) ref.wait(flag, count);
-}
-
-InstrRef Tile::store(const isa::Block& vmem, const isa::Block& hbm, uint64_t after) {
-  InstrRef ref = fan_out(e_->b_.dma_to_hbm(vmem, hbm, e_->next_engine()), after);
-  e_->wrote_hbm(ref);
-  return ref;
-}
+// A tile whose loads and body are emitted, its finish and store not yet.
+struct Emitter::StartedTile {
+  Tile tile;
+  const TileLoop* loop = nullptr;
+  int slot = 0;
+  uint64_t chain_before = 0, fanned_before = 0, loaded = 0;
+};
 
 Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags)
     : core_(core), b_(builder), flags_(flags) {
@@ -98,6 +68,7 @@ Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPo
   once_ = flags_.allocate();
   collectives_done_ = flags_.allocate();
   fanned_ = flags_.allocate();
+  for (uint32_t& flag : fanned_in_slot_) flag = flags_.allocate();
   // Two slots and the once-loaded region above them (vmem_budget.h).
   slot_bytes_ = tile_slot_bytes(core_);
 }
@@ -158,12 +129,22 @@ isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& i
       inputs, body);
 }
 
-void Emitter::rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
-                            const std::function<void(Tile&, size_t band)>& body) {
+isa::Block Emitter::rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands,
+                                  uint32_t scratch, uint32_t accumulator_elements,
+                                  const std::function<void(Tile&, size_t band)>& body) {
   begin_fragment();
   for (const TileBand& band : bands)
-    if (!row_fits(uint64_t{band.out.cols} * 4)) return;
-  band_loops(loop_bands(bands, rows, scratch, 0, true), body);
+    if (!row_fits(uint64_t{band.out.cols} * 4)) return {};
+  return band_loops(loop_bands(bands, rows, scratch, accumulator_elements, true), body);
+}
+isa::Block Emitter::pipelined_bands(uint64_t rows, const std::vector<TileBand>& bands,
+                                    uint32_t scratch, uint32_t accumulator_elements,
+                                    const std::function<void(Tile&, size_t band)>& feed,
+                                    const std::function<void(Tile&, size_t band)>& finish) {
+  begin_fragment();
+  for (const TileBand& band : bands)
+    if (!row_fits(uint64_t{band.out.cols} * 4)) return {};
+  return band_loops(loop_bands(bands, rows, scratch, accumulator_elements, true), feed, &finish);
 }
 
 isa::Block Emitter::reduce_bands(uint64_t rows, const std::vector<TileBand>& bands,
@@ -202,6 +183,7 @@ uint64_t Emitter::tile_bytes(const std::vector<uint64_t>& widths, uint64_t rows)
 Tile Emitter::epilogue() {
   Tile t;
   t.e_ = this;
+  t.fanned_flag_ = fanned_;
   return t;
 }
 
@@ -264,7 +246,8 @@ isa::Block Emitter::tile_loop(const TileLoop& loop, const std::vector<TileOperan
 }
 
 isa::Block Emitter::band_loops(const std::vector<LoopBand>& bands,
-                               const std::function<void(Tile&, size_t band)>& body) {
+                               const std::function<void(Tile&, size_t band)>& body,
+                               const std::function<void(Tile&, size_t band)>* finish) {
   std::vector<uint64_t> tile_rows;
   for (const LoopBand& band : bands) {
     tile_rows.push_back(rows_per_tile(slot_widths(band.loop, *band.inputs), band.loop.rows));
@@ -285,15 +268,37 @@ isa::Block Emitter::band_loops(const std::vector<LoopBand>& bands,
   // A tile that stores its output frees its slot with that store; one that stores nothing, once
   // its chain is done.
   TileTurns turns{SlotTurns(flags_.count(slot_free_[0]), flags_.count(slot_free_[1])), {}};
+  // Pipelined (`finish` given): a tile's finish is emitted after the next tile's body. The tile
+  // waiting for its finish (at most one: a vector, where an optional trips GCC's
+  // maybe-uninitialized check).
+  std::vector<StartedTile> pending;
+  size_t pending_band = 0;
+  auto finish_pending = [&] {
+    for (StartedTile& started : pending) {
+      finish_tile(started, turns, [&](Tile& tile) {
+        if (finish != nullptr) (*finish)(tile, pending_band);
+      });
+    }
+    pending.clear();
+  };
   uint64_t t = 0;
   for (size_t i = 0; i < bands.size(); ++i) {
     const TileLoop& loop = bands[i].loop;
     for (uint64_t r0 = 0; r0 < loop.rows; r0 += tile_rows[i], ++t) {
       const auto n = static_cast<uint32_t>(std::min(tile_rows[i], loop.rows - r0));
-      emit_tile(loop, *bands[i].inputs, once, r0, n, static_cast<int>(t % 2), turns,
-                [&](Tile& tile) { body(tile, i); });
+      StartedTile started =
+          start_tile(loop, *bands[i].inputs, once, r0, n, static_cast<int>(t % 2),
+                     finish != nullptr, turns, [&](Tile& tile) { body(tile, i); });
+      if (finish == nullptr) {
+        finish_tile(started, turns, [](Tile&) {});
+        continue;
+      }
+      finish_pending();
+      pending.push_back(std::move(started));
+      pending_band = i;
     }
   }
+  finish_pending();
   return once.accumulator;
 }
 
@@ -309,15 +314,17 @@ std::vector<std::pair<uint32_t, uint64_t>> Emitter::slot_waits(const TileLoop& l
 std::vector<std::pair<uint32_t, uint64_t>> Emitter::work_waits(const TileTurns& turns,
                                                                int s) const {
   std::vector<std::pair<uint32_t, uint64_t>> waits;
-  const auto [chain, fanned] = turns.work_done[static_cast<size_t>(s)];
-  if (chain > 0) waits.emplace_back(chain_, chain);
-  if (fanned > 0) waits.emplace_back(fanned_, fanned);
+  const WorkDone& done = turns.work_done[static_cast<size_t>(s)];
+  if (done.chain > 0) waits.emplace_back(chain_, done.chain);
+  if (done.fanned > 0) waits.emplace_back(done.fanned_flag, done.fanned);
   return waits;
 }
 
-void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
-                        const OnceLoaded& once, uint64_t r0, uint32_t n, int s, TileTurns& turns,
-                        const std::function<void(Tile&)>& body) {
+Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
+                                         const std::vector<TileOperand>& inputs,
+                                         const OnceLoaded& once, uint64_t r0, uint32_t n, int s,
+                                         bool own_fan_out, const TileTurns& turns,
+                                         const std::function<void(Tile&)>& body) {
   const uint32_t cols = loop.cols;
   const std::vector<std::pair<uint32_t, uint64_t>> free_waits = slot_waits(loop, turns, s);
   // The loads overwrite only the slot's operand blocks, which the slot's previous tile is done
@@ -325,12 +332,16 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
   // block (input and output buffers turn over apart, as a TPU kernel's pipeline double-buffers
   // each operand and each output on its own).
   const std::vector<std::pair<uint32_t, uint64_t>> load_waits = work_waits(turns, s);
-  Tile tile;
+  StartedTile started;
+  started.loop = &loop;
+  started.slot = s;
+  Tile& tile = started.tile;
   tile.e_ = this;
   tile.rows_ = n;
   tile.cols_ = cols;
   tile.first_row_ = r0;
   tile.accumulator_ = once.accumulator;
+  tile.fanned_flag_ = own_fan_out ? fanned_in_slot_[s] : fanned_;
   uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
   // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -358,9 +369,10 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
   tile.scratch_cols_ = loop.scratch_width;
   // The first vector op of the tile waits for its loads (and the once-loaded rows); when the
   // tile loads nothing, for the slot to be free.
-  const uint64_t chain_before = flags_.count(chain_), fanned_before = flags_.count(fanned_);
-  const uint64_t loaded_now = flags_.count(loaded_[s]);
-  if (loaded_now > 0) tile.first_waits_.emplace_back(loaded_[s], loaded_now);
+  started.chain_before = flags_.count(chain_);
+  started.fanned_before = flags_.count(tile.fanned_flag_);
+  started.loaded = flags_.count(loaded_[s]);
+  if (started.loaded > 0) tile.first_waits_.emplace_back(loaded_[s], started.loaded);
   if (once.any) tile.first_waits_.emplace_back(once_, once.count);
   for (const auto& wait : free_waits) tile.first_waits_.push_back(wait);
   const int first_vpu = b_.size();
@@ -373,17 +385,30 @@ void Emitter::emit_tile(const TileLoop& loop, const std::vector<TileOperand>& in
       w->set_value(count);
     }
   }
-  turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), flags_.count(fanned_)};
+  return started;
+}
+
+void Emitter::finish_tile(StartedTile& started, TileTurns& turns,
+                          const std::function<void(Tile&)>& finish) {
+  Tile& tile = started.tile;
+  const TileLoop& loop = *started.loop;
+  const int s = started.slot;
+  finish(tile);
+  turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), tile.fanned_flag_,
+                                             flags_.count(tile.fanned_flag_)};
   if (!loop.stores) return;  // nothing to store
   // Store the tile once its last vector op is done; that frees the slot.
+  const uint32_t cols = loop.cols;
   const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
-  auto store = b_.dma_to_hbm(
-      tile.out_, block(loop.out_hbm + r0 * out_stride, n, cols, loop.out_dtype, loop.out_stride),
-      next_engine());
+  auto store = b_.dma_to_hbm(tile.out_,
+                             block(loop.out_hbm + tile.first_row_ * out_stride, tile.rows_, cols,
+                                   loop.out_dtype, loop.out_stride),
+                             next_engine());
   ordered(store);
-  if (flags_.count(chain_) > chain_before) store.wait(chain_, flags_.count(chain_));
-  if (flags_.count(fanned_) > fanned_before) store.wait(fanned_, flags_.count(fanned_));
-  if (loaded_now > 0) store.wait(loaded_[s], loaded_now);
+  if (flags_.count(chain_) > started.chain_before) store.wait(chain_, flags_.count(chain_));
+  if (flags_.count(tile.fanned_flag_) > started.fanned_before)
+    store.wait(tile.fanned_flag_, flags_.count(tile.fanned_flag_));
+  if (started.loaded > 0) store.wait(loaded_[s], started.loaded);
   flags_.signal(store, slot_free_[s]);
   wrote_hbm(store);
   turns.slots.used(s);

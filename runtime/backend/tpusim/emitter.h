@@ -93,6 +93,7 @@ class Tile {
   uint32_t rows_ = 0, cols_ = 0, scratch_cols_ = 0;
   uint64_t first_row_ = 0;
   std::vector<isa::Block> inputs_;
+  uint32_t fanned_flag_ = 0;  // the flag its fan_out signals and join waits for
   isa::Block out_;
   isa::Block accumulator_;
   uint64_t scratch_base_ = 0;
@@ -141,9 +142,22 @@ class Emitter {
   // rowwise over each band in turn as one fragment, `body` told the band's index: the bands
   // write distinct parts of the output rows, so the slots keep turning from one band to the next
   // (a band's first tiles load while the band before computes its last) and the row operands
-  // are loaded once.
-  void rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
-                     const std::function<void(Tile&, size_t band)>& body);
+  // are loaded once. With `accumulator_elements` > 0 the tiles also reduce into an accumulator
+  // as reduce_rows's (returned, and Tile::accumulator; finish with epilogue()).
+  isa::Block rowwise_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
+                           uint32_t accumulator_elements,
+                           const std::function<void(Tile&, size_t band)>& body);
+
+  // rowwise_bands with each tile's work in two parts, software-pipelined as XLA's TPU emitters
+  // schedule a fusion's loop: `feed` (the operands the MXUs need made, the products issued) and
+  // `finish` (what reads the products: rounding, sums). The next tile's feed is emitted before
+  // this tile's finish, so the vector unit makes tile t+1's operands while the MXUs multiply
+  // tile t, instead of waiting for them to finish first. Each slot's tiles count their fanned-out
+  // work on a flag of their own, so that a tile's finish and store wait for its own products only.
+  isa::Block pipelined_bands(uint64_t rows, const std::vector<TileBand>& bands, uint32_t scratch,
+                             uint32_t accumulator_elements,
+                             const std::function<void(Tile&, size_t band)>& feed,
+                             const std::function<void(Tile&, size_t band)>& finish);
 
   // A fragment that reduces row tiles into an accumulator of its own instead of storing an
   // output per tile: like rowwise, with `scratch` scratch blocks of `scratch_width` per row and no
@@ -161,6 +175,10 @@ class Emitter {
   // A tile of no rows to chain a fragment's last instructions after its tiles' work (join()
   // them to wait for what the tiles fanned out too).
   Tile epilogue();
+  // Where an epilogue's own blocks may go once joined to the tiles' work: the two tile slots,
+  // whose tiles are done with them (the next fragment's loads wait for this one's writes).
+  uint64_t epilogue_vmem() const { return 0; }
+  uint64_t epilogue_vmem_bytes() const { return tiled_bytes(core_); }
   // A fragment whose tiles store no output: like reduce_rows without an accumulator, for bodies
   // that write HBM themselves (scatter_add's rows, by index). A tile's slot is free again once
   // its chain and what it fanned out are done.
@@ -191,7 +209,8 @@ class Emitter {
   uint32_t chain_;
   uint32_t once_;
   uint32_t collectives_done_;
-  uint32_t fanned_;  // counts Tile::fan_out instructions
+  uint32_t fanned_;             // counts Tile::fan_out instructions
+  uint32_t fanned_in_slot_[2];  // the same, per slot, for pipelined tiles
   uint64_t collectives_needed_ = 0;
   bool collectives_waited_ = false;
   uint64_t fragment_base_ = 0;  // `written` count every instruction of the fragment waits for
@@ -218,8 +237,10 @@ class Emitter {
     TileLoop loop;
     const std::vector<TileOperand>* inputs;
   };
+  // With `finish` (pipelined_bands), each tile's finish after the next tile's body.
   isa::Block band_loops(const std::vector<LoopBand>& bands,
-                        const std::function<void(Tile&, size_t band)>& body);
+                        const std::function<void(Tile&, size_t band)>& body,
+                        const std::function<void(Tile&, size_t band)>* finish = nullptr);
   std::vector<LoopBand> loop_bands(const std::vector<TileBand>& bands, uint64_t rows,
                                    uint32_t scratch, uint32_t accumulator_elements, bool stores);
   // The widths (elements) of the blocks a tile takes in its slot, each aligned: its full and
@@ -240,17 +261,23 @@ class Emitter {
   OnceLoaded load_row_operands(const TileLoop& loop, const std::vector<TileOperand>& inputs);
   // Which tile each slot last held: what the next tile in it waits for.
   class SlotTurns;
+  struct WorkDone;
   struct TileTurns;
+  struct StartedTile;
   // What the first instruction of a tile in slot `s` waits for: the slot's previous store (its
   // output block free), or, when the loop stores nothing, that tile's work.
   std::vector<std::pair<uint32_t, uint64_t>> slot_waits(const TileLoop& loop,
                                                         const TileTurns& turns, int s) const;
   // The work (chained and fanned out) of the slot's previous tile: what loads into it wait for.
   std::vector<std::pair<uint32_t, uint64_t>> work_waits(const TileTurns& turns, int s) const;
-  // One tile of `n` rows from row `r0` in slot `s`: its loads, `body`, and its store.
-  void emit_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
-                 const OnceLoaded& once, uint64_t r0, uint32_t n, int s, TileTurns& turns,
-                 const std::function<void(Tile&)>& body);
+  // One tile of `n` rows from row `r0` in slot `s`: its loads and `body` (its fan-outs on the
+  // slot's own flag when `own_fan_out`) ...
+  StartedTile start_tile(const TileLoop& loop, const std::vector<TileOperand>& inputs,
+                         const OnceLoaded& once, uint64_t r0, uint32_t n, int s, bool own_fan_out,
+                         const TileTurns& turns, const std::function<void(Tile&)>& body);
+  // ... then its `finish` and its store.
+  void finish_tile(StartedTile& started, TileTurns& turns,
+                   const std::function<void(Tile&)>& finish);
 };
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -148,8 +148,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
     const Node& node = g.node(id);
     if (!plan->node(id).needed || exported[static_cast<size_t>(id)] || plan->node(id).group != id ||
         group_size[static_cast<size_t>(id)] != 1 || node.dtype == DType::kS32 ||
-        plan->node(id).folded ||
-        readers[static_cast<size_t>(id)].size() < 2)
+        plan->node(id).folded || readers[static_cast<size_t>(id)].size() < 2)
       continue;
     std::vector<int> roots;
     bool all_grouped = true;
@@ -186,8 +185,8 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
 // that input has a buffer of its own). Empty when `r` cannot take a sibling: not a reduction down
 // the rows, or part of a fused convolution or pool.
 std::vector<int> streamed_buffers(const Graph& g, const Fusions& fusions, const FusionPlan& plan,
-                                  int r) {
-  if (!plan.node(r).needed || fusions.count(r) > 0 ||
+                                  const std::vector<int>& inside, int r) {
+  if (!plan.node(r).needed || fusions.count(r) > 0 || inside[static_cast<size_t>(r)] >= 0 ||
       reduction_fusion(g, r) != ReductionFusion::kLeadingAxes)
     return {};
   const int x = g.node(r).inputs[0];
@@ -238,8 +237,9 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
                              FusionPlan* plan) {
   const int n = g.size();
   std::vector<std::pair<int, std::vector<int>>> reductions;  // id, streamed buffers
+  const std::vector<int> inside = computed_inside_fusions(g, fusions);
   for (int r = 0; r < n; ++r) {
-    std::vector<int> streams = streamed_buffers(g, fusions, *plan, r);
+    std::vector<int> streams = streamed_buffers(g, fusions, *plan, inside, r);
     if (!streams.empty()) reductions.emplace_back(r, std::move(streams));
   }
   int bound = n;  // pairs do not interleave: each lies after the later pair's earlier reduction
@@ -276,8 +276,11 @@ std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   std::vector<bool> needed(static_cast<size_t>(g.size()), false);
   for (const auto& o : g.outputs()) needed[static_cast<size_t>(o.node)] = true;
   for (const auto& u : g.updates()) needed[static_cast<size_t>(u.value)] = true;
+  // A value a fused fragment computes besides its own (a convolution's output reductions) needs
+  // only what that fragment reads, which the fragment's node declares.
+  const std::vector<int> inside = computed_inside_fusions(g, fusions);
   for (int id = g.size() - 1; id >= 0; --id) {
-    if (!needed[static_cast<size_t>(id)]) continue;
+    if (!needed[static_cast<size_t>(id)] || inside[static_cast<size_t>(id)] >= 0) continue;
     const Node& n = g.node(id);
     for (int in : fragment_uses(g, fusions, id).needs()) {
       float ignored;

@@ -87,12 +87,21 @@ struct Fusion {
   std::vector<int> reads;  // the buffers the fragment reads
   int patches = -1;        // convolutions only
   bool patches_kept = false;
+  // kConvForward: the reductions over the leading axes of its output, reduce_sum(x) and
+  // reduce_sum(square(x)) (a batch norm's moments), that it computes from its output tiles in
+  // VMEM, as XLA's multi-output fusion of a convolution with the reductions of its result
+  // (attach_output_reductions). They, and the squares, have no fragment of their own.
+  std::vector<int> reductions = {};
 
-  // What the fragment of node `id` uses: it reads `reads` and writes the node's buffer, and the
-  // patches' when it keeps them.
+  // What the fragment of node `id` uses: it reads `reads` and writes the node's buffer, the
+  // patches' when it keeps them, and its reductions'.
   BufferUses uses(int id) const;
 };
 using Fusions = std::map<int, Fusion>;  // by the node whose fragment computes it
+
+// Per node, the fused fragment that computes it besides that fragment's own node (a forward
+// convolution's output reductions and their squares); -1 for every other node.
+std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusions);
 
 // The convolutions among the nodes `needed` marks that fit a core's VMEM tiles (an image's
 // pixels, patches and result, or a band of its rows', in one tile slot, the weights in the
@@ -104,6 +113,12 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
 // whole number of windows), else bands of rows with their windows.
 Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
                           const config::CoreSpec& core);
+// Gives each fused forward convolution among `fusions` the reductions of its output it can
+// compute (Fusion::reductions): over the leading axes, of its output (or that output widened to
+// f32, an alias) or of its square, the square read by nothing else, while the kernel and the
+// sums fit the once-loaded region and a band's tile still fits its slot with the squares.
+void attach_output_reductions(const Graph& graph, const std::vector<bool>& needed,
+                              const config::CoreSpec& core, Fusions* fusions);
 // The fused fragment (the node is a key of the fusions found).
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv);
 absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
@@ -179,9 +194,9 @@ inline int64_t dims_product(const Shape& s, int from, int to) {
 }
 
 // Whether a node's fragment leaves f32 sums in its buffer where its type is bf16: a matmul, a
-// reduce_sum, patches_to_image or scatter_add of bf16 values (the MXU and the vector unit's reductions sum in
-// f32). Elementwise fragments round their bf16 results themselves; the other ops only move bf16
-// values (cross_replica_sum takes f32 only).
+// reduce_sum, patches_to_image or scatter_add of bf16 values (the MXU and the vector unit's
+// reductions sum in f32). Elementwise fragments round their bf16 results themselves; the other ops
+// only move bf16 values (cross_replica_sum takes f32 only).
 bool leaves_f32_sums(const Node& n);
 // Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of one
 // vector ROUND_BF16 per tile, for the ops whose lowering does not round on its own (reductions,
@@ -222,9 +237,10 @@ bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
 absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members);
 // One or more reductions down the rows of inputs of one shape (each its fused group's members
 // with the reduction last, or the reduction alone: FusionPlan::reduction_members; a fused
-// reduction down the rows is the case of one), computed by one fragment that streams their operands through VMEM once, every tile's values reduced into each
-// reduction's accumulator in order (XLA's multi-output fusion of sibling reductions). Each sum
-// is the one lower_fused_reduction or lower_reduce's pipelined pass computes.
+// reduction down the rows is the case of one), computed by one fragment that streams their operands
+// through VMEM once, every tile's values reduced into each reduction's accumulator in order (XLA's
+// multi-output fusion of sibling reductions). Each sum is the one lower_fused_reduction or
+// lower_reduce's pipelined pass computes.
 absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions);
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);

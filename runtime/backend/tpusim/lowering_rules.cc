@@ -69,7 +69,20 @@ BufferUses lowering_uses(const Graph& graph, int id) {
 BufferUses Fusion::uses(int id) const {
   BufferUses out{reads, {id}};
   if (patches_kept) out.writes.push_back(patches);
+  for (int r : reductions) out.writes.push_back(r);
   return out;
+}
+
+std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusions) {
+  std::vector<int> inside(static_cast<size_t>(graph.size()), -1);
+  for (const auto& [id, fusion] : fusions) {
+    for (int r : fusion.reductions) {
+      inside[static_cast<size_t>(r)] = id;
+      const int x = graph.node(r).inputs[0];
+      if (graph.node(x).op == Op::kSquare) inside[static_cast<size_t>(x)] = id;
+    }
+  }
+  return inside;
 }
 
 BufferUses fragment_uses(const Graph& graph, const Fusions& fusions, int id) {

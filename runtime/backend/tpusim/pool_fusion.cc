@@ -354,7 +354,7 @@ absl::Status lower_windowed_max_pool(Lowering& l, int id) {
                                 g.image_elements())},
                      static_cast<uint32_t>(bg.patch_elements() + phase_elements(bg))});
   }
-  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, 0, [&](Tile& t, size_t i) {
     const Im2col& bg = (*parts)[i].g;
     const uint64_t windows = t.scratch(0).address();
     const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
@@ -402,7 +402,7 @@ absl::Status lower_windowed_max_pool_grad(Lowering& l, int id, const Fusion& poo
                      static_cast<uint32_t>(w.patch_elements() + pooled + phase_elements(w))});
   }
   const bool round_quotient = l.node(p.quotient).dtype == DType::kBF16;
-  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, [&](Tile& t, size_t i) {
+  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, 0, [&](Tile& t, size_t i) {
     sim::CoreBuilder& b = t.e_builder();
     const Im2col& w = whole[i].g;
     const auto pixels = static_cast<uint32_t>(t.rows() * w.pixels());

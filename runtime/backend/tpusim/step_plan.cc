@@ -24,6 +24,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   const std::vector<bool> unfused = needed_nodes(graph, {});
   if (options.fuse_convolutions) plan.fusions = find_conv_fusions(graph, unfused, core);
   if (options.fuse_pools) plan.fusions.merge(find_pool_fusions(graph, unfused, core));
+  if (options.fuse_conv_reductions) attach_output_reductions(graph, unfused, core, &plan.fusions);
   FusionOptions fusion_options;
   fusion_options.fuse_reductions = options.fuse_reductions;
   fusion_options.recompute = options.recompute_shared_producers;
@@ -51,6 +52,23 @@ void mark_absorbed(StepPlan& plan) {
   for (size_t id = 0; id < plan.nodes.size(); ++id) {
     if (plan.fusion.absorbed(static_cast<int>(id))) plan.nodes[id].absorbed = true;
   }
+  // A forward convolution's output reductions are computed in its fragment (their squares are
+  // needed by nothing).
+  for (const auto& [id, fused] : plan.fusions) {
+    for (int r : fused.reductions) plan.nodes[static_cast<size_t>(r)].absorbed = true;
+  }
+}
+
+// Pass 4's last step: a forward convolution's output reductions, which its fragment writes, take
+// their place just before it in the order, so that their buffers are allocated before it runs
+// (the HBM plan allocates a buffer at its node's place).
+void place_conv_reductions(const Fusions& fusions, std::vector<int>& order) {
+  for (const auto& [id, fused] : fusions) {
+    for (int r : fused.reductions) {
+      order.erase(std::find(order.begin(), order.end(), r));
+      order.insert(std::find(order.begin(), order.end(), id), r);
+    }
+  }
 }
 
 // Pass 5, for one node: whether its value has a buffer. Variables, constants and infeeds always
@@ -76,8 +94,7 @@ void add_uses(const Graph& graph, StepPlan& plan, int id) {
   int emitter = combined_root >= 0 ? combined_root : root >= 0 ? root : id;
   // A reduction its sibling's fragment computes (fusion_plan.h): that fragment reads and writes
   // for it.
-  if (const int with = plan.fusion.node(emitter).computed_with; with >= 0)
-    emitter = with;
+  if (const int with = plan.fusion.node(emitter).computed_with; with >= 0) emitter = with;
   NodePlan& e = plan.nodes[static_cast<size_t>(emitter)];
   for (int in : uses.reads) {
     for (int s : plan.fusion.sources(graph, in)) {
@@ -94,8 +111,10 @@ void add_uses(const Graph& graph, StepPlan& plan, int id) {
 void plan_buffers(const Graph& graph, StepPlan& plan) {
   for (int id = 0; id < graph.size(); ++id)
     plan.nodes[static_cast<size_t>(id)].materialized = materialized(graph, plan, id);
+  const std::vector<int> inside = computed_inside_fusions(graph, plan.fusions);
   for (int id = 0; id < graph.size(); ++id) {
-    if (plan.node(id).needed && !plan.fusion.absorbed(id)) add_uses(graph, plan, id);
+    if (plan.node(id).needed && !plan.fusion.absorbed(id) && inside[static_cast<size_t>(id)] < 0)
+      add_uses(graph, plan, id);
   }
 }
 
@@ -168,7 +187,7 @@ bool StepPlan::emits(int id) const {
   const NodePlan& n = node(id);
   if (!n.needed || n.absorbed) return false;
   if (n.group >= 0 && n.group != id) return false;          // computed with its group's root
-  if (fusion.node(id).computed_with >= 0) return false;  // with its sibling
+  if (fusion.node(id).computed_with >= 0) return false;     // with its sibling
   return combined.root(id) < 0 || combined.root(id) == id;  // else summed with its root's
 }
 
@@ -182,9 +201,10 @@ absl::StatusOr<StepPlan> plan_step(const Graph& graph, const config::SliceSpec& 
   // The cross_replica_sums XLA would combine, each group one all-reduce where its last member
   // runs.
   if (options.replicas > 1)
-    plan.combined = CombinedAllReduces(graph, plan.fusion.needed(), plan.overlapped, options.combine,
-                                       plan.fusion.computed_with());
+    plan.combined = CombinedAllReduces(graph, plan.fusion.needed(), plan.overlapped,
+                                       options.combine, plan.fusion.computed_with());
   plan.order = emission_order(graph, plan.overlapped, &plan.combined, plan.fusion.computed_with());
+  place_conv_reductions(plan.fusions, plan.order);
   plan_buffers(graph, plan);
   if (absl::Status s = plan_memory(graph, slice, core, options.replicas, temporaries, plan);
       !s.ok()) {
