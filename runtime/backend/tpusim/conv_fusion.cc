@@ -141,8 +141,7 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
       const Node& e = graph.node(patches);
       const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
       // The sums in the once-loaded region, their transpose in the slots (after the tiles).
-      if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)),
-               n.shape.elements()) &&
+      if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)), n.shape.elements()) &&
           static_cast<uint64_t>(n.shape.elements()) * 4 <= tiled_bytes(core))
         found[id] = {Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches};
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
@@ -194,11 +193,12 @@ void attach_output_reductions(const Graph& graph, const std::vector<bool>& neede
     const Node& e = graph.node(conv.patches);
     const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
     const int64_t filters = n.shape.dim(3);
-    // The kernel, then one sum per reduction, in the once-loaded region.
-    const uint64_t once =
-        static_cast<uint64_t>(graph.node(n.inputs[1]).shape.elements() +
-                              (static_cast<int64_t>(conv.reductions.size()) + 1) * filters) *
-        4;
+    // The kernel, then one sum per reduction, in the once-loaded region (each block aligned as
+    // the emitter places them).
+    const uint64_t once = Emitter::tile_bytes(
+        {static_cast<uint64_t>(graph.node(n.inputs[1]).shape.elements()),
+         static_cast<uint64_t>((static_cast<int64_t>(conv.reductions.size()) + 1) * filters)},
+        1);
     if (once > once_loaded_bytes(core) ||
         !image_bands(tile_slot_bytes(core), g, Cut::kWindowRows, forward_widths(filters, true))
              .ok())

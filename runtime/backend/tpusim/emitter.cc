@@ -184,6 +184,7 @@ Tile Emitter::epilogue() {
   Tile t;
   t.e_ = this;
   t.fanned_flag_ = fanned_;
+  t.epilogue_ = true;
   return t;
 }
 

@@ -75,8 +75,9 @@ class Tile {
   // chained instructions do not, unless join()ed: the vector unit goes on with the next tile
   // while the MXUs work on this one.
   sim::InstrRef fan_out(sim::InstrRef ref, uint64_t after);
-  // Makes `ref` wait for every instruction fanned out so far (before chaining it, when it reads
-  // what they wrote).
+  // Makes `ref` wait for every instruction the tile's slot fanned out so far (a pipelined loop
+  // counts each slot's apart; the epilogue waits for both slots' and the rest), before chaining
+  // it, when it reads what they wrote.
   sim::InstrRef join(sim::InstrRef ref);
   // Adds the waits the tile's first instruction gets (its loads landed, the operands loaded
   // once, its slot free) to an instruction that may run before that one, as on another unit.
@@ -94,6 +95,7 @@ class Tile {
   uint64_t first_row_ = 0;
   std::vector<isa::Block> inputs_;
   uint32_t fanned_flag_ = 0;  // the flag its fan_out signals and join waits for
+  bool epilogue_ = false;     // join also waits for the pipelined slots' flags
   isa::Block out_;
   isa::Block accumulator_;
   uint64_t scratch_base_ = 0;

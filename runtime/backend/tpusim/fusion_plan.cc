@@ -280,7 +280,11 @@ std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   // only what that fragment reads, which the fragment's node declares.
   const std::vector<int> inside = computed_inside_fusions(g, fusions);
   for (int id = g.size() - 1; id >= 0; --id) {
-    if (!needed[static_cast<size_t>(id)] || inside[static_cast<size_t>(id)] >= 0) continue;
+    if (!needed[static_cast<size_t>(id)]) continue;
+    if (const int by = inside[static_cast<size_t>(id)]; by >= 0) {
+      needed[static_cast<size_t>(by)] = true;  // its fragment writes the value (by < id)
+      continue;
+    }
     const Node& n = g.node(id);
     for (int in : fragment_uses(g, fusions, id).needs()) {
       float ignored;

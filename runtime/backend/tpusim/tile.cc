@@ -1,7 +1,9 @@
 // A row tile's own operations (emitter.h, Tile): its blocks, its vector chain and the work it
 // fans out to other units.
-#include "runtime/backend/tpusim/emitter.h"
+#include <iterator>
+#include <vector>
 
+#include "runtime/backend/tpusim/emitter.h"
 #include "sim/memory/block.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -38,8 +40,13 @@ InstrRef Tile::fan_out(InstrRef ref, uint64_t after) {
 }
 
 InstrRef Tile::join(InstrRef ref) {
-  const uint64_t fanned = e_->flags_.count(fanned_flag_);
-  if (fanned > 0) ref.wait(fanned_flag_, fanned);
+  std::vector<uint32_t> flags{fanned_flag_};
+  if (epilogue_)
+    flags.insert(flags.end(), std::begin(e_->fanned_in_slot_), std::end(e_->fanned_in_slot_));
+  for (uint32_t flag : flags) {
+    const uint64_t fanned = e_->flags_.count(flag);
+    if (fanned > 0) ref.wait(flag, fanned);
+  }
   return ref;
 }
 
