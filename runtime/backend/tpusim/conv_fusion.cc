@@ -168,9 +168,9 @@ int reduced_convolution(const Graph& graph, const std::vector<bool>& needed, con
   if (n.op != Op::kReduceSum || reduction_fusion(graph, r) != ReductionFusion::kLeadingAxes)
     return -1;
   int x = n.inputs[0];
-  if (graph.node(x).op == Op::kSquare) {
-    if (sole_reader(graph, needed, x) != r) return -1;
-    x = graph.node(x).inputs[0];
+  if (const int square = summed_square(graph, r); square >= 0) {
+    if (sole_reader(graph, needed, square) != r) return -1;
+    x = graph.node(square).inputs[0];
   }
   if (graph.node(x).op == Op::kReshape &&
       graph.node(graph.node(x).inputs[0]).shape == graph.node(x).shape)
@@ -240,7 +240,7 @@ void sum_output(Lowering& l, const Fusion& conv, Tile& t, const isa::Block& out,
   auto after_products = [&](sim::InstrRef ref) { t.chain(t.join(ref)); };
   bool squares_made = false;
   for (size_t r = 0; r < conv.reductions.size(); ++r) {
-    const bool square = l.node(l.node(conv.reductions[r]).inputs[0]).op == Op::kSquare;
+    const bool square = summed_square(l.graph, conv.reductions[r]) >= 0;
     if (square && !squares_made) {
       after_products(b.unary(Vector::SQUARE, squared, out));
       squares_made = true;
@@ -265,13 +265,13 @@ void sum_output(Lowering& l, const Fusion& conv, Tile& t, const isa::Block& out,
 // one's.
 class ForwardTiles {
  public:
-  ForwardTiles(Lowering& l, int id, const Fusion& conv, const std::vector<Band>& parts)
+  ForwardTiles(Lowering& l, int id, const Fusion& conv, const Im2col& g,
+               const std::vector<Band>& parts)
       : l_(l),
         n_(l.node(id)),
         conv_(conv),
         parts_(parts),
-        g_(l.node(conv.patches).attrs.window, l.node(l.node(conv.patches).inputs[0]).shape,
-           l.node(conv.patches).shape),
+        g_(g),
         filters_(static_cast<uint32_t>(n_.shape.dim(3))),
         next_slot_(l.emit.core().mxu_count, 0) {}
 
@@ -346,7 +346,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
                      {image_rows(l.address(e.inputs[0]), g, band), weights},
                      static_cast<uint32_t>(forward_scratch(band.g, filters, sums))});
   }
-  ForwardTiles tiles(l, id, conv, *parts);
+  ForwardTiles tiles(l, id, conv, g, *parts);
   const isa::Block totals = l.emit.pipelined_bands(
       static_cast<uint64_t>(in.dim(0)), bands, 1,
       static_cast<uint32_t>(conv.reductions.size() * filters),

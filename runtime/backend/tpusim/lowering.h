@@ -99,6 +99,10 @@ struct Fusion {
 };
 using Fusions = std::map<int, Fusion>;  // by the node whose fragment computes it
 
+// The square node a convolution output reduction sums (reduce_sum(square(x))); -1 when it sums
+// its input as it is.
+int summed_square(const Graph& graph, int reduction);
+
 // Per node, the fused fragment that computes it besides that fragment's own node (a forward
 // convolution's output reductions and their squares); -1 for every other node.
 std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusions);

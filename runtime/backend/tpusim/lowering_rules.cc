@@ -73,13 +73,18 @@ BufferUses Fusion::uses(int id) const {
   return out;
 }
 
+int summed_square(const Graph& graph, int reduction) {
+  const int x = graph.node(reduction).inputs[0];
+  return graph.node(x).op == Op::kSquare ? x : -1;
+}
+
 std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusions) {
   std::vector<int> inside(static_cast<size_t>(graph.size()), -1);
   for (const auto& [id, fusion] : fusions) {
     for (int r : fusion.reductions) {
       inside[static_cast<size_t>(r)] = id;
-      const int x = graph.node(r).inputs[0];
-      if (graph.node(x).op == Op::kSquare) inside[static_cast<size_t>(x)] = id;
+      if (const int square = summed_square(graph, r); square >= 0)
+        inside[static_cast<size_t>(square)] = id;
     }
   }
   return inside;

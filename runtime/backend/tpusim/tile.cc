@@ -1,8 +1,5 @@
 // A row tile's own operations (emitter.h, Tile): its blocks, its vector chain and the work it
 // fans out to other units.
-#include <iterator>
-#include <vector>
-
 #include "runtime/backend/tpusim/emitter.h"
 #include "sim/memory/block.h"
 
@@ -40,12 +37,13 @@ InstrRef Tile::fan_out(InstrRef ref, uint64_t after) {
 }
 
 InstrRef Tile::join(InstrRef ref) {
-  std::vector<uint32_t> flags{fanned_flag_};
-  if (epilogue_)
-    flags.insert(flags.end(), std::begin(e_->fanned_in_slot_), std::end(e_->fanned_in_slot_));
-  for (uint32_t flag : flags) {
+  auto wait_for = [&](uint32_t flag) {
     const uint64_t fanned = e_->flags_.count(flag);
     if (fanned > 0) ref.wait(flag, fanned);
+  };
+  wait_for(fanned_flag_);
+  if (epilogue_) {
+    for (uint32_t flag : e_->fanned_in_slot_) wait_for(flag);
   }
   return ref;
 }
