@@ -7,7 +7,6 @@
 
 #include "common/align.h"
 #include "common/strings.h"
-#include "runtime/lowering/vmem_budget.h"
 #include "sim/isa/builder.h"
 #include "sim/memory/block.h"
 
@@ -22,70 +21,9 @@ constexpr uint64_t kAlign = kPageBytes;
 
 uint32_t bytes_of(isa::DType d) { return d == isa::BF16 ? 2 : 4; }
 
-// VMEM the double-buffered slices and the two accumulators take.
-uint64_t footprint(uint64_t tm, uint64_t tk, uint64_t tn, uint32_t in_bytes) {
-  return 2 * align_up(tm * tk * in_bytes, kAlign) + 2 * align_up(tk * tn * in_bytes, kAlign) +
-         2 * align_up(tm * tn * 4, kAlign);
-}
-
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 }  // namespace
-
-absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, GemmShape shape,
-                                              isa::DType input_dtype) {
-  if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
-    return absl::InvalidArgumentError(
-        str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
-  }
-  const uint64_t budget = tiled_bytes(core);  // vmem_budget.h
-  const uint32_t in_bytes = bytes_of(input_dtype);
-  uint32_t tm_max = 1024;
-  while (tm_max > shape.m && tm_max > 1) tm_max /= 2;
-  if (tm_max < shape.m && tm_max < 1024) tm_max *= 2;  // cover small M in one tile
-  tm_max = std::min(tm_max, shape.m);
-  // The largest tm down to `floor` that fits with tk x tn slices, or 0.
-  auto largest_tm = [&](uint32_t tk, uint32_t tn, uint32_t floor) -> uint32_t {
-    uint32_t tm = tm_max;
-    while (tm > floor && footprint(tm, tk, tn, in_bytes) > budget) tm /= 2;
-    return footprint(tm, tk, tn, in_bytes) <= budget ? tm : 0;
-  };
-  // Slices of depth tk and width tn, from 4 array tiles each down to one: depth first (it only
-  // makes the DMAs smaller), then width (each narrower tile streams A once more).
-  using Slices = std::vector<std::pair<uint32_t, uint32_t>>;
-  Slices array_slices;
-  for (uint32_t tn_tiles : {4u, 2u, 1u}) {
-    for (uint32_t tk_tiles : {4u, 2u, 1u}) {
-      if (tn_tiles < 4 && tk_tiles > 1) continue;
-      const std::pair<uint32_t, uint32_t> s{std::min(shape.k, tk_tiles * core.mxu_rows),
-                                            std::min(shape.n, tn_tiles * core.mxu_cols)};
-      if (array_slices.empty() || array_slices.back() != s) array_slices.push_back(s);
-    }
-  }
-  // Below one array tile, for VMEMs too small for R x C slices: both halved, down to 8.
-  Slices sub_slices;
-  for (auto [tk, tn] = array_slices.back(); tk > 8 || tn > 8;) {
-    tk = tk > 8 ? std::max(8u, tk / 2) : tk;
-    tn = tn > 8 ? std::max(8u, tn / 2) : tn;
-    sub_slices.emplace_back(tk, tn);
-  }
-  // First the widest array slices that leave tm at least one array tile's rows (R, or all of M
-  // when it is smaller): fewer rows reload the MXU's weights for too little work. Then the
-  // widest array slices with tm down to 8 rows, then slices narrower than the array.
-  const uint32_t row_floor = std::min(tm_max, core.mxu_rows), min_rows = std::min(tm_max, 8u);
-  const std::pair<const Slices*, uint32_t> passes[] = {
-      {&array_slices, row_floor}, {&array_slices, min_rows}, {&sub_slices, min_rows}};
-  for (const auto& [slices, floor] : passes) {
-    for (const auto& [tk, tn] : *slices) {
-      if (const uint32_t tm = largest_tm(tk, tn, floor); tm >= floor) return GemmTiling{tm, tk, tn};
-    }
-  }
-  const auto [tk, tn] = sub_slices.empty() ? array_slices.back() : sub_slices.back();
-  return absl::InvalidArgumentError(
-      str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", min_rows, "x", tk,
-              "x", tn, " need ", footprint(min_rows, tk, tn, in_bytes),
-              " bytes of VMEM; the core has ", core.vmem_bytes, " (GEMMs use 3/4 of it)"));
-}
 
 uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
                           GemmLayout* layout) {
@@ -281,17 +219,24 @@ class GemmEmission {
 
 }  // namespace
 
-absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
+absl::StatusOr<GemmPlan> emit_gemm(const config::ChipSpec& chip, GemmShape shape,
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& ctx) {
-  auto tiling = choose_gemm_tiling(core, shape, layout.input_dtype);
+  if (ctx.tiling) {
+    if (auto s = check_gemm_tiling(chip, shape, layout.input_dtype, *ctx.tiling); !s.ok()) return s;
+    const GemmTiling used{std::min(ctx.tiling->tm, shape.m), std::min(ctx.tiling->tk, shape.k),
+                          std::min(ctx.tiling->tn, shape.n)};
+    return GemmEmission(chip.core, shape, precision, layout, ctx, used).emit();
+  }
+  const uint32_t streaming = ctx.streaming_cores ? ctx.streaming_cores : chip.tensor_cores;
+  auto tiling = choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming);
   if (!tiling.ok()) return tiling.status();
-  return GemmEmission(core, shape, precision, layout, ctx, *tiling).emit();
+  return GemmEmission(chip.core, shape, precision, layout, ctx, *tiling).emit();
 }
 
 absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core_index,
                                     GemmShape shape, isa::Precision precision,
-                                    const GemmLayout& layout) {
+                                    const GemmLayout& layout, std::optional<GemmTiling> tiling) {
   isa::Program program;
   program.set_name(str_cat("gemm_", shape.m, "x", shape.k, "x", shape.n));
   CoreBuilder b(&program, core_index);
@@ -300,7 +245,9 @@ absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t cor
   ctx.builder = &b;
   ctx.flags = &pool;
   ctx.flag_ids = allocate_gemm_flags(pool);
-  auto plan = emit_gemm(slice.chip.core, shape, precision, layout, ctx);
+  ctx.tiling = tiling;
+  ctx.streaming_cores = 1;
+  auto plan = emit_gemm(slice.chip, shape, precision, layout, ctx);
   if (!plan.ok()) return plan.status();
   b.halt();
   plan->program = std::move(program);

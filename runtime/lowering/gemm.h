@@ -11,11 +11,9 @@
 // output channels) keeps every MXU streaming. When the last k slice is done the
 // accumulator goes back to HBM while the next tile accumulates into the other accumulator.
 //
-// The buffers fit in the 3/4 of VMEM a fragment tiles (vmem_budget.h). tk and tn are up to 4
-// array tiles (4R, 4C) and tm the largest power of two up to 1024 (or M) that fits with them.
-// Where that leaves tm below R rows, smaller VMEMs shrink the slices first: tk to 2R and R, then
-// tn to 2C and C; then tm goes down to 8; only then do tk and tn halve below the array (to 8), so
-// a VMEM of 64 KiB still runs every GEMM, slowly. Sync flags (8 per program) order the units:
+// The buffers fit in the 3/4 of VMEM a fragment tiles (vmem_budget.h); tm, tk and tn are chosen
+// for the chip by gemm_tiling.h, so that a product runs at the MXU or HBM roof wherever its shape
+// allows. Sync flags (8 per program) order the units:
 //   loaded[b]   DMAs of slice buffer b landed (2 per step)      -> MXU work of the step waits
 //   consumed[b] matmuls that read slice buffer b completed      -> the DMA reusing b waits
 //   written[c]  matmuls into accumulator c completed            -> the write-back of c waits
@@ -23,34 +21,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <absl/status/statusor.h>
 
 #include "configs/slice_spec.h"
 #include "runtime/lowering/flag_pool.h"
+#include "runtime/lowering/gemm_tiling.h"
 #include "sim/isa/builder.h"
 #include "sim/isa/isa.pb.h"
 
 namespace tpusim::runtime {
-
-struct GemmShape {
-  uint32_t m = 0;
-  uint32_t k = 0;
-  uint32_t n = 0;
-};
 
 struct GemmLayout {
   uint64_t a_address = 0;             // HBM, M x K row-major
   uint64_t b_address = 0;             // HBM, K x N row-major
   uint64_t c_address = 0;             // HBM, M x N row-major f32
   isa::DType input_dtype = isa::F32;  // of A and B
-};
-
-struct GemmTiling {
-  uint32_t tm = 0;
-  uint32_t tk = 0;
-  uint32_t tn = 0;
 };
 
 struct GemmPlan {
@@ -61,17 +49,16 @@ struct GemmPlan {
   uint64_t dmas = 0;
 };
 
-// The tiling lower_gemm uses; InvalidArgument when not even the smallest tiles fit in VMEM.
-absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::CoreSpec& core, GemmShape shape,
-                                              isa::DType input_dtype);
-
 // HBM bytes a row-major layout of the three matrices needs from `base`, each matrix 4 KiB
 // aligned; fills `layout`.
 uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
                           GemmLayout* layout);
 
+// The GEMM alone on `core`, which has its chip's HBM to itself. `tiling`, when given, replaces the
+// chosen one (check_gemm_tiling refuses one that cannot run).
 absl::StatusOr<GemmPlan> lower_gemm(const config::SliceSpec& slice, uint32_t core, GemmShape shape,
-                                    isa::Precision precision, const GemmLayout& layout);
+                                    isa::Precision precision, const GemmLayout& layout,
+                                    std::optional<GemmTiling> tiling = std::nullopt);
 
 // Where a GEMM fragment sits in a larger program: the builder and flags it shares, the VMEM it
 // may use from `vmem_base`, and hooks that order it after what comes before (`before_read` is
@@ -87,6 +74,11 @@ struct GemmContext {
   // C holds bf16 values: each finished tile is rounded in VMEM (one vector ROUND_BF16) before
   // it goes back to HBM.
   bool round_to_bf16 = false;
+  // The tiles to use instead of choose_gemm_tiling's (checked by check_gemm_tiling).
+  std::optional<GemmTiling> tiling;
+  // The chip's cores that stream from its HBM while this GEMM runs (gemm_tiling.h): all of them
+  // in a step every core runs (0 says so), 1 for a GEMM run alone.
+  uint32_t streaming_cores = 0;
 };
 
 // Allocates the 8 flags a GEMM fragment uses.
@@ -109,7 +101,7 @@ uint32_t emit_mxu_product(const config::CoreSpec& core, sim::CoreBuilder& b, con
                           const std::function<void(sim::InstrRef&, bool overwrites)>& on_matmul);
 
 // Appends the GEMM's instructions (no halt) and returns what it emitted.
-absl::StatusOr<GemmPlan> emit_gemm(const config::CoreSpec& core, GemmShape shape,
+absl::StatusOr<GemmPlan> emit_gemm(const config::ChipSpec& chip, GemmShape shape,
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& context);
 

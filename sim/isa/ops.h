@@ -13,6 +13,12 @@ inline constexpr uint32_t kNumFlags = 256;
 // Weight buffers per MXU.
 inline constexpr uint32_t kWeightSlots = 2;
 
+// Passes a matmul of this precision streams its rows through the array: DEFAULT one bf16 pass,
+// HIGH three (bf16x3), HIGHEST six (bf16x6), as XLA's TPU backend emulates f32 products.
+constexpr int mxu_passes(isa::Precision p) {
+  return p == isa::HIGH ? 3 : p == isa::HIGHEST ? 6 : 1;
+}
+
 // Which unit of a core runs an instruction (the sequencer itself runs loops and halts).
 enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed, kCollective };
 

@@ -11,17 +11,6 @@ namespace {
 
 using StridedMap = Eigen::Map<MatrixF, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-int passes(isa::Precision p) {
-  switch (p) {
-    case isa::HIGH:
-      return 3;
-    case isa::HIGHEST:
-      return 6;
-    default:
-      return 1;
-  }
-}
-
 // bf16 terms of each operand each pass multiplies, smallest products first so the f32 sum
 // loses as little as possible (as XLA's bf16_3x / bf16_6x algorithms do).
 struct Pass {
@@ -93,7 +82,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   const isa::Matmul& mm = item.instr->matmul();
   const uint64_t m = mm.lhs().rows();
   vmem_.touch(std::max(end_address(mm.lhs()), end_address(mm.out())));
-  const uint64_t stream = static_cast<uint64_t>(passes(mm.precision())) * m;
+  const uint64_t stream = static_cast<uint64_t>(mxu_passes(mm.precision())) * m;
   const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
   const uint64_t out_bytes = payload_bytes(mm.out());
   const double vmem_bytes =
@@ -126,7 +115,7 @@ bool same_block(const isa::Block& a, const isa::Block& b) {
 }  // namespace
 
 void MxuUnit::post_compute(const isa::Matmul& mm) {
-  const int p = passes(mm.precision());
+  const int p = mxu_passes(mm.precision());
   const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
   const isa::Block& lhs = mm.lhs();
   const isa::Block& out = mm.out();
@@ -183,7 +172,7 @@ const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
 }
 
 void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms) {
-  const int p = passes(mm.precision());
+  const int p = mxu_passes(mm.precision());
   if (refill_lhs) split_lhs(vmem, mm.lhs(), terms);
   const auto& a = vmem_.lhs_cache().parts;
   const auto& w = weight_terms(mm.slot(), terms);

@@ -2,6 +2,9 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
@@ -10,6 +13,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/lowering/gemm.h"
 #include "sim/isa/dump.h"
+#include "sim/isa/ops.h"
 #include "sim/numerics/bf16.h"
 #include "sim/numerics/reference.h"
 #include "sim/system.h"
@@ -55,6 +59,8 @@ po::options_description matmul_options(MatmulFlags* f) {
                                              po::value<uint32_t>(&f->core)->default_value(0),
                                              "global index of the core that runs it")(
       "seed", po::value<uint32_t>(&f->seed)->default_value(1), "seed of the random inputs")(
+      "tiles", po::value<std::string>(),
+      "TMxTKxTN: the GEMM's tiles instead of the ones the compiler chooses")(
       "stats", po::value<std::string>(),
       "write the full statistics tree (values, units, descriptions) as JSON to FILE");
   add_mxu_policy_flag(options);
@@ -66,11 +72,13 @@ po::options_description matmul_options(MatmulFlags* f) {
 
 constexpr char kMatmulUsage[] =
     "usage: tpusim matmul --m M --k K --n N [--config SLICE] [--precision default|high|highest]\n"
-    "                     [--mxu-policy tpu|scalesim_ws] [--timing-only] [--json]\n\n"
+    "                     [--tiles TMxTKxTN] [--mxu-policy tpu|scalesim_ws] [--timing-only]\n"
+    "                     [--json]\n\n"
     "Runs C = A x B on one core: A (M x K) and B (K x N) random in HBM, C (f32) written back to\n"
     "HBM, tiled to fit VMEM with DMA double-buffered against MXU work. Reports cycles, TFLOPS,\n"
-    "MXU utilisation, HBM traffic and (unless --timing-only) the error against references\n"
-    "with bf16-rounded and with plain fp32 inputs.\n";
+    "MXU utilisation, HBM traffic, the compiler's estimate of its tiles and the roofline bound,\n"
+    "and (unless --timing-only) the error against references with bf16-rounded and with plain\n"
+    "fp32 inputs.\n";
 
 // The GEMM the flags ask for and where it runs.
 struct MatmulJob {
@@ -81,7 +89,20 @@ struct MatmulJob {
   sim::MxuPolicy policy = sim::MxuPolicy::kTpu;
   isa::DType dtype = isa::F32;
   bool timing_only = false;
+  std::optional<runtime::GemmTiling> tiling;  // --tiles
 };
+
+// "TMxTKxTN" as a tiling, or nullopt.
+std::optional<runtime::GemmTiling> parse_tiles(const std::string& text) {
+  runtime::GemmTiling t;
+  char x1 = 0, x2 = 0;
+  std::istringstream in(text);
+  if (!(in >> t.tm >> x1 >> t.tk >> x2 >> t.tn) || x1 != 'x' || x2 != 'x' || in.peek() != EOF ||
+      text.find('-') != std::string::npos || t.tm == 0 || t.tk == 0 || t.tn == 0) {
+    return std::nullopt;
+  }
+  return t;
+}
 
 // The job from the flags, or why not.
 Refused matmul_job_from(const po::variables_map& vm, const MatmulFlags& f, MatmulJob* job) {
@@ -104,6 +125,11 @@ Refused matmul_job_from(const po::variables_map& vm, const MatmulFlags& f, Matmu
   job->core = f.core;
   job->seed = f.seed;
   job->timing_only = vm["timing-only"].as<bool>();
+  if (vm.count("tiles") > 0) {
+    job->tiling = parse_tiles(vm["tiles"].as<std::string>());
+    if (!job->tiling)
+      return usage_problem("--tiles must be TMxTKxTN, three positive numbers (e.g. 1024x512x512)");
+  }
   auto slice = config::load_slice(vm["config"].as<std::string>());
   if (!slice.ok()) return failure_of(slice.status());
   job->slice = *slice;
@@ -121,11 +147,22 @@ Refused plan_gemm(const MatmulJob& job, runtime::GemmLayout* layout, runtime::Ge
                       " bytes; the chip's HBM holds " +
                       std::to_string(job.slice->chip.hbm.capacity_bytes));
   }
-  auto lowered =
-      runtime::lower_gemm(*job.slice, job.core, {job.m, job.k, job.n}, job.precision, *layout);
+  auto lowered = runtime::lower_gemm(*job.slice, job.core, {job.m, job.k, job.n}, job.precision,
+                                     *layout, job.tiling);
   if (!lowered.ok()) return failure_of(lowered.status());
   *plan = *std::move(lowered);
   return std::nullopt;
+}
+
+// The GEMM's roofline bound on one core: its MXU work at the core's peak (times the precision's
+// passes) or each matrix crossing HBM once at the chip's bandwidth, whichever is longer.
+double roofline_seconds(const MatmulJob& job) {
+  const config::ChipSpec& chip = job.slice->chip;
+  const double flops = 2.0 * job.m * job.k * job.n * sim::mxu_passes(job.precision);
+  const double in_bytes = job.dtype == isa::BF16 ? 2 : 4;
+  const double m = job.m, k = job.k, n = job.n;
+  const double bytes = (m * k + k * n) * in_bytes + m * n * 4;
+  return std::max(flops / chip.core.peak_bf16_flops, bytes / chip.hbm.bandwidth_bytes_per_s);
 }
 
 // The run's figures as --json prints them (without the error figures).
@@ -136,6 +173,10 @@ nlohmann::ordered_json matmul_report(const MatmulJob& job, const runtime::GemmPl
   // The HBM figures are the first chip's that moved bytes (the GEMM's chip), 0 when none did.
   const sim::ChipReport* chip_report = report.chips.empty() ? nullptr : &report.chips.front();
   const double flops = 2.0 * job.m * job.k * job.n;
+  const runtime::GemmEstimate estimate = runtime::estimate_gemm(
+      job.slice->chip, {job.m, job.k, job.n}, job.dtype, job.precision, plan.tiling,
+      /*streaming_cores=*/1);
+  const double roof = roofline_seconds(job);
   return {
       {"config", job.slice->name},
       {"m", job.m},
@@ -157,6 +198,9 @@ nlohmann::ordered_json matmul_report(const MatmulJob& job, const runtime::GemmPl
       {"hbm_achieved_bytes_per_s",
        chip_report != nullptr ? chip_report->hbm_achieved_bytes_per_s : 0.0},
       {"vmem_high_water_bytes", report.cores.at(0).vmem_high_water_bytes},
+      {"estimate_seconds", estimate.seconds},
+      {"roofline_seconds", roof},
+      {"fraction_of_roofline", roof / seconds},
       {"host_seconds", host_seconds},
   };
 }
@@ -198,7 +242,11 @@ void print_matmul(const MatmulJob& job, const runtime::GemmPlan& plan, const sim
             << out["peak_tflops_per_core"].get<double>() << " peak; MXU utilisation "
             << 100 * out["mxu_utilization"].get<double>() << "%\n"
             << "  HBM          " << out["hbm_bytes"].get<double>() / 1e6 << " MB at "
-            << out["hbm_achieved_bytes_per_s"].get<double>() / 1e9 << " GB/s\n";
+            << out["hbm_achieved_bytes_per_s"].get<double>() / 1e9 << " GB/s\n"
+            << "  estimate     " << out["estimate_seconds"].get<double>() * 1e6
+            << " us, the compiler's for these tiles\n"
+            << "  roofline     " << out["roofline_seconds"].get<double>() * 1e6
+            << " us: " << 100 * out["fraction_of_roofline"].get<double>() << "% of the roof\n";
   if (!job.timing_only) {
     std::cout << "  error        " << out["max_rel_error_vs_bf16_ref"].get<double>()
               << " vs bf16-input reference, " << out["max_rel_error_vs_fp32_ref"].get<double>()

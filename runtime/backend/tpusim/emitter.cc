@@ -57,8 +57,8 @@ struct Emitter::StartedTile {
   uint64_t chain_before = 0, fanned_before = 0, loaded = 0;
 };
 
-Emitter::Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags)
-    : core_(core), b_(builder), flags_(flags) {
+Emitter::Emitter(const config::ChipSpec& chip, sim::CoreBuilder& builder, FlagPool& flags)
+    : chip_(chip), core_(chip.core), b_(builder), flags_(flags) {
   written_ = flags_.allocate();
   for (int i = 0; i < 2; ++i) {
     loaded_[i] = flags_.allocate();

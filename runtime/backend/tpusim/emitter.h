@@ -105,10 +105,11 @@ class Tile {
 
 class Emitter {
  public:
-  Emitter(const config::CoreSpec& core, sim::CoreBuilder& builder, FlagPool& flags);
+  Emitter(const config::ChipSpec& chip, sim::CoreBuilder& builder, FlagPool& flags);
 
   sim::CoreBuilder& builder() { return b_; }
   FlagPool& flags() { return flags_; }
+  const config::ChipSpec& chip() const { return chip_; }
   const config::CoreSpec& core() const { return core_; }
   uint64_t tile_budget_bytes() const { return slot_bytes_; }
   // The bytes a tile of `rows` rows takes in its slot: each block (of the given widths in f32
@@ -202,6 +203,7 @@ class Emitter {
 
  private:
   friend class Tile;
+  const config::ChipSpec& chip_;
   const config::CoreSpec& core_;
   sim::CoreBuilder& b_;
   FlagPool& flags_;

@@ -50,7 +50,7 @@ absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint
   layout.b_address = b;
   layout.c_address = c;
   layout.input_dtype = isa::F32;
-  return emit_gemm(l.emit.core(), {rows, k, cols}, l.precision, layout, ctx).status();
+  return emit_gemm(l.emit.chip(), {rows, k, cols}, l.precision, layout, ctx).status();
 }
 
 // A^T W as (W^T A)^T (see transposed_lhs_source), A at `a` (k x m), W at `w` (k x cols).

@@ -56,7 +56,7 @@ class StepEmission {
         hbm_(constants_base_, constants_base_ + kConstantsRegion),
         b_(out.program.get(), core),
         core_(&out.program->cores(out.program->cores_size() - 1)),
-        emit_(slice.chip.core, b_, flags_),
+        emit_(slice.chip, b_, flags_),
         l_{graph,
            out.plan,
            emit_,

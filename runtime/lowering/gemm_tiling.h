@@ -1,0 +1,72 @@
+#pragma once
+// How a GEMM's tiles are chosen for a chip (gemm.h emits them): from every tiling whose buffers
+// fit the GEMM's share of VMEM (vmem_budget.h), the one an analytic estimate of the emitted
+// pipeline says is fastest. XLA's TPU backend chooses its tile sizes the same way, ranking
+// candidates with an analytical performance model of the chip (Kaufman et al., "A Learned
+// Performance Model for Tensor Processing Units", MLSys 2021; docs/references.md [Kaufman21]).
+//
+// The estimate models the pipeline gemm.h emits: C in tm x tn tiles, each the sum over K's tk-deep
+// slices; the slices double-buffered so that one slice loads while the MXUs multiply the other,
+// and a finished tile's store overlapping the next tile's slices. A tile then takes the longer of
+// its MXU work and its HBM traffic (its slices' loads and its store); what no double buffer hides
+// is the first slices' load and the last tile's store, each after an HBM latency, and the array's
+// fill and drain (R + C - 2 cycles). The core's HBM bandwidth is its share of the chip's: the
+// chip's divided by the cores that stream at once (every TensorCore of the chip in a data-parallel
+// step, which runs the same program on each; one for a GEMM run alone). The MXU work of a slice is
+// what emit_mxu_product issues: each R x C weight tile's rows streamed (passes x rows cycles, at
+// least the R cycles its weights take to load behind the other slot's stream), the column tiles
+// spread over the MXUs, a narrow product's rows split between them.
+
+#include <cstdint>
+
+#include <absl/status/statusor.h>
+
+#include "configs/slice_spec.h"
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::runtime {
+
+struct GemmShape {
+  uint32_t m = 0;
+  uint32_t k = 0;
+  uint32_t n = 0;
+};
+
+struct GemmTiling {
+  uint32_t tm = 0;
+  uint32_t tk = 0;
+  uint32_t tn = 0;
+};
+
+// The estimate of one tiling (seconds and bytes on one core).
+struct GemmEstimate {
+  double seconds = 0;       // the whole GEMM: pipeline fill, the tiles, the drain
+  double mxu_seconds = 0;   // the MXU work alone (the tiles' streaming and weight loads)
+  double hbm_seconds = 0;   // the HBM traffic alone at the core's share of the bandwidth
+  uint64_t hbm_bytes = 0;   // A read once per column tile, B once per row tile, C written once
+  uint64_t vmem_bytes = 0;  // the double-buffered slices and the two accumulators
+};
+
+// The estimate of `tiling` (which need not fit VMEM: vmem_bytes says what it takes).
+// `streaming_cores` is how many of the chip's cores share its HBM bandwidth meanwhile (1 to
+// tensor_cores).
+GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::DType input_dtype,
+                           isa::Precision precision, GemmTiling tiling, uint32_t streaming_cores);
+
+// VMEM the tiling's double-buffered slices and two accumulators take.
+uint64_t gemm_vmem_bytes(GemmTiling tiling, isa::DType input_dtype);
+
+// OK when `tiling` (a user's choice) can run `shape`: no tile empty, the buffers within the GEMM's
+// share of VMEM; otherwise InvalidArgument saying which.
+absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
+                               isa::DType input_dtype, GemmTiling tiling);
+
+// The tiling emit_gemm uses: the fastest estimate among tm, tk and tn each a power of two from 8
+// or the whole dimension, whose buffers fit the GEMM's share of VMEM; among equal estimates the
+// largest tiles (fewest instructions). InvalidArgument when the dimensions are empty or not even
+// 8 x 8 x 8 tiles fit.
+absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
+                                              isa::DType input_dtype, isa::Precision precision,
+                                              uint32_t streaming_cores);
+
+}  // namespace tpusim::runtime
