@@ -193,6 +193,7 @@ struct TrainResult {
   // simulated timeline.
   std::vector<runtime::OpTiming> ops;
   runtime::ChipRoofs roofs;
+  runtime::HbmFloor hbm_floor;  // of one step on chip 0 (runtime/graph/hbm_floor.h)
 };
 
 struct EvalResult {

@@ -115,6 +115,7 @@ absl::Status TrainLoop::train_one_loop(TrainResult* result) {
   wait_seconds_ += f.wait;
   runtime::add_op_timings(loop->timing.ops, &result->ops);
   result->roofs = loop->timing.roofs;
+  result->hbm_floor = loop->timing.hbm_floor;
   mxu_weighted_ += f.mxu * f.device;
   host_clock_ += f.device + settings_.loop_overhead_s;
   const int64_t before = step_;

@@ -19,6 +19,7 @@
 #include "runtime/backend/declaration.h"
 #include "runtime/backend/host_schedule.h"
 #include "runtime/graph/graph.h"
+#include "runtime/graph/hbm_floor.h"
 #include "traces/trace_router.h"
 
 namespace tpusim::runtime {
@@ -95,6 +96,9 @@ struct DeviceTiming {
   // order, and the chip's roofs.
   std::vector<OpTiming> ops;
   ChipRoofs roofs;
+  // The HBM floor of one step on chip 0: the graph's (hbm_floor.h) times the replicas its cores
+  // run.
+  HbmFloor hbm_floor;
 };
 
 struct LoopResult {

@@ -41,14 +41,23 @@ uint64_t slice_cycles(const config::CoreSpec& core, uint32_t rows, uint32_t dept
 // Powers of two from 8 below `extent`, largest first, after the whole extent.
 std::vector<uint32_t> candidates(uint32_t extent) {
   std::vector<uint32_t> sizes{extent};
-  uint32_t p = 8;
+  uint64_t p = 8;
   while (p * 2 < extent) p *= 2;
   for (; p >= 8; p /= 2)
-    if (p < extent) sizes.push_back(p);
+    if (p < extent) sizes.push_back(static_cast<uint32_t>(p));
   return sizes;
 }
 
 }  // namespace
+
+bool gemm_slice_fits_queues(const config::CoreSpec& core, GemmTiling t) {
+  const uint64_t col_tiles = tiles_covering(t.tn, core.mxu_cols);
+  const uint64_t row_parts =
+      std::max<uint64_t>(1, std::min<uint64_t>(core.mxu_count / col_tiles, t.tm / 8));
+  const uint64_t per_mxu =
+      tiles_covering(t.tk, core.mxu_rows) * tiles_covering(row_parts * col_tiles, core.mxu_count);
+  return 2 * per_mxu <= core.unit_queue_depth / 2;
+}
 
 uint64_t gemm_vmem_bytes(GemmTiling t, isa::DType input_dtype) {
   const uint32_t in_bytes = element_bytes(input_dtype);
@@ -58,6 +67,10 @@ uint64_t gemm_vmem_bytes(GemmTiling t, isa::DType input_dtype) {
 
 absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
                                isa::DType input_dtype, GemmTiling t) {
+  if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
+    return absl::InvalidArgumentError(
+        str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
+  }
   if (t.tm == 0 || t.tk == 0 || t.tn == 0)
     return absl::InvalidArgumentError(str_cat("tiles ", t.tm, "x", t.tk, "x", t.tn, " are empty"));
   const GemmTiling used{std::min(t.tm, shape.m), std::min(t.tk, shape.k), std::min(t.tn, shape.n)};
@@ -71,60 +84,107 @@ absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
   return absl::OkStatus();
 }
 
+namespace {
+
+// One core's view of the chip while the GEMM runs: its share of the HBM bandwidth and the
+// pipeline's fixed latencies (gemm_tiling.h).
+struct Pipeline {
+  const config::CoreSpec& core;
+  uint32_t in_bytes;
+  int passes;
+  double bandwidth;   // bytes per second
+  double latency;     // an HBM access's, seconds
+  double turnaround;  // seconds from a slice's last product to its buffer's next load being used
+};
+
+Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::Precision precision,
+                     uint32_t streaming_cores) {
+  const uint32_t sharing =
+      streaming_cores == 0 ? chip.tensor_cores : std::clamp(streaming_cores, 1u, chip.tensor_cores);
+  // Between a slice's last product and the next load into its buffer the array drains (R + C - 2
+  // cycles); after the load lands, the first weights take R cycles to load.
+  const config::CoreSpec& core = chip.core;
+  return {core,
+          element_bytes(input_dtype),
+          sim::mxu_passes(precision),
+          chip.hbm.bandwidth_bytes_per_s / sharing,
+          chip.hbm.latency_s,
+          static_cast<double>(2 * core.mxu_rows + core.mxu_cols - 2) / core.clock_hz};
+}
+
+// One output tile of rows x cols over K in slices of tk, after a tile whose store (taken as this
+// one's size) leaves while it runs when `store_before`. Adds its MXU work to `mxu_seconds`.
+double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k, uint32_t tk,
+                    bool store_before, double* mxu_seconds) {
+  const uint64_t store_bytes = store_before ? uint64_t{rows} * cols * 4 : 0;
+  uint64_t bytes = store_bytes;
+  double mxu = 0, slices = 0;
+  auto slice = [&](uint32_t depth, uint64_t extra_bytes) {
+    const double work =
+        static_cast<double>(slice_cycles(p.core, rows, depth, cols, p.passes)) / p.core.clock_hz;
+    const uint64_t moved = (uint64_t{rows} + cols) * depth * p.in_bytes + extra_bytes;
+    // A slice's loads reuse the buffer of the slice two back, so they start when that one's
+    // products are done and have only the slice in between to hide under: a slice takes at least
+    // half its loads' time (latency, transfer, turnaround) and its own work.
+    const double load = p.latency + static_cast<double>(moved) / p.bandwidth + p.turnaround;
+    return std::max(work, (work + load) / 2);
+  };
+  for (const TileRun& run : runs_of(k, tk)) {
+    if (run.count == 0) continue;
+    slices += static_cast<double>(run.count) * slice(run.size, 0);
+    mxu += static_cast<double>(run.count) *
+           static_cast<double>(slice_cycles(p.core, rows, run.size, cols, p.passes)) /
+           p.core.clock_hz;
+    bytes += run.count * (uint64_t{rows} + cols) * run.size * p.in_bytes;
+  }
+  // The store before leaves with the loads of one slice (the second, or the only one) and shares
+  // their bandwidth.
+  const uint32_t shared = k > tk ? std::min(tk, k - tk) : k;
+  const double store_delay = slice(shared, store_bytes) - slice(shared, 0);
+  *mxu_seconds += mxu;
+  return std::max(slices + store_delay, static_cast<double>(bytes) / p.bandwidth);
+}
+
+}  // namespace
+
 GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::DType input_dtype,
                            isa::Precision precision, GemmTiling t, uint32_t streaming_cores) {
-  const config::CoreSpec& core = chip.core;
-  const uint32_t in_bytes = element_bytes(input_dtype);
-  const int passes = sim::mxu_passes(precision);
-  const double bandwidth =
-      chip.hbm.bandwidth_bytes_per_s / std::clamp(streaming_cores, 1u, chip.tensor_cores);
   GemmEstimate e;
-  const double latency = chip.hbm.latency_s;
-  // Between a slice's last product and the next load into its buffer, the array drains (R + C - 2
-  // cycles); after the load lands, the first weights take R cycles to load.
-  const double turnaround =
-      static_cast<double>(2 * core.mxu_rows + core.mxu_cols - 2) / core.clock_hz;
-  double tiles_seconds = 0;
+  if (shape.m == 0 || shape.k == 0 || shape.n == 0) return e;
+  t = {std::clamp(t.tm, 1u, shape.m), std::clamp(t.tk, 1u, shape.k), std::clamp(t.tn, 1u, shape.n)};
+  const Pipeline p = pipeline_of(chip, input_dtype, precision, streaming_cores);
+  // The tiles in row-major order, each after the one whose store leaves while it runs: all but
+  // the first, whose place no store takes; the last tile's own store is the drain below.
+  double tiles = 0;
   for (const TileRun& m : runs_of(shape.m, t.tm)) {
     for (const TileRun& n : runs_of(shape.n, t.tn)) {
-      const uint64_t tiles = m.count * n.count;
-      if (tiles == 0) continue;
-      const uint64_t store_bytes = uint64_t{m.size} * n.size * 4;
-      uint64_t bytes = store_bytes;
-      double mxu = 0, slices = 0, store_delay = 0;
-      for (const TileRun& k : runs_of(shape.k, t.tk)) {
-        if (k.count == 0) continue;
-        const double work =
-            static_cast<double>(slice_cycles(core, m.size, k.size, n.size, passes)) / core.clock_hz;
-        const uint64_t load_bytes = (uint64_t{m.size} + n.size) * k.size * in_bytes;
-        // A slice's loads reuse the buffer of the slice two back, so they start when that one's
-        // products are done and have only the slice in between to hide under: a slice takes at
-        // least half its loads' time (latency, transfer, turnaround) and its own work.
-        auto slice = [&](uint64_t moved) {
-          const double load = latency + static_cast<double>(moved) / bandwidth + turnaround;
-          return std::max(work, (work + load) / 2);
-        };
-        slices += static_cast<double>(k.count) * slice(load_bytes);
-        // The tile before's store leaves with one slice's loads and shares the bandwidth.
-        store_delay = slice(load_bytes + store_bytes) - slice(load_bytes);
-        mxu += static_cast<double>(k.count) * work;
-        bytes += k.count * load_bytes;
-      }
-      const double tile = std::max(slices + store_delay, static_cast<double>(bytes) / bandwidth);
-      tiles_seconds += static_cast<double>(tiles) * tile;
-      e.mxu_seconds += static_cast<double>(tiles) * mxu;
-      e.hbm_bytes += tiles * bytes;
+      const uint64_t count = m.count * n.count;
+      if (count == 0) continue;
+      double mxu = 0;
+      tiles +=
+          static_cast<double>(count) * tile_seconds(p, m.size, n.size, shape.k, t.tk, true, &mxu);
+      e.mxu_seconds += static_cast<double>(count) * mxu;
     }
   }
-  const uint32_t tm = std::min(t.tm, shape.m), tk = std::min(t.tk, shape.k),
-                 tn = std::min(t.tn, shape.n);
-  const uint32_t last_m = shape.m % t.tm ? shape.m % t.tm : tm,
-                 last_n = shape.n % t.tn ? shape.n % t.tn : tn;
-  const double first_load = static_cast<double>((uint64_t{tm} + tn) * tk * in_bytes) / bandwidth;
-  const double last_store = static_cast<double>(uint64_t{last_m} * last_n * 4) / bandwidth;
-  const double array_drain = static_cast<double>(core.mxu_rows + core.mxu_cols - 2) / core.clock_hz;
-  e.hbm_seconds = static_cast<double>(e.hbm_bytes) / bandwidth;
-  e.seconds = 2 * latency + first_load + tiles_seconds + array_drain + last_store;
+  double unused = 0;
+  tiles += tile_seconds(p, t.tm, t.tn, shape.k, t.tk, false, &unused) -
+           tile_seconds(p, t.tm, t.tn, shape.k, t.tk, true, &unused);
+  const uint32_t last_m = shape.m % t.tm ? shape.m % t.tm : t.tm,
+                 last_n = shape.n % t.tn ? shape.n % t.tn : t.tn;
+  const uint64_t first_load_bytes = (uint64_t{t.tm} + t.tn) * t.tk * p.in_bytes;
+  const uint64_t last_store_bytes = uint64_t{last_m} * last_n * 4;
+  // A read once per column tile, B once per row tile, C written once.
+  const uint64_t row_tiles = tiles_covering(shape.m, t.tm),
+                 col_tiles = tiles_covering(shape.n, t.tn);
+  e.hbm_bytes =
+      (uint64_t{shape.m} * shape.k * col_tiles + uint64_t{shape.k} * shape.n * row_tiles) *
+          p.in_bytes +
+      uint64_t{shape.m} * shape.n * 4;
+  const double array_drain =
+      static_cast<double>(chip.core.mxu_rows + chip.core.mxu_cols - 2) / chip.core.clock_hz;
+  e.hbm_seconds = static_cast<double>(e.hbm_bytes) / p.bandwidth;
+  e.seconds = 2 * p.latency + static_cast<double>(first_load_bytes) / p.bandwidth + tiles +
+              array_drain + static_cast<double>(last_store_bytes) / p.bandwidth;
   e.vmem_bytes = gemm_vmem_bytes(t, input_dtype);
   return e;
 }
@@ -137,18 +197,32 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, Gemm
         str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
   }
   const uint64_t budget = tiled_bytes(chip.core);  // vmem_budget.h
+  // Estimates within a part in 10^9 are ties (rounding, not the model, tells them apart), won by
+  // the tiles of most elements (fewest instructions), then the first in the loops' order.
+  constexpr double kTie = 1e-9;
   GemmTiling best;
   double best_seconds = 0;
-  for (uint32_t tm : candidates(shape.m)) {
-    for (uint32_t tn : candidates(shape.n)) {
-      for (uint32_t tk : candidates(shape.k)) {
-        const GemmTiling t{tm, tk, tn};
-        if (gemm_vmem_bytes(t, input_dtype) > budget) continue;
-        const double seconds =
-            estimate_gemm(chip, shape, input_dtype, precision, t, streaming_cores).seconds;
-        if (best.tm == 0 || seconds < best_seconds) best = t, best_seconds = seconds;
+  uint64_t best_volume = 0;
+  // Slices that overflow the MXUs' queues only when no other tiling fits (a core configured with
+  // queues too short for any).
+  for (const bool respect_queues : {true, false}) {
+    for (uint32_t tm : candidates(shape.m)) {
+      for (uint32_t tn : candidates(shape.n)) {
+        for (uint32_t tk : candidates(shape.k)) {
+          const GemmTiling t{tm, tk, tn};
+          if (gemm_vmem_bytes(t, input_dtype) > budget) continue;
+          if (respect_queues && !gemm_slice_fits_queues(chip.core, t)) continue;
+          const double seconds =
+              estimate_gemm(chip, shape, input_dtype, precision, t, streaming_cores).seconds;
+          const uint64_t volume = uint64_t{tm} * tk * tn;
+          const bool faster = seconds < best_seconds * (1 - kTie);
+          const bool tie = !faster && seconds <= best_seconds * (1 + kTie);
+          if (best.tm == 0 || faster || (tie && volume > best_volume))
+            best = t, best_seconds = seconds, best_volume = volume;
+        }
       }
     }
+    if (best.tm != 0) return best;
   }
   if (best.tm != 0) return best;
   const GemmTiling smallest{std::min(8u, shape.m), std::min(8u, shape.k), std::min(8u, shape.n)};

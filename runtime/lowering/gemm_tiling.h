@@ -49,22 +49,29 @@ struct GemmEstimate {
 
 // The estimate of `tiling` (which need not fit VMEM: vmem_bytes says what it takes).
 // `streaming_cores` is how many of the chip's cores share its HBM bandwidth meanwhile (1 to
-// tensor_cores).
+// tensor_cores; 0 says all of them). Tiles larger than their dimension take the dimension.
 GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::DType input_dtype,
                            isa::Precision precision, GemmTiling tiling, uint32_t streaming_cores);
 
 // VMEM the tiling's double-buffered slices and two accumulators take.
 uint64_t gemm_vmem_bytes(GemmTiling tiling, isa::DType input_dtype);
 
+// Whether a slice's instructions for one MXU (a weight load and a matmul per product it takes) fit
+// half its queue: the sequencer issues in order, and the loads of the slice after next come after
+// the next slice's MXU instructions, which must be queued behind this slice's for those loads to
+// leave when this slice's buffer frees.
+bool gemm_slice_fits_queues(const config::CoreSpec& core, GemmTiling tiling);
+
 // OK when `tiling` (a user's choice) can run `shape`: no tile empty, the buffers within the GEMM's
 // share of VMEM; otherwise InvalidArgument saying which.
 absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
                                isa::DType input_dtype, GemmTiling tiling);
 
-// The tiling emit_gemm uses: the fastest estimate among tm, tk and tn each a power of two from 8
-// or the whole dimension, whose buffers fit the GEMM's share of VMEM; among equal estimates the
-// largest tiles (fewest instructions). InvalidArgument when the dimensions are empty or not even
-// 8 x 8 x 8 tiles fit.
+// The tiling emit_gemm uses: the shortest estimate among tm, tk and tn each a power of two from 8
+// or the whole dimension, whose buffers fit the GEMM's share of VMEM and whose slices fit half of
+// each MXU's instruction queue (so the loads of the slice after next issue in time; ignored only
+// when no tiling meets it). Estimates within a part in 10^9 are ties, won by the tiles of most
+// elements. InvalidArgument when the dimensions are empty or not even 8 x 8 x 8 tiles fit.
 absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
                                               isa::DType input_dtype, isa::Precision precision,
                                               uint32_t streaming_cores);

@@ -29,9 +29,9 @@ std::string text(GemmTiling t) {
   return std::to_string(t.tm) + "x" + std::to_string(t.tk) + "x" + std::to_string(t.tn);
 }
 
-// The chosen tiling fits the GEMM's 3/4 of VMEM and no tiling of powers of two from 8 to 8192 (or
-// the whole dimension) that fits has a shorter estimate: the choice is the estimate's minimum, not
-// a fixed size.
+// The chosen tiling fits the GEMM's 3/4 of VMEM and the MXUs' queues, and no tiling of powers of
+// two from 8 to 8192 (or the whole dimension) that fits them has a shorter estimate: the choice is
+// the estimate's minimum, not a fixed size.
 TEST(GemmTiling, ChoosesTheShortestEstimateThatFits) {
   for (const char* slice : {"v2-8", "v3-8", "v4-8", "v5e-4"}) {
     const config::ChipSpec& chip = chip_of(slice);
@@ -50,7 +50,9 @@ TEST(GemmTiling, ChoosesTheShortestEstimateThatFits) {
           for (uint32_t tk : sizes) {
             for (uint32_t tn : sizes) {
               const GemmTiling t{std::min(tm, s.m), std::min(tk, s.k), std::min(tn, s.n)};
-              if (!check_gemm_tiling(chip, s, dtype, t).ok()) continue;
+              if (!check_gemm_tiling(chip, s, dtype, t).ok() ||
+                  !gemm_slice_fits_queues(chip.core, t))
+                continue;
               EXPECT_GE(estimate_gemm(chip, s, dtype, isa::DEFAULT, t, chip.tensor_cores).seconds,
                         best)
                   << text(t) << " beats " << text(*chosen);

@@ -69,8 +69,6 @@ TEST(ReplicaFolding, TwoSimulatedReplicasTakeTheStepTimeOfEight) {
   // the step's critical path, that moves the loop by as much: 0.14% here.)
   EXPECT_EQ(full_run->timing.cycles, 403261u);
   EXPECT_EQ(folded_run->timing.cycles, 403843u);
-  EXPECT_NEAR(static_cast<double>(folded_run->timing.cycles),
-              static_cast<double>(full_run->timing.cycles), 0.003 * full_run->timing.cycles);
   ASSERT_EQ(folded_run->timing.ops.size(), full_run->timing.ops.size());
   for (size_t i = 0; i < full_run->timing.ops.size(); ++i) {
     const OpTiming& folded_op = folded_run->timing.ops[i];

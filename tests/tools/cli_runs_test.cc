@@ -258,6 +258,27 @@ TEST(Cli, FusedConvolutionsKeepThePatchesOutOfHbm) {
   EXPECT_LT(report["on"]["analysis"]["step_breakdown"]["compute"].get<double>(),
             report["off"]["analysis"]["step_breakdown"]["compute"].get<double>());
   for (const char* fuse : {"on", "off"}) expect_ops_under_their_roofs(report[fuse]);
+  // The HBM account: the ops' bytes by op beside the graph's floor, the same floor fused or not
+  // (one graph), the fused step nearer it.
+  for (const char* fuse : {"on", "off"}) {
+    const auto& account = report[fuse]["hbm_account"];
+    EXPECT_NEAR(account["bytes"].get<double>(), hbm_bytes(fuse), 1e-6 * hbm_bytes(fuse)) << fuse;
+    double by_op = 0;
+    for (const auto& op : account["by_op"]) by_op += op["bytes"].get<double>();
+    EXPECT_NEAR(by_op, hbm_bytes(fuse), 1e-6 * hbm_bytes(fuse)) << fuse;
+    const auto& floor = account["floor"];
+    EXPECT_GT(floor["saved_activations"].get<double>(), 0) << fuse;
+    EXPECT_GT(floor["inputs"].get<double>(), 0) << fuse;
+    EXPECT_NEAR(floor["total"].get<double>(),
+                floor["inputs"].get<double>() + floor["variables"].get<double>() +
+                    floor["gradients"].get<double>() + floor["saved_activations"].get<double>(),
+                1.0)
+        << fuse;
+    EXPECT_GT(account["over_floor"].get<double>(), 1.0) << fuse;
+  }
+  EXPECT_EQ(report["on"]["hbm_account"]["floor"], report["off"]["hbm_account"]["floor"]);
+  EXPECT_LT(report["on"]["hbm_account"]["over_floor"].get<double>(),
+            report["off"]["hbm_account"]["over_floor"].get<double>());
   EXPECT_EQ(compiled["on"]["fused_convolutions"], 5);
   EXPECT_EQ(compiled["off"]["fused_convolutions"], 0);
   EXPECT_LT(compiled["on"]["hbm_tensors_peak_bytes"].get<uint64_t>(),

@@ -97,8 +97,9 @@ std::optional<runtime::GemmTiling> parse_tiles(const std::string& text) {
   runtime::GemmTiling t;
   char x1 = 0, x2 = 0;
   std::istringstream in(text);
-  if (!(in >> t.tm >> x1 >> t.tk >> x2 >> t.tn) || x1 != 'x' || x2 != 'x' || in.peek() != EOF ||
-      text.find('-') != std::string::npos || t.tm == 0 || t.tk == 0 || t.tn == 0) {
+  if (text.find_first_not_of("0123456789x") != std::string::npos ||
+      !(in >> t.tm >> x1 >> t.tk >> x2 >> t.tn) || x1 != 'x' || x2 != 'x' || in.peek() != EOF ||
+      t.tm == 0 || t.tk == 0 || t.tn == 0) {
     return std::nullopt;
   }
   return t;

@@ -6,6 +6,7 @@
 
 #include "common/strings.h"
 #include "tools/tpusim/backend_options.h"
+#include "tools/tpusim/hbm_account.h"
 #include "tools/tpusim/op_report.h"
 
 namespace tpusim::cli {
@@ -122,6 +123,7 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
   // slowest core's each step (a little above sim_seconds_per_step, the loops' average).
   if (r.analysis.has_value()) report["analysis"] = r.analysis->to_json();
   add_op_profile(r.ops, r.roofs, &report);
+  add_hbm_account(r.ops, r.roofs, r.hbm_floor, &report);
   if (!sim.trace_path.empty()) {
     report["trace"] = sim.trace_path;
     report["trace_bytes"] = r.trace_bytes;
@@ -150,6 +152,7 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
       r.host_seconds, job.config.model_dir);
   if (r.analysis.has_value()) std::cout << "\n" << r.analysis->to_text();
   if (!r.ops.empty()) std::cout << "\n" << op_profile_text(r.ops, r.roofs, 8);
+  std::cout << hbm_account_text(r.ops, r.roofs, r.hbm_floor, 5);
   if (!job.sim.trace_path.empty()) {
     std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.sim.trace_path,
                              static_cast<double>(r.trace_bytes) / 1e6, job.sim.trace_path);

@@ -227,6 +227,10 @@ class TpusimBackend final : public Backend {
       if (auto st = read_variables(system, g, exe.step_for(0), &variables); !st.ok()) return st;
     }
     result.timing = timing_of(system, *run);
+    uint32_t on_chip_0 = 0;
+    for (uint32_t r = 0; r < simulated; ++r)
+      on_chip_0 += cores.chip_of(sim::CoreId{r}) == sim::ChipId{0} ? 1 : 0;
+    result.timing.hbm_floor = hbm_floor(g).scaled(on_chip_0);
     return result;
   }
 
