@@ -28,7 +28,7 @@ bool is_view(const Graph& g, const Node& n) {
     case Op::kExtractPatches:
     case Op::kStopGradient:
       return true;
-    case Op::kCast:  // widening: the narrower value is what is stored
+    case Op::kCast:  // widening or as wide: the input, no larger, is what is stored
       return stored_bytes(n) >= stored_bytes(g.node(n.inputs.at(0)));
     default:
       return false;
@@ -60,9 +60,13 @@ HbmFloor hbm_floor(const Graph& g) {
   }
   std::set<int> updated;
   for (const VariableUpdate& u : g.updates()) updated.insert(u.variable);
+  // A dead node (autodiff's gradient of a constant or of a mask, which no output or update
+  // needs) is computed by no backend, so what it reads is not read.
+  const std::vector<bool> live = live_nodes(g);
   std::set<int> saved, gradients;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
+    if (!live[static_cast<size_t>(id)]) continue;
     if (n.op == Op::kInfeed) floor.inputs += stored_bytes(n);
     if (n.op == Op::kVariable) floor.variables += stored_bytes(n) * (updated.count(id) ? 2 : 1);
     for (int in : n.inputs) {

@@ -1,6 +1,7 @@
 #pragma once
 // The HBM account of a training step on chip 0: the bytes each kind of op moved (the per-op
-// profile summed by op) beside the floor no compiler goes below (runtime/graph/hbm_floor.h), as
+// profile summed by op) beside the floor of a compiler that recomputes nothing
+// (runtime/graph/hbm_floor.h), as
 // the report's "hbm_account" and a few lines of train's summary.
 
 #include <string>
