@@ -19,15 +19,11 @@ namespace {
 
 constexpr uint64_t kAlign = kPageBytes;
 
-uint32_t bytes_of(isa::DType d) { return d == isa::BF16 ? 2 : 4; }
-
-uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 uint64_t pack_gemm_layout(GemmShape shape, isa::DType input_dtype, uint64_t base,
                           GemmLayout* layout) {
-  const uint32_t in_bytes = bytes_of(input_dtype);
+  const uint32_t in_bytes = sim::dtype_bytes(input_dtype);
   layout->input_dtype = input_dtype;
   layout->a_address = base;
   layout->b_address = align_up(layout->a_address + uint64_t{shape.m} * shape.k * in_bytes, kAlign);
@@ -50,9 +46,10 @@ uint32_t emit_mxu_product(const config::CoreSpec& core, CoreBuilder& b, const is
   const uint32_t rows = lhs.rows(), depth = lhs.cols(), cols = weights.cols();
   const uint64_t lhs_stride = sim::row_stride(lhs), w_stride = sim::row_stride(weights),
                  out_stride = sim::row_stride(out);
-  const uint32_t lhs_bytes = bytes_of(lhs.dtype()), w_bytes = bytes_of(weights.dtype());
-  const uint32_t col_tiles = ceil_div(cols, C);
-  const uint32_t row_parts = std::max<uint32_t>(1, std::min(core.mxu_count / col_tiles, rows / 8));
+  const uint32_t lhs_bytes = sim::dtype_bytes(lhs.dtype()),
+                 w_bytes = sim::dtype_bytes(weights.dtype());
+  const MxuSplit split = mxu_split(core, rows, cols);  // gemm_tiling.h
+  const uint32_t col_tiles = split.col_tiles, row_parts = split.row_parts;
   uint32_t matmuls = 0;
   for (uint32_t kk = 0; kk * R < depth; ++kk) {
     const uint32_t kw = std::min(R, depth - kk * R);
@@ -98,7 +95,7 @@ class GemmEmission {
         ctx_(ctx),
         t_(t),
         in_(layout.input_dtype),
-        in_bytes_(bytes_of(layout.input_dtype)),
+        in_bytes_(sim::dtype_bytes(layout.input_dtype)),
         b_(*ctx.builder),
         pool_(*ctx.flags),
         next_slot_(core.mxu_count, 0) {
@@ -122,8 +119,8 @@ class GemmEmission {
   }
 
   GemmPlan emit() {
-    const uint32_t mt = ceil_div(shape_.m, t_.tm), nt = ceil_div(shape_.n, t_.tn),
-                   kt = ceil_div(shape_.k, t_.tk);
+    const uint64_t mt = pieces_covering(shape_.m, t_.tm), nt = pieces_covering(shape_.n, t_.tn),
+                   kt = pieces_covering(shape_.k, t_.tk);
     uint64_t step = 0, tile = 0;
     for (uint32_t mi = 0; mi < mt; ++mi) {
       const uint32_t rows = std::min(t_.tm, shape_.m - mi * t_.tm);
@@ -224,9 +221,8 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::ChipSpec& chip, GemmShape shape
                                    GemmContext& ctx) {
   if (ctx.tiling) {
     if (auto s = check_gemm_tiling(chip, shape, layout.input_dtype, *ctx.tiling); !s.ok()) return s;
-    const GemmTiling used{std::min(ctx.tiling->tm, shape.m), std::min(ctx.tiling->tk, shape.k),
-                          std::min(ctx.tiling->tn, shape.n)};
-    return GemmEmission(chip.core, shape, precision, layout, ctx, used).emit();
+    return GemmEmission(chip.core, shape, precision, layout, ctx, tiling_within(*ctx.tiling, shape))
+        .emit();
   }
   const uint32_t streaming = ctx.streaming_cores ? ctx.streaming_cores : chip.tensor_cores;
   auto tiling = choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming);

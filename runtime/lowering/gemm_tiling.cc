@@ -8,13 +8,11 @@
 #include "common/strings.h"
 #include "runtime/lowering/vmem_budget.h"
 #include "sim/isa/ops.h"
+#include "sim/memory/block.h"
 
 namespace tpusim::runtime {
 
 namespace {
-
-uint32_t element_bytes(isa::DType d) { return d == isa::BF16 ? 2 : 4; }
-uint64_t tiles_covering(uint64_t extent, uint64_t tile) { return (extent + tile - 1) / tile; }
 
 // The tiles of one dimension: `count` of `size` each (the full tiles, then the edge).
 struct TileRun {
@@ -29,13 +27,11 @@ std::array<TileRun, 2> runs_of(uint32_t extent, uint32_t tile) {
 // MXU cycles of one slice: rows x depth times depth x cols, as emit_mxu_product issues it.
 uint64_t slice_cycles(const config::CoreSpec& core, uint32_t rows, uint32_t depth, uint32_t cols,
                       int passes) {
-  const uint64_t col_tiles = tiles_covering(cols, core.mxu_cols);
-  const uint64_t row_parts =
-      std::max<uint64_t>(1, std::min<uint64_t>(core.mxu_count / col_tiles, rows / 8));
-  const uint64_t stream = std::max<uint64_t>(uint64_t(passes) * tiles_covering(rows, row_parts),
-                                             core.mxu_rows);  // a weight load hides behind it
-  return tiles_covering(depth, core.mxu_rows) *
-         tiles_covering(row_parts * col_tiles, core.mxu_count) * stream;
+  const MxuSplit split = mxu_split(core, rows, cols);
+  const uint64_t stream =
+      std::max<uint64_t>(uint64_t(passes) * pieces_covering(rows, split.row_parts),
+                         core.mxu_rows);  // a weight load hides behind it
+  return pieces_covering(depth, core.mxu_rows) * split.per_mxu * stream;
 }
 
 // Powers of two from 8 below `extent`, largest first, after the whole extent.
@@ -50,17 +46,27 @@ std::vector<uint32_t> candidates(uint32_t extent) {
 
 }  // namespace
 
+MxuSplit mxu_split(const config::CoreSpec& core, uint32_t rows, uint32_t cols) {
+  MxuSplit split;
+  split.col_tiles = static_cast<uint32_t>(pieces_covering(cols, core.mxu_cols));
+  split.row_parts = std::max(1u, std::min(core.mxu_count / split.col_tiles, rows / 8));
+  split.per_mxu = static_cast<uint32_t>(
+      pieces_covering(uint64_t{split.row_parts} * split.col_tiles, core.mxu_count));
+  return split;
+}
+
+GemmTiling tiling_within(GemmTiling t, GemmShape shape) {
+  return {std::min(t.tm, shape.m), std::min(t.tk, shape.k), std::min(t.tn, shape.n)};
+}
+
 bool gemm_slice_fits_queues(const config::CoreSpec& core, GemmTiling t) {
-  const uint64_t col_tiles = tiles_covering(t.tn, core.mxu_cols);
-  const uint64_t row_parts =
-      std::max<uint64_t>(1, std::min<uint64_t>(core.mxu_count / col_tiles, t.tm / 8));
   const uint64_t per_mxu =
-      tiles_covering(t.tk, core.mxu_rows) * tiles_covering(row_parts * col_tiles, core.mxu_count);
+      pieces_covering(t.tk, core.mxu_rows) * mxu_split(core, t.tm, t.tn).per_mxu;
   return 2 * per_mxu <= core.unit_queue_depth / 2;
 }
 
 uint64_t gemm_vmem_bytes(GemmTiling t, isa::DType input_dtype) {
-  const uint32_t in_bytes = element_bytes(input_dtype);
+  const uint32_t in_bytes = sim::dtype_bytes(input_dtype);
   return 2 * align_up(uint64_t{t.tm} * t.tk * in_bytes) +
          2 * align_up(uint64_t{t.tk} * t.tn * in_bytes) + 2 * align_up(uint64_t{t.tm} * t.tn * 4);
 }
@@ -73,7 +79,7 @@ absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
   }
   if (t.tm == 0 || t.tk == 0 || t.tn == 0)
     return absl::InvalidArgumentError(str_cat("tiles ", t.tm, "x", t.tk, "x", t.tn, " are empty"));
-  const GemmTiling used{std::min(t.tm, shape.m), std::min(t.tk, shape.k), std::min(t.tn, shape.n)};
+  const GemmTiling used = tiling_within(t, shape);
   const uint64_t bytes = gemm_vmem_bytes(used, input_dtype), budget = tiled_bytes(chip.core);
   if (bytes > budget) {
     return absl::InvalidArgumentError(str_cat("tiles ", used.tm, "x", used.tk, "x", used.tn,
@@ -105,7 +111,7 @@ Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::
   // cycles); after the load lands, the first weights take R cycles to load.
   const config::CoreSpec& core = chip.core;
   return {core,
-          element_bytes(input_dtype),
+          sim::dtype_bytes(input_dtype),
           sim::mxu_passes(precision),
           chip.hbm.bandwidth_bytes_per_s / sharing,
           chip.hbm.latency_s,
@@ -119,28 +125,30 @@ double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k,
   const uint64_t store_bytes = store_before ? uint64_t{rows} * cols * 4 : 0;
   uint64_t bytes = store_bytes;
   double mxu = 0, slices = 0;
-  auto slice = [&](uint32_t depth, uint64_t extra_bytes) {
-    const double work =
-        static_cast<double>(slice_cycles(p.core, rows, depth, cols, p.passes)) / p.core.clock_hz;
+  auto work_of = [&](uint32_t depth) {
+    return static_cast<double>(slice_cycles(p.core, rows, depth, cols, p.passes)) / p.core.clock_hz;
+  };
+  // A slice's loads reuse the buffer of the slice two back, so they start when that one's products
+  // are done and have only the slice in between to hide under: a slice takes at least half its
+  // loads' time (latency, transfer, turnaround) and its own work.
+  auto slice = [&](double work, uint32_t depth, uint64_t extra_bytes) {
     const uint64_t moved = (uint64_t{rows} + cols) * depth * p.in_bytes + extra_bytes;
-    // A slice's loads reuse the buffer of the slice two back, so they start when that one's
-    // products are done and have only the slice in between to hide under: a slice takes at least
-    // half its loads' time (latency, transfer, turnaround) and its own work.
     const double load = p.latency + static_cast<double>(moved) / p.bandwidth + p.turnaround;
     return std::max(work, (work + load) / 2);
   };
   for (const TileRun& run : runs_of(k, tk)) {
     if (run.count == 0) continue;
-    slices += static_cast<double>(run.count) * slice(run.size, 0);
-    mxu += static_cast<double>(run.count) *
-           static_cast<double>(slice_cycles(p.core, rows, run.size, cols, p.passes)) /
-           p.core.clock_hz;
+    const double work = work_of(run.size);
+    slices += static_cast<double>(run.count) * slice(work, run.size, 0);
+    mxu += static_cast<double>(run.count) * work;
     bytes += run.count * (uint64_t{rows} + cols) * run.size * p.in_bytes;
   }
   // The store before leaves with the loads of one slice (the second, or the only one) and shares
   // their bandwidth.
   const uint32_t shared = k > tk ? std::min(tk, k - tk) : k;
-  const double store_delay = slice(shared, store_bytes) - slice(shared, 0);
+  const double shared_work = work_of(shared);
+  const double store_delay =
+      slice(shared_work, shared, store_bytes) - slice(shared_work, shared, 0);
   *mxu_seconds += mxu;
   return std::max(slices + store_delay, static_cast<double>(bytes) / p.bandwidth);
 }
@@ -151,7 +159,7 @@ GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::D
                            isa::Precision precision, GemmTiling t, uint32_t streaming_cores) {
   GemmEstimate e;
   if (shape.m == 0 || shape.k == 0 || shape.n == 0) return e;
-  t = {std::clamp(t.tm, 1u, shape.m), std::clamp(t.tk, 1u, shape.k), std::clamp(t.tn, 1u, shape.n)};
+  t = tiling_within({std::max(t.tm, 1u), std::max(t.tk, 1u), std::max(t.tn, 1u)}, shape);
   const Pipeline p = pipeline_of(chip, input_dtype, precision, streaming_cores);
   // The tiles in row-major order, each after the one whose store leaves while it runs: all but
   // the first, whose place no store takes; the last tile's own store is the drain below.
@@ -174,8 +182,8 @@ GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::D
   const uint64_t first_load_bytes = (uint64_t{t.tm} + t.tn) * t.tk * p.in_bytes;
   const uint64_t last_store_bytes = uint64_t{last_m} * last_n * 4;
   // A read once per column tile, B once per row tile, C written once.
-  const uint64_t row_tiles = tiles_covering(shape.m, t.tm),
-                 col_tiles = tiles_covering(shape.n, t.tn);
+  const uint64_t row_tiles = pieces_covering(shape.m, t.tm),
+                 col_tiles = pieces_covering(shape.n, t.tn);
   e.hbm_bytes =
       (uint64_t{shape.m} * shape.k * col_tiles + uint64_t{shape.k} * shape.n * row_tiles) *
           p.in_bytes +
@@ -224,7 +232,6 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, Gemm
     }
     if (best.tm != 0) return best;
   }
-  if (best.tm != 0) return best;
   const GemmTiling smallest{std::min(8u, shape.m), std::min(8u, shape.k), std::min(8u, shape.n)};
   return absl::InvalidArgumentError(
       str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", smallest.tm, "x",

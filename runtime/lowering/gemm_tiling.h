@@ -38,6 +38,20 @@ struct GemmTiling {
   uint32_t tn = 0;
 };
 
+// How a product of rows x cols spreads over a core's MXUs (emit_mxu_product in gemm.h): cols in
+// C-wide column tiles, each MXU taking them in turn; when there are fewer column tiles than
+// MXUs, the rows are split into parts as well (at least 8 rows each), so every MXU streams.
+struct MxuSplit {
+  uint32_t col_tiles = 1;
+  uint32_t row_parts = 1;
+  // The products (one weight tile's rows, or their part) each MXU takes per R-deep chunk, at most.
+  uint32_t per_mxu = 1;
+};
+MxuSplit mxu_split(const config::CoreSpec& core, uint32_t rows, uint32_t cols);
+
+// `tiling` with each tile no larger than its dimension (a larger tile takes the dimension).
+GemmTiling tiling_within(GemmTiling tiling, GemmShape shape);
+
 // The estimate of one tiling (seconds and bytes on one core).
 struct GemmEstimate {
   double seconds = 0;       // the whole GEMM: pipeline fill, the tiles, the drain

@@ -60,6 +60,7 @@ class TpusimExecutable final : public Executable {
   TpusimExecutable(Graph graph, std::vector<CompiledStep> per_position,
                    std::vector<ShadowProgram> shadows, uint32_t replicas, uint32_t simulated)
       : graph_(std::move(graph)),
+        step_floor_(hbm_floor(graph_)),
         per_position_(std::move(per_position)),
         shadows_(std::move(shadows)),
         replicas_(replicas),
@@ -84,6 +85,8 @@ class TpusimExecutable final : public Executable {
   const Graph& graph() const override { return graph_; }
   uint32_t replicas() const override { return replicas_; }
   uint32_t simulated_replicas() const override { return simulated_; }
+  // One replica's step's HBM floor (runtime/graph/hbm_floor.h).
+  const HbmFloor& step_floor() const { return step_floor_; }
   // Replica r runs on core r.
   const CompiledStep& step_for(uint32_t replica) const {
     return per_position_[replica % per_position_.size()];
@@ -110,6 +113,7 @@ class TpusimExecutable final : public Executable {
   }
 
   Graph graph_;
+  HbmFloor step_floor_;
   std::vector<CompiledStep> per_position_;
   std::vector<ShadowProgram> shadows_;  // per position; empty unless folded
   uint32_t replicas_;
@@ -230,7 +234,7 @@ class TpusimBackend final : public Backend {
     uint32_t on_chip_0 = 0;
     for (uint32_t r = 0; r < simulated; ++r)
       on_chip_0 += cores.chip_of(sim::CoreId{r}) == sim::ChipId{0} ? 1 : 0;
-    result.timing.hbm_floor = hbm_floor(g).scaled(on_chip_0);
+    result.timing.hbm_floor = exe.step_floor().scaled(on_chip_0);
     return result;
   }
 
