@@ -27,10 +27,12 @@ struct CoreSpec {
   uint32_t transcendental_latency_cycles = 0;
   double vector_divide_cycles_per_vreg = 0;
   double vector_transcendental_cycles_per_vreg = 0;
+  uint32_t vector_alus = 0;       // a chain's ALU operations issue this many a cycle per vreg
+  uint32_t vector_registers = 0;  // a chain keeps at most this many values in registers
 
   // Derived: peak bf16 FLOP/s = MXUs x R x C MACs x 2 FLOPs x clock.
   double peak_bf16_flops = 0;
-  // Derived: vector unit element operations per second (lanes x sublanes x clock).
+  // Derived: vector unit element operations per second (lanes x sublanes x ALUs x clock).
   double vector_elements_per_s = 0;
 };
 

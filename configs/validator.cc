@@ -51,6 +51,10 @@ void validate_core(const CoreConfig& core, FieldChecker& c, CoreSpec* spec) {
   spec->vector_transcendental_cycles_per_vreg =
       c.real_in_range(core, "vector_transcendental_cycles_per_vreg", 1, 1024,
                       "issue cycles per vreg of exp/log/tanh/rsqrt");
+  spec->vector_alus = static_cast<uint32_t>(
+      c.count_in_range(core, "vector_alus", 1, 64, "ALU operations a cycle per element slot"));
+  spec->vector_registers = static_cast<uint32_t>(
+      c.count_in_range(core, "vector_registers", 1, 4096, "vector registers per core"));
 }
 
 void validate_hbm(const HbmConfig& hbm, FieldChecker& c, HbmSpec* spec) {
@@ -213,8 +217,8 @@ void finish_chip(ChipSpec* spec) {
   CoreSpec& core = spec->core;
   core.peak_bf16_flops =
       static_cast<double>(core.mxu_count) * core.mxu_rows * core.mxu_cols * 2.0 * core.clock_hz;
-  core.vector_elements_per_s =
-      static_cast<double>(core.vector_lanes) * core.vector_sublanes * core.clock_hz;
+  core.vector_elements_per_s = static_cast<double>(core.vector_lanes) * core.vector_sublanes *
+                               core.vector_alus * core.clock_hz;
   spec->peak_bf16_flops = core.peak_bf16_flops * spec->tensor_cores;
   spec->machine_balance_flops_per_byte = spec->peak_bf16_flops / spec->hbm.bandwidth_bytes_per_s;
 }

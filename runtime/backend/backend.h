@@ -61,8 +61,8 @@ struct OpTiming {
   uint64_t instructions = 0;
 };
 
-// The roofs of a roofline: one chip's peak MXU FLOPS, its vector units' peak (one FLOP per lane
-// and sublane per cycle) and its HBM bandwidth. An op's compute roof is the MXUs' when they did
+// The roofs of a roofline: one chip's peak MXU FLOPS, its vector units' peak (one FLOP per ALU,
+// `vector_alus` of them per lane and sublane, a cycle) and its HBM bandwidth. An op's compute roof is the MXUs' when they did
 // any of its FLOPs, else the vector units'.
 struct ChipRoofs {
   double peak_flops = 0;

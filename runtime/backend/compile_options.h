@@ -71,6 +71,12 @@ struct CompileOptions {
   // VMEM tiles' partial sums in order, and the tiles' rows depend on the fragment, so f32 sums can
   // round differently.
   bool fuse_multi_output = true;
+  // Whether the tpusim backend computes an elementwise group whose value reductions down the
+  // rows read (a ReLU's gradient, which a batch norm's gradient sums) in those reductions'
+  // fragment, which writes the value beside the sums, as XLA's producer-consumer multi-output
+  // fusion; off, the group writes it and the reductions read it back. The values are the same;
+  // the sums' partial rows follow the fragment's tiles, so f32 sums can round differently.
+  bool fuse_producers = true;
   // Whether the tpusim backend computes the reductions of a convolution's output down the rows (a
   // batch norm's sum and sum of squares) inside the convolution's fragment, from its output tiles
   // in VMEM, as XLA's multi-output fusion of a convolution with the reductions of its result;

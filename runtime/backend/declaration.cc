@@ -96,6 +96,12 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-producers",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_producers, "fuse_producers");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--fuse-conv-reductions",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_reductions, "fuse_conv_reductions");

@@ -1,5 +1,7 @@
 #include "sim/isa/builder.h"
 
+#include <utility>
+
 namespace tpusim::sim {
 
 isa::Block block(uint64_t address, uint32_t rows, uint32_t cols, isa::DType dtype,
@@ -115,47 +117,91 @@ InstrRef CoreBuilder::matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs,
   return r;
 }
 
+namespace vector_ops {
+
 namespace {
-isa::Vector* vector_of(InstrRef& r, isa::Vector::Op op, const isa::Block& dst) {
-  auto* v = r.instruction().mutable_vector();
-  v->set_op(op);
-  *v->mutable_dst() = dst;
+isa::Vector op_of(isa::Vector::Op op, const isa::Block& dst) {
+  isa::Vector v;
+  v.set_op(op);
+  *v.mutable_dst() = dst;
   return v;
 }
 }  // namespace
 
+isa::Vector binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                   const isa::Block& b) {
+  isa::Vector v = op_of(op, dst);
+  *v.mutable_a() = a;
+  *v.mutable_b() = b;
+  return v;
+}
+
+isa::Vector binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                          float scalar) {
+  isa::Vector v = op_of(op, dst);
+  *v.mutable_a() = a;
+  v.set_scalar(scalar);
+  return v;
+}
+
+isa::Vector unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a) {
+  isa::Vector v = op_of(op, dst);
+  *v.mutable_a() = a;
+  return v;
+}
+
+isa::Vector select(const isa::Block& dst, const isa::Block& mask, const isa::Block& if_true,
+                   const isa::Block& if_false) {
+  isa::Vector v = binary(isa::Vector::SELECT, dst, mask, if_true);
+  *v.mutable_c() = if_false;
+  return v;
+}
+
+isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                   uint32_t axis) {
+  isa::Vector v = unary(op, dst, a);
+  v.set_axis(axis);
+  return v;
+}
+
+isa::Vector fill(const isa::Block& dst, float value) {
+  isa::Vector v = op_of(isa::Vector::FILL, dst);
+  v.set_scalar(value);
+  return v;
+}
+
+}  // namespace vector_ops
+
+VectorChain::VectorChain() { chain_.set_op(isa::Vector::CHAIN); }
+
+void VectorChain::add(isa::Vector step, bool in_register) {
+  step.set_in_register(in_register);
+  *chain_.add_steps() = std::move(step);
+}
+
+InstrRef CoreBuilder::vector(const isa::Vector& v) {
+  InstrRef r = append();
+  *r.instruction().mutable_vector() = v;
+  return r;
+}
+
 InstrRef CoreBuilder::binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
                              const isa::Block& b) {
-  InstrRef r = append();
-  auto* v = vector_of(r, op, dst);
-  *v->mutable_a() = a;
-  *v->mutable_b() = b;
-  return r;
+  return vector(vector_ops::binary(op, dst, a, b));
 }
 
 InstrRef CoreBuilder::binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
                                     float scalar) {
-  InstrRef r = append();
-  auto* v = vector_of(r, op, dst);
-  *v->mutable_a() = a;
-  v->set_scalar(scalar);
-  return r;
+  return vector(vector_ops::binary_scalar(op, dst, a, scalar));
 }
 
 InstrRef CoreBuilder::unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a) {
-  InstrRef r = append();
-  *vector_of(r, op, dst)->mutable_a() = a;
-  return r;
+  return vector(vector_ops::unary(op, dst, a));
 }
 
 InstrRef CoreBuilder::select(const isa::Block& dst, const isa::Block& mask,
                              const isa::Block& if_true, const isa::Block& if_false) {
-  InstrRef r = append();
-  auto* v = vector_of(r, isa::Vector::SELECT, dst);
-  *v->mutable_a() = mask;
-  *v->mutable_b() = if_true;
-  *v->mutable_c() = if_false;
-  return r;
+  return vector(vector_ops::select(dst, mask, if_true, if_false));
 }
 
 InstrRef CoreBuilder::cast(const isa::Block& dst, const isa::Block& a) {
@@ -164,9 +210,7 @@ InstrRef CoreBuilder::cast(const isa::Block& dst, const isa::Block& a) {
 
 InstrRef CoreBuilder::reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
                              uint32_t axis) {
-  InstrRef r = unary(op, dst, a);
-  r.instruction().mutable_vector()->set_axis(axis);
-  return r;
+  return vector(vector_ops::reduce(op, dst, a, axis));
 }
 
 InstrRef CoreBuilder::transpose(const isa::Block& dst, const isa::Block& a) {
@@ -178,9 +222,7 @@ InstrRef CoreBuilder::broadcast(const isa::Block& dst, const isa::Block& a) {
 }
 
 InstrRef CoreBuilder::fill(const isa::Block& dst, float value) {
-  InstrRef r = append();
-  vector_of(r, isa::Vector::FILL, dst)->set_scalar(value);
-  return r;
+  return vector(vector_ops::fill(dst, value));
 }
 
 InstrRef CoreBuilder::infeed(const isa::Block& vmem_dst) {

@@ -37,6 +37,35 @@ class InstrRef {
   int index_;
 };
 
+// Vector ops as values: appended as one instruction (CoreBuilder::vector) or as a step of a
+// chain (VectorChain).
+namespace vector_ops {
+// dst = a op b, with b of a's shape, a row or a column; dst = a op scalar.
+isa::Vector binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                   const isa::Block& b);
+isa::Vector binary_scalar(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
+                          float scalar);
+isa::Vector unary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a);
+isa::Vector select(const isa::Block& dst, const isa::Block& mask, const isa::Block& if_true,
+                   const isa::Block& if_false);
+isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, uint32_t axis);
+isa::Vector fill(const isa::Block& dst, float value);
+}  // namespace vector_ops
+
+// The steps of a CHAIN (isa.proto), one vector instruction once CoreBuilder::vector appends it.
+class VectorChain {
+ public:
+  VectorChain();
+  // `in_register`: the step's result stays in vector registers (no instruction after the chain
+  // may read its block).
+  void add(isa::Vector step, bool in_register = false);
+  bool empty() const { return chain_.steps().empty(); }
+  const isa::Vector& instruction() const { return chain_; }
+
+ private:
+  isa::Vector chain_;
+};
+
 class CoreBuilder {
  public:
   // Appends a stream for `core` to `program`.
@@ -63,6 +92,8 @@ class CoreBuilder {
   InstrRef load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights);
   InstrRef matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
                   bool accumulate, isa::Precision precision = isa::DEFAULT);
+  // One vector op (vector_ops) or chain (VectorChain::instruction).
+  InstrRef vector(const isa::Vector& v);
   // dst = a op b, with b of a's shape, a row or a column.
   InstrRef binary(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
                   const isa::Block& b);

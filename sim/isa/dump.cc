@@ -23,6 +23,28 @@ const char* precision_name(isa::Precision p) {
   }
 }
 
+// A vector op's blocks and immediates; a chain's steps, each as "op: ...", separated by "; ".
+std::string vector_operands(const isa::Vector& v) {
+  if (v.op() == isa::Vector::CHAIN) {
+    std::string out;
+    for (const isa::Vector& step : v.steps()) {
+      out += fmt::format("{}{}: {}{}", out.empty() ? "" : "; ", vector_op_name(step.op()),
+                         vector_operands(step), step.in_register() ? " (in registers)" : "");
+    }
+    return out;
+  }
+  std::string out = describe_block("vmem", v.dst()) + " <-";
+  if (v.has_a()) out += " " + describe_block("vmem", v.a());
+  if (v.has_b()) out += " " + describe_block("vmem", v.b());
+  if (v.has_c()) out += " " + describe_block("vmem", v.c());
+  const VectorOpClass cls = classify(v.op());
+  if (cls == VectorOpClass::kFill || (cls == VectorOpClass::kBinary && !v.has_b())) {
+    out += fmt::format(" scalar {}", v.scalar());
+  }
+  if (cls == VectorOpClass::kReduce) out += fmt::format(" axis {}", v.axis());
+  return out;
+}
+
 std::string operands(const Instruction& in) {
   switch (in.op_case()) {
     case Instruction::kDma: {
@@ -42,19 +64,8 @@ std::string operands(const Instruction& in) {
                          describe_block("vmem", m.lhs()), describe_block("vmem", m.out()),
                          m.accumulate() ? " (accumulate)" : "", precision_name(m.precision()));
     }
-    case Instruction::kVector: {
-      const auto& v = in.vector();
-      std::string out = describe_block("vmem", v.dst()) + " <-";
-      if (v.has_a()) out += " " + describe_block("vmem", v.a());
-      if (v.has_b()) out += " " + describe_block("vmem", v.b());
-      if (v.has_c()) out += " " + describe_block("vmem", v.c());
-      const VectorOpClass cls = classify(v.op());
-      if (cls == VectorOpClass::kFill || (cls == VectorOpClass::kBinary && !v.has_b())) {
-        out += fmt::format(" scalar {}", v.scalar());
-      }
-      if (cls == VectorOpClass::kReduce) out += fmt::format(" axis {}", v.axis());
-      return out;
-    }
+    case Instruction::kVector:
+      return vector_operands(in.vector());
     case Instruction::kInfeed:
       return describe_block("vmem", in.infeed().dst());
     case Instruction::kOutfeed:

@@ -159,6 +159,8 @@ const char* vector_op_name(Vector::Op op) {
       return "vpu.fill";
     case Vector::RNG_UNIFORM:
       return "vpu.rng_uniform";
+    case Vector::CHAIN:
+      return "vpu.chain";
     default:
       return "vpu.(unknown op)";
   }
@@ -202,6 +204,8 @@ VectorOpClass classify(Vector::Op op) {
     case Vector::FILL:
     case Vector::RNG_UNIFORM:
       return VectorOpClass::kFill;
+    case Vector::CHAIN:
+      return VectorOpClass::kChain;
     default:
       return VectorOpClass::kUnknown;
   }

@@ -42,6 +42,7 @@ enum class VectorOpClass {
   kTranspose,
   kBroadcast,
   kFill,
+  kChain,  // its steps' classes count
   kUnknown
 };
 VectorOpClass classify(isa::Vector::Op op);

@@ -1,6 +1,7 @@
 #include "sim/isa/program_stats.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "sim/isa/ops.h"
 #include "sim/isa/stream_bodies.h"
@@ -12,6 +13,17 @@ ProgramStats program_stats(const isa::Program& program) {
   ProgramStats stats;
   auto vmem = [&](const isa::Block& b) {
     stats.vmem_high_water_bytes = std::max(stats.vmem_high_water_bytes, end_address(b));
+  };
+  // A vector op's blocks; a chain's steps' (a chain names none of its own).
+  std::function<void(const isa::Vector&)> vector_blocks = [&](const isa::Vector& v) {
+    if (v.op() == isa::Vector::CHAIN) {
+      for (const isa::Vector& step : v.steps()) vector_blocks(step);
+      return;
+    }
+    vmem(v.dst());
+    if (v.has_a()) vmem(v.a());
+    if (v.has_b()) vmem(v.b());
+    if (v.has_c()) vmem(v.c());
   };
   for (const isa::CoreProgram* core : stream_bodies(program)) {
     for (const auto& in : core->instructions()) {
@@ -32,10 +44,7 @@ ProgramStats program_stats(const isa::Program& program) {
           break;
         case UnitKind::kVector:
           ++stats.per_unit["vpu"];
-          vmem(in.vector().dst());
-          if (in.vector().has_a()) vmem(in.vector().a());
-          if (in.vector().has_b()) vmem(in.vector().b());
-          if (in.vector().has_c()) vmem(in.vector().c());
+          vector_blocks(in.vector());
           break;
         case UnitKind::kInfeed:
           ++stats.per_unit["infeed"];

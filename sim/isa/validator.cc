@@ -13,6 +13,7 @@
 #include "sim/isa/collective_checks.h"
 #include "sim/isa/ops.h"
 #include "sim/isa/stream_bodies.h"
+#include "sim/isa/vector_checks.h"
 #include "sim/memory/block.h"
 
 namespace tpusim::sim {
@@ -252,110 +253,10 @@ class CoreChecker {
 
   static bool is_float(const Block& b) { return b.dtype() == isa::F32 || b.dtype() == isa::BF16; }
 
-  // b may be a's shape, a row (1 x cols), a column (rows x 1), or absent (the scalar).
-  void check_broadcastable(int index, const char* what, const Block& b, bool present,
-                           const Block& dst) {
-    if (!present) return;
-    if (!check_block(index, what, b, true)) return;
-    if (b.dtype() != isa::F32) fail(index, str_cat(what, " must be f32"));
-    const bool same = b.rows() == dst.rows() && b.cols() == dst.cols();
-    const bool row = b.rows() == 1 && b.cols() == dst.cols();
-    const bool col = b.cols() == 1 && b.rows() == dst.rows();
-    if (!same && !row && !col) {
-      fail(index, str_cat(what, " is ", b.rows(), "x", b.cols(), "; it must be ", dst.rows(), "x",
-                          dst.cols(), ", 1x", dst.cols(), " or ", dst.rows(), "x1"));
-    }
-  }
-
-  // An operand the op does not take is refused: the vector unit loads every operand given, and
-  // the checks below look only at those the op reads (a fuzzed FILL with an `a` of no columns
-  // reached a memcpy to a null row).
-  bool check_operands_taken(int index, const Vector& v, VectorOpClass cls) {
-    const bool takes_a = cls != VectorOpClass::kFill;
-    const bool takes_b = cls == VectorOpClass::kBinary || cls == VectorOpClass::kSelect;
-    const bool takes_c = cls == VectorOpClass::kSelect;
-    bool ok = true;
-    for (const auto& [given, taken, name] :
-         {std::tuple{v.has_a(), takes_a, "a"}, std::tuple{v.has_b(), takes_b, "b"},
-          std::tuple{v.has_c(), takes_c, "c"}}) {
-      if (given && !taken) {
-        fail(index, str_cat("takes no operand ", name));
-        ok = false;
-      }
-    }
-    return ok;
-  }
-
   void check_vector(int index, const Vector& v) {
-    const VectorOpClass cls = classify(v.op());
-    if (cls == VectorOpClass::kUnknown) {
-      fail(index, str_cat("unknown vector op ", static_cast<int>(v.op())));
-      return;
-    }
-    if (!check_block(index, "dst", v.dst(), true)) return;
-    if (!check_operands_taken(index, v, cls)) return;
-    const Block& dst = v.dst();
-    if (cls != VectorOpClass::kCast && dst.dtype() != isa::F32) {
-      fail(index, "dst must be f32 (the vector unit computes in f32)");
-    }
-    auto need_a = [&](bool same_shape) {
-      if (!v.has_a()) {
-        fail(index, "needs operand a");
-        return false;
-      }
-      if (!check_block(index, "a", v.a(), true)) return false;
-      if (same_shape && (v.a().rows() != dst.rows() || v.a().cols() != dst.cols())) {
-        fail(index, str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(),
-                            "x", dst.cols()));
-        return false;
-      }
-      return true;
-    };
-    switch (cls) {
-      case VectorOpClass::kBinary:
-        if (need_a(true)) check_broadcastable(index, "b", v.b(), v.has_b(), dst);
-        if (v.has_a() && v.a().dtype() != isa::F32) fail(index, "a must be f32");
-        break;
-      case VectorOpClass::kUnary:
-        if (need_a(true) && v.a().dtype() != isa::F32) fail(index, "a must be f32");
-        break;
-      case VectorOpClass::kSelect:
-        if (need_a(true)) {
-          check_broadcastable(index, "b", v.b(), v.has_b(), dst);
-          check_broadcastable(index, "c", v.c(), v.has_c(), dst);
-          if (!v.has_b() || !v.has_c()) fail(index, "select needs operands b and c");
-        }
-        break;
-      case VectorOpClass::kCast:
-        need_a(true);  // any of f32, bf16 and s32 to any other
-        break;
-      case VectorOpClass::kReduce:
-        if (need_a(false)) {
-          if (v.axis() > 1)
-            fail(index, str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
-          const uint32_t want_rows = v.axis() == 0 ? 1 : v.a().rows();
-          const uint32_t want_cols = v.axis() == 0 ? v.a().cols() : 1;
-          if (dst.rows() != want_rows || dst.cols() != want_cols) {
-            fail(index, str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ",
-                                v.axis(), " gives ", want_rows, "x", want_cols, ", not ",
-                                dst.rows(), "x", dst.cols()));
-          }
-        }
-        break;
-      case VectorOpClass::kTranspose:
-        if (need_a(false) && (v.a().rows() != dst.cols() || v.a().cols() != dst.rows())) {
-          fail(index,
-               str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(),
-                       "x", v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
-        }
-        break;
-      case VectorOpClass::kBroadcast:
-        if (need_a(false)) check_broadcastable(index, "a", v.a(), true, dst);
-        break;
-      case VectorOpClass::kFill:
-      case VectorOpClass::kUnknown:
-        break;
-    }
+    check_vector_instruction(
+        v, {[&](const char* what, const Block& b) { return check_block(index, what, b, true); },
+            [&](const std::string& reason) { fail(index, reason); }});
   }
 
   // Loop bodies must end inside the stream and inside any enclosing loop's body.

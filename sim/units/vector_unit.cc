@@ -7,6 +7,7 @@
 #include "sim/isa/ops.h"
 #include "sim/numerics/bf16.h"
 #include "sim/numerics/random.h"
+#include "sim/units/vector_cost.h"
 
 namespace tpusim::sim {
 
@@ -14,18 +15,23 @@ namespace {
 
 using isa::Vector;
 
-// The element count an op works through: its input for reductions, its output otherwise.
-uint64_t work_elements(const Vector& v) {
-  const isa::Block& b = classify(v.op()) == VectorOpClass::kReduce ? v.a() : v.dst();
-  return static_cast<uint64_t>(b.rows()) * b.cols();
+// The ops an instruction runs: a chain's steps, or the instruction itself.
+std::vector<const Vector*> steps_of(const Vector& v) {
+  if (v.op() != Vector::CHAIN) return {&v};
+  std::vector<const Vector*> steps;
+  for (const Vector& step : v.steps()) steps.push_back(&step);
+  return steps;
 }
 
-uint64_t vmem_bytes(const Vector& v) {
-  uint64_t bytes = payload_bytes(v.dst());
-  if (v.has_a()) bytes += payload_bytes(v.a());
-  if (v.has_b()) bytes += payload_bytes(v.b());
-  if (v.has_c()) bytes += payload_bytes(v.c());
-  return bytes;
+// Calls f on every block the instruction's ops name.
+template <typename F>
+void for_each_block(const Vector& v, F f) {
+  for (const Vector* op : steps_of(v)) {
+    f(op->dst());
+    if (op->has_a()) f(op->a());
+    if (op->has_b()) f(op->b());
+    if (op->has_c()) f(op->c());
+  }
 }
 
 // Operand b (or c) of a binary op as a full matrix of dst's shape.
@@ -37,15 +43,6 @@ MatrixF broadcast_to(const MatrixF& x, Eigen::Index rows, Eigen::Index cols) {
 }
 
 }  // namespace
-
-uint64_t vector_issue_cycles(const Vector& v, const config::CoreSpec& core) {
-  const uint64_t width = static_cast<uint64_t>(core.vector_lanes) * core.vector_sublanes;
-  const uint64_t vregs = (work_elements(v) + width - 1) / width;
-  double per_vreg = 1;
-  if (v.op() == Vector::DIV) per_vreg = core.vector_divide_cycles_per_vreg;
-  if (is_transcendental(v.op())) per_vreg = core.vector_transcendental_cycles_per_vreg;
-  return ceil_cycle(static_cast<double>(vregs) * per_vreg);
-}
 
 VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, StatGroup& stats,
                        VectorWiring wiring)
@@ -61,23 +58,19 @@ VectorUnit::VectorUnit(const sc_core::sc_module_name& name, CoreContext& ctx, St
 void VectorUnit::execute(const IssuedInstruction& item) {
   const Vector& v = item.instr->vector();
   const config::CoreSpec& core = spec_;
-  vmem_.touch(end_address(v.dst()));
-  if (v.has_a()) vmem_.touch(end_address(v.a()));
-  if (v.has_b()) vmem_.touch(end_address(v.b()));
-  if (v.has_c()) vmem_.touch(end_address(v.c()));
+  for_each_block(v, [this](const isa::Block& b) { vmem_.touch(end_address(b)); });
   const uint64_t start = ctx_.now_cycle();
-  const uint64_t issue = vector_issue_cycles(v, core);
+  const VectorCost cost = vector_cost(v, core);
   const double vmem_end =
-      vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(vmem_bytes(v))).end;
-  const uint64_t end = std::max(start + issue, ceil_cycle(vmem_end));
-  const uint64_t latency = core.vector_latency_cycles +
-                           (is_transcendental(v.op()) ? core.transcendental_latency_cycles : 0);
+      vmem_.ports().reserve(static_cast<double>(start), static_cast<double>(cost.vmem_bytes)).end;
+  const uint64_t end = std::max(start + cost.issue_cycles, ceil_cycle(vmem_end));
+  const uint64_t latency =
+      core.vector_latency_cycles + (cost.transcendental ? core.transcendental_latency_cycles : 0);
   if (!ctx_.timing_only()) post_compute(v);
-  elements_ += work_elements(v);
+  elements_ += cost.elements;
   busy_cycles_ += end - start;
   trace(vector_op_name(v.op()), start, end);
-  profile(start, end + latency,
-          {is_arithmetic(v.op()) ? static_cast<double>(work_elements(v)) : 0});
+  profile(start, end + latency, {static_cast<double>(cost.flop_elements)});
   ctx_.sync().complete_at(end + latency, item.instr->signal());
   wait_until(end);
 }
@@ -215,18 +208,29 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
 
 void VectorUnit::post_compute(const Vector& v) {
   uint8_t* vmem = vmem_.memory().base_covering(0, spec_.vmem_bytes);
-  const isa::Block& dst = v.dst();
-  // What the op reads: the hull of its operands.
-  HostRange read;
-  for (const isa::Block* operand :
-       {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr, v.has_c() ? &v.c() : nullptr}) {
-    if (operand == nullptr) continue;
-    const HostRange r = host_range(vmem, *operand);
-    read = read.lo == nullptr ? r : HostRange{std::min(read.lo, r.lo), std::max(read.hi, r.hi)};
+  // What the op reads and writes: the hulls of its operands and of its results (a chain's steps').
+  HostRange read, written;
+  auto widen = [](HostRange* hull, const HostRange& r) {
+    *hull = hull->lo == nullptr ? r : HostRange{std::min(hull->lo, r.lo), std::max(hull->hi, r.hi)};
+  };
+  const bool chain = v.op() == Vector::CHAIN;
+  for (const Vector* op : steps_of(v)) {
+    for (const isa::Block* operand : {op->has_a() ? &op->a() : nullptr,
+                                      op->has_b() ? &op->b() : nullptr,
+                                      op->has_c() ? &op->c() : nullptr}) {
+      if (operand != nullptr) widen(&read, host_range(vmem, *operand));
+    }
+    widen(&written, host_range(vmem, op->dst()));
+    vmem_.note_write(op->dst().address(), end_address(op->dst()));
   }
-  vmem_.note_write(dst.address(), end_address(dst));
   const uint64_t step = ctx_.step();
-  numerics_.post(false, read, host_range(vmem, dst), [vmem, &v, step] { compute(vmem, v, step); });
+  numerics_.post(false, read, written, [vmem, &v, step, chain] {
+    if (!chain) {
+      compute(vmem, v, step);
+      return;
+    }
+    for (const Vector& op : v.steps()) compute(vmem, op, step);
+  });
 }
 
 void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {

@@ -1,18 +1,17 @@
 #pragma once
-// The vector unit: lanes x sublanes f32 ALUs. An op over E elements issues ceil(E / (lanes x
-// sublanes)) vregs, each costing 1 cycle (divide and transcendentals cost more, per the core
-// config); results are out after the pipeline latency (plus the transcendental latency). Its
-// VMEM traffic goes through the core's VMEM ports. Numerics in f32 with Eigen arrays.
+// The vector unit: lanes x sublanes element slots of f32 ALUs. An instruction's issue cycles and
+// VMEM traffic are vector_cost.h's: one op a cycle per vreg for a single op, `vector_alus` a
+// cycle for a chain's steps, whose values stay in registers between them. Results are out after
+// the pipeline latency (plus the transcendental latency); the VMEM traffic goes through the
+// core's VMEM ports. Numerics in f32 with Eigen arrays, a chain's steps one after the other.
 
 #include "configs/slice_spec.h"
 #include "sim/memory/block.h"
 #include "sim/units/core_memory.h"
 #include "sim/units/unit.h"
+#include "sim/units/vector_cost.h"
 
 namespace tpusim::sim {
-
-// Issue cycles of one vector instruction (before VMEM and latency): exposed for tests.
-uint64_t vector_issue_cycles(const isa::Vector& v, const config::CoreSpec& core);
 
 // What the vector unit reads and writes, and the figures its timing comes from.
 struct VectorWiring {

@@ -43,7 +43,7 @@ TEST(DerivedFigures, PeakArithmeticIsExactForV3) {
   EXPECT_DOUBLE_EQ(v3->core.peak_bf16_flops, 2.0 * 128 * 128 * 2 * 940e6);
   EXPECT_DOUBLE_EQ(v3->peak_bf16_flops, 123207680e6);
   // 128 lanes x 8 sublanes x 940 MHz.
-  EXPECT_DOUBLE_EQ(v3->core.vector_elements_per_s, 128.0 * 8 * 940e6);
+  EXPECT_DOUBLE_EQ(v3->core.vector_elements_per_s, 128.0 * 8 * 2 * 940e6);
   // Ridge point: 123.2e12 / 900e9 = 136.9 FLOP per byte.
   EXPECT_NEAR(v3->machine_balance_flops_per_byte, 136.89, 0.01);
 }

@@ -66,19 +66,21 @@ TEST(ReplicaFolding, TwoSimulatedReplicasTakeTheStepTimeOfEight) {
   // 0.3% longer, here nothing but the time two of the all-reduces take, each within 2%: a shadow
   // chip's HBM takes chip 0's loads at chip 0's cycles, where its own cores' come a little
   // apart, and the collectives' requests meet them in another order; where an all-reduce is on
-  // the step's critical path, that moves the loop by as much: 0.14% here.)
-  EXPECT_EQ(full_run->timing.cycles, 403261u);
-  EXPECT_EQ(folded_run->timing.cycles, 403843u);
+  // the step's critical path, that moves the loop by as much: 0.14% here. An op that runs while
+  // an all-reduce's requests cross chip 0's HBM meets them in that other order too: one kernel
+  // gradient here, 0.12% apart; every other op takes the same time to the cycle.)
+  EXPECT_EQ(full_run->timing.cycles, 402367u);
+  EXPECT_EQ(folded_run->timing.cycles, 402949u);
   ASSERT_EQ(folded_run->timing.ops.size(), full_run->timing.ops.size());
+  int apart = 0;
   for (size_t i = 0; i < full_run->timing.ops.size(); ++i) {
     const OpTiming& folded_op = folded_run->timing.ops[i];
     const OpTiming& full_op = full_run->timing.ops[i];
-    if (full_op.op == "cross_replica_sum") {
-      EXPECT_NEAR(folded_op.seconds, full_op.seconds, 0.02 * full_op.seconds) << full_op.label;
-    } else {
-      EXPECT_EQ(folded_op.seconds, full_op.seconds) << full_op.label;
-    }
+    const double within = full_op.op == "cross_replica_sum" ? 0.02 : 0.005;
+    EXPECT_NEAR(folded_op.seconds, full_op.seconds, within * full_op.seconds) << full_op.label;
+    if (full_op.op != "cross_replica_sum" && folded_op.seconds != full_op.seconds) ++apart;
   }
+  EXPECT_LE(apart, 1);
 
   // A loop needs a batch per simulated replica, and folded replicas compute no values.
   auto eight = (*tpu)->run_loop(**folded, vars, steps_for(kReplicas, 1), 0);

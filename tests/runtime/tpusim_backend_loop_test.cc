@@ -66,10 +66,10 @@ TEST(TpusimBackend, ProfilesEveryOpOfTheLoop) {
                                            static_cast<double>(t.cycles));
   EXPECT_LE(seconds, busy) << t.seconds;
   EXPECT_GT(seconds, 0.8 * busy) << t.seconds;
-  // v3: 2 cores x 2 MXUs of 128 x 128 at 940 MHz; vector units of 128 lanes x 8 sublanes;
+  // v3: 2 cores x 2 MXUs of 128 x 128 at 940 MHz; vector units of 128 lanes x 8 sublanes x 2 ALUs;
   // 900 GB/s of HBM.
   EXPECT_DOUBLE_EQ(t.roofs.peak_flops, 2.0 * 2 * 2 * 128 * 128 * 940e6);
-  EXPECT_DOUBLE_EQ(t.roofs.peak_vector_flops, 2.0 * 128 * 8 * 940e6);
+  EXPECT_DOUBLE_EQ(t.roofs.peak_vector_flops, 2.0 * 128 * 8 * 2 * 940e6);
   EXPECT_DOUBLE_EQ(t.roofs.hbm_bytes_per_second, 900e9);
 }
 

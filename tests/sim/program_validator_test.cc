@@ -341,6 +341,27 @@ const BadProgram kBad[] = {
            ->add_group(3);
      },
      "dst [68719476736, 68719476800) overflows HBM of 68719476736 bytes"},
+    {"ChainOfNoSteps", [](CoreBuilder& c) { c.vector(VectorChain().instruction()); },
+     "core 3 instruction 0 (vpu.chain): is a chain of no steps"},
+    {"ChainWithATranspose",
+     [](CoreBuilder& c) {
+       VectorChain chain;
+       chain.add(vector_ops::unary(isa::Vector::RELU, kV, kV), true);
+       chain.add(vector_ops::unary(isa::Vector::TRANSPOSE, block(0, 128, 8, isa::F32), kV));
+       c.vector(chain.instruction());
+     },
+     "instruction 0 (vpu.chain): step 1 (vpu.transpose) may not be a step of a chain"},
+    {"ChainStepOutsideVmem",
+     [](CoreBuilder& c) {
+       VectorChain chain;
+       chain.add(vector_ops::binary(isa::Vector::ADD, kV, kV, block(kVmem, 8, 128, isa::F32)));
+       c.vector(chain.instruction());
+     },
+     "instruction 0 (vpu.chain): step 0 (vpu.add) b"},
+    {"InRegisterOutsideAChain",
+     [](CoreBuilder& c) { c.unary(isa::Vector::RELU, kV, kV).instruction().mutable_vector()
+                             ->set_in_register(true); },
+     "instruction 0 (vpu.relu): has steps or in_register, which only a chain and its steps take"},
 };
 
 INSTANTIATE_TEST_SUITE_P(EveryClass, RejectedProgram, ::testing::ValuesIn(kBad),

@@ -112,7 +112,7 @@ void expect_batch_and_enqueue_keep_up(const nlohmann::json& analysis, const nloh
 
 // One map thread: highly input-bound on the map. 64: the map is no longer the bottleneck; the
 // single-threaded batch and enqueue stages (4.9 ms a step each at the host config's costs) are,
-// above the device's step (about 3.7 ms of compute), so about a fifth of the step is left
+// above the device's step (about 3.6 ms of compute), so about a quarter of the step is left
 // waiting for input (where one map thread leaves 98%).
 TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
   const nlohmann::json one = study(1);
@@ -128,7 +128,7 @@ TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
 
   const nlohmann::json many = study(64);
   const nlohmann::json& a64 = many["analysis"];
-  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.25);
+  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.3);
   EXPECT_LT(a64["step_seconds"].get<double>() * 20, a1["step_seconds"].get<double>());
   const std::string slowest = a64["slowest_host_stage"]["name"].get<std::string>();
   EXPECT_TRUE(slowest == "batch" || slowest == "enqueue") << slowest;

@@ -65,6 +65,11 @@ void add_compile_flags(po::options_description& options) {
       "on: two reductions down the rows that read the same value (a batch norm's two sums, its "
       "gradient's two) are one fragment reading it once (XLA's multi-output fusion); off: each "
       "reads it")(
+      "fuse-producers", po::value<bool>()->default_value(true, "on"),
+      "on: an elementwise group whose value reductions down the rows read (a ReLU's gradient, "
+      "which a batch norm's gradient sums) is computed by the reductions' fragment, which writes "
+      "the value too (XLA's producer-consumer multi-output fusion); off: the reductions read it "
+      "back")(
       "fuse-conv-reductions", po::value<bool>()->default_value(true, "on"),
       "on: a convolution computes the reductions of its output down the rows (a batch norm's "
       "sum and sum of squares) from its output tiles in VMEM (XLA's multi-output fusion of a "
@@ -111,6 +116,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_reductions = vm["fuse-reductions"].as<bool>();
   options.recompute_shared_producers = vm["recompute-shared-producers"].as<bool>();
   options.fuse_multi_output = vm["fuse-multi-output"].as<bool>();
+  options.fuse_producers = vm["fuse-producers"].as<bool>();
   options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
   return options;
 }

@@ -64,7 +64,8 @@ constexpr char kCompileUsage[] =
     "                      [--dtype-policy float32|mixed_bfloat16]\n"
     "                      [--fuse-convolutions on|off] [--fuse-pools on|off]\n"
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
-    "                      [--fuse-multi-output on|off] [--fuse-conv-reductions on|off]\n"
+    "                      [--fuse-multi-output on|off] [--fuse-producers on|off]\n"
+    "                      [--fuse-conv-reductions on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
@@ -150,6 +151,7 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"fused_reductions", step.fused_reductions},
           {"recomputed_nodes", step.recomputed_nodes},
           {"multi_output_fusions", step.multi_output_fusions},
+          {"producer_fusions", step.producer_fusions},
           {"conv_output_reductions", step.conv_output_reductions},
           {"rematerialized_nodes", step.rematerialized_nodes},
           {"replicas", job.replicas},
@@ -175,7 +177,8 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << step.fused_pools << " max pool fragments without windows, " << step.fused_reductions
             << " reductions of their elementwise inputs in VMEM, " << step.recomputed_nodes
             << " shared producers recomputed by their readers, " << step.multi_output_fusions
-            << " pairs of sibling reductions in one fragment, " << step.conv_output_reductions
+            << " pairs of sibling reductions in one fragment, " << step.producer_fusions
+            << " groups written by the reductions of their value, " << step.conv_output_reductions
             << " reductions computed by the convolution they reduce), "
             << out["parameters"].get<int64_t>() << " parameters\n";
   if (job.replicas > 1) {

@@ -115,7 +115,7 @@ constexpr char kTrainUsage[] =
     "                    [--fuse-convolutions on|off]\n"
     "                    [--fuse-pools on|off] [--fuse-reductions on|off]\n"
     "                    [--recompute-shared-producers on|off] [--fuse-multi-output on|off]\n"
-    "                    [--fuse-conv-reductions on|off]\n"
+    "                    [--fuse-producers on|off] [--fuse-conv-reductions on|off]\n"
     "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
     "                    [--optimizer adam|momentum|sgd|lamb] [--learning-rate R]\n"
     "                    [--seq-length N (BERT models)]\n"

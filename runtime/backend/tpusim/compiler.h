@@ -57,6 +57,7 @@ struct CompiledStep {
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
   uint64_t multi_output_fusions = 0;  // fragments computing two sibling reductions
+  uint64_t producer_fusions = 0;      // groups written by the reductions of their value
   uint64_t conv_output_reductions = 0;  // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
@@ -98,6 +99,10 @@ struct StepOptions {
   // gradient's two) are computed by one fragment reading it once (fusion_plan.h, XLA's
   // multi-output fusion); off, each is a fragment of its own.
   bool fuse_multi_output = true;
+  // An elementwise group whose value reductions down the rows read is computed by those
+  // reductions' fragment, which writes it too (fusion_plan.h, XLA's producer-consumer
+  // multi-output fusion); off, the group is a fragment of its own.
+  bool fuse_producers = true;
   // A forward convolution computes the reductions of its output down the rows (a batch norm's
   // sum and sum of squares) from its output tiles in VMEM (lowering.h, Fusion::reductions; XLA's
   // multi-output fusion of a convolution with the reductions of its result); off, they read the

@@ -225,34 +225,32 @@ TileOperand window_rows(uint64_t hbm, const Im2col& g, const Band& band, int64_t
                    g.pixels() * per_window);
 }
 
-// A tile's part of the forward convolution's output reductions: each reduction's column sums of
-// the tile's output rows (`out`, [pixels, filters], its values as the output holds them) or of
-// their squares (computed at `squares`, a partial sum's row after them) into its row of the
-// accumulator; the first tile's sums start it, every later one's are added in order, as
-// lower_sibling_reductions sums its tiles.
-void sum_output(Lowering& l, const Fusion& conv, Tile& t, const isa::Block& out, uint64_t squares,
-                bool first) {
-  sim::CoreBuilder& b = t.e_builder();
+// A tile's part of the forward convolution's output reductions, as steps of `chain`: each
+// reduction's column sums of the tile's output rows (`out`, [pixels, filters], its values as the
+// output holds them) or of their squares (computed at `squares`, a partial sum's row after them,
+// both kept in registers) into its row of the accumulator; the first tile's sums start it, every
+// later one's are added in order, as lower_sibling_reductions sums its tiles.
+void sum_output(const Lowering& l, const Fusion& conv, const isa::Block& accumulator,
+                sim::VectorChain& chain, const isa::Block& out, uint64_t squares, bool first) {
+  namespace vo = sim::vector_ops;
   const uint32_t filters = out.cols();
   const isa::Block squared = block(squares, out.rows(), filters, isa::F32);
   const isa::Block part = block(squares + uint64_t{out.rows()} * filters * 4, 1, filters, isa::F32);
-  // Each op waits for the MXUs' products (an f32 output has no rounding that waited first).
-  auto after_products = [&](sim::InstrRef ref) { t.chain(t.join(ref)); };
   bool squares_made = false;
   for (size_t r = 0; r < conv.reductions.size(); ++r) {
     const bool square = summed_square(l.graph, conv.reductions[r]) >= 0;
     if (square && !squares_made) {
-      after_products(b.unary(Vector::SQUARE, squared, out));
+      chain.add(vo::unary(Vector::SQUARE, squared, out), true);
       squares_made = true;
     }
-    const isa::Block sum = block(t.accumulator().address() + r * filters * 4, 1, filters, isa::F32);
+    const isa::Block sum = block(accumulator.address() + r * filters * 4, 1, filters, isa::F32);
     const isa::Block& values = square ? squared : out;
     if (first) {
-      after_products(b.reduce(Vector::REDUCE_SUM, sum, values, 0));
+      chain.add(vo::reduce(Vector::REDUCE_SUM, sum, values, 0));
       continue;
     }
-    after_products(b.reduce(Vector::REDUCE_SUM, part, values, 0));
-    t.chain(b.binary(Vector::ADD, sum, sum, part));
+    chain.add(vo::reduce(Vector::REDUCE_SUM, part, values, 0), true);
+    chain.add(vo::binary(Vector::ADD, sum, sum, part));
   }
 }
 
@@ -299,17 +297,21 @@ class ForwardTiles {
         [&](sim::InstrRef& mm, bool) { t.fan_out(mm, built); });
   }
 
-  // What reads the products: a bf16 output rounded (the store waits for the chain), the output
-  // reductions summed.
+  // What reads the products, one chain once the MXUs are done: a bf16 output rounded (the store
+  // waits for the chain), the output reductions summed.
   void finish(Tile& t, size_t i) {
-    sim::CoreBuilder& b = t.e_builder();
-    if (n_.dtype == DType::kBF16) t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
-    if (conv_.reductions.empty()) return;
-    const Im2col& bg = parts_[i].g;
-    const uint64_t squares =
-        t.scratch(0).address() +
-        uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements() + phase_elements(bg)) * 4;
-    sum_output(l_, conv_, t, output(t, i), squares, i == 0 && t.first_row() == 0);
+    sim::VectorChain chain;
+    if (n_.dtype == DType::kBF16)
+      chain.add(sim::vector_ops::unary(Vector::ROUND_BF16, t.out(), t.out()));
+    if (!conv_.reductions.empty()) {
+      const Im2col& bg = parts_[i].g;
+      const uint64_t squares =
+          t.scratch(0).address() +
+          uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements() + phase_elements(bg)) * 4;
+      sum_output(l_, conv_, t.accumulator(), chain, output(t, i), squares,
+                 i == 0 && t.first_row() == 0);
+    }
+    if (!chain.empty()) t.chain(t.join(t.e_builder().vector(chain.instruction())));
   }
 
  private:

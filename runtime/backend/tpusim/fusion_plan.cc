@@ -270,6 +270,74 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
   }
 }
 
+// The node whose buffer `id` is, through reshapes to its own shape (a widening cast of a bf16
+// value is compiled as one: compiler.cc); `id` itself when it is no such alias.
+int same_shape_owner(const Graph& g, int id) {
+  while (g.node(id).op == Op::kReshape && g.node(g.node(id).inputs[0]).shape == g.node(id).shape)
+    id = g.node(id).inputs[0];
+  return id;
+}
+
+// The group root among the buffers reduction `r`'s fragment (with its sibling's) streams that it
+// may take in (fusion_plan.h, "producers written by their reductions"): an elementwise group of
+// the reduced shape, before the earlier reduction, computed by no other fragment, whose members
+// fit one tile with the reductions', which no needed node between it and `r` reads but the
+// reductions' members (only the group moves to `r`'s place), and on which no other buffer the
+// fragment reads depends (they are all ready at `r`'s place without it). -1 for none.
+int takeable_producer(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
+                      const FusionPlan& plan, const std::vector<int>& streams, int r) {
+  std::vector<int> members = plan.reduction_members(r);
+  const int sibling = plan.node(r).sibling;
+  if (sibling >= 0) {
+    for (int m : plan.reduction_members(sibling)) members.push_back(m);
+  }
+  const int first = sibling >= 0 ? sibling : r;
+  for (int stream : streams) {
+    const int p = same_shape_owner(g, stream);
+    const NodeFusion& f = plan.node(p);
+    if (f.group != p || !is_elementwise(g.node(p).op) || f.computed_with >= 0 || f.folded ||
+        f.recomputed || fusions.count(p) > 0 || p >= first)
+      continue;
+    std::vector<int> together = plan.members(p);
+    together.insert(together.end(), members.begin(), members.end());
+    std::sort(together.begin(), together.end());
+    if (!fused_group_fits(g, together, core)) continue;
+    bool alone = true;
+    for (int id = p + 1; id < r && alone; ++id) {
+      if (!plan.node(id).needed || same_shape_owner(g, id) == p ||
+          std::find(members.begin(), members.end(), id) != members.end())
+        continue;
+      for (int in : fragment_uses(g, fusions, id).needs())
+        alone = alone && same_shape_owner(g, in) != p;
+    }
+    for (int other : streams) {
+      alone = alone && (same_shape_owner(g, other) == p || other <= p || !depends_on(g, other, p));
+    }
+    if (alone) return p;
+  }
+  return -1;
+}
+
+// Gives each reduction fragment down the rows (a sibling pair's later reduction, or a fused
+// reduction alone) the producer group it can take in (takeable_producer).
+void take_in_producers(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
+                       FusionPlan* plan) {
+  const std::vector<int> inside = computed_inside_fusions(g, fusions);
+  for (int r = 0; r < g.size(); ++r) {
+    const NodeFusion& f = plan->node(r);
+    if (f.computed_with >= 0 || (f.sibling < 0 && f.group != r)) continue;
+    std::vector<int> streams = streamed_buffers(g, fusions, *plan, inside, r);
+    if (f.sibling >= 0) {
+      for (int s : streamed_buffers(g, fusions, *plan, inside, f.sibling)) streams.push_back(s);
+    }
+    const int p = takeable_producer(g, fusions, core, *plan, streams, r);
+    if (p < 0) continue;
+    plan->node(r).producer = p;
+    plan->node(p).computed_with = r;
+    ++plan->producer_fusions;
+  }
+}
+
 }  // namespace
 
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
@@ -351,6 +419,7 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   }
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
   if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
+  if (options.producers) take_in_producers(graph, fusions, core, &plan);
   return plan;
 }
 

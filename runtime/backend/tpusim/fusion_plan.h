@@ -14,7 +14,13 @@
 //   buffer (a batch norm's sum and sum of squares of x, its gradient's sum(g) and
 //   sum(g (x - mean))) computed by one fragment that reads the buffer once (XLA's multi-output
 //   fusion of sibling reduce fusions). The later one's fragment computes both; the earlier one,
-//   and what reads it before the later one's place, are emitted there (schedule.h).
+//   and what reads it before the later one's place, are emitted there (schedule.h);
+// - producers written by their reductions: an elementwise group whose value a reduction down the
+//   rows (or a sibling pair) streams, and which other fragments read too, is computed by the
+//   reductions' fragment, which writes the value as well as the sums (XLA's producer-consumer
+//   multi-output fusion: the reduction's fusion takes in its producer and keeps the producer's
+//   value as an extra output), so the value is not written by one fragment and read back by the
+//   next. The group is emitted at the reductions' place.
 //
 // The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
 // given here.
@@ -32,6 +38,7 @@ struct FusionOptions {
   bool fuse_reductions = true;  // StepOptions::fuse_reductions
   bool recompute = true;        // StepOptions::recompute_shared_producers
   bool multi_output = true;     // StepOptions::fuse_multi_output
+  bool producers = true;        // StepOptions::fuse_producers
 };
 
 // What the plan decides for one node.
@@ -45,6 +52,9 @@ struct NodeFusion {
   // sibling; as such a sibling, the reduction computing it (-1: none).
   int sibling = -1;
   int computed_with = -1;
+  // As a reduction (the later of a sibling pair, or one alone), the group root whose group its
+  // fragment computes and writes; that root's computed_with is the reduction (-1: none).
+  int producer = -1;
 };
 
 struct FusionPlan {
@@ -52,6 +62,7 @@ struct FusionPlan {
   uint64_t fused_reductions = 0;
   uint64_t recomputed_nodes = 0;
   uint64_t multi_output_fusions = 0;
+  uint64_t producer_fusions = 0;  // groups written by the reductions of their value
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
   NodeFusion& node(int id) { return nodes[static_cast<size_t>(id)]; }

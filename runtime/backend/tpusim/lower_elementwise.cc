@@ -16,42 +16,6 @@ using sim::block;
 
 isa::DType buffer_dtype(const Node& n) { return n.dtype == DType::kS32 ? isa::S32 : isa::F32; }
 
-bool foldable_scalar(const Graph& graph, int id, float* value) {
-  const Node& n = graph.node(id);
-  if (n.dtype == DType::kS32) return false;
-  if (n.op == Op::kConstant) {
-    if (n.shape.elements() != 1) return false;
-    *value = n.attrs.value.f[0];
-    return true;
-  }
-  if (n.op == Op::kBroadcast || n.op == Op::kReshape)
-    return foldable_scalar(graph, n.inputs[0], value);
-  return false;
-}
-
-FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
-  const Node& n = graph.node(id);
-  if (n.op != Op::kBroadcast || n.dtype == DType::kS32 || n.shape.rank() < 2)
-    return FoldedBroadcast::kNone;
-  const Shape& in = graph.node(n.inputs[0]).shape;
-  const int rank = n.shape.rank();
-  // The input's size along each output dim (1 where it has none), its dims in order so that its
-  // memory order is the output's.
-  std::vector<int64_t> along(static_cast<size_t>(rank), 1);
-  for (size_t i = 0; i < n.attrs.axes.size(); ++i) {
-    if (i > 0 && n.attrs.axes[i] <= n.attrs.axes[i - 1]) return FoldedBroadcast::kNone;
-    along[static_cast<size_t>(n.attrs.axes[i])] = in.dim(static_cast<int>(i));
-  }
-  bool row = along.back() == n.shape.dim(rank - 1), column = along.back() == 1;
-  for (int d = 0; d + 1 < rank; ++d) {
-    row = row && along[static_cast<size_t>(d)] == 1;
-    column = column && along[static_cast<size_t>(d)] == n.shape.dim(d);
-  }
-  if (row && !column) return FoldedBroadcast::kRow;
-  if (column && !row) return FoldedBroadcast::kColumn;
-  return FoldedBroadcast::kNone;  // neither, or a [1, 1] output (a scalar: no row or column)
-}
-
 namespace {
 
 std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
@@ -220,13 +184,27 @@ GroupScratch plan_scratch(const Lowering& l, const std::vector<int>& members,
       last_to_output);
 }
 
-// The group's values in tile `t` as `plan` places them, the last member's into `root_out`,
-// chained on the vector unit.
+// Whether a group's values fit the vector registers, which the steps of its chain keep them in
+// (as XLA's fused loop body keeps a fusion's intermediates in vregs): its scratch blocks, its
+// loaded operands and the value a reduction reads. Else every value goes through VMEM.
+bool fits_registers(const Lowering& l, const GroupScratch& plan, const GroupOperands& ops) {
+  return plan.blocks + ops.tiles.size() + 1 <= l.emit.core().vector_registers;
+}
+
+// The group's values in tile `t` as `plan` places them, the last member's into `root_out`, as
+// steps of `chain`: every value but the root's kept in registers when they fit (the root's too
+// when `root_in_register`: a reduction later in the chain reads it).
+// `stored`: a member (not the last) whose value goes to the tile's output block `t.out()` too,
+// as a multi-output fusion's extra output (-1: none).
 void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops,
-                   const GroupScratch& plan, Tile& t, const isa::Block& root_out) {
+                   const GroupScratch& plan, Tile& t, const isa::Block& root_out,
+                   sim::VectorChain& chain, bool root_in_register = false, int stored = -1) {
+  namespace vo = sim::vector_ops;
   const int root = members.back();
-  sim::CoreBuilder& b = t.e_builder();
+  const bool registers = fits_registers(l, plan, ops);
   std::map<int, isa::Block> value;  // member -> its block in this tile
+  // Appends a step whose result is a scratch value (in registers when they fit).
+  auto scratch_step = [&](isa::Vector step) { chain.add(std::move(step), registers); };
   // Input k of member i as a full [rows, cols] block.
   auto full = [&](size_t i, size_t k) -> isa::Block {
     const int in = l.node(members[i]).inputs[k];
@@ -234,52 +212,71 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
     const Operand& op = ops.outside.at(in);
     if (op.tile.kind == TileOperand::Kind::kFull && !op.immediate) return t.in(ops.slot.at(in));
     const isa::Block block = t.scratch(static_cast<size_t>(plan.operand[i][k]));
-    t.chain(op.immediate ? b.fill(block, op.value) : b.broadcast(block, t.in(ops.slot.at(in))));
+    scratch_step(op.immediate ? vo::fill(block, op.value)
+                              : vo::unary(Vector::BROADCAST, block, t.in(ops.slot.at(in))));
     return block;
   };
   for (size_t i = 0; i < members.size(); ++i) {
     const int m = members[i];
     const Node& n = l.node(m);
     const bool is_root = m == root;
-    const isa::Block result = plan.result[i] == GroupScratch::kNone
-                                  ? root_out
-                                  : t.scratch(static_cast<size_t>(plan.result[i]));
+    const bool to_root = plan.result[i] == GroupScratch::kNone;
+    const bool to_output = m == stored;
+    const isa::Block result = to_output ? t.out()
+                              : to_root ? root_out
+                                        : t.scratch(static_cast<size_t>(plan.result[i]));
+    // The op's result: the root's output unless bf16 rounds it there below.
+    const bool result_in_register =
+        to_output ? false : to_root ? root_in_register && registers : registers;
+    const bool rounds = n.dtype == DType::kBF16;
+    auto step = [&](isa::Vector v) {
+      chain.add(std::move(v), rounds && is_root ? registers : result_in_register);
+    };
     if (is_binary_elementwise(n.op)) {
       const isa::Block a = full(i, 0);
       const int rhs = n.inputs[1];
       if (!contains(members, rhs) && ops.outside.at(rhs).immediate) {
-        t.chain(b.binary_scalar(vector_op(n.op), result, a, ops.outside.at(rhs).value));
+        step(vo::binary_scalar(vector_op(n.op), result, a, ops.outside.at(rhs).value));
       } else {
-        t.chain(b.binary(vector_op(n.op), result, a,
-                         contains(members, rhs) ? value.at(rhs) : t.in(ops.slot.at(rhs))));
+        step(vo::binary(vector_op(n.op), result, a,
+                        contains(members, rhs) ? value.at(rhs) : t.in(ops.slot.at(rhs))));
       }
     } else {
       switch (n.op) {
         case Op::kSigmoid: {  // 1 / (1 + exp(-x))
           const isa::Block x = full(i, 0);
           const isa::Block tmp = t.scratch(static_cast<size_t>(plan.temporary[i]));
-          t.chain(b.unary(Vector::NEG, tmp, x));
-          t.chain(b.unary(Vector::EXP, tmp, tmp));
-          t.chain(b.binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
-          t.chain(b.fill(result, 1.0f));
-          t.chain(b.binary(Vector::DIV, result, result, tmp));
+          scratch_step(vo::unary(Vector::NEG, tmp, x));
+          scratch_step(vo::unary(Vector::EXP, tmp, tmp));
+          scratch_step(vo::binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
+          step(vo::fill(result, 1.0f));
+          step(vo::binary(Vector::DIV, result, result, tmp));
           break;
         }
         case Op::kSelect:
-          t.chain(b.select(result, full(i, 0), full(i, 1), full(i, 2)));
+          step(vo::select(result, full(i, 0), full(i, 1), full(i, 2)));
+          break;
+        case Op::kReshape:  // to its own shape: the value again (a member's widening alias)
+          step(vo::unary(Vector::COPY, result, full(i, 0)));
           break;
         case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
-          t.chain(n.dtype == DType::kS32 ? b.cast(root_out, full(i, 0))
-                                         : b.unary(Vector::COPY, result, full(i, 0)));
+          if (n.dtype == DType::kS32) {
+            chain.add(vo::unary(Vector::CAST, root_out, full(i, 0)));
+          } else {
+            step(vo::unary(Vector::COPY, result, full(i, 0)));
+          }
           break;
         default:
-          t.chain(b.unary(vector_op(n.op), result, full(i, 0)));
+          step(vo::unary(vector_op(n.op), result, full(i, 0)));
           break;
       }
     }
-    if (n.dtype == DType::kBF16)  // bf16 values, as a TPU's vector unit stores a bf16 result
-      t.chain(b.unary(Vector::ROUND_BF16, is_root ? root_out : result, result));
-    value[m] = is_root ? root_out : result;
+    const isa::Block value_block = to_output ? t.out() : is_root ? root_out : result;
+    if (rounds) {  // bf16 values, as a TPU's vector unit stores a bf16 result
+      chain.add(vo::unary(Vector::ROUND_BF16, value_block, result),
+                to_output ? false : is_root ? root_in_register && registers : registers);
+    }
+    value[m] = value_block;
   }
 }
 
@@ -294,7 +291,11 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
   const GroupOperands ops = group_operands(l, members, out);
   const GroupScratch plan = plan_scratch(l, members, ops, {}, true);
   l.emit.rowwise(l.address(root), rows_of(out), cols_of(out), buffer_dtype(root_node), ops.tiles,
-                 plan.blocks, 0, [&](Tile& t) { compute_group(l, members, ops, plan, t, t.out()); });
+                 plan.blocks, 0, [&](Tile& t) {
+                   sim::VectorChain chain;
+                   compute_group(l, members, ops, plan, t, t.out(), chain);
+                   t.chain(t.e_builder().vector(chain.instruction()));
+                 });
   return absl::OkStatus();
 }
 
@@ -352,21 +353,56 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
   l.emit.rowwise(l.address(reduce), rows_of(shape), 1, isa::F32, ops.tiles, scratch, cols,
                  [&](Tile& t) {
                    const isa::Block value = t.scratch(scratch - 1);
-                   compute_group(l, group, ops, plan, t, value);
-                   t.chain(t.e_builder().reduce(vop, t.out(), value, 1));
+                   sim::VectorChain chain;
+                   compute_group(l, group, ops, plan, t, value, chain, true);
+                   chain.add(sim::vector_ops::reduce(vop, t.out(), value, 1));
+                   t.chain(t.e_builder().vector(chain.instruction()));
                  });
   return absl::OkStatus();
 }
 
+namespace {
+
+// A reduction reading a producer's value through its widening alias (a reshape to its own shape)
+// reads the value the fragment computes, not the buffer the fragment is still writing: the
+// aliases the members and plain reductions read are computed as members too (a copy in
+// registers), and the producer's value is no plain reduction's operand.
+void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* elementwise,
+                              std::vector<int>* plain_inputs) {
+  auto alias_of_root = [&](int id) {
+    const Node& n = l.node(id);
+    return n.op == Op::kReshape && n.inputs[0] == root && n.shape == l.node(root).shape;
+  };
+  std::vector<int> aliases;
+  for (int m : *elementwise) {
+    for (int in : l.node(m).inputs) {
+      if (alias_of_root(in)) aliases.push_back(in);
+    }
+  }
+  for (int x : *plain_inputs) {
+    if (alias_of_root(x)) aliases.push_back(x);
+  }
+  for (int a : aliases) {
+    if (std::find(elementwise->begin(), elementwise->end(), a) == elementwise->end())
+      elementwise->push_back(a);
+  }
+  plain_inputs->erase(std::remove(plain_inputs->begin(), plain_inputs->end(), root),
+                      plain_inputs->end());
+}
+
+}  // namespace
+
 absl::Status lower_sibling_reductions(Lowering& l,
-                                      const std::vector<std::vector<int>>& reductions) {
-  // Every elementwise member of every group, computed together (no group reads another's), and
-  // the plain reductions' inputs as operands.
-  std::vector<int> elementwise, plain_inputs;
+                                      const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& producer) {
+  // Every elementwise member of every group (and of the producer group), computed together (no
+  // reduction's group reads another's), and the plain reductions' inputs as operands.
+  std::vector<int> elementwise = producer, plain_inputs;
   for (const std::vector<int>& members : reductions) {
     elementwise.insert(elementwise.end(), members.begin(), members.end() - 1);
     if (members.size() == 1) plain_inputs.push_back(l.node(members.back()).inputs[0]);
   }
+  if (!producer.empty()) take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
   std::sort(elementwise.begin(), elementwise.end());
   const Shape& shape = l.node(l.node(reductions.front().back()).inputs[0]).shape;
   const uint64_t rows = rows_of(shape);
@@ -382,10 +418,12 @@ absl::Status lower_sibling_reductions(Lowering& l,
   const uint32_t scratch = plan.blocks + 1;  // the last: the last member's value
   // Where a reduction's input sits in a tile: a member's block (the last member's in the value
   // block) or the operand a plain reduction reads.
+  const int stored = producer.empty() ? -1 : producer.back();
   auto input_of = [&](Tile& t, int reduction) -> isa::Block {
     const int x = l.node(reduction).inputs[0];
     const auto at = std::find(elementwise.begin(), elementwise.end(), x);
     if (at == elementwise.end()) return t.in(ops.slot.at(x));
+    if (x == stored) return t.out();
     if (x == elementwise.back()) return t.scratch(scratch - 1);
     return t.scratch(static_cast<size_t>(plan.result[static_cast<size_t>(at - elementwise.begin())]));
   };
@@ -393,25 +431,36 @@ absl::Status lower_sibling_reductions(Lowering& l,
     return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
   };
   const auto count = static_cast<uint32_t>(reductions.size());
-  const isa::Block sums =
-      l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, [&](Tile& t) {
-        sim::CoreBuilder& b = t.e_builder();
+  auto body = [&](Tile& t) {
+        namespace vo = sim::vector_ops;
+        sim::VectorChain chain;
         if (!elementwise.empty())
-          compute_group(l, elementwise, ops, plan, t, t.scratch(scratch - 1));
+          compute_group(l, elementwise, ops, plan, t, t.scratch(scratch - 1), chain, true, stored);
         const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
         for (size_t i = 0; i < reductions.size(); ++i) {
           const int r = reductions[i].back();
           const bool max = l.node(r).op == Op::kReduceMax;
           const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
           if (t.first_row() == 0) {
-            t.chain(b.reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
+            chain.add(vo::reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
             continue;
           }
-          t.chain(b.reduce(vop, part, input_of(t, r), 0));
-          t.chain(b.binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
-                           sum_of(t.accumulator(), i), part));
+          chain.add(vo::reduce(vop, part, input_of(t, r), 0), true);
+          chain.add(vo::binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
+                               sum_of(t.accumulator(), i), part));
         }
-      });
+        t.chain(t.e_builder().vector(chain.instruction()));
+  };
+  // With a producer, each tile also writes the producer's value (the band: every row, whole).
+  const isa::Block sums =
+      stored < 0
+          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, body)
+          : l.emit.rowwise_bands(
+                rows,
+                {TileBand{{TileOperand::Kind::kFull, l.address(stored), buffer_dtype(l.node(stored)),
+                           cols},
+                          ops.tiles, cols}},
+                scratch + 1, count * cols, [&](Tile& t, size_t) { body(t); });
   Tile last = l.emit.epilogue();
   for (size_t i = 0; i < reductions.size(); ++i) {
     last.store(sum_of(sums, i), block(l.address(reductions[i].back()), 1, cols, isa::F32),

@@ -244,8 +244,11 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
 // reduction down the rows is the case of one), computed by one fragment that streams their operands
 // through VMEM once, every tile's values reduced into each reduction's accumulator in order (XLA's
 // multi-output fusion of sibling reductions). Each sum is the one lower_fused_reduction or
-// lower_reduce's pipelined pass computes.
-absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions);
+// lower_reduce's pipelined pass computes. With `producer` (a group's members, its root last: the
+// plan's FusionPlan::node(r).producer), the fragment computes that group too and writes its root's
+// value tile by tile beside the sums (XLA's producer-consumer multi-output fusion).
+absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& producer = {});
 absl::Status lower_broadcast(Lowering& l, int id);
 absl::Status lower_reduce(Lowering& l, int id);
 absl::Status lower_argmax(Lowering& l, int id);

@@ -7,7 +7,8 @@ namespace tpusim::runtime::tpusim_backend {
 namespace {
 
 // Graph order, with each node computed with a later one (and the nodes between them that read
-// it) moved to right after that one.
+// it) moved to right after that one; a node moved already (a reader of an earlier moved node)
+// stays where it was moved.
 std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>& computed_with) {
   const int n = graph.size();
   std::vector<int> order;
@@ -19,14 +20,17 @@ std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>
     if (b < 0) continue;
     std::vector<bool> reads_a(static_cast<size_t>(b - a), false);  // nodes a .. b-1
     reads_a[0] = true;
-    after[static_cast<size_t>(b)].push_back(a);
-    moved[static_cast<size_t>(a)] = true;
+    auto move = [&](int id) {
+      if (moved[static_cast<size_t>(id)]) return;
+      after[static_cast<size_t>(b)].push_back(id);
+      moved[static_cast<size_t>(id)] = true;
+    };
+    move(a);
     for (int id = a + 1; id < b; ++id) {
       for (int in : graph.node(id).inputs) {
         if (in < a || !reads_a[static_cast<size_t>(in - a)]) continue;
         reads_a[static_cast<size_t>(id - a)] = true;
-        after[static_cast<size_t>(b)].push_back(id);
-        moved[static_cast<size_t>(id)] = true;
+        move(id);
         break;
       }
     }

@@ -232,14 +232,19 @@ absl::Status StepEmission::lower(int id) {
   const auto fused = plan_.fusions.find(id);
   absl::Status s;
   bool rounded = false;
-  if (const int sibling = plan_.fusion.node(id).sibling; sibling >= 0) {
+  const int sibling = plan_.fusion.node(id).sibling;
+  if (const int producer = plan_.fusion.node(id).producer; sibling >= 0 || producer >= 0) {
     set_origin(node.label, "fused");
-    s = lower_sibling_reductions(
-        l_, {plan_.fusion.reduction_members(sibling), plan_.fusion.reduction_members(id)});
-    for (int r : {sibling, id}) {
-      const size_t members = plan_.fusion.reduction_members(r).size();
-      if (members > 1) out_.fused_nodes += members - 1;
+    std::vector<std::vector<int>> reductions;
+    if (sibling >= 0) reductions.push_back(plan_.fusion.reduction_members(sibling));
+    reductions.push_back(plan_.fusion.reduction_members(id));
+    const std::vector<int> produced =
+        producer >= 0 ? plan_.fusion.members(producer) : std::vector<int>{};
+    s = lower_sibling_reductions(l_, reductions, produced);
+    for (const std::vector<int>& members : reductions) {
+      if (members.size() > 1) out_.fused_nodes += members.size() - 1;
     }
+    out_.fused_nodes += produced.size();
   } else if (plan_.node(id).group == id) {
     const std::vector<int> members = plan_.fusion.members(id);
     set_origin(node.label, members.size() > 1 ? "fused" : op_name(node.op));

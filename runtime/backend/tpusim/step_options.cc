@@ -31,6 +31,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_reductions = options.fuse_reductions;
   step.recompute_shared_producers = options.recompute_shared_producers;
   step.fuse_multi_output = options.fuse_multi_output;
+  step.fuse_producers = options.fuse_producers;
   step.fuse_conv_reductions = options.fuse_conv_reductions;
   return step;
 }

@@ -29,6 +29,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   fusion_options.fuse_reductions = options.fuse_reductions;
   fusion_options.recompute = options.recompute_shared_producers;
   fusion_options.multi_output = options.fuse_multi_output;
+  fusion_options.producers = options.fuse_producers;
   plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {

@@ -1,0 +1,23 @@
+#pragma once
+// The rules a vector instruction keeps, checked by the program validator (validator.h): a known
+// op; the operands it takes and no others, each a VMEM block inside VMEM; f32 results (a cast
+// may write bf16 or s32); operand shapes that fit the op (the same as dst, a row, a column, a
+// reduction's or a transpose's). A CHAIN's steps keep the same rules one by one, and a chain
+// holds at least one step and no transpose, RNG or chain among them.
+
+#include <functional>
+#include <string>
+
+#include "sim/isa/isa.pb.h"
+
+namespace tpusim::sim {
+
+struct VectorCheck {
+  // Checks a VMEM block (inside VMEM, a known dtype, ...); false, having failed, when it is not.
+  std::function<bool(const char* what, const isa::Block& block)> vmem_block;
+  std::function<void(const std::string& reason)> fail;  // called once per broken rule
+};
+
+void check_vector_instruction(const isa::Vector& v, const VectorCheck& at);
+
+}  // namespace tpusim::sim

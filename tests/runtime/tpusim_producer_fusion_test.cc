@@ -1,0 +1,102 @@
+// An elementwise group written by the reductions of its value (FusionPlan::node(r).producer, XLA's
+// producer-consumer multi-output fusion): a ReLU's gradient computed by the fragment of the batch
+// norm gradient's two sums, which writes it beside them. The values are what the group and the
+// sums compute as fragments of their own, and the step moves fewer bytes.
+#include <cmath>
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "configs/loader.h"
+#include "runtime/backend/tpusim/compiler.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/graph/layers.h"
+#include "runtime/opcheck/harness.h"
+#include "tests/runtime/tpusim_run_once.h"
+
+namespace tpusim::runtime {
+namespace tpusim_producer_fusion_test {
+
+// conv -> batch norm -> ReLU, twice, a dense layer and a softmax loss; outputs the loss and the
+// gradients of the input and every trainable variable. In mixed bfloat16 the ReLU's gradient is
+// bf16 and the batch norm's gradient sums it through its widening cast.
+Graph conv_bn_relu_step(int64_t images, int64_t side, DType dtype, size_t* outputs) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {images, side, side, 8});
+  const Value labels = b.infeed("labels", DType::kS32, {images});
+  using layers::Activation;
+  using layers::Padding;
+  Value h = dtype == DType::kBF16 ? b.cast(x, DType::kBF16) : x;
+  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kNone, 1, false);
+  h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
+  h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kNone, 2, false);
+  h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
+  h = b.cast(layers::reduce_mean(h, {1, 2}), DType::kF32);
+  const Value logits = layers::dense(b, h, 4, Activation::kNone, 3);
+  const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
+  std::vector<Value> wrt{x};
+  for (int id : b.graph().variables()) {
+    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
+      wrt.push_back(Value{id, &b});
+  }
+  auto grads = gradients(b, loss, wrt);
+  EXPECT_TRUE(grads.ok()) << grads.status();
+  b.output("loss", loss);
+  for (size_t i = 0; grads.ok() && i < wrt.size(); ++i)
+    b.output("grad" + std::to_string(i), (*grads)[i]);
+  EXPECT_TRUE(b.status().ok()) << b.status();
+  *outputs = wrt.size() + 1;
+  return b.graph();
+}
+
+// Bit for bit when one VMEM tile holds every row (8 images of 8x8: each sum one reduce of all
+// the rows either way); within f32 rounding of the sums when the rows span tiles (4 images of
+// 64x64), whose partial rows each fragment adds in order over its own tiles (the batch norm's
+// input gradient subtracts two means from its incoming gradient, which cancels most of it, so
+// those roundings reach 1e-3 of the largest input gradient), and in mixed
+// bfloat16 within what those roundings become where a bf16 gradient rounds the other way (as
+// ConvolutionOutputReductionsComputeWhatSeparateFragmentsDo allows).
+TEST(TpusimBackend, ProducersWrittenByTheirReductionsComputeWhatSeparateFragmentsDo) {
+  for (const int64_t side : {8, 64}) {
+    for (const DType dtype : {DType::kF32, DType::kBF16}) {
+      const int64_t images = side == 8 ? 8 : 4;
+      size_t outputs = 0;
+      const Graph graph = conv_bn_relu_step(images, side, dtype, &outputs);
+      const config::SliceSpec& v3 = **config::load_slice("v3-8");
+      auto fused = tpusim_backend::compile_graph(graph, v3, 0);
+      tpusim_backend::StepOptions apart_step;
+      apart_step.fuse_producers = false;
+      auto apart_compiled = tpusim_backend::compile_graph(graph, v3, 0, apart_step);
+      ASSERT_TRUE(fused.ok() && apart_compiled.ok()) << fused.status();
+      // The second ReLU's gradient, which the second batch norm's gradient sums (the first ReLU's
+      // gradient is the input gradient of the second convolution, whose output it is not).
+      EXPECT_GE(fused->producer_fusions, 1u) << side;
+      EXPECT_EQ(apart_compiled->producer_fusions, 0u);
+      opcheck::OpCase c;
+      c.inputs = {{"x", DType::kF32, {images, side, side, 8}},
+                  {"labels", DType::kS32, {images}, 0, 4}};
+      const std::vector<Feeds> feeds{opcheck::make_feeds(c, 5)};
+      CompileOptions apart;
+      apart.fuse_producers = false;
+      const Outputs together = testing::run_once(graph, CompileOptions{}, feeds);
+      const Outputs separate = testing::run_once(graph, apart, feeds);
+      ASSERT_EQ(together.size(), outputs);
+      for (const auto& [name, value] : separate) {
+        const std::vector<float>& f = together.at(name).f;
+        ASSERT_EQ(f.size(), value.f.size()) << name;
+        if (side == 8) {
+          EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+          continue;
+        }
+        float largest = 0;
+        for (float v : value.f) largest = std::max(largest, std::abs(v));
+        const float within = (dtype == DType::kBF16 ? 2e-2f : 1e-3f) * largest;
+        for (size_t i = 0; i < f.size(); ++i)
+          EXPECT_NEAR(f[i], value.f[i], within) << name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+}  // namespace tpusim_producer_fusion_test
+}  // namespace tpusim::runtime
