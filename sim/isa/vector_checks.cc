@@ -118,11 +118,20 @@ void check_one(const VectorCheck& at, const Vector& v) {
   }
 }
 
-// A CHAIN: at least one step, each a vector op a chain may take (not a transpose, an RNG or a
-// chain), checked as an instruction of its own.
+// The most steps a chain may hold: a fused loop body (the compiler's largest, a BERT layer's
+// gradient group, has a few hundred); the vector unit's costing compares each step's operands
+// with the earlier steps' results, so a hostile chain must not be unbounded.
+constexpr int kMaxChainSteps = 4096;
+
+// A CHAIN: at least one step and at most kMaxChainSteps, each a vector op a chain may take (not a
+// transpose, an RNG or a chain), checked as an instruction of its own.
 void check_chain(const VectorCheck& at, const Vector& v) {
   if (v.steps().empty()) {
     at.fail("is a chain of no steps");
+    return;
+  }
+  if (v.steps_size() > kMaxChainSteps) {
+    at.fail(str_cat("is a chain of ", v.steps_size(), " steps; at most ", kMaxChainSteps));
     return;
   }
   for (int i = 0; i < v.steps_size(); ++i) {

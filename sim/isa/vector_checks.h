@@ -3,7 +3,7 @@
 // op; the operands it takes and no others, each a VMEM block inside VMEM; f32 results (a cast
 // may write bf16 or s32); operand shapes that fit the op (the same as dst, a row, a column, a
 // reduction's or a transpose's). A CHAIN's steps keep the same rules one by one, and a chain
-// holds at least one step and no transpose, RNG or chain among them.
+// holds 1 to 4096 steps and no transpose, RNG or chain among them.
 
 #include <functional>
 #include <string>

@@ -343,6 +343,13 @@ const BadProgram kBad[] = {
      "dst [68719476736, 68719476800) overflows HBM of 68719476736 bytes"},
     {"ChainOfNoSteps", [](CoreBuilder& c) { c.vector(VectorChain().instruction()); },
      "core 3 instruction 0 (vpu.chain): is a chain of no steps"},
+    {"ChainTooLong",
+     [](CoreBuilder& c) {
+       VectorChain chain;
+       for (int i = 0; i < 4097; ++i) chain.add(vector_ops::unary(isa::Vector::RELU, kV, kV));
+       c.vector(chain.instruction());
+     },
+     "instruction 0 (vpu.chain): is a chain of 4097 steps; at most 4096"},
     {"ChainWithATranspose",
      [](CoreBuilder& c) {
        VectorChain chain;
