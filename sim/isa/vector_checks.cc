@@ -130,6 +130,10 @@ void check_chain(const VectorCheck& at, const Vector& v) {
     at.fail("is a chain of no steps");
     return;
   }
+  if (v.in_register()) {
+    at.fail("is a chain marked in_register (only its steps may be)");
+    return;
+  }
   if (v.steps_size() > kMaxChainSteps) {
     at.fail(str_cat("is a chain of ", v.steps_size(), " steps; at most ", kMaxChainSteps));
     return;

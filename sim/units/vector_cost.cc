@@ -1,5 +1,6 @@
 #include "sim/units/vector_cost.h"
 
+#include <algorithm>
 #include <tuple>
 #include <vector>
 
@@ -47,6 +48,18 @@ bool among(const std::vector<isa::Block>& blocks, const isa::Block& b) {
   return false;
 }
 
+// Forgets the blocks a write to `dst` changes without being them: what was loaded or made there
+// is stale, and a later read loads it again.
+void forget_overlapped(std::vector<isa::Block>* blocks, const isa::Block& dst) {
+  blocks->erase(std::remove_if(blocks->begin(), blocks->end(),
+                               [&](const isa::Block& x) {
+                                 const bool overlap = x.address() < end_address(dst) &&
+                                                      dst.address() < end_address(x);
+                                 return overlap && !same_block(x, dst);
+                               }),
+                blocks->end());
+}
+
 VectorCost single_cost(const Vector& v, const config::CoreSpec& core) {
   VectorCost cost;
   cost.elements = work_elements(v);
@@ -79,7 +92,9 @@ VectorCost chain_cost(const Vector& chain, const config::CoreSpec& core) {
       alu_vregs += vregs;
     }
     if (!step.in_register()) cost.vmem_bytes += payload_bytes(step.dst());
-    made.push_back(step.dst());
+    forget_overlapped(&made, step.dst());
+    forget_overlapped(&loaded, step.dst());
+    if (!among(made, step.dst())) made.push_back(step.dst());
     cost.elements += elements;
     if (is_arithmetic(step.op())) cost.flop_elements += elements;
     cost.transcendental = cost.transcendental || is_transcendental(step.op());

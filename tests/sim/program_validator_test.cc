@@ -365,6 +365,13 @@ const BadProgram kBad[] = {
        c.vector(chain.instruction());
      },
      "instruction 0 (vpu.chain): step 0 (vpu.add) b"},
+    {"ChainInRegister",
+     [](CoreBuilder& c) {
+       VectorChain chain;
+       chain.add(vector_ops::unary(isa::Vector::RELU, kV, kV));
+       c.vector(chain.instruction()).instruction().mutable_vector()->set_in_register(true);
+     },
+     "instruction 0 (vpu.chain): is a chain marked in_register (only its steps may be)"},
     {"InRegisterOutsideAChain",
      [](CoreBuilder& c) { c.unary(isa::Vector::RELU, kV, kV).instruction().mutable_vector()
                              ->set_in_register(true); },

@@ -2,6 +2,7 @@
 // its timing (ALU steps two a cycle on v3, register values off the VMEM ports), its dump.
 #include <gtest/gtest.h>
 
+#include "configs/loader.h"
 #include "sim/isa/dump.h"
 #include "sim/units/vector_cost.h"
 #include "tests/sim/sim_test_util.h"
@@ -115,6 +116,19 @@ TEST_F(VectorChains, DividesAndTranscendentalsIssueAtTheirOwnCost) {
   MatrixF d, sums;
   EXPECT_EQ(run([&](CoreBuilder& c) { c.vector(chain.instruction()); }, &d, &sums),
             34u + 8u + 24u);
+}
+
+// A step that writes part of a block an earlier step loaded or made (not the block itself) makes
+// the chain load it again: the values there changed.
+TEST(VectorChainCost, APartlyOverwrittenBlockIsLoadedAgain) {
+  const config::CoreSpec& core = (*config::load_slice("v3-8"))->chip.core;
+  const isa::Block half = block(kA.address(), kR / 2, kC, isa::F32);  // kA's first 8 rows
+  VectorChain chain;
+  chain.add(vo::unary(Vector::RELU, kT1, kA), true);
+  chain.add(vo::unary(Vector::NEG, half, kB));  // stores 8 KiB over kA
+  chain.add(vo::binary(Vector::ADD, kD, kA, kT1));
+  // Loads: a, b, then a again (16 + 16 + 16 KiB); stores: the half and d (8 + 16 KiB).
+  EXPECT_EQ(vector_cost(chain.instruction(), core).vmem_bytes, (16 + 16 + 16 + 8 + 16) * 1024u);
 }
 
 TEST(VectorChainDump, ListsTheStepsAndWhatStaysInRegisters) {

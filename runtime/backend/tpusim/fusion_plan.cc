@@ -282,8 +282,10 @@ int same_shape_owner(const Graph& g, int id) {
 // may take in (fusion_plan.h, "producers written by their reductions"): an elementwise group of
 // the reduced shape, before the earlier reduction, computed by no other fragment, whose members
 // fit one tile with the reductions', which no needed node between it and `r` reads but the
-// reductions' members (only the group moves to `r`'s place), and on which no other buffer the
-// fragment reads depends (they are all ready at `r`'s place without it). -1 for none.
+// reductions' members (only the group moves to `r`'s place), on which no other buffer the
+// fragment reads depends (they are all ready at `r`'s place without it), and which the members
+// read directly or through one widening alias only (the lowering computes those in VMEM; a
+// deeper alias would be streamed from the buffer the fragment is writing). -1 for none.
 int takeable_producer(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
                       const FusionPlan& plan, const std::vector<int>& streams, int r) {
   std::vector<int> members = plan.reduction_members(r);
@@ -312,6 +314,12 @@ int takeable_producer(const Graph& g, const Fusions& fusions, const config::Core
     }
     for (int other : streams) {
       alone = alone && (same_shape_owner(g, other) == p || other <= p || !depends_on(g, other, p));
+    }
+    for (int m : members) {
+      for (int in : g.node(m).inputs) {
+        const bool alias = in != p && same_shape_owner(g, in) == p;
+        alone = alone && (!alias || g.node(in).inputs[0] == p);
+      }
     }
     if (alone) return p;
   }

@@ -8,12 +8,17 @@ namespace {
 
 // Graph order, with each node computed with a later one (and the nodes between them that read
 // it) moved to right after that one; a node moved already (a reader of an earlier moved node)
-// stays where it was moved.
+// stays where it was moved. A producer group's root that reductions compute (fusion_plan.h; an
+// elementwise node, where a sibling is a reduction) goes right before them instead: its buffer
+// is taken before their fragment, which writes it tile by tile while it still reads its
+// operands, so the buffer cannot be one their fragment frees (a sibling's sums are stored after
+// the pass).
 std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>& computed_with) {
   const int n = graph.size();
   std::vector<int> order;
   order.reserve(static_cast<size_t>(n));
   std::vector<std::vector<int>> after(static_cast<size_t>(n));  // moved to right after a node
+  std::vector<std::vector<int>> before(static_cast<size_t>(n));  // moved to right before it
   std::vector<bool> moved(static_cast<size_t>(n), false);
   for (int a = 0; a < n && !computed_with.empty(); ++a) {
     const int b = computed_with[static_cast<size_t>(a)];
@@ -25,6 +30,10 @@ std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>
       after[static_cast<size_t>(b)].push_back(id);
       moved[static_cast<size_t>(id)] = true;
     };
+    if (is_elementwise(graph.node(a).op) && !moved[static_cast<size_t>(a)]) {
+      before[static_cast<size_t>(b)].push_back(a);
+      moved[static_cast<size_t>(a)] = true;
+    }
     move(a);
     for (int id = a + 1; id < b; ++id) {
       for (int in : graph.node(id).inputs) {
@@ -36,6 +45,7 @@ std::vector<int> deferred_graph_order(const Graph& graph, const std::vector<int>
     }
   }
   for (int id = 0; id < n; ++id) {
+    for (int m : before[static_cast<size_t>(id)]) order.push_back(m);
     if (!moved[static_cast<size_t>(id)]) order.push_back(id);
     for (int m : after[static_cast<size_t>(id)]) order.push_back(m);
   }
