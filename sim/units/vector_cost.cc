@@ -1,6 +1,7 @@
 #include "sim/units/vector_cost.h"
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 #include <vector>
 
@@ -27,13 +28,10 @@ double serial_cycles_per_vreg(Vector::Op op, const config::CoreSpec& core) {
   return 0;
 }
 
-// The blocks an op reads.
-std::vector<const isa::Block*> operands(const Vector& v) {
-  std::vector<const isa::Block*> in;
-  if (v.has_a()) in.push_back(&v.a());
-  if (v.has_b()) in.push_back(&v.b());
-  if (v.has_c()) in.push_back(&v.c());
-  return in;
+// The blocks an op reads, null where it takes none (no allocation: this runs per instruction).
+std::array<const isa::Block*, 3> operands(const Vector& v) {
+  return {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr,
+          v.has_c() ? &v.c() : nullptr};
 }
 
 bool same_block(const isa::Block& x, const isa::Block& y) {
@@ -67,7 +65,9 @@ VectorCost single_cost(const Vector& v, const config::CoreSpec& core) {
   cost.issue_cycles =
       ceil_cycle(static_cast<double>(vregs_of(cost.elements, core)) * (serial > 0 ? serial : 1));
   cost.vmem_bytes = payload_bytes(v.dst());
-  for (const isa::Block* in : operands(v)) cost.vmem_bytes += payload_bytes(*in);
+  for (const isa::Block* in : operands(v)) {
+    if (in != nullptr) cost.vmem_bytes += payload_bytes(*in);
+  }
   cost.flop_elements = is_arithmetic(v.op()) ? cost.elements : 0;
   cost.transcendental = is_transcendental(v.op());
   return cost;
@@ -79,7 +79,7 @@ VectorCost chain_cost(const Vector& chain, const config::CoreSpec& core) {
   std::vector<isa::Block> made, loaded;
   for (const Vector& step : chain.steps()) {
     for (const isa::Block* in : operands(step)) {
-      if (among(made, *in) || among(loaded, *in)) continue;
+      if (in == nullptr || among(made, *in) || among(loaded, *in)) continue;
       loaded.push_back(*in);
       cost.vmem_bytes += payload_bytes(*in);
     }

@@ -15,23 +15,26 @@ namespace {
 
 using isa::Vector;
 
-// The ops an instruction runs: a chain's steps, or the instruction itself.
-std::vector<const Vector*> steps_of(const Vector& v) {
-  if (v.op() != Vector::CHAIN) return {&v};
-  std::vector<const Vector*> steps;
-  for (const Vector& step : v.steps()) steps.push_back(&step);
-  return steps;
+// Calls f on each op an instruction runs: a chain's steps, or the instruction itself (no
+// allocation: this runs per instruction).
+template <typename F>
+void for_each_op(const Vector& v, F f) {
+  if (v.op() != Vector::CHAIN) {
+    f(v);
+    return;
+  }
+  for (const Vector& step : v.steps()) f(step);
 }
 
 // Calls f on every block the instruction's ops name.
 template <typename F>
 void for_each_block(const Vector& v, F f) {
-  for (const Vector* op : steps_of(v)) {
-    f(op->dst());
-    if (op->has_a()) f(op->a());
-    if (op->has_b()) f(op->b());
-    if (op->has_c()) f(op->c());
-  }
+  for_each_op(v, [&](const Vector& op) {
+    f(op.dst());
+    if (op.has_a()) f(op.a());
+    if (op.has_b()) f(op.b());
+    if (op.has_c()) f(op.c());
+  });
 }
 
 // Operand b (or c) of a binary op as a full matrix of dst's shape.
@@ -213,23 +216,18 @@ void VectorUnit::post_compute(const Vector& v) {
   auto widen = [](HostRange* hull, const HostRange& r) {
     *hull = hull->lo == nullptr ? r : HostRange{std::min(hull->lo, r.lo), std::max(hull->hi, r.hi)};
   };
-  const bool chain = v.op() == Vector::CHAIN;
-  for (const Vector* op : steps_of(v)) {
-    for (const isa::Block* operand : {op->has_a() ? &op->a() : nullptr,
-                                      op->has_b() ? &op->b() : nullptr,
-                                      op->has_c() ? &op->c() : nullptr}) {
+  for_each_op(v, [&](const Vector& op) {
+    for (const isa::Block* operand : {op.has_a() ? &op.a() : nullptr,
+                                      op.has_b() ? &op.b() : nullptr,
+                                      op.has_c() ? &op.c() : nullptr}) {
       if (operand != nullptr) widen(&read, host_range(vmem, *operand));
     }
-    widen(&written, host_range(vmem, op->dst()));
-    vmem_.note_write(op->dst().address(), end_address(op->dst()));
-  }
+    widen(&written, host_range(vmem, op.dst()));
+    vmem_.note_write(op.dst().address(), end_address(op.dst()));
+  });
   const uint64_t step = ctx_.step();
-  numerics_.post(false, read, written, [vmem, &v, step, chain] {
-    if (!chain) {
-      compute(vmem, v, step);
-      return;
-    }
-    for (const Vector& op : v.steps()) compute(vmem, op, step);
+  numerics_.post(false, read, written, [vmem, &v, step] {
+    for_each_op(v, [&](const Vector& op) { compute(vmem, op, step); });
   });
 }
 
