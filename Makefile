@@ -179,14 +179,17 @@ test-asan: apt-deps
 	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS)
 	@$(call SANITIZER_CTEST,$(FUZZ_DIR))
 
-# CI's sanitizer tier (.ci/run): test-asan without the two longest runs whose code paths other
-# tests already take under ASan (docs/reliability.md, "CI on a new machine"): docs/estimator.md's
+# CI's sanitizer tier (.ci/run): test-asan without its longest runs whose code paths other tests
+# already take under ASan (docs/reliability.md, "CI on a new machine"): docs/estimator.md's
 # commands (a 300-step training run with its input pipeline, compare, evaluate, predict and the
 # saved model's runs: the CLI tier's Cli.TrainWritesTheReportAndResumesFromModelDir, CliSavedModel.*,
-# CliBert.* and Cli.Compare* run each of them) and the 20-step example (the installed-package
-# test builds and runs the same program). Together about 1,000 s of the tier's test time, which
-# a cold build on a new machine cannot spare inside CI's hour.
-SANITIZER_CI_SKIP := Docs[.]CommandsStillHold/docs/estimator[.]md|Examples[.]CustomModelTrainsOnAV3_8
+# CliBert.* and Cli.Compare* run each of them), docs/profiling.md's (full-size image_cnn runs
+# and sweeps of up to eight points: Cli.Sweep*, Cli.Train*Trace* and the jpeg pipeline's
+# Dataset and infeed tests), docs/onnx.md's (a Keras export, its import, training, compare,
+# evaluate and predict: CliOnnx.*) and the 20-step example (the installed-package test builds
+# and runs the same program). Together about 1,600 s of the tier's test time, which a cold
+# build on a new machine cannot spare inside CI's hour.
+SANITIZER_CI_SKIP := Docs[.]CommandsStillHold/docs/(estimator|profiling|onnx)[.]md|Examples[.]CustomModelTrainsOnAV3_8
 test-asan-ci: apt-deps
 	@$(FUZZ_CONFIGURE) >/dev/null
 	@$(CCACHE_ENV) cmake --build $(FUZZ_DIR) -j $(JOBS)

@@ -62,7 +62,8 @@ TEST(TpusimBackend, ProducersWrittenByTheirReductionsComputeWhatSeparateFragment
       const int64_t images = side == 8 ? 8 : 4;
       size_t outputs = 0;
       const Graph graph = conv_bn_relu_step(images, side, dtype, &outputs);
-      const config::SliceSpec& v3 = **config::load_slice("v3-8");
+      const auto v3_slice = *config::load_slice("v3-8");  // kept: the spec outlives the compiles
+      const config::SliceSpec& v3 = *v3_slice;
       auto fused = tpusim_backend::compile_graph(graph, v3, 0);
       tpusim_backend::StepOptions apart_step;
       apart_step.fuse_producers = false;

@@ -121,7 +121,8 @@ TEST_F(VectorChains, DividesAndTranscendentalsIssueAtTheirOwnCost) {
 // A step that writes part of a block an earlier step loaded or made (not the block itself) makes
 // the chain load it again: the values there changed.
 TEST(VectorChainCost, APartlyOverwrittenBlockIsLoadedAgain) {
-  const config::CoreSpec& core = (*config::load_slice("v3-8"))->chip.core;
+  const auto slice = *config::load_slice("v3-8");  // kept: the core spec lives in it
+  const config::CoreSpec& core = slice->chip.core;
   const isa::Block half = block(kA.address(), kR / 2, kC, isa::F32);  // kA's first 8 rows
   VectorChain chain;
   chain.add(vo::unary(Vector::RELU, kT1, kA), true);
