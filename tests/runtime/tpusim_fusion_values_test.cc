@@ -19,54 +19,18 @@
 #include "runtime/graph/layers.h"
 #include "runtime/graph/optimizers.h"
 #include "runtime/opcheck/harness.h"
+#include "tests/runtime/fusion_test_graphs.h"
 #include "tests/runtime/tpusim_run_once.h"
 
 namespace tpusim::runtime {
 namespace tpusim_fusion_values_test {
 
+using testing::classification_loss;
+using testing::output_loss_and_gradients;
+using testing::output_loss_and_variable_gradients;
 using testing::run_once;
 
-// Outputs `loss` and its gradients with respect to `x` and every trainable variable (batch norm's
-// moving statistics are no gradient's); returns how many outputs, 0 when the graph is broken.
-size_t output_loss_and_gradients(GraphBuilder& b, Value loss, Value x) {
-  std::vector<Value> wrt{x};
-  for (int id : b.graph().variables()) {
-    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
-      wrt.push_back(Value{id, &b});
-  }
-  auto grads = gradients(b, loss, wrt);
-  EXPECT_TRUE(grads.ok()) << grads.status();
-  if (!grads.ok()) return 0;
-  b.output("loss", loss);
-  for (size_t i = 0; i < wrt.size(); ++i) b.output("grad" + std::to_string(i), (*grads)[i]);
-  EXPECT_TRUE(b.status().ok()) << b.status();
-  return b.status().ok() ? wrt.size() + 1 : 0;
-}
-
 int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs);
-
-// Outputs `loss` and its gradient with respect to each variable, named as the variable; false
-// when the graph is broken.
-bool output_loss_and_variable_gradients(GraphBuilder& b, Value loss) {
-  std::vector<Value> vars;
-  for (int id : b.graph().variables()) vars.push_back(Value{id, &b});
-  auto grads = gradients(b, loss, vars);
-  EXPECT_TRUE(grads.ok()) << grads.status();
-  if (!grads.ok()) return false;
-  b.output("loss", loss);
-  for (size_t i = 0; i < vars.size(); ++i)
-    b.output(b.graph().node(vars[i].id).attrs.name, (*grads)[i]);
-  EXPECT_TRUE(b.status().ok()) << b.status();
-  return b.status().ok();
-}
-
-// The mean softmax cross-entropy of a dense layer over `features` against an infed "labels" of
-// 4 classes, one per example.
-Value classification_loss(GraphBuilder& b, Value features, int layer) {
-  const Value labels = b.infeed("labels", DType::kS32, {features.shape().dim(0)});
-  const Value logits = layers::dense(b, features, 4, layers::Activation::kNone, layer);
-  return layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-}
 
 // Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
 // patches_to_image compute as separate fragments. The forward outputs and the input gradients
@@ -90,6 +54,43 @@ TEST(TpusimBackend, FusedConvolutionsComputeWhatTheUnfusedOnesDo) {
 
   // The loss and 4 kernels' and 4 biases' gradients; the kernel gradients summed another way.
   EXPECT_GT(kernel_gradients_rounded(b.graph(), feeds, 9), 0);
+}
+
+// A 1x1 stride-1 convolution without padding reads its images as the MXUs' input (its patches
+// are the images: Im2col::identity), and its input gradient's products land in the image rows:
+// no im2col copies and no col2im fills or adds. The values are what the unfused fragments
+// compute (bit for bit but the kernel gradients); a 1x1 stride-2 one still copies its windows.
+TEST(TpusimBackend, OneByOneConvolutionsFeedTheMxusFromTheirImages) {
+  for (const int64_t stride : {1, 2}) {
+    GraphBuilder b;
+    const Value x = b.infeed("x", DType::kF32, {12, 16, 16, 32});
+    using layers::Activation;
+    using layers::Padding;
+    Value h = layers::conv2d(b, x, 64, 1, 1, Padding::kSame, Activation::kRelu, 1);
+    h = layers::conv2d(b, h, 32, 1, stride, Padding::kValid, Activation::kRelu, 2);
+    ASSERT_TRUE(output_loss_and_variable_gradients(
+        b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 3)));
+    auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(step->fused_convolutions, 5u);  // two forward, two kernel and one input gradient
+    // The convolutions' copies, fills and adds: im2col's and col2im's.
+    const isa::CoreProgram& core = (*step->program).cores(0);
+    int moves = 0;
+    for (const isa::Instruction& i : core.instructions()) {
+      if (!i.has_vector() || i.origin() == 0) continue;
+      const std::string& op = core.origins(static_cast<int>(i.origin()) - 1).op();
+      const isa::Vector::Op v = i.vector().op();
+      moves += op.rfind("conv2d", 0) == 0 &&
+               (v == isa::Vector::COPY || v == isa::Vector::FILL || v == isa::Vector::ADD);
+    }
+    if (stride == 1)
+      EXPECT_EQ(moves, 0);
+    else
+      EXPECT_GT(moves, 0);
+    opcheck::OpCase c;
+    c.inputs = {{"x", DType::kF32, {12, 16, 16, 32}}, {"labels", DType::kS32, {12}, 0, 4}};
+    EXPECT_GE(kernel_gradients_rounded(b.graph(), {opcheck::make_feeds(c, 7)}, 7), 0) << stride;
+  }
 }
 
 // A convolutional net's `outputs` outputs run with its convolutions fused and unfused: all bit for
@@ -142,8 +143,8 @@ TEST(TpusimBackend, BandedConvolutionsComputeWhatTheUnfusedOnesDo) {
   Value h = layers::conv2d(b, x, 32, 7, 2, Padding::kSame, Activation::kRelu, 1);
   h = layers::conv2d(b, h, 64, 3, 1, Padding::kSame, Activation::kRelu, 2);
   h = layers::conv2d(b, h, 8, 3, 2, Padding::kSame, Activation::kRelu, 3);
-  ASSERT_TRUE(
-      output_loss_and_variable_gradients(b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 4)));
+  ASSERT_TRUE(output_loss_and_variable_gradients(
+      b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 4)));
 
   auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
   ASSERT_TRUE(step.ok()) << step.status();
@@ -251,8 +252,8 @@ TEST(TpusimBackend, WindowedMaxPoolsComputeWhatTheUnfusedOnesDo) {
   const Value even = b.cast(b.infeed("even", DType::kS32, {4, 8, 8, 8}), DType::kBF16);
   const Value tiled = layers::max_pooling2d(b, even, 2, 2);  // the tiled fusion, in bf16
   Value loss = layers::reduce_mean(b.unary(Op::kSquare, stem), {0, 1, 2, 3});
-  loss = loss + layers::reduce_mean(b.cast(b.unary(Op::kSquare, stem_bf16), DType::kF32),
-                                    {0, 1, 2, 3});
+  loss = loss +
+         layers::reduce_mean(b.cast(b.unary(Op::kSquare, stem_bf16), DType::kF32), {0, 1, 2, 3});
   for (const Value& v : {same, odd})
     loss = loss + layers::reduce_mean(b.unary(Op::kSquare, v), {0, 1, 2, 3});
   loss = loss + layers::reduce_mean(b.cast(b.unary(Op::kSquare, tiled), DType::kF32), {0, 1, 2, 3});

@@ -12,6 +12,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/graph/layers.h"
 #include "runtime/opcheck/harness.h"
+#include "tests/runtime/fusion_test_graphs.h"
 #include "tests/runtime/tpusim_run_once.h"
 
 namespace tpusim::runtime {
@@ -34,18 +35,7 @@ Graph conv_bn_relu_step(int64_t images, int64_t side, DType dtype, size_t* outpu
   h = b.cast(layers::reduce_mean(h, {1, 2}), DType::kF32);
   const Value logits = layers::dense(b, h, 4, Activation::kNone, 3);
   const Value loss = layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
-  std::vector<Value> wrt{x};
-  for (int id : b.graph().variables()) {
-    if (b.graph().node(id).attrs.name.find("moving_") == std::string::npos)
-      wrt.push_back(Value{id, &b});
-  }
-  auto grads = gradients(b, loss, wrt);
-  EXPECT_TRUE(grads.ok()) << grads.status();
-  b.output("loss", loss);
-  for (size_t i = 0; grads.ok() && i < wrt.size(); ++i)
-    b.output("grad" + std::to_string(i), (*grads)[i]);
-  EXPECT_TRUE(b.status().ok()) << b.status();
-  *outputs = wrt.size() + 1;
+  *outputs = testing::output_loss_and_gradients(b, loss, x);
   return b.graph();
 }
 

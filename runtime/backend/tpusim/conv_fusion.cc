@@ -39,7 +39,7 @@ int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
 // gradient's output gradient in, image gradient out, patch gradients.
 uint64_t forward_scratch(const Im2col& g, int64_t filters, bool sums) {
   const int64_t sum_blocks = sums ? g.pixels() * filters + filters : 0;
-  return static_cast<uint64_t>(g.patch_elements() + phase_elements(g) + sum_blocks);
+  return static_cast<uint64_t>(patch_scratch_elements(g) + sum_blocks);
 }
 
 BandWidths forward_widths(int64_t filters, bool sums) {
@@ -55,9 +55,9 @@ BandWidths filter_grad_widths(int64_t filters) {
   return [filters](const Band& b) {
     const Im2col& g = b.g;
     const int64_t grad = g.pixels() * filters;
-    return std::vector<uint64_t>{
-        static_cast<uint64_t>(g.image_elements()), static_cast<uint64_t>(grad), 0,
-        static_cast<uint64_t>(g.patch_elements() + grad + phase_elements(g))};
+    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
+                                 static_cast<uint64_t>(grad), 0,
+                                 static_cast<uint64_t>(patch_scratch_elements(g) + grad)};
   };
 }
 
@@ -66,7 +66,7 @@ BandWidths input_grad_widths(int64_t filters) {
     const Im2col& g = b.g;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.pixels() * filters),
                                  static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(g.patch_elements())};
+                                 static_cast<uint64_t>(g.identity ? 0 : g.patch_elements())};
   };
 }
 
@@ -278,17 +278,21 @@ class ForwardTiles {
     sim::CoreBuilder& b = t.e_builder();
     const Band& band = parts_[i];
     const Im2col& bg = band.g;
-    const uint64_t patches = t.scratch(0).address();
-    // From the band's stride phases, after the patches in the scratch, where it splits into them.
-    build_patches(t, bg, t.in(0).address(), patches,
-                  patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
-    const uint64_t built = t.chain_count();
+    // The patches: the images themselves (identity), whose loads the MXUs' weight loads wait
+    // for; else built in the scratch, from the band's stride phases after them where it splits.
+    const uint64_t patches = bg.identity ? t.in(0).address() : t.scratch(0).address();
+    if (!bg.identity) {
+      build_patches(t, bg, t.in(0).address(), patches,
+                    patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
+    }
+    const uint64_t built = bg.identity ? 0 : t.chain_count();
     if (conv_.patches_kept) {
       const TileOperand kept = window_rows(l_.address(conv_.patches), g_, band, g_.patch);
-      t.store(block(patches, t.rows(), kept.cols, isa::F32),
-              block(kept.hbm + t.first_row() * g_.patch_elements() * 4, t.rows(), kept.cols,
-                    isa::F32, kept.stride),
-              built);
+      sim::InstrRef store = t.store(block(patches, t.rows(), kept.cols, isa::F32),
+                                    block(kept.hbm + t.first_row() * g_.patch_elements() * 4,
+                                          t.rows(), kept.cols, isa::F32, kept.stride),
+                                    built);
+      if (bg.identity) t.after_loads(store);
     }
     emit_mxu_product(
         l_.emit.core(), b, block(patches, pixels(t, i), static_cast<uint32_t>(g_.patch), isa::F32),
@@ -307,7 +311,7 @@ class ForwardTiles {
       const Im2col& bg = parts_[i].g;
       const uint64_t squares =
           t.scratch(0).address() +
-          uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements() + phase_elements(bg)) * 4;
+          uint64_t{t.rows()} * static_cast<uint64_t>(patch_scratch_elements(bg)) * 4;
       sum_output(l_, conv_, t.accumulator(), chain, output(t, i), squares,
                  i == 0 && t.first_row() == 0);
     }
@@ -349,8 +353,9 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
                      static_cast<uint32_t>(forward_scratch(band.g, filters, sums))});
   }
   ForwardTiles tiles(l, id, conv, g, *parts);
+  const uint32_t scratch = forward_scratch(g, filters, sums) > 0 ? 1 : 0;  // (width 0: output's)
   const isa::Block totals = l.emit.pipelined_bands(
-      static_cast<uint64_t>(in.dim(0)), bands, 1,
+      static_cast<uint64_t>(in.dim(0)), bands, scratch,
       static_cast<uint32_t>(conv.reductions.size() * filters),
       [&](Tile& t, size_t i) { tiles.feed(t, i); }, [&](Tile& t, size_t i) { tiles.finish(t, i); });
   if (!sums) return absl::OkStatus();
@@ -383,34 +388,42 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   for (const Band& band : *parts) {
     bands.push_back({image_rows(l.address(id), g, band),
                      {window_rows(l.address(d.inputs[0]), g, band, filters), weights},
-                     static_cast<uint32_t>(band.g.patch_elements())});
+                     static_cast<uint32_t>(band.g.identity ? 0 : band.g.patch_elements())});
   }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise_bands(static_cast<uint64_t>(n.shape.dim(0)), bands, 1, 0, [&](Tile& t, size_t i) {
-    sim::CoreBuilder& b = t.e_builder();
-    const Im2col& bg = (*parts)[i].g;
-    const uint64_t patches = t.scratch(0).address();
-    const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
-    emit_mxu_product(
-        l.emit.core(), b,
-        block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
-        block(t.in(1).address(), static_cast<uint32_t>(filters), static_cast<uint32_t>(g.patch),
-              isa::F32),
-        block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
-        next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
-        // The products need only the tile's loads, which each MXU's load_weights waits for (an
-        // MXU runs its instructions in order): the MXUs may work on this tile while the vector
-        // unit still sums the last one into its images.
-        [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
-    // col2im reads what the MXUs wrote: its first op waits for them all.
-    t.chain(t.join(b.fill(t.out(), 0)));
-    if (bg.flat) zero_wrapped(t, bg, patches);
-    for_each_window_run(bg, t.out().address(), patches, t.rows(),
-                        [&](const isa::Block& pixels_block, const isa::Block& windows) {
-                          t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
-                        });
-    if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
-  });
+  const uint32_t scratch = g.identity ? 0 : 1;  // none when the products land in the image rows
+  l.emit.rowwise_bands(
+      static_cast<uint64_t>(n.shape.dim(0)), bands, scratch, 0, [&](Tile& t, size_t i) {
+        sim::CoreBuilder& b = t.e_builder();
+        const Im2col& bg = (*parts)[i].g;
+        // The patch gradients are the image gradient's rows when the patches are the images.
+        const uint64_t patches = bg.identity ? t.out().address() : t.scratch(0).address();
+        const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
+        emit_mxu_product(
+            l.emit.core(), b,
+            block(t.in(0).address(), pixels, static_cast<uint32_t>(filters), isa::F32),
+            block(t.in(1).address(), static_cast<uint32_t>(filters), static_cast<uint32_t>(g.patch),
+                  isa::F32),
+            block(patches, pixels, static_cast<uint32_t>(g.patch), isa::F32), false, l.precision,
+            next_slot, [&](sim::InstrRef& load) { t.after_loads(load); },
+            // The products need only the tile's loads, which each MXU's load_weights waits for (an
+            // MXU runs its instructions in order): the MXUs may work on this tile while the vector
+            // unit still sums the last one into its images.
+            [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
+        if (bg.identity) {  // the store waits for the products; a rounding reads them
+          if (n.dtype == DType::kBF16)
+            t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+          return;
+        }
+        // col2im reads what the MXUs wrote: its first op waits for them all.
+        t.chain(t.join(b.fill(t.out(), 0)));
+        if (bg.flat) zero_wrapped(t, bg, patches);
+        for_each_window_run(bg, t.out().address(), patches, t.rows(),
+                            [&](const isa::Block& pixels_block, const isa::Block& windows) {
+                              t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
+                            });
+        if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
+      });
   return absl::OkStatus();
 }
 
@@ -432,11 +445,10 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
     const Im2col& bg = band.g;
-    bands.push_back(
-        {TileOperand{},
-         {image_rows(l.address(e.inputs[0]), g, band),
-          window_rows(l.address(n.inputs[1]), g, band, filters)},
-         static_cast<uint32_t>(bg.patch_elements() + bg.pixels() * filters + phase_elements(bg))});
+    bands.push_back({TileOperand{},
+                     {image_rows(l.address(e.inputs[0]), g, band),
+                      window_rows(l.address(n.inputs[1]), g, band, filters)},
+                     static_cast<uint32_t>(patch_scratch_elements(bg) + bg.pixels() * filters)});
   }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
@@ -444,10 +456,12 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
       static_cast<uint64_t>(in.dim(0)), bands, 1, patch * filters, [&](Tile& t, size_t i) {
         const Im2col& bg = (*parts)[i].g;
         const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
-        const uint64_t patches = t.scratch(0).address();
-        const uint64_t grad_t = patches + uint64_t{t.rows()} * bg.patch_elements() * 4;
+        // The patches: the images themselves (identity), else built first in the scratch.
+        const uint64_t patches = bg.identity ? t.in(0).address() : t.scratch(0).address();
+        const uint64_t grad_t = t.scratch(0).address() +
+                                (bg.identity ? 0 : uint64_t{t.rows()} * bg.patch_elements() * 4);
         const uint64_t phases = grad_t + uint64_t{pixels} * filters * 4;
-        build_patches(t, bg, t.in(0).address(), patches, phases);
+        if (!bg.identity) build_patches(t, bg, t.in(0).address(), patches, phases);
         t.chain(b.transpose(block(grad_t, filters, pixels, isa::F32),
                             block(t.in(1).address(), pixels, filters, isa::F32)));
         const uint64_t built = t.chain_count();

@@ -205,6 +205,10 @@ bool phase_split(const Im2col& g) { return !g.flat && g.W % g.w.sw == 0 && g.OW 
 
 int64_t phase_elements(const Im2col& g) { return phase_split(g) ? 2 * g.image_elements() : 0; }
 
+int64_t patch_scratch_elements(const Im2col& g) {
+  return g.identity ? 0 : g.patch_elements() + phase_elements(g);
+}
+
 void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases,
                    float pad) {
   if (phases != 0 && phase_split(g)) {

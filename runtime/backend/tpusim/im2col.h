@@ -22,6 +22,12 @@ struct Im2col {
   int64_t H, W, C, OH, OW, patch;
   bool flat;       // one block per kernel offset and image
   bool flat_tile;  // one per kernel offset and tile
+  // The patches are the images themselves (a 1x1 kernel, stride 1, no padding): window (oy, ox)
+  // is pixel (oy, ox)'s C values, so [images x OH x OW, patch] is the images' own layout. XLA
+  // lowers such a convolution as a dot over the channels, its operand read where it lies; the
+  // fused convolutions feed the MXUs from the images (and write an input gradient straight
+  // into the image rows) without building patches.
+  bool identity;
   Im2col(const Window& window, const Shape& image, const Shape& patches)
       : w(window),
         H(image.dim(1)),
@@ -31,7 +37,9 @@ struct Im2col {
         OW(patches.dim(2)),
         patch(window.kh * window.kw * image.dim(3)),
         flat(window.sw == 1 && window.sh == 1 && OW == W),
-        flat_tile(flat && OH == H) {}
+        flat_tile(flat && OH == H),
+        identity(flat_tile && window.kh == 1 && window.kw == 1 && window.pad_top == 0 &&
+                 window.pad_left == 0) {}
   int64_t image_elements() const { return H * W * C; }        // per image
   int64_t patch_elements() const { return OH * OW * patch; }  // per image
   int64_t pixels() const { return OH * OW; }                  // windows per image
@@ -58,13 +66,17 @@ bool phase_split(const Im2col& g);
 // the column phases, then the row phases of each; 0 for a geometry phase_split() does not take.
 int64_t phase_elements(const Im2col& g);
 
+// The VMEM a fused convolution's tile needs for its patches and their stride phases, per image
+// (f32 elements): none when the patches are the images (identity).
+int64_t patch_scratch_elements(const Im2col& g);
+
 // The patches of the tile's images (at `images`) built at `patches`, chained on the tile: set to
 // `pad` first unless flat, one copy per window run, the wrapped windows set to `pad` after when
 // flat (the positions outside the image: zero for a convolution, the padding value for a max
 // pool). With `phases` (phase_elements() per image of VMEM, 0: none) and a geometry
 // phase_split() takes, as phased_patches builds them; `phases` is not touched otherwise, so a
 // caller may always pass where its scratch would hold them.
-void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
-                   uint64_t phases = 0, float pad = 0);
+void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases = 0,
+                   float pad = 0);
 
 }  // namespace tpusim::runtime::tpusim_backend
