@@ -8,7 +8,7 @@
 int main() {
   std::printf("%-8s %6s %12s %10s %14s\n", "chip", "cores", "bf16 TFLOPS", "HBM GB/s",
               "ridge FLOP/B");
-  for (const char* name : {"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e"}) {
+  for (const char* name : {"tpu_v2", "tpu_v3", "tpu_v4", "tpu_v5e", "tpu_v5p"}) {
     auto chip = tpusim::config::load_chip(name);
     if (!chip.ok()) {
       std::fprintf(stderr, "%s\n", std::string(chip.status().message()).c_str());

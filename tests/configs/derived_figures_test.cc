@@ -28,7 +28,7 @@ TEST(DerivedFigures, PeakBf16PerChipMatchesPublishedFigures) {
     double published_tflops;
   };
   for (const Case& c : {Case{"tpu_v2", 45.9}, Case{"tpu_v3", 123.2}, Case{"tpu_v4", 275.3},
-                        Case{"tpu_v5e", 197.0}}) {
+                        Case{"tpu_v5e", 197.0}, Case{"tpu_v5p", 459.0}}) {
     SCOPED_TRACE(c.chip);
     auto spec = chip(c.chip);
     ASSERT_NE(spec, nullptr);

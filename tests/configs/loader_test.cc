@@ -36,11 +36,12 @@ TEST(Loader, AHeaderOfAnyLengthIsReadWithoutRecursion) {
 TEST(Loader, EveryShippedFileIsEmbeddedVerbatim) {
   const auto names = embedded_names();
   for (const char* name :
-       {"tpu_v2.pbtxt",   "tpu_v3.pbtxt",  "tpu_v4.pbtxt",  "tpu_v5e.pbtxt", "v2-8.pbtxt",
-        "v2-32.pbtxt",    "v2-512.pbtxt",  "v3-8.pbtxt",    "v3-32.pbtxt",   "v3-2048.pbtxt",
-        "v4-8.pbtxt",     "v4-16.pbtxt",   "v4-32.pbtxt",   "v4-128.pbtxt",  "v4-512.pbtxt",
-        "v5e-4.pbtxt",    "v5e-8.pbtxt",   "v5e-256.pbtxt", "host_96.pbtxt", "host_112.pbtxt",
-        "host_224.pbtxt", "host_240.pbtxt"}) {
+       {"tpu_v2.pbtxt",   "tpu_v3.pbtxt",   "tpu_v4.pbtxt",  "tpu_v5e.pbtxt", "v2-8.pbtxt",
+        "v2-32.pbtxt",    "v2-512.pbtxt",   "v3-8.pbtxt",    "v3-32.pbtxt",   "v3-2048.pbtxt",
+        "v4-8.pbtxt",     "v4-16.pbtxt",    "v4-32.pbtxt",   "v4-128.pbtxt",  "v4-512.pbtxt",
+        "v5e-4.pbtxt",    "v5e-8.pbtxt",    "v5e-256.pbtxt", "host_96.pbtxt", "host_112.pbtxt",
+        "host_224.pbtxt", "host_240.pbtxt", "tpu_v5p.pbtxt", "v5p-8.pbtxt",   "v5p-128.pbtxt",
+        "host_208.pbtxt"}) {
     SCOPED_TRACE(name);
     auto found = find_embedded(name);
     ASSERT_TRUE(found.has_value());

@@ -23,7 +23,7 @@ struct SliceCase {
   uint32_t links_needed;
 };
 
-// The fourteen slices, as docs/configs.md lists them.
+// The sixteen slices, as docs/configs.md lists them.
 const std::vector<SliceCase>& shipped_slices() {
   static const std::vector<SliceCase> cases = {
       {"v2-8", "tpu_v2", 4, 8, 1, 4, {2, 2}, true, 4},
@@ -40,6 +40,8 @@ const std::vector<SliceCase>& shipped_slices() {
       {"v5e-4", "tpu_v5e", 4, 4, 1, 4, {2, 2}, false, 2},
       {"v5e-8", "tpu_v5e", 8, 8, 1, 8, {2, 4}, false, 3},
       {"v5e-256", "tpu_v5e", 256, 256, 32, 8, {16, 16}, true, 4},
+      {"v5p-8", "tpu_v5p", 4, 8, 1, 4, {2, 2, 1}, false, 2},
+      {"v5p-128", "tpu_v5p", 64, 128, 16, 4, {4, 4, 4}, true, 6},
   };
   return cases;
 }
@@ -89,14 +91,14 @@ TEST(ShippedConfigs, TheBuiltInSlicesAreExactlyTheListedOnes) {
 
 // Peak bf16 per chip = TensorCores x MXUs x R x C MACs x 2 FLOPs x clock, from the chip's own
 // fields, within 1% of the published per-chip peak: v2 45.9 [Norrie21], v3 123 [Norrie21,
-// Cloud], v4 275 [Jouppi23, Cloud], v5e 197 [Cloud] TFLOPS.
+// Cloud], v4 275 [Jouppi23, Cloud], v5e 197 [Cloud], v5p 459 [Cloud] TFLOPS.
 TEST(ShippedConfigs, ChipPeakFromItsFieldsMatchesThePublishedFigure) {
   struct Case {
     const char* chip;
     double published_tflops;
   };
   for (const Case& c : {Case{"tpu_v2", 45.9}, Case{"tpu_v3", 123.0}, Case{"tpu_v4", 275.0},
-                        Case{"tpu_v5e", 197.0}}) {
+                        Case{"tpu_v5e", 197.0}, Case{"tpu_v5p", 459.0}}) {
     SCOPED_TRACE(c.chip);
     auto text = read_config(c.chip);
     ASSERT_TRUE(text.ok()) << text.status();

@@ -66,6 +66,9 @@ TEST(GemmRoofline, TpuV3) {
 TEST(GemmRoofline, TpuV4) {
   expect_near_roof("v4-8", {{1024, 20570}, {2048, 135258}, {4096, 1052762}, {8192, 8392794}});
 }
+TEST(GemmRoofline, TpuV5p) {
+  expect_near_roof("v5p-8", {{1024, 20508}, {2048, 135196}, {4096, 1052700}, {8192, 8392732}});
+}
 TEST(GemmRoofline, TpuV5e) {
   expect_near_roof("v5e-4", {{1024, 28746}, {2048, 148654}, {4096, 1067502}, {8192, 8412910}});
 }
