@@ -83,6 +83,11 @@ struct CompileOptions {
   // off, they read the output back from HBM. The convolution's tiles set the order its partial
   // sums are added in, so f32 sums can round differently.
   bool fuse_conv_reductions = true;
+  // Whether the tpusim backend's fused 1x1 stride-1 convolutions without padding, whose patches
+  // are their images, feed the MXUs from the images as they lie (and write an input gradient's
+  // products straight into the image rows), as XLA lowers such a convolution to a dot over the
+  // channels; off, they build the patches in VMEM as any other kernel's. The values are the same.
+  bool fuse_pointwise_convolutions = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

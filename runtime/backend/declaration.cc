@@ -102,6 +102,12 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-pointwise-convolutions",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_pointwise_convolutions, "fuse_pointwise_convolutions");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--fuse-conv-reductions",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_reductions, "fuse_conv_reductions");

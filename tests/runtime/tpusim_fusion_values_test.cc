@@ -30,7 +30,13 @@ using testing::output_loss_and_gradients;
 using testing::output_loss_and_variable_gradients;
 using testing::run_once;
 
-int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs);
+CompileOptions unfused_convolutions() {
+  CompileOptions options;
+  options.fuse_convolutions = false;
+  return options;
+}
+int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs,
+                             const CompileOptions& other = unfused_convolutions());
 
 // Fused convolutions (patches only in VMEM) compute what extract_patches, the matmuls and
 // patches_to_image compute as separate fragments. The forward outputs and the input gradients
@@ -70,37 +76,48 @@ TEST(TpusimBackend, OneByOneConvolutionsFeedTheMxusFromTheirImages) {
     h = layers::conv2d(b, h, 32, 1, stride, Padding::kValid, Activation::kRelu, 2);
     ASSERT_TRUE(output_loss_and_variable_gradients(
         b, classification_loss(b, layers::reduce_mean(h, {1, 2}), 3)));
-    auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
-    ASSERT_TRUE(step.ok()) << step.status();
-    EXPECT_EQ(step->fused_convolutions, 5u);  // two forward, two kernel and one input gradient
-    // The convolutions' copies, fills and adds: im2col's and col2im's.
-    const isa::CoreProgram& core = (*step->program).cores(0);
-    int moves = 0;
-    for (const isa::Instruction& i : core.instructions()) {
-      if (!i.has_vector() || i.origin() == 0) continue;
-      const std::string& op = core.origins(static_cast<int>(i.origin()) - 1).op();
-      const isa::Vector::Op v = i.vector().op();
-      moves += op.rfind("conv2d", 0) == 0 &&
-               (v == isa::Vector::COPY || v == isa::Vector::FILL || v == isa::Vector::ADD);
-    }
+    // The convolutions' copies, fills and adds (im2col's and col2im's) in the step's program.
+    auto moves = [&](bool pointwise) {
+      tpusim_backend::StepOptions options;
+      options.fuse_pointwise_convolutions = pointwise;
+      auto step =
+          tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0, options);
+      EXPECT_TRUE(step.ok()) << step.status();
+      if (!step.ok()) return -1;
+      EXPECT_EQ(step->fused_convolutions, 5u);  // two forward, two kernel and one input gradient
+      const isa::CoreProgram& core = (*step->program).cores(0);
+      int count = 0;
+      for (const isa::Instruction& i : core.instructions()) {
+        if (!i.has_vector() || i.origin() == 0) continue;
+        const std::string& op = core.origins(static_cast<int>(i.origin()) - 1).op();
+        const isa::Vector::Op v = i.vector().op();
+        count += op.rfind("conv2d", 0) == 0 &&
+                 (v == isa::Vector::COPY || v == isa::Vector::FILL || v == isa::Vector::ADD);
+      }
+      return count;
+    };
     if (stride == 1)
-      EXPECT_EQ(moves, 0);
+      EXPECT_EQ(moves(true), 0);
     else
-      EXPECT_GT(moves, 0);
+      EXPECT_GT(moves(true), 0);
+    EXPECT_GT(moves(false), moves(true));  // --fuse-pointwise-convolutions off builds them
     opcheck::OpCase c;
     c.inputs = {{"x", DType::kF32, {12, 16, 16, 32}}, {"labels", DType::kS32, {12}, 0, 4}};
     EXPECT_GE(kernel_gradients_rounded(b.graph(), {opcheck::make_feeds(c, 7)}, 7), 0) << stride;
+    CompileOptions built;  // the patches built: the same values
+    built.fuse_pointwise_convolutions = false;
+    EXPECT_GE(kernel_gradients_rounded(b.graph(), {opcheck::make_feeds(c, 7)}, 7, built), 0);
   }
 }
 
-// A convolutional net's `outputs` outputs run with its convolutions fused and unfused: all bit for
-// bit but the kernel gradients, which sum their pixels tile by tile and so within f32 rounding of
-// the unfused sums. Returns how many kernel gradient values differ (-1: some other did).
-int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs) {
-  CompileOptions unfused_options;
-  unfused_options.fuse_convolutions = false;
+// A convolutional net's `outputs` outputs run with its convolutions fused and unfused (or as
+// `other` compiles them): all bit for bit but the kernel gradients, which sum their pixels tile by
+// tile and so within f32 rounding of the other sums. Returns how many kernel gradient values
+// differ (-1: some other did).
+int kernel_gradients_rounded(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs,
+                             const CompileOptions& other) {
   const Outputs fused = run_once(graph, CompileOptions{}, feeds);
-  const Outputs unfused = run_once(graph, unfused_options, feeds);
+  const Outputs unfused = run_once(graph, other, feeds);
   EXPECT_EQ(fused.size(), outputs);
   EXPECT_EQ(fused.size(), unfused.size());
   if (fused.size() != unfused.size()) return -1;

@@ -74,6 +74,10 @@ void add_compile_flags(po::options_description& options) {
       "on: a convolution computes the reductions of its output down the rows (a batch norm's "
       "sum and sum of squares) from its output tiles in VMEM (XLA's multi-output fusion of a "
       "convolution with its result's reductions); off: they read the output back from HBM")(
+      "fuse-pointwise-convolutions", po::value<bool>()->default_value(true, "on"),
+      "on: a fused 1x1 stride-1 convolution without padding, whose patches are its images, feeds "
+      "the MXUs from the images as they lie (XLA's dot over the channels); off: it builds the "
+      "patches in VMEM as any other kernel's")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value that several elementwise fragments of its shape read is computed "
       "again in each of them (XLA's producer duplication); off: it goes through HBM");
@@ -118,6 +122,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_multi_output = vm["fuse-multi-output"].as<bool>();
   options.fuse_producers = vm["fuse-producers"].as<bool>();
   options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
+  options.fuse_pointwise_convolutions = vm["fuse-pointwise-convolutions"].as<bool>();
   return options;
 }
 

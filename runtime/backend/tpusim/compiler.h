@@ -56,8 +56,8 @@ struct CompiledStep {
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
-  uint64_t multi_output_fusions = 0;  // fragments computing two sibling reductions
-  uint64_t producer_fusions = 0;      // groups written by the reductions of their value
+  uint64_t multi_output_fusions = 0;    // fragments computing two sibling reductions
+  uint64_t producer_fusions = 0;        // groups written by the reductions of their value
   uint64_t conv_output_reductions = 0;  // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
@@ -108,6 +108,9 @@ struct StepOptions {
   // multi-output fusion of a convolution with the reductions of its result); off, they read the
   // output back from HBM.
   bool fuse_conv_reductions = true;
+  // A fused 1x1 stride-1 convolution without padding reads its images as its patches
+  // (Im2col::identity, conv_fusion.cc); off, it builds them.
+  bool fuse_pointwise_convolutions = true;
 };
 
 // The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the

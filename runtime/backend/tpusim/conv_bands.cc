@@ -11,7 +11,8 @@ namespace {
 Band make_band(const Im2col& full, int64_t oy0, int64_t oy1, int64_t y0, int64_t y1) {
   Window w = full.w;
   w.pad_top = full.w.pad_top - oy0 * full.w.sh + y0;
-  return Band{Im2col(w, Shape({1, y1 - y0, full.W, full.C}), Shape({1, oy1 - oy0, full.OW, 1})),
+  return Band{Im2col(w, Shape({1, y1 - y0, full.W, full.C}), Shape({1, oy1 - oy0, full.OW, 1}),
+                     full.identity),
               oy0, y0};
 }
 
@@ -59,12 +60,11 @@ absl::StatusOr<std::vector<Band>> image_bands(uint64_t slot_bytes, const Im2col&
     while (r1 > r0 + 1 && bytes(band(r0, r1)) > slot_bytes) --r1;
     const Band b = band(r0, r1);
     if (bytes(b) > slot_bytes) {
-      return absl::UnimplementedError(
-          str_cat("tpusim backend: ",
-                  cut == Cut::kImageRows ? "one image row and its windows" : "one row of windows",
-                  " (", g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ",
-                  g.patch, " values) need ", bytes(b), " bytes of VMEM; the tile budget is ",
-                  slot_bytes));
+      return absl::UnimplementedError(str_cat(
+          "tpusim backend: ",
+          cut == Cut::kImageRows ? "one image row and its windows" : "one row of windows", " (",
+          g.H, "x", g.W, "x", g.C, " images, ", g.OH, "x", g.OW, " windows of ", g.patch,
+          " values) need ", bytes(b), " bytes of VMEM; the tile budget is ", slot_bytes));
     }
     out.push_back(b);
     written = b.y0 + b.g.H;

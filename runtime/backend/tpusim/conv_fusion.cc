@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "runtime/backend/tpusim/conv_bands.h"
+#include "runtime/backend/tpusim/conv_patterns.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
@@ -12,25 +13,6 @@ using isa::Vector;
 using sim::block;
 
 namespace {
-
-// The node reading `id`, when exactly one needed node does and `id` is no output or update value;
-// else -1.
-int sole_reader(const Graph& graph, const std::vector<bool>& needed, int id) {
-  for (const auto& o : graph.outputs())
-    if (o.node == id) return -1;
-  for (const auto& u : graph.updates())
-    if (u.value == id) return -1;
-  int reader = -1;
-  for (int r = 0; r < graph.size(); ++r) {
-    if (!needed[static_cast<size_t>(r)]) continue;
-    for (int in : lowering_uses(graph, r).needs()) {
-      if (in != id) continue;
-      if (reader >= 0 && reader != r) return -1;
-      reader = r;
-    }
-  }
-  return reader;
-}
 
 // Per image, the blocks of a band's tile as each lowering below lays them out: the forward's
 // images in, output rows, patches (and their stride phases; then, when it sums its output, the
@@ -79,29 +61,6 @@ bool fits(const config::CoreSpec& core, const Im2col& g, Cut cut, const BandWidt
          static_cast<uint64_t>(weight_elements) * 4 <= once_loaded_bytes(core);
 }
 
-// A matmul of a rank-4 lhs by a shared rank-2 rhs, as conv2d and its input gradient make.
-bool image_matmul(const Graph& graph, int id) {
-  const Node& n = graph.node(id);
-  return n.op == Op::kMatMul && graph.node(n.inputs[0]).shape.rank() == 4 &&
-         graph.node(n.inputs[1]).shape.rank() == 2;
-}
-
-// For a kernel gradient matmul(transpose(reshape(extract_patches(x))), g2) with g2 [pixels,
-// filters], as autodiff makes it, the extract_patches node; else -1.
-int filter_grad_patches(const Graph& graph, int id) {
-  const Node& n = graph.node(id);
-  if (n.op != Op::kMatMul || n.shape.rank() != 2) return -1;
-  const Node& lhs = graph.node(n.inputs[0]);
-  if (lhs.op != Op::kTranspose || lhs.attrs.axes != std::vector<int64_t>{1, 0}) return -1;
-  int source = lhs.inputs[0];
-  while (graph.node(source).op == Op::kReshape) source = graph.node(source).inputs[0];
-  const Node& e = graph.node(source);
-  if (e.op != Op::kExtractPatches || e.shape.rank() != 4) return -1;
-  const Shape& g = graph.node(n.inputs[1]).shape;
-  const bool rows_match = g.dim(0) == e.shape.elements() / e.shape.dim(3);
-  return rows_match && n.shape.dim(0) == e.shape.dim(3) ? source : -1;
-}
-
 }  // namespace
 
 const char* fusion_kind_name(Fusion::Kind kind) {
@@ -125,33 +84,37 @@ bool is_convolution(Fusion::Kind kind) {
 }
 
 Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                          const config::CoreSpec& core) {
+                          const config::CoreSpec& core, bool pointwise) {
   Fusions found;
   for (int id = 0; id < graph.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = graph.node(id);
+    auto fuse = [&](Fusion f, const Im2col& g) {
+      f.images_as_patches = g.identity;
+      found[id] = std::move(f);
+    };
     // Per image, the blocks of its tile as each lowering below lays them out.
     if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
       const Node& e = graph.node(n.inputs[0]);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
+      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
       if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3), false),
                graph.node(n.inputs[1]).shape.elements()))
-        found[id] = {Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]};
+        fuse({Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]}, g);
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
+      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
       // The sums in the once-loaded region, their transpose in the slots (after the tiles).
       if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)), n.shape.elements()) &&
           static_cast<uint64_t>(n.shape.elements()) * 4 <= tiled_bytes(core))
-        found[id] = {Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches};
+        fuse({Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches}, g);
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
                sole_reader(graph, needed, n.inputs[0]) == id) {
       const Node& d = graph.node(n.inputs[0]);
-      const Im2col g(n.attrs.window, n.shape, d.shape);
+      const Im2col g(n.attrs.window, n.shape, d.shape, pointwise);
       const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
       if (fits(core, g, Cut::kImageRows, input_grad_widths(filters),
                graph.node(d.inputs[1]).shape.elements()))
-        found[id] = {Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]};
+        fuse({Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]}, g);
     }
   }
   return found;
@@ -191,7 +154,7 @@ void attach_output_reductions(const Graph& graph, const std::vector<bool>& neede
     Fusion& conv = fusions->at(id);
     const Node& n = graph.node(id);
     const Node& e = graph.node(conv.patches);
-    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape);
+    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.images_as_patches);
     const int64_t filters = n.shape.dim(3);
     // The kernel, then one sum per reduction, in the once-loaded region (each block aligned as
     // the emitter places them).
@@ -339,7 +302,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
-  const Im2col g(e.attrs.window, in, e.shape);
+  const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
   const int64_t filters = n.shape.dim(3);
   const bool sums = !conv.reductions.empty();
   const auto parts = conv_bands(l, g, Cut::kWindowRows, forward_widths(filters, sums));
@@ -378,7 +341,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
 absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& d = l.node(conv.patches);
-  const Im2col g(n.attrs.window, n.shape, d.shape);
+  const Im2col g(n.attrs.window, n.shape, d.shape, conv.images_as_patches);
   const int64_t filters = l.node(d.inputs[0]).shape.dim(3);
   const auto parts = conv_bands(l, g, Cut::kImageRows, input_grad_widths(filters));
   if (!parts.ok()) return parts.status();
@@ -437,7 +400,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
-  const Im2col g(e.attrs.window, in, e.shape);
+  const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
   const auto filters = static_cast<uint32_t>(n.shape.dim(1));
   const auto patch = static_cast<uint32_t>(g.patch);
   const auto parts = conv_bands(l, g, Cut::kWindowRows, filter_grad_widths(filters));

@@ -26,9 +26,11 @@ struct Im2col {
   // is pixel (oy, ox)'s C values, so [images x OH x OW, patch] is the images' own layout. XLA
   // lowers such a convolution as a dot over the channels, its operand read where it lies; the
   // fused convolutions feed the MXUs from the images (and write an input gradient straight
-  // into the image rows) without building patches.
+  // into the image rows) without building patches. Set only where the caller reads them so
+  // (`images_as_patches`: Fusion::images_as_patches).
   bool identity;
-  Im2col(const Window& window, const Shape& image, const Shape& patches)
+  Im2col(const Window& window, const Shape& image, const Shape& patches,
+         bool images_as_patches = false)
       : w(window),
         H(image.dim(1)),
         W(image.dim(2)),
@@ -38,8 +40,8 @@ struct Im2col {
         patch(window.kh * window.kw * image.dim(3)),
         flat(window.sw == 1 && window.sh == 1 && OW == W),
         flat_tile(flat && OH == H),
-        identity(flat_tile && window.kh == 1 && window.kw == 1 && window.pad_top == 0 &&
-                 window.pad_left == 0) {}
+        identity(images_as_patches && flat_tile && window.kh == 1 && window.kw == 1 &&
+                 window.pad_top == 0 && window.pad_left == 0) {}
   int64_t image_elements() const { return H * W * C; }        // per image
   int64_t patch_elements() const { return OH * OW * patch; }  // per image
   int64_t pixels() const { return OH * OW; }                  // windows per image

@@ -92,6 +92,8 @@ struct Fusion {
   // VMEM, as XLA's multi-output fusion of a convolution with the reductions of its result
   // (attach_output_reductions). They, and the squares, have no fragment of their own.
   std::vector<int> reductions = {};
+  // Convolutions: the patches are the images (Im2col::identity), read as they lie.
+  bool images_as_patches = false;
 
   // What the fragment of node `id` uses: it reads `reads` and writes the node's buffer, the
   // patches' when it keeps them, and its reductions'.
@@ -110,8 +112,10 @@ std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusi
 // The convolutions among the nodes `needed` marks that fit a core's VMEM tiles (an image's
 // pixels, patches and result, or a band of its rows', in one tile slot, the weights in the
 // once-loaded region).
+// With `pointwise`, a 1x1 stride-1 convolution without padding reads its images as its patches
+// (Fusion::images_as_patches).
 Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                          const config::CoreSpec& core);
+                          const config::CoreSpec& core, bool pointwise = true);
 // The max pools and their gradients among the nodes `needed` marks whose images fit a tile: the
 // images' strided views when the windows tile the image (no padding, pool = stride, the image a
 // whole number of windows), else bands of rows with their windows.

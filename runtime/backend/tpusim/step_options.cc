@@ -33,6 +33,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_multi_output = options.fuse_multi_output;
   step.fuse_producers = options.fuse_producers;
   step.fuse_conv_reductions = options.fuse_conv_reductions;
+  step.fuse_pointwise_convolutions = options.fuse_pointwise_convolutions;
   return step;
 }
 
