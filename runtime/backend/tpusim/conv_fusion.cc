@@ -24,6 +24,16 @@ uint64_t forward_scratch(const Im2col& g, int64_t filters, bool sums) {
   return static_cast<uint64_t>(patch_scratch_elements(g) + sum_blocks);
 }
 
+// The kernel gradient's scratch: the patches (and phases) and the output gradient transposed.
+uint64_t filter_grad_scratch(const Im2col& g, int64_t filters) {
+  return static_cast<uint64_t>(patch_scratch_elements(g) + g.pixels() * filters);
+}
+
+// The input gradient's scratch: the patch gradients, none when they land in the image rows.
+uint64_t input_grad_scratch(const Im2col& g) {
+  return static_cast<uint64_t>(g.identity ? 0 : g.patch_elements());
+}
+
 BandWidths forward_widths(int64_t filters, bool sums) {
   return [filters, sums](const Band& b) {
     const Im2col& g = b.g;
@@ -38,8 +48,7 @@ BandWidths filter_grad_widths(int64_t filters) {
     const Im2col& g = b.g;
     const int64_t grad = g.pixels() * filters;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(grad), 0,
-                                 static_cast<uint64_t>(patch_scratch_elements(g) + grad)};
+                                 static_cast<uint64_t>(grad), 0, filter_grad_scratch(g, filters)};
   };
 }
 
@@ -47,8 +56,7 @@ BandWidths input_grad_widths(int64_t filters) {
   return [filters](const Band& b) {
     const Im2col& g = b.g;
     return std::vector<uint64_t>{static_cast<uint64_t>(g.pixels() * filters),
-                                 static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(g.identity ? 0 : g.patch_elements())};
+                                 static_cast<uint64_t>(g.image_elements()), input_grad_scratch(g)};
   };
 }
 
@@ -316,7 +324,8 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
                      static_cast<uint32_t>(forward_scratch(band.g, filters, sums))});
   }
   ForwardTiles tiles(l, id, conv, g, *parts);
-  const uint32_t scratch = forward_scratch(g, filters, sums) > 0 ? 1 : 0;  // (width 0: output's)
+  const uint32_t scratch =
+      forward_scratch(g, filters, sums) > 0 ? 1 : 0;  // (width 0: the output's)
   const isa::Block totals = l.emit.pipelined_bands(
       static_cast<uint64_t>(in.dim(0)), bands, scratch,
       static_cast<uint32_t>(conv.reductions.size() * filters),
@@ -351,10 +360,10 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   for (const Band& band : *parts) {
     bands.push_back({image_rows(l.address(id), g, band),
                      {window_rows(l.address(d.inputs[0]), g, band, filters), weights},
-                     static_cast<uint32_t>(band.g.identity ? 0 : band.g.patch_elements())});
+                     static_cast<uint32_t>(input_grad_scratch(band.g))});
   }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  const uint32_t scratch = g.identity ? 0 : 1;  // none when the products land in the image rows
+  const uint32_t scratch = input_grad_scratch(g) > 0 ? 1 : 0;  // (width 0: the output's)
   l.emit.rowwise_bands(
       static_cast<uint64_t>(n.shape.dim(0)), bands, scratch, 0, [&](Tile& t, size_t i) {
         sim::CoreBuilder& b = t.e_builder();
@@ -407,11 +416,10 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   if (!parts.ok()) return parts.status();
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
-    const Im2col& bg = band.g;
     bands.push_back({TileOperand{},
                      {image_rows(l.address(e.inputs[0]), g, band),
                       window_rows(l.address(n.inputs[1]), g, band, filters)},
-                     static_cast<uint32_t>(patch_scratch_elements(bg) + bg.pixels() * filters)});
+                     static_cast<uint32_t>(filter_grad_scratch(band.g, filters))});
   }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
