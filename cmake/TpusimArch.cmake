@@ -16,3 +16,11 @@ if(NOT DEFINED TPUSIM_ARCH_FLAGS)
   set(TPUSIM_ARCH_FLAGS "${TPUSIM_ARCH_FLAGS}" CACHE STRING "Target CPU flags for tpusim's C++ code")
 endif()
 message(STATUS "tpusim arch flags: '${TPUSIM_ARCH_FLAGS}'")
+
+# Eigen's fast math (EIGEN_FAST_MATH, on unless set) takes float sqrt and rsqrt from the CPU's
+# RSQRTPS estimate and one Newton step. The estimate's bits are the CPU maker's choice (Intel's
+# SDM promises only a relative error under 1.5 x 2^-12), so the simulated values, and every loss
+# after them, differed between an Intel and another x86-64 CPU. Off, sqrt and rsqrt are IEEE
+# (sqrtps, divps) and tanh, erf, sin and cos the C library's, as the cpu backend computes them:
+# docs/reliability.md, "Figures that hold on any host".
+add_compile_definitions(EIGEN_FAST_MATH=0)

@@ -181,6 +181,22 @@ def skeleton(line):
     return FIGURE.sub("#", " ".join(line.split()))
 
 
+def stale_twin(line, actual, cursor):
+    """The output line from `cursor` on with `line`'s words and the most of its figures in their
+    places (the first such; len(actual) when none has its words). "global_step 200: loss = 0.34"
+    after an elided "..." is the output's step-200 line, not the step-100 line just after the
+    cursor, whose words are the same."""
+    figures = FIGURE.findall(line)
+    best, best_shared = len(actual), -1
+    for at in range(cursor, len(actual)):
+        if skeleton(actual[at]) != skeleton(line):
+            continue
+        shared = sum(e == a for e, a in zip(figures, FIGURE.findall(actual[at])))
+        if shared > best_shared:
+            best, best_shared = at, shared
+    return best
+
+
 def holds(expected, actual, options, updates=None):
     """None when every expected line is found in order, else the first line that is not.
 
@@ -195,9 +211,7 @@ def holds(expected, actual, options, updates=None):
         while at < len(actual) and not same_line(line, actual[at], options):
             at += 1
         if at == len(actual) and updates is not None:
-            at = cursor
-            while at < len(actual) and skeleton(actual[at]) != skeleton(line):
-                at += 1
+            at = stale_twin(line, actual, cursor)
             if at < len(actual):
                 updates.append((k, actual[at]))
         if at == len(actual):
