@@ -107,6 +107,37 @@ TEST(Feeds, WaitsOnlyWhereTheHostIsSlower) {
   EXPECT_LT(fast_wait * 10, slow_wait);
 }
 
+// The infeed queue's depth counts batches, as config.proto says: a core's batch for a step is one
+// TensorFlow enqueue of a whole tuple, which the runtime cuts into the entries its infeed
+// dequeues take. With batches of 8 small entries all ready at once, v3's queue of 4 holds 4
+// whole batches (32 entries) while the device works, not 4 entries.
+TEST(Feeds, TheInfeedQueueHoldsWholeBatchesOfManyEntries) {
+  auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});
+  constexpr uint32_t kBatches = 6, kEntries = 8;
+  for (uint32_t b = 0; b < kBatches; ++b) {
+    for (uint32_t k = 0; k < kEntries; ++k) {
+      FeedEntry e;
+      e.bytes = 4096;
+      e.ends_batch = k + 1 == kEntries;
+      ASSERT_TRUE(system->send_infeed(CoreId{1}, std::move(e), 0).ok());
+    }
+  }
+  // A device busy long enough for the link to fill the queue (48 entries of 1,181 cycles each
+  // would cross in 57,000 cycles), then the loop that drains it.
+  isa::Program busy;
+  busy.set_name("busy");
+  CoreBuilder c(&busy, 1);
+  c.loop(20000, [&] { c.binary_scalar(isa::Vector::MUL, kOut, kOut, 1.0f); });
+  c.halt();
+  auto waited = system->run(busy);
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  ASSERT_GT(system->now_cycle(), 60000u);
+  EXPECT_EQ(system->stats().value("chip0.core1.feeds.infeed_high_water"), 4.0 * kEntries);
+  auto run = system->run(doubling_loop(kBatches * kEntries));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(system->take_outfeed(CoreId{1}).size(), kBatches * kEntries);
+}
+
 // A host whose answers depend on when the infeed thread took the previous step, as a bounded
 // prefetch buffer makes them: it records what it was asked and told, in order.
 class RecordingFeed final : public HostFeed {

@@ -44,6 +44,7 @@ std::vector<uint8_t> link_bytes_of(const Transfer& t, const HostTensor& value) {
 // images held 250 MB of copies of it).
 void add_batch(sim::CoreId core, const CompiledStep& step, const Feeds& feeds, bool timing_only,
                sim::InfeedStep& into) {
+  const size_t first = into.entries.size();
   for (const Transfer& t : step.infeeds) {
     const HostTensor& value = feeds.at(t.name);
     const std::vector<uint8_t> data =
@@ -57,9 +58,12 @@ void add_batch(sim::CoreId core, const CompiledStep& step, const Feeds& feeds, b
         entry.data.assign(data.begin() + static_cast<long>(at),
                           data.begin() + static_cast<long>(at + entry.bytes));
       }
+      entry.ends_batch = false;
       into.entries.emplace_back(core, std::move(entry));
     }
   }
+  // The replica's step is one infeed enqueue: its queue holds it as one batch.
+  if (into.entries.size() > first) into.entries.back().second.ends_batch = true;
 }
 
 // A host schedule (or, `host` >= 0, one host's part of it) as the simulator's HostFeed: device
