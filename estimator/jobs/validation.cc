@@ -97,6 +97,13 @@ double step_time_error(double predicted_seconds, double measured_seconds) {
   return predicted_seconds / measured_seconds - 1;
 }
 
+std::optional<double> steady_step_seconds(const std::vector<traces::StepBreakdown>& steps) {
+  if (steps.size() < 3) return std::nullopt;
+  double inner = 0;
+  for (size_t i = 1; i + 1 < steps.size(); ++i) inner += steps[i].seconds;
+  return inner / static_cast<double>(steps.size() - 2);
+}
+
 absl::StatusOr<ValidationResult> run_validation_case(
     const ValidationCase& c, int64_t steps, const std::function<void(const std::string&)>& log,
     const SliceEdits& edits) {
@@ -141,7 +148,14 @@ absl::StatusOr<ValidationResult> run_validation_case(
   std::filesystem::remove_all(config.model_dir, ignored);
   if (!trained.ok()) return trained.status();
   ValidationResult r;
-  r.step_seconds = trained->sim_seconds_per_step;
+  r.loop_step_seconds = trained->sim_seconds_per_step;
+  r.step_seconds = r.loop_step_seconds;
+  if (trained->analysis.has_value()) {
+    if (auto steady = steady_step_seconds(trained->analysis->steps); steady.has_value()) {
+      r.step_seconds = *steady;
+      r.steady_state = true;
+    }
+  }
   r.examples_per_second = static_cast<double>(c.global_batch) / r.step_seconds;
   r.mxu_utilization = trained->mxu_utilization;
   r.host_seconds = trained->host_seconds;

@@ -8,11 +8,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <absl/status/statusor.h>
+
+#include "traces/analyzer.h"
 
 namespace tpusim::jobs {
 
@@ -38,8 +41,19 @@ std::string validation_case_pending(const ValidationCase& c);
 // (+0.25: the prediction is 25% slower).
 double step_time_error(double predicted_seconds, double measured_seconds);
 
+// A run of 3 steps or more in one loop gives the steady state the published rates measure
+// (epochs of steps in loops of an epoch, iterations_per_loop 1251 in the reference ResNet-50's
+// resnet_main.py, each step's input enqueued while the one before runs):
+// the steps between the loop's first, which waits for its batch to cross the link, and its last,
+// which holds the loop's closing host round trip. A shorter run gives the plain average.
+// The steady state of a loop's steps (above): the mean of the steps between its first and its
+// last; none with fewer than 3 steps.
+std::optional<double> steady_step_seconds(const std::vector<traces::StepBreakdown>& steps);
+
 struct ValidationResult {
-  double step_seconds = 0;  // simulated, averaged over the steps run
+  double step_seconds = 0;       // simulated: the steady state, or the loop's average
+  bool steady_state = false;     // whether step_seconds is the steady state (3 steps or more)
+  double loop_step_seconds = 0;  // the average over every step run, round trips included
   double examples_per_second = 0;
   double mxu_utilization = 0;
   double host_seconds = 0;  // what the run took on this machine

@@ -48,7 +48,32 @@ TEST(ValidateCases, ACaseRunsTimingOnlyAndReportsItsStep) {
   EXPECT_GT(r->step_seconds, 0);
   EXPECT_DOUBLE_EQ(r->examples_per_second, 64 / r->step_seconds);
   EXPECT_GT(r->mxu_utilization, 0);
+  EXPECT_FALSE(r->steady_state);  // one step: the loop's own
+  EXPECT_EQ(r->step_seconds, r->loop_step_seconds);
   EXPECT_FALSE(lines.empty());
+}
+
+// The steady state leaves out a loop's first step (its batch crossing the link) and its last
+// (the loop's host round trip); with fewer than 3 steps there is none.
+TEST(ValidateCases, TheSteadyStateIsTheMeanOfTheStepsBetweenTheFirstAndTheLast) {
+  std::vector<traces::StepBreakdown> steps(4);
+  const double seconds[] = {0.150, 0.142, 0.146, 0.149};
+  for (size_t i = 0; i < steps.size(); ++i) steps[i].seconds = seconds[i];
+  EXPECT_DOUBLE_EQ(*steady_step_seconds(steps), (0.142 + 0.146) / 2);
+  steps.resize(3);
+  EXPECT_DOUBLE_EQ(*steady_step_seconds(steps), 0.142);
+  steps.resize(2);
+  EXPECT_FALSE(steady_step_seconds(steps).has_value());
+}
+
+TEST(ValidateCases, FourStepsPredictTheSteadyState) {
+  const ValidationCase c{"mlp-v3-8", "mlp", "v3-8", 64, 0, "test"};
+  auto r = run_validation_case(c, 4, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->steady_state);
+  // The loop's average carries its first step's fill and its round trip; the steady state not.
+  EXPECT_LT(r->step_seconds, r->loop_step_seconds);
+  EXPECT_DOUBLE_EQ(r->examples_per_second, 64 / r->step_seconds);
 }
 
 TEST(ValidateCases, ACaseWhoseModelIsNotInTheZooIsPending) {

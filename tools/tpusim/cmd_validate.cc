@@ -38,13 +38,16 @@ constexpr char kValidateUsage[] =
     "(SystemC elaborates one slice per process). docs/validation.md: the table and where each\n"
     "case's time goes. A full-size case takes minutes of host time. --set edits every case's\n"
     "slice config (chip.hbm.capacity_gib=16): what the published runs would do on\n"
-    "another chip; the measured figures stay the real slices'.\n";
+    "another chip; the measured figures stay the real slices'. The prediction is the steady state\n"
+    "the published rates measure, the steps between a loop's first (its batch crossing the link)\n"
+    "and its last (the loop's host round trip); with --steps 1 or 2, the loop's average.\n";
 
 po::options_description validate_options() {
   po::options_description options("options");
   options.add_options()("case", po::value<std::vector<std::string>>(),
                         "a case to run (repeatable; default: every case)")(
-      "steps", po::value<int64_t>()->default_value(1), "training steps a case runs")(
+      "steps", po::value<int64_t>()->default_value(3),
+      "training steps a case runs, in one loop (3 or more: the steady state)")(
       "set", po::value<std::vector<std::string>>(),
       "FIELD=VALUE: a slice config field every case's slice takes (repeatable)")(
       "list", po::bool_switch(), "list the cases without running them");
@@ -129,6 +132,8 @@ bool run_case(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdi
     return false;
   }
   j["predicted_step_seconds"] = r->step_seconds;
+  j["steady_state"] = r->steady_state;
+  j["loop_step_seconds"] = r->loop_step_seconds;
   j["predicted_examples_per_second"] = r->examples_per_second;
   j["mxu_utilization"] = r->mxu_utilization;
   j["host_seconds"] = r->host_seconds;
@@ -176,8 +181,9 @@ std::string table_row(const nlohmann::ordered_json& j) {
   } else if (j.contains("error")) {
     predicted = "failed: " + j["error"].get<std::string>();
   } else if (j.contains("predicted_step_seconds")) {
-    predicted = fmt::format("{} ({:.1f} ms)", rate(j["predicted_examples_per_second"]),
-                            1e3 * j["predicted_step_seconds"].get<double>());
+    predicted = fmt::format("{} ({:.1f} ms{})", rate(j["predicted_examples_per_second"]),
+                            1e3 * j["predicted_step_seconds"].get<double>(),
+                            j.value("steady_state", false) ? ", steady" : "");
     if (!j["step_time_error"].is_null())
       error = fmt::format("{:+.0f}%", 100 * j["step_time_error"].get<double>());
   }
