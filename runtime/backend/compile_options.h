@@ -88,6 +88,13 @@ struct CompileOptions {
   // products straight into the image rows), as XLA lowers such a convolution to a dot over the
   // channels; off, they build the patches in VMEM as any other kernel's. The values are the same.
   bool fuse_pointwise_convolutions = true;
+  // Whether the tpusim backend computes an elementwise group that reads one value of its own
+  // shape (with per-channel rows and scalars: a batch norm applied and its ReLU) again inside
+  // every fragment that reads it, fused convolutions among them (on their image bands in VMEM,
+  // on the way to the MXUs), as XLA fuses such a producer into each consumer's fusion; off, the
+  // group writes its value to HBM and each reader reads it back. The values are the same; the
+  // fragments' tiles can change, so f32 sums can round differently.
+  bool fuse_conv_producers = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

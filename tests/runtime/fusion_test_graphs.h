@@ -53,4 +53,25 @@ inline Value classification_loss(GraphBuilder& b, Value features, int layer) {
   return layers::reduce_mean(layers::sparse_softmax_cross_entropy(labels, logits), {0});
 }
 
+// One convolution of a batch-normed net: filters, a square kernel, its stride and padding.
+struct NormedConv {
+  int64_t filters, kernel, stride;
+  layers::Padding padding = layers::Padding::kSame;
+};
+
+// Convolutions (without bias) over `x` (cast to bf16 first for kBF16), each followed by a batch
+// norm in training and a ReLU, then the mean over the pixels in f32: the features of a
+// batch-normed convolutional net. The layers are numbered from 1.
+inline Value batch_normed_convolutions(GraphBuilder& b, Value x, DType dtype,
+                                       const std::vector<NormedConv>& convs) {
+  Value h = dtype == DType::kBF16 ? b.cast(x, DType::kBF16) : x;
+  int layer = 1;
+  for (const NormedConv& c : convs) {
+    h = layers::conv2d(b, h, c.filters, c.kernel, c.stride, c.padding, layers::Activation::kNone,
+                       layer++, false);
+    h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
+  }
+  return layers::reduce_mean(b.cast(h, DType::kF32), {1, 2});
+}
+
 }  // namespace tpusim::runtime::testing

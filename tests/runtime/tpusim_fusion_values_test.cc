@@ -449,14 +449,7 @@ TEST(TpusimBackend, ConvolutionOutputReductionsComputeWhatSeparateFragmentsDo) {
       const int64_t images = side == 8 ? 8 : 2;
       GraphBuilder b;
       const Value x = b.infeed("x", DType::kF32, {images, side, side, 8});
-      using layers::Activation;
-      using layers::Padding;
-      Value h = dtype == DType::kBF16 ? b.cast(x, DType::kBF16) : x;
-      h = layers::conv2d(b, h, 16, 3, 1, Padding::kSame, Activation::kNone, 1, false);
-      h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
-      h = layers::conv2d(b, h, 8, 3, 2, Padding::kSame, Activation::kNone, 2, false);
-      h = b.unary(Op::kRelu, layers::batch_normalization(b, h, true));
-      h = layers::reduce_mean(b.cast(h, DType::kF32), {1, 2});
+      const Value h = testing::batch_normed_convolutions(b, x, dtype, {{16, 3, 1}, {8, 3, 2}});
       const size_t outputs = output_loss_and_gradients(b, classification_loss(b, h, 3), x);
       ASSERT_GT(outputs, 0u);
       auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);

@@ -226,9 +226,9 @@ TEST(StepMemory, ResNet50FitsAV3CoreAtBatch128) {
   ASSERT_TRUE(step.ok()) << step.status();
   const uint64_t share = v3_8().chip.hbm.capacity_bytes / 2;
   EXPECT_LE(step->hbm_bytes, share);
-  // The activations are most of it: 5.9 GB, where the variables and constants take 0.1 GB.
+  // The activations are most of it: 5.2 GB, where the variables and constants take 0.1 GB.
   EXPECT_GT(step->hbm_bytes, share / 4);
-  EXPECT_GT(step->hbm_bytes, 50 * step->plan.persistent_bytes);
+  EXPECT_GT(step->hbm_bytes, 45 * step->plan.persistent_bytes);
   // Every convolution's patches are built again in VMEM (with them kept it would not fit) but
   // the stage-4 3x3 ones' and their kernel gradients' (kernels of 9.4 MB in f32 against the
   // 4 MiB once-loaded region), 44 of the 53 batch norms' two moments are summed by the forward

@@ -318,13 +318,15 @@ TEST(Cli, FusedPoolsNeedNoWindowsInHbm) {
 // resnet_small's batch norms: its reductions take their elementwise inputs into their own
 // fragments, whose values never make a round trip through HBM (fewer DMAs), and the option turns
 // that off. (The step's HBM peak is the same either way: it is set where the backward pass holds
-// the activations, after those inputs are dead. Producers written by their reductions stay off
-// in both: which groups a reduction takes in moves where a ReLU gradient's inputs die.)
+// the activations, after those inputs are dead. Producers written by their reductions and groups
+// recomputed by their readers stay off in both: which groups a reduction takes in, and so which
+// ones its readers recompute, moves where a ReLU gradient's inputs die.)
 TEST(Cli, FusedReductionsKeepTheirInputsOutOfHbm) {
   std::map<std::string, nlohmann::json> compiled;
   for (const char* fuse : {"on", "off"}) {
     auto r = run_tpusim({"compile", "--model", "resnet_small", "--batch", "8", "--json",
-                         "--fuse-reductions", fuse, "--fuse-producers", "off"});
+                         "--fuse-reductions", fuse, "--fuse-producers", "off",
+                         "--fuse-conv-producers", "off"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     compiled[fuse] = nlohmann::json::parse(r.out);
   }

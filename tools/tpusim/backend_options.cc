@@ -78,6 +78,11 @@ void add_compile_flags(po::options_description& options) {
       "on: a fused 1x1 stride-1 convolution without padding, whose patches are its images, feeds "
       "the MXUs from the images as they lie (XLA's dot over the channels); off: it builds the "
       "patches in VMEM as any other kernel's")(
+      "fuse-conv-producers", po::value<bool>()->default_value(true, "on"),
+      "on: an elementwise group that reads one value of its shape (a batch norm applied and its "
+      "ReLU) is computed again by every fragment that reads it, a convolution on its image "
+      "bands in VMEM (XLA fuses such producers into each consumer); off: it writes its value "
+      "and they read it back")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value that several elementwise fragments of its shape read is computed "
       "again in each of them (XLA's producer duplication); off: it goes through HBM");
@@ -123,6 +128,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_producers = vm["fuse-producers"].as<bool>();
   options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
   options.fuse_pointwise_convolutions = vm["fuse-pointwise-convolutions"].as<bool>();
+  options.fuse_conv_producers = vm["fuse-conv-producers"].as<bool>();
   return options;
 }
 

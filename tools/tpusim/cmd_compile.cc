@@ -66,6 +66,7 @@ constexpr char kCompileUsage[] =
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
     "                      [--fuse-multi-output on|off] [--fuse-producers on|off]\n"
     "                      [--fuse-conv-reductions on|off] [--fuse-pointwise-convolutions on|off]\n"
+    "                      [--fuse-conv-producers on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
@@ -152,6 +153,8 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"recomputed_nodes", step.recomputed_nodes},
           {"multi_output_fusions", step.multi_output_fusions},
           {"producer_fusions", step.producer_fusions},
+          {"reader_recomputed_groups", step.reader_recomputed_groups},
+          {"conv_producers", step.conv_producers},
           {"conv_output_reductions", step.conv_output_reductions},
           {"rematerialized_nodes", step.rematerialized_nodes},
           {"replicas", job.replicas},
@@ -178,7 +181,9 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " reductions of their elementwise inputs in VMEM, " << step.recomputed_nodes
             << " shared producers recomputed by their readers, " << step.multi_output_fusions
             << " pairs of sibling reductions in one fragment, " << step.producer_fusions
-            << " groups written by the reductions of their value, " << step.conv_output_reductions
+            << " groups written by the reductions of their value, "
+            << step.reader_recomputed_groups << " groups recomputed by their readers ("
+            << step.conv_producers << " convolutions among those), " << step.conv_output_reductions
             << " reductions computed by the convolution they reduce), "
             << out["parameters"].get<int64_t>() << " parameters\n";
   if (job.replicas > 1) {

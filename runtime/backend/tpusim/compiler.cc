@@ -133,6 +133,8 @@ absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, u
   out.recomputed_nodes = plan->fusion.recomputed_nodes;
   out.multi_output_fusions = plan->fusion.multi_output_fusions;
   out.producer_fusions = plan->fusion.producer_fusions;
+  out.reader_recomputed_groups = plan->fusion.reader_recomputed_groups;
+  out.conv_producers = plan->fusion.conv_producers;
   for (const auto& [id, fused] : plan->fusions) out.conv_output_reductions += fused.reductions.size();
   out.combined_allreduces = plan->combined.groups();
   out.combined_sums = plan->combined.sums();

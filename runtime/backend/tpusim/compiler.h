@@ -58,6 +58,8 @@ struct CompiledStep {
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
   uint64_t multi_output_fusions = 0;    // fragments computing two sibling reductions
   uint64_t producer_fusions = 0;        // groups written by the reductions of their value
+  uint64_t reader_recomputed_groups = 0;  // groups recomputed by every fragment that reads them
+  uint64_t conv_producers = 0;            // convolutions computing their images' group
   uint64_t conv_output_reductions = 0;  // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
@@ -111,6 +113,10 @@ struct StepOptions {
   // A fused 1x1 stride-1 convolution without padding reads its images as its patches
   // (Im2col::identity, conv_fusion.cc); off, it builds them.
   bool fuse_pointwise_convolutions = true;
+  // An elementwise group reading one value of its shape is computed again by each fragment that
+  // reads it, fused convolutions among them (fusion_plan.h, "groups recomputed by their
+  // readers"); off, it writes its value and they read it.
+  bool fuse_conv_producers = true;
 };
 
 // The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the

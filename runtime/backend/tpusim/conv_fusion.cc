@@ -1,8 +1,9 @@
-// Fused convolutions (Fusion in lowering.h): which convolutions fuse, and their fragments.
+// Fused convolutions (Fusion in lowering.h): their fragments (conv_fusion_plan.cc: which fuse).
 #include <algorithm>
 
 #include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/conv_patterns.h"
+#include "runtime/backend/tpusim/conv_tiles.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
@@ -11,172 +12,6 @@ namespace tpusim::runtime::tpusim_backend {
 
 using isa::Vector;
 using sim::block;
-
-namespace {
-
-// Per image, the blocks of a band's tile as each lowering below lays them out: the forward's
-// images in, output rows, patches (and their stride phases; then, when it sums its output, the
-// output's squares and a partial sum); the kernel gradient's images and output gradient in, no
-// output, the patches, the gradient transposed (and the phases) in one scratch; the input
-// gradient's output gradient in, image gradient out, patch gradients.
-uint64_t forward_scratch(const Im2col& g, int64_t filters, bool sums) {
-  const int64_t sum_blocks = sums ? g.pixels() * filters + filters : 0;
-  return static_cast<uint64_t>(patch_scratch_elements(g) + sum_blocks);
-}
-
-// The kernel gradient's scratch: the patches (and phases) and the output gradient transposed.
-uint64_t filter_grad_scratch(const Im2col& g, int64_t filters) {
-  return static_cast<uint64_t>(patch_scratch_elements(g) + g.pixels() * filters);
-}
-
-// The input gradient's scratch: the patch gradients, none when they land in the image rows.
-uint64_t input_grad_scratch(const Im2col& g) {
-  return static_cast<uint64_t>(g.identity ? 0 : g.patch_elements());
-}
-
-BandWidths forward_widths(int64_t filters, bool sums) {
-  return [filters, sums](const Band& b) {
-    const Im2col& g = b.g;
-    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(g.pixels() * filters),
-                                 forward_scratch(g, filters, sums)};
-  };
-}
-
-BandWidths filter_grad_widths(int64_t filters) {
-  return [filters](const Band& b) {
-    const Im2col& g = b.g;
-    const int64_t grad = g.pixels() * filters;
-    return std::vector<uint64_t>{static_cast<uint64_t>(g.image_elements()),
-                                 static_cast<uint64_t>(grad), 0, filter_grad_scratch(g, filters)};
-  };
-}
-
-BandWidths input_grad_widths(int64_t filters) {
-  return [filters](const Band& b) {
-    const Im2col& g = b.g;
-    return std::vector<uint64_t>{static_cast<uint64_t>(g.pixels() * filters),
-                                 static_cast<uint64_t>(g.image_elements()), input_grad_scratch(g)};
-  };
-}
-
-// Whether a convolution fuses: its images' bands (the whole image when it fits) each fit a tile
-// slot as `widths` lays them out, cut as `cut` says, and the kernel (or the kernel gradient's
-// sums) the once-loaded region.
-bool fits(const config::CoreSpec& core, const Im2col& g, Cut cut, const BandWidths& widths,
-          int64_t weight_elements) {
-  return image_bands(tile_slot_bytes(core), g, cut, widths).ok() &&
-         static_cast<uint64_t>(weight_elements) * 4 <= once_loaded_bytes(core);
-}
-
-}  // namespace
-
-const char* fusion_kind_name(Fusion::Kind kind) {
-  switch (kind) {
-    case Fusion::Kind::kConvForward:
-      return "conv2d";
-    case Fusion::Kind::kConvInputGrad:
-      return "conv2d_backprop_input";
-    case Fusion::Kind::kConvFilterGrad:
-      return "conv2d_backprop_filter";
-    case Fusion::Kind::kMaxPool:
-      return "max_pool";
-    case Fusion::Kind::kMaxPoolGrad:
-      break;
-  }
-  return "max_pool_grad";
-}
-
-bool is_convolution(Fusion::Kind kind) {
-  return kind != Fusion::Kind::kMaxPool && kind != Fusion::Kind::kMaxPoolGrad;
-}
-
-Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                          const config::CoreSpec& core, bool pointwise) {
-  Fusions found;
-  for (int id = 0; id < graph.size(); ++id) {
-    if (!needed[static_cast<size_t>(id)]) continue;
-    const Node& n = graph.node(id);
-    auto fuse = [&](Fusion f, const Im2col& g) {
-      f.images_as_patches = g.identity;
-      found[id] = std::move(f);
-    };
-    // Per image, the blocks of its tile as each lowering below lays them out.
-    if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
-      const Node& e = graph.node(n.inputs[0]);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
-      if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3), false),
-               graph.node(n.inputs[1]).shape.elements()))
-        fuse({Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]}, g);
-    } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
-      const Node& e = graph.node(patches);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
-      // The sums in the once-loaded region, their transpose in the slots (after the tiles).
-      if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)), n.shape.elements()) &&
-          static_cast<uint64_t>(n.shape.elements()) * 4 <= tiled_bytes(core))
-        fuse({Fusion::Kind::kConvFilterGrad, {e.inputs[0], n.inputs[1]}, patches}, g);
-    } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
-               sole_reader(graph, needed, n.inputs[0]) == id) {
-      const Node& d = graph.node(n.inputs[0]);
-      const Im2col g(n.attrs.window, n.shape, d.shape, pointwise);
-      const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
-      if (fits(core, g, Cut::kImageRows, input_grad_widths(filters),
-               graph.node(d.inputs[1]).shape.elements()))
-        fuse({Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]}, g);
-    }
-  }
-  return found;
-}
-
-namespace {
-
-// The forward convolution among `fusions` whose output reduction `r` (over the leading axes)
-// reads, directly or through a square nothing else reads and the widening alias of a bf16
-// output; -1 when there is none.
-int reduced_convolution(const Graph& graph, const std::vector<bool>& needed, const Fusions& fusions,
-                        int r) {
-  const Node& n = graph.node(r);
-  if (n.op != Op::kReduceSum || reduction_fusion(graph, r) != ReductionFusion::kLeadingAxes)
-    return -1;
-  int x = n.inputs[0];
-  if (const int square = summed_square(graph, r); square >= 0) {
-    if (sole_reader(graph, needed, square) != r) return -1;
-    x = graph.node(square).inputs[0];
-  }
-  if (graph.node(x).op == Op::kReshape &&
-      graph.node(graph.node(x).inputs[0]).shape == graph.node(x).shape)
-    x = graph.node(x).inputs[0];
-  const auto conv = fusions.find(x);
-  const bool forward = conv != fusions.end() && conv->second.kind == Fusion::Kind::kConvForward;
-  return forward && graph.node(x).shape.rank() == 4 ? x : -1;
-}
-
-}  // namespace
-
-void attach_output_reductions(const Graph& graph, const std::vector<bool>& needed,
-                              const config::CoreSpec& core, Fusions* fusions) {
-  for (int r = 0; r < graph.size(); ++r) {
-    if (!needed[static_cast<size_t>(r)] || fusions->count(r) > 0) continue;
-    const int id = reduced_convolution(graph, needed, *fusions, r);
-    if (id < 0) continue;
-    Fusion& conv = fusions->at(id);
-    const Node& n = graph.node(id);
-    const Node& e = graph.node(conv.patches);
-    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.images_as_patches);
-    const int64_t filters = n.shape.dim(3);
-    // The kernel, then one sum per reduction, in the once-loaded region (each block aligned as
-    // the emitter places them).
-    const uint64_t once = Emitter::tile_bytes(
-        {static_cast<uint64_t>(graph.node(n.inputs[1]).shape.elements()),
-         static_cast<uint64_t>((static_cast<int64_t>(conv.reductions.size()) + 1) * filters)},
-        1);
-    if (once > once_loaded_bytes(core) ||
-        !image_bands(tile_slot_bytes(core), g, Cut::kWindowRows, forward_widths(filters, true))
-             .ok())
-      continue;
-    conv.reductions.push_back(r);
-  }
-}
 
 namespace {
 
@@ -194,6 +29,30 @@ TileOperand image_rows(uint64_t hbm, const Im2col& g, const Band& band) {
 TileOperand window_rows(uint64_t hbm, const Im2col& g, const Band& band, int64_t per_window) {
   return band_rows(hbm, band.oy0 * g.OW * per_window, band.g.pixels() * per_window,
                    g.pixels() * per_window);
+}
+
+// Computes the images' producer group (ImageProducer) on tile `t`'s band of images (its input 0,
+// as the band's `bg` lays them out; its rows after the tile's first `fixed_inputs` inputs), over
+// the images in place, as the first step of the tile's chain; none without one.
+void produce_images(Lowering& l, const ImageProducer& p, Tile& t, const Im2col& bg,
+                    size_t fixed_inputs) {
+  if (p.empty()) return;
+  std::vector<isa::Block> rows;
+  for (size_t k = 0; k < p.rows.size(); ++k) rows.push_back(t.in(fixed_inputs + k));
+  const auto pixels = static_cast<uint32_t>(t.rows() * bg.image_elements() / bg.C);
+  sim::VectorChain chain;
+  compute_image_producer(l, p, t.in(0).address(), pixels, rows, t.scratch(0).address(), chain);
+  t.chain(t.e_builder().vector(chain.instruction()));
+}
+
+// The band's images as a fragment loads them: the producer group's image when the fragment
+// computes the group, else the images' own buffer; and the producer's rows after `inputs`.
+TileOperand images_of(Lowering& l, const ImageProducer& p, int images, const Im2col& g,
+                      const Band& band) {
+  return image_rows(l.address(p.empty() ? images : p.image), g, band);
+}
+void add_rows(const ImageProducer& p, std::vector<TileOperand>* inputs) {
+  inputs->insert(inputs->end(), p.rows.begin(), p.rows.end());
 }
 
 // A tile's part of the forward convolution's output reductions, as steps of `chain`: each
@@ -235,20 +94,22 @@ void sum_output(const Lowering& l, const Fusion& conv, const isa::Block& accumul
 class ForwardTiles {
  public:
   ForwardTiles(Lowering& l, int id, const Fusion& conv, const Im2col& g,
-               const std::vector<Band>& parts)
+               const std::vector<Band>& parts, const ImageProducer& producer)
       : l_(l),
         n_(l.node(id)),
         conv_(conv),
+        producer_(producer),
         parts_(parts),
         g_(g),
         filters_(static_cast<uint32_t>(n_.shape.dim(3))),
         next_slot_(l.emit.core().mxu_count, 0) {}
 
-  // The patches built and the products issued.
+  // The images' producer computed, the patches built and the products issued.
   void feed(Tile& t, size_t i) {
     sim::CoreBuilder& b = t.e_builder();
     const Band& band = parts_[i];
     const Im2col& bg = band.g;
+    produce_images(l_, producer_, t, bg, 2);
     // The patches: the images themselves (identity), whose loads the MXUs' weight loads wait
     // for; else built in the scratch, from the band's stride phases after them where it splits.
     const uint64_t patches = bg.identity ? t.in(0).address() : t.scratch(0).address();
@@ -256,7 +117,7 @@ class ForwardTiles {
       build_patches(t, bg, t.in(0).address(), patches,
                     patches + uint64_t{t.rows()} * static_cast<uint64_t>(bg.patch_elements()) * 4);
     }
-    const uint64_t built = bg.identity ? 0 : t.chain_count();
+    const uint64_t built = bg.identity && producer_.empty() ? 0 : t.chain_count();
     if (conv_.patches_kept) {
       const TileOperand kept = window_rows(l_.address(conv_.patches), g_, band, g_.patch);
       sim::InstrRef store = t.store(block(patches, t.rows(), kept.cols, isa::F32),
@@ -300,6 +161,7 @@ class ForwardTiles {
   Lowering& l_;
   const Node& n_;
   const Fusion& conv_;
+  const ImageProducer& producer_;
   const std::vector<Band>& parts_;
   const Im2col g_;
   const uint32_t filters_;
@@ -313,19 +175,26 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
   const int64_t filters = n.shape.dim(3);
   const bool sums = !conv.reductions.empty();
-  const auto parts = conv_bands(l, g, Cut::kWindowRows, forward_widths(filters, sums));
+  const ImageProducer producer = image_producer(l, e.inputs[0]);
+  const auto parts =
+      conv_bands(l, g, Cut::kWindowRows, forward_widths(filters, sums, producer.blocks));
   if (!parts.ok()) return parts.status();
   const TileOperand weights{TileOperand::Kind::kRow, l.address(n.inputs[1]), isa::F32,
                             static_cast<uint32_t>(g.patch * filters)};
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
-    bands.push_back({window_rows(l.address(id), g, band, filters),
-                     {image_rows(l.address(e.inputs[0]), g, band), weights},
-                     static_cast<uint32_t>(forward_scratch(band.g, filters, sums))});
+    std::vector<TileOperand> inputs{images_of(l, producer, e.inputs[0], g, band), weights};
+    add_rows(producer, &inputs);
+    bands.push_back(
+        {window_rows(l.address(id), g, band, filters), std::move(inputs),
+         static_cast<uint32_t>(
+             with_producer(forward_scratch(band.g, filters, sums), band.g, producer.blocks))});
   }
-  ForwardTiles tiles(l, id, conv, g, *parts);
+  ForwardTiles tiles(l, id, conv, g, *parts, producer);
   const uint32_t scratch =
-      forward_scratch(g, filters, sums) > 0 ? 1 : 0;  // (width 0: the output's)
+      with_producer(forward_scratch(g, filters, sums), g, producer.blocks) > 0
+          ? 1
+          : 0;  // (width 0: the output's)
   const isa::Block totals = l.emit.pipelined_bands(
       static_cast<uint64_t>(in.dim(0)), bands, scratch,
       static_cast<uint32_t>(conv.reductions.size() * filters),
@@ -412,14 +281,18 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
   const auto filters = static_cast<uint32_t>(n.shape.dim(1));
   const auto patch = static_cast<uint32_t>(g.patch);
-  const auto parts = conv_bands(l, g, Cut::kWindowRows, filter_grad_widths(filters));
+  const ImageProducer producer = image_producer(l, e.inputs[0]);
+  const auto parts =
+      conv_bands(l, g, Cut::kWindowRows, filter_grad_widths(filters, producer.blocks));
   if (!parts.ok()) return parts.status();
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
-    bands.push_back({TileOperand{},
-                     {image_rows(l.address(e.inputs[0]), g, band),
-                      window_rows(l.address(n.inputs[1]), g, band, filters)},
-                     static_cast<uint32_t>(filter_grad_scratch(band.g, filters))});
+    std::vector<TileOperand> inputs{images_of(l, producer, e.inputs[0], g, band),
+                                    window_rows(l.address(n.inputs[1]), g, band, filters)};
+    add_rows(producer, &inputs);
+    bands.push_back({TileOperand{}, std::move(inputs),
+                     static_cast<uint32_t>(with_producer(filter_grad_scratch(band.g, filters),
+                                                         band.g, producer.blocks))});
   }
   sim::CoreBuilder& b = l.emit.builder();
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
@@ -432,6 +305,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
         const uint64_t grad_t = t.scratch(0).address() +
                                 (bg.identity ? 0 : uint64_t{t.rows()} * bg.patch_elements() * 4);
         const uint64_t phases = grad_t + uint64_t{pixels} * filters * 4;
+        produce_images(l, producer, t, bg, 2);
         if (!bg.identity) build_patches(t, bg, t.in(0).address(), patches, phases);
         t.chain(b.transpose(block(grad_t, filters, pixels, isa::F32),
                             block(t.in(1).address(), pixels, filters, isa::F32)));

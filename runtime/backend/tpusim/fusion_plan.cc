@@ -428,6 +428,7 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
   if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
   if (options.producers) take_in_producers(graph, fusions, core, &plan);
+  if (options.conv_producers) recompute_into_readers(graph, fusions, core, &plan);
   return plan;
 }
 

@@ -21,6 +21,19 @@
 //   multi-output fusion: the reduction's fusion takes in its producer and keeps the producer's
 //   value as an extra output), so the value is not written by one fragment and read back by the
 //   next. The group is emitted at the reductions' place.
+// - groups recomputed by their readers: an elementwise group that reads values of its own shape,
+//   rows (a value per channel) and scalars, whose every reader is a fused convolution taking it
+//   as its images (forward or kernel gradient; the group then reading one value of its shape),
+//   an elementwise member of another group of its shape, or part of the reduction fragment that
+//   computes it (a producer taken in), is computed again by each of them and never written, when
+//   its readers loading its operands move fewer bytes than its value written and read back: a
+//   convolution computes it on each band of its images in VMEM before using them, a group as
+//   members of its own. This is XLA's FusionMerger, which merges a producer fusion into all its
+//   consumers, convolution fusions among them, when that moves no more bytes: a batch norm
+//   applied with its ReLU (read by the next convolution, its kernel gradient and the ReLU's
+//   gradient, each then reading the convolution output instead), the ReLU's gradient a batch
+//   norm's gradient sums (read again by the input gradient, which reads the batch norm's input
+//   already).
 //
 // The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
 // given here.
@@ -39,6 +52,7 @@ struct FusionOptions {
   bool recompute = true;        // StepOptions::recompute_shared_producers
   bool multi_output = true;     // StepOptions::fuse_multi_output
   bool producers = true;        // StepOptions::fuse_producers
+  bool conv_producers = true;   // StepOptions::fuse_conv_producers
 };
 
 // What the plan decides for one node.
@@ -63,6 +77,8 @@ struct FusionPlan {
   uint64_t recomputed_nodes = 0;
   uint64_t multi_output_fusions = 0;
   uint64_t producer_fusions = 0;  // groups written by the reductions of their value
+  uint64_t reader_recomputed_groups = 0;  // groups recomputed by their readers
+  uint64_t conv_producers = 0;            // fused convolutions computing their images' group
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
   NodeFusion& node(int id) { return nodes[static_cast<size_t>(id)]; }
@@ -86,6 +102,28 @@ struct FusionPlan {
 // output or update reads, or an alias of such a node shares. Scalars that fold into elementwise
 // fragments as immediates are not read, so their producers need no code.
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions);
+
+// The values of its own shape a group recomputed by its readers reads, and its rows (nodes of a
+// value per channel: folded row broadcasts, or vectors of the group's last dimension), as the
+// readers load them; not `ok` when the group reads anything else, or no value of its shape.
+struct ProducerOperands {
+  bool ok = false;
+  std::vector<int> images;
+  std::vector<int> rows;
+};
+ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
+                                   const std::vector<int>& members);
+// The scratch blocks of its value's shape that such a group takes when a convolution computes
+// it on a band of images (its values as group_scratch.h places them, the last into the images'
+// own block).
+uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
+                                 const std::vector<int>& members);
+
+// Marks the groups recomputed by their readers (fusion_plan.h, above) in `plan`, whose groups,
+// folded broadcasts, recomputed producers, sibling reductions and producers taken in are
+// decided: the groups' members recomputed, their reader groups' `recomputes` given them.
+void recompute_into_readers(const Graph& graph, const Fusions& fusions,
+                            const config::CoreSpec& core, FusionPlan* plan);
 
 FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
                         const FusionOptions& options);

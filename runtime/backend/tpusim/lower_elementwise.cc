@@ -1,13 +1,13 @@
-// Lowering of elementwise ops, alone or fused into groups (and a reduction taking in its input's
-// group), to row-tiled vector fragments; which broadcasts and scalars they read in place.
+// Lowering of elementwise ops, alone or fused into groups, to row-tiled vector fragments; which
+// broadcasts and scalars they read in place; how a group is computed in a tile (group_lowering.h).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 
 #include "common/strings.h"
 #include "runtime/backend/tpusim/fusion_plan.h"
-#include "runtime/backend/tpusim/group_scratch.h"
-#include "runtime/backend/tpusim/lowering.h"
+#include "runtime/backend/tpusim/group_lowering.h"
 
 namespace tpusim::runtime::tpusim_backend {
 
@@ -24,13 +24,6 @@ std::vector<int64_t> numpy_map(const Shape& in, const Shape& out) {
   return map;
 }
 
-// A numpy-broadcast operand relative to the output's [rows, cols] view.
-struct Operand {
-  bool immediate = false;  // a constant scalar folded into the instruction
-  float value = 0;
-  TileOperand tile;
-};
-
 // f32 copy of an s32 buffer, in a temporary.
 uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
   const uint64_t dst = l.hbm.temporary(static_cast<uint64_t>(s.elements()) * 4);
@@ -39,6 +32,8 @@ uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
                  [](Tile& t) { t.chain(t.e_builder().cast(t.out(), t.in(0))); });
   return dst;
 }
+
+}  // namespace
 
 Operand classify_operand(Lowering& l, int id, const Shape& out) {
   const Node& n = l.node(id);
@@ -85,6 +80,8 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
   return op;
 }
 
+namespace {
+
 Vector::Op vector_op(Op op) {
   switch (op) {
     case Op::kAdd:
@@ -130,21 +127,14 @@ absl::Status lower_elementwise(Lowering& l, int id) { return lower_fused(l, {id}
 
 namespace {
 
-// The operands of a fused group of elementwise nodes (every distinct input from outside the
-// group, classified once against the group's shape) and the tile operands they load.
-struct GroupOperands {
-  std::map<int, Operand> outside;
-  std::vector<TileOperand> tiles;
-  std::map<int, size_t> slot;
-};
-
 bool contains(const std::vector<int>& members, int id) {
   return std::find(members.begin(), members.end(), id) != members.end();
 }
 
-// `extra`: inputs read from outside the group besides its members' (a plain reduction's).
+}  // namespace
+
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
-                             const std::vector<int>& extra = {}) {
+                             const std::vector<int>& extra) {
   GroupOperands g;
   auto add = [&](int in) {
     if (contains(members, in) || g.outside.count(in) > 0) return;
@@ -161,15 +151,16 @@ GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const
   return g;
 }
 
+namespace {
+
 // Scratch blocks a group could take without reusing any (fused_group_fits's bound): one per
 // member, one per operand that needs broadcasting or filling, and two for sigmoid's temporary.
 uint32_t group_scratch(const std::vector<int>& members) {
   return static_cast<uint32_t>(members.size() + 3 * members.size() + 2);
 }
 
-// The scratch a group's tile takes (group_scratch.h): an input from outside takes a block when it
-// is filled (an immediate another way than as a binary op's right operand) or broadcast (a row
-// or column operand).
+}  // namespace
+
 GroupScratch plan_scratch(const Lowering& l, const std::vector<int>& members,
                           const GroupOperands& ops, const std::vector<int>& kept,
                           bool last_to_output) {
@@ -184,6 +175,8 @@ GroupScratch plan_scratch(const Lowering& l, const std::vector<int>& members,
       last_to_output);
 }
 
+namespace {
+
 // Whether a group's values fit the vector registers, which the steps of its chain keep them in
 // (as XLA's fused loop body keeps a fusion's intermediates in vregs): its scratch blocks, its
 // loaded operands and the value a reduction reads. Else every value goes through VMEM.
@@ -191,14 +184,16 @@ bool fits_registers(const Lowering& l, const GroupScratch& plan, const GroupOper
   return plan.blocks + ops.tiles.size() + 1 <= l.emit.core().vector_registers;
 }
 
-// The group's values in tile `t` as `plan` places them, the last member's into `root_out`, as
-// steps of `chain`: every value but the root's kept in registers when they fit (the root's too
-// when `root_in_register`: a reduction later in the chain reads it).
-// `stored`: a member (not the last) whose value goes to the tile's output block `t.out()` too,
-// as a multi-output fusion's extra output (-1: none).
+}  // namespace
+
+GroupBlocks tile_blocks(Tile& t) {
+  return {[&t](size_t i) { return t.in(i); }, [&t](size_t j) { return t.scratch(j); },
+          [&t] { return t.out(); }};
+}
+
 void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops,
-                   const GroupScratch& plan, Tile& t, const isa::Block& root_out,
-                   sim::VectorChain& chain, bool root_in_register = false, int stored = -1) {
+                   const GroupScratch& plan, const GroupBlocks& t, const isa::Block& root_out,
+                   sim::VectorChain& chain, bool root_in_register, int stored) {
   namespace vo = sim::vector_ops;
   const int root = members.back();
   const bool registers = fits_registers(l, plan, ops);
@@ -280,8 +275,6 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
   }
 }
 
-}  // namespace
-
 absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
   const int root = members.back();
   const Node& root_node = l.node(root);
@@ -293,7 +286,7 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
   l.emit.rowwise(l.address(root), rows_of(out), cols_of(out), buffer_dtype(root_node), ops.tiles,
                  plan.blocks, 0, [&](Tile& t) {
                    sim::VectorChain chain;
-                   compute_group(l, members, ops, plan, t, t.out(), chain);
+                   compute_group(l, members, ops, plan, tile_blocks(t), t.out(), chain);
                    t.chain(t.e_builder().vector(chain.instruction()));
                  });
   return absl::OkStatus();
@@ -329,144 +322,6 @@ bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
   for (int m : elementwise) blocks += graph.node(m).inputs.size();
   const std::vector<uint64_t> widths(blocks, cols_of(shape));
   return Emitter::tile_bytes(widths, 1) <= tile_slot_bytes(core);
-}
-
-// The group (its members but the reduction) computed tile by tile into scratch and reduced there:
-// the last axis per row into the tile's output rows; the leading axes down each tile's rows, the
-// tiles' partial rows combined in order in an accumulator that is written once at the end.
-absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members) {
-  const int reduce = members.back();
-  // Down the rows: the one-reduction case of the sibling fragment (the same tiles and sums).
-  if (reduction_fusion(l.graph, reduce) != ReductionFusion::kLastAxis)
-    return lower_sibling_reductions(l, {members});
-  const std::vector<int> group(members.begin(), members.end() - 1);
-  const Shape& shape = l.node(group.back()).shape;
-  const uint32_t cols = cols_of(shape);
-  const Vector::Op vop =
-      l.node(reduce).op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
-  GroupOperands ops = group_operands(l, group, shape);
-  for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
-    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
-  }
-  const GroupScratch plan = plan_scratch(l, group, ops, {}, true);
-  const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
-  l.emit.rowwise(l.address(reduce), rows_of(shape), 1, isa::F32, ops.tiles, scratch, cols,
-                 [&](Tile& t) {
-                   const isa::Block value = t.scratch(scratch - 1);
-                   sim::VectorChain chain;
-                   compute_group(l, group, ops, plan, t, value, chain, true);
-                   chain.add(sim::vector_ops::reduce(vop, t.out(), value, 1));
-                   t.chain(t.e_builder().vector(chain.instruction()));
-                 });
-  return absl::OkStatus();
-}
-
-namespace {
-
-// A reduction reading a producer's value through its widening alias (a reshape to its own shape)
-// reads the value the fragment computes, not the buffer the fragment is still writing: the
-// aliases the members and plain reductions read are computed as members too (a copy in
-// registers), and the producer's value is no plain reduction's operand.
-void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* elementwise,
-                              std::vector<int>* plain_inputs) {
-  auto alias_of_root = [&](int id) {
-    const Node& n = l.node(id);
-    return n.op == Op::kReshape && n.inputs[0] == root && n.shape == l.node(root).shape;
-  };
-  std::vector<int> aliases;
-  for (int m : *elementwise) {
-    for (int in : l.node(m).inputs) {
-      if (alias_of_root(in)) aliases.push_back(in);
-    }
-  }
-  for (int x : *plain_inputs) {
-    if (alias_of_root(x)) aliases.push_back(x);
-  }
-  for (int a : aliases) {
-    if (std::find(elementwise->begin(), elementwise->end(), a) == elementwise->end())
-      elementwise->push_back(a);
-  }
-  plain_inputs->erase(std::remove(plain_inputs->begin(), plain_inputs->end(), root),
-                      plain_inputs->end());
-}
-
-}  // namespace
-
-absl::Status lower_sibling_reductions(Lowering& l,
-                                      const std::vector<std::vector<int>>& reductions,
-                                      const std::vector<int>& producer) {
-  // Every elementwise member of every group (and of the producer group), computed together (no
-  // reduction's group reads another's), and the plain reductions' inputs as operands.
-  std::vector<int> elementwise = producer, plain_inputs;
-  for (const std::vector<int>& members : reductions) {
-    elementwise.insert(elementwise.end(), members.begin(), members.end() - 1);
-    if (members.size() == 1) plain_inputs.push_back(l.node(members.back()).inputs[0]);
-  }
-  if (!producer.empty()) take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
-  std::sort(elementwise.begin(), elementwise.end());
-  const Shape& shape = l.node(l.node(reductions.front().back()).inputs[0]).shape;
-  const uint64_t rows = rows_of(shape);
-  const uint32_t cols = cols_of(shape);
-  GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
-  for (TileOperand& in : ops.tiles) {  // widths against the inputs' view
-    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
-  }
-  // The reductions' inputs stay in their blocks to the end of the group.
-  std::vector<int> kept;
-  for (const std::vector<int>& members : reductions) kept.push_back(l.node(members.back()).inputs[0]);
-  const GroupScratch plan = plan_scratch(l, elementwise, ops, kept, true);
-  const uint32_t scratch = plan.blocks + 1;  // the last: the last member's value
-  // Where a reduction's input sits in a tile: a member's block (the last member's in the value
-  // block) or the operand a plain reduction reads.
-  const int stored = producer.empty() ? -1 : producer.back();
-  auto input_of = [&](Tile& t, int reduction) -> isa::Block {
-    const int x = l.node(reduction).inputs[0];
-    const auto at = std::find(elementwise.begin(), elementwise.end(), x);
-    if (at == elementwise.end()) return t.in(ops.slot.at(x));
-    if (x == stored) return t.out();
-    if (x == elementwise.back()) return t.scratch(scratch - 1);
-    return t.scratch(static_cast<size_t>(plan.result[static_cast<size_t>(at - elementwise.begin())]));
-  };
-  auto sum_of = [&](const isa::Block& accumulator, size_t i) {
-    return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
-  };
-  const auto count = static_cast<uint32_t>(reductions.size());
-  auto body = [&](Tile& t) {
-        namespace vo = sim::vector_ops;
-        sim::VectorChain chain;
-        if (!elementwise.empty())
-          compute_group(l, elementwise, ops, plan, t, t.scratch(scratch - 1), chain, true, stored);
-        const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
-        for (size_t i = 0; i < reductions.size(); ++i) {
-          const int r = reductions[i].back();
-          const bool max = l.node(r).op == Op::kReduceMax;
-          const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
-          if (t.first_row() == 0) {
-            chain.add(vo::reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
-            continue;
-          }
-          chain.add(vo::reduce(vop, part, input_of(t, r), 0), true);
-          chain.add(vo::binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
-                               sum_of(t.accumulator(), i), part));
-        }
-        t.chain(t.e_builder().vector(chain.instruction()));
-  };
-  // With a producer, each tile also writes the producer's value (the band: every row, whole).
-  const isa::Block sums =
-      stored < 0
-          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, body)
-          : l.emit.rowwise_bands(
-                rows,
-                {TileBand{{TileOperand::Kind::kFull, l.address(stored), buffer_dtype(l.node(stored)),
-                           cols},
-                          ops.tiles, cols}},
-                scratch + 1, count * cols, [&](Tile& t, size_t) { body(t); });
-  Tile last = l.emit.epilogue();
-  for (size_t i = 0; i < reductions.size(); ++i) {
-    last.store(sum_of(sums, i), block(l.address(reductions[i].back()), 1, cols, isa::F32),
-               last.chain_count());
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -127,6 +127,30 @@ Fusions find_pool_fusions(const Graph& graph, const std::vector<bool>& needed,
 // sums fit the once-loaded region and a band's tile still fits its slot with the squares.
 void attach_output_reductions(const Graph& graph, const std::vector<bool>& needed,
                               const config::CoreSpec& core, Fusions* fusions);
+// Whether fused convolution `id` (a forward convolution or a kernel gradient, reading its images
+// as conv.reads[0]) still fits a core's VMEM when it first computes its images' group on each
+// band of them (fusion_plan.h, "groups recomputed by their readers"): `blocks` scratch blocks
+// of the band's images beside its own scratch, and `rows` values per channel loaded once beside
+// the kernel.
+bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
+                              const config::CoreSpec& core, uint32_t blocks, size_t rows);
+// The group a fused convolution computes on its image bands (fusion_plan.h, "groups recomputed
+// by their readers"): none (no members) unless the fusion plan recomputes the images' node.
+struct ImageProducer {
+  std::vector<int> members;               // the group, its root (the images' node) last
+  int image = -1;                         // the value of the images' shape it reads instead
+  std::vector<TileOperand> rows;          // its values per channel, loaded once, in order
+  uint32_t blocks = 0;                    // its scratch blocks of the band's images
+  bool empty() const { return members.empty(); }
+};
+ImageProducer image_producer(Lowering& l, int images);
+// Appends the group's steps to `chain` for `pixels` pixels of a band of images in VMEM at
+// `images` ([pixels, channels] f32, the loaded value the group reads), its value written over
+// them: `rows` the blocks its rows were loaded into (in ImageProducer::rows' order), `scratch`
+// the first of `blocks` scratch blocks of [pixels, channels] f32, one after the other.
+void compute_image_producer(Lowering& l, const ImageProducer& p, uint64_t images, uint32_t pixels,
+                            const std::vector<isa::Block>& rows, uint64_t scratch,
+                            sim::VectorChain& chain);
 // The fused fragment (the node is a key of the fusions found).
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv);
 absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
@@ -250,7 +274,8 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
 // multi-output fusion of sibling reductions). Each sum is the one lower_fused_reduction or
 // lower_reduce's pipelined pass computes. With `producer` (a group's members, its root last: the
 // plan's FusionPlan::node(r).producer), the fragment computes that group too and writes its root's
-// value tile by tile beside the sums (XLA's producer-consumer multi-output fusion).
+// value tile by tile beside the sums (XLA's producer-consumer multi-output fusion), unless its
+// other readers compute it again (FusionPlan::node(root).recomputed): then it writes nothing.
 absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
                                       const std::vector<int>& producer = {});
 absl::Status lower_broadcast(Lowering& l, int id);

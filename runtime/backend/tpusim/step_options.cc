@@ -34,6 +34,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_producers = options.fuse_producers;
   step.fuse_conv_reductions = options.fuse_conv_reductions;
   step.fuse_pointwise_convolutions = options.fuse_pointwise_convolutions;
+  step.fuse_conv_producers = options.fuse_conv_producers;
   return step;
 }
 

@@ -31,6 +31,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   fusion_options.recompute = options.recompute_shared_producers;
   fusion_options.multi_output = options.fuse_multi_output;
   fusion_options.producers = options.fuse_producers;
+  fusion_options.conv_producers = options.fuse_conv_producers;
   plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {

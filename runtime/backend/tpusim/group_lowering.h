@@ -1,0 +1,64 @@
+#pragma once
+// How the tpusim compiler computes a fused elementwise group in a tile (lower_elementwise.cc),
+// shared by the fragments that compute one: fused groups and reductions, sibling reductions, and
+// the fused convolutions that compute their images' producer group (image_producer.cc).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "runtime/backend/tpusim/group_scratch.h"
+#include "runtime/backend/tpusim/lowering.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+// A numpy-broadcast operand relative to the output's [rows, cols] view.
+struct Operand {
+  bool immediate = false;  // a constant scalar folded into the instruction
+  float value = 0;
+  TileOperand tile;
+};
+// How a group of `out`'s shape reads node `id`: an immediate scalar, a folded broadcast's input
+// as a row or column, the value itself, or (anything else) the value broadcast to `out`'s shape
+// in a temporary first.
+Operand classify_operand(Lowering& l, int id, const Shape& out);
+
+// The operands of a fused group of elementwise nodes (every distinct input from outside the
+// group, classified once against the group's shape) and the tile operands they load.
+struct GroupOperands {
+  std::map<int, Operand> outside;
+  std::vector<TileOperand> tiles;
+  std::map<int, size_t> slot;
+};
+// `extra`: inputs read from outside the group besides its members' (a plain reduction's).
+GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
+                             const std::vector<int>& extra = {});
+
+// The scratch a group's tile takes (group_scratch.h): an input from outside takes a block when it
+// is filled (an immediate another way than as a binary op's right operand) or broadcast (a row
+// or column operand).
+GroupScratch plan_scratch(const Lowering& l, const std::vector<int>& members,
+                          const GroupOperands& ops, const std::vector<int>& kept,
+                          bool last_to_output);
+
+// Where a group's blocks sit in a tile: its loaded operands (by slot), its scratch blocks and the
+// tile's output (a multi-output fusion's extra output).
+struct GroupBlocks {
+  std::function<isa::Block(size_t slot)> in;
+  std::function<isa::Block(size_t j)> scratch;
+  std::function<isa::Block()> out;
+};
+// A row tile's blocks.
+GroupBlocks tile_blocks(Tile& t);
+
+// The group's values in tile `t` as `plan` places them, the last member's into `root_out`, as
+// steps of `chain`: every value but the root's kept in registers when they fit (the root's too
+// when `root_in_register`: a reduction later in the chain reads it).
+// `stored`: a member (not the last) whose value goes to the tile's output block `t.out()` too,
+// as a multi-output fusion's extra output (-1: none).
+void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops,
+                   const GroupScratch& plan, const GroupBlocks& t, const isa::Block& root_out,
+                   sim::VectorChain& chain, bool root_in_register = false, int stored = -1);
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,157 @@
+// Lowering of reductions that compute their input's elementwise group in VMEM: a fused reduction
+// alone, sibling reductions in one fragment, and the producer group a reduction takes in.
+#include <algorithm>
+
+#include "runtime/backend/tpusim/fusion_plan.h"
+#include "runtime/backend/tpusim/group_lowering.h"
+
+namespace tpusim::runtime::tpusim_backend {
+
+using isa::Vector;
+using sim::block;
+
+// The group (its members but the reduction) computed tile by tile into scratch and reduced there:
+// the last axis per row into the tile's output rows; the leading axes down each tile's rows, the
+// tiles' partial rows combined in order in an accumulator that is written once at the end.
+absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members) {
+  const int reduce = members.back();
+  // Down the rows: the one-reduction case of the sibling fragment (the same tiles and sums).
+  if (reduction_fusion(l.graph, reduce) != ReductionFusion::kLastAxis)
+    return lower_sibling_reductions(l, {members});
+  const std::vector<int> group(members.begin(), members.end() - 1);
+  const Shape& shape = l.node(group.back()).shape;
+  const uint32_t cols = cols_of(shape);
+  const Vector::Op vop =
+      l.node(reduce).op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  GroupOperands ops = group_operands(l, group, shape);
+  for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
+    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+  }
+  const GroupScratch plan = plan_scratch(l, group, ops, {}, true);
+  const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
+  l.emit.rowwise(l.address(reduce), rows_of(shape), 1, isa::F32, ops.tiles, scratch, cols,
+                 [&](Tile& t) {
+                   const isa::Block value = t.scratch(scratch - 1);
+                   sim::VectorChain chain;
+                   compute_group(l, group, ops, plan, tile_blocks(t), value, chain, true);
+                   chain.add(sim::vector_ops::reduce(vop, t.out(), value, 1));
+                   t.chain(t.e_builder().vector(chain.instruction()));
+                 });
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A reduction reading a producer's value through its widening alias (a reshape to its own shape)
+// reads the value the fragment computes, not the buffer the fragment is still writing: the
+// aliases the members and plain reductions read are computed as members too (a copy in
+// registers), and the producer's value is no plain reduction's operand.
+void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* elementwise,
+                              std::vector<int>* plain_inputs) {
+  auto alias_of_root = [&](int id) {
+    const Node& n = l.node(id);
+    return n.op == Op::kReshape && n.inputs[0] == root && n.shape == l.node(root).shape;
+  };
+  std::vector<int> aliases;
+  for (int m : *elementwise) {
+    for (int in : l.node(m).inputs) {
+      if (alias_of_root(in)) aliases.push_back(in);
+    }
+  }
+  for (int x : *plain_inputs) {
+    if (alias_of_root(x)) aliases.push_back(x);
+  }
+  for (int a : aliases) {
+    if (std::find(elementwise->begin(), elementwise->end(), a) == elementwise->end())
+      elementwise->push_back(a);
+  }
+  plain_inputs->erase(std::remove(plain_inputs->begin(), plain_inputs->end(), root),
+                      plain_inputs->end());
+}
+
+}  // namespace
+
+absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& producer) {
+  // Every elementwise member of every group (and of the producer group), computed together (no
+  // reduction's group reads another's), and the plain reductions' inputs as operands.
+  std::vector<int> elementwise = producer, plain_inputs;
+  for (const std::vector<int>& members : reductions) {
+    elementwise.insert(elementwise.end(), members.begin(), members.end() - 1);
+    if (members.size() == 1) plain_inputs.push_back(l.node(members.back()).inputs[0]);
+  }
+  if (!producer.empty()) take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
+  std::sort(elementwise.begin(), elementwise.end());
+  const Shape& shape = l.node(l.node(reductions.front().back()).inputs[0]).shape;
+  const uint64_t rows = rows_of(shape);
+  const uint32_t cols = cols_of(shape);
+  GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
+  for (TileOperand& in : ops.tiles) {  // widths against the inputs' view
+    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+  }
+  // The reductions' inputs stay in their blocks to the end of the group.
+  std::vector<int> kept;
+  for (const std::vector<int>& members : reductions)
+    kept.push_back(l.node(members.back()).inputs[0]);
+  const GroupScratch plan = plan_scratch(l, elementwise, ops, kept, true);
+  const uint32_t scratch = plan.blocks + 1;  // the last: the last member's value
+  // Where a reduction's input sits in a tile: a member's block (the last member's in the value
+  // block) or the operand a plain reduction reads.
+  // A producer its other readers compute again (fusion_plan.h) is not written.
+  const int stored =
+      producer.empty() || (l.fusion != nullptr && l.fusion->node(producer.back()).recomputed)
+          ? -1
+          : producer.back();
+  auto input_of = [&](Tile& t, int reduction) -> isa::Block {
+    const int x = l.node(reduction).inputs[0];
+    const auto at = std::find(elementwise.begin(), elementwise.end(), x);
+    if (at == elementwise.end()) return t.in(ops.slot.at(x));
+    if (x == stored) return t.out();
+    if (x == elementwise.back()) return t.scratch(scratch - 1);
+    return t.scratch(
+        static_cast<size_t>(plan.result[static_cast<size_t>(at - elementwise.begin())]));
+  };
+  auto sum_of = [&](const isa::Block& accumulator, size_t i) {
+    return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
+  };
+  const auto count = static_cast<uint32_t>(reductions.size());
+  auto body = [&](Tile& t) {
+    namespace vo = sim::vector_ops;
+    sim::VectorChain chain;
+    if (!elementwise.empty())
+      compute_group(l, elementwise, ops, plan, tile_blocks(t), t.scratch(scratch - 1), chain, true,
+                    stored);
+    const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
+    for (size_t i = 0; i < reductions.size(); ++i) {
+      const int r = reductions[i].back();
+      const bool max = l.node(r).op == Op::kReduceMax;
+      const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+      if (t.first_row() == 0) {
+        chain.add(vo::reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
+        continue;
+      }
+      chain.add(vo::reduce(vop, part, input_of(t, r), 0), true);
+      chain.add(vo::binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
+                           sum_of(t.accumulator(), i), part));
+    }
+    t.chain(t.e_builder().vector(chain.instruction()));
+  };
+  // With a producer, each tile also writes the producer's value (the band: every row, whole).
+  const isa::Block sums =
+      stored < 0
+          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, body)
+          : l.emit.rowwise_bands(rows,
+                                 {TileBand{{TileOperand::Kind::kFull, l.address(stored),
+                                            buffer_dtype(l.node(stored)), cols},
+                                           ops.tiles,
+                                           cols}},
+                                 scratch + 1, count * cols, [&](Tile& t, size_t) { body(t); });
+  Tile last = l.emit.epilogue();
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    last.store(sum_of(sums, i), block(l.address(reductions[i].back()), 1, cols, isa::F32),
+               last.chain_count());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tpusim::runtime::tpusim_backend

@@ -1,0 +1,252 @@
+// Groups recomputed by their readers (fusion_plan.h): which elementwise groups every fragment
+// that reads them computes again instead of reading their value from HBM.
+#include <algorithm>
+
+#include "runtime/backend/tpusim/fusion_plan.h"
+#include "runtime/backend/tpusim/group_scratch.h"
+
+namespace tpusim::runtime::tpusim_backend {
+namespace {
+
+bool listed(const std::vector<int>& ids, int id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// Whether `shape` is a value per channel of `of`: its last dimension, every other 1.
+bool per_channel(const Shape& shape, const Shape& of) {
+  if (shape.rank() < 1 || shape.rank() > of.rank()) return false;
+  for (int d = 0; d + 1 < shape.rank(); ++d) {
+    if (shape.dim(d) != 1) return false;
+  }
+  return shape.dim(shape.rank() - 1) == of.dim(of.rank() - 1);
+}
+
+// The nodes of the fragment that computes group `root`, with the reductions it is computed with
+// (a producer taken in by reductions, a reduction with its sibling).
+std::vector<int> fragment_members(const FusionPlan& plan, int root) {
+  std::vector<int> out = plan.members(root);
+  auto add_reduction = [&](int r) {
+    for (int m : plan.reduction_members(r)) {
+      if (!listed(out, m)) out.push_back(m);
+    }
+    if (const int sibling = plan.node(r).sibling; sibling >= 0) {
+      for (int m : plan.reduction_members(sibling)) {
+        if (!listed(out, m)) out.push_back(m);
+      }
+    }
+  };
+  if (const int with = plan.node(root).computed_with; with >= 0) add_reduction(with);
+  if (plan.node(root).sibling >= 0) add_reduction(root);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The node whose fragment computes `id`: its group's root, or the reduction that computes that
+// (a sibling pair's later one, a reduction taking in its producer).
+int fragment_of(const FusionPlan& plan, int id) {
+  int root = plan.node(id).group >= 0 ? plan.node(id).group : id;
+  while (plan.node(root).computed_with >= 0) root = plan.node(root).computed_with;
+  return root;
+}
+
+// The buffers of `shape` a group fragment reads (its members' operands from outside, seen through
+// folded broadcasts and recomputed nodes).
+std::vector<int> full_reads(const Graph& g, const FusionPlan& plan, const std::vector<int>& members,
+                            const Shape& shape) {
+  std::vector<int> out;
+  for (int m : members) {
+    for (int in : g.node(m).inputs) {
+      if (listed(members, in)) continue;
+      for (int s : plan.sources(g, in)) {
+        if (g.node(s).shape == shape && !listed(out, s)) out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+// The bytes a TPU holds a buffer in: a widening alias (a reshape to its own shape) as its bf16
+// source.
+uint64_t held_bytes(const Graph& g, int id) {
+  while (g.node(id).op == Op::kReshape && g.node(g.node(id).inputs[0]).shape == g.node(id).shape)
+    id = g.node(id).inputs[0];
+  return device_bytes(g.node(id));
+}
+
+// How group `z` (its members, reading `ops`) would be recomputed by its readers: the group roots
+// whose fragments take its members, the convolutions computing it on their image bands, and the
+// HBM bytes its readers would load instead of its value (its operands of its shape that each does
+// not read already). Not `ok` when a reader cannot recompute it: a fragment that is neither a
+// fused forward convolution or kernel gradient reading it as its images (the group reading one
+// value of its shape) and fitting VMEM with the group's scratch and rows, nor an elementwise group
+// of its shape whose fragment fits one tile with the group's members too.
+struct Recomputation {
+  bool ok = true;
+  std::vector<int> groups;
+  uint64_t convolutions = 0;
+  uint64_t bytes_read = 0;
+};
+Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
+                                 const config::CoreSpec& core, const FusionPlan& plan, int z,
+                                 const std::vector<int>& members, const ProducerOperands& ops,
+                                 const std::vector<int>& readers) {
+  Recomputation out;
+  const int home = fragment_of(plan, z);
+  const Shape& shape = g.node(z).shape;
+  for (int r : readers) {
+    if (const auto conv = fusions.find(r); conv != fusions.end()) {
+      const Fusion& c = conv->second;
+      const bool images =
+          (c.kind == Fusion::Kind::kConvForward || c.kind == Fusion::Kind::kConvFilterGrad) &&
+          ops.images.size() == 1 && !c.reads.empty() && c.reads[0] == z &&
+          std::count(c.reads.begin(), c.reads.end(), z) == 1;
+      out.ok = images && conv_fits_image_producer(g, r, c, core,
+                                                  producer_scratch_blocks(g, plan, plan.members(z)),
+                                                  ops.rows.size());
+      if (!out.ok) return out;
+      ++out.convolutions;
+      out.bytes_read += held_bytes(g, ops.images[0]);
+      continue;
+    }
+    const int root = fragment_of(plan, r);
+    if (root == home) continue;  // the fragment computing the group reads its operands already
+    const NodeFusion& f = plan.node(r);
+    out.ok = is_elementwise(g.node(r).op) && f.group >= 0 && !f.recomputed &&
+             !plan.node(f.group).recomputed && g.node(r).shape == shape;
+    if (!out.ok) return out;
+    if (listed(out.groups, f.group)) continue;
+    std::vector<int> together = fragment_members(plan, f.group);
+    const std::vector<int> already = full_reads(g, plan, together, shape);
+    for (int m : members) {
+      if (!listed(together, m)) together.push_back(m);
+    }
+    std::sort(together.begin(), together.end());
+    out.ok = fused_group_fits(g, together, core);
+    if (!out.ok) return out;
+    for (int image : ops.images) {
+      if (!listed(already, image)) out.bytes_read += held_bytes(g, image);
+    }
+    out.groups.push_back(f.group);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Groups recomputed by their readers (fusion_plan.h), in graph order: a group another one reads
+// is decided first, and the later one then reads its operands, not its value. A group is
+// recomputed when its readers loading its operands moves fewer bytes than its value written once
+// and read by each, as XLA's FusionMerger merges a producer fusion into all its consumers when
+// that moves no more bytes. A group a reduction's fragment computes and writes (a producer taken
+// in) stays computed there, unwritten.
+void recompute_into_readers(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
+                            FusionPlan* plan) {
+  const int n = g.size();
+  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  std::vector<bool> exported(static_cast<size_t>(n), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  for (int id = 0; id < n; ++id) {
+    if (!plan->node(id).needed) continue;
+    for (int in : fragment_uses(g, fusions, id).needs()) {
+      if (!listed(readers[static_cast<size_t>(in)], id))
+        readers[static_cast<size_t>(in)].push_back(id);
+    }
+  }
+  for (int z = 0; z < n; ++z) {
+    const NodeFusion& f = plan->node(z);
+    if (!f.needed || f.group != z || exported[static_cast<size_t>(z)] || f.recomputed || f.folded ||
+        f.producer >= 0 || f.sibling >= 0 || fusions.count(z) > 0 ||
+        !is_elementwise(g.node(z).op) || g.node(z).dtype == DType::kS32 ||
+        readers[static_cast<size_t>(z)].empty())
+      continue;
+    // Its readers seen through its widening aliases (a bf16 value read as f32: a reshape to its
+    // own shape), which its reader groups compute too (a copy in registers).
+    std::vector<int> read_by, aliases;
+    std::vector<int> pending{z};
+    while (!pending.empty()) {
+      const int v = pending.back();
+      pending.pop_back();
+      for (int r : readers[static_cast<size_t>(v)]) {
+        const bool alias = g.node(r).op == Op::kReshape && g.node(r).shape == g.node(z).shape &&
+                           !exported[static_cast<size_t>(r)] && fusions.count(r) == 0;
+        if (alias && !listed(aliases, r)) {
+          aliases.push_back(r);
+          pending.push_back(r);
+        } else if (!alias && !listed(read_by, r)) {
+          read_by.push_back(r);
+        }
+      }
+    }
+    std::vector<int> members = plan->members(z);
+    const ProducerOperands ops = producer_operands(g, *plan, members);
+    if (!ops.ok) continue;
+    members.insert(members.end(), aliases.begin(), aliases.end());
+    std::sort(members.begin(), members.end());
+    const Recomputation how = plan_recomputation(g, fusions, core, *plan, z, members, ops, read_by);
+    // Written once and read by each reader outside the fragment computing it.
+    uint64_t value_reads = 0;
+    for (int r : read_by) {
+      value_reads += fusions.count(r) > 0 || fragment_of(*plan, r) != fragment_of(*plan, z);
+    }
+    if (!how.ok || how.bytes_read >= (1 + value_reads) * held_bytes(g, z)) continue;
+    for (int m : members) plan->node(m).recomputed = true;
+    for (int root : how.groups) {
+      std::vector<int>& recomputes = plan->node(root).recomputes;
+      for (int m : members) {
+        if (!listed(recomputes, m)) recomputes.push_back(m);
+      }
+    }
+    ++plan->reader_recomputed_groups;
+    plan->conv_producers += how.convolutions;
+  }
+}
+
+ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
+                                   const std::vector<int>& members) {
+  ProducerOperands out;
+  const Shape& shape = graph.node(members.back()).shape;
+  out.ok = shape.rank() >= 1;
+  for (int m : members) {
+    for (int in : graph.node(m).inputs) {
+      float ignored;
+      if (listed(members, in) || foldable_scalar(graph, in, &ignored)) continue;
+      const Node& v = graph.node(in);
+      const NodeFusion& f = plan.node(in);
+      if (v.dtype == DType::kS32 || f.recomputed) {
+        out.ok = false;
+      } else if (f.folded) {
+        out.ok = out.ok && broadcast_fold(graph, in) == FoldedBroadcast::kRow;
+        if (!listed(out.rows, in)) out.rows.push_back(in);
+      } else if (v.shape == shape) {
+        if (!listed(out.images, in)) out.images.push_back(in);
+      } else if (per_channel(v.shape, shape)) {
+        if (!listed(out.rows, in)) out.rows.push_back(in);
+      } else {
+        out.ok = false;
+      }
+    }
+  }
+  out.ok = out.ok && !out.images.empty();
+  return out;
+}
+
+uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
+                                 const std::vector<int>& members) {
+  const Shape& shape = graph.node(members.back()).shape;
+  // As the group's lowering classifies its operands (lower_elementwise.cc, plan_scratch): a
+  // scalar is filled into a block unless it is a binary op's right operand; a row is broadcast.
+  const GroupScratch scratch = plan_group_scratch(
+      graph, members, {},
+      [&](int m, size_t k) {
+        const Node& n = graph.node(m);
+        const int in = n.inputs[k];
+        float ignored;
+        if (foldable_scalar(graph, in, &ignored)) return !(is_binary_elementwise(n.op) && k == 1);
+        return plan.node(in).folded || graph.node(in).shape != shape;
+      },
+      true);
+  return scratch.blocks;
+}
+
+}  // namespace tpusim::runtime::tpusim_backend
