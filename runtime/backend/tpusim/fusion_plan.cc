@@ -23,9 +23,7 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
     for (int in : fragment_uses(g, fusions, id).needs())
       readers[static_cast<size_t>(in)].push_back(id);
   }
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  const std::vector<bool> exported = exported_nodes(g);
   auto fusible = [&](int id) {
     const Node& node = g.node(id);
     return folds_operands(node.op) && node.dtype != DType::kS32 && needed[static_cast<size_t>(id)];
@@ -62,9 +60,7 @@ std::vector<bool> folded_broadcasts(const Graph& g, const std::vector<bool>& nee
                                     const Fusions& fusions) {
   const int n = g.size();
   std::vector<bool> folded(static_cast<size_t>(n), false);
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  const std::vector<bool> exported = exported_nodes(g);
   for (int id = 0; id < n; ++id) {
     const Node& b = g.node(id);
     folded[static_cast<size_t>(id)] =
@@ -132,9 +128,7 @@ void recompute_shared_producers(const Graph& g, const Fusions& fusions,
                                 const config::CoreSpec& core, FusionPlan* plan) {
   const int n = g.size();
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  const std::vector<bool> exported = exported_nodes(g);
   std::vector<int> group_size(static_cast<size_t>(n), 0);
   std::vector<std::vector<int>> recomputed_roots(static_cast<size_t>(n));  // where each is
   for (int id = 0; id < n; ++id) {
@@ -270,13 +264,6 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
   }
 }
 
-// The node whose buffer `id` is, through reshapes to its own shape (a widening cast of a bf16
-// value is compiled as one: compiler.cc); `id` itself when it is no such alias.
-int same_shape_owner(const Graph& g, int id) {
-  while (g.node(id).op == Op::kReshape && g.node(g.node(id).inputs[0]).shape == g.node(id).shape)
-    id = g.node(id).inputs[0];
-  return id;
-}
 
 // The group root among the buffers reduction `r`'s fragment (with its sibling's) streams that it
 // may take in (fusion_plan.h, "producers written by their reductions"): an elementwise group of
@@ -347,6 +334,19 @@ void take_in_producers(const Graph& g, const Fusions& fusions, const config::Cor
 }
 
 }  // namespace
+
+int same_shape_owner(const Graph& g, int id) {
+  while (g.node(id).op == Op::kReshape && g.node(g.node(id).inputs[0]).shape == g.node(id).shape)
+    id = g.node(id).inputs[0];
+  return id;
+}
+
+std::vector<bool> exported_nodes(const Graph& g) {
+  std::vector<bool> exported(static_cast<size_t>(g.size()), false);
+  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  return exported;
+}
 
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions) {
   std::vector<bool> needed(static_cast<size_t>(g.size()), false);

@@ -98,6 +98,12 @@ struct FusionPlan {
   std::vector<int> sources(const Graph& graph, int id) const;
 };
 
+// The node whose buffer `id` is, through reshapes to its own shape (a widening cast of a bf16
+// value is compiled as one: compiler.cc); `id` itself when it is no such alias.
+int same_shape_owner(const Graph& g, int id);
+// Per node, whether an output or an update reads it (its value must be written).
+std::vector<bool> exported_nodes(const Graph& g);
+
 // Nodes whose values some lowered fragment (as its rule or fusion declares: fragment_uses),
 // output or update reads, or an alias of such a node shares. Scalars that fold into elementwise
 // fragments as immediates are not read, so their producers need no code.

@@ -15,6 +15,7 @@ ImageProducer image_producer(Lowering& l, int images) {
   p.members = l.fusion->members(images);
   const ProducerOperands operands = producer_operands(l.graph, *l.fusion, p.members);
   p.image = operands.images.front();  // the fusion plan lets a convolution take one
+  p.row_nodes = operands.rows;
   const Shape& shape = l.node(images).shape;
   const auto channels = static_cast<uint32_t>(shape.dim(shape.rank() - 1));
   for (int row : operands.rows) {
@@ -35,15 +36,14 @@ void compute_image_producer(Lowering& l, const ImageProducer& p, uint64_t images
   const GroupScratch plan = plan_scratch(l, p.members, ops, {}, true);
   const isa::Block image = block(images, pixels, channels, isa::F32);
   // The group's operands by slot: the image, and each row where it was loaded.
-  const ProducerOperands operands = producer_operands(l.graph, *l.fusion, p.members);
   std::vector<isa::Block> in(ops.tiles.size());
   for (const auto& [node, slot] : ops.slot) {
     if (node == p.image) {
       in[slot] = image;
       continue;
     }
-    const auto at = std::find(operands.rows.begin(), operands.rows.end(), node);
-    in[slot] = rows[static_cast<size_t>(at - operands.rows.begin())];
+    const auto at = std::find(p.row_nodes.begin(), p.row_nodes.end(), node);
+    in[slot] = rows[static_cast<size_t>(at - p.row_nodes.begin())];
   }
   const uint64_t block_bytes = uint64_t{pixels} * channels * 4;
   const GroupBlocks blocks{

@@ -139,7 +139,8 @@ bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
 struct ImageProducer {
   std::vector<int> members;               // the group, its root (the images' node) last
   int image = -1;                         // the value of the images' shape it reads instead
-  std::vector<TileOperand> rows;          // its values per channel, loaded once, in order
+  std::vector<int> row_nodes;             // its values per channel ...
+  std::vector<TileOperand> rows;          // ... and how they are loaded once, in that order
   uint32_t blocks = 0;                    // its scratch blocks of the band's images
   bool empty() const { return members.empty(); }
 };

@@ -65,12 +65,9 @@ std::vector<int> full_reads(const Graph& g, const FusionPlan& plan, const std::v
   return out;
 }
 
-// The bytes a TPU holds a buffer in: a widening alias (a reshape to its own shape) as its bf16
-// source.
+// The bytes a TPU holds a buffer in: a widening alias as its bf16 source.
 uint64_t held_bytes(const Graph& g, int id) {
-  while (g.node(id).op == Op::kReshape && g.node(g.node(id).inputs[0]).shape == g.node(id).shape)
-    id = g.node(id).inputs[0];
-  return device_bytes(g.node(id));
+  return device_bytes(g.node(same_shape_owner(g, id)));
 }
 
 // How group `z` (its members, reading `ops`) would be recomputed by its readers: the group roots
@@ -89,7 +86,7 @@ struct Recomputation {
 Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
                                  const config::CoreSpec& core, const FusionPlan& plan, int z,
                                  const std::vector<int>& members, const ProducerOperands& ops,
-                                 const std::vector<int>& readers) {
+                                 uint32_t blocks, const std::vector<int>& readers) {
   Recomputation out;
   const int home = fragment_of(plan, z);
   const Shape& shape = g.node(z).shape;
@@ -100,9 +97,7 @@ Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
           (c.kind == Fusion::Kind::kConvForward || c.kind == Fusion::Kind::kConvFilterGrad) &&
           ops.images.size() == 1 && !c.reads.empty() && c.reads[0] == z &&
           std::count(c.reads.begin(), c.reads.end(), z) == 1;
-      out.ok = images && conv_fits_image_producer(g, r, c, core,
-                                                  producer_scratch_blocks(g, plan, plan.members(z)),
-                                                  ops.rows.size());
+      out.ok = images && conv_fits_image_producer(g, r, c, core, blocks, ops.rows.size());
       if (!out.ok) return out;
       ++out.convolutions;
       out.bytes_read += held_bytes(g, ops.images[0]);
@@ -143,9 +138,7 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
                             FusionPlan* plan) {
   const int n = g.size();
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
-  std::vector<bool> exported(static_cast<size_t>(n), false);
-  for (const auto& o : g.outputs()) exported[static_cast<size_t>(o.node)] = true;
-  for (const auto& u : g.updates()) exported[static_cast<size_t>(u.value)] = true;
+  const std::vector<bool> exported = exported_nodes(g);
   for (int id = 0; id < n; ++id) {
     if (!plan->node(id).needed) continue;
     for (int in : fragment_uses(g, fusions, id).needs()) {
@@ -181,14 +174,16 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     std::vector<int> members = plan->members(z);
     const ProducerOperands ops = producer_operands(g, *plan, members);
     if (!ops.ok) continue;
+    // A convolution computes the group without its aliases (image_producer).
+    const uint32_t blocks = producer_scratch_blocks(g, *plan, members);
     members.insert(members.end(), aliases.begin(), aliases.end());
     std::sort(members.begin(), members.end());
-    const Recomputation how = plan_recomputation(g, fusions, core, *plan, z, members, ops, read_by);
+    const Recomputation how =
+        plan_recomputation(g, fusions, core, *plan, z, members, ops, blocks, read_by);
     // Written once and read by each reader outside the fragment computing it.
+    const int home = fragment_of(*plan, z);
     uint64_t value_reads = 0;
-    for (int r : read_by) {
-      value_reads += fusions.count(r) > 0 || fragment_of(*plan, r) != fragment_of(*plan, z);
-    }
+    for (int r : read_by) value_reads += fusions.count(r) > 0 || fragment_of(*plan, r) != home;
     if (!how.ok || how.bytes_read >= (1 + value_reads) * held_bytes(g, z)) continue;
     for (int m : members) plan->node(m).recomputed = true;
     for (int root : how.groups) {
