@@ -88,6 +88,12 @@ struct CompileOptions {
   // products straight into the image rows), as XLA lowers such a convolution to a dot over the
   // channels; off, they build the patches in VMEM as any other kernel's. The values are the same.
   bool fuse_pointwise_convolutions = true;
+  // Whether the tpusim backend's fused forward convolutions and input gradients whose channels
+  // fill the MXU's depth (or columns) at every kernel offset read their windows in place, one
+  // product per kernel offset over strided views of the images, as XLA's TPU convolution emitter
+  // walks a window over the activations; off, they build the patches in VMEM (im2col) and sum
+  // the patch gradients back (col2im) on the vector unit. The values are the same.
+  bool fuse_conv_windows = true;
   // Whether the tpusim backend computes an elementwise group that reads one value of its own
   // shape (with per-channel rows and scalars: a batch norm applied and its ReLU) again inside
   // every fragment that reads it, fused convolutions among them (on their image bands in VMEM,

@@ -108,6 +108,12 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-conv-windows",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_conv_windows, "fuse_conv_windows");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--fuse-conv-producers",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_producers, "fuse_conv_producers");

@@ -117,6 +117,21 @@ InstrRef CoreBuilder::matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs,
   return r;
 }
 
+InstrRef CoreBuilder::grouped_matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs,
+                                     const isa::Block& out, uint32_t groups,
+                                     uint64_t lhs_group_stride_bytes,
+                                     uint64_t out_group_stride_bytes, bool accumulate,
+                                     isa::Precision precision) {
+  InstrRef r = matmul(mxu, slot, lhs, out, accumulate, precision);
+  if (groups > 1) {
+    auto* mm = r.instruction().mutable_matmul();
+    mm->set_groups(groups);
+    mm->set_lhs_group_stride_bytes(lhs_group_stride_bytes);
+    mm->set_out_group_stride_bytes(out_group_stride_bytes);
+  }
+  return r;
+}
+
 namespace vector_ops {
 
 namespace {

@@ -87,11 +87,17 @@ class CoreBuilder {
   // in VMEM gathered into `vmem_dst`, or `vmem_src`'s rows scattered to them.
   InstrRef dma_gather(const isa::Block& table, const isa::Block& vmem_dst, const isa::Block& index,
                       uint32_t engine = 0);
-  InstrRef dma_scatter(const isa::Block& vmem_src, const isa::Block& table,
-                       const isa::Block& index, uint32_t engine = 0);
+  InstrRef dma_scatter(const isa::Block& vmem_src, const isa::Block& table, const isa::Block& index,
+                       uint32_t engine = 0);
   InstrRef load_weights(uint32_t mxu, uint32_t slot, const isa::Block& weights);
   InstrRef matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
                   bool accumulate, isa::Precision precision = isa::DEFAULT);
+  // A grouped matmul (isa.proto, Matmul.groups): `groups` pairs of lhs and out blocks, each a
+  // stride further on than the last.
+  InstrRef grouped_matmul(uint32_t mxu, uint32_t slot, const isa::Block& lhs, const isa::Block& out,
+                          uint32_t groups, uint64_t lhs_group_stride_bytes,
+                          uint64_t out_group_stride_bytes, bool accumulate,
+                          isa::Precision precision = isa::DEFAULT);
   // One vector op (vector_ops) or chain (VectorChain::instruction).
   InstrRef vector(const isa::Vector& v);
   // dst = a op b, with b of a's shape, a row or a column.

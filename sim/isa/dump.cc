@@ -60,8 +60,12 @@ std::string operands(const Instruction& in) {
                          describe_block("vmem", in.load_weights().weights()));
     case Instruction::kMatmul: {
       const auto& m = in.matmul();
-      return fmt::format("mxu{} slot{} {} -> {}{} precision {}", m.mxu(), m.slot(),
-                         describe_block("vmem", m.lhs()), describe_block("vmem", m.out()),
+      const std::string groups =
+          matmul_groups(m) > 1 ? fmt::format(" in {} groups (lhs +{}, out +{} bytes)", m.groups(),
+                                             m.lhs_group_stride_bytes(), m.out_group_stride_bytes())
+                               : "";
+      return fmt::format("mxu{} slot{} {} -> {}{}{} precision {}", m.mxu(), m.slot(),
+                         describe_block("vmem", m.lhs()), describe_block("vmem", m.out()), groups,
                          m.accumulate() ? " (accumulate)" : "", precision_name(m.precision()));
     }
     case Instruction::kVector:

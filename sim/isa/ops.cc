@@ -1,9 +1,19 @@
 #include "sim/isa/ops.h"
 
+#include "sim/memory/block.h"
+
 namespace tpusim::sim {
 
 using isa::Instruction;
 using isa::Vector;
+
+isa::Block group_lhs(const isa::Matmul& mm, uint32_t g) {
+  return shifted(mm.lhs(), uint64_t{g} * mm.lhs_group_stride_bytes());
+}
+
+isa::Block group_out(const isa::Matmul& mm, uint32_t g) {
+  return shifted(mm.out(), uint64_t{g} * mm.out_group_stride_bytes());
+}
 
 UnitKind unit_of(const Instruction& instr) {
   switch (instr.op_case()) {

@@ -19,6 +19,12 @@ constexpr int mxu_passes(isa::Precision p) {
   return p == isa::HIGH ? 3 : p == isa::HIGHEST ? 6 : 1;
 }
 
+// A matmul's groups (isa.proto, Matmul.groups): 1 when it has none.
+inline uint32_t matmul_groups(const isa::Matmul& mm) { return mm.groups() > 1 ? mm.groups() : 1; }
+// Group g's lhs and out blocks.
+isa::Block group_lhs(const isa::Matmul& mm, uint32_t g);
+isa::Block group_out(const isa::Matmul& mm, uint32_t g);
+
 // Which unit of a core runs an instruction (the sequencer itself runs loops and halts).
 enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed, kCollective };
 

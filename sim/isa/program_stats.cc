@@ -36,8 +36,9 @@ ProgramStats program_stats(const isa::Program& program) {
         case UnitKind::kMxu:
           ++stats.per_unit["mxu"];
           if (in.has_matmul()) {
-            vmem(in.matmul().lhs());
-            vmem(in.matmul().out());
+            const uint32_t last = matmul_groups(in.matmul()) - 1;
+            vmem(group_lhs(in.matmul(), last));
+            vmem(group_out(in.matmul(), last));
           } else {
             vmem(in.load_weights().weights());
           }

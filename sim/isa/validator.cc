@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -176,8 +177,20 @@ class CoreChecker {
 
   void check_matmul(int index, const isa::Matmul& mm) {
     if (!check_mxu_slot(index, mm.mxu(), mm.slot())) return;
-    const bool ok =
-        check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
+    bool ok = check_block(index, "lhs", mm.lhs(), true) & check_block(index, "out", mm.out(), true);
+    if (const uint32_t last = matmul_groups(mm) - 1; ok && last > 0) {
+      constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+      if (mm.lhs_group_stride_bytes() > (kMax - mm.lhs().address()) / last ||
+          mm.out_group_stride_bytes() > (kMax - mm.out().address()) / last) {
+        fail(index,
+             str_cat(mm.groups(), " groups of strides ", mm.lhs_group_stride_bytes(), " and ",
+                     mm.out_group_stride_bytes(), " bytes run past the end of addresses"));
+        return;
+      }
+      // Every group lies where the last one ends furthest on (the strides are not negative).
+      ok = check_block(index, "last group's lhs", group_lhs(mm, last), true) &
+           check_block(index, "last group's out", group_out(mm, last), true);
+    }
     if (!ok) return;
     if (!is_float(mm.lhs())) fail(index, "lhs must be f32 or bf16");
     if (mm.out().dtype() != isa::F32) fail(index, "out must be f32 (the MXU accumulates in f32)");

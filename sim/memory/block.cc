@@ -47,6 +47,12 @@ uint64_t end_address(const isa::Block& b) {
          static_cast<uint64_t>(b.cols()) * dtype_bytes(b.dtype());
 }
 
+isa::Block shifted(const isa::Block& b, uint64_t bytes) {
+  isa::Block moved = b;
+  moved.set_address(b.address() + bytes);
+  return moved;
+}
+
 bool is_dense(const isa::Block& b) {
   return row_stride(b) == static_cast<uint64_t>(b.cols()) * dtype_bytes(b.dtype());
 }

@@ -22,6 +22,8 @@ uint64_t row_stride(const isa::Block& b);
 uint64_t payload_bytes(const isa::Block& b);
 // One past the last byte the block touches (address when the block is empty).
 uint64_t end_address(const isa::Block& b);
+// The block moved `bytes` on (a later group of a grouped matmul, isa.proto).
+isa::Block shifted(const isa::Block& b, uint64_t bytes);
 // Whether the rows of the block follow each other with no gap.
 bool is_dense(const isa::Block& b);
 

@@ -80,13 +80,16 @@ void MxuUnit::load_weights(const IssuedInstruction& item) {
 
 void MxuUnit::matmul(const IssuedInstruction& item) {
   const isa::Matmul& mm = item.instr->matmul();
-  const uint64_t m = mm.lhs().rows();
-  vmem_.touch(std::max(end_address(mm.lhs()), end_address(mm.out())));
+  const uint32_t groups = matmul_groups(mm);
+  // Every group's rows stream through the array, one group after the other.
+  const uint64_t m = uint64_t{mm.lhs().rows()} * groups;
+  vmem_.touch(
+      std::max(end_address(group_lhs(mm, groups - 1)), end_address(group_out(mm, groups - 1))));
   const uint64_t stream = static_cast<uint64_t>(mxu_passes(mm.precision())) * m;
   const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
   const uint64_t out_bytes = payload_bytes(mm.out());
-  const double vmem_bytes =
-      static_cast<double>(payload_bytes(mm.lhs()) + out_bytes + (mm.accumulate() ? out_bytes : 0));
+  const double vmem_bytes = static_cast<double>(
+      (payload_bytes(mm.lhs()) + out_bytes + (mm.accumulate() ? out_bytes : 0)) * groups);
   const double vmem_end = vmem_.ports().reserve(static_cast<double>(t.start), vmem_bytes).end;
   uint64_t done = t.done;
   uint64_t stream_end = t.stream_end;
@@ -119,21 +122,32 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);
   const isa::Block& lhs = mm.lhs();
   const isa::Block& out = mm.out();
+  const uint32_t groups = matmul_groups(mm);
+  const uint64_t lhs_end = end_address(group_lhs(mm, groups - 1)),
+                 out_end = end_address(group_out(mm, groups - 1));
   LhsCache& cache = vmem_.lhs_cache();
-  const bool refill = !(cache.valid && cache.terms >= terms && same_block(cache.block, lhs));
-  if (refill) {
+  // A grouped matmul splits each group's rows as it goes and leaves the cache empty.
+  const bool refill =
+      groups > 1 || !(cache.valid && cache.terms >= terms && same_block(cache.block, lhs));
+  if (groups > 1) {
+    cache.valid = false;
+  } else if (refill) {
     cache.valid = true;
     cache.block = lhs;
     cache.terms = terms;
     cache.lo = lhs.address();
-    cache.hi = end_address(lhs);
+    cache.hi = lhs_end;
   }
   // The output overlapping the block invalidates it for the next matmul, as any write does.
-  vmem_.note_write(out.address(), end_address(out));
+  vmem_.note_write(out.address(), out_end);
   uint8_t* vmem = vmem_.memory().base_covering(std::min(lhs.address(), out.address()),
-                                               std::max(end_address(lhs), end_address(out)));
-  numerics_.post(false, host_range(vmem, lhs), host_range(vmem, out),
-                 [this, vmem, &mm, refill, terms] { compute(vmem, mm, refill, terms); });
+                                               std::max(lhs_end, out_end));
+  numerics_.post(false, HostRange{vmem + lhs.address(), vmem + lhs_end},
+                 HostRange{vmem + out.address(), vmem + out_end},
+                 [this, vmem, &mm, refill, terms, groups] {
+                   for (uint32_t g = 0; g < groups; ++g)
+                     compute(vmem, mm, group_lhs(mm, g), group_out(mm, g), refill, terms);
+                 });
 }
 
 void MxuUnit::split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms) {
@@ -171,12 +185,12 @@ const std::array<MatrixF, 3>& MxuUnit::weight_terms(uint32_t slot, int terms) {
   return weights_[slot];
 }
 
-void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms) {
+void MxuUnit::compute(uint8_t* vmem, const isa::Matmul& mm, const isa::Block& lhs,
+                      const isa::Block& out, bool refill_lhs, int terms) {
   const int p = mxu_passes(mm.precision());
-  if (refill_lhs) split_lhs(vmem, mm.lhs(), terms);
+  if (refill_lhs) split_lhs(vmem, lhs, terms);
   const auto& a = vmem_.lhs_cache().parts;
   const auto& w = weight_terms(mm.slot(), terms);
-  const isa::Block& out = mm.out();
   StridedMap result(
       reinterpret_cast<float*>(vmem + out.address()), out.rows(), out.cols(),
       Eigen::OuterStride<>(static_cast<Eigen::Index>(row_stride(out) / sizeof(float))));

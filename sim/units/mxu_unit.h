@@ -36,9 +36,11 @@ class MxuUnit final : public Unit {
   // On the simulation thread: decides whether the core's LHS cache holds the matmul's operand
   // and posts the job that computes it.
   void post_compute(const isa::Matmul& mm);
-  // Jobs (see NumericsWorker): the product into VMEM, after splitting the LHS into `terms`
-  // bf16 terms in the core's LHS cache when `refill_lhs`.
-  void compute(uint8_t* vmem, const isa::Matmul& mm, bool refill_lhs, int terms);
+  // Jobs (see NumericsWorker): one group's product into VMEM (isa.proto, Matmul.groups: `lhs`
+  // and `out` are the group's), after splitting the LHS into `terms` bf16 terms in the core's
+  // LHS cache when `refill_lhs`.
+  void compute(uint8_t* vmem, const isa::Matmul& mm, const isa::Block& lhs, const isa::Block& out,
+               bool refill_lhs, int terms);
   void split_lhs(const uint8_t* vmem, const isa::Block& lhs, int terms);
 
   CoreVmem& vmem_;

@@ -97,6 +97,37 @@ TEST(MxuNumerics, RunsAreBitwiseReproducible) {
   }
 }
 
+// A grouped matmul (isa.proto, Matmul.groups) is its groups' products one after the other: here
+// every other row of a 96-row block (a strided view, as a convolution's windows at stride 2)
+// times the weights into the rows of 6 groups of 8, 16 rows apart in the output, the rows
+// between them untouched.
+TEST(MxuNumerics, GroupedMatmulMultipliesEachGroupWhereItLies) {
+  auto system = make_system();
+  const MatrixF a = testing::random_matrix(kM, kK, 11);
+  const MatrixF w = testing::random_matrix(kK, kN, 12);
+  const MatrixF initial = testing::random_matrix(kM, kN, 13);
+  testing::put_f32(*system, CoreId{0}, kLhs.address(), a);
+  testing::put_f32(*system, CoreId{0}, kW.address(), w);
+  testing::put_f32(*system, CoreId{0}, kOut.address(), initial);
+  isa::Program p;
+  CoreBuilder c(&p, 0);
+  c.load_weights(0, 0, kW);
+  // Group g: lhs rows 16g, 16g + 2, ..., 16g + 14 into out rows 16g .. 16g + 7.
+  const uint64_t row = kK * 4, out_row = kN * 4;
+  c.grouped_matmul(0, 0, block(0, 8, kK, isa::F32, 2 * row), block(kOut.address(), 8, kN, isa::F32),
+                   6, 16 * row, 16 * out_row, false);
+  c.halt();
+  ASSERT_TRUE(system->run(p).ok());
+  const MatrixF got = testing::get_f32(*system, CoreId{0}, kOut.address(), kM, kN);
+  const MatrixF product = testing::round_bf16(a) * testing::round_bf16(w);
+  for (int r = 0; r < kM; ++r) {
+    const bool written = r % 16 < 8;
+    const MatrixF want =
+        written ? MatrixF(product.row(16 * (r / 16) + 2 * (r % 16))) : MatrixF(initial.row(r));
+    EXPECT_LT(testing::max_rel_error(got.row(r), want), 1e-6f) << "row " << r;
+  }
+}
+
 // Timing-only runs take the same cycles and leave memory untouched.
 TEST(MxuNumerics, TimingOnlyLeavesMemoryAlone) {
   auto system = make_system("v3-8", {MxuPolicy::kTpu, true, nullptr});

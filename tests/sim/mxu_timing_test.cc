@@ -50,6 +50,17 @@ TEST(MxuTiming, TpuChainBoundByWeightLoadsWhenMIsSmall) {
   EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(4, 64, 128, 128)), 830u);
 }
 
+// A grouped matmul streams every group's rows: 4 groups of 64 rows cost what 256 rows do (638).
+TEST(MxuTiming, TpuGroupedMatmulStreamsEveryGroup) {
+  isa::Program p;
+  CoreBuilder core(&p, 0);
+  core.load_weights(0, 0, block(0x100000, 128, 128, isa::BF16));
+  core.grouped_matmul(0, 0, block(0, 64, 128, isa::BF16), block(0x200000, 64, 128, isa::F32), 4,
+                      128 * 128 * 2, 128 * 128 * 4, false);
+  core.halt();
+  EXPECT_EQ(cycles_of(MxuPolicy::kTpu, p), 638u);
+}
+
 // M = 1: 128 (weights) + 1 (one row) + 254 = 383.
 TEST(MxuTiming, TpuSingleRow) {
   EXPECT_EQ(cycles_of(MxuPolicy::kTpu, chain(1, 1, 128, 128)), 383u);

@@ -145,6 +145,19 @@ const BadProgram kBad[] = {
        c.matmul(0, 0, kLhs, block(0x200000, 32, 128, isa::F32), false);
      },
      "out is 32x128; lhs 64 rows x weights 128 columns make 64x128"},
+    {"MatmulGroupsOverflowVmem",
+     [](CoreBuilder& c) {
+       c.load_weights(0, 0, kW);
+       c.grouped_matmul(0, 0, kLhs, kOut, 1000, 0, 0x10000, false);
+     },
+     "instruction 1 (mxu.matmul): last group's out [67567616, 67600384) overflows VMEM of "
+     "16777216 bytes"},
+    {"MatmulGroupStridesWrap",
+     [](CoreBuilder& c) {
+       c.load_weights(0, 0, kW);
+       c.grouped_matmul(0, 0, kLhs, kOut, 3, uint64_t{1} << 63, 0, false);
+     },
+     "3 groups of strides 9223372036854775808 and 0 bytes run past the end of addresses"},
     {"UnknownVectorOp",
      [](CoreBuilder& c) {
        c.fill(kV, 0).instruction().mutable_vector()->set_op(static_cast<isa::Vector::Op>(999));

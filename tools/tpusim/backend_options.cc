@@ -78,6 +78,10 @@ void add_compile_flags(po::options_description& options) {
       "on: a fused 1x1 stride-1 convolution without padding, whose patches are its images, feeds "
       "the MXUs from the images as they lie (XLA's dot over the channels); off: it builds the "
       "patches in VMEM as any other kernel's")(
+      "fuse-conv-windows", po::value<bool>()->default_value(true, "on"),
+      "on: a fused convolution (or input gradient) whose channels fill the MXU at every kernel "
+      "offset reads its windows in place, one product per kernel offset (XLA's TPU convolution "
+      "emitter); off: it builds the patches in VMEM (im2col) and sums their gradients back")(
       "fuse-conv-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise group that reads one value of its shape (a batch norm applied and its "
       "ReLU) is computed again by every fragment that reads it, a convolution on its image "
@@ -129,6 +133,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
   options.fuse_pointwise_convolutions = vm["fuse-pointwise-convolutions"].as<bool>();
   options.fuse_conv_producers = vm["fuse-conv-producers"].as<bool>();
+  options.fuse_conv_windows = vm["fuse-conv-windows"].as<bool>();
   return options;
 }
 

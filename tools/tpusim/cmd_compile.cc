@@ -66,7 +66,7 @@ constexpr char kCompileUsage[] =
     "                      [--fuse-reductions on|off] [--recompute-shared-producers on|off]\n"
     "                      [--fuse-multi-output on|off] [--fuse-producers on|off]\n"
     "                      [--fuse-conv-reductions on|off] [--fuse-pointwise-convolutions on|off]\n"
-    "                      [--fuse-conv-producers on|off]\n"
+    "                      [--fuse-conv-producers on|off] [--fuse-conv-windows on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"

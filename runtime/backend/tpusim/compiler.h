@@ -113,6 +113,9 @@ struct StepOptions {
   // A fused 1x1 stride-1 convolution without padding reads its images as its patches
   // (Im2col::identity, conv_fusion.cc); off, it builds them.
   bool fuse_pointwise_convolutions = true;
+  // A fused convolution or input gradient whose channels fill the MXU at every kernel offset
+  // reads its windows in place (ConvFeed::kWindows, conv_windows.h); off, it builds patches.
+  bool fuse_conv_windows = true;
   // An elementwise group reading one value of its shape is computed again by each fragment that
   // reads it, fused convolutions among them (fusion_plan.h, "groups recomputed by their
   // readers"); off, it writes its value and they read it.

@@ -12,7 +12,7 @@ Band make_band(const Im2col& full, int64_t oy0, int64_t oy1, int64_t y0, int64_t
   Window w = full.w;
   w.pad_top = full.w.pad_top - oy0 * full.w.sh + y0;
   return Band{Im2col(w, Shape({1, y1 - y0, full.W, full.C}), Shape({1, oy1 - oy0, full.OW, 1}),
-                     full.identity),
+                     full.feed()),
               oy0, y0};
 }
 

@@ -4,6 +4,7 @@
 #include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/conv_patterns.h"
 #include "runtime/backend/tpusim/conv_tiles.h"
+#include "runtime/backend/tpusim/conv_windows.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
@@ -110,6 +111,10 @@ class ForwardTiles {
     const Band& band = parts_[i];
     const Im2col& bg = band.g;
     produce_images(l_, producer_, t, bg, 2);
+    if (bg.windowed) {
+      feed_windows(t, i);
+      return;
+    }
     // The patches: the images themselves (identity), whose loads the MXUs' weight loads wait
     // for; else built in the scratch, from the band's stride phases after them where it splits.
     const uint64_t patches = bg.identity ? t.in(0).address() : t.scratch(0).address();
@@ -151,6 +156,20 @@ class ForwardTiles {
   }
 
  private:
+  // The products of every kernel offset, the windows read in place (conv_windows.h), accumulated
+  // into the output, which the chain zeroes first.
+  void feed_windows(Tile& t, size_t i) {
+    sim::CoreBuilder& b = t.e_builder();
+    t.chain(b.fill(output(t, i), 0));
+    const uint64_t zeroed = t.chain_count();
+    forward_window_products(l_.emit.core(), b,
+                            WindowTile{parts_[i].g, t.rows(), t.in(0).address(), t.out().address(),
+                                       t.in(1).address(), filters_},
+                            l_.precision, next_slot_,
+                            WindowHooks{[&](sim::InstrRef& load) { t.after_loads(load); },
+                                        [&](sim::InstrRef& mm) { t.fan_out(mm, zeroed); }});
+  }
+
   uint32_t pixels(const Tile& t, size_t i) const {
     return static_cast<uint32_t>(t.rows() * parts_[i].g.pixels());
   }
@@ -172,9 +191,11 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
-  const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
+  const Im2col g(e.attrs.window, in, e.shape, conv.feed);
   const int64_t filters = n.shape.dim(3);
   const bool sums = !conv.reductions.empty();
+  if (g.windowed && conv.patches_kept)
+    return absl::InternalError("tpusim backend: a convolution reading its windows keeps patches");
   const ImageProducer producer = image_producer(l, e.inputs[0]);
   const auto parts =
       conv_bands(l, g, Cut::kWindowRows, forward_widths(filters, sums, producer.blocks));
@@ -185,16 +206,14 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   for (const Band& band : *parts) {
     std::vector<TileOperand> inputs{images_of(l, producer, e.inputs[0], g, band), weights};
     add_rows(producer, &inputs);
-    bands.push_back(
-        {window_rows(l.address(id), g, band, filters), std::move(inputs),
-         static_cast<uint32_t>(
-             with_producer(forward_scratch(band.g, filters, sums), band.g, producer.blocks))});
+    bands.push_back({window_rows(l.address(id), g, band, filters), std::move(inputs),
+                     static_cast<uint32_t>(with_producer(forward_scratch(band.g, filters, sums),
+                                                         band.g, producer.blocks))});
   }
   ForwardTiles tiles(l, id, conv, g, *parts, producer);
-  const uint32_t scratch =
-      with_producer(forward_scratch(g, filters, sums), g, producer.blocks) > 0
-          ? 1
-          : 0;  // (width 0: the output's)
+  const uint32_t scratch = with_producer(forward_scratch(g, filters, sums), g, producer.blocks) > 0
+                               ? 1
+                               : 0;  // (width 0: the output's)
   const isa::Block totals = l.emit.pipelined_bands(
       static_cast<uint64_t>(in.dim(0)), bands, scratch,
       static_cast<uint32_t>(conv.reductions.size() * filters),
@@ -219,7 +238,7 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
 absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& d = l.node(conv.patches);
-  const Im2col g(n.attrs.window, n.shape, d.shape, conv.images_as_patches);
+  const Im2col g(n.attrs.window, n.shape, d.shape, conv.feed);
   const int64_t filters = l.node(d.inputs[0]).shape.dim(3);
   const auto parts = conv_bands(l, g, Cut::kImageRows, input_grad_widths(filters));
   if (!parts.ok()) return parts.status();
@@ -237,6 +256,21 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
       static_cast<uint64_t>(n.shape.dim(0)), bands, scratch, 0, [&](Tile& t, size_t i) {
         sim::CoreBuilder& b = t.e_builder();
         const Im2col& bg = (*parts)[i].g;
+        if (bg.windowed) {
+          // Each kernel offset's products accumulate into the pixels its windows read.
+          t.chain(b.fill(t.out(), 0));
+          const uint64_t zeroed = t.chain_count();
+          input_grad_window_products(
+              l.emit.core(), b,
+              WindowTile{bg, t.rows(), t.out().address(), t.in(0).address(), t.in(1).address(),
+                         static_cast<uint32_t>(filters)},
+              l.precision, next_slot,
+              WindowHooks{[&](sim::InstrRef& load) { t.after_loads(load); },
+                          [&](sim::InstrRef& mm) { t.fan_out(mm, zeroed); }});
+          if (n.dtype == DType::kBF16)
+            t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+          return;
+        }
         // The patch gradients are the image gradient's rows when the patches are the images.
         const uint64_t patches = bg.identity ? t.out().address() : t.scratch(0).address();
         const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
@@ -278,7 +312,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   const Node& n = l.node(id);
   const Node& e = l.node(conv.patches);
   const Shape& in = l.node(e.inputs[0]).shape;
-  const Im2col g(e.attrs.window, in, e.shape, conv.images_as_patches);
+  const Im2col g(e.attrs.window, in, e.shape, conv.feed);
   const auto filters = static_cast<uint32_t>(n.shape.dim(1));
   const auto patch = static_cast<uint32_t>(g.patch);
   const ImageProducer producer = image_producer(l, e.inputs[0]);

@@ -5,6 +5,7 @@
 #include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/conv_patterns.h"
 #include "runtime/backend/tpusim/conv_tiles.h"
+#include "runtime/backend/tpusim/conv_windows.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 
@@ -19,6 +20,23 @@ bool fits(const config::CoreSpec& core, const Im2col& g, Cut cut, const BandWidt
           int64_t weight_elements) {
   return image_bands(tile_slot_bytes(core), g, cut, widths).ok() &&
          static_cast<uint64_t>(weight_elements) * 4 <= once_loaded_bytes(core);
+}
+
+// Whether the patches of forward convolution `id` are read by nothing but it and the fused
+// kernel gradient that builds them again (through the reshape autodiff makes of them).
+bool patches_read_by_fusions(const Graph& graph, const std::vector<bool>& needed,
+                             const Fusions& found, int id, int patches) {
+  const bool kernel_grad_fused = std::any_of(found.begin(), found.end(), [&](const auto& f) {
+    return f.second.kind == Fusion::Kind::kConvFilterGrad && f.second.patches == patches;
+  });
+  for (int r = 0; r < graph.size(); ++r) {
+    const Node& n = graph.node(r);
+    if (r == id || !needed[static_cast<size_t>(r)] ||
+        std::find(n.inputs.begin(), n.inputs.end(), patches) == n.inputs.end())
+      continue;
+    if (!kernel_grad_fused || n.op != Op::kReshape) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -44,25 +62,33 @@ bool is_convolution(Fusion::Kind kind) {
 }
 
 Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                          const config::CoreSpec& core, bool pointwise) {
+                          const config::CoreSpec& core, bool pointwise, bool windows) {
   Fusions found;
+  const ConvFeed images = pointwise ? ConvFeed::kImages : ConvFeed::kPatches;
   for (int id = 0; id < graph.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     const Node& n = graph.node(id);
+    // Whether a convolution fuses is decided with its patches (or its images, read as they
+    // lie); one that fuses so fuses reading its windows too, which needs less of a tile.
     auto fuse = [&](Fusion f, const Im2col& g) {
-      f.images_as_patches = g.identity;
+      const bool input_grad = f.kind == Fusion::Kind::kConvInputGrad;
+      f.feed = g.identity ? ConvFeed::kImages
+               : windows && f.kind != Fusion::Kind::kConvFilterGrad &&
+                       windows_fill_mxus(core, g, input_grad)
+                   ? ConvFeed::kWindows
+                   : ConvFeed::kPatches;
       found[id] = std::move(f);
     };
     // Per image, the blocks of its tile as each lowering below lays them out.
     if (image_matmul(graph, id) && graph.node(n.inputs[0]).op == Op::kExtractPatches) {
       const Node& e = graph.node(n.inputs[0]);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
+      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, images);
       if (fits(core, g, Cut::kWindowRows, forward_widths(n.shape.dim(3), false),
                graph.node(n.inputs[1]).shape.elements()))
         fuse({Fusion::Kind::kConvForward, {e.inputs[0], n.inputs[1]}, n.inputs[0]}, g);
     } else if (const int patches = filter_grad_patches(graph, id); patches >= 0) {
       const Node& e = graph.node(patches);
-      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, pointwise);
+      const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, images);
       // The sums in the once-loaded region, their transpose in the slots (after the tiles).
       if (fits(core, g, Cut::kWindowRows, filter_grad_widths(n.shape.dim(1)), n.shape.elements()) &&
           static_cast<uint64_t>(n.shape.elements()) * 4 <= tiled_bytes(core))
@@ -70,12 +96,19 @@ Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
     } else if (n.op == Op::kPatchesToImage && image_matmul(graph, n.inputs[0]) &&
                sole_reader(graph, needed, n.inputs[0]) == id) {
       const Node& d = graph.node(n.inputs[0]);
-      const Im2col g(n.attrs.window, n.shape, d.shape, pointwise);
+      const Im2col g(n.attrs.window, n.shape, d.shape, images);
       const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
       if (fits(core, g, Cut::kImageRows, input_grad_widths(filters),
                graph.node(d.inputs[1]).shape.elements()))
         fuse({Fusion::Kind::kConvInputGrad, {d.inputs[0], d.inputs[1]}, n.inputs[0]}, g);
     }
+  }
+  // A forward convolution whose patches a fragment of their own reads writes them
+  // (Fusion::patches_kept), so it builds them.
+  for (auto& [id, f] : found) {
+    if (f.kind == Fusion::Kind::kConvForward && f.feed == ConvFeed::kWindows &&
+        !patches_read_by_fusions(graph, needed, found, id, f.patches))
+      f.feed = ConvFeed::kPatches;
   }
   return found;
 }
@@ -84,7 +117,7 @@ bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
                               const config::CoreSpec& core, uint32_t blocks, size_t rows) {
   const Node& n = graph.node(id);
   const Node& e = graph.node(conv.patches);
-  const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.images_as_patches);
+  const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.feed);
   // The kernel (a kernel gradient's sums), the output reductions' sums and the rows, each
   // aligned in the once-loaded region as the emitter places them.
   const bool forward = conv.kind == Fusion::Kind::kConvForward;
@@ -135,7 +168,7 @@ void attach_output_reductions(const Graph& graph, const std::vector<bool>& neede
     Fusion& conv = fusions->at(id);
     const Node& n = graph.node(id);
     const Node& e = graph.node(conv.patches);
-    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.images_as_patches);
+    const Im2col g(e.attrs.window, graph.node(e.inputs[0]).shape, e.shape, conv.feed);
     const int64_t filters = n.shape.dim(3);
     // The kernel, then one sum per reduction, in the once-loaded region (each block aligned as
     // the emitter places them).

@@ -19,7 +19,7 @@ uint64_t with_producer(uint64_t scratch, const Im2col& g, uint32_t producer_bloc
 }
 
 uint64_t input_grad_scratch(const Im2col& g) {
-  return static_cast<uint64_t>(g.identity ? 0 : g.patch_elements());
+  return static_cast<uint64_t>(g.builds_patches() ? g.patch_elements() : 0);
 }
 
 BandWidths forward_widths(int64_t filters, bool sums, uint32_t producer_blocks) {

@@ -7,13 +7,8 @@ namespace tpusim::runtime::tpusim_backend {
 using isa::Vector;
 using sim::block;
 
-namespace {
-
-// The output columns [ox0, ox1) of a window row at kernel column kx whose input column
-// ox * sw + kx - pad_left lies inside an image in_w wide, and x0, the first of those input
-// columns; false when there is none.
-bool window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, int64_t* ox0,
-                    int64_t* ox1, int64_t* x0) {
+bool valid_window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, int64_t* ox0,
+                          int64_t* ox1, int64_t* x0) {
   *ox0 = 0;
   while (*ox0 < out_w && *ox0 * w.sw + kx - w.pad_left < 0) ++*ox0;
   *ox1 = out_w;
@@ -22,14 +17,15 @@ bool window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, in
   return *ox1 > *ox0;
 }
 
-// The output rows [oy0, oy1) whose window row ky lies inside the image.
-void window_rows(const Window& w, int64_t ky, int64_t out_h, int64_t in_h, int64_t* oy0,
-                 int64_t* oy1) {
+void valid_window_rows(const Window& w, int64_t ky, int64_t out_h, int64_t in_h, int64_t* oy0,
+                       int64_t* oy1) {
   *oy0 = 0;
   *oy1 = out_h;
   while (*oy0 < out_h && *oy0 * w.sh + ky - w.pad_top < 0) ++*oy0;
   while (*oy1 > *oy0 && (*oy1 - 1) * w.sh + ky - w.pad_top >= in_h) --*oy1;
 }
+
+namespace {
 
 isa::Block f32_block(uint64_t at, int64_t rows, int64_t cols, int64_t stride) {
   return block(at, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols), isa::F32,
@@ -44,7 +40,7 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches, float pad) {
   const Window& w = g.w;
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     int64_t oy0 = 0, oy1 = 0;
-    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
+    valid_window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
     for (int64_t r = 0; r < static_cast<int64_t>(t.rows()); ++r) {
       for (auto [from, to] : {std::pair{int64_t{0}, oy0}, std::pair{oy1, g.OH}}) {
         if (to <= from) continue;
@@ -56,7 +52,7 @@ void zero_wrapped(Tile& t, const Im2col& g, uint64_t patches, float pad) {
     }
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
-      window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0);
+      valid_window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0);
       for (int64_t ox = 0; ox < g.OW; ++ox) {
         if (ox >= ox0 && ox < ox1) continue;
         const uint64_t at =
@@ -81,11 +77,11 @@ void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int
   };
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     int64_t oy0 = 0, oy1 = 0;
-    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
+    valid_window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
     if (oy1 <= oy0) continue;
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
-      if (!window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
+      if (!valid_window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
       if (g.flat_tile) {
         run(ky, kx, 0, oy0, ox0, ((count - 1) * g.OH + oy1 - 1 - oy0) * g.OW + ox1 - ox0);
         continue;
@@ -175,12 +171,12 @@ void phased_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches,
   const int64_t wp = p.wp();
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     int64_t oy0 = 0, oy1 = 0;
-    window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
+    valid_window_rows(w, ky, g.OH, g.H, &oy0, &oy1);
     if (oy1 <= oy0) continue;
     const int64_t qy = floor_div(ky - w.pad_top, w.sh), py = ky - w.pad_top - qy * w.sh;
     for (int64_t kx = 0; kx < w.kw; ++kx) {
       int64_t ox0 = 0, ox1 = 0, x0 = 0;
-      if (!window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
+      if (!valid_window_columns(w, kx, g.OW, g.W, &ox0, &ox1, &x0)) continue;
       const int64_t qx = floor_div(kx - w.pad_left, w.sw), px = kx - w.pad_left - qx * w.sw;
       const int64_t windows = (oy1 - 1 - oy0) * g.OW + ox1 - ox0;
       for (int64_t r = 0; r < p.rows; ++r) {
@@ -206,7 +202,7 @@ bool phase_split(const Im2col& g) { return !g.flat && g.W % g.w.sw == 0 && g.OW 
 int64_t phase_elements(const Im2col& g) { return phase_split(g) ? 2 * g.image_elements() : 0; }
 
 int64_t patch_scratch_elements(const Im2col& g) {
-  return g.identity ? 0 : g.patch_elements() + phase_elements(g);
+  return g.builds_patches() ? g.patch_elements() + phase_elements(g) : 0;
 }
 
 void build_patches(Tile& t, const Im2col& g, uint64_t images, uint64_t patches, uint64_t phases,

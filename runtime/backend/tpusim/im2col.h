@@ -12,6 +12,20 @@
 
 namespace tpusim::runtime::tpusim_backend {
 
+// How a fused convolution feeds its MXUs (Fusion::feed):
+//   kPatches  im2col: the patches built in VMEM by the vector unit (build_patches), one product
+//             over [windows, kh x kw x C];
+//   kImages   the patches are the images themselves (a 1x1 kernel, stride 1, no padding):
+//             window (oy, ox) is pixel (oy, ox)'s C values, so [images x OH x OW, patch] is the
+//             images' own layout. XLA lowers such a convolution as a dot over the channels, its
+//             operand read where it lies; the MXUs read the images (and an input gradient's
+//             products land in the image rows) without patches;
+//   kWindows  no patches: one product per kernel offset, its windows read in place as strided
+//             views of the images (a grouped matmul, isa.proto), accumulated in the output, as
+//             XLA's TPU convolution emitter walks a kernel's window over the activations
+//             (conv_windows.h).
+enum class ConvFeed { kPatches, kImages, kWindows };
+
 // A convolution's im2col geometry: NHWC images of H x W x C, OH x OW windows of `patch` values.
 // In the flat view (stride 1, output rows as wide as the input's) consecutive windows (oy, ox)
 // of an image read consecutive pixels, so one kernel offset is one strided block over an image
@@ -22,15 +36,12 @@ struct Im2col {
   int64_t H, W, C, OH, OW, patch;
   bool flat;       // one block per kernel offset and image
   bool flat_tile;  // one per kernel offset and tile
-  // The patches are the images themselves (a 1x1 kernel, stride 1, no padding): window (oy, ox)
-  // is pixel (oy, ox)'s C values, so [images x OH x OW, patch] is the images' own layout. XLA
-  // lowers such a convolution as a dot over the channels, its operand read where it lies; the
-  // fused convolutions feed the MXUs from the images (and write an input gradient straight
-  // into the image rows) without building patches. Set only where the caller reads them so
-  // (`images_as_patches`: Fusion::images_as_patches).
+  // The feed asked for (`feed`), where the geometry allows it: kImages only for a 1x1 stride-1
+  // kernel without padding (`identity`); `windowed` for kWindows.
   bool identity;
+  bool windowed;
   Im2col(const Window& window, const Shape& image, const Shape& patches,
-         bool images_as_patches = false)
+         ConvFeed feed = ConvFeed::kPatches)
       : w(window),
         H(image.dim(1)),
         W(image.dim(2)),
@@ -40,12 +51,27 @@ struct Im2col {
         patch(window.kh * window.kw * image.dim(3)),
         flat(window.sw == 1 && window.sh == 1 && OW == W),
         flat_tile(flat && OH == H),
-        identity(images_as_patches && flat_tile && window.kh == 1 && window.kw == 1 &&
-                 window.pad_top == 0 && window.pad_left == 0) {}
+        identity(feed == ConvFeed::kImages && flat_tile && window.kh == 1 && window.kw == 1 &&
+                 window.pad_top == 0 && window.pad_left == 0),
+        windowed(feed == ConvFeed::kWindows) {}
+  ConvFeed feed() const {
+    return identity ? ConvFeed::kImages : windowed ? ConvFeed::kWindows : ConvFeed::kPatches;
+  }
+  // Whether the fragment builds patches in VMEM.
+  bool builds_patches() const { return !identity && !windowed; }
   int64_t image_elements() const { return H * W * C; }        // per image
   int64_t patch_elements() const { return OH * OW * patch; }  // per image
   int64_t pixels() const { return OH * OW; }                  // windows per image
 };
+
+// The output columns [ox0, ox1) of a window row at kernel column kx whose input column
+// ox * sw + kx - pad_left lies inside an image in_w wide, and x0, the first of those input
+// columns; false when there is none.
+bool valid_window_columns(const Window& w, int64_t kx, int64_t out_w, int64_t in_w, int64_t* ox0,
+                          int64_t* ox1, int64_t* x0);
+// The output rows [oy0, oy1) whose window row ky lies inside an image in_h tall.
+void valid_window_rows(const Window& w, int64_t ky, int64_t out_h, int64_t in_h, int64_t* oy0,
+                       int64_t* oy1);
 
 // In the flat view a copy or add for one kernel offset runs over every window of the tile's
 // images at once, so windows that fall outside their image wrap into neighbouring rows or

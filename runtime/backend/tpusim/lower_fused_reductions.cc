@@ -35,6 +35,9 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
                    sim::VectorChain chain;
                    compute_group(l, group, ops, plan, tile_blocks(t), value, chain, true);
                    chain.add(sim::vector_ops::reduce(vop, t.out(), value, 1));
+                   // A bf16 sum rounded where it is made (leaves_f32_sums).
+                   if (leaves_f32_sums(l.node(reduce)))
+                     chain.add(sim::vector_ops::unary(Vector::ROUND_BF16, t.out(), t.out()));
                    t.chain(t.e_builder().vector(chain.instruction()));
                  });
   return absl::OkStatus();
@@ -67,6 +70,20 @@ void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* ele
   }
   plain_inputs->erase(std::remove(plain_inputs->begin(), plain_inputs->end(), root),
                       plain_inputs->end());
+}
+
+// The reductions' sums (`sums`, one row of `cols` each) written once every tile's part is in, a
+// bf16 sum rounded first, as XLA fuses the convert into the reduction (leaves_f32_sums).
+void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
+                const isa::Block& sums, uint32_t cols) {
+  Tile last = l.emit.epilogue();
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    const isa::Block sum = block(sums.address() + i * cols * 4, 1, cols, isa::F32);
+    if (leaves_f32_sums(l.node(reductions[i].back())))
+      last.chain(last.join(last.e_builder().unary(Vector::ROUND_BF16, sum, sum)));
+    last.store(sum, block(l.address(reductions[i].back()), 1, cols, isa::F32),
+               last.chain_count());
+  }
 }
 
 }  // namespace
@@ -146,11 +163,7 @@ absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector
                                            ops.tiles,
                                            cols}},
                                  scratch + 1, count * cols, [&](Tile& t, size_t) { body(t); });
-  Tile last = l.emit.epilogue();
-  for (size_t i = 0; i < reductions.size(); ++i) {
-    last.store(sum_of(sums, i), block(l.address(reductions[i].back()), 1, cols, isa::F32),
-               last.chain_count());
-  }
+  store_sums(l, reductions, sums, cols);
   return absl::OkStatus();
 }
 

@@ -22,12 +22,19 @@ int64_t column_rows_a_pass(const Lowering& l, int64_t inner) {
 }
 
 void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
-                  uint64_t dst);
+                  uint64_t dst, bool round);
+
+// A bf16 result's f32 sums rounded to bf16 values in VMEM before they are stored, as XLA fuses
+// the convert into the reduction that produces the value (nothing when `round` is false).
+void round_sums(Tile& t, const isa::Block& sums, bool round) {
+  if (round) t.chain(t.e_builder().unary(Vector::ROUND_BF16, sums, sums));
+}
 
 // Rows [outer, k] wider than a tile (a whole large variable's sum): each row's column chunks
 // reduce into partial results, [outer, parts], which a second pass reduces; each chunk is one
 // fragment over strided rows, writing one column of the partials.
-void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k, uint64_t dst) {
+void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k, uint64_t dst,
+                      bool round) {
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   // The widest whole vector rows (128 lanes) that leave room for the tile's other blocks.
   const uint64_t budget = l.emit.tile_budget_bytes();
@@ -45,13 +52,14 @@ void reduce_wide_rows(Lowering& l, Op op, uint64_t src, int64_t outer, int64_t k
     l.emit.rowwise(column, static_cast<uint64_t>(outer), {rows}, 0, 0,
                    [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
   }
-  reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst);
+  reduce_range(l, op, partial, Shape{outer, parts}, 1, 2, dst, round);
 }
 
 // Leading axes over a long input [k, inner]: one pipelined fragment, as XLA's reduce fusion,
 // reducing each row tile down its columns and adding that partial row to an accumulator in
 // order, the next tile loading while this one reduces; the sum is written once.
-void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t inner, uint64_t dst) {
+void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t inner, uint64_t dst,
+                         bool round) {
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
   const TileOperand rows{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(inner)};
@@ -68,32 +76,37 @@ void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t in
         t.chain(b.binary(combine, t.accumulator(), t.accumulator(), part));
       });
   Tile after = l.emit.epilogue();
+  if (round) after.chain(after.join(after.e_builder().unary(Vector::ROUND_BF16, sum, sum)));
   after.store(sum, block(dst, 1, cols, isa::F32), after.chain_count());
 }
 
 // Reduces axes [first, last) of `in` (buffer src) into dst: the input is viewed as
 // [outer, k, inner]. Trailing axes (inner == 1) reduce each row (a row wider than a tile in
 // column chunks, then their partial results); otherwise the k slices of each row are combined
-// one by one (strided blocks), which keeps the order fixed.
+// one by one (strided blocks), which keeps the order fixed. With `round`, the result is rounded to
+// bf16 values before it is stored.
 void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
-                  uint64_t dst) {
+                  uint64_t dst, bool round) {
   const int64_t outer = dims_product(in, 0, first), k = dims_product(in, first, last),
                 inner = dims_product(in, last, in.rank());
   const Vector::Op vop = op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   const Vector::Op combine = op == Op::kReduceMax ? Vector::MAX : Vector::ADD;
   if (inner == 1 &&
       Emitter::tile_bytes({static_cast<uint64_t>(k), 1}, 1) > l.emit.tile_budget_bytes()) {
-    reduce_wide_rows(l, op, src, outer, k, dst);
+    reduce_wide_rows(l, op, src, outer, k, dst, round);
     return;
   }
   if (inner == 1) {
     l.emit.rowwise(dst, static_cast<uint64_t>(outer), 1, isa::F32,
                    {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}},
-                   0, 0, [&](Tile& t) { t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1)); });
+                   0, 0, [&](Tile& t) {
+                     t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1));
+                     round_sums(t, t.out(), round);
+                   });
     return;
   }
   if (outer == 1 && k * inner * 4 > static_cast<int64_t>(l.emit.tile_budget_bytes() / 4)) {
-    reduce_long_columns(l, op, src, k, inner, dst);
+    reduce_long_columns(l, op, src, k, inner, dst, round);
     return;
   }
   if (outer == 1) {
@@ -106,6 +119,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                                        block(t.in(0).address(), static_cast<uint32_t>(k),
                                              static_cast<uint32_t>(inner), isa::F32),
                                        0));
+          round_sums(t, t.out(), round);
         });
     return;
   }
@@ -123,6 +137,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                    t.chain(b.unary(Vector::COPY, t.out(), slice(0)));
                    for (int64_t j = 1; j < k; ++j)
                      t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
+                   round_sums(t, t.out(), round);
                  });
 }
 
@@ -177,7 +192,9 @@ absl::Status lower_reduce(Lowering& l, int id) {
                              ? l.address(id)
                              : l.hbm.temporary(static_cast<uint64_t>(reduced.elements()) * 4);
     if (auto s = turn_wide_columns(l, &src, &shape, &first, &end); !s.ok()) return s;
-    reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst);
+    // The last pass writes the node: a bf16 sum leaves it rounded (leaves_f32_sums).
+    reduce_range(l, n.op, src, shape, static_cast<int>(first), static_cast<int>(end), dst,
+                 axes.empty() && leaves_f32_sums(n));
     src = dst;
     shape = reduced;
   }

@@ -17,6 +17,7 @@
 #include "runtime/backend/tpusim/buffer_uses.h"
 #include "runtime/backend/tpusim/emitter.h"
 #include "runtime/backend/tpusim/hbm_plan.h"
+#include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/schedule.h"
 #include "runtime/graph/graph.h"
 
@@ -92,8 +93,9 @@ struct Fusion {
   // VMEM, as XLA's multi-output fusion of a convolution with the reductions of its result
   // (attach_output_reductions). They, and the squares, have no fragment of their own.
   std::vector<int> reductions = {};
-  // Convolutions: the patches are the images (Im2col::identity), read as they lie.
-  bool images_as_patches = false;
+  // Convolutions: how the MXUs are fed (im2col.h): patches built in VMEM, the images read as
+  // they lie (a 1x1 stride-1 kernel), or the windows read in place, a product per kernel offset.
+  ConvFeed feed = ConvFeed::kPatches;
 
   // What the fragment of node `id` uses: it reads `reads` and writes the node's buffer, the
   // patches' when it keeps them, and its reductions'.
@@ -113,9 +115,11 @@ std::vector<int> computed_inside_fusions(const Graph& graph, const Fusions& fusi
 // pixels, patches and result, or a band of its rows', in one tile slot, the weights in the
 // once-loaded region).
 // With `pointwise`, a 1x1 stride-1 convolution without padding reads its images as its patches
-// (Fusion::images_as_patches).
+// (ConvFeed::kImages); with `windows`, a forward convolution or input gradient whose channels
+// fill the MXUs at every kernel offset reads its windows in place (ConvFeed::kWindows,
+// windows_fill_mxus in conv_windows.h), unless a fragment of its own reads its patches.
 Fusions find_conv_fusions(const Graph& graph, const std::vector<bool>& needed,
-                          const config::CoreSpec& core, bool pointwise = true);
+                          const config::CoreSpec& core, bool pointwise = true, bool windows = true);
 // The max pools and their gradients among the nodes `needed` marks whose images fit a tile: the
 // images' strided views when the windows tile the image (no padding, pool = stride, the image a
 // whole number of windows), else bands of rows with their windows.
@@ -137,11 +141,11 @@ bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
 // The group a fused convolution computes on its image bands (fusion_plan.h, "groups recomputed
 // by their readers"): none (no members) unless the fusion plan recomputes the images' node.
 struct ImageProducer {
-  std::vector<int> members;               // the group, its root (the images' node) last
-  int image = -1;                         // the value of the images' shape it reads instead
-  std::vector<int> row_nodes;             // its values per channel ...
-  std::vector<TileOperand> rows;          // ... and how they are loaded once, in that order
-  uint32_t blocks = 0;                    // its scratch blocks of the band's images
+  std::vector<int> members;       // the group, its root (the images' node) last
+  int image = -1;                 // the value of the images' shape it reads instead
+  std::vector<int> row_nodes;     // its values per channel ...
+  std::vector<TileOperand> rows;  // ... and how they are loaded once, in that order
+  uint32_t blocks = 0;            // its scratch blocks of the band's images
   bool empty() const { return members.empty(); }
 };
 ImageProducer image_producer(Lowering& l, int images);

@@ -37,7 +37,7 @@ const LoweringRule* lowering_rule(Op op) {
       // nothing, touching no HBM.
       {Op::kCrossReplicaSum, {lower_cross_replica_sum, false}},
       {Op::kBroadcast, {lower_broadcast, false}},
-      {Op::kReduceSum, {lower_reduce, false}},
+      {Op::kReduceSum, {lower_reduce, true}},
       {Op::kReduceMax, {lower_reduce, false}},
       {Op::kArgMax, {lower_argmax, false}},
       {Op::kOneHot, {lower_one_hot, false}},

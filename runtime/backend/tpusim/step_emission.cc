@@ -241,6 +241,7 @@ absl::Status StepEmission::lower(int id) {
     const std::vector<int> produced =
         producer >= 0 ? plan_.fusion.members(producer) : std::vector<int>{};
     s = lower_sibling_reductions(l_, reductions, produced);
+    rounded = true;  // each bf16 sum rounded in the fragment
     for (const std::vector<int>& members : reductions) {
       if (members.size() > 1) out_.fused_nodes += members.size() - 1;
     }
@@ -251,6 +252,7 @@ absl::Status StepEmission::lower(int id) {
     s = lower_fused(l_, members);
     // The elementwise members (a fused reduction is counted in fused_reductions).
     const bool reduction = !is_elementwise(node.op);
+    rounded = reduction;  // a fused reduction rounds a bf16 sum itself
     if (members.size() > 1) out_.fused_nodes += members.size() - (reduction ? 1 : 0);
   } else if (fused != plan_.fusions.end()) {
     set_origin(node.label, fusion_kind_name(fused->second.kind));

@@ -23,7 +23,8 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
                  StepPlan& plan) {
   const std::vector<bool> unfused = needed_nodes(graph, {});
   if (options.fuse_convolutions)
-    plan.fusions = find_conv_fusions(graph, unfused, core, options.fuse_pointwise_convolutions);
+    plan.fusions = find_conv_fusions(graph, unfused, core, options.fuse_pointwise_convolutions,
+                                     options.fuse_conv_windows);
   if (options.fuse_pools) plan.fusions.merge(find_pool_fusions(graph, unfused, core));
   if (options.fuse_conv_reductions) attach_output_reductions(graph, unfused, core, &plan.fusions);
   FusionOptions fusion_options;

@@ -331,7 +331,7 @@ const BackendDeclaration& tpusim_backend_declaration() {
     d.supports.collective_timing = true;
     d.mixed_bfloat16_note =
         "tpusim charges bf16 transfers and HBM footprints at 2 bytes an element, as a TPU's, but "
-        "rounds each reduction's (and unfused patches_to_image's) result to bf16 in a pass of its "
+        "rounds each scatter_add's and unfused patches_to_image's result to bf16 in a pass of its "
         "own, which a TPU fuses into the op (docs/estimator.md, mixed precision)";
     d.availability = [] { return BackendAvailability{true, true, ""}; };
     d.make = [](const BackendArgs& args) -> absl::StatusOr<std::unique_ptr<Backend>> {
