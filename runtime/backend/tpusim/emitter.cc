@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "common/strings.h"
 #include "sim/memory/block.h"
@@ -36,11 +37,13 @@ class Emitter::SlotTurns {
   std::array<uint64_t, 2> uses_{};
 };
 
-// The chain count and fan-out flag and count a slot's last tile's work reached.
+// The chain count and fan-out flag and count a slot's last tile's work reached, and where its
+// output block begins (its store reads it after the work; none when it stores nothing).
 struct Emitter::WorkDone {
   uint64_t chain = 0;
   uint32_t fanned_flag = 0;
   uint64_t fanned = 0;
+  uint64_t out_begin = std::numeric_limits<uint64_t>::max();
 };
 
 // The slots' turns over a tile loop, and per slot the work its last tile did.
@@ -332,7 +335,18 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
   // with once its work is: they need not wait for that tile's store, which reads its output
   // block (input and output buffers turn over apart, as a TPU kernel's pipeline double-buffers
   // each operand and each output on its own).
-  const std::vector<std::pair<uint32_t, uint64_t>> load_waits = work_waits(turns, s);
+  std::vector<std::pair<uint32_t, uint64_t>> load_waits = work_waits(turns, s);
+  // A tile of another band lays its blocks out otherwise: where its operands reach into the
+  // previous tile's output block, its loads wait for that block's store too.
+  uint64_t operands_end = static_cast<uint64_t>(s) * slot_bytes_;
+  for (const TileOperand& in : inputs) {
+    if (in.kind == TileOperand::Kind::kRow) continue;
+    const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
+    operands_end = align(operands_end + uint64_t{n} * width * 4);
+  }
+  if (operands_end > turns.work_done[static_cast<size_t>(s)].out_begin) {
+    for (const auto& wait : slot_waits(loop, turns, s)) load_waits.push_back(wait);
+  }
   StartedTile started;
   started.loop = &loop;
   started.slot = s;
@@ -395,8 +409,9 @@ void Emitter::finish_tile(StartedTile& started, TileTurns& turns,
   const TileLoop& loop = *started.loop;
   const int s = started.slot;
   finish(tile);
-  turns.work_done[static_cast<size_t>(s)] = {flags_.count(chain_), tile.fanned_flag_,
-                                             flags_.count(tile.fanned_flag_)};
+  turns.work_done[static_cast<size_t>(s)] = {
+      flags_.count(chain_), tile.fanned_flag_, flags_.count(tile.fanned_flag_),
+      loop.stores ? tile.out_.address() : std::numeric_limits<uint64_t>::max()};
   if (!loop.stores) return;  // nothing to store
   // Store the tile once its last vector op is done; that frees the slot.
   const uint32_t cols = loop.cols;
