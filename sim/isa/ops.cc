@@ -15,6 +15,14 @@ isa::Block group_out(const isa::Matmul& mm, uint32_t g) {
   return shifted(mm.out(), uint64_t{g} * mm.out_group_stride_bytes());
 }
 
+uint64_t groups_lhs_end(const isa::Matmul& mm) {
+  return end_address(mm.lhs()) + uint64_t{matmul_groups(mm) - 1} * mm.lhs_group_stride_bytes();
+}
+
+uint64_t groups_out_end(const isa::Matmul& mm) {
+  return end_address(mm.out()) + uint64_t{matmul_groups(mm) - 1} * mm.out_group_stride_bytes();
+}
+
 UnitKind unit_of(const Instruction& instr) {
   switch (instr.op_case()) {
     case Instruction::kDma:

@@ -24,6 +24,10 @@ inline uint32_t matmul_groups(const isa::Matmul& mm) { return mm.groups() > 1 ? 
 // Group g's lhs and out blocks.
 isa::Block group_lhs(const isa::Matmul& mm, uint32_t g);
 isa::Block group_out(const isa::Matmul& mm, uint32_t g);
+// One past the last byte the last group's lhs (out) touches, without copying a block: for the
+// MXU's per-instruction path.
+uint64_t groups_lhs_end(const isa::Matmul& mm);
+uint64_t groups_out_end(const isa::Matmul& mm);
 
 // Which unit of a core runs an instruction (the sequencer itself runs loops and halts).
 enum class UnitKind { kSequencer, kDma, kMxu, kVector, kInfeed, kOutfeed, kCollective };

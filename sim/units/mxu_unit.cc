@@ -83,8 +83,7 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   const uint32_t groups = matmul_groups(mm);
   // Every group's rows stream through the array, one group after the other.
   const uint64_t m = uint64_t{mm.lhs().rows()} * groups;
-  vmem_.touch(
-      std::max(end_address(group_lhs(mm, groups - 1)), end_address(group_out(mm, groups - 1))));
+  vmem_.touch(std::max(groups_lhs_end(mm), groups_out_end(mm)));
   const uint64_t stream = static_cast<uint64_t>(mxu_passes(mm.precision())) * m;
   const MatmulTiming t = policy_->matmul(ctx_.now_cycle(), mm.slot(), stream);
   const uint64_t out_bytes = payload_bytes(mm.out());
@@ -123,8 +122,7 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   const isa::Block& lhs = mm.lhs();
   const isa::Block& out = mm.out();
   const uint32_t groups = matmul_groups(mm);
-  const uint64_t lhs_end = end_address(group_lhs(mm, groups - 1)),
-                 out_end = end_address(group_out(mm, groups - 1));
+  const uint64_t lhs_end = groups_lhs_end(mm), out_end = groups_out_end(mm);
   LhsCache& cache = vmem_.lhs_cache();
   // A grouped matmul splits each group's rows as it goes and leaves the cache empty.
   const bool refill =
@@ -145,6 +143,10 @@ void MxuUnit::post_compute(const isa::Matmul& mm) {
   numerics_.post(false, HostRange{vmem + lhs.address(), vmem + lhs_end},
                  HostRange{vmem + out.address(), vmem + out_end},
                  [this, vmem, &mm, refill, terms, groups] {
+                   if (groups == 1) {
+                     compute(vmem, mm, mm.lhs(), mm.out(), refill, terms);
+                     return;
+                   }
                    for (uint32_t g = 0; g < groups; ++g)
                      compute(vmem, mm, group_lhs(mm, g), group_out(mm, g), refill, terms);
                  });

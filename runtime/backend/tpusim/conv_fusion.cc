@@ -46,6 +46,15 @@ void produce_images(Lowering& l, const ImageProducer& p, Tile& t, const Im2col& 
   t.chain(t.e_builder().vector(chain.instruction()));
 }
 
+// Zeroes `out` on the tile's chain for window products (conv_windows.h) to accumulate into: the
+// hooks put their weight loads after the tile's loads and their matmuls after the zeroing.
+WindowHooks zeroed_output(Tile& t, const isa::Block& out) {
+  t.chain(t.e_builder().fill(out, 0));
+  const uint64_t zeroed = t.chain_count();
+  return WindowHooks{[&t](sim::InstrRef& load) { t.after_loads(load); },
+                     [&t, zeroed](sim::InstrRef& mm) { t.fan_out(mm, zeroed); }};
+}
+
 // The band's images as a fragment loads them: the producer group's image when the fragment
 // computes the group, else the images' own buffer; and the producer's rows after `inputs`.
 TileOperand images_of(Lowering& l, const ImageProducer& p, int images, const Im2col& g,
@@ -159,15 +168,11 @@ class ForwardTiles {
   // The products of every kernel offset, the windows read in place (conv_windows.h), accumulated
   // into the output, which the chain zeroes first.
   void feed_windows(Tile& t, size_t i) {
-    sim::CoreBuilder& b = t.e_builder();
-    t.chain(b.fill(output(t, i), 0));
-    const uint64_t zeroed = t.chain_count();
-    forward_window_products(l_.emit.core(), b,
+    const WindowHooks hooks = zeroed_output(t, output(t, i));
+    forward_window_products(l_.emit.core(), t.e_builder(),
                             WindowTile{parts_[i].g, t.rows(), t.in(0).address(), t.out().address(),
                                        t.in(1).address(), filters_},
-                            l_.precision, next_slot_,
-                            WindowHooks{[&](sim::InstrRef& load) { t.after_loads(load); },
-                                        [&](sim::InstrRef& mm) { t.fan_out(mm, zeroed); }});
+                            l_.precision, next_slot_, hooks);
   }
 
   uint32_t pixels(const Tile& t, size_t i) const {
@@ -258,15 +263,11 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
         const Im2col& bg = (*parts)[i].g;
         if (bg.windowed) {
           // Each kernel offset's products accumulate into the pixels its windows read.
-          t.chain(b.fill(t.out(), 0));
-          const uint64_t zeroed = t.chain_count();
-          input_grad_window_products(
-              l.emit.core(), b,
-              WindowTile{bg, t.rows(), t.out().address(), t.in(0).address(), t.in(1).address(),
-                         static_cast<uint32_t>(filters)},
-              l.precision, next_slot,
-              WindowHooks{[&](sim::InstrRef& load) { t.after_loads(load); },
-                          [&](sim::InstrRef& mm) { t.fan_out(mm, zeroed); }});
+          const WindowHooks hooks = zeroed_output(t, t.out());
+          input_grad_window_products(l.emit.core(), b,
+                                     WindowTile{bg, t.rows(), t.out().address(), t.in(0).address(),
+                                                t.in(1).address(), static_cast<uint32_t>(filters)},
+                                     l.precision, next_slot, hooks);
           if (n.dtype == DType::kBF16)
             t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
           return;

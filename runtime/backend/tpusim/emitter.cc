@@ -336,17 +336,23 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
   // block (input and output buffers turn over apart, as a TPU kernel's pipeline double-buffers
   // each operand and each output on its own).
   std::vector<std::pair<uint32_t, uint64_t>> load_waits = work_waits(turns, s);
+  // The operands' blocks: the once-loaded rows, the rest laid out in slot s in order.
+  std::vector<isa::Block> operands;
+  uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TileOperand& in = inputs[i];
+    if (in.kind == TileOperand::Kind::kRow) {
+      operands.push_back(once.row_blocks[i]);
+      continue;
+    }
+    const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
+    operands.push_back(block(at, n, width, in.dtype));
+    at = align(at + uint64_t{n} * width * 4);
+  }
   // A tile of another band lays its blocks out otherwise: where its operands reach into the
   // previous tile's output block, its loads wait for that block's store too.
-  uint64_t operands_end = static_cast<uint64_t>(s) * slot_bytes_;
-  for (const TileOperand& in : inputs) {
-    if (in.kind == TileOperand::Kind::kRow) continue;
-    const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
-    operands_end = align(operands_end + uint64_t{n} * width * 4);
-  }
-  if (operands_end > turns.work_done[static_cast<size_t>(s)].out_begin) {
-    for (const auto& wait : slot_waits(loop, turns, s)) load_waits.push_back(wait);
-  }
+  if (at > turns.work_done[static_cast<size_t>(s)].out_begin)
+    load_waits.insert(load_waits.end(), free_waits.begin(), free_waits.end());
   StartedTile started;
   started.loop = &loop;
   started.slot = s;
@@ -357,24 +363,18 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
   tile.first_row_ = r0;
   tile.accumulator_ = once.accumulator;
   tile.fanned_flag_ = own_fan_out ? fanned_in_slot_[s] : fanned_;
-  uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
+  tile.inputs_ = operands;
   // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TileOperand& in = inputs[i];
-    if (in.kind == TileOperand::Kind::kRow) {
-      tile.inputs_.push_back(once.row_blocks[i]);
-      continue;
-    }
-    const uint32_t width = in.kind == TileOperand::Kind::kFull ? (in.cols > 0 ? in.cols : cols) : 1;
-    const isa::Block vmem = block(at, n, width, in.dtype);
-    at = align(at + uint64_t{n} * width * 4);
-    const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{width} * 4;
-    auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, width, in.dtype, in.stride), vmem,
-                              next_engine());
+    if (in.kind == TileOperand::Kind::kRow) continue;
+    const isa::Block& vmem = operands[i];
+    const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{vmem.cols()} * 4;
+    auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, vmem.cols(), in.dtype, in.stride),
+                              vmem, next_engine());
     ordered(dma);
     for (const auto& [flag, count] : load_waits) dma.wait(flag, count);
     flags_.signal(dma, loaded_[s]);
-    tile.inputs_.push_back(vmem);
   }
   tile.out_ = block(at, n, cols, loop.out_dtype);
   at = align(at + uint64_t{n} * cols * 4);
