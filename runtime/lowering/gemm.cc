@@ -99,14 +99,19 @@ class GemmEmission {
         b_(*ctx.builder),
         pool_(*ctx.flags),
         next_slot_(core.mxu_count, 0) {
-    // VMEM: two A slices, two B slices, two accumulators.
+    // VMEM: two A slices, two B slices, two accumulators; then each transposed operand's two
+    // staging buffers.
     uint64_t at = ctx.vmem_base;
-    for (int i = 0; i < 2; ++i)
-      a_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tk * in_bytes_, kAlign));
-    for (int i = 0; i < 2; ++i)
-      b_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tk} * t.tn * in_bytes_, kAlign));
+    const uint64_t a_bytes = align_up(uint64_t{t.tm} * t.tk * in_bytes_, kAlign),
+                   b_bytes = align_up(uint64_t{t.tk} * t.tn * in_bytes_, kAlign);
+    for (int i = 0; i < 2; ++i) a_buf_[i] = std::exchange(at, at + a_bytes);
+    for (int i = 0; i < 2; ++i) b_buf_[i] = std::exchange(at, at + b_bytes);
     for (int i = 0; i < 2; ++i)
       c_buf_[i] = std::exchange(at, at + align_up(uint64_t{t.tm} * t.tn * 4, kAlign));
+    for (int i = 0; i < 2 && layout.transposes.a; ++i)
+      a_stage_[i] = std::exchange(at, at + a_bytes);
+    for (int i = 0; i < 2 && layout.transposes.b; ++i)
+      b_stage_[i] = std::exchange(at, at + b_bytes);
     plan_.tiling = t;
     plan_.vmem_bytes = at - ctx.vmem_base;
     // Counts before this fragment: waits name counts above them.
@@ -148,14 +153,23 @@ class GemmEmission {
     const uint32_t engines = core_.dma_engines;
     const uint32_t depth = std::min(t_.tk, shape_.k - ki * t_.tk);
     const int sb = static_cast<int>(step % 2);
-    const uint64_t a_src =
-        layout_.a_address + (uint64_t{mi} * t_.tm * shape_.k + uint64_t{ki} * t_.tk) * in_bytes_;
-    const uint64_t b_src =
-        layout_.b_address + (uint64_t{ki} * t_.tk * shape_.n + uint64_t{ni} * t_.tn) * in_bytes_;
-    auto dma_a = b_.dma_to_vmem(block(a_src, rows, depth, in_, uint64_t{shape_.k} * in_bytes_),
-                                block(a_buf_[sb], rows, depth, in_), 0 % engines);
-    auto dma_b = b_.dma_to_vmem(block(b_src, depth, cols, in_, uint64_t{shape_.n} * in_bytes_),
-                                block(b_buf_[sb], depth, cols, in_), 1 % engines);
+    const uint64_t m0 = uint64_t{mi} * t_.tm, k0 = uint64_t{ki} * t_.tk, n0 = uint64_t{ni} * t_.tn;
+    const GemmTransposes& tr = layout_.transposes;
+    // Each operand's slice as it lies in HBM (rows x cols of its stored matrix) and where it lands.
+    const isa::Block a_src = tr.a ? block(layout_.a_address + (k0 * shape_.m + m0) * in_bytes_,
+                                          depth, rows, in_, uint64_t{shape_.m} * in_bytes_)
+                                  : block(layout_.a_address + (m0 * shape_.k + k0) * in_bytes_,
+                                          rows, depth, in_, uint64_t{shape_.k} * in_bytes_);
+    const isa::Block b_src = tr.b ? block(layout_.b_address + (n0 * shape_.k + k0) * in_bytes_,
+                                          cols, depth, in_, uint64_t{shape_.k} * in_bytes_)
+                                  : block(layout_.b_address + (k0 * shape_.n + n0) * in_bytes_,
+                                          depth, cols, in_, uint64_t{shape_.n} * in_bytes_);
+    auto dma_a = b_.dma_to_vmem(
+        a_src, block(tr.a ? a_stage_[sb] : a_buf_[sb], a_src.rows(), a_src.cols(), in_),
+        0 % engines);
+    auto dma_b = b_.dma_to_vmem(
+        b_src, block(tr.b ? b_stage_[sb] : b_buf_[sb], b_src.rows(), b_src.cols(), in_),
+        1 % engines);
     for (auto* dma : {&dma_a, &dma_b}) {
       pool_.signal(*dma, loaded(sb));
       if (consumed_n_[sb] > consumed_start_[sb] || step >= 2)
@@ -163,6 +177,11 @@ class GemmEmission {
       if (ctx_.before_read) ctx_.before_read(*dma);
     }
     plan_.dmas += 2;
+    // A staged slice is transposed once both loads landed; the MXUs' loads below wait for the
+    // count its signal makes. Its staging buffer is free again when the matmuls that read the
+    // slice buffer it fills are done, which the next load into it waits for.
+    if (tr.a) transpose_staged(a_stage_[sb], a_buf_[sb], depth, rows, sb);
+    if (tr.b) transpose_staged(b_stage_[sb], b_buf_[sb], cols, depth, sb);
     const uint32_t sub = emit_mxu_product(
         core_, b_, block(a_buf_[sb], rows, depth, in_), block(b_buf_[sb], depth, cols, in_),
         block(c_buf_[cb], rows, cols, isa::F32), ki > 0, precision_, next_slot_,
@@ -174,6 +193,14 @@ class GemmEmission {
         });
     plan_.matmuls += sub;
     consumed_n_[sb] += sub;
+  }
+
+  // stage (rows x cols) transposed into slice (cols x rows) by the vector unit, after the loads of
+  // slice buffer `sb` landed; signals `loaded` as they do.
+  void transpose_staged(uint64_t stage, uint64_t slice, uint32_t rows, uint32_t cols, int sb) {
+    auto t = b_.transpose(block(slice, cols, rows, in_), block(stage, rows, cols, in_));
+    t.wait(loaded(sb), pool_.count(loaded(sb)));
+    pool_.signal(t, loaded(sb));
   }
 
   // The finished tile (rounded to bf16 values first when asked) back to HBM.
@@ -209,6 +236,7 @@ class GemmEmission {
   FlagPool& pool_;
   std::vector<uint32_t> next_slot_;  // each MXU's next weight slot
   std::array<uint64_t, 2> a_buf_{}, b_buf_{}, c_buf_{};
+  std::array<uint64_t, 2> a_stage_{}, b_stage_{};  // transposed operands' slices as they lie
   std::array<uint64_t, 2> consumed_n_{}, freed_n_{};
   std::array<uint64_t, 2> consumed_start_{}, freed_start_{};
   GemmPlan plan_;
@@ -220,12 +248,15 @@ absl::StatusOr<GemmPlan> emit_gemm(const config::ChipSpec& chip, GemmShape shape
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& ctx) {
   if (ctx.tiling) {
-    if (auto s = check_gemm_tiling(chip, shape, layout.input_dtype, *ctx.tiling); !s.ok()) return s;
+    if (auto s = check_gemm_tiling(chip, shape, layout.input_dtype, *ctx.tiling, layout.transposes);
+        !s.ok())
+      return s;
     return GemmEmission(chip.core, shape, precision, layout, ctx, tiling_within(*ctx.tiling, shape))
         .emit();
   }
   const uint32_t streaming = ctx.streaming_cores ? ctx.streaming_cores : chip.tensor_cores;
-  auto tiling = choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming);
+  auto tiling =
+      choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming, layout.transposes);
   if (!tiling.ok()) return tiling.status();
   return GemmEmission(chip.core, shape, precision, layout, ctx, *tiling).emit();
 }

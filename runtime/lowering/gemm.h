@@ -35,10 +35,13 @@
 namespace tpusim::runtime {
 
 struct GemmLayout {
-  uint64_t a_address = 0;             // HBM, M x K row-major
-  uint64_t b_address = 0;             // HBM, K x N row-major
+  uint64_t a_address = 0;             // HBM, M x K row-major (K x M when transposes.a)
+  uint64_t b_address = 0;             // HBM, K x N row-major (N x K when transposes.b)
   uint64_t c_address = 0;             // HBM, M x N row-major f32
   isa::DType input_dtype = isa::F32;  // of A and B
+  // A transposed operand's slice is loaded as it lies into a staging buffer and transposed into
+  // its slice buffer by the vector unit before the MXUs read it (gemm_tiling.h).
+  GemmTransposes transposes;
 };
 
 struct GemmPlan {

@@ -65,14 +65,16 @@ bool gemm_slice_fits_queues(const config::CoreSpec& core, GemmTiling t) {
   return 2 * per_mxu <= core.unit_queue_depth / 2;
 }
 
-uint64_t gemm_vmem_bytes(GemmTiling t, isa::DType input_dtype) {
+uint64_t gemm_vmem_bytes(GemmTiling t, isa::DType input_dtype, GemmTransposes transposes) {
   const uint32_t in_bytes = sim::dtype_bytes(input_dtype);
-  return 2 * align_up(uint64_t{t.tm} * t.tk * in_bytes) +
-         2 * align_up(uint64_t{t.tk} * t.tn * in_bytes) + 2 * align_up(uint64_t{t.tm} * t.tn * 4);
+  const uint64_t a = align_up(uint64_t{t.tm} * t.tk * in_bytes),
+                 b = align_up(uint64_t{t.tk} * t.tn * in_bytes);
+  return 2 * a * (transposes.a ? 2 : 1) + 2 * b * (transposes.b ? 2 : 1) +
+         2 * align_up(uint64_t{t.tm} * t.tn * 4);
 }
 
 absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
-                               isa::DType input_dtype, GemmTiling t) {
+                               isa::DType input_dtype, GemmTiling t, GemmTransposes transposes) {
   if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
     return absl::InvalidArgumentError(
         str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
@@ -80,7 +82,8 @@ absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
   if (t.tm == 0 || t.tk == 0 || t.tn == 0)
     return absl::InvalidArgumentError(str_cat("tiles ", t.tm, "x", t.tk, "x", t.tn, " are empty"));
   const GemmTiling used = tiling_within(t, shape);
-  const uint64_t bytes = gemm_vmem_bytes(used, input_dtype), budget = tiled_bytes(chip.core);
+  const uint64_t bytes = gemm_vmem_bytes(used, input_dtype, transposes),
+                 budget = tiled_bytes(chip.core);
   if (bytes > budget) {
     return absl::InvalidArgumentError(str_cat("tiles ", used.tm, "x", used.tk, "x", used.tn,
                                               " need ", bytes, " bytes of VMEM; the core has ",
@@ -98,13 +101,14 @@ struct Pipeline {
   const config::CoreSpec& core;
   uint32_t in_bytes;
   int passes;
+  GemmTransposes transposes;
   double bandwidth;   // bytes per second
   double latency;     // an HBM access's, seconds
   double turnaround;  // seconds from a slice's last product to its buffer's next load being used
 };
 
 Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::Precision precision,
-                     uint32_t streaming_cores) {
+                     uint32_t streaming_cores, GemmTransposes transposes) {
   const uint32_t sharing =
       streaming_cores == 0 ? chip.tensor_cores : std::clamp(streaming_cores, 1u, chip.tensor_cores);
   // Between a slice's last product and the next load into its buffer the array drains (R + C - 2
@@ -113,9 +117,21 @@ Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::
   return {core,
           sim::dtype_bytes(input_dtype),
           sim::mxu_passes(precision),
+          transposes,
           chip.hbm.bandwidth_bytes_per_s / sharing,
           chip.hbm.latency_s,
           static_cast<double>(2 * core.mxu_rows + core.mxu_cols - 2) / core.clock_hz};
+}
+
+// Cycles the vector unit takes to transpose `elements` of `in_bytes` each in VMEM: a vreg issued
+// a cycle, or the bytes read and written through the VMEM ports if those take longer
+// (vector_cost.h).
+uint64_t transpose_cycles(const config::CoreSpec& core, uint64_t elements, uint32_t in_bytes) {
+  if (elements == 0) return 0;
+  const uint64_t vregs =
+      pieces_covering(elements, uint64_t{core.vector_lanes} * core.vector_sublanes);
+  const uint64_t port_bytes = uint64_t{core.vmem_ports} * core.vmem_port_bytes_per_cycle;
+  return std::max(vregs, pieces_covering(2 * elements * in_bytes, port_bytes));
 }
 
 // One output tile of rows x cols over K in slices of tk, after a tile whose store (taken as this
@@ -125,8 +141,16 @@ double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k,
   const uint64_t store_bytes = store_before ? uint64_t{rows} * cols * 4 : 0;
   uint64_t bytes = store_bytes;
   double mxu = 0, slices = 0;
-  auto work_of = [&](uint32_t depth) {
+  auto mxu_of = [&](uint32_t depth) {
     return static_cast<double>(slice_cycles(p.core, rows, depth, cols, p.passes)) / p.core.clock_hz;
+  };
+  // The vector unit transposes the next slice while the MXUs work on this one.
+  auto work_of = [&](uint32_t depth) {
+    const uint64_t transposed = (p.transposes.a ? uint64_t{rows} * depth : 0) +
+                                (p.transposes.b ? uint64_t{depth} * cols : 0);
+    return std::max(
+        mxu_of(depth),
+        static_cast<double>(transpose_cycles(p.core, transposed, p.in_bytes)) / p.core.clock_hz);
   };
   // A slice's loads reuse the buffer of the slice two back, so they start when that one's products
   // are done and have only the slice in between to hide under: a slice takes at least half its
@@ -140,7 +164,7 @@ double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k,
     if (run.count == 0) continue;
     const double work = work_of(run.size);
     slices += static_cast<double>(run.count) * slice(work, run.size, 0);
-    mxu += static_cast<double>(run.count) * work;
+    mxu += static_cast<double>(run.count) * mxu_of(run.size);
     bytes += run.count * (uint64_t{rows} + cols) * run.size * p.in_bytes;
   }
   // The store before leaves with the loads of one slice (the second, or the only one) and shares
@@ -156,11 +180,12 @@ double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k,
 }  // namespace
 
 GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::DType input_dtype,
-                           isa::Precision precision, GemmTiling t, uint32_t streaming_cores) {
+                           isa::Precision precision, GemmTiling t, uint32_t streaming_cores,
+                           GemmTransposes transposes) {
   GemmEstimate e;
   if (shape.m == 0 || shape.k == 0 || shape.n == 0) return e;
   t = tiling_within({std::max(t.tm, 1u), std::max(t.tk, 1u), std::max(t.tn, 1u)}, shape);
-  const Pipeline p = pipeline_of(chip, input_dtype, precision, streaming_cores);
+  const Pipeline p = pipeline_of(chip, input_dtype, precision, streaming_cores, transposes);
   // The tiles in row-major order, each after the one whose store leaves while it runs: all but
   // the first, whose place no store takes; the last tile's own store is the drain below.
   double tiles = 0;
@@ -193,13 +218,13 @@ GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::D
   e.hbm_seconds = static_cast<double>(e.hbm_bytes) / p.bandwidth;
   e.seconds = 2 * p.latency + static_cast<double>(first_load_bytes) / p.bandwidth + tiles +
               array_drain + static_cast<double>(last_store_bytes) / p.bandwidth;
-  e.vmem_bytes = gemm_vmem_bytes(t, input_dtype);
+  e.vmem_bytes = gemm_vmem_bytes(t, input_dtype, transposes);
   return e;
 }
 
 absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
                                               isa::DType input_dtype, isa::Precision precision,
-                                              uint32_t streaming_cores) {
+                                              uint32_t streaming_cores, GemmTransposes transposes) {
   if (shape.m == 0 || shape.k == 0 || shape.n == 0) {
     return absl::InvalidArgumentError(
         str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, " has an empty dimension"));
@@ -218,10 +243,11 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, Gemm
       for (uint32_t tn : candidates(shape.n)) {
         for (uint32_t tk : candidates(shape.k)) {
           const GemmTiling t{tm, tk, tn};
-          if (gemm_vmem_bytes(t, input_dtype) > budget) continue;
+          if (gemm_vmem_bytes(t, input_dtype, transposes) > budget) continue;
           if (respect_queues && !gemm_slice_fits_queues(chip.core, t)) continue;
           const double seconds =
-              estimate_gemm(chip, shape, input_dtype, precision, t, streaming_cores).seconds;
+              estimate_gemm(chip, shape, input_dtype, precision, t, streaming_cores, transposes)
+                  .seconds;
           const uint64_t volume = uint64_t{tm} * tk * tn;
           const bool faster = seconds < best_seconds * (1 - kTie);
           const bool tie = !faster && seconds <= best_seconds * (1 + kTie);
@@ -233,10 +259,10 @@ absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, Gemm
     if (best.tm != 0) return best;
   }
   const GemmTiling smallest{std::min(8u, shape.m), std::min(8u, shape.k), std::min(8u, shape.n)};
-  return absl::InvalidArgumentError(
-      str_cat("GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", smallest.tm, "x",
-              smallest.tk, "x", smallest.tn, " need ", gemm_vmem_bytes(smallest, input_dtype),
-              " bytes of VMEM; the core has ", chip.core.vmem_bytes, " (GEMMs use 3/4 of it)"));
+  return absl::InvalidArgumentError(str_cat(
+      "GEMM ", shape.m, "x", shape.k, "x", shape.n, ": even tiles of ", smallest.tm, "x",
+      smallest.tk, "x", smallest.tn, " need ", gemm_vmem_bytes(smallest, input_dtype, transposes),
+      " bytes of VMEM; the core has ", chip.core.vmem_bytes, " (GEMMs use 3/4 of it)"));
 }
 
 }  // namespace tpusim::runtime

@@ -32,6 +32,16 @@ struct GemmShape {
   uint32_t n = 0;
 };
 
+// Which of a GEMM's operands lie transposed in HBM: A as K x M, B as N x K, row-major. A transposed
+// operand's slices are loaded as they lie into a staging buffer of their own and transposed into
+// the slice buffer by the vector unit while the MXUs work on the other slice (gemm.h), as a GEMM
+// kernel that transposes its inputs runs the dots XLA's TransposeFolding folds transposes into
+// (docs/runtime.md, "Transposes folded into matmuls").
+struct GemmTransposes {
+  bool a = false;
+  bool b = false;
+};
+
 struct GemmTiling {
   uint32_t tm = 0;
   uint32_t tk = 0;
@@ -64,11 +74,15 @@ struct GemmEstimate {
 // The estimate of `tiling` (which need not fit VMEM: vmem_bytes says what it takes).
 // `streaming_cores` is how many of the chip's cores share its HBM bandwidth meanwhile (1 to
 // tensor_cores; 0 says all of them). Tiles larger than their dimension take the dimension.
+// A slice's work is the longer of its MXU work and the vector unit's transposes of its transposed
+// operands' slices.
 GemmEstimate estimate_gemm(const config::ChipSpec& chip, GemmShape shape, isa::DType input_dtype,
-                           isa::Precision precision, GemmTiling tiling, uint32_t streaming_cores);
+                           isa::Precision precision, GemmTiling tiling, uint32_t streaming_cores,
+                           GemmTransposes transposes = {});
 
-// VMEM the tiling's double-buffered slices and two accumulators take.
-uint64_t gemm_vmem_bytes(GemmTiling tiling, isa::DType input_dtype);
+// VMEM the tiling's double-buffered slices and two accumulators take, with the double-buffered
+// staging of each transposed operand's slices.
+uint64_t gemm_vmem_bytes(GemmTiling tiling, isa::DType input_dtype, GemmTransposes transposes = {});
 
 // Whether a slice's instructions for one MXU (a weight load and a matmul per product it takes) fit
 // half its queue: the sequencer issues in order, and the loads of the slice after next come after
@@ -79,7 +93,8 @@ bool gemm_slice_fits_queues(const config::CoreSpec& core, GemmTiling tiling);
 // OK when `tiling` (a user's choice) can run `shape`: no tile empty, the buffers within the GEMM's
 // share of VMEM; otherwise InvalidArgument saying which.
 absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
-                               isa::DType input_dtype, GemmTiling tiling);
+                               isa::DType input_dtype, GemmTiling tiling,
+                               GemmTransposes transposes = {});
 
 // The tiling emit_gemm uses: the shortest estimate among tm, tk and tn each a power of two from 8
 // or the whole dimension, whose buffers fit the GEMM's share of VMEM and whose slices fit half of
@@ -88,6 +103,7 @@ absl::Status check_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
 // elements. InvalidArgument when the dimensions are empty or not even 8 x 8 x 8 tiles fit.
 absl::StatusOr<GemmTiling> choose_gemm_tiling(const config::ChipSpec& chip, GemmShape shape,
                                               isa::DType input_dtype, isa::Precision precision,
-                                              uint32_t streaming_cores);
+                                              uint32_t streaming_cores,
+                                              GemmTransposes transposes = {});
 
 }  // namespace tpusim::runtime

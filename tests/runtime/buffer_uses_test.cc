@@ -37,8 +37,8 @@ TEST(BufferUses, AnOpReadsItsInputsAndWritesItselfUnlessItsRuleSaysOtherwise) {
   EXPECT_THAT(transpose.writes, ElementsAre(t.id));
 }
 
-// A dense layer's weight gradient x^T g, x [256, 1024] and g [256, 10], is computed as
-// (g^T x)^T: its fragment reads x where it lies and never the transpose, which is not needed.
+// A dense layer's weight gradient x^T g, x [256, 1024] and g [256, 10], reads x where it lies and
+// transposes its slices in VMEM: never the transpose, which is not needed.
 TEST(BufferUses, AMatmulWithATransposedLhsReadsTheTransposesInput) {
   GraphBuilder b;
   const Value x = b.unary(Op::kRelu, b.infeed("x", DType::kF32, {256, 1024}));
@@ -47,7 +47,8 @@ TEST(BufferUses, AMatmulWithATransposedLhsReadsTheTransposesInput) {
   const Value dw = b.matmul(t, g);
   b.output("dw", dw);
   b.output("x", x);
-  ASSERT_EQ(transposed_lhs_source(b.graph(), dw.id), x.id);
+  ASSERT_EQ(folded_transpose_source(b.graph(), dw.id, 0), x.id);
+  ASSERT_EQ(folded_transpose_source(b.graph(), dw.id, 1), -1);
   const BufferUses uses = lowering_uses(b.graph(), dw.id);
   EXPECT_THAT(uses.reads, ElementsAre(x.id, g.id));
   EXPECT_THAT(uses.writes, ElementsAre(dw.id));

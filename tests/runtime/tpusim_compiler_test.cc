@@ -296,7 +296,8 @@ TEST(Compiler, EveryZooModelCompiles) {
     ASSERT_TRUE(models::build_training_step(b, m.name, 16, 0.1f, 1).ok()) << m.name;
     auto step = compile_graph(b.graph(), v3_8(), 0);
     ASSERT_TRUE(step.ok()) << m.name << ": " << step.status();
-    EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok()) << m.name << ": " << sim::validate_program(*step->program, v3_8());
+    EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok())
+        << m.name << ": " << sim::validate_program(*step->program, v3_8());
     // Images and labels, or BERT's seven pretraining features.
     EXPECT_EQ(step->infeeds.size(), m.input == models::ModelInfo::Input::kTokens ? 7u : 2u)
         << m.name;
@@ -314,29 +315,33 @@ uint64_t transposed_elements(const isa::Program& program) {
   return n;
 }
 
-// A^T W with A big and W narrow (a weight gradient over im2col patches) runs as (W^T A)^T: the
-// transpose of A is never materialised, only W and the small product are transposed.
-TEST(Compiler, ATransposedLhsIsNotMaterialisedWhenTheOtherOperandsAreSmaller) {
+// A matmul reads an operand that is a transpose of its last two axes as the transpose's input
+// lies, and the vector unit transposes each slice the MXUs take in VMEM (XLA's TransposeFolding):
+// the transpose is never materialised. A^T W with W 16 wide is one column tile, so each element of
+// A is transposed once; W B^T with B [64, 256] transposes each of B's elements once per row tile
+// of the product.
+TEST(Compiler, TransposedOperandsAreTransposedInVmemNotMaterialised) {
   GraphBuilder b;
   const Value a = b.infeed("a", DType::kF32, {2048, 512});
   const Value w = b.infeed("w", DType::kF32, {2048, 16});
-  const Value t = b.transpose(a, {1, 0});
-  b.output("y", b.matmul(t, w));
-  EXPECT_EQ(transposed_lhs_source(b.graph(), b.graph().size() - 1), a.id);
+  b.output("y", b.matmul(b.transpose(a, {1, 0}), w));
+  EXPECT_EQ(folded_transpose_source(b.graph(), b.graph().size() - 1, 0), a.id);
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
-  EXPECT_EQ(transposed_elements(*step->program), 2048u * 16 + 16u * 512);
+  EXPECT_EQ(transposed_elements(*step->program), 2048u * 512);
+  EXPECT_EQ(step->instructions_per_op.count("transpose"), 0u);
 
-  // With W as wide as A, transposing A is no worse: the matmul is lowered as written.
-  GraphBuilder wide;
-  const Value a2 = wide.infeed("a", DType::kF32, {256, 64});
-  const Value w2 = wide.infeed("w", DType::kF32, {256, 128});
-  wide.output("y", wide.matmul(wide.transpose(a2, {1, 0}), w2));
-  EXPECT_EQ(transposed_lhs_source(wide.graph(), wide.graph().size() - 1), -1);
-  auto plain = compile_graph(wide.graph(), v3_8(), 0);
-  ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ(transposed_elements(*plain->program), 256u * 64);
+  GraphBuilder rhs;
+  const Value x = rhs.infeed("x", DType::kF32, {128, 256});
+  const Value y = rhs.infeed("y", DType::kF32, {64, 256});
+  rhs.output("z", rhs.matmul(x, rhs.transpose(y, {1, 0})));
+  EXPECT_EQ(folded_transpose_source(rhs.graph(), rhs.graph().size() - 1, 1), y.id);
+  auto folded = compile_graph(rhs.graph(), v3_8(), 0);
+  ASSERT_TRUE(folded.ok()) << folded.status();
+  EXPECT_TRUE(sim::validate_program(*folded->program, v3_8()).ok());
+  EXPECT_EQ(transposed_elements(*folded->program), 64u * 256);
+  EXPECT_EQ(folded->instructions_per_op.count("transpose"), 0u);
 }
 
 // Attention's reshapes: splitting [128, 28, 64] into 4 heads is a [128, 28, 4, 16] -> [128, 4,

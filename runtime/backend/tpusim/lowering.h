@@ -300,14 +300,16 @@ absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
 absl::Status lower_concat(Lowering& l, int id);
 absl::Status lower_slice(Lowering& l, int id);
 absl::Status lower_pad(Lowering& l, int id);
-// A matmul A^T W of 2D tensors, A being K x M and W K x N, whose lhs is a transpose node is
-// computed as (W^T A)^T when that moves fewer bytes (K N + M N < K M, as for a convolution's
-// weight gradient, where A is the im2col patches): A serves as the MXU's weights just as it lies
-// in HBM, and only W and the small result are transposed. Returns A's node then (the transpose
-// itself is not read), else -1.
-int transposed_lhs_source(const Graph& graph, int id);
-// A matmul's rule's uses: it reads its inputs, except as transposed_lhs_source says, and
-// writes itself (its temporaries are the compiler's).
+// The node a matmul reads in place of its operand `operand` (0: lhs, 1: rhs) when that operand is a
+// transpose of the last two axes (any leading axes kept) that the product can read as it lies,
+// transposing its slices in VMEM (XLA's TransposeFolding; gemm_tiling.h, GemmTransposes): the
+// transpose's input. -1 when the operand is no such transpose, or is the lhs of a product with
+// shared 2D weights whose lhs is not 2D itself (its rows are flattened across the leading axes,
+// which a transpose of the last two does not keep together).
+int folded_transpose_source(const Graph& graph, int id, int operand);
+// A matmul's rule's uses: it reads its inputs, or the sources of the transposes it folds
+// (folded_transpose_source), and writes itself. A transpose that only such products read is then
+// needed by none and never computed.
 BufferUses matmul_uses(const Graph& graph, int id);
 absl::Status lower_matmul(Lowering& l, int id);
 absl::Status lower_extract_patches(Lowering& l, int id);

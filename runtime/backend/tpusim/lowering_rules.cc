@@ -51,7 +51,7 @@ const LoweringRule* lowering_rule(Op op) {
       {Op::kSlice, {lower_slice, false}},
       {Op::kPad, {lower_pad, false}},
       // A bf16 product is rounded in VMEM before it leaves, on every path of lower_matmul. A
-      // transposed lhs is read under its transpose (transposed_lhs_source).
+      // transposed operand is read as its transpose's input (folded_transpose_source).
       {Op::kMatMul, {lower_matmul, true, matmul_uses}},
       {Op::kExtractPatches, {lower_extract_patches, false}},
       {Op::kPatchesToImage, {lower_patches_to_image, false}},
