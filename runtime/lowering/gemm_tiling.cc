@@ -7,10 +7,14 @@
 #include "common/align.h"
 #include "common/strings.h"
 #include "runtime/lowering/vmem_budget.h"
+#include "sim/isa/builder.h"
 #include "sim/isa/ops.h"
 #include "sim/memory/block.h"
+#include "sim/units/vector_cost.h"
 
 namespace tpusim::runtime {
+
+using sim::block;
 
 namespace {
 
@@ -99,6 +103,7 @@ namespace {
 // pipeline's fixed latencies (gemm_tiling.h).
 struct Pipeline {
   const config::CoreSpec& core;
+  isa::DType input_dtype;
   uint32_t in_bytes;
   int passes;
   GemmTransposes transposes;
@@ -115,6 +120,7 @@ Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::
   // cycles); after the load lands, the first weights take R cycles to load.
   const config::CoreSpec& core = chip.core;
   return {core,
+          input_dtype,
           sim::dtype_bytes(input_dtype),
           sim::mxu_passes(precision),
           transposes,
@@ -123,15 +129,17 @@ Pipeline pipeline_of(const config::ChipSpec& chip, isa::DType input_dtype, isa::
           static_cast<double>(2 * core.mxu_rows + core.mxu_cols - 2) / core.clock_hz};
 }
 
-// Cycles the vector unit takes to transpose `elements` of `in_bytes` each in VMEM: a vreg issued
-// a cycle, or the bytes read and written through the VMEM ports if those take longer
-// (vector_cost.h).
-uint64_t transpose_cycles(const config::CoreSpec& core, uint64_t elements, uint32_t in_bytes) {
-  if (elements == 0) return 0;
-  const uint64_t vregs =
-      pieces_covering(elements, uint64_t{core.vector_lanes} * core.vector_sublanes);
+// Cycles the vector unit takes to transpose a rows x cols slice of `dtype` in VMEM, as the
+// simulator costs the instruction (vector_cost.h): its issue, or the bytes it reads and writes
+// through the VMEM ports if those take longer.
+uint64_t transpose_cycles(const config::CoreSpec& core, uint32_t rows, uint32_t cols,
+                          isa::DType dtype) {
+  const sim::VectorCost cost =
+      sim::vector_cost(sim::vector_ops::unary(isa::Vector::TRANSPOSE, block(0, cols, rows, dtype),
+                                              block(0, rows, cols, dtype)),
+                       core);
   const uint64_t port_bytes = uint64_t{core.vmem_ports} * core.vmem_port_bytes_per_cycle;
-  return std::max(vregs, pieces_covering(2 * elements * in_bytes, port_bytes));
+  return std::max(cost.issue_cycles, pieces_covering(cost.vmem_bytes, port_bytes));
 }
 
 // One output tile of rows x cols over K in slices of tk, after a tile whose store (taken as this
@@ -146,11 +154,10 @@ double tile_seconds(const Pipeline& p, uint32_t rows, uint32_t cols, uint32_t k,
   };
   // The vector unit transposes the next slice while the MXUs work on this one.
   auto work_of = [&](uint32_t depth) {
-    const uint64_t transposed = (p.transposes.a ? uint64_t{rows} * depth : 0) +
-                                (p.transposes.b ? uint64_t{depth} * cols : 0);
-    return std::max(
-        mxu_of(depth),
-        static_cast<double>(transpose_cycles(p.core, transposed, p.in_bytes)) / p.core.clock_hz);
+    const uint64_t transposing =
+        (p.transposes.a ? transpose_cycles(p.core, depth, rows, p.input_dtype) : 0) +
+        (p.transposes.b ? transpose_cycles(p.core, cols, depth, p.input_dtype) : 0);
+    return std::max(mxu_of(depth), static_cast<double>(transposing) / p.core.clock_hz);
   };
   // A slice's loads reuse the buffer of the slice two back, so they start when that one's products
   // are done and have only the slice in between to hide under: a slice takes at least half its

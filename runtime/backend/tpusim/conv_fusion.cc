@@ -268,8 +268,7 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
                                      WindowTile{bg, t.rows(), t.out().address(), t.in(0).address(),
                                                 t.in(1).address(), static_cast<uint32_t>(filters)},
                                      l.precision, next_slot, hooks);
-          if (n.dtype == DType::kBF16)
-            t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+          if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), true);
           return;
         }
         // The patch gradients are the image gradient's rows when the patches are the images.
@@ -287,8 +286,7 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
             // unit still sums the last one into its images.
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
         if (bg.identity) {  // the store waits for the products; a rounding reads them
-          if (n.dtype == DType::kBF16)
-            t.chain(t.join(b.unary(Vector::ROUND_BF16, t.out(), t.out())));
+          if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), true);
           return;
         }
         // col2im reads what the MXUs wrote: its first op waits for them all.
@@ -298,7 +296,7 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
                             [&](const isa::Block& pixels_block, const isa::Block& windows) {
                               t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
                             });
-        if (n.dtype == DType::kBF16) t.chain(b.unary(Vector::ROUND_BF16, t.out(), t.out()));
+        if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), false);
       });
   return absl::OkStatus();
 }
@@ -355,7 +353,7 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
   Tile last = l.emit.epilogue();
   const isa::Block result = block(l.emit.epilogue_vmem(), patch, filters, isa::F32);
   last.chain(last.join(b.transpose(result, block(sums.address(), filters, patch, isa::F32))));
-  if (n.dtype == DType::kBF16) last.chain(b.unary(Vector::ROUND_BF16, result, result));
+  if (n.dtype == DType::kBF16) round_bf16_in_tile(last, result, false);
   last.store(result, block(l.address(id), patch, filters, isa::F32), last.chain_count());
   return absl::OkStatus();
 }

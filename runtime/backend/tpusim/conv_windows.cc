@@ -11,9 +11,6 @@ using sim::block;
 
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
 // One side of a kernel offset's product, in f32 elements: window (r, oy, ox) at `ox0 + i` is at
 // base + r * image + oy * group + i * row, each row `width` elements wide.
 struct Side {
@@ -79,6 +76,8 @@ uint32_t offset_products(
   const auto parts = static_cast<uint32_t>(
       std::max<int64_t>(1, std::min<int64_t>(core.mxu_count / col_tiles, owners)));
   const auto rows = static_cast<uint32_t>(o.ox1 - o.ox0);
+  // Groups whose rows follow on from the last group's on both sides are one block.
+  const bool flat = o.lhs.group == rows * o.lhs.row && o.out.group == rows * o.out.row;
   uint32_t matmuls = 0;
   for (int64_t k0 = 0; k0 < o.lhs.width; k0 += R) {
     const auto depth = static_cast<uint32_t>(std::min<int64_t>(R, o.lhs.width - k0));
@@ -99,9 +98,7 @@ uint32_t offset_products(
                                        depth, isa::F32, static_cast<uint64_t>(o.lhs.row) * 4);
           const isa::Block out = block(o.out.at(s.r, s.oy0) + static_cast<uint64_t>(c0) * 4, rows,
                                        width, isa::F32, static_cast<uint64_t>(o.out.row) * 4);
-          auto groups = static_cast<uint32_t>(s.oy1 - s.oy0);
-          // Groups whose rows follow on from the last group's on both sides are one block.
-          const bool flat = o.lhs.group == rows * o.lhs.row && o.out.group == rows * o.out.row;
+          const auto groups = static_cast<uint32_t>(s.oy1 - s.oy0);
           sim::InstrRef mm =
               flat ? b.matmul(mxu, slot, with_rows(lhs, rows * groups),
                               with_rows(out, rows * groups), true, precision)
@@ -152,10 +149,6 @@ Side pixel_side(const WindowTile& t, int64_t ox0) {
   return Side{t.pixels,  g.OH * g.OW * t.filters, g.OW * t.filters,
               t.filters, ox0 * t.filters,         t.filters};
 }
-
-}  // namespace
-
-namespace {
 
 // fn(ky, kx, o) for every kernel offset with a valid window, `o` holding its windows; the sum of
 // what fn returns.

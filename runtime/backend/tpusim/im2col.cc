@@ -1,5 +1,6 @@
 #include "runtime/backend/tpusim/im2col.h"
 
+#include "common/align.h"
 #include "sim/isa/builder.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -98,8 +99,6 @@ void for_each_window_run(const Im2col& g, uint64_t images, uint64_t patches, int
 }
 
 namespace {
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 // The stride phases of a tile of `rows` images in VMEM at `base`: image pixel (y, x) is pixel
 // (y / sh, x / sw) of phase (y % sh, x % sw), an image of its own, Hp(py) x Wp, where Wp = W / sw.

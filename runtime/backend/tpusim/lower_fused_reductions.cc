@@ -79,10 +79,8 @@ void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
   Tile last = l.emit.epilogue();
   for (size_t i = 0; i < reductions.size(); ++i) {
     const isa::Block sum = block(sums.address() + i * cols * 4, 1, cols, isa::F32);
-    if (leaves_f32_sums(l.node(reductions[i].back())))
-      last.chain(last.join(last.e_builder().unary(Vector::ROUND_BF16, sum, sum)));
-    last.store(sum, block(l.address(reductions[i].back()), 1, cols, isa::F32),
-               last.chain_count());
+    if (leaves_f32_sums(l.node(reductions[i].back()))) round_bf16_in_tile(last, sum, true);
+    last.store(sum, block(l.address(reductions[i].back()), 1, cols, isa::F32), last.chain_count());
   }
 }
 

@@ -77,7 +77,7 @@ bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int
   const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols, c_cols = uint64_t{m} * cols;
   std::vector<uint64_t> widths{a_cols, w_cols, c_cols};
   const uint64_t scratch_width =
-      std::max(transposes.a ? a_cols : 0, transposes.b ? w_cols : uint64_t{0});
+      std::max(transposes.a ? a_cols : uint64_t{0}, transposes.b ? w_cols : uint64_t{0});
   const uint32_t scratch = (transposes.a ? 1 : 0) + (transposes.b ? 1 : 0);
   widths.insert(widths.end(), scratch, scratch_width);
   if (std::max({a_cols, w_cols, c_cols}) > UINT32_MAX ||
@@ -120,7 +120,7 @@ bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int
               [&](sim::InstrRef& mm, bool) { t.fan_out(mm, after); });
         }
         if (round_bf16) {  // after every product: the store waits for the chain
-          t.chain(t.join(t.e_builder().unary(isa::Vector::ROUND_BF16, t.out(), t.out())));
+          round_bf16_in_tile(t, t.out(), true);
         }
       });
   return true;

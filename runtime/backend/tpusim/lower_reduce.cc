@@ -24,12 +24,6 @@ int64_t column_rows_a_pass(const Lowering& l, int64_t inner) {
 void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, int last,
                   uint64_t dst, bool round);
 
-// A bf16 result's f32 sums rounded to bf16 values in VMEM before they are stored, as XLA fuses
-// the convert into the reduction that produces the value (nothing when `round` is false).
-void round_sums(Tile& t, const isa::Block& sums, bool round) {
-  if (round) t.chain(t.e_builder().unary(Vector::ROUND_BF16, sums, sums));
-}
-
 // Rows [outer, k] wider than a tile (a whole large variable's sum): each row's column chunks
 // reduce into partial results, [outer, parts], which a second pass reduces; each chunk is one
 // fragment over strided rows, writing one column of the partials.
@@ -76,7 +70,7 @@ void reduce_long_columns(Lowering& l, Op op, uint64_t src, int64_t k, int64_t in
         t.chain(b.binary(combine, t.accumulator(), t.accumulator(), part));
       });
   Tile after = l.emit.epilogue();
-  if (round) after.chain(after.join(after.e_builder().unary(Vector::ROUND_BF16, sum, sum)));
+  if (round) round_bf16_in_tile(after, sum, true);
   after.store(sum, block(dst, 1, cols, isa::F32), after.chain_count());
 }
 
@@ -101,7 +95,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                    {TileOperand{TileOperand::Kind::kFull, src, isa::F32, static_cast<uint32_t>(k)}},
                    0, 0, [&](Tile& t) {
                      t.chain(t.e_builder().reduce(vop, t.out(), t.in(0), 1));
-                     round_sums(t, t.out(), round);
+                     if (round) round_bf16_in_tile(t, t.out(), false);
                    });
     return;
   }
@@ -119,7 +113,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                                        block(t.in(0).address(), static_cast<uint32_t>(k),
                                              static_cast<uint32_t>(inner), isa::F32),
                                        0));
-          round_sums(t, t.out(), round);
+          if (round) round_bf16_in_tile(t, t.out(), false);
         });
     return;
   }
@@ -137,7 +131,7 @@ void reduce_range(Lowering& l, Op op, uint64_t src, const Shape& in, int first, 
                    t.chain(b.unary(Vector::COPY, t.out(), slice(0)));
                    for (int64_t j = 1; j < k; ++j)
                      t.chain(b.binary(combine, t.out(), t.out(), slice(j)));
-                   round_sums(t, t.out(), round);
+                   if (round) round_bf16_in_tile(t, t.out(), false);
                  });
 }
 

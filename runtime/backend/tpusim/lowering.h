@@ -236,10 +236,14 @@ inline int64_t dims_product(const Shape& s, int from, int to) {
 // only move bf16 values (cross_replica_sum takes f32 only).
 bool leaves_f32_sums(const Node& n);
 // Rounds a node's buffer to bf16 values in place (nearest even), a row-tiled fragment of one
-// vector ROUND_BF16 per tile, for the ops whose lowering does not round on its own (reductions,
+// vector ROUND_BF16 per tile, for the ops whose lowering does not round on its own (scatter_add,
 // unfused patches_to_image): the convert XLA fuses into a bf16 op's output. It costs a read and
 // a write of the buffer here, which the fused convert does not.
 void round_to_bf16_in_place(Lowering& l, int id);
+// Rounds `values` (f32 in the tile's VMEM) to bf16 values in place on the tile's chain, the
+// convert XLA fuses into the op that makes a bf16 value; with `after_products`, once every
+// instruction the tile fanned out (the MXUs' products into them) is done too (Tile::join).
+void round_bf16_in_tile(Tile& t, const isa::Block& values, bool after_products);
 // Marks packed_bf16 every DMA among instructions [begin, end) of the core's program (a node's
 // fragment) whose HBM block lies inside one of `bf16_buffers` (the bf16 buffers it reads or
 // writes): a TPU holds those values in 2 bytes, so that is what their transfers cost, though

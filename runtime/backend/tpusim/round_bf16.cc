@@ -28,6 +28,11 @@ void round_to_bf16_in_place(Lowering& l, int id) {
                  });
 }
 
+void round_bf16_in_tile(Tile& t, const isa::Block& values, bool after_products) {
+  sim::InstrRef round = t.e_builder().unary(isa::Vector::ROUND_BF16, values, values);
+  t.chain(after_products ? t.join(round) : round);
+}
+
 void mark_packed_bf16(sim::CoreBuilder& b, int begin, int end,
                       const std::vector<HbmRange>& bf16_buffers) {
   for (int i = begin; i < end; ++i) {
