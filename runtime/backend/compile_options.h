@@ -94,6 +94,11 @@ struct CompileOptions {
   // walks a window over the activations; off, they build the patches in VMEM (im2col) and sum
   // the patch gradients back (col2im) on the vector unit. The values are the same.
   bool fuse_conv_windows = true;
+  // Whether the tpusim backend draws an rng_uniform whose readers are all in one elementwise
+  // group of its shape (a dropout's uniforms, compared with the rate) inside that group's tiles,
+  // as XLA's fused loop generates an rng's elements where it reads them; off, the draws are
+  // written to HBM in f32 and read back. The values are the same (counter-based draws).
+  bool fuse_rng = true;
   // Whether the tpusim backend computes an elementwise group that reads one value of its own
   // shape (with per-channel rows and scalars: a batch norm applied and its ReLU) again inside
   // every fragment that reads it, fused convolutions among them (on their image bands in VMEM,

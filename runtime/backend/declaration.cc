@@ -114,6 +114,10 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-rng",
+       [](const CompileOptions& o, const RunFeatures&) { return off_if(o.fuse_rng, "fuse_rng"); },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--fuse-conv-producers",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_producers, "fuse_conv_producers");

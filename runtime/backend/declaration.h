@@ -38,7 +38,7 @@ struct BackendSupport {
   // Replica folding (CompileOptions::simulated_replicas below replicas).
   bool folding = false;
   // The fusion switches (fuse_convolutions, fuse_pools, fuse_reductions,
-  // recompute_shared_producers, fuse_multi_output, fuse_producers, fuse_conv_reductions): a
+  // recompute_shared_producers, fuse_multi_output, fuse_producers, fuse_conv_reductions, ...): a
   // backend without them
   // computes every op the same way.
   bool fusion_options = false;

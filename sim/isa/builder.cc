@@ -172,8 +172,7 @@ isa::Vector select(const isa::Block& dst, const isa::Block& mask, const isa::Blo
   return v;
 }
 
-isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a,
-                   uint32_t axis) {
+isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, uint32_t axis) {
   isa::Vector v = unary(op, dst, a);
   v.set_axis(axis);
   return v;
@@ -182,6 +181,13 @@ isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& 
 isa::Vector fill(const isa::Block& dst, float value) {
   isa::Vector v = op_of(isa::Vector::FILL, dst);
   v.set_scalar(value);
+  return v;
+}
+
+isa::Vector rng_uniform(const isa::Block& dst, uint64_t seed, uint64_t index_base) {
+  isa::Vector v = op_of(isa::Vector::RNG_UNIFORM, dst);
+  v.set_seed(seed);
+  v.set_index_base(index_base);
   return v;
 }
 

@@ -50,6 +50,8 @@ isa::Vector select(const isa::Block& dst, const isa::Block& mask, const isa::Blo
                    const isa::Block& if_false);
 isa::Vector reduce(isa::Vector::Op op, const isa::Block& dst, const isa::Block& a, uint32_t axis);
 isa::Vector fill(const isa::Block& dst, float value);
+// dst = uniform [0, 1) draws of `seed`, element i of dst (row-major) taking counter index_base + i.
+isa::Vector rng_uniform(const isa::Block& dst, uint64_t seed, uint64_t index_base);
 }  // namespace vector_ops
 
 // The steps of a CHAIN (isa.proto), one vector instruction once CoreBuilder::vector appends it.

@@ -11,7 +11,8 @@ namespace {
 using isa::Block;
 using isa::Vector;
 
-// b may be a's shape, a row (1 x cols), a column (rows x 1), or absent (the scalar).
+// b may be a's shape, a row (1 x cols), a column (rows x 1), one value (1 x 1, a scalar operand
+// broadcast to every lane), or absent (the immediate).
 void check_broadcastable(const VectorCheck& at, const char* what, const Block& b, bool present,
                          const Block& dst) {
   if (!present) return;
@@ -20,9 +21,10 @@ void check_broadcastable(const VectorCheck& at, const char* what, const Block& b
   const bool same = b.rows() == dst.rows() && b.cols() == dst.cols();
   const bool row = b.rows() == 1 && b.cols() == dst.cols();
   const bool col = b.cols() == 1 && b.rows() == dst.rows();
-  if (!same && !row && !col) {
+  const bool one = b.rows() == 1 && b.cols() == 1;
+  if (!same && !row && !col && !one) {
     at.fail(str_cat(what, " is ", b.rows(), "x", b.cols(), "; it must be ", dst.rows(), "x",
-                        dst.cols(), ", 1x", dst.cols(), " or ", dst.rows(), "x1"));
+                    dst.cols(), ", 1x", dst.cols(), ", ", dst.rows(), "x1 or 1x1"));
   }
 }
 
@@ -64,8 +66,8 @@ void check_one(const VectorCheck& at, const Vector& v) {
     }
     if (!at.vmem_block("a", v.a())) return false;
     if (same_shape && (v.a().rows() != dst.rows() || v.a().cols() != dst.cols())) {
-      at.fail(str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(),
-                          "x", dst.cols()));
+      at.fail(str_cat("a is ", v.a().rows(), "x", v.a().cols(), " but dst is ", dst.rows(), "x",
+                      dst.cols()));
       return false;
     }
     return true;
@@ -90,22 +92,20 @@ void check_one(const VectorCheck& at, const Vector& v) {
       break;
     case VectorOpClass::kReduce:
       if (need_a(false)) {
-        if (v.axis() > 1)
-          at.fail(str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
+        if (v.axis() > 1) at.fail(str_cat("axis ", v.axis(), "; reductions run along axis 0 or 1"));
         const uint32_t want_rows = v.axis() == 0 ? 1 : v.a().rows();
         const uint32_t want_cols = v.axis() == 0 ? v.a().cols() : 1;
         if (dst.rows() != want_rows || dst.cols() != want_cols) {
-          at.fail(str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ",
-                              v.axis(), " gives ", want_rows, "x", want_cols, ", not ",
-                              dst.rows(), "x", dst.cols()));
+          at.fail(str_cat("reducing ", v.a().rows(), "x", v.a().cols(), " along axis ", v.axis(),
+                          " gives ", want_rows, "x", want_cols, ", not ", dst.rows(), "x",
+                          dst.cols()));
         }
       }
       break;
     case VectorOpClass::kTranspose:
       if (need_a(false) && (v.a().rows() != dst.cols() || v.a().cols() != dst.rows())) {
-        at.fail(
-             str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(),
-                     "x", v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
+        at.fail(str_cat("transposing ", v.a().rows(), "x", v.a().cols(), " gives ", v.a().cols(),
+                        "x", v.a().rows(), ", not ", dst.rows(), "x", dst.cols()));
       }
       break;
     case VectorOpClass::kBroadcast:
@@ -124,7 +124,8 @@ void check_one(const VectorCheck& at, const Vector& v) {
 constexpr int kMaxChainSteps = 4096;
 
 // A CHAIN: at least one step and at most kMaxChainSteps, each a vector op a chain may take (not a
-// transpose, an RNG or a chain), checked as an instruction of its own.
+// transpose or a chain; an RNG may be, drawing its elements where the loop reads them), checked as
+// an instruction of its own.
 void check_chain(const VectorCheck& at, const Vector& v) {
   if (v.steps().empty()) {
     at.fail("is a chain of no steps");
@@ -144,9 +145,8 @@ void check_chain(const VectorCheck& at, const Vector& v) {
     const VectorCheck step_at{
         [&](const char* what, const Block& b) { return at.vmem_block((prefix + what).c_str(), b); },
         [&](const std::string& reason) { at.fail(prefix + reason); }};
-    if (step.op() == Vector::TRANSPOSE || step.op() == Vector::RNG_UNIFORM ||
-        step.op() == Vector::CHAIN || !step.steps().empty()) {
-      step_at.fail("may not be a step of a chain (transposes, RNG and chains run alone)");
+    if (step.op() == Vector::TRANSPOSE || step.op() == Vector::CHAIN || !step.steps().empty()) {
+      step_at.fail("may not be a step of a chain (transposes and chains run alone)");
       continue;
     }
     check_one(step_at, step);

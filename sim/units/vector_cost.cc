@@ -30,8 +30,7 @@ double serial_cycles_per_vreg(Vector::Op op, const config::CoreSpec& core) {
 
 // The blocks an op reads, null where it takes none (no allocation: this runs per instruction).
 std::array<const isa::Block*, 3> operands(const Vector& v) {
-  return {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr,
-          v.has_c() ? &v.c() : nullptr};
+  return {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr, v.has_c() ? &v.c() : nullptr};
 }
 
 bool same_block(const isa::Block& x, const isa::Block& y) {
@@ -88,8 +87,9 @@ VectorCost chain_cost(const Vector& chain, const config::CoreSpec& core) {
     const VectorOpClass cls = classify(step.op());
     if (const double serial = serial_cycles_per_vreg(step.op(), core); serial > 0) {
       serial_cycles += vregs * serial;
-    } else if (cls != VectorOpClass::kFill && cls != VectorOpClass::kBroadcast) {
-      alu_vregs += vregs;
+    } else if ((cls != VectorOpClass::kFill || step.op() == Vector::RNG_UNIFORM) &&
+               cls != VectorOpClass::kBroadcast) {
+      alu_vregs += vregs;  // an RNG's draws take an ALU slot a vreg, as they do alone
     }
     if (!step.in_register()) cost.vmem_bytes += payload_bytes(step.dst());
     forget_overlapped(&made, step.dst());

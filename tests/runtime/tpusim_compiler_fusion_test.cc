@@ -237,6 +237,39 @@ TEST(Compiler, BroadcastsReadOnlyByElementwiseFragmentsAreFolded) {
   EXPECT_EQ(folded_step->instructions_per_op.count("broadcast"), 0u);
 }
 
+// A computed scalar (an optimizer's learning rate times its trust ratio, a bias correction) read
+// by elementwise fragments, directly or through an explicit broadcast, is loaded once as a 1x1
+// operand the vector ops broadcast, as XLA fuses a scalar's broadcast into its consumers: the
+// fragments move x, their outputs and 4 bytes a scalar, and nothing is written at x's shape
+// for the scalars (before, each was materialised at x's shape in HBM, written and read back).
+TEST(Compiler, ComputedScalarsAreReadOnceNotMaterialised) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {512, 256});
+  const Value y = b.infeed("y", DType::kF32, {64});
+  const Value s = b.reduce(Op::kReduceMax, y, {0});  // a computed scalar, shape []
+  const Value t = b.unary(Op::kExp, s);
+  b.output("scaled", x * s - x / t);
+  b.output("broadcast", x + b.broadcast(s, x.shape(), {}));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  const Graph& g = b.graph();
+  int scalars = 0;
+  for (int id = 0; id < g.size(); ++id)
+    scalars += g.node(id).op == Op::kBroadcast && broadcast_fold(g, id) == FoldedBroadcast::kScalar;
+  EXPECT_EQ(scalars, 1);
+  auto step = compile_graph(g, v3_8(), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
+  const isa::CoreProgram& core = step->program->cores(0);
+  EXPECT_EQ(units_of(core, "broadcast").vector, 0);
+  // x read by each of the two groups, and their two outputs at x's shape: four passes of x's
+  // 512 KiB, plus the small ones (y, the scalars). Less the infeed's write of x and the
+  // outfeed's reads of the two outputs.
+  const uint64_t x_bytes = 512 * 256 * 4;
+  const uint64_t group_bytes = dma_hbm_bytes(core) - 3 * x_bytes;
+  EXPECT_GE(group_bytes, 4 * x_bytes);
+  EXPECT_LT(group_bytes, 4 * x_bytes + 4096);
+}
+
 // d = x - y read by two groups of its shape (two outputs) is computed again in each: it has no
 // buffer and no fragment. e = exp(x), read by one of them and by a matmul, stays a buffer of its
 // own, and so does an output.

@@ -321,7 +321,9 @@ TEST(TpusimBackend, WindowedMaxPoolsComputeWhatTheUnfusedOnesDo) {
 // same graph with those inputs written to HBM first: over the last axis bit for bit (the same
 // per-row reduce), and down the rows too when one tile holds them all (one reduce of them all) or
 // for a max (exact in any order); a sum over many tiles adds the tiles' partial rows in order, so
-// it rounds differently from the unfused partitions, within f32 rounding of the sum.
+// it rounds differently from the unfused partitions, within f32 rounding of the sum. Over every
+// axis the same, the partial row then summed across (the unfused one sums chunks of the flat
+// value): the norm within f32 rounding, the peak exact.
 TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
   GraphBuilder b;
   const Value x = b.infeed("x", DType::kF32, {300, 40});
@@ -334,6 +336,9 @@ TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
   b.output("variance", b.reduce(Op::kReduceSum, centred * centred, {0, 1, 2}));
   b.output("squares", b.reduce(Op::kReduceSum, b.unary(Op::kSquare, z), {0, 1, 2}));
   b.output("maxima", b.reduce(Op::kReduceMax, z * 2.0f, {0, 1, 2}));
+  // Over every axis (a norm's sum of squares, a peak): down the rows, then across the row.
+  b.output("norm", b.reduce(Op::kReduceSum, b.unary(Op::kSquare, x), {0, 1}));
+  b.output("peak", b.reduce(Op::kReduceMax, z * -3.0f, {0, 1, 2, 3}));
   ASSERT_TRUE(b.status().ok()) << b.status();
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {300, 40}},
@@ -345,11 +350,14 @@ TEST(TpusimBackend, FusedReductionsComputeWhatTheUnfusedOnesDo) {
   unfused_options.fuse_reductions = false;
   const Outputs fused = run_once(b.graph(), CompileOptions{}, feeds);
   const Outputs unfused = run_once(b.graph(), unfused_options, feeds);
-  ASSERT_EQ(fused.size(), 5u);
+  auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->fused_reductions, 7u);
+  ASSERT_EQ(fused.size(), 7u);
   for (const auto& [name, value] : unfused) {
     const std::vector<float>& f = fused.at(name).f;
     ASSERT_EQ(f.size(), value.f.size()) << name;
-    if (name != "squares") {
+    if (name != "squares" && name != "norm") {
       EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
       continue;
     }

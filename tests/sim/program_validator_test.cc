@@ -165,7 +165,7 @@ const BadProgram kBad[] = {
      "unknown vector op 999"},
     {"BinaryOperandShape",
      [](CoreBuilder& c) { c.binary(isa::Vector::ADD, kV, kV, block(0, 2, 128, isa::F32)); },
-     "b is 2x128; it must be 8x128, 1x128 or 8x1"},
+     "b is 2x128; it must be 8x128, 1x128, 8x1 or 1x1"},
     {"ReduceShape",
      [](CoreBuilder& c) { c.reduce(isa::Vector::REDUCE_SUM, block(0, 8, 1, isa::F32), kV, 0); },
      "reducing 8x128 along axis 0 gives 1x128, not 8x1"},
@@ -386,8 +386,9 @@ const BadProgram kBad[] = {
      },
      "instruction 0 (vpu.chain): is a chain marked in_register (only its steps may be)"},
     {"InRegisterOutsideAChain",
-     [](CoreBuilder& c) { c.unary(isa::Vector::RELU, kV, kV).instruction().mutable_vector()
-                             ->set_in_register(true); },
+     [](CoreBuilder& c) {
+       c.unary(isa::Vector::RELU, kV, kV).instruction().mutable_vector()->set_in_register(true);
+     },
      "instruction 0 (vpu.relu): has steps or in_register, which only a chain and its steps take"},
 };
 

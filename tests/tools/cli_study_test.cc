@@ -93,10 +93,11 @@ class InfeedStudy : public ::testing::Test {
 };
 
 // At 64 map threads, batch and enqueue on `threads` threads each take 2.45 ms a step, below the
-// map's 3.2 ms, and the run is not input-bound: faster, with under half the input time of the
-// single-threaded f32 run's analysis `serial`.
+// map's 3.2 ms, and the run is `classification` (the map's 3.2 ms is about the device's
+// compute, 3.0 to 3.2 ms: not input-bound where the link carries bf16, moderately where it carries
+// f32): faster, with under half the input time of the single-threaded f32 run's analysis `serial`.
 void expect_batch_and_enqueue_keep_up(const nlohmann::json& analysis, const nlohmann::json& serial,
-                                      int threads) {
+                                      int threads, const std::string& classification) {
   EXPECT_EQ(analysis["slowest_host_stage"]["name"], "map");
   for (const auto& stage : analysis["host_stages"]) {
     if (stage["name"] == "batch" || stage["name"] == "enqueue") {
@@ -104,7 +105,7 @@ void expect_batch_and_enqueue_keep_up(const nlohmann::json& analysis, const nloh
       EXPECT_NEAR(stage["seconds_per_step"].get<double>(), 2.45e-3, 0.01e-3) << stage.dump();
     }
   }
-  EXPECT_EQ(analysis["classification"], "not_input_bound");
+  EXPECT_EQ(analysis["classification"], classification);
   EXPECT_LT(analysis["step_breakdown"]["input"].get<double>(),
             serial["step_breakdown"]["input"].get<double>() / 2);
   EXPECT_LT(analysis["step_seconds"].get<double>(), serial["step_seconds"].get<double>());
@@ -112,7 +113,7 @@ void expect_batch_and_enqueue_keep_up(const nlohmann::json& analysis, const nloh
 
 // One map thread: highly input-bound on the map. 64: the map is no longer the bottleneck; the
 // single-threaded batch and enqueue stages (4.9 ms a step each at the host config's costs) are,
-// above the device's step (about 3.6 ms of compute), so about a quarter of the step is left
+// above the device's step (about 3.0 ms of compute), so about a third of the step is left
 // waiting for input (where one map thread leaves 98%).
 TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
   const nlohmann::json one = study(1);
@@ -128,7 +129,7 @@ TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
 
   const nlohmann::json many = study(64);
   const nlohmann::json& a64 = many["analysis"];
-  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.3);
+  EXPECT_LT(a64["step_breakdown"]["input"].get<double>() / a64["step_seconds"].get<double>(), 0.4);
   EXPECT_LT(a64["step_seconds"].get<double>() * 20, a1["step_seconds"].get<double>());
   const std::string slowest = a64["slowest_host_stage"]["name"].get<std::string>();
   EXPECT_TRUE(slowest == "batch" || slowest == "enqueue") << slowest;
@@ -143,8 +144,8 @@ TEST_F(InfeedStudy, MoreMapThreadsMoveTheJpegBottleneckOffTheMap) {
 
 // At 64 map threads the single-threaded batch and enqueue stages (4.9 ms a step each) are the
 // slowest, and the analyzer's what-ifs say more threads on one alone leave the other in charge.
-// With two threads each (2.45 ms) the map (3.2 ms) is the slowest stage again, below the
-// device's step: not input-bound, and a faster step.
+// With two threads each (2.45 ms) the map (3.2 ms) is the slowest stage again, about the
+// device's compute (3.0 to 3.2 ms): moderately input-bound (6% of the step), and a faster step.
 TEST_F(InfeedStudy, ParallelBatchAndEnqueueKeepUpWithTheDevice) {
   const nlohmann::json serial = study(64);
   const nlohmann::json& a = serial["analysis"];
@@ -156,13 +157,13 @@ TEST_F(InfeedStudy, ParallelBatchAndEnqueueKeepUpWithTheDevice) {
   const nlohmann::json parallel = study(64, 2, 2);
   EXPECT_EQ(parallel["batch_threads"], 2);
   EXPECT_EQ(parallel["enqueue_threads"], 2);
-  expect_batch_and_enqueue_keep_up(parallel["analysis"], a, 2);
+  expect_batch_and_enqueue_keep_up(parallel["analysis"], a, 2, "moderately_input_bound");
 }
 
 // Images cast to bfloat16 on the host (--infeed-dtype bf16, as TPU input_fns do): the batch and
 // enqueue stages move half the bytes (2.45 ms a step each on one thread) and so does the host
-// link, so at 64 map threads the map is the slowest stage and the run is not input-bound, as with
-// two batch and enqueue threads in f32.
+// link, so at 64 map threads the map is the slowest stage and the run is not input-bound (with
+// two batch and enqueue threads in f32, the link's f32 bytes leave it moderately input-bound).
 TEST_F(InfeedStudy, Bf16ImagesHalveTheBatchEnqueueAndHostLinkBytes) {
   const nlohmann::json f32 = study(64);
   const nlohmann::json bf16 = study(64, 1, 1, "bf16");
@@ -170,7 +171,7 @@ TEST_F(InfeedStudy, Bf16ImagesHalveTheBatchEnqueueAndHostLinkBytes) {
   EXPECT_EQ(bf16["infeed_dtype"], "bf16");
   const nlohmann::json& a = f32["analysis"];
   const nlohmann::json& h = bf16["analysis"];
-  expect_batch_and_enqueue_keep_up(h, a, 1);
+  expect_batch_and_enqueue_keep_up(h, a, 1, "not_input_bound");
   // The link's bytes halve; each of its 8 entries a step keeps its 1 us of latency.
   const double latency = 8e-6;
   EXPECT_NEAR(h["host_link"]["seconds_per_step"].get<double>() - latency,

@@ -58,9 +58,9 @@ void add_compile_flags(po::options_description& options) {
       "fragment reading the images (XLA's reduce-window and select-and-scatter); off: the "
       "windows and the gradient's masks go through HBM between separate fragments")(
       "fuse-reductions", po::value<bool>()->default_value(true, "on"),
-      "on: a reduce_sum or reduce_max over the last axis or all but the last computes the "
-      "elementwise ops producing its input in its own fragment, in VMEM (XLA's input fusion); "
-      "off: their value goes through HBM")(
+      "on: a reduce_sum or reduce_max over the last axis, all but the last, or all of them "
+      "computes the elementwise ops producing its input in its own fragment, in VMEM (XLA's "
+      "input fusion); off: their value goes through HBM")(
       "fuse-multi-output", po::value<bool>()->default_value(true, "on"),
       "on: two reductions down the rows that read the same value (a batch norm's two sums, its "
       "gradient's two) are one fragment reading it once (XLA's multi-output fusion); off: each "
@@ -87,6 +87,10 @@ void add_compile_flags(po::options_description& options) {
       "ReLU) is computed again by every fragment that reads it, a convolution on its image "
       "bands in VMEM (XLA fuses such producers into each consumer); off: it writes its value "
       "and they read it back")(
+      "fuse-rng", po::value<bool>()->default_value(true, "on"),
+      "on: an rng_uniform whose readers are all in one elementwise group of its shape (a "
+      "dropout's uniforms) is drawn in that group's tiles, as XLA's fused loop generates an rng's "
+      "elements where it reads them; off: the draws go through HBM in f32")(
       "recompute-shared-producers", po::value<bool>()->default_value(true, "on"),
       "on: an elementwise value that several elementwise fragments of its shape read is computed "
       "again in each of them (XLA's producer duplication); off: it goes through HBM");
@@ -134,6 +138,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_pointwise_convolutions = vm["fuse-pointwise-convolutions"].as<bool>();
   options.fuse_conv_producers = vm["fuse-conv-producers"].as<bool>();
   options.fuse_conv_windows = vm["fuse-conv-windows"].as<bool>();
+  options.fuse_rng = vm["fuse-rng"].as<bool>();
   return options;
 }
 

@@ -67,6 +67,7 @@ constexpr char kCompileUsage[] =
     "                      [--fuse-multi-output on|off] [--fuse-producers on|off]\n"
     "                      [--fuse-conv-reductions on|off] [--fuse-pointwise-convolutions on|off]\n"
     "                      [--fuse-conv-producers on|off] [--fuse-conv-windows on|off]\n"
+    "                      [--fuse-rng on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
@@ -181,9 +182,9 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " reductions of their elementwise inputs in VMEM, " << step.recomputed_nodes
             << " shared producers recomputed by their readers, " << step.multi_output_fusions
             << " pairs of sibling reductions in one fragment, " << step.producer_fusions
-            << " groups written by the reductions of their value, "
-            << step.reader_recomputed_groups << " groups recomputed by their readers ("
-            << step.conv_producers << " convolutions among those), " << step.conv_output_reductions
+            << " groups written by the reductions of their value, " << step.reader_recomputed_groups
+            << " groups recomputed by their readers (" << step.conv_producers
+            << " convolutions among those), " << step.conv_output_reductions
             << " reductions computed by the convolution they reduce), "
             << out["parameters"].get<int64_t>() << " parameters\n";
   if (job.replicas > 1) {

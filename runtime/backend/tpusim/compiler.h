@@ -56,11 +56,11 @@ struct CompiledStep {
   uint64_t fused_pools = 0;         // max pool fragments (forward or gradient) of one fragment
   uint64_t fused_reductions = 0;    // reductions computing their elementwise input in VMEM
   uint64_t recomputed_nodes = 0;    // elementwise nodes computed again in each reader's group
-  uint64_t multi_output_fusions = 0;    // fragments computing two sibling reductions
-  uint64_t producer_fusions = 0;        // groups written by the reductions of their value
+  uint64_t multi_output_fusions = 0;      // fragments computing two sibling reductions
+  uint64_t producer_fusions = 0;          // groups written by the reductions of their value
   uint64_t reader_recomputed_groups = 0;  // groups recomputed by every fragment that reads them
   uint64_t conv_producers = 0;            // convolutions computing their images' group
-  uint64_t conv_output_reductions = 0;  // reductions computed by the convolution they reduce
+  uint64_t conv_output_reductions = 0;    // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
   uint64_t rematerialized_nodes = 0;
@@ -116,6 +116,9 @@ struct StepOptions {
   // A fused convolution or input gradient whose channels fill the MXU at every kernel offset
   // reads its windows in place (ConvFeed::kWindows, conv_windows.h); off, it builds patches.
   bool fuse_conv_windows = true;
+  // An rng_uniform read only by one elementwise group of its shape is a member of that group,
+  // drawn in its tiles (fusion_plan.h); off, it is a fragment of its own.
+  bool fuse_rng = true;
   // An elementwise group reading one value of its shape is computed again by each fragment that
   // reads it, fused convolutions among them (fusion_plan.h, "groups recomputed by their
   // readers"); off, it writes its value and they read it.

@@ -228,8 +228,10 @@ Emitter::OnceLoaded Emitter::load_row_operands(const TileLoop& loop,
   uint64_t shared = 2 * slot_bytes_;
   once.row_blocks.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].kind != TileOperand::Kind::kRow) continue;
-    const uint32_t width = inputs[i].cols > 0 ? inputs[i].cols : loop.cols;
+    if (!inputs[i].loaded_once()) continue;
+    const uint32_t width = inputs[i].kind == TileOperand::Kind::kScalar ? 1
+                           : inputs[i].cols > 0                         ? inputs[i].cols
+                                                                        : loop.cols;
     once.row_blocks[i] = block(shared, 1, width, inputs[i].dtype);
     shared = align(shared + uint64_t{width} * 4);
     auto dma = b_.dma_to_vmem(block(inputs[i].hbm, 1, width, inputs[i].dtype), once.row_blocks[i],
@@ -341,7 +343,7 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
   uint64_t at = static_cast<uint64_t>(s) * slot_bytes_;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TileOperand& in = inputs[i];
-    if (in.kind == TileOperand::Kind::kRow) {
+    if (in.loaded_once()) {
       operands.push_back(once.row_blocks[i]);
       continue;
     }
@@ -367,7 +369,7 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
   // Loads of this tile's operands into slot s, once the slot's previous tile is done with it.
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TileOperand& in = inputs[i];
-    if (in.kind == TileOperand::Kind::kRow) continue;
+    if (in.loaded_once()) continue;
     const isa::Block& vmem = operands[i];
     const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{vmem.cols()} * 4;
     auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, vmem.cols(), in.dtype, in.stride),

@@ -31,8 +31,14 @@ struct TileOperand {
     kFull,    // [rows, cols]
     kRow,     // [1, cols]: the same for every row, loaded once
     kColumn,  // [rows, 1]
+    kScalar,  // [1, 1]: one value for every element, loaded once (a TPU vector op's scalar
+              // operand, broadcast into the lanes)
   };
   Kind kind = Kind::kFull;
+  // Loaded once into the region above the tile slots rather than with each tile.
+  bool loaded_once() const { return kind == Kind::kRow || kind == Kind::kScalar; }
+  // One value a row: no width of its own to take from the view it is read against.
+  bool scalar_or_column() const { return kind == Kind::kColumn || kind == Kind::kScalar; }
   uint64_t hbm = 0;
   isa::DType dtype = isa::F32;
   uint32_t cols = 0;  // width of a kFull or kRow operand when it differs from the output's

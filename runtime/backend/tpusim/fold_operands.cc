@@ -1,6 +1,6 @@
 // Which operands an elementwise fragment folds instead of reading a buffer of their own: a
-// constant scalar as an immediate (foldable_scalar), a row or column broadcast as a row or
-// column operand (broadcast_fold).
+// constant scalar as an immediate (foldable_scalar), a row, column or scalar broadcast as a row,
+// column or scalar operand (broadcast_fold).
 #include "runtime/backend/tpusim/lowering.h"
 
 namespace tpusim::runtime::tpusim_backend {
@@ -23,6 +23,7 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
   if (n.op != Op::kBroadcast || n.dtype == DType::kS32 || n.shape.rank() < 2)
     return FoldedBroadcast::kNone;
   const Shape& in = graph.node(n.inputs[0]).shape;
+  if (in.elements() == 1 && n.shape.elements() > 1) return FoldedBroadcast::kScalar;
   const int rank = n.shape.rank();
   // The input's size along each output dim (1 where it has none), its dims in order so that its
   // memory order is the output's.
@@ -38,7 +39,7 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id) {
   }
   if (row && !column) return FoldedBroadcast::kRow;
   if (column && !row) return FoldedBroadcast::kColumn;
-  return FoldedBroadcast::kNone;  // neither, or a [1, 1] output (a scalar: no row or column)
+  return FoldedBroadcast::kNone;  // neither, or a [1, 1] output (no broadcast at all)
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

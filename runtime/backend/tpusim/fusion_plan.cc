@@ -12,10 +12,10 @@ bool folds_operands(Op op) { return is_elementwise(op); }
 // Groups of elementwise nodes to fuse (every node reads what its fragment declares it needs:
 // fragment_uses): starting from each elementwise node read outside any group (in reverse
 // order), absorb elementwise producers of the same shape all of whose readers are in the group and
-// which are no output or update value. Returns, per node, the root of its group (-1 when it is not
-// grouped).
+// which are no output or update value (with `rng_members`, rng_uniforms too). Returns, per node,
+// the root of its group (-1 when it is not grouped).
 std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
-                               const Fusions& fusions) {
+                               const Fusions& fusions, bool rng_members) {
   const int n = g.size();
   std::vector<std::vector<int>> readers(static_cast<size_t>(n));
   for (int id = 0; id < n; ++id) {
@@ -28,6 +28,12 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
     const Node& node = g.node(id);
     return folds_operands(node.op) && node.dtype != DType::kS32 && needed[static_cast<size_t>(id)];
   };
+  // A member may also be an rng_uniform (a dropout's uniforms), drawn in the group's tile as
+  // XLA's fused loop generates an rng's elements where it reads them; never a group's root.
+  auto member = [&](int id) {
+    return fusible(id) ||
+           (rng_members && g.node(id).op == Op::kRngUniform && needed[static_cast<size_t>(id)]);
+  };
   std::vector<int> root(static_cast<size_t>(n), -1);
   for (int id = n - 1; id >= 0; --id) {
     if (!fusible(id) || root[static_cast<size_t>(id)] >= 0) continue;
@@ -37,7 +43,7 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
       const int m = frontier.back();
       frontier.pop_back();
       for (int in : g.node(m).inputs) {
-        if (!fusible(in) || root[static_cast<size_t>(in)] >= 0 || exported[static_cast<size_t>(in)])
+        if (!member(in) || root[static_cast<size_t>(in)] >= 0 || exported[static_cast<size_t>(in)])
           continue;
         if (g.node(in).shape != g.node(id).shape) continue;
         bool all_inside = true;
@@ -264,7 +270,6 @@ void pair_sibling_reductions(const Graph& g, const Fusions& fusions, const confi
   }
 }
 
-
 // The group root among the buffers reduction `r`'s fragment (with its sibling's) streams that it
 // may take in (fusion_plan.h, "producers written by their reductions"): an elementwise group of
 // the reduced shape, before the earlier reduction, computed by no other fragment, whose members
@@ -413,7 +418,7 @@ std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
 FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
                         const FusionOptions& options) {
   const std::vector<bool> needed = needed_nodes(graph, fusions);
-  std::vector<int> group = fusion_groups(graph, needed, fusions);
+  std::vector<int> group = fusion_groups(graph, needed, fusions, options.rng);
   FusionPlan plan;
   if (options.fuse_reductions)
     plan.fused_reductions = absorb_into_reductions(graph, needed, fusions, core, &group);

@@ -3,8 +3,10 @@
 // of its own through HBM, as XLA's fusion passes decide it for a TPU:
 //
 // - groups: elementwise nodes of one shape whose intermediates nothing else reads, computed by one
-//   row-tiled fragment (loop fusion); a reduction over the last axis or over all but the last
-//   takes in the group that computes its input (input fusion);
+//   row-tiled fragment (loop fusion), an rng_uniform among them drawn in the group's tiles (XLA
+//   generates an rng's elements in the fused loop that reads them); a reduction over the last
+//   axis, over all but the last or over all of them takes in the group that computes its input
+//   (input fusion);
 // - folded broadcasts: a row or column broadcast read only by elementwise fragments of its own
 //   shape is read in place by them, never written;
 // - recomputed producers: an elementwise node whose readers are all in other groups of its shape
@@ -53,14 +55,15 @@ struct FusionOptions {
   bool multi_output = true;     // StepOptions::fuse_multi_output
   bool producers = true;        // StepOptions::fuse_producers
   bool conv_producers = true;   // StepOptions::fuse_conv_producers
+  bool rng = true;              // StepOptions::fuse_rng
 };
 
 // What the plan decides for one node.
 struct NodeFusion {
-  bool needed = false;      // some lowered fragment, output or update reads the node
-  int group = -1;           // the root of the group computing it; -1: none
-  bool folded = false;      // a broadcast read in place
-  bool recomputed = false;  // computed again in each reader's group: no buffer of its own
+  bool needed = false;          // some lowered fragment, output or update reads the node
+  int group = -1;               // the root of the group computing it; -1: none
+  bool folded = false;          // a broadcast read in place
+  bool recomputed = false;      // computed again in each reader's group: no buffer of its own
   std::vector<int> recomputes;  // as a group's root: the recomputed nodes its group computes
   // Sibling reductions: as a reduction whose fragment computes an earlier sibling too, that
   // sibling; as such a sibling, the reduction computing it (-1: none).
@@ -76,7 +79,7 @@ struct FusionPlan {
   uint64_t fused_reductions = 0;
   uint64_t recomputed_nodes = 0;
   uint64_t multi_output_fusions = 0;
-  uint64_t producer_fusions = 0;  // groups written by the reductions of their value
+  uint64_t producer_fusions = 0;          // groups written by the reductions of their value
   uint64_t reader_recomputed_groups = 0;  // groups recomputed by their readers
   uint64_t conv_producers = 0;            // fused convolutions computing their images' group
 

@@ -18,11 +18,17 @@ struct Operand {
   bool immediate = false;  // a constant scalar folded into the instruction
   float value = 0;
   TileOperand tile;
+  // A row that changes every `row_period` rows of the output's [rows, cols] view: an operand
+  // [outer..., 1, ..., 1, cols] broadcast over the dims between its leading ones and its last
+  // (BERT's attention mask, [batch, 1, 1, keys], over heads and queries). tile is kRow at the
+  // first such row. 0 for any other operand.
+  uint64_t row_period = 0;
 };
 // How a group of `out`'s shape reads node `id`: an immediate scalar, a folded broadcast's input
-// as a row or column, the value itself, or (anything else) the value broadcast to `out`'s shape
-// in a temporary first.
-Operand classify_operand(Lowering& l, int id, const Shape& out);
+// as a row, column or scalar, the value itself, with `periodic_rows` a row per period of rows
+// (row_period) where the group is emitted period by period, or (anything else) the value
+// broadcast to `out`'s shape in a temporary first.
+Operand classify_operand(Lowering& l, int id, const Shape& out, bool periodic_rows = false);
 
 // The operands of a fused group of elementwise nodes (every distinct input from outside the
 // group, classified once against the group's shape) and the tile operands they load.
@@ -30,10 +36,19 @@ struct GroupOperands {
   std::map<int, Operand> outside;
   std::vector<TileOperand> tiles;
   std::map<int, size_t> slot;
+  // The rows of the output's view each periodic row operand covers (all share it; others are
+  // materialised), 0 for none; which tiles are such rows.
+  uint64_t row_period = 0;
+  std::vector<bool> periodic;
 };
 // `extra`: inputs read from outside the group besides its members' (a plain reduction's).
+// `periodic_rows`: the caller emits the group a period of rows at a time (periodic_tiles).
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
-                             const std::vector<int>& extra = {});
+                             const std::vector<int>& extra = {}, bool periodic_rows = false);
+// The group's tile operands for the period of rows starting at `first_row` (the `period`-th): the
+// full and column operands moved to those rows, the periodic rows to their `period`-th row.
+std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t first_row,
+                                        uint64_t period, uint32_t cols);
 
 // The scratch a group's tile takes (group_scratch.h): an input from outside takes a block when it
 // is filled (an immediate another way than as a binary op's right operand) or broadcast (a row
@@ -48,6 +63,9 @@ struct GroupBlocks {
   std::function<isa::Block(size_t slot)> in;
   std::function<isa::Block(size_t j)> scratch;
   std::function<isa::Block()> out;
+  // The tile's first row in the group's [rows, cols] view, where an rng_uniform member's draws
+  // start (the row times cols); empty where the group has none (a convolution's image bands).
+  std::function<uint64_t()> first_row;
 };
 // A row tile's blocks.
 GroupBlocks tile_blocks(Tile& t);

@@ -109,6 +109,44 @@ std::vector<int> last_reads(const Graph& graph, const std::vector<int>& owner,
   return last;
 }
 
+// HbmPlan::in_place: each update value that its own elementwise fragment computes, in a buffer
+// of its own of its variable's size and type, read by no output, at a position after every
+// other fragment that reads the variable (through any alias).
+std::vector<int> in_place_updates(const Graph& graph, const std::vector<int>& owner,
+                                  const std::vector<int>& position, const PlanRequest& request) {
+  const int n = graph.size();
+  std::vector<int> in_place(static_cast<size_t>(n), -1);
+  if (request.elementwise_fragment.size() != static_cast<size_t>(n)) return in_place;
+  std::vector<int> value_of(static_cast<size_t>(n), -1);  // per variable, its candidate value
+  std::vector<bool> output(static_cast<size_t>(n), false);
+  for (const auto& o : graph.outputs()) output[static_cast<size_t>(o.node)] = true;
+  for (const auto& u : graph.updates()) {
+    const auto v = static_cast<size_t>(u.value);
+    const Node& var = graph.node(u.variable);
+    const Node& value = graph.node(u.value);
+    if (request.elementwise_fragment[v] && request.materialized[v] && owner[v] == u.value &&
+        !persistent(value) && !output[v] && value.dtype == var.dtype &&
+        value.shape.elements() == var.shape.elements() &&
+        owner[static_cast<size_t>(u.variable)] == u.variable)
+      value_of[static_cast<size_t>(u.variable)] = u.value;
+  }
+  // The latest position at which a fragment other than the candidate reads each variable.
+  std::vector<int> last_other(static_cast<size_t>(n), -1);
+  for (int i = 0; i < n; ++i) {
+    for (int in : request.reads[static_cast<size_t>(i)]) {
+      const auto w = static_cast<size_t>(owner[static_cast<size_t>(in)]);
+      if (value_of[w] >= 0 && value_of[w] != i)
+        last_other[w] = std::max(last_other[w], position[static_cast<size_t>(i)]);
+    }
+  }
+  for (int w = 0; w < n; ++w) {
+    const int v = value_of[static_cast<size_t>(w)];
+    if (v >= 0 && last_other[static_cast<size_t>(w)] < position[static_cast<size_t>(v)])
+      in_place[static_cast<size_t>(v)] = w;
+  }
+  return in_place;
+}
+
 }  // namespace
 
 bool persistent(const Node& node) { return node.op == Op::kVariable || node.op == Op::kConstant; }
@@ -134,8 +172,11 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
   plan.last_read = last_reads(graph, plan.owner, order, plan.position, *request);
   const std::vector<int>& last = plan.last_read;
   const std::vector<int>& position = plan.position;
+  plan.in_place = in_place_updates(graph, plan.owner, position, *request);
   auto own_buffer = [&](int i) {
-    return plan.owner[static_cast<size_t>(i)] == i && request->materialized[static_cast<size_t>(i)];
+    return plan.owner[static_cast<size_t>(i)] == i &&
+           request->materialized[static_cast<size_t>(i)] &&
+           plan.in_place[static_cast<size_t>(i)] < 0;
   };
   Allocator alloc(base);
   Allocator device(0);  // the same buffers at the device's sizes
@@ -161,6 +202,8 @@ HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request) 
       device_address[static_cast<size_t>(i)] = device.allocate(device_bytes(graph.node(i)));
     } else if (owner != i) {
       plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(owner)];
+    } else if (const int variable = plan.in_place[static_cast<size_t>(i)]; variable >= 0) {
+      plan.address[static_cast<size_t>(i)] = plan.address[static_cast<size_t>(variable)];
     }
     plan.peak_bytes = std::max(plan.peak_bytes, alloc.top() - base);
     const uint64_t scratch = request->temporaries.size() == static_cast<size_t>(n)

@@ -4,7 +4,8 @@
 // stop_gradient and a one-replica cross_replica_sum share their input's buffer. Variables and
 // constants live for the whole program; every other buffer is free again after its last use
 // (outputs and update values live to the end of the step) and is reused first-fit. "Last use"
-// follows the order the fragments are emitted in (PlanRequest::order).
+// follows the order the fragments are emitted in (PlanRequest::order). An update value computed
+// elementwise after its variable's last other read takes the variable's buffer (HbmPlan::in_place).
 
 #include <cstdint>
 #include <vector>
@@ -30,6 +31,11 @@ struct HbmPlan {
   // Per buffer owner, the position of the last fragment reading it through any alias (its own
   // position when none does; graph.size() for outputs and update values, which live to the end).
   std::vector<int> last_read;
+  // Per node, the variable whose buffer it was written into (an update value computed after the
+  // variable's last other read, as XLA's buffer assignment gives an elementwise fusion's output
+  // the buffer of an operand that dies there and aliases a training loop's updated variables
+  // with their inputs); -1 for any other. The step's closing copy skips those updates.
+  std::vector<int> in_place;
 };
 
 // What the compiler decided about each node: whether its value lives in HBM (fused
@@ -50,6 +56,11 @@ struct PlanRequest {
   // The device allocates them beside the live buffers at the node's position and frees them
   // after it; the simulator keeps them in a region of their own, so they move no address.
   std::vector<uint64_t> temporaries;
+  // Per node, whether its own fragment computes it elementwise, each element from its operands'
+  // elements at the same index (a fused elementwise group's root): such an update value is
+  // written into its variable's buffer when no later fragment reads the variable (in_place);
+  // empty: none is.
+  std::vector<bool> elementwise_fragment;
 };
 
 HbmPlan plan_hbm(const Graph& graph, uint64_t base, const PlanRequest* request = nullptr);

@@ -49,7 +49,8 @@ void compute_image_producer(Lowering& l, const ImageProducer& p, uint64_t images
   const GroupBlocks blocks{
       [&](size_t slot) { return in[slot]; },
       [&](size_t j) { return block(scratch + j * block_bytes, pixels, channels, isa::F32); },
-      [&] { return image; }};
+      [&] { return image; },
+      {}};  // no rng_uniform member: a stateful RNG's group is never recomputed by its readers
   compute_group(l, p.members, ops, plan, blocks, image, chain);
 }
 

@@ -33,9 +33,26 @@ uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
   return dst;
 }
 
+// The rows of `out`'s [rows, cols] view that one row of an operand of `dims` (lined up with
+// out's, leading 1s added) covers when it is [outer..., 1, ..., 1, cols]: its leading dims out's,
+// then dims it broadcasts over, then out's last; 0 when it is not so, or is a plain row.
+uint64_t row_period_of(const std::vector<int64_t>& dims, const Shape& out) {
+  const int rank = out.rank();
+  if (rank < 3 || dims.back() != out.dim(rank - 1)) return 0;
+  int lead = 0;
+  while (lead < rank - 1 && dims[static_cast<size_t>(lead)] == out.dim(lead)) ++lead;
+  if (lead == 0 || lead == rank - 1) return 0;  // a plain row, or the full value
+  uint64_t period = 1;
+  for (int d = lead; d < rank - 1; ++d) {
+    if (dims[static_cast<size_t>(d)] != 1) return 0;
+    period *= static_cast<uint64_t>(out.dim(d));
+  }
+  return period > 1 ? period : 0;
+}
+
 }  // namespace
 
-Operand classify_operand(Lowering& l, int id, const Shape& out) {
+Operand classify_operand(Lowering& l, int id, const Shape& out, bool periodic_rows) {
   const Node& n = l.node(id);
   Operand op;
   if (foldable_scalar(l.graph, id, &op.value)) {
@@ -45,8 +62,10 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
   if (l.fusion != nullptr && l.fusion->node(id).folded) {
     // A folded broadcast (of floats, read by fragments of its own shape, as the compiler checks):
     // its input, in place.
-    op.tile = {broadcast_fold(l.graph, id) == FoldedBroadcast::kRow ? TileOperand::Kind::kRow
-                                                                    : TileOperand::Kind::kColumn,
+    const FoldedBroadcast fold = broadcast_fold(l.graph, id);
+    op.tile = {fold == FoldedBroadcast::kRow      ? TileOperand::Kind::kRow
+               : fold == FoldedBroadcast::kScalar ? TileOperand::Kind::kScalar
+                                                  : TileOperand::Kind::kColumn,
                l.address(n.inputs[0]), isa::F32};
     return op;
   }
@@ -66,10 +85,20 @@ Operand classify_operand(Lowering& l, int id, const Shape& out) {
   }
   if (n.shape == out || (out.rank() == 0)) {
     op.tile = {TileOperand::Kind::kFull, src, isa::F32};
+  } else if (n.shape.elements() == 1) {
+    // A computed scalar (a learning rate, a bias correction, a norm's ratio): loaded once and
+    // broadcast by the vector ops that read it, as XLA fuses a scalar's broadcast into every
+    // consumer; never materialised at the output's shape.
+    op.tile = {TileOperand::Kind::kScalar, src, isa::F32};
   } else if (row) {
     op.tile = {TileOperand::Kind::kRow, src, isa::F32};
   } else if (col) {
     op.tile = {TileOperand::Kind::kColumn, src, isa::F32};
+  } else if (const uint64_t period = periodic_rows ? row_period_of(dims, out) : 0; period > 0) {
+    // Read a row at a time where the group is emitted a period of rows at a time, as XLA fuses
+    // the broadcast into its consumer: never materialised at the output's shape.
+    op.tile = {TileOperand::Kind::kRow, src, isa::F32};
+    op.row_period = period;
   } else {
     // Anything else is materialised at the output's shape first.
     const uint64_t full = l.hbm.temporary(static_cast<uint64_t>(out.elements()) * 4);
@@ -134,14 +163,19 @@ bool contains(const std::vector<int>& members, int id) {
 }  // namespace
 
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
-                             const std::vector<int>& extra) {
+                             const std::vector<int>& extra, bool periodic_rows) {
   GroupOperands g;
   auto add = [&](int in) {
     if (contains(members, in) || g.outside.count(in) > 0) return;
-    g.outside[in] = classify_operand(l, in, out);
-    if (!g.outside[in].immediate) {
+    Operand op = classify_operand(l, in, out, periodic_rows);
+    if (op.row_period > 0 && g.row_period > 0 && op.row_period != g.row_period)
+      op = classify_operand(l, in, out);  // another period: materialised
+    if (op.row_period > 0) g.row_period = op.row_period;
+    g.outside[in] = op;
+    if (!op.immediate) {
       g.slot[in] = g.tiles.size();
-      g.tiles.push_back(g.outside[in].tile);
+      g.tiles.push_back(op.tile);
+      g.periodic.push_back(op.row_period > 0);
     }
   };
   for (int m : members) {
@@ -149,6 +183,21 @@ GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const
   }
   for (int in : extra) add(in);
   return g;
+}
+
+std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t first_row,
+                                        uint64_t period, uint32_t cols) {
+  std::vector<TileOperand> tiles = ops.tiles;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    TileOperand& t = tiles[i];
+    if (ops.periodic[i]) {
+      t.hbm += period * cols * 4;
+    } else if (t.kind == TileOperand::Kind::kFull || t.kind == TileOperand::Kind::kColumn) {
+      const uint64_t width = t.kind == TileOperand::Kind::kColumn ? 1 : t.cols > 0 ? t.cols : cols;
+      t.hbm += first_row * (t.stride > 0 ? t.stride : width * 4);
+    }
+  }
+  return tiles;
 }
 
 namespace {
@@ -186,9 +235,20 @@ bool fits_registers(const Lowering& l, const GroupScratch& plan, const GroupOper
 
 }  // namespace
 
+namespace {
+
+// Sigmoid's denominator, 1 + exp(-x), into `tmp`: three vector steps.
+std::vector<isa::Vector> sigmoid_denominator(const isa::Block& tmp, const isa::Block& x) {
+  namespace vo = sim::vector_ops;
+  return {vo::unary(Vector::NEG, tmp, x), vo::unary(Vector::EXP, tmp, tmp),
+          vo::binary_scalar(Vector::ADD, tmp, tmp, 1.0f)};
+}
+
+}  // namespace
+
 GroupBlocks tile_blocks(Tile& t) {
   return {[&t](size_t i) { return t.in(i); }, [&t](size_t j) { return t.scratch(j); },
-          [&t] { return t.out(); }};
+          [&t] { return t.out(); }, [&t] { return t.first_row(); }};
 }
 
 void compute_group(Lowering& l, const std::vector<int>& members, const GroupOperands& ops,
@@ -221,8 +281,9 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
                               : to_root ? root_out
                                         : t.scratch(static_cast<size_t>(plan.result[i]));
     // The op's result: the root's output unless bf16 rounds it there below.
-    const bool result_in_register =
-        to_output ? false : to_root ? root_in_register && registers : registers;
+    const bool result_in_register = to_output ? false
+                                    : to_root ? root_in_register && registers
+                                              : registers;
     const bool rounds = n.dtype == DType::kBF16;
     auto step = [&](isa::Vector v) {
       chain.add(std::move(v), rounds && is_root ? registers : result_in_register);
@@ -239,11 +300,8 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
     } else {
       switch (n.op) {
         case Op::kSigmoid: {  // 1 / (1 + exp(-x))
-          const isa::Block x = full(i, 0);
           const isa::Block tmp = t.scratch(static_cast<size_t>(plan.temporary[i]));
-          scratch_step(vo::unary(Vector::NEG, tmp, x));
-          scratch_step(vo::unary(Vector::EXP, tmp, tmp));
-          scratch_step(vo::binary_scalar(Vector::ADD, tmp, tmp, 1.0f));
+          for (isa::Vector s : sigmoid_denominator(tmp, full(i, 0))) scratch_step(std::move(s));
           step(vo::fill(result, 1.0f));
           step(vo::binary(Vector::DIV, result, result, tmp));
           break;
@@ -251,10 +309,11 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
         case Op::kSelect:
           step(vo::select(result, full(i, 0), full(i, 1), full(i, 2)));
           break;
-        case Op::kReshape:  // to its own shape: the value again (a member's widening alias)
-          step(vo::unary(Vector::COPY, result, full(i, 0)));
+        case Op::kRngUniform:  // counter-based: the tile's draws are the flat value's at its rows
+          step(vo::rng_uniform(result, n.attrs.seed, t.first_row() * result.cols()));
           break;
-        case Op::kCast:  // the source is f32 here (s32 sources were widened); s32 truncates
+        case Op::kReshape:  // to its own shape: the value again (a member's widening alias)
+        case Op::kCast:     // the source is f32 here (s32 sources were widened); s32 truncates
           if (n.dtype == DType::kS32) {
             chain.add(vo::unary(Vector::CAST, root_out, full(i, 0)));
           } else {
@@ -269,7 +328,9 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
     const isa::Block value_block = to_output ? t.out() : is_root ? root_out : result;
     if (rounds) {  // bf16 values, as a TPU's vector unit stores a bf16 result
       chain.add(vo::unary(Vector::ROUND_BF16, value_block, result),
-                to_output ? false : is_root ? root_in_register && registers : registers);
+                to_output ? false
+                : is_root ? root_in_register && registers
+                          : registers);
     }
     value[m] = value_block;
   }
@@ -281,14 +342,31 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
   if (root_node.op == Op::kReduceSum || root_node.op == Op::kReduceMax)
     return lower_fused_reduction(l, members);
   const Shape out = root_node.shape;
-  const GroupOperands ops = group_operands(l, members, out);
+  const GroupOperands ops = group_operands(l, members, out, {}, true);
   const GroupScratch plan = plan_scratch(l, members, ops, {}, true);
-  l.emit.rowwise(l.address(root), rows_of(out), cols_of(out), buffer_dtype(root_node), ops.tiles,
-                 plan.blocks, 0, [&](Tile& t) {
-                   sim::VectorChain chain;
-                   compute_group(l, members, ops, plan, tile_blocks(t), t.out(), chain);
-                   t.chain(t.e_builder().vector(chain.instruction()));
-                 });
+  uint64_t first = 0;  // the first row of the rows emitted (a period's, below)
+  auto body = [&](Tile& t) {
+    sim::VectorChain chain;
+    GroupBlocks blocks = tile_blocks(t);
+    blocks.first_row = [&t, &first] { return first + t.first_row(); };
+    compute_group(l, members, ops, plan, blocks, t.out(), chain);
+    t.chain(t.e_builder().vector(chain.instruction()));
+  };
+  const uint32_t cols = cols_of(out);
+  if (ops.row_period == 0) {
+    l.emit.rowwise(l.address(root), rows_of(out), cols, buffer_dtype(root_node), ops.tiles,
+                   plan.blocks, 0, body);
+    return absl::OkStatus();
+  }
+  // A period of rows at a time, each with its row of the periodic operands (XLA's fused loop
+  // indexes the broadcast's input by the output's leading dims).
+  const uint64_t periods = rows_of(out) / ops.row_period;
+  for (uint64_t p = 0; p < periods; ++p) {
+    first = p * ops.row_period;
+    l.emit.rowwise(l.address(root) + first * cols * 4, ops.row_period, cols,
+                   buffer_dtype(root_node), periodic_tiles(ops, first, p, cols), plan.blocks, 0,
+                   body);
+  }
   return absl::OkStatus();
 }
 
@@ -305,14 +383,17 @@ ReductionFusion reduction_fusion(const Graph& graph, int id) {
   std::vector<int64_t> leading(static_cast<size_t>(rank - 1));
   std::iota(leading.begin(), leading.end(), 0);
   if (rank >= 2 && axes == leading) return ReductionFusion::kLeadingAxes;
+  leading.push_back(rank - 1);
+  if (rank >= 2 && axes == leading) return ReductionFusion::kAllAxes;
   return ReductionFusion::kNone;
 }
 
 bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
                       const config::CoreSpec& core) {
-  std::vector<int> elementwise;
+  std::vector<int> elementwise;  // with the rng_uniform members, each a block too
   for (int m : members) {
-    if (is_elementwise(graph.node(m).op)) elementwise.push_back(m);
+    const Op op = graph.node(m).op;
+    if (is_elementwise(op) || op == Op::kRngUniform) elementwise.push_back(m);
   }
   if (elementwise.empty()) return true;
   const Shape& shape = graph.node(elementwise.back()).shape;

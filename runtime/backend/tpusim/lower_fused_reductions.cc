@@ -25,7 +25,7 @@ absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members)
       l.node(reduce).op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
   GroupOperands ops = group_operands(l, group, shape);
   for (TileOperand& in : ops.tiles) {  // widths against the group's view, not the output's
-    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+    if (!in.scalar_or_column() && in.cols == 0) in.cols = cols;
   }
   const GroupScratch plan = plan_scratch(l, group, ops, {}, true);
   const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
@@ -72,15 +72,25 @@ void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* ele
                       plain_inputs->end());
 }
 
-// The reductions' sums (`sums`, one row of `cols` each) written once every tile's part is in, a
-// bf16 sum rounded first, as XLA fuses the convert into the reduction (leaves_f32_sums).
+// The reductions' sums (`sums`, one row of `cols` each, then a value each for reductions over
+// every axis, which reduce their row into it) written once every tile's part is in, a bf16 sum
+// rounded first, as XLA fuses the convert into the reduction (leaves_f32_sums).
 void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
                 const isa::Block& sums, uint32_t cols) {
   Tile last = l.emit.epilogue();
   for (size_t i = 0; i < reductions.size(); ++i) {
-    const isa::Block sum = block(sums.address() + i * cols * 4, 1, cols, isa::F32);
-    if (leaves_f32_sums(l.node(reductions[i].back()))) round_bf16_in_tile(last, sum, true);
-    last.store(sum, block(l.address(reductions[i].back()), 1, cols, isa::F32), last.chain_count());
+    const int r = reductions[i].back();
+    isa::Block sum = block(sums.address() + i * cols * 4, 1, cols, isa::F32);
+    if (reduction_fusion(l.graph, r) == ReductionFusion::kAllAxes) {
+      const isa::Block whole =
+          block(sums.address() + (reductions.size() * cols + i) * 4, 1, 1, isa::F32);
+      const bool max = l.node(r).op == Op::kReduceMax;
+      last.chain(
+          l.emit.builder().reduce(max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM, whole, sum, 1));
+      sum = whole;
+    }
+    if (leaves_f32_sums(l.node(r))) round_bf16_in_tile(last, sum, true);
+    last.store(sum, block(l.address(r), 1, sum.cols(), isa::F32), last.chain_count());
   }
 }
 
@@ -102,7 +112,7 @@ absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector
   const uint32_t cols = cols_of(shape);
   GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
   for (TileOperand& in : ops.tiles) {  // widths against the inputs' view
-    if (in.kind != TileOperand::Kind::kColumn && in.cols == 0) in.cols = cols;
+    if (!in.scalar_or_column() && in.cols == 0) in.cols = cols;
   }
   // The reductions' inputs stay in their blocks to the end of the group.
   std::vector<int> kept;
@@ -130,6 +140,8 @@ absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector
     return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
   };
   const auto count = static_cast<uint32_t>(reductions.size());
+  // The sums' rows, and a value each after them for store_sums.
+  const uint32_t accumulated = count * cols + count;
   auto body = [&](Tile& t) {
     namespace vo = sim::vector_ops;
     sim::VectorChain chain;
@@ -154,13 +166,13 @@ absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector
   // With a producer, each tile also writes the producer's value (the band: every row, whole).
   const isa::Block sums =
       stored < 0
-          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, count * cols, body)
+          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, accumulated, body)
           : l.emit.rowwise_bands(rows,
                                  {TileBand{{TileOperand::Kind::kFull, l.address(stored),
                                             buffer_dtype(l.node(stored)), cols},
                                            ops.tiles,
                                            cols}},
-                                 scratch + 1, count * cols, [&](Tile& t, size_t) { body(t); });
+                                 scratch + 1, accumulated, [&](Tile& t, size_t) { body(t); });
   store_sums(l, reductions, sums, cols);
   return absl::OkStatus();
 }

@@ -254,9 +254,10 @@ void mark_packed_bf16(sim::CoreBuilder& b, int begin, int end,
 absl::Status lower_elementwise(Lowering& l, int id);  // binary, unary, select, cast
 // How an elementwise fragment can read a broadcast node's input in place of the broadcast: as a
 // row repeated down the output's [rows, cols] view (a per-channel vector stretched over the
-// leading dims, as batch norm's mean), or a column repeated across it (a per-row value stretched
-// over the last dim, as softmax's sum). kNone: the broadcast must be materialised.
-enum class FoldedBroadcast { kNone, kRow, kColumn };
+// leading dims, as batch norm's mean), a column repeated across it (a per-row value stretched
+// over the last dim, as softmax's sum), or one value everywhere (a computed scalar, as an
+// optimizer's learning rate or bias correction). kNone: the broadcast must be materialised.
+enum class FoldedBroadcast { kNone, kRow, kColumn, kScalar };
 FoldedBroadcast broadcast_fold(const Graph& graph, int id);
 
 // A fused group of elementwise nodes of one shape, in graph order; the last is the only one
@@ -266,9 +267,10 @@ FoldedBroadcast broadcast_fold(const Graph& graph, int id);
 // of elementwise producers into a reduction: the reduced value never reaches HBM.
 absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
 // Which reductions can take their input's elementwise group into their fragment: over the last
-// axis (per row of the input's [rows, cols] view) or over every axis but the last (down the
-// rows); kNone for other axes and non-f32 results.
-enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes };
+// axis (per row of the input's [rows, cols] view), over every axis but the last (down the rows),
+// or over every axis of an input of rank 2 or more (down the rows, then across the sum's row: a
+// norm's sum of squares); kNone for other axes and non-f32 results.
+enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes, kAllAxes };
 ReductionFusion reduction_fusion(const Graph& graph, int id);
 // Whether one row of a fused group's view fits a VMEM tile slot with every block its fragment
 // takes (operands, scratch, output; with a reduction last, its value and partial row too), so

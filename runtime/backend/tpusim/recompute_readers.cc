@@ -88,6 +88,13 @@ Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
                                  const std::vector<int>& members, const ProducerOperands& ops,
                                  uint32_t blocks, const std::vector<int>& readers) {
   Recomputation out;
+  // A stateful RNG's draws (a dropout's uniforms) are made once: XLA never draws them twice.
+  for (int m : members) {
+    if (g.node(m).op == Op::kRngUniform) {
+      out.ok = false;
+      return out;
+    }
+  }
   const int home = fragment_of(plan, z);
   const Shape& shape = g.node(z).shape;
   for (int r : readers) {

@@ -322,6 +322,7 @@ absl::Status StepEmission::emit_updates_and_outputs() {
   emit_.wait_for_collectives(in_flight_.latest());
   for (const auto& u : graph_.updates()) {
     const Node& v = graph_.node(u.variable);
+    if (out_.plan.in_place[static_cast<size_t>(u.value)] == u.variable) continue;  // written there
     set_origin(v.label, "assign");
     emit_.copy(l_.address(u.value), 0, l_.address(u.variable), 0, 1,
                static_cast<uint32_t>(v.shape.elements()), buffer_dtype(v));

@@ -36,6 +36,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_pointwise_convolutions = options.fuse_pointwise_convolutions;
   step.fuse_conv_producers = options.fuse_conv_producers;
   step.fuse_conv_windows = options.fuse_conv_windows;
+  step.fuse_rng = options.fuse_rng;
   return step;
 }
 

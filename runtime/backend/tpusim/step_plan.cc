@@ -33,6 +33,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   fusion_options.multi_output = options.fuse_multi_output;
   fusion_options.producers = options.fuse_producers;
   fusion_options.conv_producers = options.fuse_conv_producers;
+  fusion_options.rng = options.fuse_rng;
   plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
   plan.nodes.resize(static_cast<size_t>(graph.size()));
   for (int id = 0; id < graph.size(); ++id) {
@@ -156,6 +157,10 @@ absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uin
   request.replicas = replicas;
   request.order = plan.order;
   request.overlapped_collectives = plan.overlapped;
+  for (int id = 0; id < graph.size(); ++id) {
+    request.elementwise_fragment.push_back(plan.emits(id) && is_elementwise(graph.node(id).op) &&
+                                           plan.fusions.count(id) == 0);
+  }
   for (const NodePlan& n : plan.nodes) {
     request.materialized.push_back(n.materialized);
     // What a fragment writes is live when it runs, as what it reads is.
