@@ -83,7 +83,9 @@ TEST(TpusimBackend, MasksBroadcastOverHeadsAndQueriesAreReadARowAtATime) {
       testing::run_once_on("cpu", dropped.graph(), CompileOptions{}, feeds).at("masked").f;
   ASSERT_EQ(drawn.size(), drawn_cpu.size());
   EXPECT_EQ(std::memcmp(drawn.data(), drawn_cpu.data(), drawn.size() * 4), 0);
-  const auto& v3 = **config::load_slice("v3-8");
+  const auto slice = config::load_slice("v3-8");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  const config::SliceSpec& v3 = **slice;
   auto step = tpusim_backend::compile_graph(b.graph(), v3, 0);
   ASSERT_TRUE(step.ok()) << step.status();
   const uint64_t scores_bytes = 3 * 4 * 40 * 24 * 4;
@@ -163,7 +165,9 @@ TEST(TpusimBackend, RngDrawnInItsReadersTilesComputesWhatTheCpuDoes) {
     ASSERT_EQ(f.size(), drawn.at("dropped").f.size());
     EXPECT_EQ(std::memcmp(f.data(), drawn.at("dropped").f.data(), f.size() * 4), 0);
   }
-  const auto& v3 = **config::load_slice("v3-8");
+  const auto slice = config::load_slice("v3-8");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  const config::SliceSpec& v3 = **slice;
   auto fused = tpusim_backend::compile_graph(b.graph(), v3, 0);
   tpusim_backend::StepOptions apart_step;
   apart_step.fuse_rng = false;
