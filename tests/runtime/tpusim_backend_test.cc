@@ -105,26 +105,6 @@ TEST(TpusimBackend, MultiStepTrainingMatchesCpu) {
   }
 }
 
-// Runs `graph` (no variables) once on tpusim and on the cpu backend and expects its `outputs`
-// outputs bit for bit the same.
-void expect_the_cpus_bits(const Graph& graph, const std::vector<Feeds>& feeds, size_t outputs) {
-  const Outputs tpu = run_once(graph, CompileOptions{}, feeds);
-  auto cpu_backend = make_backend("cpu");
-  ASSERT_TRUE(cpu_backend.ok());
-  auto exe = (*cpu_backend)->compile(graph, CompileOptions{});
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  Variables none;
-  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  ASSERT_EQ(tpu.size(), outputs);
-  ASSERT_EQ(cpu->at(0).size(), outputs);
-  for (const auto& [name, value] : cpu->at(0)) {
-    const std::vector<float>& f = tpu.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-  }
-}
-
 // Strided windows built from the images' stride phases (the width a multiple of the stride, the
 // output rows a phase wide) are the cpu's bit for bit: ResNet-50's stem geometry (7x7, stride 2,
 // 3 rows and columns of explicit padding) on images of an odd height, whose row phases are cut
@@ -156,7 +136,7 @@ TEST(TpusimBackend, StridedPatchesFromStridePhasesAreTheCpus) {
   ASSERT_TRUE(b.status().ok()) << b.status();
   opcheck::OpCase c;
   c.inputs = {{"stem", DType::kF32, {3, 31, 30, 3}}, {"pool", DType::kF32, {2, 16, 16, 5}}};
-  expect_the_cpus_bits(b.graph(), {opcheck::make_feeds(c, 11)}, 4);
+  testing::expect_the_cpus_bits(b.graph(), {opcheck::make_feeds(c, 11)}, 4);
 }
 
 // Each input's own values, read back from the cpu backend's run of the same feeds: transposes
@@ -189,7 +169,7 @@ TEST(TpusimBackend, TransposesInVmemMoveEveryElementWhereTheCpuDoes) {
   }
   ASSERT_TRUE(b.status().ok()) << b.status();
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 11)};
-  expect_the_cpus_bits(b.graph(), feeds, cases.size());
+  testing::expect_the_cpus_bits(b.graph(), feeds, cases.size());
 }
 
 // Folded broadcasts (a row or column operand read in place) give what the cpu backend computes
@@ -214,7 +194,7 @@ TEST(TpusimBackend, FoldedBroadcastsComputeWhatTheCpuDoes) {
               {"rows", DType::kF32, {300, 10}},
               {"sums", DType::kF32, {300}, 1, 2}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
-  expect_the_cpus_bits(b.graph(), feeds, 3);
+  testing::expect_the_cpus_bits(b.graph(), feeds, 3);
 }
 
 // Reductions over the leading axes of an input many VMEM tiles long (one pipelined pass into an

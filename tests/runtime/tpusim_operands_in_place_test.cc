@@ -38,15 +38,7 @@ TEST(TpusimBackend, ScalarOperandsComputeWhatTheCpuDoes) {
   ASSERT_TRUE(b.status().ok()) << b.status();
   opcheck::OpCase c;
   c.inputs = {{"x", DType::kF32, {300, 40}}, {"y", DType::kF32, {64}}};
-  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 7)};
-  const Outputs tpusim = run_once(b.graph(), CompileOptions{}, feeds);
-  const Outputs cpu = testing::run_once_on("cpu", b.graph(), CompileOptions{}, feeds);
-  ASSERT_EQ(tpusim.size(), 3u);
-  for (const auto& [name, value] : cpu) {
-    const std::vector<float>& f = tpusim.at(name).f;
-    ASSERT_EQ(f.size(), value.f.size()) << name;
-    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
-  }
+  testing::expect_the_cpus_bits(b.graph(), {opcheck::make_feeds(c, 7)}, 3);
 }
 
 // An operand broadcast over middle dims ([batch, 1, 1, keys] over heads and queries, as BERT's
@@ -71,18 +63,8 @@ TEST(TpusimBackend, MasksBroadcastOverHeadsAndQueriesAreReadARowAtATime) {
   opcheck::OpCase c;
   c.inputs = {{"scores", DType::kF32, {3, 4, 40, 24}}, {"mask", DType::kF32, {3, 1, 1, 24}}};
   const std::vector<Feeds> feeds{opcheck::make_feeds(c, 11)};
-  const Outputs tpusim = run_once(b.graph(), CompileOptions{}, feeds);
-  const Outputs cpu = testing::run_once_on("cpu", b.graph(), CompileOptions{}, feeds);
-  ASSERT_EQ(tpusim.size(), 1u);
-  const std::vector<float>& f = tpusim.at("masked").f;
-  ASSERT_EQ(f.size(), cpu.at("masked").f.size());
-  EXPECT_EQ(std::memcmp(f.data(), cpu.at("masked").f.data(), f.size() * 4), 0);
-  const std::vector<float> drawn =
-      run_once(dropped.graph(), CompileOptions{}, feeds).at("masked").f;
-  const std::vector<float> drawn_cpu =
-      testing::run_once_on("cpu", dropped.graph(), CompileOptions{}, feeds).at("masked").f;
-  ASSERT_EQ(drawn.size(), drawn_cpu.size());
-  EXPECT_EQ(std::memcmp(drawn.data(), drawn_cpu.data(), drawn.size() * 4), 0);
+  testing::expect_the_cpus_bits(b.graph(), feeds, 1);
+  testing::expect_the_cpus_bits(dropped.graph(), feeds, 1);
   const auto slice = config::load_slice("v3-8");
   ASSERT_TRUE(slice.ok()) << slice.status();
   const config::SliceSpec& v3 = **slice;

@@ -33,4 +33,25 @@ inline Outputs run_once(const Graph& graph, const CompileOptions& options,
   return run_once_on("tpusim", graph, options, feeds);
 }
 
+// Runs `graph` (no variables) once on tpusim and on the cpu backend and expects its `outputs`
+// outputs bit for bit the same.
+inline void expect_the_cpus_bits(const Graph& graph, const std::vector<Feeds>& feeds,
+                                 size_t outputs) {
+  const Outputs tpu = run_once(graph, CompileOptions{}, feeds);
+  auto cpu_backend = make_backend("cpu");
+  ASSERT_TRUE(cpu_backend.ok());
+  auto exe = (*cpu_backend)->compile(graph, CompileOptions{});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  Variables none;
+  auto cpu = (*cpu_backend)->run(**exe, none, feeds, 0);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_EQ(tpu.size(), outputs);
+  ASSERT_EQ(cpu->at(0).size(), outputs);
+  for (const auto& [name, value] : cpu->at(0)) {
+    const std::vector<float>& f = tpu.at(name).f;
+    ASSERT_EQ(f.size(), value.f.size()) << name;
+    EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+  }
+}
+
 }  // namespace tpusim::runtime::testing

@@ -45,10 +45,9 @@ struct GroupOperands {
 // `periodic_rows`: the caller emits the group a period of rows at a time (periodic_tiles).
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
                              const std::vector<int>& extra = {}, bool periodic_rows = false);
-// The group's tile operands for the period of rows starting at `first_row` (the `period`-th): the
+// The group's tile operands for its `period`-th period of rows (ops.row_period rows each): the
 // full and column operands moved to those rows, the periodic rows to their `period`-th row.
-std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t first_row,
-                                        uint64_t period, uint32_t cols);
+std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t period, uint32_t cols);
 
 // The scratch a group's tile takes (group_scratch.h): an input from outside takes a block when it
 // is filled (an immediate another way than as a binary op's right operand) or broadcast (a row

@@ -185,8 +185,8 @@ GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const
   return g;
 }
 
-std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t first_row,
-                                        uint64_t period, uint32_t cols) {
+std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t period, uint32_t cols) {
+  const uint64_t first_row = period * ops.row_period;
   std::vector<TileOperand> tiles = ops.tiles;
   for (size_t i = 0; i < tiles.size(); ++i) {
     TileOperand& t = tiles[i];
@@ -364,8 +364,7 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
   for (uint64_t p = 0; p < periods; ++p) {
     first = p * ops.row_period;
     l.emit.rowwise(l.address(root) + first * cols * 4, ops.row_period, cols,
-                   buffer_dtype(root_node), periodic_tiles(ops, first, p, cols), plan.blocks, 0,
-                   body);
+                   buffer_dtype(root_node), periodic_tiles(ops, p, cols), plan.blocks, 0, body);
   }
   return absl::OkStatus();
 }

@@ -76,12 +76,8 @@ absl::Status lower_rng(Lowering& l, int id) {
   const uint32_t cols = cols_of(n.shape);
   const uint64_t seed = n.attrs.seed;
   l.emit.rowwise(l.address(id), rows_of(n.shape), cols, isa::F32, {}, 0, 0, [&](Tile& t) {
-    auto ref = t.e_builder().fill(t.out(), 0);
-    isa::Vector* v = ref.instruction().mutable_vector();
-    v->set_op(Vector::RNG_UNIFORM);
-    v->set_seed(seed);
-    v->set_index_base(t.first_row() * cols);
-    t.chain(ref);
+    t.chain(
+        t.e_builder().vector(sim::vector_ops::rng_uniform(t.out(), seed, t.first_row() * cols)));
   });
   return absl::OkStatus();
 }

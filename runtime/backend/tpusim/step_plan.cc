@@ -158,10 +158,9 @@ absl::Status plan_memory(const Graph& graph, const config::SliceSpec& slice, uin
   request.order = plan.order;
   request.overlapped_collectives = plan.overlapped;
   for (int id = 0; id < graph.size(); ++id) {
+    const NodePlan& n = plan.node(id);
     request.elementwise_fragment.push_back(plan.emits(id) && is_elementwise(graph.node(id).op) &&
                                            plan.fusions.count(id) == 0);
-  }
-  for (const NodePlan& n : plan.nodes) {
     request.materialized.push_back(n.materialized);
     // What a fragment writes is live when it runs, as what it reads is.
     std::vector<int>& uses = request.reads.emplace_back(n.reads);
