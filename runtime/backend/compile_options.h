@@ -106,6 +106,16 @@ struct CompileOptions {
   // group writes its value to HBM and each reader reads it back. The values are the same; the
   // fragments' tiles can change, so f32 sums can round differently.
   bool fuse_conv_producers = true;
+  // Whether a batched matmul (attention's products and their gradients) may be such a reader: it
+  // makes its operand from the group's operands in VMEM before its MXUs read it, as XLA fuses an
+  // elementwise producer into the dot that reads it (a dropout's multiply into the product of
+  // the dropped probabilities). The values are the same.
+  bool fuse_matmul_producers = true;
+  // Whether a batched matmul computes the elementwise group that is its product's only reader
+  // (reading besides it values of its shape and immediates) from its products in VMEM, never
+  // writing the product, as XLA's output fusion of a dot with its consumers (a dropout's
+  // gradient into the product that makes the incoming gradient). The values are the same.
+  bool fuse_matmul_consumers = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

@@ -124,6 +124,18 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+      {"--fuse-matmul-producers",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_matmul_producers, "fuse_matmul_producers");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
+      {"--fuse-matmul-consumers",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_matmul_consumers, "fuse_matmul_consumers");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
       {"--fuse-conv-reductions",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_reductions, "fuse_conv_reductions");

@@ -87,6 +87,14 @@ void add_compile_flags(po::options_description& options) {
       "ReLU) is computed again by every fragment that reads it, a convolution on its image "
       "bands in VMEM (XLA fuses such producers into each consumer); off: it writes its value "
       "and they read it back")(
+      "fuse-matmul-producers", po::value<bool>()->default_value(true, "on"),
+      "on: a batched matmul (attention's products) may be such a reader too, making its operand "
+      "from the group's operands in VMEM (XLA fuses an elementwise producer into its dot: a "
+      "dropout's multiply); off: the group writes the operand and the matmul reads it back")(
+      "fuse-matmul-consumers", po::value<bool>()->default_value(true, "on"),
+      "on: a batched matmul computes the elementwise group that is its product's only reader "
+      "from its products in VMEM (XLA's output fusion of a dot: a dropout's gradient); off: the "
+      "product is written and the group reads it back")(
       "fuse-rng", po::value<bool>()->default_value(true, "on"),
       "on: an rng_uniform whose readers are all in one elementwise group of its shape (a "
       "dropout's uniforms) is drawn in that group's tiles, as XLA's fused loop generates an rng's "
@@ -137,6 +145,8 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_conv_reductions = vm["fuse-conv-reductions"].as<bool>();
   options.fuse_pointwise_convolutions = vm["fuse-pointwise-convolutions"].as<bool>();
   options.fuse_conv_producers = vm["fuse-conv-producers"].as<bool>();
+  options.fuse_matmul_producers = vm["fuse-matmul-producers"].as<bool>();
+  options.fuse_matmul_consumers = vm["fuse-matmul-consumers"].as<bool>();
   options.fuse_conv_windows = vm["fuse-conv-windows"].as<bool>();
   options.fuse_rng = vm["fuse-rng"].as<bool>();
   return options;

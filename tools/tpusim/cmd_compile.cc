@@ -67,7 +67,8 @@ constexpr char kCompileUsage[] =
     "                      [--fuse-multi-output on|off] [--fuse-producers on|off]\n"
     "                      [--fuse-conv-reductions on|off] [--fuse-pointwise-convolutions on|off]\n"
     "                      [--fuse-conv-producers on|off] [--fuse-conv-windows on|off]\n"
-    "                      [--fuse-rng on|off]\n"
+    "                      [--fuse-rng on|off] [--fuse-matmul-producers on|off]\n"
+    "                      [--fuse-matmul-consumers on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
@@ -156,6 +157,8 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"producer_fusions", step.producer_fusions},
           {"reader_recomputed_groups", step.reader_recomputed_groups},
           {"conv_producers", step.conv_producers},
+          {"matmul_producers", step.matmul_producers},
+          {"matmul_consumers", step.matmul_consumers},
           {"conv_output_reductions", step.conv_output_reductions},
           {"rematerialized_nodes", step.rematerialized_nodes},
           {"replicas", job.replicas},
@@ -184,7 +187,9 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " pairs of sibling reductions in one fragment, " << step.producer_fusions
             << " groups written by the reductions of their value, " << step.reader_recomputed_groups
             << " groups recomputed by their readers (" << step.conv_producers
-            << " convolutions among those), " << step.conv_output_reductions
+            << " convolutions and " << step.matmul_producers << " matmuls among those), "
+            << step.matmul_consumers << " groups computed by the matmul they consume, "
+            << step.conv_output_reductions
             << " reductions computed by the convolution they reduce), "
             << out["parameters"].get<int64_t>() << " parameters\n";
   if (job.replicas > 1) {

@@ -118,6 +118,7 @@ constexpr char kTrainUsage[] =
     "                    [--fuse-producers on|off] [--fuse-conv-reductions on|off]\n"
     "                    [--fuse-pointwise-convolutions on|off] [--fuse-conv-producers on|off]\n"
     "                    [--fuse-conv-windows on|off] [--fuse-rng on|off]\n"
+    "                    [--fuse-matmul-producers on|off] [--fuse-matmul-consumers on|off]\n"
     "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
     "                    [--optimizer adam|momentum|sgd|lamb] [--learning-rate R]\n"
     "                    [--seq-length N (BERT models)]\n"

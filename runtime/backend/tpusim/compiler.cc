@@ -135,7 +135,10 @@ absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, u
   out.producer_fusions = plan->fusion.producer_fusions;
   out.reader_recomputed_groups = plan->fusion.reader_recomputed_groups;
   out.conv_producers = plan->fusion.conv_producers;
-  for (const auto& [id, fused] : plan->fusions) out.conv_output_reductions += fused.reductions.size();
+  out.matmul_producers = plan->fusion.matmul_producers;
+  out.matmul_consumers = plan->fusion.matmul_consumers;
+  for (const auto& [id, fused] : plan->fusions)
+    out.conv_output_reductions += fused.reductions.size();
   out.combined_allreduces = plan->combined.groups();
   out.combined_sums = plan->combined.sums();
   out.hbm_base = plan->hbm_base;

@@ -60,6 +60,8 @@ struct CompiledStep {
   uint64_t producer_fusions = 0;          // groups written by the reductions of their value
   uint64_t reader_recomputed_groups = 0;  // groups recomputed by every fragment that reads them
   uint64_t conv_producers = 0;            // convolutions computing their images' group
+  uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
+  uint64_t matmul_consumers = 0;          // batched matmuls computing their consumer group
   uint64_t conv_output_reductions = 0;    // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
@@ -123,6 +125,10 @@ struct StepOptions {
   // reads it, fused convolutions among them (fusion_plan.h, "groups recomputed by their
   // readers"); off, it writes its value and they read it.
   bool fuse_conv_producers = true;
+  // Batched matmuls may be such readers, making the operand in VMEM (fusion_plan.h).
+  bool fuse_matmul_producers = true;
+  // A batched matmul computes the group that is its product's only reader (fusion_plan.h).
+  bool fuse_matmul_consumers = true;
 };
 
 // The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the

@@ -405,6 +405,13 @@ std::vector<int> FusionPlan::reduction_members(int reduction) const {
 
 std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
   if (node(id).folded) return {graph.node(id).inputs[0]};
+  if (node(id).consumer >= 0) {
+    std::vector<int> out;
+    for (int in : matmul_uses(graph, id).reads) {
+      for (int s : sources(graph, in)) out.push_back(s);
+    }
+    return out;
+  }
   if (!node(id).recomputed) return {id};
   std::vector<int> out;
   for (int in : graph.node(id).inputs) {
@@ -433,7 +440,9 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
   if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
   if (options.producers) take_in_producers(graph, fusions, core, &plan);
-  if (options.conv_producers) recompute_into_readers(graph, fusions, core, &plan);
+  if (options.conv_producers)
+    recompute_into_readers(graph, fusions, core, options.matmul_producers, &plan);
+  if (options.matmul_consumers) take_in_matmul_consumers(graph, fusions, core, &plan);
   return plan;
 }
 

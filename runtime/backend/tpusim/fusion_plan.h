@@ -26,16 +26,27 @@
 // - groups recomputed by their readers: an elementwise group that reads values of its own shape,
 //   rows (a value per channel) and scalars, whose every reader is a fused convolution taking it
 //   as its images (forward or kernel gradient; the group then reading one value of its shape),
-//   an elementwise member of another group of its shape, or part of the reduction fragment that
+//   a batched matmul taking it as one operand (the group reading values of its shape only), an
+//   elementwise member of another group of its shape, or part of the reduction fragment that
 //   computes it (a producer taken in), is computed again by each of them and never written, when
-//   its readers loading its operands move fewer bytes than its value written and read back: a
-//   convolution computes it on each band of its images in VMEM before using them, a group as
-//   members of its own. This is XLA's FusionMerger, which merges a producer fusion into all its
-//   consumers, convolution fusions among them, when that moves no more bytes: a batch norm
+//   its readers loading its operands move no more bytes than the group's own transfers (its
+//   operands read, its value written and read back; where a reader is an elementwise group,
+//   which tpusim could not recompute in turn, fewer than its value's alone): a convolution
+//   computes it on each band of its images in VMEM before using them, a matmul on the entries
+//   of its tile, a group as members of its own. This is XLA's FusionMerger, which merges a
+//   producer fusion into all its consumers, convolution and dot fusions among them, when that
+//   moves no more bytes: attention's dropped probabilities (read by the product with the values
+//   and, transposed, by the values' gradient), a batch norm
 //   applied with its ReLU (read by the next convolution, its kernel gradient and the ReLU's
 //   gradient, each then reading the convolution output instead), the ReLU's gradient a batch
 //   norm's gradient sums (read again by the input gradient, which reads the batch norm's input
 //   already).
+// - consumers taken in by matmuls: an elementwise group of a batched matmul's shape that is the
+//   product's only reader, and reads besides it only values of its shape and immediates, is
+//   computed by the matmul's fragment from the products in VMEM, and the product is never
+//   written: XLA's output fusion of a dot with its elementwise consumers (a dropout's gradient,
+//   the incoming gradient times the keep mask, into the product that makes the incoming
+//   gradient). The fragment is emitted at the group's place.
 //
 // The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
 // given here.
@@ -50,12 +61,14 @@
 namespace tpusim::runtime::tpusim_backend {
 
 struct FusionOptions {
-  bool fuse_reductions = true;  // StepOptions::fuse_reductions
-  bool recompute = true;        // StepOptions::recompute_shared_producers
-  bool multi_output = true;     // StepOptions::fuse_multi_output
-  bool producers = true;        // StepOptions::fuse_producers
-  bool conv_producers = true;   // StepOptions::fuse_conv_producers
-  bool rng = true;              // StepOptions::fuse_rng
+  bool fuse_reductions = true;   // StepOptions::fuse_reductions
+  bool recompute = true;         // StepOptions::recompute_shared_producers
+  bool multi_output = true;      // StepOptions::fuse_multi_output
+  bool producers = true;         // StepOptions::fuse_producers
+  bool conv_producers = true;    // StepOptions::fuse_conv_producers
+  bool matmul_producers = true;  // StepOptions::fuse_matmul_producers
+  bool matmul_consumers = true;  // StepOptions::fuse_matmul_consumers
+  bool rng = true;               // StepOptions::fuse_rng
 };
 
 // What the plan decides for one node.
@@ -72,6 +85,10 @@ struct NodeFusion {
   // As a reduction (the later of a sibling pair, or one alone), the group root whose group its
   // fragment computes and writes; that root's computed_with is the reduction (-1: none).
   int producer = -1;
+  // A batched matmul's consumer taken in: as the matmul, the root of the group whose fragment
+  // computes it first, its product never written; as that root, the matmul (-1: none).
+  int consumer = -1;
+  int consumes = -1;
 };
 
 struct FusionPlan {
@@ -82,6 +99,8 @@ struct FusionPlan {
   uint64_t producer_fusions = 0;          // groups written by the reductions of their value
   uint64_t reader_recomputed_groups = 0;  // groups recomputed by their readers
   uint64_t conv_producers = 0;            // fused convolutions computing their images' group
+  uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
+  uint64_t matmul_consumers = 0;          // groups computing the batched matmul they consume
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
   NodeFusion& node(int id) { return nodes[static_cast<size_t>(id)]; }
@@ -95,9 +114,12 @@ struct FusionPlan {
   // reduction alone.
   std::vector<int> reduction_members(int reduction) const;
   // Whether the node gets no fragment: folded or recomputed (fused members are skipped by root).
-  bool absorbed(int id) const { return node(id).folded || node(id).recomputed; }
+  bool absorbed(int id) const {
+    return node(id).folded || node(id).recomputed || node(id).consumer >= 0;
+  }
   // The buffers a read of `id` really reads: a folded broadcast's input, a recomputed node's
-  // inputs (seen through the same way), else `id` itself.
+  // inputs, a matmul computed by its consumer's fragment's operands (seen through the same
+  // way), else `id` itself.
   std::vector<int> sources(const Graph& graph, int id) const;
 };
 
@@ -131,8 +153,18 @@ uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
 // Marks the groups recomputed by their readers (fusion_plan.h, above) in `plan`, whose groups,
 // folded broadcasts, recomputed producers, sibling reductions and producers taken in are
 // decided: the groups' members recomputed, their reader groups' `recomputes` given them.
+// Per node, the needed nodes whose rules or fusions read it (fragment_uses), in graph order.
+std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
+                                               const FusionPlan& plan);
+
+// Takes in each batched matmul's consumer (fusion_plan.h, above) in `plan`, whose groups
+// recomputed by their readers are decided.
+void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,
+                              const config::CoreSpec& core, FusionPlan* plan);
+
+// `matmuls`: batched matmuls may be such readers too.
 void recompute_into_readers(const Graph& graph, const Fusions& fusions,
-                            const config::CoreSpec& core, FusionPlan* plan);
+                            const config::CoreSpec& core, bool matmuls, FusionPlan* plan);
 
 FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config::CoreSpec& core,
                         const FusionOptions& options);

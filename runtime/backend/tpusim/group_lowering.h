@@ -43,8 +43,11 @@ struct GroupOperands {
 };
 // `extra`: inputs read from outside the group besides its members' (a plain reduction's).
 // `periodic_rows`: the caller emits the group a period of rows at a time (periodic_tiles).
+// `given`: inputs of the group's shape the caller makes in VMEM itself (a product the group
+// consumes): full operands with a slot, but no buffer to load (their tiles' hbm 0).
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
-                             const std::vector<int>& extra = {}, bool periodic_rows = false);
+                             const std::vector<int>& extra = {}, bool periodic_rows = false,
+                             const std::vector<int>& given = {});
 // The group's tile operands for its `period`-th period of rows (ops.row_period rows each): the
 // full and column operands moved to those rows, the periodic rows to their `period`-th row.
 std::vector<TileOperand> periodic_tiles(const GroupOperands& ops, uint64_t period, uint32_t cols);

@@ -163,11 +163,17 @@ bool contains(const std::vector<int>& members, int id) {
 }  // namespace
 
 GroupOperands group_operands(Lowering& l, const std::vector<int>& members, const Shape& out,
-                             const std::vector<int>& extra, bool periodic_rows) {
+                             const std::vector<int>& extra, bool periodic_rows,
+                             const std::vector<int>& given) {
   GroupOperands g;
   auto add = [&](int in) {
     if (contains(members, in) || g.outside.count(in) > 0) return;
-    Operand op = classify_operand(l, in, out, periodic_rows);
+    Operand op;
+    if (contains(given, in)) {
+      op.tile = {TileOperand::Kind::kFull, 0, isa::F32};
+    } else {
+      op = classify_operand(l, in, out, periodic_rows);
+    }
     if (op.row_period > 0 && g.row_period > 0 && op.row_period != g.row_period)
       op = classify_operand(l, in, out);  // another period: materialised
     if (op.row_period > 0) g.row_period = op.row_period;

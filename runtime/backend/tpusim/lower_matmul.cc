@@ -4,9 +4,13 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <map>
 #include <numeric>
+#include <optional>
 
 #include "common/strings.h"
+#include "runtime/backend/tpusim/fusion_plan.h"
+#include "runtime/backend/tpusim/group_lowering.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
 
@@ -65,96 +69,339 @@ absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint
   return emit_gemm(l.emit.chip(), {rows, k, cols}, l.precision, layout, ctx).status();
 }
 
+// A batched matmul's geometry: [batches, m, k] x [batches, k, cols], each operand possibly
+// stored transposed (folded_transpose_source); an entry's elements of each operand and product.
+struct BatchedGeometry {
+  uint32_t m = 0, k = 0, cols = 0;
+  int64_t batches = 0;
+  bool shared = false;  // the rhs is 2D weights every entry shares: not a batched product
+  GemmTransposes transposes;
+  std::array<uint64_t, 2> operand_cols{};  // a's m k, w's k cols
+  uint64_t c_cols = 0;
+};
+BatchedGeometry batched_geometry(const Graph& graph, int id) {
+  const Node& n = graph.node(id);
+  const Shape& a = graph.node(n.inputs[0]).shape;
+  const Shape& w = graph.node(n.inputs[1]).shape;
+  BatchedGeometry g;
+  g.m = static_cast<uint32_t>(a.dim(a.rank() - 2));
+  g.k = static_cast<uint32_t>(a.dim(a.rank() - 1));
+  g.cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
+  g.shared = w.rank() == 2;
+  g.batches = a.elements() / (int64_t{g.m} * g.k);
+  g.transposes = {folded_transpose_source(graph, id, 0) >= 0,
+                  folded_transpose_source(graph, id, 1) >= 0};
+  g.operand_cols = {uint64_t{g.m} * g.k, uint64_t{g.k} * g.cols};
+  g.c_cols = uint64_t{g.m} * g.cols;
+  return g;
+}
+
+// The scratch blocks of a batched tile that an operand takes: one made by its group, its value
+// and the group's blocks, the first of which (dead once the value is made) takes the operand's
+// entries transposed when it is stored transposed; one loaded, a block for those when it is.
+uint32_t operand_scratch(bool made, uint32_t blocks, bool transposed) {
+  if (!made) return transposed ? 1 : 0;
+  return 1 + std::max(blocks, transposed ? 1u : 0u);
+}
+
+// A batched tile's blocks of one entry: each operand's loaded values (its making's images, or the
+// operand), a consumer's, the product; and its scratch blocks, each as wide as an entry of what
+// it holds: each operand's (operand_scratch), then a consumer's (the product's and the group's),
+// one after the other in the tile's scratch region (`first`: where each of the three's start).
+struct BatchedWidths {
+  std::vector<uint64_t> loaded;
+  std::vector<uint64_t> scratch;
+  std::array<size_t, 3> first{};
+  uint64_t scratch_total() const {
+    return std::accumulate(scratch.begin(), scratch.end(), uint64_t{0});
+  }
+  // Scratch block j of tile t: [rows, scratch[j]].
+  isa::Block scratch_block(const Tile& t, size_t j) const {
+    const uint64_t before = std::accumulate(scratch.begin(), scratch.begin() + j, uint64_t{0});
+    const uint64_t base = t.scratch(0, static_cast<uint32_t>(scratch_total())).address();
+    return block(base + t.rows() * before * 4, t.rows(), static_cast<uint32_t>(scratch[j]),
+                 isa::F32);
+  }
+};
+BatchedWidths batched_widths(const BatchedGeometry& g,
+                             const std::array<MatmulOperandMaking, 2>& making,
+                             std::optional<MatmulOperandMaking> consumer) {
+  BatchedWidths out;
+  const std::array<bool, 2> transposed{g.transposes.a, g.transposes.b};
+  for (size_t i = 0; i < 2; ++i) {
+    const bool made = making[i].images > 0;
+    out.loaded.insert(out.loaded.end(), made ? making[i].images : 1, g.operand_cols[i]);
+    out.first[i] = out.scratch.size();
+    out.scratch.insert(out.scratch.end(), operand_scratch(made, making[i].blocks, transposed[i]),
+                       g.operand_cols[i]);
+  }
+  out.first[2] = out.scratch.size();
+  if (consumer) {  // its loaded values, the product's block and its own
+    out.loaded.insert(out.loaded.end(), consumer->images, g.c_cols);
+    out.scratch.insert(out.scratch.end(), 1 + consumer->blocks, g.c_cols);
+  }
+  out.loaded.push_back(g.c_cols);
+  return out;
+}
+
+bool fits_tile(const BatchedWidths& w, uint64_t tile_budget) {
+  std::vector<uint64_t> widths = w.loaded;
+  widths.insert(widths.end(), w.scratch.begin(), w.scratch.end());
+  return w.scratch_total() <= UINT32_MAX &&
+         *std::max_element(widths.begin(), widths.end()) <= UINT32_MAX &&
+         Emitter::tile_bytes(widths, 1) <= tile_budget;
+}
+
+// An operand of a batched matmul as its tile gets it: loaded as it lies, or made in VMEM by the
+// elementwise group that computes it, recomputed there instead of read (XLA fuses an elementwise
+// producer into the dot that reads it); then transposed entry by entry into a scratch block when
+// it is stored transposed.
+struct BatchedOperand {
+  TileOperand loaded;        // when no group makes it
+  std::vector<int> members;  // the group making it, its root (the operand) last
+  GroupOperands ops;         // the group's loaded values, an entry a row
+  GroupScratch scratch;      // and its blocks
+  bool transposed = false;
+  uint64_t cols = 0;         // an entry's elements
+  size_t first_input = 0;    // its first tile operand
+  size_t first_scratch = 0;  // its first scratch block
+  bool made() const { return !members.empty(); }
+  MatmulOperandMaking making() const {
+    return made() ? MatmulOperandMaking{ops.tiles.size(), scratch.blocks} : MatmulOperandMaking{};
+  }
+};
+BatchedOperand batched_operand(Lowering& l, int source, uint64_t cols, bool transposed) {
+  BatchedOperand o;
+  o.transposed = transposed;
+  o.cols = cols;
+  if (l.fusion != nullptr && l.fusion->node(source).recomputed) {
+    o.members = l.fusion->members(source);
+    o.ops = group_operands(l, o.members, l.node(source).shape);
+    for (TileOperand& t : o.ops.tiles) t.cols = static_cast<uint32_t>(cols);  // an entry a row
+    o.scratch = plan_scratch(l, o.members, o.ops, {}, true);
+  } else {
+    o.loaded = TileOperand{TileOperand::Kind::kFull, l.address(source), isa::F32,
+                           static_cast<uint32_t>(cols)};
+  }
+  return o;
+}
+
+// The tile's values of operand `o`, [rows, cols], its group's steps appended to `chain`.
+isa::Block operand_in_tile(Lowering& l, Tile& t, const BatchedWidths& w, const BatchedOperand& o,
+                           sim::VectorChain& chain) {
+  if (!o.made()) return t.in(o.first_input);
+  const isa::Block value = w.scratch_block(t, o.first_scratch);
+  const GroupBlocks blocks{[&](size_t slot) { return t.in(o.first_input + slot); },
+                           [&](size_t j) { return w.scratch_block(t, o.first_scratch + 1 + j); },
+                           [&] { return value; },
+                           {}};  // no rng_uniform member: its group is never recomputed
+  compute_group(l, o.members, o.ops, o.scratch, blocks, value, chain);
+  return value;
+}
+
+// An elementwise group consuming a batched product in its tile (a consumer taken in,
+// fusion_plan.h): the product made into a scratch block, the group computed from it and its
+// other loaded values (an entry a row) into the tile's output, which is the group's value.
+struct BatchedConsumer {
+  std::vector<int> members;  // the group, its root last; none: the product itself is stored
+  GroupOperands ops;         // the product given (no load), then its other values
+  GroupScratch scratch;
+  int product = -1;
+  size_t first_input = 0;    // its first tile operand
+  size_t first_scratch = 0;  // the product's block; the group's follow
+  bool present() const { return !members.empty(); }
+  std::optional<MatmulOperandMaking> making() const {
+    if (!present()) return std::nullopt;
+    return MatmulOperandMaking{ops.tiles.size() - 1, scratch.blocks};
+  }
+};
+BatchedConsumer batched_consumer(Lowering& l, int product, const std::vector<int>& members,
+                                 uint64_t cols) {
+  BatchedConsumer c;
+  if (members.empty()) return c;
+  c.members = members;
+  c.product = product;
+  c.ops = group_operands(l, members, l.node(product).shape, {}, false, {product});
+  for (TileOperand& t : c.ops.tiles) t.cols = static_cast<uint32_t>(cols);  // an entry a row
+  c.scratch = plan_scratch(l, members, c.ops, {}, true);
+  return c;
+}
+
+// The consumer's loads: its operands' tiles but the product's.
+std::vector<TileOperand> consumer_loads(const BatchedConsumer& c) {
+  std::vector<TileOperand> out;
+  for (const auto& [node, slot] : c.ops.slot) {
+    if (node != c.product) out.push_back(c.ops.tiles[slot]);
+  }
+  return out;
+}
+
+// The consumer's value in the tile's output from the products in `product` (rounded to bf16
+// first when the product is bf16, as its own fragment would store it), after every product.
+void consume_in_tile(Lowering& l, Tile& t, const BatchedWidths& w, const BatchedConsumer& c,
+                     const isa::Block& product, bool round_bf16) {
+  if (round_bf16) round_bf16_in_tile(t, product, true);
+  std::map<size_t, size_t> input;  // slot -> tile operand, in consumer_loads' order
+  for (const auto& [node, slot] : c.ops.slot) {
+    if (node != c.product) input.emplace(slot, c.first_input + input.size());
+  }
+  const size_t product_slot = c.ops.slot.at(c.product);
+  const GroupBlocks blocks{
+      [&](size_t slot) { return slot == product_slot ? product : t.in(input.at(slot)); },
+      [&](size_t j) { return w.scratch_block(t, c.first_scratch + 1 + j); },
+      [&] { return t.out(); },
+      {}};  // no rng_uniform member (the fusion plan takes in none)
+  sim::VectorChain chain;
+  compute_group(l, c.members, c.ops, c.scratch, blocks, t.out(), chain);
+  const sim::InstrRef ref = t.e_builder().vector(chain.instruction());
+  t.chain(round_bf16 ? ref : t.join(ref));
+}
+
+// Entry `e` of a batched tile: its operands' slices of `values` (each operand's [rows, cols]
+// block in the tile), each one stored transposed transposed into its scratch block first, then
+// its product by an MXU, written into the tile's output.
+void multiply_entry(Lowering& l, Tile& t, const BatchedGeometry& g,
+                    const std::array<BatchedOperand, 2>& operands,
+                    const std::array<isa::Block, 2>& values, const BatchedWidths& w,
+                    const isa::Block& products, uint64_t e, std::vector<uint32_t>& next_slot) {
+  // Operand i's slice of entry e as the MXU reads it: [m, k] for the lhs, [k, cols] for the rhs.
+  const std::array<std::pair<uint32_t, uint32_t>, 2> dims{{{g.m, g.k}, {g.k, g.cols}}};
+  std::array<isa::Block, 2> slices;
+  bool chained = false;
+  for (size_t i = 0; i < 2; ++i) {
+    const BatchedOperand& o = operands[i];
+    const auto [rows, cols] = dims[i];
+    const uint64_t at = values[i].address() + e * o.cols * 4;
+    chained = chained || o.made();
+    if (!o.transposed) {
+      slices[i] = block(at, rows, cols, isa::F32);
+      continue;
+    }
+    // Entry e's row of its block for the transposed slices (operand_scratch).
+    const size_t j = o.first_scratch + (o.made() ? 1 : 0);
+    const isa::Block entries = w.scratch_block(t, j);
+    const isa::Block into = block(entries.address() + e * entries.cols() * 4, rows, cols, isa::F32);
+    t.chain(t.e_builder().transpose(into, block(at, cols, rows, isa::F32)));
+    slices[i] = into;
+    chained = true;
+  }
+  // With nothing made or transposed the MXU work waits for the tile's loads alone (each MXU runs
+  // in order, so its load_weights waiting is enough); otherwise for the chain.
+  const uint64_t after = chained ? t.chain_count() : 0;
+  emit_mxu_product(
+      l.emit.core(), t.e_builder(), slices[0], slices[1],
+      block(products.address() + e * g.c_cols * 4, g.m, g.cols, isa::F32), false, l.precision,
+      next_slot,
+      [&](sim::InstrRef& load) {
+        if (after > 0)
+          t.fan_out(load, after);
+        else
+          t.after_loads(load);
+      },
+      // The tile's store waits for every product.
+      [&](sim::InstrRef& mm, bool) { t.fan_out(mm, after); });
+}
+
 // A batch of GEMMs with no operand shared ([batches, m, k] x [batches, k, cols], attention's
 // scores and their gradients) as one fragment over tiles of whole batch entries: per entry, an
-// MXU loads its weights and streams its rows, the entries going round the MXUs. An operand stored
-// transposed (`transposes`) is loaded as it lies and each entry transposed into a scratch row by
-// the vector unit, whose chain the entry's MXU work waits for. False (nothing emitted) when one
-// entry's operands, product and scratch do not fit a tile.
-bool batched_matmul_in_vmem(Lowering& l, uint64_t a, uint64_t w, uint64_t c, int64_t batches,
-                            uint32_t m, uint32_t k, uint32_t cols, GemmTransposes transposes,
-                            bool round_bf16) {
-  const uint64_t a_cols = uint64_t{m} * k, w_cols = uint64_t{k} * cols, c_cols = uint64_t{m} * cols;
-  std::vector<uint64_t> widths{a_cols, w_cols, c_cols};
-  const uint64_t scratch_width =
-      std::max(transposes.a ? a_cols : uint64_t{0}, transposes.b ? w_cols : uint64_t{0});
-  const uint32_t scratch = (transposes.a ? 1 : 0) + (transposes.b ? 1 : 0);
-  widths.insert(widths.end(), scratch, scratch_width);
-  if (std::max({a_cols, w_cols, c_cols}) > UINT32_MAX ||
-      Emitter::tile_bytes(widths, 1) > l.emit.tile_budget_bytes())
-    return false;
+// MXU loads its weights and streams its rows, the entries going round the MXUs. An operand its
+// group makes is computed for the tile's entries first; one stored transposed (`transposes`) is
+// loaded as it lies and each entry transposed into a scratch block by the vector unit, whose
+// chain the entry's MXU work waits for. False (nothing emitted) when one entry's operands,
+// product and scratch do not fit a tile.
+bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
+                            std::array<BatchedOperand, 2> operands, BatchedConsumer consumer,
+                            uint64_t c, bool round_bf16) {
+  const BatchedWidths widths =
+      batched_widths(g, {operands[0].making(), operands[1].making()}, consumer.making());
+  if (!fits_tile(widths, l.emit.tile_budget_bytes())) return false;
+  std::vector<TileOperand> loads;
+  for (BatchedOperand& o : operands) {
+    o.first_input = loads.size();
+    o.first_scratch = widths.first[static_cast<size_t>(&o - operands.data())];
+    if (o.made()) {
+      loads.insert(loads.end(), o.ops.tiles.begin(), o.ops.tiles.end());
+    } else {
+      loads.push_back(o.loaded);
+    }
+  }
+  consumer.first_input = loads.size();
+  consumer.first_scratch = widths.first[2];
+  if (consumer.present()) {
+    const std::vector<TileOperand> more = consumer_loads(consumer);
+    loads.insert(loads.end(), more.begin(), more.end());
+  }
+  const auto total = static_cast<uint32_t>(widths.scratch_total());
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise(
-      c, static_cast<uint64_t>(batches), static_cast<uint32_t>(c_cols), isa::F32,
-      {TileOperand{TileOperand::Kind::kFull, a, isa::F32, static_cast<uint32_t>(a_cols)},
-       TileOperand{TileOperand::Kind::kFull, w, isa::F32, static_cast<uint32_t>(w_cols)}},
-      scratch, static_cast<uint32_t>(scratch_width), [&](Tile& t) {
-        for (uint64_t e = 0; e < t.rows(); ++e) {
-          isa::Block lhs = block(t.in(0).address() + e * a_cols * 4, m, k, isa::F32);
-          isa::Block weights = block(t.in(1).address() + e * w_cols * 4, k, cols, isa::F32);
-          // Entry e's row of scratch j, as a rows x cols matrix, holding `stored` transposed.
-          size_t j = 0;
-          auto transposed = [&](const isa::Block& stored) {
-            const isa::Block row = t.scratch(j++, static_cast<uint32_t>(scratch_width));
-            const isa::Block into = block(row.address() + e * scratch_width * 4, stored.cols(),
-                                          stored.rows(), isa::F32);
-            t.chain(t.e_builder().transpose(into, stored));
-            return into;
-          };
-          if (transposes.a) lhs = transposed(block(lhs.address(), k, m, isa::F32));
-          if (transposes.b) weights = transposed(block(weights.address(), cols, k, isa::F32));
-          // With nothing transposed the MXU work waits for the tile's loads alone (each MXU runs
-          // in order, so its load_weights waiting is enough); otherwise for the chain.
-          const uint64_t after = scratch > 0 ? t.chain_count() : 0;
-          emit_mxu_product(
-              l.emit.core(), t.e_builder(), lhs, weights,
-              block(t.out().address() + e * c_cols * 4, m, cols, isa::F32), false, l.precision,
-              next_slot,
-              [&](sim::InstrRef& load) {
-                if (after > 0)
-                  t.fan_out(load, after);
-                else
-                  t.after_loads(load);
-              },
-              // The tile's store waits for every product.
-              [&](sim::InstrRef& mm, bool) { t.fan_out(mm, after); });
-        }
-        if (round_bf16) {  // after every product: the store waits for the chain
-          round_bf16_in_tile(t, t.out(), true);
-        }
-      });
+  l.emit.rowwise(c, static_cast<uint64_t>(g.batches), static_cast<uint32_t>(g.c_cols), isa::F32,
+                 loads, total > 0 ? 1 : 0, total, [&](Tile& t) {
+                   sim::VectorChain chain;
+                   const isa::Block a = operand_in_tile(l, t, widths, operands[0], chain);
+                   const isa::Block w = operand_in_tile(l, t, widths, operands[1], chain);
+                   if (!chain.empty()) t.chain(t.e_builder().vector(chain.instruction()));
+                   const isa::Block products = consumer.present()
+                                                   ? widths.scratch_block(t, consumer.first_scratch)
+                                                   : t.out();
+                   for (uint64_t e = 0; e < t.rows(); ++e)
+                     multiply_entry(l, t, g, operands, {a, w}, widths, products, e, next_slot);
+                   if (consumer.present()) {
+                     consume_in_tile(l, t, widths, consumer, products, round_bf16);
+                   } else if (round_bf16) {  // after every product: the store waits for the chain
+                     round_bf16_in_tile(t, t.out(), true);
+                   }
+                 });
   return true;
 }
 
 }  // namespace
 
-absl::Status lower_matmul(Lowering& l, int id) {
+bool batched_matmul_fits(const Graph& graph, int id, const config::CoreSpec& core,
+                         const std::array<MatmulOperandMaking, 2>& making,
+                         std::optional<MatmulOperandMaking> consumer) {
+  const BatchedGeometry g = batched_geometry(graph, id);
+  return !g.shared && g.batches > 1 &&
+         fits_tile(batched_widths(g, making, consumer), tile_slot_bytes(core));
+}
+
+absl::Status lower_matmul(Lowering& l, int id) { return lower_matmul_into_consumer(l, id, {}); }
+
+absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<int>& consumer) {
   const Node& n = l.node(id);
   // A bf16 product is rounded in VMEM before it leaves, on every path below.
   const bool round_bf16 = n.dtype == DType::kBF16;
-  const int a_source = folded_transpose_source(l.graph, id, 0),
-            w_source = folded_transpose_source(l.graph, id, 1);
-  const GemmTransposes transposes{a_source >= 0, w_source >= 0};
-  const uint64_t a_at = l.address(a_source >= 0 ? a_source : n.inputs[0]),
-                 w_at = l.address(w_source >= 0 ? w_source : n.inputs[1]);
-  const Shape& a = l.node(n.inputs[0]).shape;
-  const Shape& w = l.node(n.inputs[1]).shape;
-  const auto m = static_cast<uint32_t>(a.dim(a.rank() - 2)),
-             k = static_cast<uint32_t>(a.dim(a.rank() - 1)),
-             cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
-  const bool shared = w.rank() == 2;
-  const int64_t batches = a.elements() / (int64_t{m} * k);
-  const int64_t gemms = shared ? 1 : batches;
-  const uint32_t rows = shared ? static_cast<uint32_t>(batches * m) : m;
-  if (!shared && batches > 1 &&
-      batched_matmul_in_vmem(l, a_at, w_at, l.address(id), batches, m, k, cols, transposes,
-                             round_bf16))
-    return absl::OkStatus();
+  const BatchedGeometry g = batched_geometry(l.graph, id);
+  std::array<int, 2> sources{};
+  for (int i = 0; i < 2; ++i) {
+    const int folded = folded_transpose_source(l.graph, id, i);
+    sources[static_cast<size_t>(i)] = folded >= 0 ? folded : n.inputs[static_cast<size_t>(i)];
+  }
+  if (!g.shared && g.batches > 1) {
+    std::array<BatchedOperand, 2> operands{
+        batched_operand(l, sources[0], g.operand_cols[0], g.transposes.a),
+        batched_operand(l, sources[1], g.operand_cols[1], g.transposes.b)};
+    const bool made = operands[0].made() || operands[1].made() || !consumer.empty();
+    const uint64_t out = l.address(consumer.empty() ? id : consumer.back());
+    if (batched_matmul_in_vmem(l, g, std::move(operands),
+                               batched_consumer(l, id, consumer, g.c_cols), out, round_bf16))
+      return absl::OkStatus();
+    // The fusion plan recomputes an operand's group, or takes in a consumer, only where the
+    // tile fits.
+    if (made)
+      return absl::InternalError(str_cat(
+          "matmul ", n.label, ": an operand made or a consumer taken in does not fit its tile"));
+  }
+  if (!consumer.empty())
+    return absl::InternalError(str_cat("matmul ", n.label,
+                                       ": a consumer taken in by a product "
+                                       "that is not batched"));
+  const uint64_t a_at = l.address(sources[0]), w_at = l.address(sources[1]);
+  const int64_t gemms = g.shared ? 1 : g.batches;
+  const uint32_t rows = g.shared ? static_cast<uint32_t>(g.batches * g.m) : g.m;
   for (int64_t bi = 0; bi < gemms; ++bi) {
     const auto at = static_cast<uint64_t>(bi);
-    if (absl::Status s =
-            emit_hbm_gemm(l, a_at + at * m * k * 4, w_at + at * k * cols * 4,
-                          l.address(id) + at * m * cols * 4, rows, k, cols, transposes, round_bf16);
+    if (absl::Status s = emit_hbm_gemm(l, a_at + at * g.m * g.k * 4, w_at + at * g.k * g.cols * 4,
+                                       l.address(id) + at * g.m * g.cols * 4, rows, g.k, g.cols,
+                                       g.transposes, round_bf16);
         !s.ok()) {
       return s;
     }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include <absl/status/status.h>
@@ -317,7 +318,25 @@ int folded_transpose_source(const Graph& graph, int id, int operand);
 // (folded_transpose_source), and writes itself. A transpose that only such products read is then
 // needed by none and never computed.
 BufferUses matmul_uses(const Graph& graph, int id);
+// How a batched matmul (no operand shared between its entries: attention's products and their
+// gradients) gets operand `operand` in VMEM when an elementwise group recomputed by it makes it
+// (fusion_plan.h, "groups recomputed by their readers"): from `images` loaded values of the
+// operand's shape, with `blocks` scratch blocks of it. No images: the operand is loaded as it lies.
+struct MatmulOperandMaking {
+  size_t images = 0;
+  uint32_t blocks = 0;
+};
+// Whether matmul `id` is such a batched product whose tile of one entry, its operands made as
+// `making` says, fits a tile slot of `core`'s VMEM; with `consumer` images, also an elementwise
+// group consuming its product in the tile (a consumer taken in: fusion_plan.h), from those loaded
+// values of the product's shape with that many scratch blocks, the product in a block of its own.
+bool batched_matmul_fits(const Graph& graph, int id, const config::CoreSpec& core,
+                         const std::array<MatmulOperandMaking, 2>& making,
+                         std::optional<MatmulOperandMaking> consumer = std::nullopt);
 absl::Status lower_matmul(Lowering& l, int id);
+// The batched matmul's fragment computing `consumer` (the members of an elementwise group taken
+// in, its root last) from its products in VMEM, the group's value written instead.
+absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<int>& consumer);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);
 // An all-reduce of the input over the replicas (Lowering::allreduce); on one replica the node

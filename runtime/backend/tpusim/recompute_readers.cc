@@ -70,6 +70,31 @@ uint64_t held_bytes(const Graph& g, int id) {
   return device_bytes(g.node(same_shape_owner(g, id)));
 }
 
+// Whether batched matmul `r` can make its operand `z` in VMEM from the group's operands
+// (lowering.h, batched_matmul_fits): `z` is exactly one of its operands (as it lies or stored
+// transposed), the other is not made by a group too, and the tile fits; the bytes it would load
+// for the group (its operands the product does not read already) added to `bytes_read`.
+bool matmul_recomputes(const Graph& g, const FusionPlan& plan, const config::CoreSpec& core, int r,
+                       int z, const ProducerOperands& ops, uint32_t blocks, uint64_t* bytes_read) {
+  std::array<int, 2> sources{};
+  for (int i = 0; i < 2; ++i) {
+    const int folded = folded_transpose_source(g, r, i);
+    sources[static_cast<size_t>(i)] =
+        folded >= 0 ? folded : g.node(r).inputs[static_cast<size_t>(i)];
+  }
+  if ((sources[0] == z) == (sources[1] == z) || !ops.rows.empty()) return false;
+  const size_t mine = sources[0] == z ? 0 : 1;
+  const int other = sources[1 - mine];
+  if (plan.node(other).recomputed) return false;
+  std::array<MatmulOperandMaking, 2> making{};
+  making[mine] = {ops.images.size(), blocks};
+  if (!batched_matmul_fits(g, r, core, making)) return false;
+  for (int image : ops.images) {
+    if (image != other) *bytes_read += held_bytes(g, image);
+  }
+  return true;
+}
+
 // How group `z` (its members, reading `ops`) would be recomputed by its readers: the group roots
 // whose fragments take its members, the convolutions computing it on their image bands, and the
 // HBM bytes its readers would load instead of its value (its operands of its shape that each does
@@ -81,12 +106,13 @@ struct Recomputation {
   bool ok = true;
   std::vector<int> groups;
   uint64_t convolutions = 0;
+  uint64_t matmuls = 0;
   uint64_t bytes_read = 0;
 };
 Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
                                  const config::CoreSpec& core, const FusionPlan& plan, int z,
                                  const std::vector<int>& members, const ProducerOperands& ops,
-                                 uint32_t blocks, const std::vector<int>& readers) {
+                                 uint32_t blocks, const std::vector<int>& readers, bool matmuls) {
   Recomputation out;
   // A stateful RNG's draws (a dropout's uniforms) are made once: XLA never draws them twice.
   for (int m : members) {
@@ -108,6 +134,12 @@ Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
       if (!out.ok) return out;
       ++out.convolutions;
       out.bytes_read += held_bytes(g, ops.images[0]);
+      continue;
+    }
+    if (g.node(r).op == Op::kMatMul) {
+      out.ok = matmuls && matmul_recomputes(g, plan, core, r, z, ops, blocks, &out.bytes_read);
+      if (!out.ok) return out;
+      ++out.matmuls;
       continue;
     }
     const int root = fragment_of(plan, r);
@@ -142,17 +174,10 @@ Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
 // that moves no more bytes. A group a reduction's fragment computes and writes (a producer taken
 // in) stays computed there, unwritten.
 void recompute_into_readers(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
-                            FusionPlan* plan) {
+                            bool matmuls, FusionPlan* plan) {
   const int n = g.size();
-  std::vector<std::vector<int>> readers(static_cast<size_t>(n));
+  const std::vector<std::vector<int>> readers = fragment_readers(g, fusions, *plan);
   const std::vector<bool> exported = exported_nodes(g);
-  for (int id = 0; id < n; ++id) {
-    if (!plan->node(id).needed) continue;
-    for (int in : fragment_uses(g, fusions, id).needs()) {
-      if (!listed(readers[static_cast<size_t>(in)], id))
-        readers[static_cast<size_t>(in)].push_back(id);
-    }
-  }
   for (int z = 0; z < n; ++z) {
     const NodeFusion& f = plan->node(z);
     if (!f.needed || f.group != z || exported[static_cast<size_t>(z)] || f.recomputed || f.folded ||
@@ -186,12 +211,23 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     members.insert(members.end(), aliases.begin(), aliases.end());
     std::sort(members.begin(), members.end());
     const Recomputation how =
-        plan_recomputation(g, fusions, core, *plan, z, members, ops, blocks, read_by);
-    // Written once and read by each reader outside the fragment computing it.
+        plan_recomputation(g, fusions, core, *plan, z, members, ops, blocks, read_by, matmuls);
+    // XLA's FusionMerger merges a producer into all its consumers when the bytes they would read
+    // are no more than the producer's own transfers: its operands read, its value written once
+    // and read by each reader outside the fragment computing it. tpusim recomputes one level
+    // deep (a group reading a recomputed value is not recomputed itself), so where a reader is
+    // an elementwise group, which could be recomputed by its own readers later, the producer's
+    // operand reads are not counted: merged, the producer must save bytes on its value alone.
     const int home = fragment_of(*plan, z);
     uint64_t value_reads = 0;
     for (int r : read_by) value_reads += fusions.count(r) > 0 || fragment_of(*plan, r) != home;
-    if (!how.ok || how.bytes_read >= (1 + value_reads) * held_bytes(g, z)) continue;
+    uint64_t operand_bytes = 0;
+    if (how.groups.empty()) {
+      for (int image : ops.images) operand_bytes += held_bytes(g, image);
+    }
+    const uint64_t current = operand_bytes + (1 + value_reads) * held_bytes(g, z);
+    if (!how.ok || (how.groups.empty() ? how.bytes_read > current : how.bytes_read >= current))
+      continue;
     for (int m : members) plan->node(m).recomputed = true;
     for (int root : how.groups) {
       std::vector<int>& recomputes = plan->node(root).recomputes;
@@ -201,7 +237,21 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     }
     ++plan->reader_recomputed_groups;
     plan->conv_producers += how.convolutions;
+    plan->matmul_producers += how.matmuls;
   }
+}
+
+std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
+                                               const FusionPlan& plan) {
+  std::vector<std::vector<int>> readers(static_cast<size_t>(g.size()));
+  for (int id = 0; id < g.size(); ++id) {
+    if (!plan.node(id).needed) continue;
+    for (int in : fragment_uses(g, fusions, id).needs()) {
+      if (!listed(readers[static_cast<size_t>(in)], id))
+        readers[static_cast<size_t>(in)].push_back(id);
+    }
+  }
+  return readers;
 }
 
 ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,

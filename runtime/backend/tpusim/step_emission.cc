@@ -210,8 +210,9 @@ absl::Status StepEmission::emit_fragment(int id) {
   absl::Status s = lower(id);
   out_.node_temporaries[static_cast<size_t>(id)] =
       hbm_.node_temporaries().end - hbm_.node_temporaries().begin;
-  const char* kind =
-      fused != plan_.fusions.end() ? fusion_kind_name(fused->second.kind) : op_name(node.op);
+  const char* kind = fused != plan_.fusions.end()          ? fusion_kind_name(fused->second.kind)
+                     : plan_.fusion.node(id).consumes >= 0 ? "matmul"
+                                                           : op_name(node.op);
   if (s.ok() && emit_.status().ok()) s = check_declared_hbm(id, kind, before, reads, writes);
   mark_bf16_transfers(id, before);
   out_.instructions_per_op[kind] += static_cast<uint64_t>(b_.size() - before);
@@ -246,6 +247,13 @@ absl::Status StepEmission::lower(int id) {
       if (members.size() > 1) out_.fused_nodes += members.size() - 1;
     }
     out_.fused_nodes += produced.size();
+  } else if (const int product = plan_.fusion.node(id).consumes; product >= 0) {
+    // A batched matmul computing this group from its products (fusion_plan.h).
+    const std::vector<int> members = plan_.fusion.members(id);
+    set_origin(graph_.node(product).label, "matmul");
+    s = lower_matmul_into_consumer(l_, product, members);
+    rounded = true;  // the group's bf16 values rounded in the tile
+    out_.fused_nodes += members.size();
   } else if (plan_.node(id).group == id) {
     const std::vector<int> members = plan_.fusion.members(id);
     set_origin(node.label, members.size() > 1 ? "fused" : op_name(node.op));
