@@ -4,6 +4,7 @@
 // sums compute as fragments of their own, and the step moves fewer bytes.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include "runtime/graph/layers.h"
 #include "runtime/opcheck/harness.h"
 #include "tests/runtime/fusion_test_graphs.h"
+#include "tests/runtime/program_counts.h"
 #include "tests/runtime/tpusim_run_once.h"
 
 namespace tpusim::runtime {
@@ -87,6 +89,87 @@ TEST(TpusimBackend, ProducersWrittenByTheirReductionsComputeWhatSeparateFragment
       }
     }
   }
+}
+
+// A graph on x [300, 40] run once with producers taken in and apart (`fuse_producers`): the
+// outputs bit for bit the same (`outputs` of them); and its steps compiled both ways on v3-8's
+// core 0, whose counts and HBM bytes the callers compare.
+std::pair<absl::StatusOr<tpusim_backend::CompiledStep>,
+          absl::StatusOr<tpusim_backend::CompiledStep>>
+with_and_without_producers(const Graph& graph, size_t outputs, uint64_t seed) {
+  opcheck::OpCase c;
+  c.inputs = {{"x", DType::kF32, {300, 40}}};
+  CompileOptions apart;
+  apart.fuse_producers = false;
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, seed)};
+  const Outputs fused = testing::run_once(graph, CompileOptions{}, feeds);
+  const Outputs separate = testing::run_once(graph, apart, feeds);
+  EXPECT_EQ(fused.size(), outputs);
+  for (const auto& [name, value] : separate) {
+    const std::vector<float>& f = fused.at(name).f;
+    EXPECT_EQ(f.size(), value.f.size()) << name;
+    if (f.size() == value.f.size()) {
+      EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name;
+    }
+  }
+  const auto slice = config::load_slice("v3-8");
+  if (!slice.ok()) return {slice.status(), slice.status()};
+  tpusim_backend::StepOptions apart_step;
+  apart_step.fuse_producers = false;
+  return {tpusim_backend::compile_graph(graph, **slice, 0),
+          tpusim_backend::compile_graph(graph, **slice, 0, apart_step)};
+}
+
+// Softmax's exponentials, read by its sum over the last axis and by its division, are computed by
+// the sum's fragment (a producer taken in by a reduction over the last axis) and again by the
+// division's, which reads the exponentials' operands (the logits and the maximum, a value per
+// row) instead, and they are never written (a group recomputed by its reader); so are the scaled
+// logits, by the maximum's fragment and the others: XLA's reduce fusions take in their producer,
+// and FusionMerger merges it into its other consumer. The values are the separate fragments' bit
+// for bit (the same operations on the same values, each row's sum and maximum in the same
+// order).
+TEST(TpusimBackend,
+     SoftmaxsExponentialsComputedByTheirSumAndDivisionComputeWhatSeparateFragmentsDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {300, 40});
+  b.output("probs", layers::softmax(x * 0.5f));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto [with, without] = with_and_without_producers(b.graph(), 1, 17);
+  ASSERT_TRUE(with.ok() && without.ok()) << with.status() << without.status();
+  // The maximum takes in the scaling, the sum the exponentials; both computed again by their
+  // other readers.
+  EXPECT_EQ(with->producer_fusions, 2u);
+  EXPECT_EQ(with->reader_recomputed_groups, 2u);
+  EXPECT_EQ(without->producer_fusions, 0u);
+  // Apart: the scaling reads x and writes it scaled, the maximum reads that, the exponentials
+  // read it and the maximum's column and are written, the sum reads them, the division reads
+  // them and the sum's column and writes the probabilities: 8 passes and 2 columns. Together:
+  // the maximum, the sum and the division read x, the division writes: 4 passes, 3 columns.
+  const uint64_t pass = 300 * 40 * 4, column = 300 * 4;
+  EXPECT_EQ(tpusim_backend::dma_hbm_bytes(without->program->cores(0)) -
+                tpusim_backend::dma_hbm_bytes(with->program->cores(0)),
+            4 * pass - column);
+}
+
+// Exponentials that are also an output of the step, which no reader may compute in their place:
+// the sum's fragment computes them and writes them beside its sums, tile by tile, and the
+// division reads them back. The values are the separate fragments' bit for bit, and the step
+// moves one pass fewer (the sum's read of the exponentials, which it now computes from x).
+TEST(TpusimBackend, ExponentialsWrittenByTheirSumComputeWhatSeparateFragmentsDo) {
+  GraphBuilder b;
+  const Value x = b.infeed("x", DType::kF32, {300, 40});
+  const Value max = b.reduce(Op::kReduceMax, x, {1});
+  const Value e = b.unary(Op::kExp, x - b.broadcast(max, x.shape(), {0}));
+  b.output("exps", e);
+  b.output("probs", e / b.broadcast(b.reduce(Op::kReduceSum, e, {1}), x.shape(), {0}));
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  auto [with, without] = with_and_without_producers(b.graph(), 2, 23);
+  ASSERT_TRUE(with.ok() && without.ok()) << with.status() << without.status();
+  EXPECT_EQ(with->producer_fusions, 1u);
+  EXPECT_EQ(with->reader_recomputed_groups, 0u);
+  EXPECT_EQ(tpusim_backend::dma_hbm_bytes(without->program->cores(0)) -
+                tpusim_backend::dma_hbm_bytes(with->program->cores(0)),
+            uint64_t{300} * 40 * 4);
 }
 
 }  // namespace tpusim_producer_fusion_test

@@ -318,20 +318,50 @@ int takeable_producer(const Graph& g, const Fusions& fusions, const config::Core
   return -1;
 }
 
+// Whether group `root`'s members read every operand from outside as it lies: of the group's shape,
+// a value (one element), a row or a column of it, or a folded broadcast. A reduction over the
+// last axis that takes the group in emits it in one pass (lower_fused_reductions.cc), where an
+// operand broadcast over middle dims (the attention mask) would be materialised.
+bool reads_operands_in_place(const Graph& g, const FusionPlan& plan, int root) {
+  const std::vector<int> members = plan.members(root);
+  const Shape& out = g.node(root).shape;
+  for (int m : members) {
+    for (int in : g.node(m).inputs) {
+      if (std::find(members.begin(), members.end(), in) != members.end() || plan.node(in).folded)
+        continue;
+      const Shape& s = g.node(in).shape;
+      if (s == out || s.elements() == 1) continue;
+      const int64_t rows = s.elements() / std::max<int64_t>(1, s.dim(s.rank() - 1));
+      const bool row = s.rank() >= 1 && rows == 1 && s.dim(s.rank() - 1) == out.dim(out.rank() - 1);
+      const bool column =
+          s.dim(s.rank() - 1) == 1 && s.elements() * out.dim(out.rank() - 1) == out.elements();
+      if (!row && !column) return false;
+    }
+  }
+  return true;
+}
+
 // Gives each reduction fragment down the rows (a sibling pair's later reduction, or a fused
-// reduction alone) the producer group it can take in (takeable_producer).
+// reduction alone), and with `across_rows` each plain reduction over the last axis (softmax's sum
+// of its exponentials, which its division reads too), the producer group it can take in
+// (takeable_producer).
 void take_in_producers(const Graph& g, const Fusions& fusions, const config::CoreSpec& core,
-                       FusionPlan* plan) {
+                       bool across_rows, FusionPlan* plan) {
   const std::vector<int> inside = computed_inside_fusions(g, fusions);
   for (int r = 0; r < g.size(); ++r) {
     const NodeFusion& f = plan->node(r);
-    if (f.computed_with >= 0 || (f.sibling < 0 && f.group != r)) continue;
-    std::vector<int> streams = streamed_buffers(g, fusions, *plan, inside, r);
+    const bool across = across_rows && f.needed && f.group < 0 && f.sibling < 0 &&
+                        f.computed_with < 0 && fusions.count(r) == 0 &&
+                        inside[static_cast<size_t>(r)] < 0 &&
+                        reduction_fusion(g, r) == ReductionFusion::kLastAxis;
+    if (!across && (f.computed_with >= 0 || (f.sibling < 0 && f.group != r))) continue;
+    std::vector<int> streams = across ? std::vector<int>{g.node(r).inputs[0]}
+                                      : streamed_buffers(g, fusions, *plan, inside, r);
     if (f.sibling >= 0) {
       for (int s : streamed_buffers(g, fusions, *plan, inside, f.sibling)) streams.push_back(s);
     }
     const int p = takeable_producer(g, fusions, core, *plan, streams, r);
-    if (p < 0) continue;
+    if (p < 0 || (across && !reads_operands_in_place(g, *plan, p))) continue;
     plan->node(r).producer = p;
     plan->node(p).computed_with = r;
     ++plan->producer_fusions;
@@ -439,7 +469,9 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   }
   if (options.recompute) recompute_shared_producers(graph, fusions, core, &plan);
   if (options.multi_output) pair_sibling_reductions(graph, fusions, core, &plan);
-  if (options.producers) take_in_producers(graph, fusions, core, &plan);
+  // A plain reduction over the last axis takes in its producer as the reductions fused with their
+  // inputs do (XLA's reduce fusion), so only where those are.
+  if (options.producers) take_in_producers(graph, fusions, core, options.fuse_reductions, &plan);
   if (options.conv_producers)
     recompute_into_readers(graph, fusions, core, options.matmul_producers, &plan);
   if (options.matmul_consumers) take_in_matmul_consumers(graph, fusions, core, &plan);

@@ -22,7 +22,9 @@
 //   reductions' fragment, which writes the value as well as the sums (XLA's producer-consumer
 //   multi-output fusion: the reduction's fusion takes in its producer and keeps the producer's
 //   value as an extra output), so the value is not written by one fragment and read back by the
-//   next. The group is emitted at the reductions' place.
+//   next. The group is emitted at the reductions' place. A plain reduction over the last axis
+//   (softmax's sum and maximum) takes in its input's group likewise, writing it only when a
+//   reader does not compute it again.
 // - groups recomputed by their readers: an elementwise group that reads values of its own shape,
 //   rows (a value per channel) and scalars, whose every reader is a fused convolution taking it
 //   as its images (forward or kernel gradient; the group then reading one value of its shape),
@@ -31,7 +33,10 @@
 //   computes it (a producer taken in), is computed again by each of them and never written, when
 //   its readers loading its operands move no more bytes than the group's own transfers (its
 //   operands read, its value written and read back; where a reader is an elementwise group,
-//   which tpusim could not recompute in turn, fewer than its value's alone): a convolution
+//   which tpusim could not recompute in turn, fewer than its value's alone), and a group holding
+//   an expensive op (a divide, a transcendental) is not duplicated into several readers unless
+//   that cuts the bytes below 0.3 of its transfers; elementwise readers also take a group that
+//   reads a value per row of its shape (softmax's maximum): a convolution
 //   computes it on each band of its images in VMEM before using them, a matmul on the entries
 //   of its tile, a group as members of its own. This is XLA's FusionMerger, which merges a
 //   producer fusion into all its consumers, convolution and dot fusions among them, when that
@@ -134,13 +139,16 @@ std::vector<bool> exported_nodes(const Graph& g);
 // fragments as immediates are not read, so their producers need no code.
 std::vector<bool> needed_nodes(const Graph& g, const Fusions& fusions);
 
-// The values of its own shape a group recomputed by its readers reads, and its rows (nodes of a
-// value per channel: folded row broadcasts, or vectors of the group's last dimension), as the
-// readers load them; not `ok` when the group reads anything else, or no value of its shape.
+// The values of its own shape a group recomputed by its readers reads, its rows (nodes of a
+// value per channel: folded row broadcasts, or vectors of the group's last dimension) and its
+// columns (a value per row of its [rows, cols] view: folded column broadcasts, or its shape with
+// the last dimension 1: softmax's maximum), as the readers load them; not `ok` when the group
+// reads anything else, or no value of its shape. Only elementwise groups take columns.
 struct ProducerOperands {
   bool ok = false;
   std::vector<int> images;
   std::vector<int> rows;
+  std::vector<int> columns;
 };
 ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
                                    const std::vector<int>& members);

@@ -96,8 +96,53 @@ void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
 
 }  // namespace
 
+namespace {
+
+// A plain reduction over the last axis that computes its input's producer group in its tiles and
+// writes the group's value beside its sums (take_in_producers: softmax's exponentials, which its
+// division reads too): each tile's value reduced across its rows and stored to the producer's
+// buffer, the input read once instead of written by one fragment and read back by the next. A
+// producer its other readers compute again (fusion_plan.h) is not written.
+absl::Status lower_row_reduction_with_producer(Lowering& l, int reduce,
+                                               const std::vector<int>& producer) {
+  std::vector<int> elementwise = producer, plain_inputs;
+  take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
+  std::sort(elementwise.begin(), elementwise.end());
+  const Shape& shape = l.node(producer.back()).shape;
+  const uint32_t cols = cols_of(shape);
+  GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
+  for (TileOperand& in : ops.tiles) {  // widths against the group's view
+    if (!in.scalar_or_column() && in.cols == 0) in.cols = cols;
+  }
+  const GroupScratch plan = plan_scratch(l, elementwise, ops, {}, true);
+  const uint32_t scratch = plan.blocks + 1;  // the last: the group's value
+  const Vector::Op vop =
+      l.node(reduce).op == Op::kReduceMax ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+  const bool stored = l.fusion == nullptr || !l.fusion->node(producer.back()).recomputed;
+  const uint64_t value_hbm = l.address(producer.back());
+  l.emit.rowwise(
+      l.address(reduce), rows_of(shape), 1, isa::F32, ops.tiles, scratch, cols, [&](Tile& t) {
+        const isa::Block value = t.scratch(scratch - 1);
+        sim::VectorChain chain;
+        compute_group(l, elementwise, ops, plan, tile_blocks(t), value, chain, !stored);
+        chain.add(sim::vector_ops::reduce(vop, t.out(), value, 1));
+        if (leaves_f32_sums(l.node(reduce)))
+          chain.add(sim::vector_ops::unary(Vector::ROUND_BF16, t.out(), t.out()));
+        t.chain(t.e_builder().vector(chain.instruction()));
+        if (stored)
+          t.store(value, block(value_hbm + t.first_row() * cols * 4, t.rows(), cols, isa::F32),
+                  t.chain_count());
+      });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
                                       const std::vector<int>& producer) {
+  if (reductions.size() == 1 && reductions[0].size() == 1 && !producer.empty() &&
+      reduction_fusion(l.graph, reductions[0].back()) == ReductionFusion::kLastAxis)
+    return lower_row_reduction_with_producer(l, reductions[0].back(), producer);
   // Every elementwise member of every group (and of the producer group), computed together (no
   // reduction's group reads another's), and the plain reductions' inputs as operands.
   std::vector<int> elementwise = producer, plain_inputs;

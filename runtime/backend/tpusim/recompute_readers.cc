@@ -21,6 +21,33 @@ bool per_channel(const Shape& shape, const Shape& of) {
   return shape.dim(shape.rank() - 1) == of.dim(of.rank() - 1);
 }
 
+// XLA's InstructionFusion::IsExpensive among tpusim's elementwise ops: a float divide and the
+// transcendentals (exp, log, rsqrt, tanh, the logistic, erf).
+bool expensive(Op op) {
+  switch (op) {
+    case Op::kDiv:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kRsqrt:
+    case Op::kTanh:
+    case Op::kSigmoid:
+    case Op::kErf:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether `shape` is a value per row of `of`'s [rows, cols] view: `of`'s dims with the last 1.
+bool per_row(const Shape& shape, const Shape& of) {
+  if (shape.rank() != of.rank() || shape.rank() < 1 || shape.dim(shape.rank() - 1) != 1)
+    return false;
+  for (int d = 0; d + 1 < shape.rank(); ++d) {
+    if (shape.dim(d) != of.dim(d)) return false;
+  }
+  return true;
+}
+
 // The nodes of the fragment that computes group `root`, with the reductions it is computed with
 // (a producer taken in by reductions, a reduction with its sibling).
 std::vector<int> fragment_members(const FusionPlan& plan, int root) {
@@ -82,7 +109,8 @@ bool matmul_recomputes(const Graph& g, const FusionPlan& plan, const config::Cor
     sources[static_cast<size_t>(i)] =
         folded >= 0 ? folded : g.node(r).inputs[static_cast<size_t>(i)];
   }
-  if ((sources[0] == z) == (sources[1] == z) || !ops.rows.empty()) return false;
+  if ((sources[0] == z) == (sources[1] == z) || !ops.rows.empty() || !ops.columns.empty())
+    return false;
   const size_t mine = sources[0] == z ? 0 : 1;
   const int other = sources[1 - mine];
   if (plan.node(other).recomputed) return false;
@@ -130,7 +158,8 @@ Recomputation plan_recomputation(const Graph& g, const Fusions& fusions,
           (c.kind == Fusion::Kind::kConvForward || c.kind == Fusion::Kind::kConvFilterGrad) &&
           ops.images.size() == 1 && !c.reads.empty() && c.reads[0] == z &&
           std::count(c.reads.begin(), c.reads.end(), z) == 1;
-      out.ok = images && conv_fits_image_producer(g, r, c, core, blocks, ops.rows.size());
+      out.ok = images && ops.columns.empty() &&
+               conv_fits_image_producer(g, r, c, core, blocks, ops.rows.size());
       if (!out.ok) return out;
       ++out.convolutions;
       out.bytes_read += held_bytes(g, ops.images[0]);
@@ -228,6 +257,16 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     const uint64_t current = operand_bytes + (1 + value_reads) * held_bytes(g, z);
     if (!how.ok || (how.groups.empty() ? how.bytes_read > current : how.bytes_read >= current))
       continue;
+    // Nor does FusionMerger duplicate an expensive op into several readers, unless merging cuts
+    // the bytes to less than 0.3 of the producer's own transfers (its operands counted).
+    uint64_t all_operand_bytes = 0;
+    for (int image : ops.images) all_operand_bytes += held_bytes(g, image);
+    const bool duplicates_expensive =
+        value_reads > 1 &&
+        std::any_of(members.begin(), members.end(), [&](int m) { return expensive(g.node(m).op); });
+    if (duplicates_expensive &&
+        10 * how.bytes_read >= 3 * (all_operand_bytes + (1 + value_reads) * held_bytes(g, z)))
+      continue;
     for (int m : members) plan->node(m).recomputed = true;
     for (int root : how.groups) {
       std::vector<int>& recomputes = plan->node(root).recomputes;
@@ -268,12 +307,16 @@ ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
       if (v.dtype == DType::kS32 || f.recomputed) {
         out.ok = false;
       } else if (f.folded) {
-        out.ok = out.ok && broadcast_fold(graph, in) == FoldedBroadcast::kRow;
-        if (!listed(out.rows, in)) out.rows.push_back(in);
+        const FoldedBroadcast fold = broadcast_fold(graph, in);
+        out.ok = out.ok && (fold == FoldedBroadcast::kRow || fold == FoldedBroadcast::kColumn);
+        std::vector<int>& into = fold == FoldedBroadcast::kRow ? out.rows : out.columns;
+        if (!listed(into, in)) into.push_back(in);
       } else if (v.shape == shape) {
         if (!listed(out.images, in)) out.images.push_back(in);
       } else if (per_channel(v.shape, shape)) {
         if (!listed(out.rows, in)) out.rows.push_back(in);
+      } else if (per_row(v.shape, shape)) {
+        if (!listed(out.columns, in)) out.columns.push_back(in);
       } else {
         out.ok = false;
       }
