@@ -172,5 +172,44 @@ TEST(TpusimBackend, ExponentialsWrittenByTheirSumComputeWhatSeparateFragmentsDo)
             uint64_t{300} * 40 * 4);
 }
 
+// Softmax's gradient in mixed precision, (g - sum(g y)) y with a bf16 sum over the classes: the
+// sum computes the product g y in its tiles (a bf16 sum across a row fuses with its input, summed
+// in f32 in the row's order and rounded where it is made), which a fragment of its own wrote
+// and the sum read back: bit for bit the same values, one pass fewer written and one read.
+TEST(TpusimBackend, Bf16RowSumsComputeTheirInputsAsTheUnfusedOnesDo) {
+  GraphBuilder b;
+  const Value g = b.infeed("g", DType::kBF16, {300, 40});
+  const Value y = b.infeed("y", DType::kBF16, {300, 40});
+  const Value dot = b.reduce(Op::kReduceSum, g * y, {1});
+  b.output("grad", (g - b.broadcast(dot, g.shape(), {0})) * y);
+  ASSERT_TRUE(b.status().ok()) << b.status();
+  opcheck::OpCase c;
+  c.inputs = {{"g", DType::kBF16, {300, 40}}, {"y", DType::kBF16, {300, 40}}};
+  const std::vector<Feeds> feeds{opcheck::make_feeds(c, 29)};
+  CompileOptions apart;
+  apart.fuse_reductions = false;
+  const Outputs fused = testing::run_once(b.graph(), CompileOptions{}, feeds);
+  const Outputs separate = testing::run_once(b.graph(), apart, feeds);
+  ASSERT_EQ(fused.size(), 1u);
+  const std::vector<float>& f = fused.at("grad").f;
+  ASSERT_EQ(f.size(), separate.at("grad").f.size());
+  EXPECT_EQ(std::memcmp(f.data(), separate.at("grad").f.data(), f.size() * 4), 0);
+  const auto slice = config::load_slice("v3-8");
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  tpusim_backend::StepOptions apart_step;
+  apart_step.fuse_reductions = false;
+  auto step = tpusim_backend::compile_graph(b.graph(), **slice, 0);
+  auto unfused = tpusim_backend::compile_graph(b.graph(), **slice, 0, apart_step);
+  ASSERT_TRUE(step.ok() && unfused.ok()) << step.status() << unfused.status();
+  EXPECT_EQ(step->fused_reductions, 1u);
+  EXPECT_EQ(unfused->fused_reductions, 0u);
+  // Apart: the product's fragment reads g and y and writes it, the sum reads it, the gradient
+  // reads g, y and the sums and writes: 7 passes. Together: the sum reads g and y: 5. A pass of
+  // a bf16 [300, 40] is charged 2 bytes an element.
+  EXPECT_EQ(tpusim_backend::dma_hbm_bytes(unfused->program->cores(0)) -
+                tpusim_backend::dma_hbm_bytes(step->program->cores(0)),
+            uint64_t{2} * 300 * 40 * 2);
+}
+
 }  // namespace tpusim_producer_fusion_test
 }  // namespace tpusim::runtime

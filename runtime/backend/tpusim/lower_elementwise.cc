@@ -377,14 +377,18 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members) {
 
 ReductionFusion reduction_fusion(const Graph& graph, int id) {
   const Node& n = graph.node(id);
-  if ((n.op != Op::kReduceSum && n.op != Op::kReduceMax) || n.dtype != DType::kF32)
+  const bool bf16 = n.dtype == DType::kBF16;
+  if ((n.op != Op::kReduceSum && n.op != Op::kReduceMax) || (n.dtype != DType::kF32 && !bf16))
     return ReductionFusion::kNone;
   const Shape& in = graph.node(n.inputs[0]).shape;
   const int rank = in.rank();
   std::vector<int64_t> axes = n.attrs.axes;
   std::sort(axes.begin(), axes.end());
   if (rank == 0 || axes.empty()) return ReductionFusion::kNone;
+  // A bf16 sum across a row is summed in f32 in one row's order and rounded where it is made,
+  // fused or not; down the rows only f32 ones fuse.
   if (axes == std::vector<int64_t>{rank - 1}) return ReductionFusion::kLastAxis;
+  if (bf16) return ReductionFusion::kNone;
   std::vector<int64_t> leading(static_cast<size_t>(rank - 1));
   std::iota(leading.begin(), leading.end(), 0);
   if (rank >= 2 && axes == leading) return ReductionFusion::kLeadingAxes;

@@ -270,7 +270,8 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
 // Which reductions can take their input's elementwise group into their fragment: over the last
 // axis (per row of the input's [rows, cols] view), over every axis but the last (down the rows),
 // or over every axis of an input of rank 2 or more (down the rows, then across the sum's row: a
-// norm's sum of squares); kNone for other axes and non-f32 results.
+// norm's sum of squares); kNone for other axes, results neither f32 nor bf16, and bf16 results
+// of sums down the rows (a bf16 result is rounded where the fragment makes it).
 enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes, kAllAxes };
 ReductionFusion reduction_fusion(const Graph& graph, int id);
 // Whether one row of a fused group's view fits a VMEM tile slot with every block its fragment
