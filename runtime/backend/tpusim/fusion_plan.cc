@@ -330,12 +330,7 @@ bool reads_operands_in_place(const Graph& g, const FusionPlan& plan, int root) {
       if (std::find(members.begin(), members.end(), in) != members.end() || plan.node(in).folded)
         continue;
       const Shape& s = g.node(in).shape;
-      if (s == out || s.elements() == 1) continue;
-      const int64_t rows = s.elements() / std::max<int64_t>(1, s.dim(s.rank() - 1));
-      const bool row = s.rank() >= 1 && rows == 1 && s.dim(s.rank() - 1) == out.dim(out.rank() - 1);
-      const bool column =
-          s.dim(s.rank() - 1) == 1 && s.elements() * out.dim(out.rank() - 1) == out.elements();
-      if (!row && !column) return false;
+      if (s != out && s.elements() != 1 && !per_channel(s, out) && !per_row(s, out)) return false;
     }
   }
   return true;

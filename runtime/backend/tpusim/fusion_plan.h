@@ -158,9 +158,13 @@ ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
 uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
                                  const std::vector<int>& members);
 
-// Marks the groups recomputed by their readers (fusion_plan.h, above) in `plan`, whose groups,
-// folded broadcasts, recomputed producers, sibling reductions and producers taken in are
-// decided: the groups' members recomputed, their reader groups' `recomputes` given them.
+// Whether `shape` is a value per channel of `of`: its last dimension, every other 1 (a row of
+// `of`'s [rows, cols] view, as classify_operand reads one).
+bool per_channel(const Shape& shape, const Shape& of);
+// Whether `shape` is a value per row of `of`'s [rows, cols] view: `of`'s dims with the last 1 (a
+// column, as classify_operand reads one).
+bool per_row(const Shape& shape, const Shape& of);
+
 // Per node, the needed nodes whose rules or fusions read it (fragment_uses), in graph order.
 std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
                                                const FusionPlan& plan);
@@ -170,6 +174,9 @@ std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fu
 void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,
                               const config::CoreSpec& core, FusionPlan* plan);
 
+// Marks the groups recomputed by their readers (fusion_plan.h, above) in `plan`, whose groups,
+// folded broadcasts, recomputed producers, sibling reductions and producers taken in are
+// decided: the groups' members recomputed, their reader groups' `recomputes` given them.
 // `matmuls`: batched matmuls may be such readers too.
 void recompute_into_readers(const Graph& graph, const Fusions& fusions,
                             const config::CoreSpec& core, bool matmuls, FusionPlan* plan);

@@ -94,10 +94,6 @@ void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
   }
 }
 
-}  // namespace
-
-namespace {
-
 // A plain reduction over the last axis that computes its input's producer group in its tiles and
 // writes the group's value beside its sums (take_in_producers: softmax's exponentials, which its
 // division reads too): each tile's value reduced across its rows and stored to the producer's

@@ -207,8 +207,8 @@ struct BatchedConsumer {
   GroupOperands ops;         // the product given (no load), then its other values
   GroupScratch scratch;
   int product = -1;
-  size_t first_input = 0;    // its first tile operand
-  size_t first_scratch = 0;  // the product's block; the group's follow
+  std::map<size_t, size_t> loaded_at;  // its slots but the product's -> their tile operands
+  size_t first_scratch = 0;            // the product's block; the group's follow
   bool present() const { return !members.empty(); }
   std::optional<MatmulOperandMaking> making() const {
     if (!present()) return std::nullopt;
@@ -227,13 +227,14 @@ BatchedConsumer batched_consumer(Lowering& l, int product, const std::vector<int
   return c;
 }
 
-// The consumer's loads: its operands' tiles but the product's.
-std::vector<TileOperand> consumer_loads(const BatchedConsumer& c) {
-  std::vector<TileOperand> out;
+// Appends the consumer's loads to `loads` (its operands' tiles but the product's) and notes
+// where each slot's lands.
+void add_consumer_loads(BatchedConsumer& c, std::vector<TileOperand>& loads) {
   for (const auto& [node, slot] : c.ops.slot) {
-    if (node != c.product) out.push_back(c.ops.tiles[slot]);
+    if (node == c.product) continue;
+    c.loaded_at.emplace(slot, loads.size());
+    loads.push_back(c.ops.tiles[slot]);
   }
-  return out;
 }
 
 // The consumer's value in the tile's output from the products in `product` (rounded to bf16
@@ -241,13 +242,9 @@ std::vector<TileOperand> consumer_loads(const BatchedConsumer& c) {
 void consume_in_tile(Lowering& l, Tile& t, const BatchedWidths& w, const BatchedConsumer& c,
                      const isa::Block& product, bool round_bf16) {
   if (round_bf16) round_bf16_in_tile(t, product, true);
-  std::map<size_t, size_t> input;  // slot -> tile operand, in consumer_loads' order
-  for (const auto& [node, slot] : c.ops.slot) {
-    if (node != c.product) input.emplace(slot, c.first_input + input.size());
-  }
   const size_t product_slot = c.ops.slot.at(c.product);
   const GroupBlocks blocks{
-      [&](size_t slot) { return slot == product_slot ? product : t.in(input.at(slot)); },
+      [&](size_t slot) { return slot == product_slot ? product : t.in(c.loaded_at.at(slot)); },
       [&](size_t j) { return w.scratch_block(t, c.first_scratch + 1 + j); },
       [&] { return t.out(); },
       {}};  // no rng_uniform member (the fusion plan takes in none)
@@ -325,12 +322,8 @@ bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
       loads.push_back(o.loaded);
     }
   }
-  consumer.first_input = loads.size();
   consumer.first_scratch = widths.first[2];
-  if (consumer.present()) {
-    const std::vector<TileOperand> more = consumer_loads(consumer);
-    loads.insert(loads.end(), more.begin(), more.end());
-  }
+  if (consumer.present()) add_consumer_loads(consumer, loads);
   const auto total = static_cast<uint32_t>(widths.scratch_total());
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
   l.emit.rowwise(c, static_cast<uint64_t>(g.batches), static_cast<uint32_t>(g.c_cols), isa::F32,
@@ -370,11 +363,7 @@ absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<i
   // A bf16 product is rounded in VMEM before it leaves, on every path below.
   const bool round_bf16 = n.dtype == DType::kBF16;
   const BatchedGeometry g = batched_geometry(l.graph, id);
-  std::array<int, 2> sources{};
-  for (int i = 0; i < 2; ++i) {
-    const int folded = folded_transpose_source(l.graph, id, i);
-    sources[static_cast<size_t>(i)] = folded >= 0 ? folded : n.inputs[static_cast<size_t>(i)];
-  }
+  const std::vector<int> sources = matmul_uses(l.graph, id).reads;  // the lhs's, the rhs's
   if (!g.shared && g.batches > 1) {
     std::array<BatchedOperand, 2> operands{
         batched_operand(l, sources[0], g.operand_cols[0], g.transposes.a),

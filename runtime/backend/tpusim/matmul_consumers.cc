@@ -29,13 +29,13 @@ bool consumer_group(const Graph& g, const FusionPlan& plan, int root, const Shap
 // How matmul `id`'s tile makes its operands (a group recomputed by it: recompute_readers.cc).
 std::array<MatmulOperandMaking, 2> operand_making(const Graph& g, const FusionPlan& plan, int id) {
   std::array<MatmulOperandMaking, 2> making{};
-  for (int i = 0; i < 2; ++i) {
-    const int folded = folded_transpose_source(g, id, i);
-    const int source = folded >= 0 ? folded : g.node(id).inputs[static_cast<size_t>(i)];
+  const std::vector<int> sources = matmul_uses(g, id).reads;  // the lhs's, the rhs's
+  for (size_t i = 0; i < 2; ++i) {
+    const int source = sources[i];
     if (!plan.node(source).recomputed) continue;
     const std::vector<int> members = plan.members(source);
-    making[static_cast<size_t>(i)] = {producer_operands(g, plan, members).images.size(),
-                                      producer_scratch_blocks(g, plan, members)};
+    making[i] = {producer_operands(g, plan, members).images.size(),
+                 producer_scratch_blocks(g, plan, members)};
   }
   return making;
 }

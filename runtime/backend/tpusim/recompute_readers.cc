@@ -12,15 +12,6 @@ bool listed(const std::vector<int>& ids, int id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-// Whether `shape` is a value per channel of `of`: its last dimension, every other 1.
-bool per_channel(const Shape& shape, const Shape& of) {
-  if (shape.rank() < 1 || shape.rank() > of.rank()) return false;
-  for (int d = 0; d + 1 < shape.rank(); ++d) {
-    if (shape.dim(d) != 1) return false;
-  }
-  return shape.dim(shape.rank() - 1) == of.dim(of.rank() - 1);
-}
-
 // XLA's InstructionFusion::IsExpensive among tpusim's elementwise ops: a float divide and the
 // transcendentals (exp, log, rsqrt, tanh, the logistic, erf).
 bool expensive(Op op) {
@@ -36,16 +27,6 @@ bool expensive(Op op) {
     default:
       return false;
   }
-}
-
-// Whether `shape` is a value per row of `of`'s [rows, cols] view: `of`'s dims with the last 1.
-bool per_row(const Shape& shape, const Shape& of) {
-  if (shape.rank() != of.rank() || shape.rank() < 1 || shape.dim(shape.rank() - 1) != 1)
-    return false;
-  for (int d = 0; d + 1 < shape.rank(); ++d) {
-    if (shape.dim(d) != of.dim(d)) return false;
-  }
-  return true;
 }
 
 // The nodes of the fragment that computes group `root`, with the reductions it is computed with
@@ -103,12 +84,7 @@ uint64_t held_bytes(const Graph& g, int id) {
 // for the group (its operands the product does not read already) added to `bytes_read`.
 bool matmul_recomputes(const Graph& g, const FusionPlan& plan, const config::CoreSpec& core, int r,
                        int z, const ProducerOperands& ops, uint32_t blocks, uint64_t* bytes_read) {
-  std::array<int, 2> sources{};
-  for (int i = 0; i < 2; ++i) {
-    const int folded = folded_transpose_source(g, r, i);
-    sources[static_cast<size_t>(i)] =
-        folded >= 0 ? folded : g.node(r).inputs[static_cast<size_t>(i)];
-  }
+  const std::vector<int> sources = matmul_uses(g, r).reads;  // the lhs's, the rhs's
   if ((sources[0] == z) == (sources[1] == z) || !ops.rows.empty() || !ops.columns.empty())
     return false;
   const size_t mine = sources[0] == z ? 0 : 1;
@@ -250,17 +226,14 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     const int home = fragment_of(*plan, z);
     uint64_t value_reads = 0;
     for (int r : read_by) value_reads += fusions.count(r) > 0 || fragment_of(*plan, r) != home;
-    uint64_t operand_bytes = 0;
-    if (how.groups.empty()) {
-      for (int image : ops.images) operand_bytes += held_bytes(g, image);
-    }
+    uint64_t all_operand_bytes = 0;
+    for (int image : ops.images) all_operand_bytes += held_bytes(g, image);
+    const uint64_t operand_bytes = how.groups.empty() ? all_operand_bytes : 0;
     const uint64_t current = operand_bytes + (1 + value_reads) * held_bytes(g, z);
     if (!how.ok || (how.groups.empty() ? how.bytes_read > current : how.bytes_read >= current))
       continue;
     // Nor does FusionMerger duplicate an expensive op into several readers, unless merging cuts
     // the bytes to less than 0.3 of the producer's own transfers (its operands counted).
-    uint64_t all_operand_bytes = 0;
-    for (int image : ops.images) all_operand_bytes += held_bytes(g, image);
     const bool duplicates_expensive =
         value_reads > 1 &&
         std::any_of(members.begin(), members.end(), [&](int m) { return expensive(g.node(m).op); });
@@ -278,6 +251,23 @@ void recompute_into_readers(const Graph& g, const Fusions& fusions, const config
     plan->conv_producers += how.convolutions;
     plan->matmul_producers += how.matmuls;
   }
+}
+
+bool per_channel(const Shape& shape, const Shape& of) {
+  if (shape.rank() < 1 || shape.rank() > of.rank()) return false;
+  for (int d = 0; d + 1 < shape.rank(); ++d) {
+    if (shape.dim(d) != 1) return false;
+  }
+  return shape.dim(shape.rank() - 1) == of.dim(of.rank() - 1);
+}
+
+bool per_row(const Shape& shape, const Shape& of) {
+  if (shape.rank() != of.rank() || shape.rank() < 1 || shape.dim(shape.rank() - 1) != 1)
+    return false;
+  for (int d = 0; d + 1 < shape.rank(); ++d) {
+    if (shape.dim(d) != of.dim(d)) return false;
+  }
+  return true;
 }
 
 std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
