@@ -2,7 +2,9 @@
 // their slices.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -38,6 +40,15 @@ TEST(Cli, ValidateListsThePublishedCases) {
   EXPECT_THAT(bad.err, HasSubstr("no validation case 'resnet51-v3-8' (cases: resnet50-v2-8"));
 }
 
+// --jobs is a count from 1 to 256.
+TEST(Cli, ValidateRefusesAJobCountOutOfRange) {
+  for (const char* bad : {"0", "257"}) {
+    auto r = run_tpusim({"validate", "--jobs", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--jobs must be from 1 to 256")) << r.err;
+  }
+}
+
 // --set takes one slice config field and one value; a run option, a list of values or an unknown
 // field is a usage error naming it.
 TEST(Cli, ValidateRefusesEditsThatAreNotOneConfigValue) {
@@ -49,9 +60,9 @@ TEST(Cli, ValidateRefusesEditsThatAreNotOneConfigValue) {
   }
 }
 
-// Several cases run each in a process of its own (SystemC elaborates one slice per process); a
-// case that fails is reported with its reason, the refusal naming both sizes, and the run exits
-// 1.
+// Several cases run each in a process of its own (SystemC elaborates one slice per process), -j
+// at once, each with a log of its own (a case named twice too); a case that fails is reported
+// with its reason, the refusal naming both sizes, and the run exits 1.
 TEST(Cli, ValidateRunsEachCaseInItsOwnProcessAndReportsWhyOneFailed) {
   const std::string report =
       (std::filesystem::temp_directory_path() / "validate_bert.json").string();
@@ -59,9 +70,17 @@ TEST(Cli, ValidateRunsEachCaseInItsOwnProcessAndReportsWhyOneFailed) {
   // each child process refuses the step at once, and the edit reaches it.
   auto r =
       run_tpusim({"validate", "--case", "bert_large-512-v3-32", "--case", "bert_large-512-v3-32",
-                  "--set", "chip.hbm.capacity_gib=8", "--report", report});
+                  "--set", "chip.hbm.capacity_gib=8", "-j", "2", "--report", report});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("validate: bert_large-512-v3-32 (log: "));
+  EXPECT_THAT(r.err, HasSubstr("-bert_large-512-v3-32.log)"));
+  const std::regex log_line("validate: bert_large-512-v3-32 \\(log: (\\S+)\\)");
+  std::vector<std::string> logs;
+  for (std::sregex_iterator m(r.err.begin(), r.err.end(), log_line), end; m != end; ++m)
+    logs.push_back((*m)[1].str());
+  ASSERT_EQ(logs.size(), 2u) << r.err;
+  EXPECT_NE(logs[0], logs[1]);
+  for (const std::string& log : logs) EXPECT_TRUE(std::filesystem::exists(log)) << log;
+  EXPECT_THAT(r.err, HasSubstr("validate: bert_large-512-v3-32 ended, "));
   EXPECT_THAT(r.out, HasSubstr("failed: tpusim backend: the step's tensors need"));
   std::ifstream in(report);
   const nlohmann::json cases = nlohmann::json::parse(in);

@@ -1,8 +1,11 @@
 // tpusim validate: the published TPU results, each run timing-only, predicted against measured.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +14,7 @@
 #include "configs/loader.h"
 #include "configs/overrides.h"
 #include "estimator/jobs/validation.h"
+#include "tools/studies/point_farm.h"
 #include "tools/studies/subprocess.h"
 #include "tools/studies/sweep_grid.h"
 #include "tools/tpusim/command.h"
@@ -19,23 +23,27 @@
 #include "tools/tpusim/shared_flags.h"
 
 namespace tpusim::cli {
+using studies::FarmJob;
+using studies::FarmOptions;
+using studies::FarmOutcome;
 using studies::log_tail;
 using studies::parse_sweep_axis;
-using studies::run_self;
+using studies::PointFarm;
 
 namespace po = boost::program_options;
 
 namespace {
 
 constexpr char kValidateUsage[] =
-    "usage: tpusim validate [--case NAME]... [--steps N] [--set FIELD=VALUE]... [--list] "
+    "usage: tpusim validate [--case NAME]... [--steps N] [--set FIELD=VALUE]... [-j N] [--list] "
     "[--json]\n\n"
     "Runs each published case (a zoo model on a slice at the published global batch, timing-only\n"
     "on synthetic input, mixed_bfloat16 and momentum as the reference models; replicas folded on\n"
     "slices of several hosts) and prints the predicted step time and examples/s against the\n"
     "measured ones, with the error. Cases without a measured figure are predictions. A case whose\n"
     "model is not in the zoo yet is listed as pending. Each case runs in a process of its own\n"
-    "(SystemC elaborates one slice per process). docs/validation.md: the table and where each\n"
+    "(SystemC elaborates one slice per process), -j of them at once (default: one a host core;\n"
+    "the predictions do not depend on it). docs/validation.md: the table and where each\n"
     "case's time goes. A full-size case takes minutes of host time. --set edits every case's\n"
     "slice config (chip.hbm.capacity_gib=16): what the published runs would do on\n"
     "another chip; the measured figures stay the real slices'. The prediction is the steady state\n"
@@ -50,6 +58,8 @@ po::options_description validate_options() {
       "training steps a case runs, in one loop (3 or more: the steady state)")(
       "set", po::value<std::vector<std::string>>(),
       "FIELD=VALUE: a slice config field every case's slice takes (repeatable)")(
+      "jobs,j", po::value<int64_t>(),
+      "cases run at once, each in a process of its own (1 to 256; default: the host's cores)")(
       "list", po::bool_switch(), "list the cases without running them");
   add_json_flag(options);
   add_report_flag(options);
@@ -59,6 +69,8 @@ po::options_description validate_options() {
 // The cases --case names (every case without it), or why not.
 Refused cases_from(const po::variables_map& vm, std::vector<jobs::ValidationCase>* cases) {
   if (vm["steps"].as<int64_t>() < 1) return Refusal{true, "--steps must be >= 1"};
+  if (vm.count("jobs") > 0 && (vm["jobs"].as<int64_t>() < 1 || vm["jobs"].as<int64_t>() > 256))
+    return Refusal{true, "--jobs must be from 1 to 256"};
   if (vm.count("case") == 0) {
     *cases = jobs::validation_cases();
     return std::nullopt;
@@ -144,31 +156,79 @@ bool run_case(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdi
   return true;
 }
 
-// Runs the case in a child process (`tpusim validate --case NAME --report F`), its log in
-// `dir`, and takes its entry from the child's report; false when it failed.
-bool run_case_in_child(const jobs::ValidationCase& c, int64_t steps, const jobs::SliceEdits& edits,
-                       const std::string& dir, nlohmann::ordered_json& j) {
-  if (!j["pending"].is_null()) return true;
-  const std::string report = dir + "/" + c.name + ".json", log = dir + "/" + c.name + ".log";
-  log_line("validate: " + c.name + " (log: " + log + ")");
-  std::vector<std::string> args = {"validate", "--case", c.name, "--steps", std::to_string(steps),
-                                   "--report", report};
+// The child process that runs case `c` (`tpusim validate --case NAME --report F`), its log and
+// report in `dir`, named by its place `index` among the cases (a case named twice runs twice).
+FarmJob case_job(const jobs::ValidationCase& c, size_t index, int64_t steps,
+                 const jobs::SliceEdits& edits, const std::string& dir) {
+  const std::string stem = fmt::format("{}/{:02}-{}", dir, index, c.name);
+  FarmJob job;
+  job.id = c.name;
+  job.report = stem + ".json";
+  job.log = stem + ".log";
+  job.args = {"validate", "--case",  c.name, "--steps", std::to_string(steps),
+              "--report", job.report};
   for (const auto& [field, value] : edits) {
-    args.push_back("--set");
-    args.push_back(field + "=" + value);
+    job.args.push_back("--set");
+    job.args.push_back(field + "=" + value);
   }
-  auto rc = run_self(args, log);
-  std::ifstream in(report);
-  if (rc.ok() && in) {
+  return job;
+}
+
+// Takes the case's entry from its child's report into `j`; false when the child failed.
+bool take_child_report(const FarmJob& job, const FarmOutcome& outcome, nlohmann::ordered_json& j) {
+  std::ifstream in(job.report);
+  if (outcome.failure.empty() && in) {
     const nlohmann::ordered_json child = nlohmann::ordered_json::parse(in, nullptr, false);
     if (child.is_array() && child.size() == 1) {
       j = child[0];
-      return *rc == kOk;
+      return outcome.exit_code == kOk;
     }
   }
-  j["error"] = rc.ok() ? "exit " + std::to_string(*rc) + ": " + log_tail(log, 3)
-                       : std::string(rc.status().message());
+  j["error"] = !outcome.failure.empty()
+                   ? outcome.failure
+                   : "exit " + std::to_string(outcome.exit_code) + ": " + log_tail(job.log, 3);
   return false;
+}
+
+// Runs every case that is not pending in a child process of its own, `jobs` at once (on every
+// rank when an MPI launcher started this one: PointFarm), and fills in their entries of `out`;
+// false when one failed or the farm could not run them.
+bool run_cases_in_children(PointFarm& farm, const std::vector<jobs::ValidationCase>& cases,
+                           int64_t steps, const jobs::SliceEdits& edits, int jobs,
+                           nlohmann::ordered_json& out) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("tpusim-validate-" + std::to_string(::getpid())))
+          .string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::vector<FarmJob> farm_jobs;
+  std::vector<size_t> case_of;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!out[i]["pending"].is_null()) continue;
+    farm_jobs.push_back(case_job(cases[i], i, steps, edits, dir));
+    case_of.push_back(i);
+    log_line("validate: " + cases[i].name + " (log: " + farm_jobs.back().log + ")");
+  }
+  bool ok = true;
+  FarmOptions options;
+  options.slots = jobs;
+  options.study_dir = dir;
+  const absl::Status ran = farm.run(farm_jobs, options, [&](size_t k, const FarmOutcome& o) {
+    nlohmann::ordered_json& j = out[case_of[k]];
+    ok = take_child_report(farm_jobs[k], o, j) && ok;
+    log_line(fmt::format("validate: {} ended, {:.1f} s", cases[case_of[k]].name, o.seconds));
+  });
+  if (!ran.ok()) {
+    log_line("tpusim validate: " + std::string(ran.message()));
+    return false;
+  }
+  return ok;
+}
+
+// The cases at once: --jobs, else one a core of this host.
+int jobs_from(const po::variables_map& vm) {
+  if (vm.count("jobs") > 0) return static_cast<int>(vm["jobs"].as<int64_t>());
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 256u));
 }
 
 std::string table_row(const nlohmann::ordered_json& j) {
@@ -192,37 +252,18 @@ std::string table_row(const nlohmann::ordered_json& j) {
                      rate(j["measured_examples_per_second"]), predicted, error);
 }
 
-}  // namespace
-
-int run_validate(const std::vector<std::string>& args) {
-  const po::options_description options = validate_options();
-  po::variables_map vm;
-  if (int rc = parse_args(args, options, {}, kValidateUsage, &vm); rc >= 0) return rc;
-  std::vector<jobs::ValidationCase> cases;
-  if (Refused r = cases_from(vm, &cases)) return refuse(*r, kValidateUsage);
-  jobs::SliceEdits edits;
-  if (Refused r = slice_edits_from(vm, cases, &edits)) return refuse(*r, kValidateUsage);
+// Rank 0 (or the one process): runs the cases and prints or writes their table.
+int coordinate_validate(const po::variables_map& vm, const std::vector<jobs::ValidationCase>& cases,
+                        const jobs::SliceEdits& edits, PointFarm* farm) {
   const bool list = vm["list"].as<bool>();
   const int64_t steps = vm["steps"].as<int64_t>();
-  // One case runs here; several, each in a process of its own.
-  std::string dir;
-  if (!list && cases.size() > 1) {
-    dir =
-        (std::filesystem::temp_directory_path() / ("tpusim-validate-" + std::to_string(::getpid())))
-            .string();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-  }
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& c : cases) out.push_back(case_json(c));
   bool ok = true;
-  for (const auto& c : cases) {
-    nlohmann::ordered_json j = case_json(c);
-    if (!list) {
-      ok = (dir.empty() ? run_case(c, steps, edits, j)
-                        : run_case_in_child(c, steps, edits, dir, j)) &&
-           ok;
-    }
-    out.push_back(std::move(j));
+  if (!list && farm != nullptr) {
+    ok = run_cases_in_children(*farm, cases, steps, edits, jobs_from(vm), out);
+  } else if (!list) {  // one case runs here
+    ok = run_case(cases.front(), steps, edits, out[0]);
   }
   if (vm.count("report") > 0) {
     std::ofstream file(vm["report"].as<std::string>());
@@ -237,6 +278,31 @@ int run_validate(const std::vector<std::string>& args) {
     for (const auto& j : out) std::cout << table_row(j);
   }
   return ok ? kOk : kFailed;
+}
+
+}  // namespace
+
+int run_validate(const std::vector<std::string>& args) {
+  const po::options_description options = validate_options();
+  po::variables_map vm;
+  if (int rc = parse_args(args, options, {}, kValidateUsage, &vm); rc >= 0) return rc;
+  std::vector<jobs::ValidationCase> cases;
+  if (Refused r = cases_from(vm, &cases)) return refuse(*r, kValidateUsage);
+  jobs::SliceEdits edits;
+  if (Refused r = slice_edits_from(vm, cases, &edits)) return refuse(*r, kValidateUsage);
+  // One case runs here; several, each in a process of its own (SystemC elaborates one slice per
+  // process), from a farm that every rank of an MPI job serves.
+  if (vm["list"].as<bool>() || cases.size() == 1)
+    return coordinate_validate(vm, cases, edits, nullptr);
+  auto farm = PointFarm::open();
+  if (!farm.ok()) return failure(std::string(farm.status().message()));
+  const std::string told = (*farm)->share(std::to_string(jobs_from(vm)));
+  if (!(*farm)->coordinator()) {
+    FarmOptions served;
+    std::istringstream(told) >> served.slots;
+    return (*farm)->finish((*farm)->serve(served));
+  }
+  return (*farm)->finish(coordinate_validate(vm, cases, edits, farm->get()));
 }
 
 }  // namespace tpusim::cli
