@@ -116,6 +116,14 @@ struct CompileOptions {
   // writing the product, as XLA's output fusion of a dot with its consumers (a dropout's
   // gradient into the product that makes the incoming gradient). The values are the same.
   bool fuse_matmul_consumers = true;
+  // Whether a convolution's input gradient computes the elementwise group that is its only
+  // reader (reading besides it values of its shape, values per channel and immediates), and the
+  // sibling reductions that take the group in, from its image gradients in VMEM, never writing
+  // the gradient, as XLA's output fusion of a convolution with its consumers and multi-output
+  // fusion of reductions with the convolution that produces their operand (a batch norm's
+  // gradient sums at a residual block's output). The values are the same but for the sums' f32
+  // rounding, which follows the gradient's tiles.
+  bool fuse_conv_consumers = true;
   // The cpu backend's reduce_sum accumulates in double unless this is set; set, in f32 in the
   // same order, as the TPU's vector unit (and tpusim) sums. tpusim compare's rounding baseline
   // sets it on its nudged run, so that the baseline's drift includes what f32 sums add. The

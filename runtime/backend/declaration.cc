@@ -63,7 +63,7 @@ std::vector<Requirement> collective_requirements() {
   };
 }
 
-// ... the fusion switches, each on unless turned off ...
+// ... the fusion switches, each on unless turned off: the groups' and reductions' ...
 std::vector<Requirement> fusion_requirements() {
   return {
       {"--fuse-convolutions",
@@ -108,6 +108,12 @@ std::vector<Requirement> fusion_requirements() {
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
+  };
+}
+
+// ... the convolutions' and products' fusion switches ...
+std::vector<Requirement> conv_fusion_requirements() {
+  return {
       {"--fuse-conv-windows",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_conv_windows, "fuse_conv_windows");
@@ -133,6 +139,12 @@ std::vector<Requirement> fusion_requirements() {
       {"--fuse-matmul-consumers",
        [](const CompileOptions& o, const RunFeatures&) {
          return off_if(o.fuse_matmul_consumers, "fuse_matmul_consumers");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
+       "no fusion to time"},
+      {"--fuse-conv-consumers",
+       [](const CompileOptions& o, const RunFeatures&) {
+         return off_if(o.fuse_conv_consumers, "fuse_conv_consumers");
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.fusion_options; },
        "no fusion to time"},
@@ -175,7 +187,8 @@ std::vector<Requirement> run_requirements() {
 const std::vector<Requirement>& requirements() {
   static const std::vector<Requirement> table = [] {
     std::vector<Requirement> all = collective_requirements();
-    for (std::vector<Requirement> part : {fusion_requirements(), run_requirements()})
+    for (std::vector<Requirement> part :
+         {fusion_requirements(), conv_fusion_requirements(), run_requirements()})
       all.insert(all.end(), part.begin(), part.end());
     return all;
   }();

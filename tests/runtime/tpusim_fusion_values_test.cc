@@ -472,20 +472,7 @@ TEST(TpusimBackend, ConvolutionOutputReductionsComputeWhatSeparateFragmentsDo) {
       const Outputs fused = run_once(b.graph(), CompileOptions{}, feeds);
       const Outputs separate = run_once(b.graph(), apart, feeds);
       ASSERT_EQ(fused.size(), outputs);
-      int differ = 0;
-      for (const auto& [name, value] : separate) {
-        const std::vector<float>& f = fused.at(name).f;
-        ASSERT_EQ(f.size(), value.f.size()) << name;
-        float largest = 0;
-        for (float v : value.f) largest = std::max(largest, std::abs(v));
-        for (size_t i = 0; i < f.size(); ++i) {
-          if (side == 8) {
-            EXPECT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
-          }
-          EXPECT_NEAR(f[i], value.f[i], 2e-2f * largest) << name << "[" << i << "]";
-          differ += f[i] != value.f[i];
-        }
-      }
+      const int differ = testing::expect_outputs_near(fused, separate, side == 8, 2e-2f);
       if (side == 96) {
         EXPECT_GT(differ, 0) << "the sums were expected to round otherwise";
       }

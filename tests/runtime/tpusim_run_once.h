@@ -1,6 +1,8 @@
 #pragma once
 // One step of a graph on the tpusim backend, for tests that compare its values with the cpu's.
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,32 @@ inline Outputs run_once_on(const std::string& name, const Graph& graph,
 inline Outputs run_once(const Graph& graph, const CompileOptions& options,
                         const std::vector<Feeds>& feeds) {
   return run_once_on("tpusim", graph, options, feeds);
+}
+
+// Expects each of `want`'s outputs in `got`, every element within `relative` of the output's
+// largest magnitude (which is not 0), bit for bit too when `bit_exact`; how many elements differ.
+inline int expect_outputs_near(const Outputs& got, const Outputs& want, bool bit_exact,
+                               float relative) {
+  int differ = 0;
+  for (const auto& [name, value] : want) {
+    const auto it = got.find(name);
+    EXPECT_TRUE(it != got.end()) << name;
+    if (it == got.end()) continue;
+    const std::vector<float>& f = it->second.f;
+    EXPECT_EQ(f.size(), value.f.size()) << name;
+    if (f.size() != value.f.size()) continue;
+    float largest = 0;
+    for (float v : value.f) largest = std::max(largest, std::abs(v));
+    EXPECT_GT(largest, 0.0f) << name;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (bit_exact) {
+        EXPECT_EQ(f[i], value.f[i]) << name << "[" << i << "]";
+      }
+      EXPECT_NEAR(f[i], value.f[i], relative * largest) << name << "[" << i << "]";
+      differ += f[i] != value.f[i];
+    }
+  }
+  return differ;
 }
 
 // Runs `graph` (no variables) once on tpusim and on the cpu backend and expects its `outputs`

@@ -95,6 +95,11 @@ void add_compile_flags(po::options_description& options) {
       "on: a batched matmul computes the elementwise group that is its product's only reader "
       "from its products in VMEM (XLA's output fusion of a dot: a dropout's gradient); off: the "
       "product is written and the group reads it back")(
+      "fuse-conv-consumers", po::value<bool>()->default_value(true, "on"),
+      "on: a convolution's input gradient computes the elementwise group that is its only reader, "
+      "and the sibling reductions that take the group in, from its image gradients in VMEM (XLA's "
+      "output and multi-output fusions of a convolution: a batch norm's gradient sums at a "
+      "residual block's output); off: the gradient is written and they read it back")(
       "fuse-rng", po::value<bool>()->default_value(true, "on"),
       "on: an rng_uniform whose readers are all in one elementwise group of its shape (a "
       "dropout's uniforms) is drawn in that group's tiles, as XLA's fused loop generates an rng's "
@@ -147,6 +152,7 @@ absl::StatusOr<runtime::CompileOptions> compile_options_from(const po::variables
   options.fuse_conv_producers = vm["fuse-conv-producers"].as<bool>();
   options.fuse_matmul_producers = vm["fuse-matmul-producers"].as<bool>();
   options.fuse_matmul_consumers = vm["fuse-matmul-consumers"].as<bool>();
+  options.fuse_conv_consumers = vm["fuse-conv-consumers"].as<bool>();
   options.fuse_conv_windows = vm["fuse-conv-windows"].as<bool>();
   options.fuse_rng = vm["fuse-rng"].as<bool>();
   return options;

@@ -68,7 +68,7 @@ constexpr char kCompileUsage[] =
     "                      [--fuse-conv-reductions on|off] [--fuse-pointwise-convolutions on|off]\n"
     "                      [--fuse-conv-producers on|off] [--fuse-conv-windows on|off]\n"
     "                      [--fuse-rng on|off] [--fuse-matmul-producers on|off]\n"
-    "                      [--fuse-matmul-consumers on|off]\n"
+    "                      [--fuse-matmul-consumers on|off] [--fuse-conv-consumers on|off]\n"
     "                      [--replicas N [--allreduce ring|bidir_ring|torus2d|torus]\n"
     "                       [--allreduce-combine-threshold BYTES]] [--dump] [--json]\n\n"
     "Compiles one training step of a model (forward, backward and SGD updates; the device\n"
@@ -159,6 +159,7 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"conv_producers", step.conv_producers},
           {"matmul_producers", step.matmul_producers},
           {"matmul_consumers", step.matmul_consumers},
+          {"conv_consumers", step.conv_consumers},
           {"conv_output_reductions", step.conv_output_reductions},
           {"rematerialized_nodes", step.rematerialized_nodes},
           {"replicas", job.replicas},
@@ -189,6 +190,7 @@ void print_compiled(const CompileJob& job, const runtime::tpusim_backend::Compil
             << " groups recomputed by their readers (" << step.conv_producers
             << " convolutions and " << step.matmul_producers << " matmuls among those), "
             << step.matmul_consumers << " groups computed by the matmul they consume, "
+            << step.conv_consumers << " by the input gradient they consume, "
             << step.conv_output_reductions
             << " reductions computed by the convolution they reduce), "
             << out["parameters"].get<int64_t>() << " parameters\n";

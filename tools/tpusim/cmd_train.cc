@@ -119,6 +119,7 @@ constexpr char kTrainUsage[] =
     "                    [--fuse-pointwise-convolutions on|off] [--fuse-conv-producers on|off]\n"
     "                    [--fuse-conv-windows on|off] [--fuse-rng on|off]\n"
     "                    [--fuse-matmul-producers on|off] [--fuse-matmul-consumers on|off]\n"
+    "                    [--fuse-conv-consumers on|off]\n"
     "                    [--train-steps N] [--iterations-per-loop N] [--batch-size N]\n"
     "                    [--optimizer adam|momentum|sgd|lamb] [--learning-rate R]\n"
     "                    [--seq-length N (BERT models)]\n"

@@ -62,6 +62,7 @@ struct CompiledStep {
   uint64_t conv_producers = 0;            // convolutions computing their images' group
   uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
   uint64_t matmul_consumers = 0;          // batched matmuls computing their consumer group
+  uint64_t conv_consumers = 0;            // input gradients computing their consumer group
   uint64_t conv_output_reductions = 0;    // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step
   // that fits as planned.
@@ -129,6 +130,9 @@ struct StepOptions {
   bool fuse_matmul_producers = true;
   // A batched matmul computes the group that is its product's only reader (fusion_plan.h).
   bool fuse_matmul_consumers = true;
+  // A convolution's input gradient computes the group that is its only reader, and the
+  // reductions that take it in (fusion_plan.h).
+  bool fuse_conv_consumers = true;
 };
 
 // The step options a backend's CompileOptions ask for (the ISA's precision stays DEFAULT: the

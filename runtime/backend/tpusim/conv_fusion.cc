@@ -1,10 +1,12 @@
 // Fused convolutions (Fusion in lowering.h): their fragments (conv_fusion_plan.cc: which fuse).
 #include <algorithm>
+#include <map>
 
 #include "runtime/backend/tpusim/conv_bands.h"
 #include "runtime/backend/tpusim/conv_patterns.h"
 #include "runtime/backend/tpusim/conv_tiles.h"
 #include "runtime/backend/tpusim/conv_windows.h"
+#include "runtime/backend/tpusim/group_lowering.h"
 #include "runtime/backend/tpusim/im2col.h"
 #include "runtime/backend/tpusim/lowering.h"
 #include "runtime/lowering/gemm.h"
@@ -15,6 +17,16 @@ using isa::Vector;
 using sim::block;
 
 namespace {
+
+// A consumer taken in by an input gradient (fusion_plan.h) as its band tiles compute it: the
+// group and the reductions taking it in (none: the group alone), the gradient given in VMEM.
+struct InputGradConsumer {
+  SiblingReductions r;
+  int gradient = -1;
+  ConvConsumerBlocks blocks;
+  std::map<size_t, size_t> loaded_at;  // its slots but the gradient's -> their tile inputs
+  bool present() const { return gradient >= 0; }
+};
 
 // A convolution's bands as find_conv_fusions checked them.
 absl::StatusOr<std::vector<Band>> conv_bands(const Lowering& l, const Im2col& g, Cut cut,
@@ -236,43 +248,119 @@ absl::Status lower_conv_forward(Lowering& l, int id, const Fusion& conv) {
   return absl::OkStatus();
 }
 
+// The image gradient's blocks in an input gradient's band tile: the tile's output rows, or with
+// a consumer taken in (fusion_plan.h) a scratch block of the image's shape.
+isa::Block gradient_rows(const Tile& t, const InputGradConsumer& c, const Im2col& bg) {
+  if (!c.present()) return t.out();
+  const ConsumerScratch at = input_grad_consumer_scratch(bg, c.blocks);
+  return block(t.scratch(0).address() + t.rows() * at.gradient * 4, t.rows(),
+               static_cast<uint32_t>(bg.image_elements()), isa::F32);
+}
+
+// The consumer's loads for a band: its values of the image's shape (the band's rows of each),
+// its rows and scalars (once); each slot's tile input after the convolution's `fixed` ones noted.
+std::vector<TileOperand> consumer_loads(InputGradConsumer& c, const Im2col& g, const Band& band,
+                                        size_t fixed) {
+  std::vector<TileOperand> loads;
+  c.loaded_at.clear();
+  for (const auto& [node, slot] : c.r.ops.slot) {
+    if (node == c.gradient) continue;
+    TileOperand tile = c.r.ops.tiles[slot];
+    if (tile.kind == TileOperand::Kind::kFull) tile = image_rows(tile.hbm, g, band);
+    c.loaded_at.emplace(slot, fixed + loads.size());
+    loads.push_back(tile);
+  }
+  return loads;
+}
+
+// The consumer on the tile's band (`bg`), once its image gradient is in `gradient`: its group
+// and the reductions' parts over the band's pixels as [pixels, channels] rows, its value into
+// the tile's output; `after_products`: the chain's step waits for every MXU product first.
+void consume_gradient(Lowering& l, Tile& t, const InputGradConsumer& c, const Im2col& bg,
+                      const isa::Block& gradient, bool first, bool after_products) {
+  const auto channels = static_cast<uint32_t>(c.blocks.channels);
+  const auto pixels = static_cast<uint32_t>(t.rows() * bg.image_elements() / channels);
+  const ConsumerScratch at = input_grad_consumer_scratch(bg, c.blocks);
+  const uint64_t scratch = t.scratch(0).address();
+  auto rows_at = [&](uint64_t address) { return block(address, pixels, channels, isa::F32); };
+  const size_t gradient_slot = c.r.ops.slot.at(c.gradient);
+  const GroupBlocks blocks{
+      [&](size_t slot) {
+        if (slot == gradient_slot) return rows_at(gradient.address());
+        const isa::Block loaded = t.in(c.loaded_at.at(slot));
+        const TileOperand& tile = c.r.ops.tiles[slot];
+        return tile.kind == TileOperand::Kind::kFull ? rows_at(loaded.address()) : loaded;
+      },
+      [&](size_t j) {
+        return rows_at(scratch + t.rows() * (at.blocks + j * bg.image_elements()) * 4);
+      },
+      [&] { return rows_at(t.out().address()); },
+      {}};  // no rng_uniform member (the fusion plan takes in none)
+  sim::VectorChain chain;
+  c.r.compute(l, blocks, rows_at(scratch + t.rows() * at.value * 4),
+              block(scratch + t.rows() * at.part * 4, 1, channels, isa::F32), t.accumulator(),
+              first, chain);
+  const sim::InstrRef ref = t.e_builder().vector(chain.instruction());
+  t.chain(after_products ? t.join(ref) : ref);
+}
+
 // Input gradient: per tile of images and band of their rows (the whole image when it fits), g x
 // w_t on the MXUs into scratch (the patch gradients of the windows that reach the band), then
 // col2im into the band as lower_patches_to_image does: every pixel sums its windows in the same
-// order as over the whole image.
-absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
+// order as over the whole image. With a consumer taken in, the band's gradient stays in VMEM and
+// the consumer computes its value (and its reductions' parts) from it, as their own fragments
+// would from the written gradient.
+absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv,
+                                   InputGradConsumer& consumer) {
   const Node& n = l.node(id);
   const Node& d = l.node(conv.patches);
   const Im2col g(n.attrs.window, n.shape, d.shape, conv.feed);
   const int64_t filters = l.node(d.inputs[0]).shape.dim(3);
-  const auto parts = conv_bands(l, g, Cut::kImageRows, input_grad_widths(filters));
+  const auto parts = conv_bands(l, g, Cut::kImageRows, input_grad_widths(filters, consumer.blocks));
   if (!parts.ok()) return parts.status();
   const TileOperand weights{TileOperand::Kind::kRow, l.address(d.inputs[1]), isa::F32,
                             static_cast<uint32_t>(filters * g.patch)};
+  const uint64_t out = l.address(consumer.present() ? consumer.r.stored : id);
   std::vector<TileBand> bands;
   for (const Band& band : *parts) {
-    bands.push_back({image_rows(l.address(id), g, band),
-                     {window_rows(l.address(d.inputs[0]), g, band, filters), weights},
-                     static_cast<uint32_t>(input_grad_scratch(band.g))});
+    std::vector<TileOperand> inputs{window_rows(l.address(d.inputs[0]), g, band, filters), weights};
+    if (consumer.present()) {
+      const std::vector<TileOperand> loads = consumer_loads(consumer, g, band, inputs.size());
+      inputs.insert(inputs.end(), loads.begin(), loads.end());
+    }
+    bands.push_back({image_rows(out, g, band), std::move(inputs),
+                     static_cast<uint32_t>(input_grad_scratch(band.g, consumer.blocks))});
   }
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  const uint32_t scratch = input_grad_scratch(g) > 0 ? 1 : 0;  // (width 0: the output's)
-  l.emit.rowwise_bands(
-      static_cast<uint64_t>(n.shape.dim(0)), bands, scratch, 0, [&](Tile& t, size_t i) {
+  const uint32_t scratch =
+      input_grad_scratch(g, consumer.blocks) > 0 ? 1 : 0;  // (width 0: the output's)
+  const bool bf16 = n.dtype == DType::kBF16;
+  const isa::Block sums = l.emit.rowwise_bands(
+      static_cast<uint64_t>(n.shape.dim(0)), bands, scratch,
+      consumer.present() ? consumer.r.accumulated() : 0, [&](Tile& t, size_t i) {
         sim::CoreBuilder& b = t.e_builder();
         const Im2col& bg = (*parts)[i].g;
+        const isa::Block image = gradient_rows(t, consumer, bg);
+        // The consumer reads the gradient once the tile's chain has it, rounded as its own
+        // fragment would store it; one after the MXUs' products waits for them all.
+        auto finish = [&](bool after_products) {
+          if (bf16) round_bf16_in_tile(t, image, after_products);
+          if (!consumer.present()) return;
+          consume_gradient(l, t, consumer, bg, image, i == 0 && t.first_row() == 0,
+                           after_products && !bf16);
+        };
         if (bg.windowed) {
           // Each kernel offset's products accumulate into the pixels its windows read.
-          const WindowHooks hooks = zeroed_output(t, t.out());
+          const WindowHooks hooks = zeroed_output(t, image);
           input_grad_window_products(l.emit.core(), b,
-                                     WindowTile{bg, t.rows(), t.out().address(), t.in(0).address(),
+                                     WindowTile{bg, t.rows(), image.address(), t.in(0).address(),
                                                 t.in(1).address(), static_cast<uint32_t>(filters)},
                                      l.precision, next_slot, hooks);
-          if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), true);
+          finish(true);
           return;
         }
         // The patch gradients are the image gradient's rows when the patches are the images.
-        const uint64_t patches = bg.identity ? t.out().address() : t.scratch(0).address();
+        const uint64_t patches = bg.identity ? image.address() : t.scratch(0).address();
         const auto pixels = static_cast<uint32_t>(t.rows() * bg.pixels());
         emit_mxu_product(
             l.emit.core(), b,
@@ -286,18 +374,19 @@ absl::Status lower_conv_input_grad(Lowering& l, int id, const Fusion& conv) {
             // unit still sums the last one into its images.
             [&](sim::InstrRef& mm, bool) { t.fan_out(mm, 0); });
         if (bg.identity) {  // the store waits for the products; a rounding reads them
-          if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), true);
+          finish(true);
           return;
         }
         // col2im reads what the MXUs wrote: its first op waits for them all.
-        t.chain(t.join(b.fill(t.out(), 0)));
+        t.chain(t.join(b.fill(image, 0)));
         if (bg.flat) zero_wrapped(t, bg, patches);
-        for_each_window_run(bg, t.out().address(), patches, t.rows(),
+        for_each_window_run(bg, image.address(), patches, t.rows(),
                             [&](const isa::Block& pixels_block, const isa::Block& windows) {
                               t.chain(b.binary(Vector::ADD, pixels_block, pixels_block, windows));
                             });
-        if (n.dtype == DType::kBF16) round_bf16_in_tile(t, t.out(), false);
+        finish(false);
       });
+  if (consumer.present() && !consumer.r.reductions.empty()) consumer.r.store(l, sums);
   return absl::OkStatus();
 }
 
@@ -360,13 +449,43 @@ absl::Status lower_conv_filter_grad(Lowering& l, int id, const Fusion& conv) {
 
 }  // namespace
 
+absl::Status lower_conv_into_consumer(Lowering& l, int id, const Fusion& conv,
+                                      const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& consumer) {
+  if (conv.kind != Fusion::Kind::kConvInputGrad)
+    return absl::InternalError(
+        "tpusim backend: a consumer taken in by a fusion that is no "
+        "convolution input gradient");
+  InputGradConsumer c;
+  c.gradient = id;
+  c.r = plan_sibling_reductions(l, reductions, consumer, {id});
+  if (c.r.stored < 0)
+    return absl::InternalError(
+        "tpusim backend: a consumer taken in by a convolution has no buffer");
+  const Shape& shape = l.node(id).shape;
+  c.blocks.taken = true;
+  c.blocks.channels = shape.dim(shape.rank() - 1);
+  c.blocks.blocks = c.r.plan.blocks;
+  c.blocks.sums = static_cast<uint32_t>(reductions.size());
+  for (const auto& [node, slot] : c.r.ops.slot) {
+    if (node == id) continue;
+    const TileOperand::Kind kind = c.r.ops.tiles[slot].kind;
+    if (kind == TileOperand::Kind::kFull) ++c.blocks.images;
+    if (kind == TileOperand::Kind::kColumn)
+      return absl::InternalError("tpusim backend: a convolution's consumer reads a column");
+  }
+  return lower_conv_input_grad(l, id, conv, c);
+}
+
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv) {
   // Each kind rounds a bf16 result in VMEM before storing it (fusion_rounds_output).
   switch (conv.kind) {
     case Fusion::Kind::kConvForward:
       return lower_conv_forward(l, id, conv);
-    case Fusion::Kind::kConvInputGrad:
-      return lower_conv_input_grad(l, id, conv);
+    case Fusion::Kind::kConvInputGrad: {
+      InputGradConsumer none;
+      return lower_conv_input_grad(l, id, conv, none);
+    }
     case Fusion::Kind::kConvFilterGrad:
       return lower_conv_filter_grad(l, id, conv);
     default:

@@ -134,6 +134,24 @@ bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
   return image_bands(tile_slot_bytes(core), g, Cut::kWindowRows, widths).ok();
 }
 
+bool conv_fits_consumer(const Graph& graph, int id, const Fusion& conv,
+                        const config::CoreSpec& core, const ConvConsumerBlocks& consumer) {
+  const Node& n = graph.node(id);
+  const Node& d = graph.node(conv.patches);
+  const Im2col g(n.attrs.window, n.shape, d.shape, conv.feed);
+  // The kernel, the consumer's rows and the sums' accumulator (a row each, then a value each),
+  // each aligned in the once-loaded region as the emitter places them.
+  std::vector<uint64_t> once{static_cast<uint64_t>(graph.node(d.inputs[1]).shape.elements())};
+  once.insert(once.end(), consumer.rows, static_cast<uint64_t>(consumer.channels));
+  if (consumer.sums > 0)
+    once.push_back(uint64_t{consumer.sums} * static_cast<uint64_t>(consumer.channels + 1));
+  if (Emitter::tile_bytes(once, 1) > once_loaded_bytes(core)) return false;
+  const int64_t filters = graph.node(d.inputs[0]).shape.dim(3);
+  return image_bands(tile_slot_bytes(core), g, Cut::kImageRows,
+                     input_grad_widths(filters, consumer))
+      .ok();
+}
+
 namespace {
 
 // The forward convolution among `fusions` whose output reduction `r` (over the leading axes)

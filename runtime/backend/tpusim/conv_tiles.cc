@@ -18,8 +18,20 @@ uint64_t with_producer(uint64_t scratch, const Im2col& g, uint32_t producer_bloc
   return std::max(scratch, uint64_t{producer_blocks} * static_cast<uint64_t>(g.image_elements()));
 }
 
-uint64_t input_grad_scratch(const Im2col& g) {
-  return static_cast<uint64_t>(g.builds_patches() ? g.patch_elements() : 0);
+uint64_t input_grad_scratch(const Im2col& g, const ConvConsumerBlocks& consumer) {
+  const auto patches = static_cast<uint64_t>(g.builds_patches() ? g.patch_elements() : 0);
+  if (!consumer.taken) return patches;
+  return input_grad_consumer_scratch(g, consumer).part + static_cast<uint64_t>(consumer.channels);
+}
+
+ConsumerScratch input_grad_consumer_scratch(const Im2col& g, const ConvConsumerBlocks& consumer) {
+  const auto image = static_cast<uint64_t>(g.image_elements());
+  ConsumerScratch at;
+  at.gradient = static_cast<uint64_t>(g.builds_patches() ? g.patch_elements() : 0);
+  at.blocks = at.gradient + image;
+  at.value = at.blocks + uint64_t{consumer.blocks} * image;
+  at.part = at.value + image;
+  return at;
 }
 
 BandWidths forward_widths(int64_t filters, bool sums, uint32_t producer_blocks) {
@@ -41,11 +53,15 @@ BandWidths filter_grad_widths(int64_t filters, uint32_t producer_blocks) {
   };
 }
 
-BandWidths input_grad_widths(int64_t filters) {
-  return [filters](const Band& b) {
+BandWidths input_grad_widths(int64_t filters, const ConvConsumerBlocks& consumer) {
+  return [filters, consumer](const Band& b) {
     const Im2col& g = b.g;
-    return std::vector<uint64_t>{static_cast<uint64_t>(g.pixels() * filters),
-                                 static_cast<uint64_t>(g.image_elements()), input_grad_scratch(g)};
+    std::vector<uint64_t> widths{static_cast<uint64_t>(g.pixels() * filters),
+                                 static_cast<uint64_t>(g.image_elements()),
+                                 input_grad_scratch(g, consumer)};
+    // The consumer's loaded values of the image's shape.
+    widths.insert(widths.end(), consumer.images, static_cast<uint64_t>(g.image_elements()));
+    return widths;
   };
 }
 

@@ -432,7 +432,7 @@ std::vector<int> FusionPlan::sources(const Graph& graph, int id) const {
   if (node(id).folded) return {graph.node(id).inputs[0]};
   if (node(id).consumer >= 0) {
     std::vector<int> out;
-    for (int in : matmul_uses(graph, id).reads) {
+    for (int in : node(id).taken_reads) {
       for (int s : sources(graph, in)) out.push_back(s);
     }
     return out;
@@ -470,6 +470,7 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   if (options.conv_producers)
     recompute_into_readers(graph, fusions, core, options.matmul_producers, &plan);
   if (options.matmul_consumers) take_in_matmul_consumers(graph, fusions, core, &plan);
+  if (options.conv_consumers) take_in_conv_consumers(graph, fusions, core, &plan);
   return plan;
 }
 

@@ -52,6 +52,14 @@
 //   written: XLA's output fusion of a dot with its elementwise consumers (a dropout's gradient,
 //   the incoming gradient times the keep mask, into the product that makes the incoming
 //   gradient). The fragment is emitted at the group's place.
+// - consumers taken in by convolution input gradients: likewise an elementwise group (with a
+//   buffer of its own) that is a fused input gradient's only reader, and reads besides it only
+//   values of its shape, values per channel and immediates, is computed by the gradient's
+//   fragment from the image gradients in VMEM, band by band, and so are the sibling reductions
+//   that take the group in (a batch norm's gradient sums of the ReLU's gradient at a residual
+//   block's output): XLA's output fusion of a convolution with its elementwise consumers and
+//   the multi-output fusion of reductions with the convolution that produces their operand. The
+//   fragment is emitted at the group's place, or its reductions'.
 //
 // The convolutions and max pools a node fuses (lowering.h, Fusion) are decided before and are
 // given here.
@@ -73,6 +81,7 @@ struct FusionOptions {
   bool conv_producers = true;    // StepOptions::fuse_conv_producers
   bool matmul_producers = true;  // StepOptions::fuse_matmul_producers
   bool matmul_consumers = true;  // StepOptions::fuse_matmul_consumers
+  bool conv_consumers = true;    // StepOptions::fuse_conv_consumers
   bool rng = true;               // StepOptions::fuse_rng
 };
 
@@ -90,10 +99,12 @@ struct NodeFusion {
   // As a reduction (the later of a sibling pair, or one alone), the group root whose group its
   // fragment computes and writes; that root's computed_with is the reduction (-1: none).
   int producer = -1;
-  // A batched matmul's consumer taken in: as the matmul, the root of the group whose fragment
-  // computes it first, its product never written; as that root, the matmul (-1: none).
+  // A batched matmul's or a convolution input gradient's consumer taken in: as the product, the
+  // root of the group whose fragment computes it first, its value never written; as that root,
+  // the product (-1: none). The product's fragment's reads are then that fragment's.
   int consumer = -1;
   int consumes = -1;
+  std::vector<int> taken_reads;
 };
 
 struct FusionPlan {
@@ -106,6 +117,7 @@ struct FusionPlan {
   uint64_t conv_producers = 0;            // fused convolutions computing their images' group
   uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
   uint64_t matmul_consumers = 0;          // groups computing the batched matmul they consume
+  uint64_t conv_consumers = 0;            // groups computing the input gradient they consume
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
   NodeFusion& node(int id) { return nodes[static_cast<size_t>(id)]; }
@@ -123,7 +135,7 @@ struct FusionPlan {
     return node(id).folded || node(id).recomputed || node(id).consumer >= 0;
   }
   // The buffers a read of `id` really reads: a folded broadcast's input, a recomputed node's
-  // inputs, a matmul computed by its consumer's fragment's operands (seen through the same
+  // inputs, a product computed by its consumer's fragment's operands (seen through the same
   // way), else `id` itself.
   std::vector<int> sources(const Graph& graph, int id) const;
 };
@@ -155,8 +167,10 @@ ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
 // The scratch blocks of its value's shape that such a group takes when a convolution computes
 // it on a band of images (its values as group_scratch.h places them, the last into the images'
 // own block).
+// `kept`: members whose values stay in their blocks to the end of the group (plan_scratch).
 uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
-                                 const std::vector<int>& members);
+                                 const std::vector<int>& members,
+                                 const std::vector<int>& kept = {});
 
 // Whether `shape` is a value per channel of `of`: its last dimension, every other 1 (a row of
 // `of`'s [rows, cols] view, as classify_operand reads one).
@@ -173,6 +187,11 @@ std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fu
 // recomputed by their readers are decided.
 void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,
                               const config::CoreSpec& core, FusionPlan* plan);
+
+// Takes in each fused convolution input gradient's consumer, and the reductions that take the
+// consumer in (fusion_plan.h, above), in `plan`, whose other decisions are made.
+void take_in_conv_consumers(const Graph& graph, const Fusions& fusions,
+                            const config::CoreSpec& core, FusionPlan* plan);
 
 // Marks the groups recomputed by their readers (fusion_plan.h, above) in `plan`, whose groups,
 // folded broadcasts, recomputed producers, sibling reductions and producers taken in are

@@ -81,4 +81,37 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
                    const GroupScratch& plan, const GroupBlocks& t, const isa::Block& root_out,
                    sim::VectorChain& chain, bool root_in_register = false, int stored = -1);
 
+// Sibling reductions down the rows (and the producer group they take in) as one tile computes
+// them (lower_sibling_reductions; a convolution input gradient taking in the group that reads
+// its output: conv_fusion.cc): every elementwise member of every group computed together, each
+// reduction's column sums of the tile added to its row of the accumulator.
+struct SiblingReductions {
+  std::vector<std::vector<int>> reductions;  // each group's members, its reduction last
+  std::vector<int> elementwise;              // every group's elementwise members, in graph order
+  std::vector<int> plain_inputs;             // what reductions without a group read
+  GroupOperands ops;
+  GroupScratch plan;
+  int stored = -1;  // the producer written to the tile's output block (-1: none)
+  uint64_t rows = 0;
+  uint32_t cols = 0;
+  // The accumulator: the sums' rows, and a value each after them (store_sums).
+  uint32_t accumulated() const {
+    const auto count = static_cast<uint32_t>(reductions.size());
+    return count * cols + count;
+  }
+  // The tile's part, as steps of `chain`: the members into `blocks` (the last one's value into
+  // `value`), each reduction's sums into the accumulator's rows (`first`: the tile starts
+  // them), through `part`, a row of cols.
+  void compute(Lowering& l, const GroupBlocks& blocks, const isa::Block& value,
+               const isa::Block& part, const isa::Block& accumulator, bool first,
+               sim::VectorChain& chain) const;
+  // The sums written once every tile's part is in.
+  void store(Lowering& l, const isa::Block& sums) const;
+};
+// `given`: values of the inputs' shape the caller makes in VMEM (group_operands).
+SiblingReductions plan_sibling_reductions(Lowering& l,
+                                          const std::vector<std::vector<int>>& reductions,
+                                          const std::vector<int>& producer,
+                                          const std::vector<int>& given = {});
+
 }  // namespace tpusim::runtime::tpusim_backend

@@ -134,87 +134,107 @@ absl::Status lower_row_reduction_with_producer(Lowering& l, int reduce,
 
 }  // namespace
 
-absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
-                                      const std::vector<int>& producer) {
-  if (reductions.size() == 1 && reductions[0].size() == 1 && !producer.empty() &&
-      reduction_fusion(l.graph, reductions[0].back()) == ReductionFusion::kLastAxis)
-    return lower_row_reduction_with_producer(l, reductions[0].back(), producer);
+SiblingReductions plan_sibling_reductions(Lowering& l,
+                                          const std::vector<std::vector<int>>& reductions,
+                                          const std::vector<int>& producer,
+                                          const std::vector<int>& given) {
   // Every elementwise member of every group (and of the producer group), computed together (no
   // reduction's group reads another's), and the plain reductions' inputs as operands.
-  std::vector<int> elementwise = producer, plain_inputs;
+  SiblingReductions r;
+  r.reductions = reductions;
+  r.elementwise = producer;
   for (const std::vector<int>& members : reductions) {
-    elementwise.insert(elementwise.end(), members.begin(), members.end() - 1);
-    if (members.size() == 1) plain_inputs.push_back(l.node(members.back()).inputs[0]);
+    r.elementwise.insert(r.elementwise.end(), members.begin(), members.end() - 1);
+    if (members.size() == 1) r.plain_inputs.push_back(l.node(members.back()).inputs[0]);
   }
-  if (!producer.empty()) take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
-  std::sort(elementwise.begin(), elementwise.end());
-  const Shape& shape = l.node(l.node(reductions.front().back()).inputs[0]).shape;
-  const uint64_t rows = rows_of(shape);
-  const uint32_t cols = cols_of(shape);
-  GroupOperands ops = group_operands(l, elementwise, shape, plain_inputs);
-  for (TileOperand& in : ops.tiles) {  // widths against the inputs' view
-    if (!in.scalar_or_column() && in.cols == 0) in.cols = cols;
+  if (!producer.empty())
+    take_in_producer_aliases(l, producer.back(), &r.elementwise, &r.plain_inputs);
+  std::sort(r.elementwise.begin(), r.elementwise.end());
+  const Shape& shape = reductions.empty()
+                           ? l.node(producer.back()).shape
+                           : l.node(l.node(reductions.front().back()).inputs[0]).shape;
+  r.rows = rows_of(shape);
+  r.cols = cols_of(shape);
+  r.ops = group_operands(l, r.elementwise, shape, r.plain_inputs, false, given);
+  for (TileOperand& in : r.ops.tiles) {  // widths against the inputs' view
+    if (!in.scalar_or_column() && in.cols == 0) in.cols = r.cols;
   }
   // The reductions' inputs stay in their blocks to the end of the group.
   std::vector<int> kept;
   for (const std::vector<int>& members : reductions)
     kept.push_back(l.node(members.back()).inputs[0]);
-  const GroupScratch plan = plan_scratch(l, elementwise, ops, kept, true);
-  const uint32_t scratch = plan.blocks + 1;  // the last: the last member's value
-  // Where a reduction's input sits in a tile: a member's block (the last member's in the value
-  // block) or the operand a plain reduction reads.
+  r.plan = plan_scratch(l, r.elementwise, r.ops, kept, true);
   // A producer its other readers compute again (fusion_plan.h) is not written.
-  const int stored =
-      producer.empty() || (l.fusion != nullptr && l.fusion->node(producer.back()).recomputed)
-          ? -1
-          : producer.back();
-  auto input_of = [&](Tile& t, int reduction) -> isa::Block {
+  r.stored = producer.empty() || (l.fusion != nullptr && l.fusion->node(producer.back()).recomputed)
+                 ? -1
+                 : producer.back();
+  return r;
+}
+
+void SiblingReductions::compute(Lowering& l, const GroupBlocks& blocks, const isa::Block& value,
+                                const isa::Block& part, const isa::Block& accumulator, bool first,
+                                sim::VectorChain& chain) const {
+  namespace vo = sim::vector_ops;
+  // The last member's value goes to the output block itself when it is the stored producer.
+  if (stored >= 0 && stored == elementwise.back()) {
+    compute_group(l, elementwise, ops, plan, blocks, blocks.out(), chain, true);
+  } else if (!elementwise.empty()) {
+    compute_group(l, elementwise, ops, plan, blocks, value, chain, true, stored);
+  }
+  // Where a reduction's input sits in a tile: a member's block (the last member's in the value
+  // block; the stored producer's in the output) or the operand a plain reduction reads.
+  auto input_of = [&](int reduction) -> isa::Block {
     const int x = l.node(reduction).inputs[0];
     const auto at = std::find(elementwise.begin(), elementwise.end(), x);
-    if (at == elementwise.end()) return t.in(ops.slot.at(x));
-    if (x == stored) return t.out();
-    if (x == elementwise.back()) return t.scratch(scratch - 1);
-    return t.scratch(
+    if (at == elementwise.end()) return blocks.in(ops.slot.at(x));
+    if (x == stored) return blocks.out();
+    if (x == elementwise.back()) return value;
+    return blocks.scratch(
         static_cast<size_t>(plan.result[static_cast<size_t>(at - elementwise.begin())]));
   };
-  auto sum_of = [&](const isa::Block& accumulator, size_t i) {
-    return block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
-  };
-  const auto count = static_cast<uint32_t>(reductions.size());
-  // The sums' rows, and a value each after them for store_sums.
-  const uint32_t accumulated = count * cols + count;
-  auto body = [&](Tile& t) {
-    namespace vo = sim::vector_ops;
-    sim::VectorChain chain;
-    if (!elementwise.empty())
-      compute_group(l, elementwise, ops, plan, tile_blocks(t), t.scratch(scratch - 1), chain, true,
-                    stored);
-    const isa::Block part = block(t.scratch(scratch).address(), 1, cols, isa::F32);
-    for (size_t i = 0; i < reductions.size(); ++i) {
-      const int r = reductions[i].back();
-      const bool max = l.node(r).op == Op::kReduceMax;
-      const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
-      if (t.first_row() == 0) {
-        chain.add(vo::reduce(vop, sum_of(t.accumulator(), i), input_of(t, r), 0));
-        continue;
-      }
-      chain.add(vo::reduce(vop, part, input_of(t, r), 0), true);
-      chain.add(vo::binary(max ? Vector::MAX : Vector::ADD, sum_of(t.accumulator(), i),
-                           sum_of(t.accumulator(), i), part));
+  for (size_t i = 0; i < reductions.size(); ++i) {
+    const int r = reductions[i].back();
+    const bool max = l.node(r).op == Op::kReduceMax;
+    const Vector::Op vop = max ? Vector::REDUCE_MAX : Vector::REDUCE_SUM;
+    const isa::Block sum = block(accumulator.address() + i * cols * 4, 1, cols, isa::F32);
+    if (first) {
+      chain.add(vo::reduce(vop, sum, input_of(r), 0));
+      continue;
     }
+    chain.add(vo::reduce(vop, part, input_of(r), 0), true);
+    chain.add(vo::binary(max ? Vector::MAX : Vector::ADD, sum, sum, part));
+  }
+}
+
+void SiblingReductions::store(Lowering& l, const isa::Block& sums) const {
+  store_sums(l, reductions, sums, cols);
+}
+
+absl::Status lower_sibling_reductions(Lowering& l, const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& producer) {
+  if (reductions.size() == 1 && reductions[0].size() == 1 && !producer.empty() &&
+      reduction_fusion(l.graph, reductions[0].back()) == ReductionFusion::kLastAxis)
+    return lower_row_reduction_with_producer(l, reductions[0].back(), producer);
+  const SiblingReductions r = plan_sibling_reductions(l, reductions, producer);
+  const uint32_t scratch = r.plan.blocks + 1;  // the last: the last member's value
+  auto body = [&](Tile& t) {
+    sim::VectorChain chain;
+    r.compute(l, tile_blocks(t), t.scratch(scratch - 1),
+              block(t.scratch(scratch).address(), 1, r.cols, isa::F32), t.accumulator(),
+              t.first_row() == 0, chain);
     t.chain(t.e_builder().vector(chain.instruction()));
   };
   // With a producer, each tile also writes the producer's value (the band: every row, whole).
   const isa::Block sums =
-      stored < 0
-          ? l.emit.reduce_rows(rows, ops.tiles, scratch + 1, cols, accumulated, body)
-          : l.emit.rowwise_bands(rows,
-                                 {TileBand{{TileOperand::Kind::kFull, l.address(stored),
-                                            buffer_dtype(l.node(stored)), cols},
-                                           ops.tiles,
-                                           cols}},
-                                 scratch + 1, accumulated, [&](Tile& t, size_t) { body(t); });
-  store_sums(l, reductions, sums, cols);
+      r.stored < 0
+          ? l.emit.reduce_rows(r.rows, r.ops.tiles, scratch + 1, r.cols, r.accumulated(), body)
+          : l.emit.rowwise_bands(r.rows,
+                                 {TileBand{{TileOperand::Kind::kFull, l.address(r.stored),
+                                            buffer_dtype(l.node(r.stored)), r.cols},
+                                           r.ops.tiles,
+                                           r.cols}},
+                                 scratch + 1, r.accumulated(), [&](Tile& t, size_t) { body(t); });
+  r.store(l, sums);
   return absl::OkStatus();
 }
 

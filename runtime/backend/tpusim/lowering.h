@@ -139,6 +139,11 @@ void attach_output_reductions(const Graph& graph, const std::vector<bool>& neede
 // the kernel.
 bool conv_fits_image_producer(const Graph& graph, int id, const Fusion& conv,
                               const config::CoreSpec& core, uint32_t blocks, size_t rows);
+// Whether fused input gradient `id` (a kConvInputGrad) fits its band tiles with a consumer
+// taken in (fusion_plan.h) beside it, as `consumer` sizes it.
+struct ConvConsumerBlocks;
+bool conv_fits_consumer(const Graph& graph, int id, const Fusion& conv,
+                        const config::CoreSpec& core, const ConvConsumerBlocks& consumer);
 // The group a fused convolution computes on its image bands (fusion_plan.h, "groups recomputed
 // by their readers"): none (no members) unless the fusion plan recomputes the images' node.
 struct ImageProducer {
@@ -159,6 +164,13 @@ void compute_image_producer(Lowering& l, const ImageProducer& p, uint64_t images
                             sim::VectorChain& chain);
 // The fused fragment (the node is a key of the fusions found).
 absl::Status lower_conv(Lowering& l, int id, const Fusion& conv);
+// Fused input gradient `id`'s fragment computing `consumer` (the members of an elementwise group
+// taken in, its root last) from its image gradients in VMEM, and the `reductions` that take the
+// group in (each reduction's members, it last; none: the group alone), the group's value
+// written instead of the gradient.
+absl::Status lower_conv_into_consumer(Lowering& l, int id, const Fusion& conv,
+                                      const std::vector<std::vector<int>>& reductions,
+                                      const std::vector<int>& consumer);
 absl::Status lower_pool(Lowering& l, int id, const Fusion& pool);
 // The TensorFlow name of what a fused fragment computes ("conv2d", "conv2d_backprop_input",
 // "conv2d_backprop_filter", "max_pool", "max_pool_grad").

@@ -87,6 +87,7 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
                              MatmulOperandMaking{images->size(), blocks}))
       continue;
     plan->node(id).consumer = root;
+    plan->node(id).taken_reads = matmul_uses(g, id).reads;
     plan->node(root).consumes = id;
     ++plan->matmul_consumers;
   }

@@ -317,12 +317,12 @@ ProducerOperands producer_operands(const Graph& graph, const FusionPlan& plan,
 }
 
 uint32_t producer_scratch_blocks(const Graph& graph, const FusionPlan& plan,
-                                 const std::vector<int>& members) {
+                                 const std::vector<int>& members, const std::vector<int>& kept) {
   const Shape& shape = graph.node(members.back()).shape;
   // As the group's lowering classifies its operands (lower_elementwise.cc, plan_scratch): a
   // scalar is filled into a block unless it is a binary op's right operand; a row is broadcast.
   const GroupScratch scratch = plan_group_scratch(
-      graph, members, {},
+      graph, members, kept,
       [&](int m, size_t k) {
         const Node& n = graph.node(m);
         const int in = n.inputs[k];

@@ -115,6 +115,7 @@ class StepEmission {
   void emit_infeed_entry(const Transfer& t, uint64_t r0, uint64_t rows, bool widen, uint32_t landed,
                          uint32_t widened);
   absl::Status emit_fragment(int id);
+  const char* fragment_kind(int id) const;
   absl::Status lower(int id);
   absl::Status check_declared_hbm(int id, const char* kind, int begin,
                                   const std::vector<HbmRange>& reads,
@@ -194,7 +195,6 @@ void StepEmission::emit_infeed_entry(const Transfer& t, uint64_t r0, uint64_t ro
 absl::Status StepEmission::emit_fragment(int id) {
   const Node& node = graph_.node(id);
   const NodePlan& plan = plan_.node(id);
-  const auto fused = plan_.fusions.find(id);
   hbm_.next_node();
   std::vector<HbmRange> reads, writes;
   for (int in : plan.reads) {
@@ -210,9 +210,7 @@ absl::Status StepEmission::emit_fragment(int id) {
   absl::Status s = lower(id);
   out_.node_temporaries[static_cast<size_t>(id)] =
       hbm_.node_temporaries().end - hbm_.node_temporaries().begin;
-  const char* kind = fused != plan_.fusions.end()          ? fusion_kind_name(fused->second.kind)
-                     : plan_.fusion.node(id).consumes >= 0 ? "matmul"
-                                                           : op_name(node.op);
+  const char* kind = fragment_kind(id);
   if (s.ok() && emit_.status().ok()) s = check_declared_hbm(id, kind, before, reads, writes);
   mark_bf16_transfers(id, before);
   out_.instructions_per_op[kind] += static_cast<uint64_t>(b_.size() - before);
@@ -223,6 +221,19 @@ absl::Status StepEmission::emit_fragment(int id) {
   if (s.ok() && plan_.overlapped && node.op == Op::kCrossReplicaSum)
     s = track_collective(reads, writes, plan_.combined.members(id).size());
   return s.ok() ? emit_.status() : s;
+}
+
+// What node `id`'s fragment computes, as the op report names it: a fused convolution's or pool's
+// kind, a product's when the fragment is the product's taking in its consumer, else the op.
+const char* StepEmission::fragment_kind(int id) const {
+  const auto fused = plan_.fusions.find(id);
+  if (fused != plan_.fusions.end()) return fusion_kind_name(fused->second.kind);
+  int product = plan_.fusion.node(id).consumes;
+  if (const int producer = plan_.fusion.node(id).producer; producer >= 0)
+    product = plan_.fusion.node(producer).consumes;
+  if (product < 0) return op_name(graph_.node(id).op);
+  const auto conv = plan_.fusions.find(product);
+  return conv != plan_.fusions.end() ? fusion_kind_name(conv->second.kind) : "matmul";
 }
 
 // Lowers node `id` as its plan says: an elementwise group from its root, a fused convolution or
@@ -241,17 +252,33 @@ absl::Status StepEmission::lower(int id) {
     reductions.push_back(plan_.fusion.reduction_members(id));
     const std::vector<int> produced =
         producer >= 0 ? plan_.fusion.members(producer) : std::vector<int>{};
-    s = lower_sibling_reductions(l_, reductions, produced);
+    // An input gradient taking in the producer computes it and the reductions (fusion_plan.h).
+    if (const int gradient = producer >= 0 ? plan_.fusion.node(producer).consumes : -1;
+        gradient >= 0) {
+      set_origin(graph_.node(gradient).label, fusion_kind_name(Fusion::Kind::kConvInputGrad));
+      s = lower_conv_into_consumer(l_, gradient, plan_.fusions.at(gradient), reductions, produced);
+      ++out_.fused_convolutions;
+    } else {
+      s = lower_sibling_reductions(l_, reductions, produced);
+    }
     rounded = true;  // each bf16 sum rounded in the fragment
     for (const std::vector<int>& members : reductions) {
       if (members.size() > 1) out_.fused_nodes += members.size() - 1;
     }
     out_.fused_nodes += produced.size();
   } else if (const int product = plan_.fusion.node(id).consumes; product >= 0) {
-    // A batched matmul computing this group from its products (fusion_plan.h).
+    // A batched matmul or an input gradient computing this group from its products or image
+    // gradients (fusion_plan.h).
     const std::vector<int> members = plan_.fusion.members(id);
-    set_origin(graph_.node(product).label, "matmul");
-    s = lower_matmul_into_consumer(l_, product, members);
+    const auto conv = plan_.fusions.find(product);
+    set_origin(graph_.node(product).label,
+               conv != plan_.fusions.end() ? fusion_kind_name(conv->second.kind) : "matmul");
+    if (conv != plan_.fusions.end()) {
+      s = lower_conv_into_consumer(l_, product, conv->second, {}, members);
+      ++out_.fused_convolutions;
+    } else {
+      s = lower_matmul_into_consumer(l_, product, members);
+    }
     rounded = true;  // the group's bf16 values rounded in the tile
     out_.fused_nodes += members.size();
   } else if (plan_.node(id).group == id) {

@@ -37,6 +37,7 @@ StepOptions step_options_from(const CompileOptions& options) {
   step.fuse_conv_producers = options.fuse_conv_producers;
   step.fuse_matmul_producers = options.fuse_matmul_producers;
   step.fuse_matmul_consumers = options.fuse_matmul_consumers;
+  step.fuse_conv_consumers = options.fuse_conv_consumers;
   step.fuse_conv_windows = options.fuse_conv_windows;
   step.fuse_rng = options.fuse_rng;
   return step;

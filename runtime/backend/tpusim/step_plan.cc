@@ -35,6 +35,7 @@ void plan_fusion(const Graph& graph, const config::CoreSpec& core, const StepOpt
   fusion_options.conv_producers = options.fuse_conv_producers;
   fusion_options.matmul_producers = options.fuse_matmul_producers;
   fusion_options.matmul_consumers = options.fuse_matmul_consumers;
+  fusion_options.conv_consumers = options.fuse_conv_consumers;
   fusion_options.rng = options.fuse_rng;
   plan.fusion = plan_fusions(graph, plan.fusions, core, fusion_options);
   plan.nodes.resize(static_cast<size_t>(graph.size()));
