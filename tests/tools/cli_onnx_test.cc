@@ -221,7 +221,7 @@ TEST(CliOnnx, ResNet50FromOnnxStepsAsTheZoos) {
     step_time[i] = r.out.substr(at, r.out.find('\n', at) - at);
   }
   EXPECT_EQ(step_time[1], step_time[0]);
-  EXPECT_EQ(step_time[0], "step time 10.072 ms (average of 1 step(s); the slowest core each step)");
+  EXPECT_EQ(step_time[0], "step time 10.073 ms (average of 1 step(s); the slowest core each step)");
   // tpusim compile --onnx: the same program, instruction for instruction, in float32 and under
   // mixed_bfloat16 (its casts where the zoo's are).
   for (const char* policy : {"float32", "mixed_bfloat16"}) {

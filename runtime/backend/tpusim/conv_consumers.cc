@@ -4,6 +4,7 @@
 // convolution, and the multi-output fusion of reductions with the convolution that produces
 // their operand).
 #include <algorithm>
+#include <optional>
 
 #include "runtime/backend/tpusim/conv_tiles.h"
 #include "runtime/backend/tpusim/fusion_plan.h"
@@ -31,13 +32,19 @@ bool takes_gradient(const Graph& g, const FusionPlan& plan, int root, const Shap
 
 // The reductions that take group `root` in (a sibling pair's or one's: fusion_plan.h,
 // "producers written by their reductions"), each as its members, the reduction last; none when
-// no reduction does.
-std::vector<std::vector<int>> reductions_taking(const FusionPlan& plan, int root) {
+// no reduction does; nullopt when they are not reductions down the rows, the only ones a band's
+// column sums compute (a plain reduction over the last axis takes its producer in too: softmax's).
+std::optional<std::vector<std::vector<int>>> reductions_taking(const Graph& g,
+                                                               const FusionPlan& plan, int root) {
   const int r = plan.node(root).computed_with;
-  if (r < 0 || plan.node(r).producer != root) return {};
+  if (r < 0 || plan.node(r).producer != root) return std::vector<std::vector<int>>{};
+  const int sibling = plan.node(r).sibling;
+  for (int reduction : {r, sibling}) {
+    if (reduction >= 0 && reduction_fusion(g, reduction) != ReductionFusion::kLeadingAxes)
+      return std::nullopt;
+  }
   std::vector<std::vector<int>> out;
-  if (const int sibling = plan.node(r).sibling; sibling >= 0)
-    out.push_back(plan.reduction_members(sibling));
+  if (sibling >= 0) out.push_back(plan.reduction_members(sibling));
   out.push_back(plan.reduction_members(r));
   return out;
 }
@@ -69,6 +76,16 @@ std::optional<std::vector<int>> computed_elementwise(const Graph& g, int root,
   return out;
 }
 
+// Whether a band's tile computes `members` as their own fragment would: no rng draws (a band
+// has no row of the group's view to start them from) and a floating root (the band's output is
+// stored as f32 values, a bf16 one packed).
+bool computable_in_bands(const Graph& g, const std::vector<int>& members, int root) {
+  const DType dtype = g.node(root).dtype;
+  if (dtype != DType::kF32 && dtype != DType::kBF16) return false;
+  return std::none_of(members.begin(), members.end(),
+                      [&](int m) { return g.node(m).op == Op::kRngUniform; });
+}
+
 // The kept inputs of the reductions (each stays in its block to the end of the group).
 std::vector<int> reduced_inputs(const Graph& g, const std::vector<std::vector<int>>& sums) {
   std::vector<int> out;
@@ -97,14 +114,17 @@ void take_in_conv_consumers(const Graph& g, const Fusions& fusions, const config
     bool only_reader = true;
     for (int r : read_by) only_reader = only_reader && plan->node(r).group == root;
     if (!only_reader) continue;
-    const std::vector<std::vector<int>> sums = reductions_taking(*plan, root);
+    const auto taking = reductions_taking(g, *plan, root);
+    if (!taking) continue;
+    const std::vector<std::vector<int>>& sums = *taking;
     const auto members = computed_elementwise(g, root, plan->members(root), sums);
-    if (!members) continue;
+    if (!members || !computable_in_bands(g, *members, root)) continue;
     ProducerOperands operands = producer_operands(g, *plan, *members);
     const auto gradient = std::find(operands.images.begin(), operands.images.end(), id);
     if (!operands.ok || !operands.columns.empty() || gradient == operands.images.end()) continue;
     operands.images.erase(gradient);
     ConvConsumerBlocks blocks;
+    blocks.taken = true;
     blocks.images = static_cast<uint32_t>(operands.images.size());
     blocks.rows = static_cast<uint32_t>(operands.rows.size());
     blocks.blocks = producer_scratch_blocks(g, *plan, *members, reduced_inputs(g, sums));

@@ -175,12 +175,8 @@ void SiblingReductions::compute(Lowering& l, const GroupBlocks& blocks, const is
                                 const isa::Block& part, const isa::Block& accumulator, bool first,
                                 sim::VectorChain& chain) const {
   namespace vo = sim::vector_ops;
-  // The last member's value goes to the output block itself when it is the stored producer.
-  if (stored >= 0 && stored == elementwise.back()) {
-    compute_group(l, elementwise, ops, plan, blocks, blocks.out(), chain, true);
-  } else if (!elementwise.empty()) {
+  if (!elementwise.empty())
     compute_group(l, elementwise, ops, plan, blocks, value, chain, true, stored);
-  }
   // Where a reduction's input sits in a tile: a member's block (the last member's in the value
   // block; the stored producer's in the output) or the operand a plain reduction reads.
   auto input_of = [&](int reduction) -> isa::Block {
