@@ -253,15 +253,16 @@ std::string table_row(const nlohmann::ordered_json& j) {
 }
 
 // Rank 0 (or the one process): runs the cases and prints or writes their table.
+// `farm` runs the cases, `jobs` at once; without one, the one case runs here.
 int coordinate_validate(const po::variables_map& vm, const std::vector<jobs::ValidationCase>& cases,
-                        const jobs::SliceEdits& edits, PointFarm* farm) {
+                        const jobs::SliceEdits& edits, PointFarm* farm, int jobs) {
   const bool list = vm["list"].as<bool>();
   const int64_t steps = vm["steps"].as<int64_t>();
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& c : cases) out.push_back(case_json(c));
   bool ok = true;
   if (!list && farm != nullptr) {
-    ok = run_cases_in_children(*farm, cases, steps, edits, jobs_from(vm), out);
+    ok = run_cases_in_children(*farm, cases, steps, edits, jobs, out);
   } else if (!list) {  // one case runs here
     ok = run_case(cases.front(), steps, edits, out[0]);
   }
@@ -293,16 +294,17 @@ int run_validate(const std::vector<std::string>& args) {
   // One case runs here; several, each in a process of its own (SystemC elaborates one slice per
   // process), from a farm that every rank of an MPI job serves.
   if (vm["list"].as<bool>() || cases.size() == 1)
-    return coordinate_validate(vm, cases, edits, nullptr);
+    return coordinate_validate(vm, cases, edits, nullptr, 1);
   auto farm = PointFarm::open();
   if (!farm.ok()) return failure(std::string(farm.status().message()));
-  const std::string told = (*farm)->share(std::to_string(jobs_from(vm)));
+  const int jobs = jobs_from(vm);
+  const std::string told = (*farm)->share(std::to_string(jobs));
   if (!(*farm)->coordinator()) {
     FarmOptions served;
     std::istringstream(told) >> served.slots;
     return (*farm)->finish((*farm)->serve(served));
   }
-  return (*farm)->finish(coordinate_validate(vm, cases, edits, farm->get()));
+  return (*farm)->finish(coordinate_validate(vm, cases, edits, farm->get(), jobs));
 }
 
 }  // namespace tpusim::cli

@@ -183,6 +183,14 @@ bool per_row(const Shape& shape, const Shape& of);
 std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
                                                const FusionPlan& plan);
 
+// The group that could take in `product`, whose fragments' readers are `read_by` (as
+// fragment_readers gives them): the one group every reader is a member of, of the product's shape,
+// its members elementwise and none an rng draw, computed by its own fragment (not recomputed or
+// folded, no reduction of its own, consuming nothing else), and not taken in by reductions unless
+// `taken_by_reductions` (a convolution computes those too); -1 when there is none.
+int consuming_group(const Graph& graph, const FusionPlan& plan, const std::vector<int>& read_by,
+                    int product, bool taken_by_reductions);
+
 // Takes in each batched matmul's consumer (fusion_plan.h, above) in `plan`, whose groups
 // recomputed by their readers are decided.
 void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,

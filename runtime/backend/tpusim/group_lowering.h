@@ -81,6 +81,20 @@ void compute_group(Lowering& l, const std::vector<int>& members, const GroupOper
                    const GroupScratch& plan, const GroupBlocks& t, const isa::Block& root_out,
                    sim::VectorChain& chain, bool root_in_register = false, int stored = -1);
 
+// What sibling reductions' fragment (and the producer group it takes in) computes elementwise:
+// every group's elementwise members and the producer's widening aliases its members or plain
+// reductions read, in graph order; the plain reductions' inputs, loaded as operands; and the
+// reductions' inputs, each kept in its block to the end of the group. The lowering lays the
+// fragment out from it, and the planner that lets a convolution compute the fragment sizes it
+// from the same.
+struct SiblingMembers {
+  std::vector<int> elementwise;
+  std::vector<int> plain_inputs;
+  std::vector<int> kept;
+};
+SiblingMembers sibling_members(const Graph& g, const std::vector<std::vector<int>>& reductions,
+                               const std::vector<int>& producer);
+
 // Sibling reductions down the rows (and the producer group they take in) as one tile computes
 // them (lower_sibling_reductions; a convolution input gradient taking in the group that reads
 // its output: conv_fusion.cc): every elementwise member of every group computed together, each

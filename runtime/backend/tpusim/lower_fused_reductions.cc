@@ -49,15 +49,15 @@ namespace {
 // reads the value the fragment computes, not the buffer the fragment is still writing: the
 // aliases the members and plain reductions read are computed as members too (a copy in
 // registers), and the producer's value is no plain reduction's operand.
-void take_in_producer_aliases(const Lowering& l, int root, std::vector<int>* elementwise,
+void take_in_producer_aliases(const Graph& g, int root, std::vector<int>* elementwise,
                               std::vector<int>* plain_inputs) {
   auto alias_of_root = [&](int id) {
-    const Node& n = l.node(id);
-    return n.op == Op::kReshape && n.inputs[0] == root && n.shape == l.node(root).shape;
+    const Node& n = g.node(id);
+    return n.op == Op::kReshape && n.inputs[0] == root && n.shape == g.node(root).shape;
   };
   std::vector<int> aliases;
   for (int m : *elementwise) {
-    for (int in : l.node(m).inputs) {
+    for (int in : g.node(m).inputs) {
       if (alias_of_root(in)) aliases.push_back(in);
     }
   }
@@ -102,7 +102,7 @@ void store_sums(Lowering& l, const std::vector<std::vector<int>>& reductions,
 absl::Status lower_row_reduction_with_producer(Lowering& l, int reduce,
                                                const std::vector<int>& producer) {
   std::vector<int> elementwise = producer, plain_inputs;
-  take_in_producer_aliases(l, producer.back(), &elementwise, &plain_inputs);
+  take_in_producer_aliases(l.graph, producer.back(), &elementwise, &plain_inputs);
   std::sort(elementwise.begin(), elementwise.end());
   const Shape& shape = l.node(producer.back()).shape;
   const uint32_t cols = cols_of(shape);
@@ -134,22 +134,31 @@ absl::Status lower_row_reduction_with_producer(Lowering& l, int reduce,
 
 }  // namespace
 
+SiblingMembers sibling_members(const Graph& g, const std::vector<std::vector<int>>& reductions,
+                               const std::vector<int>& producer) {
+  // No reduction's group reads another's: their members are computed together.
+  SiblingMembers out;
+  out.elementwise = producer;
+  for (const std::vector<int>& members : reductions) {
+    out.elementwise.insert(out.elementwise.end(), members.begin(), members.end() - 1);
+    if (members.size() == 1) out.plain_inputs.push_back(g.node(members.back()).inputs[0]);
+    out.kept.push_back(g.node(members.back()).inputs[0]);
+  }
+  if (!producer.empty())
+    take_in_producer_aliases(g, producer.back(), &out.elementwise, &out.plain_inputs);
+  std::sort(out.elementwise.begin(), out.elementwise.end());
+  return out;
+}
+
 SiblingReductions plan_sibling_reductions(Lowering& l,
                                           const std::vector<std::vector<int>>& reductions,
                                           const std::vector<int>& producer,
                                           const std::vector<int>& given) {
-  // Every elementwise member of every group (and of the producer group), computed together (no
-  // reduction's group reads another's), and the plain reductions' inputs as operands.
   SiblingReductions r;
   r.reductions = reductions;
-  r.elementwise = producer;
-  for (const std::vector<int>& members : reductions) {
-    r.elementwise.insert(r.elementwise.end(), members.begin(), members.end() - 1);
-    if (members.size() == 1) r.plain_inputs.push_back(l.node(members.back()).inputs[0]);
-  }
-  if (!producer.empty())
-    take_in_producer_aliases(l, producer.back(), &r.elementwise, &r.plain_inputs);
-  std::sort(r.elementwise.begin(), r.elementwise.end());
+  SiblingMembers members = sibling_members(l.graph, reductions, producer);
+  r.elementwise = std::move(members.elementwise);
+  r.plain_inputs = std::move(members.plain_inputs);
   const Shape& shape = reductions.empty()
                            ? l.node(producer.back()).shape
                            : l.node(l.node(reductions.front().back()).inputs[0]).shape;
@@ -159,11 +168,7 @@ SiblingReductions plan_sibling_reductions(Lowering& l,
   for (TileOperand& in : r.ops.tiles) {  // widths against the inputs' view
     if (!in.scalar_or_column() && in.cols == 0) in.cols = r.cols;
   }
-  // The reductions' inputs stay in their blocks to the end of the group.
-  std::vector<int> kept;
-  for (const std::vector<int>& members : reductions)
-    kept.push_back(l.node(members.back()).inputs[0]);
-  r.plan = plan_scratch(l, r.elementwise, r.ops, kept, true);
+  r.plan = plan_scratch(l, r.elementwise, r.ops, members.kept, true);
   // A producer its other readers compute again (fusion_plan.h) is not written.
   r.stored = producer.empty() || (l.fusion != nullptr && l.fusion->node(producer.back()).recomputed)
                  ? -1

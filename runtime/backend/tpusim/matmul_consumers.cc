@@ -11,21 +11,6 @@ bool holds(const std::vector<int>& ids, int id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-// Whether group `root` could take in a product of its shape: a group of elementwise members of
-// its own fragment (no reduction, no sibling or producer pairing, not recomputed, no rng draws,
-// consuming no other product).
-bool consumer_group(const Graph& g, const FusionPlan& plan, int root, const Shape& shape) {
-  const NodeFusion& f = plan.node(root);
-  if (f.group != root || f.recomputed || f.folded || f.sibling >= 0 || f.computed_with >= 0 ||
-      f.producer >= 0 || f.consumes >= 0 || !is_elementwise(g.node(root).op) ||
-      g.node(root).shape != shape)
-    return false;
-  for (int m : plan.members(root)) {
-    if (g.node(m).op == Op::kRngUniform || !is_elementwise(g.node(m).op)) return false;
-  }
-  return true;
-}
-
 // How matmul `id`'s tile makes its operands (a group recomputed by it: recompute_readers.cc).
 std::array<MatmulOperandMaking, 2> operand_making(const Graph& g, const FusionPlan& plan, int id) {
   std::array<MatmulOperandMaking, 2> making{};
@@ -61,6 +46,25 @@ std::optional<std::vector<int>> consumer_images(const Graph& g, const FusionPlan
 
 }  // namespace
 
+int consuming_group(const Graph& g, const FusionPlan& plan, const std::vector<int>& read_by,
+                    int product, bool taken_by_reductions) {
+  if (read_by.empty()) return -1;
+  const int root = plan.node(read_by.front()).group;
+  if (root < 0) return -1;
+  for (int r : read_by) {
+    if (plan.node(r).group != root) return -1;
+  }
+  const NodeFusion& f = plan.node(root);
+  if (f.recomputed || f.folded || f.sibling >= 0 || f.producer >= 0 || f.consumes >= 0 ||
+      (f.computed_with >= 0 && !taken_by_reductions) || !is_elementwise(g.node(root).op) ||
+      g.node(root).shape != g.node(product).shape)
+    return -1;
+  for (int m : plan.members(root)) {
+    if (g.node(m).op == Op::kRngUniform || !is_elementwise(g.node(m).op)) return -1;
+  }
+  return root;
+}
+
 // A batched matmul takes in its consumer when the group is its product's only reader (each
 // reader a member of it), the product is not an output, and the tile fits with the group's
 // values and scratch beside the product's. Writing the product and reading it back is then
@@ -72,13 +76,10 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
   for (int id = 0; id < g.size(); ++id) {
     const std::vector<int>& read_by = readers[static_cast<size_t>(id)];
     if (g.node(id).op != Op::kMatMul || !plan->node(id).needed || plan->absorbed(id) ||
-        exported[static_cast<size_t>(id)] || read_by.empty())
+        exported[static_cast<size_t>(id)])
       continue;
-    const int root = plan->node(read_by.front()).group;
-    if (root < 0 || !consumer_group(g, *plan, root, g.node(id).shape)) continue;
-    bool only_reader = true;
-    for (int r : read_by) only_reader = only_reader && plan->node(r).group == root;
-    if (!only_reader) continue;
+    const int root = consuming_group(g, *plan, read_by, id, false);
+    if (root < 0) continue;
     const std::vector<int> members = plan->members(root);
     const std::optional<std::vector<int>> images = consumer_images(g, *plan, members, id);
     if (!images) continue;

@@ -255,7 +255,7 @@ absl::Status StepEmission::lower(int id) {
     // An input gradient taking in the producer computes it and the reductions (fusion_plan.h).
     if (const int gradient = producer >= 0 ? plan_.fusion.node(producer).consumes : -1;
         gradient >= 0) {
-      set_origin(graph_.node(gradient).label, fusion_kind_name(Fusion::Kind::kConvInputGrad));
+      set_origin(graph_.node(gradient).label, fragment_kind(id));
       s = lower_conv_into_consumer(l_, gradient, plan_.fusions.at(gradient), reductions, produced);
       ++out_.fused_convolutions;
     } else {
@@ -270,10 +270,8 @@ absl::Status StepEmission::lower(int id) {
     // A batched matmul or an input gradient computing this group from its products or image
     // gradients (fusion_plan.h).
     const std::vector<int> members = plan_.fusion.members(id);
-    const auto conv = plan_.fusions.find(product);
-    set_origin(graph_.node(product).label,
-               conv != plan_.fusions.end() ? fusion_kind_name(conv->second.kind) : "matmul");
-    if (conv != plan_.fusions.end()) {
+    set_origin(graph_.node(product).label, fragment_kind(id));
+    if (const auto conv = plan_.fusions.find(product); conv != plan_.fusions.end()) {
       s = lower_conv_into_consumer(l_, product, conv->second, {}, members);
       ++out_.fused_convolutions;
     } else {
