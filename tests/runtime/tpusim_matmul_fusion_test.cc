@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "configs/loader.h"
 #include "runtime/backend/tpusim/compiler.h"
 #include "runtime/opcheck/harness.h"
@@ -41,6 +42,29 @@ void expect_the_same_bits(const Graph& graph, const CompileOptions& off, const o
     const std::vector<float>& f = on.at(name).f;
     ASSERT_EQ(f.size(), value.f.size()) << name;
     EXPECT_EQ(std::memcmp(f.data(), value.f.data(), f.size() * 4), 0) << name << " " << what;
+  }
+}
+
+// The step compiled with the matmul consumers taken in and written (compile_on_and_off): one
+// taken in, none written, no instruction counted under `root_op` (the group's fragment's name
+// when written) once taken in, and in f32 (`f32`) `saved` bytes fewer moved through HBM.
+void expect_one_consumer_taken_in(const Graph& graph, const std::string& root_op, bool f32,
+                                  uint64_t saved, const std::string& what) {
+  tpusim_backend::StepOptions written_options;
+  written_options.fuse_matmul_consumers = false;
+  auto [taken, written] = compile_on_and_off(graph, written_options);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(taken->matmul_consumers, 1u) << what;
+  EXPECT_EQ(written->matmul_consumers, 0u) << what;
+  // The group's fragment is the product's: no instruction is the group root's own.
+  EXPECT_EQ(taken->instructions_per_op.count(root_op), 0u) << what;
+  EXPECT_GT(written->instructions_per_op.count(root_op), 0u) << what;
+  if (f32) {
+    EXPECT_EQ(tpusim_backend::dma_hbm_bytes(written->program->cores(0)) -
+                  tpusim_backend::dma_hbm_bytes(taken->program->cores(0)),
+              saved)
+        << what;
   }
 }
 
@@ -117,21 +141,8 @@ TEST(TpusimBackend, DropoutGradientsComputedByTheirProductsComputeWhatTheWritten
     b.output("probs_grad", dropped_grad * keep * (1.0f / 0.9f));
     ASSERT_TRUE(b.status().ok()) << b.status();
 
-    tpusim_backend::StepOptions written_options;
-    written_options.fuse_matmul_consumers = false;
-    auto [taken, written] = compile_on_and_off(b.graph(), written_options);
-    ASSERT_TRUE(taken.ok()) << taken.status();
-    ASSERT_TRUE(written.ok()) << written.status();
-    EXPECT_EQ(taken->matmul_consumers, 1u) << dtype_name(dtype);
-    EXPECT_EQ(written->matmul_consumers, 0u);
-    // The group's fragment is the product's: no instruction is the multiply's own.
-    EXPECT_EQ(taken->instructions_per_op.count("mul"), 0u) << dtype_name(dtype);
-    EXPECT_GT(written->instructions_per_op.count("mul"), 0u) << dtype_name(dtype);
-    if (dtype == DType::kF32) {
-      EXPECT_EQ(tpusim_backend::dma_hbm_bytes(written->program->cores(0)) -
-                    tpusim_backend::dma_hbm_bytes(taken->program->cores(0)),
-                uint64_t{2} * 2 * 3 * 64 * 64 * 4);
-    }
+    expect_one_consumer_taken_in(b.graph(), "mul", dtype == DType::kF32,
+                                 uint64_t{2} * 2 * 3 * 64 * 64 * 4, dtype_name(dtype));
 
     opcheck::OpCase c;
     c.inputs = {{"u", DType::kF32, {2, 3, 64, 64}},
@@ -140,6 +151,51 @@ TEST(TpusimBackend, DropoutGradientsComputedByTheirProductsComputeWhatTheWritten
     CompileOptions write;
     write.fuse_matmul_consumers = false;
     expect_the_same_bits(b.graph(), write, c, 2, dtype_name(dtype));
+  }
+}
+
+// Attention's scores as BERT computes them: the queries times the keys (read transposed), scaled
+// by 1/sqrt(d) and added the mask's adder, [batch, 1, 1, keys], one row of it for every head and
+// query of a batch entry. The product's fragment computes the group from its products in VMEM,
+// the whole adder loaded once and each run of entries of one batch entry reading its row (at 256
+// keys a tile holds 4 entries, and the second and third start in the middle of a sequence's 3
+// heads), and the scores are written once, the products never: the values are the written
+// product's and group's bit for bit, in f32 and with bf16 operands; in f32 the step moves the
+// product's bytes twice less (the adder's bytes are read once either way). A bias of the keys'
+// axis and a scalar (a maximum with it) read the same way are as exact.
+TEST(TpusimBackend, MaskedScoresComputedByTheirProductsComputeWhatTheWrittenOnesDo) {
+  constexpr int64_t kBatch = 4, kHeads = 3, kSeq = 256, kDepth = 16;
+  for (const bool mask : {true, false}) {
+    for (const DType dtype : {DType::kF32, DType::kBF16}) {
+      const std::string what = str_cat(dtype_name(dtype), mask ? " mask" : " bias and scalar");
+      GraphBuilder b;
+      const Value q = b.infeed("q", DType::kF32, {kBatch, kHeads, kSeq, kDepth});
+      const Value k = b.infeed("k", DType::kF32, {kBatch, kHeads, kSeq, kDepth});
+      const Value m = b.infeed("m", DType::kF32, {kBatch, kSeq});
+      const Value s = b.infeed("s", DType::kF32, {});
+      auto typed = [&](Value t) { return dtype == DType::kBF16 ? b.cast(t, DType::kBF16) : t; };
+      Value adder = typed((1.0f - m) * -10000.0f);
+      adder = mask ? b.reshape(adder, {kBatch, 1, 1, kSeq})
+                   : b.reshape(b.slice(adder, {0, 0}, {1, kSeq}), {kSeq});
+      b.output("adder", adder);
+      const Value scores = b.matmul(typed(q), b.transpose(typed(k), {0, 1, 3, 2}));
+      Value masked = scores * 0.25f + adder;
+      if (!mask) masked = b.binary(Op::kMax, masked, typed(s));
+      b.output("scores", masked);
+      ASSERT_TRUE(b.status().ok()) << b.status();
+
+      expect_one_consumer_taken_in(b.graph(), mask ? "add" : "max", dtype == DType::kF32,
+                                   uint64_t{2} * kBatch * kHeads * kSeq * kSeq * 4, what);
+
+      opcheck::OpCase c;
+      c.inputs = {{"q", DType::kF32, {kBatch, kHeads, kSeq, kDepth}},
+                  {"k", DType::kF32, {kBatch, kHeads, kSeq, kDepth}},
+                  {"m", DType::kF32, {kBatch, kSeq}},
+                  {"s", DType::kF32, {}}};
+      CompileOptions write;
+      write.fuse_matmul_consumers = false;
+      expect_the_same_bits(b.graph(), write, c, 2, what);
+    }
   }
 }
 

@@ -93,7 +93,8 @@ void add_compile_flags(po::options_description& options) {
       "dropout's multiply); off: the group writes the operand and the matmul reads it back")(
       "fuse-matmul-consumers", po::value<bool>()->default_value(true, "on"),
       "on: a batched matmul computes the elementwise group that is its product's only reader "
-      "from its products in VMEM (XLA's output fusion of a dot: a dropout's gradient); off: the "
+      "from its products in VMEM (XLA's output fusion of a dot: a dropout's gradient, the "
+      "scores' scale and mask add); off: the "
       "product is written and the group reads it back")(
       "fuse-conv-consumers", po::value<bool>()->default_value(true, "on"),
       "on: a convolution's input gradient computes the elementwise group that is its only reader, "

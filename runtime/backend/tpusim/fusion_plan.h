@@ -47,11 +47,14 @@
 //   norm's gradient sums (read again by the input gradient, which reads the batch norm's input
 //   already).
 // - consumers taken in by matmuls: an elementwise group of a batched matmul's shape that is the
-//   product's only reader, and reads besides it only values of its shape and immediates, is
-//   computed by the matmul's fragment from the products in VMEM, and the product is never
-//   written: XLA's output fusion of a dot with its elementwise consumers (a dropout's gradient,
-//   the incoming gradient times the keep mask, into the product that makes the incoming
-//   gradient). The fragment is emitted at the group's place.
+//   product's only reader, and reads besides it only values of its shape, immediates, and
+//   values loaded once that its tile reads a row of (scalars, rows of the last axis, rows that
+//   change every whole number of entries: row_period), is computed by the matmul's fragment from
+//   the products in VMEM, and the product is never written: XLA's output fusion of a dot with
+//   its elementwise consumers (a dropout's gradient, the incoming gradient times the keep mask,
+//   into the product that makes the incoming gradient; attention's scores scaled and added the
+//   mask's adder into the product that makes them). The fragment is emitted at the group's
+//   place.
 // - consumers taken in by convolution input gradients: likewise an elementwise group (with a
 //   buffer of its own) that is a fused input gradient's only reader, and reads besides it only
 //   values of its shape, values per channel and immediates, is computed by the gradient's
@@ -178,6 +181,11 @@ bool per_channel(const Shape& shape, const Shape& of);
 // Whether `shape` is a value per row of `of`'s [rows, cols] view: `of`'s dims with the last 1 (a
 // column, as classify_operand reads one).
 bool per_row(const Shape& shape, const Shape& of);
+// The rows of `of`'s [rows, cols] view that one row of `shape` covers when it is
+// [outer..., 1, ..., 1, cols] lined up with `of` (leading 1s added): `of`'s leading dims, then
+// dims it broadcasts over, then `of`'s last (BERT's attention mask, [batch, 1, 1, keys], over
+// heads and queries); 0 when it is not so, or is a plain row (per_channel).
+uint64_t row_period(const Shape& shape, const Shape& of);
 
 // Per node, the needed nodes whose rules or fusions read it (fragment_uses), in graph order.
 std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,

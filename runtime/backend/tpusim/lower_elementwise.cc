@@ -33,23 +33,6 @@ uint64_t as_f32(Lowering& l, uint64_t src, const Shape& s) {
   return dst;
 }
 
-// The rows of `out`'s [rows, cols] view that one row of an operand of `dims` (lined up with
-// out's, leading 1s added) covers when it is [outer..., 1, ..., 1, cols]: its leading dims out's,
-// then dims it broadcasts over, then out's last; 0 when it is not so, or is a plain row.
-uint64_t row_period_of(const std::vector<int64_t>& dims, const Shape& out) {
-  const int rank = out.rank();
-  if (rank < 3 || dims.back() != out.dim(rank - 1)) return 0;
-  int lead = 0;
-  while (lead < rank - 1 && dims[static_cast<size_t>(lead)] == out.dim(lead)) ++lead;
-  if (lead == 0 || lead == rank - 1) return 0;  // a plain row, or the full value
-  uint64_t period = 1;
-  for (int d = lead; d < rank - 1; ++d) {
-    if (dims[static_cast<size_t>(d)] != 1) return 0;
-    period *= static_cast<uint64_t>(out.dim(d));
-  }
-  return period > 1 ? period : 0;
-}
-
 }  // namespace
 
 Operand classify_operand(Lowering& l, int id, const Shape& out, bool periodic_rows) {
@@ -94,7 +77,7 @@ Operand classify_operand(Lowering& l, int id, const Shape& out, bool periodic_ro
     op.tile = {TileOperand::Kind::kRow, src, isa::F32};
   } else if (col) {
     op.tile = {TileOperand::Kind::kColumn, src, isa::F32};
-  } else if (const uint64_t period = periodic_rows ? row_period_of(dims, out) : 0; period > 0) {
+  } else if (const uint64_t period = periodic_rows ? row_period(n.shape, out) : 0; period > 0) {
     // Read a row at a time where the group is emitted a period of rows at a time, as XLA fuses
     // the broadcast into its consumer: never materialised at the output's shape.
     op.tile = {TileOperand::Kind::kRow, src, isa::F32};

@@ -201,7 +201,10 @@ isa::Block operand_in_tile(Lowering& l, Tile& t, const BatchedWidths& w, const B
 
 // An elementwise group consuming a batched product in its tile (a consumer taken in,
 // fusion_plan.h): the product made into a scratch block, the group computed from it and its
-// other loaded values (an entry a row) into the tile's output, which is the group's value.
+// other values into the tile's output, which is the group's value. Values of the product's shape
+// are loaded with the tile, an entry a row; narrower ones once above the tile slots: a scalar, a
+// row of the product's last axis, or all of a value one row of which serves every `row_period`
+// rows of the product's [rows, cols] view (BERT's attention mask over heads and queries).
 struct BatchedConsumer {
   std::vector<int> members;  // the group, its root last; none: the product itself is stored
   GroupOperands ops;         // the product given (no load), then its other values
@@ -209,20 +212,33 @@ struct BatchedConsumer {
   int product = -1;
   std::map<size_t, size_t> loaded_at;  // its slots but the product's -> their tile operands
   size_t first_scratch = 0;            // the product's block; the group's follow
+  bool narrow = false;                 // it reads a value loaded once
   bool present() const { return !members.empty(); }
   std::optional<MatmulOperandMaking> making() const {
     if (!present()) return std::nullopt;
-    return MatmulOperandMaking{ops.tiles.size() - 1, scratch.blocks};
+    const auto full = static_cast<size_t>(
+        std::count_if(ops.tiles.begin(), ops.tiles.end(),
+                      [](const TileOperand& t) { return t.kind == TileOperand::Kind::kFull; }));
+    return MatmulOperandMaking{full - 1, scratch.blocks};
   }
 };
 BatchedConsumer batched_consumer(Lowering& l, int product, const std::vector<int>& members,
-                                 uint64_t cols) {
+                                 const BatchedGeometry& g) {
   BatchedConsumer c;
   if (members.empty()) return c;
   c.members = members;
   c.product = product;
-  c.ops = group_operands(l, members, l.node(product).shape, {}, false, {product});
-  for (TileOperand& t : c.ops.tiles) t.cols = static_cast<uint32_t>(cols);  // an entry a row
+  const Shape& shape = l.node(product).shape;
+  c.ops = group_operands(l, members, shape, {}, true, {product});
+  for (const auto& [node, slot] : c.ops.slot) {
+    TileOperand& t = c.ops.tiles[slot];
+    if (c.ops.periodic[slot]) {  // all of it: an entry's row is picked in the tile
+      t.cols = static_cast<uint32_t>(l.node(node).shape.elements());
+    } else {  // an entry a row, or a row of the last axis
+      t.cols = t.kind == TileOperand::Kind::kFull ? static_cast<uint32_t>(g.c_cols) : g.cols;
+    }
+    c.narrow = c.narrow || t.loaded_once();
+  }
   c.scratch = plan_scratch(l, members, c.ops, {}, true);
   return c;
 }
@@ -237,21 +253,68 @@ void add_consumer_loads(BatchedConsumer& c, std::vector<TileOperand>& loads) {
   }
 }
 
-// The consumer's value in the tile's output from the products in `product` (rounded to bf16
-// first when the product is bf16, as its own fragment would store it), after every product.
-void consume_in_tile(Lowering& l, Tile& t, const BatchedWidths& w, const BatchedConsumer& c,
-                     const isa::Block& product, bool round_bf16) {
-  if (round_bf16) round_bf16_in_tile(t, product, true);
+// The group's chain over entries [first, first + n) of tile `t`, each block of the tile viewed as
+// [entries x m, cols] (an entry's elements are its m rows of cols): `product`'s and the tile's
+// rows, a row-periodic value's row for those entries, which share it.
+sim::VectorChain consume_entries(Lowering& l, Tile& t, const BatchedGeometry& g,
+                                 const BatchedWidths& w, const BatchedConsumer& c,
+                                 const isa::Block& product, uint64_t first, uint64_t n) {
+  auto rows = [&](const isa::Block& b) {
+    return block(b.address() + first * g.c_cols * 4, static_cast<uint32_t>(n * g.m), g.cols,
+                 isa::F32);
+  };
   const size_t product_slot = c.ops.slot.at(c.product);
+  const uint64_t period =
+      c.ops.row_period > 0 ? (t.first_row() + first) * g.m / c.ops.row_period : 0;
   const GroupBlocks blocks{
-      [&](size_t slot) { return slot == product_slot ? product : t.in(c.loaded_at.at(slot)); },
-      [&](size_t j) { return w.scratch_block(t, c.first_scratch + 1 + j); },
-      [&] { return t.out(); },
+      [&](size_t slot) {
+        if (slot == product_slot) return rows(product);
+        const isa::Block in = t.in(c.loaded_at.at(slot));
+        if (c.ops.periodic[slot])
+          return block(in.address() + period * g.cols * 4, 1, g.cols, isa::F32);
+        return c.ops.tiles[slot].loaded_once() ? in : rows(in);
+      },
+      [&](size_t j) { return rows(w.scratch_block(t, c.first_scratch + 1 + j)); },
+      [&] { return rows(t.out()); },
       {}};  // no rng_uniform member (the fusion plan takes in none)
   sim::VectorChain chain;
-  compute_group(l, c.members, c.ops, c.scratch, blocks, t.out(), chain);
-  const sim::InstrRef ref = t.e_builder().vector(chain.instruction());
-  t.chain(round_bf16 ? ref : t.join(ref));
+  compute_group(l, c.members, c.ops, c.scratch, blocks, rows(t.out()), chain);
+  return chain;
+}
+
+// The consumer's value in the tile's output from the products in `product` (rounded to bf16
+// first when the product is bf16, as its own fragment would store it), after every product: the
+// whole tile at once, or, reading a value loaded once, the tile's entries viewed as their rows,
+// a chain per run of entries sharing a row-periodic value's row.
+void consume_in_tile(Lowering& l, Tile& t, const BatchedGeometry& g, const BatchedWidths& w,
+                     const BatchedConsumer& c, const isa::Block& product, bool round_bf16) {
+  if (round_bf16) round_bf16_in_tile(t, product, true);
+  bool joined = round_bf16;  // the first chain waits for every product
+  auto emit = [&](const sim::VectorChain& chain) {
+    const sim::InstrRef ref = t.e_builder().vector(chain.instruction());
+    t.chain(joined ? ref : t.join(ref));
+    joined = true;
+  };
+  if (!c.narrow) {
+    const size_t product_slot = c.ops.slot.at(c.product);
+    const GroupBlocks blocks{
+        [&](size_t slot) { return slot == product_slot ? product : t.in(c.loaded_at.at(slot)); },
+        [&](size_t j) { return w.scratch_block(t, c.first_scratch + 1 + j); },
+        [&] { return t.out(); },
+        {}};  // no rng_uniform member (the fusion plan takes in none)
+    sim::VectorChain chain;
+    compute_group(l, c.members, c.ops, c.scratch, blocks, t.out(), chain);
+    emit(chain);
+    return;
+  }
+  // Entries per row of a row-periodic value (its period is whole entries: fusion_plan.h).
+  const uint64_t run = c.ops.row_period / g.m;
+  for (uint64_t first = 0; first < t.rows();) {
+    const uint64_t left = t.rows() - first;
+    const uint64_t n = run > 0 ? std::min(left, run - (t.first_row() + first) % run) : left;
+    emit(consume_entries(l, t, g, w, c, product, first, n));
+    first += n;
+  }
 }
 
 // Entry `e` of a batched tile: its operands' slices of `values` (each operand's [rows, cols]
@@ -338,7 +401,7 @@ bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
                    for (uint64_t e = 0; e < t.rows(); ++e)
                      multiply_entry(l, t, g, operands, {a, w}, widths, products, e, next_slot);
                    if (consumer.present()) {
-                     consume_in_tile(l, t, widths, consumer, products, round_bf16);
+                     consume_in_tile(l, t, g, widths, consumer, products, round_bf16);
                    } else if (round_bf16) {  // after every product: the store waits for the chain
                      round_bf16_in_tile(t, t.out(), true);
                    }
@@ -370,8 +433,8 @@ absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<i
         batched_operand(l, sources[1], g.operand_cols[1], g.transposes.b)};
     const bool made = operands[0].made() || operands[1].made() || !consumer.empty();
     const uint64_t out = l.address(consumer.empty() ? id : consumer.back());
-    if (batched_matmul_in_vmem(l, g, std::move(operands),
-                               batched_consumer(l, id, consumer, g.c_cols), out, round_bf16))
+    if (batched_matmul_in_vmem(l, g, std::move(operands), batched_consumer(l, id, consumer, g), out,
+                               round_bf16))
       return absl::OkStatus();
     // The fusion plan recomputes an operand's group, or takes in a consumer, only where the
     // tile fits.

@@ -25,23 +25,54 @@ std::array<MatmulOperandMaking, 2> operand_making(const Graph& g, const FusionPl
   return making;
 }
 
-// The values of its shape group `members` reads besides `product` (as its tile loads them), or
-// nullopt when it reads anything else but immediates.
-std::optional<std::vector<int>> consumer_images(const Graph& g, const FusionPlan& plan,
-                                                const std::vector<int>& members, int product) {
+// What a consumer group reads besides the product, as its tile loads it: `images` of the
+// product's shape, an entry a row; and narrow values loaded once above the tile slots,
+// `once_bytes` of VMEM in all: scalars, rows of the product's last axis and rows that change
+// every `row_period` rows of its [rows, cols] view, whole entries each (BERT's attention mask,
+// [batch, 1, 1, keys], over heads and queries), all of such a value loaded.
+struct ConsumerReads {
   std::vector<int> images;
+  std::vector<uint64_t> once_widths;  // in f32 elements
+  uint64_t row_period = 0;
+  // As Emitter::load_row_operands places them: each in a block aligned on its own.
+  uint64_t once_bytes() const { return Emitter::tile_bytes(once_widths, 1); }
+};
+// nullopt when the group reads anything else but immediates: a column, a value its lowering would
+// broadcast to the product's shape first, rows of another period, an s32 or recomputed value.
+std::optional<ConsumerReads> consumer_reads(const Graph& g, const FusionPlan& plan,
+                                            const std::vector<int>& members, int product) {
+  ConsumerReads reads;
+  std::vector<int> narrow;
   const Shape& shape = g.node(product).shape;
+  auto once = [&](int in, uint64_t elements) {
+    if (holds(narrow, in)) return;
+    narrow.push_back(in);
+    reads.once_widths.push_back(elements);
+  };
   for (int m : members) {
     for (int in : g.node(m).inputs) {
       float ignored;
       if (in == product || holds(members, in) || foldable_scalar(g, in, &ignored)) continue;
-      if (plan.node(in).folded || plan.node(in).recomputed || g.node(in).shape != shape ||
-          g.node(in).dtype == DType::kS32)
+      const Node& v = g.node(in);
+      if (plan.node(in).recomputed || v.dtype == DType::kS32) return std::nullopt;
+      if (plan.node(in).folded) {  // its input in place, as classify_operand reads it
+        const FoldedBroadcast fold = broadcast_fold(g, in);
+        if (fold == FoldedBroadcast::kColumn) return std::nullopt;
+        once(in, fold == FoldedBroadcast::kScalar ? 1 : shape.dim(shape.rank() - 1));
+      } else if (v.shape == shape) {
+        if (!holds(reads.images, in)) reads.images.push_back(in);
+      } else if (v.shape.elements() == 1 || per_channel(v.shape, shape)) {
+        once(in, static_cast<uint64_t>(v.shape.elements()));
+      } else if (const uint64_t period = row_period(v.shape, shape);
+                 period > 0 && (reads.row_period == 0 || reads.row_period == period)) {
+        reads.row_period = period;
+        once(in, static_cast<uint64_t>(v.shape.elements()));
+      } else {
         return std::nullopt;
-      if (!holds(images, in)) images.push_back(in);
+      }
     }
   }
-  return images;
+  return reads;
 }
 
 }  // namespace
@@ -81,11 +112,11 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
     const int root = consuming_group(g, *plan, read_by, id, false);
     if (root < 0) continue;
     const std::vector<int> members = plan->members(root);
-    const std::optional<std::vector<int>> images = consumer_images(g, *plan, members, id);
-    if (!images) continue;
+    const std::optional<ConsumerReads> reads = consumer_reads(g, *plan, members, id);
+    if (!reads || reads->once_bytes() > core.vmem_bytes - 2 * tile_slot_bytes(core)) continue;
     const uint32_t blocks = producer_scratch_blocks(g, *plan, members);
     if (!batched_matmul_fits(g, id, core, operand_making(g, *plan, id),
-                             MatmulOperandMaking{images->size(), blocks}))
+                             MatmulOperandMaking{reads->images.size(), blocks}))
       continue;
     plan->node(id).consumer = root;
     plan->node(id).taken_reads = matmul_uses(g, id).reads;

@@ -270,6 +270,25 @@ bool per_row(const Shape& shape, const Shape& of) {
   return true;
 }
 
+uint64_t row_period(const Shape& shape, const Shape& of) {
+  const int rank = of.rank();
+  if (rank < 3 || shape.rank() > rank || shape.rank() < 1 ||
+      shape.dim(shape.rank() - 1) != of.dim(rank - 1))
+    return 0;
+  // shape's dims lined up with of's (leading 1s added).
+  std::vector<int64_t> dims(static_cast<size_t>(rank - shape.rank()), 1);
+  for (int64_t d : shape.dims()) dims.push_back(d);
+  int lead = 0;
+  while (lead < rank - 1 && dims[static_cast<size_t>(lead)] == of.dim(lead)) ++lead;
+  if (lead == 0 || lead == rank - 1) return 0;  // a plain row, or the full value
+  uint64_t period = 1;
+  for (int d = lead; d < rank - 1; ++d) {
+    if (dims[static_cast<size_t>(d)] != 1) return 0;
+    period *= static_cast<uint64_t>(of.dim(d));
+  }
+  return period > 1 ? period : 0;
+}
+
 std::vector<std::vector<int>> fragment_readers(const Graph& g, const Fusions& fusions,
                                                const FusionPlan& plan) {
   std::vector<std::vector<int>> readers(static_cast<size_t>(g.size()));
