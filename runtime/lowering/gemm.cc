@@ -156,14 +156,16 @@ class GemmEmission {
     const uint64_t m0 = uint64_t{mi} * t_.tm, k0 = uint64_t{ki} * t_.tk, n0 = uint64_t{ni} * t_.tn;
     const GemmTransposes& tr = layout_.transposes;
     // Each operand's slice as it lies in HBM (rows x cols of its stored matrix) and where it lands.
-    const isa::Block a_src = tr.a ? block(layout_.a_address + (k0 * shape_.m + m0) * in_bytes_,
-                                          depth, rows, in_, uint64_t{shape_.m} * in_bytes_)
-                                  : block(layout_.a_address + (m0 * shape_.k + k0) * in_bytes_,
-                                          rows, depth, in_, uint64_t{shape_.k} * in_bytes_);
-    const isa::Block b_src = tr.b ? block(layout_.b_address + (n0 * shape_.k + k0) * in_bytes_,
-                                          cols, depth, in_, uint64_t{shape_.k} * in_bytes_)
-                                  : block(layout_.b_address + (k0 * shape_.n + n0) * in_bytes_,
-                                          depth, cols, in_, uint64_t{shape_.n} * in_bytes_);
+    const uint64_t a_row = stored_row(0, tr.a ? shape_.m : shape_.k),
+                   b_row = stored_row(1, tr.b ? shape_.k : shape_.n);
+    const isa::Block a_src = tr.a ? block(layout_.a_address + (k0 * a_row + m0) * in_bytes_, depth,
+                                          rows, in_, a_row * in_bytes_)
+                                  : block(layout_.a_address + (m0 * a_row + k0) * in_bytes_, rows,
+                                          depth, in_, a_row * in_bytes_);
+    const isa::Block b_src = tr.b ? block(layout_.b_address + (n0 * b_row + k0) * in_bytes_, cols,
+                                          depth, in_, b_row * in_bytes_)
+                                  : block(layout_.b_address + (k0 * b_row + n0) * in_bytes_, depth,
+                                          cols, in_, b_row * in_bytes_);
     auto dma_a = b_.dma_to_vmem(
         a_src, block(tr.a ? a_stage_[sb] : a_buf_[sb], a_src.rows(), a_src.cols(), in_),
         0 % engines);
@@ -195,6 +197,12 @@ class GemmEmission {
     consumed_n_[sb] += sub;
   }
 
+  // Elements from one of matrix i's stored rows to the next (GemmLayout::row_elements), `dense`
+  // when its rows are.
+  uint64_t stored_row(size_t i, uint64_t dense) const {
+    return layout_.row_elements[i] > 0 ? layout_.row_elements[i] : dense;
+  }
+
   // stage (rows x cols) transposed into slice (cols x rows) by the vector unit, after the loads of
   // slice buffer `sb` landed; signals `loaded` as they do.
   void transpose_staged(uint64_t stage, uint64_t slice, uint32_t rows, uint32_t cols, int sb) {
@@ -205,8 +213,9 @@ class GemmEmission {
 
   // The finished tile (rounded to bf16 values first when asked) back to HBM.
   void store_tile(uint32_t mi, uint32_t ni, uint32_t rows, uint32_t cols, int cb) {
+    const uint64_t c_row = stored_row(2, shape_.n);
     const uint64_t c_dst =
-        layout_.c_address + (uint64_t{mi} * t_.tm * shape_.n + uint64_t{ni} * t_.tn) * 4;
+        layout_.c_address + (uint64_t{mi} * t_.tm * c_row + uint64_t{ni} * t_.tn) * 4;
     if (ctx_.round_to_bf16) {
       // Signals `written` too, so that the store below waits for the rounding.
       const isa::Block finished = block(c_buf_[cb], rows, cols, isa::F32);
@@ -214,9 +223,9 @@ class GemmEmission {
       round.wait(written(cb), pool_.count(written(cb)));
       pool_.signal(round, written(cb));
     }
-    auto store = b_.dma_to_hbm(block(c_buf_[cb], rows, cols, isa::F32),
-                               block(c_dst, rows, cols, isa::F32, uint64_t{shape_.n} * 4),
-                               2 % core_.dma_engines);
+    auto store =
+        b_.dma_to_hbm(block(c_buf_[cb], rows, cols, isa::F32),
+                      block(c_dst, rows, cols, isa::F32, c_row * 4), 2 % core_.dma_engines);
     store.wait(written(cb), pool_.count(written(cb)));
     pool_.signal(store, freed(cb));
     if (ctx_.after_write) ctx_.after_write(store);

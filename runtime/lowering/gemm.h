@@ -19,6 +19,7 @@
 //   written[c]  matmuls into accumulator c completed            -> the write-back of c waits
 //   freed[c]    write-backs of accumulator c completed          -> the first matmuls into c wait
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -42,6 +43,11 @@ struct GemmLayout {
   // A transposed operand's slice is loaded as it lies into a staging buffer and transposed into
   // its slice buffer by the vector unit before the MXUs read it (gemm_tiling.h).
   GemmTransposes transposes;
+  // Elements from one stored row's start to the next's, for each matrix as it is stored (A's K,
+  // or its M when transposed; B's N, or its K; C's N); 0: the rows are dense. A wider stride
+  // reads a matrix whose rows are interleaved with another's (a head's rows of
+  // [seq, heads, depth]: gemm.cc).
+  std::array<uint64_t, 3> row_elements{};
 };
 
 struct GemmPlan {

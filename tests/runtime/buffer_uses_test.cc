@@ -47,8 +47,10 @@ TEST(BufferUses, AMatmulWithATransposedLhsReadsTheTransposesInput) {
   const Value dw = b.matmul(t, g);
   b.output("dw", dw);
   b.output("x", x);
-  ASSERT_EQ(folded_transpose_source(b.graph(), dw.id, 0), x.id);
-  ASSERT_EQ(folded_transpose_source(b.graph(), dw.id, 1), -1);
+  ASSERT_EQ(matmul_operand_view(b.graph(), dw.id, 0).source, x.id);
+  ASSERT_TRUE(matmul_operand_view(b.graph(), dw.id, 0).transposed);
+  ASSERT_EQ(matmul_operand_view(b.graph(), dw.id, 1).source, g.id);
+  ASSERT_FALSE(matmul_operand_view(b.graph(), dw.id, 1).transposed);
   const BufferUses uses = lowering_uses(b.graph(), dw.id);
   EXPECT_THAT(uses.reads, ElementsAre(x.id, g.id));
   EXPECT_THAT(uses.writes, ElementsAre(dw.id));

@@ -357,7 +357,7 @@ TEST(Compiler, TransposedOperandsAreTransposedInVmemNotMaterialised) {
   const Value a = b.infeed("a", DType::kF32, {2048, 512});
   const Value w = b.infeed("w", DType::kF32, {2048, 16});
   b.output("y", b.matmul(b.transpose(a, {1, 0}), w));
-  EXPECT_EQ(folded_transpose_source(b.graph(), b.graph().size() - 1, 0), a.id);
+  EXPECT_EQ(matmul_operand_view(b.graph(), b.graph().size() - 1, 0).source, a.id);
   auto step = compile_graph(b.graph(), v3_8(), 0);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_TRUE(sim::validate_program(*step->program, v3_8()).ok());
@@ -368,7 +368,7 @@ TEST(Compiler, TransposedOperandsAreTransposedInVmemNotMaterialised) {
   const Value x = rhs.infeed("x", DType::kF32, {128, 256});
   const Value y = rhs.infeed("y", DType::kF32, {64, 256});
   rhs.output("z", rhs.matmul(x, rhs.transpose(y, {1, 0})));
-  EXPECT_EQ(folded_transpose_source(rhs.graph(), rhs.graph().size() - 1, 1), y.id);
+  EXPECT_EQ(matmul_operand_view(rhs.graph(), rhs.graph().size() - 1, 1).source, y.id);
   auto folded = compile_graph(rhs.graph(), v3_8(), 0);
   ASSERT_TRUE(folded.ok()) << folded.status();
   EXPECT_TRUE(sim::validate_program(*folded->program, v3_8()).ok());

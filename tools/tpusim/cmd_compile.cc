@@ -159,6 +159,7 @@ nlohmann::ordered_json compile_report(const CompileJob& job, const runtime::Grap
           {"conv_producers", step.conv_producers},
           {"matmul_producers", step.matmul_producers},
           {"matmul_consumers", step.matmul_consumers},
+          {"merged_products", step.merged_products},
           {"conv_consumers", step.conv_consumers},
           {"conv_output_reductions", step.conv_output_reductions},
           {"rematerialized_nodes", step.rematerialized_nodes},

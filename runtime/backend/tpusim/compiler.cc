@@ -137,6 +137,7 @@ absl::Status plan_and_emit(const Graph& whole, const config::SliceSpec& slice, u
   out.conv_producers = plan->fusion.conv_producers;
   out.matmul_producers = plan->fusion.matmul_producers;
   out.matmul_consumers = plan->fusion.matmul_consumers;
+  out.merged_products = plan->fusion.merged_products;
   out.conv_consumers = plan->fusion.conv_consumers;
   for (const auto& [id, fused] : plan->fusions)
     out.conv_output_reductions += fused.reductions.size();

@@ -30,7 +30,8 @@ class Emitter::SlotTurns {
     const auto i = static_cast<size_t>(s);
     return uses_[i] > 0 ? free_start_[i] + uses_[i] : 0;
   }
-  void used(int s) { ++uses_[static_cast<size_t>(s)]; }
+  // A tile in slot s stored its output in `stores` DMAs, each signalling slot_free.
+  void used(int s, uint64_t stores = 1) { uses_[static_cast<size_t>(s)] += stores; }
 
  private:
   std::array<uint64_t, 2> free_start_;
@@ -117,9 +118,9 @@ void Emitter::rowwise(const TileOperand& out, uint64_t rows, const std::vector<T
                       const std::function<void(Tile&)>& body) {
   begin_fragment();
   if (!row_fits(uint64_t{out.cols} * 4)) return;
-  tile_loop(
-      TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0, true},
-      inputs, body);
+  tile_loop(TileLoop{out.hbm, out.cols, out.stride, out.dtype, rows, scratch, scratch_width, 0,
+                     true, out.entries},
+            inputs, body);
 }
 
 isa::Block Emitter::reduce_rows(uint64_t rows, const std::vector<TileOperand>& inputs,
@@ -371,12 +372,20 @@ Emitter::StartedTile Emitter::start_tile(const TileLoop& loop,
     const TileOperand& in = inputs[i];
     if (in.loaded_once()) continue;
     const isa::Block& vmem = operands[i];
+    auto load = [&](const isa::Block& from, const isa::Block& into) {
+      auto dma = b_.dma_to_vmem(from, into, next_engine());
+      ordered(dma);
+      for (const auto& [flag, count] : load_waits) dma.wait(flag, count);
+      flags_.signal(dma, loaded_[s]);
+    };
+    if (const TileOperand::Entries& e = in.entries; e.rows > 0) {
+      for (uint32_t r = 0; r < n; ++r)
+        load(block(in.hbm + e.at(r0 + r), e.rows, e.cols, in.dtype, e.stride),
+             block(vmem.address() + uint64_t{r} * vmem.cols() * 4, e.rows, e.cols, in.dtype));
+      continue;
+    }
     const uint64_t stride = in.stride > 0 ? in.stride : uint64_t{vmem.cols()} * 4;
-    auto dma = b_.dma_to_vmem(block(in.hbm + r0 * stride, n, vmem.cols(), in.dtype, in.stride),
-                              vmem, next_engine());
-    ordered(dma);
-    for (const auto& [flag, count] : load_waits) dma.wait(flag, count);
-    flags_.signal(dma, loaded_[s]);
+    load(block(in.hbm + r0 * stride, n, vmem.cols(), in.dtype, in.stride), vmem);
   }
   tile.out_ = block(at, n, cols, loop.out_dtype);
   at = align(at + uint64_t{n} * cols * 4);
@@ -417,18 +426,27 @@ void Emitter::finish_tile(StartedTile& started, TileTurns& turns,
   if (!loop.stores) return;  // nothing to store
   // Store the tile once its last vector op is done; that frees the slot.
   const uint32_t cols = loop.cols;
+  const uint64_t chained = flags_.count(chain_), fanned = flags_.count(tile.fanned_flag_);
+  auto store = [&](const isa::Block& from, const isa::Block& into) {
+    auto dma = b_.dma_to_hbm(from, into, next_engine());
+    ordered(dma);
+    if (chained > started.chain_before) dma.wait(chain_, chained);
+    if (fanned > started.fanned_before) dma.wait(tile.fanned_flag_, fanned);
+    if (started.loaded > 0) dma.wait(loaded_[s], started.loaded);
+    flags_.signal(dma, slot_free_[s]);
+    wrote_hbm(dma);
+  };
+  if (const TileOperand::Entries& e = loop.out_entries; e.rows > 0) {
+    for (uint32_t r = 0; r < tile.rows_; ++r)
+      store(block(tile.out_.address() + uint64_t{r} * cols * 4, e.rows, e.cols, loop.out_dtype),
+            block(loop.out_hbm + e.at(tile.first_row_ + r), e.rows, e.cols, loop.out_dtype,
+                  e.stride));
+    turns.slots.used(s, tile.rows_);
+    return;
+  }
   const uint64_t out_stride = loop.out_stride > 0 ? loop.out_stride : uint64_t{cols} * 4;
-  auto store = b_.dma_to_hbm(tile.out_,
-                             block(loop.out_hbm + tile.first_row_ * out_stride, tile.rows_, cols,
-                                   loop.out_dtype, loop.out_stride),
-                             next_engine());
-  ordered(store);
-  if (flags_.count(chain_) > started.chain_before) store.wait(chain_, flags_.count(chain_));
-  if (flags_.count(tile.fanned_flag_) > started.fanned_before)
-    store.wait(tile.fanned_flag_, flags_.count(tile.fanned_flag_));
-  if (started.loaded > 0) store.wait(loaded_[s], started.loaded);
-  flags_.signal(store, slot_free_[s]);
-  wrote_hbm(store);
+  store(tile.out_, block(loop.out_hbm + tile.first_row_ * out_stride, tile.rows_, cols,
+                         loop.out_dtype, loop.out_stride));
   turns.slots.used(s);
 }
 

@@ -45,6 +45,24 @@ struct TileOperand {
   // kFull and kColumn: bytes from one row's start in HBM to the next's; 0: the rows are dense.
   // A stride wider than the row reads a band of each row (a band of rows of each image).
   uint64_t stride = 0;
+  // A kFull operand whose rows are entries lying apart in HBM, each loaded by a DMA of its own:
+  // row r of a tile is `rows` rows of `cols` elements from hbm + (r / per_group) * group_bytes +
+  // (r % per_group) * offset_bytes, each `stride` bytes after the one before (a batched product's
+  // operand read where a split of its heads would have written it: lower_matmul.cc). rows 0: the
+  // tile's rows are dense as above.
+  struct Entries {
+    uint32_t rows = 0, cols = 0;
+    uint64_t stride = 0, per_group = 1, group_bytes = 0, offset_bytes = 0;
+    uint64_t at(uint64_t r) const {
+      return (r / per_group) * group_bytes + (r % per_group) * offset_bytes;
+    }
+    // Entry o x heads + h of a [..., rows, heads, cols] f32 value: its rows of h's cols.
+    static Entries of_heads(uint64_t heads, uint32_t rows, uint32_t cols) {
+      const uint64_t row_bytes = uint64_t{cols} * 4;
+      return {rows, cols, heads * row_bytes, heads, rows * heads * row_bytes, row_bytes};
+    }
+  };
+  Entries entries{};
 };
 
 // One band of a fragment that works band by band (conv_bands.h): its output (kFull: its hbm,
@@ -144,7 +162,7 @@ class Emitter {
                const std::vector<TileOperand>& inputs, uint32_t scratch, uint32_t scratch_width,
                const std::function<void(Tile&)>& body);
   // The same with the output described as an operand (kFull: its hbm, cols, dtype and stride),
-  // to write a band of each of its rows.
+  // to write a band of each of its rows, or its rows as entries lying apart (its `entries`).
   void rowwise(const TileOperand& out, uint64_t rows, const std::vector<TileOperand>& inputs,
                uint32_t scratch, uint32_t scratch_width, const std::function<void(Tile&)>& body);
 
@@ -237,6 +255,9 @@ class Emitter {
     uint32_t scratch, scratch_width;
     uint32_t accumulator_elements;  // > 0: the tiles reduce into this
     bool stores = true;             // each tile stores its output (false: no output)
+    // Output rows that are entries lying apart, each stored by a DMA of its own (as
+    // TileOperand::entries reads them); rows 0: the rows lie as out_stride says.
+    TileOperand::Entries out_entries{};
   };
   isa::Block tile_loop(const TileLoop& loop, const std::vector<TileOperand>& inputs,
                        const std::function<void(Tile&)>& body);

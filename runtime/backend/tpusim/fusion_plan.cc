@@ -469,7 +469,10 @@ FusionPlan plan_fusions(const Graph& graph, const Fusions& fusions, const config
   if (options.producers) take_in_producers(graph, fusions, core, options.fuse_reductions, &plan);
   if (options.conv_producers)
     recompute_into_readers(graph, fusions, core, options.matmul_producers, &plan);
-  if (options.matmul_consumers) take_in_matmul_consumers(graph, fusions, core, &plan);
+  if (options.matmul_consumers) {
+    take_in_matmul_consumers(graph, fusions, core, &plan);
+    store_matmuls_through_merges(graph, fusions, &plan);
+  }
   if (options.conv_consumers) take_in_conv_consumers(graph, fusions, core, &plan);
   return plan;
 }

@@ -104,7 +104,8 @@ struct NodeFusion {
   int producer = -1;
   // A batched matmul's or a convolution input gradient's consumer taken in: as the product, the
   // root of the group whose fragment computes it first, its value never written; as that root,
-  // the product (-1: none). The product's fragment's reads are then that fragment's.
+  // the product (-1: none). The product's fragment's reads are then that fragment's. A merge of a
+  // batched product's heads is such a consumer too (store_matmuls_through_merges).
   int consumer = -1;
   int consumes = -1;
   std::vector<int> taken_reads;
@@ -120,6 +121,7 @@ struct FusionPlan {
   uint64_t conv_producers = 0;            // fused convolutions computing their images' group
   uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
   uint64_t matmul_consumers = 0;          // groups computing the batched matmul they consume
+  uint64_t merged_products = 0;           // batched matmuls stored through a merge of heads
   uint64_t conv_consumers = 0;            // groups computing the input gradient they consume
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }
@@ -203,6 +205,20 @@ int consuming_group(const Graph& graph, const FusionPlan& plan, const std::vecto
 // recomputed by their readers are decided.
 void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,
                               const config::CoreSpec& core, FusionPlan* plan);
+
+// When node `id` merges a batched product's heads, that product: `id` is a transpose [..., H, S,
+// D] -> [..., S, H, D] of a matmul with no operand shared between its entries (attention's context
+// and the gradients of its queries and values), or of a transpose of such a product's last two
+// axes (the gradient of its keys, [..., H, D, S] first); -1 otherwise.
+int merged_product(const Graph& graph, int id);
+
+// A batched matmul whose only reader is a merge of its heads (merged_product), directly or through
+// the transpose of its entries, and which is not an output, stores each entry where the merge puts
+// it, S rows of D elements H x D apart (XLA's layout assignment gives the dot's output the layout
+// that makes the transposes bitcasts, a dot's output transposed being the product of its operands
+// swapped and transposed): in `plan`, the product's (and that transpose's) consumer is the merge,
+// whose fragment is the product's (NodeFusion::consumer); neither is written.
+void store_matmuls_through_merges(const Graph& graph, const Fusions& fusions, FusionPlan* plan);
 
 // Takes in each fused convolution input gradient's consumer, and the reductions that take the
 // consumer in (fusion_plan.h, above), in `plan`, whose other decisions are made.

@@ -1,6 +1,7 @@
-// Lowering of matmuls: GEMMs through the MXUs, batched GEMMs of whole entries in VMEM, and
-// operands that are transposes of their last two axes read as their inputs lie, transposed in
-// VMEM (XLA's TransposeFolding).
+// Lowering of matmuls: GEMMs through the MXUs and batched GEMMs of whole entries in VMEM, their
+// operands read where they lie through the transposes before them (matmul_views.cc: slices
+// transposed in VMEM, a split of heads read entry by entry), a product whose heads are merged
+// stored where the merge puts each entry.
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -19,39 +20,14 @@ namespace tpusim::runtime::tpusim_backend {
 using isa::Vector;
 using sim::block;
 
-int folded_transpose_source(const Graph& graph, int id, int operand) {
-  const Node& n = graph.node(id);
-  if (n.op != Op::kMatMul) return -1;
-  const Node& t = graph.node(n.inputs[static_cast<size_t>(operand)]);
-  const int r = t.shape.rank();
-  if (t.op != Op::kTranspose || r < 2) return -1;
-  const std::vector<int64_t>& perm = t.attrs.axes;
-  for (int i = 0; i + 2 < r; ++i) {
-    if (perm[static_cast<size_t>(i)] != i) return -1;
-  }
-  if (perm[static_cast<size_t>(r - 2)] != r - 1 || perm[static_cast<size_t>(r - 1)] != r - 2)
-    return -1;
-  if (operand == 0 && r != 2 && graph.node(n.inputs[1]).shape.rank() == 2) return -1;
-  return t.inputs[0];
-}
-
-BufferUses matmul_uses(const Graph& graph, int id) {
-  const Node& n = graph.node(id);
-  BufferUses uses{{}, {id}};
-  for (int operand = 0; operand < 2; ++operand) {
-    const int source = folded_transpose_source(graph, id, operand);
-    uses.reads.push_back(source >= 0 ? source : n.inputs[static_cast<size_t>(operand)]);
-  }
-  return uses;
-}
-
 namespace {
 
 // One GEMM c = a b of row-major matrices in HBM, a being rows x k and b k x cols (each stored
 // transposed as `transposes` says); c's tiles rounded to bf16 values on their way out when
 // `round_bf16`.
 absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint32_t rows,
-                           uint32_t k, uint32_t cols, GemmTransposes transposes, bool round_bf16) {
+                           uint32_t k, uint32_t cols, GemmTransposes transposes,
+                           std::array<uint64_t, 3> row_elements, bool round_bf16) {
   GemmContext ctx;
   ctx.builder = &l.emit.builder();
   ctx.flags = &l.emit.flags();
@@ -66,18 +42,29 @@ absl::Status emit_hbm_gemm(Lowering& l, uint64_t a, uint64_t b, uint64_t c, uint
   layout.c_address = c;
   layout.input_dtype = isa::F32;
   layout.transposes = transposes;
+  layout.row_elements = row_elements;
   return emit_gemm(l.emit.chip(), {rows, k, cols}, l.precision, layout, ctx).status();
 }
 
-// A batched matmul's geometry: [batches, m, k] x [batches, k, cols], each operand possibly
-// stored transposed (folded_transpose_source); an entry's elements of each operand and product.
+// A batched matmul's geometry: [batches, m, k] x [batches, k, cols], each operand read as its view
+// says (matmul_operand_view: stored transposed, its entries interleaved); an entry's elements of
+// each operand and product.
 struct BatchedGeometry {
   uint32_t m = 0, k = 0, cols = 0;
   int64_t batches = 0;
   bool shared = false;  // the rhs is 2D weights every entry shares: not a batched product
+  std::array<MatmulOperandView, 2> views;
   GemmTransposes transposes;
   std::array<uint64_t, 2> operand_cols{};  // a's m k, w's k cols
   uint64_t c_cols = 0;
+  // Where operand i's entry e starts in its source's buffer, in elements.
+  uint64_t entry_at(size_t i, uint64_t e) const {
+    const MatmulOperandView& v = views[i];
+    if (v.heads == 0) return e * operand_cols[i];
+    return ((e / v.heads) * v.rows * v.heads + e % v.heads) * v.cols;
+  }
+  // Elements from one of operand i's stored rows to the next: 0 when they are dense.
+  uint64_t row_elements(size_t i) const { return views[i].heads * views[i].cols; }
 };
 BatchedGeometry batched_geometry(const Graph& graph, int id) {
   const Node& n = graph.node(id);
@@ -89,8 +76,8 @@ BatchedGeometry batched_geometry(const Graph& graph, int id) {
   g.cols = static_cast<uint32_t>(w.dim(w.rank() - 1));
   g.shared = w.rank() == 2;
   g.batches = a.elements() / (int64_t{g.m} * g.k);
-  g.transposes = {folded_transpose_source(graph, id, 0) >= 0,
-                  folded_transpose_source(graph, id, 1) >= 0};
+  g.views = {matmul_operand_view(graph, id, 0), matmul_operand_view(graph, id, 1)};
+  g.transposes = {g.views[0].transposed, g.views[1].transposed};
   g.operand_cols = {uint64_t{g.m} * g.k, uint64_t{g.k} * g.cols};
   g.c_cols = uint64_t{g.m} * g.cols;
   return g;
@@ -170,11 +157,15 @@ struct BatchedOperand {
     return made() ? MatmulOperandMaking{ops.tiles.size(), scratch.blocks} : MatmulOperandMaking{};
   }
 };
-BatchedOperand batched_operand(Lowering& l, int source, uint64_t cols, bool transposed) {
+BatchedOperand batched_operand(Lowering& l, const BatchedGeometry& g, size_t i) {
+  const MatmulOperandView& view = g.views[i];
+  const int source = view.source;
+  const uint64_t cols = g.operand_cols[i];
   BatchedOperand o;
-  o.transposed = transposed;
+  o.transposed = view.transposed;
   o.cols = cols;
-  if (l.fusion != nullptr && l.fusion->node(source).recomputed) {
+  // The fusion plan makes no operand whose entries are interleaved (matmul_recomputes).
+  if (view.heads == 0 && l.fusion != nullptr && l.fusion->node(source).recomputed) {
     o.members = l.fusion->members(source);
     o.ops = group_operands(l, o.members, l.node(source).shape);
     for (TileOperand& t : o.ops.tiles) t.cols = static_cast<uint32_t>(cols);  // an entry a row
@@ -182,6 +173,10 @@ BatchedOperand batched_operand(Lowering& l, int source, uint64_t cols, bool tran
   } else {
     o.loaded = TileOperand{TileOperand::Kind::kFull, l.address(source), isa::F32,
                            static_cast<uint32_t>(cols)};
+    if (view.heads > 0) {  // each entry by a DMA of its own, its rows apart
+      o.loaded.entries = TileOperand::Entries::of_heads(
+          view.heads, static_cast<uint32_t>(view.rows), static_cast<uint32_t>(view.cols));
+    }
   }
   return o;
 }
@@ -371,7 +366,7 @@ void multiply_entry(Lowering& l, Tile& t, const BatchedGeometry& g,
 // product and scratch do not fit a tile.
 bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
                             std::array<BatchedOperand, 2> operands, BatchedConsumer consumer,
-                            uint64_t c, bool round_bf16) {
+                            const TileOperand& out, bool round_bf16) {
   const BatchedWidths widths =
       batched_widths(g, {operands[0].making(), operands[1].making()}, consumer.making());
   if (!fits_tile(widths, l.emit.tile_budget_bytes())) return false;
@@ -389,24 +384,89 @@ bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
   if (consumer.present()) add_consumer_loads(consumer, loads);
   const auto total = static_cast<uint32_t>(widths.scratch_total());
   std::vector<uint32_t> next_slot(l.emit.core().mxu_count, 0);
-  l.emit.rowwise(c, static_cast<uint64_t>(g.batches), static_cast<uint32_t>(g.c_cols), isa::F32,
-                 loads, total > 0 ? 1 : 0, total, [&](Tile& t) {
-                   sim::VectorChain chain;
-                   const isa::Block a = operand_in_tile(l, t, widths, operands[0], chain);
-                   const isa::Block w = operand_in_tile(l, t, widths, operands[1], chain);
-                   if (!chain.empty()) t.chain(t.e_builder().vector(chain.instruction()));
-                   const isa::Block products = consumer.present()
-                                                   ? widths.scratch_block(t, consumer.first_scratch)
-                                                   : t.out();
-                   for (uint64_t e = 0; e < t.rows(); ++e)
-                     multiply_entry(l, t, g, operands, {a, w}, widths, products, e, next_slot);
-                   if (consumer.present()) {
-                     consume_in_tile(l, t, g, widths, consumer, products, round_bf16);
-                   } else if (round_bf16) {  // after every product: the store waits for the chain
-                     round_bf16_in_tile(t, t.out(), true);
-                   }
-                 });
+  l.emit.rowwise(
+      out, static_cast<uint64_t>(g.batches), loads, total > 0 ? 1 : 0, total, [&](Tile& t) {
+        sim::VectorChain chain;
+        const isa::Block a = operand_in_tile(l, t, widths, operands[0], chain);
+        const isa::Block w = operand_in_tile(l, t, widths, operands[1], chain);
+        if (!chain.empty()) t.chain(t.e_builder().vector(chain.instruction()));
+        const isa::Block products =
+            consumer.present() ? widths.scratch_block(t, consumer.first_scratch) : t.out();
+        for (uint64_t e = 0; e < t.rows(); ++e)
+          multiply_entry(l, t, g, operands, {a, w}, widths, products, e, next_slot);
+        if (consumer.present()) {
+          consume_in_tile(l, t, g, widths, consumer, products, round_bf16);
+        } else if (round_bf16) {  // after every product: the store waits for the chain
+          round_bf16_in_tile(t, t.out(), true);
+        }
+      });
   return true;
+}
+
+// Where a matmul's fragment stores its entries: its own buffer (or its consumer group's root's),
+// each entry's m rows of cols after the last; or a merge of its heads' buffer, entry o x H + h's
+// rows from element (o x m x H + h) x cols, H x cols apart (lower_matmul_into_merge).
+struct ProductStore {
+  uint64_t address = 0;
+  uint64_t heads = 0;  // H; 0: entries dense
+  uint64_t entry_at(const BatchedGeometry& g, uint64_t e) const {
+    if (heads == 0) return e * g.c_cols;
+    return ((e / heads) * g.m * heads + e % heads) * g.cols;
+  }
+  TileOperand tile(const BatchedGeometry& g) const {
+    TileOperand out{TileOperand::Kind::kFull, address, isa::F32, static_cast<uint32_t>(g.c_cols)};
+    if (heads > 0) out.entries = TileOperand::Entries::of_heads(heads, g.m, g.cols);
+    return out;
+  }
+};
+
+// Matmul `id` with its entries transposed: (a b)^T = b^T a^T, the operands swapped, each read
+// transposed.
+BatchedGeometry entries_transposed(BatchedGeometry g) {
+  std::swap(g.m, g.cols);
+  std::swap(g.views[0], g.views[1]);
+  std::swap(g.operand_cols[0], g.operand_cols[1]);
+  for (MatmulOperandView& v : g.views) v.transposed = !v.transposed;
+  g.transposes = {g.views[0].transposed, g.views[1].transposed};
+  return g;
+}
+
+absl::Status lower_product(Lowering& l, int id, const std::vector<int>& consumer,
+                           const ProductStore& store, bool transposed = false) {
+  const Node& n = l.node(id);
+  // A bf16 product is rounded in VMEM before it leaves, on every path below.
+  const bool round_bf16 = n.dtype == DType::kBF16;
+  const BatchedGeometry g = transposed ? entries_transposed(batched_geometry(l.graph, id))
+                                       : batched_geometry(l.graph, id);
+  if (!g.shared && g.batches > 1) {
+    std::array<BatchedOperand, 2> operands{batched_operand(l, g, 0), batched_operand(l, g, 1)};
+    const bool made = operands[0].made() || operands[1].made() || !consumer.empty();
+    if (batched_matmul_in_vmem(l, g, std::move(operands), batched_consumer(l, id, consumer, g),
+                               store.tile(g), round_bf16))
+      return absl::OkStatus();
+    // The fusion plan recomputes an operand's group, or takes in a consumer, only where the
+    // tile fits.
+    if (made)
+      return absl::InternalError(str_cat(
+          "matmul ", n.label, ": an operand made or a consumer taken in does not fit its tile"));
+  }
+  if (!consumer.empty())
+    return absl::InternalError(
+        str_cat("matmul ", n.label, ": a consumer taken in by a product that is not batched"));
+  const uint64_t a_at = l.address(g.views[0].source), w_at = l.address(g.views[1].source);
+  const int64_t gemms = g.shared ? 1 : g.batches;
+  const uint32_t rows = g.shared ? static_cast<uint32_t>(g.batches * g.m) : g.m;
+  for (int64_t bi = 0; bi < gemms; ++bi) {
+    const auto at = static_cast<uint64_t>(bi);
+    if (absl::Status s = emit_hbm_gemm(
+            l, a_at + g.entry_at(0, at) * 4, w_at + g.entry_at(1, at) * 4,
+            store.address + store.entry_at(g, at) * 4, rows, g.k, g.cols, g.transposes,
+            {g.row_elements(0), g.row_elements(1), store.heads * g.cols}, round_bf16);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -422,43 +482,14 @@ bool batched_matmul_fits(const Graph& graph, int id, const config::CoreSpec& cor
 absl::Status lower_matmul(Lowering& l, int id) { return lower_matmul_into_consumer(l, id, {}); }
 
 absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<int>& consumer) {
-  const Node& n = l.node(id);
-  // A bf16 product is rounded in VMEM before it leaves, on every path below.
-  const bool round_bf16 = n.dtype == DType::kBF16;
-  const BatchedGeometry g = batched_geometry(l.graph, id);
-  const std::vector<int> sources = matmul_uses(l.graph, id).reads;  // the lhs's, the rhs's
-  if (!g.shared && g.batches > 1) {
-    std::array<BatchedOperand, 2> operands{
-        batched_operand(l, sources[0], g.operand_cols[0], g.transposes.a),
-        batched_operand(l, sources[1], g.operand_cols[1], g.transposes.b)};
-    const bool made = operands[0].made() || operands[1].made() || !consumer.empty();
-    const uint64_t out = l.address(consumer.empty() ? id : consumer.back());
-    if (batched_matmul_in_vmem(l, g, std::move(operands), batched_consumer(l, id, consumer, g), out,
-                               round_bf16))
-      return absl::OkStatus();
-    // The fusion plan recomputes an operand's group, or takes in a consumer, only where the
-    // tile fits.
-    if (made)
-      return absl::InternalError(str_cat(
-          "matmul ", n.label, ": an operand made or a consumer taken in does not fit its tile"));
-  }
-  if (!consumer.empty())
-    return absl::InternalError(str_cat("matmul ", n.label,
-                                       ": a consumer taken in by a product "
-                                       "that is not batched"));
-  const uint64_t a_at = l.address(sources[0]), w_at = l.address(sources[1]);
-  const int64_t gemms = g.shared ? 1 : g.batches;
-  const uint32_t rows = g.shared ? static_cast<uint32_t>(g.batches * g.m) : g.m;
-  for (int64_t bi = 0; bi < gemms; ++bi) {
-    const auto at = static_cast<uint64_t>(bi);
-    if (absl::Status s = emit_hbm_gemm(l, a_at + at * g.m * g.k * 4, w_at + at * g.k * g.cols * 4,
-                                       l.address(id) + at * g.m * g.cols * 4, rows, g.k, g.cols,
-                                       g.transposes, round_bf16);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
+  return lower_product(l, id, consumer, {l.address(consumer.empty() ? id : consumer.back()), 0});
+}
+
+absl::Status lower_matmul_into_merge(Lowering& l, int id, int merge) {
+  const Shape& shape = l.node(merge).shape;  // [..., S, H, D]
+  return lower_product(l, id, {},
+                       {l.address(merge), static_cast<uint64_t>(shape.dim(shape.rank() - 2))},
+                       l.node(merge).inputs[0] != id);
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

@@ -320,15 +320,29 @@ absl::Status emit_transpose(Lowering& l, uint64_t src, const Shape& in,
 absl::Status lower_concat(Lowering& l, int id);
 absl::Status lower_slice(Lowering& l, int id);
 absl::Status lower_pad(Lowering& l, int id);
-// The node a matmul reads in place of its operand `operand` (0: lhs, 1: rhs) when that operand is a
-// transpose of the last two axes (any leading axes kept) that the product can read as it lies,
-// transposing its slices in VMEM (XLA's TransposeFolding; gemm_tiling.h, GemmTransposes): the
-// transpose's input. -1 when the operand is no such transpose, or is the lhs of a product with
-// shared 2D weights whose lhs is not 2D itself (its rows are flattened across the leading axes,
-// which a transpose of the last two does not keep together).
-int folded_transpose_source(const Graph& graph, int id, int operand);
-// A matmul's rule's uses: it reads its inputs, or the sources of the transposes it folds
-// (folded_transpose_source), and writes itself. A transpose that only such products read is then
+// How a matmul reads its operand `operand` (0: lhs, 1: rhs) where it lies: the node whose buffer
+// it reads, and how each entry's matrix lies there. Through a chain of transposes the product
+// reads the deepest node whose layout it can take, so that no transpose it reads through is
+// computed for it (XLA's TransposeFolding, and its layout assignment, which gives a dot's operand
+// the layout that makes a transpose before it a bitcast):
+// - entries dense, each matrix as the product reads it or `transposed` (the transposes swap the
+//   last two axes and keep the leading ones; the product transposes its slices in VMEM);
+// - entries interleaved (`heads` > 0), for a batched product of rank 4 or more: the operand
+//   [..., H, S, D], or [..., H, D, S] `transposed`, is a split of heads of the source
+//   [..., S, H, D] (attention's transpose_for_scores); entry o x H + h is the source's S rows of
+//   D elements from element (o x S x H + h) x D, H x D apart.
+// The operand itself when no transpose before it can be read so; always so for the lhs of a
+// product with shared 2D weights whose lhs is not 2D (its rows are flattened across the leading
+// axes, which a transpose does not keep together).
+struct MatmulOperandView {
+  int source = -1;
+  bool transposed = false;
+  uint64_t heads = 0;           // H of interleaved entries; 0: entries dense
+  uint64_t rows = 0, cols = 0;  // an interleaved entry's stored rows (S) and their elements (D)
+};
+MatmulOperandView matmul_operand_view(const Graph& graph, int id, int operand);
+// A matmul's rule's uses: it reads its operands' views' sources (matmul_operand_view), and writes
+// itself. A transpose that only such products read is then
 // needed by none and never computed.
 BufferUses matmul_uses(const Graph& graph, int id);
 // How a batched matmul (no operand shared between its entries: attention's products and their
@@ -350,6 +364,12 @@ absl::Status lower_matmul(Lowering& l, int id);
 // The batched matmul's fragment computing `consumer` (the members of an elementwise group taken
 // in, its root last) from its products in VMEM, the group's value written instead.
 absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<int>& consumer);
+// The batched matmul's fragment storing each entry where `merge`, a merge of its heads
+// (merged_product in fusion_plan.h), puts it: S rows of D elements, H x D apart in the merge's
+// buffer; the product never written as it lies. When the merge reads the product's entries
+// transposed, the fragment computes them so: the product of its operands swapped, each read
+// transposed.
+absl::Status lower_matmul_into_merge(Lowering& l, int id, int merge);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);
 // An all-reduce of the input over the replicas (Lowering::allreduce); on one replica the node

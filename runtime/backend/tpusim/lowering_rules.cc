@@ -50,8 +50,8 @@ const LoweringRule* lowering_rule(Op op) {
       {Op::kConcat, {lower_concat, false}},
       {Op::kSlice, {lower_slice, false}},
       {Op::kPad, {lower_pad, false}},
-      // A bf16 product is rounded in VMEM before it leaves, on every path of lower_matmul. A
-      // transposed operand is read as its transpose's input (folded_transpose_source).
+      // A bf16 product is rounded in VMEM before it leaves, on every path of lower_matmul. An
+      // operand behind transposes is read where it lies (matmul_operand_view).
       {Op::kMatMul, {lower_matmul, true, matmul_uses}},
       {Op::kExtractPatches, {lower_extract_patches, false}},
       {Op::kPatchesToImage, {lower_patches_to_image, false}},

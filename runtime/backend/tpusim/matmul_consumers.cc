@@ -125,4 +125,65 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
   }
 }
 
+namespace {
+
+// Whether `perm` keeps every axis before the last `last` and permutes those as `tail` says.
+bool permutes_tail(const std::vector<int64_t>& perm, const std::vector<int64_t>& tail) {
+  const auto r = static_cast<int64_t>(perm.size()), n = static_cast<int64_t>(tail.size());
+  if (r < n) return false;
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t want = i < r - n ? i : r - n + tail[static_cast<size_t>(i - (r - n))];
+    if (perm[static_cast<size_t>(i)] != want) return false;
+  }
+  return true;
+}
+
+bool batched_matmul(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  return n.op == Op::kMatMul && g.node(n.inputs[1]).shape.rank() != 2;
+}
+
+}  // namespace
+
+int merged_product(const Graph& g, int id) {
+  const Node& t = g.node(id);
+  if (t.op != Op::kTranspose || t.shape.rank() < 4 || !permutes_tail(t.attrs.axes, {1, 0, 2}))
+    return -1;
+  const int in = t.inputs[0];
+  if (batched_matmul(g, in)) return in;
+  const Node& swap = g.node(in);  // the product's entries transposed first
+  if (swap.op == Op::kTranspose && permutes_tail(swap.attrs.axes, {1, 0}) &&
+      batched_matmul(g, swap.inputs[0]))
+    return swap.inputs[0];
+  return -1;
+}
+
+// A batched matmul whose only reader is a merge of its heads (or a transpose of its entries that
+// only such a merge reads), and which is not an output, stores its entries where the merge puts
+// them: the merge's fragment is the product's, and neither the product nor the transpose between
+// is written.
+void store_matmuls_through_merges(const Graph& g, const Fusions& fusions, FusionPlan* plan) {
+  const std::vector<std::vector<int>> readers = fragment_readers(g, fusions, *plan);
+  const std::vector<bool> exported = exported_nodes(g);
+  auto only_reader = [&](int id) {
+    const std::vector<int>& read_by = readers[static_cast<size_t>(id)];
+    const bool alone = plan->node(id).needed && !plan->absorbed(id) &&
+                       !exported[static_cast<size_t>(id)] && read_by.size() == 1;
+    return alone ? read_by[0] : -1;
+  };
+  for (int merge = 0; merge < g.size(); ++merge) {
+    const int product = merged_product(g, merge);
+    if (product < 0 || plan->absorbed(merge) || plan->node(merge).group >= 0) continue;
+    const int between = g.node(merge).inputs[0];  // the product, or its entries transposed
+    if (only_reader(between) != merge || (between != product && only_reader(product) != between))
+      continue;
+    for (int id : {product, between}) {
+      plan->node(id).consumer = merge;
+      plan->node(id).taken_reads = id == product ? matmul_uses(g, id).reads : std::vector{product};
+    }
+    plan->node(merge).consumes = product;
+    ++plan->merged_products;
+  }
+}
+
 }  // namespace tpusim::runtime::tpusim_backend

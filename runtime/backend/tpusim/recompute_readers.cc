@@ -80,8 +80,9 @@ uint64_t held_bytes(const Graph& g, int id) {
 
 // Whether batched matmul `r` can make its operand `z` in VMEM from the group's operands
 // (lowering.h, batched_matmul_fits): `z` is exactly one of its operands (as it lies or stored
-// transposed), the other is not made by a group too, and the tile fits; the bytes it would load
-// for the group (its operands the product does not read already) added to `bytes_read`.
+// transposed, its entries dense), the other is not made by a group too, and the tile fits; the
+// bytes it would load for the group (its operands the product does not read already) added to
+// `bytes_read`.
 bool matmul_recomputes(const Graph& g, const FusionPlan& plan, const config::CoreSpec& core, int r,
                        int z, const ProducerOperands& ops, uint32_t blocks, uint64_t* bytes_read) {
   const std::vector<int> sources = matmul_uses(g, r).reads;  // the lhs's, the rhs's
@@ -90,6 +91,9 @@ bool matmul_recomputes(const Graph& g, const FusionPlan& plan, const config::Cor
   const size_t mine = sources[0] == z ? 0 : 1;
   const int other = sources[1 - mine];
   if (plan.node(other).recomputed) return false;
+  // A group computes its value's rows in order; an operand read with its entries interleaved
+  // (a split of heads read in place) is not made so.
+  if (matmul_operand_view(g, r, static_cast<int>(mine)).heads > 0) return false;
   std::array<MatmulOperandMaking, 2> making{};
   making[mine] = {ops.images.size(), blocks};
   if (!batched_matmul_fits(g, r, core, making)) return false;

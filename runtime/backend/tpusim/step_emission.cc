@@ -274,6 +274,8 @@ absl::Status StepEmission::lower(int id) {
     if (const auto conv = plan_.fusions.find(product); conv != plan_.fusions.end()) {
       s = lower_conv_into_consumer(l_, product, conv->second, {}, members);
       ++out_.fused_convolutions;
+    } else if (node.op == Op::kTranspose) {  // a merge of the product's heads
+      s = lower_matmul_into_merge(l_, product, id);
     } else {
       s = lower_matmul_into_consumer(l_, product, members);
     }
