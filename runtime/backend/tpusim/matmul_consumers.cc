@@ -127,7 +127,8 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
 
 namespace {
 
-// Whether `perm` keeps every axis before the last `last` and permutes those as `tail` says.
+// Whether `perm` keeps every axis before its last tail.size() and permutes those as `tail` says
+// (tail[i]: which of them lands at position i).
 bool permutes_tail(const std::vector<int64_t>& perm, const std::vector<int64_t>& tail) {
   const auto r = static_cast<int64_t>(perm.size()), n = static_cast<int64_t>(tail.size());
   if (r < n) return false;

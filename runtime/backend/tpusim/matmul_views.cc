@@ -11,8 +11,9 @@ namespace tpusim::runtime::tpusim_backend {
 
 namespace {
 
-// The view of a matmul's operand of rank `rank` read from `source`, whose axis perm[i] is the
-// operand's axis i; none when the product cannot read it so (matmul_operand_view).
+// The view of a matmul's operand read from `source`, whose axis perm[i] is the operand's axis i
+// (`batched`: a product with no operand shared between its entries); none when the product
+// cannot read it so (matmul_operand_view).
 std::optional<MatmulOperandView> view_through(const Graph& graph, int source,
                                               const std::vector<int64_t>& perm, bool batched) {
   const auto r = static_cast<int64_t>(perm.size());
