@@ -106,9 +106,10 @@ TEST(TpusimBackend, FoldedTransposesComputeWhatTheCpuDoes) {
 // puts it, on both of lower_matmul's batched paths (entries in a VMEM tile, and a GEMM over HBM
 // per entry that does not fit one); the merges are never computed. One merged through a
 // transpose of its entries (the keys' gradient, q^T g transposed, its q a split of heads) is
-// computed as g^T q. A product read by something else besides its merge is written as it lies
-// and merged by a transpose of its own.
-TEST(TpusimBackend, ProductsStoredThroughMergesOfHeadsComputeWhatTheCpuDoes) {
+// computed as g^T q; so is a product, 2D or batched, whose only reader transposes its last two
+// axes (a weight gradient x^T g transposed back). A product read by something else besides its
+// merge is written as it lies and merged by a transpose of its own.
+TEST(TpusimBackend, ProductsStoredThroughTheirMergesAndTransposesComputeWhatTheCpuDoes) {
   GraphBuilder b;
   const Value p = b.infeed("p", DType::kF32, {3, 4, 20, 20});
   const Value v = b.infeed("v", DType::kF32, {3, 4, 20, 24});
@@ -120,6 +121,12 @@ TEST(TpusimBackend, ProductsStoredThroughMergesOfHeadsComputeWhatTheCpuDoes) {
   const Value q = b.transpose(b.infeed("h", DType::kF32, {3, 20, 4, 24}), {0, 2, 1, 3});
   const Value qt_p = b.matmul(b.transpose(q, {0, 1, 3, 2}), p);  // [3, 4, 24, 20]
   b.output("qt_p_merged", b.transpose(b.transpose(qt_p, {0, 1, 3, 2}), {0, 2, 1, 3}));
+  const Value x = b.infeed("x", DType::kF32, {64, 40});
+  b.output(
+      "xt_g_t",
+      b.transpose(b.matmul(b.transpose(x, {1, 0}), b.infeed("y", DType::kF32, {64, 30})), {1, 0}));
+  b.output("p_u_t",
+           b.transpose(b.matmul(p, b.infeed("u", DType::kF32, {3, 4, 20, 8})), {0, 1, 3, 2}));
   const Value kept = b.matmul(p, b.infeed("w", DType::kF32, {3, 4, 20, 8}));
   b.output("kept_merged", b.transpose(kept, {0, 2, 1, 3}));
   b.output("kept", b.unary(Op::kExp, kept));
@@ -127,7 +134,7 @@ TEST(TpusimBackend, ProductsStoredThroughMergesOfHeadsComputeWhatTheCpuDoes) {
 
   auto step = tpusim_backend::compile_graph(b.graph(), **config::load_slice("v3-8"), 0);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->merged_products, 3u);
+  EXPECT_EQ(step->merged_products, 5u);
   EXPECT_EQ(step->instructions_per_op.count("transpose"), 1u);  // kept's merge alone
 
   expect_cpus_values(b.graph(),
@@ -136,8 +143,11 @@ TEST(TpusimBackend, ProductsStoredThroughMergesOfHeadsComputeWhatTheCpuDoes) {
                       {"big", DType::kF32, {2, 2, 1536, 1024}},
                       {"g", DType::kF32, {2, 2, 1024, 96}},
                       {"w", DType::kF32, {3, 4, 20, 8}},
-                      {"h", DType::kF32, {3, 20, 4, 24}}},
-                     12, 5);
+                      {"h", DType::kF32, {3, 20, 4, 24}},
+                      {"x", DType::kF32, {64, 40}},
+                      {"y", DType::kF32, {64, 30}},
+                      {"u", DType::kF32, {3, 4, 20, 8}}},
+                     12, 7);
 }
 
 }  // namespace

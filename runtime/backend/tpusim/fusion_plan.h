@@ -211,13 +211,19 @@ void take_in_matmul_consumers(const Graph& graph, const Fusions& fusions,
 // and the gradients of its queries and values), or of a transpose of such a product's last two
 // axes (the gradient of its keys, [..., H, D, S] first); -1 otherwise.
 int merged_product(const Graph& graph, int id);
+// When node `id` transposes a matmul's last two axes, that matmul, if its rows are its own (two
+// 2D operands, or no operand shared between its entries); -1 otherwise.
+int transposed_product(const Graph& graph, int id);
 
 // A batched matmul whose only reader is a merge of its heads (merged_product), directly or through
 // the transpose of its entries, and which is not an output, stores each entry where the merge puts
 // it, S rows of D elements H x D apart (XLA's layout assignment gives the dot's output the layout
 // that makes the transposes bitcasts, a dot's output transposed being the product of its operands
 // swapped and transposed): in `plan`, the product's (and that transpose's) consumer is the merge,
-// whose fragment is the product's (NodeFusion::consumer); neither is written.
+// whose fragment is the product's (NodeFusion::consumer); neither is written. Then, likewise, a
+// matmul whose only reader transposes its last two axes (transposed_product: a weight gradient
+// x^T g transposed back, BERT's word embeddings') computes its product transposed, its operands
+// swapped, into the transpose's buffer.
 void store_matmuls_through_merges(const Graph& graph, const Fusions& fusions, FusionPlan* plan);
 
 // Takes in each fused convolution input gradient's consumer, and the reductions that take the

@@ -486,10 +486,14 @@ absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<i
 }
 
 absl::Status lower_matmul_into_merge(Lowering& l, int id, int merge) {
-  const Shape& shape = l.node(merge).shape;  // [..., S, H, D]
-  return lower_product(l, id, {},
-                       {l.address(merge), static_cast<uint64_t>(shape.dim(shape.rank() - 2))},
-                       l.node(merge).inputs[0] != id);
+  const Node& t = l.node(merge);
+  const int r = t.shape.rank();
+  // [..., H, S, D] -> [..., S, H, D] (a merge), or the last two swapped.
+  const bool heads = r >= 4 && t.attrs.axes[static_cast<size_t>(r - 3)] == r - 2;
+  return lower_product(
+      l, id, {},
+      {l.address(merge), heads ? static_cast<uint64_t>(t.shape.dim(r - 2)) : uint64_t{0}},
+      !heads || t.inputs[0] != id);
 }
 
 }  // namespace tpusim::runtime::tpusim_backend

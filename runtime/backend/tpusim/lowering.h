@@ -368,7 +368,8 @@ absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<i
 // (merged_product in fusion_plan.h), puts it: S rows of D elements, H x D apart in the merge's
 // buffer; the product never written as it lies. When the merge reads the product's entries
 // transposed, the fragment computes them so: the product of its operands swapped, each read
-// transposed.
+// transposed. `merge` may instead transpose the product's last two axes (transposed_product):
+// the entries are then computed so and stored as they lie.
 absl::Status lower_matmul_into_merge(Lowering& l, int id, int merge);
 absl::Status lower_extract_patches(Lowering& l, int id);
 absl::Status lower_patches_to_image(Lowering& l, int id);

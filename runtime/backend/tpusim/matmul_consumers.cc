@@ -144,6 +144,14 @@ bool batched_matmul(const Graph& g, int id) {
   return n.op == Op::kMatMul && g.node(n.inputs[1]).shape.rank() != 2;
 }
 
+// A matmul of two 2D matrices, or a batched one: a product whose rows stay its own when its
+// last two axes swap (not one with shared 2D weights whose lhs rows flatten leading axes).
+bool transposable_matmul(const Graph& g, int id) {
+  const Node& n = g.node(id);
+  return batched_matmul(g, id) ||
+         (n.op == Op::kMatMul && n.shape.rank() == 2 && g.node(n.inputs[0]).shape.rank() == 2);
+}
+
 }  // namespace
 
 int merged_product(const Graph& g, int id) {
@@ -159,6 +167,13 @@ int merged_product(const Graph& g, int id) {
   return -1;
 }
 
+int transposed_product(const Graph& g, int id) {
+  const Node& t = g.node(id);
+  if (t.op != Op::kTranspose || t.shape.rank() < 2 || !permutes_tail(t.attrs.axes, {1, 0}))
+    return -1;
+  return transposable_matmul(g, t.inputs[0]) ? t.inputs[0] : -1;
+}
+
 // A batched matmul whose only reader is a merge of its heads (or a transpose of its entries that
 // only such a merge reads), and which is not an output, stores its entries where the merge puts
 // them: the merge's fragment is the product's, and neither the product nor the transpose between
@@ -172,18 +187,22 @@ void store_matmuls_through_merges(const Graph& g, const Fusions& fusions, Fusion
                        !exported[static_cast<size_t>(id)] && read_by.size() == 1;
     return alone ? read_by[0] : -1;
   };
-  for (int merge = 0; merge < g.size(); ++merge) {
-    const int product = merged_product(g, merge);
-    if (product < 0 || plan->absorbed(merge) || plan->node(merge).group >= 0) continue;
-    const int between = g.node(merge).inputs[0];  // the product, or its entries transposed
-    if (only_reader(between) != merge || (between != product && only_reader(product) != between))
-      continue;
-    for (int id : {product, between}) {
-      plan->node(id).consumer = merge;
-      plan->node(id).taken_reads = id == product ? matmul_uses(g, id).reads : std::vector{product};
+  // The merges first, so that a transpose of entries a merge reads is the merge's to take.
+  for (const auto& stored_by : {merged_product, transposed_product}) {
+    for (int merge = 0; merge < g.size(); ++merge) {
+      const int product = stored_by(g, merge);
+      if (product < 0 || plan->absorbed(merge) || plan->node(merge).group >= 0) continue;
+      const int between = g.node(merge).inputs[0];  // the product, or its entries transposed
+      if (only_reader(between) != merge || (between != product && only_reader(product) != between))
+        continue;
+      for (int id : {product, between}) {
+        plan->node(id).consumer = merge;
+        plan->node(id).taken_reads =
+            id == product ? matmul_uses(g, id).reads : std::vector{product};
+      }
+      plan->node(merge).consumes = product;
+      ++plan->merged_products;
     }
-    plan->node(merge).consumes = product;
-    ++plan->merged_products;
   }
 }
 
