@@ -62,7 +62,7 @@ struct CompiledStep {
   uint64_t conv_producers = 0;            // convolutions computing their images' group
   uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
   uint64_t matmul_consumers = 0;          // batched matmuls computing their consumer group
-  uint64_t merged_products = 0;           // batched matmuls storing through a merge of heads
+  uint64_t merged_products = 0;           // matmuls storing through a merge of heads or transpose
   uint64_t conv_consumers = 0;            // input gradients computing their consumer group
   uint64_t conv_output_reductions = 0;    // reductions computed by the convolution they reduce
   // Copies rematerialization added so that the step fits HBM (rematerialize.h); 0 for a step

@@ -105,7 +105,8 @@ struct NodeFusion {
   // A batched matmul's or a convolution input gradient's consumer taken in: as the product, the
   // root of the group whose fragment computes it first, its value never written; as that root,
   // the product (-1: none). The product's fragment's reads are then that fragment's. A merge of a
-  // batched product's heads is such a consumer too (store_matmuls_through_merges).
+  // batched product's heads, or a transpose of a product, is such a consumer too
+  // (store_matmuls_through_merges).
   int consumer = -1;
   int consumes = -1;
   std::vector<int> taken_reads;
@@ -121,7 +122,7 @@ struct FusionPlan {
   uint64_t conv_producers = 0;            // fused convolutions computing their images' group
   uint64_t matmul_producers = 0;          // batched matmuls making an operand from its group
   uint64_t matmul_consumers = 0;          // groups computing the batched matmul they consume
-  uint64_t merged_products = 0;           // batched matmuls stored through a merge of heads
+  uint64_t merged_products = 0;           // matmuls stored through a merge of heads or transpose
   uint64_t conv_consumers = 0;            // groups computing the input gradient they consume
 
   const NodeFusion& node(int id) const { return nodes[static_cast<size_t>(id)]; }

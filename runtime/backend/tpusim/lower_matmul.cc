@@ -57,11 +57,13 @@ struct BatchedGeometry {
   GemmTransposes transposes;
   std::array<uint64_t, 2> operand_cols{};  // a's m k, w's k cols
   uint64_t c_cols = 0;
-  // Where operand i's entry e starts in its source's buffer, in elements.
+  // Where operand i's entry e starts in its source's buffer, in bytes.
   uint64_t entry_at(size_t i, uint64_t e) const {
     const MatmulOperandView& v = views[i];
-    if (v.heads == 0) return e * operand_cols[i];
-    return ((e / v.heads) * v.rows * v.heads + e % v.heads) * v.cols;
+    if (v.heads == 0) return e * operand_cols[i] * 4;
+    return TileOperand::Entries::of_heads(v.heads, static_cast<uint32_t>(v.rows),
+                                          static_cast<uint32_t>(v.cols))
+        .at(e);
   }
   // Elements from one of operand i's stored rows to the next: 0 when they are dense.
   uint64_t row_elements(size_t i) const { return views[i].heads * views[i].cols; }
@@ -409,9 +411,9 @@ bool batched_matmul_in_vmem(Lowering& l, const BatchedGeometry& g,
 struct ProductStore {
   uint64_t address = 0;
   uint64_t heads = 0;  // H; 0: entries dense
+  // Where entry e starts, in bytes from `address`.
   uint64_t entry_at(const BatchedGeometry& g, uint64_t e) const {
-    if (heads == 0) return e * g.c_cols;
-    return ((e / heads) * g.m * heads + e % heads) * g.cols;
+    return heads == 0 ? e * g.c_cols * 4 : TileOperand::Entries::of_heads(heads, g.m, g.cols).at(e);
   }
   TileOperand tile(const BatchedGeometry& g) const {
     TileOperand out{TileOperand::Kind::kFull, address, isa::F32, static_cast<uint32_t>(g.c_cols)};
@@ -458,10 +460,10 @@ absl::Status lower_product(Lowering& l, int id, const std::vector<int>& consumer
   const uint32_t rows = g.shared ? static_cast<uint32_t>(g.batches * g.m) : g.m;
   for (int64_t bi = 0; bi < gemms; ++bi) {
     const auto at = static_cast<uint64_t>(bi);
-    if (absl::Status s = emit_hbm_gemm(
-            l, a_at + g.entry_at(0, at) * 4, w_at + g.entry_at(1, at) * 4,
-            store.address + store.entry_at(g, at) * 4, rows, g.k, g.cols, g.transposes,
-            {g.row_elements(0), g.row_elements(1), store.heads * g.cols}, round_bf16);
+    if (absl::Status s =
+            emit_hbm_gemm(l, a_at + g.entry_at(0, at), w_at + g.entry_at(1, at),
+                          store.address + store.entry_at(g, at), rows, g.k, g.cols, g.transposes,
+                          {g.row_elements(0), g.row_elements(1), store.heads * g.cols}, round_bf16);
         !s.ok()) {
       return s;
     }
@@ -487,12 +489,11 @@ absl::Status lower_matmul_into_consumer(Lowering& l, int id, const std::vector<i
 
 absl::Status lower_matmul_into_merge(Lowering& l, int id, int merge) {
   const Node& t = l.node(merge);
-  const int r = t.shape.rank();
-  // [..., H, S, D] -> [..., S, H, D] (a merge), or the last two swapped.
-  const bool heads = r >= 4 && t.attrs.axes[static_cast<size_t>(r - 3)] == r - 2;
+  // A merge of heads ([..., H, S, D] -> [..., S, H, D]), or the last two swapped.
+  const bool heads = merged_product(l.graph, merge) >= 0;
   return lower_product(
       l, id, {},
-      {l.address(merge), heads ? static_cast<uint64_t>(t.shape.dim(r - 2)) : uint64_t{0}},
+      {l.address(merge), heads ? static_cast<uint64_t>(t.shape.dim(t.shape.rank() - 2)) : 0},
       !heads || t.inputs[0] != id);
 }
 

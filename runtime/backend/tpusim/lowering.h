@@ -341,6 +341,9 @@ struct MatmulOperandView {
   uint64_t rows = 0, cols = 0;  // an interleaved entry's stored rows (S) and their elements (D)
 };
 MatmulOperandView matmul_operand_view(const Graph& graph, int id, int operand);
+// Whether `perm` (a transpose's axes: output axis i is input axis perm[i]) keeps every axis before
+// its last tail.size() and takes those as `tail` says (tail[i]: which of them lands at i).
+bool permutes_tail(const std::vector<int64_t>& perm, const std::vector<int64_t>& tail);
 // A matmul's rule's uses: it reads its operands' views' sources (matmul_operand_view), and writes
 // itself. A transpose that only such products read is then
 // needed by none and never computed.

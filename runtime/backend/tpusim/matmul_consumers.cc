@@ -127,18 +127,6 @@ void take_in_matmul_consumers(const Graph& g, const Fusions& fusions, const conf
 
 namespace {
 
-// Whether `perm` keeps every axis before its last tail.size() and permutes those as `tail` says
-// (tail[i]: which of them lands at position i).
-bool permutes_tail(const std::vector<int64_t>& perm, const std::vector<int64_t>& tail) {
-  const auto r = static_cast<int64_t>(perm.size()), n = static_cast<int64_t>(tail.size());
-  if (r < n) return false;
-  for (int64_t i = 0; i < r; ++i) {
-    const int64_t want = i < r - n ? i : r - n + tail[static_cast<size_t>(i - (r - n))];
-    if (perm[static_cast<size_t>(i)] != want) return false;
-  }
-  return true;
-}
-
 bool batched_matmul(const Graph& g, int id) {
   const Node& n = g.node(id);
   return n.op == Op::kMatMul && g.node(n.inputs[1]).shape.rank() != 2;
@@ -177,7 +165,7 @@ int transposed_product(const Graph& g, int id) {
 // A batched matmul whose only reader is a merge of its heads (or a transpose of its entries that
 // only such a merge reads), and which is not an output, stores its entries where the merge puts
 // them: the merge's fragment is the product's, and neither the product nor the transpose between
-// is written.
+// is written. Then a matmul whose only reader transposes its last two axes, likewise.
 void store_matmuls_through_merges(const Graph& g, const Fusions& fusions, FusionPlan* plan) {
   const std::vector<std::vector<int>> readers = fragment_readers(g, fusions, *plan);
   const std::vector<bool> exported = exported_nodes(g);

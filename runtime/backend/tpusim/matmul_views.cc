@@ -16,31 +16,34 @@ namespace {
 // cannot read it so (matmul_operand_view).
 std::optional<MatmulOperandView> view_through(const Graph& graph, int source,
                                               const std::vector<int64_t>& perm, bool batched) {
-  const auto r = static_cast<int64_t>(perm.size());
-  auto kept = [&](int64_t axes) {
-    for (int64_t i = 0; i < axes; ++i) {
-      if (perm[static_cast<size_t>(i)] != i) return false;
-    }
-    return true;
-  };
-  auto at = [&](int64_t i) { return perm[static_cast<size_t>(i)]; };
   MatmulOperandView view;
   view.source = source;
-  if (kept(r - 2)) {  // the last two as they lie or swapped
-    view.transposed = at(r - 2) != r - 2;
-    return view;
-  }
+  // The last two as they lie or swapped.
+  view.transposed = permutes_tail(perm, {1, 0});
+  if (view.transposed || permutes_tail(perm, {0, 1})) return view;
   // [..., S, H, D] read as [..., H, S, D] or [..., H, D, S].
-  if (!batched || r < 4 || !kept(r - 3) || at(r - 3) != r - 2) return std::nullopt;
+  view.transposed = permutes_tail(perm, {1, 2, 0});
+  if (!batched || perm.size() < 4 || !(view.transposed || permutes_tail(perm, {1, 0, 2})))
+    return std::nullopt;
   const Shape& shape = graph.node(source).shape;
-  view.heads = static_cast<uint64_t>(shape.dim(static_cast<int>(r - 2)));
-  view.rows = static_cast<uint64_t>(shape.dim(static_cast<int>(r - 3)));
-  view.cols = static_cast<uint64_t>(shape.dim(static_cast<int>(r - 1)));
-  view.transposed = at(r - 2) == r - 1;
+  const int r = shape.rank();
+  view.heads = static_cast<uint64_t>(shape.dim(r - 2));
+  view.rows = static_cast<uint64_t>(shape.dim(r - 3));
+  view.cols = static_cast<uint64_t>(shape.dim(r - 1));
   return view;
 }
 
 }  // namespace
+
+bool permutes_tail(const std::vector<int64_t>& perm, const std::vector<int64_t>& tail) {
+  const auto r = static_cast<int64_t>(perm.size()), n = static_cast<int64_t>(tail.size());
+  if (r < n) return false;
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t want = i < r - n ? i : r - n + tail[static_cast<size_t>(i - (r - n))];
+    if (perm[static_cast<size_t>(i)] != want) return false;
+  }
+  return true;
+}
 
 MatmulOperandView matmul_operand_view(const Graph& graph, int id, int operand) {
   const Node& n = graph.node(id);
