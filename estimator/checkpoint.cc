@@ -18,6 +18,7 @@
 #include "common/strings.h"
 #include "estimator/checkpoint.pb.h"
 #include "runtime/data/tfrecord.h"
+#include "runtime/graph/serialize.h"
 
 namespace tpusim::estimator {
 namespace {
@@ -118,7 +119,11 @@ std::vector<std::string> list_checkpoints(const std::string& model_dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
     const int64_t step = step_of(entry.path());
-    if (step >= 0 && entry.is_regular_file()) found.emplace_back(step, entry.path().string());
+    // A checkpoint's name whose file cannot be examined (a symlink loop, say) is kept, so that
+    // loading it names what is wrong, rather than an older checkpoint being taken for the newest.
+    std::error_code unreadable;
+    const bool regular = entry.is_regular_file(unreadable);
+    if (step >= 0 && (regular || unreadable)) found.emplace_back(step, entry.path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> paths;
@@ -209,6 +214,8 @@ absl::StatusOr<std::pair<std::string, HostTensor>> read_variable(const std::stri
   const std::string where = str_cat(path, ": variable record ", k, " at byte ", offset);
   VariableRecord r;
   if (!r.ParseFromString(record)) return absl::DataLossError(str_cat(where, " does not parse"));
+  if (const std::string unknown = runtime::first_unknown_field(r); !unknown.empty())
+    return absl::DataLossError(str_cat(where, ": field ", unknown, " is not a VariableRecord's"));
   HostTensor t;
   switch (r.dtype()) {
     case VariableRecord::F32:
@@ -267,9 +274,17 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     return absl::DataLossError(
         str_cat(path, ": not a tpusim checkpoint (no version-1 header at byte 0)"));
   }
+  if (const std::string unknown = runtime::first_unknown_field(header); !unknown.empty()) {
+    return absl::DataLossError(
+        str_cat(path, ": the header's field ", unknown, " is not a CheckpointHeader's"));
+  }
   if (header.global_step() < 0) {
     return absl::DataLossError(
         str_cat(path, ": the header's global_step is ", header.global_step(), ", below 0"));
+  }
+  if (const int64_t named = step_of(path); named >= 0 && named != header.global_step()) {
+    return absl::DataLossError(str_cat(path, ": the header's global_step is ", header.global_step(),
+                                       " where the file's name says ", named));
   }
   ckpt.global_step = header.global_step();
   for (uint32_t k = 0; k < header.variables(); ++k) {

@@ -4,7 +4,8 @@
 // masked CRC32C) holding a CheckpointHeader record and one VariableRecord per variable, in name
 // order (estimator/checkpoint.proto). Saving writes a temporary file, syncs it and renames it
 // into place, so a crash never leaves a torn checkpoint; model_dir/checkpoint lists them, newest
-// first, like TensorFlow's. Loading checks every CRC, the header (a global step not below 0), each
+// first, like TensorFlow's. Loading checks every CRC, the header (a global step not below 0, and
+// the step the file's name carries, model.ckpt-<step>), each
 // variable's dtype and size (counted against its bytes, so no claimed shape allocates), no name
 // twice and nothing after the last variable, and names the file, record and byte offset of
 // anything wrong.

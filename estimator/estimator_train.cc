@@ -214,6 +214,15 @@ absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backe
   return backend.compile(graph, options);
 }
 
+// A loop's feeds (iterations_per_loop steps, or the `steps_left`) held against the host's memory
+// budget before the step is compiled or the loop's input pulled.
+absl::Status check_loop_feeds(const runtime::Graph& graph, uint32_t simulated,
+                              const RunConfig& config, int64_t steps_left) {
+  const int64_t steps = std::min<int64_t>(config.tpu_config.iterations_per_loop, steps_left);
+  return runtime::check_loop_memory(graph, simulated, static_cast<uint64_t>(steps),
+                                    "tpu_config.iterations_per_loop");
+}
+
 // The infeed driver over the pipelines, fast-forwarded to `start_step`.
 absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
     const runtime::Graph& graph, Input& input, const SimulatorOptions& sim,
@@ -288,6 +297,8 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   auto spec =
       build_train_step(b, model_fn_, params_, input->first, sim_.bf16_infeeds, per_shard, shards);
   if (!spec.ok()) return spec.status();
+  if (auto s = check_loop_feeds(b.graph(), simulated, config_, max_steps - start_step); !s.ok())
+    return s;
   auto exe = compile_step(*backend_, b.graph(), sim_.compile, shards, simulated);
   if (!exe.ok()) return exe.status();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
@@ -43,6 +44,40 @@ absl::Status write_saved_model(const std::string& dir, const runtime::Graph& gra
   return absl::OkStatus();
 }
 
+namespace {
+
+// The signature's predictions against the graph: each named once, each a graph output
+// "prediction/<name>" (one output of that name) whose value has the batch first, as predict and
+// train slice it by example. DataLoss names the file and the prediction.
+absl::Status check_predictions(const SavedModel& m, const runtime::Graph& graph,
+                               const std::string& path) {
+  if (m.batch_size() < 1)
+    return absl::DataLossError(str_cat(path, ": batch_size ", m.batch_size(), " is below 1"));
+  std::set<std::string> seen;
+  for (const std::string& name : m.predictions()) {
+    auto bad = [&](const std::string& why) {
+      return absl::DataLossError(str_cat(path, ": prediction '", name, "' ", why));
+    };
+    if (!seen.insert(name).second) return bad("is listed twice");
+    const std::string output = "prediction/" + name;
+    const auto named = std::count_if(graph.outputs().begin(), graph.outputs().end(),
+                                     [&](const auto& o) { return o.name == output; });
+    if (named == 0) return bad(str_cat("has no graph output '", output, "'"));
+    if (named > 1) return bad(str_cat("has ", named, " graph outputs '", output, "', not one"));
+    const auto it = std::find_if(graph.outputs().begin(), graph.outputs().end(),
+                                 [&](const auto& o) { return o.name == output; });
+    const runtime::Node& node = graph.node(it->node);
+    if (node.shape.rank() < 1 || node.shape.dim(0) != m.batch_size()) {
+      return bad(str_cat("is graph node ", it->node, ", ", runtime::dtype_name(node.dtype),
+                         node.shape.str(), ", which does not have the batch (", m.batch_size(),
+                         ") first"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
   const std::string path = dir + "/saved_model.pb";
   std::ifstream in(path, std::ios::binary);
@@ -50,6 +85,10 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
   SavedModel m;
   if (!m.ParseFromIstream(&in) || m.format_version() != 1) {
     return absl::DataLossError(str_cat(path, ": not a version-1 tpusim saved model"));
+  }
+  if (const std::string unknown = runtime::first_unknown_field(m); !unknown.empty()) {
+    return absl::DataLossError(
+        str_cat(path, ": field ", unknown, " is not in tpusim's saved model schema"));
   }
   LoadedModel out;
   auto graph = runtime::from_proto(m.graph());
@@ -77,19 +116,17 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
     spec.dtype = out.graph.node(id).dtype;
     out.inputs.push_back(spec);
   }
-  for (const std::string& name : m.predictions()) {
-    const bool found = std::any_of(out.graph.outputs().begin(), out.graph.outputs().end(),
-                                   [&](const auto& o) { return o.name == "prediction/" + name; });
-    if (!found) {
-      return absl::DataLossError(
-          str_cat(path, ": prediction '", name, "' has no graph output 'prediction/", name, "'"));
-    }
-  }
+  if (auto s = check_predictions(m, out.graph, path); !s.ok()) return s;
   out.predictions.assign(m.predictions().begin(), m.predictions().end());
   out.batch_size = m.batch_size();
   out.global_step = m.global_step();
   auto ckpt = load_checkpoint(dir + "/variables.tpuckpt");
   if (!ckpt.ok()) return ckpt.status();
+  if (ckpt->global_step != m.global_step()) {
+    return absl::DataLossError(str_cat(dir, "/variables.tpuckpt: its header's global_step is ",
+                                       ckpt->global_step, " where ", path, " says ",
+                                       m.global_step()));
+  }
   for (int id : out.graph.variables()) {
     const runtime::Node& v = out.graph.node(id);
     auto it = ckpt->variables.find(v.attrs.name);

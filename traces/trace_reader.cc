@@ -49,7 +49,10 @@ struct PerfettoTracks {
 std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
                           RecordingSink* out) {
   if (d.has_process()) {
-    t->process_pid[d.uuid()] = d.process().pid();
+    if (!t->process_pid.emplace(d.uuid(), d.process().pid()).second) {
+      return str_cat("process track uuid ", d.uuid(),
+                     " is declared again (two traces concatenated? each declares its tracks once)");
+    }
     return "";
   }
   absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
@@ -63,6 +66,10 @@ std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
                              d.counter().unit_name());
   }
   if (!info.ok()) return std::string(info.status().message());
+  if (t->tracks.count(d.uuid()) > 0) {
+    return str_cat("track uuid ", d.uuid(),
+                   " is declared again (two traces concatenated? each declares its tracks once)");
+  }
   t->tracks[d.uuid()] = out->declare_track(*info);
   return "";
 }
@@ -170,6 +177,12 @@ absl::StatusOr<int> json_id(const nlohmann::json& v, const char* field) {
 
 absl::Status read_chrome_json(const std::string& path, const std::string& text,
                               RecordingSink* out) {
+  // JSON has no raw NUL (RFC 8259: control characters only escaped, inside strings), and
+  // nlohmann's parser takes one as the end of its input, so bytes after it went unread.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    return absl::DataLossError(str_cat("trace ", path, ": byte offset ", nul,
+                                       ": a NUL byte, which JSON text cannot hold"));
+  }
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded()) return absl::DataLossError(str_cat("trace ", path, ": not valid JSON"));
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())

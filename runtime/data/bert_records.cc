@@ -223,13 +223,13 @@ Element synthetic_bert_batch(const BertRecordShape& shape, int64_t batch, uint64
 absl::Status check_bert_job(const BertRecordJob& job) {
   if (auto s = check_bert_shape(job.shape); !s.ok()) return s;
   if (job.output_dir.empty()) return absl::InvalidArgumentError("output_dir must not be empty");
-  if (job.prefix.empty() || job.prefix.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        str_cat("prefix must be a file name prefix with no '/', not '", job.prefix, "'"));
-  }
   if (job.examples < 1)
     return absl::InvalidArgumentError(str_cat("examples must be at least 1, not ", job.examples));
-  if (auto s = out_of_range("shards", job.shards, 1, job.examples, "no empty shard"); !s.ok()) {
+  // An example's input_ids, input_mask and segment_ids take a byte a token at least.
+  const auto examples = static_cast<uint64_t>(job.examples);
+  if (auto s = check_shard_plan(job.prefix, "prefix", job.shards, examples,
+                                3 * static_cast<uint64_t>(job.shape.seq_length), job.output_dir);
+      !s.ok()) {
     return s;
   }
   if (job.compression == Compression::kAuto) {

@@ -2,6 +2,7 @@
 // (num_parallel_calls), with each batch's assembly charged to a stage profile when asked.
 #include <algorithm>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/dataset_internal.h"
@@ -78,6 +79,48 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
   }
   return out;
 }
+
+// The host bytes an element holds: its values and the strings' characters.
+uint64_t element_bytes(const Element& e) {
+  uint64_t bytes = 0;
+  for (const auto& [name, v] : e) {
+    bytes += name.size() + v.floats.size() * sizeof(float) + v.ints.size() * sizeof(int64_t);
+    for (const std::string& s : v.bytes) bytes += sizeof(std::string) + s.size();
+  }
+  return bytes;
+}
+
+// The batch's input, checked against the host's memory budget at its first element: `batches`
+// batches of `size` such elements in flight, each held twice while it is stacked (its rows and
+// the batch), must fit, or the iteration ends with ResourceExhausted before a second element is
+// drawn (a batch size a flag makes absurd is refused in milliseconds, not after the host's
+// memory has gone: docs/reliability.md, "Budgets").
+class BudgetedRows final : public Iterator {
+ public:
+  BudgetedRows(std::unique_ptr<Iterator> in, int64_t size, int64_t batches)
+      : in_(std::move(in)), size_(size), batches_(batches) {}
+  Next next() override {
+    auto e = in_->next();
+    if (checked_ || !e.ok() || !e->has_value()) return e;
+    checked_ = true;
+    const uint64_t one = element_bytes(**e);
+    const uint64_t held = saturating_product(saturating_product(one, static_cast<uint64_t>(size_)),
+                                             2 * static_cast<uint64_t>(batches_));
+    if (auto s = check_host_memory(
+            str_cat("batch: ", batches_, " batch", batches_ == 1 ? "" : "es", " in flight of ",
+                    size_, " elements of ", byte_size(one), ", each held twice while stacked,"),
+            held);
+        !s.ok()) {
+      return s;
+    }
+    return e;
+  }
+
+ private:
+  std::unique_ptr<Iterator> in_;
+  int64_t size_, batches_;
+  bool checked_ = false;
+};
 
 // One batch of `rows`, the input's next elements (up to the batch size; `input_ended` when the
 // input ended after them), its assembly charged to `stage` of the options' profile; nullopt when
@@ -159,11 +202,13 @@ class Batch final : public Dataset {
   Batch(DatasetPtr input, int64_t size, BatchOptions o, size_t stage)
       : input_(std::move(input)), size_(size), o_(std::move(o)), stage_(stage) {}
   std::unique_ptr<Iterator> make_iterator() const override {
+    const int64_t in_flight = std::max<int64_t>(1, o_.num_parallel_calls);
+    auto rows = std::make_unique<BudgetedRows>(input_->make_iterator(), size_, in_flight);
     if (o_.num_parallel_calls <= 1)
-      return std::make_unique<BatchIterator>(input_->make_iterator(), size_, o_, stage_);
+      return std::make_unique<BatchIterator>(std::move(rows), size_, o_, stage_);
     // As tf.data's parallel batch: num_parallel_calls batches in flight at most.
-    return parallel_jobs(input_->make_iterator(), batch_work(size_, o_, stage_),
-                         o_.num_parallel_calls, size_, o_.num_parallel_calls,
+    return parallel_jobs(std::move(rows), batch_work(size_, o_, stage_), o_.num_parallel_calls,
+                         size_, o_.num_parallel_calls,
                          /*deterministic=*/true);
   }
 

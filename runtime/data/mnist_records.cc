@@ -122,6 +122,13 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
     prefix = std::filesystem::path(job.images).filename().string();
     prefix = prefix.substr(0, prefix.find('-'));
   }
+  // A raw image takes its bytes; a JPEG one at least a byte.
+  const uint64_t per_image =
+      job.jpeg ? 1 : static_cast<uint64_t>(result.height * result.width * result.depth);
+  if (auto s = check_shard_plan(prefix, "prefix", job.shards, count, per_image, job.output_dir);
+      !s.ok()) {
+    return s;
+  }
   if (auto s = make_output_dir(job.output_dir); !s.ok()) return s;
 
   // Shards are independent (JPEG encoding is the cost).

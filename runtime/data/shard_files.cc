@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 
 namespace tpusim::runtime::data {
@@ -21,6 +22,28 @@ std::string shard_name(const std::string& prefix, int shard, int shards, Compres
 std::pair<uint64_t, uint64_t> shard_range(uint64_t count, int shard, int shards) {
   const auto n = static_cast<uint64_t>(shards);
   return {count * static_cast<uint64_t>(shard) / n, count * static_cast<uint64_t>(shard + 1) / n};
+}
+
+absl::Status check_shard_plan(const std::string& prefix, const char* prefix_field, int64_t shards,
+                              uint64_t examples, uint64_t min_example_bytes,
+                              const std::string& dir) {
+  if (prefix.empty() || prefix == "." || prefix == ".." || prefix.find('/') != std::string::npos ||
+      prefix.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(str_cat(
+        prefix_field, " must be a file name prefix (no '/', not . or ..), not '", prefix, "'"));
+  }
+  if (shards < 1 || static_cast<uint64_t>(shards) > examples) {
+    return absl::InvalidArgumentError(
+        str_cat("shards must be 1..", examples, " (the examples: no empty shard), not ", shards));
+  }
+  std::filesystem::path existing = std::filesystem::absolute(dir);
+  std::error_code ec;
+  while (!std::filesystem::exists(existing, ec) && existing.has_parent_path() &&
+         existing.parent_path() != existing) {
+    existing = existing.parent_path();
+  }
+  return check_free_disk(str_cat(examples, " examples of at least ", min_example_bytes, " bytes"),
+                         saturating_product(examples, min_example_bytes), existing.string());
 }
 
 absl::Status make_output_dir(const std::string& dir) {

@@ -21,6 +21,15 @@ std::string shard_name(const std::string& prefix, int shard, int shards, Compres
 // The examples [first, end) of shard `shard` of `shards` when `count` are split in order.
 std::pair<uint64_t, uint64_t> shard_range(uint64_t count, int shard, int shards);
 
+// The writers' shared checks of a plan, before anything is written: `prefix` a file name prefix
+// (not empty, no '/', not "." or ".."), so every shard lands in the output folder; `shards` in
+// [1, examples], so none is empty; and `examples` x `min_example_bytes` (a lower bound of what the
+// shards will hold) within the free disk of `dir` (or of its nearest existing parent).
+// InvalidArgument names `prefix_field` or "shards"; ResourceExhausted both sizes.
+absl::Status check_shard_plan(const std::string& prefix, const char* prefix_field, int64_t shards,
+                              uint64_t examples, uint64_t min_example_bytes,
+                              const std::string& dir);
+
 // Creates `dir` (and its parents) when missing; the error names the folder.
 absl::Status make_output_dir(const std::string& dir);
 

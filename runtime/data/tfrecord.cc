@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "common/host_budget.h"
 #include "common/named_values.h"
 #include "common/strings.h"
 #include "runtime/data/crc32c.h"
@@ -317,6 +318,13 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       ++pos_;
       ++offset_;
       continue;
+    }
+    // The record is held whole: read into the buffer (unless the file is mapped) and copied out.
+    if (auto s = check_host_memory(
+            str_cat(path_, ": the record at byte ", offset_, " (", length, " bytes)"),
+            length * (mapping_ != nullptr ? 1 : 2));
+        !s.ok()) {
+      return s;
     }
     auto body = fill(12 + length + 4);
     if (!body.ok()) return body.status();

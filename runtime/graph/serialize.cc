@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include "common/strings.h"
 #include "runtime/graph/builder.h"
 
@@ -81,6 +83,27 @@ Window window_of(const WindowDef& w) {
 }
 
 }  // namespace
+
+std::string first_unknown_field(const google::protobuf::Message& message) {
+  const google::protobuf::Reflection* r = message.GetReflection();
+  const google::protobuf::UnknownFieldSet& unknown = r->GetUnknownFields(message);
+  if (unknown.field_count() > 0) return str_cat("#", unknown.field(0).number());
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (!f->is_repeated()) {
+      if (std::string in = first_unknown_field(r->GetMessage(message, f)); !in.empty())
+        return str_cat(f->name(), ".", in);
+      continue;
+    }
+    for (int i = 0; i < r->FieldSize(message, f); ++i) {
+      if (std::string in = first_unknown_field(r->GetRepeatedMessage(message, f, i)); !in.empty())
+        return str_cat(f->name(), "[", i, "].", in);
+    }
+  }
+  return "";
+}
 
 GraphDef to_proto(const Graph& graph) {
   GraphDef def;
@@ -235,7 +258,7 @@ absl::StatusOr<std::vector<Value>> replay(const GraphDef& def, GraphBuilder& b,
     if (op_it == ops.end()) return fail("unknown op");
     const Op op = op_it->second;
     std::vector<Value> in;
-    for (int i : d.input()) {
+    for (const int64_t i : d.input()) {
       if (i < 0 || i >= k) return fail(str_cat("input ", i, " is not an earlier node"));
       in.push_back(made[static_cast<size_t>(i)]);
     }

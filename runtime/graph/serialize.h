@@ -15,6 +15,12 @@
 
 namespace tpusim::runtime {
 
+// Where `message` (or a message within it) holds a field its schema does not declare, as a path
+// ("graph.node[3].#17", "#99" at the top), or "" when nothing is unknown. Protobuf keeps such
+// bytes and parses on; a stored file (a saved model, a checkpoint record) holding them was not
+// written by tpusim, and is refused rather than read around.
+std::string first_unknown_field(const google::protobuf::Message& message);
+
 GraphDef to_proto(const Graph& graph);
 absl::StatusOr<Graph> from_proto(const GraphDef& def);
 

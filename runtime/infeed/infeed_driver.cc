@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 #include "sim/numerics/bf16.h"
 
@@ -18,6 +19,27 @@ std::string shape_str(const std::vector<int64_t>& dims) {
 }
 
 }  // namespace
+
+namespace {
+
+// check_loop_memory for feeds of `values` values a replica a step, 4 bytes each on the host (f32,
+// bf16 held as f32, s32).
+absl::Status check_loop_values(uint64_t values, uint32_t replicas, uint64_t steps,
+                               const std::string& steps_flag) {
+  const uint64_t step = saturating_product(saturating_product(values, 4), replicas);
+  return check_host_memory(str_cat("a loop of ", steps, " steps (", steps_flag, ") of ", replicas,
+                                   " replicas' feeds, ", byte_size(step), " a step,"),
+                           saturating_product(step, steps));
+}
+
+}  // namespace
+
+absl::Status check_loop_memory(const Graph& graph, uint32_t replicas, uint64_t steps,
+                               const std::string& steps_flag) {
+  uint64_t values = 0;
+  for (int id : graph.infeeds()) values += static_cast<uint64_t>(graph.node(id).shape.elements());
+  return check_loop_values(values, replicas, steps, steps_flag);
+}
 
 absl::StatusOr<std::unique_ptr<InfeedDriver>> InfeedDriver::create(
     const Graph& graph, std::vector<InputPipeline> pipelines, InfeedOptions options) {
@@ -109,6 +131,10 @@ absl::StatusOr<std::optional<data::Element>> next_watched(data::Iterator& it, St
 
 absl::StatusOr<std::vector<LoopStep>> InfeedDriver::next_loop(uint32_t steps,
                                                               double device_now_seconds) {
+  uint64_t values = 0;
+  for (const Feed& f : feeds_) values += static_cast<uint64_t>(f.shape.elements());
+  if (auto s = check_loop_values(values, options_.replicas, steps, "the loop's steps"); !s.ok())
+    return s;
   timeline_->start_at(device_now_seconds);
   std::vector<LoopStep> loop;
   loop.reserve(steps);

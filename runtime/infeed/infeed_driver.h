@@ -89,6 +89,14 @@ absl::StatusOr<std::optional<data::Element>> next_watched(data::Iterator& it, St
                                                           const std::string& item,
                                                           const data::StageProfile* profile);
 
+// The host memory a loop of `steps` steps holds in its feeds (every infeed of `graph`, for each
+// of `replicas` replicas, each step: next_loop converts a whole loop's input before the device
+// runs it, as the loop's infeed enqueues are queued ahead of it), checked against the host's
+// memory budget before a batch is pulled. ResourceExhausted names `steps_flag` (the flag that
+// sets the loop's length) and both sizes.
+absl::Status check_loop_memory(const Graph& graph, uint32_t replicas, uint64_t steps,
+                               const std::string& steps_flag);
+
 class InfeedDriver {
  public:
   static absl::StatusOr<std::unique_ptr<InfeedDriver>> create(const Graph& graph,

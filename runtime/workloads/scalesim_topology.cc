@@ -1,7 +1,6 @@
 #include "runtime/workloads/scalesim_topology.h"
 
-#include <cerrno>
-#include <cstdlib>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -29,12 +28,14 @@ std::vector<std::string> split_fields(const std::string& line) {
 
 constexpr uint64_t kMaxField = uint64_t{1} << 24;  // a topology field's bound
 
+// A decimal count that is the whole field: from_chars stops at the first byte that is no digit,
+// and a field with bytes after its digits (an embedded NUL, "12abc") is refused, where strtoull
+// saw a NUL as the string's end and read "1\x0028" as 1.
 bool parse_count(const std::string& s, uint64_t* out) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0 || *end != '\0' || s[0] == '-') return false;
+  const char* end = s.data() + s.size();
+  uint64_t v = 0;
+  const auto [stop, ec] = std::from_chars(s.data(), end, v);
+  if (s.empty() || ec != std::errc() || stop != end) return false;
   *out = v;
   return true;
 }

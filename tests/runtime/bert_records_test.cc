@@ -294,7 +294,9 @@ TEST(BertRecords, BadFieldsAreRefusedNamingTheFieldAndValue) {
   refused(job, "not 0");
   job = ok;
   job.prefix = "a/b";
-  refused(job, "prefix must be a file name prefix with no '/', not 'a/b'");
+  refused(job, "prefix must be a file name prefix (no '/', not . or ..), not 'a/b'");
+  job.prefix = "..";
+  refused(job, "not '..'");
   job = ok;
   job.compression = Compression::kAuto;
   refused(job, "compression must be none, gzip or zlib");

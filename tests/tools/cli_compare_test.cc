@@ -150,7 +150,7 @@ void expect_usage_errors() {
       {{"--noise-factor", "-1"}, "--noise-factor must be >= 0 (got -1)"},
       {{"--loss-tolerance", "nan"}, "--loss-tolerance must be >= 0 (got nan)"},
       {{"--steps", "0"}, "--steps must be >= 1 (got 0)"},
-      {{"--batch-size", "-8"}, "--batch-size must be >= 1 (got -8)"},
+      {{"--batch-size", "-8"}, "--batch-size takes a number >= 0 (got -8)"},
       {{"--optimizer", "adagrad"}, "unknown optimizer 'adagrad'"},
       {{"--learning-rate", "0"}, "--learning-rate must be > 0 (got 0)"}};
   for (const auto& [flags, message] : bad) {

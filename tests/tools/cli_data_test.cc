@@ -77,7 +77,7 @@ TEST(CliData, MakeBertBadFlagsAreUsageErrorsNamingTheField) {
            {{"--examples", "0"}, "examples must be at least 1, not 0"},
            {{"--examples", "3", "--shards", "4"}, "shards must be 1..3"},
            {{"--compression", "auto"}, "--compression must be none, gzip or zlib"},
-           {{"--prefix", "a/b"}, "prefix must be a file name prefix with no '/'"},
+           {{"--prefix", "a/b"}, "prefix must be a file name prefix (no '/', not . or ..)"},
            {{"--examples", "ten"}, "the argument ('ten') for option '--examples' is invalid"}}) {
     std::vector<std::string> argv = {"data", "make-bert", "--out", dir};
     argv.insert(argv.end(), args.begin(), args.end());

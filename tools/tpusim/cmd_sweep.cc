@@ -270,6 +270,26 @@ Refused sweep_flags(const std::vector<std::string>& args, SweepFlags* flags) {
   return check_sweep(flags);
 }
 
+// Why `metric` is no column of the sweep (no point that reported has a number there: a name
+// mistyped, say), naming a few numeric columns the reports do have; "" when some point has it,
+// or none reported.
+std::string missing_metric(const std::string& metric, const std::vector<SweepRow>& rows) {
+  std::vector<std::string> columns;
+  for (const SweepRow& row : rows) {
+    if (!row.ended || !row.flat.is_object() || row.flat.empty()) continue;
+    if (!std::isnan(row_number(row, metric))) return "";
+    if (columns.empty()) {
+      for (const auto& [name, value] : row.flat.items()) {
+        if (value.is_number() && columns.size() < 8) columns.push_back(name);
+      }
+    }
+  }
+  if (columns.empty()) return "";
+  return str_cat("--metric ", metric,
+                 ": no point's report has a number there (its columns include ",
+                 str_join(columns, ", "), "; sweep.csv has them all)");
+}
+
 // Rank 0 (or the one process): prepares DIR and the points, runs them, writes the tables.
 int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, PointFarm& farm) {
   // Each point's config, checked before anything runs.
@@ -282,7 +302,11 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
     base = *std::move(loaded);
   }
   const fs::path dir = fs::absolute(flags.out_dir);
-  for (const char* part : {"configs", "logs", "reports"}) fs::create_directories(dir / part);
+  for (const char* part : {"configs", "logs", "reports"}) {
+    std::error_code ec;
+    fs::create_directories(dir / part, ec);
+    if (ec) return failure(str_cat("cannot create ", (dir / part).string(), ": ", ec.message()));
+  }
   Sweep sweep(flags, dir);
   std::vector<FarmJob> jobs;
   if (Refused r = point_jobs(flags, dir, base_name, base.get(), &sweep.rows(), &jobs))
@@ -340,6 +364,10 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
   const Tally& tally = sweep.tally();
   int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;
   if (!draw_plots(flags, dir, sweep.rows())) rc = kFailed;
+  if (std::string why = missing_metric(flags.metric, sweep.rows()); !why.empty()) {
+    std::cerr << "tpusim sweep: " << why << "\n";
+    rc = kFailed;
+  }
   if (tally.failed > 0) std::cerr << "tpusim sweep: " << tally.failed << " point(s) failed\n";
   if (tally.differ > 0)
     std::cerr << "tpusim sweep: at " << tally.differ << " point(s) the backends differ\n";

@@ -18,17 +18,21 @@ int failure(const std::string& message) {
 
 namespace {
 
-// Boost reads "-1" for an unsigned option as 2^32 - 1 (or 2^64 - 1): the message refusing a
-// negative value given to one, or "".
-std::string negative_unsigned(const po::parsed_options& parsed,
-                              const po::options_description& options) {
+// The message refusing a negative value given to an integer option, or "". Every integer flag
+// of tpusim is a count, a size or an index (none gives a negative value a meaning), and Boost
+// reads "-1" for an unsigned one as 2^32 - 1 (or 2^64 - 1), for a signed one as -1, which
+// commands then took as 0 ("--eval-steps -1").
+std::string negative_count(const po::parsed_options& parsed,
+                           const po::options_description& options) {
   for (const po::option& o : parsed.options) {
     const po::option_description* d = options.find_nothrow(o.string_key, false);
     if (d == nullptr) continue;
     const po::value_semantic* semantic = d->semantic().get();
-    const bool is_unsigned = dynamic_cast<const po::typed_value<uint32_t>*>(semantic) != nullptr ||
-                             dynamic_cast<const po::typed_value<uint64_t>*>(semantic) != nullptr;
-    if (!is_unsigned) continue;
+    const bool integer = dynamic_cast<const po::typed_value<uint32_t>*>(semantic) != nullptr ||
+                         dynamic_cast<const po::typed_value<uint64_t>*>(semantic) != nullptr ||
+                         dynamic_cast<const po::typed_value<int>*>(semantic) != nullptr ||
+                         dynamic_cast<const po::typed_value<int64_t>*>(semantic) != nullptr;
+    if (!integer) continue;
     for (const std::string& v : o.value) {
       const size_t first = v.find_first_not_of(" \t");
       if (first != std::string::npos && v[first] == '-')
@@ -50,7 +54,7 @@ int parse_args(const std::vector<std::string>& args, const po::options_descripti
   try {
     const po::parsed_options parsed =
         po::command_line_parser(args).options(all).positional(positional).run();
-    if (std::string negative = negative_unsigned(parsed, all); !negative.empty())
+    if (std::string negative = negative_count(parsed, all); !negative.empty())
       return usage_error(negative, full_usage.str());
     po::store(parsed, *vm);
     if (vm->count("help") > 0) {

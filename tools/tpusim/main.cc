@@ -1,6 +1,8 @@
 // tpusim: git-style subcommands over the tpusim libraries. main() only dispatches; each
 // subcommand lives in its own cmd_*.cc.
+#include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,21 @@ std::string top_usage() {
            cmd.summary + "\n";
   }
   return out;
+}
+
+// "cannot create directories /proc/x: Read-only file system" from libstdc++'s "filesystem error:
+// cannot create directories: Read-only file system [/proc/x]": the operation, the path and the
+// system's reason, in that order ("cannot status" reads as "cannot read the status of").
+std::string filesystem_failure(const std::filesystem::filesystem_error& e) {
+  std::string op = e.what();
+  const std::string prefix = "filesystem error: ", reason = e.code().message();
+  if (op.rfind(prefix, 0) == 0) op = op.substr(prefix.size());
+  if (const size_t end = op.find(": " + reason); end != std::string::npos) op = op.substr(0, end);
+  if (op == "status" || op == "symlink_status") op = "cannot read the status of";
+  if (op.rfind("cannot ", 0) != 0) op = "cannot " + op;
+  std::string paths = e.path1().string();
+  if (!e.path2().empty()) paths += " to " + e.path2().string();
+  return op + " " + paths + ": " + reason;
 }
 
 }  // namespace
@@ -53,9 +70,17 @@ int main(int argc, char** argv) {
     if (cmd.name == name) {
       try {
         return cmd.run(std::vector<std::string>(args.begin() + 1, args.end()));
+      } catch (const std::filesystem::filesystem_error& e) {
+        // A filesystem call that threw where a status was due: named as what it is (the
+        // operation, the path, the system's reason), since it is the user's folder, not a bug.
+        std::cerr << "tpusim " << name << ": " << filesystem_failure(e) << "\n";
+        return tpusim::cli::kFailed;
+      } catch (const std::bad_alloc&) {
+        std::cerr << "tpusim " << name << ": out of host memory\n";
+        return tpusim::cli::kFailed;
       } catch (const std::exception& e) {
-        // Libraries report through status values; this catches what slipped through (bad_alloc,
-        // a bug) so the user sees a message instead of an abort.
+        // Libraries report through status values; this catches what slipped through (a bug) so
+        // the user sees a message instead of an abort.
         std::cerr << "tpusim " << name << ": internal error: " << e.what() << "\n";
         return tpusim::cli::kFailed;
       }
