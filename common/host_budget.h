@@ -49,24 +49,47 @@ inline uint64_t cgroup_memory_max() {
 
 }  // namespace host_budget_internal
 
-// The memory this process may still hold.
-inline HostBudget host_memory_budget() {
-  namespace in = host_budget_internal;
-  HostBudget b{static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+// What bounds this process's memory apart from what it holds: physical memory, the cgroup's
+// memory.max, and the finite one of `ulimit -v` and `ulimit -d` (0: none). Read once a process:
+// a reader asks for each record, and these do not change under it.
+struct StaticMemoryLimits {
+  HostBudget fixed;
+  uint64_t rlimit_bytes = 0;
+  const char* rlimit_source = "";
+};
+
+inline const StaticMemoryLimits& static_memory_limits() {
+  static const StaticMemoryLimits limits = [] {
+    StaticMemoryLimits l;
+    l.fixed = {static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                    static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)),
                "physical memory"};
-  const auto limit = [&](uint64_t bytes, const char* source) {
-    if (bytes < b.bytes) b = {bytes, source};
-  };
-  for (const auto& [resource, source] :
-       {std::pair{RLIMIT_AS, "ulimit -v"}, std::pair{RLIMIT_DATA, "ulimit -d"}}) {
-    rlimit r{};
-    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
-      const uint64_t held = in::held_address_space();
-      limit(r.rlim_cur > held ? r.rlim_cur - held : 0, source);
+    if (const uint64_t cgroup = host_budget_internal::cgroup_memory_max(); cgroup < l.fixed.bytes)
+      l.fixed = {cgroup, "the cgroup's memory.max"};
+    for (const auto& [resource, source] :
+         {std::pair{RLIMIT_AS, "ulimit -v"}, std::pair{RLIMIT_DATA, "ulimit -d"}}) {
+      rlimit r{};
+      if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY &&
+          (l.rlimit_bytes == 0 || r.rlim_cur < l.rlimit_bytes)) {
+        l.rlimit_bytes = r.rlim_cur;
+        l.rlimit_source = source;
+      }
     }
+    return l;
+  }();
+  return limits;
+}
+
+// The memory this process may still hold: the static limits, and an address-space or data
+// limit less the address space already held (read from /proc only when such a limit is set).
+inline HostBudget host_memory_budget() {
+  const StaticMemoryLimits& l = static_memory_limits();
+  HostBudget b = l.fixed;
+  if (l.rlimit_bytes != 0) {
+    const uint64_t held = host_budget_internal::held_address_space();
+    const uint64_t left = l.rlimit_bytes > held ? l.rlimit_bytes - held : 0;
+    if (left < b.bytes) b = {left, l.rlimit_source};
   }
-  limit(in::cgroup_memory_max(), "the cgroup's memory.max");
   return b;
 }
 

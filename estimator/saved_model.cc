@@ -60,15 +60,16 @@ absl::Status check_predictions(const SavedModel& m, const runtime::Graph& graph,
     };
     if (!seen.insert(name).second) return bad("is listed twice");
     const std::string output = "prediction/" + name;
-    const auto named = std::count_if(graph.outputs().begin(), graph.outputs().end(),
-                                     [&](const auto& o) { return o.name == output; });
-    if (named == 0) return bad(str_cat("has no graph output '", output, "'"));
-    if (named > 1) return bad(str_cat("has ", named, " graph outputs '", output, "', not one"));
-    const auto it = std::find_if(graph.outputs().begin(), graph.outputs().end(),
-                                 [&](const auto& o) { return o.name == output; });
-    const runtime::Node& node = graph.node(it->node);
+    const runtime::NamedValue* found = nullptr;
+    for (const auto& o : graph.outputs()) {
+      if (o.name != output) continue;
+      if (found != nullptr) return bad(str_cat("has more than one graph output '", output, "'"));
+      found = &o;
+    }
+    if (found == nullptr) return bad(str_cat("has no graph output '", output, "'"));
+    const runtime::Node& node = graph.node(found->node);
     if (node.shape.rank() < 1 || node.shape.dim(0) != m.batch_size()) {
-      return bad(str_cat("is graph node ", it->node, ", ", runtime::dtype_name(node.dtype),
+      return bad(str_cat("is graph node ", found->node, ", ", runtime::dtype_name(node.dtype),
                          node.shape.str(), ", which does not have the batch (", m.batch_size(),
                          ") first"));
     }

@@ -46,14 +46,18 @@ struct PerfettoTracks {
 
 // A TrackDescriptor: a process's pid, or a unit's or a counter's track declared to `out`; ""
 // or why it is refused.
+// A track descriptor whose uuid an earlier one declared: a trace declares each track once, so
+// this is a second trace after the first (files concatenated).
+std::string declared_again(uint64_t uuid) {
+  return str_cat("track uuid ", uuid,
+                 " is declared again (two traces concatenated? each declares its tracks once)");
+}
+
 std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
                           RecordingSink* out) {
   if (d.has_process()) {
-    if (!t->process_pid.emplace(d.uuid(), d.process().pid()).second) {
-      return str_cat("process track uuid ", d.uuid(),
-                     " is declared again (two traces concatenated? each declares its tracks once)");
-    }
-    return "";
+    const bool first = t->process_pid.emplace(d.uuid(), d.process().pid()).second;
+    return first ? "" : declared_again(d.uuid());
   }
   absl::StatusOr<TrackInfo> info = absl::InvalidArgumentError("neither thread nor counter");
   if (d.has_thread()) {
@@ -66,10 +70,7 @@ std::string declare_track(const perfetto::TrackDescriptor& d, PerfettoTracks* t,
                              d.counter().unit_name());
   }
   if (!info.ok()) return std::string(info.status().message());
-  if (t->tracks.count(d.uuid()) > 0) {
-    return str_cat("track uuid ", d.uuid(),
-                   " is declared again (two traces concatenated? each declares its tracks once)");
-  }
+  if (t->tracks.count(d.uuid()) > 0) return declared_again(d.uuid());
   t->tracks[d.uuid()] = out->declare_track(*info);
   return "";
 }

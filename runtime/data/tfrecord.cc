@@ -320,11 +320,14 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       continue;
     }
     // The record is held whole: read into the buffer (unless the file is mapped) and copied out.
-    if (auto s = check_host_memory(
-            str_cat(path_, ": the record at byte ", offset_, " (", length, " bytes)"),
-            length * (mapping_ != nullptr ? 1 : 2));
-        !s.ok()) {
-      return s;
+    // One within the reader's buffer asks for nothing the reader does not hold already.
+    if (length > options_.buffer_bytes) {
+      const uint64_t held = length * (mapping_ != nullptr ? 1 : 2);
+      if (auto s = check_host_memory(
+              str_cat(path_, ": the record at byte ", offset_, " (", length, " bytes)"), held);
+          !s.ok()) {
+        return s;
+      }
     }
     auto body = fill(12 + length + 4);
     if (!body.ok()) return body.status();

@@ -18,10 +18,6 @@ std::string shape_str(const std::vector<int64_t>& dims) {
   return str_cat("[", str_join(dims, ", "), "]");
 }
 
-}  // namespace
-
-namespace {
-
 // check_loop_memory for feeds of `values` values a replica a step, 4 bytes each on the host (f32,
 // bf16 held as f32, s32).
 absl::Status check_loop_values(uint64_t values, uint32_t replicas, uint64_t steps,
