@@ -135,10 +135,10 @@ test-asan-gcc: apt-deps
 # ASan, UBSan and coverage, one harness per reader of outside bytes (tests/fuzz). Each runs
 # FUZZ_SECONDS from its checked-in seeds (tests/fuzz/corpus/NAME; what it finds goes to
 # $(FUZZ_DIR)/corpus/NAME); a crash, leak, UB, 2 GB of memory or a 10 s input (a hang) fails it
-# with the input saved in $(FUZZ_DIR)/crashes. The program harness runs in fork mode: a program
-# that deadlocks leaves its System unusable, so the harness ends its process and libFuzzer starts
-# the next (tests/fuzz/fuzz_program.cc), without leak checks (LeakSanitizer's scan at exit
-# misreads the process after SystemC's coroutines ran; test-asan checks System runs for leaks).
+# with the input saved in $(FUZZ_DIR)/crashes. The program harness runs every input on one System,
+# which recovers from a deadlock or a cap stop (tests/fuzz/fuzz_program.cc), without leak checks
+# (LeakSanitizer's scan at exit misreads the process after SystemC's coroutines ran; test-asan
+# checks System runs for leaks).
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model jpeg \
@@ -155,8 +155,8 @@ fuzz: apt-deps
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  echo "make fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  mode=; leaks=1; [ $$t = program ] && { mode=-fork=1; leaks=0; }; \
-	  ASAN_OPTIONS=detect_leaks=$$leaks $(FUZZ_DIR)/bin/fuzz_$$t $$mode -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  leaks=1; [ $$t = program ] && leaks=0; \
+	  ASAN_OPTIONS=detect_leaks=$$leaks $(FUZZ_DIR)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- \
 	    $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_DIR)/fuzz-$$t.log \

@@ -32,6 +32,15 @@ SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceS
         (h == 0 ? std::string("host_infeed") : str_cat("host", h, "_infeed")).c_str(), clock, links,
         map_));
   }
+  restart = std::make_unique<ProcessRestart>("restart", *this);
+}
+
+absl::Status SliceModel::abandon_run() {
+  numerics->drain();
+  collectives->abandon_run();
+  for (auto& chip : chips) chip->abandon_run();
+  for (auto& infeed : infeeds) infeed->abandon_run();
+  return restart->restart();
 }
 
 }  // namespace tpusim::sim

@@ -1,7 +1,8 @@
 #pragma once
 // The top-level SystemC module of a System (sim/system.h): the slice's chips, the collective
 // engine that runs their collectives, the numerics worker their MXUs share, and one infeed
-// thread per host. Built once, when the System is.
+// thread per host. Built once, when the System is; after a failed run, abandon_run() brings it
+// back to how it was built (simulated time and the bytes in memory aside).
 
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "sim/clock.h"
 #include "sim/core_map.h"
 #include "sim/net/collective_engine.h"
+#include "sim/process_restart.h"
 #include "sim/stats/stat_group.h"
 #include "sim/system.h"
 #include "sim/units/numerics_worker.h"
@@ -35,10 +37,16 @@ class SliceModel : public sc_core::sc_module {
   Core& core(CoreId core) { return chip(map_.chip_of(core)).core(map_.core_on_chip(core)); }
   HostLink& host_link_of(CoreId core) { return chip(map_.chip_of(core)).host_link(); }
 
+  // After a failed run (sc_start has returned, the numerics drained): every module's queues,
+  // flags and reservations cleared, then every pending notification cancelled and every thread
+  // process restarted at its first wait. An error if the model is not idle afterwards.
+  absl::Status abandon_run();
+
   std::unique_ptr<NumericsWorker> numerics;
   std::unique_ptr<CollectiveEngine> collectives;
   std::vector<std::unique_ptr<Chip>> chips;
   std::vector<std::unique_ptr<HostInfeed>> infeeds;  // one per host
+  std::unique_ptr<ProcessRestart> restart;
 
  private:
   CoreMap map_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <systemc>
+#include <utility>
 
 #include "common/strings.h"
 #include "sim/isa/stream_bodies.h"
@@ -45,7 +46,9 @@ absl::StatusOr<std::unique_ptr<System>> System::create(
       std::make_unique<SliceModel>("slice", *system->slice_, system->clock_, system->options_,
                                    *system->stats_, [raw](const std::string& message) {
                                      if (raw->run_error_.empty()) raw->run_error_ = message;
-                                     sc_core::sc_stop();
+                                     // Paused, not stopped: a stopped kernel never starts
+                                     // again, and the System recovers from a unit's error.
+                                     sc_core::sc_pause();
                                    });
   // Run the initialization phase now, so every process sits in its first wait before the first
   // run notifies it (a notification made before initialization would be lost).
@@ -132,10 +135,8 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
     failure_ = str_cat("the MXU numerics threw: ", error);
     return absl::InternalError(failure_);
   }
-  if (!run_error_.empty()) {
-    failure_ = run_error_;
-    return absl::FailedPreconditionError(run_error_);
-  }
+  if (!run_error_.empty())
+    return recover(absl::FailedPreconditionError(std::exchange(run_error_, std::string())));
   for (uint32_t core = 0; core < core_map_.cores(); ++core)
     model_->core(CoreId{core}).flush_trace_counters();
   model_->collectives->flush_trace_counters();
@@ -145,19 +146,27 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   for (const auto& stream : program_->cores()) {
     Sequencer& seq = model_->core(CoreId{stream.core()}).sequencer();
     // Events are left, but none before the horizon: the run would go past it.
-    if (seq.running() && sc_core::sc_pending_activity()) {
-      failure_ = "time horizon";
-      return absl::OutOfRangeError(horizon_diagnosis(*program_, end));
-    }
-    if (seq.running()) {
-      failure_ = "deadlock";
-      return absl::DeadlineExceededError(deadlock_diagnosis(*program_));
-    }
+    if (seq.running() && sc_core::sc_pending_activity())
+      return recover(absl::OutOfRangeError(horizon_diagnosis(*program_, end)));
+    if (seq.running()) return recover(absl::DeadlineExceededError(deadlock_diagnosis(*program_)));
     result.cores.push_back(
         CoreRun{CoreId{stream.core()}, seq.end_cycle() - start, stream.shadow()});
     result.end_cycle = std::max(result.end_cycle, seq.end_cycle());
   }
   return result;
+}
+
+absl::Status System::recover(absl::Status failure) {
+  // The diagnosis was made from the blocked units; now everything of the run is dropped.
+  program_ = nullptr;
+  if (absl::Status restarted = model_->abandon_run(); !restarted.ok()) {
+    failure_ =
+        str_cat(failure.message(), "; then restarting the System failed: ", restarted.message());
+    return absl::Status(failure.code(), failure_);
+  }
+  set_mxu_policy(options_.mxu_policy);  // the arrays' pipelines start afresh
+  ++recoveries_;
+  return failure;
 }
 
 void System::begin_cores(const isa::Program& program,

@@ -13,10 +13,15 @@
 //
 // A run ends when every core the program names has halted and every unit is idle. If the
 // simulation runs out of events before that, the run ends with a deadlock diagnosis naming each
-// blocked unit and what it waits for; the System is then unusable (its units stay blocked).
-// A run that would pass the time horizon (kTimeHorizonPs, 53 days of simulated time) stops
-// there with an OutOfRange error naming what is still running, and the System is unusable too;
-// so does one past SystemOptions::max_run_cycles.
+// blocked unit and what it waits for (DeadlineExceeded). A run that would pass the time horizon
+// (kTimeHorizonPs, 53 days of simulated time) stops there with an OutOfRange error naming what
+// is still running; so does one past SystemOptions::max_run_cycles. A unit's error at run time
+// (an infeed entry of the wrong size, a collective's members disagreeing) stops the run with
+// FailedPrecondition. After any of these the System recovers before run() returns: every queue,
+// flag and reservation of the failed run is dropped and every SystemC process restarted at its
+// first wait (sim/process_restart.h), so the next program runs as it would in a new process,
+// from the cycle the failed one stopped at, with the bytes in HBM and VMEM as it left them.
+// Only an exception out of the SystemC kernel or the numerics leaves the System unusable.
 
 #include <cstdint>
 #include <memory>
@@ -81,8 +86,11 @@ class System {
   // Which chip each core is on (the slice's numbering).
   const CoreMap& core_map() const { return core_map_; }
   uint64_t now_cycle() const;
-  // False once a run failed (deadlock, horizon, a unit's error): every later call is refused.
+  // False once the kernel or the numerics threw, or a recovery failed: every later call is
+  // refused. A deadlock, a cycle cap or a unit's error leave the System usable.
   bool usable() const { return failure_.empty(); }
+  // Failed runs the System recovered from since it was built.
+  uint64_t recoveries() const { return recoveries_; }
 
   // Between runs: switch numerics off or on, or the MXU timing policy (the arrays' pipelines
   // start afresh).
@@ -124,6 +132,9 @@ class System {
  private:
   System(std::shared_ptr<const config::SliceSpec> slice, SystemOptions options);
   absl::Status check_usable() const;
+  // Drops what the failed run left (SliceModel::abandon_run) and returns `failure`; the
+  // System is unusable only if that fails.
+  absl::Status recover(absl::Status failure);
   // Sets each core's part of `program` (its replica folding and op table) before it starts.
   // `bodies`: stream_bodies(program), each entry's instructions and origins.
   void begin_cores(const isa::Program& program, const std::vector<const isa::CoreProgram*>& bodies);
@@ -143,6 +154,7 @@ class System {
   const isa::Program* program_ = nullptr;
   std::string failure_;    // set when a run failed and the System is unusable
   std::string run_error_;  // set by a unit during a run
+  uint64_t recoveries_ = 0;
 };
 
 }  // namespace tpusim::sim

@@ -47,4 +47,10 @@ Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, C
   hbm.on_reset([this] { hbm_timing_.reset_stats(); });
 }
 
+void Chip::abandon_run() {
+  for (auto& core : cores_) core->abandon_run();
+  hbm_timing_.forget_reservations();
+  host_link_->abandon_run();
+}
+
 }  // namespace tpusim::sim

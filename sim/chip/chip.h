@@ -21,6 +21,9 @@ class Chip : public sc_core::sc_module {
   Memory& hbm() { return hbm_; }
   HbmTiming& hbm_timing() { return hbm_timing_; }
   HostLink& host_link() { return *host_link_; }
+  // After a failed run: its cores', HBM channels' and host link's state as after construction
+  // (the bytes in HBM stay).
+  void abandon_run();
 
  private:
   StatGroup& stats_;

@@ -124,6 +124,16 @@ void Core::begin_run(CoreRunSetup setup) {
   hbm_.set_mirrors(std::move(setup.hbm_mirrors));
 }
 
+void Core::abandon_run() {
+  sequencer_->abandon_run();
+  for (auto& unit : units_) unit->abandon_run();
+  sync_->abandon_run();
+  infeed_.clear();
+  outfeed_.clear();
+  vmem_.abandon_run();
+  hbm_.set_mirrors({});
+}
+
 void Core::set_mxu_policy(MxuPolicy policy) {
   for (MxuUnit* m : mxus_) m->set_policy(make_mxu_policy(policy, spec_.mxu_rows, spec_.mxu_cols));
 }

@@ -45,6 +45,9 @@ class Core : public sc_core::sc_module {
   Sequencer& sequencer() { return *sequencer_; }
   // Before the core's stream starts: the run's replica folding and op table.
   void begin_run(CoreRunSetup setup);
+  // After a failed run, before its threads restart (ProcessRestart): every unit's queue, the
+  // sync flags, the feed queues, the VMEM ports and the HBM mirrors as after construction.
+  void abandon_run();
   // At the end of a run: counter tracks drop to what is left (nothing is in flight then).
   void flush_trace_counters() { hbm_.bandwidth().retire_until(UINT64_MAX); }
   FeedQueue& infeed() { return infeed_; }

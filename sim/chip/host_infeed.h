@@ -35,6 +35,11 @@ class HostInfeed : public sc_core::sc_module {
   // Steps not yet taken, and whether the thread is waiting for a taken step's transfers.
   size_t steps_pending() const { return steps_.size(); }
   bool delivering() const { return outstanding_ > 0; }
+  // After a failed run, before its thread restarts: no step left to take or deliver.
+  void abandon_run() {
+    steps_.clear();
+    outstanding_ = 0;
+  }
 
  private:
   void run();

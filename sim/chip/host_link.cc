@@ -76,6 +76,11 @@ size_t HostLink::pending_for(uint32_t core_on_chip) const {
   return n;
 }
 
+void HostLink::abandon_run() {
+  pending_.clear();
+  for (auto& box : outbox_) box.clear();
+}
+
 void HostLink::host_to_device() {
   for (;;) {
     while (pending_.empty()) wait(host_ready_);

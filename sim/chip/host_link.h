@@ -35,6 +35,9 @@ class HostLink : public sc_core::sc_module {
   std::vector<FeedEntry> take_outbox(uint32_t core_on_chip);
   // Host batches not yet delivered to `core_on_chip`'s infeed queue.
   size_t pending_for(uint32_t core_on_chip) const;
+  // After a failed run, before its threads restart: no batch waiting to cross, no outfeed
+  // entry held for the host.
+  void abandon_run();
 
  private:
   struct Pending {

@@ -37,6 +37,11 @@ uint64_t row_stride(const isa::Block& b) {
                                    : static_cast<uint64_t>(b.cols()) * dtype_bytes(b.dtype());
 }
 
+bool same_block(const isa::Block& x, const isa::Block& y) {
+  return x.address() == y.address() && x.rows() == y.rows() && x.cols() == y.cols() &&
+         row_stride(x) == row_stride(y) && x.dtype() == y.dtype();
+}
+
 uint64_t payload_bytes(const isa::Block& b) {
   return static_cast<uint64_t>(b.rows()) * b.cols() * dtype_bytes(b.dtype());
 }

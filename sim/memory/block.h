@@ -26,6 +26,8 @@ uint64_t end_address(const isa::Block& b);
 isa::Block shifted(const isa::Block& b, uint64_t bytes);
 // Whether the rows of the block follow each other with no gap.
 bool is_dense(const isa::Block& b);
+// The same bytes viewed the same way: address, shape, row stride and dtype.
+bool same_block(const isa::Block& x, const isa::Block& y);
 
 // Host bytes [lo, hi); empty when lo >= hi.
 struct HostRange {

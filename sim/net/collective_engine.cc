@@ -68,6 +68,11 @@ void CollectiveEngine::begin_run() {
   rendezvous_.begin_run();
 }
 
+void CollectiveEngine::abandon_run() {
+  begin_run();
+  interconnect_.forget_reservations();
+}
+
 void CollectiveEngine::arrive(CoreId core, const isa::Collective& c, int index, uint64_t cycle,
                               bool functional) {
   std::string error;

@@ -60,6 +60,9 @@ class CollectiveEngine : public sc_core::sc_module, private ChunkSchedule::Resou
   void flush_trace_counters() { interconnect_.flush_trace_counters(); }
   // Every core's count of collectives back to 0: a new run.
   void begin_run();
+  // After a failed run, before its thread restarts: no collective open or in flight, every
+  // link free.
+  void abandon_run();
 
   // Core `core` issues `c` (instruction `index` of its stream) at `cycle`.
   void arrive(CoreId core, const isa::Collective& c, int index, uint64_t cycle, bool functional);

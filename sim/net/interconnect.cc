@@ -67,6 +67,10 @@ void Interconnect::flush_trace_counters() {
   for (RateCounter& c : utilization_) c.retire_until(UINT64_MAX);
 }
 
+void Interconnect::forget_reservations() {
+  for (BandwidthServer& link : links_) link.forget_reservations();
+}
+
 void Interconnect::reset_stats() {
   for (BandwidthServer& s : links_) s.reset_stats();
 }

@@ -49,6 +49,8 @@ class Interconnect {
   double bytes_on(uint32_t link) const { return links_[link].bytes_served(); }
   double busy_cycles_on(uint32_t link) const { return links_[link].busy_cycles(); }
   void reset_stats();
+  // After a failed run: every link free, as after construction.
+  void forget_reservations();
 
   // Declares each link's utilisation counter track on `sink` (chip = the link's chip), timed
   // by `clock`.

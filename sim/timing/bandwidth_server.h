@@ -26,6 +26,9 @@ class BandwidthServer {
   double bytes_served() const { return bytes_served_; }
   // Serves nothing before `cycle` (a schedule kept elsewhere, handed back).
   void hold_until(double cycle) { free_at_ = free_at_ > cycle ? free_at_ : cycle; }
+  // After a failed run: free from now on, as after construction (a reservation it made may
+  // reach past the cycle the run stopped at).
+  void forget_reservations() { free_at_ = 0; }
   // Forgets its statistics (not its schedule: requests in flight stay reserved).
   void reset_stats();
 

@@ -53,6 +53,12 @@ double HbmTiming::busiest_channel_cycles() const {
   return busiest + shared_busy_;
 }
 
+void HbmTiming::forget_reservations() {
+  for (auto& c : channels_) c.forget_reservations();
+  in_step_ = true;
+  shared_free_at_ = 0;
+}
+
 void HbmTiming::reset_stats() {
   shared_busy_ = shared_bytes_ = 0;
   for (auto& c : channels_) c.reset_stats();

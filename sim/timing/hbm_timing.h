@@ -34,6 +34,8 @@ class HbmTiming {
   // Cycles during which at least the busiest channel was working, for the achieved bandwidth.
   double busiest_channel_cycles() const;
   void reset_stats();
+  // After a failed run: every channel free and in step, as after construction.
+  void forget_reservations();
 
  private:
   std::vector<BandwidthServer> channels_;

@@ -61,6 +61,12 @@ class CoreVmem {
     if (end > high_water_) high_water_ = end;
   }
   void reset_high_water() { high_water_ = 0; }
+  // After a failed run: the ports free and the LHS cache empty, as after construction (the
+  // bytes in VMEM stay).
+  void abandon_run() {
+    ports_.forget_reservations();
+    lhs_cache_.valid = false;
+  }
 
   LhsCache& lhs_cache() { return lhs_cache_; }
   // Every functional write into VMEM reports its byte range here (before the job that writes

@@ -46,6 +46,13 @@ struct FeedQueue {
     sample();
     return e;
   }
+  // After a failed run: every entry dropped (its change notification is the caller's to cancel).
+  void clear() {
+    entries.clear();
+    batches_held = 0;
+    filling = false;
+    sample();
+  }
   // Reports the queue's depth to `track` of `sink` at every change from now on.
   void observe(traces::Sink* sink, traces::TrackId track) {
     depth_sink = sink;
@@ -57,9 +64,9 @@ struct FeedQueue {
                           static_cast<double>(entries.size()));
   }
 
-  uint32_t depth;                // batches
-  uint32_t batches_held = 0;     // with an entry pushed and its last entry not yet popped
-  bool filling = false;          // a batch's entries are being pushed (its last is not in)
+  uint32_t depth;             // batches
+  uint32_t batches_held = 0;  // with an entry pushed and its last entry not yet popped
+  bool filling = false;       // a batch's entries are being pushed (its last is not in)
   std::deque<FeedEntry> entries;
   sc_core::sc_event changed;
   uint64_t high_water = 0;

@@ -107,15 +107,6 @@ void MxuUnit::matmul(const IssuedInstruction& item) {
   ctx_.sync().complete_at(done, item.instr->signal());
 }
 
-namespace {
-
-bool same_block(const isa::Block& a, const isa::Block& b) {
-  return a.address() == b.address() && a.rows() == b.rows() && a.cols() == b.cols() &&
-         row_stride(a) == row_stride(b) && a.dtype() == b.dtype();
-}
-
-}  // namespace
-
 void MxuUnit::post_compute(const isa::Matmul& mm) {
   const int p = mxu_passes(mm.precision());
   const int terms = p == 1 ? 1 : (p == 3 ? 2 : 3);

@@ -47,6 +47,15 @@ void Sequencer::trace_step() {
                      ctx_.clock().time_of(Cycles(ctx_.now_cycle())));
 }
 
+void Sequencer::abandon_run() {
+  program_ = nullptr;
+  running_ = false;
+  loop_depth_ = 0;
+  blocked_issue_ = nullptr;
+  blocked_unit_ = nullptr;
+  draining_ = false;
+}
+
 std::string Sequencer::blocked_on() const {
   if (draining_) {
     return str_cat(name(), ": waits for ", ctx_.sync().outstanding(),

@@ -38,6 +38,8 @@ class Sequencer : public sc_core::sc_module {
   const sc_core::sc_event& finished() const { return finished_; }
   // What it is blocked on, for deadlock messages ("" when not blocked).
   std::string blocked_on() const;
+  // After a failed run, before its thread restarts (ProcessRestart): no stream, not running.
+  void abandon_run();
 
  private:
   void thread();

@@ -70,4 +70,10 @@ void SyncState::deliver() {
 
 void SyncState::reset_flags() { counts_.fill(0); }
 
+void SyncState::abandon_run() {
+  counts_.fill(0);
+  outstanding_ = 0;
+  pending_ = {};
+}
+
 }  // namespace tpusim::sim

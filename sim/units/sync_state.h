@@ -41,6 +41,8 @@ class SyncState : public sc_core::sc_module {
 
   // Every flag back to 0 (a loop boundary); only when nothing is outstanding.
   void reset_flags();
+  // After a failed run: every flag 0, nothing outstanding, no completion left to land.
+  void abandon_run();
   // The first waits of `instr` not yet met, for deadlock messages: "flag 3 >= 2 (now 1)".
   std::string unmet(const isa::Instruction& instr) const;
 

@@ -35,6 +35,14 @@ void Unit::push(const IssuedInstruction& item) {
   work_.notify(sc_core::SC_ZERO_TIME);
 }
 
+void Unit::abandon_run() {
+  queue_.clear();
+  current_ = nullptr;
+  blocked_.clear();
+  waiting_for_flags_ = false;
+  sleeping_until_ = 0;
+}
+
 std::string Unit::blocked_on() const {
   if (current_ == nullptr) return "";
   std::string what = waiting_for_flags_ ? str_cat("waits for ", ctx_.sync().unmet(*current_->instr))

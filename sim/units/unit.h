@@ -29,6 +29,9 @@ class Unit : public sc_core::sc_module {
   const sc_core::sc_event& space_freed() const { return space_freed_; }
   // Empty when idle or busy; otherwise what it is blocked on, for deadlock messages.
   std::string blocked_on() const;
+  // After a failed run, before its thread restarts (ProcessRestart): the queue emptied and
+  // nothing held of the instruction it was running.
+  void abandon_run();
 
   uint64_t busy_cycles() const { return busy_cycles_; }
   uint64_t stall_cycles() const { return stall_cycles_; }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <tuple>
 #include <vector>
 
 #include "sim/clock.h"
@@ -31,11 +30,6 @@ double serial_cycles_per_vreg(Vector::Op op, const config::CoreSpec& core) {
 // The blocks an op reads, null where it takes none (no allocation: this runs per instruction).
 std::array<const isa::Block*, 3> operands(const Vector& v) {
   return {v.has_a() ? &v.a() : nullptr, v.has_b() ? &v.b() : nullptr, v.has_c() ? &v.c() : nullptr};
-}
-
-bool same_block(const isa::Block& x, const isa::Block& y) {
-  return std::make_tuple(x.address(), x.rows(), x.cols(), row_stride(x), x.dtype()) ==
-         std::make_tuple(y.address(), y.rows(), y.cols(), row_stride(y), y.dtype());
 }
 
 bool among(const std::vector<isa::Block>& blocks, const isa::Block& b) {

@@ -2,11 +2,12 @@
 // run on it with values (MXU numerics on the caller's thread) and a cycle cap, so a program
 // that would run for simulated days ends in a diagnosis instead of taking the fuzzer's time.
 //
-// A run that deadlocks or passes the cap leaves the System unusable (sim/system.h), and SystemC
-// builds one System per process; the harness then ends the process with status 0, and make fuzz
-// runs this harness in libFuzzer's fork mode, which starts a fresh process and keeps what the
-// last one found.
+// SystemC builds one System per process: every input runs on the same one. A run that
+// deadlocks, passes the cap or stops on a unit's error leaves it as it was built (the System
+// recovers, sim/system.h), so the next input runs as it would in a new process. A System left
+// unusable (the kernel or the numerics threw, or the recovery failed) is a finding: abort.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -41,10 +42,10 @@ sim::System* fuzz_system() {
 void run(const isa::Program& program) {
   sim::System* system = fuzz_system();
   auto result = system->run(program);
-  if (result.ok() || result.status().code() == absl::StatusCode::kInvalidArgument) return;
-  // Deadlocked, past the cap or failed: the System cannot run again (a later run would only be
-  // refused), so this process is done; fork mode starts the next.
-  if (!system->usable()) std::_Exit(0);
+  if (system->usable()) return;
+  std::fprintf(stderr, "fuzz_program: the System is unusable after: %s\n",
+               result.status().ToString().c_str());
+  std::abort();
 }
 
 }  // namespace

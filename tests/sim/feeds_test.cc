@@ -16,13 +16,7 @@ using testing::make_system;
 const isa::Block kIn = block(0x0, 8, 128, isa::F32);
 const isa::Block kOut = block(0x10000, 8, 128, isa::F32);
 
-FeedEntry entry_of(const MatrixF& m) {
-  FeedEntry e;
-  e.bytes = sizeof(float) * m.size();
-  e.data.resize(e.bytes);
-  std::memcpy(e.data.data(), m.data(), e.bytes);
-  return e;
-}
+using testing::entry_of;
 
 MatrixF matrix_of(const FeedEntry& e, int rows, int cols) {
   MatrixF m(rows, cols);

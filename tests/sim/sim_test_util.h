@@ -2,6 +2,7 @@
 // Helpers for tests that drive a System: one System per test process (gtest_discover_tests
 // runs each test in its own process).
 
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,15 @@ inline MatrixF get_f32(System& s, CoreId core, uint64_t address, int rows, int c
   MatrixF m(rows, cols);
   EXPECT_TRUE(s.read_vmem(core, address, m.data(), sizeof(float) * m.size()).ok());
   return m;
+}
+
+// An infeed entry holding `m`'s f32 values.
+inline FeedEntry entry_of(const MatrixF& m) {
+  FeedEntry e;
+  e.bytes = sizeof(float) * m.size();
+  e.data.resize(e.bytes);
+  std::memcpy(e.data.data(), m.data(), e.bytes);
+  return e;
 }
 
 inline MatrixF round_bf16(const MatrixF& m) { return rounded_to_bf16(m); }
