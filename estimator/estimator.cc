@@ -265,7 +265,11 @@ absl::StatusOr<std::unique_ptr<TPUEstimator>> TPUEstimator::create(
 
 absl::Status TPUEstimator::warm_start(const std::string& from, runtime::Variables* variables) {
   absl::StatusOr<Checkpoint> ckpt = absl::NotFoundError("");
-  if (std::filesystem::is_directory(from)) {
+  std::error_code ec;
+  const bool folder = std::filesystem::is_directory(from, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return absl::FailedPreconditionError(str_cat("warm_start_from ", from, ": ", ec.message()));
+  if (folder) {
     auto latest = load_latest_checkpoint(from);
     if (!latest.ok()) return latest.status();
     if (!latest->has_value())

@@ -29,10 +29,12 @@ absl::StatusOr<std::unique_ptr<SummaryWriter>> SummaryWriter::create(const std::
   std::string path = str_cat(dir, "/events.out.tfevents.",
                              fmt::format("{:010d}", static_cast<int64_t>(wall)), ".", host);
   // Two writers in one second: a suffix keeps their files apart.
-  for (int n = 1; std::filesystem::exists(path); ++n) {
+  for (int n = 1; std::filesystem::exists(path, ec); ++n) {
     path = str_cat(dir, "/events.out.tfevents.", fmt::format("{:010d}", static_cast<int64_t>(wall)),
                    ".", host, ".", n);
   }
+  if (ec)
+    return absl::FailedPreconditionError(str_cat("cannot look at ", path, ": ", ec.message()));
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return absl::InternalError(str_cat("cannot write ", path));
   std::unique_ptr<SummaryWriter> w(new SummaryWriter(path, f));

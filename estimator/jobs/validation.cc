@@ -24,12 +24,13 @@ std::string mlperf(const char* submission) {
                  ", bfloat16: the step from the results log's timestamps");
 }
 
-// A fresh scratch folder for a case's checkpoints.
-std::string scratch_dir(const std::string& name) {
+// A fresh scratch folder for a case's checkpoints, in the system's temporary folder ($TMPDIR).
+absl::StatusOr<std::string> scratch_dir(const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  if (ec) return absl::FailedPreconditionError(str_cat("no temporary folder: ", ec.message()));
   std::random_device entropy;
-  return (std::filesystem::temp_directory_path() /
-          str_cat("tpusim-validate-", name, "-", entropy()))
-      .string();
+  return (temp / str_cat("tpusim-validate-", name, "-", entropy())).string();
 }
 
 using CaseFunctions = std::pair<estimator::ModelFn, estimator::InputFn>;
@@ -113,7 +114,9 @@ absl::StatusOr<ValidationResult> run_validation_case(
   if (!slice.ok()) return slice.status();
   estimator::RunConfig config;
   estimator::SimulatorOptions sim;
-  config.model_dir = scratch_dir(c.name);
+  auto scratch = scratch_dir(c.name);
+  if (!scratch.ok()) return scratch.status();
+  config.model_dir = *std::move(scratch);
   sim.slice = c.slice;
   if (!edits.empty()) {
     // The edited slice as a config file in the model_dir, which the run loads like any other.

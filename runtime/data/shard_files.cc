@@ -36,8 +36,9 @@ absl::Status check_shard_plan(const std::string& prefix, const char* prefix_fiel
     return absl::InvalidArgumentError(
         str_cat("shards must be 1..", examples, " (the examples: no empty shard), not ", shards));
   }
-  std::filesystem::path existing = std::filesystem::absolute(dir);
   std::error_code ec;
+  std::filesystem::path existing = std::filesystem::absolute(dir, ec);
+  if (ec) return absl::FailedPreconditionError(str_cat("cannot resolve ", dir, ": ", ec.message()));
   while (!std::filesystem::exists(existing, ec) && existing.has_parent_path() &&
          existing.parent_path() != existing) {
     existing = existing.parent_path();

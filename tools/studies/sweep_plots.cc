@@ -369,7 +369,11 @@ absl::StatusOr<std::vector<std::string>> draw_sweep_plots(const std::string& gnu
                                                           const std::vector<SweepRow>& rows,
                                                           const std::string& metric) {
   const fs::path plots = fs::path(dir) / "plots";
-  fs::create_directories(plots);
+  std::error_code ec;
+  fs::create_directories(plots, ec);
+  if (ec)
+    return absl::FailedPreconditionError(
+        str_cat("cannot create ", plots.string(), ": ", ec.message()));
   std::vector<std::string> drawn;
   if (absl::Status s = draw_metric(gnuplot, plots, axes, rows, metric, &drawn); !s.ok()) return s;
   if (absl::Status s = draw_breakdown(gnuplot, plots, axes, rows, &drawn); !s.ok()) return s;
