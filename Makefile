@@ -135,14 +135,15 @@ test-asan-gcc: apt-deps
 # ASan, UBSan and coverage, one harness per reader of outside bytes (tests/fuzz). Each runs
 # FUZZ_SECONDS from its checked-in seeds (tests/fuzz/corpus/NAME; what it finds goes to
 # $(FUZZ_DIR)/corpus/NAME); a crash, leak, UB, 2 GB of memory or a 10 s input (a hang) fails it
-# with the input saved in $(FUZZ_DIR)/crashes. The program harness runs every input on one System,
-# which recovers from a deadlock or a cap stop (tests/fuzz/fuzz_program.cc), without leak checks
-# (LeakSanitizer's scan at exit misreads the process after SystemC's coroutines ran; test-asan
-# checks System runs for leaks).
+# with the input saved in $(FUZZ_DIR)/crashes. The harnesses that run a System (FUZZ_ON_SYSTEM:
+# the program harness, and the saved-model harness's predict) run every input on one, which
+# recovers from a deadlock or a cap stop, without leak checks (LeakSanitizer's scan at exit
+# misreads the process after SystemC's coroutines ran; test-asan checks System runs for leaks).
 FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := tfrecord example checkpoint topology idx trace config onnx saved_model jpeg \
   cli_values program
+FUZZ_ON_SYSTEM := program saved_model
 FUZZ_CONFIGURE := cmake -S . -B $(FUZZ_DIR) -G "$(GENERATOR)" $(SANITIZER_BUILD) \
   -DTPUSIM_BUILD_TESTS=ON -DCMAKE_CXX_COMPILER=clang++ -DTPUSIM_FUZZ=ON \
   -DCMAKE_EXE_LINKER_FLAGS="$(LINK_AS_NEEDED)" \
@@ -155,7 +156,7 @@ fuzz: apt-deps
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  echo "make fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  leaks=1; [ $$t = program ] && leaks=0; \
+	  leaks=1; case " $(FUZZ_ON_SYSTEM) " in *" $$t "*) leaks=0;; esac; \
 	  ASAN_OPTIONS=detect_leaks=$$leaks $(FUZZ_DIR)/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
 	    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$t- \

@@ -140,4 +140,21 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
   return out;
 }
 
+absl::Status check_classifier(const LoadedModel& model, const std::string& dir) {
+  for (const auto& o : model.graph.outputs()) {
+    const runtime::Node& n = model.graph.node(o.node);
+    const bool cls = o.name == "prediction/class",
+               probabilities = o.name == "prediction/probabilities";
+    if ((cls && (n.dtype != runtime::DType::kS32 || n.shape.rank() != 1)) ||
+        (probabilities &&
+         (n.dtype != runtime::DType::kF32 || n.shape.rank() != 2 || n.shape.dim(1) < 1))) {
+      return absl::DataLossError(str_cat(dir, "/saved_model.pb: prediction '", o.name.substr(11),
+                                         "' is ", runtime::dtype_name(n.dtype), n.shape.str(),
+                                         ", where a classifier's is ",
+                                         cls ? "s32[batch]" : "f32[batch, classes]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tpusim::estimator

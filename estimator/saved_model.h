@@ -39,5 +39,9 @@ absl::Status write_saved_model(const std::string& dir, const runtime::Graph& gra
                                const std::vector<std::string>& predictions, int64_t batch_size,
                                int64_t global_step);
 absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir);
+// A saved model whose predictions are "class" and "probabilities" must be the classifier those
+// names promise: class s32 [batch], probabilities f32 [batch, classes >= 1] (load_saved_model
+// checked that each is one graph output with the batch first). `dir` names it in the error.
+absl::Status check_classifier(const LoadedModel& model, const std::string& dir);
 
 }  // namespace tpusim::estimator

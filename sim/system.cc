@@ -119,8 +119,10 @@ absl::StatusOr<RunResult> System::run(const isa::Program& program) {
   try {
     // Bounded by the horizon (and max_run_cycles); returns early, as sc_start() would, when no
     // event is left.
+    // Nothing pending (a program of no cores): nothing to run, and SystemC would warn (W571) on
+    // stdout, which is tpusim's JSON.
     const Picoseconds now = sc_core::sc_time_stamp().value();
-    if (now < end) {
+    if (now < end && sc_core::sc_pending_activity()) {
       sc_core::sc_start(sc_core::sc_time(static_cast<double>(end - now), sc_core::SC_PS),
                         sc_core::SC_EXIT_ON_STARVATION);
     }

@@ -58,6 +58,10 @@ struct BackendAvailability {
 // What making a backend takes; a backend that does not run a slice ignores `slice`.
 struct BackendArgs {
   std::string slice = "v3-8";  // a slice config file or built-in name
+  // tpusim: a run past this many simulated cycles stops with OutOfRange, the System ready for
+  // the next (sim::SystemOptions::max_run_cycles); 0: no limit but the time horizon. For
+  // callers that run graphs they did not make (the saved-model fuzz harness).
+  uint64_t max_run_cycles = 0;
 };
 
 struct BackendDeclaration {

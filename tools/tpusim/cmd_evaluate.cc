@@ -222,30 +222,17 @@ void print_predictions(const nlohmann::ordered_json& out, bool json) {
   }
 }
 
-// A saved model whose predictions are "class" and "probabilities" must be the classifier those
-// names promise: class s32 [batch], probabilities f32 [batch, classes >= 1]. (load_saved_model
-// checked that each is one graph output with the batch first.)
-absl::Status check_classifier(const estimator::LoadedModel& model, const std::string& dir) {
-  for (const auto& o : model.graph.outputs()) {
-    const runtime::Node& n = model.graph.node(o.node);
-    const bool cls = o.name == "prediction/class",
-               probabilities = o.name == "prediction/probabilities";
-    if ((cls && (n.dtype != runtime::DType::kS32 || n.shape.rank() != 1)) ||
-        (probabilities &&
-         (n.dtype != runtime::DType::kF32 || n.shape.rank() != 2 || n.shape.dim(1) < 1))) {
-      return absl::DataLossError(
-          fmt::format("{}/saved_model.pb: prediction '{}' is {}{}, where a classifier's is {}", dir,
-                      o.name.substr(11), runtime::dtype_name(n.dtype), n.shape.str(),
-                      cls ? "s32[batch]" : "f32[batch, classes]"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // A saved model needs no model code: its graph, signature and weights are in the folder.
 int predict_saved_model(const po::variables_map& vm, int64_t count) {
   auto model = estimator::load_saved_model(vm["saved-model"].as<std::string>());
   if (!model.ok()) return failure(std::string(model.status().message()));
+  const auto& names = model->predictions;
+  const bool classifier = std::count(names.begin(), names.end(), "class") == 1 &&
+                          std::count(names.begin(), names.end(), "probabilities") == 1;
+  if (classifier) {
+    if (auto s = estimator::check_classifier(*model, vm["saved-model"].as<std::string>()); !s.ok())
+      return failure(std::string(s.message()));
+  }
   if (model->inputs.size() != 1 || model->inputs[0].name != "image") {
     return failure("the saved model's input must be one \"image\" (a Fashion-MNIST model)");
   }
@@ -284,13 +271,6 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   }
   auto outputs = backend->run(**exe, model->variables, steps, 0);
   if (!outputs.ok()) return failure(std::string(outputs.status().message()));
-  const auto& names = model->predictions;
-  const bool classifier = std::count(names.begin(), names.end(), "class") == 1 &&
-                          std::count(names.begin(), names.end(), "probabilities") == 1;
-  if (classifier) {
-    if (auto s = check_classifier(*model, vm["saved-model"].as<std::string>()); !s.ok())
-      return failure(std::string(s.message()));
-  }
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (int64_t i = 0; i < count; ++i) {
     const auto& o = (*outputs)[static_cast<size_t>(i / batch)];

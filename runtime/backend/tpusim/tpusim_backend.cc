@@ -25,15 +25,22 @@ using tpusim_backend::receive_outputs;
 using tpusim_backend::ShadowProgram;
 using tpusim_backend::write_state;
 
-// The process's System (SystemC elaborates once).
-absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
+// The process's System (SystemC elaborates once), for the first caller's slice and cycle cap.
+absl::StatusOr<sim::System*> shared_system(const BackendArgs& args) {
   static std::unique_ptr<sim::System> system;
   static std::string built_for;
+  const std::string& slice_name = args.slice;
   if (system != nullptr) {
     if (built_for != slice_name) {
       return absl::FailedPreconditionError(str_cat(
           "the tpusim backend of this process simulates ", built_for,
           "; SystemC elaborates once per process, so ", slice_name, " needs a process of its own"));
+    }
+    if (system->options().max_run_cycles != args.max_run_cycles) {
+      return absl::FailedPreconditionError(
+          str_cat("the tpusim backend of this process stops runs at ",
+                  system->options().max_run_cycles, " cycles (0: never), not ", args.max_run_cycles,
+                  "; SystemC elaborates once per process"));
     }
     return system.get();
   }
@@ -41,6 +48,7 @@ absl::StatusOr<sim::System*> shared_system(const std::string& slice_name) {
   if (!slice.ok()) return slice.status();
   sim::SystemOptions options;
   options.sink = &device_trace_router();
+  options.max_run_cycles = args.max_run_cycles;
   // TPUSIM_NUMERICS_THREAD=0 keeps the numerics on the simulation thread: the same values, one
   // host thread (for checking exactly that, and for profiling).
   if (const char* v = std::getenv("TPUSIM_NUMERICS_THREAD"); v != nullptr && std::string(v) == "0")
@@ -137,13 +145,13 @@ void set_loop_counts(TpusimExecutable& exe, size_t steps, uint64_t first_step) {
 
 class TpusimBackend final : public Backend {
  public:
-  explicit TpusimBackend(std::string slice) : slice_(std::move(slice)) {}
+  explicit TpusimBackend(BackendArgs args) : args_(std::move(args)) {}
   const BackendDeclaration& declaration() const override { return tpusim_backend_declaration(); }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(const Graph& graph,
                                                       const CompileOptions& options) override {
     if (absl::Status st = check_backend_options(declaration(), options); !st.ok()) return st;
-    auto system = shared_system(slice_);
+    auto system = shared_system(args_);
     if (!system.ok()) return system.status();
     const config::SliceSpec& slice = (*system)->slice();
     if (options.replicas > slice.cores) {
@@ -194,7 +202,7 @@ class TpusimBackend final : public Backend {
                                       uint64_t first_step) override {
     auto& exe = static_cast<TpusimExecutable&>(executable);
     const Graph& g = exe.graph();
-    auto system_or = shared_system(slice_);
+    auto system_or = shared_system(args_);
     if (!system_or.ok()) return system_or.status();
     sim::System& system = **system_or;
     if (steps.empty()) return LoopResult{};
@@ -239,7 +247,7 @@ class TpusimBackend final : public Backend {
   }
 
   absl::Status host_round_trip(double seconds) override {
-    auto system = shared_system(slice_);
+    auto system = shared_system(args_);
     if (!system.ok()) return system.status();
     const sim::ClockDomain& clock = (*system)->clock();
     const uint64_t cycles = clock.cycles_for_seconds(std::max(0.0, seconds)).value;
@@ -262,7 +270,7 @@ class TpusimBackend final : public Backend {
   }
 
   double device_now_seconds() const override {
-    auto system = shared_system(slice_);
+    auto system = shared_system(args_);
     if (!system.ok()) return 0;
     return static_cast<double>((*system)->now_cycle()) / (*system)->clock().frequency_hz();
   }
@@ -302,15 +310,21 @@ class TpusimBackend final : public Backend {
     return t;
   }
 
-  std::string slice_;
+  BackendArgs args_;  // the slice and the cycle cap
   bool timing_only_ = false;
   std::optional<traces::TrackId> host_loop_track_;
 };
 
 }  // namespace
 
+std::unique_ptr<Backend> make_tpusim_backend(const BackendArgs& args) {
+  return std::make_unique<TpusimBackend>(args);
+}
+
 std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice) {
-  return std::make_unique<TpusimBackend>(slice);
+  BackendArgs args;
+  args.slice = slice;
+  return make_tpusim_backend(args);
 }
 
 const BackendDeclaration& tpusim_backend_declaration() {
@@ -335,7 +349,7 @@ const BackendDeclaration& tpusim_backend_declaration() {
         "own, which a TPU fuses into the op (docs/estimator.md, mixed precision)";
     d.availability = [] { return BackendAvailability{true, true, ""}; };
     d.make = [](const BackendArgs& args) -> absl::StatusOr<std::unique_ptr<Backend>> {
-      return make_tpusim_backend(args.slice);
+      return make_tpusim_backend(args);
     };
     return d;
   }();

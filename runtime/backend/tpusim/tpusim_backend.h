@@ -14,6 +14,8 @@ namespace tpusim::runtime {
 
 // `slice`: a slice config file or built-in name ("v3-8").
 std::unique_ptr<Backend> make_tpusim_backend(const std::string& slice = "v3-8");
+// The same with every BackendArgs field (a cycle cap).
+std::unique_ptr<Backend> make_tpusim_backend(const BackendArgs& args);
 // Its registry entry (registry.h).
 const BackendDeclaration& tpusim_backend_declaration();
 
