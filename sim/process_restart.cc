@@ -30,10 +30,7 @@ void ProcessRestart::gather_threads(sc_core::sc_object& object) {
 }
 
 void ProcessRestart::reset_threads() {
-  for (sc_core::sc_process_handle& thread : threads_) {
-    thread.reset();
-    ++threads_reset_;
-  }
+  for (sc_core::sc_process_handle& thread : threads_) thread.reset();
 }
 
 absl::Status ProcessRestart::restart() {

@@ -31,9 +31,6 @@ class ProcessRestart : public sc_core::sc_module {
   // model does) or the kernel is not paused between runs.
   absl::Status restart();
 
-  // Thread processes reset by the restarts so far (each restart resets every thread).
-  uint64_t threads_reset() const { return threads_reset_; }
-
  private:
   void reset_threads();  // SC_METHOD, triggered by requested_
   void cancel_notifications(sc_core::sc_object& object);
@@ -42,7 +39,6 @@ class ProcessRestart : public sc_core::sc_module {
   sc_core::sc_object& root_;
   std::vector<sc_core::sc_process_handle> threads_;  // gathered at the first restart
   sc_core::sc_event requested_;
-  uint64_t threads_reset_ = 0;
 };
 
 }  // namespace tpusim::sim

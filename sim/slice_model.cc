@@ -36,7 +36,6 @@ SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceS
 }
 
 absl::Status SliceModel::abandon_run() {
-  numerics->drain();
   collectives->abandon_run();
   for (auto& chip : chips) chip->abandon_run();
   for (auto& infeed : infeeds) infeed->abandon_run();
