@@ -10,7 +10,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TPUSIM_INSTALLED_LIBRARIES
-  common config_proto config perfetto_proto traces isa_proto numerics sim example_proto
+  common config_proto config perfetto_proto xplane_proto traces isa_proto numerics sim example_proto
   graph_proto data graph zoo onnx backend_api backend_cpu backend_gpu lowering backend_tpusim registry
   infeed opcheck runtime estimator_proto estimator jobs)
 set(tpusim_install_targets)

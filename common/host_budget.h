@@ -106,6 +106,11 @@ inline uint64_t saturating_product(uint64_t a, uint64_t b) {
   return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
+// `a` + `b`, or UINT64_MAX where it overflows.
+inline uint64_t saturating_sum(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 // "3.29 GB" for a byte count (UINT64_MAX: "more than 18 EB").
 inline std::string byte_size(uint64_t bytes) {
   if (bytes == UINT64_MAX) return "more than 18 EB";

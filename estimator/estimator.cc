@@ -178,6 +178,13 @@ absl::StatusOr<HostSide> host_side(const SimulatorOptions& sim) {
   host.cpu_cores = (*slice)->host.cpu_cores;
   host.loop_overhead_s = (*slice)->host.loop_overhead_s;
   host.costs = (*slice)->host.stage_costs;
+  const config::ChipSpec& chip = (*slice)->chip;
+  // XProf's device type: "TPU v3" for the tpu_v3 chip config (it looks for "TPU" in it).
+  host.device_type =
+      chip.name.rfind("tpu_", 0) == 0 ? "TPU " + chip.name.substr(4) : "TPU (" + chip.name + ")";
+  host.cores_per_chip = std::max(1u, chip.tensor_cores);
+  host.core_peak_flops = chip.peak_bf16_flops / host.cores_per_chip;
+  host.core_hbm_bytes_per_s = chip.hbm.bandwidth_bytes_per_s / host.cores_per_chip;
   return host;
 }
 

@@ -149,6 +149,13 @@ struct SimulatorOptions {
   std::string trace_path;
   int64_t trace_first_step = 0;
   int64_t trace_last_step = INT64_MAX;
+  // train: an XProf profile (docs/profiling.md, "In XProf") of the device loops holding global
+  // steps [profile_first_step, profile_last_step], written to
+  // MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb (RUN: the UTC time it was started,
+  // YYYY_MM_DD_HH_MM_SS, as TensorFlow's profiler names runs). The tpusim backend only.
+  bool profile = false;
+  int64_t profile_first_step = 0;
+  int64_t profile_last_step = INT64_MAX;
   // train: rate counters in the trace file (link utilisation, HBM bandwidth) averaged over
   // windows of this many nanoseconds, one sample per window at most
   // (traces/counter_binning_sink.h); 0: every change, exactly.
@@ -188,6 +195,7 @@ struct TrainResult {
   // backends without a simulated timeline.
   std::optional<traces::Analysis> analysis;
   uint64_t trace_bytes = 0;  // of the trace file, when one was asked for
+  std::string profile_path;  // the XProf profile written (SimulatorOptions::profile), or ""
   // Per graph op on chip 0, per step (FLOPs, HBM bytes and seconds averaged over the steps run),
   // in program order, and the chip's roofs: the roofline's points. Empty on backends without a
   // simulated timeline.

@@ -52,6 +52,11 @@ struct HostSide {
   uint32_t cpu_cores = 1;
   double loop_overhead_s = 0;
   config::HostStageCostsSpec costs;
+  // The simulated device, for a profile (none on a backend that runs no slice).
+  std::string device_type;  // "TPU v3"
+  uint32_t cores_per_chip = 1;
+  double core_peak_flops = 0;       // one TensorCore's bf16 peak
+  double core_hbm_bytes_per_s = 0;  // one TensorCore's share of its chip's HBM bandwidth
 };
 absl::StatusOr<HostSide> host_side(const SimulatorOptions& sim);
 

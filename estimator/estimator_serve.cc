@@ -215,7 +215,7 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *loop_steps,
                                  static_cast<uint64_t>(compiled->global_step));
   if (!loop.ok()) return loop.status();
-  (*trace)->after_loop(**driver);
+  (*trace)->after_loop(**driver, loop->timing);
   EvalResult result;
   auto analysis = (*trace)->finish();
   if (!analysis.ok()) return analysis.status();

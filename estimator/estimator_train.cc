@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
@@ -114,10 +116,16 @@ absl::StatusOr<Feeding> feeding(const RunConfig& config, const SimulatorOptions&
 
 // input_fn once per host (per replica without per-host input), at the per-shard batch size;
 // folded, only for the first host's pipelines. The first pipeline's first batch is peeked, its
-// wait watched by `watch` (null: not watched).
+// wait watched by `watch` (null: not watched). The datasets input_fn builds count a loop of
+// `loop_steps` steps of the simulated replicas' batches in their first element's memory check
+// (consumer_hold.h), as check_loop_feeds counts them once the batch's shapes are known.
 absl::StatusOr<Input> open_input(const InputFn& input_fn, const Params& user,
                                  int64_t per_shard_batch, const Feeding& feeding,
-                                 runtime::StallWatch* watch) {
+                                 int64_t loop_steps, runtime::StallWatch* watch) {
+  const data::ScopedConsumerHold hold(
+      {saturating_product(static_cast<uint64_t>(loop_steps), feeding.simulated),
+       str_cat("a loop of ", loop_steps, " steps (tpu_config.iterations_per_loop) of ",
+               feeding.simulated, " replicas' feeds")});
   Input input;
   for (uint32_t p = 0; p < feeding.fed; ++p) {
     Params params = user;
@@ -190,17 +198,29 @@ absl::Status run_init_fn(const TPUEstimatorSpec& spec, runtime::Variables* varia
 // Warm-starts variables from create()'s warm_start_from (empty: not asked for).
 using WarmStart = std::function<absl::Status(runtime::Variables* variables)>;
 
-// The variables to train from, `variables` holding the graph's initial values: the checkpoint's
-// when `restored`, else warm-started when asked, then changed by the spec's init_fn if it has one.
-absl::Status starting_variables(const std::optional<Checkpoint>& restored,
-                                const TPUEstimatorSpec& spec, const WarmStart& warm_start,
-                                runtime::Variables* variables) {
-  if (restored.has_value()) return restore(*restored, variables);
-  if (warm_start) {
-    if (auto s = warm_start(variables); !s.ok()) return s;
+// The variables the first step of the run trains from. A timing-only run computes no values: its
+// variables are the graph's shapes, and a checkpoint it restores is checked against them; nothing
+// is initialised, warm-started or given to init_fn. Otherwise the graph's initial values, then the
+// checkpoint's when `restored`, else warm-started when asked, then changed by the spec's init_fn
+// if it has one.
+absl::StatusOr<runtime::Variables> starting_variables(const runtime::Graph& graph, bool timing_only,
+                                                      const std::optional<Checkpoint>& restored,
+                                                      const TPUEstimatorSpec& spec,
+                                                      const WarmStart& warm_start) {
+  runtime::Variables variables =
+      timing_only ? runtime::variable_shapes(graph) : runtime::initial_variables(graph);
+  if (restored.has_value()) {
+    if (auto s = restore(*restored, &variables); !s.ok()) return s;
+    return variables;
   }
-  if (spec.init_fn) return run_init_fn(spec, variables);
-  return absl::OkStatus();
+  if (timing_only) return variables;
+  if (warm_start) {
+    if (auto s = warm_start(&variables); !s.ok()) return s;
+  }
+  if (spec.init_fn) {
+    if (auto s = run_init_fn(spec, &variables); !s.ok()) return s;
+  }
+  return variables;
 }
 
 // The step compiled for `shards` replicas, the first `simulated` of them simulated.
@@ -214,12 +234,10 @@ absl::StatusOr<std::unique_ptr<runtime::Executable>> compile_step(runtime::Backe
   return backend.compile(graph, options);
 }
 
-// A loop's feeds (iterations_per_loop steps, or the `steps_left`) held against the host's memory
-// budget before the step is compiled or the loop's input pulled.
-absl::Status check_loop_feeds(const runtime::Graph& graph, uint32_t simulated,
-                              const RunConfig& config, int64_t steps_left) {
-  const int64_t steps = std::min<int64_t>(config.tpu_config.iterations_per_loop, steps_left);
-  return runtime::check_loop_memory(graph, simulated, static_cast<uint64_t>(steps),
+// A loop's feeds (`loop_steps`: iterations_per_loop steps, or the steps left) held against the
+// host's memory budget before the step is compiled or the loop's input pulled.
+absl::Status check_loop_feeds(const runtime::Graph& graph, uint32_t simulated, int64_t loop_steps) {
+  return runtime::check_loop_memory(graph, simulated, static_cast<uint64_t>(loop_steps),
                                     "tpu_config.iterations_per_loop");
 }
 
@@ -244,18 +262,55 @@ absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
   return driver;
 }
 
-// The run's trace (SimulatorOptions::trace_path; none when empty), telling config.progress of
-// each step as the device finishes it.
+// Where a profile started now goes: MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb, RUN the UTC
+// time as TensorFlow's profiler names its runs.
+std::string profile_path(const std::string& model_dir, const std::string& host) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char run[32];
+  std::strftime(run, sizeof run, "%Y_%m_%d_%H_%M_%S", &utc);
+  return (std::filesystem::path(model_dir) / "plugins" / "profile" / run / (host + ".xplane.pb"))
+      .string();
+}
+
+// The profile's request (SimulatorOptions::profile): its steps, the device and the host side.
+TraceRequest::Profile profile_request(const SimulatorOptions& sim, const RunConfig& config,
+                                      const internal::HostSide& host, uint32_t shards,
+                                      uint32_t pipelines, int64_t start_step) {
+  TraceRequest::Profile p;
+  if (!sim.profile) return p;
+  p.header.host = "tpusim-host0";
+  p.path = profile_path(config.model_dir, p.header.host);
+  p.first_step = sim.profile_first_step;
+  p.last_step = sim.profile_last_step;
+  p.cores_per_chip = host.cores_per_chip;
+  p.first_global_step = start_step + 1;
+  p.batches_per_step = std::max(1u, shards / std::max(1u, pipelines));
+  p.header.device_type = host.device_type;
+  p.header.peak_teraflops_per_second = host.core_peak_flops / 1e12;
+  p.header.peak_hbm_gigabytes_per_second = host.core_hbm_bytes_per_s / 1e9;
+  p.header.program = "train_step";
+  return p;
+}
+
+// The run's trace (SimulatorOptions::trace_path; none when empty) and profile, telling
+// config.progress of each step as the device finishes it.
 absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const SimulatorOptions& sim,
                                                         runtime::InfeedDriver& driver,
-                                                        int64_t max_steps) {
+                                                        int64_t max_steps,
+                                                        TraceRequest::Profile profile) {
   std::function<void(int64_t)> on_step;
   if (sim.progress) {
     on_step = [&sim, max_steps](int64_t g) { sim.progress(g, max_steps); };
   }
-  return TrainTrace::start({sim.trace_path, sim.trace_first_step, sim.trace_last_step,
-                            sim.trace_counter_window_ns * 1000},
-                           driver, on_step);
+  TraceRequest request;
+  request.path = sim.trace_path;
+  request.first_step = sim.trace_first_step;
+  request.last_step = sim.trace_last_step;
+  request.counter_window = sim.trace_counter_window_ns * 1000;
+  request.profile = std::move(profile);
+  return TrainTrace::start(request, driver, on_step);
 }
 
 }  // namespace
@@ -290,32 +345,24 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
                 shards - simulated, " only join the collectives"));
   }
   const int64_t per_shard = train_batch_size_ / shards;
-  auto input = open_input(input_fn, params_, per_shard, *fed, stall_watch().get());
+  const int64_t loop_steps =
+      std::min<int64_t>(config_.tpu_config.iterations_per_loop, max_steps - start_step);
+  auto input = open_input(input_fn, params_, per_shard, *fed, loop_steps, stall_watch().get());
   if (!input.ok()) return input.status();
 
   runtime::GraphBuilder b;
   auto spec =
       build_train_step(b, model_fn_, params_, input->first, sim_.bf16_infeeds, per_shard, shards);
   if (!spec.ok()) return spec.status();
-  if (auto s = check_loop_feeds(b.graph(), simulated, config_, max_steps - start_step); !s.ok())
-    return s;
+  if (auto s = check_loop_feeds(b.graph(), simulated, loop_steps); !s.ok()) return s;
   auto exe = compile_step(*backend_, b.graph(), sim_.compile, shards, simulated);
   if (!exe.ok()) return exe.status();
 
-  // A timing-only run computes no values: its variables are shapes, and a checkpoint it restores
-  // is checked against them; nothing is initialised, warm-started or given to init_fn.
-  runtime::Variables variables = sim_.timing_only ? runtime::variable_shapes(b.graph())
-                                                  : runtime::initial_variables(b.graph());
   WarmStart warm;
   if (!warm_start_from_.empty())
     warm = [this](runtime::Variables* v) { return warm_start(warm_start_from_, v); };
-  if (sim_.timing_only) {
-    if (restored->has_value()) {
-      if (auto s = restore(**restored, &variables); !s.ok()) return s;
-    }
-  } else if (auto s = starting_variables(*restored, *spec, warm, &variables); !s.ok()) {
-    return s;
-  }
+  auto variables = starting_variables(b.graph(), sim_.timing_only, *restored, *spec, warm);
+  if (!variables.ok()) return variables.status();
   if (restored->has_value())
     log(str_cat("restored ", (*restored)->path, " at global step ", start_step));
 
@@ -324,8 +371,11 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (!driver.ok()) return driver.status();
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
-  auto trace = start_trace(sim_, **driver, max_steps);
+  auto trace =
+      start_trace(sim_, **driver, max_steps,
+                  profile_request(sim_, config_, *host, shards, fed->pipelines, start_step));
   if (!trace.ok()) return trace.status();
+  backend_->keep_op_spans((*trace)->profiling());
 
   TrainLoop::Settings settings{config_,
                                sim_,
@@ -335,7 +385,7 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
                                start_step,
                                max_steps};
   TrainLoop loop(*backend_, std::move(settings),
-                 {*std::move(exe), std::move(variables), *std::move(spec), *std::move(driver),
+                 {*std::move(exe), *std::move(variables), *std::move(spec), *std::move(driver),
                   *std::move(trace), *std::move(summaries)});
   if (auto s = loop.run(&result); !s.ok()) return s;
   return result;

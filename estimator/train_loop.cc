@@ -82,7 +82,7 @@ absl::StatusOr<runtime::LoopResult> TrainLoop::run_device_loop(uint32_t n, LoopF
       backend_.run_loop(*parts_.exe, parts_.variables, *steps, static_cast<uint64_t>(step_));
   if (!loop.ok()) return loop.status();
   if (auto s = backend_.host_round_trip(settings_.loop_overhead_s); !s.ok()) return s;
-  parts_.trace->after_loop(*parts_.driver);
+  parts_.trace->after_loop(*parts_.driver, loop->timing);
   const double loop_host =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
   *figures = loop_figures(loop->timing, loop_host);
@@ -185,6 +185,7 @@ absl::Status TrainLoop::run(TrainResult* result) {
   if (!analysis.ok()) return analysis.status();
   result->analysis = *std::move(analysis);
   result->trace_bytes = parts_.trace->file_bytes();
+  result->profile_path = parts_.trace->profile_path();
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@ namespace tpusim::traces {
 inline constexpr std::string_view kStepsTrack = "steps";  // per core: "step N" slices
 inline constexpr std::string_view kIciTrack = "ici";      // per core: collectives
 inline constexpr std::string_view kHostLoopTrack = "loop";
+inline constexpr std::string_view kInfeedTrack = "infeed";  // per core: the infeed unit
 inline constexpr std::string_view kInfeedWait = "infeed.wait";
 inline constexpr std::string_view kOutfeedWait = "outfeed.wait";
 inline constexpr std::string_view kPeerWait = "ici.wait_for_peers";

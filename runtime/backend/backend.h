@@ -62,8 +62,8 @@ struct OpTiming {
 };
 
 // The roofs of a roofline: one chip's peak MXU FLOPS, its vector units' peak (one FLOP per ALU,
-// `vector_alus` of them per lane and sublane, a cycle) and its HBM bandwidth. An op's compute roof is the MXUs' when they did
-// any of its FLOPs, else the vector units'.
+// `vector_alus` of them per lane and sublane, a cycle) and its HBM bandwidth. An op's compute roof
+// is the MXUs' when they did any of its FLOPs, else the vector units'.
 struct ChipRoofs {
   double peak_flops = 0;
   double peak_vector_flops = 0;
@@ -76,6 +76,19 @@ struct ChipRoofs {
   double vector_ridge_intensity() const {
     return hbm_bytes_per_second > 0 ? peak_vector_flops / hbm_bytes_per_second : 0;
   }
+};
+
+// One simulated core's graph ops over a device loop, each with its span in every step it ran in
+// (kept only when asked: Backend::keep_op_spans), for a profile's op timeline.
+struct CoreOpSpans {
+  struct Span {
+    uint64_t step = 0;                  // the global step the span is in (1 for the first)
+    uint64_t start_ps = 0, end_ps = 0;  // simulated time, on the trace's timeline
+  };
+  uint32_t core = 0;                     // the core's ordinal in the slice (TPU:N)
+  std::vector<OpTiming> ops;             // in origin order; flops and bytes over the loop
+  std::vector<std::vector<Span>> spans;  // per op, per step, from its first instruction's start
+                                         // to its last one's end on this core
 };
 
 // Adds one loop's op figures to a running total: matched by label and op, ops not yet in it
@@ -96,6 +109,8 @@ struct DeviceTiming {
   // order, and the chip's roofs.
   std::vector<OpTiming> ops;
   ChipRoofs roofs;
+  // Per simulated core that ran its own replica, when the backend keeps op spans.
+  std::vector<CoreOpSpans> core_ops;
   // The HBM floor of one step on chip 0: the graph's (hbm_floor.h) times the replicas its cores
   // run.
   HbmFloor hbm_floor;
@@ -139,6 +154,9 @@ class Backend {
   // Simulated seconds since the process's simulation began (0 on backends without simulated
   // time): where a loop about to run starts on the trace's timeline.
   virtual double device_now_seconds() const { return 0; }
+  // Whether each loop's timing keeps every core's op spans (DeviceTiming::core_ops: a profile's
+  // op timeline); backends without simulated time keep none.
+  virtual void keep_op_spans(bool keep) { (void)keep; }
 };
 
 // Where backends that simulate time (tpusim) report their timeline: every unit of the

@@ -171,6 +171,11 @@ std::vector<Requirement> run_requirements() {
          return std::string(r.trace ? "a trace (trace_path)" : "");
        },
        [](const BackendSupport& s, const CompileOptions&) { return s.traces; }, "no timeline"},
+      {"--profile",
+       [](const CompileOptions&, const RunFeatures& r) {
+         return std::string(r.profile ? "an XProf profile (profile)" : "");
+       },
+       [](const BackendSupport& s, const CompileOptions&) { return s.traces; }, "no timeline"},
       {"--fold-replicas",
        [](const CompileOptions& o, const RunFeatures&) {
          return o.simulated_replicas == 0 || o.simulated_replicas >= o.replicas

@@ -81,6 +81,7 @@ struct BackendDeclaration {
 struct RunFeatures {
   bool timing_only = false;  // SimulatorOptions::timing_only
   bool trace = false;        // SimulatorOptions::trace_path set
+  bool profile = false;      // SimulatorOptions::profile
 };
 
 // How an error names an option: as CompileOptions and RunConfig hold it

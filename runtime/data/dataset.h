@@ -26,6 +26,7 @@
 
 #include <absl/status/statusor.h>
 
+#include "runtime/data/consumer_hold.h"
 #include "runtime/data/example.h"
 #include "runtime/data/tfrecord.h"
 
@@ -75,6 +76,9 @@ struct BatchOptions {
   // `profile` (stage_profile.h), on whichever thread does it, with num_parallel_calls threads.
   std::shared_ptr<StageProfile> profile;
   std::string stage = "batch";
+  // Batches the consumer holds besides these (consumer_hold.h): counted in the host-memory check
+  // at the first element. batch() takes the declaration in scope when this one declares none.
+  ConsumerHold consumer;
 };
 
 class Dataset : public std::enable_shared_from_this<Dataset> {

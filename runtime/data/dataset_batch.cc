@@ -92,33 +92,41 @@ uint64_t element_bytes(const Element& e) {
 
 // The batch's input, checked against the host's memory budget at its first element: `batches`
 // batches of `size` such elements in flight, each held twice while it is stacked (its rows and
-// the batch), must fit, or the iteration ends with ResourceExhausted before a second element is
-// drawn (a batch size a flag makes absurd is refused in milliseconds, not after the host's
-// memory has gone: docs/reliability.md, "Budgets").
+// the batch), and the batches its consumer holds besides, must fit, or the iteration ends with
+// ResourceExhausted before a second element is drawn (a batch size a flag makes absurd is refused
+// in milliseconds, not after the host's memory has gone: docs/reliability.md, "Budgets").
 class BudgetedRows final : public Iterator {
  public:
-  BudgetedRows(std::unique_ptr<Iterator> in, int64_t size, int64_t batches)
-      : in_(std::move(in)), size_(size), batches_(batches) {}
+  BudgetedRows(std::unique_ptr<Iterator> in, int64_t size, int64_t batches, ConsumerHold consumer)
+      : in_(std::move(in)), size_(size), batches_(batches), consumer_(std::move(consumer)) {}
   Next next() override {
     auto e = in_->next();
     if (checked_ || !e.ok() || !e->has_value()) return e;
     checked_ = true;
-    const uint64_t one = element_bytes(**e);
-    const uint64_t held = saturating_product(saturating_product(one, static_cast<uint64_t>(size_)),
-                                             2 * static_cast<uint64_t>(batches_));
-    if (auto s = check_host_memory(
-            str_cat("batch: ", batches_, " batch", batches_ == 1 ? "" : "es", " in flight of ",
-                    size_, " elements of ", byte_size(one), ", each held twice while stacked,"),
-            held);
-        !s.ok()) {
-      return s;
-    }
+    if (auto s = check(element_bytes(**e)); !s.ok()) return s;
     return e;
   }
 
  private:
+  absl::Status check(uint64_t one) const {
+    const uint64_t batch = saturating_product(one, static_cast<uint64_t>(size_));
+    const uint64_t held =
+        saturating_sum(saturating_product(batch, 2 * static_cast<uint64_t>(batches_)),
+                       saturating_product(batch, consumer_.batches));
+    std::string what =
+        str_cat("batch: ", batches_, " batch", batches_ == 1 ? "" : "es", " in flight of ", size_,
+                " elements of ", byte_size(one), ", each held twice while stacked,");
+    if (consumer_.batches > 0) {
+      what = str_cat("batch: ", consumer_.what, " (", consumer_.batches, " batches of ", size_,
+                     " elements of ", byte_size(one), ") and ", batches_, " batch",
+                     batches_ == 1 ? "" : "es", " in flight, each held twice while stacked,");
+    }
+    return check_host_memory(what, held);
+  }
+
   std::unique_ptr<Iterator> in_;
   int64_t size_, batches_;
+  ConsumerHold consumer_;
   bool checked_ = false;
 };
 
@@ -203,7 +211,8 @@ class Batch final : public Dataset {
       : input_(std::move(input)), size_(size), o_(std::move(o)), stage_(stage) {}
   std::unique_ptr<Iterator> make_iterator() const override {
     const int64_t in_flight = std::max<int64_t>(1, o_.num_parallel_calls);
-    auto rows = std::make_unique<BudgetedRows>(input_->make_iterator(), size_, in_flight);
+    auto rows =
+        std::make_unique<BudgetedRows>(input_->make_iterator(), size_, in_flight, o_.consumer);
     if (o_.num_parallel_calls <= 1)
       return std::make_unique<BatchIterator>(std::move(rows), size_, o_, stage_);
     // As tf.data's parallel batch: num_parallel_calls batches in flight at most.
@@ -223,6 +232,7 @@ class Batch final : public Dataset {
 
 DatasetPtr Dataset::batch(int64_t batch_size, BatchOptions options) const {
   if (options.num_parallel_calls == kAutotune) options.num_parallel_calls = machine_threads();
+  if (options.consumer.batches == 0) options.consumer = ScopedConsumerHold::current();
   if (batch_size < 1 || options.num_parallel_calls < 1) {
     return std::make_shared<FailingDataset>(absl::InvalidArgumentError(str_cat(
         "batch: batch_size ", batch_size, " and num_parallel_calls ", options.num_parallel_calls,

@@ -18,6 +18,16 @@ absl::Status check_job(const IdxConversion& job, const IdxArray& images, const I
     return absl::InvalidArgumentError(
         str_cat(job.images, ": an image file has rank 3 or 4, not ", images.dims.size()));
   }
+  // An image of no rows, columns or channels is not an image (the JPEG encoder and the trainer's
+  // shapes take at least one of each): refused naming the dimension and its header offset.
+  for (size_t d = 1; d < images.dims.size(); ++d) {
+    if (images.dims[d] == 0) {
+      static constexpr const char* kNames[] = {"", "rows", "columns", "channels"};
+      return absl::InvalidArgumentError(str_cat(job.images, ": byte offset ", 4 + 4 * d,
+                                                ": an image has ", kNames[d],
+                                                " of 0; each dimension of an image is at least 1"));
+    }
+  }
   if (labels.dims.size() != 1) {
     return absl::InvalidArgumentError(
         str_cat(job.labels, ": a label file has rank 1, not ", labels.dims.size()));

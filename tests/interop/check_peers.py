@@ -24,7 +24,7 @@ def main():
     pins = pinned(sys.argv[1])
     failures = []
     for dist in ("tensorflow-cpu", "tensorboard", "jax", "jaxlib", "onnx", "onnxruntime",
-                 "tf2onnx"):
+                 "tf2onnx", "xprof"):
         want = pins.get(dist)
         got = importlib.metadata.version(dist)
         print(f"{dist}: installed {got}, pinned {want}")

@@ -252,6 +252,24 @@ TEST(Dataset, BatchDropsKeepsOrPadsTheRemainder) {
   EXPECT_THAT((*padded)[0].at("mask").floats, ElementsAre(1.0F, 1.0F, 1.0F, 1.0F));
 }
 
+// A batch built while a consumer's hold is declared counts the held batches in its first
+// element's memory check: 2^40 batches of 4 range elements (each over 8 bytes) are over any
+// host's budget and refused at the first element, while the same batch built outside the scope,
+// or after it ends, runs. The declaration is captured when batch() is called, not when iterated.
+TEST(Dataset, ABatchBuiltUnderAConsumerHoldCountsItsBatchesAtTheFirstElement) {
+  DatasetPtr held;
+  {
+    const ScopedConsumerHold hold({uint64_t{1} << 40, "a loop of 2^40 batches"});
+    held = Dataset::range(10)->batch(4);
+  }
+  const auto refused = collect(*held);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("batch: a loop of 2^40 batches (1099511627776 batches of 4 elements of "));
+  EXPECT_EQ(ScopedConsumerHold::current().batches, 0u);
+  EXPECT_TRUE(collect(*Dataset::range(10)->batch(4)).ok());
+}
+
 TEST(Dataset, BatchStacksShapesAndRefusesRaggedElements) {
   FeatureValue img;
   img.type = FeatureType::kFloat;

@@ -284,5 +284,29 @@ TEST(IdxToTFRecord, RefusesMismatchedFiles) {
   EXPECT_NE(done.status().message().find("rank 3 or 4"), absl::string_view::npos) << done.status();
 }
 
+// An image file of 0 rows or 0 columns crashed `convert-idx --jpeg` (SIGSEGV in the encoder).
+TEST(IdxToTFRecord, RefusesImagesOfNoRowsOrColumns) {
+  TempDir dir;
+  const std::string labels = (dir.path() / "labels.idx").string();
+  const std::string images = (dir.path() / "images.idx").string();
+  spill(labels, idx_bytes({1}, {1}));
+  for (const auto& [dims, named] :
+       {std::pair{std::vector<uint32_t>{1, 0, 28}, "byte offset 8: an image has rows of 0"},
+        std::pair{std::vector<uint32_t>{1, 28, 0}, "byte offset 12: an image has columns of 0"},
+        std::pair{std::vector<uint32_t>{1, 2, 2, 0},
+                  "byte offset 16: an image has channels of 0"}}) {
+    spill(images, idx_bytes(dims, {}));
+    IdxConversion job;
+    job.images = images;
+    job.labels = labels;
+    job.output_dir = (dir.path() / "out").string();
+    job.jpeg = true;
+    const auto done = convert_idx_to_tfrecord(job);
+    ASSERT_FALSE(done.ok());
+    EXPECT_EQ(done.status().message(),
+              images + ": " + named + "; each dimension of an image is at least 1");
+  }
+}
+
 }  // namespace idx_records_test
 }  // namespace tpusim::runtime::data

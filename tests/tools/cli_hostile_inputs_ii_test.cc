@@ -161,20 +161,31 @@ TEST(HostileInputs2, ACheckpointWhoseHeaderStepIsNotItsNamesIsRefused) {
 
 // --iterations-per-loop 10^8 (timing-only) ended in std::bad_alloc after the infeed driver had
 // converted gigabytes of a loop's input; a batch of 2^20 images grew to 3.3 GB before it was
-// refused. Both are now refused before the loop's input is pulled.
+// refused. Both are now refused before the loop's input is pulled, and a loop of batches that
+// fit one at a time but not together before its first batch is assembled.
 TEST(HostileInputs2, ALoopOrBatchLargerThanTheHostsMemoryIsRefusedBeforeItsInput) {
   const auto dir = scratch("loop");
   EXPECT_THAT(
       refusal({"train", "--model", "mlp", "--timing-only", "--train-steps", "100000000",
                "--iterations-per-loop", "100000000", "--model-dir", (dir / "run").string()}),
-      HasSubstr("a loop of 100000000 steps (tpu_config.iterations_per_loop) of 8 "
-                "replicas' feeds, 3.22 MB a step, needs 321.54 TB, over this host's "
+      HasSubstr("batch: a loop of 100000000 steps (tpu_config.iterations_per_loop) of 8 "
+                "replicas' feeds (800000000 batches of 128 elements of 3.15 kB) and 1 batch in "
+                "flight, each held twice while stacked, needs 322.97 TB, over this host's "
                 "memory budget of"));
   if (!testing::kUnderSanitizer) {
     EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1",
                          "--batch-size", "8388608", "--model-dir", (dir / "big").string()},
                         4 * kGiB),
-                HasSubstr(" in flight of 1048576 elements of"));
+                HasSubstr("(8 batches of 1048576 elements of 3.15 kB) and 1 batch in flight"));
+    // The loop's eight per-shard batches are counted at the first element, before the first
+    // batch of 131,072 is assembled (it took 5 s and 1.7 GB to be refused after it).
+    EXPECT_THAT(refusal({"train", "--model", "mlp", "--train-steps", "2", "--iterations-per-loop",
+                         "1", "--batch-size", "1048576", "--model-dir", (dir / "loop").string()},
+                        4 * kGiB),
+                HasSubstr("batch: a loop of 1 steps (tpu_config.iterations_per_loop) of 8 "
+                          "replicas' feeds (8 batches of 131072 elements of 3.15 kB) and 1 batch "
+                          "in flight, each held twice while stacked, needs 4.13 GB, over this "
+                          "host's memory budget of"));
   }
   std::filesystem::remove_all(dir);
 }

@@ -91,6 +91,11 @@ po::options_description train_options(TrainFlags* f) {
       "trace-counter-window-ns", po::value<uint64_t>()->default_value(0),
       "average the trace's rate counters (link utilisation, HBM bandwidth) over windows of N ns, "
       "one sample a window at most: a pod's trace shrinks many times (0: every change)")(
+      "profile", po::bool_switch(),
+      "write an XProf profile of the run to MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb "
+      "(xprof --logdir MODEL_DIR)")(
+      "profile-steps", po::value<std::string>(),
+      "A:B: profile only the device loops holding global steps A..B (default: all)")(
       "export-dir", po::value<std::string>(),
       "also write a saved model there (tpusim predict --saved-model DIR)");
   add_backend_flag(options);
@@ -125,7 +130,7 @@ constexpr char kTrainUsage[] =
     "                    [--seq-length N (BERT models)]\n"
     "                    [--model-dir DIR] [--report FILE.json]\n"
     "                    [--trace FILE.pftrace|FILE.json [--trace-steps A:B]\n"
-    "                     [--trace-counter-window-ns N]]\n"
+    "                     [--trace-counter-window-ns N]] [--profile [--profile-steps A:B]]\n"
     "                    [--timing-only [--fold-replicas on|off]]\n"
     "                    [--input raw|jpeg|synthetic|examples [--image-size S]] [--map-threads N]\n"
     "                    [--batch-threads N] [--enqueue-threads N] [--infeed-dtype f32|bf16]\n"
@@ -148,7 +153,7 @@ constexpr char kTrainUsage[] =
     "train-*, eval-*) or synthetic inputs, with --loss softmax_cross_entropy or\n"
     "mean_squared_error.\n";
 
-// --trace, --trace-steps and --trace-counter-window-ns into `config`.
+// --trace, --trace-steps, --trace-counter-window-ns, --profile and --profile-steps into `config`.
 Refused trace_flags(const po::variables_map& vm, estimator::SimulatorOptions* config) {
   if (vm.count("trace") > 0) {
     config->trace_path = vm["trace"].as<std::string>();
@@ -162,6 +167,14 @@ Refused trace_flags(const po::variables_map& vm, estimator::SimulatorOptions* co
     config->trace_last_step = range->second;
   }
   config->trace_counter_window_ns = vm["trace-counter-window-ns"].as<uint64_t>();
+  config->profile = vm["profile"].as<bool>();
+  if (vm.count("profile-steps") > 0) {
+    if (!config->profile) return Refusal{true, "--profile-steps needs --profile"};
+    auto range = parse_step_range("--profile-steps", vm["profile-steps"].as<std::string>());
+    if (!range.ok()) return usage_problem(range.status());
+    config->profile_first_step = range->first;
+    config->profile_last_step = range->second;
+  }
   return std::nullopt;
 }
 
@@ -176,6 +189,7 @@ Refused run_mode_flags(const po::variables_map& vm, estimator::SimulatorOptions*
   runtime::RunFeatures features;
   features.timing_only = config->timing_only;
   features.trace = !config->trace_path.empty();
+  features.profile = config->profile;
   if (auto s = runtime::check_registered_options(config->backend, config->compile, features,
                                                  runtime::OptionNames::kFlags);
       !s.ok())

@@ -128,6 +128,7 @@ nlohmann::ordered_json train_report(const TrainJob& job, const estimator::TrainR
     report["trace"] = sim.trace_path;
     report["trace_bytes"] = r.trace_bytes;
   }
+  if (!r.profile_path.empty()) report["profile"] = r.profile_path;
   return report;
 }
 
@@ -156,6 +157,10 @@ void print_summary(const TrainJob& job, const estimator::TrainResult& r,
   if (!job.sim.trace_path.empty()) {
     std::cout << fmt::format("trace: {} ({:.1f} MB); tpusim analyze {}\n", job.sim.trace_path,
                              static_cast<double>(r.trace_bytes) / 1e6, job.sim.trace_path);
+  }
+  if (!r.profile_path.empty()) {
+    std::cout << fmt::format("profile: {} (xprof --logdir {})\n", r.profile_path,
+                             job.config.model_dir);
   }
 }
 

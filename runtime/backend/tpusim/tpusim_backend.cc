@@ -238,7 +238,7 @@ class TpusimBackend final : public Backend {
     if (!timing_only_) {
       if (auto st = read_variables(system, g, exe.step_for(0), &variables); !st.ok()) return st;
     }
-    result.timing = timing_of(system, *run);
+    result.timing = timing_of(system, *run, keep_op_spans_);
     uint32_t on_chip_0 = 0;
     for (uint32_t r = 0; r < simulated; ++r)
       on_chip_0 += cores.chip_of(sim::CoreId{r}) == sim::ChipId{0} ? 1 : 0;
@@ -275,8 +275,46 @@ class TpusimBackend final : public Backend {
     return static_cast<double>((*system)->now_cycle()) / (*system)->clock().frequency_hz();
   }
 
+  void keep_op_spans(bool keep) override { keep_op_spans_ = keep; }
+
  private:
-  static DeviceTiming timing_of(sim::System& system, const sim::RunResult& run) {
+  // An op's figures as the backend reports them, its cycles at `hz`.
+  static OpTiming op_timing(const sim::OpFigures& op, double hz) {
+    OpTiming o;
+    o.label = op.label;
+    o.op = op.op;
+    o.flops = op.flops;
+    o.mxu_flops = op.mxu_flops;
+    o.hbm_bytes = op.hbm_bytes;
+    o.ici_bytes = op.ici_bytes;
+    o.seconds = static_cast<double>(op.cycles) / hz;
+    o.instructions = op.instructions;
+    return o;
+  }
+
+  // Every core's ops with their spans in simulated picoseconds (CoreOpSpans).
+  static std::vector<CoreOpSpans> core_op_spans(const sim::System& system,
+                                                const sim::RunReport& report) {
+    std::vector<CoreOpSpans> out;
+    const double hz = system.clock().frequency_hz();
+    for (const sim::CoreReport& core : report.cores) {
+      if (core.shadow) continue;
+      CoreOpSpans& c = out.emplace_back();
+      c.core = static_cast<uint32_t>(core.core);
+      for (const sim::OpFigures& op : core.ops) {
+        c.ops.push_back(op_timing(op, hz));
+        std::vector<CoreOpSpans::Span>& spans = c.spans.emplace_back();
+        for (const sim::OpSpan& s : op.spans) {
+          spans.push_back({s.step + 1, system.clock().time_of(sim::Cycles(s.start)),
+                           system.clock().time_of(sim::Cycles(s.end))});
+        }
+      }
+    }
+    return out;
+  }
+
+  static DeviceTiming timing_of(sim::System& system, const sim::RunResult& run,
+                                bool keep_op_spans) {
     DeviceTiming t;
     t.simulated = true;
     t.cycles = run.cycles();
@@ -293,17 +331,10 @@ class TpusimBackend final : public Backend {
     // (sim/stats/op_profile.h). None when chip 0's HBM moved nothing.
     if (const sim::ChipReport* chip = report.chip(sim::ChipId{0}); chip != nullptr) {
       for (const sim::OpFigures& op : chip->ops) {
-        OpTiming& o = t.ops.emplace_back();
-        o.label = op.label;
-        o.op = op.op;
-        o.flops = op.flops;
-        o.mxu_flops = op.mxu_flops;
-        o.hbm_bytes = op.hbm_bytes;
-        o.ici_bytes = op.ici_bytes;
-        o.seconds = static_cast<double>(op.cycles) / hz;
-        o.instructions = op.instructions;
+        t.ops.push_back(op_timing(op, hz));
       }
     }
+    if (keep_op_spans) t.core_ops = core_op_spans(system, report);
     t.roofs.peak_flops = slice.chip.peak_bf16_flops;
     t.roofs.peak_vector_flops = slice.chip.core.vector_elements_per_s * slice.chip.tensor_cores;
     t.roofs.hbm_bytes_per_second = slice.chip.hbm.bandwidth_bytes_per_s;
@@ -312,6 +343,7 @@ class TpusimBackend final : public Backend {
 
   BackendArgs args_;  // the slice and the cycle cap
   bool timing_only_ = false;
+  bool keep_op_spans_ = false;
   std::optional<traces::TrackId> host_loop_track_;
 };
 
