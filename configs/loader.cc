@@ -10,6 +10,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "configs/embedded_files.h"
 #include "configs/field_checker.h"
@@ -73,13 +74,12 @@ absl::Status parse_text(const ConfigText& text, Message* msg, TextFormat::ParseI
   return absl::OkStatus();
 }
 
+// A config file is kilobytes (the largest shipped, a pod slice, is under 2 kB): 16 MiB is far
+// past any, and refuses a mistaken file (a trace, a data shard) before it is read.
+constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+
 absl::StatusOr<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat("cannot open config file ", path.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(str_cat("error reading config file ", path.string()));
-  return ss.str();
+  return read_input_file(path.string(), "config file", kMaxConfigBytes);
 }
 
 // A file a slice names (chip_file, host_file): relative to the slice's folder; for an
@@ -171,7 +171,8 @@ absl::StatusOr<PartSource> read_part(const ConfigText& slice, std::string_view f
 absl::StatusOr<ConfigText> read_config(std::string_view path_or_name) {
   const fs::path path{std::string(path_or_name)};
   std::error_code ec;
-  if (fs::is_regular_file(path, ec)) {
+  // Anything there but a folder is read as the file (a FIFO or a device refused as what it is).
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec)) {
     auto text = read_file(path);
     if (!text.ok()) return text.status();
     return ConfigText{path.string(), *std::move(text), path.parent_path().string(), false};

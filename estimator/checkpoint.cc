@@ -259,6 +259,28 @@ absl::StatusOr<std::pair<std::string, HostTensor>> read_variable(const std::stri
   return std::make_pair(r.name(), std::move(t));
 }
 
+// A checkpoint's `global_step` variable, where it has one, against its header's step: the
+// optimizer's schedules (learning-rate decay, Adam's bias correction) read the variable, so a
+// step that disagrees with the header would resume at one step and train as if at another. The
+// variable is an f32 counted up by one a step, which stops at 2^24 (the next step rounds back).
+absl::Status check_step_variable(const Checkpoint& ckpt, const std::string& path) {
+  auto it = ckpt.variables.find("global_step");
+  if (it == ckpt.variables.end()) return absl::OkStatus();
+  const runtime::HostTensor& step = it->second;
+  if (step.shape.elements() != 1) {
+    return absl::DataLossError(
+        str_cat(path, ": variable 'global_step' has shape ", step.shape.str(), "; it is a scalar"));
+  }
+  constexpr int64_t kLastExactF32Step = int64_t{1} << 24;
+  const double held = step.dtype == DType::kS32 ? static_cast<double>(step.i[0]) : step.f[0];
+  const double expected = static_cast<double>(std::min(ckpt.global_step, kLastExactF32Step));
+  if (held != expected) {
+    return absl::DataLossError(str_cat(path, ": variable 'global_step' holds ", held,
+                                       " where the header's global_step is ", ckpt.global_step));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
@@ -304,6 +326,7 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     }
     ckpt.variables[name] = std::move(value);
   }
+  if (auto s = check_step_variable(ckpt, path); !s.ok()) return s;
   const uint64_t end = (*reader)->offset();
   got = (*reader)->next(&record);
   if (!got.ok()) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "estimator/checkpoint.h"
 #include "estimator/saved_model.pb.h"
@@ -81,10 +82,13 @@ absl::Status check_predictions(const SavedModel& m, const runtime::Graph& graph,
 
 absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
   const std::string path = dir + "/saved_model.pb";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat("no saved model at ", path));
+  auto bytes = read_input_file(path, "saved model", UINT64_MAX);
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::NotFoundError(str_cat("no saved model at ", path));
+  }
+  if (!bytes.ok()) return bytes.status();
   SavedModel m;
-  if (!m.ParseFromIstream(&in) || m.format_version() != 1) {
+  if (!m.ParseFromString(*bytes) || m.format_version() != 1) {
     return absl::DataLossError(str_cat(path, ": not a version-1 tpusim saved model"));
   }
   if (const std::string unknown = runtime::first_unknown_field(m); !unknown.empty()) {

@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "sim/isa/stream_bodies.h"
 #include "sim/isa/validator.h"
+#include "sim/process_stacks.h"
 #include "sim/slice_model.h"
 #include "sim/timing/mxu_policy.h"
 
@@ -50,6 +51,12 @@ absl::StatusOr<std::unique_ptr<System>> System::create(
                                      // again, and the System recovers from a unit's error.
                                      sc_core::sc_pause();
                                    });
+  // The kernel maps every thread's stack as it starts: held against the address space first.
+  if (auto s = check_thread_stacks(str_cat("slice ", system->slice_->name),
+                                   elaborated_thread_processes());
+      !s.ok()) {
+    return s;
+  }
   // Run the initialization phase now, so every process sits in its first wait before the first
   // run notifies it (a notification made before initialization would be lost).
   sc_core::sc_start(sc_core::SC_ZERO_TIME);

@@ -2,14 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "traces/perfetto_trace.pb.h"
 #include "traces/trace_writer.h"
@@ -21,15 +20,9 @@ namespace {
 // The latest time a trace may hold, in microseconds: 10^12 us, 11.6 days.
 constexpr double kMaxTraceMicroseconds = 1e12;
 
+// A trace has no cap of its own (a pod's can be gigabytes): the host's memory budget bounds it.
 absl::StatusOr<std::string> slurp(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-    return absl::InvalidArgumentError(str_cat("the trace ", path, " is not a regular file"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(str_cat("cannot open the trace ", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_input_file(path, "trace", UINT64_MAX);
 }
 
 struct OpenSlice {

@@ -85,9 +85,16 @@ absl::Status check_records(const ImportedData& d) {
 
 data::FeatureSpec imported_feature_spec(const ImportedModel& m) {
   data::FeatureSpec spec;
-  for (const ModelInput& in : m.inputs) spec[in.name] = entry(in.dtype, in.example);
+  for (const ModelInput& in : m.inputs) {
+    spec[in.name] = entry(in.dtype, in.example);
+    if (in.dtype == runtime::DType::kS32 && in.id_bound > 0) {
+      spec[in.name] = data::in_range(spec[in.name], 0, in.id_bound,
+                                     str_cat("the rows of the table it indexes: ", in.id_bound));
+    }
+  }
   spec["label"] = m.loss == Loss::kSoftmaxCrossEntropy
-                      ? entry(runtime::DType::kS32, runtime::Shape{})
+                      ? data::in_range(entry(runtime::DType::kS32, runtime::Shape{}), 0, m.classes,
+                                       str_cat("the model's ", m.classes, " classes"))
                       : entry(runtime::DType::kF32, m.output_example);
   return spec;
 }

@@ -177,13 +177,18 @@ int bert_default_max_predictions(int seq_length) {
 FeatureSpec bert_feature_spec(const BertRecordShape& shape) {
   const std::vector<int64_t> tokens = {shape.seq_length}, predictions = {shape.max_predictions};
   FeatureSpec spec;
-  spec["input_ids"] = fixed_len(FeatureType::kInt64, tokens);
-  spec["input_mask"] = fixed_len(FeatureType::kInt64, tokens);
-  spec["segment_ids"] = fixed_len(FeatureType::kInt64, tokens);
-  spec["masked_lm_positions"] = fixed_len(FeatureType::kInt64, predictions);
-  spec["masked_lm_ids"] = fixed_len(FeatureType::kInt64, predictions);
+  const std::string vocab = str_cat("the vocabulary's ", shape.vocab, " token ids");
+  const auto ints = [](std::vector<int64_t> dims) {
+    return fixed_len(FeatureType::kInt64, std::move(dims));
+  };
+  spec["input_ids"] = in_range(ints(tokens), 0, shape.vocab, vocab);
+  spec["input_mask"] = in_range(ints(tokens), 0, 2, "a mask: 1 a token, 0 padding");
+  spec["segment_ids"] = in_range(ints(tokens), 0, 2, "BERT's 2 token types");
+  spec["masked_lm_positions"] = in_range(ints(predictions), 0, shape.seq_length,
+                                         str_cat("a sequence's ", shape.seq_length, " positions"));
+  spec["masked_lm_ids"] = in_range(ints(predictions), 0, shape.vocab, vocab);
   spec["masked_lm_weights"] = fixed_len(FeatureType::kFloat, predictions);
-  spec["next_sentence_labels"] = fixed_len(FeatureType::kInt64, {1});
+  spec["next_sentence_labels"] = in_range(ints({1}), 0, 2, "is-next 0 or random-next 1");
   return spec;
 }
 

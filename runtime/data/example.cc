@@ -54,7 +54,24 @@ FeatureSpecEntry var_len(FeatureType type) {
   return e;
 }
 
+FeatureSpecEntry in_range(FeatureSpecEntry entry, int64_t lo, int64_t end, std::string indexes) {
+  entry.range = IntRange{lo, end, std::move(indexes)};
+  return entry;
+}
+
 namespace {
+
+// OK, or the first of `v`'s values outside `range`, named with its feature and place.
+absl::Status check_range(const FeatureValue& v, const IntRange& range, const std::string& name,
+                         const std::string& where) {
+  for (size_t i = 0; i < v.ints.size(); ++i) {
+    if (v.ints[i] >= range.lo && v.ints[i] < range.end) continue;
+    return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' value ", i, " is ",
+                                              v.ints[i], ", outside [", range.lo, ", ", range.end,
+                                              ") (", range.indexes, ")"));
+  }
+  return absl::OkStatus();
+}
 
 int64_t elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -136,6 +153,9 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
                                                   " needs ", elements(entry.shape)));
       }
       v.shape = entry.shape;
+    }
+    if (entry.range) {
+      if (auto s = check_range(v, *entry.range, name, where); !s.ok()) return s;
     }
     out.emplace(name, std::move(v));
   }

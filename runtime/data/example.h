@@ -29,11 +29,20 @@ struct FeatureValue {
   int64_t size() const;
 };
 
+// The values an int64 feature may hold where a model indexes with them (a label, a token id, a
+// position): [lo, end), and what they index, for the refusal ("the model's 10 classes").
+struct IntRange {
+  int64_t lo = 0;
+  int64_t end = 0;
+  std::string indexes;
+};
+
 struct FeatureSpecEntry {
   FeatureType type = FeatureType::kFloat;
   std::vector<int64_t> shape;                 // fixed length: the value's shape ({} for a scalar)
   std::optional<FeatureValue> default_value;  // fixed length: used when absent
   bool var_len = false;                       // tf.io.VarLenFeature: any count, shape [n]
+  std::optional<IntRange> range;  // int64: every value the example holds in range, or refused
 };
 using FeatureSpec = std::map<std::string, FeatureSpecEntry>;
 
@@ -41,6 +50,8 @@ FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape);
 FeatureSpecEntry fixed_len(FeatureType type, std::vector<int64_t> shape,
                            FeatureValue default_value);
 FeatureSpecEntry var_len(FeatureType type);
+// `entry` (int64) with its values held to [lo, end), `indexes` naming what they index.
+FeatureSpecEntry in_range(FeatureSpecEntry entry, int64_t lo, int64_t end, std::string indexes);
 
 using ParsedExample = std::map<std::string, FeatureValue>;
 

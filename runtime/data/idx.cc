@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 
 namespace tpusim::runtime::data {
@@ -49,6 +50,7 @@ absl::Status read_exact(gzFile f, const std::string& path, uint64_t at, void* ou
 }  // namespace
 
 absl::StatusOr<IdxArray> read_idx(const std::string& path) {
+  if (auto s = check_regular_file(path, "IDX file"); !s.ok()) return s;
   std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
   if (f == nullptr)
     return absl::NotFoundError(str_cat("cannot open IDX file ", path, ": ", std::strerror(errno)));

@@ -27,7 +27,8 @@ int resize_size(int image_size) {
 MapFn jpeg_preprocess_fn(const JpegPreprocessing& options) {
   FeatureSpec spec;
   spec["image_raw"] = fixed_len(FeatureType::kBytes, {});
-  spec["label"] = fixed_len(FeatureType::kInt64, {});
+  spec["label"] = in_range(fixed_len(FeatureType::kInt64, {}), 0, options.classes,
+                           str_cat("the model's ", options.classes, " classes"));
   const JpegPreprocessing o = options;
   return [spec, o](Element in) -> absl::StatusOr<Element> {
     const auto record = in.find("record");
@@ -44,7 +45,7 @@ MapFn jpeg_preprocess_fn(const JpegPreprocessing& options) {
       }
       rng.seed(mix(o.seed ^ mix(static_cast<uint64_t>(index->second.ints[0]))));
     }
-    auto ex = parse_example(record->second.bytes[0], spec);
+    auto ex = parse_example(record->second.bytes[0], spec, "a JPEG record");
     if (!ex.ok()) return ex.status();
     auto decoded = decode_jpeg(ex->at("image_raw").bytes[0], o.channels);
     if (!decoded.ok())

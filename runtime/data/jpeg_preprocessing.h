@@ -22,6 +22,7 @@ struct JpegPreprocessing {
   int channels = 1;      // decoded to 1 (grey) or 3 (RGB) channels
   bool training = true;
   uint64_t seed = 0;  // training only
+  int classes = 10;   // labels in [0, classes): the model's outputs
 };
 
 // The side the image is resized to before cropping: S * 8 / 7 rounded (256 for 224), the

@@ -167,13 +167,14 @@ absl::StatusOr<IdxConversionResult> convert_idx_to_tfrecord(const IdxConversion&
 MapFn mnist_parse_fn(int height, int width, int depth, bool jpeg) {
   FeatureSpec spec;
   spec["image_raw"] = fixed_len(FeatureType::kBytes, {});
-  spec["label"] = fixed_len(FeatureType::kInt64, {});
+  spec["label"] = in_range(fixed_len(FeatureType::kInt64, {}), 0, kMaxLabel + 1,
+                           "the zoo's classifiers' 10 classes");
   return [spec, height, width, depth, jpeg](Element in) -> absl::StatusOr<Element> {
     const auto record = in.find("record");
     if (record == in.end() || record->second.bytes.size() != 1) {
       return absl::InvalidArgumentError("mnist_parse_fn: the element has no scalar 'record'");
     }
-    auto ex = parse_example(record->second.bytes[0], spec);
+    auto ex = parse_example(record->second.bytes[0], spec, "an MNIST-family record");
     if (!ex.ok()) return ex.status();
     const std::string& bytes = ex->at("image_raw").bytes[0];
     auto image = jpeg ? decode_jpeg(bytes, depth) : decode_raw(bytes, height, width, depth);

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "common/host_budget.h"
+#include "common/input_file.h"
 #include "common/named_values.h"
 #include "common/strings.h"
 #include "runtime/data/crc32c.h"
@@ -172,6 +173,7 @@ TFRecordReader::~TFRecordReader() {
 
 absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::string& path,
                                                                      ReaderOptions options) {
+  if (auto s = check_regular_file(path, "TFRecord file"); !s.ok()) return s;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr)
     return absl::NotFoundError(

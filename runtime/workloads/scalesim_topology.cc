@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 
 namespace tpusim::runtime {
@@ -141,6 +142,7 @@ absl::StatusOr<std::vector<TopologyLayer>> parse_scalesim_topology(const std::st
 
 absl::StatusOr<std::vector<TopologyLayer>> read_scalesim_topology(const std::string& path,
                                                                   TopologyFormat format) {
+  if (auto s = check_regular_file(path, "topology file"); !s.ok()) return s;
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(str_cat("cannot open topology file ", path));
   // Read at most a byte past the bound: /dev/zero or a huge file is refused, not exhausted.

@@ -22,12 +22,13 @@ using runtime::DType;
 using runtime::HostTensor;
 using ::testing::HasSubstr;
 
-runtime::Variables sample(float bias) {
+// Variables as a model at `step` holds them (its global_step variable counts the steps).
+runtime::Variables sample(float bias, int64_t step = 20) {
   runtime::Variables v;
   v["dense/kernel"] = HostTensor::from({2, 3}, {1.5f, -2, 3.25f, 1e-30f, -0.0f, 7});
   v["dense/bias"] = HostTensor::from({3}, {bias, 0, -1});
   v["count"] = HostTensor::from_ints({2}, {-5, 1 << 30});
-  v["global_step"] = HostTensor::scalar(20);
+  v["global_step"] = HostTensor::scalar(static_cast<float>(step));
   return v;
 }
 
@@ -67,7 +68,8 @@ TEST(Checkpoint, KeepsTheNewestAndFindsTheLatest) {
   auto none = load_latest_checkpoint(d);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
-  for (int64_t step : {10, 20, 30, 40}) ASSERT_TRUE(save_checkpoint(d, step, sample(step), 2).ok());
+  for (int64_t step : {10, 20, 30, 40})
+    ASSERT_TRUE(save_checkpoint(d, step, sample(step, step), 2).ok());
   const auto all = list_checkpoints(d);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_THAT(all[0], HasSubstr("model.ckpt-30.tpuckpt"));
@@ -85,7 +87,7 @@ TEST(Checkpoint, KeepsTheNewestAndFindsTheLatest) {
 
 TEST(Checkpoint, CorruptionIsReportedWithFileAndOffset) {
   TempDir dir;
-  auto path = save_checkpoint(dir.path().string(), 7, sample(1), 0);
+  auto path = save_checkpoint(dir.path().string(), 7, sample(1, 7), 0);
   ASSERT_TRUE(path.ok());
   std::string bytes;
   {
@@ -162,12 +164,36 @@ TEST(Checkpoint, HostileContentsAreRefusedByName) {
   EXPECT_THAT(load_error(p), HasSubstr("bytes after the header's 1 variables (at byte"));
 }
 
+// The global_step variable the optimizer's schedules read agrees with the header's step, or the
+// checkpoint is refused: a header of step 4 holding 999 would resume at 4 and decay as at 999.
+TEST(Checkpoint, TheGlobalStepVariableAgreesWithTheHeader) {
+  TempDir dir;
+  const std::string d = dir.path().string();
+  auto path = save_checkpoint(d, 4, sample(1, 999), 0);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_THAT(load_error(*path),
+              HasSubstr(*path + ": variable 'global_step' holds 999 where the header's "
+                                "global_step is 4"));
+  auto vars = sample(1, 4);
+  vars["global_step"] = HostTensor::from({2}, {4, 4});
+  path = save_checkpoint(d, 4, vars, 0);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_THAT(load_error(*path), HasSubstr("variable 'global_step' has shape [2]; it is a scalar"));
+  path = save_checkpoint(d, 4, sample(1, 4), 0);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(load_error(*path), "loaded");
+  // Past 2^24 the f32 counter stops (adding one rounds back), and the header counts on.
+  path = save_checkpoint(d, (int64_t{1} << 24) + 5, sample(1, int64_t{1} << 24), 0);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(load_error(*path), "loaded");
+}
+
 // The index is checked when there is one: a garbage line, a folder in its place, or a newest
 // entry naming a file that is not there are refused naming it; a step too big to be a number is
 // no checkpoint.
 TEST(Checkpoint, TheIndexIsCheckedAndAnOverlongStepIgnored) {
   TempDir dir;
-  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1), 0).ok());
+  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1, 3), 0).ok());
   std::ofstream(dir.path().string() + "/model.ckpt-99999999999999999999999.tpuckpt") << "x";
   auto latest = load_latest_checkpoint(dir.path().string());
   ASSERT_TRUE(latest.ok()) << latest.status();
@@ -190,7 +216,7 @@ TEST(Checkpoint, TheIndexIsCheckedAndAnOverlongStepIgnored) {
 // there is, where the regex overflowed the stack.
 TEST(Checkpoint, AnIndexLineOfAnyLengthIsReadWithoutRecursion) {
   TempDir dir;
-  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1), 0).ok());
+  ASSERT_TRUE(save_checkpoint(dir.path().string(), 3, sample(1, 3), 0).ok());
   const std::string index = dir.path().string() + "/checkpoint";
   const std::string name(900 << 10, 'n');
   std::ofstream(index, std::ios::trunc) << "model_checkpoint_path: \"" << name << "\"\n";

@@ -70,7 +70,7 @@ void sweep_folder(const std::string& text) {
   for (const char* name : {"points.jsonl", "sweep-args.json"}) {
     std::ofstream(dir + "/" + name, std::ios::binary | std::ios::trunc) << text;
   }
-  (void)studies::read_journal(dir);
+  (void)studies::read_journal(dir, studies::sweep_fingerprint({"--out", "x"}));
   auto args = studies::load_sweep_args(dir);
   if (args.ok()) {
     cli::SweepFlags flags;

@@ -260,6 +260,33 @@ TEST(BertRecords, ParseErrorsNameTheFeature) {
   EXPECT_THAT(r.status().message(), HasSubstr("seq_length must be 8..4096"));
 }
 
+// Values the model indexes with are held to what they index: a token id past the vocabulary
+// (records written with a larger --vocab), a masked position past the sequence, a mask, token
+// type or next-sentence label other than 0 or 1.
+TEST(BertRecords, ValuesOutsideWhatTheyIndexAreRefused) {
+  const BertRecordShape shape{16, 3, 30522};
+  const auto parsed_with = [&](const std::string& feature, size_t i, int64_t value) {
+    Element example = synthetic_bert_example(shape, 1);
+    example.at(feature).ints.at(i) = value;
+    ExampleBuilder b;
+    for (const auto& [name, v] : example)
+      v.type == FeatureType::kFloat ? b.floats(name, v.floats) : b.ints(name, v.ints);
+    return bert_parse_fn(shape)({{"record", scalar_bytes(b.serialize())}});
+  };
+  EXPECT_TRUE(parsed_with("input_ids", 5, 30521).ok());
+  EXPECT_EQ(parsed_with("input_ids", 5, 30522).status().message(),
+            "BERT pretraining record: feature 'input_ids' value 5 is 30522, outside [0, 30522) "
+            "(the vocabulary's 30522 token ids)");
+  EXPECT_THAT(parsed_with("masked_lm_ids", 0, -3).status().message(),
+              HasSubstr("feature 'masked_lm_ids' value 0 is -3"));
+  EXPECT_THAT(parsed_with("masked_lm_positions", 2, 16).status().message(),
+              HasSubstr("outside [0, 16) (a sequence's 16 positions)"));
+  for (const char* feature : {"input_mask", "segment_ids", "next_sentence_labels"}) {
+    EXPECT_THAT(parsed_with(feature, 0, 2).status().message(),
+                HasSubstr(std::string("feature '") + feature + "' value 0 is 2, outside [0, 2)"));
+  }
+}
+
 TEST(BertRecords, BadFieldsAreRefusedNamingTheFieldAndValue) {
   const auto refused = [](const BertRecordJob& job, const std::string& message) {
     auto done = write_bert_records(job);

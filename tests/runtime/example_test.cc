@@ -66,6 +66,24 @@ TEST(Example, ErrorsNameTheFeatureAndWhatIsWrong) {
               HasSubstr("not a tf.Example (3 bytes)"));
 }
 
+// An int64 feature a model indexes with is held to its range, the first value outside named with
+// its place and what it indexes; the values inside parse as before.
+TEST(Example, IntValuesOutsideTheirRangeAreRefused) {
+  FeatureSpec spec;
+  spec["ids"] = in_range(fixed_len(FeatureType::kInt64, {3}), 0, 10, "10 classes");
+  const auto parsed = [&](const std::vector<int64_t>& ids) {
+    return parse_example(ExampleBuilder().ints("ids", ids).serialize(), spec, "shard-0 record 3");
+  };
+  auto ok = parsed({0, 9, 4});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->at("ids").ints, (std::vector<int64_t>{0, 9, 4}));
+  EXPECT_EQ(parsed({0, 10, 4}).status().message(),
+            "shard-0 record 3: feature 'ids' value 1 is 10, outside [0, 10) (10 classes)");
+  EXPECT_THAT(parsed({-1, 0, 0}).status().message(), HasSubstr("value 0 is -1, outside [0, 10)"));
+  EXPECT_THAT(parsed({0, 0, INT64_MIN}).status().message(),
+              HasSubstr("value 2 is -9223372036854775808"));
+}
+
 TEST(Example, SerializationIsDeterministic) {
   // Map order inside the proto never changes the bytes.
   const std::string a = ExampleBuilder().ints("a", {1}).ints("b", {2}).ints("c", {3}).serialize();

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -306,6 +307,23 @@ TEST(IdxToTFRecord, RefusesImagesOfNoRowsOrColumns) {
     EXPECT_EQ(done.status().message(),
               images + ": " + named + "; each dimension of an image is at least 1");
   }
+}
+
+// A record's label is one of the classifiers' 10 classes, or the parse refuses it: a label of 12
+// would train a 10-way softmax on a class it has no output for.
+TEST(IdxToTFRecord, TheParseRefusesALabelOutsideTheTenClasses) {
+  const auto parsed = [](int64_t label) {
+    ExampleBuilder b;
+    b.bytes("image_raw", {std::string(28 * 28, '\x7f')}).ints("label", {label});
+    Element in;
+    in.emplace("record", scalar_bytes(b.serialize()));
+    return mnist_parse_fn(28, 28, 1, false)(std::move(in));
+  };
+  ASSERT_TRUE(parsed(9).ok());
+  EXPECT_EQ(parsed(12).status().message(),
+            "an MNIST-family record: feature 'label' value 0 is 12, outside [0, 10) (the zoo's "
+            "classifiers' 10 classes)");
+  EXPECT_THAT(std::string(parsed(-1).status().message()), ::testing::HasSubstr("is -1"));
 }
 
 }  // namespace idx_records_test

@@ -88,7 +88,11 @@ TEST(HostileInputs, TopologiesOfAbsurdSizesAreRefused) {
   EXPECT_THAT(refusal({"layers", "--topology", (dir / "big.csv").string()}),
               HasSubstr("layer L1's M x N operand holds 281474976710656 elements, over 2^32"));
   EXPECT_THAT(refusal({"layers", "--topology", "/dev/zero"}, 2 * kGiB),
-              HasSubstr("/dev/zero is over 16 MiB: not a SCALE-Sim topology"));
+              HasSubstr("topology file /dev/zero is a character device, not a regular file"));
+  write_file(dir / "huge.csv", "Layer, M, N, K,\n");
+  std::filesystem::resize_file(dir / "huge.csv", (16 << 20) + 1);
+  EXPECT_THAT(refusal({"layers", "--topology", (dir / "huge.csv").string()}, 2 * kGiB),
+              HasSubstr("huge.csv is over 16 MiB: not a SCALE-Sim topology"));
   std::filesystem::remove_all(dir);
 }
 
@@ -115,7 +119,7 @@ TEST(HostileInputs, TraceSlicesOfNegativeOrHugeDurationsAreRefused) {
   }
   std::filesystem::create_symlink("/dev/zero", dir / "zero.json");
   EXPECT_THAT(refusal({"analyze", (dir / "zero.json").string()}, 2 * kGiB),
-              HasSubstr("zero.json is not a regular file"));
+              HasSubstr("zero.json is a character device, not a regular file"));
   std::filesystem::remove_all(dir);
 }
 

@@ -1,9 +1,11 @@
 #include "tools/studies/sweep_journal.h"
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "common/input_file.h"
 #include "common/json_text.h"
 #include "common/strings.h"
 
@@ -15,6 +17,12 @@ namespace {
 
 fs::path args_file(const fs::path& dir) { return dir / "sweep-args.json"; }
 fs::path journal_file(const fs::path& dir) { return dir / "points.jsonl"; }
+
+// The files' caps, far past what a sweep writes: its arguments are a command line (kilobytes);
+// its journal a line of under 1 kB a point ended, for at most kMaxSweepPoints points, each
+// ended again by a few resumes.
+constexpr uint64_t kMaxArgsBytes = uint64_t{1} << 20;
+constexpr uint64_t kMaxJournalBytes = uint64_t{512} << 20;
 
 }  // namespace
 
@@ -28,12 +36,13 @@ absl::Status save_sweep_args(const fs::path& dir, const std::vector<std::string>
 
 absl::StatusOr<std::vector<std::string>> load_sweep_args(const fs::path& dir) {
   const fs::path file = args_file(dir);
-  std::ifstream in(file);
-  if (!in) {
+  auto text = read_input_file(file.string(), "sweep arguments file", kMaxArgsBytes);
+  if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(
         str_cat(file.string(), " cannot be read: --resume takes the folder of a sweep"));
   }
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!text.ok()) return text.status();
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
   const auto args = j.is_object() ? j.find("tpusim_sweep_args") : j.end();
   if (j.is_discarded() || !j.is_object() || args == j.end() || !args->is_array()) {
     return absl::DataLossError(str_cat(
@@ -48,14 +57,25 @@ absl::StatusOr<std::vector<std::string>> load_sweep_args(const fs::path& dir) {
   return out;
 }
 
+std::string sweep_fingerprint(const std::vector<std::string>& args) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (const char c : json_text(nlohmann::json(args), -1)) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
 absl::Status clear_journal(const fs::path& dir) {
   std::ofstream out(journal_file(dir), std::ios::trunc);
   if (!out) return absl::UnavailableError(str_cat("cannot write ", journal_file(dir).string()));
   return absl::OkStatus();
 }
 
-absl::Status append_journal(const fs::path& dir, const SweepRow& row) {
+absl::Status append_journal(const fs::path& dir, const SweepRow& row,
+                            const std::string& fingerprint) {
   nlohmann::json line = {{"point", row.point.id},
+                         {"sweep", fingerprint},
                          {"exit_code", row.exit_code},
                          {"rank", row.rank},
                          {"host_seconds", row.seconds}};
@@ -67,10 +87,13 @@ absl::Status append_journal(const fs::path& dir, const SweepRow& row) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path& dir) {
+absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path& dir,
+                                                                 const std::string& fingerprint) {
   std::map<std::string, JournalEntry> out;
-  std::ifstream in(journal_file(dir));
-  if (!in) return out;  // no point ended
+  auto journal = read_input_file(journal_file(dir).string(), "sweep journal", kMaxJournalBytes);
+  if (absl::IsNotFound(journal.status())) return out;  // no point ended
+  if (!journal.ok()) return journal.status();
+  std::istringstream in(*std::move(journal));
   for (std::string text; std::getline(in, text);) {
     const auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("point") || !j["point"].is_string() ||
@@ -88,6 +111,15 @@ absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path&
       *v = static_cast<int>(x);
       return true;
     };
+    if (j.contains("sweep") && j["sweep"] != fingerprint) {
+      return absl::DataLossError(str_cat(
+          journal_file(dir).string(), ": point ", j["point"].get<std::string>(),
+          " ended under other arguments than ", args_file(dir).string(), " holds now (sweep ",
+          j["sweep"].is_string() ? j["sweep"].get<std::string>() : j["sweep"].dump(), ", not ",
+          fingerprint,
+          "): the file was edited after its points ran, and its results would "
+          "stand for other points; run the sweep into a new folder"));
+    }
     JournalEntry e;
     if (!small_int("exit_code", -1, 255, &e.exit_code) || !small_int("rank", 0, 1 << 24, &e.rank)) {
       continue;

@@ -26,11 +26,20 @@ struct JournalEntry {
   std::string failure;
 };
 
+// The sweep's arguments as 16 hex digits (64-bit FNV-1a of their JSON text), written on each
+// journal line: a line of other arguments (sweep-args.json edited after its points ran) would
+// otherwise give its result to whatever point the new arguments name alike.
+std::string sweep_fingerprint(const std::vector<std::string>& args);
+
 // Starts an empty journal (a sweep run afresh into DIR redoes every point).
 absl::Status clear_journal(const std::filesystem::path& dir);
 // Adds the row's ending, written through at once.
-absl::Status append_journal(const std::filesystem::path& dir, const SweepRow& row);
+absl::Status append_journal(const std::filesystem::path& dir, const SweepRow& row,
+                            const std::string& fingerprint);
 // The last entry of each point; a line cut short (the sweep killed while writing it) is skipped.
-absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const std::filesystem::path& dir);
+// A line whose sweep fingerprint is not `fingerprint` is an error naming its point (a line with
+// none, from a journal older than the fingerprint, is taken).
+absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const std::filesystem::path& dir,
+                                                                 const std::string& fingerprint);
 
 }  // namespace tpusim::studies

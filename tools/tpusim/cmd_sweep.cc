@@ -42,6 +42,7 @@ using studies::row_number;
 using studies::save_sweep_args;
 using studies::set_report;
 using studies::sweep_csv;
+using studies::sweep_fingerprint;
 using studies::sweep_json;
 using studies::SweepRow;
 namespace {
@@ -113,7 +114,7 @@ class Sweep {
   void point_ended(SweepRow& row, const FarmOutcome& o) {
     end_row(row, o);
     count(row);
-    if (absl::Status s = append_journal(dir_, row); !s.ok())
+    if (absl::Status s = append_journal(dir_, row, sweep_fingerprint(f_.args)); !s.ok())
       std::cerr << "tpusim sweep: " << s.message() << "\n";
     const bool comparing = f_.sub[0] == "compare";
     std::cerr << fmt::format(
@@ -249,6 +250,7 @@ Refused resume_flags(const std::vector<std::string>& args, const SweepFlags& giv
   auto saved = load_sweep_args(given.resume_dir);
   if (!saved.ok()) return failure_of(saved.status());
   if (Refused r = parse_sweep_args(*saved, f)) return r;
+  f->args = *saved;
   f->out_dir = f->resume_dir = given.resume_dir;
   for (const std::string& a : args) {
     if (a == "-j" || a == "--jobs") f->parallel = given.parallel;
@@ -267,6 +269,7 @@ Refused sweep_flags(const std::vector<std::string>& args, SweepFlags* flags) {
   }
   if (!given.resume_dir.empty()) return resume_flags(args, given, flags);
   *flags = given;
+  flags->args = args;
   return check_sweep(flags);
 }
 
@@ -291,7 +294,7 @@ std::string missing_metric(const std::string& metric, const std::vector<SweepRow
 }
 
 // Rank 0 (or the one process): prepares DIR and the points, runs them, writes the tables.
-int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, PointFarm& farm) {
+int coordinate_sweep(SweepFlags& flags, PointFarm& farm) {
   // Each point's config, checked before anything runs.
   std::string base_name = flags.kind->config_file ? take_option(&flags.sub, "--config") : "";
   if (base_name.empty()) base_name = "v3-8";
@@ -315,7 +318,7 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
   // What an earlier run of this sweep finished stays; the rest runs.
   std::vector<size_t> to_run;
   if (!flags.resume_dir.empty()) {
-    auto journal = read_journal(dir);
+    auto journal = read_journal(dir, sweep_fingerprint(flags.args));
     if (!journal.ok()) return failure(std::string(journal.status().message()));
     for (size_t p = 0; p < jobs.size(); ++p) {
       SweepRow& row = sweep.rows()[p];
@@ -334,7 +337,7 @@ int coordinate_sweep(const std::vector<std::string>& args, SweepFlags& flags, Po
     for (size_t p = 0; p < jobs.size(); ++p) to_run.push_back(p);
     // The journal first: killed between the two, the folder holds no journal of another grid.
     if (absl::Status s = clear_journal(dir); !s.ok()) return failure(std::string(s.message()));
-    if (absl::Status s = save_sweep_args(dir, args); !s.ok())
+    if (absl::Status s = save_sweep_args(dir, flags.args); !s.ok())
       return failure(std::string(s.message()));
   }
   std::vector<FarmJob> run_jobs;
@@ -398,7 +401,7 @@ int run_sweep(const std::vector<std::string>& args) {
     return (*farm)->finish((*farm)->serve(options));
   }
   if (refused) return refuse(*refused, kSweepUsage);
-  return (*farm)->finish(coordinate_sweep(args, flags, **farm));
+  return (*farm)->finish(coordinate_sweep(flags, **farm));
 }
 
 }  // namespace tpusim::cli

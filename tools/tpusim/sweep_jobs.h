@@ -40,6 +40,7 @@ struct SweepFlags {
   double rank_timeout_seconds = 60;
   std::vector<std::string> sub;  // the job: a subcommand with its options
   const SweepJobKind* kind = nullptr;
+  std::vector<std::string> args;  // the sweep's own arguments, as DIR/sweep-args.json keeps them
 };
 
 // sweep's flags up to --, the job after it.
