@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -202,6 +203,41 @@ runtime::HostTiming infeed_timing(const SimulatorOptions& sim, const HostSide& h
                                                            static_cast<uint64_t>(per_shard_batch));
   }
   return timing;
+}
+
+namespace {
+
+// Where a profile started now goes: MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb, RUN the UTC
+// time as TensorFlow's profiler names its runs.
+std::string profile_path(const std::string& model_dir, const std::string& host) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char run[32];
+  std::strftime(run, sizeof run, "%Y_%m_%d_%H_%M_%S", &utc);
+  return (std::filesystem::path(model_dir) / "plugins" / "profile" / run / (host + ".xplane.pb"))
+      .string();
+}
+
+}  // namespace
+
+TraceRequest::Profile profile_request(const SimulatorOptions& sim, const RunConfig& config,
+                                      const HostSide& host, uint32_t shards, uint32_t pipelines,
+                                      int64_t first_step, const std::string& program) {
+  TraceRequest::Profile p;
+  if (!sim.profile) return p;
+  p.header.host = "tpusim-host0";
+  p.path = profile_path(config.model_dir, p.header.host);
+  p.first_step = sim.profile_first_step;
+  p.last_step = sim.profile_last_step;
+  p.cores_per_chip = host.cores_per_chip;
+  p.first_global_step = first_step;
+  p.batches_per_step = std::max(1u, shards / std::max(1u, pipelines));
+  p.header.device_type = host.device_type;
+  p.header.peak_teraflops_per_second = host.core_peak_flops / 1e12;
+  p.header.peak_hbm_gigabytes_per_second = host.core_hbm_bytes_per_s / 1e9;
+  p.header.program = program;
+  return p;
 }
 
 }  // namespace internal

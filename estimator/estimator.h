@@ -207,6 +207,7 @@ struct TrainResult {
 struct EvalResult {
   std::map<std::string, double> metrics;  // as evaluate() returns them
   std::optional<traces::Analysis> analysis;
+  std::string profile_path;  // the XProf profile written (SimulatorOptions::profile), or ""
 };
 
 class TPUEstimator {

@@ -11,6 +11,7 @@
 #include "configs/slice_spec.h"
 #include "estimator/checkpoint.h"
 #include "estimator/estimator.h"
+#include "estimator/train_trace.h"
 #include "runtime/infeed/infeed_driver.h"
 
 namespace tpusim::estimator::internal {
@@ -65,5 +66,14 @@ absl::StatusOr<HostSide> host_side(const SimulatorOptions& sim);
 // from the host config (else the pipeline's profiled stages are measured).
 runtime::HostTiming infeed_timing(const SimulatorOptions& sim, const HostSide& host,
                                   int64_t per_shard_batch);
+
+// The XProf profile's request (SimulatorOptions::profile; a request of no path without it):
+// MODEL_DIR/plugins/profile/RUN/tpusim-host0.xplane.pb, RUN the UTC time as TensorFlow's profiler
+// names its runs; the device's figures from `host`; the module `program` ("train_step"); the
+// first batch feeding step `first_step`, each step taking `shards` / `pipelines` batches of a
+// pipeline.
+TraceRequest::Profile profile_request(const SimulatorOptions& sim, const RunConfig& config,
+                                      const HostSide& host, uint32_t shards, uint32_t pipelines,
+                                      int64_t first_step, const std::string& program);
 
 }  // namespace tpusim::estimator::internal

@@ -99,6 +99,32 @@ std::map<std::string, runtime::HostTensor> row_prediction(
   return p;
 }
 
+// The eval loop's metrics: metric_fn on each metric tensor stacked over the loop's steps and
+// replicas, and the loss averaged over the `batches` (steps x replicas) that ran.
+absl::StatusOr<std::map<std::string, double>> eval_metrics(
+    const TPUEstimatorSpec& spec, const std::vector<std::vector<runtime::Outputs>>& outputs,
+    int64_t batches) {
+  std::map<std::string, std::vector<const runtime::HostTensor*>> parts;
+  double loss = 0;
+  for (const auto& step : outputs) {
+    for (const auto& replica : step) {
+      loss += replica.at("loss").f[0];
+      for (const auto& [name, v] : spec.metric_tensors)
+        parts[name].push_back(&replica.at("metric/" + name));
+    }
+  }
+  std::map<std::string, double> results;
+  if (spec.metric_fn) {
+    std::map<std::string, runtime::HostTensor> tensors;
+    for (const auto& [name, list] : parts) tensors[name] = stack(list);
+    auto metrics = spec.metric_fn(tensors);
+    if (!metrics.ok()) return metrics.status();
+    results = *metrics;
+  }
+  results["loss"] = loss / static_cast<double>(batches);
+  return results;
+}
+
 }  // namespace
 
 struct TPUEstimator::Compiled {
@@ -200,8 +226,15 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto driver =
       runtime::InfeedDriver::create(g, {{peeked(**first, std::move(it)), params.profile}}, infeed);
   if (!driver.ok()) return driver.status();
-  auto trace = TrainTrace::start({}, **driver);
+  // The loop's steps are numbered on from the checkpoint's, as the backend numbers them.
+  const int64_t first_step = compiled->global_step + 1;
+  TraceRequest request;
+  request.profile = internal::profile_request(sim_, config_, *host, shards, /*pipelines=*/1,
+                                              first_step, "eval_step");
+  auto trace = TrainTrace::start(request, **driver);
   if (!trace.ok()) return trace.status();
+  backend_->keep_op_spans((*trace)->profiling());
+  (*trace)->before_loop(first_step, first_step + steps - 1);
   auto loop_steps =
       (*driver)->next_loop(static_cast<uint32_t>(steps), backend_->device_now_seconds());
   if (!loop_steps.ok()) {
@@ -220,25 +253,11 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   auto analysis = (*trace)->finish();
   if (!analysis.ok()) return analysis.status();
   result.analysis = *std::move(analysis);
+  result.profile_path = (*trace)->profile_path();
 
-  std::map<std::string, std::vector<const runtime::HostTensor*>> parts;
-  double loss = 0;
-  for (const auto& step : loop->outputs) {
-    for (const auto& replica : step) {
-      loss += replica.at("loss").f[0];
-      for (const auto& [name, v] : compiled->spec.metric_tensors)
-        parts[name].push_back(&replica.at("metric/" + name));
-    }
-  }
-  std::map<std::string, double> results;
-  if (compiled->spec.metric_fn) {
-    std::map<std::string, runtime::HostTensor> tensors;
-    for (const auto& [name, list] : parts) tensors[name] = stack(list);
-    auto metrics = compiled->spec.metric_fn(tensors);
-    if (!metrics.ok()) return metrics.status();
-    results = *metrics;
-  }
-  results["loss"] = loss / static_cast<double>(steps * shards);
+  auto metrics = eval_metrics(compiled->spec, loop->outputs, steps * shards);
+  if (!metrics.ok()) return metrics.status();
+  std::map<std::string, double> results = *std::move(metrics);
   results["global_step"] = static_cast<double>(compiled->global_step);
   auto summaries = SummaryWriter::create(config_.model_dir + "/eval");
   if (!summaries.ok()) return summaries.status();

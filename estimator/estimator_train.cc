@@ -262,38 +262,6 @@ absl::StatusOr<std::unique_ptr<runtime::InfeedDriver>> make_driver(
   return driver;
 }
 
-// Where a profile started now goes: MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb, RUN the UTC
-// time as TensorFlow's profiler names its runs.
-std::string profile_path(const std::string& model_dir, const std::string& host) {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char run[32];
-  std::strftime(run, sizeof run, "%Y_%m_%d_%H_%M_%S", &utc);
-  return (std::filesystem::path(model_dir) / "plugins" / "profile" / run / (host + ".xplane.pb"))
-      .string();
-}
-
-// The profile's request (SimulatorOptions::profile): its steps, the device and the host side.
-TraceRequest::Profile profile_request(const SimulatorOptions& sim, const RunConfig& config,
-                                      const internal::HostSide& host, uint32_t shards,
-                                      uint32_t pipelines, int64_t start_step) {
-  TraceRequest::Profile p;
-  if (!sim.profile) return p;
-  p.header.host = "tpusim-host0";
-  p.path = profile_path(config.model_dir, p.header.host);
-  p.first_step = sim.profile_first_step;
-  p.last_step = sim.profile_last_step;
-  p.cores_per_chip = host.cores_per_chip;
-  p.first_global_step = start_step + 1;
-  p.batches_per_step = std::max(1u, shards / std::max(1u, pipelines));
-  p.header.device_type = host.device_type;
-  p.header.peak_teraflops_per_second = host.core_peak_flops / 1e12;
-  p.header.peak_hbm_gigabytes_per_second = host.core_hbm_bytes_per_s / 1e9;
-  p.header.program = "train_step";
-  return p;
-}
-
 // The run's trace (SimulatorOptions::trace_path; none when empty) and profile, telling
 // config.progress of each step as the device finishes it.
 absl::StatusOr<std::unique_ptr<TrainTrace>> start_trace(const SimulatorOptions& sim,
@@ -371,9 +339,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   if (!driver.ok()) return driver.status();
   auto summaries = SummaryWriter::create(config_.model_dir);
   if (!summaries.ok()) return summaries.status();
-  auto trace =
-      start_trace(sim_, **driver, max_steps,
-                  profile_request(sim_, config_, *host, shards, fed->pipelines, start_step));
+  auto trace = start_trace(sim_, **driver, max_steps,
+                           internal::profile_request(sim_, config_, *host, shards, fed->pipelines,
+                                                     start_step + 1, "train_step"));
   if (!trace.ok()) return trace.status();
   backend_->keep_op_spans((*trace)->profiling());
 

@@ -1,7 +1,8 @@
-// `tpusim train --profile`: the XProf profile written where XProf's profile plugin looks for it
-// (MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb), named in the report, and readable as an XSpace
-// with a plane a TensorCore and one for the host, holding the steps asked for. That XProf itself
-// reads it is the interop tier's check (tests/interop/check_xprof_profile.py).
+// `tpusim train --profile` and `evaluate --profile`: the XProf profile written where XProf's
+// profile plugin looks for it (MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb), named in the
+// report, and readable as an XSpace with a plane a TensorCore and one for the host, holding the
+// steps asked for. That XProf itself reads it is the interop tier's check
+// (tests/interop/check_xprof_profile.py).
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -81,6 +82,42 @@ TEST(Cli, TrainProfileWritesAnXSpaceOfEveryCoreAndTheHost) {
   const xprof::XSpace second = profiled_run(tmp, {"--profile-steps", "3:4"});
   ASSERT_EQ(second.planes_size(), 9);
   EXPECT_THAT(steps_of(second.planes(0)), ElementsAre("3", "4"));
+  std::filesystem::remove_all(tmp);
+}
+
+// evaluate --profile: the eval loop's steps, numbered on from the checkpoint's step as the
+// backend numbers them, each running the eval_step module.
+TEST(Cli, EvaluateProfileWritesTheEvalLoop) {
+  const auto tmp = std::filesystem::temp_directory_path() / "tpusim_cli_eval_profile";
+  std::filesystem::remove_all(tmp);
+  const std::string model_dir = (tmp / "model").string();
+  auto r = run_tpusim({"train", "--model", "mlp", "--train-steps", "2", "--iterations-per-loop",
+                       "2", "--input", "synthetic", "--model-dir", model_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Evaluation reads the Fashion-MNIST test set (converted into DATA on first use).
+  const std::string data = (tmp / "data").string();
+  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
+                  "--eval-steps", "3", "--profile", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string path = j.value("profile", "");
+  EXPECT_TRUE(std::regex_match(
+      path, std::regex(model_dir + "/plugins/profile/\\d{4}(_\\d\\d){5}/[^/]+\\.xplane\\.pb")))
+      << path;
+  xprof::XSpace space;
+  std::ifstream file(path, std::ios::binary);
+  ASSERT_TRUE(space.ParseFromIstream(&file)) << path;
+  ASSERT_EQ(space.planes_size(), 9);
+  for (int core = 0; core < 8; ++core) {
+    const xprof::XPlane& plane = space.planes(core);
+    EXPECT_THAT(steps_of(plane), ElementsAre("3", "4", "5")) << plane.name();
+    EXPECT_EQ(events_on(plane, "XLA Modules"), 3) << plane.name();
+    EXPECT_GT(events_on(plane, "XLA Ops"), 0) << plane.name();
+  }
+  r = run_tpusim({"evaluate", "--model", "mlp", "--model-dir", model_dir, "--data", data,
+                  "--eval-steps", "1", "--profile", "--backend", "cpu"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--profile"));
   std::filesystem::remove_all(tmp);
 }
 

@@ -145,6 +145,21 @@ absl::StatusOr<Job> make_job(const po::variables_map& vm) {
     config.tpu_config.num_shards = *replicas;
   }
   sim.log = [](const std::string&) {};
+  if (vm.count("profile") > 0 && vm["profile"].as<bool>()) {
+    if (job.scratch != nullptr) {
+      return absl::InvalidArgumentError(
+          "--profile writes under --model-dir: give one (the file's weights run from a scratch "
+          "folder, removed at the end)");
+    }
+    sim.profile = true;
+    runtime::RunFeatures features;
+    features.profile = true;
+    if (auto s = runtime::check_registered_options(sim.backend, sim.compile, features,
+                                                   runtime::OptionNames::kFlags);
+        !s.ok()) {
+      return s;
+    }
+  }
   use_data_options(job.data, &sim);
   int64_t batch = vm["batch-size"].as<int64_t>();
   if (imported.has_value()) {  // a saved model's graph fixes the batch a replica
@@ -307,12 +322,15 @@ int run_evaluate(const std::vector<std::string>& args) {
   po::options_description options("options");
   add_common(options);
   add_eval_steps_flag(options);
+  options.add_options()("profile", po::bool_switch(),
+                        "write an XProf profile of the eval loop to "
+                        "MODEL_DIR/plugins/profile/RUN/HOST.xplane.pb (xprof --logdir MODEL_DIR)");
   const std::string usage =
       "usage: tpusim evaluate (--model-dir DIR [--model NAME] | --onnx FILE [--model-dir DIR] |\n"
       "                        --saved-model DIR [--model-dir DIR])\n"
       "                       [--data DIR] [--config SLICE |\n"
       "                       --backend cpu|gpu [--precision mxu|fp32]] [--batch-size N]\n"
-      "                       [--eval-steps N] [--json]\n\n"
+      "                       [--eval-steps N] [--profile] [--json]\n\n"
       "Evaluates the newest checkpoint in DIR on the Fashion-MNIST test set: accuracy, loss.\n"
       "An imported model (--onnx, --saved-model) without a trained DIR is evaluated with its\n"
       "file's weights.\n";
@@ -336,6 +354,7 @@ int run_evaluate(const std::vector<std::string>& args) {
     // The metrics at the top level, and where the eval loop's simulated time went.
     nlohmann::ordered_json out(result->metrics);
     if (result->analysis.has_value()) out["analysis"] = result->analysis->to_json();
+    if (!result->profile_path.empty()) out["profile"] = result->profile_path;
     std::cout << json_text(out) << "\n";
   } else {
     size_t width = 12;  // the names in a column, the values after them
@@ -343,6 +362,10 @@ int run_evaluate(const std::vector<std::string>& args) {
     for (const auto& [name, value] : result->metrics)
       std::cout << fmt::format("{:{}} {}\n", name, width, value);
     if (result->analysis.has_value()) std::cout << "\n" << result->analysis->to_text();
+    if (!result->profile_path.empty()) {
+      std::cout << fmt::format("profile: {} (xprof --logdir {})\n", result->profile_path,
+                               vm["model-dir"].as<std::string>());
+    }
   }
   return kOk;
 }
