@@ -54,6 +54,10 @@ absl::Status check_predictions(const SavedModel& m, const runtime::Graph& graph,
                                const std::string& path) {
   if (m.batch_size() < 1)
     return absl::DataLossError(str_cat(path, ": batch_size ", m.batch_size(), " is below 1"));
+  // export_saved_model's serving signature has outputs: one of none predicts nothing.
+  if (m.predictions().empty())
+    return absl::DataLossError(
+        str_cat(path, ": declares no predictions; there is nothing to predict"));
   std::set<std::string> seen;
   for (const std::string& name : m.predictions()) {
     auto bad = [&](const std::string& why) {
@@ -119,6 +123,11 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
                                          m.batch_size()));
     }
     spec.dtype = out.graph.node(id).dtype;
+    if (i.dtype() != runtime::dtype_name(spec.dtype)) {
+      return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is ", i.dtype(),
+                                         " in the signature, ", runtime::dtype_name(spec.dtype),
+                                         " in the graph"));
+    }
     out.inputs.push_back(spec);
   }
   if (auto s = check_predictions(m, out.graph, path); !s.ok()) return s;

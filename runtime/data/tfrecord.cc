@@ -260,6 +260,36 @@ void TFRecordReader::skip_to_end() {
   pos_ = end_;
 }
 
+absl::Status TFRecordReader::check_record_memory(uint64_t length) const {
+  // The record is held whole: read into the buffer (unless the file is mapped) and copied out.
+  // One within the reader's buffer asks for nothing the reader does not hold already.
+  if (length <= options_.buffer_bytes) return absl::OkStatus();
+  const uint64_t held = length * (mapping_ != nullptr ? 1 : 2);
+  return check_host_memory(
+      str_cat(path_, ": the record at byte ", offset_, " (", length, " bytes)"), held);
+}
+
+absl::StatusOr<bool> TFRecordReader::skip_bad_record(uint64_t length, bool truncated) {
+  if (!truncated) {
+    auto lands = lands_on_record(16 + length);
+    if (!lands.ok()) return lands.status();
+    if (*lands) {
+      ++skipped_;
+      pos_ += 16 + length;
+      offset_ += 16 + length;
+      return true;
+    }
+  }
+  return resync();
+}
+
+absl::StatusOr<bool> TFRecordReader::lands_on_record(uint64_t n) {
+  auto more = fill(n + 12);
+  if (!more.ok()) return more.status();
+  if (*more) return valid_header(base_ + pos_ + n);
+  return static_cast<uint64_t>(end_ - pos_) == n;
+}
+
 absl::StatusOr<bool> TFRecordReader::resync() {
   ++skipped_;
   const uint64_t scan_from = offset_;
@@ -321,16 +351,7 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       ++offset_;
       continue;
     }
-    // The record is held whole: read into the buffer (unless the file is mapped) and copied out.
-    // One within the reader's buffer asks for nothing the reader does not hold already.
-    if (length > options_.buffer_bytes) {
-      const uint64_t held = length * (mapping_ != nullptr ? 1 : 2);
-      if (auto s = check_host_memory(
-              str_cat(path_, ": the record at byte ", offset_, " (", length, " bytes)"), held);
-          !s.ok()) {
-        return s;
-      }
-    }
+    if (auto s = check_record_memory(length); !s.ok()) return s;
     auto body = fill(12 + length + 4);
     if (!body.ok()) return body.status();
     if (!*body) {
@@ -339,8 +360,10 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
                                " bytes of data but the file ends after ",
                                end_ - pos_ - std::min<size_t>(12, end_ - pos_)));
       }
-      skip_to_end();
-      return false;
+      auto more = skip_bad_record(length, /*truncated=*/true);
+      if (!more.ok()) return more.status();
+      if (!*more) return false;
+      continue;
     }
     const char* data = base_ + pos_ + 12;
     const uint32_t stored = read_le32(data + length);
@@ -351,9 +374,9 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
             "the data ({} bytes) fails its checksum (stored {:#010x}, computed {:#010x})", length,
             stored, computed));
       }
-      ++skipped_;
-      pos_ += 16 + length;
-      offset_ += 16 + length;
+      auto more = skip_bad_record(length, /*truncated=*/false);
+      if (!more.ok()) return more.status();
+      if (!*more) return false;
       continue;
     }
     record->assign(data, length);

@@ -9,7 +9,10 @@
 // skip_corrupt, records whose data fails its checksum are skipped and counted, and after a
 // corrupt length the reader scans forward to the next valid record header, over at most
 // max_resync_bytes (a region of garbage, or a gzip bomb inflating to gigabytes of zeros, fails
-// the read naming where the scan began instead of being scanned to its end).
+// the read naming where the scan began instead of being scanned to its end). A length whose own
+// checksum holds is trusted only where it lands on the next record or the stream's end: a wrong
+// length (its checksum computed over the wrong value) would otherwise hide the records it covers,
+// so the reader scans from its header instead.
 
 #include <cstdint>
 #include <memory>
@@ -64,6 +67,15 @@ class TFRecordReader {
   // next header that checks out (true), or to the stream's end (false), or refuses a scan past
   // max_resync_bytes.
   absl::StatusOr<bool> resync();
+  // OK, or ResourceExhausted when a record of `length` bytes would not fit the memory budget.
+  absl::Status check_record_memory(uint64_t length) const;
+  // skip_corrupt, at a record whose data fails its checksum, or (`truncated`) which the stream
+  // ends inside: skipped by its length where that lands on a record or the stream's end; else
+  // the length is what is wrong (its checksum holds for a wrong value too), and a scan from its
+  // header finds the records it would have hidden. False when the stream ends.
+  absl::StatusOr<bool> skip_bad_record(uint64_t length, bool truncated);
+  // Whether `n` bytes on from here the stream ends or a header that checks out starts.
+  absl::StatusOr<bool> lands_on_record(uint64_t n);
   // skip_corrupt, at a record the stream ends inside: counts it skipped and passes the rest.
   void skip_to_end();
 

@@ -166,6 +166,38 @@ TEST(TFRecord, CorruptLengthIsAnErrorOrAResync) {
   EXPECT_EQ(*lenient, (std::vector<std::string>{"good", "after"}));
 }
 
+// A length written wrong with its checksum computed over it (the header checks out) once hid the
+// records it covered: skipped by the length, "after" and "last" were lost as one bad record.
+// The length is followed only where it lands on a record or the end; else the reader scans.
+TEST(TFRecord, AnOverlongLengthWhoseChecksumHoldsHidesNoRecord) {
+  TempDir dir;
+  const std::string path = (dir.path() / "overlong.tfrecord").string();
+  const std::string good = frame_record("good"), after = frame_record("after"),
+                    last = frame_record("last");
+  for (const uint64_t length : {uint64_t{30}, uint64_t{5000}}) {  // inside the file; past its end
+    std::string bad = frame_record("bad length");
+    for (int i = 0; i < 8; ++i) bad[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+    const uint32_t crc = masked_crc32c(bad.data(), 8);
+    for (int i = 0; i < 4; ++i) bad[8 + i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+    spill(path, good + bad + after + last);
+    ReaderOptions options;
+    options.skip_corrupt = true;
+    auto reader = TFRecordReader::open(path, options);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::vector<std::string> got;
+    std::string rec;
+    for (;;) {
+      auto more = (*reader)->next(&rec);
+      ASSERT_TRUE(more.ok()) << more.status();
+      if (!*more) break;
+      got.push_back(rec);
+    }
+    EXPECT_EQ(got, (std::vector<std::string>{"good", "after", "last"})) << length;
+    EXPECT_EQ((*reader)->skipped(), 1u) << length;
+    EXPECT_FALSE(read_all(path).ok()) << length;  // without skip_corrupt, an error as before
+  }
+}
+
 TEST(TFRecord, TruncatedFilesAreErrorsThatSayHowMuchIsMissing) {
   TempDir dir;
   const std::string whole = frame_record("complete") + frame_record("cut short");

@@ -124,6 +124,26 @@ TEST(HostileInputs2, ASavedModelsPredictionAtTheWrongNodeIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+// The third probe (2026-12-02): a saved model whose signature lists no predictions printed the
+// labels alone, and one whose image input the signature calls s32 was fed f32 pixels.
+TEST(HostileInputs2, ASavedModelOfNoPredictionsOrAMistypedInputIsRefused) {
+  const auto dir = scratch("signature");
+  const std::string saved = (dir / "saved").string();
+  write_classifier(saved);
+  estimator::SavedModel none = read_saved(saved);
+  none.clear_predictions();
+  write_file(saved + "/saved_model.pb", none.SerializeAsString());
+  EXPECT_THAT(refusal({"predict", "--saved-model", saved, "--backend", "cpu"}),
+              HasSubstr("saved_model.pb: declares no predictions; there is nothing to predict"));
+  write_classifier(saved);
+  estimator::SavedModel mistyped = read_saved(saved);
+  mistyped.mutable_inputs(0)->set_dtype("s32");
+  write_file(saved + "/saved_model.pb", mistyped.SerializeAsString());
+  EXPECT_THAT(refusal({"predict", "--saved-model", saved, "--backend", "cpu"}),
+              HasSubstr("saved_model.pb: input 'image' is s32 in the signature, f32 in the graph"));
+  std::filesystem::remove_all(dir);
+}
+
 // A checkpoint's header step (CRC valid) believed over its name: model.ckpt-4 saying 10 made
 // train say "nothing to train", and with the field removed (0) train re-ran steps 1-4.
 TEST(HostileInputs2, ACheckpointWhoseHeaderStepIsNotItsNamesIsRefused) {

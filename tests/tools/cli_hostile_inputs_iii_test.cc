@@ -134,5 +134,15 @@ TEST(HostileInputs3, ALabelOutsideTheModelsClassesIsRefused) {
   std::filesystem::remove_all(dir);
 }
 
+// OMP_NUM_THREADS=65536 crashed the cpu backend's first OpenMP region (SIGSEGV in libgomp's
+// GOMP_parallel); it is refused before any command runs.
+TEST(HostileInputs3, AnOpenMpTeamPastTheThreadFlagsBoundIsRefused) {
+  const auto r = run_tpusim(
+      {"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1", "--input", "synthetic"},
+      "", {{"OMP_NUM_THREADS", "65536"}});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("OMP_NUM_THREADS=65536: each team size"));
+}
+
 }  // namespace cli_hostile_inputs_iii_test
 }  // namespace tpusim::cli

@@ -13,6 +13,7 @@
 #include "tools/studies/sweep_grid.h"
 #include "tools/studies/sweep_table.h"
 #include "tools/tpusim/progress_bar.h"
+#include "tools/tpusim/thread_environment.h"
 
 namespace tpusim::cli {
 namespace cli_parts_test {
@@ -110,6 +111,19 @@ TEST(SweepTable, FlattensReportsIntoColumnsAndKeepsFailedPoints) {
 // UTF-8), and bytes that are no farm message are refused, not thrown. fuzz_cli_values found a
 // CBOR array header declaring 11 x 10^18 elements, on which nlohmann's from_cbor throws even when
 // told not to, then arrays nested deep enough to overflow the stack; both inputs are its seeds.
+// OMP_NUM_THREADS: a team size per nesting level, each 1..1024; 65536 crashed libgomp.
+TEST(ThreadEnvironment, OmpNumThreadsIsACommaListOfTeamsUpToTheFlagsBound) {
+  for (const char* ok : {"1", "2", "1024", "4,2", "8,1,1"})
+    EXPECT_TRUE(check_omp_num_threads(ok).ok()) << ok;
+  EXPECT_TRUE(check_omp_num_threads(nullptr).ok());
+  EXPECT_THAT(std::string(check_omp_num_threads("65536").message()),
+              ::testing::HasSubstr("OMP_NUM_THREADS=65536: each team size (a comma list, one per "
+                                   "nesting level) is a whole number 1..1024, not '65536'"));
+  for (const char* bad :
+       {"0", "-4", "", "4,", ",4", "4,65536", "four", "2.5", "99999999999999999999"})
+    EXPECT_FALSE(check_omp_num_threads(bad).ok()) << bad;
+}
+
 TEST(FarmMessages, RoundTripAndRefuseWhatIsNoMessage) {
   using namespace std::string_literals;
   FarmJob job;

@@ -248,8 +248,10 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
     if (auto s = estimator::check_classifier(*model, vm["saved-model"].as<std::string>()); !s.ok())
       return failure(std::string(s.message()));
   }
-  if (model->inputs.size() != 1 || model->inputs[0].name != "image") {
-    return failure("the saved model's input must be one \"image\" (a Fashion-MNIST model)");
+  if (model->inputs.size() != 1 || model->inputs[0].name != "image" ||
+      model->inputs[0].dtype != runtime::DType::kF32) {
+    return failure(
+        "the saved model's input must be one f32 \"image\" (a Fashion-MNIST model's pixels)");
   }
   auto data = fashion_data_from(vm);
   if (!data.ok()) return failure(std::string(data.status().message()));

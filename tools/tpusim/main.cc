@@ -1,5 +1,6 @@
 // tpusim: git-style subcommands over the tpusim libraries. main() only dispatches; each
 // subcommand lives in its own cmd_*.cc.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -10,6 +11,7 @@
 #include "sim/numerics/eigen_cache.h"
 #include "tools/studies/subprocess.h"
 #include "tools/tpusim/command.h"
+#include "tools/tpusim/thread_environment.h"
 
 namespace {
 
@@ -50,6 +52,11 @@ int main(int argc, char** argv) {
   // Another host's caches, to show that no figure follows this one's (docs/reliability.md).
   if (auto pretend = tpusim::sim::apply_eigen_cache_sizes_from_environment(); !pretend.ok()) {
     std::cerr << "tpusim: " << pretend.message() << "\n";
+    return kUsage;
+  }
+  if (auto threads = tpusim::cli::check_omp_num_threads(std::getenv("OMP_NUM_THREADS"));
+      !threads.ok()) {
+    std::cerr << "tpusim: " << threads.message() << "\n";
     return kUsage;
   }
   const std::vector<std::string> args(argv + 1, argv + argc);
