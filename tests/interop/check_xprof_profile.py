@@ -3,16 +3,21 @@ parses it (a plane per simulated TensorCore and the host's), and XProf's tool co
 ones its server calls to build each page) give the overview page's step time within 1% of the
 step analyzer's and its input-bound verdict, the input pipeline analyzer's slowest stage as the
 analyzer's, and the op profile's FLOPs as the per-op report's; the roofline and trace viewer
-tools produce data.
+tools produce data. Then `xprof --logdir MODEL_DIR` serves it: the run, its tools and its host
+are listed over HTTP, and the overview page's data endpoint gives the same step time.
 
 Usage: check_xprof_profile.py TPUSIM
 """
 import glob
+import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 STEPS = 6
 CHIPS = 4  # v3-8: four chips of two TensorCores, every core simulated
@@ -90,6 +95,56 @@ def check_op_profile(path, report):
     print("op_profile: the", len(top), "ops of most FLOPs match the per-op report: ok")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def fetch(port, route):
+    with urllib.request.urlopen(f"http://localhost:{port}/data/plugin/profile/{route}",
+                                timeout=60) as r:
+        body = r.read()
+        if r.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        return json.loads(body)
+
+
+def check_served(model_dir, path, analysis):
+    """Starts `xprof --logdir MODEL_DIR` and reads the run through its HTTP endpoints."""
+    port = free_port()
+    xprof = os.path.join(os.path.dirname(sys.executable), "xprof")
+    server = subprocess.Popen([xprof, "--logdir", model_dir, "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run = os.path.basename(os.path.dirname(path))
+        deadline = time.time() + 120
+        while True:
+            try:
+                runs = fetch(port, "runs")
+                break
+            except OSError:
+                assert server.poll() is None, "xprof exited"
+                assert time.time() < deadline, "xprof did not answer within 120 s"
+                time.sleep(0.5)
+        assert runs == [run], runs
+        tools = fetch(port, f"run_tools?run={run}")
+        for want in ("overview_page", "input_pipeline_analyzer", "op_profile"):
+            assert want in tools, tools
+        hosts = fetch(port, f"hosts?run={run}&tag=overview_page")
+        assert [h["hostname"] for h in hosts] == ["tpusim-host0"], hosts
+        tables = fetch(port, f"data?run={run}&tag=overview_page&host=tpusim-host0")
+        steps = next(t["p"] for t in tables if "steptime_ms_average" in t.get("p", {}))
+        served_ms = float(steps["steptime_ms_average"])
+        tpusim_ms = analysis["step_seconds"] * 1e3
+        assert abs(served_ms - tpusim_ms) <= 0.01 * tpusim_ms, (served_ms, tpusim_ms)
+        print(f"xprof --logdir served run {run}: {len(tools)} tools, overview step "
+              f"{served_ms:.3f} ms over HTTP: ok")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main():
     tpusim = sys.argv[1]
     with tempfile.TemporaryDirectory() as d:
@@ -114,6 +169,7 @@ def main():
         trace = json.loads(tool(path, "trace_viewer"))
         assert len(trace["traceEvents"]) > 0, "trace_viewer: no events"
         print("roofline_model and trace_viewer: data: ok")
+        check_served(model_dir, path, report["analysis"])
     return 0
 
 
