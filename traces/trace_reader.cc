@@ -13,6 +13,7 @@
 #include "traces/perfetto_trace.pb.h"
 #include "traces/trace_writer.h"
 #include "traces/track_names.h"
+#include "traces/xspace_reader.h"
 
 namespace tpusim::traces {
 namespace {
@@ -227,6 +228,7 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RecordingSink>> read_trace(const std::string& path) {
+  if (is_xspace_path(path)) return read_xspace(path);
   auto format = trace_format_of(path);
   if (!format.ok()) return format.status();
   auto bytes = slurp(path);

@@ -12,6 +12,6 @@
 
 namespace tpusim::traces {
 
-absl::StatusOr<std::unique_ptr<RecordingSink>> read_trace(const std::string& path);
+absl::StatusOr<std::unique_ptr<RecordingSink>> read_trace(const std::string& path);  // .xplane.pb: read_xspace
 
 }  // namespace tpusim::traces

@@ -121,6 +121,31 @@ TEST(Cli, EvaluateProfileWritesTheEvalLoop) {
   std::filesystem::remove_all(tmp);
 }
 
+// `tpusim analyze` reads the profile back: the same steps, step time, classification and
+// slowest host stage as the run's own analysis (the profile's infeed ops hold their dequeue too,
+// so the input share may differ in its last digit).
+TEST(Cli, AnalyzeReadsAProfileAsTheRunAnalysedItself) {
+  const auto tmp = std::filesystem::temp_directory_path() / "tpusim_cli_analyze_profile";
+  std::filesystem::remove_all(tmp);
+  const std::string model_dir = (tmp / "model").string(), report = (tmp / "report.json").string();
+  auto r = run_tpusim({"train", "--model", "mlp", "--train-steps", "6", "--iterations-per-loop",
+                       "2", "--timing-only", "--host-timing", "config", "--model-dir", model_dir,
+                       "--profile", "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const auto run = nlohmann::json::parse(in);
+  r = run_tpusim({"analyze", run["profile"].get<std::string>(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto read = nlohmann::json::parse(r.out);
+  const auto& own = run["analysis"];
+  EXPECT_EQ(read["steps"], own["steps"]);
+  EXPECT_NEAR(read["step_seconds"].get<double>(), own["step_seconds"].get<double>(),
+              1e-9 * own["step_seconds"].get<double>());
+  EXPECT_EQ(read["classification"], own["classification"]);
+  EXPECT_EQ(read["slowest_host_stage"]["name"], own["slowest_host_stage"]["name"]);
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Cli, TrainProfileFlagsAreChecked) {
   auto r = run_tpusim({"train", "--model", "mlp", "--profile-steps", "1:2"});
   EXPECT_EQ(r.exit_code, 2);

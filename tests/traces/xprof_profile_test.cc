@@ -4,11 +4,15 @@
 // counts them, and group_id declared on every plane.
 #include "traces/xprof_profile.h"
 
+#include <cstdio>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "traces/analysis_events.h"
 #include "traces/xprof_sink.h"
+#include "traces/xspace_reader.h"
 
 namespace tpusim::traces {
 namespace xprof_profile_test {
@@ -132,6 +136,61 @@ TEST(XprofDeviceSink, StepsRunToTheNextStepOrTheEndOfTheRoundTrip) {
   ASSERT_EQ(sink.infeed_waits().count(3), 1u);
   ASSERT_EQ(sink.infeed_waits().at(3).size(), 1u);
   EXPECT_EQ(sink.infeed_waits().at(3)[0].start, 100u);
+}
+
+// A profile read back for the analyzer (xspace_reader.h): its steps, its infeed op as the core's
+// wait, its host stage lines as a stage; and what is wrong in one, named.
+TEST(XspaceReader, ReadsStepsInfeedWaitsAndHostStagesAndNamesWhatIsWrong) {
+  const std::string path = ::testing::TempDir() + "xspace_reader_test.xplane.pb";
+  XprofProfile p = two_op_core();
+  XprofHostStage map;
+  map.name = "map";
+  map.batches = {{1, {0, 400}}, {1, {100, 500}}};  // two at once: two lines, two threads
+  p.host_stages.push_back(map);
+  const auto write = [&](const xprof::XSpace& space) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << space.SerializeAsString();
+  };
+  const xprof::XSpace good = to_xspace(p);
+  write(good);
+  auto read = read_xspace(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const auto on = [&](const std::string& track) {
+    std::vector<Event> out;
+    for (const auto& s : (*read)->slices()) {
+      if ((*read)->track(s.track).name == track)
+        out.push_back({s.name, static_cast<int64_t>(s.start), static_cast<int64_t>(s.end)});
+    }
+    return out;
+  };
+  EXPECT_THAT(on("steps"), ElementsAre(Event{"step 1", 0, 1000}));
+  EXPECT_THAT(on("infeed"), ElementsAre(Event{"infeed.wait", 10, 50}));
+  EXPECT_THAT(on("map"), ElementsAre(Event{"batch", 0, 400}, Event{"batch", 100, 500}));
+  for (const auto& t : (*read)->tracks()) {
+    if (t.name == "map") {
+      EXPECT_EQ(t.threads, 2u);
+    }
+  }
+
+  xprof::XSpace bad = good;
+  bad.mutable_planes(0)->mutable_lines(0)->mutable_events(0)->set_metadata_id(999);
+  write(bad);
+  EXPECT_THAT(std::string(read_xspace(path).status().message()),
+              ::testing::HasSubstr("plane 0 '/device:TPU:0', line 'Steps': an event names "
+                                   "metadata 999, which the plane lacks"));
+  bad = good;
+  bad.mutable_planes(0)->mutable_lines(0)->mutable_events(0)->set_offset_ps(-5);
+  write(bad);
+  EXPECT_THAT(std::string(read_xspace(path).status().message()),
+              ::testing::HasSubstr("is not within [0, 10^15] ps"));
+  bad = good;
+  bad.mutable_planes()->DeleteSubrange(0, 1);
+  write(bad);
+  EXPECT_THAT(std::string(read_xspace(path).status().message()),
+              ::testing::HasSubstr("no /device:TPU:N plane"));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "\xff\xff\xff";
+  EXPECT_THAT(std::string(read_xspace(path).status().message()),
+              ::testing::HasSubstr("not an XSpace"));
+  std::remove(path.c_str());
 }
 
 }  // namespace xprof_profile_test

@@ -15,7 +15,8 @@ namespace tpusim::cli {
 int run_analyze(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description options("options");
-  options.add_options()("trace", po::value<std::string>(), "the trace (.pftrace or .json)");
+  options.add_options()("trace", po::value<std::string>(),
+                        "the trace (.pftrace or .json) or XProf profile (.xplane.pb)");
   add_json_flag(options);
   po::positional_options_description positional;
   positional.add("trace", 1);
@@ -24,7 +25,8 @@ int run_analyze(const std::vector<std::string>& args) {
       "Where each training step's simulated time went (compute, input, output, all-reduce and\n"
       "waiting for peers, idle), the step time being the slowest core's; whether the run is\n"
       "input-bound, the slowest host pipeline stage and the step time with 2x and 4x its\n"
-      "threads; advice. TRACE is a file `tpusim train --trace` wrote.\n";
+      "threads; advice. TRACE is a file `tpusim train --trace` wrote, or an XProf profile\n"
+      "(FILE.xplane.pb: `train --profile` writes one; its host round trips are not in it).\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
   if (vm.count("trace") == 0) return usage_error("which trace? (TRACE is required)", usage);
