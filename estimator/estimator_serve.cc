@@ -247,6 +247,7 @@ absl::StatusOr<EvalResult> TPUEstimator::evaluate_with_analysis(const InputFn& i
   }
   auto loop = backend_->run_loop(*compiled->exe, compiled->variables, *loop_steps,
                                  static_cast<uint64_t>(compiled->global_step));
+  backend_->keep_op_spans(false);  // for this run only: a later predict does not pay for them
   if (!loop.ok()) return loop.status();
   (*trace)->after_loop(**driver, loop->timing);
   EvalResult result;

@@ -355,7 +355,9 @@ absl::StatusOr<TrainResult> TPUEstimator::train(const InputFn& input_fn, int64_t
   TrainLoop loop(*backend_, std::move(settings),
                  {*std::move(exe), *std::move(variables), *std::move(spec), *std::move(driver),
                   *std::move(trace), *std::move(summaries)});
-  if (auto s = loop.run(&result); !s.ok()) return s;
+  const absl::Status ran = loop.run(&result);
+  backend_->keep_op_spans(false);  // for this run only: a later evaluate or predict asks anew
+  if (!ran.ok()) return ran;
   return result;
 }
 

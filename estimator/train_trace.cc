@@ -5,6 +5,14 @@
 #include "common/strings.h"
 
 namespace tpusim::estimator {
+namespace {
+
+// A host timeline's time (`seconds` after its `origin`, both in seconds) in trace picoseconds.
+traces::TimePs host_ps(double origin, double seconds) {
+  return static_cast<traces::TimePs>((origin + seconds) * 1e12 + 0.5);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainTrace>> TrainTrace::start(
     const TraceRequest& request, runtime::InfeedDriver& driver,
@@ -79,10 +87,8 @@ void TrainTrace::after_loop(runtime::InfeedDriver& driver, const runtime::Device
     if (profiling()) profile_host_stages(p, spans, models[p].stages(), origin);
     for (const auto& batch : spans) {
       for (size_t i = 0; i < batch.size() && i < stage_tracks_[p].size(); ++i) {
-        const auto at = [&](double s) {
-          return static_cast<traces::TimePs>((origin + s) * 1e12 + 0.5);
-        };
-        router.slice(stage_tracks_[p][i], "batch", at(batch[i].first), at(batch[i].second));
+        router.slice(stage_tracks_[p][i], "batch", host_ps(origin, batch[i].first),
+                     host_ps(origin, batch[i].second));
       }
     }
   }
@@ -101,14 +107,14 @@ void TrainTrace::profile_host_stages(
     for (const runtime::HostStage& s : stages)
       profile_.host_stages.push_back({s.name, s.threads, {}});
   }
-  const auto at = [&](double s) { return static_cast<traces::TimePs>((origin + s) * 1e12 + 0.5); };
   for (const auto& batch : batches) {
     const int64_t step = request_.profile.first_global_step +
                          static_cast<int64_t>(profile_batches_[0]++ /
                                               std::max(1u, request_.profile.batches_per_step));
     if (step < request_.profile.first_step || step > request_.profile.last_step) continue;
     for (size_t i = 0; i < batch.size() && i < profile_.host_stages.size(); ++i)
-      profile_.host_stages[i].batches.push_back({step, {at(batch[i].first), at(batch[i].second)}});
+      profile_.host_stages[i].batches.push_back(
+          {step, {host_ps(origin, batch[i].first), host_ps(origin, batch[i].second)}});
   }
 }
 
