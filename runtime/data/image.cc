@@ -6,6 +6,7 @@
 
 #include <turbojpeg.h>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 
 namespace tpusim::runtime::data {
@@ -67,14 +68,28 @@ absl::StatusOr<Image> decode_jpeg(const std::string& bytes, int channels) {
                                               " image is over the limit of ", kMaxJpegPixels,
                                               " pixels (", bytes.size(), " bytes)"));
   }
-  Image out = blank_like<uint8_t>(height, width, channels);
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  // Warnings (a truncated scan, say) are errors too, as in tf.io.decode_jpeg: no grey fill.
-  if (tjDecompress2(tj.get(), src, bytes.size(), out.pixels.data(), width, 0, height, format, 0) !=
-      0) {
+  const uint64_t decoded_bytes = static_cast<uint64_t>(width) * height * channels;
+  if (absl::Status fits = check_host_memory(
+          str_cat("decode_jpeg: a ", width, "x", height, "x", channels, " image"), decoded_bytes);
+      !fits.ok()) {
+    return fits;
+  }
+  // The pixels go into a buffer nothing has touched, and the decode stops at its first warning
+  // (a truncated scan, say: an error here, as in tf.io.decode_jpeg, no grey fill) and after 500
+  // progressive scans: a few hundred bytes claiming 16384 x 16384 cost the rows decoded before
+  // the data ran out, not a zeroed 268 MB image and a full decode.
+  std::unique_ptr<unsigned char[]> decoded(new unsigned char[decoded_bytes]);
+  if (tjDecompress2(tj.get(), src, bytes.size(), decoded.get(), width, 0, height, format,
+                    TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0) {
     return absl::DataLossError(str_cat("decode_jpeg: corrupt JPEG (", bytes.size(), " bytes, ",
                                        width, "x", height, "): ", tjGetErrorStr2(tj.get())));
   }
+  Image out;
+  out.height = height;
+  out.width = width;
+  out.channels = channels;
+  out.pixels.assign(decoded.get(), decoded.get() + decoded_bytes);
   return out;
 }
 

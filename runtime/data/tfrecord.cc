@@ -1,5 +1,6 @@
 #include "runtime/data/tfrecord.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -200,8 +201,8 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
     // Map the file: the records are read in place, with no copy from the kernel.
     struct stat st {};
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      void* m = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ,
-                     MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+      void* m =
+          mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fileno(f), 0);
       if (m != MAP_FAILED) {
         madvise(m, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
         std::fclose(f);
@@ -209,6 +210,7 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
         r->mapping_bytes_ = static_cast<size_t>(st.st_size);
         r->base_ = static_cast<const char*>(m);
         r->end_ = r->mapping_bytes_;
+        r->slide_mapping(0);
         return r;
       }
     }
@@ -222,9 +224,35 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
   return r;
 }
 
+// A mapped file's pages are faulted in and let go in windows of this many bytes.
+constexpr size_t kMapWindow = size_t{32} << 20;
+
+void TFRecordReader::slide_mapping(size_t upto) {
+  // The file's pages are faulted in a window ahead of the reader (MADV_POPULATE_READ, where the
+  // kernel has it: the speed MAP_POPULATE gave without mapping the whole file at once) and let go
+  // a window behind it, so a mapped file holds about two windows resident whatever its size.
+  char* const base = static_cast<char*>(mapping_);
+  if (pos_ >= released_ + 2 * kMapWindow) {
+    const size_t behind = (pos_ - kMapWindow) & ~(kMapWindow - 1);
+    madvise(base + released_, behind - released_, MADV_DONTNEED);
+    released_ = behind;
+  }
+  const size_t wanted = std::min(mapping_bytes_, std::max(upto, pos_ + kMapWindow));
+  if (wanted > populated_) {
+    const size_t to = std::min(mapping_bytes_, std::max(wanted, populated_ + kMapWindow));
+    const size_t from = populated_ & ~(size_t{4095});
+    madvise(base + from, to - from, MADV_POPULATE_READ);
+    populated_ = to;
+  }
+}
+
 absl::StatusOr<bool> TFRecordReader::fill(size_t n) {
+  if (mapping_ != nullptr) {
+    // The whole file is there: only its window moves.
+    if (pos_ + n > populated_ || pos_ >= released_ + 2 * kMapWindow) slide_mapping(pos_ + n);
+    return end_ - pos_ >= n;
+  }
   if (end_ - pos_ >= n) return true;
-  if (mapping_ != nullptr) return false;  // the whole file is already there
   // Move the unread tail (less than one record) to the front, grow only for a record larger
   // than the buffer, and read straight into the free space: no zero-filling, no second copy.
   if (pos_ > 0) {

@@ -78,6 +78,9 @@ class TFRecordReader {
   absl::StatusOr<bool> lands_on_record(uint64_t n);
   // skip_corrupt, at a record the stream ends inside: counts it skipped and passes the rest.
   void skip_to_end();
+  // A mapped file: faults in its pages up to `upto` and a window past the reader, and lets go of
+  // those more than a window behind it.
+  void slide_mapping(size_t upto);
 
   std::string path_;
   ReaderOptions options_;
@@ -86,6 +89,8 @@ class TFRecordReader {
   std::vector<char> buffer_;
   void* mapping_ = nullptr;  // the whole file, when mapped; buffer_ stays empty
   size_t mapping_bytes_ = 0;
+  size_t populated_ = 0;        // mapped pages faulted in below this byte
+  size_t released_ = 0;         // and let go below this one
   const char* base_ = nullptr;  // buffer_.data() or mapping_
   size_t pos_ = 0;              // unread bytes are base_[pos_, end_)
   size_t end_ = 0;

@@ -251,19 +251,53 @@ class GemmEmission {
   GemmPlan plan_;
 };
 
+// The tiles a tiling makes of a GEMM.
+uint64_t tile_count(GemmTiling t, GemmShape shape) {
+  const auto parts = [](uint64_t whole, uint64_t part) { return (whole + part - 1) / part; };
+  return parts(shape.m, t.tm) * parts(shape.k, t.tk) * parts(shape.n, t.tn);
+}
+
+// A tiling given by the caller (tpusim matmul --tiles) makes a program of instructions for each
+// of its tiles, about 2 kB of host memory each: 1x1x1 tiles of a 128^3 GEMM were 2^21 tiles, 3.2
+// GB and 20 s before the first cycle. Refused past 65,536 tiles (about 130 MB, under a second)
+// unless the compiler's own tiling makes as many, so a GEMM the compiler would run is never
+// refused.
+absl::Status check_given_tile_count(const config::ChipSpec& chip, GemmShape shape,
+                                    isa::Precision precision, const GemmLayout& layout,
+                                    GemmTiling given, uint32_t streaming) {
+  constexpr uint64_t kMaxGivenTiles = 65536;
+  const uint64_t tiles = tile_count(given, shape);
+  if (tiles <= kMaxGivenTiles) return absl::OkStatus();
+  auto chosen =
+      choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming, layout.transposes);
+  if (chosen.ok() && tiles <= tile_count(*chosen, shape)) return absl::OkStatus();
+  return absl::InvalidArgumentError(str_cat(
+      "tiles ", given.tm, "x", given.tk, "x", given.tn, " make ", tiles, " tiles of the ", shape.m,
+      "x", shape.k, "x", shape.n, " GEMM, past the bound of ", kMaxGivenTiles,
+      " a given tiling may make (a program's instructions for each: about 2 kB of host memory a "
+      "tile)",
+      chosen.ok() ? str_cat("; the compiler's tiles ", chosen->tm, "x", chosen->tk, "x", chosen->tn,
+                            " make ", tile_count(*chosen, shape))
+                  : std::string()));
+}
+
 }  // namespace
 
 absl::StatusOr<GemmPlan> emit_gemm(const config::ChipSpec& chip, GemmShape shape,
                                    isa::Precision precision, const GemmLayout& layout,
                                    GemmContext& ctx) {
+  const uint32_t streaming = ctx.streaming_cores ? ctx.streaming_cores : chip.tensor_cores;
   if (ctx.tiling) {
     if (auto s = check_gemm_tiling(chip, shape, layout.input_dtype, *ctx.tiling, layout.transposes);
+        !s.ok())
+      return s;
+    if (auto s = check_given_tile_count(chip, shape, precision, layout,
+                                        tiling_within(*ctx.tiling, shape), streaming);
         !s.ok())
       return s;
     return GemmEmission(chip.core, shape, precision, layout, ctx, tiling_within(*ctx.tiling, shape))
         .emit();
   }
-  const uint32_t streaming = ctx.streaming_cores ? ctx.streaming_cores : chip.tensor_cores;
   auto tiling =
       choose_gemm_tiling(chip, shape, layout.input_dtype, precision, streaming, layout.transposes);
   if (!tiling.ok()) return tiling.status();

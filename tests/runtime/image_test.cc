@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 namespace tpusim::runtime::data {
 namespace image_test {
@@ -115,6 +116,38 @@ TEST(Image, AJpegClaimingAHugeSizeIsRefusedBeforeAllocating) {
   ASSERT_FALSE(decoded.ok());
   EXPECT_THAT(decoded.status().message(),
               HasSubstr("decode_jpeg: a 65500x65500 image is over the limit of 268435456 pixels"));
+}
+
+// The same edit to claim 16384 x 16384, at kMaxJpegPixels: the header is allowed, and the scan of
+// one 8 x 8 block runs out in the first row. The decode stops there, refused as corrupt, and
+// holds none of the 268 MB image it would have filled: it used to zero the image, decode every
+// row of it from no data, and only then report the truncation.
+TEST(Image, ATruncatedJpegAtTheSizeLimitStopsWithoutHoldingItsImage) {
+  Image grey;
+  grey.height = 8;
+  grey.width = 8;
+  grey.channels = 1;
+  grey.pixels.assign(64, 100);
+  auto jpeg = encode_jpeg(grey, 90);
+  ASSERT_TRUE(jpeg.ok()) << jpeg.status();
+  const size_t sof = jpeg->find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  std::string huge = *jpeg;
+  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: big-endian 16384
+    huge[at] = static_cast<char>(0x40);
+    huge[at + 1] = static_cast<char>(0x00);
+  }
+  rusage before{};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &before), 0);
+  auto decoded = decode_jpeg(huge);
+  rusage after{};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &after), 0);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("decode_jpeg: corrupt JPEG (" + std::to_string(huge.size()) +
+                        " bytes, 16384x16384)"));
+  // Peak resident set, in KiB: the image alone would be 262,144 KiB.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 32 * 1024);
 }
 
 TEST(Image, JpegRoundTripsAndRejectsCorruption) {

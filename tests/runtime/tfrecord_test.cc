@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "runtime/data/crc32c.h"
 #include "runtime/data/example.pb.h"
@@ -55,6 +56,51 @@ absl::StatusOr<std::vector<std::string>> read_all(const std::string& path,
     out.push_back(rec);
   }
   return out;
+}
+
+// 32 records of 16 MiB of zeros, written sparse (each record's header and data checksum, the
+// data a hole), read through the mapping: the reader holds a window of the file at a time, not
+// the 512 MiB it maps. It mapped the file with MAP_POPULATE, so `data inspect` on a 3 GB file
+// held 3.16 GB resident.
+TEST(TFRecord, AMappedFileIsHeldAWindowAtATime) {
+  TempDir dir;
+  const std::string path = (dir.path() / "sparse.tfrecord").string();
+  constexpr uint64_t kRecord = uint64_t{16} << 20;
+  constexpr int kRecords = 32;
+  std::string header(12, '\0'), trailer(4, '\0');
+  {
+    const std::string zeros(kRecord, '\0');
+    const std::string framed = frame_record(zeros);
+    header = framed.substr(0, 12);
+    trailer = framed.substr(12 + kRecord);
+  }
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < kRecords; ++i) {
+      out << header;
+      out.seekp(static_cast<std::streamoff>(kRecord), std::ios::cur);
+      out << trailer;
+    }
+  }
+  rusage before{};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &before), 0);
+  auto reader = TFRecordReader::open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::string record;
+  int read = 0;
+  for (;;) {
+    auto more = (*reader)->next(&record);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    ASSERT_EQ(record.size(), kRecord);
+    ++read;
+  }
+  rusage after{};
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &after), 0);
+  EXPECT_EQ(read, kRecords);
+  // Peak resident set, in KiB: the file is 524,288 KiB; the reader's windows and a record's copy
+  // are under 160 MiB.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 160 * 1024);
 }
 
 TEST(TFRecord, FramesARecordExactlyAsTensorFlowDoes) {

@@ -63,6 +63,20 @@ TEST(CliMatmulTiles, TilesThatCannotRunAreRefusedSayingWhy) {
   }
 }
 
+// 1x1x1 tiles of a 128-cube GEMM are 2^21 tiles: a program of instructions for each took 3.2 GB
+// and 20 s before its first cycle. Refused before anything is built; 4x4x4 (32,768 tiles) runs.
+TEST(CliMatmulTiles, TilesPastTheBoundAreRefusedBeforeTheProgramIsBuilt) {
+  auto r = run_tpusim(
+      {"matmul", "--m", "128", "--k", "128", "--n", "128", "--timing-only", "--tiles", "1x1x1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tiles 1x1x1 make 2097152 tiles of the 128x128x128 GEMM, past the "
+                               "bound of 65536 a given tiling may make"));
+  EXPECT_THAT(r.err, HasSubstr("the compiler's tiles 128x128x128 make 1"));
+  r = run_tpusim(
+      {"matmul", "--m", "128", "--k", "128", "--n", "128", "--timing-only", "--tiles", "4x4x4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // Tiles that do not divide the GEMM compute the same product.
 TEST(CliMatmulTiles, OddTilesComputeTheSameProduct) {
   const auto r = run_tpusim(
