@@ -96,24 +96,32 @@ TEST(Image, DecodeRawChecksTheSize) {
               HasSubstr("3 bytes cannot be a 2x2x1 image"));
 }
 
-// A JPEG's frame header (SOF0: FF C0, length, precision, height, width) edited to claim
-// 65500 x 65500: decode_jpeg allocated the 12.9 GB image before reading a scan of a few hundred
-// bytes. Past kMaxJpegPixels it is refused before anything is allocated.
-TEST(Image, AJpegClaimingAHugeSizeIsRefusedBeforeAllocating) {
+// An 8 x 8 grey JPEG whose frame header (SOF0: FF C0, length, precision, height, width) is edited
+// to claim `side` x `side`; empty if the encoder wrote no SOF0.
+std::string grey_jpeg_claiming(uint16_t side) {
   Image grey;
   grey.height = 8;
   grey.width = 8;
   grey.channels = 1;
   grey.pixels.assign(64, 100);
   auto jpeg = encode_jpeg(grey, 90);
-  ASSERT_TRUE(jpeg.ok()) << jpeg.status();
+  if (!jpeg.ok()) return "";
   const size_t sof = jpeg->find("\xff\xc0");
-  ASSERT_NE(sof, std::string::npos);
-  std::string huge = *jpeg;
-  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: big-endian 65500
-    huge[at] = static_cast<char>(0xff);
-    huge[at + 1] = static_cast<char>(0xdc);
+  if (sof == std::string::npos) return "";
+  std::string edited = *jpeg;
+  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: big-endian
+    edited[at] = static_cast<char>(side >> 8);
+    edited[at + 1] = static_cast<char>(side & 0xff);
   }
+  return edited;
+}
+
+// A JPEG's frame header edited to claim
+// 65500 x 65500: decode_jpeg allocated the 12.9 GB image before reading a scan of a few hundred
+// bytes. Past kMaxJpegPixels it is refused before anything is allocated.
+TEST(Image, AJpegClaimingAHugeSizeIsRefusedBeforeAllocating) {
+  const std::string huge = grey_jpeg_claiming(65500);
+  ASSERT_FALSE(huge.empty());
   auto decoded = decode_jpeg(huge);
   ASSERT_FALSE(decoded.ok());
   EXPECT_THAT(decoded.status().message(),
@@ -125,20 +133,8 @@ TEST(Image, AJpegClaimingAHugeSizeIsRefusedBeforeAllocating) {
 // holds none of the 268 MB image it would have filled: it used to zero the image, decode every
 // row of it from no data, and only then report the truncation.
 TEST(Image, ATruncatedJpegAtTheSizeLimitStopsWithoutHoldingItsImage) {
-  Image grey;
-  grey.height = 8;
-  grey.width = 8;
-  grey.channels = 1;
-  grey.pixels.assign(64, 100);
-  auto jpeg = encode_jpeg(grey, 90);
-  ASSERT_TRUE(jpeg.ok()) << jpeg.status();
-  const size_t sof = jpeg->find("\xff\xc0");
-  ASSERT_NE(sof, std::string::npos);
-  std::string huge = *jpeg;
-  for (size_t at : {sof + 5, sof + 7}) {  // height, then width: big-endian 16384
-    huge[at] = static_cast<char>(0x40);
-    huge[at + 1] = static_cast<char>(0x00);
-  }
+  const std::string huge = grey_jpeg_claiming(16384);
+  ASSERT_FALSE(huge.empty());
   rusage before{};
   ASSERT_EQ(getrusage(RUSAGE_SELF, &before), 0);
   auto decoded = decode_jpeg(huge);
