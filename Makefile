@@ -16,7 +16,7 @@ APT_PACKAGES := build-essential cmake ninja-build pkg-config ccache git \
   libturbojpeg0-dev libonnx-dev \
   libgtest-dev libgmock-dev libbenchmark-dev \
   dataset-fashion-mnist python3-venv gnuplot-nox clang libclang-rt-dev libomp-dev \
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev chromium
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 GENERATOR := $(shell command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")

@@ -231,16 +231,18 @@ absl::StatusOr<std::pair<std::string, HostTensor>> read_variable(const std::stri
       return absl::DataLossError(
           str_cat(where, " ('", r.name(), "') has unknown dtype ", static_cast<int>(r.dtype())));
   }
-  // The elements, counted against the data so no claimed shape can overflow or allocate.
+  // The elements, counted against the data so no claimed shape can overflow or allocate: every
+  // partial product stays within the elements the data holds (a shape with a 0 holds none).
   const uint64_t elements_held = r.data().size() / 4;
-  uint64_t elements = 1;
+  const bool empty = std::find(r.shape().begin(), r.shape().end(), 0) != r.shape().end();
+  uint64_t elements = empty ? 0 : 1;
   for (int64_t d : r.shape()) {
-    if (d < 0 || (d > 0 && elements > elements_held / static_cast<uint64_t>(d) + 1)) {
+    if (d < 0 || (!empty && elements > elements_held / static_cast<uint64_t>(d))) {
       return absl::DataLossError(str_cat(where, " ('", r.name(), "') has shape [",
                                          str_join(r.shape(), ", "), "], which its ",
                                          r.data().size(), " bytes do not hold"));
     }
-    elements *= static_cast<uint64_t>(d);
+    if (!empty) elements *= static_cast<uint64_t>(d);
   }
   t.shape = runtime::Shape(std::vector<int64_t>(r.shape().begin(), r.shape().end()));
   const uint64_t bytes = elements * 4;

@@ -115,11 +115,14 @@ absl::StatusOr<LoadedModel> load_saved_model(const std::string& dir) {
     }();
     if (id < 0) return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is no infeed"));
     const runtime::Shape& fed = out.graph.node(id).shape;
-    if (spec.shape != fed || fed.rank() < 1 || fed.dim(0) != m.batch_size()) {
+    if (spec.shape != fed) {
       return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is ", spec.shape.str(),
-                                         " in the signature, ", fed.str(),
-                                         " in the graph, for a "
-                                         "batch of ",
+                                         " in the signature, ", fed.str(), " in the graph"));
+    }
+    if (fed.rank() < 1 || fed.dim(0) != m.batch_size()) {
+      return absl::DataLossError(str_cat(path, ": input '", i.name(), "' is ", fed.str(),
+                                         ", whose first dimension is not the saved model's "
+                                         "batch_size, ",
                                          m.batch_size()));
     }
     spec.dtype = out.graph.node(id).dtype;

@@ -230,7 +230,10 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
 absl::StatusOr<std::unique_ptr<RecordingSink>> read_trace(const std::string& path) {
   if (is_xspace_path(path)) return read_xspace(path);
   auto format = trace_format_of(path);
-  if (!format.ok()) return format.status();
+  if (!format.ok()) {
+    return absl::InvalidArgumentError(
+        str_cat(format.status().message(), ", or .xplane.pb (an XProf profile) to read"));
+  }
   auto bytes = slurp(path);
   if (!bytes.ok()) return bytes.status();
   auto out = std::make_unique<RecordingSink>();

@@ -177,6 +177,15 @@ std::string xla_category(const std::string& kind) {
   static const std::map<std::string, std::string, std::less<>> kCategories = {
       {"matmul", "convolution"},  // XLA lowers a TPU matmul to a convolution
       {"fused", "loop fusion"},   // elementwise nodes computed together
+      // The compiler's convolution fusions: a convolution (or its gradient) with the
+      // elementwise producers and consumers it computes tile by tile, XLA's TPU convolution
+      // fusion.
+      {"conv2d", "convolution fusion"},
+      {"conv2d_backprop_input", "convolution fusion"},
+      {"conv2d_backprop_filter", "convolution fusion"},
+      {"max_pool", "reduce-window"},            // XLA's max pool
+      {"max_pool_grad", "select-and-scatter"},  // and its gradient
+      {"outfeed", "outfeed"},
       {"cross_replica_sum", "all-reduce"},
       {"infeed", "infeed"},
       {"reduce_sum", "reduce"},

@@ -2,56 +2,24 @@
 
 #include <charconv>
 #include <map>
+#include <optional>
 
-#include "common/input_file.h"
 #include "common/strings.h"
 #include "traces/analysis_events.h"
 #include "traces/xplane.pb.h"
+#include "traces/xspace_events.h"
+#include "traces/xspace_ops.h"
 
 namespace tpusim::traces {
 namespace {
 
-constexpr std::string_view kDevicePrefix = "/device:TPU:";
-constexpr std::string_view kHostPlane = "/host:CPU";
 constexpr std::string_view kThreadInfix = " thread ";
-// The latest time a profile's event may end: 10^15 ps, 1,000 s (a trace's bound, in ps).
-constexpr int64_t kMaxProfilePs = 1'000'000'000'000'000;
-
-// An event's [start, end) in ps from the profile's start, or an error naming it.
-absl::StatusOr<std::pair<TimePs, TimePs>> span_of(const xprof::XLine& line, const xprof::XEvent& e,
-                                                  const std::string& where) {
-  const int64_t line_ps = line.timestamp_ns() * 1000;
-  if (line.timestamp_ns() < 0 || line.timestamp_ns() > kMaxProfilePs / 1000 || e.offset_ps() < 0 ||
-      e.duration_ps() < 0 || e.offset_ps() > kMaxProfilePs || e.duration_ps() > kMaxProfilePs ||
-      line_ps + e.offset_ps() + e.duration_ps() > kMaxProfilePs) {
-    return absl::InvalidArgumentError(
-        str_cat(where, ": an event at ", e.offset_ps(), " ps for ", e.duration_ps(),
-                " ps on a line at ", line.timestamp_ns(), " ns is not within [0, 10^15] ps"));
-  }
-  const TimePs start = line_ps + e.offset_ps();
-  return std::pair<TimePs, TimePs>{start, start + e.duration_ps()};
-}
-
-// The metadata an event names, or an error naming the event.
-absl::StatusOr<const xprof::XEventMetadata*> metadata_of(const xprof::XPlane& plane,
-                                                         const xprof::XEvent& e,
-                                                         const std::string& where) {
-  auto it = plane.event_metadata().find(e.metadata_id());
-  if (it == plane.event_metadata().end()) {
-    return absl::InvalidArgumentError(
-        str_cat(where, ": an event names metadata ", e.metadata_id(), ", which the plane lacks"));
-  }
-  return &it->second;
-}
 
 // The metadata's string stat `name` ("" when it has none).
 std::string str_stat(const xprof::XPlane& plane, const xprof::XEventMetadata& m,
-                     std::string_view name) {
-  for (const xprof::XStat& s : m.stats()) {
-    auto it = plane.stat_metadata().find(s.metadata_id());
-    if (it != plane.stat_metadata().end() && it->second.name() == name) return s.str_value();
-  }
-  return "";
+                     const std::string& name) {
+  const xprof::XStat* s = find_stat(plane, m.stats(), name);
+  return s == nullptr ? std::string() : stat_string(plane, *s).value_or("");
 }
 
 absl::Status read_device_plane(const xprof::XPlane& plane, int core, const std::string& where,
@@ -60,30 +28,15 @@ absl::Status read_device_plane(const xprof::XPlane& plane, int core, const std::
       out->declare_track({TrackInfo::Kind::kUnit, core, 0, std::string(kStepsTrack), "", 0});
   const TrackId infeed =
       out->declare_track({TrackInfo::Kind::kUnit, core, 0, std::string(kInfeedTrack), "", 0});
-  for (const xprof::XLine& line : plane.lines()) {
-    const bool is_steps = line.name() == "Steps", is_ops = line.name() == "XLA Ops";
-    if (!is_steps && !is_ops) continue;
-    const std::string at = str_cat(where, ", line '", line.name(), "'");
-    for (const xprof::XEvent& e : line.events()) {
-      auto m = metadata_of(plane, e, at);
-      if (!m.ok()) return m.status();
-      auto span = span_of(line, e, at);
-      if (!span.ok()) return span.status();
-      if (is_steps) {
-        int64_t step = 0;
-        const std::string& name = (*m)->name();
-        const auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), step);
-        if (ec != std::errc() || ptr != name.data() + name.size() || step < 0) {
-          return absl::InvalidArgumentError(
-              str_cat(at, ": a step named '", name, "', not a step number"));
-        }
-        out->slice(steps, str_cat("step ", step), span->first, span->second);
-      } else if (str_stat(plane, **m, "hlo_category") == "infeed") {
-        out->slice(infeed, kInfeedWait, span->first, span->second);
-      }
-    }
-  }
-  return absl::OkStatus();
+  return visit_device_events(plane, where,
+                             {[&](int64_t step, std::pair<TimePs, TimePs> span) {
+                                out->slice(steps, str_cat("step ", step), span.first, span.second);
+                              },
+                              [&](const xprof::XEventMetadata& op, std::pair<TimePs, TimePs> span) {
+                                if (str_stat(plane, op, "hlo_category") == "infeed") {
+                                  out->slice(infeed, kInfeedWait, span.first, span.second);
+                                }
+                              }});
 }
 
 absl::Status read_host_plane(const xprof::XPlane& plane, const std::string& where,
@@ -104,13 +57,38 @@ absl::Status read_host_plane(const xprof::XPlane& plane, const std::string& wher
     for (const xprof::XLine* line : lines) {
       const std::string at = str_cat(where, ", line '", line->name(), "'");
       for (const xprof::XEvent& e : line->events()) {
-        auto span = span_of(*line, e, at);
+        auto span = event_span(*line, e, at);
         if (!span.ok()) return span.status();
         out->slice(track, "batch", span->first, span->second);
       }
     }
   }
   return absl::OkStatus();
+}
+
+// A host-only profile (XLA on the CPU): the host plane's events with a step_num stat (as
+// StepTraceAnnotation writes them) as core 0's steps. Returns how many it read.
+absl::StatusOr<int64_t> read_host_steps(const xprof::XPlane& plane, const std::string& where,
+                                        RecordingSink* out) {
+  const TrackId steps =
+      out->declare_track({TrackInfo::Kind::kUnit, 0, 0, std::string(kStepsTrack), "", 0});
+  int64_t read = 0;
+  for (const xprof::XLine& line : plane.lines()) {
+    const std::string at = str_cat(where, ", line '", line.name(), "'");
+    for (const xprof::XEvent& e : line.events()) {
+      const xprof::XStat* stat = find_stat(plane, e.stats(), "step_num");
+      if (stat == nullptr) continue;
+      const std::optional<int64_t> step = stat_int(*stat);
+      if (!step || *step < 0) {
+        return absl::InvalidArgumentError(str_cat(at, ": a step_num that is no step number"));
+      }
+      auto span = event_span(line, e, at);
+      if (!span.ok()) return span.status();
+      out->slice(steps, str_cat("step ", *step), span->first, span->second);
+      ++read;
+    }
+  }
+  return read;
 }
 
 }  // namespace
@@ -122,21 +100,19 @@ bool is_xspace_path(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<RecordingSink>> read_xspace(const std::string& path) {
-  auto bytes = read_input_file(path, "profile", UINT64_MAX);
-  if (!bytes.ok()) return bytes.status();
-  xprof::XSpace space;
-  if (!space.ParseFromString(*bytes)) {
-    return absl::InvalidArgumentError(
-        str_cat(path, ": not an XSpace (XProf's profile message does not parse)"));
-  }
+  auto parsed = parse_xspace_file(path);
+  if (!parsed.ok()) return parsed.status();
+  const xprof::XSpace& space = *parsed;
   auto out = std::make_unique<RecordingSink>();
   out->keep_only_analysis_events();
   int devices = 0;
+  const xprof::XPlane* host = nullptr;
+  std::string host_where;
   for (int p = 0; p < space.planes_size(); ++p) {
     const xprof::XPlane& plane = space.planes(p);
     const std::string where = str_cat(path, ": plane ", p, " '", plane.name(), "'");
-    if (plane.name().rfind(kDevicePrefix, 0) == 0) {
-      const std::string number = plane.name().substr(kDevicePrefix.size());
+    if (plane.name().rfind(kTpuPlanePrefix, 0) == 0) {
+      const std::string number = plane.name().substr(kTpuPlanePrefix.size());
       int core = 0;
       const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), core);
       if (ec != std::errc() || ptr != number.data() + number.size() || core < 0 || core > 1 << 20) {
@@ -144,13 +120,24 @@ absl::StatusOr<std::unique_ptr<RecordingSink>> read_xspace(const std::string& pa
       }
       if (auto s = read_device_plane(plane, core, where, out.get()); !s.ok()) return s;
       ++devices;
-    } else if (plane.name() == kHostPlane) {
+    } else if (plane.name() == kHostPlaneName) {
       if (auto s = read_host_plane(plane, where, out.get()); !s.ok()) return s;
+      host = &plane;
+      host_where = where;
     }
   }
-  if (devices == 0) {
+  if (devices > 0) return out;
+  int64_t host_steps = 0;
+  if (host != nullptr) {
+    auto steps = read_host_steps(*host, host_where, out.get());
+    if (!steps.ok()) return steps.status();
+    host_steps = *steps;
+  }
+  if (host_steps == 0) {
     return absl::InvalidArgumentError(
-        str_cat(path, ": no /device:TPU:N plane; the step analysis needs a TPU's steps"));
+        str_cat(path,
+                ": no /device:TPU:N plane and no host event with a step_num stat; the step "
+                "analysis needs a device's steps"));
   }
   return out;
 }

@@ -8,7 +8,9 @@
 //     core's waits for input (a TPU's infeed op blocks until its batch arrives; XProf counts its
 //     time as waiting for input, as the analyzer counts an infeed wait);
 //   - the `/host:CPU` plane's lines named "STAGE thread N" (tpusim's host stages) as host stage
-//     STAGE on as many threads as it has lines, each event a batch.
+//     STAGE on as many threads as it has lines, each event a batch;
+//   - in a profile with no TPU plane (XLA on the CPU, as JAX's profiler writes one), the host
+//     plane's events with a `step_num` stat (StepTraceAnnotation's) as core 0's steps.
 // The host's loop round trips are not in a profile, so none is counted. Errors name the file,
 // the plane and the line or event that is wrong (an event whose metadata id names no metadata,
 // a time past 10^15 ps); a plane of no kind it knows is passed over.

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "common/strings.h"
@@ -110,6 +111,10 @@ absl::StatusOr<ValidationResult> run_validation_case(
     const SliceEdits& edits) {
   if (std::string pending = validation_case_pending(c); !pending.empty())
     return absl::FailedPreconditionError(str_cat(c.name, ": ", pending));
+  if (steps < 1 || steps > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(str_cat(
+        c.name, ": ", steps, " steps is no loop (1 to 4294967295 steps: iterations_per_loop)"));
+  }
   auto slice = config::load_slice(c.slice);
   if (!slice.ok()) return slice.status();
   estimator::RunConfig config;
@@ -132,7 +137,7 @@ absl::StatusOr<ValidationResult> run_validation_case(
     slice = std::move(edited);
   }
   config.tpu_config.num_shards = (*slice)->cores;
-  config.tpu_config.iterations_per_loop = steps;
+  config.tpu_config.iterations_per_loop = static_cast<uint32_t>(steps);
   config.save_checkpoints_steps = steps;
   sim.timing_only = true;
   sim.fold_replicas = (*slice)->hosts > 1;

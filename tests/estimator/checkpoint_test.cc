@@ -158,6 +158,13 @@ TEST(Checkpoint, HostileContentsAreRefusedByName) {
               HasSubstr("('huge') has shape [1000000, 1000000], which its 4 bytes do not hold"));
   write_raw(p, 1, 1, {raw_variable("neg", VariableRecord::F32, {-2, -2}, 16)});
   EXPECT_THAT(load_error(p), HasSubstr("('neg') has shape [-2, -2]"));
+  // 4 x (2^62 + 2) wraps to the record's 8 bytes: the count is held to the data before it wraps
+  // (the fourth probe's shape, which reached an allocation of 2^62 floats).
+  write_raw(p, 1, 1, {raw_variable("wraps", VariableRecord::F32, {(int64_t{1} << 62) + 2}, 8)});
+  EXPECT_THAT(load_error(p), HasSubstr("('wraps') has shape [4611686018427387906], which its 8 "
+                                       "bytes do not hold"));
+  write_raw(p, 1, 1, {raw_variable("empty", VariableRecord::F32, {1 << 30, 0}, 0)});
+  EXPECT_EQ(load_error(p), "loaded");  // no elements, whatever its other dimensions
   write_raw(p, 1, 1, {a});
   ASSERT_EQ(load_error(p), "loaded");
   std::ofstream(p, std::ios::binary | std::ios::app) << std::string(20, 'x');

@@ -76,17 +76,23 @@ def check_input_pipeline(path, analysis):
     print("input_pipeline_analyzer: slowest", names[0], "(tpusim:", slowest + "): ok")
 
 
-def check_op_profile(path, report):
+def op_metrics(path, metric):
+    """XProf's op profile: each XLA op's `metric` ("rawFlops", "rawTime"), by name."""
     profile = json.loads(tool(path, "op_profile"))
-    xprof_flops = {}
+    ops = {}
 
     def walk(node):
         if "xla" in node:
-            xprof_flops[node["name"]] = node["metrics"].get("rawFlops", 0)
+            ops[node["name"]] = node["metrics"].get(metric, 0)
         for child in node.get("children", []):
             walk(child)
 
     walk(profile["byProgram"])
+    return ops
+
+
+def check_op_profile(path, report):
+    xprof_flops = op_metrics(path, "rawFlops")
     top = sorted((op for op in report["ops"] if op["flops"] > 0), key=lambda op: -op["flops"])[:5]
     for op in top:
         want = op["flops"] * CHIPS * STEPS

@@ -3,12 +3,15 @@
 // and per step, the input-bound classification, the slowest host stage with what-if figures,
 // and advice.
 #include <iostream>
+#include <optional>
 
 #include "tools/tpusim/command.h"
 #include "tools/tpusim/commands.h"
 #include "tools/tpusim/shared_flags.h"
 #include "traces/analyzer.h"
 #include "traces/trace_reader.h"
+#include "traces/xspace_ops.h"
+#include "traces/xspace_reader.h"
 
 namespace tpusim::cli {
 
@@ -16,7 +19,9 @@ int run_analyze(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description options("options");
   options.add_options()("trace", po::value<std::string>(),
-                        "the trace (.pftrace or .json) or XProf profile (.xplane.pb)");
+                        "the trace (.pftrace or .json) or XProf profile (.xplane.pb)")(
+      "ops", po::value<int>()->default_value(10),
+      "a profile's costliest ops listed (0: all of them)");
   add_json_flag(options);
   po::positional_options_description positional;
   positional.add("trace", 1);
@@ -26,7 +31,10 @@ int run_analyze(const std::vector<std::string>& args) {
       "waiting for peers, idle), the step time being the slowest core's; whether the run is\n"
       "input-bound, the slowest host pipeline stage and the step time with 2x and 4x its\n"
       "threads; advice. TRACE is a file `tpusim train --trace` wrote, or an XProf profile\n"
-      "(FILE.xplane.pb: `train --profile` writes one; its host round trips are not in it).\n";
+      "(FILE.xplane.pb: `train --profile` writes one; its host round trips are not in it). A\n"
+      "profile's ops are listed too, costliest first: each one's self time a step on one\n"
+      "device, as XProf's op profile ranks them. A profile of XLA on the CPU (JAX's profiler)\n"
+      "is read too: its StepTraceAnnotation steps and the XLA ops run in them.\n";
   po::variables_map vm;
   if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
   if (vm.count("trace") == 0) return usage_error("which trace? (TRACE is required)", usage);
@@ -35,10 +43,20 @@ int run_analyze(const std::vector<std::string>& args) {
   if (!trace.ok()) return failure(std::string(trace.status().message()));
   auto analysis = traces::analyze(**trace);
   if (!analysis.ok()) return failure(path + ": " + std::string(analysis.status().message()));
+  const int top = vm["ops"].as<int>();  // parse_args refuses a negative count
+  std::optional<traces::OpProfile> ops;
+  if (traces::is_xspace_path(path)) {
+    auto read = traces::read_op_profile(path);
+    if (!read.ok()) return failure(std::string(read.status().message()));
+    ops = std::move(*read);
+  }
   if (vm["json"].as<bool>()) {
-    std::cout << json_text(analysis->to_json()) << "\n";
+    nlohmann::ordered_json out = analysis->to_json();
+    if (ops) out["ops"] = ops->to_json()["ops"];
+    std::cout << json_text(out) << "\n";
   } else {
     std::cout << analysis->to_text();
+    if (ops) std::cout << ops->ops_text(static_cast<size_t>(top));
   }
   return kOk;
 }

@@ -435,10 +435,9 @@ int run_compare(const std::vector<std::string>& args) {
     print_comparison(job, flags, runs, verdicts, drift);
   }
   if (vm.count("report") > 0) {
-    const std::string path = vm["report"].as<std::string>();
-    std::ofstream file(path);
-    file << json_text(out) << "\n";
-    if (!file) return failure(str_cat("cannot write the report to ", path));
+    const absl::Status written =
+        write_report_file(vm["report"].as<std::string>(), json_text(out) + "\n");
+    if (!written.ok()) return failure(std::string(written.message()));
   }
   return verdicts.ok ? kOk : kFailed;
 }

@@ -1,6 +1,7 @@
 // tpusim evaluate | predict: a zoo model's newest checkpoint in --model-dir, on the Fashion-MNIST
 // test set: metrics (evaluate) or per-example classes and probabilities (predict).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -219,13 +220,26 @@ nlohmann::ordered_json example_values(const runtime::HostTensor& t, size_t k, in
   return n == 1 ? values[0] : values;
 }
 
+// The probability of example `i`'s predicted class `cls` among the `classes` at `row`, or an error
+// naming the example when the class is none of them: the argmax of outputs that are not numbers
+// (a model whose training diverged) names no class, and reading it would read past the row.
+absl::StatusOr<float> class_probability(const float* row, size_t classes, int32_t cls, int64_t i) {
+  if (cls >= 0 && static_cast<size_t>(cls) < classes) return row[cls];
+  const bool nan = std::any_of(row, row + classes, [](float p) { return std::isnan(p); });
+  return absl::InvalidArgumentError(fmt::format(
+      "example {}: the model predicts class {}, outside its {} probabilities{}", i, cls, classes,
+      nan ? " (they are NaN: the model's outputs are not numbers, as after a training run that "
+            "diverged)"
+          : ""));
+}
+
 void print_predictions(const nlohmann::ordered_json& out, bool json) {
   if (json) {
     std::cout << json_text(out) << "\n";
     return;
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    if (!out[i].contains("class")) {  // a user's model's predictions, as they are
+    if (!out[i].contains("probability")) {  // a user's model's predictions, as they are
       std::cout << fmt::format("{:5}  {}\n", i, json_text(out[i], -1));
       continue;
     }
@@ -304,15 +318,9 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
     const runtime::HostTensor& probabilities = o.at("prediction/probabilities");
     const size_t classes = probabilities.f.size() / static_cast<size_t>(batch);
     const int32_t cls = o.at("prediction/class").i[k];
-    if (cls < 0 || static_cast<size_t>(cls) >= classes) {
-      return failure(
-          fmt::format("example {}: the saved model predicts class {}, outside its {} "
-                      "probabilities",
-                      i, cls, classes));
-    }
-    out.push_back({{"class", cls},
-                   {"probability", probabilities.f[k * classes + static_cast<size_t>(cls)]},
-                   {"label", label}});
+    auto probability = class_probability(probabilities.f.data() + k * classes, classes, cls, i);
+    if (!probability.ok()) return failure(std::string(probability.status().message()));
+    out.push_back({{"class", cls}, {"probability", *probability}, {"label", label}});
   }
   print_predictions(out, vm["json"].as<bool>());
   return kOk;
@@ -412,15 +420,17 @@ int run_predict(const std::vector<std::string>& args) {
   if (!predictions.ok()) return failure(std::string(predictions.status().message()));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& p : *predictions) {
-    if (p.count("class") == 0) {  // a regression's output, as it is
+    if (p.count("class") == 0 || p.count("probabilities") == 0) {  // a model's outputs, as they are
       nlohmann::ordered_json example;
       for (const auto& [name, t] : p) example[name] = example_values(t, 0, 1);
       out.push_back(example);
       continue;
     }
     const auto& probs = p.at("probabilities").f;
-    const int32_t cls = p.at("class").i[0];
-    out.push_back({{"class", cls}, {"probability", probs[static_cast<size_t>(cls)]}});
+    auto probability = class_probability(probs.data(), probs.size(), p.at("class").i[0],
+                                         static_cast<int64_t>(out.size()));
+    if (!probability.ok()) return failure(std::string(probability.status().message()));
+    out.push_back({{"class", p.at("class").i[0]}, {"probability", *probability}});
   }
   print_predictions(out, vm["json"].as<bool>());
   return kOk;

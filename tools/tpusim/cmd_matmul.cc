@@ -294,7 +294,8 @@ int run_matmul(const std::vector<std::string>& args) {
   if (vm.count("stats") > 0) {
     std::ofstream stats_file(vm["stats"].as<std::string>());
     stats_file << json_text((*system)->stats().to_json(/*describe=*/true)) << "\n";
-    if (!stats_file) return failure("cannot write statistics to " + vm["stats"].as<std::string>());
+    if (!stats_file.flush())  // flushed before it is checked: a full disk shows only then
+      return failure("cannot write statistics to " + vm["stats"].as<std::string>());
   }
   nlohmann::ordered_json out = matmul_report(job, plan, *run, report, host_seconds);
   if (!job.timing_only) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
+#include "common/input_file.h"
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "tools/studies/point_farm.h"
@@ -46,6 +47,9 @@ using studies::sweep_fingerprint;
 using studies::sweep_json;
 using studies::SweepRow;
 namespace {
+
+// A point's report is a run's JSON report: kilobytes, megabytes with every op of a large model.
+constexpr uint64_t kMaxReportBytes = 256ull << 20;
 
 namespace fs = std::filesystem;
 
@@ -124,18 +128,30 @@ class Sweep {
         : row.failure != "" ? str_cat("FAILED, ", row.failure)
                             : str_cat("FAILED, exit ", row.exit_code, "; see ", row.log),
         row.seconds, row.rank > 0 ? str_cat(", rank ", row.rank) : "");
-    if (std::chrono::steady_clock::now() - last_write_ > std::chrono::seconds(2)) write_tables();
+    if (std::chrono::steady_clock::now() - last_write_ > std::chrono::seconds(2)) {
+      // A table that cannot be written now is said at the end, when the last write fails too.
+      (void)write_tables();
+    }
   }
 
   // sweep.csv and sweep.json of the points that have ended; `study` (how the sweep ran) goes
   // into the JSON when given.
-  void write_tables(const nlohmann::ordered_json& study = nullptr) {
+  // Errors name the table that could not be written (a folder where it goes, a full disk).
+  absl::Status write_tables(const nlohmann::ordered_json& study = nullptr) {
     const std::vector<SweepRow> ended = ended_rows(rows_);
-    std::ofstream(dir_ / "sweep.csv") << sweep_csv(f_.axes, ended);
     nlohmann::ordered_json j = sweep_json(f_.axes, ended, f_.metric);
     if (!study.is_null()) j["study"] = study;
-    std::ofstream(dir_ / "sweep.json") << json_text(j) << "\n";
     last_write_ = std::chrono::steady_clock::now();
+    for (const auto& [name, text] :
+         {std::pair<std::string, std::string>{"sweep.csv", sweep_csv(f_.axes, ended)},
+          {"sweep.json", json_text(j) + "\n"}}) {
+      const fs::path path = dir_ / name;
+      std::ofstream out(path);
+      if (!(out << text) || !out.flush()) {
+        return absl::FailedPreconditionError(str_cat("cannot write ", path.string()));
+      }
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -146,8 +162,19 @@ class Sweep {
     row.rank = o.rank;
     row.seconds = o.seconds;
     row.failure = o.failure;
-    std::ifstream in(dir_ / "reports" / (row.point.id + ".json"));
-    auto report = nlohmann::ordered_json::parse(in, nullptr, false);
+    // A point that failed may have no report; one that is there but no file is said, and its
+    // row keeps no figures.
+    const fs::path path = dir_ / "reports" / (row.point.id + ".json");
+    std::error_code ec;
+    nlohmann::ordered_json report;
+    if (fs::symlink_status(path, ec).type() != fs::file_type::not_found) {
+      auto text = read_input_file(path.string(), "point report", kMaxReportBytes);
+      if (text.ok()) {
+        report = nlohmann::ordered_json::parse(*text, nullptr, false);
+      } else {
+        std::cerr << "tpusim sweep: " << text.status().message() << "\n";
+      }
+    }
     set_report(&row, report.is_discarded() ? nlohmann::ordered_json() : std::move(report));
   }
   void count(const SweepRow& row) {
@@ -294,6 +321,36 @@ std::string missing_metric(const std::string& metric, const std::vector<SweepRow
 }
 
 // Rank 0 (or the one process): prepares DIR and the points, runs them, writes the tables.
+// The points this run runs: on --resume, those an earlier run of this sweep did not finish (what
+// it finished is kept in `sweep`); else every point, the journal cleared and the arguments saved.
+absl::StatusOr<std::vector<size_t>> points_to_run(const SweepFlags& flags, const fs::path& dir,
+                                                  size_t points, Sweep* sweep) {
+  std::vector<size_t> to_run;
+  if (!flags.resume_dir.empty()) {
+    auto journal = read_journal(dir, sweep_fingerprint(flags.args));
+    if (!journal.ok()) return journal.status();
+    for (size_t p = 0; p < points; ++p) {
+      SweepRow& row = sweep->rows()[p];
+      auto e = journal->find(row.point.id);
+      if (e != journal->end()) {
+        SweepRow kept = sweep->as_journaled(row, e->second);
+        // A point kept has its report: one whose report is gone or torn runs again.
+        if ((kept.exit_code == 0 && kept.report.is_object()) || row_differs(kept)) {
+          sweep->keep(row, std::move(kept));
+          continue;
+        }
+      }
+      to_run.push_back(p);
+    }
+    return to_run;
+  }
+  for (size_t p = 0; p < points; ++p) to_run.push_back(p);
+  // The journal first: killed between the two, the folder holds no journal of another grid.
+  if (absl::Status s = clear_journal(dir); !s.ok()) return s;
+  if (absl::Status s = save_sweep_args(dir, flags.args); !s.ok()) return s;
+  return to_run;
+}
+
 int coordinate_sweep(SweepFlags& flags, PointFarm& farm) {
   // Each point's config, checked before anything runs.
   std::string base_name = flags.kind->config_file ? take_option(&flags.sub, "--config") : "";
@@ -315,33 +372,10 @@ int coordinate_sweep(SweepFlags& flags, PointFarm& farm) {
   if (Refused r = point_jobs(flags, dir, base_name, base.get(), &sweep.rows(), &jobs))
     return refuse(*r, kSweepUsage);
 
-  // What an earlier run of this sweep finished stays; the rest runs.
-  std::vector<size_t> to_run;
-  if (!flags.resume_dir.empty()) {
-    auto journal = read_journal(dir, sweep_fingerprint(flags.args));
-    if (!journal.ok()) return failure(std::string(journal.status().message()));
-    for (size_t p = 0; p < jobs.size(); ++p) {
-      SweepRow& row = sweep.rows()[p];
-      auto e = journal->find(row.point.id);
-      if (e != journal->end()) {
-        SweepRow kept = sweep.as_journaled(row, e->second);
-        // A point kept has its report: one whose report is gone or torn runs again.
-        if ((kept.exit_code == 0 && kept.report.is_object()) || row_differs(kept)) {
-          sweep.keep(row, std::move(kept));
-          continue;
-        }
-      }
-      to_run.push_back(p);
-    }
-  } else {
-    for (size_t p = 0; p < jobs.size(); ++p) to_run.push_back(p);
-    // The journal first: killed between the two, the folder holds no journal of another grid.
-    if (absl::Status s = clear_journal(dir); !s.ok()) return failure(std::string(s.message()));
-    if (absl::Status s = save_sweep_args(dir, flags.args); !s.ok())
-      return failure(std::string(s.message()));
-  }
+  auto to_run = points_to_run(flags, dir, jobs.size(), &sweep);
+  if (!to_run.ok()) return failure(std::string(to_run.status().message()));
   std::vector<FarmJob> run_jobs;
-  for (size_t p : to_run) run_jobs.push_back(jobs[p]);
+  for (size_t p : *to_run) run_jobs.push_back(jobs[p]);
 
   std::cerr << fmt::format(
       "sweep: {} point(s){}, {} at a time{}, into {}\n", run_jobs.size(),
@@ -354,15 +388,17 @@ int coordinate_sweep(SweepFlags& flags, PointFarm& farm) {
   options.study_dir = dir.string();
   const auto started = std::chrono::steady_clock::now();
   const absl::Status ran = farm.run(run_jobs, options, [&](size_t j, const FarmOutcome& o) {
-    sweep.point_ended(sweep.rows()[to_run[j]], o);
+    sweep.point_ended(sweep.rows()[(*to_run)[j]], o);
   });
   if (!ran.ok()) return failure(std::string(ran.message()));
-  for (size_t p : to_run) {
+  for (size_t p : *to_run) {
     SweepRow& row = sweep.rows()[p];
     if (!row.ended) sweep.point_ended(row, {-1, 0, 0, "the farm never reported it"});
   }
 
-  sweep.write_tables(study_figures(farm, flags, run_jobs.size(), started));
+  const absl::Status tables =
+      sweep.write_tables(study_figures(farm, flags, run_jobs.size(), started));
+  if (!tables.ok()) return failure(std::string(tables.message()));
   print_table(flags, dir, sweep.rows());
   const Tally& tally = sweep.tally();
   int rc = tally.failed > 0 || tally.differ > 0 ? kFailed : kOk;

@@ -450,9 +450,9 @@ int run_train(const std::vector<std::string>& args) {
   auto report = train_and_report(vm, job, bar);
   if (!report.ok()) return failure(std::string(report.status().message()));
   if (vm.count("report") > 0) {
-    std::ofstream out(vm["report"].as<std::string>());
-    out << report->dump(2) << "\n";
-    if (!out) return failure("cannot write the report to " + vm["report"].as<std::string>());
+    const absl::Status written =
+        write_report_file(vm["report"].as<std::string>(), report->dump(2) + "\n");
+    if (!written.ok()) return failure(std::string(written.message()));
     std::cout << "report: " << vm["report"].as<std::string>() << "\n";
   }
   return kOk;

@@ -68,7 +68,9 @@ po::options_description validate_options() {
 
 // The cases --case names (every case without it), or why not.
 Refused cases_from(const po::variables_map& vm, std::vector<jobs::ValidationCase>* cases) {
-  if (vm["steps"].as<int64_t>() < 1) return Refusal{true, "--steps must be >= 1"};
+  if (vm["steps"].as<int64_t>() < 1 || vm["steps"].as<int64_t>() > UINT32_MAX) {
+    return Refusal{true, "--steps must be from 1 to 4294967295 (the steps of one loop)"};
+  }
   if (vm.count("jobs") > 0 && (vm["jobs"].as<int64_t>() < 1 || vm["jobs"].as<int64_t>() > 256))
     return Refusal{true, "--jobs must be from 1 to 256"};
   if (vm.count("case") == 0) {
@@ -267,9 +269,9 @@ int coordinate_validate(const po::variables_map& vm, const std::vector<jobs::Val
     ok = run_case(cases.front(), steps, edits, out[0]);
   }
   if (vm.count("report") > 0) {
-    std::ofstream file(vm["report"].as<std::string>());
-    file << json_text(out) << "\n";
-    if (!file) return failure("cannot write the report to " + vm["report"].as<std::string>());
+    const absl::Status written =
+        write_report_file(vm["report"].as<std::string>(), json_text(out) + "\n");
+    if (!written.ok()) return failure(std::string(written.message()));
   }
   if (vm["json"].as<bool>()) {
     std::cout << json_text(out) << "\n";

@@ -10,6 +10,7 @@ int run_analyze(const std::vector<std::string>& args);
 int run_allreduce(const std::vector<std::string>& args);
 int run_backends(const std::vector<std::string>& args);
 int run_compare(const std::vector<std::string>& args);
+int run_compare_profile(const std::vector<std::string>& args);
 int run_compile(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);

@@ -20,9 +20,10 @@ std::string top_usage() {
       "usage: tpusim <command> [options]\n"
       "       tpusim <command> --help\n\n"
       "A cycle-level TPU simulator and TPUEstimator-style runtime.\n\ncommands:\n";
+  size_t width = 0;
+  for (const auto& cmd : tpusim::cli::commands()) width = std::max(width, cmd.name.size());
   for (const auto& cmd : tpusim::cli::commands()) {
-    out += "  " + cmd.name + std::string(12 - std::min<size_t>(cmd.name.size(), 11), ' ') +
-           cmd.summary + "\n";
+    out += "  " + cmd.name + std::string(width + 2 - cmd.name.size(), ' ') + cmd.summary + "\n";
   }
   return out;
 }

@@ -1,5 +1,7 @@
 #include "tools/tpusim/shared_flags.h"
 
+#include <fstream>
+
 #include "common/strings.h"
 #include "runtime/graph/optimizers.h"
 #include "sim/timing/mxu_policy.h"
@@ -39,6 +41,14 @@ void add_json_flag(po::options_description& options) {
 
 void add_report_flag(po::options_description& options) {
   options.add_options()("report", po::value<std::string>(), "also write the JSON report to FILE");
+}
+
+absl::Status write_report_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!(out << text) || !out.flush()) {
+    return absl::FailedPreconditionError(str_cat("cannot write the report to ", path));
+  }
+  return absl::OkStatus();
 }
 
 void add_batch_size_flag(po::options_description& options, int64_t* bound,

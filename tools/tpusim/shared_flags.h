@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include <absl/status/status.h>
 #include <boost/program_options.hpp>
 
 namespace tpusim::cli {
@@ -26,6 +27,9 @@ void add_config_flag(boost::program_options::options_description& options,
 void add_json_flag(boost::program_options::options_description& options);
 // --report FILE: also write the JSON report to FILE.
 void add_report_flag(boost::program_options::options_description& options);
+// Writes a report's text to `path`, flushed and checked (a full disk, /dev/full, a folder):
+// "cannot write the report to PATH" when any of it did not reach the file.
+absl::Status write_report_file(const std::string& path, const std::string& text);
 // --batch-size N: the global batch, over every replica (1024, a v3-8 at 128 a core).
 void add_batch_size_flag(boost::program_options::options_description& options,
                          int64_t* bound = nullptr,

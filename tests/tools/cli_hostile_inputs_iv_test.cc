@@ -1,0 +1,157 @@
+// What the fourth hostile probe (2026-12-03) found, each now a clean refusal or an answer: a
+// model whose outputs are not numbers (a training run that diverged) predicted a class past its
+// probabilities and `predict` read past them (SIGSEGV on the tpusim backend); a saved model that
+// predicts a class without probabilities stopped with a JSON type error; validate's --steps
+// wrapped at 2^32; a resumed sweep's report or table that is a folder; a report written to a
+// full disk.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "estimator/saved_model.pb.h"
+#include "runtime/data/example.h"
+#include "runtime/data/tfrecord.h"
+#include "tests/tools/cli_runner.h"
+#include "tests/tools/hostile_inputs.h"
+
+namespace tpusim::cli {
+namespace cli_hostile_inputs_iv_test {
+
+using ::testing::HasSubstr;
+using testing::refusal;
+using testing::run_tpusim;
+
+std::filesystem::path scratch(const std::string& name) {
+  return testing::hostile_scratch("iv-" + name);
+}
+
+// Fashion-MNIST-shaped records (train and test) of 64 grey images, labels 0..9, in `dir`.
+void write_records(const std::filesystem::path& dir) {
+  for (const char* prefix : {"train", "t10k"}) {
+    auto w = runtime::data::TFRecordWriter::open(
+        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < 64; ++i) {
+      runtime::data::ExampleBuilder b;
+      b.bytes("image_raw", {std::string(28 * 28, static_cast<char>(i))}).ints("label", {i % 10});
+      ASSERT_TRUE((*w)->write(b.serialize()).ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
+}
+
+// An SGD rate of 1e30 sends the mlp's weights past float: its logits, and so its probabilities,
+// are NaN, and their argmax names no class (2^31 - 1 on the tpusim backend). Predicting read the
+// probability at that index; now the example is named and the NaN said.
+TEST(HostileInputs4, APredictionOfOutputsThatAreNotNumbersIsRefusedByExample) {
+  const auto dir = scratch("diverged");
+  write_records(dir);
+  const std::string model_dir = (dir / "run").string();
+  auto r = run_tpusim(
+      {"train",      "--model",      "mlp",    "--backend",       "cpu",  "--data",
+       dir.string(), "--batch-size", "64",     "--train-steps",   "2",    "--iterations-per-loop",
+       "1",          "--eval-steps", "1",      "--learning-rate", "1e30", "--optimizer",
+       "sgd",        "--model-dir",  model_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(refusal({"predict", "--model-dir", model_dir, "--model", "mlp", "--data",
+                       dir.string(), "--count", "4"}),
+              HasSubstr("example 0: the model predicts class 2147483647, outside its 10 "
+                        "probabilities (they are NaN: the model's outputs are not numbers"));
+  std::filesystem::remove_all(dir);
+}
+
+// Trains the mlp for 2 steps on the cpu backend and exports it into `dir`/export; then `edit`
+// changes its saved_model.pb. The export's folder.
+std::string edited_export(const std::filesystem::path& dir,
+                          const std::function<void(estimator::SavedModel*)>& edit) {
+  const std::string model_dir = (dir / "run").string(), export_dir = (dir / "export").string();
+  auto r = run_tpusim({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "2",
+                       "--iterations-per-loop", "1", "--model-dir", model_dir, "--export-dir",
+                       export_dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string pb = export_dir + "/saved_model.pb";
+  estimator::SavedModel model;
+  {
+    std::ifstream in(pb, std::ios::binary);
+    EXPECT_TRUE(model.ParseFromIstream(&in));
+  }
+  edit(&model);
+  std::ofstream out(pb, std::ios::binary | std::ios::trunc);
+  EXPECT_TRUE(model.SerializeToOstream(&out));
+  return export_dir;
+}
+
+// A saved model whose predictions are its class alone is a user's model: each example's values
+// are printed by name (it stopped with "internal error: [json.exception.type_error.302]").
+TEST(HostileInputs4, ASavedModelPredictingOnlyAClassPrintsItsValues) {
+  const auto dir = scratch("only-class");
+  const std::string export_dir = edited_export(dir, [](estimator::SavedModel* m) {
+    m->clear_predictions();
+    m->add_predictions("class");
+  });
+  auto r = run_tpusim({"predict", "--saved-model", export_dir, "--backend", "cpu", "--count", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("    0  \\{\"class\":[0-9],\"label\":[0-9]\\}\n"
+                                             "    1  \\{\"class\":[0-9],\"label\":[0-9]\\}\n"));
+  std::filesystem::remove_all(dir);
+}
+
+// A batch_size that is not the graph's was said with the signature's and the graph's shapes,
+// equal: the batch and the shape are now said apart.
+TEST(HostileInputs4, ASavedModelsBatchThatIsNotItsGraphsIsNamed) {
+  const auto dir = scratch("batch");
+  const std::string export_dir =
+      edited_export(dir, [](estimator::SavedModel* m) { m->set_batch_size(3); });
+  EXPECT_THAT(refusal({"predict", "--saved-model", export_dir, "--backend", "cpu"}),
+              HasSubstr("saved_model.pb: input 'image' is [128, 28, 28, 1], whose first "
+                        "dimension is not the saved model's batch_size, 3"));
+  std::filesystem::remove_all(dir);
+}
+
+// validate's --steps was narrowed to 32 bits: 2^32 + 2^31 ran as a loop of 2^31 steps.
+TEST(HostileInputs4, AValidationLoopPastIterationsPerLoopsRangeIsRefused) {
+  auto r = run_tpusim({"validate", "--case", "resnet50-v2-8", "--steps", "6442450944"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--steps must be from 1 to 4294967295 (the steps of one loop)"));
+}
+
+// A resumed sweep whose point report is a folder stopped with "internal error: basic_filebuf";
+// one whose table is a folder printed "table: .../sweep.csv" and exited 0 without writing it.
+TEST(HostileInputs4, ASweepsReportsAndTablesThatAreNoFilesAreNamed) {
+  const auto dir = scratch("sweep");
+  const std::string out = (dir / "sw").string();
+  auto r = run_tpusim({"sweep", "--set", "m=128,256", "--out", out, "--", "matmul", "--k", "128",
+                       "--n", "128", "--timing-only"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove(dir / "sw" / "reports" / "p001.json");
+  std::filesystem::create_directory(dir / "sw" / "reports" / "p001.json");
+  r = run_tpusim({"sweep", "--resume", out});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tpusim sweep: point report " + out +
+                               "/reports/p001.json is a directory, not a regular file"));
+  std::filesystem::remove(dir / "sw" / "sweep.csv");
+  std::filesystem::create_directory(dir / "sw" / "sweep.csv");
+  r = run_tpusim({"sweep", "--resume", out});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot write " + out + "/sweep.csv"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("table: ")));
+  std::filesystem::remove_all(dir);
+}
+
+// A report small enough to sit in its stream's buffer failed only when the stream closed, after
+// the check: `train --report /dev/full` exited 0 with the report lost.
+TEST(HostileInputs4, AReportThatCannotBeWrittenIsNamed) {
+  const auto dir = scratch("report");
+  auto r = run_tpusim({"train", "--model", "mlp", "--backend", "cpu", "--train-steps", "1",
+                       "--iterations-per-loop", "1", "--model-dir", (dir / "run").string(),
+                       "--report", "/dev/full"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("cannot write the report to /dev/full"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace cli_hostile_inputs_iv_test
+}  // namespace tpusim::cli
