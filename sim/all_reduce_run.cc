@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_budget.h"
 #include "sim/core_map.h"
 #include "sim/isa/builder.h"
 #include "sim/net/ring_plan.h"
@@ -68,14 +69,20 @@ absl::StatusOr<AllReduceNumerics> check_results(System& system, const AllReduceR
 
 }  // namespace
 
+uint64_t all_reduce_host_bytes(const config::SliceSpec& slice, const AllReduceRequest& request) {
+  const uint64_t per_core = saturating_product(saturating_product(request.bytes, 4), slice.cores);
+  return saturating_sum(per_core, saturating_product(request.bytes, 5));
+}
+
 std::string all_reduce_host_memory_problem(const config::SliceSpec& slice,
                                            const AllReduceRequest& request) {
-  const double host_bytes = 3.0 * static_cast<double>(request.bytes) * slice.cores;
-  if (request.timing_only || host_bytes <= kAllReduceHostBytesLimit) return "";
-  return fmt::format(
-      "computing the values takes about {:.0f} GiB of host memory ({} cores x {} bytes, in, out "
-      "and a copy)",
-      host_bytes / (1ull << 30), slice.cores, request.bytes);
+  if (request.timing_only) return "";
+  const absl::Status s = check_host_memory(
+      fmt::format("computing the values of {} bytes on each of {} cores (in, out and the "
+                  "interconnect's chunks in the simulated HBM, and the host's copies)",
+                  request.bytes, slice.cores),
+      all_reduce_host_bytes(slice, request));
+  return s.ok() ? "" : std::string(s.message());
 }
 
 absl::Status check_all_reduce(const config::SliceSpec& slice, const AllReduceRequest& request) {

@@ -28,19 +28,21 @@ struct AllReduceRequest {
   bool timing_only = false;        // time only, no values
 };
 
-// Computing the values holds each core's input, its result and a copy on the host: past this
-// much host memory a run must be timing-only.
-inline constexpr double kAllReduceHostBytesLimit = 8.0 * (1ull << 30);
+// The host memory computing the request's values takes: each core's input and result in the
+// simulated HBM with the interconnect's chunks beside them (about 4 x cores x bytes: 8.93 GB
+// measured for 8 cores of 256 MiB), and the host's own copies (the inputs as they are written
+// and their float64 sums, 3 x bytes; two cores' results as they are compared, 2 x bytes).
+uint64_t all_reduce_host_bytes(const config::SliceSpec& slice, const AllReduceRequest& request);
 
-// Why computing the request's values would take too much host memory (each core's input, its
-// result and a copy, past kAllReduceHostBytesLimit), naming the figures; "" when it would not
-// or the request is timing-only. Callers add how to run timing-only.
+// Why computing the request's values would take more than the host's memory budget
+// (all_reduce_host_bytes against common/host_budget.h's), naming the figures; "" when it would
+// not or the request is timing-only. Callers add how to run timing-only.
 std::string all_reduce_host_memory_problem(const config::SliceSpec& slice,
                                            const AllReduceRequest& request);
 
 // The reasons a request cannot run on `slice`, or OK: sizes that are not multiples of 4, input
 // and result that do not fit a core's HBM share, values that would take more host memory than
-// kAllReduceHostBytesLimit. Each message names the figures.
+// the host's budget. Each message names the figures.
 absl::Status check_all_reduce(const config::SliceSpec& slice, const AllReduceRequest& request);
 
 // Every core's stream: the one collective, then halt.
@@ -53,8 +55,8 @@ struct AllReduceNumerics {
 
 struct AllReduceResult {
   uint64_t cycles = 0;
-  double seconds = 0;      // simulated
-  CollectiveBound bound;   // the algorithm's bandwidth-optimal bound
+  double seconds = 0;             // simulated
+  CollectiveBound bound;          // the algorithm's bandwidth-optimal bound
   double link_floor_seconds = 0;  // the busiest link's bytes at its bandwidth
   double chunk_transfers = 0;
   double link_bytes = 0;
@@ -67,7 +69,6 @@ struct AllReduceResult {
 // writes the inputs unless timing-only, runs all_reduce_program and reads the results back.
 // Errors: check_all_reduce's, the System's and the run's.
 absl::StatusOr<AllReduceResult> run_all_reduce(std::shared_ptr<const config::SliceSpec> slice,
-                                               const AllReduceRequest& request,
-                                               traces::Sink* sink);
+                                               const AllReduceRequest& request, traces::Sink* sink);
 
 }  // namespace tpusim::sim

@@ -74,7 +74,7 @@ Refused request_from(const po::variables_map& vm, uint64_t chunk, sim::AllReduce
 Refused check_host_memory(const config::SliceSpec& s, const sim::AllReduceRequest& request) {
   const std::string problem = sim::all_reduce_host_memory_problem(s, request);
   if (problem.empty()) return std::nullopt;
-  return failure_of(problem + "; add --timing-only");
+  return failure_of(str_cat("--bytes ", request.bytes, ": ", problem, "; add --timing-only"));
 }
 
 // The run's figures as --json prints them.
