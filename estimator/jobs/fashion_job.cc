@@ -36,9 +36,12 @@ std::string idx_dir() {
 absl::Status convert_missing(const FashionData& data,
                              const std::function<void(const std::string&)>& log);
 
+// A raw record's image: Fashion-MNIST's, 28x28 grey bytes.
+constexpr int kRawSide = 28;
+
 // The map stage: the raw parse or the JPEG preprocessing, timed as `stage` when profiled.
 data::MapFn fashion_map_fn(const FashionData& d, bool training) {
-  if (!d.jpeg) return data::mnist_parse_fn(28, 28, 1, /*jpeg=*/false);
+  if (!d.jpeg) return data::mnist_parse_fn(kRawSide, kRawSide, 1, /*jpeg=*/false);
   data::JpegPreprocessing options;
   options.image_size = d.image_size;
   options.training = training;
@@ -91,8 +94,8 @@ void use_host_config_stages(int map_threads, int batch_threads,
   config->host_batch_threads = static_cast<uint32_t>(batch_threads);
 }
 
-runtime::data::DatasetPtr sharded_train_records(const std::string& dir,
-                                                const estimator::Params& p) {
+runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p,
+                                                const runtime::data::ReaderOptions& reader) {
   data::InterleaveOptions files;
   files.cycle_length = 4;
   files.parallel = true;
@@ -101,8 +104,20 @@ runtime::data::DatasetPtr sharded_train_records(const std::string& dir,
   const auto file_count = static_cast<int64_t>(shard_files(dir, "train").size());
   auto ds = data::Dataset::list_files(dir + "/train-*", /*shuffle=*/true, /*seed=*/1);
   if (file_count >= p.num_shards)
-    return ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files);
-  return ds->interleave_tfrecords(files)->shard(p.num_shards, p.shard_index);
+    return ds->shard(p.num_shards, p.shard_index)->interleave_tfrecords(files, reader);
+  return ds->interleave_tfrecords(files, reader)->shard(p.num_shards, p.shard_index);
+}
+
+// What a raw record (not JPEG) can hold, so that one far larger is refused as it is read rather
+// than after the shuffle buffer has held thousands like it: the image's 28x28 bytes and its
+// label, with room for the tf.Example's framing and feature names.
+runtime::data::ReaderOptions raw_record_bounds(const FashionData& d) {
+  runtime::data::ReaderOptions reader;
+  if (d.jpeg) return reader;  // a JPEG's size follows its source photo, not the model
+  reader.max_record_bytes = kRawSide * kRawSide + 1024;
+  reader.max_record_what = str_cat("an MNIST-family record (a ", kRawSide, "x", kRawSide,
+                                   " image of bytes and its label)");
+  return reader;
 }
 
 std::string check_fashion_data(const FashionData& data) {
@@ -238,7 +253,8 @@ estimator::InputFn fashion_train_input(const FashionData& d) {
     const char* stage = d.jpeg ? "decode" : "parse";
     auto map = fashion_map_fn(d, /*training=*/true);
     if (p.profile != nullptr) map = p.profile->timed(stage, map, d.map_threads);
-    auto ds = sharded_train_records(d.dir, p)->shuffle(10000, /*seed=*/2)->repeat();
+    auto ds =
+        sharded_train_records(d.dir, p, raw_record_bounds(d))->shuffle(10000, /*seed=*/2)->repeat();
     if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
     return ds->map(map, d.map_threads)
         ->batch(p.batch_size, whole_batches(d.batch_threads, p))
@@ -252,7 +268,7 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
     auto map = fashion_map_fn(d, /*training=*/false);
     if (p.profile != nullptr) map = p.profile->timed(d.jpeg ? "decode" : "parse", map, 2);
     auto ds = data::Dataset::list_files(d.dir + "/t10k-*")
-                  ->interleave_tfrecords({})
+                  ->interleave_tfrecords({}, raw_record_bounds(d))
                   ->map(map, 2)
                   ->batch(p.batch_size, whole_batches(d.batch_threads, p));
     return ds->prefetch(2);

@@ -90,7 +90,9 @@ runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Pa
 // The train-* records of `dir` for shard p.shard_index of p.num_shards, in a shuffled file
 // order, read by 4 interleaved threads: each host its files, or with fewer files than shards
 // every host all of them and its share of the records (tf.data's AUTO sharding).
-runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p);
+// A record larger than `reader.max_record_bytes` (when set) is refused as it is read.
+runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p,
+                                                const runtime::data::ReaderOptions& reader = {});
 // The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
 // on so many threads (SimulatorOptions::HostTiming::kHostConfig).
 void use_host_config_stages(int map_threads, int batch_threads,

@@ -14,6 +14,7 @@
 #include "common/input_file.h"
 #include "common/named_values.h"
 #include "common/strings.h"
+#include "runtime/data/byte_source.h"
 #include "runtime/data/crc32c.h"
 
 namespace tpusim::runtime::data {
@@ -81,90 +82,6 @@ std::string frame_record(const std::string& data) {
   return out;
 }
 
-// Bytes from a file, raw or through zlib's inflate.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  // Up to `n` bytes into `out`; 0 at the end. Errors name the file.
-  virtual absl::StatusOr<size_t> read(char* out, size_t n) = 0;
-};
-
-namespace {
-
-class FileSource final : public ByteSource {
- public:
-  FileSource(std::FILE* f, std::string path) : f_(f), path_(std::move(path)) {}
-  ~FileSource() override { std::fclose(f_); }
-  absl::StatusOr<size_t> read(char* out, size_t n) override {
-    const size_t got = std::fread(out, 1, n, f_);
-    if (got < n && std::ferror(f_))
-      return absl::DataLossError(str_cat(path_, ": read error: ", std::strerror(errno)));
-    return got;
-  }
-
- private:
-  std::FILE* f_;
-  std::string path_;
-};
-
-class InflateSource final : public ByteSource {
- public:
-  InflateSource(std::unique_ptr<ByteSource> raw, std::string path, Compression c)
-      : raw_(std::move(raw)), path_(std::move(path)), in_(1 << 16) {
-    std::memset(&z_, 0, sizeof z_);
-    // 15 + 16: gzip framing; 15: zlib framing.
-    ok_ = inflateInit2(&z_, c == Compression::kGzip ? 15 + 16 : 15) == Z_OK;
-  }
-  ~InflateSource() override { inflateEnd(&z_); }
-  absl::StatusOr<size_t> read(char* out, size_t n) override {
-    if (!ok_) return absl::InternalError(str_cat(path_, ": zlib failed to initialise"));
-    z_.next_out = reinterpret_cast<Bytef*>(out);
-    z_.avail_out = static_cast<uInt>(n);
-    while (z_.avail_out > 0 && !ended_) {
-      if (z_.avail_in == 0) {
-        auto got = raw_->read(in_.data(), in_.size());
-        if (!got.ok()) return got.status();
-        if (*got == 0) {
-          return absl::DataLossError(str_cat(path_, ": the compressed stream is truncated (after ",
-                                             z_.total_out, " decompressed bytes)"));
-        }
-        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
-        z_.avail_in = static_cast<uInt>(*got);
-      }
-      const int rc = inflate(&z_, Z_NO_FLUSH);
-      if (rc == Z_STREAM_END) {
-        // A gzip file may hold several members: go on with the next one, if any.
-        if (z_.avail_in == 0) {
-          auto got = raw_->read(in_.data(), in_.size());
-          if (!got.ok()) return got.status();
-          if (*got == 0) {
-            ended_ = true;
-            break;
-          }
-          z_.next_in = reinterpret_cast<Bytef*>(in_.data());
-          z_.avail_in = static_cast<uInt>(*got);
-        }
-        inflateReset(&z_);
-      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        return absl::DataLossError(
-            str_cat(path_, ": corrupt compressed data after ", z_.total_out,
-                    " decompressed bytes: ", z_.msg != nullptr ? z_.msg : "zlib error"));
-      }
-    }
-    return n - z_.avail_out;
-  }
-
- private:
-  std::unique_ptr<ByteSource> raw_;
-  std::string path_;
-  std::vector<char> in_;
-  z_stream z_;
-  bool ok_ = false;
-  bool ended_ = false;
-};
-
-}  // namespace
-
 TFRecordReader::TFRecordReader(std::string path, ReaderOptions options)
     : path_(std::move(path)), options_(options) {}
 
@@ -215,11 +132,11 @@ absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::open(const std::
       }
     }
   }
-  std::unique_ptr<ByteSource> raw = std::make_unique<FileSource>(f, path);
+  std::unique_ptr<ByteSource> raw = file_source(f, path);
   if (c == Compression::kNone) {
     r->source_ = std::move(raw);
   } else {
-    r->source_ = std::make_unique<InflateSource>(std::move(raw), path, c);
+    r->source_ = inflate_source(std::move(raw), path, c);
   }
   return r;
 }
@@ -378,6 +295,10 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
       ++pos_;
       ++offset_;
       continue;
+    }
+    if (options_.max_record_bytes > 0 && length > options_.max_record_bytes) {
+      return corrupt(str_cat("a record of ", length, " bytes, where ", options_.max_record_what,
+                             " is at most ", options_.max_record_bytes));
     }
     if (auto s = check_record_memory(length); !s.ok()) return s;
     auto body = fill(12 + length + 4);

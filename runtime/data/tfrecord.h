@@ -39,6 +39,11 @@ struct ReaderOptions {
   // A mapped file must not shrink while it is read (the OS would raise SIGBUS); turn this off
   // for files another process may truncate.
   bool map_file = true;
+  // > 0: a record longer than this is refused before it is read, as no record of the pipeline
+  // reading the file (a pipeline that knows its records' size says so, and why:
+  // max_record_what, "an MNIST-family record (a 28x28 image of bytes and its label)").
+  uint64_t max_record_bytes = 0;
+  std::string max_record_what{};
 };
 
 class ByteSource;

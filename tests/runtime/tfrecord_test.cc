@@ -4,9 +4,11 @@
 #include <sstream>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include "common/strings.h"
 #include "runtime/data/crc32c.h"
 #include "runtime/data/example.pb.h"
 #include "tests/configs/config_test_util.h"
@@ -161,6 +163,22 @@ TEST(TFRecord, ReadsConcatenatedGzipMembers) {
   auto got = read_all(joined);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, (std::vector<std::string>{"first", "second", "third"}));
+}
+
+// Junk after a complete gzip member was said to come "after 0 decompressed bytes": the count
+// restarted with each member. It counts over every member now (the fourth probe's finding).
+TEST(TFRecord, JunkAfterAGzipMemberIsPlacedAfterEverythingDecompressed) {
+  TempDir dir;
+  const std::string path = (dir.path() / "junk.tfrecord.gz").string();
+  write_all(path, Compression::kGzip, {"first", "second"});
+  spill(path, slurp(path) + std::string(100, '\0'));
+  auto got = read_all(path);
+  ASSERT_FALSE(got.ok());
+  const size_t decompressed = frame_record("first").size() + frame_record("second").size();
+  EXPECT_THAT(std::string(got.status().message()),
+              ::testing::HasSubstr(str_cat(path, ": corrupt compressed data after ", decompressed,
+                                           " decompressed bytes (in what follows gzip member "
+                                           "1): ")));
 }
 
 TEST(TFRecord, CorruptDataNamesTheFileAndOffset) {

@@ -3,7 +3,9 @@
 // probabilities and `predict` read past them (SIGSEGV on the tpusim backend); a saved model that
 // predicts a class without probabilities stopped with a JSON type error; validate's --steps
 // wrapped at 2^32; a resumed sweep's report or table that is a folder; a report written to a
-// full disk; an all-reduce's values past the host's memory budget.
+// full disk; an all-reduce's values past the host's memory budget; outputs whose destination
+// fails, tried only after the run; records far larger than their pipeline's, held by the
+// thousand before the first was parsed.
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +26,7 @@ namespace cli_hostile_inputs_iv_test {
 using ::testing::HasSubstr;
 using testing::refusal;
 using testing::run_tpusim;
+using testing::write_file;
 
 std::filesystem::path scratch(const std::string& name) {
   return testing::hostile_scratch("iv-" + name);
@@ -163,6 +166,71 @@ TEST(HostileInputs4, AnAllReduceWhoseValuesDoNotFitTheBudgetIsRefusedFirst) {
               HasSubstr("--bytes 268435456: computing the values of 268435456 bytes on each of 8 "
                         "cores (in, out and the interconnect's chunks in the simulated HBM, and "
                         "the host's copies) needs 9.93 GB, over this host's memory budget of"));
+}
+
+// --report and --export-dir were first tried after the run they end: a report under /proc, or
+// an export there, failed after the whole run. Both are tried first now (a report's folder is
+// made, as the run makes its model_dir).
+TEST(HostileInputs4, OutputDestinationsAreTriedBeforeTheRun) {
+  const auto dir = scratch("destinations");
+  const std::vector<std::string> train = {"train",
+                                          "--model",
+                                          "mlp",
+                                          "--backend",
+                                          "cpu",
+                                          "--train-steps",
+                                          "1",
+                                          "--iterations-per-loop",
+                                          "1",
+                                          "--model-dir",
+                                          (dir / "run").string()};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = train;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_tpusim(args);
+  };
+  auto r = with({"--report", "/proc/no/such/r.json"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--report /proc/no/such/r.json: cannot create its folder "
+                               "/proc/no/such: "));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run"));  // refused before the run made its folder
+  r = with({"--report", "/proc/r.json"});
+  EXPECT_THAT(r.err, HasSubstr("--report /proc/r.json: cannot write it: "));
+  r = with({"--report", dir.string()});
+  EXPECT_THAT(r.err, HasSubstr(": cannot write it: Is a directory"));
+  r = with({"--export-dir", "/proc/tpusim-export"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--export-dir /proc/tpusim-export: cannot create it:"));
+  // A report that is there is appended to by the check, not cut: the run then writes it whole.
+  write_file(dir / "old.json", "{}");
+  r = with({"--report", (dir / "old.json").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Records of 1 MB images filled the shuffle buffer (10,000 records) before the first was parsed:
+// 1,024 of them took 4 s and 1.09 GB before the refusal, 2,100 of 2 MB 17 s and 3.8 GB. A raw
+// record is bounded by what it can hold, as it is read.
+TEST(HostileInputs4, ARecordFarLargerThanItsPipelinesIsRefusedAsItIsRead) {
+  const auto dir = scratch("big-records");
+  for (const char* prefix : {"train", "t10k"}) {
+    auto w = runtime::data::TFRecordWriter::open(
+        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < 8; ++i) {
+      runtime::data::ExampleBuilder b;
+      b.bytes("image_raw", {std::string(1 << 20, '\x40')}).ints("label", {i % 10});
+      ASSERT_TRUE((*w)->write(b.serialize()).ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
+  EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--data", dir.string(),
+                       "--train-steps", "1", "--iterations-per-loop", "1", "--model-dir",
+                       (dir / "run").string()}),
+              HasSubstr("train-00000-of-00001.tfrecord: corrupt record at byte offset 0: a "
+                        "record of 1048623 bytes, where an MNIST-family record (a 28x28 image of "
+                        "bytes and its label) is at most 1808"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace cli_hostile_inputs_iv_test

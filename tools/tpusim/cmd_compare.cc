@@ -412,6 +412,8 @@ int run_compare(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, kCompareUsage, &vm); rc >= 0) return rc;
   ComparePlan plan;
   if (Refused r = compare_job_from(vm, flags, &job, &plan)) return refuse(*r, kCompareUsage);
+  if (absl::Status s = check_output_destinations(vm); !s.ok())
+    return failure(std::string(s.message()));
   const RemoveRoot remove_root{plan.keep_runs ? fs::path() : job.root};
 
   std::vector<CompareRun> runs;

@@ -435,6 +435,8 @@ int run_train(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, {}, kTrainUsage, &vm); rc >= 0) return rc;
   TrainJob job;
   if (Refused r = train_job_from(vm, flags, &job)) return refuse(*r, kTrainUsage);
+  if (absl::Status s = check_output_destinations(vm); !s.ok())
+    return failure(std::string(s.message()));
   // On a terminal a progress bar moves as the device finishes steps, log lines above it;
   // otherwise the log lines alone.
   const bool tty = isatty(STDERR_FILENO) != 0;

@@ -293,6 +293,8 @@ int run_validate(const std::vector<std::string>& args) {
   if (Refused r = cases_from(vm, &cases)) return refuse(*r, kValidateUsage);
   jobs::SliceEdits edits;
   if (Refused r = slice_edits_from(vm, cases, &edits)) return refuse(*r, kValidateUsage);
+  if (absl::Status s = check_output_destinations(vm); !s.ok())
+    return failure(std::string(s.message()));
   // One case runs here; several, each in a process of its own (SystemC elaborates one slice per
   // process), from a farm that every rank of an MPI job serves.
   if (vm["list"].as<bool>() || cases.size() == 1)

@@ -1,6 +1,12 @@
 #include "tools/tpusim/shared_flags.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "common/strings.h"
 #include "runtime/graph/optimizers.h"
@@ -41,6 +47,41 @@ void add_json_flag(po::options_description& options) {
 
 void add_report_flag(po::options_description& options) {
   options.add_options()("report", po::value<std::string>(), "also write the JSON report to FILE");
+}
+
+absl::Status check_output_destinations(const po::variables_map& vm) {
+  if (vm.count("report") > 0) {
+    const std::string path = vm["report"].as<std::string>();
+    if (path.empty()) return absl::InvalidArgumentError("--report: an empty path");
+    // Its folder is made as the run makes its model_dir (a report inside that folder is usual).
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(str_cat("--report ", path, ": cannot create its folder ",
+                                                   parent.string(), ": ", ec.message()));
+    }
+    const bool existed = ::access(path.c_str(), F_OK) == 0;
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return absl::FailedPreconditionError(
+          str_cat("--report ", path, ": cannot write it: ", std::strerror(errno)));
+    }
+    ::close(fd);
+    if (!existed) ::unlink(path.c_str());
+  }
+  if (vm.count("export-dir") > 0) {
+    const std::string dir = vm["export-dir"].as<std::string>();
+    std::error_code ec;
+    if (dir.empty()) return absl::InvalidArgumentError("--export-dir: an empty path");
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          str_cat("--export-dir ", dir, ": cannot create it: ", ec.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status write_report_file(const std::string& path, const std::string& text) {

@@ -30,6 +30,12 @@ void add_report_flag(boost::program_options::options_description& options);
 // Writes a report's text to `path`, flushed and checked (a full disk, /dev/full, a folder):
 // "cannot write the report to PATH" when any of it did not reach the file.
 absl::Status write_report_file(const std::string& path, const std::string& text);
+// Checks before a run that its outputs can go where the flags say, so that no run is spent on a
+// destination that fails at its end: --report's folder created and its file opened for writing
+// (appending: nothing in it is lost, and a file the check created is removed again),
+// --export-dir's folder created.
+// Errors name the flag and the path.
+absl::Status check_output_destinations(const boost::program_options::variables_map& vm);
 // --batch-size N: the global batch, over every replica (1024, a v3-8 at 128 a core).
 void add_batch_size_flag(boost::program_options::options_description& options,
                          int64_t* bound = nullptr,
