@@ -118,11 +118,6 @@ void check_one(const VectorCheck& at, const Vector& v) {
   }
 }
 
-// The most steps a chain may hold: a fused loop body (the compiler's largest, a BERT layer's
-// gradient group, has a few hundred); the vector unit's costing compares each step's operands
-// with the earlier steps' results, so a hostile chain must not be unbounded.
-constexpr int kMaxChainSteps = 4096;
-
 // A CHAIN: at least one step and at most kMaxChainSteps, each a vector op a chain may take (not a
 // transpose or a chain; an RNG may be, drawing its elements where the loop reads them), checked as
 // an instruction of its own.

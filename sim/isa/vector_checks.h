@@ -12,6 +12,12 @@
 
 namespace tpusim::sim {
 
+// The most steps a chain may hold: a fused loop body (the compiler's largest, a BERT layer's
+// gradient group, has a few hundred); the vector unit's costing compares each step's operands
+// with the earlier steps' results, so a hostile chain must not be unbounded. The compiler keeps
+// its fused groups within it (runtime/backend/tpusim: fused_group_fits).
+inline constexpr int kMaxChainSteps = 4096;
+
 struct VectorCheck {
   // Checks a VMEM block (inside VMEM, a known dtype, ...); false, having failed, when it is not.
   std::function<bool(const char* what, const isa::Block& block)> vmem_block;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/lowering/vmem_budget.h"
+#include "sim/isa/vector_checks.h"
 
 namespace tpusim::runtime::tpusim_backend {
 namespace {
@@ -38,6 +39,8 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
   for (int id = n - 1; id >= 0; --id) {
     if (!fusible(id) || root[static_cast<size_t>(id)] >= 0) continue;
     root[static_cast<size_t>(id)] = id;
+    // The group's chain, kept within one vector chain: a member past it starts a group of its own.
+    uint64_t steps = kFusedGroupFixedSteps + fused_member_steps(g.node(id));
     std::vector<int> frontier{id};
     while (!frontier.empty()) {
       const int m = frontier.back();
@@ -50,6 +53,9 @@ std::vector<int> fusion_groups(const Graph& g, const std::vector<bool>& needed,
         for (int r : readers[static_cast<size_t>(in)])
           all_inside &= root[static_cast<size_t>(r)] == id;
         if (!all_inside) continue;
+        const uint64_t more = fused_member_steps(g.node(in));
+        if (steps + more > static_cast<uint64_t>(sim::kMaxChainSteps)) continue;
+        steps += more;
         root[static_cast<size_t>(in)] = id;
         frontier.push_back(in);
       }

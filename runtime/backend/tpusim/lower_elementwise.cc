@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "runtime/backend/tpusim/fusion_plan.h"
 #include "runtime/backend/tpusim/group_lowering.h"
+#include "sim/isa/vector_checks.h"
 
 namespace tpusim::runtime::tpusim_backend {
 
@@ -380,6 +381,10 @@ ReductionFusion reduction_fusion(const Graph& graph, int id) {
   return ReductionFusion::kNone;
 }
 
+uint64_t fused_member_steps(const Node& n) {
+  return n.inputs.size() + (n.op == Op::kSigmoid ? 5 : 1) + (n.dtype == DType::kBF16 ? 1 : 0);
+}
+
 bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
                       const config::CoreSpec& core) {
   std::vector<int> elementwise;  // with the rng_uniform members, each a block too
@@ -388,6 +393,9 @@ bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
     if (is_elementwise(op) || op == Op::kRngUniform) elementwise.push_back(m);
   }
   if (elementwise.empty()) return true;
+  uint64_t steps = kFusedGroupFixedSteps;
+  for (int m : elementwise) steps += fused_member_steps(graph.node(m));
+  if (steps > static_cast<uint64_t>(sim::kMaxChainSteps)) return false;
   const Shape& shape = graph.node(elementwise.back()).shape;
   // The group's scratch, its value and a partial row (a reduction's), its output, and at most one
   // operand per input.

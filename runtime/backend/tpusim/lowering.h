@@ -286,9 +286,14 @@ absl::Status lower_fused(Lowering& l, const std::vector<int>& members);
 // of sums down the rows (a bf16 result is rounded where the fragment makes it).
 enum class ReductionFusion { kNone, kLastAxis, kLeadingAxes, kAllAxes };
 ReductionFusion reduction_fusion(const Graph& graph, int id);
+// The vector steps a fused group's chain takes for member `n`, at most: its operands broadcast
+// or filled, its op (sigmoid: five steps), its bf16 rounding. A group's chain adds at most
+// kFusedGroupFixedSteps (a reduction's or a cast's) and must stay within sim::kMaxChainSteps.
+uint64_t fused_member_steps(const Node& n);
+inline constexpr uint64_t kFusedGroupFixedSteps = 8;
 // Whether one row of a fused group's view fits a VMEM tile slot with every block its fragment
-// takes (operands, scratch, output; with a reduction last, its value and partial row too), so
-// that it can be emitted.
+// takes (operands, scratch, output; with a reduction last, its value and partial row too), and
+// its chain fits a vector chain (fused_member_steps), so that it can be emitted.
 bool fused_group_fits(const Graph& graph, const std::vector<int>& members,
                       const config::CoreSpec& core);
 absl::Status lower_fused_reduction(Lowering& l, const std::vector<int>& members);
