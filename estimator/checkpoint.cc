@@ -253,10 +253,13 @@ absl::StatusOr<std::pair<std::string, HostTensor>> read_variable(const std::stri
   }
   if (t.dtype == DType::kS32) {
     t.i.resize(static_cast<size_t>(elements));
-    std::memcpy(t.i.data(), r.data().data(), bytes);
   } else {
     t.f.resize(static_cast<size_t>(elements));
-    std::memcpy(t.f.data(), r.data().data(), bytes);
+  }
+  // An empty tensor's vector has no storage to copy into (memcpy of a null pointer).
+  if (bytes > 0) {
+    std::memcpy(t.dtype == DType::kS32 ? static_cast<void*>(t.i.data()) : t.f.data(),
+                r.data().data(), bytes);
   }
   return std::make_pair(r.name(), std::move(t));
 }
