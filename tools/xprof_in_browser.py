@@ -33,7 +33,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "interop"))
 from check_xprof_profile import (  # noqa: E402
-    check_input_pipeline, check_overview, fetch, free_port, op_metrics)
+    check_input_pipeline, check_overview, op_metrics, xprof_server)
 
 INFEED_STUDY = ["train", "--model", "image_cnn", "--input", "jpeg", "--image-size", "224",
                 "--map-threads", "1", "--batch-size", "256", "--timing-only", "--host-timing",
@@ -97,19 +97,8 @@ def main():
 
 
 def serve(model_dir, path, analysis, screenshots):
-    port = free_port()
-    xprof = os.path.join(os.path.dirname(sys.executable), "xprof")
-    server = subprocess.Popen([xprof, "--logdir", model_dir, "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        run = os.path.basename(os.path.dirname(path))
-        for _ in range(240):
-            try:
-                fetch(port, "runs")
-                break
-            except OSError:
-                assert server.poll() is None, "xprof exited"
-                subprocess.run(["sleep", "0.5"], check=True)
+    run = os.path.basename(os.path.dirname(path))
+    with xprof_server(model_dir) as (port, _):
         base = f"http://localhost:{port}/data/plugin/profile"
         page = lambda tool_name: f"{base}/{tool_name}/?run={run}&tag={tool_name}&host=tpusim-host0"
         text = render(page("input_pipeline_analyzer"))
@@ -126,9 +115,6 @@ def serve(model_dir, path, analysis, screenshots):
                 out = os.path.join(screenshots, f"xprof_{tool_name}.png")
                 render(page(tool_name), screenshot=os.path.abspath(out))
                 print("wrote", out)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -119,4 +119,24 @@ absl::Status visit_device_events(const xprof::XPlane& plane, const std::string& 
   return absl::OkStatus();
 }
 
+absl::Status visit_host_steps(
+    const xprof::XPlane& plane, const std::string& where,
+    const std::function<void(int64_t step, std::pair<TimePs, TimePs> span)>& visit) {
+  for (const xprof::XLine& line : plane.lines()) {
+    const std::string at = str_cat(where, ", line '", line.name(), "'");
+    for (const xprof::XEvent& e : line.events()) {
+      const xprof::XStat* stat = find_stat(plane, e.stats(), "step_num");
+      if (stat == nullptr) continue;
+      const std::optional<int64_t> step = stat_int(*stat);
+      if (!step || *step < 0) {
+        return absl::InvalidArgumentError(str_cat(at, ": a step_num that is no step number"));
+      }
+      auto span = event_span(line, e, at);
+      if (!span.ok()) return span.status();
+      visit(*step, *span);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tpusim::traces

@@ -60,4 +60,11 @@ struct DeviceEventVisitor {
 absl::Status visit_device_events(const xprof::XPlane& plane, const std::string& where,
                                  const DeviceEventVisitor& visit);
 
+// The events of a host plane that carry a `step_num` stat (StepTraceAnnotation's, in a profile of
+// XLA on the CPU), each with its step number and span, checked as above; stops at the first
+// error ("a step_num that is no step number", or a span out of bounds), naming the line.
+absl::Status visit_host_steps(
+    const xprof::XPlane& plane, const std::string& where,
+    const std::function<void(int64_t step, std::pair<TimePs, TimePs> span)>& visit);
+
 }  // namespace tpusim::traces

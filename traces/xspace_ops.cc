@@ -1,6 +1,7 @@
 #include "traces/xspace_ops.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -56,20 +57,16 @@ void take_nested_time(std::vector<Execution>* runs) {
   }
 }
 
-// Whether `t` lies in one of the spans (sorted by start, disjoint or not).
+// Whether `t` lies in one of the spans (sorted by start and disjoint: PlaneSteps::merged).
 bool within(const std::vector<Span>& spans, TimePs t) {
   auto it = std::upper_bound(spans.begin(), spans.end(), t,
                              [](TimePs v, const Span& s) { return v < s.first; });
-  for (auto s = spans.begin(); s != it; ++s) {
-    if (t < s->second) return true;
-  }
-  return false;
+  return it != spans.begin() && t < std::prev(it)->second;
 }
 
-// Adds the executions that start within a step to the table.
-void count_within_steps(std::vector<Execution> runs, const std::vector<Span>& steps,
+// Adds the executions (their self times taken) that start within a step to the table.
+void count_within_steps(const std::vector<Execution>& runs, const std::vector<Span>& steps,
                         OpTable* table) {
-  take_nested_time(&runs);
   for (const Execution& r : runs) {
     if (!within(steps, r.start)) continue;
     ProfileOp& op = table->at(r.op);
@@ -88,10 +85,19 @@ struct PlaneSteps {
       it->second.second = std::max(it->second.second, span.second);
     }
   }
-  std::vector<Span> sorted() const {
+  // The steps' spans sorted by start, overlapping ones merged: disjoint.
+  std::vector<Span> merged() const {
+    std::vector<Span> spans;
+    for (const auto& [step, span] : by_number) spans.push_back(span);
+    std::sort(spans.begin(), spans.end());
     std::vector<Span> out;
-    for (const auto& [step, span] : by_number) out.push_back(span);
-    std::sort(out.begin(), out.end());
+    for (const Span& s : spans) {
+      if (!out.empty() && s.first < out.back().second) {
+        out.back().second = std::max(out.back().second, s.second);
+      } else {
+        out.push_back(s);
+      }
+    }
     return out;
   }
 };
@@ -118,7 +124,8 @@ absl::StatusOr<PlaneSteps> read_device_ops(const xprof::XPlane& plane, const std
          runs.push_back({op, span.first, span.second, 0});
        }});
   if (!read.ok()) return read;
-  count_within_steps(std::move(runs), steps.sorted(), table);
+  take_nested_time(&runs);  // the XLA Ops line's executions
+  count_within_steps(runs, steps.merged(), table);
   return steps;
 }
 
@@ -127,24 +134,18 @@ absl::StatusOr<PlaneSteps> read_device_ops(const xprof::XPlane& plane, const std
 absl::StatusOr<PlaneSteps> read_host_ops(const xprof::XPlane& plane, const std::string& where,
                                          OpTable* table) {
   PlaneSteps steps;
+  const absl::Status visited =
+      visit_host_steps(plane, where, [&](int64_t step, Span span) { steps.add(step, span); });
+  if (!visited.ok()) return visited;
   std::vector<Execution> runs;
   for (const xprof::XLine& line : plane.lines()) {
     const std::string at = str_cat(where, ", line '", line.name(), "'");
     std::vector<Execution> line_runs;
     for (const xprof::XEvent& e : line.events()) {
-      const xprof::XStat* step = find_stat(plane, e.stats(), "step_num");
       const xprof::XStat* hlo_op = find_stat(plane, e.stats(), "hlo_op");
-      if (step == nullptr && hlo_op == nullptr) continue;
+      if (hlo_op == nullptr) continue;
       auto span = event_span(line, e, at);
       if (!span.ok()) return span.status();
-      if (step != nullptr) {
-        const std::optional<int64_t> number = stat_int(*step);
-        if (!number || *number < 0) {
-          return absl::InvalidArgumentError(str_cat(at, ": a step_num that is no step number"));
-        }
-        steps.add(*number, *span);
-      }
-      if (hlo_op == nullptr) continue;
       const std::optional<std::string> name = stat_string(plane, *hlo_op);
       if (!name || name->empty()) {
         return absl::InvalidArgumentError(str_cat(at, ": an hlo_op stat that names no op"));
@@ -157,14 +158,7 @@ absl::StatusOr<PlaneSteps> read_host_ops(const xprof::XPlane& plane, const std::
     take_nested_time(&line_runs);
     runs.insert(runs.end(), line_runs.begin(), line_runs.end());
   }
-  // Self times are per line (above); count the executions within the steps.
-  const std::vector<Span> spans = steps.sorted();
-  for (const Execution& r : runs) {
-    if (!within(spans, r.start)) continue;
-    ProfileOp& op = table->at(r.op);
-    ++op.executions;
-    op.self_ps += r.self;
-  }
+  count_within_steps(runs, steps.merged(), table);
   return steps;
 }
 

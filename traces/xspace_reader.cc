@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <map>
-#include <optional>
 
 #include "common/strings.h"
 #include "traces/analysis_events.h"
@@ -73,21 +72,12 @@ absl::StatusOr<int64_t> read_host_steps(const xprof::XPlane& plane, const std::s
   const TrackId steps =
       out->declare_track({TrackInfo::Kind::kUnit, 0, 0, std::string(kStepsTrack), "", 0});
   int64_t read = 0;
-  for (const xprof::XLine& line : plane.lines()) {
-    const std::string at = str_cat(where, ", line '", line.name(), "'");
-    for (const xprof::XEvent& e : line.events()) {
-      const xprof::XStat* stat = find_stat(plane, e.stats(), "step_num");
-      if (stat == nullptr) continue;
-      const std::optional<int64_t> step = stat_int(*stat);
-      if (!step || *step < 0) {
-        return absl::InvalidArgumentError(str_cat(at, ": a step_num that is no step number"));
-      }
-      auto span = event_span(line, e, at);
-      if (!span.ok()) return span.status();
-      out->slice(steps, str_cat("step ", *step), span->first, span->second);
-      ++read;
-    }
-  }
+  const absl::Status visited =
+      visit_host_steps(plane, where, [&](int64_t step, std::pair<TimePs, TimePs> span) {
+        out->slice(steps, str_cat("step ", step), span.first, span.second);
+        ++read;
+      });
+  if (!visited.ok()) return visited;
   return read;
 }
 
@@ -102,7 +92,11 @@ bool is_xspace_path(const std::string& path) {
 absl::StatusOr<std::unique_ptr<RecordingSink>> read_xspace(const std::string& path) {
   auto parsed = parse_xspace_file(path);
   if (!parsed.ok()) return parsed.status();
-  const xprof::XSpace& space = *parsed;
+  return analysis_events_of(*parsed, path);
+}
+
+absl::StatusOr<std::unique_ptr<RecordingSink>> analysis_events_of(const xprof::XSpace& space,
+                                                                  const std::string& path) {
   auto out = std::make_unique<RecordingSink>();
   out->keep_only_analysis_events();
   int devices = 0;

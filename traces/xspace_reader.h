@@ -21,6 +21,7 @@
 #include <absl/status/statusor.h>
 
 #include "traces/recording_sink.h"
+#include "traces/xplane.pb.h"
 
 namespace tpusim::traces {
 
@@ -28,5 +29,9 @@ namespace tpusim::traces {
 bool is_xspace_path(const std::string& path);
 
 absl::StatusOr<std::unique_ptr<RecordingSink>> read_xspace(const std::string& path);
+// The same from an XSpace already parsed (xspace_ops.h's parse_xspace_file), `path` naming it in
+// errors: a profile read once for both its steps and its ops.
+absl::StatusOr<std::unique_ptr<RecordingSink>> analysis_events_of(const xprof::XSpace& space,
+                                                                  const std::string& path);
 
 }  // namespace tpusim::traces

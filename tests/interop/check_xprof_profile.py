@@ -8,6 +8,7 @@ are listed over HTTP, and the overview page's data endpoint gives the same step 
 
 Usage: check_xprof_profile.py TPUSIM
 """
+import contextlib
 import glob
 import gzip
 import json
@@ -116,14 +117,14 @@ def fetch(port, route):
         return json.loads(body)
 
 
-def check_served(model_dir, path, analysis):
-    """Starts `xprof --logdir MODEL_DIR` and reads the run through its HTTP endpoints."""
+@contextlib.contextmanager
+def xprof_server(model_dir):
+    """`xprof --logdir MODEL_DIR` on a free port, once it answers: (port, the runs it lists)."""
     port = free_port()
     xprof = os.path.join(os.path.dirname(sys.executable), "xprof")
     server = subprocess.Popen([xprof, "--logdir", model_dir, "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        run = os.path.basename(os.path.dirname(path))
         deadline = time.time() + 120
         while True:
             try:
@@ -133,6 +134,16 @@ def check_served(model_dir, path, analysis):
                 assert server.poll() is None, "xprof exited"
                 assert time.time() < deadline, "xprof did not answer within 120 s"
                 time.sleep(0.5)
+        yield port, runs
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def check_served(model_dir, path, analysis):
+    """Starts `xprof --logdir MODEL_DIR` and reads the run through its HTTP endpoints."""
+    run = os.path.basename(os.path.dirname(path))
+    with xprof_server(model_dir) as (port, runs):
         assert runs == [run], runs
         tools = fetch(port, f"run_tools?run={run}")
         for want in ("overview_page", "input_pipeline_analyzer", "op_profile"):
@@ -146,9 +157,6 @@ def check_served(model_dir, path, analysis):
         assert abs(served_ms - tpusim_ms) <= 0.01 * tpusim_ms, (served_ms, tpusim_ms)
         print(f"xprof --logdir served run {run}: {len(tools)} tools, overview step "
               f"{served_ms:.3f} ms over HTTP: ok")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def main():

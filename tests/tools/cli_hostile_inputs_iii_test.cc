@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 
 #include "estimator/checkpoint.h"
-#include "runtime/data/example.h"
-#include "runtime/data/tfrecord.h"
 #include "tests/tools/cli_runner.h"
 #include "tests/tools/hostile_inputs.h"
 
@@ -115,17 +113,7 @@ TEST(HostileInputs3, ASliceWhoseStacksDoNotFitTheAddressSpaceIsRefused) {
 // Records whose label is 12 trained a 10-way classifier on a class it has no output for.
 TEST(HostileInputs3, ALabelOutsideTheModelsClassesIsRefused) {
   const auto dir = scratch("labels");
-  for (const char* prefix : {"train", "t10k"}) {
-    auto w = runtime::data::TFRecordWriter::open(
-        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
-    ASSERT_TRUE(w.ok()) << w.status();
-    for (int i = 0; i < 64; ++i) {
-      runtime::data::ExampleBuilder b;
-      b.bytes("image_raw", {std::string(28 * 28, '\x40')}).ints("label", {i == 5 ? 12 : i % 10});
-      ASSERT_TRUE((*w)->write(b.serialize()).ok());
-    }
-    ASSERT_TRUE((*w)->close().ok());
-  }
+  testing::write_mnist_records(dir, 64, 28 * 28, [](int i) { return i == 5 ? 12 : i % 10; });
   EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--data", dir.string(),
                        "--batch-size", "64", "--train-steps", "4", "--iterations-per-loop", "1",
                        "--model-dir", (dir / "run").string()}),

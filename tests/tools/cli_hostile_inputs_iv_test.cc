@@ -14,8 +14,6 @@
 #include <gtest/gtest.h>
 
 #include "estimator/saved_model.pb.h"
-#include "runtime/data/example.h"
-#include "runtime/data/tfrecord.h"
 #include "tests/tools/cli_runner.h"
 #include "tests/tools/hostile_inputs.h"
 #include "tests/under_sanitizer.h"
@@ -32,27 +30,12 @@ std::filesystem::path scratch(const std::string& name) {
   return testing::hostile_scratch("iv-" + name);
 }
 
-// Fashion-MNIST-shaped records (train and test) of 64 grey images, labels 0..9, in `dir`.
-void write_records(const std::filesystem::path& dir) {
-  for (const char* prefix : {"train", "t10k"}) {
-    auto w = runtime::data::TFRecordWriter::open(
-        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
-    ASSERT_TRUE(w.ok()) << w.status();
-    for (int i = 0; i < 64; ++i) {
-      runtime::data::ExampleBuilder b;
-      b.bytes("image_raw", {std::string(28 * 28, static_cast<char>(i))}).ints("label", {i % 10});
-      ASSERT_TRUE((*w)->write(b.serialize()).ok());
-    }
-    ASSERT_TRUE((*w)->close().ok());
-  }
-}
-
 // An SGD rate of 1e30 sends the mlp's weights past float: its logits, and so its probabilities,
 // are NaN, and their argmax names no class (2^31 - 1 on the tpusim backend). Predicting read the
 // probability at that index; now the example is named and the NaN said.
 TEST(HostileInputs4, APredictionOfOutputsThatAreNotNumbersIsRefusedByExample) {
   const auto dir = scratch("diverged");
-  write_records(dir);
+  testing::write_mnist_records(dir, 64, 28 * 28, [](int i) { return i % 10; });
   const std::string model_dir = (dir / "run").string();
   auto r = run_tpusim(
       {"train",      "--model",      "mlp",    "--backend",       "cpu",  "--data",
@@ -213,17 +196,7 @@ TEST(HostileInputs4, OutputDestinationsAreTriedBeforeTheRun) {
 // record is bounded by what it can hold, as it is read.
 TEST(HostileInputs4, ARecordFarLargerThanItsPipelinesIsRefusedAsItIsRead) {
   const auto dir = scratch("big-records");
-  for (const char* prefix : {"train", "t10k"}) {
-    auto w = runtime::data::TFRecordWriter::open(
-        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
-    ASSERT_TRUE(w.ok()) << w.status();
-    for (int i = 0; i < 8; ++i) {
-      runtime::data::ExampleBuilder b;
-      b.bytes("image_raw", {std::string(1 << 20, '\x40')}).ints("label", {i % 10});
-      ASSERT_TRUE((*w)->write(b.serialize()).ok());
-    }
-    ASSERT_TRUE((*w)->close().ok());
-  }
+  testing::write_mnist_records(dir, 8, 1 << 20, [](int i) { return i % 10; });
   EXPECT_THAT(refusal({"train", "--model", "mlp", "--backend", "cpu", "--data", dir.string(),
                        "--train-steps", "1", "--iterations-per-loop", "1", "--model-dir",
                        (dir / "run").string()}),

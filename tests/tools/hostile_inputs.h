@@ -1,8 +1,10 @@
 #pragma once
-// What the hostile-input tests share (cli_hostile_inputs_test.cc, cli_hostile_inputs_ii_test.cc):
-// a fresh scratch folder, files written byte for byte, and a refusal's message.
+// What the hostile-input tests share (cli_hostile_inputs_test.cc and its ii, iii and iv): a fresh
+// scratch folder, files written byte for byte, Fashion-MNIST-style records, and a refusal's
+// message.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -10,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "runtime/data/example.h"
+#include "runtime/data/tfrecord.h"
 #include "tests/tools/cli_runner.h"
 
 namespace tpusim::cli::testing {
@@ -27,6 +31,24 @@ inline std::filesystem::path hostile_scratch(const std::string& name) {
 
 inline void write_file(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Fashion-MNIST-style records in `dir` (train-00000-of-00001.tfrecord and t10k-...): `count`
+// examples each, example i an image_raw of `image_bytes` bytes of value i and label label_of(i).
+inline void write_mnist_records(const std::filesystem::path& dir, int count, size_t image_bytes,
+                                const std::function<int64_t(int)>& label_of) {
+  for (const char* prefix : {"train", "t10k"}) {
+    auto w = runtime::data::TFRecordWriter::open(
+        (dir / (std::string(prefix) + "-00000-of-00001.tfrecord")).string());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < count; ++i) {
+      runtime::data::ExampleBuilder b;
+      b.bytes("image_raw", {std::string(image_bytes, static_cast<char>(i))})
+          .ints("label", {label_of(i)});
+      ASSERT_TRUE((*w)->write(b.serialize()).ok());
+    }
+    ASSERT_TRUE((*w)->close().ok());
+  }
 }
 
 inline std::string read_file(const std::filesystem::path& path) {

@@ -26,7 +26,7 @@ int run_analyze(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   positional.add("trace", 1);
   const std::string usage =
-      "usage: tpusim analyze TRACE [--json]\n\n"
+      "usage: tpusim analyze TRACE [--ops N] [--json]\n\n"
       "Where each training step's simulated time went (compute, input, output, all-reduce and\n"
       "waiting for peers, idle), the step time being the slowest core's; whether the run is\n"
       "input-bound, the slowest host pipeline stage and the step time with 2x and 4x its\n"
@@ -39,14 +39,21 @@ int run_analyze(const std::vector<std::string>& args) {
   if (int rc = parse_args(args, options, positional, usage, &vm); rc >= 0) return rc;
   if (vm.count("trace") == 0) return usage_error("which trace? (TRACE is required)", usage);
   const std::string path = vm["trace"].as<std::string>();
-  auto trace = traces::read_trace(path);
+  // A profile is parsed once, for its steps and its ops; a trace has no ops.
+  std::optional<xprof::XSpace> profile;
+  std::optional<traces::OpProfile> ops;
+  if (traces::is_xspace_path(path)) {
+    auto parsed = traces::parse_xspace_file(path);
+    if (!parsed.ok()) return failure(std::string(parsed.status().message()));
+    profile = std::move(*parsed);
+  }
+  auto trace = profile ? traces::analysis_events_of(*profile, path) : traces::read_trace(path);
   if (!trace.ok()) return failure(std::string(trace.status().message()));
   auto analysis = traces::analyze(**trace);
   if (!analysis.ok()) return failure(path + ": " + std::string(analysis.status().message()));
   const int top = vm["ops"].as<int>();  // parse_args refuses a negative count
-  std::optional<traces::OpProfile> ops;
-  if (traces::is_xspace_path(path)) {
-    auto read = traces::read_op_profile(path);
+  if (profile) {
+    auto read = traces::op_profile_of(*profile, path);
     if (!read.ok()) return failure(std::string(read.status().message()));
     ops = std::move(*read);
   }
