@@ -2,9 +2,17 @@
 
 #include <algorithm>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 
 namespace tpusim::sim {
+
+uint64_t SliceModel::thread_processes(const config::SliceSpec& slice) {
+  constexpr uint64_t kCollectiveEngine = 1;
+  const uint64_t infeeds = std::max<uint32_t>(slice.hosts, 1);
+  return saturating_sum(saturating_product(slice.chips, Chip::thread_processes(slice.chip)),
+                        saturating_sum(infeeds, kCollectiveEngine));
+}
 
 SliceModel::SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
                        const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,

@@ -29,6 +29,10 @@ class SliceModel : public sc_core::sc_module {
   SliceModel(const sc_core::sc_module_name& name, const config::SliceSpec& slice,
              const ClockDomain& clock, const SystemOptions& options, StatGroup& stats,
              std::function<void(const std::string&)> fail);
+  // The SystemC thread processes a model of `slice` elaborates: its chips', one infeed thread
+  // per host and the collective engine's. System::create holds their stacks against the
+  // address space before it builds anything.
+  static uint64_t thread_processes(const config::SliceSpec& slice);
   // The worker's jobs use the chips' units: finish them first.
   ~SliceModel() override { numerics->drain(); }
 

@@ -34,6 +34,14 @@ absl::StatusOr<std::unique_ptr<System>> System::create(
         "a System was already built in this process: SystemC elaborates once per process, so build "
         "one System and drive it with programs");
   }
+  // The kernel maps every thread's stack as it starts: held against the address space before
+  // anything is built (a pod slice's tens of thousands of modules take seconds and hundreds of
+  // MB to elaborate).
+  if (auto s =
+          check_thread_stacks(str_cat("slice ", slice->name), SliceModel::thread_processes(*slice));
+      !s.ok()) {
+    return s;
+  }
   g_elaborated = true;
   // No banner on stdout: tpusim's own output (JSON) goes there.
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 0);
@@ -51,12 +59,6 @@ absl::StatusOr<std::unique_ptr<System>> System::create(
                                      // again, and the System recovers from a unit's error.
                                      sc_core::sc_pause();
                                    });
-  // The kernel maps every thread's stack as it starts: held against the address space first.
-  if (auto s = check_thread_stacks(str_cat("slice ", system->slice_->name),
-                                   elaborated_thread_processes());
-      !s.ok()) {
-    return s;
-  }
   // Run the initialization phase now, so every process sits in its first wait before the first
   // run notifies it (a notification made before initialization would be lost).
   sc_core::sc_start(sc_core::SC_ZERO_TIME);

@@ -126,7 +126,7 @@ estimator::InputFn bert_eval_input(const BertData& d) {
   if (d.synthetic) return synthetic_input(d);
   return [d](const estimator::Params& p) -> absl::StatusOr<data::DatasetPtr> {
     auto ds = data::Dataset::list_files(d.dir + "/train-*")
-                  ->interleave_tfrecords({})
+                  ->interleave_tfrecords({}, named_records())
                   ->shard(p.num_shards, p.shard_index)
                   ->map(data::bert_parse_fn(record_shape(d)), 2)
                   ->batch(p.batch_size, whole_batches(d.batch_threads, p));

@@ -94,8 +94,15 @@ void use_host_config_stages(int map_threads, int batch_threads,
   config->host_batch_threads = static_cast<uint32_t>(batch_threads);
 }
 
+runtime::data::ReaderOptions named_records() {
+  runtime::data::ReaderOptions reader;
+  reader.name_records = true;
+  return reader;
+}
+
 runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p,
-                                                const runtime::data::ReaderOptions& reader) {
+                                                runtime::data::ReaderOptions reader) {
+  reader.name_records = true;
   data::InterleaveOptions files;
   files.cycle_length = 4;
   files.parallel = true;
@@ -108,11 +115,12 @@ runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const es
   return ds->interleave_tfrecords(files, reader)->shard(p.num_shards, p.shard_index);
 }
 
-// What a raw record (not JPEG) can hold, so that one far larger is refused as it is read rather
-// than after the shuffle buffer has held thousands like it: the image's 28x28 bytes and its
-// label, with room for the tf.Example's framing and feature names.
-runtime::data::ReaderOptions raw_record_bounds(const FashionData& d) {
-  runtime::data::ReaderOptions reader;
+// How the pipeline reads its records: named, so that an error about a record's contents gives
+// its file and place; and a raw record (not JPEG) bounded by what it can hold, so that one far
+// larger is refused as it is read rather than after the shuffle buffer has held thousands like
+// it: the image's 28x28 bytes and its label, with room for the tf.Example's framing and names.
+runtime::data::ReaderOptions record_reader(const FashionData& d) {
+  runtime::data::ReaderOptions reader = named_records();
   if (d.jpeg) return reader;  // a JPEG's size follows its source photo, not the model
   reader.max_record_bytes = kRawSide * kRawSide + 1024;
   reader.max_record_what = str_cat("an MNIST-family record (a ", kRawSide, "x", kRawSide,
@@ -254,7 +262,7 @@ estimator::InputFn fashion_train_input(const FashionData& d) {
     auto map = fashion_map_fn(d, /*training=*/true);
     if (p.profile != nullptr) map = p.profile->timed(stage, map, d.map_threads);
     auto ds =
-        sharded_train_records(d.dir, p, raw_record_bounds(d))->shuffle(10000, /*seed=*/2)->repeat();
+        sharded_train_records(d.dir, p, record_reader(d))->shuffle(10000, /*seed=*/2)->repeat();
     if (d.jpeg) ds = ds->enumerate();  // each example's crop and flip follow its position
     return ds->map(map, d.map_threads)
         ->batch(p.batch_size, whole_batches(d.batch_threads, p))
@@ -268,7 +276,7 @@ estimator::InputFn fashion_eval_input(const FashionData& d) {
     auto map = fashion_map_fn(d, /*training=*/false);
     if (p.profile != nullptr) map = p.profile->timed(d.jpeg ? "decode" : "parse", map, 2);
     auto ds = data::Dataset::list_files(d.dir + "/t10k-*")
-                  ->interleave_tfrecords({}, raw_record_bounds(d))
+                  ->interleave_tfrecords({}, record_reader(d))
                   ->map(map, 2)
                   ->batch(p.batch_size, whole_batches(d.batch_threads, p));
     return ds->prefetch(2);

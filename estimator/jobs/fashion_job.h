@@ -87,12 +87,16 @@ absl::StatusOr<uint64_t> mean_train_record_bytes(const std::string& dir);
 // A train or eval batch's options: whole batches only, assembled on `batch_threads`, profiled as
 // "batch" when the run measures its stages.
 runtime::data::BatchOptions whole_batches(int batch_threads, const estimator::Params& p);
+// Reader options whose records are named (ReaderOptions::name_records): an error about a
+// record's contents gives its file and place.
+runtime::data::ReaderOptions named_records();
 // The train-* records of `dir` for shard p.shard_index of p.num_shards, in a shuffled file
 // order, read by 4 interleaved threads: each host its files, or with fewer files than shards
 // every host all of them and its share of the records (tf.data's AUTO sharding).
-// A record larger than `reader.max_record_bytes` (when set) is refused as it is read.
+// A record larger than `reader.max_record_bytes` (when set) is refused as it is read; the records
+// are named (ReaderOptions::name_records), so an error about one's contents gives its file.
 runtime::data::DatasetPtr sharded_train_records(const std::string& dir, const estimator::Params& p,
-                                                const runtime::data::ReaderOptions& reader = {});
+                                                runtime::data::ReaderOptions reader = {});
 // The host config's timing of the standard stages: 4 interleaved readers, the map and the batch
 // on so many threads (SimulatorOptions::HostTiming::kHostConfig).
 void use_host_config_stages(int map_threads, int batch_threads,

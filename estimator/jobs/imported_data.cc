@@ -120,7 +120,7 @@ estimator::InputFn imported_eval_input(const ImportedModel& m, const ImportedDat
     if (auto s = check_records(d); !s.ok()) return s;
     const std::string prefix = shard_files(d.dir, "eval").empty() ? "train" : "eval";
     return data::Dataset::list_files(d.dir + "/" + prefix + "-*")
-        ->interleave_tfrecords({})
+        ->interleave_tfrecords({}, named_records())
         ->shard(p.num_shards, p.shard_index)
         ->map(parse_fn(m), 2)
         ->batch(p.batch_size, whole_batches(d.batch_threads, p))

@@ -13,6 +13,7 @@
 #include "sim/numerics/bf16.h"
 #include "sim/numerics/convert.h"
 #include "sim/numerics/host_device.h"
+#include "sim/numerics/nan_order.h"
 #include "sim/numerics/random.h"
 
 namespace tpusim::runtime::element {
@@ -28,8 +29,8 @@ using sim::mix64;
 using sim::round_bits_to_bf16;
 using sim::round_to_bf16;
 
-// The binary elementwise ops (is_binary_elementwise). Max and min are std::max and std::min
-// spelled out: with a NaN operand they return the first one.
+// The binary elementwise ops (is_binary_elementwise). Max and min are XLA's: NaN when either
+// operand is (sim/numerics/nan_order.h).
 TPUSIM_HOST_DEVICE inline float apply_binary(Op op, float a, float b) {
   switch (op) {
     case Op::kAdd:
@@ -41,9 +42,9 @@ TPUSIM_HOST_DEVICE inline float apply_binary(Op op, float a, float b) {
     case Op::kDiv:
       return a / b;
     case Op::kMax:
-      return a < b ? b : a;
+      return sim::nan_max(a, b);
     case Op::kMin:
-      return b < a ? b : a;
+      return sim::nan_min(a, b);
     case Op::kEqual:
       return a == b ? 1.0f : 0.0f;
     case Op::kGreater:
@@ -62,7 +63,7 @@ TPUSIM_HOST_DEVICE inline float apply_unary(Op op, float v) {
     case Op::kNeg:
       return -v;
     case Op::kRelu:
-      return v > 0 ? v : 0.0f;
+      return sim::nan_relu(v);  // NaN stays NaN, as XLA's max(x, 0)
 #if defined(__CUDA_ARCH__)
     case Op::kTanh:
       return tanhf(v);
@@ -105,7 +106,7 @@ TPUSIM_HOST_DEVICE inline int64_t clamp_index(int32_t index, int64_t rows) {
 
 // One term of reduce_max (std::max spelled out) or reduce_sum, accumulated in double.
 TPUSIM_HOST_DEVICE inline double reduce_step(bool is_max, double acc, double v) {
-  return is_max ? (acc < v ? v : acc) : acc + v;
+  return is_max ? sim::nan_max(acc, v) : acc + v;
 }
 
 // The one order every backend but tpusim sums a reduction in (issue 36: a fixed, parallel

@@ -8,10 +8,20 @@
 
 #include <glob.h>
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 #include "runtime/data/dataset_internal.h"
 
 namespace tpusim::runtime::data {
+
+uint64_t element_bytes(const Element& e) {
+  uint64_t bytes = 0;
+  for (const auto& [name, v] : e) {
+    bytes += name.size() + v.floats.size() * sizeof(float) + v.ints.size() * sizeof(int64_t);
+    for (const std::string& s : v.bytes) bytes += sizeof(std::string) + s.size();
+  }
+  return bytes;
+}
 
 FeatureValue scalar_bytes(std::string b) {
   FeatureValue v;
@@ -144,10 +154,20 @@ class TFRecordIterator final : public Iterator {
         reader_ = std::move(*r);
       }
       std::string record;
+      const uint64_t number = reader_->records(), offset = reader_->offset();
       auto more = reader_->next(&record);
       if (!more.ok()) return fail(more.status());  // names the file and offset
-      if (*more)
-        return std::optional<Element>(Element{{"record", scalar_bytes(std::move(record))}});
+      if (*more) {
+        Element e{{"record", scalar_bytes(std::move(record))}};
+        if (options_.name_records) {
+          e[kRecordFile] = scalar_bytes(reader_->path());
+          FeatureValue place;
+          place.type = FeatureType::kInt64;
+          place.ints = {static_cast<int64_t>(number), static_cast<int64_t>(offset)};
+          e[kRecordPlace] = std::move(place);
+        }
+        return std::optional<Element>(std::move(e));
+      }
       reader_.reset();
     }
   }
@@ -177,6 +197,65 @@ class TFRecords final : public Dataset {
   ReaderOptions options_;
 };
 
+// The buffer's bytes are held against the host's memory budget as it fills: each time they
+// double (from 1 MiB), as many again must fit in what the budget has left, or the iteration
+// ends with ResourceExhausted naming the buffer and both sizes. A buffer of 10,000 records whose
+// size nothing bounds (a JPEG's follows its photo) is refused before it takes the host's memory.
+class ShuffleBuffer final : public Iterator {
+ public:
+  ShuffleBuffer(std::unique_ptr<Iterator> in, size_t cap, uint64_t seed)
+      : in_(std::move(in)), cap_(cap), rng_(seed) {}
+  Next next() override {
+    while (!input_done_ && buf_.size() < cap_) {
+      auto e = in_->next();
+      if (e.ok() && e->has_value()) e = hold(std::move(e));
+      if (!e.ok()) {
+        input_done_ = true;
+        buf_.clear();  // an error ends the iteration
+        return e.status();
+      }
+      if (!e->has_value()) {
+        input_done_ = true;
+        break;
+      }
+      buf_.push_back(std::move(**e));
+    }
+    if (buf_.empty()) return kEnd;
+    const size_t pick = std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_);
+    std::swap(buf_[pick], buf_.back());
+    Element out = std::move(buf_.back());
+    buf_.pop_back();
+    held_ -= std::min(held_, element_bytes(out));
+    return std::optional<Element>(std::move(out));
+  }
+
+ private:
+  static constexpr uint64_t kFirstCheck = uint64_t{1} << 20;
+
+  Next hold(Next e) {
+    held_ = saturating_sum(held_, element_bytes(**e));
+    if (held_ < next_check_) return e;
+    next_check_ = saturating_product(held_, 2);
+    // Under an address-space limit the budget is what is left beside what is held; otherwise it
+    // is the host's whole memory, which the buffer's next doubling must fit in.
+    const bool budget_is_left = static_memory_limits().rlimit_bytes != 0;
+    const std::string what =
+        str_cat("shuffle: a buffer of ", cap_, " elements, whose first ", buf_.size() + 1, " hold ",
+                byte_size(held_), ", ",
+                budget_is_left ? "taking as many bytes again" : "growing to twice that");
+    if (auto s = check_host_memory(what, budget_is_left ? held_ : next_check_); !s.ok()) return s;
+    return e;
+  }
+
+  std::unique_ptr<Iterator> in_;
+  size_t cap_;
+  std::mt19937_64 rng_;
+  std::vector<Element> buf_;
+  uint64_t held_ = 0;  // element_bytes of what buf_ holds
+  uint64_t next_check_ = kFirstCheck;
+  bool input_done_ = false;
+};
+
 class Shuffle final : public Dataset {
  public:
   Shuffle(DatasetPtr input, int64_t buffer, uint64_t seed, bool reshuffle)
@@ -185,41 +264,9 @@ class Shuffle final : public Dataset {
         seed_(seed),
         reshuffle_(reshuffle) {}
   std::unique_ptr<Iterator> make_iterator() const override {
-    class It final : public Iterator {
-     public:
-      It(std::unique_ptr<Iterator> in, size_t cap, uint64_t seed)
-          : in_(std::move(in)), cap_(cap), rng_(seed) {}
-      Next next() override {
-        while (!input_done_ && buf_.size() < cap_) {
-          auto e = in_->next();
-          if (!e.ok()) {
-            input_done_ = true;
-            buf_.clear();  // an error ends the iteration
-            return e.status();
-          }
-          if (!e->has_value()) {
-            input_done_ = true;
-            break;
-          }
-          buf_.push_back(std::move(**e));
-        }
-        if (buf_.empty()) return kEnd;
-        const size_t pick = std::uniform_int_distribution<size_t>(0, buf_.size() - 1)(rng_);
-        std::swap(buf_[pick], buf_.back());
-        Element out = std::move(buf_.back());
-        buf_.pop_back();
-        return std::optional<Element>(std::move(out));
-      }
-
-     private:
-      std::unique_ptr<Iterator> in_;
-      size_t cap_;
-      std::mt19937_64 rng_;
-      std::vector<Element> buf_;
-      bool input_done_ = false;
-    };
     const uint64_t seed = reshuffle_ ? seed_ + epoch_.fetch_add(1) : seed_;
-    return std::make_unique<It>(input_->make_iterator(), static_cast<size_t>(buffer_), seed);
+    return std::make_unique<ShuffleBuffer>(input_->make_iterator(), static_cast<size_t>(buffer_),
+                                           seed);
   }
 
  private:

@@ -34,6 +34,12 @@ namespace tpusim::runtime::data {
 
 using Element = std::map<std::string, FeatureValue>;
 
+// Where a record came from, on the elements of a TFRecord source read with
+// ReaderOptions::name_records: its file (bytes) and its number in the file and byte offset
+// (int64s). map() takes both off an element before its function sees it.
+inline constexpr char kRecordFile[] = "_record_file";
+inline constexpr char kRecordPlace[] = "_record_place";
+
 FeatureValue scalar_bytes(std::string b);
 FeatureValue scalar_int(int64_t v);
 // An image's float pixels as a [height, width, channels] value.

@@ -80,16 +80,6 @@ absl::StatusOr<Element> stack(std::vector<Element>& rows, int64_t batch_size, bo
   return out;
 }
 
-// The host bytes an element holds: its values and the strings' characters.
-uint64_t element_bytes(const Element& e) {
-  uint64_t bytes = 0;
-  for (const auto& [name, v] : e) {
-    bytes += name.size() + v.floats.size() * sizeof(float) + v.ints.size() * sizeof(int64_t);
-    for (const std::string& s : v.bytes) bytes += sizeof(std::string) + s.size();
-  }
-  return bytes;
-}
-
 // The batch's input, checked against the host's memory budget at its first element: `batches`
 // batches of `size` such elements in flight, each held twice while it is stacked (its rows and
 // the batch), and the batches its consumer holds besides, must fit, or the iteration ends with

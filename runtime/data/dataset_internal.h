@@ -30,6 +30,9 @@ Next guarded(F&& f) {
   }
 }
 
+// The host bytes an element holds: its values and the strings' characters.
+uint64_t element_bytes(const Element& e);
+
 // An iterator that yields `status` once, then ends.
 std::unique_ptr<Iterator> error_iterator(absl::Status status);
 

@@ -16,8 +16,29 @@
 namespace tpusim::runtime::data {
 namespace {
 
-absl::Status with_context(const absl::Status& s, int64_t index) {
-  return absl::Status(s.code(), str_cat("map, element ", index, ": ", s.message()));
+// " (FILE, record N at byte offset M)" for an element read with ReaderOptions::name_records,
+// its source components taken off; "" for any other element.
+std::string take_record_source(Element* e) {
+  const auto file = e->find(kRecordFile);
+  const auto place = e->find(kRecordPlace);
+  std::string source;
+  if (file != e->end() && place != e->end() && file->second.bytes.size() == 1 &&
+      place->second.ints.size() == 2) {
+    source = str_cat(" (", file->second.bytes[0], ", record ", place->second.ints[0],
+                     " at byte offset ", place->second.ints[1], ")");
+  }
+  if (file != e->end()) e->erase(file);
+  if (place != e->end()) e->erase(place);
+  return source;
+}
+
+// `fn` on `e`, an error naming the element's position and, where known, its record.
+absl::StatusOr<Element> map_one(const MapFn& fn, Element e, int64_t index) {
+  const std::string source = take_record_source(&e);
+  auto out = fn(std::move(e));
+  if (out.ok()) return out;
+  return absl::Status(out.status().code(),
+                      str_cat("map, element ", index, source, ": ", out.status().message()));
 }
 
 class SequentialMap final : public Iterator {
@@ -30,11 +51,10 @@ class SequentialMap final : public Iterator {
       done_ = true;
       return e;
     }
-    auto out = fn_(std::move(**e));
-    const int64_t index = index_++;
+    auto out = map_one(fn_, std::move(**e), index_++);
     if (!out.ok()) {
       done_ = true;
-      return with_context(out.status(), index);
+      return out.status();
     }
     return std::optional<Element>(std::move(*out));
   }
@@ -195,9 +215,8 @@ ParallelWork map_work(MapFn fn) {
     for (size_t k = 0; k < items.size(); ++k) {
       Next& item = items[k];
       if (is_terminal(item)) break;  // always the last
-      auto out = fn(std::move(**item));
-      item = out.ok() ? Next(std::optional<Element>(std::move(*out)))
-                      : Next(with_context(out.status(), first + static_cast<int64_t>(k)));
+      auto out = map_one(fn, std::move(**item), first + static_cast<int64_t>(k));
+      item = out.ok() ? Next(std::optional<Element>(std::move(*out))) : Next(out.status());
     }
     return items;
   };

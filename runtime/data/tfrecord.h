@@ -44,6 +44,10 @@ struct ReaderOptions {
   // max_record_what, "an MNIST-family record (a 28x28 image of bytes and its label)").
   uint64_t max_record_bytes = 0;
   std::string max_record_what{};
+  // Dataset::tfrecords and interleave_tfrecords: each element also carries where its record
+  // came from (kRecordFile, kRecordPlace in dataset.h), which map() takes off before its
+  // function runs and names in the function's error ("FILE, record N at byte offset M").
+  bool name_records = false;
 };
 
 class ByteSource;

@@ -1,5 +1,6 @@
 #include "sim/chip/chip.h"
 
+#include "common/host_budget.h"
 #include "common/strings.h"
 #include "sim/core_map.h"
 
@@ -10,6 +11,12 @@ double bytes_per_cycle(double bytes_per_s, const ClockDomain& clock) {
   return bytes_per_s / clock.frequency_hz();
 }
 }  // namespace
+
+uint64_t Chip::thread_processes(const config::ChipSpec& spec) {
+  constexpr uint64_t kHostLinkThreads = 2;  // host to device, device to host
+  return saturating_sum(saturating_product(spec.tensor_cores, Core::thread_processes(spec.core)),
+                        kHostLinkThreads);
+}
 
 Chip::Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, ChipId chip,
            StatGroup& stats)

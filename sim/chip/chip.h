@@ -15,6 +15,9 @@ class Chip : public sc_core::sc_module {
  public:
   Chip(const sc_core::sc_module_name& name, const ModelSettings& settings, ChipId chip,
        StatGroup& stats);
+  // The SystemC thread processes a chip of `spec` elaborates: its cores' and its host link's
+  // two (one each way).
+  static uint64_t thread_processes(const config::ChipSpec& spec);
 
   Core& core(uint32_t core_on_chip) { return *cores_[core_on_chip]; }
   uint32_t core_count() const { return static_cast<uint32_t>(cores_.size()); }

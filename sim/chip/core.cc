@@ -61,6 +61,12 @@ void Core::declare_tracks() {
                                            std::string(traces::kBusyTrack), ""})));
 }
 
+uint64_t Core::thread_processes(const config::CoreSpec& spec) {
+  constexpr uint64_t kFixedUnits = 4;  // vector, infeed, outfeed, ICI
+  constexpr uint64_t kSequencer = 1;
+  return uint64_t{spec.dma_engines} + spec.mxu_count + kFixedUnits + kSequencer;
+}
+
 void Core::build_units(const ModelSettings& settings) {
   CoreUnits wiring;
   for (uint32_t e = 0; e < spec_.dma_engines; ++e) {

@@ -37,6 +37,10 @@ struct CoreRunSetup {
 class Core : public sc_core::sc_module {
  public:
   Core(const sc_core::sc_module_name& name, const CoreOptions& options, StatGroup& stats);
+  // The SystemC thread processes a core of `spec` elaborates: one per unit (its DMA engines,
+  // its MXUs, the vector unit, infeed, outfeed and ICI units) and the sequencer's, as
+  // build_units() makes them.
+  static uint64_t thread_processes(const config::CoreSpec& spec);
 
   const CoreContext& context() const { return ctx_; }
   CoreVmem& vmem() { return vmem_; }

@@ -6,6 +6,7 @@
 
 #include "sim/isa/ops.h"
 #include "sim/numerics/bf16.h"
+#include "sim/numerics/nan_order.h"
 #include "sim/numerics/random.h"
 #include "sim/units/vector_cost.h"
 
@@ -140,10 +141,10 @@ bool compute_in_place(uint8_t* vmem, const Vector& v) {
           out = a * b;
           break;
         case Vector::MAX:
-          out = a.max(b);
+          out = a.binaryExpr(b, NanMaxOp{});  // NaN if either is, as XLA's max
           break;
         default:
-          out = a.min(b);
+          out = a.binaryExpr(b, NanMinOp{});
           break;
       }
       return true;
@@ -166,7 +167,7 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
       *out = a.array().abs();
       return true;
     case Vector::RELU:
-      *out = a.array().max(0.0f);
+      *out = a.unaryExpr(NanReluOp{});  // NaN stays NaN, as XLA's max(x, 0)
       return true;
     case Vector::EXP:
       *out = a.array().exp();
@@ -197,7 +198,9 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
       *out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
       return true;
     case Vector::REDUCE_MAX:
-      *out = v.axis() == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
+      // NaN when any term is, as XLA's reduce with max.
+      *out = v.axis() == 0 ? MatrixF(a.colwise().redux(NanMaxOp{}))
+                           : MatrixF(a.rowwise().redux(NanMaxOp{}));
       return true;
     case Vector::TRANSPOSE:
       *out = a.transpose();
@@ -217,9 +220,9 @@ void VectorUnit::post_compute(const Vector& v) {
     *hull = hull->lo == nullptr ? r : HostRange{std::min(hull->lo, r.lo), std::max(hull->hi, r.hi)};
   };
   for_each_op(v, [&](const Vector& op) {
-    for (const isa::Block* operand : {op.has_a() ? &op.a() : nullptr,
-                                      op.has_b() ? &op.b() : nullptr,
-                                      op.has_c() ? &op.c() : nullptr}) {
+    for (const isa::Block* operand :
+         {op.has_a() ? &op.a() : nullptr, op.has_b() ? &op.b() : nullptr,
+          op.has_c() ? &op.c() : nullptr}) {
       if (operand != nullptr) widen(&read, host_range(vmem, *operand));
     }
     widen(&written, host_range(vmem, op.dst()));
@@ -266,10 +269,10 @@ void VectorUnit::compute(uint8_t* vmem, const Vector& v, uint64_t step) {
       out = a.array() / operand_b().array();
       break;
     case Vector::MAX:
-      out = a.array().max(operand_b().array());
+      out = a.binaryExpr(operand_b(), NanMaxOp{});
       break;
     case Vector::MIN:
-      out = a.array().min(operand_b().array());
+      out = a.binaryExpr(operand_b(), NanMinOp{});
       break;
     case Vector::CMP_GT:
       out = (a.array() > operand_b().array()).cast<float>();

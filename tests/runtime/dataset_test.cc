@@ -331,6 +331,32 @@ TEST_F(DatasetFiles, ListFilesThenInterleaveRecords) {
       (std::vector<std::string>{"f1-r0", "f1-r1", "f1-r2"}));
 }
 
+// Records read with name_records carry their file and place to the first map, which takes them
+// off before its function runs and names them in the function's error. Each record here is 5
+// bytes framed in 16 (length, its CRC, the data's CRC): record 2 starts at byte 42.
+TEST_F(DatasetFiles, ANamedRecordsErrorGivesItsFileAndPlace) {
+  ReaderOptions named;
+  named.name_records = true;
+  const std::string file = pattern().substr(0, pattern().size() - 1) + "1";
+  const MapFn fail_on_r2 = [](Element e) -> absl::StatusOr<Element> {
+    if (e.size() != 1) return absl::InternalError("the map saw the record's source");
+    if (e.at("record").bytes.at(0) == "f1-r2") return absl::InvalidArgumentError("bad label");
+    return e;
+  };
+  for (const int threads : {1, 2}) {
+    const auto got = collect(*Dataset::tfrecords({file}, named)->map(fail_on_r2, threads));
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << got.status();
+    EXPECT_EQ(got.status().message(),
+              "map, element 2 (" + file + ", record 2 at byte offset 42): bad label");
+  }
+  // Unnamed (the default), elements are the record alone.
+  const auto plain = collect(*Dataset::tfrecords({file})->map(fail_on_r2));
+  EXPECT_EQ(plain.status().message(), "map, element 2: bad label");
+  // Records that pass the map lose their source.
+  const auto passed = collect(*Dataset::tfrecords({file}, named)->take(2)->map(fail_on_r2));
+  EXPECT_THAT(records(passed), ElementsAre("f1-r0", "f1-r1"));
+}
+
 TEST_F(DatasetFiles, ListFilesShufflesWithItsSeedAndReportsNoMatch) {
   auto names = [](const absl::StatusOr<std::vector<Element>>& got) {
     std::vector<std::string> out;

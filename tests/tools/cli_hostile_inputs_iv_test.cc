@@ -31,8 +31,9 @@ std::filesystem::path scratch(const std::string& name) {
 }
 
 // An SGD rate of 1e30 sends the mlp's weights past float: its logits, and so its probabilities,
-// are NaN, and their argmax names no class (2^31 - 1 on the tpusim backend). Predicting read the
-// probability at that index; now the example is named and the NaN said.
+// are NaN, and their argmax named no class (2^31 - 1 on the tpusim backend, before its argmax took
+// the first NaN as XLA's does). Predicting read the probability at that index; now the example is
+// named and the NaN said, on both backends.
 TEST(HostileInputs4, APredictionOfOutputsThatAreNotNumbersIsRefusedByExample) {
   const auto dir = scratch("diverged");
   testing::write_mnist_records(dir, 64, 28 * 28, [](int i) { return i % 10; });
@@ -43,10 +44,13 @@ TEST(HostileInputs4, APredictionOfOutputsThatAreNotNumbersIsRefusedByExample) {
        "1",          "--eval-steps", "1",      "--learning-rate", "1e30", "--optimizer",
        "sgd",        "--model-dir",  model_dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(refusal({"predict", "--model-dir", model_dir, "--model", "mlp", "--data",
-                       dir.string(), "--count", "4"}),
-              HasSubstr("example 0: the model predicts class 2147483647, outside its 10 "
-                        "probabilities (they are NaN: the model's outputs are not numbers"));
+  for (const char* backend : {"tpusim", "cpu"}) {
+    EXPECT_THAT(refusal({"predict", "--model-dir", model_dir, "--model", "mlp", "--data",
+                         dir.string(), "--count", "4", "--backend", backend}),
+                HasSubstr("example 0: the model's 10 probabilities are NaN (the model's outputs "
+                          "are not numbers, as after a training run that diverged); its class, 0, "
+                          "is the argmax of NaN"));
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -203,6 +207,26 @@ TEST(HostileInputs4, ARecordFarLargerThanItsPipelinesIsRefusedAsItIsRead) {
               HasSubstr("train-00000-of-00001.tfrecord: corrupt record at byte offset 0: a "
                         "record of 1048623 bytes, where an MNIST-family record (a 28x28 image of "
                         "bytes and its label) is at most 1808"));
+  std::filesystem::remove_all(dir);
+}
+
+// A config of 4,096 v4 chips (16x16x16, the largest shape a config may declare) under a 1 GiB
+// address-space limit was refused for its thread stacks only once elaborated: 4.8 s and 600 MB
+// of modules first. Its stacks are counted from the config before anything is built.
+TEST(HostileInputs4, ASliceTooLargeForItsStacksIsRefusedBeforeItIsBuilt) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "an address-space limit under ASan";
+  const auto dir = scratch("pod");
+  write_file(dir / "big.pbtxt",
+             "name: \"v4-8192\"\nchip_file: \"tpu_v4.pbtxt\"\n"
+             "topology { shape: 16 shape: 16 shape: 16 kind: TORUS }\n"
+             "chips_per_host: 4\nhost_file: \"host_240.pbtxt\"\n");
+  // 4,096 chips x (2 cores x (4 DMA + 4 MXU + 4 units + sequencer) + 2 host-link threads),
+  // 1,024 hosts' infeed threads, the collective engine.
+  EXPECT_THAT(refusal({"allreduce", "--bytes", "4096", "--config", (dir / "big.pbtxt").string(),
+                       "--timing-only"},
+                      testing::kGiB),
+              HasSubstr("slice v4-8192's 115713 SystemC thread processes map stacks of "
+                        "266.24 kB each, 30.81 GB in all, over the"));
   std::filesystem::remove_all(dir);
 }
 

@@ -198,6 +198,50 @@ TEST(Analyzer, WhatIfsNameTheStageThatThenSetsTheStep) {
                                       "the step; 4 threads"));
 }
 
+// Each thread of a stage works one batch at a time: a trace whose batches repeat (every slice
+// twice, two runs merged) counted each batch twice and doubled the stage's time a step; it is
+// refused, naming the stage and the instant. Two threads may run two batches at once, even the
+// same span, and a batch may begin as the last one ends.
+TEST(Analyzer, MoreBatchesAtOnceThanAStageHasThreadsAreRefused) {
+  auto stage = [](const char* name, uint32_t threads) {
+    TrackInfo info{TrackInfo::Kind::kHost, -1, -1, name, ""};
+    info.threads = threads;
+    return info;
+  };
+  const TrackInfo one = stage("batch", 1), two = stage("map", 2);
+  RecordingSink t = input_waits(60);
+  const TrackId b = t.declare_track(one), m = t.declare_track(two);
+  for (int k = 0; k < 4; ++k) {
+    const TimePs at = static_cast<TimePs>(k) * 100 * kUs;
+    t.slice(b, "batch", at, at + 100 * kUs);
+    t.slice(m, "batch", at, at + 150 * kUs);
+    t.slice(m, "batch", at, at + 150 * kUs);
+  }
+  // Each step's pair of map batches outlasts the step by 50 us: three at once on two threads.
+  auto a = analyze(t);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(),
+            "host stage 'map' (2 threads) has 3 batches at once at 0.000100000 s, where each of "
+            "its threads works one batch at a time: the trace is not one run's (its slices "
+            "repeated, or two runs' merged?)");
+
+  RecordingSink repeated = input_waits(60);
+  const TrackId r = repeated.declare_track(one);
+  for (int k = 0; k < 2; ++k) repeated.slice(r, "batch", 0, 100 * kUs);
+  EXPECT_THAT(analyze(repeated).status().message(),
+              HasSubstr("host stage 'batch' (1 thread) has 2 batches at once at 0.000000000 s"));
+
+  RecordingSink fine = input_waits(60);
+  const TrackId f1 = fine.declare_track(one), f2 = fine.declare_track(two);
+  for (int k = 0; k < 4; ++k) {
+    const TimePs at = static_cast<TimePs>(k) * 100 * kUs;
+    fine.slice(f1, "batch", at, at + 100 * kUs);  // each begins as the last ends
+    fine.slice(f2, "batch", at, at + 100 * kUs);  // two threads, the same spans
+    fine.slice(f2, "batch", at, at + 100 * kUs);
+  }
+  EXPECT_TRUE(analyze(fine).ok()) << analyze(fine).status();
+}
+
 // Each chip's host link carries the steps' batches after the host stages: its transfer time per
 // step (the busiest chip's) bounds the step as a stage does, and when it is slower than every
 // stage the advice names the link and bf16 infeeds, not threads.
@@ -214,7 +258,9 @@ TEST(Analyzer, TheHostLinkIsALimitThreadsDoNotLift) {
     RecordingSink r = t;
     for (int k = 0; k < 4; ++k) {
       const TimePs at = static_cast<TimePs>(k) * 100 * kUs;
-      r.slice(m, "batch", at, at + map_us * kUs);
+      // One thread: each batch after the last, however long they take.
+      const TimePs batch_at = static_cast<TimePs>(k) * map_us * kUs;
+      r.slice(m, "batch", batch_at, batch_at + map_us * kUs);
       // Two entries a step on chip 1's link (90 us in all), one of 30 us on chip 0's.
       r.slice(link1, std::string(kHostToDevice), at, at + 45 * kUs);
       r.slice(link1, std::string(kHostToDevice), at + 45 * kUs, at + 90 * kUs);

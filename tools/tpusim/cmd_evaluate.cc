@@ -221,16 +221,23 @@ nlohmann::ordered_json example_values(const runtime::HostTensor& t, size_t k, in
 }
 
 // The probability of example `i`'s predicted class `cls` among the `classes` at `row`, or an error
-// naming the example when the class is none of them: the argmax of outputs that are not numbers
-// (a model whose training diverged) names no class, and reading it would read past the row.
+// naming the example when the class is none of them (reading it would read past the row) or the
+// probabilities are not numbers: a model whose training diverged predicts NaN, and its class is
+// the argmax of NaN (the first, as XLA's), which means nothing.
 absl::StatusOr<float> class_probability(const float* row, size_t classes, int32_t cls, int64_t i) {
-  if (cls >= 0 && static_cast<size_t>(cls) < classes) return row[cls];
   const bool nan = std::any_of(row, row + classes, [](float p) { return std::isnan(p); });
-  return absl::InvalidArgumentError(fmt::format(
-      "example {}: the model predicts class {}, outside its {} probabilities{}", i, cls, classes,
-      nan ? " (they are NaN: the model's outputs are not numbers, as after a training run that "
-            "diverged)"
-          : ""));
+  const bool inside = cls >= 0 && static_cast<size_t>(cls) < classes;
+  if (inside && !nan) return row[cls];
+  const char* why = "the model's outputs are not numbers, as after a training run that diverged";
+  if (inside) {
+    return absl::InvalidArgumentError(
+        fmt::format("example {}: the model's {} probabilities are NaN ({}); its class, {}, is the "
+                    "argmax of NaN",
+                    i, classes, why, cls));
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("example {}: the model predicts class {}, outside its {} probabilities{}", i, cls,
+                  classes, nan ? fmt::format(" (they are NaN: {})", why) : ""));
 }
 
 void print_predictions(const nlohmann::ordered_json& out, bool json) {

@@ -304,15 +304,9 @@ HostTensor argmax(const Node& n, const Inputs& in) {
   HostTensor out = new_tensor(DType::kS32, n.shape, Init::kOverwritten);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      int64_t best = 0;
-      float best_v = a.f[static_cast<size_t>(o * len * inner + i)];
-      for (int64_t k = 1; k < len; ++k) {
-        const float v = a.f[static_cast<size_t>((o * len + k) * inner + i)];
-        if (v > best_v) {  // the first maximum wins, as in TensorFlow
-          best_v = v;
-          best = k;
-        }
-      }
+      // The first NaN, else the first maximum, as XLA's argmax.
+      const int64_t best =
+          sim::nan_argmax(a.f.data() + static_cast<size_t>(o * len * inner + i), len, inner);
       out.i[static_cast<size_t>(o * inner + i)] = static_cast<int32_t>(best);
     }
   }

@@ -136,16 +136,8 @@ TPUSIM_HOST_DEVICE inline float reduce_finish(const ElementPlan& p, const double
 
 TPUSIM_HOST_DEVICE inline int32_t argmax_element(const ElementPlan& p, const float* a, int64_t e) {
   const int64_t o = e / p.inner, i = e % p.inner;
-  int64_t best = 0;
-  float best_v = a[o * p.len * p.inner + i];
-  for (int64_t k = 1; k < p.len; ++k) {
-    const float v = a[(o * p.len + k) * p.inner + i];
-    if (v > best_v) {  // the first maximum wins, as in TensorFlow
-      best_v = v;
-      best = k;
-    }
-  }
-  return static_cast<int32_t>(best);
+  // The first NaN, else the first maximum, as XLA's argmax.
+  return static_cast<int32_t>(sim::nan_argmax(a + o * p.len * p.inner + i, p.len, p.inner));
 }
 
 // Output [N, OH, OW, KH * KW * C]: element e is channel c of window tap (ky, kx) at (oy, ox);
@@ -298,12 +290,13 @@ TPUSIM_HOST_DEVICE inline void eval_kind(const ElementPlan& p, const void* a, co
 
 // Every kind but kTranspose, whose GPU kernel is its own (kernels.cu): X(kind) for each, how
 // eval_element and the kernel launch pick the instantiation for a plan's kind.
-#define TPUSIM_ELEMENT_KINDS(X)                                                                  \
-  X(kBinary)                                                                                     \
-  X(kUnary)                                                                                      \
-  X(kSelect)                                                                                     \
-  X(kCast) X(kReduce) X(kReducePartial) X(kReduceCombine) X(kReduceFinish) X(kArgMax) X(kGather) \
-      X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather)               \
+#define TPUSIM_ELEMENT_KINDS(X)                                                         \
+  X(kBinary)                                                                            \
+  X(kUnary)                                                                             \
+  X(kSelect)                                                                            \
+  X(kCast)                                                                              \
+  X(kReduce) X(kReducePartial) X(kReduceCombine) X(kReduceFinish) X(kArgMax) X(kGather) \
+      X(kScatter) X(kExtractPatches) X(kPatchesToImage) X(kOneHot) X(kIndexGather)      \
           X(kIndexScatterAdd) X(kRngUniform) X(kRoundBf16)
 
 // Computes element e of `p` from inputs a, b, c (as many as the kind reads) into `out`.

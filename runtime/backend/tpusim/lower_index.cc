@@ -30,7 +30,10 @@ absl::Status lower_one_hot(Lowering& l, int id) {
   return absl::OkStatus();
 }
 
-// The first index of the maximum along the last axis: -max(select(x == max, -iota, -inf)).
+// The first index of the maximum along the last axis, or of the first NaN (XLA's argmax, whose
+// reducer orders NaN above every number: sim/numerics/nan_order.h):
+// -max(select(x == x, select(x == max, -iota, -inf), -iota)). In a row with a NaN the max is
+// NaN, equal to nothing, and only the NaNs' -iota compete.
 absl::Status lower_argmax(Lowering& l, int id) {
   const Node& n = l.node(id);
   Shape in = l.node(n.inputs[0]).shape;
@@ -64,6 +67,8 @@ absl::Status lower_argmax(Lowering& l, int id) {
                    t.chain(b.reduce(Vector::REDUCE_MAX, max, t.in(0), 1));
                    t.chain(b.binary(Vector::CMP_EQ, t.scratch(1), t.in(0), max));
                    t.chain(b.select(t.scratch(2), t.scratch(1), t.in(1), t.in(2)));
+                   t.chain(b.binary(Vector::CMP_EQ, t.scratch(1), t.in(0), t.in(0)));  // not NaN
+                   t.chain(b.select(t.scratch(2), t.scratch(1), t.scratch(2), t.in(1)));
                    t.chain(b.reduce(Vector::REDUCE_MAX, max, t.scratch(2), 1));
                    t.chain(b.unary(Vector::NEG, max, max));
                    t.chain(b.cast(t.out(), max));
