@@ -1,6 +1,6 @@
 #include "configs/overrides.h"
 
-#include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <sstream>
 
@@ -60,19 +60,25 @@ absl::Status bad_value(std::string_view path, const FieldDescriptor& f, std::str
       str_cat("'", path, "': '", text, "' is not ", expected, " (", f.full_name(), ")"));
 }
 
+// Whether a from_chars read the whole of a non-empty text ending at `end`.
+bool whole(const std::from_chars_result& r, const char* end) {
+  return r.ec == std::errc() && r.ptr == end;
+}
+
 // Parses `text` into field `f` of `m` (appending when repeated).
 absl::Status set_scalar(Message* m, const FieldDescriptor& f, std::string_view path,
                         const std::string& text) {
   const Reflection& r = *m->GetReflection();
   const bool rep = f.is_repeated();
-  const char* begin = text.c_str();
-  char* end = nullptr;
-  errno = 0;
+  const char* begin = text.data();
+  const char* text_end = text.data() + text.size();
   switch (f.cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
     case FieldDescriptor::CPPTYPE_INT64: {
-      const long long v = std::strtoll(begin, &end, 10);
-      if (text.empty() || *end != 0 || errno != 0) return bad_value(path, f, text, "an integer");
+      // from_chars, as a config file's parser reads a number: no space, no '+', nothing after.
+      long long v = 0;
+      if (!whole(std::from_chars(begin, text_end, v), text_end))
+        return bad_value(path, f, text, "an integer");
       if (f.cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
         if (v < INT32_MIN || v > INT32_MAX) return bad_value(path, f, text, "a 32-bit integer");
         rep ? r.AddInt32(m, &f, static_cast<int32_t>(v))
@@ -84,8 +90,8 @@ absl::Status set_scalar(Message* m, const FieldDescriptor& f, std::string_view p
     }
     case FieldDescriptor::CPPTYPE_UINT32:
     case FieldDescriptor::CPPTYPE_UINT64: {
-      const unsigned long long v = std::strtoull(begin, &end, 10);
-      if (text.empty() || text[0] == '-' || *end != 0 || errno != 0)
+      unsigned long long v = 0;  // from_chars takes no sign: "-2" is not wrapped to 2^64 - 2
+      if (!whole(std::from_chars(begin, text_end, v), text_end))
         return bad_value(path, f, text, "a whole number >= 0");
       if (f.cpp_type() == FieldDescriptor::CPPTYPE_UINT32) {
         if (v > UINT32_MAX) return bad_value(path, f, text, "a 32-bit whole number");
@@ -98,8 +104,9 @@ absl::Status set_scalar(Message* m, const FieldDescriptor& f, std::string_view p
     }
     case FieldDescriptor::CPPTYPE_DOUBLE:
     case FieldDescriptor::CPPTYPE_FLOAT: {
-      const double v = std::strtod(begin, &end);
-      if (text.empty() || *end != 0 || errno != 0) return bad_value(path, f, text, "a number");
+      double v = 0;  // decimal or exponent form only: no hex floats, no space, no '+'
+      if (!whole(std::from_chars(begin, text_end, v, std::chars_format::general), text_end))
+        return bad_value(path, f, text, "a number");
       if (f.cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
         rep ? r.AddDouble(m, &f, v) : r.SetDouble(m, &f, v);
       } else {

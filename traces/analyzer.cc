@@ -7,7 +7,7 @@
 
 #include "common/strings.h"
 #include "traces/analysis_events.h"
-#include "traces/host_stage_check.h"
+#include "traces/trace_checks.h"
 
 namespace tpusim::traces {
 namespace {
@@ -373,6 +373,7 @@ std::string classify_input(double input_fraction) {
 
 absl::StatusOr<Analysis> analyze(const RecordingSink& trace) {
   if (absl::Status s = check_host_stage_batches(trace); !s.ok()) return s;
+  if (absl::Status s = check_core_steps(trace); !s.ok()) return s;
   Analysis a;
   const Timelines timelines = read_timelines(trace, &a.host_stages);
   const std::map<int64_t, StepBreakdown> by_step = slowest_by_step(timelines);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
 #include "common/strings.h"
 #include "traces/file_output.h"
 #include "traces/slice_clamp.h"
@@ -35,21 +36,21 @@ class ChromeJsonWriter final : public TraceWriter {
     t.pid = pid_of(info);
     t.tid = static_cast<int>(tracks_.size()) + 1;
     t.counter = info.kind == TrackInfo::Kind::kCounter;
-    t.label = nlohmann::json(track_label(info)).dump();
+    t.label = json_text(nlohmann::json(track_label(info)), -1);
     tracks_.push_back(t);
     if (t.pid >= static_cast<int>(named_.size())) named_.resize(static_cast<size_t>(t.pid) + 1);
     if (!named_[static_cast<size_t>(t.pid)]) {
       named_[static_cast<size_t>(t.pid)] = true;
       event(
           fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":{}}}}})",
-                      t.pid, nlohmann::json(process_label(info)).dump()));
+                      t.pid, json_text(nlohmann::json(process_label(info)), -1)));
     }
     if (t.counter) {
       // Chrome has no counter-track metadata; the unit travels in an "M" event of our own that
       // viewers ignore and the reader uses.
       event(fmt::format(
           R"({{"ph":"M","name":"tpusim_counter","pid":{},"tid":{},"args":{{"name":{},"unit":{}}}}})",
-          t.pid, t.tid, t.label, nlohmann::json(info.unit).dump()));
+          t.pid, t.tid, t.label, json_text(nlohmann::json(info.unit), -1)));
     } else {
       event(
           fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}})",
@@ -62,14 +63,14 @@ class ChromeJsonWriter final : public TraceWriter {
     if (!clamp_.clamp(track, &start, &end)) return;
     const Track& t = tracks_.at(static_cast<size_t>(track));
     event(fmt::format(R"({{"ph":"X","name":{},"pid":{},"tid":{},"ts":{},"dur":{}}})",
-                      nlohmann::json(name).dump(), t.pid, t.tid, micros(start),
+                      json_text(nlohmann::json(name), -1), t.pid, t.tid, micros(start),
                       micros(end - start)));
   }
 
   void counter(TrackId track, TimePs time, double value) override {
     const Track& t = tracks_.at(static_cast<size_t>(track));
     event(fmt::format(R"({{"ph":"C","name":{},"pid":{},"tid":{},"ts":{},"args":{{"value":{}}}}})",
-                      t.label, t.pid, t.tid, micros(time), nlohmann::json(value).dump()));
+                      t.label, t.pid, t.tid, micros(time), json_text(nlohmann::json(value), -1)));
   }
 
   absl::Status close() override {

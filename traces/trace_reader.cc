@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_file.h"
+#include "common/json_text.h"
 #include "common/strings.h"
 #include "traces/perfetto_trace.pb.h"
 #include "traces/trace_writer.h"
@@ -24,6 +25,36 @@ constexpr double kMaxTraceMicroseconds = 1e12;
 // A trace has no cap of its own (a pod's can be gigabytes): the host's memory budget bounds it.
 absl::StatusOr<std::string> slurp(const std::string& path) {
   return read_input_file(path, "trace", UINT64_MAX);
+}
+
+// How deep a Chrome trace's arrays and objects may nest: its events nest four levels
+// ({"traceEvents": [{"args": {...}}]}). The parser keeps a container a level, about 75 bytes of
+// memory a byte of `[`: 45 MB of them took 3.4 GB before "not valid JSON".
+constexpr int kMaxJsonDepth = 64;
+
+struct TooDeep {};
+
+// The trace's JSON, or why not: the byte offset and the parser's reason for a syntax error, the
+// bound for nesting past kMaxJsonDepth (refused as the parser reaches it).
+absl::StatusOr<nlohmann::json> parse_trace_json(const std::string& path, const std::string& text) {
+  try {
+    return nlohmann::json::parse(text,
+                                 [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+                                   if (depth > kMaxJsonDepth) throw TooDeep{};
+                                   return true;
+                                 });
+  } catch (const TooDeep&) {
+    return absl::DataLossError(str_cat("trace ", path, ": arrays and objects nested more than ",
+                                       kMaxJsonDepth, " deep (a trace's events nest four levels)"));
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ..."
+    std::string why = e.what();
+    if (const size_t colon = why.find(": "); colon != std::string::npos)
+      why = why.substr(colon + 2);
+    // e.byte counts from 1: the last byte read, where the text went wrong.
+    return absl::DataLossError(str_cat("trace ", path, ": not valid JSON at byte offset ",
+                                       e.byte > 0 ? e.byte - 1 : 0, ": ", why));
+  }
 }
 
 struct OpenSlice {
@@ -154,7 +185,7 @@ absl::StatusOr<TimePs> json_time(const nlohmann::json& v, const char* field) {
   const double us = v.get<double>();
   if (!std::isfinite(us) || us < 0 || us > kMaxTraceMicroseconds) {
     return absl::InvalidArgumentError(
-        str_cat("\"", field, "\": ", v.dump(), " is not a time in [0, 1e12] microseconds"));
+        str_cat("\"", field, "\": ", json_text(v, -1), " is not a time in [0, 1e12] microseconds"));
   }
   return static_cast<TimePs>(std::llround(us * 1000.0)) * 1000;
 }
@@ -165,7 +196,8 @@ absl::StatusOr<int> json_id(const nlohmann::json& v, const char* field) {
   if (!v.is_number_integer() ||
       (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{INT32_MAX}
                               : v.get<int64_t>() < INT32_MIN || v.get<int64_t>() > INT32_MAX)) {
-    return absl::InvalidArgumentError(str_cat("\"", field, "\": ", v.dump(), " is not an id"));
+    return absl::InvalidArgumentError(
+        str_cat("\"", field, "\": ", json_text(v, -1), " is not an id"));
   }
   return static_cast<int>(v.get<int64_t>());
 }
@@ -178,8 +210,9 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
     return absl::DataLossError(str_cat("trace ", path, ": byte offset ", nul,
                                        ": a NUL byte, which JSON text cannot hold"));
   }
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return absl::DataLossError(str_cat("trace ", path, ": not valid JSON"));
+  auto parsed = parse_trace_json(path, text);
+  if (!parsed.ok()) return parsed.status();
+  nlohmann::json doc = std::move(*parsed);
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     return absl::DataLossError(str_cat("trace ", path, ": no \"traceEvents\" array"));
   std::map<std::pair<int, int>, TrackId> tracks;
@@ -190,35 +223,48 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
     };
     if (!e.is_object() || !e.contains("ph") || !e.contains("pid") || !e.contains("tid"))
       return bad("an event needs ph, pid and tid");
+    std::string field;  // the field read when the JSON library throws, for its message
     try {
+      field = "ph";
       const std::string ph = e.at("ph").get<std::string>();
       const auto pid = json_id(e.at("pid"), "pid"), tid = json_id(e.at("tid"), "tid");
       if (!pid.ok()) return bad(std::string(pid.status().message()));
       if (!tid.ok()) return bad(std::string(tid.status().message()));
       const auto key = std::pair{*pid, *tid};
+      field = "name";
       const std::string name = e.value("name", "");
       if (ph == "M" && (name == "thread_name" || name == "tpusim_counter")) {
         const bool counter = name == "tpusim_counter";
+        field = "args.name";
+        const std::string label = e.at("args").at("name").get<std::string>();
+        field = "args.unit";
         auto info = parse_track_label(counter ? TrackInfo::Kind::kCounter : TrackInfo::Kind::kUnit,
-                                      key.first, e.at("args").at("name").get<std::string>(),
+                                      key.first, label,
                                       counter ? e.at("args").at("unit").get<std::string>() : "");
         if (!info.ok()) return bad(std::string(info.status().message()));
         tracks[key] = out->declare_track(*info);
       } else if (ph == "X" || ph == "C") {
         auto track = tracks.find(key);
         if (track == tracks.end()) return bad("an event on a track with no name");
+        field = "ts";
         const auto ts = json_time(e.at("ts"), "ts");
         if (!ts.ok()) return bad(std::string(ts.status().message()));
         if (ph == "X") {
+          field = "dur";
           const auto dur = json_time(e.at("dur"), "dur");
           if (!dur.ok()) return bad(std::string(dur.status().message()));
           out->slice(track->second, name, *ts, *ts + *dur);
         } else {
+          field = "args.value";
           out->counter(track->second, *ts, e.at("args").at("value").get<double>());
         }
       }
-    } catch (const nlohmann::json::exception& x) {  // at(): a field missing or of another type
-      return bad(x.what());
+    } catch (const nlohmann::json::out_of_range&) {  // at(): the field is missing
+      return bad(str_cat("no \"", field, "\""));
+    } catch (const nlohmann::json::exception& x) {  // get<>(): the field is of another type
+      std::string why = x.what();  // "[json.exception.type_error.302] type must be ..."
+      if (const size_t end = why.find("] "); end != std::string::npos) why = why.substr(end + 2);
+      return bad(str_cat("\"", field, "\": ", why));
     }
     ++index;
   }

@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <limits>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "common/strings.h"
 
@@ -95,16 +98,23 @@ std::optional<int64_t> parse_step_number(const std::string& text) {
 
 absl::Status visit_device_events(const xprof::XPlane& plane, const std::string& where,
                                  const DeviceEventVisitor& visit) {
+  std::set<int64_t> steps_seen;
   for (const xprof::XLine& line : plane.lines()) {
     const bool is_steps = line.name() == "Steps", is_ops = line.name() == "XLA Ops";
     if (!is_steps && !is_ops) continue;
     const std::string at = str_cat(where, ", line '", line.name(), "'");
+    std::set<std::tuple<int64_t, TimePs, TimePs>> ops_seen;
     for (const xprof::XEvent& e : line.events()) {
       auto m = event_metadata(plane, e, at);
       if (!m.ok()) return m.status();
       auto span = event_span(line, e, at);
       if (!span.ok()) return span.status();
       if (is_ops) {
+        if (!ops_seen.insert({e.metadata_id(), span->first, span->second}).second) {
+          return absl::InvalidArgumentError(
+              str_cat(at, ": op '", (*m)->name(), "' runs twice at the same offset and duration (",
+                      span->first, " ps): the profile is not one run's"));
+        }
         visit.op(**m, *span);
         continue;
       }
@@ -112,6 +122,13 @@ absl::Status visit_device_events(const xprof::XPlane& plane, const std::string& 
       if (!step) {
         return absl::InvalidArgumentError(
             str_cat(at, ": a step named '", (*m)->name(), "', not a step number"));
+      }
+      if (!steps_seen.insert(*step).second) {
+        return absl::InvalidArgumentError(
+            str_cat(at, ": step ", *step, " appears twice: the profile is not one run's"));
+      }
+      if (span->second <= span->first) {
+        return absl::InvalidArgumentError(str_cat(at, ": step ", *step, " lasts no time"));
       }
       visit.step(*step, *span);
     }
@@ -134,6 +151,19 @@ absl::Status visit_host_steps(
       auto span = event_span(line, e, at);
       if (!span.ok()) return span.status();
       visit(*step, *span);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_plane_names(const xprof::XSpace& space, const std::string& path) {
+  std::map<std::string, int> first;
+  for (int p = 0; p < space.planes_size(); ++p) {
+    const auto [at, fresh] = first.emplace(space.planes(p).name(), p);
+    if (!fresh) {
+      return absl::InvalidArgumentError(
+          str_cat(path, ": plane ", p, " '", at->first, "' repeats plane ", at->second,
+                  "'s name: a profile holds one plane per device and host (two merged?)"));
     }
   }
   return absl::OkStatus();

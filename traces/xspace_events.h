@@ -52,7 +52,9 @@ std::optional<int64_t> parse_step_number(const std::string& text);
 
 // The events of a /device:TPU:N plane's "Steps" line (each named by its step number) and its
 // "XLA Ops" line (each an op execution, its metadata the op's), each checked as above; stops at
-// the first error, naming it under `where` (the plane) with the line.
+// the first error, naming it under `where` (the plane) with the line. What one run's profile
+// cannot hold is refused too: a step twice or of no time, an op's execution repeated at the same
+// offset and duration.
 struct DeviceEventVisitor {
   std::function<void(int64_t step, std::pair<TimePs, TimePs> span)> step;
   std::function<void(const xprof::XEventMetadata& op, std::pair<TimePs, TimePs> span)> op;
@@ -66,5 +68,10 @@ absl::Status visit_device_events(const xprof::XPlane& plane, const std::string& 
 absl::Status visit_host_steps(
     const xprof::XPlane& plane, const std::string& where,
     const std::function<void(int64_t step, std::pair<TimePs, TimePs> span)>& visit);
+
+// OK, or InvalidArgument when two planes of `space` share a name ("plane 8 '/device:TPU:0'
+// repeats plane 0's name"): a profile holds one plane per device and host, and two profiles
+// merged would count each device twice.
+absl::Status check_plane_names(const xprof::XSpace& space, const std::string& path);
 
 }  // namespace tpusim::traces

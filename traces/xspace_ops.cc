@@ -202,6 +202,7 @@ absl::StatusOr<OpProfile> read_op_profile(const std::string& path) {
 }
 
 absl::StatusOr<OpProfile> op_profile_of(const xprof::XSpace& space, const std::string& path) {
+  if (absl::Status s = check_plane_names(space, path); !s.ok()) return s;
   OpProfile out;
   out.path = path;
   OpTable table;

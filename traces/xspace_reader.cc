@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<RecordingSink>> read_xspace(const std::string& pa
 
 absl::StatusOr<std::unique_ptr<RecordingSink>> analysis_events_of(const xprof::XSpace& space,
                                                                   const std::string& path) {
+  if (absl::Status s = check_plane_names(space, path); !s.ok()) return s;
   auto out = std::make_unique<RecordingSink>();
   out->keep_only_analysis_events();
   int devices = 0;

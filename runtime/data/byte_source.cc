@@ -31,7 +31,7 @@ class FileSource final : public ByteSource {
 class InflateSource final : public ByteSource {
  public:
   InflateSource(std::unique_ptr<ByteSource> raw, std::string path, Compression c)
-      : raw_(std::move(raw)), path_(std::move(path)), in_(1 << 16) {
+      : raw_(std::move(raw)), path_(std::move(path)), in_(1 << 16), gzip_(c == Compression::kGzip) {
     std::memset(&z_, 0, sizeof z_);
     // 15 + 16: gzip framing; 15: zlib framing.
     ok_ = inflateInit2(&z_, c == Compression::kGzip ? 15 + 16 : 15) == Z_OK;
@@ -65,6 +65,11 @@ class InflateSource final : public ByteSource {
           z_.next_in = reinterpret_cast<Bytef*>(in_.data());
           z_.avail_in = static_cast<uInt>(*got);
         }
+        if (!gzip_) {  // a ZLIB file is one stream (TensorFlow's reader reads one)
+          return absl::DataLossError(str_cat(path_, ": bytes after the ZLIB stream's end (at ",
+                                             decompressed(),
+                                             " decompressed bytes): a ZLIB file holds one stream"));
+        }
         earlier_members_out_ += z_.total_out;  // inflateReset restarts the member's count
         ++members_;
         inflateReset(&z_);
@@ -83,6 +88,7 @@ class InflateSource final : public ByteSource {
   std::string path_;
   std::vector<char> in_;
   z_stream z_;
+  bool gzip_;  // else ZLIB
   bool ok_ = false;
   bool ended_ = false;
   uint64_t earlier_members_out_ = 0;  // bytes the gzip members before this one decompressed to

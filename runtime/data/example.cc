@@ -1,5 +1,7 @@
 #include "runtime/data/example.h"
 
+#include <cmath>
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
@@ -69,6 +71,19 @@ absl::Status check_range(const FeatureValue& v, const IntRange& range, const std
     return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' value ", i, " is ",
                                               v.ints[i], ", outside [", range.lo, ", ", range.end,
                                               ") (", range.indexes, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// OK, or the first of `v`'s float values that is not a finite number: a record's float features
+// reach the model as they are, and one NaN or infinity turns its loss and weights to NaN (a run
+// that then "succeeds" with a poisoned checkpoint).
+absl::Status check_finite(const FeatureValue& v, const std::string& name,
+                          const std::string& where) {
+  for (size_t i = 0; i < v.floats.size(); ++i) {
+    if (std::isfinite(v.floats[i])) continue;
+    return absl::InvalidArgumentError(str_cat(where, ": feature '", name, "' value ", i, " is ",
+                                              v.floats[i], ", not a finite number"));
   }
   return absl::OkStatus();
 }
@@ -157,6 +172,7 @@ absl::StatusOr<ParsedExample> parse_example(const std::string& serialized, const
     if (entry.range) {
       if (auto s = check_range(v, *entry.range, name, where); !s.ok()) return s;
     }
+    if (auto s = check_finite(v, name, where); !s.ok()) return s;
     out.emplace(name, std::move(v));
   }
   return out;

@@ -305,9 +305,14 @@ absl::StatusOr<bool> TFRecordReader::next(std::string* record) {
     if (!body.ok()) return body.status();
     if (!*body) {
       if (!options_.skip_corrupt) {
+        const uint64_t after_header = end_ - pos_ - std::min<size_t>(12, end_ - pos_);
+        if (after_header >= length) {  // the data is whole; its checksum is what is cut
+          return corrupt(str_cat("truncated: the record's ", length,
+                                 " bytes of data are whole but the file ends ",
+                                 after_header - length, " bytes into its 4-byte data checksum"));
+        }
         return corrupt(str_cat("truncated: the header promises ", length,
-                               " bytes of data but the file ends after ",
-                               end_ - pos_ - std::min<size_t>(12, end_ - pos_)));
+                               " bytes of data but the file ends after ", after_header));
       }
       auto more = skip_bad_record(length, /*truncated=*/true);
       if (!more.ok()) return more.status();

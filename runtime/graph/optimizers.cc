@@ -108,7 +108,8 @@ Value global_step(GraphBuilder& b) {
 
 absl::StatusOr<Value> learning_rate(GraphBuilder& b, const LearningRate& s, Value step) {
   if (!(s.initial >= 0) || !std::isfinite(s.initial))
-    return absl::InvalidArgumentError(str_cat("learning rate ", s.initial, " must be >= 0"));
+    return absl::InvalidArgumentError(
+        str_cat("learning rate ", s.initial, " must be a finite number >= 0"));
   switch (s.kind) {
     case LearningRate::Kind::kConstant:
       return b.scalar(s.initial);
@@ -117,9 +118,9 @@ absl::StatusOr<Value> learning_rate(GraphBuilder& b, const LearningRate& s, Valu
         return absl::InvalidArgumentError(
             str_cat("exponential decay: decay_steps ", s.decay_steps, " must be >= 1"));
       }
-      if (!(s.decay_rate > 0)) {
-        return absl::InvalidArgumentError(
-            str_cat("exponential decay: decay_rate ", s.decay_rate, " must be > 0"));
+      if (!(s.decay_rate > 0) || !std::isfinite(s.decay_rate)) {
+        return absl::InvalidArgumentError(str_cat("exponential decay: decay_rate ", s.decay_rate,
+                                                  " must be a finite number > 0"));
       }
       Value p = step * (1.0f / static_cast<float>(s.decay_steps));
       if (s.staircase) p = b.cast(b.cast(p, DType::kS32), DType::kF32);  // floor: p >= 0

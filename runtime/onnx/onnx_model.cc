@@ -257,6 +257,16 @@ absl::StatusOr<OnnxModel> parse_onnx(const std::string& bytes, const std::string
   model.producer = model.proto.producer_name();
   if (!model.proto.producer_version().empty())
     model.producer += " " + model.proto.producer_version();
+  // libonnx's checker refuses an ir_version past its own with a bare "higher than the checker's":
+  // name both, and the fix (onnx.helper.make_model(..., ir_version=N) writes 11 or more today).
+  if (model.proto.ir_version() > onnx::Version::IR_VERSION) {
+    return refused(
+        path, str_cat("its ir_version is ", model.proto.ir_version(),
+                      "; this build's ONNX library checks models up to ir_version ",
+                      static_cast<int>(onnx::Version::IR_VERSION), " (re-export with ir_version ",
+                      static_cast<int>(onnx::Version::IR_VERSION), ": model.ir_version = ",
+                      static_cast<int>(onnx::Version::IR_VERSION), " in Python)"));
+  }
   // libonnx throws; nothing of it leaves this function.
   try {
     onnx::checker::check_model(model.proto);

@@ -1,5 +1,6 @@
 // Convolutions, pools, normalisations, matrix products and dropout (importer.h), built with the
 // zoo's layers so an imported network compiles as the zoo's does.
+#include <cmath>
 #include <functional>
 
 #include "common/strings.h"
@@ -314,6 +315,10 @@ absl::Status convert_batch_norm(Importer& im, const onnx::NodeProto& node) {
     *slots[i - 1].first = *w;
   }
   const float epsilon = im.attr_float(node, "epsilon", 1e-5f);
+  // Added to the variance under a square root: a negative one takes the root of a negative
+  // number wherever a channel's variance is below it, and training turns to NaN at once.
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return im.error(node, str_cat("epsilon ", epsilon, " must be a finite number >= 0"));
   const float momentum = im.attr_float(node, "momentum", 0.9f);
   const size_t rank = Importer::logical_dims(*x).size();
   GraphBuilder& b = im.b;
@@ -451,6 +456,8 @@ absl::Status convert_layer_norm(Importer& im, const onnx::NodeProto& node) {
     beta = *given;
   }
   const float epsilon = im.attr_float(node, "epsilon", 1e-5f);
+  if (!(epsilon >= 0) || !std::isfinite(epsilon))
+    return im.error(node, str_cat("epsilon ", epsilon, " must be a finite number >= 0"));
   im.set_output(node, 0,
                 Operand{layers::layer_normalize(im.b, v, *gamma, beta, epsilon), false, {}});
   return absl::OkStatus();

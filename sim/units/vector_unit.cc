@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "sim/isa/ops.h"
@@ -154,6 +155,21 @@ bool compute_in_place(uint8_t* vmem, const Vector& v) {
   }
 }
 
+// The max along `axis` (0: of each column), NaN where any term is, as XLA's reduce with max:
+// Eigen's vectorised maxCoeff (which may pass over a NaN) corrected where the sum says a NaN may
+// be there (a NaN term makes the sum NaN; so do +inf and -inf, told apart term by term). A
+// reduction with a NaN-propagating functor is not vectorised: 30 times the time.
+MatrixF nan_reduce_max(const MatrixF& a, int axis) {
+  MatrixF out = axis == 0 ? MatrixF(a.colwise().maxCoeff()) : MatrixF(a.rowwise().maxCoeff());
+  const MatrixF sums = axis == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
+  for (Eigen::Index k = 0; k < sums.size(); ++k) {
+    if (!std::isnan(sums.data()[k])) continue;
+    const bool nan = axis == 0 ? a.col(k).array().isNaN().any() : a.row(k).array().isNaN().any();
+    if (nan) out.data()[k] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return out;
+}
+
 // The ops of `a` alone (elementwise, reductions, transpose) into `out`; false for any other.
 bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
   switch (v.op()) {
@@ -198,9 +214,7 @@ bool unary_op(const Vector& v, const MatrixF& a, MatrixF* out) {
       *out = v.axis() == 0 ? MatrixF(a.colwise().sum()) : MatrixF(a.rowwise().sum());
       return true;
     case Vector::REDUCE_MAX:
-      // NaN when any term is, as XLA's reduce with max.
-      *out = v.axis() == 0 ? MatrixF(a.colwise().redux(NanMaxOp{}))
-                           : MatrixF(a.rowwise().redux(NanMaxOp{}));
+      *out = nan_reduce_max(a, v.axis());
       return true;
     case Vector::TRANSPOSE:
       *out = a.transpose();

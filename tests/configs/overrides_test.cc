@@ -64,6 +64,29 @@ TEST(ConfigOverrides, ErrorsNameThePathAndWhatWasExpected) {
   EXPECT_THAT(zero, HasSubstr("mxu_count"));
 }
 
+// Numbers are read as a config file's parser reads them: "-18446744073709551614" wrapped to 2
+// through strtoull and was used; a leading space or '+', a hex float, or anything after the
+// number was taken too.
+TEST(ConfigOverrides, NumbersAreReadWholeAsAConfigFileReadsThem) {
+  auto base = v3_8();
+  for (const char* text : {" -18446744073709551614", "-18446744073709551614", " 4", "+4", "4 ",
+                           "0x4", "4.0", "1e1", ""}) {
+    auto s = with_overrides(*base, {{"chip.core.mxu_count", text}}, "v3-8 at p000");
+    EXPECT_FALSE(s.ok()) << "'" << text << "'";
+    EXPECT_THAT(
+        std::string(s.status().message()),
+        HasSubstr(std::string("'chip.core.mxu_count': '") + text + "' is not a whole number >= 0"));
+  }
+  for (const char* text : {"0x1p11", " 1800", "+1800", "1800GB"}) {
+    auto s = with_overrides(*base, {{"chip.hbm.bandwidth_gb_per_s", text}}, "v3-8 at p000");
+    EXPECT_FALSE(s.ok()) << "'" << text << "'";
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("' is not a number"));
+  }
+  auto fine = with_overrides(*base, {{"chip.hbm.bandwidth_gb_per_s", "1.8e3"}}, "v3-8 fine");
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ((*fine)->proto.chip().hbm().bandwidth_gb_per_s(), 1800);
+}
+
 TEST(ConfigOverrides, TellsConfigFieldsFromRunOptions) {
   EXPECT_TRUE(is_config_path("chip.core.mxu_count"));
   EXPECT_TRUE(is_config_path("topology.shape"));

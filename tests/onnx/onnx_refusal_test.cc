@@ -72,6 +72,19 @@ TEST(OnnxRefusal, OpsetsOutside11To17) {
   }
 }
 
+// The virtualenv's onnx writes ir_version 14 by default, past Debian's libonnx (8): its checker
+// said only "ir_version is higher than the checker's". Both versions and the fix are named.
+TEST(OnnxRefusal, AnIrVersionPastTheLibrarysIsNamedWithTheFix) {
+  std::string text = kRelu;
+  text.replace(text.find("ir_version: 8"), 13, "ir_version: 14");
+  auto m = parse_onnx(model_bytes(text), "new.onnx", 8);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(message(m.status()),
+              HasSubstr("new.onnx: its ir_version is 14; this build's ONNX library checks models "
+                        "up to ir_version 8 (re-export with ir_version 8: model.ir_version = 8 "
+                        "in Python)"));
+}
+
 TEST(OnnxRefusal, AnUnsupportedOpNamesTheNodeOpsetAndTheSupportedSet) {
   const std::string text = R"(
 <ir_version: 8, opset_import: ["" : 13]>
@@ -86,6 +99,23 @@ g (float[N, 4] X) => (float[N, 4] Y)
   EXPECT_THAT(message(run.status()),
               HasSubstr("test.onnx: node 'Y' is Celu (opset 13), which tpusim does not import; "
                         "it imports Add, AveragePool, BatchNormalization, Cast,"));
+}
+
+// A BatchNormalization whose epsilon is negative imported and trained to NaN at once (the fifth
+// probe): the square root of the variance plus epsilon is of a negative number.
+TEST(OnnxRefusal, ANegativeNormalisationEpsilonIsRefused) {
+  const std::string text = R"(
+<ir_version: 8, opset_import: ["" : 13]>
+bn (float[N, 2] X) => (float[N, 2] Y)
+<float[2] s = {2, 1}, float[2] b = {1, 0}, float[2] m = {0.5, -1}, float[2] v = {4, 1}>
+{
+  Y = BatchNormalization <epsilon = -1.0> (X, s, b, m, v)
+}
+)";
+  auto run = import_and_run(text, 2, {{"X", HostTensor::zeros(DType::kF32, {2, 2})}});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(message(run.status()),
+              HasSubstr("node 'Y' (BatchNormalization): epsilon -1 must be a finite number >= 0"));
 }
 
 TEST(OnnxRefusal, UnboundDimensionsOtherThanTheBatch) {

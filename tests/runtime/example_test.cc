@@ -1,5 +1,7 @@
 #include "runtime/data/example.h"
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -82,6 +84,21 @@ TEST(Example, IntValuesOutsideTheirRangeAreRefused) {
   EXPECT_THAT(parsed({-1, 0, 0}).status().message(), HasSubstr("value 0 is -1, outside [0, 10)"));
   EXPECT_THAT(parsed({0, 0, INT64_MIN}).status().message(),
               HasSubstr("value 2 is -9223372036854775808"));
+}
+
+// A NaN or infinity in a float feature (BERT's masked_lm_weights, an imported model's inputs)
+// trained to a NaN loss and saved a NaN checkpoint, exit 0 (the fifth probe).
+TEST(Example, FloatValuesThatAreNotFiniteAreRefused) {
+  FeatureSpec spec;
+  spec["weights"] = fixed_len(FeatureType::kFloat, {3});
+  const auto parsed = [&](const std::vector<float>& w) {
+    return parse_example(ExampleBuilder().floats("weights", w).serialize(), spec,
+                         "shard-0 record 3");
+  };
+  EXPECT_TRUE(parsed({1, 0, -1e30F}).ok());
+  EXPECT_EQ(parsed({1, std::nanf(""), 0}).status().message(),
+            "shard-0 record 3: feature 'weights' value 1 is nan, not a finite number");
+  EXPECT_THAT(parsed({1, 0, -INFINITY}).status().message(), HasSubstr("value 2 is -inf"));
 }
 
 TEST(Example, SerializationIsDeterministic) {

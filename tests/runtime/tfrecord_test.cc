@@ -181,6 +181,32 @@ TEST(TFRecord, JunkAfterAGzipMemberIsPlacedAfterEverythingDecompressed) {
                                            "1): ")));
 }
 
+// The fifth probe's messages: bytes after a ZLIB stream were "in what follows gzip member 1"
+// (and a second stream read on, which TensorFlow's ZLIB reader does not); a record whose data is
+// whole but whose data checksum is cut "promises 826 bytes but ends after 829".
+TEST(TFRecord, AZlibFilesTrailAndACutChecksumAreSaidAsWhatTheyAre) {
+  TempDir dir;
+  const std::string zlib = (dir.path() / "junk.tfrecord.zz").string();
+  write_all(zlib, Compression::kZlib, {"first", "second"});
+  spill(zlib, slurp(zlib) + "garbage");
+  auto got = read_all(zlib, {Compression::kZlib});
+  ASSERT_FALSE(got.ok());
+  const size_t decompressed = frame_record("first").size() + frame_record("second").size();
+  EXPECT_THAT(
+      std::string(got.status().message()),
+      ::testing::HasSubstr(str_cat(zlib, ": bytes after the ZLIB stream's end (at ", decompressed,
+                                   " decompressed bytes): a ZLIB file holds one stream")));
+  const std::string cut = (dir.path() / "cut.tfrecord").string();
+  const std::string whole = frame_record("good") + frame_record("checksum cut");
+  spill(cut, whole.substr(0, whole.size() - 1));
+  got = read_all(cut);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()),
+              ::testing::HasSubstr(": corrupt record at byte offset 20: truncated: the record's 12 "
+                                   "bytes of data are whole but the file ends 3 bytes into its "
+                                   "4-byte data checksum"));
+}
+
 TEST(TFRecord, CorruptDataNamesTheFileAndOffset) {
   TempDir dir;
   const std::string path = (dir.path() / "bad.tfrecord").string();

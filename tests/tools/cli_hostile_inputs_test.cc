@@ -192,8 +192,15 @@ TEST(HostileInputs, BrokenIdxFilesAreRefused) {
                     (dir / labels_file).string(), "--out", (dir / "out").string()},
                    2 * kGiB);
   };
-  EXPECT_THAT(convert("cut.gz", "labels"), HasSubstr("cut.gz: the compressed stream does not end "
-                                                     "properly"));
+  EXPECT_THAT(convert("cut.gz", "labels"),
+              HasSubstr("cut.gz: the compressed stream is truncated (after 1584 decompressed "
+                        "bytes)"));
+  // Bytes after the gzip member were ignored by zlib's gzread (the fifth probe); they are read as
+  // a TFRecord file's are: not a member, and refused.
+  write_file(dir / "junk.gz", whole + std::string(100, '\x07'));
+  EXPECT_THAT(convert("junk.gz", "labels"),
+              HasSubstr("junk.gz: corrupt compressed data after 1584 decompressed bytes (in what "
+                        "follows gzip member 1): "));
   EXPECT_THAT(convert("images.gz", "bad-labels"),
               HasSubstr("bad-labels: label 1 (byte offset 9) is 255; the classes are 0-9"));
   EXPECT_THAT(convert("images.gz", "huge-labels"),

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/strings.h"
 #include "traces/analysis_events.h"
 
 namespace tpusim::traces {
@@ -196,6 +197,32 @@ TEST(Analyzer, WhatIfsNameTheStageThatThenSetsTheStep) {
   EXPECT_EQ(a->what_if[1].limited_by, "enqueue");
   EXPECT_THAT(a->advice[0], HasSubstr("2 threads: 0.100 ms per step, where 'enqueue' then sets "
                                       "the step; 4 threads"));
+}
+
+// A core runs its steps one at a time, each once: a trace whose steps track holds a step twice,
+// a slice that is not `step N`, a step of no time or two steps at once was read (a renamed step
+// dropped or merged, a step number read by sscanf from "step 2.5") into another step time.
+TEST(Analyzer, StepsThatNoRunCouldWriteAreRefused) {
+  auto with_step = [](const std::string& name, TimePs start, TimePs end) {
+    RecordingSink t = input_waits(0, 2);  // steps 0 and 1: [0, 100) and [100, 200) us
+    const TrackId steps = t.declare_track({TrackInfo::Kind::kUnit, 0, 0, "steps", ""});
+    t.slice(steps, name, start * kUs, end * kUs);
+    return analyze(t).status();
+  };
+  EXPECT_TRUE(with_step("step 2", 200, 300).ok()) << with_step("step 2", 200, 300);
+  EXPECT_EQ(with_step("step 1", 200, 300).message(),
+            "chip 0 core 0's step 1 appears twice (at 0.000100000 s and 0.000200000 s): the trace "
+            "is not one run's");
+  EXPECT_EQ(with_step("step 2", 150, 300).message(),
+            "chip 0 core 0's step 2 begins at 0.000150000 s, before step 1 ends at 0.000200000 s: "
+            "a core runs one step at a time");
+  EXPECT_EQ(with_step("step 2", 200, 200).message(),
+            "chip 0 core 0's step 2 at 0.000200000 s lasts no time");
+  for (const char* name : {"step 2.5", "step -1", "step ", "step 0x10", "Step 2", "step +2"}) {
+    EXPECT_EQ(with_step(name, 200, 300).message(),
+              str_cat("chip 0 core 0's steps track holds a slice named '", name,
+                      "' at 0.000200000 s, where each is 'step N' (N a whole number)"));
+  }
 }
 
 // Each thread of a stage works one batch at a time: a trace whose batches repeat (every slice

@@ -11,6 +11,7 @@
 #include "traces/profile_compare.h"
 #include "traces/xplane_builder.h"
 #include "traces/xprof_profile.h"
+#include "traces/xspace_reader.h"
 
 namespace tpusim::traces {
 namespace xspace_ops_test {
@@ -153,6 +154,41 @@ TEST(OpProfile, WhatIsWrongIsNamed) {
   tpu.mutable_planes(1)->mutable_lines(2)->mutable_events(0)->set_metadata_id(999);
   EXPECT_THAT(message(tpu), HasSubstr("plane 1 '/device:TPU:1', line 'XLA Ops': an event names "
                                       "metadata 999, which the plane lacks"));
+}
+
+// What one run's profile cannot hold is refused by both of its readers (the analyzer's events and
+// the op profile): two planes of one name (two profiles merged counted 16 devices of 8), an op's
+// execution repeated at the same offset (every op "2.00 runs a step"), a step twice or of no time.
+TEST(OpProfile, WhatNoRunCouldWriteIsRefused) {
+  auto both = [](const xprof::XSpace& space) {
+    const std::string ops(op_profile_of(space, "m.xplane.pb").status().message());
+    const std::string events(analysis_events_of(space, "m.xplane.pb").status().message());
+    EXPECT_EQ(ops, events);
+    return ops;
+  };
+  const xprof::XSpace good = to_xspace(two_cores());
+  ASSERT_TRUE(op_profile_of(good, "m.xplane.pb").ok());
+  xprof::XSpace merged = good;
+  *merged.add_planes() = good.planes(0);
+  EXPECT_EQ(both(merged),
+            "m.xplane.pb: plane 3 '/device:TPU:0' repeats plane 0's name: a profile holds one "
+            "plane per device and host (two merged?)");
+  xprof::XSpace repeated = good;
+  xprof::XLine* ops = repeated.mutable_planes(1)->mutable_lines(2);
+  *ops->add_events() = ops->events(0);
+  EXPECT_EQ(both(repeated),
+            "m.xplane.pb: plane 1 '/device:TPU:1', line 'XLA Ops': op 'dense/matmul' runs twice "
+            "at the same offset and duration (100 ps): the profile is not one run's");
+  xprof::XSpace twice = good;
+  xprof::XLine* steps = twice.mutable_planes(0)->mutable_lines(0);
+  *steps->add_events() = steps->events(0);
+  EXPECT_EQ(both(twice),
+            "m.xplane.pb: plane 0 '/device:TPU:0', line 'Steps': step 1 appears twice: the "
+            "profile is not one run's");
+  xprof::XSpace instant = good;
+  instant.mutable_planes(0)->mutable_lines(0)->mutable_events(0)->set_duration_ps(0);
+  EXPECT_EQ(both(instant),
+            "m.xplane.pb: plane 0 '/device:TPU:0', line 'Steps': step 1 lasts no time");
 }
 
 OpProfile profile_of(const std::string& path, double step_ps,

@@ -111,12 +111,16 @@ absl::StatusOr<std::map<std::string, JournalEntry>> read_journal(const fs::path&
       *v = static_cast<int>(x);
       return true;
     };
-    if (j.contains("sweep") && j["sweep"] != fingerprint) {
+    // Every line this journal writes carries the sweep's fingerprint: a line without one (a
+    // journal from before it, or edited) cannot say which arguments its point ran under, and the
+    // point runs again rather than stand for another.
+    if (!j.contains("sweep")) continue;
+    if (j["sweep"] != fingerprint) {
       return absl::DataLossError(str_cat(
           journal_file(dir).string(), ": point ", j["point"].get<std::string>(),
           " ended under other arguments than ", args_file(dir).string(), " holds now (sweep ",
-          j["sweep"].is_string() ? j["sweep"].get<std::string>() : j["sweep"].dump(), ", not ",
-          fingerprint,
+          j["sweep"].is_string() ? j["sweep"].get<std::string>() : json_text(j["sweep"], -1),
+          ", not ", fingerprint,
           "): the file was edited after its points ran, and its results would "
           "stand for other points; run the sweep into a new folder"));
     }

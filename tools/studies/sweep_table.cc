@@ -4,6 +4,8 @@
 #include <set>
 #include <utility>
 
+#include "common/json_text.h"
+
 namespace tpusim::studies {
 namespace {
 
@@ -33,7 +35,7 @@ std::string csv_cell(const nlohmann::ordered_json& v) {
     std::snprintf(buf, sizeof buf, "%.9g", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return json_text(v, -1);
 }
 
 }  // namespace

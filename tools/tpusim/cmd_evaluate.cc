@@ -278,6 +278,8 @@ int predict_saved_model(const po::variables_map& vm, int64_t count) {
   if (!data.ok()) return failure(std::string(data.status().message()));
   auto images = test_images(*data, count);
   if (!images.ok()) return failure(std::string(images.status().message()));
+  // A count past the test set predicts the set, as the zoo's and ONNX models' paths do.
+  count = std::min<int64_t>(count, static_cast<int64_t>(images->size()));
   runtime::BackendArgs backend_args;
   backend_args.slice = vm["config"].as<std::string>();
   auto made = runtime::make_backend(vm["backend"].as<std::string>(), backend_args);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_text.h"
 #include "configs/loader.h"
 #include "runtime/lowering/weight_stationary_layers.h"
 #include "runtime/workloads/scalesim_topology.h"
@@ -130,7 +131,7 @@ int run_layers(const std::vector<std::string>& args) {
   auto out = simulate_layers(job, **system);
   if (!out.ok()) return failure(std::string(out.status().message()));
   if (vm["json"].as<bool>()) {
-    std::cout << out->dump(2) << "\n";
+    std::cout << json_text(*out) << "\n";
     return kOk;
   }
   print_layers(job, *out);

@@ -1,4 +1,5 @@
 // tpusim opcheck: the cross-device numerics harness (runtime/opcheck).
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <regex>
@@ -74,10 +75,26 @@ Refused backends_and_pattern(const po::variables_map& vm, OpcheckJob* job) {
   if (!reference.ok()) return usage_problem(reference.status());
   job->reference = *reference;
   job->reference.slice = vm["config"].as<std::string>();
+  // libstdc++ compiles and runs a regex by recursion, a frame or more a term: a pattern of
+  // 100,000 terms overflowed the stack. Op names are a few dozen characters; so is a pattern.
+  constexpr size_t kMaxPatternBytes = 1000;
+  const std::string& ops = vm["ops"].as<std::string>();
+  if (ops.size() > kMaxPatternBytes) {
+    return usage_problem(str_cat("--ops is ", ops.size(), " bytes; a pattern over op names may be ",
+                                 kMaxPatternBytes, " at most"));
+  }
   try {
-    job->pattern = std::regex(vm["ops"].as<std::string>());
+    job->pattern = std::regex(ops);
   } catch (const std::regex_error& e) {
     return usage_problem(str_cat("--ops is not a regular expression: ", e.what()));
+  }
+  // A pattern that selects nothing (a typo, a comma list) would pass a check of nothing.
+  const auto& cases = runtime::opcheck::all_cases();
+  if (std::none_of(cases.begin(), cases.end(),
+                   [&](const auto& c) { return std::regex_search(c.op, job->pattern); })) {
+    return usage_problem(str_cat("--ops '", ops, "' matches none of the ", cases.size(),
+                                 " cases' op names (a regular expression over names such as "
+                                 "'matmul' or 'conv2d': 'matmul|conv2d')"));
   }
   return std::nullopt;
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "common/json_text.h"
 #include "common/strings.h"
 #include "configs/loader.h"
 #include "estimator/estimator.h"
@@ -453,7 +454,7 @@ int run_train(const std::vector<std::string>& args) {
   if (!report.ok()) return failure(std::string(report.status().message()));
   if (vm.count("report") > 0) {
     const absl::Status written =
-        write_report_file(vm["report"].as<std::string>(), report->dump(2) + "\n");
+        write_report_file(vm["report"].as<std::string>(), json_text(*report) + "\n");
     if (!written.ok()) return failure(std::string(written.message()));
     std::cout << "report: " << vm["report"].as<std::string>() << "\n";
   }

@@ -1,6 +1,8 @@
 // tpusim: git-style subcommands over the tpusim libraries. main() only dispatches; each
 // subcommand lives in its own cmd_*.cc.
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -43,6 +45,15 @@ std::string filesystem_failure(const std::filesystem::filesystem_error& e) {
   return op + " " + paths + ": " + reason;
 }
 
+// A command's exit status, or kFailed when what it printed did not reach standard output (a full
+// disk, /dev/full, a closed pipe): its answer was lost, and a script must not read success.
+int with_output_written(const std::string& name, int rc) {
+  if (std::cout.flush()) return rc;
+  std::cerr << "tpusim " << name << ": cannot write standard output (" << std::strerror(errno)
+            << "); what the command printed is lost\n";
+  return rc == tpusim::cli::kOk ? tpusim::cli::kFailed : rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,7 +88,8 @@ int main(int argc, char** argv) {
   for (const auto& cmd : tpusim::cli::commands()) {
     if (cmd.name == name) {
       try {
-        return cmd.run(std::vector<std::string>(args.begin() + 1, args.end()));
+        return with_output_written(name,
+                                   cmd.run(std::vector<std::string>(args.begin() + 1, args.end())));
       } catch (const std::filesystem::filesystem_error& e) {
         // A filesystem call that threw where a status was due: named as what it is (the
         // operation, the path, the system's reason), since it is the user's folder, not a bug.

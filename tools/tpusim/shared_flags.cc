@@ -49,6 +49,19 @@ void add_report_flag(po::options_description& options) {
   options.add_options()("report", po::value<std::string>(), "also write the JSON report to FILE");
 }
 
+namespace {
+
+// Creates `dir` (and its parents) for what `flag` writes there, or says why it cannot.
+absl::Status make_output_folder(const char* flag, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      str_cat(flag, " ", dir, ": cannot create it: ", ec.message()));
+}
+
+}  // namespace
+
 absl::Status check_output_destinations(const po::variables_map& vm) {
   if (vm.count("report") > 0) {
     const std::string path = vm["report"].as<std::string>();
@@ -73,13 +86,26 @@ absl::Status check_output_destinations(const po::variables_map& vm) {
   }
   if (vm.count("export-dir") > 0) {
     const std::string dir = vm["export-dir"].as<std::string>();
-    std::error_code ec;
     if (dir.empty()) return absl::InvalidArgumentError("--export-dir: an empty path");
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          str_cat("--export-dir ", dir, ": cannot create it: ", ec.message()));
-    }
+    if (absl::Status s = make_output_folder("--export-dir", dir); !s.ok()) return s;
+  }
+  // The folders a run writes inside its model_dir: the profile's (--profile) and the evaluation's
+  // summaries (--eval-steps), tried as the run would make them.
+  if (vm.count("model-dir") == 0) return absl::OkStatus();
+  const std::filesystem::path model_dir = vm["model-dir"].as<std::string>();
+  // A model_dir that cannot be made at all is named as such when the run makes it.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_dir, ec)) {
+    std::filesystem::create_directories(model_dir, ec);
+    if (ec) return absl::OkStatus();
+  }
+  if (vm.count("profile") > 0 && vm["profile"].as<bool>()) {
+    const std::string dir = (model_dir / "plugins" / "profile").string();
+    if (absl::Status s = make_output_folder("--profile", dir); !s.ok()) return s;
+  }
+  if (vm.count("eval-steps") > 0 && vm["eval-steps"].as<int64_t>() > 0) {
+    const std::string dir = (model_dir / "eval").string();
+    if (absl::Status s = make_output_folder("--eval-steps", dir); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
