@@ -19,6 +19,13 @@ constexpr int64_t kMaxProfilePs = 1'000'000'000'000'000;
 absl::StatusOr<std::pair<TimePs, TimePs>> event_span(const xprof::XLine& line,
                                                      const xprof::XEvent& e,
                                                      const std::string& where) {
+  // An aggregated event (XEvent's num_occurrences in place of offset_ps) has no time of its own:
+  // read as a span it would sit at the line's start.
+  if (e.data_case() == xprof::XEvent::kNumOccurrences) {
+    return absl::InvalidArgumentError(str_cat(where, ": an aggregated event (",
+                                              e.num_occurrences(),
+                                              " occurrences, no offset) where a timed one is due"));
+  }
   const int64_t line_ps = line.timestamp_ns() * 1000;
   if (line.timestamp_ns() < 0 || line.timestamp_ns() > kMaxProfilePs / 1000 || e.offset_ps() < 0 ||
       e.duration_ps() < 0 || e.offset_ps() > kMaxProfilePs || e.duration_ps() > kMaxProfilePs ||

@@ -189,6 +189,11 @@ TEST(OpProfile, WhatNoRunCouldWriteIsRefused) {
   instant.mutable_planes(0)->mutable_lines(0)->mutable_events(0)->set_duration_ps(0);
   EXPECT_EQ(both(instant),
             "m.xplane.pb: plane 0 '/device:TPU:0', line 'Steps': step 1 lasts no time");
+  xprof::XSpace aggregated = good;
+  aggregated.mutable_planes(1)->mutable_lines(2)->mutable_events(0)->set_num_occurrences(3);
+  EXPECT_EQ(both(aggregated),
+            "m.xplane.pb: plane 1 '/device:TPU:1', line 'XLA Ops': an aggregated event (3 "
+            "occurrences, no offset) where a timed one is due");
 }
 
 OpProfile profile_of(const std::string& path, double step_ps,
