@@ -54,6 +54,11 @@ absl::StatusOr<nlohmann::json> parse_trace_json(const std::string& path, const s
     // e.byte counts from 1: the last byte read, where the text went wrong.
     return absl::DataLossError(str_cat("trace ", path, ": not valid JSON at byte offset ",
                                        e.byte > 0 ? e.byte - 1 : 0, ": ", why));
+  } catch (const nlohmann::json::exception& e) {
+    // A number past double's range ("1e400": out_of_range.406) and the like.
+    std::string why = e.what();
+    if (const size_t end = why.find("] "); end != std::string::npos) why = why.substr(end + 2);
+    return absl::DataLossError(str_cat("trace ", path, ": not valid JSON: ", why));
   }
 }
 

@@ -206,6 +206,11 @@ TEST(TraceFiles, BadFilesAreNamedWithWhereTheyGoWrong) {
   EXPECT_THAT(std::string(read_trace(json).status().message()),
               HasSubstr(": arrays and objects nested more than 64 deep (a trace's events nest "
                         "four levels)"));
+  // Found by fuzz_trace (2026-12-03): a number past double's range threw out of the parse
+  // (out_of_range, not a parse_error) and ended the process.
+  std::ofstream(json) << R"({"traceEvents":[{"ts":4E444}]})";
+  EXPECT_THAT(std::string(read_trace(json).status().message()),
+              HasSubstr(": not valid JSON: number overflow parsing '4E444'"));
   // A field of another type is named, not the JSON library's wording alone.
   std::ofstream(json) << R"({"traceEvents":[{"ph":5,"pid":1,"tid":1}]})";
   EXPECT_THAT(std::string(read_trace(json).status().message()),
