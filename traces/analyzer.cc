@@ -1,7 +1,6 @@
 #include "traces/analyzer.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -75,12 +74,6 @@ struct CoreTimeline {
   Spans busy;  // the core's compute units had work in progress (kBusyTrack)
 };
 
-int64_t step_number(const std::string& name) {
-  long long n = -1;
-  if (std::sscanf(name.c_str(), "step %lld", &n) != 1) return -1;
-  return n;
-}
-
 std::string ms(double seconds) { return fmt::format("{:.3f} ms", seconds * 1e3); }
 std::string pct(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
 
@@ -103,7 +96,7 @@ void add_core_slice(const TrackInfo& info, const RecordingSink::Slice& s, CoreTi
     c.busy.v.emplace_back(s.start, s.end);
     c.busy.longest = std::max(c.busy.longest, s.end - s.start);
   } else if (info.name == kStepsTrack) {
-    const int64_t n = step_number(s.name);
+    const int64_t n = step_of_slice(s.name);
     if (n >= 0) c.steps.push_back({n, {s.start, s.end}});
   } else if (s.name == kInfeedWait) {
     wait = kInput;

@@ -1,11 +1,11 @@
 #include "traces/trace_checks.h"
 
 #include <algorithm>
-#include <charconv>
 #include <functional>
 #include <map>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,8 +13,14 @@
 
 #include "common/strings.h"
 #include "traces/analysis_events.h"
+#include "traces/xspace_events.h"
 
 namespace tpusim::traces {
+namespace {
+
+std::string seconds_at(TimePs t) { return fmt::format("{:.9f} s", static_cast<double>(t) / 1e12); }
+
+}  // namespace
 
 absl::Status check_host_stage_batches(const RecordingSink& trace) {
   // By stage name: a stage declared twice (two traces merged) is still one stage's threads.
@@ -38,32 +44,19 @@ absl::Status check_host_stage_batches(const RecordingSink& trace) {
       if (open.size() <= info.threads) continue;
       return absl::InvalidArgumentError(str_cat(
           "host stage '", info.name, "' (", info.threads, " thread", info.threads == 1 ? "" : "s",
-          ") has ", open.size(), " batches at once at ",
-          fmt::format("{:.9f}", static_cast<double>(start) / 1e12),
-          " s, where each of its threads works one batch at a time: the trace is not one run's "
+          ") has ", open.size(), " batches at once at ", seconds_at(start),
+          ", where each of its threads works one batch at a time: the trace is not one run's "
           "(its slices repeated, or two runs' merged?)"));
     }
   }
   return absl::OkStatus();
 }
 
-namespace {
-
-std::string seconds_at(TimePs t) { return fmt::format("{:.9f} s", static_cast<double>(t) / 1e12); }
-
-// N of a slice named exactly "step N" (N decimal digits), or -1.
-int64_t step_of(const std::string& name) {
+int64_t step_of_slice(const std::string& name) {
   constexpr std::string_view kPrefix = "step ";
-  if (name.compare(0, kPrefix.size(), kPrefix) != 0 || name.size() == kPrefix.size()) return -1;
-  const char* first = name.data() + kPrefix.size();
-  const char* last = name.data() + name.size();
-  if (*first < '0' || *first > '9') return -1;
-  int64_t n = -1;
-  const auto [end, error] = std::from_chars(first, last, n);
-  return error == std::errc() && end == last ? n : -1;
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  return parse_step_number(name.substr(kPrefix.size())).value_or(-1);
 }
-
-}  // namespace
 
 absl::Status check_core_steps(const RecordingSink& trace) {
   struct Step {
@@ -76,7 +69,7 @@ absl::Status check_core_steps(const RecordingSink& trace) {
     const TrackInfo& info = trace.track(s.track);
     if (info.kind != TrackInfo::Kind::kUnit || info.name != kStepsTrack) continue;
     const std::string core = str_cat("chip ", info.chip, " core ", info.core);
-    const int64_t n = step_of(s.name);
+    const int64_t n = step_of_slice(s.name);
     if (n < 0) {
       return absl::InvalidArgumentError(str_cat(core, "'s steps track holds a slice named '",
                                                 s.name, "' at ", seconds_at(s.start),

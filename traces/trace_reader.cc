@@ -228,7 +228,7 @@ absl::Status read_chrome_json(const std::string& path, const std::string& text,
     };
     if (!e.is_object() || !e.contains("ph") || !e.contains("pid") || !e.contains("tid"))
       return bad("an event needs ph, pid and tid");
-    std::string field;  // the field read when the JSON library throws, for its message
+    const char* field = "";  // the field read when the JSON library throws, for its message
     try {
       field = "ph";
       const std::string ph = e.at("ph").get<std::string>();
